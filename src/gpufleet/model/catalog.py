@@ -1,0 +1,333 @@
+"""The GPU catalog: the datasheet figures that planning and placement need.
+
+Figures are dense (no sparsity) peak numbers from each vendor's datasheet; ``source`` names it.
+Datasheets quote tensor throughput "with sparsity"; the figures here are half of those.
+
+name       mem GB  GB/s   FP64   FP32   BF16  TDP W  link GB/s  form  note
+B200          180  8000     37     75   2250   1000       1800  SXM   per GPU of an HGX B200
+H200          141  4800     34     67    989    700        900  SXM
+H100-SXM       80  3350     34     67    989    700        900  SXM
+H100-PCIe      80  2000     26     51    756    350        600  PCIe  NVLink bridge
+H800           80  3350      1     67    989    700        400  SXM   export part
+A100-40GB      40  1555    9.7   19.5    312    400        600  SXM
+A100-80GB      80  2039    9.7   19.5    312    400        600  SXM
+A800           80  2039    9.7   19.5    312    400        400  SXM   export part
+L40S           48   864   1.4*   91.6    362    350          0  PCIe
+L40            48   864   1.4*   90.5    181    300          0  PCIe
+A10            24   600  0.49*   31.2    125    150          0  PCIe
+T4             16   320  0.25*    8.1    65+     70          0  PCIe
+V100-16GB      16   900    7.8   15.7   125+    300        300  SXM   SXM2
+V100-32GB      32   900    7.8   15.7   125+    300        300  SXM   SXM2
+P100           16   732    4.7    9.3  18.7+    250          0  PCIe  16 GB PCIe card
+RTX-A6000      48   768   0.6*   38.7    155    300      112.5  PCIe  2-way NVLink bridge
+RTX-4090       24  1008   1.3*   82.6    165    450          0  PCIe  FP32 accumulate
+MI300X        192  5300   81.7  163.4   1307    750        896  OAM   Infinity Fabric
+
+``*`` FP64 is not on the datasheet: the architecture's rate (1/64 of FP32 for GA10x/AD10x, 1/32
+for Turing). ``+`` the part has no BF16: the figure is dense FP16 tensor (P100: packed FP16, no
+tensor cores). Alibaba's openb trace names "V100M16", "V100M32", "P100", "T4" and "A10" are
+aliases; its "G2" and "G3" are anonymized and have no entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.model.errors import SpecError
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    name: str  # canonical, e.g. "H100-SXM"
+    vendor: str
+    memory_gib: float
+    memory_bandwidth_gbs: float  # GB/s
+    fp64_tflops: float
+    fp32_tflops: float
+    bf16_tflops: float  # dense tensor-core BF16 (FP16 where the part has no BF16)
+    tdp_w: int
+    nvlink_gbs: float  # total bidirectional GPU-to-GPU bandwidth, 0 when none
+    form_factor: str  # "SXM", "PCIe", "OAM"
+    source: str
+    aliases: tuple[str, ...] = ()
+
+
+GPU_MODELS: tuple[GpuModel, ...] = (
+    # Per GPU: the 8-GPU HGX B200 board's figures divided by 8 (1.44 TB, 64 TB/s, 14.4 TB/s).
+    GpuModel(
+        name="B200",
+        vendor="NVIDIA",
+        memory_gib=180,
+        memory_bandwidth_gbs=8000,
+        fp64_tflops=37,
+        fp32_tflops=75,
+        bf16_tflops=2250,
+        tdp_w=1000,
+        nvlink_gbs=1800,
+        form_factor="SXM",
+        source="NVIDIA HGX B200 / DGX B200 datasheet (2024)",
+        aliases=("B200-SXM", "HGX-B200"),
+    ),
+    GpuModel(
+        name="H200",
+        vendor="NVIDIA",
+        memory_gib=141,
+        memory_bandwidth_gbs=4800,
+        fp64_tflops=34,
+        fp32_tflops=67,
+        bf16_tflops=989,
+        tdp_w=700,
+        nvlink_gbs=900,
+        form_factor="SXM",
+        source="NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM",
+        aliases=("H200-SXM", "H200-141GB"),
+    ),
+    GpuModel(
+        name="H100-SXM",
+        vendor="NVIDIA",
+        memory_gib=80,
+        memory_bandwidth_gbs=3350,
+        fp64_tflops=34,
+        fp32_tflops=67,
+        bf16_tflops=989,
+        tdp_w=700,
+        nvlink_gbs=900,
+        form_factor="SXM",
+        source="NVIDIA H100 Tensor Core GPU datasheet (2022), H100 SXM",
+        aliases=("H100", "H100-SXM5", "H100-80GB"),
+    ),
+    GpuModel(
+        name="H100-PCIe",
+        vendor="NVIDIA",
+        memory_gib=80,
+        memory_bandwidth_gbs=2000,
+        fp64_tflops=26,
+        fp32_tflops=51,
+        bf16_tflops=756,
+        tdp_w=350,
+        nvlink_gbs=600,  # with the NVLink bridge
+        form_factor="PCIe",
+        source="NVIDIA H100 Tensor Core GPU datasheet (2022), H100 PCIe",
+        aliases=("H100PCIE", "H100-PCIE-80GB"),
+    ),
+    GpuModel(
+        name="H800",
+        vendor="NVIDIA",
+        memory_gib=80,
+        memory_bandwidth_gbs=3350,
+        fp64_tflops=1,
+        fp32_tflops=67,
+        bf16_tflops=989,
+        tdp_w=700,
+        nvlink_gbs=400,
+        form_factor="SXM",
+        source="NVIDIA H800 Tensor Core GPU datasheet (2023), H800 SXM",
+        aliases=("H800-SXM", "H800-80GB"),
+    ),
+    GpuModel(
+        name="A100-40GB",
+        vendor="NVIDIA",
+        memory_gib=40,
+        memory_bandwidth_gbs=1555,
+        fp64_tflops=9.7,
+        fp32_tflops=19.5,
+        bf16_tflops=312,
+        tdp_w=400,
+        nvlink_gbs=600,
+        form_factor="SXM",
+        source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 40GB SXM",
+        aliases=("A100-SXM4-40GB", "A100-40G"),
+    ),
+    GpuModel(
+        name="A100-80GB",
+        vendor="NVIDIA",
+        memory_gib=80,
+        memory_bandwidth_gbs=2039,
+        fp64_tflops=9.7,
+        fp32_tflops=19.5,
+        bf16_tflops=312,
+        tdp_w=400,
+        nvlink_gbs=600,
+        form_factor="SXM",
+        source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM",
+        aliases=("A100", "A100-SXM4-80GB", "A100-80G"),
+    ),
+    GpuModel(
+        name="A800",
+        vendor="NVIDIA",
+        memory_gib=80,
+        memory_bandwidth_gbs=2039,
+        fp64_tflops=9.7,
+        fp32_tflops=19.5,
+        bf16_tflops=312,
+        tdp_w=400,
+        nvlink_gbs=400,
+        form_factor="SXM",
+        source="NVIDIA A800 Tensor Core GPU datasheet (2022), A800 80GB SXM",
+        aliases=("A800-80GB", "A800-SXM4-80GB"),
+    ),
+    GpuModel(
+        name="L40S",
+        vendor="NVIDIA",
+        memory_gib=48,
+        memory_bandwidth_gbs=864,
+        fp64_tflops=1.4,  # not on the datasheet: 1/64 of FP32 (Ada)
+        fp32_tflops=91.6,
+        bf16_tflops=362,
+        tdp_w=350,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA L40S GPU datasheet (2023)",
+    ),
+    GpuModel(
+        name="L40",
+        vendor="NVIDIA",
+        memory_gib=48,
+        memory_bandwidth_gbs=864,
+        fp64_tflops=1.4,  # not on the datasheet: 1/64 of FP32 (Ada)
+        fp32_tflops=90.5,
+        bf16_tflops=181,
+        tdp_w=300,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA L40 GPU datasheet (2022)",
+    ),
+    GpuModel(
+        name="A10",
+        vendor="NVIDIA",
+        memory_gib=24,
+        memory_bandwidth_gbs=600,
+        fp64_tflops=0.49,  # not on the datasheet: 1/64 of FP32 (GA102)
+        fp32_tflops=31.2,
+        bf16_tflops=125,
+        tdp_w=150,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA A10 Tensor Core GPU datasheet (2021)",
+        aliases=("A10-24GB",),
+    ),
+    GpuModel(
+        name="T4",
+        vendor="NVIDIA",
+        memory_gib=16,
+        memory_bandwidth_gbs=320,
+        fp64_tflops=0.25,  # not on the datasheet: 1/32 of FP32 (Turing)
+        fp32_tflops=8.1,
+        bf16_tflops=65,  # no BF16: dense FP16 mixed-precision tensor
+        tdp_w=70,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA T4 Tensor Core GPU datasheet (2019)",
+        aliases=("T4-16GB", "TESLA-T4"),
+    ),
+    GpuModel(
+        name="V100-16GB",
+        vendor="NVIDIA",
+        memory_gib=16,
+        memory_bandwidth_gbs=900,
+        fp64_tflops=7.8,
+        fp32_tflops=15.7,
+        bf16_tflops=125,  # no BF16: FP16 tensor
+        tdp_w=300,
+        nvlink_gbs=300,
+        form_factor="SXM",
+        source="NVIDIA Tesla V100 GPU datasheet (2020), V100 SXM2 16GB",
+        aliases=("V100M16", "V100-SXM2-16GB"),
+    ),
+    GpuModel(
+        name="V100-32GB",
+        vendor="NVIDIA",
+        memory_gib=32,
+        memory_bandwidth_gbs=900,
+        fp64_tflops=7.8,
+        fp32_tflops=15.7,
+        bf16_tflops=125,  # no BF16: FP16 tensor
+        tdp_w=300,
+        nvlink_gbs=300,
+        form_factor="SXM",
+        source="NVIDIA Tesla V100 GPU datasheet (2020), V100 SXM2 32GB",
+        aliases=("V100", "V100M32", "V100-SXM2-32GB"),
+    ),
+    # The PCIe 16 GB card (as in Alibaba Cloud's gn5 instances), not the SXM2 module.
+    GpuModel(
+        name="P100",
+        vendor="NVIDIA",
+        memory_gib=16,
+        memory_bandwidth_gbs=732,
+        fp64_tflops=4.7,
+        fp32_tflops=9.3,
+        bf16_tflops=18.7,  # no BF16 and no tensor cores: packed FP16
+        tdp_w=250,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA Tesla P100 GPU accelerator datasheet (2016), P100 PCIe 16GB",
+        aliases=("P100-16GB", "P100-PCIE-16GB", "TESLA-P100"),
+    ),
+    GpuModel(
+        name="RTX-A6000",
+        vendor="NVIDIA",
+        memory_gib=48,
+        memory_bandwidth_gbs=768,
+        fp64_tflops=0.6,  # not on the datasheet: 1/64 of FP32 (GA102)
+        fp32_tflops=38.7,
+        bf16_tflops=154.8,
+        tdp_w=300,
+        nvlink_gbs=112.5,  # two-way NVLink bridge
+        form_factor="PCIe",
+        source="NVIDIA RTX A6000 datasheet (2020)",
+        aliases=("A6000", "RTXA6000"),
+    ),
+    GpuModel(
+        name="RTX-4090",
+        vendor="NVIDIA",
+        memory_gib=24,
+        memory_bandwidth_gbs=1008,
+        fp64_tflops=1.3,  # not on the datasheet: 1/64 of FP32 (AD102)
+        fp32_tflops=82.6,
+        bf16_tflops=165.2,  # with FP32 accumulate
+        tdp_w=450,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA Ada Lovelace GPU architecture whitepaper (2022), GeForce RTX 4090",
+        aliases=("4090", "RTX4090", "GEFORCE-RTX-4090"),
+    ),
+    GpuModel(
+        name="MI300X",
+        vendor="AMD",
+        memory_gib=192,
+        memory_bandwidth_gbs=5300,
+        fp64_tflops=81.7,  # vector
+        fp32_tflops=163.4,  # vector
+        bf16_tflops=1307.4,
+        tdp_w=750,
+        nvlink_gbs=896,  # AMD Infinity Fabric peak aggregate (7 links), no NVLink
+        form_factor="OAM",
+        source="AMD Instinct MI300X accelerator datasheet (2023)",
+        aliases=("INSTINCT-MI300X", "AMD-MI300X"),
+    ),
+)
+
+
+def _index() -> dict[str, GpuModel]:
+    out: dict[str, GpuModel] = {}
+    for m in GPU_MODELS:
+        for key in (m.name, *m.aliases):
+            out[key.upper()] = m
+    return out
+
+
+_BY_NAME = _index()
+
+
+def find(name: str) -> GpuModel | None:
+    """The catalog entry for a name or alias (case-insensitive), or None."""
+    return _BY_NAME.get(name.strip().upper())
+
+
+def lookup(name: str, *, source: str = "", field: str = "gpu_model") -> GpuModel:
+    """The catalog entry for ``name``; an unknown name is a SpecError listing the known ones."""
+    m = find(name)
+    if m is None:
+        known = ", ".join(g.name for g in GPU_MODELS)
+        raise SpecError(f"unknown GPU model {name!r} (known: {known})", source=source, field=field)
+    return m
