@@ -1,0 +1,190 @@
+"""The cluster: node pools placed in a fabric tree ``pod → leaf → node``, and the queues.
+
+``ClusterSpec.from_dict`` reads the YAML shape (parsed elsewhere: this package is stdlib only)::
+
+    name: lab
+    fabric:                       # optional; without it every node sits in leaf-0 of pod-0
+      - pod: pod-a
+        leaves: [leaf-1, leaf-2]
+    pools:
+      - name: h100
+        count: 16
+        gpu_model: H100-SXM
+        gpus: 8
+        cpu_cores: 112
+        memory_gib: 2048
+        nvlink_domain: 8          # GPUs per NVLink domain (default: all GPUs of the node)
+        labels: {zone: a}
+        leaves: [leaf-1, leaf-2]  # nodes are spread evenly over these, in order
+    queues:
+      - name: vision
+        cohort: research
+        weight: 1
+        quota: {gpus: 64, cpu_cores: 900, memory_gib: 16000}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.model import catalog
+from gpufleet.model.errors import SpecError
+from gpufleet.model.queue import QueueSpec
+from gpufleet.model.resources import MILLI
+from gpufleet.model.validate import Fields, require_unique
+
+DEFAULT_POD = "pod-0"
+DEFAULT_LEAF = "leaf-0"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    gpu_model: str  # canonical catalog name, or a trace's own model string
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    leaf: str
+    pod: str
+    pool: str = ""
+    nvlink_domain: int = 0  # GPUs per NVLink domain; 0 = the whole node
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    name: str
+    nodes: tuple[NodeSpec, ...]
+    leaves: tuple[tuple[str, str], ...]  # (leaf, pod), in fabric order
+    queues: tuple[QueueSpec, ...] = ()
+    source: str = field(default="", compare=False)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def leaf_pod(self) -> dict[str, str]:
+        return dict(self.leaves)
+
+    def queue(self, name: str) -> QueueSpec | None:
+        return next((q for q in self.queues if q.name == name), None)
+
+    @staticmethod
+    def from_dict(data: Any, *, source: str = "<cluster>") -> ClusterSpec:
+        top = Fields(data, source=source, path="")
+        name = top.str("name", "cluster")
+        leaves = _read_fabric(top)
+        leaf_pod = dict(leaves)
+        nodes: list[NodeSpec] = []
+        pools = top.list("pools")
+        for i, raw in enumerate(pools):
+            nodes.extend(_read_pool(raw, source=source, path=f"pools[{i}]", leaf_pod=leaf_pod))
+        for i, raw in enumerate(top.list("nodes")):
+            nodes.append(_read_node(raw, source=source, path=f"nodes[{i}]", leaf_pod=leaf_pod))
+        if not nodes:
+            raise SpecError("the cluster has no nodes (give pools or nodes)", source=source)
+        require_unique((n.name for n in nodes), source=source, field="pools", what="node")
+        queues = tuple(
+            QueueSpec.from_dict(q, source=source, path=f"queues[{i}]")
+            for i, q in enumerate(top.list("queues"))
+        )
+        require_unique((q.name for q in queues), source=source, field="queues", what="queue")
+        top.finish()
+        return ClusterSpec(name, tuple(nodes), tuple(leaves), queues, source)
+
+    @staticmethod
+    def build(
+        name: str,
+        nodes: Iterable[NodeSpec],
+        queues: Iterable[QueueSpec] = (),
+    ) -> ClusterSpec:
+        """A spec from nodes already made (traces, tests); leaves in first-seen order."""
+        ns = tuple(nodes)
+        seen: dict[str, str] = {}
+        for n in ns:
+            seen.setdefault(n.leaf, n.pod)
+        return ClusterSpec(name, ns, tuple(seen.items()), tuple(queues))
+
+
+def _read_fabric(top: Fields) -> list[tuple[str, str]]:
+    fabric = top.list("fabric")
+    if not fabric:
+        return [(DEFAULT_LEAF, DEFAULT_POD)]
+    out: list[tuple[str, str]] = []
+    for i, raw in enumerate(fabric):
+        f = Fields(raw, source=top.source, path=f"fabric[{i}]")
+        pod = f.str("pod", required=True)
+        leaves = f.str_list("leaves")
+        if not leaves:
+            raise f.error("leaves", "a pod needs at least one leaf")
+        f.finish()
+        out.extend((leaf, pod) for leaf in leaves)
+    require_unique((leaf for leaf, _ in out), source=top.source, field="fabric", what="leaf")
+    return out
+
+
+def _placement(
+    f: Fields, count: int, leaf_pod: dict[str, str]
+) -> list[tuple[str, str]]:
+    """Leaf and pod for each of ``count`` nodes, spread evenly over the pool's leaves."""
+    leaves = f.str_list("leaves") or ((f.str("leaf"),) if f.has("leaf") else ())
+    if not leaves:
+        if len(leaf_pod) == 1:
+            leaves = tuple(leaf_pod)
+        else:
+            raise f.error("leaves", "the node is in no leaf: name one of " + ", ".join(leaf_pod))
+    for leaf in leaves:
+        if leaf not in leaf_pod:
+            raise f.error("leaves", f"leaf {leaf!r} is not in the fabric ({', '.join(leaf_pod)})")
+    out = []
+    for i in range(count):
+        leaf = leaves[i * len(leaves) // count] if count else leaves[0]
+        out.append((leaf, leaf_pod[leaf]))
+    return out
+
+
+def _gpu_fields(f: Fields) -> tuple[str, int, int, int, int]:
+    gpus = f.int("gpus", 0, minimum=0, maximum=64)
+    model = ""
+    if gpus:
+        model = catalog.lookup(f.str("gpu_model", required=True), source=f.source,
+                               field=f.field("gpu_model")).name
+    elif f.has("gpu_model"):
+        f.str("gpu_model")
+    cpu = f.float("cpu_cores", minimum=0)
+    mem = f.float("memory_gib", minimum=0)
+    nvl = f.int("nvlink_domain", 0, minimum=0, maximum=max(gpus, 0))
+    return model, gpus, round(cpu * MILLI), round(mem * 1024), nvl
+
+
+def _read_pool(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) -> list[NodeSpec]:
+    f = Fields(raw, source=source, path=path)
+    pool = f.str("name", required=True)
+    count = f.int("count", minimum=0)
+    model, gpus, cpu, mem, nvl = _gpu_fields(f)
+    labels = tuple(sorted(f.labels("labels").items()))
+    prefix = f.str("prefix", pool)
+    places = _placement(f, count, leaf_pod)
+    f.finish()
+    width = max(3, len(str(count - 1)))
+    return [
+        NodeSpec(f"{prefix}-{i:0{width}d}", model, gpus, cpu, mem, leaf, pod, pool, nvl, labels)
+        for i, (leaf, pod) in enumerate(places)
+    ]
+
+
+def _read_node(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) -> NodeSpec:
+    f = Fields(raw, source=source, path=path)
+    name = f.str("name", required=True)
+    model, gpus, cpu, mem, nvl = _gpu_fields(f)
+    labels = tuple(sorted(f.labels("labels").items()))
+    ((leaf, pod),) = _placement(f, 1, leaf_pod)
+    f.finish()
+    return NodeSpec(name, model, gpus, cpu, mem, leaf, pod, "", nvl, labels)

@@ -1,0 +1,225 @@
+"""What a user asks for (JobSpec) and the job's life (JobState, transitions, attempts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from gpufleet.model import catalog
+from gpufleet.model.resources import MILLI, Resources
+from gpufleet.model.validate import Fields
+
+
+class TopologyLevel(str, Enum):
+    """How far up ``cluster → pod → leaf → node`` a gang may spread."""
+
+    NODE = "node"
+    LEAF = "leaf"
+    POD = "pod"
+    ANY = "any"
+
+    @property
+    def rank(self) -> int:
+        return _LEVEL_RANK[self]
+
+
+_LEVEL_RANK = {TopologyLevel.NODE: 0, TopologyLevel.LEAF: 1, TopologyLevel.POD: 2,
+               TopologyLevel.ANY: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    level: TopologyLevel = TopologyLevel.ANY
+    required: bool = False
+
+    def describe(self) -> str:
+        if self.level is TopologyLevel.ANY:
+            return "anywhere"
+        return f"under one {self.level.value}" + ("" if self.required else " (preferred)")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    name: str
+    user: str
+    queue: str = "default"
+    workers: int = 1  # gang size: all start together or none does
+    gpus_per_worker: int = 1
+    gpu_milli: int = MILLI  # share of each GPU; < 1000 shares a device (one GPU per worker)
+    cpu_milli: int = 1000  # per worker
+    memory_mib: int = 4096  # per worker
+    gpu_models: tuple[str, ...] = ()  # allowed models; empty = any
+    time_limit_s: float | None = None
+    priority: int = 0
+    preemptible: bool = True
+    topology: Topology = field(default_factory=Topology)
+    dataset: str = ""
+    max_retries: int = 0
+    command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def worker_resources(self) -> Resources:
+        return Resources(self.gpus_per_worker * self.gpu_milli, self.cpu_milli, self.memory_mib)
+
+    @property
+    def total_resources(self) -> Resources:
+        w = self.worker_resources
+        n = self.workers
+        return Resources(w.gpu_milli * n, w.cpu_milli * n, w.memory_mib * n)
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return self.workers * self.gpus_per_worker * self.gpu_milli
+
+    @property
+    def fractional(self) -> bool:
+        return self.gpu_milli < MILLI
+
+    def describe(self) -> str:
+        g = (
+            f"{self.gpu_milli / MILLI:g} GPU"
+            if self.fractional
+            else f"{self.gpus_per_worker} GPU{'s' if self.gpus_per_worker != 1 else ''}"
+        )
+        return f"{self.workers} × {g}" if self.workers > 1 else g
+
+    @staticmethod
+    def from_dict(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
+        f = Fields(data, source=source, path=path)
+        name = f.str("name", required=True)
+        user = f.str("user", required=True)
+        queue = f.str("queue", "default")
+        workers = f.int("workers", 1, minimum=1, maximum=4096)
+        gpus = f.int("gpus_per_worker", 1, minimum=0, maximum=64)
+        milli = f.int("gpu_milli", MILLI, minimum=1, maximum=MILLI)
+        if milli < MILLI and gpus != 1:
+            raise f.error("gpu_milli", f"a GPU share below 1000 needs gpus_per_worker: 1, got {gpus}")
+        if gpus == 0:
+            milli = MILLI
+        cpus = f.float("cpus", 1.0, minimum=0)
+        if f.has("memory_mib"):
+            mem = f.int("memory_mib", minimum=0)
+        else:
+            mem = round(f.float("memory_gib", 4.0, minimum=0) * 1024)
+        models = tuple(
+            catalog.lookup(m, source=source, field=f.field("gpu_models")).name
+            for m in f.str_list("gpu_models")
+        )
+        limit = f.float("time_limit_s", 0.0, minimum=0) or None
+        priority = f.int("priority", 0, minimum=-1_000_000, maximum=1_000_000)
+        preemptible = f.bool("preemptible", True)
+        topology = _read_topology(f)
+        dataset = f.str("dataset", "")
+        retries = f.int("max_retries", 0, minimum=0, maximum=100)
+        if gpus == 0 and models:
+            raise f.error("gpu_models", "a CPU-only job (gpus_per_worker: 0) cannot ask for GPU models")
+        command = _read_command(f)
+        env = tuple(sorted(f.labels("env").items()))
+        f.finish()
+        return JobSpec(
+            name, user, queue, workers, gpus, milli, round(cpus * MILLI), mem, models, limit,
+            priority, preemptible, topology, dataset, retries, command, env,
+        )
+
+
+def _read_topology(f: Fields) -> Topology:
+    if not f.has("topology"):
+        f.mapping("topology")
+        return Topology()
+    raw = f.data["topology"]
+    if isinstance(raw, str):
+        f.str("topology")
+        raw = {"level": raw}
+    t = Fields(raw, source=f.source, path=f.field("topology"))
+    level_s = t.str("level", "any")
+    try:
+        level = TopologyLevel(level_s)
+    except ValueError:
+        raise t.error("level", f"must be one of node, leaf, pod, any; got {level_s!r}") from None
+    required = t.bool("required", False)
+    t.finish()
+    return Topology(level, required)
+
+
+def _read_command(f: Fields) -> tuple[str, ...]:
+    if not f.has("command"):
+        f.list("command")
+        return ()
+    raw = f.data["command"]
+    if isinstance(raw, str):
+        return ("/bin/sh", "-c", f.str("command"))
+    items = f.list("command")
+    if not all(isinstance(x, str) for x in items) or not items:
+        raise f.error("command", "must be a string or a non-empty list of strings")
+    return tuple(items)
+
+
+class JobState(str, Enum):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMED_OUT = "TIMED_OUT"
+    PREEMPTED = "PREEMPTED"
+    NODE_LOST = "NODE_LOST"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.TIMED_OUT})
+# FAILED is terminal only when no retry remains; the JobMaster decides (see Job.fail).
+
+_S = JobState
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    _S.PENDING: frozenset({_S.STARTING, _S.CANCELLED}),
+    _S.STARTING: frozenset({_S.RUNNING, _S.FAILED, _S.CANCELLED, _S.PREEMPTED, _S.NODE_LOST,
+                            _S.TIMED_OUT}),
+    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.TIMED_OUT, _S.PREEMPTED,
+                           _S.NODE_LOST}),
+    _S.FAILED: frozenset({_S.PENDING}),
+    _S.PREEMPTED: frozenset({_S.PENDING, _S.CANCELLED}),
+    _S.NODE_LOST: frozenset({_S.PENDING, _S.CANCELLED}),
+    _S.SUCCEEDED: frozenset(),
+    _S.CANCELLED: frozenset(),
+    _S.TIMED_OUT: frozenset(),
+}
+
+
+class InvalidTransition(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class Job:
+    """A job's mutable life: its state, its numbered attempts and what it has used."""
+
+    id: str
+    spec: JobSpec
+    submit_time: float
+    state: JobState = JobState.PENDING
+    attempt: int = 0  # number of the current (or last) attempt; 0 = never started
+    retries_used: int = 0
+    start_time: float | None = None  # of the current attempt
+    end_time: float | None = None
+    eligible_time: float = 0.0  # not before (retry back-off)
+    attained_gpu_s: float = 0.0  # GPU-seconds of service so far (LAS)
+    history: list[tuple[float, JobState, str]] = field(default_factory=list)
+
+    def to(self, state: JobState, now: float, why: str = "") -> None:
+        if state not in TRANSITIONS[self.state]:
+            raise InvalidTransition(f"job {self.id}: {self.state.value} → {state.value} is not allowed")
+        self.state = state
+        self.history.append((now, state, why))
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL or (
+            self.state is JobState.FAILED and self.retries_used >= self.spec.max_retries
+        )
+
