@@ -79,21 +79,21 @@ class ClusterSpec:
     @staticmethod
     def from_dict(data: Any, *, source: str = "<cluster>") -> ClusterSpec:
         top = Fields(data, source=source, path="")
-        name = top.str("name", "cluster")
+        name = top.text("name", "cluster")
         leaves = _read_fabric(top)
         leaf_pod = dict(leaves)
         nodes: list[NodeSpec] = []
-        pools = top.list("pools")
+        pools = top.items("pools")
         for i, raw in enumerate(pools):
             nodes.extend(_read_pool(raw, source=source, path=f"pools[{i}]", leaf_pod=leaf_pod))
-        for i, raw in enumerate(top.list("nodes")):
+        for i, raw in enumerate(top.items("nodes")):
             nodes.append(_read_node(raw, source=source, path=f"nodes[{i}]", leaf_pod=leaf_pod))
         if not nodes:
             raise SpecError("the cluster has no nodes (give pools or nodes)", source=source)
         require_unique((n.name for n in nodes), source=source, field="pools", what="node")
         queues = tuple(
             QueueSpec.from_dict(q, source=source, path=f"queues[{i}]")
-            for i, q in enumerate(top.list("queues"))
+            for i, q in enumerate(top.items("queues"))
         )
         require_unique((q.name for q in queues), source=source, field="queues", what="queue")
         top.finish()
@@ -114,14 +114,14 @@ class ClusterSpec:
 
 
 def _read_fabric(top: Fields) -> list[tuple[str, str]]:
-    fabric = top.list("fabric")
+    fabric = top.items("fabric")
     if not fabric:
         return [(DEFAULT_LEAF, DEFAULT_POD)]
     out: list[tuple[str, str]] = []
     for i, raw in enumerate(fabric):
         f = Fields(raw, source=top.source, path=f"fabric[{i}]")
-        pod = f.str("pod", required=True)
-        leaves = f.str_list("leaves")
+        pod = f.text("pod", required=True)
+        leaves = f.names("leaves")
         if not leaves:
             raise f.error("leaves", "a pod needs at least one leaf")
         f.finish()
@@ -130,11 +130,9 @@ def _read_fabric(top: Fields) -> list[tuple[str, str]]:
     return out
 
 
-def _placement(
-    f: Fields, count: int, leaf_pod: dict[str, str]
-) -> list[tuple[str, str]]:
+def _placement(f: Fields, count: int, leaf_pod: dict[str, str]) -> list[tuple[str, str]]:
     """Leaf and pod for each of ``count`` nodes, spread evenly over the pool's leaves."""
-    leaves = f.str_list("leaves") or ((f.str("leaf"),) if f.has("leaf") else ())
+    leaves = f.names("leaves") or ((f.text("leaf"),) if f.has("leaf") else ())
     if not leaves:
         if len(leaf_pod) == 1:
             leaves = tuple(leaf_pod)
@@ -151,26 +149,27 @@ def _placement(
 
 
 def _gpu_fields(f: Fields) -> tuple[str, int, int, int, int]:
-    gpus = f.int("gpus", 0, minimum=0, maximum=64)
+    gpus = f.integer("gpus", 0, minimum=0, maximum=64)
     model = ""
     if gpus:
-        model = catalog.lookup(f.str("gpu_model", required=True), source=f.source,
-                               field=f.field("gpu_model")).name
+        model = catalog.lookup(
+            f.text("gpu_model", required=True), source=f.source, field=f.field("gpu_model")
+        ).name
     elif f.has("gpu_model"):
-        f.str("gpu_model")
-    cpu = f.float("cpu_cores", minimum=0)
-    mem = f.float("memory_gib", minimum=0)
-    nvl = f.int("nvlink_domain", 0, minimum=0, maximum=max(gpus, 0))
+        f.text("gpu_model")
+    cpu = f.number("cpu_cores", minimum=0)
+    mem = f.number("memory_gib", minimum=0)
+    nvl = f.integer("nvlink_domain", 0, minimum=0, maximum=max(gpus, 0))
     return model, gpus, round(cpu * MILLI), round(mem * 1024), nvl
 
 
 def _read_pool(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) -> list[NodeSpec]:
     f = Fields(raw, source=source, path=path)
-    pool = f.str("name", required=True)
-    count = f.int("count", minimum=0)
+    pool = f.text("name", required=True)
+    count = f.integer("count", minimum=0)
     model, gpus, cpu, mem, nvl = _gpu_fields(f)
     labels = tuple(sorted(f.labels("labels").items()))
-    prefix = f.str("prefix", pool)
+    prefix = f.text("prefix", pool)
     places = _placement(f, count, leaf_pod)
     f.finish()
     width = max(3, len(str(count - 1)))
@@ -182,7 +181,7 @@ def _read_pool(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) ->
 
 def _read_node(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) -> NodeSpec:
     f = Fields(raw, source=source, path=path)
-    name = f.str("name", required=True)
+    name = f.text("name", required=True)
     model, gpus, cpu, mem, nvl = _gpu_fields(f)
     labels = tuple(sorted(f.labels("labels").items()))
     ((leaf, pod),) = _placement(f, 1, leaf_pod)

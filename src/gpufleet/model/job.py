@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from gpufleet.model import catalog
@@ -11,7 +11,7 @@ from gpufleet.model.resources import MILLI, Resources
 from gpufleet.model.validate import Fields
 
 
-class TopologyLevel(str, Enum):
+class TopologyLevel(StrEnum):
     """How far up ``cluster → pod → leaf → node`` a gang may spread."""
 
     NODE = "node"
@@ -24,8 +24,12 @@ class TopologyLevel(str, Enum):
         return _LEVEL_RANK[self]
 
 
-_LEVEL_RANK = {TopologyLevel.NODE: 0, TopologyLevel.LEAF: 1, TopologyLevel.POD: 2,
-               TopologyLevel.ANY: 3}
+_LEVEL_RANK = {
+    TopologyLevel.NODE: 0,
+    TopologyLevel.LEAF: 1,
+    TopologyLevel.POD: 2,
+    TopologyLevel.ANY: 3,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,39 +92,58 @@ class JobSpec:
     @staticmethod
     def from_dict(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
         f = Fields(data, source=source, path=path)
-        name = f.str("name", required=True)
-        user = f.str("user", required=True)
-        queue = f.str("queue", "default")
-        workers = f.int("workers", 1, minimum=1, maximum=4096)
-        gpus = f.int("gpus_per_worker", 1, minimum=0, maximum=64)
-        milli = f.int("gpu_milli", MILLI, minimum=1, maximum=MILLI)
+        name = f.text("name", required=True)
+        user = f.text("user", required=True)
+        queue = f.text("queue", "default")
+        workers = f.integer("workers", 1, minimum=1, maximum=4096)
+        gpus = f.integer("gpus_per_worker", 1, minimum=0, maximum=64)
+        milli = f.integer("gpu_milli", MILLI, minimum=1, maximum=MILLI)
         if milli < MILLI and gpus != 1:
-            raise f.error("gpu_milli", f"a GPU share below 1000 needs gpus_per_worker: 1, got {gpus}")
+            raise f.error(
+                "gpu_milli", f"a GPU share below 1000 needs gpus_per_worker: 1, got {gpus}"
+            )
         if gpus == 0:
             milli = MILLI
-        cpus = f.float("cpus", 1.0, minimum=0)
+        cpus = f.number("cpus", 1.0, minimum=0)
         if f.has("memory_mib"):
-            mem = f.int("memory_mib", minimum=0)
+            mem = f.integer("memory_mib", minimum=0)
         else:
-            mem = round(f.float("memory_gib", 4.0, minimum=0) * 1024)
+            mem = round(f.number("memory_gib", 4.0, minimum=0) * 1024)
         models = tuple(
             catalog.lookup(m, source=source, field=f.field("gpu_models")).name
-            for m in f.str_list("gpu_models")
+            for m in f.names("gpu_models")
         )
-        limit = f.float("time_limit_s", 0.0, minimum=0) or None
-        priority = f.int("priority", 0, minimum=-1_000_000, maximum=1_000_000)
-        preemptible = f.bool("preemptible", True)
+        limit = f.number("time_limit_s", 0.0, minimum=0) or None
+        priority = f.integer("priority", 0, minimum=-1_000_000, maximum=1_000_000)
+        preemptible = f.flag("preemptible", True)
         topology = _read_topology(f)
-        dataset = f.str("dataset", "")
-        retries = f.int("max_retries", 0, minimum=0, maximum=100)
+        dataset = f.text("dataset", "")
+        retries = f.integer("max_retries", 0, minimum=0, maximum=100)
         if gpus == 0 and models:
-            raise f.error("gpu_models", "a CPU-only job (gpus_per_worker: 0) cannot ask for GPU models")
+            raise f.error(
+                "gpu_models", "a CPU-only job (gpus_per_worker: 0) cannot ask for GPU models"
+            )
         command = _read_command(f)
         env = tuple(sorted(f.labels("env").items()))
         f.finish()
         return JobSpec(
-            name, user, queue, workers, gpus, milli, round(cpus * MILLI), mem, models, limit,
-            priority, preemptible, topology, dataset, retries, command, env,
+            name,
+            user,
+            queue,
+            workers,
+            gpus,
+            milli,
+            round(cpus * MILLI),
+            mem,
+            models,
+            limit,
+            priority,
+            preemptible,
+            topology,
+            dataset,
+            retries,
+            command,
+            env,
         )
 
 
@@ -130,33 +153,33 @@ def _read_topology(f: Fields) -> Topology:
         return Topology()
     raw = f.data["topology"]
     if isinstance(raw, str):
-        f.str("topology")
+        f.text("topology")
         raw = {"level": raw}
     t = Fields(raw, source=f.source, path=f.field("topology"))
-    level_s = t.str("level", "any")
+    level_s = t.text("level", "any")
     try:
         level = TopologyLevel(level_s)
     except ValueError:
         raise t.error("level", f"must be one of node, leaf, pod, any; got {level_s!r}") from None
-    required = t.bool("required", False)
+    required = t.flag("required", False)
     t.finish()
     return Topology(level, required)
 
 
 def _read_command(f: Fields) -> tuple[str, ...]:
     if not f.has("command"):
-        f.list("command")
+        f.items("command")
         return ()
     raw = f.data["command"]
     if isinstance(raw, str):
-        return ("/bin/sh", "-c", f.str("command"))
-    items = f.list("command")
+        return ("/bin/sh", "-c", f.text("command"))
+    items = f.items("command")
     if not all(isinstance(x, str) for x in items) or not items:
         raise f.error("command", "must be a string or a non-empty list of strings")
     return tuple(items)
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     PENDING = "PENDING"
     STARTING = "STARTING"
     RUNNING = "RUNNING"
@@ -178,10 +201,12 @@ TERMINAL = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.TIMED_OUT
 _S = JobState
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     _S.PENDING: frozenset({_S.STARTING, _S.CANCELLED}),
-    _S.STARTING: frozenset({_S.RUNNING, _S.FAILED, _S.CANCELLED, _S.PREEMPTED, _S.NODE_LOST,
-                            _S.TIMED_OUT}),
-    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.TIMED_OUT, _S.PREEMPTED,
-                           _S.NODE_LOST}),
+    _S.STARTING: frozenset(
+        {_S.RUNNING, _S.FAILED, _S.CANCELLED, _S.PREEMPTED, _S.NODE_LOST, _S.TIMED_OUT}
+    ),
+    _S.RUNNING: frozenset(
+        {_S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.TIMED_OUT, _S.PREEMPTED, _S.NODE_LOST}
+    ),
     _S.FAILED: frozenset({_S.PENDING}),
     _S.PREEMPTED: frozenset({_S.PENDING, _S.CANCELLED}),
     _S.NODE_LOST: frozenset({_S.PENDING, _S.CANCELLED}),
@@ -213,7 +238,9 @@ class Job:
 
     def to(self, state: JobState, now: float, why: str = "") -> None:
         if state not in TRANSITIONS[self.state]:
-            raise InvalidTransition(f"job {self.id}: {self.state.value} → {state.value} is not allowed")
+            raise InvalidTransition(
+                f"job {self.id}: {self.state.value} → {state.value} is not allowed"
+            )
         self.state = state
         self.history.append((now, state, why))
 
@@ -222,4 +249,3 @@ class Job:
         return self.state in TERMINAL or (
             self.state is JobState.FAILED and self.retries_used >= self.spec.max_retries
         )
-

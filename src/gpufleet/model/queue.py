@@ -25,21 +25,21 @@ class QueueSpec:
     @staticmethod
     def from_dict(raw: Any, *, source: str, path: str) -> QueueSpec:
         f = Fields(raw, source=source, path=path)
-        name = f.str("name", required=True)
-        weight = f.float("weight", 1.0, minimum=0.0)
+        name = f.text("name", required=True)
+        weight = f.number("weight", 1.0, minimum=0.0)
         if weight <= 0:
             raise f.error("weight", "must be greater than 0")
-        cohort = f.str("cohort", "")
+        cohort = f.text("cohort", "")
         quota = UNLIMITED
         if f.has("quota"):
             q = Fields(f.mapping("quota"), source=source, path=f.field("quota"))
             quota = Resources(
-                round(q.float("gpus", UNLIMITED.gpu_milli / MILLI, minimum=0) * MILLI),
-                round(q.float("cpu_cores", UNLIMITED.cpu_milli / MILLI, minimum=0) * MILLI),
-                round(q.float("memory_gib", UNLIMITED.memory_mib / 1024, minimum=0) * 1024),
+                round(q.number("gpus", UNLIMITED.gpu_milli / MILLI, minimum=0) * MILLI),
+                round(q.number("cpu_cores", UNLIMITED.cpu_milli / MILLI, minimum=0) * MILLI),
+                round(q.number("memory_gib", UNLIMITED.memory_mib / 1024, minimum=0) * 1024),
             )
             q.finish()
-        borrow = f.bool("can_borrow", True)
-        lend = f.bool("can_lend", True)
+        borrow = f.flag("can_borrow", True)
+        lend = f.flag("can_lend", True)
         f.finish()
         return QueueSpec(name, quota, weight, cohort, borrow, lend)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class ReasonCode(str, Enum):
+class ReasonCode(StrEnum):
     QUOTA = "Quota"  # the queue (and its cohort) has no room under quota
     RESOURCES = "Resources"  # not enough free GPUs/CPU/memory right now
     TOPOLOGY = "Topology"  # enough in total, but not under one node / leaf / pod

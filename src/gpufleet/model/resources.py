@@ -15,12 +15,16 @@ class Resources:
 
     def __add__(self, o: Resources) -> Resources:
         return Resources(
-            self.gpu_milli + o.gpu_milli, self.cpu_milli + o.cpu_milli, self.memory_mib + o.memory_mib
+            self.gpu_milli + o.gpu_milli,
+            self.cpu_milli + o.cpu_milli,
+            self.memory_mib + o.memory_mib,
         )
 
     def __sub__(self, o: Resources) -> Resources:
         return Resources(
-            self.gpu_milli - o.gpu_milli, self.cpu_milli - o.cpu_milli, self.memory_mib - o.memory_mib
+            self.gpu_milli - o.gpu_milli,
+            self.cpu_milli - o.cpu_milli,
+            self.memory_mib - o.memory_mib,
         )
 
     def fits_in(self, o: Resources) -> bool:

@@ -41,7 +41,7 @@ class Fields:
     def has(self, key: str) -> bool:
         return key in self.data and self.data[key] is not None
 
-    def str(self, key: str, default: str | None = None, *, required: bool = False) -> str:
+    def text(self, key: str, default: str | None = None, *, required: bool = False) -> str:
         v = self._get(key, required and default is None)
         if v is None:
             return default if default is not None else ""
@@ -49,7 +49,7 @@ class Fields:
             raise self.error(key, f"must be a non-empty string, got {v!r}")
         return v.strip()
 
-    def int(
+    def integer(
         self,
         key: str,
         default: int | None = None,
@@ -72,7 +72,7 @@ class Fields:
             raise self.error(key, f"must be at most {maximum}, got {v}")
         return int(v)
 
-    def float(
+    def number(
         self, key: str, default: float | None = None, *, minimum: float | None = None
     ) -> float:
         v = self._get(key, default is None)
@@ -85,7 +85,7 @@ class Fields:
             raise self.error(key, f"must be at least {minimum}, got {v}")
         return float(v)
 
-    def bool(self, key: str, default: bool) -> bool:
+    def flag(self, key: str, default: bool) -> bool:
         v = self._get(key, False)
         if v is None:
             return default
@@ -93,7 +93,7 @@ class Fields:
             raise self.error(key, f"must be true or false, got {v!r}")
         return v
 
-    def list(self, key: str) -> list[Any]:
+    def items(self, key: str) -> list[Any]:
         v = self._get(key, False)
         if v is None:
             return []
@@ -101,7 +101,7 @@ class Fields:
             raise self.error(key, f"must be a list, got {type(v).__name__}")
         return v
 
-    def str_list(self, key: str) -> tuple[str, ...]:
+    def names(self, key: str) -> tuple[str, ...]:
         v = self._get(key, False)
         if v is None:
             return ()

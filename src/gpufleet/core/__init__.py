@@ -1,0 +1,1 @@
+"""The controller state machine: events in, commands out; pure like the scheduler."""

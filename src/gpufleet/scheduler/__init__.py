@@ -1,0 +1,1 @@
+"""The scheduler: one pure cycle over an immutable snapshot, with plugins by name."""

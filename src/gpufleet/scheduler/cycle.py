@@ -1,0 +1,235 @@
+"""One scheduling cycle over one snapshot, in the six numbered steps of DESIGN.md.
+
+Pure: no I/O, no clock (``snap.now`` is the time), no threads. The same snapshot and profile
+give the same decisions.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from random import Random
+
+from gpufleet.model.allocation import Allocation
+from gpufleet.model.reason import Reason, ReasonCode
+from gpufleet.scheduler import explain
+from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
+from gpufleet.scheduler.framework import Admission, Profile
+from gpufleet.scheduler.gang import place_gang
+from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.workspace import Workspace
+
+MAX_PREEMPTORS_PER_CYCLE = 4
+MAX_RESERVATION_TRIES = 64
+
+
+def shape(job: PendingJob, fence: bool) -> tuple[object, ...]:
+    s = job.spec
+    return (
+        s.workers,
+        s.gpus_per_worker,
+        s.gpu_milli,
+        s.cpu_milli,
+        s.memory_mib,
+        s.gpu_models,
+        s.topology,
+        s.dataset,
+        fence,
+    )
+
+
+def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
+    res = CycleResult(snap.cycle, snap.now)
+    ws = Workspace(snap.nodes)
+    usage = QueueUsage.of(snap)
+    rng = Random(profile.seed * 1_000_003 + snap.cycle)
+    profile.place.prepare(snap, ws)
+    started: list[tuple[PendingJob, Allocation]] = []
+    failed_shapes: set[tuple[object, ...]] = set()  # capacity only shrinks within a cycle
+    victims_taken: set[str] = set()
+    preemptors = 0
+    head: PendingJob | None = None
+    examined: set[str] = set()
+    quota_blocked: dict[str, Admission] = {}
+    unplaced: list[PendingJob] = []
+    whole_only = all(p.spec.gpus_per_worker > 0 and not p.spec.fractional for p in snap.pending)
+
+    waiting = []
+    eligible = []
+    for p in snap.pending:
+        if p.waiting_for or p.eligible_time > snap.now:
+            waiting.append(p)
+        else:
+            eligible.append(p)
+
+    # 1. order
+    for job in profile.order.order(eligible, snap, usage):
+        if profile.max_depth and len(examined) >= profile.max_depth:
+            break
+        if head is not None and whole_only and ws.free_full == 0:
+            break  # nothing left to place: the rest wait for resources
+        examined.add(job.id)
+
+        # 2. admit
+        adm = profile.admit.admit(job, usage)
+        if not adm.status.ok:
+            quota_blocked[job.id] = adm
+            if adm.status.reason is not None:
+                res.reasons[job.id] = adm.status.reason
+            continue
+        if head is not None and not profile.backfill.backfills:
+            res.reasons[job.id] = explain.held(job, head)
+            break  # strict order: nothing passes the blocked head
+
+        # 3. place (4. backfill: long jobs keep off the head's reserved devices)
+        limit = job.spec.time_limit_s
+        long = res.reservation is not None and (
+            limit is None or snap.now + limit > res.reservation.start_time
+        )
+        ws.fence = long
+        key = shape(job, long)
+        alloc = None
+        if key not in failed_shapes:
+            alloc, _ = place_gang(job.spec, ws, profile.place, rng)
+            if alloc is None:
+                failed_shapes.add(key)
+        ws.fence = False
+        if alloc is not None:
+            res.starts.append(Start(job.id, alloc, adm.borrowing))
+            usage.add(job.spec.queue, job.spec.total_resources)
+            started.append((job, alloc))
+            continue
+
+        # 5. preempt
+        if profile.preempt and preemptors < MAX_PREEMPTORS_PER_CYCLE:
+            chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken)
+            if chosen:
+                preemptors += 1
+                for v in chosen:
+                    victims_taken.add(v.id)
+                    res.preemptions.append(Preempt(v.id, job.id, _why(v, job, usage)))
+                res.reasons[job.id] = explain.preempting(job, chosen)
+                if head is None:
+                    head = job
+                continue
+
+        unplaced.append(job)
+        if head is None:
+            head = job
+            if profile.backfill.reserves:
+                res.reservation = _reserve(job, ws, snap, started, profile, rng)
+
+    res.examined = len(examined)
+    # 6. explain
+    if profile.explain:
+        explain.explain_all(snap, profile, usage, ws, res, examined, unplaced, waiting, head, rng)
+    return res
+
+
+def _reserve(
+    job: PendingJob,
+    ws: Workspace,
+    snap: Snapshot,
+    started: list[tuple[PendingJob, Allocation]],
+    profile: Profile,
+    rng: Random,
+) -> Reservation | None:
+    """EASY backfill's shadow time: release running jobs by their expected end (time limit)
+    until the blocked job fits; a job with no time limit never frees its devices here."""
+    ends: list[tuple[float, Allocation]] = [
+        (r.expected_end, r.allocation) for r in snap.running if r.expected_end is not None
+    ]
+    for job_started, alloc in started:
+        if job_started.spec.time_limit_s is not None:
+            ends.append((snap.now + job_started.spec.time_limit_s, alloc))
+    ends.sort(key=lambda e: e[0])
+    sim = ws.copy()
+    req = WorkerRequest.of(job.spec)
+    need = req.gpus * job.spec.workers
+    tries = 0
+    for t, group in groupby(ends, key=lambda e: e[0]):
+        for _, alloc in group:
+            _release(sim, alloc)
+        if req.whole and sim.free_gpus(req) < need:
+            continue
+        before = list(sim.full)
+        found, _ = place_gang(job.spec, sim, profile.place, rng)
+        tries += 1
+        if found is not None:
+            per_node: dict[int, int] = {}
+            for placement in found:
+                i = sim.by_name[placement.node]
+                per_node[i] = per_node.get(i, 0) + len(placement.gpus)
+            for i, n in per_node.items():
+                freed = before[i] - ws.full[i]
+                keep = n - max(0, freed)
+                if keep > 0:
+                    ws.reserved[i] = ws.reserved.get(i, 0) + keep
+            return Reservation(job.id, max(t, snap.now), found)
+        if tries >= MAX_RESERVATION_TRIES:
+            break
+    return None
+
+
+def _preempt(
+    job: PendingJob,
+    adm: Admission,
+    snap: Snapshot,
+    usage: QueueUsage,
+    ws: Workspace,
+    profile: Profile,
+    rng: Random,
+    taken: set[str],
+) -> list[RunningJob]:
+    """The fewest victims, cheapest first, whose stopping lets ``job`` start; [] if none do."""
+    seen: set[str] = set()
+    cands: list[RunningJob] = []
+    for plugin in profile.preempt:
+        for v in plugin.victims(job, adm, snap, usage, profile.order):
+            if v.id not in seen and v.id not in taken and v.spec.preemptible:
+                seen.add(v.id)
+                cands.append(v)
+    if not cands:
+        return []
+    sim = ws.copy()
+    chosen: list[RunningJob] = []
+    fits = False
+    for v in cands:
+        _release(sim, v.allocation)
+        chosen.append(v)
+        probe = sim.copy()
+        alloc, _ = place_gang(job.spec, probe, profile.place, rng)
+        if alloc is not None:
+            fits = True
+            break
+    if not fits:
+        return []
+    # reprieve: keep any victim whose stopping turns out not to be needed, dearest first
+    for v in sorted(chosen[:-1], key=lambda r: -r.lost_work(snap.now)):
+        trial = ws.copy()
+        for other in chosen:
+            if other is not v:
+                _release(trial, other.allocation)
+        alloc, _ = place_gang(job.spec, trial, profile.place, rng)
+        if alloc is not None:
+            chosen.remove(v)
+    return chosen
+
+
+def _release(ws: Workspace, alloc: Allocation) -> None:
+    for p in alloc:
+        i = ws.by_name.get(p.node)
+        if i is not None:
+            ws.release(i, p)
+
+
+def _why(victim: RunningJob, job: PendingJob, usage: QueueUsage) -> str:
+    if usage.borrowing(victim.spec.queue) and victim.spec.queue != job.spec.queue:
+        return f"reclaim: queue {victim.spec.queue} is over its quota; {job.spec.queue} needs it"
+    if victim.spec.priority < job.spec.priority:
+        return f"priority {job.spec.priority} of job {job.id} over {victim.spec.priority}"
+    return f"job {job.id} outranks it in the order"
+
+
+__all__ = ["Reason", "ReasonCode", "run_cycle"]

@@ -1,0 +1,262 @@
+"""Step 6: a specific, structured Reason for every job still pending.
+
+Reasons are computed per job *shape* (workers, GPUs, CPU, memory, models, topology) and cached
+within the cycle, so 100,000 waiting jobs of a few shapes cost a few explanations, not 100,000.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from random import Random
+from typing import TYPE_CHECKING
+
+from gpufleet.model.job import TopologyLevel
+from gpufleet.model.reason import Reason, ReasonCode
+from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.gang import place_gang
+from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.workspace import Workspace
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.decisions import CycleResult
+    from gpufleet.scheduler.framework import Profile
+
+
+def _gpus(n: float) -> str:
+    return f"{n:g} GPU{'s' if n != 1 else ''}"
+
+
+def held(job: PendingJob, head: PendingJob) -> Reason:
+    return Reason(
+        ReasonCode.HELD,
+        f"job {head.id} is first in order and cannot start; this profile does not backfill",
+        {"blocked_by": head.id},
+    )
+
+
+def preempting(job: PendingJob, victims: Iterable[RunningJob]) -> Reason:
+    ids = [v.id for v in victims]
+    return Reason(
+        ReasonCode.PREEMPTING,
+        f"stopping {len(ids)} job{'s' if len(ids) != 1 else ''} ({', '.join(ids[:5])}"
+        f"{', …' if len(ids) > 5 else ''}) to make room",
+        {"victims": ids},
+    )
+
+
+def _empty_cluster(snap: Snapshot) -> Workspace:
+    nodes = [
+        replace(n, gpu_free=(MILLI,) * n.gpus, cpu_free=n.cpu_total, mem_free=n.mem_total)
+        for n in snap.nodes
+        if n.schedulable
+    ]
+    return Workspace(nodes)
+
+
+def never_reason(job: PendingJob, empty: Workspace) -> Reason:
+    s = job.spec
+    req = WorkerRequest.of(s)
+    models = ", ".join(s.gpu_models) if s.gpu_models else "any model"
+    total = empty.free_gpus(req)
+    need = s.workers * s.gpus_per_worker
+    if req.gpus and total < need:
+        msg = f"needs {_gpus(need)} ({s.describe()}) of {models}; the cluster has {total}"
+    elif s.topology.required and s.topology.level is not TopologyLevel.ANY and s.workers > 1:
+        msg = (
+            f"needs {s.describe()} under one {s.topology.level.value}; no "
+            f"{s.topology.level.value} of the cluster is that large"
+        )
+    else:
+        largest = max((empty.workers_fit(i, req) for i in range(empty.n)), default=0)
+        msg = (
+            f"no node can hold one worker ({s.describe()}, {s.cpu_milli / MILLI:g} CPUs, "
+            f"{s.memory_mib / 1024:g} GiB)"
+            if largest == 0
+            else f"needs {s.describe()}; even an empty cluster cannot place it"
+        )
+    return Reason(ReasonCode.NEVER, msg, {"needed_gpus": need, "cluster_gpus": total})
+
+
+def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
+    s = job.spec
+    req = WorkerRequest.of(s)
+    need = s.workers * s.gpus_per_worker
+    data: dict[str, object] = {"needed_gpus": need}
+    if req.gpus == 0 or not req.whole:
+        data["fractional"] = not req.whole
+        return Reason(
+            ReasonCode.RESOURCES,
+            f"needs {s.describe()} with {s.cpu_milli / MILLI:g} CPUs and "
+            f"{s.memory_mib / 1024:g} GiB per worker; no node has that free now",
+            data,
+        )
+    free = ws.free_gpus(req)
+    free_any = ws.free_gpus(replace(req, models=()))
+    data["free_gpus"] = free
+    if free < need:
+        if s.gpu_models and free_any >= need:
+            models = ", ".join(s.gpu_models)
+            return Reason(
+                ReasonCode.GPU_MODEL,
+                f"needs {_gpus(need)} of {models}; {free} of the {free_any} free GPUs are {models}",
+                data,
+            )
+        return Reason(
+            ReasonCode.RESOURCES, f"needs {_gpus(need)} ({s.describe()}); {free} free now", data
+        )
+    if s.workers == 1:
+        big = max(
+            (k for m in ws.allowed_models(req) for k, b in enumerate(ws.buckets[m]) if b), default=0
+        )
+        data["largest_free_block"] = big
+        if big < req.gpus:
+            return Reason(
+                ReasonCode.RESOURCES,
+                f"needs {_gpus(req.gpus)} on one node; {free} GPUs are free but the "
+                f"freest node has {big}",
+                data,
+            )
+    elif s.topology.level is not TopologyLevel.ANY and s.topology.required:
+        level = s.topology.level.value
+        best = 0
+        best_nodes = 0
+        for leaf in range(len(ws.leaf_names)):
+            b = ws.capacity_bound(req, leaf)
+            if b > best:
+                best = b
+                best_nodes = sum(
+                    len(lb[k])
+                    for m in ws.allowed_models(req)
+                    if (lb := ws.leaf_buckets.get((m, leaf))) is not None
+                    for k in range(req.gpus, ws.max_gpus + 1)
+                )
+        data.update(best_domain_workers=best)
+        if level == "leaf":
+            return Reason(
+                ReasonCode.TOPOLOGY,
+                f"needs {s.workers} × {_gpus(req.gpus)} under one leaf; the best leaf "
+                f"has {best_nodes} node{'s' if best_nodes != 1 else ''} with "
+                f"{_gpus(req.gpus)} free",
+                data,
+            )
+        return Reason(
+            ReasonCode.TOPOLOGY,
+            f"needs {s.workers} × {_gpus(req.gpus)} under one {level}; no {level} "
+            f"has that free now ({free} GPUs free in all)",
+            data,
+        )
+    return Reason(
+        ReasonCode.RESOURCES,
+        f"{free} GPUs are free, but not with {s.cpu_milli / MILLI:g} CPUs and "
+        f"{s.memory_mib / 1024:g} GiB beside each of {s.workers} worker slots",
+        data,
+    )
+
+
+def explain_all(
+    snap: Snapshot,
+    profile: Profile,
+    usage: QueueUsage,
+    ws: Workspace,
+    res: CycleResult,
+    examined: set[str],
+    unplaced: list[PendingJob],
+    waiting: list[PendingJob],
+    head: PendingJob | None,
+    rng: Random,
+) -> None:
+    started = set(res.started_ids)
+    empty: Workspace | None = None
+    never_cache: dict[tuple[object, ...], Reason | None] = {}
+    now_cache: dict[tuple[object, ...], Reason] = {}
+    unfenced_cache: dict[tuple[object, ...], bool] = {}
+
+    def fits_unfenced(job: PendingJob) -> bool:
+        k = _shape(job)
+        if k not in unfenced_cache:
+            probe = ws.copy()
+            unfenced_cache[k] = place_gang(job.spec, probe, profile.place, rng)[0] is not None
+        return unfenced_cache[k]
+
+    def never(job: PendingJob) -> Reason | None:
+        nonlocal empty
+        k = _shape(job)
+        if k not in never_cache:
+            if empty is None:
+                empty = _empty_cluster(snap)
+            probe = empty.copy()
+            alloc, _ = place_gang(job.spec, probe, profile.place, rng)
+            never_cache[k] = None if alloc is not None else never_reason(job, empty)
+        return never_cache[k]
+
+    for job in waiting:
+        if job.waiting_for:
+            res.reasons[job.id] = Reason(ReasonCode.DEPENDENCY, job.waiting_for)
+        else:
+            res.reasons[job.id] = Reason(
+                ReasonCode.BACKOFF,
+                f"retry back-off until t={job.eligible_time:g}",
+                {"until": job.eligible_time},
+                job.eligible_time,
+            )
+
+    reservation = res.reservation
+    for job in unplaced:
+        r = never(job)
+        if r is None:
+            k = _shape(job)
+            if k not in now_cache:
+                now_cache[k] = resource_reason(job, ws)
+            r = now_cache[k]
+            if reservation is not None and job.id == reservation.job_id:
+                r = replace(
+                    r,
+                    estimated_start=reservation.start_time,
+                    message=f"{r.message}; reserved to start at t={reservation.start_time:g}",
+                )
+            elif reservation is not None and head is not None:
+                # would it have fitted without the fence around the reservation?
+                if fits_unfenced(job):
+                    r = Reason(
+                        ReasonCode.RESERVED,
+                        f"fits only on devices reserved for job {reservation.job_id} "
+                        f"(from t={reservation.start_time:g}) and would still be running",
+                        {"reserved_for": reservation.job_id},
+                    )
+        res.reasons[job.id] = r
+
+    ahead = 0
+    for job in snap.pending:
+        if job.id in res.reasons or job.id in started:
+            continue
+        if job.id in examined:
+            continue
+        ahead += 1
+        r = never(job)
+        if r is None:
+            if head is not None and not profile.backfill.backfills:
+                r = held(job, head)
+            else:
+                r = Reason(
+                    ReasonCode.PRIORITY,
+                    f"{len(examined)} jobs ahead in {profile.names.get('order')} order were "
+                    f"considered first; capacity ran out before this one",
+                    {"ahead": len(examined)},
+                )
+        res.reasons[job.id] = r
+
+
+def _shape(job: PendingJob) -> tuple[object, ...]:
+    s = job.spec
+    return (
+        s.workers,
+        s.gpus_per_worker,
+        s.gpu_milli,
+        s.cpu_milli,
+        s.memory_mib,
+        s.gpu_models,
+        s.topology,
+    )

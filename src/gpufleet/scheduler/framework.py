@@ -1,0 +1,223 @@
+"""The scheduling framework: named extension points, a status per plugin call, the registry.
+
+Like the Kubernetes scheduling framework, each step of the cycle is an extension point with a
+small protocol; a plugin is one module with a ``NAME`` (``"place/fgd"``) and a ``Plugin`` class
+that takes its options as keyword arguments. A profile names one plugin (or several, for
+``preempt``) per point; an unknown name or option fails when the profile is built, not mid-cycle.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from random import Random
+from typing import Any, Protocol
+
+from gpufleet.model.reason import Reason
+from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.workspace import Domain, Workspace
+
+
+class Code(StrEnum):
+    """The outcome of one plugin call (after the Kubernetes framework's status codes)."""
+
+    SUCCESS = "Success"
+    UNSCHEDULABLE = "Unschedulable"  # not now; may fit later or after preemption
+    UNRESOLVABLE = "UnschedulableAndUnresolvable"  # never, whatever is freed
+    WAIT = "Wait"  # an outside condition (back-off, dependency)
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code
+    reason: Reason | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code is Code.SUCCESS
+
+
+SUCCESS = Status(Code.SUCCESS)
+
+
+class OrderPlugin(Protocol):
+    """Step 1: the order in which pending jobs are considered.
+
+    ``order`` may be lazy and may read ``usage``, which the cycle updates as it admits jobs, so
+    that fair share sees the jobs admitted earlier in the same cycle."""
+
+    def order(
+        self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
+    ) -> Iterator[PendingJob]: ...
+
+    def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
+        """Whether ``job`` may preempt ``victim`` by this order's own rule (LAS: lower
+        attained service). Orders without such a rule answer False."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    status: Status
+    borrowing: bool = False  # admitted only by borrowing idle quota in the cohort
+    within_nominal: bool = False  # fits the queue's own quota (may reclaim lent quota)
+
+
+class AdmitPlugin(Protocol):
+    """Step 2: may this job start in its queue, by quota (and borrowing)?"""
+
+    def admit(self, job: PendingJob, usage: QueueUsage) -> Admission: ...
+
+
+class PlacePlugin(Protocol):
+    """Step 3: choose a node (and devices) for one worker inside a domain.
+
+    ``prefers_topology`` asks the framework to try gangs under one node, then one leaf, then
+    one pod, before anywhere, even when the job did not ask for it."""
+
+    prefers_topology: bool
+
+    def prepare(self, snap: Snapshot, ws: Workspace) -> None: ...
+
+    def choose(
+        self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random
+    ) -> tuple[int, tuple[int, ...]] | None: ...
+
+
+class BackfillPlugin(Protocol):
+    """Step 4: when the head of the order cannot start, may later jobs start around it?
+
+    ``reserves`` says whether the blocked job gets a reservation (its earliest start) that later
+    jobs must not delay; ``None`` means no backfill at all (strict order)."""
+
+    reserves: bool
+    backfills: bool
+
+
+class PreemptPlugin(Protocol):
+    """Step 5: which running jobs may be stopped so that ``job`` can start, best victims first."""
+
+    def victims(
+        self,
+        job: PendingJob,
+        admission: Admission,
+        snap: Snapshot,
+        usage: QueueUsage,
+        order: OrderPlugin,
+    ) -> list[RunningJob]: ...
+
+
+POINTS = ("order", "admit", "place", "backfill", "preempt")
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def _discover() -> dict[str, Any]:
+    """Every plugin module under ``gpufleet.scheduler.plugins``, by its NAME."""
+    from gpufleet.scheduler import plugins
+
+    found: dict[str, Any] = {}
+    for info in pkgutil.iter_modules(plugins.__path__):
+        mod = importlib.import_module(f"{plugins.__name__}.{info.name}")
+        name = getattr(mod, "NAME", None)
+        if isinstance(name, str):
+            found[name] = mod
+    return found
+
+
+_REGISTRY: dict[str, Any] | None = None
+
+
+def registry() -> dict[str, Any]:
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = _discover()
+    return _REGISTRY
+
+
+def available(point: str) -> list[str]:
+    return sorted(n.split("/", 1)[1] for n in registry() if n.startswith(point + "/"))
+
+
+def make(point: str, name: str, options: Mapping[str, Any] | None = None) -> Any:
+    full = name if "/" in name else f"{point}/{name}"
+    mod = registry().get(full)
+    if mod is None or not full.startswith(point + "/"):
+        raise ProfileError(
+            f"unknown {point} plugin {name!r} (available: {', '.join(available(point))})"
+        )
+    try:
+        return mod.Plugin(**dict(options or {}))
+    except TypeError as e:
+        raise ProfileError(f"plugin {full}: bad options {dict(options or {})}: {e}") from None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The plugins of one scheduler, built once; ``describe()`` names them."""
+
+    order: OrderPlugin
+    admit: AdmitPlugin
+    place: PlacePlugin
+    backfill: BackfillPlugin
+    preempt: tuple[PreemptPlugin, ...] = ()
+    names: Mapping[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    max_depth: int = 0  # 0 = consider every pending job each cycle; else Slurm-like depth
+    explain: bool = True  # give every pending job a Reason (the simulator may skip it)
+
+    @staticmethod
+    def build(
+        *,
+        order: str = "fifo",
+        admit: str = "quota",
+        place: str = "bestfit",
+        backfill: str = "easy",
+        preempt: Sequence[str] = (),
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        seed: int = 0,
+        max_depth: int = 0,
+        explain: bool = True,
+    ) -> Profile:
+        """A profile from plugin names; ``options`` maps ``"order/fairshare"`` to its options."""
+        opts = dict(options or {})
+
+        def one(point: str, name: str) -> Any:
+            full = name if "/" in name else f"{point}/{name}"
+            return make(point, full, opts.pop(full, None))
+
+        prof = Profile(
+            order=one("order", order),
+            admit=one("admit", admit),
+            place=one("place", place),
+            backfill=one("backfill", backfill),
+            preempt=tuple(one("preempt", p) for p in preempt),
+            names={
+                "order": order,
+                "admit": admit,
+                "place": place,
+                "backfill": backfill,
+                "preempt": tuple(preempt),
+            },
+            seed=seed,
+            max_depth=max_depth,
+            explain=explain,
+        )
+        if opts:
+            raise ProfileError(f"options for plugins not in the profile: {', '.join(opts)}")
+        return prof
+
+    def describe(self) -> str:
+        n = self.names
+        pre = ",".join(n.get("preempt", ())) or "none"
+        return (
+            f"order={n.get('order')} admit={n.get('admit')} place={n.get('place')} "
+            f"backfill={n.get('backfill')} preempt={pre}"
+        )

@@ -1,0 +1,14 @@
+"""Shared ordering of preemption victims: least lost work first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpufleet.scheduler.snapshot import RunningJob
+
+
+def cheapest_first(victims: Iterable[RunningJob], now: float) -> list[RunningJob]:
+    return sorted(
+        (v for v in victims if v.spec.preemptible),
+        key=lambda v: (v.lost_work(now), -v.start_time, v.id),
+    )

@@ -1,0 +1,66 @@
+"""Per-queue quotas (GPUs, CPU, memory) with borrowing of idle quota inside a cohort.
+
+A job is admitted when its queue stays within its nominal quota, or, beyond it, within what the
+other lending members of its cohort leave idle (then it is *borrowing*, and the first to be
+preempted when a lender needs its quota back). A queue without a quota is never limited."""
+
+from __future__ import annotations
+
+from gpufleet.model.reason import Reason, ReasonCode
+from gpufleet.model.resources import Resources
+from gpufleet.scheduler.framework import SUCCESS, Admission, Code, Status
+from gpufleet.scheduler.snapshot import PendingJob
+from gpufleet.scheduler.usage import QueueUsage
+
+NAME = "admit/quota"
+
+
+def _over(used: Resources, limit: Resources) -> str:
+    for what, u, lim, unit in (
+        ("GPUs", used.gpu_milli / 1000, limit.gpu_milli / 1000, ""),
+        ("CPUs", used.cpu_milli / 1000, limit.cpu_milli / 1000, ""),
+        ("memory", used.memory_mib / 1024, limit.memory_mib / 1024, " GiB"),
+    ):
+        if u > lim:
+            return f"{what} ({u:g}{unit} > {lim:g}{unit})"
+    return ""
+
+
+class Plugin:
+    def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:
+        q = usage.spec(job.spec.queue)
+        if not q.limited:
+            return Admission(SUCCESS, within_nominal=True)
+        need = job.spec.total_resources
+        after = usage.of_queue(q.name) + need
+        if after.fits_in(q.quota):
+            return Admission(SUCCESS, within_nominal=True)
+        lend = usage.lendable(q.name)
+        if q.cohort and q.can_borrow and after.fits_in(q.quota + lend):
+            return Admission(SUCCESS, borrowing=True)
+        used = usage.of_queue(q.name)
+        if not need.fits_in(q.quota + (lend if q.cohort and q.can_borrow else Resources())):
+            code = ReasonCode.NEVER if not q.cohort else ReasonCode.QUOTA
+        else:
+            code = ReasonCode.QUOTA
+        if q.cohort and q.can_borrow:
+            tail = f"its cohort {q.cohort} has {lend.gpus:g} idle GPUs to lend"
+        elif q.cohort:
+            tail = "it may not borrow"
+        else:
+            tail = "it is in no cohort, so it cannot borrow"
+        msg = (
+            f"queue {q.name} uses {used.gpus:g} of {q.quota.gpus:g} GPUs and the job needs "
+            f"{need.gpus:g} more; {tail}"
+        )
+        extra = _over(after, q.quota + lend)
+        if extra and not extra.startswith("GPUs"):
+            msg += f"; over quota in {extra}"
+        data = {
+            "queue": q.name,
+            "used_gpus": used.gpus,
+            "quota_gpus": q.quota.gpus,
+            "needed_gpus": need.gpus,
+            "borrowable_gpus": lend.gpus,
+        }
+        return Admission(Status(Code.UNSCHEDULABLE, Reason(code, msg, data)))

@@ -1,0 +1,52 @@
+"""Tiresias' discretized two-dimensional least-attained-service (2D-LAS).
+
+Service is GPUs × time received so far, with no knowledge of durations. Jobs fall into queues
+by thresholds on that service; lower queues go first, FIFO inside a queue. A job that waited
+longer than ``starvation_factor`` times the time it has run is promoted to the first queue
+(Tiresias' starvation guard; 0 turns it off). With ``preempt: [las]`` a job in a lower queue
+preempts running jobs that have crossed into a higher one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Sequence
+
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.usage import QueueUsage
+
+NAME = "order/las"
+
+
+class Plugin:
+    def __init__(
+        self, thresholds_gpu_s: Sequence[float] = (3200.0,), starvation_factor: float = 0.0
+    ) -> None:
+        th = [float(t) for t in thresholds_gpu_s]
+        if th != sorted(th) or any(t <= 0 for t in th):
+            raise ValueError("thresholds_gpu_s must be positive and increasing")
+        self.thresholds = th
+        self.starvation_factor = starvation_factor
+
+    def level_of(self, attained_gpu_s: float) -> int:
+        return bisect.bisect_right(self.thresholds, attained_gpu_s)
+
+    def pending_level(self, p: PendingJob, now: float) -> int:
+        level = self.level_of(p.attained_gpu_s)
+        if level and self.starvation_factor > 0:
+            gpus = max(1, p.spec.workers * p.spec.gpus_per_worker)
+            ran = p.attained_gpu_s / gpus
+            if now - p.submit_time - ran > self.starvation_factor * ran:
+                return 0
+        return level
+
+    def order(
+        self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
+    ) -> Iterator[PendingJob]:
+        now = snap.now
+        return iter(
+            sorted(pending, key=lambda p: (self.pending_level(p, now), p.submit_time, p.seq))
+        )
+
+    def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
+        return self.pending_level(job, snap.now) < self.level_of(victim.attained(snap.now))

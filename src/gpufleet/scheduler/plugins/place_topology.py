@@ -1,0 +1,26 @@
+"""Topology-aware: a gang spans as few levels of the fabric tree as it can (one node, else one
+leaf, else one pod, else anywhere), in the domain that fits it most tightly, and best fit
+inside it, so large free blocks stay whole for the next large gang."""
+
+from __future__ import annotations
+
+from random import Random
+
+from gpufleet.scheduler.plugins._index_place import tightest
+from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.snapshot import Snapshot
+from gpufleet.scheduler.workspace import Domain, Workspace
+
+NAME = "place/topology"
+
+
+class Plugin:
+    prefers_topology = True
+
+    def prepare(self, snap: Snapshot, ws: Workspace) -> None:
+        pass
+
+    def choose(
+        self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random
+    ) -> tuple[int, tuple[int, ...]] | None:
+        return tightest(req, ws, domain)

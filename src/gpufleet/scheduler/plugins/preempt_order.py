@@ -1,0 +1,23 @@
+"""Preempt by the order plugin's own rule (LAS: a job in a lower attained-service queue
+preempts jobs that have crossed into a higher one), least lost work first."""
+
+from __future__ import annotations
+
+from gpufleet.scheduler.framework import Admission, OrderPlugin
+from gpufleet.scheduler.plugins._preempt_common import cheapest_first
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.usage import QueueUsage
+
+NAME = "preempt/order"
+
+
+class Plugin:
+    def victims(
+        self,
+        job: PendingJob,
+        admission: Admission,
+        snap: Snapshot,
+        usage: QueueUsage,
+        order: OrderPlugin,
+    ) -> list[RunningJob]:
+        return cheapest_first((r for r in snap.running if order.outranks(job, r, snap)), snap.now)

@@ -1,0 +1,80 @@
+"""The immutable input of one scheduling cycle.
+
+The core builds a Snapshot from its state; the cycle reads it and never changes it. Sequences may
+be the core's own tuples (no copy per cycle): the contract is that nobody mutates them meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpufleet.model.allocation import Allocation
+from gpufleet.model.job import JobSpec
+from gpufleet.model.queue import QueueSpec
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    leaf: str
+    pod: str
+    gpu_model: str
+    gpu_free: tuple[int, ...]  # free milli of each device, 0..1000
+    cpu_free: int
+    mem_free: int
+    cpu_total: int
+    mem_total: int
+    schedulable: bool = True  # healthy, not drained, not lost
+    labels: tuple[tuple[str, str], ...] = ()
+    datasets: frozenset[str] = frozenset()  # datasets cached on the node (locality)
+
+    @property
+    def gpus(self) -> int:
+        return len(self.gpu_free)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    id: str
+    spec: JobSpec
+    allocation: Allocation
+    start_time: float
+    borrowing: bool = False  # admitted beyond its queue's nominal quota
+    attained_gpu_s: float = 0.0  # service received in earlier attempts (LAS)
+
+    def attained(self, now: float) -> float:
+        """GPU-seconds of service so far, this attempt included."""
+        return self.attained_gpu_s + self.lost_work(now)
+
+    @property
+    def expected_end(self) -> float | None:
+        limit = self.spec.time_limit_s
+        return None if limit is None else self.start_time + limit
+
+    def lost_work(self, now: float) -> float:
+        """GPU-seconds that preempting this job now would throw away (since its last start)."""
+        return (now - self.start_time) * self.spec.total_gpu_milli / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    id: str
+    spec: JobSpec
+    submit_time: float
+    seq: int = 0  # arrival order among equal submit times
+    attained_gpu_s: float = 0.0  # service received in earlier attempts (LAS)
+    eligible_time: float = 0.0  # retry back-off: not before this time
+    waiting_for: str = ""  # an unmet dependency, explained as is
+    oracle_duration_s: float | None = None  # known only to the simulator (for sjf)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: float
+    nodes: Sequence[NodeView]
+    running: Sequence[RunningJob]
+    pending: Sequence[PendingJob]  # in arrival order
+    queues: Mapping[str, QueueSpec] = field(default_factory=dict)
+    usage: Mapping[str, float] = field(default_factory=dict)  # decayed past usage, share·s
+    cycle: int = 0

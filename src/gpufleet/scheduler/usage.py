@@ -1,0 +1,116 @@
+"""Queue usage during a cycle (quota, borrowing) and decayed past usage (fair share)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from gpufleet.model.queue import QueueSpec
+from gpufleet.model.resources import UNLIMITED, Resources
+from gpufleet.scheduler.snapshot import RunningJob, Snapshot
+
+DEFAULT_QUEUE = QueueSpec("default")
+
+
+class QueueUsage:
+    """What each queue holds now, updated as the cycle admits jobs.
+
+    Quota follows Kueue's cohorts: a queue may use its nominal quota, and beyond it the idle
+    nominal quota of the other members of its cohort that lend."""
+
+    def __init__(
+        self, queues: Mapping[str, QueueSpec], running: Iterable[RunningJob], capacity: Resources
+    ) -> None:
+        self.queues = dict(queues)
+        self.capacity = capacity
+        self.used: dict[str, Resources] = {}
+        self.cohorts: dict[str, list[str]] = {}
+        for q in self.queues.values():
+            if q.cohort:
+                self.cohorts.setdefault(q.cohort, []).append(q.name)
+        for r in running:
+            self.add(r.spec.queue, r.spec.total_resources)
+
+    @staticmethod
+    def of(snap: Snapshot) -> QueueUsage:
+        cap = Resources()
+        for n in snap.nodes:
+            if n.schedulable:
+                cap = cap + Resources(n.gpus * 1000, n.cpu_total, n.mem_total)
+        return QueueUsage(snap.queues, snap.running, cap)
+
+    def spec(self, queue: str) -> QueueSpec:
+        return self.queues.get(queue) or QueueSpec(queue)
+
+    def of_queue(self, queue: str) -> Resources:
+        return self.used.get(queue, Resources())
+
+    def add(self, queue: str, res: Resources) -> None:
+        self.used[queue] = self.of_queue(queue) + res
+
+    def remove(self, queue: str, res: Resources) -> None:
+        self.used[queue] = (self.of_queue(queue) - res).clamp0()
+
+    def lendable(self, queue: str) -> Resources:
+        """Idle nominal quota that the other lending members of the cohort could lend."""
+        q = self.spec(queue)
+        if not q.cohort or not q.can_borrow:
+            return Resources()
+        total = Resources()
+        for name in self.cohorts.get(q.cohort, ()):
+            other = self.spec(name)
+            if name == queue or not other.can_lend or not other.limited:
+                continue
+            total = total + (other.quota - self.of_queue(name)).clamp0()
+        return total
+
+    def borrowing(self, queue: str) -> bool:
+        q = self.spec(queue)
+        return q.limited and not self.of_queue(queue).fits_in(q.quota)
+
+    def dominant_share(self, queue: str) -> float:
+        """The queue's largest share of any cluster resource it holds (DRF)."""
+        u, c = self.of_queue(queue), self.capacity
+        shares = [
+            u.gpu_milli / c.gpu_milli if c.gpu_milli else 0.0,
+            u.cpu_milli / c.cpu_milli if c.cpu_milli else 0.0,
+            u.memory_mib / c.memory_mib if c.memory_mib else 0.0,
+        ]
+        return max(shares)
+
+    def quota_text(self, queue: str) -> str:
+        q = self.spec(queue)
+        if q.quota == UNLIMITED:
+            return f"queue {queue} has no quota"
+        u = self.of_queue(queue)
+        return f"queue {queue} uses {u.gpus:g} of {q.quota.gpus:g} GPUs"
+
+
+class DecayedUsage:
+    """Past usage per queue in share·seconds, halved every ``half_life_s`` (Slurm's
+    PriorityDecayHalfLife, default 7 days). Advanced by the core with event times only."""
+
+    def __init__(self, half_life_s: float = 7 * 86400.0) -> None:
+        if half_life_s <= 0:
+            raise ValueError("half_life_s must be positive")
+        self.half_life_s = half_life_s
+        self.values: dict[str, float] = {}
+        self.last: float | None = None
+
+    @property
+    def tau(self) -> float:
+        """Mean life of the decay: usage at a constant share s settles at s·tau."""
+        return self.half_life_s / math.log(2)
+
+    def advance(self, now: float, shares: Mapping[str, float]) -> None:
+        """Account for ``shares`` (dominant share per queue) held constant since the last call."""
+        if self.last is None or now <= self.last:
+            self.last = now if self.last is None else self.last
+            for q in shares:
+                self.values.setdefault(q, 0.0)
+            return
+        decay = 2.0 ** (-(now - self.last) / self.half_life_s)
+        gain = self.tau * (1.0 - decay)
+        for q in set(self.values) | set(shares):
+            self.values[q] = self.values.get(q, 0.0) * decay + shares.get(q, 0.0) * gain
+        self.last = now

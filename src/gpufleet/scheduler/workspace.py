@@ -1,0 +1,299 @@
+"""The cycle's working copy of free capacity, with the indexes that make placement cheap.
+
+A snapshot is immutable; the cycle places job after job, so it needs a mutable view of what is
+still free. ``Workspace`` copies the per-node free vectors once per cycle (O(nodes)) and keeps:
+
+* per GPU model and per (model, leaf), buckets of nodes by their count of *fully free* devices,
+  so "the tightest node with at least g free GPUs" is a walk over at most 9 buckets;
+* per (model, leaf), the set of nodes with a partly used device, for fractional requests.
+
+Every assignment updates the indexes in O(1), so a placement costs far less than a node scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from gpufleet.model.allocation import Placement
+from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.snapshot import NodeView
+
+Key = tuple[str, int]  # (gpu model, leaf index)
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """A part of the fabric tree a gang must stay inside: a node, a leaf, a pod, or everything."""
+
+    level: str  # "node" | "leaf" | "pod" | "any"
+    index: int = -1  # node, leaf or pod index; -1 for "any"
+
+
+ANYWHERE = Domain("any")
+
+
+class Workspace:
+    def __init__(self, nodes: Sequence[NodeView]) -> None:
+        self.views = nodes
+        self.n = len(nodes)
+        self.by_name = {v.name: i for i, v in enumerate(nodes)}
+        leaf_ix: dict[str, int] = {}
+        pod_ix: dict[str, int] = {}
+        self.leaf_names: list[str] = []
+        self.pod_names: list[str] = []
+        self.leaf_pod: list[int] = []
+        self.node_leaf = [0] * self.n
+        self.model = [v.gpu_model for v in nodes]
+        self.ok = [v.schedulable for v in nodes]
+        self.gfree = [list(v.gpu_free) for v in nodes]
+        self.cpu = [v.cpu_free for v in nodes]
+        self.mem = [v.mem_free for v in nodes]
+        self.full = [sum(1 for g in v.gpu_free if g >= MILLI) for v in nodes]
+        self.max_gpus = max((v.gpus for v in nodes), default=0)
+        for i, v in enumerate(nodes):
+            if v.leaf not in leaf_ix:
+                leaf_ix[v.leaf] = len(self.leaf_names)
+                self.leaf_names.append(v.leaf)
+                if v.pod not in pod_ix:
+                    pod_ix[v.pod] = len(self.pod_names)
+                    self.pod_names.append(v.pod)
+                self.leaf_pod.append(pod_ix[v.pod])
+            self.node_leaf[i] = leaf_ix[v.leaf]
+        self.pod_leaves: list[list[int]] = [[] for _ in self.pod_names]
+        for leaf, pod in enumerate(self.leaf_pod):
+            self.pod_leaves[pod].append(leaf)
+        self.models = sorted({m for m in self.model if m})
+        nb = self.max_gpus + 1
+        # buckets[model][k]: schedulable nodes of that model with exactly k fully free devices
+        self.buckets: dict[str, list[dict[int, None]]] = {}
+        self.leaf_buckets: dict[Key, list[dict[int, None]]] = {}
+        self.partial: dict[Key, dict[int, None]] = {}
+        self.free_full = 0  # fully free devices on schedulable nodes, all models
+        self.cpu_only: list[int] = []  # schedulable nodes, for jobs that need no GPU
+        # Backfill: whole devices per node that must stay free for a reservation; honoured
+        # while ``fence`` is on (for jobs that would still run at the reserved start).
+        self.reserved: dict[int, int] = {}
+        self.fence = False
+        for i in range(self.n):
+            if not self.ok[i]:
+                continue
+            self.cpu_only.append(i)
+            m = self.model[i]
+            if not m or not self.gfree[i]:
+                continue
+            key = (m, self.node_leaf[i])
+            self.free_full += self.full[i]
+            self.buckets.setdefault(m, [{} for _ in range(nb)])[self.full[i]][i] = None
+            self.leaf_buckets.setdefault(key, [{} for _ in range(nb)])[self.full[i]][i] = None
+            if any(0 < g < MILLI for g in self.gfree[i]):
+                self.partial.setdefault(key, {})[i] = None
+
+    # ----- reading -------------------------------------------------------------------------
+
+    def allowed_models(self, req: WorkerRequest) -> list[str]:
+        if not req.models:
+            return self.models
+        return [m for m in req.models if m in self.buckets]
+
+    def devices_for(self, i: int, req: WorkerRequest) -> tuple[int, ...] | None:
+        """Device indices on node ``i`` for one worker (lowest-index fully free devices for whole
+        GPUs; the tightest device that fits for a fraction), or None when it does not fit."""
+        if self.cpu[i] < req.cpu_milli or self.mem[i] < req.memory_mib or not self.ok[i]:
+            return None
+        if req.gpus == 0:
+            return ()
+        if req.models and self.model[i] not in req.models:
+            return None
+        g = self.gfree[i]
+        if req.whole:
+            if self.full[i] - (self.reserved.get(i, 0) if self.fence else 0) < req.gpus:
+                return None
+            out = [d for d, free in enumerate(g) if free >= MILLI][: req.gpus]
+            return tuple(out)
+        best = -1
+        for d, free in enumerate(g):
+            if free >= req.gpu_milli and (best < 0 or free < g[best]):
+                best = d
+        return None if best < 0 else (best,)
+
+    def workers_fit(self, i: int, req: WorkerRequest) -> int:
+        """How many workers of ``req`` node ``i`` could take now (an exact count)."""
+        if not self.ok[i] or (req.models and self.model[i] not in req.models):
+            return 0
+        n = 10**9
+        if req.cpu_milli:
+            n = self.cpu[i] // req.cpu_milli
+        if req.memory_mib:
+            n = min(n, self.mem[i] // req.memory_mib)
+        if req.gpus == 0:
+            return n
+        if req.whole:
+            return min(n, self.full[i] // req.gpus)
+        return min(n, sum(free // req.gpu_milli for free in self.gfree[i]))
+
+    def nodes_in(self, domain: Domain) -> Iterable[int]:
+        if domain.level == "node":
+            return (domain.index,)
+        if domain.level == "leaf":
+            return (i for i in range(self.n) if self.node_leaf[i] == domain.index)
+        if domain.level == "pod":
+            return (i for i in range(self.n) if self.leaf_pod[self.node_leaf[i]] == domain.index)
+        return range(self.n)
+
+    def _leaves(self, domain: Domain) -> list[int] | None:
+        if domain.level == "leaf":
+            return [domain.index]
+        if domain.level == "pod":
+            return self.pod_leaves[domain.index]
+        return None
+
+    def candidates(self, req: WorkerRequest, domain: Domain = ANYWHERE) -> Iterator[int]:
+        """Nodes in ``domain`` where one worker of ``req`` fits, found through the indexes.
+
+        Whole-GPU requests walk the buckets from the tightest upwards, so the first candidate is
+        a best fit by free GPUs; fractional requests look at partly used nodes first. The
+        iterator reads the live indexes: stop iterating before you assign or release."""
+        if domain.level == "node":
+            if self.devices_for(domain.index, req) is not None:
+                yield domain.index
+            return
+        if req.gpus == 0:
+            for i in self.cpu_only:
+                if self._in(i, domain) and self.devices_for(i, req) is not None:
+                    yield i
+            return
+        leaves = self._leaves(domain)
+        models = self.allowed_models(req)
+        need = req.gpus if req.whole else 1
+        if not req.whole:
+            for m in models:
+                for leaf in leaves if leaves is not None else range(len(self.leaf_names)):
+                    for i in self.partial.get((m, leaf), ()):
+                        if self.devices_for(i, req) is not None:
+                            yield i
+        for k in range(need, self.max_gpus + 1):
+            for m in models:
+                if leaves is None:
+                    bucket = self.buckets[m][k]
+                    if bucket:
+                        yield from self._fitting(bucket, req)
+                else:
+                    for leaf in leaves:
+                        lb = self.leaf_buckets.get((m, leaf))
+                        if lb is not None and lb[k]:
+                            yield from self._fitting(lb[k], req)
+
+    def _fitting(self, nodes: Iterable[int], req: WorkerRequest) -> Iterator[int]:
+        fenced = self.reserved if self.fence else None
+        for i in nodes:
+            if self.cpu[i] >= req.cpu_milli and self.mem[i] >= req.memory_mib:
+                if fenced and self.full[i] - fenced.get(i, 0) < req.gpus:
+                    continue
+                yield i
+
+    def _in(self, i: int, domain: Domain) -> bool:
+        if domain.level == "any":
+            return True
+        if domain.level == "leaf":
+            return self.node_leaf[i] == domain.index
+        if domain.level == "pod":
+            return self.leaf_pod[self.node_leaf[i]] == domain.index
+        return i == domain.index
+
+    def capacity_bound(self, req: WorkerRequest, leaf: int) -> int:
+        """An upper bound on the workers of a whole-GPU ``req`` that ``leaf`` could take now,
+        from bucket sizes alone (O(max GPUs per node) per model)."""
+        total = 0
+        for m in self.allowed_models(req):
+            lb = self.leaf_buckets.get((m, leaf))
+            if lb is None:
+                continue
+            for k in range(req.gpus, self.max_gpus + 1):
+                if lb[k]:
+                    total += len(lb[k]) * (k // req.gpus)
+        return total
+
+    def free_gpus(self, req: WorkerRequest, leaves: Iterable[int] | None = None) -> int:
+        """Fully free devices of allowed models (in ``leaves``, or everywhere)."""
+        total = 0
+        for m in self.allowed_models(req):
+            if leaves is None:
+                total += sum(k * len(b) for k, b in enumerate(self.buckets[m]))
+            else:
+                for leaf in leaves:
+                    lb = self.leaf_buckets.get((m, leaf))
+                    if lb is not None:
+                        total += sum(k * len(b) for k, b in enumerate(lb))
+        return total
+
+    def copy(self) -> Workspace:
+        """An independent copy (for what-if: reservations, preemption)."""
+        c = object.__new__(Workspace)
+        c.__dict__.update(self.__dict__)
+        c.gfree = [list(g) for g in self.gfree]
+        c.cpu = list(self.cpu)
+        c.mem = list(self.mem)
+        c.full = list(self.full)
+        c.ok = list(self.ok)
+        c.buckets = {m: [dict(b) for b in bs] for m, bs in self.buckets.items()}
+        c.leaf_buckets = {k: [dict(b) for b in bs] for k, bs in self.leaf_buckets.items()}
+        c.partial = {k: dict(v) for k, v in self.partial.items()}
+        c.reserved = dict(self.reserved)
+        c.fence = False
+        return c
+
+    def index_of(self, name: str) -> int:
+        return self.by_name[name]
+
+    # ----- writing -------------------------------------------------------------------------
+
+    def assign(self, i: int, devices: tuple[int, ...], req: WorkerRequest) -> Placement:
+        self._unindex(i)
+        g = self.gfree[i]
+        for d in devices:
+            g[d] -= req.gpu_milli
+        self.full[i] = sum(1 for x in g if x >= MILLI)
+        self.cpu[i] -= req.cpu_milli
+        self.mem[i] -= req.memory_mib
+        self._index(i)
+        return Placement(self.views[i].name, devices, req.gpu_milli, req.cpu_milli, req.memory_mib)
+
+    def release(self, i: int, p: Placement) -> None:
+        self._unindex(i)
+        g = self.gfree[i]
+        for d in p.gpus:
+            g[d] += p.gpu_milli
+        self.full[i] = sum(1 for x in g if x >= MILLI)
+        self.cpu[i] += p.cpu_milli
+        self.mem[i] += p.memory_mib
+        self._index(i)
+
+    def hold(self, i: int) -> None:
+        """Take node ``i`` out of the indexes (its capacity is reserved or it is unusable)."""
+        self._unindex(i)
+        self.ok[i] = False
+
+    def _unindex(self, i: int) -> None:
+        m = self.model[i]
+        if not self.ok[i] or not m or not self.gfree[i]:
+            return
+        key = (m, self.node_leaf[i])
+        self.free_full -= self.full[i]
+        self.buckets[m][self.full[i]].pop(i, None)
+        self.leaf_buckets[key][self.full[i]].pop(i, None)
+        part = self.partial.get(key)
+        if part is not None:
+            part.pop(i, None)
+
+    def _index(self, i: int) -> None:
+        m = self.model[i]
+        if not self.ok[i] or not m or not self.gfree[i]:
+            return
+        key = (m, self.node_leaf[i])
+        self.free_full += self.full[i]
+        self.buckets[m][self.full[i]][i] = None
+        self.leaf_buckets[key][self.full[i]][i] = None
+        if any(0 < x < MILLI for x in self.gfree[i]):
+            self.partial.setdefault(key, {})[i] = None
