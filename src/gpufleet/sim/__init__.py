@@ -1,0 +1,1 @@
+"""Simulation: trace loaders, experiments, reports."""
