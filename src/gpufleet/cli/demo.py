@@ -1,0 +1,7 @@
+"""`gpufleet demo`."""
+
+from __future__ import annotations
+
+
+def demo() -> None:
+    pass

@@ -1,0 +1,23 @@
+"""``gpufleet``: one entry point; each group of commands lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from gpufleet.cli import bench, demo, simulate, spec
+
+app = typer.Typer(
+    name="gpufleet",
+    help="Plan, validate, schedule, monitor and diagnose a GPU cluster.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(simulate.app, name="simulate", help="Replay workloads through the scheduler.")
+app.add_typer(bench.app, name="bench", help="Measure the scheduler's speed.")
+app.add_typer(spec.app, name="spec", help="Check cluster and job specs.")
+app.command("demo", help="Schedule a sample workload through every profile.")(demo.demo)
+
+
+if __name__ == "__main__":
+    app()

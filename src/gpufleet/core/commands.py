@@ -1,0 +1,56 @@
+"""Commands out of the controller: what the executor (agents, or the simulator) must do.
+
+``Transition`` commands come first in a batch and must be made durable before the commands
+after them are carried out: the store is the truth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.model.allocation import Allocation
+from gpufleet.model.job import JobState
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    job_id: str
+    attempt: int
+    old: JobState | None
+    new: JobState
+    time: float
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    job_id: str
+    attempt: int
+    allocation: Allocation  # one placement per rank, rank order
+    env: tuple[tuple[tuple[str, str], ...], ...]  # per rank: the launcher's environment
+
+
+@dataclass(frozen=True, slots=True)
+class Kill:
+    job_id: str
+    attempt: int
+    ranks: tuple[int, ...]
+    why: str  # "cancelled", "timeout", "preempted", "gang member failed", "node lost"
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    at: float
+    kind: str
+    job_id: str = ""
+    attempt: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    node: str
+    what: str  # "lost", "drained", "resumed", "unhealthy", "healthy"
+    time: float
+    why: str = ""
+
+
+Command = Transition | Launch | Kill | SetTimer | NodeEvent

@@ -1,0 +1,512 @@
+"""The controller state machine: ``handle(now, *events) -> commands``.
+
+Pure like Dask's worker state machine: no I/O, no wall clock, no threads. The live server and
+the simulator differ only in who calls it (with which clock) and who carries the commands out.
+The JobMaster part of it launches gangs all or nothing, waits until every rank has started,
+stops the rest when one fails, and decides retries with exponential back-off.
+"""
+
+from __future__ import annotations
+
+from gpufleet.core.commands import Command, Kill, Launch, NodeEvent, SetTimer, Transition
+from gpufleet.core.events import (
+    Event,
+    JobCancelled,
+    JobSubmitted,
+    NodeDrain,
+    NodeHealth,
+    NodeLost,
+    NodeUp,
+    TaskExited,
+    TaskStarted,
+    TimerFired,
+)
+from gpufleet.core.launch_env import rank_env
+from gpufleet.core.state import JobRecord, NodeRuntime
+from gpufleet.model.allocation import Placement
+from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.job import Job, JobState
+from gpufleet.model.queue import QueueSpec
+from gpufleet.model.resources import MILLI, Resources
+from gpufleet.scheduler.cycle import run_cycle
+from gpufleet.scheduler.decisions import CycleResult, Start
+from gpufleet.scheduler.framework import Profile
+from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.usage import DecayedUsage
+
+S = JobState
+
+
+class ControllerError(ValueError):
+    """An event that contradicts the state (unknown job, duplicate id): refused, state kept."""
+
+
+class Controller:
+    def __init__(
+        self,
+        profile: Profile,
+        cluster: ClusterSpec | None = None,
+        *,
+        backoff_base_s: float = 10.0,
+        backoff_max_s: float = 600.0,
+    ) -> None:
+        self.profile = profile
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.nodes: dict[str, NodeRuntime] = {}
+        self.jobs: dict[str, JobRecord] = {}
+        self.queues: dict[str, QueueSpec] = {}
+        self._pending: dict[str, PendingJob] = {}
+        self._pending_sorted = True
+        self._pending_tuple: tuple[PendingJob, ...] | None = None
+        self.running: dict[str, RunningJob] = {}
+        self._running_tuple: tuple[RunningJob, ...] | None = None
+        self._node_views: tuple[NodeView, ...] | None = None
+        self.half_life_s = float(getattr(profile.order, "half_life_s", 7 * 86400.0))
+        self.ledger = DecayedUsage(self.half_life_s)
+        self._queue_used: dict[str, Resources] = {}
+        self._capacity = Resources()
+        self._dependents: dict[str, list[str]] = {}
+        self.cycle = 0
+        self.last: CycleResult | None = None
+        self.dirty = True
+        self.seq = 0
+        self.now = 0.0
+        if cluster is not None:
+            self.queues = {q.name: q for q in cluster.queues}
+            for n in cluster.nodes:
+                self.nodes[n.name] = NodeRuntime.of(n)
+            self._recount_capacity()
+
+    # ----- the one entry point -----------------------------------------------------------
+
+    def handle(self, now: float, *events: Event, schedule: bool = True) -> list[Command]:
+        if now < self.now:
+            now = self.now  # events are stamped by their sources; time never runs backwards here
+        self._advance_usage(now)
+        self.now = now
+        out: list[Command] = []
+        for ev in events:
+            self._apply(ev, now, out)
+        if schedule and self.dirty:
+            self._schedule(now, out)
+        return out
+
+    def tick(self, now: float) -> list[Command]:
+        """A scheduling pass even when nothing changed (the live controller's interval)."""
+        self.dirty = True
+        return self.handle(now)
+
+    # ----- reading -----------------------------------------------------------------------
+
+    def snapshot(self, now: float) -> Snapshot:
+        if self._node_views is None:
+            self._node_views = tuple(n.view() for n in self.nodes.values())
+        if self._pending_tuple is None:
+            if not self._pending_sorted:
+                items = sorted(self._pending.values(), key=lambda p: (p.submit_time, p.seq))
+                self._pending = {p.id: p for p in items}
+                self._pending_sorted = True
+            self._pending_tuple = tuple(self._pending.values())
+        if self._running_tuple is None:
+            self._running_tuple = tuple(self.running.values())
+        return Snapshot(
+            now,
+            self._node_views,
+            self._running_tuple,
+            self._pending_tuple,
+            self.queues,
+            self.ledger.values,
+            self.cycle,
+        )
+
+    def reason(self, job_id: str) -> object:
+        return None if self.last is None else self.last.reasons.get(job_id)
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def queue_used(self, queue: str) -> Resources:
+        return self._queue_used.get(queue, Resources())
+
+    # ----- events ------------------------------------------------------------------------
+
+    def _apply(self, ev: Event, now: float, out: list[Command]) -> None:
+        if isinstance(ev, TaskExited):
+            self._task_exited(ev, now, out)
+        elif isinstance(ev, TaskStarted):
+            self._task_started(ev, now, out)
+        elif isinstance(ev, JobSubmitted):
+            self._submit(ev, now, out)
+        elif isinstance(ev, JobCancelled):
+            self._cancel(ev, now, out)
+        elif isinstance(ev, TimerFired):
+            self._timer(ev, now, out)
+        elif isinstance(ev, NodeUp):
+            self._node_up(ev, now, out)
+        elif isinstance(ev, NodeLost):
+            self._node_lost(ev, now, out)
+        elif isinstance(ev, NodeHealth):
+            self._node_health(ev, now, out)
+        elif isinstance(ev, NodeDrain):
+            self._node_drain(ev, now, out)
+
+    def _submit(self, ev: JobSubmitted, now: float, out: list[Command]) -> None:
+        if ev.job_id in self.jobs:
+            raise ControllerError(f"job {ev.job_id} exists already")
+        for kind, dep in ev.depends_on:
+            if kind not in ("afterok", "afterany"):
+                raise ControllerError(f"unknown dependency type {kind!r} (afterok, afterany)")
+            if dep not in self.jobs:
+                raise ControllerError(f"dependency {dep} is not a known job")
+        self.seq += 1
+        rec = JobRecord(
+            Job(ev.job_id, ev.spec, ev.submit_time),
+            self.seq,
+            depends_on=ev.depends_on,
+            oracle_duration_s=ev.oracle_duration_s,
+        )
+        self.jobs[ev.job_id] = rec
+        for _, dep in ev.depends_on:
+            self._dependents.setdefault(dep, []).append(ev.job_id)
+        out.append(Transition(ev.job_id, 0, None, S.PENDING, now, "submitted"))
+        rec.job.history.append((now, S.PENDING, "submitted"))
+        if self._dependency_failed(rec):
+            self._to(rec, S.CANCELLED, now, self._dependency_failed(rec), out)
+            rec.job.end_time = now
+            return
+        self._enqueue(rec)
+
+    def _cancel(self, ev: JobCancelled, now: float, out: list[Command]) -> None:
+        rec = self._rec(ev.job_id)
+        st = rec.job.state
+        if st is S.PENDING or (st in (S.PREEMPTED, S.NODE_LOST) and not rec.live_ranks()):
+            self._dequeue(rec)
+            self._to(rec, S.CANCELLED, now, ev.why, out)
+            rec.job.end_time = now
+            self._finished(rec, now, out)
+        elif st in (S.STARTING, S.RUNNING):
+            self._stop(rec, S.CANCELLED, ev.why, out)
+        elif st is S.FAILED and not rec.job.finished:
+            self._dequeue(rec)
+            rec.job.retries_used = rec.job.spec.max_retries
+            self._finished(rec, now, out)
+
+    def _timer(self, ev: TimerFired, now: float, out: list[Command]) -> None:
+        if ev.kind == "tick":
+            self.dirty = True
+            return
+        rec = self.jobs.get(ev.job_id)
+        if rec is None or rec.job.attempt != ev.attempt:
+            return
+        if ev.kind == "timelimit" and rec.job.state in (S.STARTING, S.RUNNING):
+            self._stop(rec, S.TIMED_OUT, f"time limit {rec.job.spec.time_limit_s:g} s reached", out)
+        elif ev.kind == "backoff" and rec.job.state is S.PENDING:
+            self.dirty = True
+
+    def _task_started(self, ev: TaskStarted, now: float, out: list[Command]) -> None:
+        rec = self.jobs.get(ev.job_id)
+        if rec is None or rec.job.attempt != ev.attempt or rec.job.state is not S.STARTING:
+            return  # a stale attempt: the agent will be told to stop it by its lease
+        rec.started_ranks.add(ev.rank)
+        if len(rec.started_ranks) == len(rec.allocation) and rec.ending is None:
+            self._to(rec, S.RUNNING, now, "every rank started", out)
+
+    def _task_exited(self, ev: TaskExited, now: float, out: list[Command]) -> None:
+        rec = self.jobs.get(ev.job_id)
+        if rec is None or rec.job.attempt != ev.attempt or ev.rank in rec.exited:
+            return
+        if rec.job.state not in (S.STARTING, S.RUNNING) or ev.rank >= len(rec.allocation):
+            return
+        rec.exited[ev.rank] = ev.exit_code
+        self._free(rec.allocation[ev.rank])
+        self.dirty = True
+        if rec.ending is None and ev.exit_code != 0:
+            why = ev.why or f"rank {ev.rank} exited with code {ev.exit_code}"
+            rec.failure = why
+            self._stop(rec, S.FAILED, why, out, reason_kill="gang member failed")
+        if not rec.live_ranks():
+            self._attempt_over(rec, now, out)
+
+    # ----- nodes -------------------------------------------------------------------------
+
+    def _node_up(self, ev: NodeUp, now: float, out: list[Command]) -> None:
+        old = self.nodes.get(ev.spec.name)
+        if old is not None and not old.lost and old.spec == ev.spec:
+            old.healthy = ev.healthy
+            old.datasets = ev.datasets
+            old.changed()
+        else:
+            # a new node, or one that comes back: it has stopped all its tasks (fencing)
+            self.nodes[ev.spec.name] = NodeRuntime.of(ev.spec, ev.healthy, ev.datasets)
+            if old is not None:
+                out.append(NodeEvent(ev.spec.name, "resumed", now, "registered again"))
+        self._node_views = None
+        self._recount_capacity()
+        self.dirty = True
+
+    def _node_lost(self, ev: NodeLost, now: float, out: list[Command]) -> None:
+        node = self.nodes.get(ev.node)
+        if node is None or node.lost:
+            return
+        node.lost = True
+        node.why = ev.why
+        node.changed()
+        self._node_views = None
+        out.append(NodeEvent(ev.node, "lost", now, ev.why))
+        for rec in self._jobs_on(ev.node):
+            # ranks on the lost node will never report: count them as gone
+            for r, p in enumerate(rec.allocation):
+                if p.node == ev.node and r not in rec.exited:
+                    rec.exited[r] = -1
+            self._stop(rec, S.NODE_LOST, f"node {ev.node} lost: {ev.why}", out)
+            if not rec.live_ranks():
+                self._attempt_over(rec, now, out)
+        self._recount_capacity()
+        self.dirty = True
+
+    def _node_health(self, ev: NodeHealth, now: float, out: list[Command]) -> None:
+        node = self.nodes.get(ev.node)
+        if node is None:
+            return
+        was = node.healthy
+        node.healthy = ev.healthy
+        node.bad_gpus = frozenset(ev.bad_gpus) if not ev.healthy else frozenset()
+        node.why = ev.why
+        node.changed()
+        self._node_views = None
+        if was != ev.healthy:
+            out.append(NodeEvent(ev.node, "healthy" if ev.healthy else "unhealthy", now, ev.why))
+        if not ev.healthy:
+            for rec in self._jobs_on(ev.node):
+                hit = not ev.bad_gpus or any(
+                    p.node == ev.node and set(p.gpus) & set(ev.bad_gpus) for p in rec.allocation
+                )
+                if hit:
+                    self._stop(rec, S.NODE_LOST, f"node {ev.node} unhealthy: {ev.why}", out)
+        self._recount_capacity()
+        self.dirty = True
+
+    def _node_drain(self, ev: NodeDrain, now: float, out: list[Command]) -> None:
+        node = self.nodes.get(ev.node)
+        if node is None:
+            raise ControllerError(f"unknown node {ev.node}")
+        node.drained = ev.drain
+        node.why = ev.why
+        node.changed()
+        self._node_views = None
+        out.append(NodeEvent(ev.node, "drained" if ev.drain else "resumed", now, ev.why))
+        self._recount_capacity()
+        self.dirty = True
+
+    # ----- scheduling --------------------------------------------------------------------
+
+    def _schedule(self, now: float, out: list[Command]) -> None:
+        self.cycle += 1
+        snap = self.snapshot(now)
+        res = run_cycle(snap, self.profile)
+        self.last = res
+        self.dirty = False
+        for st in res.starts:
+            self._start(st, now, out)
+        for pre in res.preemptions:
+            victim = self.jobs[pre.job_id]
+            if victim.job.state in (S.STARTING, S.RUNNING) and victim.ending is None:
+                self._stop(victim, S.PREEMPTED, pre.reason, out, reason_kill="preempted")
+
+    def _start(self, st: Start, now: float, out: list[Command]) -> None:
+        rec = self.jobs[st.job_id]
+        self._dequeue(rec)
+        j = rec.job
+        j.attempt += 1
+        j.start_time = now
+        rec.allocation = st.allocation
+        rec.borrowing = st.borrowing
+        rec.started_ranks = set()
+        rec.exited = {}
+        rec.ending = None
+        rec.ending_why = ""
+        for p in st.allocation:
+            self._take(p)
+        self._to(rec, S.STARTING, now, f"attempt {j.attempt}", out)
+        out.append(
+            Launch(
+                j.id, j.attempt, st.allocation, rank_env(j.id, rec.seq, j.attempt, st.allocation)
+            )
+        )
+        if j.spec.time_limit_s is not None:
+            out.append(SetTimer(now + j.spec.time_limit_s, "timelimit", j.id, j.attempt))
+        self.running[j.id] = rec.running_view()
+        self._running_tuple = None
+        self._use(j.spec.queue, j.spec.total_resources)
+
+    # ----- the JobMaster -----------------------------------------------------------------
+
+    def _stop(
+        self,
+        rec: JobRecord,
+        ending: JobState,
+        why: str,
+        out: list[Command],
+        reason_kill: str | None = None,
+    ) -> None:
+        """End the attempt as ``ending`` once every live rank has been stopped."""
+        if rec.ending is None:
+            rec.ending = ending
+            rec.ending_why = why
+        live = tuple(r for r in rec.live_ranks())
+        if live:
+            out.append(Kill(rec.id, rec.job.attempt, live, reason_kill or ending.value.lower()))
+
+    def _attempt_over(self, rec: JobRecord, now: float, out: list[Command]) -> None:
+        j = rec.job
+        ending = rec.ending or S.SUCCEEDED
+        why = rec.ending_why or "every rank exited 0"
+        if j.start_time is not None:
+            j.attained_gpu_s += (now - j.start_time) * j.spec.total_gpu_milli / MILLI
+        self.running.pop(j.id, None)
+        self._running_tuple = None
+        self._unuse(j.spec.queue, j.spec.total_resources)
+        if j.state is S.STARTING and ending in (S.SUCCEEDED, S.TIMED_OUT):
+            self._to(rec, S.RUNNING, now, "ranks started and ended together", out)
+        self._to(rec, ending, now, why, out)
+        rec.ending = None
+        if ending is S.FAILED and j.retries_used < j.spec.max_retries:
+            j.retries_used += 1
+            delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (j.retries_used - 1))
+            j.eligible_time = now + delay
+            self._to(
+                rec,
+                S.PENDING,
+                now,
+                f"retry {j.retries_used} of {j.spec.max_retries} after {delay:g} s back-off",
+                out,
+            )
+            out.append(SetTimer(j.eligible_time, "backoff", j.id, j.attempt))
+            self._enqueue(rec)
+        elif ending in (S.PREEMPTED, S.NODE_LOST):
+            self._to(rec, S.PENDING, now, "requeued; not charged to the job's retries", out)
+            self._enqueue(rec)
+        else:
+            j.end_time = now
+            self._finished(rec, now, out)
+
+    def _finished(self, rec: JobRecord, now: float, out: list[Command]) -> None:
+        for dep_id in self._dependents.get(rec.id, ()):
+            dep = self.jobs[dep_id]
+            if dep.job.state is not S.PENDING:
+                continue
+            failed = self._dependency_failed(dep)
+            if failed:
+                self._dequeue(dep)
+                self._to(dep, S.CANCELLED, now, failed, out)
+                dep.job.end_time = now
+                self._finished(dep, now, out)
+            else:
+                self._requeue_view(dep)
+        self.dirty = True
+
+    # ----- helpers -----------------------------------------------------------------------
+
+    def _rec(self, job_id: str) -> JobRecord:
+        rec = self.jobs.get(job_id)
+        if rec is None:
+            raise ControllerError(f"unknown job {job_id}")
+        return rec
+
+    def _to(
+        self, rec: JobRecord, state: JobState, now: float, why: str, out: list[Command]
+    ) -> None:
+        old = rec.job.state
+        rec.job.to(state, now, why)
+        out.append(Transition(rec.id, rec.job.attempt, old, state, now, why))
+
+    def _waiting_for(self, rec: JobRecord) -> str:
+        unmet = []
+        for kind, dep in rec.depends_on:
+            d = self.jobs[dep].job
+            done = d.state in (S.SUCCEEDED, S.CANCELLED, S.TIMED_OUT) or d.finished
+            if not done:
+                unmet.append(f"{kind}:{dep}")
+        return f"waiting for {', '.join(unmet)}" if unmet else ""
+
+    def _dependency_failed(self, rec: JobRecord) -> str:
+        for kind, dep in rec.depends_on:
+            d = self.jobs[dep].job
+            if kind == "afterok" and d.finished and d.state is not S.SUCCEEDED:
+                return f"dependency afterok:{dep} ended {d.state.value}"
+        return ""
+
+    def _enqueue(self, rec: JobRecord) -> None:
+        view = rec.pending_view(self._waiting_for(rec))
+        if self._pending:
+            last = next(reversed(self._pending.values()))
+            if (last.submit_time, last.seq) > (view.submit_time, view.seq):
+                self._pending_sorted = False
+        self._pending[rec.id] = view
+        self._pending_tuple = None
+        self.dirty = True
+
+    def _requeue_view(self, rec: JobRecord) -> None:
+        if rec.id in self._pending:
+            self._pending[rec.id] = rec.pending_view(self._waiting_for(rec))
+            self._pending_tuple = None
+
+    def _dequeue(self, rec: JobRecord) -> None:
+        if self._pending.pop(rec.id, None) is not None:
+            self._pending_tuple = None
+
+    def _jobs_on(self, node: str) -> list[JobRecord]:
+        return [
+            self.jobs[jid]
+            for jid, r in self.running.items()
+            if any(p.node == node for p in r.allocation)
+        ]
+
+    def _take(self, p: Placement) -> None:
+        n = self.nodes[p.node]
+        for d in p.gpus:
+            n.gpu_free[d] -= p.gpu_milli
+        n.cpu_free -= p.cpu_milli
+        n.mem_free -= p.memory_mib
+        n.changed()
+        self._node_views = None
+
+    def _free(self, p: Placement) -> None:
+        n = self.nodes.get(p.node)
+        if n is None or n.lost:
+            return  # a lost node comes back empty
+        for d in p.gpus:
+            n.gpu_free[d] = min(MILLI, n.gpu_free[d] + p.gpu_milli)
+        n.cpu_free = min(n.spec.cpu_milli, n.cpu_free + p.cpu_milli)
+        n.mem_free = min(n.spec.memory_mib, n.mem_free + p.memory_mib)
+        n.changed()
+        self._node_views = None
+
+    def _use(self, queue: str, r: Resources) -> None:
+        self._queue_used[queue] = self._queue_used.get(queue, Resources()) + r
+
+    def _unuse(self, queue: str, r: Resources) -> None:
+        self._queue_used[queue] = (self._queue_used.get(queue, Resources()) - r).clamp0()
+
+    def _recount_capacity(self) -> None:
+        cap = Resources()
+        for n in self.nodes.values():
+            if n.schedulable:
+                cap = cap + Resources(n.spec.gpus * MILLI, n.spec.cpu_milli, n.spec.memory_mib)
+        self._capacity = cap
+
+    def dominant_shares(self) -> dict[str, float]:
+        c = self._capacity
+        out = {}
+        for q, u in self._queue_used.items():
+            out[q] = max(
+                u.gpu_milli / c.gpu_milli if c.gpu_milli else 0.0,
+                u.cpu_milli / c.cpu_milli if c.cpu_milli else 0.0,
+                u.memory_mib / c.memory_mib if c.memory_mib else 0.0,
+            )
+        return out
+
+    def _advance_usage(self, now: float) -> None:
+        self.ledger.advance(now, self.dominant_shares())

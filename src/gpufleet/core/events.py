@@ -1,0 +1,89 @@
+"""Events into the controller: everything that happens outside it, with the time it happened."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.job import JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class JobSubmitted:
+    job_id: str
+    spec: JobSpec
+    submit_time: float
+    depends_on: tuple[tuple[str, str], ...] = ()  # (afterok|afterany, job id)
+    oracle_duration_s: float | None = None  # the simulator's knowledge, for the sjf oracle
+
+
+@dataclass(frozen=True, slots=True)
+class JobCancelled:
+    job_id: str
+    why: str = "cancelled by user"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStarted:
+    job_id: str
+    attempt: int
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskExited:
+    job_id: str
+    attempt: int
+    rank: int
+    exit_code: int
+    why: str = ""  # "killed", "timeout", "preempted", "oom", … as the executor saw it
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUp:
+    """A node registered (or came back): its spec and whether it passed its health checks."""
+
+    spec: NodeSpec
+    healthy: bool = True
+    datasets: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLost:
+    node: str
+    why: str = "heartbeats stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealth:
+    node: str
+    healthy: bool
+    why: str = ""
+    bad_gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDrain:
+    node: str
+    drain: bool  # False resumes
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    kind: str  # "timelimit" | "backoff" | "tick"
+    job_id: str = ""
+    attempt: int = 0
+
+
+Event = (
+    JobSubmitted
+    | JobCancelled
+    | TaskStarted
+    | TaskExited
+    | NodeUp
+    | NodeLost
+    | NodeHealth
+    | NodeDrain
+    | TimerFired
+)

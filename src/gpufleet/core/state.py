@@ -1,0 +1,119 @@
+"""The controller's in-memory state: nodes with their free capacity, jobs with their attempts.
+
+Everything here is derived from events; the store holds the same facts durably."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpufleet.model.allocation import Allocation
+from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.job import Job, JobState
+from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob
+
+
+@dataclass(slots=True)
+class NodeRuntime:
+    spec: NodeSpec
+    gpu_free: list[int]
+    cpu_free: int
+    mem_free: int
+    healthy: bool = True
+    drained: bool = False
+    lost: bool = False
+    why: str = ""
+    bad_gpus: frozenset[int] = frozenset()
+    datasets: frozenset[str] = frozenset()
+    _view: NodeView | None = None
+
+    @staticmethod
+    def of(
+        spec: NodeSpec, healthy: bool = True, datasets: frozenset[str] = frozenset()
+    ) -> NodeRuntime:
+        return NodeRuntime(
+            spec, [MILLI] * spec.gpus, spec.cpu_milli, spec.memory_mib, healthy, datasets=datasets
+        )
+
+    @property
+    def schedulable(self) -> bool:
+        return self.healthy and not self.drained and not self.lost
+
+    @property
+    def state(self) -> str:
+        if self.lost:
+            return "lost"
+        if not self.healthy:
+            return "unhealthy"
+        if self.drained:
+            return "drained"
+        used = sum(MILLI - g for g in self.gpu_free)
+        if used == 0 and self.cpu_free == self.spec.cpu_milli:
+            return "idle"
+        return "allocated" if all(g == 0 for g in self.gpu_free) and self.gpu_free else "mixed"
+
+    def changed(self) -> None:
+        self._view = None
+
+    def view(self) -> NodeView:
+        if self._view is None:
+            s = self.spec
+            free = tuple(0 if d in self.bad_gpus else g for d, g in enumerate(self.gpu_free))
+            self._view = NodeView(
+                s.name,
+                s.leaf,
+                s.pod,
+                s.gpu_model,
+                free,
+                self.cpu_free,
+                self.mem_free,
+                s.cpu_milli,
+                s.memory_mib,
+                self.schedulable,
+                s.labels,
+                self.datasets,
+            )
+        return self._view
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """A job and what the JobMaster tracks about its current attempt."""
+
+    job: Job
+    seq: int
+    allocation: Allocation = ()
+    borrowing: bool = False
+    started_ranks: set[int] = field(default_factory=set)
+    exited: dict[int, int] = field(default_factory=dict)  # rank → exit code
+    ending: JobState | None = None  # where the attempt goes once every rank has exited
+    ending_why: str = ""
+    depends_on: tuple[tuple[str, str], ...] = ()
+    oracle_duration_s: float | None = None
+    failure: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    def live_ranks(self) -> tuple[int, ...]:
+        return tuple(r for r in range(len(self.allocation)) if r not in self.exited)
+
+    def pending_view(self, waiting_for: str = "") -> PendingJob:
+        j = self.job
+        return PendingJob(
+            j.id,
+            j.spec,
+            j.submit_time,
+            self.seq,
+            j.attained_gpu_s,
+            j.eligible_time,
+            waiting_for,
+            self.oracle_duration_s,
+        )
+
+    def running_view(self) -> RunningJob:
+        j = self.job
+        return RunningJob(
+            j.id, j.spec, self.allocation, j.start_time or 0.0, self.borrowing, j.attained_gpu_s
+        )

@@ -1,0 +1,257 @@
+"""The simulator: the live controller's core, driven by a clock of event times.
+
+``SimExecutor`` is the simulator's Executor: a launch becomes a TaskStarted now and a TaskExited
+when the job's remaining work is done; a kill becomes a TaskExited now. ``Simulation`` pops every
+event of the earliest time, hands the batch to ``Controller.handle`` and applies the commands.
+The controller cannot tell this from live agents.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from gpufleet.core.commands import Command, Kill, Launch, SetTimer, Transition
+from gpufleet.core.controller import Controller
+from gpufleet.core.events import (
+    Event,
+    JobSubmitted,
+    NodeLost,
+    NodeUp,
+    TaskExited,
+    TaskStarted,
+    TimerFired,
+)
+from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.job import JobSpec, JobState
+from gpufleet.scheduler.framework import Profile
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job of a workload: what was asked, when, and how long it really runs."""
+
+    id: str
+    spec: JobSpec
+    submit_time: float
+    duration_s: float
+    depends_on: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFailure:
+    time: float
+    node: str
+    repair_s: float
+
+
+@dataclass(slots=True)
+class JobOutcome:
+    id: str
+    queue: str
+    gpus: int
+    submit_time: float
+    duration_s: float
+    first_start: float | None = None
+    end_time: float | None = None
+    state: str = "PENDING"
+    attempts: int = 0
+    preemptions: int = 0
+    run_s: float = 0.0  # time held on GPUs over all attempts
+    _attempt_start: float | None = None
+
+    @property
+    def jct(self) -> float | None:
+        return None if self.end_time is None else self.end_time - self.submit_time
+
+    @property
+    def wait_s(self) -> float | None:
+        j = self.jct
+        return None if j is None else max(0.0, j - self.run_s)
+
+
+@dataclass(slots=True)
+class SimConfig:
+    restart_overhead_s: float = 0.0  # added to every attempt after the first
+    failures: Sequence[NodeFailure] = ()
+    mtbf_s: float | None = None  # per node; random failures when set
+    repair_s: float = 3600.0
+    seed: int = 0
+    horizon_s: float | None = None  # stop scheduling new failures after this time
+
+
+@dataclass(slots=True)
+class _Work:
+    duration_s: float
+    done_s: float = 0.0
+    attempt_start: float = 0.0
+    attempt: int = 0
+    overhead_s: float = 0.0
+
+
+@dataclass(order=True, slots=True)
+class _Item:
+    time: float
+    seq: int
+    event: Event = field(compare=False)
+
+
+class Simulation:
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        profile: Profile,
+        jobs: Iterable[TraceJob],
+        config: SimConfig | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config or SimConfig()
+        self.controller = Controller(profile, cluster)
+        self.heap: list[_Item] = []
+        self.seq = 0
+        self.now = 0.0
+        self.work: dict[str, _Work] = {}
+        self.outcomes: dict[str, JobOutcome] = {}
+        self.timeline: list[tuple[float, int, int, int]] = []  # t, pending, running, busy GPUs
+        self.busy_gpus = 0
+        self.gpu_seconds = 0.0
+        self._last_t: float | None = None
+        self.cycles = 0
+        self.preemptions = 0
+        self._rng = random.Random(self.config.seed)
+        self._node_specs = {n.name: n for n in cluster.nodes}
+        for j in jobs:
+            self.work[j.id] = _Work(j.duration_s)
+            self.outcomes[j.id] = JobOutcome(
+                j.id,
+                j.spec.queue,
+                j.spec.workers * j.spec.gpus_per_worker,
+                j.submit_time,
+                j.duration_s,
+            )
+            self._push(
+                j.submit_time,
+                JobSubmitted(
+                    j.id, j.spec, j.submit_time, j.depends_on, oracle_duration_s=j.duration_s
+                ),
+            )
+        for f in self.config.failures:
+            self._push(f.time, NodeLost(f.node, "scripted failure"))
+            self._push(f.time + f.repair_s, NodeUp(self._node_specs[f.node]))
+        if self.config.mtbf_s:
+            horizon = self.config.horizon_s
+            if horizon is None:
+                horizon = max(
+                    (o.submit_time + o.duration_s for o in self.outcomes.values()), default=0.0
+                )
+            for name in self._node_specs:
+                self._schedule_random_failures(name, horizon)
+
+    # ----- the loop ----------------------------------------------------------------------
+
+    def run(self, progress: Callable[[float, int], None] | None = None) -> None:
+        done_every = max(1, len(self.outcomes) // 200)
+        reported = 0
+        while self.heap:
+            t = self.heap[0].time
+            batch: list[Event] = []
+            while self.heap and self.heap[0].time == t:
+                batch.append(heapq.heappop(self.heap).event)
+            self._account(t)
+            self.now = t
+            before = self.controller.cycle
+            cmds = self.controller.handle(t, *batch)
+            self.cycles += self.controller.cycle - before
+            self.apply(cmds)
+            if progress is not None and self._finished_count - reported >= done_every:
+                reported = self._finished_count
+                progress(t, reported)
+            self.timeline.append(
+                (t, self.controller.pending_count, len(self.controller.running), self.busy_gpus)
+            )
+            if self._finished_count == len(self.outcomes) and not self._has_job_events():
+                break
+        self._account(self.now)
+
+    _finished_count = 0
+
+    def _has_job_events(self) -> bool:
+        return any(not isinstance(i.event, NodeLost | NodeUp) for i in self.heap)
+
+    def _account(self, t: float) -> None:
+        if self._last_t is not None and t > self._last_t:
+            self.gpu_seconds += self.busy_gpus * (t - self._last_t)
+        self._last_t = t
+
+    # ----- the executor ------------------------------------------------------------------
+
+    def apply(self, commands: Sequence[Command]) -> None:
+        t = self.now
+        for c in commands:
+            if isinstance(c, Transition):
+                self._record(c)
+            elif isinstance(c, Launch):
+                w = self.work[c.job_id]
+                w.attempt = c.attempt
+                w.attempt_start = t
+                w.overhead_s = self.config.restart_overhead_s if c.attempt > 1 else 0.0
+                end = t + w.overhead_s + max(0.0, w.duration_s - w.done_s)
+                for rank in range(len(c.allocation)):
+                    self._push(t, TaskStarted(c.job_id, c.attempt, rank))
+                    self._push(end, TaskExited(c.job_id, c.attempt, rank, 0))
+                gpus = sum(len(p.gpus) for p in c.allocation)
+                self.busy_gpus += gpus
+            elif isinstance(c, Kill):
+                w = self.work[c.job_id]
+                if w.attempt == c.attempt:
+                    w.done_s += max(0.0, t - w.attempt_start - w.overhead_s)
+                    w.attempt = -1  # progress of this attempt is counted
+                for rank in c.ranks:
+                    self._push(t, TaskExited(c.job_id, c.attempt, rank, 137, c.why))
+            elif isinstance(c, SetTimer):
+                self._push(c.at, TimerFired(c.kind, c.job_id, c.attempt))
+
+    def _record(self, c: Transition) -> None:
+        o = self.outcomes.get(c.job_id)
+        if o is None:
+            return
+        o.state = c.new.value
+        if c.new is JobState.STARTING:
+            o.attempts = c.attempt
+            o._attempt_start = c.time
+            if o.first_start is None:
+                o.first_start = c.time
+        elif c.old in (JobState.STARTING, JobState.RUNNING) and c.new is not JobState.RUNNING:
+            if o._attempt_start is not None:
+                o.run_s += c.time - o._attempt_start
+                o._attempt_start = None
+            self.busy_gpus -= o.gpus if o.gpus else 0
+            if c.new is JobState.PREEMPTED:
+                o.preemptions += 1
+                self.preemptions += 1
+        if c.new in (JobState.SUCCEEDED, JobState.TIMED_OUT, JobState.CANCELLED) or (
+            c.new is JobState.FAILED and self.controller.jobs[c.job_id].job.finished
+        ):
+            o.end_time = c.time
+            self._finished_count += 1
+
+    # ----- helpers -----------------------------------------------------------------------
+
+    def _push(self, t: float, ev: Event) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, _Item(t, self.seq, ev))
+
+    def _schedule_random_failures(self, node: str, horizon: float) -> None:
+        """Exponential times between failures (per-node MTBF), each followed by a repair."""
+        cfg = self.config
+        assert cfg.mtbf_s
+        t = 0.0
+        while True:
+            t += self._rng.expovariate(1.0 / cfg.mtbf_s)
+            if t > horizon:
+                return
+            self._push(t, NodeLost(node, "random failure (MTBF)"))
+            self._push(t + cfg.repair_s, NodeUp(self._node_specs[node]))
+            t += cfg.repair_s
