@@ -1,0 +1,58 @@
+"""Placement by scoring every feasible node (the Kubernetes Filter → Score shape).
+
+The scores are the FGD paper's (``openb_scores``), so the live scheduler and the FGD experiment
+rank nodes by the same arithmetic. Ties go to the earlier node in cluster order. Each worker
+costs one pass over the feasible nodes of its domain: fine for hundreds of nodes; on thousands,
+``topology`` or ``bestfit`` (index-driven) are the cheaper choice.
+"""
+
+from __future__ import annotations
+
+from random import Random
+
+from gpufleet.scheduler import openb_scores as osc
+from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.snapshot import Snapshot
+from gpufleet.scheduler.workspace import Domain, Workspace
+
+
+def pod_of(req: WorkerRequest) -> osc.PodRequest:
+    return osc.PodRequest(
+        req.cpu_milli, req.memory_mib, req.gpus, req.gpu_milli if req.gpus else 0, req.models
+    )
+
+
+def node_state(ws: Workspace, i: int) -> osc.NodeState:
+    return osc.NodeState(ws.cpu[i], ws.mem[i], tuple(ws.gfree[i]), ws.model[i])
+
+
+class ScoredPlace:
+    """Base for the score-every-node plugins; subclasses set ``policy``."""
+
+    policy = ""
+    prefers_topology = False
+
+    def __init__(self) -> None:
+        self.workload: osc.TargetWorkload | None = None
+
+    def prepare(self, snap: Snapshot, ws: Workspace) -> None:
+        pass
+
+    def choose(
+        self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random
+    ) -> tuple[int, tuple[int, ...]] | None:
+        feasible = list(ws.candidates(req, domain))
+        if not feasible:
+            return None
+        pod = pod_of(req)
+        if self.policy == "random":
+            i = feasible[rng.randrange(len(feasible))]
+            return i, osc.choose_gpus("random", node_state(ws, i), pod, rng=rng)
+        states = [node_state(ws, i) for i in feasible]
+        scores = [osc.node_score(self.policy, s, pod, self.workload) for s in states]
+        if self.policy == "bestfit":
+            scores = osc.normalize_minmax(scores)
+        best = max(range(len(feasible)), key=lambda k: (scores[k], -feasible[k]))
+        i = feasible[best]
+        devices = osc.choose_gpus(self.policy, states[best], pod, self.workload, rng)
+        return i, devices
