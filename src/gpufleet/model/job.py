@@ -148,12 +148,10 @@ class JobSpec:
 
 
 def _read_topology(f: Fields) -> Topology:
-    if not f.has("topology"):
-        f.mapping("topology")
+    raw = f.raw("topology")
+    if raw is None:
         return Topology()
-    raw = f.data["topology"]
     if isinstance(raw, str):
-        f.text("topology")
         raw = {"level": raw}
     t = Fields(raw, source=f.source, path=f.field("topology"))
     level_s = t.text("level", "any")

@@ -38,6 +38,10 @@ class Fields:
             return None
         return self.data[key]
 
+    def raw(self, key: str) -> Any:
+        """The value as given (None when absent), marked as read."""
+        return self._get(key, False)
+
     def has(self, key: str) -> bool:
         return key in self.data and self.data[key] is not None
 

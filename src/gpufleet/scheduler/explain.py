@@ -169,6 +169,7 @@ def explain_all(
     rng: Random,
 ) -> None:
     started = set(res.started_ids)
+    by_id = {p.id: p for p in snap.pending if p.id in res.reasons}
     empty: Workspace | None = None
     never_cache: dict[tuple[object, ...], Reason | None] = {}
     now_cache: dict[tuple[object, ...], Reason] = {}
@@ -227,6 +228,13 @@ def explain_all(
                         {"reserved_for": reservation.job_id},
                     )
         res.reasons[job.id] = r
+
+    for job_id, why in list(res.reasons.items()):
+        if why.code is ReasonCode.QUOTA:
+            blocked = by_id.get(job_id)
+            never_here = never(blocked) if blocked is not None else None
+            if never_here is not None:
+                res.reasons[job_id] = never_here
 
     ahead = 0
     for job in snap.pending:

@@ -64,6 +64,16 @@ class QueueUsage:
             total = total + (other.quota - self.of_queue(name)).clamp0()
         return total
 
+    def lendable_at_most(self, queue: str) -> Resources:
+        """What the cohort could lend with every other member idle (the borrowing ceiling)."""
+        q = self.spec(queue)
+        total = Resources()
+        for name in self.cohorts.get(q.cohort, ()) if q.cohort else ():
+            other = self.spec(name)
+            if name != queue and other.can_lend and other.limited:
+                total = total + other.quota
+        return total
+
     def borrowing(self, queue: str) -> bool:
         q = self.spec(queue)
         return q.limited and not self.of_queue(queue).fits_in(q.quota)

@@ -151,11 +151,16 @@ class Simulation:
 
     # ----- the loop ----------------------------------------------------------------------
 
-    def run(self, progress: Callable[[float, int], None] | None = None) -> None:
+    def run(
+        self, progress: Callable[[float, int], None] | None = None, until: float | None = None
+    ) -> None:
+        """Run to the end (every job finished, or no event left), or up to time ``until``."""
         done_every = max(1, len(self.outcomes) // 200)
         reported = 0
         while self.heap:
             t = self.heap[0].time
+            if until is not None and t > until:
+                return
             batch: list[Event] = []
             while self.heap and self.heap[0].time == t:
                 batch.append(heapq.heappop(self.heap).event)

@@ -39,10 +39,26 @@ class Plugin:
         if q.cohort and q.can_borrow and after.fits_in(q.quota + lend):
             return Admission(SUCCESS, borrowing=True)
         used = usage.of_queue(q.name)
-        if not need.fits_in(q.quota + (lend if q.cohort and q.can_borrow else Resources())):
-            code = ReasonCode.NEVER if not q.cohort else ReasonCode.QUOTA
-        else:
-            code = ReasonCode.QUOTA
+        ceiling = q.quota + (
+            usage.lendable_at_most(q.name) if q.cohort and q.can_borrow else Resources()
+        )
+        if not need.fits_in(ceiling):
+            msg = (
+                f"needs {need.gpus:g} GPUs but queue {q.name} can never hold more than "
+                f"{ceiling.gpus:g} (its quota {q.quota.gpus:g}"
+                + (f" plus all its cohort {q.cohort} could lend)" if q.cohort else ")")
+            )
+            return Admission(
+                Status(
+                    Code.UNRESOLVABLE,
+                    Reason(
+                        ReasonCode.NEVER,
+                        msg,
+                        {"queue": q.name, "needed_gpus": need.gpus, "ceiling_gpus": ceiling.gpus},
+                    ),
+                )
+            )
+        code = ReasonCode.QUOTA
         if q.cohort and q.can_borrow:
             tail = f"its cohort {q.cohort} has {lend.gpus:g} idle GPUs to lend"
         elif q.cohort:

@@ -1,0 +1,1 @@
+"""Reading specs from files: YAML parsing, then the model's validation."""
