@@ -54,11 +54,11 @@ def load_workload(path: str | Path) -> list[TraceJob]:
             )
         spec = JobSpec.from_dict(raw, source=str(path), path=f"jobs[{i}]")
         for k in range(count):
-            name = spec.name if count == 1 else f"{spec.name}-{k}"
+            one = spec if count == 1 else replace(spec, name=f"{spec.name}-{k}")
             out.append(
                 TraceJob(
                     f"{len(out) + 1}",
-                    spec,
+                    one,
                     float(extra["submit_time"]) + k,
                     float(extra["duration_s"]),
                 )

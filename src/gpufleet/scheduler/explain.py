@@ -218,15 +218,14 @@ def explain_all(
                     estimated_start=reservation.start_time,
                     message=f"{r.message}; reserved to start at t={reservation.start_time:g}",
                 )
-            elif reservation is not None and head is not None:
-                # would it have fitted without the fence around the reservation?
-                if fits_unfenced(job):
-                    r = Reason(
-                        ReasonCode.RESERVED,
-                        f"fits only on devices reserved for job {reservation.job_id} "
-                        f"(from t={reservation.start_time:g}) and would still be running",
-                        {"reserved_for": reservation.job_id},
-                    )
+            elif reservation is not None and head is not None and fits_unfenced(job):
+                # it would have fitted but for the fence around the reservation
+                r = Reason(
+                    ReasonCode.RESERVED,
+                    f"fits only on devices reserved for job {reservation.job_id} "
+                    f"(from t={reservation.start_time:g}) and would still be running",
+                    {"reserved_for": reservation.job_id},
+                )
         res.reasons[job.id] = r
 
     for job_id, why in list(res.reasons.items()):
