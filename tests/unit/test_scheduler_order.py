@@ -1,0 +1,237 @@
+"""Step 1, order plugins: fifo, priority, fairshare (weighted DRF with decayed usage), las, sjf."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from builders import cluster, cycle, job, queue, running, snapshot
+
+from gpufleet.scheduler.framework import make
+from gpufleet.scheduler.usage import DecayedUsage, QueueUsage
+
+DAY = 86400.0
+
+
+def ordered(name: str, pending, nodes=None, *, options=None, **snap_kw) -> list[str]:
+    """The ids in the order the plugin yields them, over a snapshot of ``pending``."""
+    snap = snapshot(nodes or cluster(1, 8), pending, **snap_kw)
+    plugin = make("order", name, options)
+    return [p.id for p in plugin.order(snap.pending, snap, QueueUsage.of(snap))]
+
+
+# ----- fifo, priority ------------------------------------------------------------------------
+
+
+def test_fifo_orders_by_submit_time_then_arrival_sequence() -> None:
+    pending = [job("late", submit=5), job("b", submit=1, seq=2), job("a", submit=1, seq=1)]
+    assert ordered("fifo", pending) == ["a", "b", "late"]
+
+
+def test_fifo_starts_the_earliest_job_when_only_one_fits() -> None:
+    res = cycle(cluster(1, 8), [job("second", gpus=8, submit=2), job("first", gpus=8, submit=1)])
+    assert res.started_ids == ["first"]
+
+
+def test_priority_goes_highest_first_and_fifo_among_equals() -> None:
+    pending = [
+        job("low", priority=-1, submit=0),
+        job("mid-late", priority=5, submit=3),
+        job("mid-early", priority=5, submit=1),
+        job("high", priority=10, submit=9),
+    ]
+    assert ordered("priority", pending) == ["high", "mid-early", "mid-late", "low"]
+
+
+def test_priority_outranks_only_strictly_lower_priorities() -> None:
+    plugin = make("order", "priority")
+    snap = snapshot(cluster(1, 8))
+    low, same = running("low", ("n00", [0]), priority=1), running("same", ("n00", [1]), priority=5)
+    assert plugin.outranks(job("j", priority=5), low, snap)
+    assert not plugin.outranks(job("j", priority=5), same, snap)
+
+
+# ----- fairshare -----------------------------------------------------------------------------
+
+
+def two_queues(n: int = 6) -> list:
+    return [job(f"a{i}", queue="a", submit=i) for i in range(n)] + [
+        job(f"b{i}", queue="b", submit=100 + i) for i in range(n)
+    ]
+
+
+def test_fairshare_interleaves_queues_within_one_cycle() -> None:
+    """Shares are re-read after each admitted job: the cycle alternates, it does not drain
+    queue a first although all of a's jobs were submitted earlier."""
+    res = cycle(cluster(1, 8), two_queues(), queues=[queue("a"), queue("b")], order="fairshare")
+    assert res.started_ids == ["a0", "b0", "a1", "b1", "a2", "b2", "a3", "b3"]
+
+
+def test_fairshare_weights_split_the_cluster_in_proportion() -> None:
+    res = cycle(
+        cluster(1, 8),
+        two_queues(),
+        queues=[queue("a", weight=3), queue("b", weight=1)],
+        order="fairshare",
+    )
+    started = res.started_ids
+    assert sum(s.startswith("a") for s in started) == 6
+    assert sum(s.startswith("b") for s in started) == 2
+
+
+def test_fairshare_a_queue_with_higher_past_usage_goes_later() -> None:
+    half_life = 7 * DAY
+    tau = half_life / math.log(2)
+    # queue a's decayed usage is worth half the cluster: b catches up to it first
+    res = cycle(
+        cluster(1, 8),
+        two_queues(),
+        queues=[queue("a"), queue("b")],
+        usage={"a": 0.5 * tau},
+        order="fairshare",
+    )
+    assert res.started_ids[:4] == ["b0", "b1", "b2", "b3"]
+    # then they alternate at equal shares: b ends with 6 of the 8 GPUs, a with 2
+    assert sorted(res.started_ids) == ["a0", "a1", "b0", "b1", "b2", "b3", "b4", "b5"]
+
+
+def test_fairshare_counts_running_jobs_as_current_share() -> None:
+    """Queue a holds 4 of 8 GPUs now (DRF share 0.5): queue b goes first."""
+    nodes = cluster(2, 8)
+    hogs = [running("a-run", ("n01", range(8)), queue="a")]
+    assert ordered(
+        "fairshare",
+        [job("a0", queue="a", submit=0), job("b0", queue="b", submit=5)],
+        nodes,
+        running=hogs,
+        queues=[queue("a"), queue("b")],
+    ) == ["b0", "a0"]
+
+
+def test_fairshare_share_is_dominant_resource_over_weight() -> None:
+    """DRF: a queue holding little GPU but most of the CPU has a large share."""
+    nodes = cluster(1, 8, cpus=100)
+    plugin = make("order", "fairshare")
+    r = running("cpu-heavy", ("n00", [0]), cpus=80, queue="a")
+    snap = snapshot(nodes, running=[r], queues=[queue("a", weight=2)])
+    usage = QueueUsage.of(snap)
+    assert usage.dominant_share("a") == pytest.approx(0.8)
+    assert plugin.share("a", snap, usage) == pytest.approx(0.4)
+
+
+def test_fairshare_within_a_queue_priority_then_fifo() -> None:
+    pending = [job("a-old", queue="a", submit=0), job("a-urgent", queue="a", submit=9, priority=3)]
+    assert ordered("fairshare", pending, queues=[queue("a")]) == ["a-urgent", "a-old"]
+
+
+def test_fairshare_half_life_option_is_used() -> None:
+    short = make("order", "fairshare", {"half_life_s": 3600.0})
+    assert short.tau == pytest.approx(3600.0 / math.log(2))
+    with pytest.raises(ValueError):
+        make("order", "fairshare", {"half_life_s": 0})
+
+
+def test_decayed_usage_halves_after_one_half_life() -> None:
+    d = DecayedUsage(half_life_s=100.0)
+    d.advance(0.0, {"a": 0.0})
+    d.values["a"] = 80.0
+    d.advance(100.0, {})
+    assert d.values["a"] == pytest.approx(40.0)
+    d.advance(300.0, {})
+    assert d.values["a"] == pytest.approx(10.0)
+
+
+def test_decayed_usage_of_a_constant_share_settles_at_share_times_tau() -> None:
+    d = DecayedUsage(half_life_s=100.0)
+    d.advance(0.0, {"a": 0.5})
+    for t in range(100, 5001, 100):
+        d.advance(float(t), {"a": 0.5})
+    assert d.values["a"] == pytest.approx(0.5 * d.tau, rel=1e-6)
+    # and integrates correctly over one short step: ~ share × dt
+    e = DecayedUsage(half_life_s=1e9)
+    e.advance(0.0, {"a": 0.25})
+    e.advance(10.0, {"a": 0.25})
+    assert e.values["a"] == pytest.approx(2.5, rel=1e-6)
+
+
+def test_decayed_usage_ignores_time_running_backwards() -> None:
+    d = DecayedUsage(half_life_s=100.0)
+    d.advance(50.0, {"a": 1.0})
+    d.advance(150.0, {"a": 1.0})
+    before = dict(d.values)
+    d.advance(10.0, {"a": 1.0})
+    assert d.values == before and d.last == 150.0
+    with pytest.raises(ValueError):
+        DecayedUsage(half_life_s=0)
+
+
+# ----- las (Tiresias 2D-LAS) ----------------------------------------------------------------
+
+
+def test_las_less_attained_service_goes_first_regardless_of_submit_time() -> None:
+    pending = [
+        job("old-heavy", submit=0, attained=5000.0),  # level 1 (≥ 3200 GPU-s)
+        job("new-light", submit=50, attained=100.0),  # level 0
+    ]
+    assert ordered("las", pending, now=100.0) == ["new-light", "old-heavy"]
+
+
+def test_las_is_fifo_within_a_level() -> None:
+    """Levels are discrete: 3000 and 10 GPU-s are both level 0, so submit time decides."""
+    pending = [job("second", submit=2, attained=10.0), job("first", submit=1, attained=3000.0)]
+    assert ordered("las", pending, now=100.0) == ["first", "second"]
+
+
+def test_las_levels_follow_the_thresholds() -> None:
+    plugin = make("order", "las", {"thresholds_gpu_s": [100.0, 1000.0]})
+    assert [plugin.level_of(x) for x in (0, 99.9, 100, 999, 1000, 10**6)] == [0, 0, 1, 1, 2, 2]
+    with pytest.raises(ValueError):
+        make("order", "las", {"thresholds_gpu_s": [1000.0, 100.0]})
+
+
+def test_las_promotes_a_starving_job_to_the_first_level() -> None:
+    """starvation_factor 2: a 1-GPU job that ran 4000 s is promoted once it has waited more
+    than 2 × 4000 s (submitted at 0: waited = now - 0 - 4000)."""
+    opts = {"order/las": {"starvation_factor": 2.0}}
+    heavy = job("heavy", submit=0, attained=4000.0)
+    light = job("light", submit=10, attained=0.0)
+    assert ordered("las", [heavy, light], now=11_000.0, options=opts["order/las"]) == [
+        "light",
+        "heavy",
+    ]
+    assert ordered("las", [heavy, light], now=12_100.0, options=opts["order/las"]) == [
+        "heavy",
+        "light",
+    ]
+    # without the guard it never is
+    assert ordered("las", [heavy, light], now=10**7) == ["light", "heavy"]
+
+
+def test_las_outranks_running_jobs_that_crossed_into_a_higher_level() -> None:
+    plugin = make("order", "las")
+    snap = snapshot(cluster(1, 8), now=1000.0)
+    hog = running("hog", ("n00", range(4)), start=0.0)  # 4 GPUs × 1000 s = 4000 GPU-s
+    young = running("young", ("n00", [4]), start=900.0)  # 100 GPU-s
+    assert plugin.outranks(job("new"), hog, snap)
+    assert not plugin.outranks(job("new"), young, snap)
+
+
+# ----- sjf (oracle) --------------------------------------------------------------------------
+
+
+def test_sjf_orders_by_oracle_duration_then_time_limit_then_none_last() -> None:
+    pending = [
+        job("unknown", submit=0),
+        job("long", submit=1, oracle=500.0),
+        job("limit", submit=2, limit=100.0),
+        job("short", submit=3, oracle=10.0, limit=10_000.0),  # the oracle wins over the limit
+    ]
+    assert ordered("sjf", pending) == ["short", "limit", "long", "unknown"]
+
+
+def test_sjf_by_gpu_time_weighs_by_gang_size() -> None:
+    pending = [job("wide", gpus=8, oracle=100.0), job("narrow", gpus=1, oracle=500.0, submit=1)]
+    assert ordered("sjf", pending) == ["wide", "narrow"]
+    assert ordered("sjf", pending, options={"by": "gpu_time"}) == ["narrow", "wide"]
+    with pytest.raises(ValueError):
+        make("order", "sjf", {"by": "size"})
