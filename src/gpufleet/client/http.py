@@ -1,0 +1,218 @@
+"""Thin typed wrappers over ``/api/v1``: one method per endpoint, pydantic models in and out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from gpufleet.api import schemas as s
+
+M = TypeVar("M", bound=BaseModel)
+API = "/api/v1"
+
+
+class ApiError(Exception):
+    """A refused request: the HTTP status and the server's explanation."""
+
+    def __init__(self, status: int, detail: Any) -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(f"{status}: {_detail_text(detail)}")
+
+
+def _detail_text(detail: Any) -> str:
+    if isinstance(detail, list):  # FastAPI validation errors
+        parts = []
+        for d in detail:
+            loc = ".".join(str(x) for x in d.get("loc", ()) if x != "body")
+            parts.append(f"{loc}: {d.get('msg', d)}" if loc else str(d.get("msg", d)))
+        return "; ".join(parts)
+    return str(detail)
+
+
+class _Base:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(
+            base_url=base_url.rstrip("/"), headers=headers, transport=transport, timeout=timeout
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> _Base:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        kwargs: dict[str, Any] = {}
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        if params:
+            params = {k: v for k, v in params.items() if v is not None}
+        r = self.http.request(method, API + path, json=json, params=params, **kwargs)
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("detail", r.text)
+            except ValueError:
+                detail = r.text
+            raise ApiError(r.status_code, detail)
+        return r.json() if r.content else None
+
+    def _one(self, model: type[M], method: str, path: str, **kw: Any) -> M:
+        return model.model_validate(self._call(method, path, **kw))
+
+    def _many(self, model: type[M], method: str, path: str, **kw: Any) -> list[M]:
+        return [model.model_validate(x) for x in self._call(method, path, **kw)]
+
+
+class Client(_Base):
+    """What a user or an admin does."""
+
+    def submit(
+        self,
+        spec: dict[str, Any],
+        *,
+        array: str | None = None,
+        depends_on: Sequence[tuple[str, str]] = (),
+        idempotency_key: str | None = None,
+    ) -> list[str]:
+        body = s.JobSubmit(
+            spec=spec,
+            array=array,
+            depends_on=[s.Dependency.model_validate({"type": t, "job": j}) for t, j in depends_on],
+            idempotency_key=idempotency_key,
+        )
+        return self._one(s.SubmitResult, "POST", "/jobs", json=body.model_dump()).ids
+
+    def jobs(
+        self,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        state: str | None = None,
+        limit: int = 200,
+        all_states: bool = False,
+    ) -> list[s.JobOut]:
+        return self._many(
+            s.JobOut,
+            "GET",
+            "/jobs",
+            params={
+                "user": user,
+                "queue": queue,
+                "state": state,
+                "limit": limit,
+                "all": str(all_states).lower(),
+            },
+        )
+
+    def job(self, job_id: str) -> s.JobOut:
+        return self._one(s.JobOut, "GET", f"/jobs/{job_id}")
+
+    def cancel(self, job_id: str) -> s.JobOut:
+        return self._one(s.JobOut, "POST", f"/jobs/{job_id}/cancel")
+
+    def logs(
+        self, job_id: str, *, rank: int = 0, stream: str = "stdout", offset: int = 0
+    ) -> s.LogOut:
+        return self._one(
+            s.LogOut,
+            "GET",
+            f"/jobs/{job_id}/logs",
+            params={"rank": rank, "stream": stream, "offset": offset},
+        )
+
+    def nodes(self) -> list[s.NodeOut]:
+        return self._many(s.NodeOut, "GET", "/nodes")
+
+    def drain(self, node: str, reason: str = "drained by admin") -> s.NodeOut:
+        return self._one(
+            s.NodeOut,
+            "POST",
+            f"/nodes/{node}/drain",
+            json=s.DrainRequest(reason=reason).model_dump(),
+        )
+
+    def resume(self, node: str) -> s.NodeOut:
+        return self._one(s.NodeOut, "POST", f"/nodes/{node}/resume")
+
+    def queues(self) -> list[s.QueueOut]:
+        return self._many(s.QueueOut, "GET", "/queues")
+
+    def update_queue(self, name: str, update: s.QueueUpdate) -> s.QueueOut:
+        return self._one(
+            s.QueueOut, "PUT", f"/queues/{name}", json=update.model_dump(exclude_none=True)
+        )
+
+    def accounting(
+        self, *, since: float | None = None, until: float | None = None, by: str = "user"
+    ) -> list[s.AccountingRow]:
+        return self._many(
+            s.AccountingRow, "GET", "/accounting", params={"since": since, "until": until, "by": by}
+        )
+
+    def create_token(self, req: s.TokenCreate) -> s.TokenOut:
+        return self._one(s.TokenOut, "POST", "/tokens", json=req.model_dump())
+
+    def tokens(self) -> list[s.TokenOut]:
+        return self._many(s.TokenOut, "GET", "/tokens")
+
+    def revoke_token(self, name: str) -> None:
+        self._call("DELETE", f"/tokens/{name}")
+
+    def audit(self, limit: int = 100) -> list[s.AuditOut]:
+        return self._many(s.AuditOut, "GET", "/audit", params={"limit": limit})
+
+    def health(self) -> dict[str, Any]:
+        r = self.http.get("/healthz")
+        return dict(r.json())
+
+
+class AgentClient(_Base):
+    """What a node agent does: register, heartbeat, long-poll commands, report events."""
+
+    def register(self, req: s.AgentRegister) -> s.RegisterResult:
+        return self._one(s.RegisterResult, "POST", "/agent/register", json=req.model_dump())
+
+    def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
+        return self._one(
+            s.HeartbeatResult, "POST", f"/agent/{node}/heartbeat", json=hb.model_dump()
+        )
+
+    def commands(self, node: str, wait_s: float = 20.0) -> list[s.AgentCommand]:
+        """Long-poll: returns as soon as there are commands, or empty after ``wait_s``."""
+        batch = self._one(
+            s.CommandBatch,
+            "GET",
+            f"/agent/{node}/commands",
+            params={"wait": wait_s},
+            timeout=wait_s + 10.0,
+        )
+        return batch.commands
+
+    def events(self, node: str, events: list[s.AgentEvent]) -> None:
+        self._call("POST", f"/agent/{node}/events", json=s.AgentEvents(events=events).model_dump())
+
+    def logs(self, node: str, chunk: s.LogChunk) -> None:
+        self._call("POST", f"/agent/{node}/logs", json=chunk.model_dump())
