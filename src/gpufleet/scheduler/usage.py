@@ -52,17 +52,21 @@ class QueueUsage:
         self.used[queue] = (self.of_queue(queue) - res).clamp0()
 
     def lendable(self, queue: str) -> Resources:
-        """Idle nominal quota that the other lending members of the cohort could lend."""
+        """Idle nominal quota that the other lending members of the cohort could lend, less
+        what other members already borrow (idle quota is lent once, not to every borrower)."""
         q = self.spec(queue)
         if not q.cohort or not q.can_borrow:
             return Resources()
         total = Resources()
+        borrowed = Resources()
         for name in self.cohorts.get(q.cohort, ()):
             other = self.spec(name)
-            if name == queue or not other.can_lend or not other.limited:
+            if name == queue or not other.limited:
                 continue
-            total = total + (other.quota - self.of_queue(name)).clamp0()
-        return total
+            borrowed = borrowed + (self.of_queue(name) - other.quota).clamp0()
+            if other.can_lend:
+                total = total + (other.quota - self.of_queue(name)).clamp0()
+        return (total - borrowed).clamp0()
 
     def lendable_at_most(self, queue: str) -> Resources:
         """What the cohort could lend with every other member idle (the borrowing ceiling)."""
