@@ -112,8 +112,12 @@ class Workspace:
                 return None
             out = [d for d, free in enumerate(g) if free >= MILLI][: req.gpus]
             return tuple(out)
+        # behind the fence, a fraction may not break into a whole device kept for a reservation
+        whole_ok = not self.fence or self.full[i] > self.reserved.get(i, 0)
         best = -1
         for d, free in enumerate(g):
+            if free >= MILLI and not whole_ok:
+                continue
             if free >= req.gpu_milli and (best < 0 or free < g[best]):
                 best = d
         return None if best < 0 else (best,)
