@@ -8,6 +8,9 @@ stops the rest when one fails, and decides retries with exponential back-off.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from gpufleet.core.commands import Command, Kill, Launch, NodeEvent, SetTimer, Transition
 from gpufleet.core.events import (
     Event,
@@ -23,8 +26,8 @@ from gpufleet.core.events import (
 )
 from gpufleet.core.launch_env import rank_env
 from gpufleet.core.state import JobRecord, NodeRuntime
-from gpufleet.model.allocation import Placement
-from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.allocation import Allocation, Placement
+from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.model.job import Job, JobState
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import MILLI, Resources
@@ -35,6 +38,17 @@ from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob, Snapsh
 from gpufleet.scheduler.usage import DecayedUsage
 
 S = JobState
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredJob:
+    """What the store gives back for one job at restart."""
+
+    job: Job
+    seq: int
+    allocation: Allocation = ()
+    borrowing: bool = False
+    depends_on: tuple[tuple[str, str], ...] = ()
 
 
 class ControllerError(ValueError):
@@ -96,6 +110,64 @@ class Controller:
         """A scheduling pass even when nothing changed (the live controller's interval)."""
         self.dirty = True
         return self.handle(now)
+
+    def restore(self, nodes: Iterable[NodeSpec], jobs: Iterable[RestoredJob]) -> None:
+        """Rebuild the state after a restart from what the store holds.
+
+        Nodes come back as they were last known (the watchdog declares them lost if their agents
+        do not return within the grace); running attempts keep their allocations and are
+        reconciled when their agents re-register (``reconcile``). Nothing is relaunched."""
+        for spec in nodes:
+            if spec.name not in self.nodes:
+                self.nodes[spec.name] = NodeRuntime.of(spec)
+        self._node_views = None
+        for r in sorted(jobs, key=lambda r: r.seq):
+            rec = JobRecord(r.job, r.seq, r.allocation, r.borrowing, depends_on=r.depends_on)
+            self.jobs[r.job.id] = rec
+            self.seq = max(self.seq, r.seq)
+            for _, dep in r.depends_on:
+                self._dependents.setdefault(dep, []).append(r.job.id)
+            if r.job.state in (S.STARTING, S.RUNNING):
+                for p in r.allocation:
+                    if p.node in self.nodes:
+                        self._take(p)
+                self.running[r.job.id] = rec.running_view()
+                self._use(r.job.spec.queue, r.job.spec.total_resources)
+                if r.job.state is S.RUNNING:
+                    rec.started_ranks = set(range(len(r.allocation)))
+            elif r.job.state is S.PENDING:
+                self._enqueue(rec)
+        self._running_tuple = None
+        self._recount_capacity()
+        self.dirty = True
+
+    def reconcile(
+        self, now: float, node: str, running: Iterable[tuple[str, int, int]]
+    ) -> list[Command]:
+        """An agent (re-)registered and listed the ranks it still runs: every rank the
+        controller placed there that the agent does not run is gone (it never started, or
+        ended while nobody listened): it counts as lost, and the JobMaster requeues the job."""
+        alive = set(running)
+        out: list[Command] = []
+        for rec in self._jobs_on(node):
+            lost = [
+                rank
+                for rank, p in enumerate(rec.allocation)
+                if p.node == node
+                and rank not in rec.exited
+                and (rec.id, rec.job.attempt, rank) not in alive
+            ]
+            if not lost:
+                continue
+            for rank in lost:
+                rec.exited[rank] = -1
+                self._free(rec.allocation[rank])
+            self._stop(rec, S.NODE_LOST, f"node {node} no longer runs rank(s) {lost}", out)
+            if not rec.live_ranks():
+                self._attempt_over(rec, now, out)
+        self.dirty = True
+        out.extend(self.handle(now))
+        return out
 
     # ----- reading -----------------------------------------------------------------------
 

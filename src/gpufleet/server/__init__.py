@@ -1,0 +1,2 @@
+"""The controller process: thin FastAPI routers → services → core; the store; the agents'
+command outboxes."""

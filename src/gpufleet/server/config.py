@@ -1,0 +1,31 @@
+"""The controller's settings, with defaults that run on a laptop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    data_dir: Path = Path("./gpufleet-data")
+    db_url: str = ""  # empty: SQLite in data_dir; else e.g. postgresql+psycopg://…
+    host: str = "127.0.0.1"
+    port: int = 8600
+    order: str = "fairshare"
+    place: str = "topology"
+    backfill: str = "easy"
+    preempt: tuple[str, ...] = ("reclaim",)
+    cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
+    heartbeat_s: float = 5.0
+    lease_s: float = 15.0  # an agent that cannot reach us this long stops its tasks
+    node_grace_s: float = 10.0  # heartbeats missing this long: the node is lost
+    schedule_interval_s: float = 5.0
+    long_poll_s: float = 20.0
+    grace_kill_s: float = 10.0  # SIGTERM → SIGKILL
+    batch_max: int = 500  # submissions and events handled per loop turn
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def database_url(self) -> str:
+        return self.db_url or f"sqlite:///{(self.data_dir / 'gpufleet.db').resolve()}"

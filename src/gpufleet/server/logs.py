@@ -1,0 +1,49 @@
+"""Job logs as the agents ship them: one file per (job, attempt, rank, stream)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class LogStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.complete: set[tuple[str, int, int, str]] = set()
+
+    def _path(self, job: str, attempt: int, rank: int, stream: str) -> Path:
+        if not _SAFE.match(job):
+            raise ValueError(f"bad job id {job!r}")
+        return self.root / job / str(attempt) / f"rank{rank}.{stream}"
+
+    def append(
+        self, job: str, attempt: int, rank: int, stream: str, offset: int, data: str, final: bool
+    ) -> None:
+        p = self._path(job, attempt, rank, stream)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        raw = data.encode()
+        size = p.stat().st_size if p.exists() else 0
+        if offset > size:
+            raise ValueError(f"log chunk at offset {offset} leaves a gap after {size}")
+        with p.open("r+b" if p.exists() else "wb") as f:
+            f.seek(offset)  # a retried chunk overwrites itself: at-least-once shipping is safe
+            f.write(raw)
+        if final:
+            self.complete.add((job, attempt, rank, stream))
+
+    def read(
+        self, job: str, attempt: int, rank: int, stream: str, offset: int, limit: int = 1 << 20
+    ) -> tuple[str, int, bool]:
+        p = self._path(job, attempt, rank, stream)
+        if not p.exists():
+            return "", offset, (job, attempt, rank, stream) in self.complete
+        with p.open("rb") as f:
+            f.seek(offset)
+            raw = f.read(limit)
+        return (
+            raw.decode(errors="replace"),
+            offset + len(raw),
+            (job, attempt, rank, stream) in self.complete,
+        )

@@ -1,0 +1,392 @@
+"""The controller service: one loop turns requests and agent reports into core events, commits
+what the core decided, then sends the commands. Like Dask's scheduler, every state change goes
+through one place in one order; unlike a lock around each request, a turn handles a whole batch
+(group commit), so a burst of submissions costs a few transactions, not one each.
+
+Order inside a turn, which is what makes a crash at any instant safe:
+1. new jobs are inserted (one transaction); only then are their submitters told "accepted";
+2. the core handles the batch and schedules;
+3. its transitions are committed (one transaction);
+4. only then are launches and kills handed to the agents' outboxes.
+A launch whose transition was never committed was never sent, and an attempt id is used once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpufleet.api import schemas as s
+from gpufleet.core.clock import Clock
+from gpufleet.core.commands import Command, Kill, Launch, NodeEvent, SetTimer, Transition
+from gpufleet.core.controller import Controller, ControllerError
+from gpufleet.core.events import (
+    Event,
+    JobCancelled,
+    JobSubmitted,
+    NodeDrain,
+    NodeHealth,
+    NodeLost,
+    NodeUp,
+    TaskExited,
+    TaskStarted,
+    TimerFired,
+)
+from gpufleet.model.cluster import ClusterSpec, NodeSpec
+from gpufleet.model.job import JobSpec, JobState
+from gpufleet.scheduler.framework import Profile
+from gpufleet.server.logs import LogStore
+from gpufleet.server.outbox import Outbox
+
+log = logging.getLogger("gpufleet.controller")
+
+
+class RequestError(Exception):
+    """Refused for a reason the caller can fix: HTTP 4xx with this text."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+@dataclass
+class NewJob:
+    spec: JobSpec
+    depends_on: tuple[tuple[str, str], ...] = ()
+    idempotency_key: str | None = None
+    array_id: str | None = None
+    array_index: int | None = None
+
+
+@dataclass
+class _Work:
+    kind: str  # "submit" | "event"
+    payload: Any
+    future: asyncio.Future[Any] | None = None
+
+
+@dataclass
+class NodeLink:
+    address: str
+    last_seen: float
+    health: s.Health = field(default_factory=s.Health)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    driver_version: str = ""
+    cuda_version: str = ""
+
+
+class ControllerService:
+    def __init__(
+        self,
+        store: Any,
+        profile: Profile,
+        clock: Clock,
+        *,
+        cluster: ClusterSpec | None = None,
+        logs: LogStore,
+        heartbeat_s: float = 5.0,
+        lease_s: float = 15.0,
+        node_grace_s: float = 10.0,
+        schedule_interval_s: float = 5.0,
+        grace_kill_s: float = 10.0,
+        batch_max: int = 500,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ctrl = Controller(profile, None)
+        if cluster is not None:
+            self.ctrl.queues = {q.name: q for q in cluster.queues}
+        self.logs = logs
+        self.outbox = Outbox()
+        self.links: dict[str, NodeLink] = {}
+        self.heartbeat_s = heartbeat_s
+        self.lease_s = lease_s
+        self.node_grace_s = node_grace_s
+        self.schedule_interval_s = schedule_interval_s
+        self.grace_kill_s = grace_kill_s
+        self.batch_max = batch_max
+        self._inbox: list[_Work] = []
+        self._wake: asyncio.Event | None = None
+        self._timers: list[tuple[float, int, TimerFired]] = []
+        self._timer_seq = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.turns = 0
+        self.on_turn: Callable[[], None] | None = None  # tests: observe a finished turn
+
+    # ----- life ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        nodes, jobs = self.store.restart_state()
+        self.ctrl.restore(nodes, jobs)
+        now = self.clock.now()
+        for n in nodes:
+            # returning agents have one grace period to re-register
+            self.links[n.name] = NodeLink(address=n.name, last_seen=now)
+        self._task = asyncio.create_task(self._run(), name="gpufleet-controller-loop")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._task is not None:
+            await self._task
+
+    # ----- requests (each awaits its turn) -------------------------------------------------
+
+    async def submit(self, jobs: list[NewJob]) -> list[str]:
+        for j in jobs:
+            for _, dep in j.depends_on:
+                if dep not in self.ctrl.jobs:
+                    raise RequestError(422, f"depends_on: job {dep} does not exist")
+        result: list[str] = await self._enqueue("submit", jobs)
+        return result
+
+    async def event(self, ev: Event | _Reconcile) -> Any:
+        return await self._enqueue("event", ev)
+
+    async def _enqueue(self, kind: str, payload: Any) -> Any:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inbox.append(_Work(kind, payload, fut))
+        assert self._wake is not None
+        self._wake.set()
+        return await fut
+
+    def post(self, ev: Event) -> None:
+        """Fire and forget (agent reports): handled in the next turn."""
+        self._inbox.append(_Work("event", ev))
+        if self._wake is not None:
+            self._wake.set()
+
+    # ----- the loop ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        next_tick = self.clock.now() + self.schedule_interval_s
+        while not self._stopping:
+            now = self.clock.now()
+            deadline = min(next_tick, self._timers[0][0] if self._timers else next_tick)
+            if not self._inbox and deadline > now:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=deadline - now)
+            now = self.clock.now()
+            tick = now >= next_tick
+            if tick:
+                next_tick = now + self.schedule_interval_s
+                self._watch_nodes(now)
+            try:
+                self._turn(now, tick)
+            except Exception:  # a bug must not stop the controller; the turn's futures know
+                log.exception("controller turn failed")
+            self.turns += 1
+            if self.on_turn is not None:
+                self.on_turn()
+        for w in self._inbox:
+            if w.future is not None and not w.future.done():
+                w.future.set_exception(RequestError(503, "the controller is shutting down"))
+
+    def _turn(self, now: float, tick: bool) -> None:
+        work, self._inbox = self._inbox[: self.batch_max], self._inbox[self.batch_max :]
+        if self._inbox and self._wake is not None:
+            self._wake.set()
+        cmds: list[Command] = []
+        # 1. durable acceptance of new jobs, in one transaction
+        submits = [w for w in work if w.kind == "submit"]
+        if submits:
+            try:
+                ids_per = self.store.add_jobs([j for w in submits for j in w.payload], now)
+            except Exception as e:
+                for w in submits:
+                    _fail(w, RequestError(503, f"could not store the jobs: {e}"))
+                submits = []
+                ids_per = []
+            k = 0
+            for w in submits:
+                ids = ids_per[k : k + len(w.payload)]
+                k += len(w.payload)
+                evs: list[Event] = []
+                for job_id, nj in zip(ids, w.payload, strict=True):
+                    if job_id in self.ctrl.jobs:
+                        continue  # an idempotent retry: the job exists already
+                    evs.append(JobSubmitted(job_id, nj.spec, now, nj.depends_on))
+                try:
+                    cmds += self.ctrl.handle(now, *evs, schedule=False)
+                except ControllerError as e:
+                    log.error("stored jobs refused by the core: %s", e)
+                w.payload = ids
+        # 2. everything else, one event at a time so a bad one fails alone
+        for w in work:
+            if w.kind != "event":
+                continue
+            try:
+                cmds += self._handle_event(w.payload, now)
+                if w.future is not None and not w.future.done():
+                    w.future.set_result(None)
+            except ControllerError as e:
+                _fail(w, RequestError(404 if "unknown" in str(e) else 409, str(e)))
+        cmds += self._due_timers(now)
+        if tick:
+            self.ctrl.dirty = True
+        cmds += self.ctrl.handle(now)
+        # 3. commit the transitions before anything is sent
+        transitions = [c for c in cmds if isinstance(c, Transition)]
+        node_events = [c for c in cmds if isinstance(c, NodeEvent)]
+        if transitions or node_events:
+            self.store.record(
+                transitions, [self.ctrl.jobs[t.job_id] for t in transitions], node_events
+            )
+        for w in submits:
+            if w.future is not None and not w.future.done():
+                w.future.set_result(w.payload)
+        # 4. send
+        self._dispatch(cmds)
+
+    def _handle_event(self, ev: Event | _Reconcile, now: float) -> list[Command]:
+        if isinstance(ev, _Reconcile):
+            return self.ctrl.reconcile(now, ev.node, ev.running)
+        return self.ctrl.handle(now, ev, schedule=False)
+
+    def _due_timers(self, now: float) -> list[Command]:
+        out: list[Command] = []
+        while self._timers and self._timers[0][0] <= now:
+            _, _, ev = heapq.heappop(self._timers)
+            out += self.ctrl.handle(now, ev, schedule=False)
+        return out
+
+    def _dispatch(self, cmds: Sequence[Command]) -> None:
+        for c in cmds:
+            if isinstance(c, Launch):
+                rec = self.ctrl.jobs[c.job_id]
+                addr = self.links.get(c.allocation[0].node)
+                for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
+                    e = dict(env)
+                    if addr is not None:
+                        e["MASTER_ADDR"] = addr.address
+                    self.outbox.put(
+                        p.node,
+                        s.AgentCommand(
+                            kind="launch",
+                            job=c.job_id,
+                            attempt=c.attempt,
+                            rank=rank,
+                            command=list(rec.job.spec.command) or ["/bin/true"],
+                            env={**dict(rec.job.spec.env), **e},
+                            gpus=list(p.gpus),
+                            gpu_milli=p.gpu_milli,
+                            time_limit_s=rec.job.spec.time_limit_s,
+                            grace_s=self.grace_kill_s,
+                        ),
+                    )
+            elif isinstance(c, Kill):
+                rec = self.ctrl.jobs[c.job_id]
+                for rank in c.ranks:
+                    node = rec.allocation[rank].node
+                    self.outbox.put(
+                        node,
+                        s.AgentCommand(
+                            kind="kill",
+                            job=c.job_id,
+                            attempt=c.attempt,
+                            rank=rank,
+                            why=c.why,
+                            grace_s=self.grace_kill_s,
+                        ),
+                    )
+            elif isinstance(c, SetTimer):
+                self._timer_seq += 1
+                heapq.heappush(
+                    self._timers, (c.at, self._timer_seq, TimerFired(c.kind, c.job_id, c.attempt))
+                )
+
+    def _watch_nodes(self, now: float) -> None:
+        for name, link in self.links.items():
+            node = self.ctrl.nodes.get(name)
+            if node is None or node.lost:
+                continue
+            if now - link.last_seen > self.node_grace_s:
+                self.post(
+                    NodeLost(
+                        name,
+                        f"no heartbeat for {now - link.last_seen:.0f} s "
+                        f"(grace {self.node_grace_s:g} s)",
+                    )
+                )
+                self.outbox.drop(name)
+
+    # ----- agents --------------------------------------------------------------------------
+
+    async def register(self, req: s.AgentRegister, spec: NodeSpec) -> s.RegisterResult:
+        now = self.clock.now()
+        self.links[req.node] = NodeLink(
+            req.address, now, driver_version=req.driver_version, cuda_version=req.cuda_version
+        )
+        self.store.upsert_node(spec, req.address, req.model_dump(), now)
+        await self.event(NodeUp(spec, True))
+        await self.event(
+            _Reconcile(req.node, tuple((t.job, t.attempt, t.rank) for t in req.running))
+        )
+        return s.RegisterResult(lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
+
+    def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
+        link = self.links.get(node)
+        rt = self.ctrl.nodes.get(node)
+        if link is None or rt is None or rt.lost:
+            raise RequestError(
+                409, f"node {node} is not registered (or was declared lost): register again"
+            )
+        link.last_seen = self.clock.now()
+        link.metrics = hb.metrics
+        if hb.health != link.health:
+            link.health = hb.health
+            self.post(NodeHealth(node, hb.health.healthy, hb.health.why, tuple(hb.health.bad_gpus)))
+        stale = []
+        for t in hb.running:
+            rec = self.ctrl.jobs.get(t.job)
+            current = (
+                rec is not None
+                and rec.job.attempt == t.attempt
+                and rec.job.state in (JobState.STARTING, JobState.RUNNING)
+                and t.rank < len(rec.allocation)
+                and rec.allocation[t.rank].node == node
+            )
+            if not current:
+                stale.append(t)
+        return s.HeartbeatResult(lease_s=self.lease_s, stale=stale)
+
+    def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
+        if node in self.links:
+            self.links[node].last_seen = self.clock.now()
+        for e in events:
+            if e.kind == "started":
+                self.post(TaskStarted(e.job, e.attempt, e.rank))
+            else:
+                self.post(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
+
+    # ----- users ---------------------------------------------------------------------------
+
+    async def cancel(self, job_id: str, why: str) -> None:
+        await self.event(JobCancelled(job_id, why))
+
+    async def drain(self, node: str, drain: bool, why: str) -> None:
+        await self.event(NodeDrain(node, drain, why))
+
+
+@dataclass(frozen=True)
+class _Reconcile:
+    node: str
+    running: tuple[tuple[str, int, int], ...]
+
+
+def _fail(w: _Work, e: Exception) -> None:
+    if w.future is not None and not w.future.done():
+        w.future.set_exception(e)
+
+
+__all__ = ["ControllerService", "NewJob", "RequestError", "replace"]
