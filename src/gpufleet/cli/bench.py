@@ -1,7 +1,115 @@
-"""`gpufleet bench …`."""
+"""`gpufleet bench …`: the scheduler's speed and footprint (figures for BENCHMARKS.md)."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import typer
 
+from gpufleet.benchmarks import placement as pb
+
 app = typer.Typer(no_args_is_help=True)
+
+
+def _row(r: dict[str, Any]) -> str:
+    pps = r["placements_per_s"]
+    mpp = r["ms_per_placement"]
+    return (
+        f"{r['nodes']:>6} {r['pending']:>8} {r['placed']:>7} {r['reasons']:>8} "
+        f"{1000 * r['cycle_s']:>10.1f} {mpp if mpp is not None else '-':>9} "
+        f"{r['us_per_pending_job']:>9} {pps if pps is not None else '-':>11}"
+    )
+
+
+HEADER = (
+    f"{'nodes':>6} {'pending':>8} {'placed':>7} {'reasons':>8} {'ms/cycle':>10} "
+    f"{'ms/place':>9} {'µs/job':>9} {'placed/s':>11}"
+)
+
+
+@app.command("placement")
+def placement(
+    nodes: int = typer.Option(5000, min=1, help="nodes in the cluster"),
+    jobs: int = typer.Option(10_000, min=0, help="pending 1-GPU jobs"),
+    gangs: int = typer.Option(2000, min=0, help="pending gangs of 2-64 GPUs"),
+    leaves: int = typer.Option(40, min=1, help="leaf switches (8 to a pod)"),
+    gpus_per_node: int = typer.Option(8, min=1, help="GPUs per node"),
+    queues: int = typer.Option(8, min=1, help="fair-share queues"),
+    seed: int = typer.Option(0, help="workload and profile seed"),
+    busy: float = typer.Option(
+        0.0, min=0.0, max=1.0, help="share of GPUs already held by running jobs"
+    ),
+    repeats: int = typer.Option(3, min=1, help="cycles timed; the median is reported"),
+    scaling: bool = typer.Option(
+        False,
+        "--scaling",
+        help="also time cycles at 500-5,000 nodes and 1,000-100,000 pending jobs",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """One scheduling cycle (order=fairshare, place=topology, backfill=easy, reasons for every
+    pending job) over a synthetic cluster; `placements_per_s` is jobs started per second of
+    time inside run_cycle. The snapshot build is not timed."""
+    head = pb.placement(nodes, jobs, gangs, leaves, gpus_per_node, queues, seed, repeats, busy)
+    if not scaling:
+        if as_json:
+            print(json.dumps(head))
+        else:
+            print(HEADER)
+            print(_row(head))
+            print(
+                f"placements/s: {head['placements_per_s']} (median of {repeats} cycles, "
+                f"reasons included); target 10000"
+            )
+        return
+
+    def progress(r: dict[str, Any]) -> None:
+        if not as_json:
+            print(_row(r), flush=True)
+
+    if not as_json:
+        print(f"headline: {head['placements_per_s']} placements/s")
+        print(HEADER)
+    table = pb.scaling(
+        fixed_pending=jobs + gangs,
+        fixed_nodes=nodes,
+        leaves=leaves,
+        gpus_per_node=gpus_per_node,
+        queues=queues,
+        seed=seed,
+        repeats=repeats,
+        busy=busy,
+        progress=progress,
+    )
+    inter = pb.interaction(table["grid"])
+    if as_json:
+        print(json.dumps({"headline": head, **table, "interaction": inter}))
+    else:
+        print(
+            f"product term c(N,P) - c(n,P) - c(N,p) + c(n,p) = {inter['interaction_ms']} ms "
+            f"({100 * inter['share_of_largest']:.1f}% of the largest cycle)"
+        )
+
+
+@app.command("memory")
+def memory(
+    nodes: int = typer.Option(5000, min=1, help="nodes in the cluster"),
+    pending: int = typer.Option(100_000, min=0, help="pending jobs (5:1 1-GPU jobs to gangs)"),
+    leaves: int = typer.Option(40, min=1),
+    gpus_per_node: int = typer.Option(8, min=1),
+    queues: int = typer.Option(8, min=1),
+    seed: int = typer.Option(0),
+    trace: bool = typer.Option(True, help="also measure the Python heap with tracemalloc"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of text"),
+) -> None:
+    """The footprint of a cluster with many pending jobs: the snapshot and one cycle over it,
+    as the process's resident memory (RSS, from /proc) and, with --trace, the Python heap."""
+    out = pb.memory(nodes, pending, leaves, gpus_per_node, queues, seed, trace)
+    if as_json:
+        print(json.dumps(out))
+        return
+    for k, v in out.items():
+        print(f"{k:>24}: {v}")
+    if not out["fits"]:
+        raise typer.Exit(1)

@@ -1,0 +1,1 @@
+"""Benchmarks of the scheduler, importable by ``gpufleet bench`` and by ``bench/`` scripts."""
