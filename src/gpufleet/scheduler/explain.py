@@ -48,12 +48,7 @@ def preempting(job: PendingJob, victims: Iterable[RunningJob]) -> Reason:
 
 
 def _empty_cluster(snap: Snapshot) -> Workspace:
-    nodes = [
-        replace(n, gpu_free=(MILLI,) * n.gpus, cpu_free=n.cpu_total, mem_free=n.mem_total)
-        for n in snap.nodes
-        if n.schedulable
-    ]
-    return Workspace(nodes)
+    return Workspace.emptied(snap.nodes)
 
 
 def never_reason(job: PendingJob, empty: Workspace) -> Reason:
@@ -235,29 +230,35 @@ def explain_all(
             if never_here is not None:
                 res.reasons[job_id] = never_here
 
-    ahead = 0
+    # Jobs the cycle never reached: a reason per shape (never fits) or one reason for all.
+    # A Reason is immutable, so one object serves every job it describes.
+    behind: Reason | None = None
+    reasons = res.reasons
     for job in snap.pending:
-        if job.id in res.reasons or job.id in started:
+        jid = job.id
+        if jid in reasons or jid in started or jid in examined:
             continue
-        if job.id in examined:
-            continue
-        ahead += 1
-        r = never(job)
+        k = _shape(job)
+        r = never_cache[k] if k in never_cache else never(job)
         if r is None:
-            if head is not None and not profile.backfill.backfills:
-                r = held(job, head)
-            else:
-                r = Reason(
-                    ReasonCode.PRIORITY,
-                    f"{len(examined)} jobs ahead in {profile.names.get('order')} order were "
-                    f"considered first; capacity ran out before this one",
-                    {"ahead": len(examined)},
-                )
-        res.reasons[job.id] = r
+            if behind is None:
+                if head is not None and not profile.backfill.backfills:
+                    behind = held(job, head)
+                else:
+                    behind = Reason(
+                        ReasonCode.PRIORITY,
+                        f"{len(examined)} jobs ahead in {profile.names.get('order')} order "
+                        f"were considered first; capacity ran out before this one",
+                        {"ahead": len(examined)},
+                    )
+            r = behind
+        reasons[jid] = r
 
 
 def _shape(job: PendingJob) -> tuple[object, ...]:
+    """What a job's reason depends on (its topology as plain values: cheap to hash)."""
     s = job.spec
+    t = s.topology
     return (
         s.workers,
         s.gpus_per_worker,
@@ -265,5 +266,6 @@ def _shape(job: PendingJob) -> tuple[object, ...]:
         s.cpu_milli,
         s.memory_mib,
         s.gpu_models,
-        s.topology,
+        t.level,
+        t.required,
     )

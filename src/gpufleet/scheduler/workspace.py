@@ -13,7 +13,8 @@ Every assignment updates the indexes in O(1), so a placement costs far less than
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import overload
 
 from gpufleet.model.allocation import Placement
 from gpufleet.model.resources import MILLI
@@ -34,37 +35,100 @@ class Domain:
 ANYWHERE = Domain("any")
 
 
+class _EmptiedViews(Sequence[NodeView]):
+    """``views`` as if every device, CPU and byte of memory were free; each view is made on
+    first read (a workspace reads few of them), not all up front."""
+
+    def __init__(self, nodes: Sequence[NodeView]) -> None:
+        self._nodes = nodes
+        self._made: dict[int, NodeView] = {}
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeView: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[NodeView]: ...
+    def __getitem__(self, i: int | slice) -> NodeView | Sequence[NodeView]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self._nodes)
+        v = self._made.get(i)
+        if v is None:
+            n = self._nodes[i]
+            v = self._made[i] = replace(
+                n, gpu_free=(MILLI,) * n.gpus, cpu_free=n.cpu_total, mem_free=n.mem_total
+            )
+        return v
+
+
 class Workspace:
     def __init__(self, nodes: Sequence[NodeView]) -> None:
+        self._setup(
+            nodes,
+            [v.gpu_free for v in nodes],
+            [v.cpu_free for v in nodes],
+            [v.mem_free for v in nodes],
+        )
+
+    @classmethod
+    def emptied(cls, nodes: Sequence[NodeView]) -> Workspace:
+        """A workspace of the schedulable ``nodes`` with all their capacity free (what an empty
+        cluster could place), as ``Workspace([replace(n, gpu_free=all free, ...) ...])``."""
+        up = [n for n in nodes if n.schedulable]
+        ws = object.__new__(cls)
+        ws._setup(
+            _EmptiedViews(up),
+            [(MILLI,) * len(n.gpu_free) for n in up],
+            [n.cpu_total for n in up],
+            [n.mem_total for n in up],
+        )
+        return ws
+
+    def _setup(
+        self,
+        nodes: Sequence[NodeView],
+        gfree: list[tuple[int, ...]],
+        cpu: list[int],
+        mem: list[int],
+    ) -> None:
         self.views = nodes
-        self.n = len(nodes)
-        self.by_name = {v.name: i for i, v in enumerate(nodes)}
+        self.n = n = len(gfree)
+        # free milli per device, one tuple per node: assign/release replace a node's tuple, so
+        # copy() shares them (a what-if copy costs a few list copies, not one per node)
+        self.gfree = gfree
+        self.cpu = cpu
+        self.mem = mem
         leaf_ix: dict[str, int] = {}
         pod_ix: dict[str, int] = {}
         self.leaf_names: list[str] = []
         self.pod_names: list[str] = []
         self.leaf_pod: list[int] = []
-        self.node_leaf = [0] * self.n
-        self.model = [v.gpu_model for v in nodes]
-        self.ok = [v.schedulable for v in nodes]
-        self.gfree = [list(v.gpu_free) for v in nodes]
-        self.cpu = [v.cpu_free for v in nodes]
-        self.mem = [v.mem_free for v in nodes]
-        self.full = [sum(1 for g in v.gpu_free if g >= MILLI) for v in nodes]
-        self.max_gpus = max((v.gpus for v in nodes), default=0)
-        for i, v in enumerate(nodes):
-            if v.leaf not in leaf_ix:
-                leaf_ix[v.leaf] = len(self.leaf_names)
+        self.node_leaf = [0] * n
+        self.by_name: dict[str, int] = {}
+        self.model: list[str] = []
+        self.ok: list[bool] = []
+        for i in range(n):
+            v = nodes[i]
+            self.by_name[v.name] = i
+            self.model.append(v.gpu_model)
+            self.ok.append(v.schedulable)
+            leaf = leaf_ix.get(v.leaf)
+            if leaf is None:
+                leaf = leaf_ix[v.leaf] = len(self.leaf_names)
                 self.leaf_names.append(v.leaf)
                 if v.pod not in pod_ix:
                     pod_ix[v.pod] = len(self.pod_names)
                     self.pod_names.append(v.pod)
                 self.leaf_pod.append(pod_ix[v.pod])
-            self.node_leaf[i] = leaf_ix[v.leaf]
+            self.node_leaf[i] = leaf
+        self.full = [_full(g) for g in gfree]
+        self.max_gpus = max(map(len, gfree), default=0)
         self.pod_leaves: list[list[int]] = [[] for _ in self.pod_names]
         for leaf, pod in enumerate(self.leaf_pod):
             self.pod_leaves[pod].append(leaf)
-        self.models = sorted({m for m in self.model if m})
         nb = self.max_gpus + 1
         # buckets[model][k]: schedulable nodes of that model with exactly k fully free devices
         self.buckets: dict[str, list[dict[int, None]]] = {}
@@ -76,19 +140,33 @@ class Workspace:
         # while ``fence`` is on (for jobs that would still run at the reserved start).
         self.reserved: dict[int, int] = {}
         self.fence = False
-        for i in range(self.n):
-            if not self.ok[i]:
+        ok, model, full, node_leaf = self.ok, self.model, self.full, self.node_leaf
+        buckets, leaf_buckets = self.buckets, self.leaf_buckets
+        free_full = 0
+        for i in range(n):
+            if not ok[i]:
                 continue
             self.cpu_only.append(i)
-            m = self.model[i]
-            if not m or not self.gfree[i]:
+            m = model[i]
+            g = gfree[i]
+            if not m or not g:
                 continue
-            key = (m, self.node_leaf[i])
-            self.free_full += self.full[i]
-            self.buckets.setdefault(m, [{} for _ in range(nb)])[self.full[i]][i] = None
-            self.leaf_buckets.setdefault(key, [{} for _ in range(nb)])[self.full[i]][i] = None
-            if any(0 < g < MILLI for g in self.gfree[i]):
+            key = (m, node_leaf[i])
+            k = full[i]
+            free_full += k
+            mb = buckets.get(m)
+            if mb is None:
+                mb = buckets[m] = [{} for _ in range(nb)]
+            mb[k][i] = None
+            lb = leaf_buckets.get(key)
+            if lb is None:
+                lb = leaf_buckets[key] = [{} for _ in range(nb)]
+            lb[k][i] = None
+            if k < len(g) and _partial(g):
                 self.partial.setdefault(key, {})[i] = None
+        self.free_full = free_full
+        # only models with an indexed (schedulable) node: a pool that is all drained has none
+        self.models = sorted(buckets)
 
     # ----- reading -------------------------------------------------------------------------
 
@@ -236,15 +314,15 @@ class Workspace:
         """An independent copy (for what-if: reservations, preemption)."""
         c = object.__new__(Workspace)
         c.__dict__.update(self.__dict__)
-        c.gfree = [list(g) for g in self.gfree]
+        c.gfree = list(self.gfree)  # the tuples inside are never changed in place
         c.cpu = list(self.cpu)
         c.mem = list(self.mem)
         c.full = list(self.full)
         c.ok = list(self.ok)
-        c.buckets = {m: [dict(b) for b in bs] for m, bs in self.buckets.items()}
-        c.leaf_buckets = {k: [dict(b) for b in bs] for k, bs in self.leaf_buckets.items()}
-        c.partial = {k: dict(v) for k, v in self.partial.items()}
-        c.reserved = dict(self.reserved)
+        c.buckets = {m: [b.copy() for b in bs] for m, bs in self.buckets.items()}
+        c.leaf_buckets = {k: [b.copy() for b in bs] for k, bs in self.leaf_buckets.items()}
+        c.partial = {k: v.copy() for k, v in self.partial.items()}
+        c.reserved = self.reserved.copy()
         c.fence = False
         return c
 
@@ -255,21 +333,25 @@ class Workspace:
 
     def assign(self, i: int, devices: tuple[int, ...], req: WorkerRequest) -> Placement:
         self._unindex(i)
-        g = self.gfree[i]
+        g = list(self.gfree[i])
+        milli = req.gpu_milli
         for d in devices:
-            g[d] -= req.gpu_milli
-        self.full[i] = sum(1 for x in g if x >= MILLI)
+            g[d] -= milli
+        t = self.gfree[i] = tuple(g)
+        self.full[i] = _full(t)
         self.cpu[i] -= req.cpu_milli
         self.mem[i] -= req.memory_mib
         self._index(i)
-        return Placement(self.views[i].name, devices, req.gpu_milli, req.cpu_milli, req.memory_mib)
+        return Placement(self.views[i].name, devices, milli, req.cpu_milli, req.memory_mib)
 
     def release(self, i: int, p: Placement) -> None:
         self._unindex(i)
-        g = self.gfree[i]
+        g = list(self.gfree[i])
+        milli = p.gpu_milli
         for d in p.gpus:
-            g[d] += p.gpu_milli
-        self.full[i] = sum(1 for x in g if x >= MILLI)
+            g[d] += milli
+        t = self.gfree[i] = tuple(g)
+        self.full[i] = _full(t)
         self.cpu[i] += p.cpu_milli
         self.mem[i] += p.memory_mib
         self._index(i)
@@ -293,11 +375,23 @@ class Workspace:
 
     def _index(self, i: int) -> None:
         m = self.model[i]
-        if not self.ok[i] or not m or not self.gfree[i]:
+        g = self.gfree[i]
+        if not self.ok[i] or not m or not g:
             return
         key = (m, self.node_leaf[i])
-        self.free_full += self.full[i]
-        self.buckets[m][self.full[i]][i] = None
-        self.leaf_buckets[key][self.full[i]][i] = None
-        if any(0 < x < MILLI for x in self.gfree[i]):
+        k = self.full[i]
+        self.free_full += k
+        self.buckets[m][k][i] = None
+        self.leaf_buckets[key][k][i] = None
+        if k < len(g) and _partial(g):
             self.partial.setdefault(key, {})[i] = None
+
+
+def _full(g: tuple[int, ...]) -> int:
+    """Fully free devices among ``g``."""
+    return sum(1 for x in g if x >= MILLI)
+
+
+def _partial(g: tuple[int, ...]) -> bool:
+    """Whether a device of ``g`` is partly used."""
+    return any(0 < x < MILLI for x in g)
