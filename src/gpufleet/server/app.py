@@ -1,0 +1,120 @@
+"""The FastAPI application: routers under /api/v1, errors as 4xx that say what to fix."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from gpufleet import __version__
+from gpufleet.core.clock import Clock
+from gpufleet.io.specs import load_cluster
+from gpufleet.model.errors import SpecError
+from gpufleet.scheduler.framework import Profile
+from gpufleet.server.auth import TokenCache
+from gpufleet.server.config import ServerConfig
+from gpufleet.server.logs import LogStore
+from gpufleet.server.routers import admin, agent, jobs, nodes, queues
+from gpufleet.server.service import ControllerService, RequestError
+
+log = logging.getLogger("gpufleet.controller")
+API = "/api/v1"
+
+
+class WallClock:
+    def now(self) -> float:
+        return time.time()
+
+
+def bootstrap_admin(store: Any, data_dir: Path, now: float) -> Path | None:
+    """On first start, create an admin token and leave it readable only by the owner."""
+    if store.has_admin_token():
+        return None
+    secret = store.create_token("admin", "admin", None, None, now)
+    path = data_dir / "admin.token"
+    path.write_text(secret + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None = None) -> FastAPI:
+    clock = clock or WallClock()
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    if store is None:
+        from gpufleet.server.store import Store
+
+        store = Store.open(config.database_url)
+    cluster = load_cluster(config.cluster_spec) if config.cluster_spec else None
+    if cluster is not None:
+        for q in cluster.queues:
+            store.put_queue(q)
+    profile = Profile.build(
+        order=config.order, place=config.place, backfill=config.backfill, preempt=config.preempt
+    )
+    service = ControllerService(
+        store,
+        profile,
+        clock,
+        cluster=cluster,
+        logs=LogStore(config.data_dir / "logs"),
+        heartbeat_s=config.heartbeat_s,
+        lease_s=config.lease_s,
+        node_grace_s=config.node_grace_s,
+        schedule_interval_s=config.schedule_interval_s,
+        grace_kill_s=config.grace_kill_s,
+        batch_max=config.batch_max,
+    )
+    for q in store.list_queues():
+        service.ctrl.queues.setdefault(q.name, q)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        token_path = bootstrap_admin(store, config.data_dir, clock.now())
+        if token_path is not None:
+            log.warning("created the first admin token in %s", token_path)
+        await service.start()
+        yield
+        await service.stop()
+
+    app = FastAPI(
+        title="gpufleet",
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url=f"{API}/openapi.json",
+        docs_url=f"{API}/docs",
+    )
+    app.state.service = service
+    app.state.store = store
+    app.state.tokens = TokenCache(store)
+    app.state.config = config
+    for r in (jobs.router, nodes.router, queues.router, admin.router, agent.router):
+        app.include_router(r, prefix=API)
+
+    @app.exception_handler(RequestError)
+    async def _request_error(_: Request, e: RequestError) -> JSONResponse:
+        return JSONResponse({"detail": str(e)}, status_code=e.status)
+
+    @app.exception_handler(SpecError)
+    async def _spec_error(_: Request, e: SpecError) -> JSONResponse:
+        return JSONResponse({"detail": str(e)}, status_code=422)
+
+    @app.get("/healthz", tags=["meta"])
+    async def healthz() -> dict[str, Any]:
+        return {
+            "ok": True,
+            "version": __version__,
+            "nodes": len(service.ctrl.nodes),
+            "jobs": len(service.ctrl.jobs),
+            "pending": service.ctrl.pending_count,
+            "turns": service.turns,
+        }
+
+    return app
+
+

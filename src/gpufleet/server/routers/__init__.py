@@ -1,0 +1,1 @@
+"""Thin routers: parse, check the principal, call the service, shape the answer."""

@@ -1,0 +1,81 @@
+"""/tokens, /audit, /accounting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+
+from gpufleet.api import schemas as s
+from gpufleet.server.auth import Principal, require
+from gpufleet.server.routers.deps import service, store
+from gpufleet.server.service import ControllerService
+
+router = APIRouter(tags=["admin"])
+
+
+@router.post("/tokens", response_model=s.TokenOut, status_code=201)
+async def create_token(
+    body: s.TokenCreate,
+    who: Principal = require("admin"),
+    st: Any = Depends(store),
+    svc: ControllerService = Depends(service),
+) -> Any:
+    if body.role == "user" and not body.user:
+        raise HTTPException(422, "user: a user token needs the user whose jobs it touches")
+    if body.role == "agent" and not body.node:
+        raise HTTPException(422, "node: an agent token needs the node it reports for")
+    try:
+        secret = st.create_token(body.name, body.role, body.user, body.node, svc.clock.now())
+    except ValueError as e:
+        raise HTTPException(409, str(e)) from None
+    st.audit(who.actor, "token.create", body.name, {"role": body.role}, svc.clock.now())
+    return s.TokenOut(name=body.name, role=body.role, user=body.user, node=body.node, token=secret)
+
+
+@router.get("/tokens", response_model=list[s.TokenOut])
+async def tokens(_: Principal = require("admin"), st: Any = Depends(store)) -> Any:
+    return [
+        s.TokenOut(name=t.name, role=t.role, user=t.user, node=t.node) for t in st.list_tokens()
+    ]
+
+
+@router.delete("/tokens/{name}", status_code=204)
+async def revoke(
+    name: str,
+    request: Request,
+    who: Principal = require("admin"),
+    st: Any = Depends(store),
+    svc: ControllerService = Depends(service),
+) -> None:
+    if not st.revoke_token(name):
+        raise HTTPException(404, f"no token named {name}")
+    request.app.state.tokens.clear()
+    st.audit(who.actor, "token.revoke", name, {}, svc.clock.now())
+
+
+@router.get("/audit", response_model=list[s.AuditOut])
+async def audit(
+    _: Principal = require("admin"),
+    st: Any = Depends(store),
+    limit: int = Query(100, ge=1, le=10_000),
+) -> Any:
+    return [
+        s.AuditOut(time=a.time, actor=a.actor, action=a.action, target=a.target, detail=a.detail)
+        for a in st.list_audit(limit)
+    ]
+
+
+@router.get("/accounting", response_model=list[s.AccountingRow])
+async def accounting(
+    who: Principal = require("user", "admin"),
+    st: Any = Depends(store),
+    since: float | None = None,
+    until: float | None = None,
+    by: str = Query("user", pattern="^(user|queue)$"),
+) -> Any:
+    rows = st.accounting(since, until, by)
+    out = [s.AccountingRow(key=r.key, jobs=r.jobs, gpu_hours=r.gpu_hours) for r in rows]
+    if who.role == "user" and by == "user":
+        out = [r for r in out if r.key == who.user]
+    return out

@@ -1,0 +1,107 @@
+"""/agent/…: what node agents call. An agent token reports only for its own node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from gpufleet.api import schemas as s
+from gpufleet.model import catalog
+from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.resources import MILLI
+from gpufleet.server.auth import Principal, require, require_node
+from gpufleet.server.routers.deps import service, store
+from gpufleet.server.service import ControllerService, RequestError
+
+router = APIRouter(prefix="/agent", tags=["agent"])
+AGENT = require("agent")
+
+
+def node_spec(req: s.AgentRegister) -> NodeSpec:
+    model = ""
+    if req.gpus:
+        m = catalog.find(req.gpu_model)
+        if m is None:
+            raise HTTPException(422, f"gpu_model: unknown GPU model {req.gpu_model!r}")
+        model = m.name
+    return NodeSpec(
+        req.node,
+        model,
+        len(req.gpus),
+        round(req.cpu_cores * MILLI),
+        round(req.memory_gib * 1024),
+        req.leaf,
+        req.pod,
+        "",
+        0,
+        tuple(sorted(req.labels.items())),
+    )
+
+
+@router.post("/register", response_model=s.RegisterResult)
+async def register(
+    body: s.AgentRegister,
+    who: Principal = AGENT,
+    svc: ControllerService = Depends(service),
+    st: Any = Depends(store),
+) -> Any:
+    require_node(body.node, who)
+    res = await svc.register(body, node_spec(body))
+    st.audit(
+        who.actor,
+        "node.register",
+        body.node,
+        {"gpus": len(body.gpus), "model": body.gpu_model},
+        svc.clock.now(),
+    )
+    return res
+
+
+@router.post("/{node}/heartbeat", response_model=s.HeartbeatResult)
+async def heartbeat(
+    node: str, body: s.Heartbeat, who: Principal = AGENT, svc: ControllerService = Depends(service)
+) -> Any:
+    require_node(node, who)
+    try:
+        return svc.heartbeat(node, body)
+    except RequestError as e:
+        raise HTTPException(e.status, str(e)) from None
+
+
+@router.get("/{node}/commands", response_model=s.CommandBatch)
+async def commands(
+    node: str,
+    who: Principal = AGENT,
+    svc: ControllerService = Depends(service),
+    wait: float = Query(20.0, ge=0, le=60),
+) -> Any:
+    require_node(node, who)
+    return s.CommandBatch(commands=await svc.outbox.take(node, wait))
+
+
+@router.post("/{node}/events", status_code=204)
+async def events(
+    node: str,
+    body: s.AgentEvents,
+    who: Principal = AGENT,
+    svc: ControllerService = Depends(service),
+) -> None:
+    require_node(node, who)
+    svc.agent_events(node, body.events)
+
+
+@router.post("/{node}/logs", status_code=204)
+async def logs(
+    node: str, body: s.LogChunk, who: Principal = AGENT, svc: ControllerService = Depends(service)
+) -> None:
+    require_node(node, who)
+    rec = svc.ctrl.jobs.get(body.job)
+    if rec is None or body.rank >= len(rec.allocation) or rec.allocation[body.rank].node != node:
+        raise HTTPException(403, f"node {node} does not run rank {body.rank} of job {body.job}")
+    try:
+        svc.logs.append(
+            body.job, body.attempt, body.rank, body.stream, body.offset, body.data, body.final
+        )
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None

@@ -1,0 +1,191 @@
+"""/jobs: submit, list, show, cancel, logs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from gpufleet.api import schemas as s
+from gpufleet.model.errors import SpecError
+from gpufleet.model.job import JobSpec
+from gpufleet.server.auth import Principal, require
+from gpufleet.server.routers.deps import service, store
+from gpufleet.server.service import ControllerService, NewJob
+from gpufleet.server.views import job_out
+
+router = APIRouter(tags=["jobs"])
+USERS = require("user", "admin")
+MAX_ARRAY = 10_000
+
+
+def parse_array(text: str) -> list[int]:
+    """Slurm's --array: '0-9', '1,3,5', '0-15:4' (a step). A '%N' throttle is refused."""
+    if "%" in text:
+        raise HTTPException(422, "array: a '%N' throttle is not supported; drop it")
+    out: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*", part)
+        if not m:
+            raise HTTPException(422, f"array: cannot read {part!r} (use 0-9, 1,3,5 or 0-15:2)")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        step = int(m.group(3)) if m.group(3) else 1
+        if hi < lo or step < 1:
+            raise HTTPException(422, f"array: {part!r} is an empty range")
+        out.extend(range(lo, hi + 1, step))
+        if len(out) > MAX_ARRAY:
+            raise HTTPException(422, f"array: more than {MAX_ARRAY} tasks")
+    return sorted(set(out))
+
+
+def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
+    rec = svc.ctrl.jobs.get(job_id)
+    if rec is None:
+        raise HTTPException(404, f"no job {job_id}")
+    if who.role == "user" and rec.job.spec.user != who.user:
+        raise HTTPException(
+            403, f"job {job_id} belongs to {rec.job.spec.user}; this token is {who.user}'s"
+        )
+    return rec
+
+
+@router.post("/jobs", response_model=s.SubmitResult, status_code=201)
+async def submit(
+    body: s.JobSubmit,
+    who: Principal = USERS,
+    svc: ControllerService = Depends(service),
+    st: Any = Depends(store),
+) -> Any:
+    raw = dict(body.spec)
+    if who.role == "user":
+        if raw.get("user") not in (None, who.user):
+            raise HTTPException(403, f"this token submits as {who.user}, not {raw.get('user')}")
+        raw["user"] = who.user
+    raw.setdefault("user", who.name)
+    try:
+        spec = JobSpec.from_dict(raw, source="request", path="spec")
+    except SpecError as e:
+        raise HTTPException(422, str(e)) from None
+    if svc.ctrl.queues and spec.queue not in svc.ctrl.queues:
+        raise HTTPException(
+            422,
+            f"request: spec.queue: unknown queue {spec.queue!r} "
+            f"(known: {', '.join(sorted(svc.ctrl.queues))})",
+        )
+    deps = tuple((d.type, d.job) for d in body.depends_on)
+    jobs: list[NewJob]
+    if body.array:
+        idx = parse_array(body.array)
+        jobs = [
+            NewJob(
+                replace(
+                    spec,
+                    name=f"{spec.name}_{i}",
+                    env=tuple(
+                        sorted(
+                            {
+                                **dict(spec.env),
+                                "SLURM_ARRAY_TASK_ID": str(i),
+                                "GPUFLEET_ARRAY_INDEX": str(i),
+                            }.items()
+                        )
+                    ),
+                ),
+                deps,
+                f"{body.idempotency_key}#{i}" if body.idempotency_key else None,
+                body.array,
+                i,
+            )
+            for i in idx
+        ]
+    else:
+        jobs = [NewJob(spec, deps, body.idempotency_key)]
+    ids = await svc.submit(jobs)
+    st.audit(
+        who.actor,
+        "job.submit",
+        ",".join(ids[:20]),
+        {"count": len(ids), "name": spec.name},
+        svc.clock.now(),
+    )
+    return s.SubmitResult(ids=ids)
+
+
+@router.get("/jobs", response_model=list[s.JobOut])
+async def list_jobs(
+    who: Principal = USERS,
+    svc: ControllerService = Depends(service),
+    user: str | None = None,
+    queue: str | None = None,
+    state: str | None = None,
+    limit: int = Query(200, ge=1, le=10_000),
+    all: bool = False,
+) -> Any:
+    if who.role == "user":
+        user = who.user
+    out = []
+    reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
+    for rec in reversed(list(svc.ctrl.jobs.values())):
+        j = rec.job
+        if (user and j.spec.user != user) or (queue and j.spec.queue != queue):
+            continue
+        if state and j.state.value != state.upper():
+            continue
+        if not (all or state) and j.state.terminal:
+            continue
+        out.append(job_out(rec, reasons.get(j.id)))
+        if len(out) >= limit:
+            break
+    return out
+
+
+@router.get("/jobs/{job_id}", response_model=s.JobOut)
+async def show(
+    job_id: str, who: Principal = USERS, svc: ControllerService = Depends(service)
+) -> Any:
+    rec = _owned(svc, job_id, who)
+    reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
+    return job_out(rec, reasons.get(job_id), events=True)
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=s.JobOut)
+async def cancel(
+    job_id: str,
+    who: Principal = USERS,
+    svc: ControllerService = Depends(service),
+    st: Any = Depends(store),
+) -> Any:
+    rec = _owned(svc, job_id, who)
+    if rec.job.finished:
+        raise HTTPException(409, f"job {job_id} has already ended ({rec.job.state.value})")
+    await svc.cancel(job_id, f"cancelled by {who.actor}")
+    st.audit(who.actor, "job.cancel", job_id, {}, svc.clock.now())
+    return job_out(rec, None)
+
+
+@router.get("/jobs/{job_id}/logs", response_model=s.LogOut)
+async def logs(
+    job_id: str,
+    who: Principal = USERS,
+    svc: ControllerService = Depends(service),
+    rank: int = Query(0, ge=0),
+    stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
+    offset: int = Query(0, ge=0),
+) -> Any:
+    rec = _owned(svc, job_id, who)
+    if rank >= max(1, rec.job.spec.workers):
+        raise HTTPException(422, f"rank: job {job_id} has ranks 0..{rec.job.spec.workers - 1}")
+    attempt = max(1, rec.job.attempt)
+    data, nxt, complete = svc.logs.read(job_id, attempt, rank, stream, offset)
+    return s.LogOut(
+        job=job_id,
+        rank=rank,
+        stream=stream,
+        offset=offset,  # type: ignore[arg-type]
+        next_offset=nxt,
+        data=data,
+        complete=complete or rec.job.finished,
+    )

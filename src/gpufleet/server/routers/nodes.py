@@ -1,0 +1,62 @@
+"""/nodes: list (like sinfo), drain, resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException
+
+from gpufleet.api import schemas as s
+from gpufleet.server.auth import Principal, require
+from gpufleet.server.routers.deps import service, store
+from gpufleet.server.service import ControllerService
+from gpufleet.server.views import node_out
+
+router = APIRouter(tags=["nodes"])
+
+
+def _out(svc: ControllerService, name: str) -> s.NodeOut:
+    n = svc.ctrl.nodes[name]
+    link = svc.links.get(name)
+    jobs = [jid for jid, r in svc.ctrl.running.items() if any(p.node == name for p in r.allocation)]
+    return node_out(n, link.last_seen if link else None, jobs)
+
+
+@router.get("/nodes", response_model=list[s.NodeOut])
+async def nodes(
+    _: Principal = require("user", "admin"), svc: ControllerService = Depends(service)
+) -> Any:
+    return [_out(svc, name) for name in sorted(svc.ctrl.nodes)]
+
+
+async def _drain(
+    name: str, drain: bool, why: str, who: Principal, svc: ControllerService, st: Any
+) -> s.NodeOut:
+    if name not in svc.ctrl.nodes:
+        raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
+    await svc.drain(name, drain, why)
+    st.audit(
+        who.actor, "node.drain" if drain else "node.resume", name, {"reason": why}, svc.clock.now()
+    )
+    return _out(svc, name)
+
+
+@router.post("/nodes/{name}/drain", response_model=s.NodeOut)
+async def drain(
+    name: str,
+    body: s.DrainRequest,
+    who: Principal = require("admin"),
+    svc: ControllerService = Depends(service),
+    st: Any = Depends(store),
+) -> Any:
+    return await _drain(name, True, body.reason, who, svc, st)
+
+
+@router.post("/nodes/{name}/resume", response_model=s.NodeOut)
+async def resume(
+    name: str,
+    who: Principal = require("admin"),
+    svc: ControllerService = Depends(service),
+    st: Any = Depends(store),
+) -> Any:
+    return await _drain(name, False, "resumed by admin", who, svc, st)

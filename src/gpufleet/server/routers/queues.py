@@ -1,0 +1,72 @@
+"""/queues: quota, usage and fair share; admins change weights, cohorts and quotas."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException
+
+from gpufleet.api import schemas as s
+from gpufleet.model.queue import QueueSpec
+from gpufleet.model.resources import MILLI, UNLIMITED, Resources
+from gpufleet.server.auth import Principal, require
+from gpufleet.server.routers.deps import service, store
+from gpufleet.server.service import ControllerService
+
+router = APIRouter(tags=["queues"])
+
+
+def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
+    c = svc.ctrl
+    used = c.queue_used(q.name)
+    shares = c.dominant_shares()
+    pending = sum(1 for p in c.snapshot(svc.clock.now()).pending if p.spec.queue == q.name)
+    running = sum(1 for r in c.running.values() if r.spec.queue == q.name)
+    return s.QueueOut(
+        name=q.name,
+        cohort=q.cohort,
+        weight=q.weight,
+        quota_gpus=None if not q.limited else q.quota.gpu_milli / MILLI,
+        used_gpus=used.gpu_milli / MILLI,
+        borrowing=q.limited and not used.fits_in(q.quota),
+        pending=pending,
+        running=running,
+        dominant_share=shares.get(q.name, 0.0),
+        fair_share_usage=c.ledger.values.get(q.name, 0.0),
+    )
+
+
+@router.get("/queues", response_model=list[s.QueueOut])
+async def queues(
+    _: Principal = require("user", "admin"), svc: ControllerService = Depends(service)
+) -> Any:
+    names = set(svc.ctrl.queues) | {r.job.spec.queue for r in svc.ctrl.jobs.values()}
+    return [queue_out(svc, svc.ctrl.queues.get(n) or QueueSpec(n)) for n in sorted(names)]
+
+
+@router.put("/queues/{name}", response_model=s.QueueOut)
+async def update(
+    name: str,
+    body: s.QueueUpdate,
+    who: Principal = require("admin"),
+    svc: ControllerService = Depends(service),
+    st: Any = Depends(store),
+) -> Any:
+    q = svc.ctrl.queues.get(name) or QueueSpec(name)
+    if body.weight is not None:
+        q = replace(q, weight=body.weight)
+    if body.cohort is not None:
+        q = replace(q, cohort=body.cohort)
+    if body.quota_gpus is not None:
+        base = q.quota if q.limited else UNLIMITED
+        q = replace(
+            q, quota=Resources(round(body.quota_gpus * MILLI), base.cpu_milli, base.memory_mib)
+        )
+    if not name.strip():
+        raise HTTPException(422, "queue name must not be empty")
+    st.put_queue(q)
+    svc.ctrl.queues[name] = q
+    svc.ctrl.dirty = True
+    st.audit(who.actor, "queue.update", name, body.model_dump(exclude_none=True), svc.clock.now())
+    return queue_out(svc, q)

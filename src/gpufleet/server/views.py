@@ -1,0 +1,82 @@
+"""Core state → API responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufleet.api import schemas as s
+from gpufleet.core.state import JobRecord, NodeRuntime
+from gpufleet.model.reason import Reason
+from gpufleet.model.resources import MILLI
+
+
+def spec_dict(rec: JobRecord) -> dict[str, Any]:
+    from gpufleet.server.store.codec import spec_to_dict
+
+    return spec_to_dict(rec.job.spec)
+
+
+def reason_out(r: Reason | None) -> s.ReasonOut | None:
+    if r is None:
+        return None
+    return s.ReasonOut(
+        code=r.code.value, message=r.message, data=dict(r.data), estimated_start=r.estimated_start
+    )
+
+
+def job_out(rec: JobRecord, reason: Reason | None, *, events: bool = False) -> s.JobOut:
+    j = rec.job
+    spec = j.spec
+    active = j.state.value in ("STARTING", "RUNNING")
+    return s.JobOut(
+        id=j.id,
+        name=spec.name,
+        user=spec.user,
+        queue=spec.queue,
+        state=j.state.value,
+        attempt=j.attempt,
+        retries_used=j.retries_used,
+        submit_time=j.submit_time,
+        start_time=j.start_time,
+        end_time=j.end_time,
+        gpus=spec.total_gpu_milli / MILLI,
+        workers=spec.workers,
+        spec=spec_dict(rec),
+        placement=[
+            s.PlacementOut(
+                node=p.node,
+                gpus=list(p.gpus),
+                gpu_milli=p.gpu_milli,
+                cpu_milli=p.cpu_milli,
+                memory_mib=p.memory_mib,
+            )
+            for p in rec.allocation
+        ]
+        if active or j.state.terminal
+        else [],
+        reason=reason_out(reason) if j.state.value == "PENDING" else None,
+        events=[s.EventOut(time=t, attempt=0, state=st.value, why=why) for t, st, why in j.history]
+        if events
+        else None,
+    )
+
+
+def node_out(n: NodeRuntime, last_seen: float | None, jobs: list[str]) -> s.NodeOut:
+    sp = n.spec
+    return s.NodeOut(
+        name=sp.name,
+        state=n.state,
+        gpu_model=sp.gpu_model,
+        gpus=sp.gpus,
+        gpus_free=sum(n.gpu_free) / MILLI,
+        cpu_cores=sp.cpu_milli / MILLI,
+        cpu_free=n.cpu_free / MILLI,
+        memory_gib=sp.memory_mib / 1024,
+        memory_free_gib=n.mem_free / 1024,
+        leaf=sp.leaf,
+        pod=sp.pod,
+        why=n.why,
+        labels=dict(sp.labels),
+        last_heartbeat=last_seen,
+        jobs=jobs,
+    )
