@@ -1,0 +1,62 @@
+"""`gpufleet controller` and `gpufleet agent`: the two long-running processes."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from gpufleet.model.errors import SpecError
+
+
+def controller(
+    data_dir: Path = typer.Option(
+        Path("./gpufleet-data"), help="where the SQLite file, logs and the first admin token live"
+    ),
+    db: str = typer.Option(
+        "",
+        help="database URL; default SQLite in the data dir "
+        "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)",
+    ),
+    host: str = typer.Option("127.0.0.1", help="listen address"),
+    port: int = typer.Option(8600, help="listen port"),
+    cluster: Path = typer.Option(None, help="cluster spec YAML: its queues and quotas"),
+    order: str = typer.Option("fairshare", help="order plugin"),
+    placement: str = typer.Option("topology", help="placement plugin"),
+    backfill: str = typer.Option("easy", help="backfill plugin"),
+    preempt: str = typer.Option("reclaim", help="preemption plugins, comma-separated"),
+    heartbeat_s: float = typer.Option(5.0, help="agent heartbeat interval"),
+    node_grace_s: float = typer.Option(10.0, help="missing heartbeats this long: node lost"),
+    lease_s: float = typer.Option(15.0, help="agents stop their tasks past this without us"),
+    schedule_interval_s: float = typer.Option(5.0, help="schedule at least this often"),
+) -> None:
+    """Run the controller: REST API under /api/v1, scheduling, the store."""
+    import uvicorn
+
+    from gpufleet.scheduler.framework import ProfileError
+    from gpufleet.server.app import create_app
+    from gpufleet.server.config import ServerConfig
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    cfg = ServerConfig(
+        data_dir=data_dir,
+        db_url=db,
+        host=host,
+        port=port,
+        order=order,
+        place=placement,
+        backfill=backfill,
+        preempt=tuple(p for p in preempt.split(",") if p),
+        cluster_spec=cluster,
+        heartbeat_s=heartbeat_s,
+        lease_s=lease_s,
+        node_grace_s=node_grace_s,
+        schedule_interval_s=schedule_interval_s,
+    )
+    try:
+        app = create_app(cfg)
+    except (SpecError, ProfileError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
