@@ -1,0 +1,310 @@
+"""Properties of one cycle over random clusters, running jobs and pending jobs (hypothesis):
+
+* no GPU device is given more than 1000 milli, no node more CPU or memory than it has free;
+* a gang starts with exactly ``workers`` placements, or not at all;
+* a required topology is honoured, GPU models and unschedulable nodes respected;
+* quotas hold, except for starts marked borrowing, and those stay within the queue's quota plus
+  what its cohort has idle to lend (idle quota lent once);
+* the same snapshot and profile give the same decisions.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from builders import job, node, queue, running, snapshot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpufleet.model.job import TopologyLevel
+from gpufleet.model.resources import MILLI, Resources
+from gpufleet.scheduler.cycle import run_cycle
+from gpufleet.scheduler.framework import Profile
+
+MODELS = ("H100-SXM", "A100-80GB")
+QUEUES = ("a", "b", "c", "d")
+NOW = 100.0
+
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@st.composite
+def clusters(draw):
+    pods = draw(st.integers(1, 2))
+    leaves = draw(st.integers(pods, 4))
+    n = draw(st.integers(1, 8))
+    nodes = []
+    for i in range(n):
+        leaf = draw(st.integers(0, leaves - 1))
+        nodes.append(
+            node(
+                f"n{i:02d}",
+                draw(st.sampled_from((0, 1, 2, 4, 8, 8))),
+                model=draw(st.sampled_from(MODELS)),
+                leaf=f"leaf-{leaf}",
+                pod=f"pod-{leaf * pods // leaves}",
+                cpus=draw(st.sampled_from((4, 16, 64))),
+                mem_gib=draw(st.sampled_from((16, 64, 512))),
+                schedulable=draw(st.booleans()) or draw(st.booleans()),
+                datasets=draw(st.sets(st.sampled_from(("imagenet", "c4")), max_size=1)),
+            )
+        )
+    return nodes
+
+
+@st.composite
+def busy(draw, nodes):
+    """Running jobs that leave some devices whole, some partly used, some full."""
+    out = []
+    for v in nodes:
+        for d in range(v.gpus):
+            used = draw(st.sampled_from((0, 0, 0, 250, 500, 700, 1000)))
+            if used:
+                out.append(
+                    running(
+                        f"r-{v.name}-{d}",
+                        (v.name, [d]),
+                        milli=used,
+                        cpus=0.25,
+                        mem_gib=0.5,
+                        queue=draw(st.sampled_from(QUEUES)),
+                        priority=draw(st.integers(-1, 1)),
+                        start=draw(st.floats(0, NOW)),
+                        limit=draw(st.sampled_from((None, 50.0, 200.0))),
+                        borrowing=draw(st.booleans()),
+                        preemptible=draw(st.booleans()) or draw(st.booleans()),
+                    )
+                )
+    return out
+
+
+@st.composite
+def pendings(draw):
+    out = []
+    for i in range(draw(st.integers(0, 12))):
+        frac = draw(st.integers(0, 3)) == 0
+        gpus = 1 if frac else draw(st.sampled_from((0, 1, 1, 2, 4, 8)))
+        out.append(
+            job(
+                f"p{i}",
+                submit=draw(st.floats(0, NOW)),
+                seq=i,
+                attained=draw(st.sampled_from((0.0, 5000.0))),
+                eligible=draw(st.sampled_from((0.0, 0.0, 0.0, 2 * NOW))),
+                gpus=gpus,
+                milli=draw(st.sampled_from((100, 300, 500, 600))) if frac else MILLI,
+                workers=draw(st.sampled_from((1, 1, 2, 3, 4))),
+                cpus=draw(st.sampled_from((0.5, 1, 4, 16))),
+                mem_gib=draw(st.sampled_from((1, 4, 32))),
+                queue=draw(st.sampled_from(QUEUES)),
+                priority=draw(st.integers(-1, 2)),
+                limit=draw(st.sampled_from((None, 30.0, 300.0))),
+                topology=draw(st.sampled_from(list(TopologyLevel))).value,
+                required=draw(st.booleans()),
+                models=draw(st.sampled_from(((), (), ("H100-SXM",), ("A100-80GB",)))),
+                dataset=draw(st.sampled_from(("", "", "imagenet"))),
+                preemptible=draw(st.booleans()),
+            )
+        )
+    return out
+
+
+@st.composite
+def queue_sets(draw):
+    flag = st.booleans()
+    small = st.sampled_from((1, 2, 4, 8))
+    return [
+        queue("a", draw(small), cohort="c", can_borrow=draw(flag), can_lend=draw(flag)),
+        queue(
+            "b",
+            draw(small),
+            cohort="c",
+            can_borrow=draw(flag),
+            can_lend=draw(flag),
+            cpus=draw(st.sampled_from((None, 8))),
+        ),
+        queue("c", draw(small), cohort="c", mem_gib=draw(st.sampled_from((None, 64)))),
+        queue("d"),  # no quota at all
+    ]
+
+
+@st.composite
+def profiles(draw):
+    return Profile.build(
+        order=draw(st.sampled_from(("fifo", "priority", "fairshare", "las", "sjf"))),
+        admit=draw(st.sampled_from(("quota", "quota", "none"))),
+        place=draw(st.sampled_from(("bestfit", "topology", "packing", "dotprod", "random", "fgd"))),
+        backfill=draw(st.sampled_from(("easy", "greedy", "none"))),
+        preempt=draw(st.sampled_from(((), ("priority",), ("reclaim", "priority"), ("order",)))),
+        seed=draw(st.integers(0, 3)),
+    )
+
+
+@st.composite
+def scenes(draw):
+    nodes = draw(clusters())
+    run = draw(busy(nodes))
+    qs = draw(queue_sets())
+    snap = snapshot(nodes, draw(pendings()), run, queues=qs, now=NOW)
+    return snap, draw(profiles())
+
+
+# ----- checks --------------------------------------------------------------------------------
+
+
+def check_capacity(snap, res) -> None:
+    views = {v.name: v for v in snap.nodes}
+    gfree = {v.name: list(v.gpu_free) for v in snap.nodes}
+    cpu = {v.name: v.cpu_free for v in snap.nodes}
+    mem = {v.name: v.mem_free for v in snap.nodes}
+    specs = {p.id: p.spec for p in snap.pending}
+    for s in res.starts:
+        spec = specs[s.job_id]
+        for p in s.allocation:
+            v = views[p.node]
+            assert v.schedulable, f"{s.job_id} placed on unschedulable {p.node}"
+            assert len(set(p.gpus)) == len(p.gpus) == spec.gpus_per_worker
+            if spec.gpus_per_worker:
+                assert p.gpu_milli == spec.gpu_milli
+                assert not spec.gpu_models or v.gpu_model in spec.gpu_models
+            for d in p.gpus:
+                if p.gpu_milli >= MILLI:
+                    assert gfree[p.node][d] == MILLI, "a whole GPU on a shared device"
+                gfree[p.node][d] -= p.gpu_milli
+            cpu[p.node] -= p.cpu_milli
+            mem[p.node] -= p.memory_mib
+            assert p.cpu_milli == spec.cpu_milli and p.memory_mib == spec.memory_mib
+    for name in views:
+        assert all(g >= 0 for g in gfree[name]), f"GPU over-committed on {name}: {gfree[name]}"
+        assert cpu[name] >= 0, f"CPU over-committed on {name}"
+        assert mem[name] >= 0, f"memory over-committed on {name}"
+
+
+def check_gangs_and_topology(snap, res) -> None:
+    views = {v.name: v for v in snap.nodes}
+    specs = {p.id: p.spec for p in snap.pending}
+    assert len(res.started_ids) == len(set(res.started_ids))
+    for s in res.starts:
+        spec = specs[s.job_id]
+        assert len(s.allocation) == spec.workers
+        t = spec.topology
+        if t.required and t.level is not TopologyLevel.ANY:
+            key = {
+                TopologyLevel.NODE: lambda n: n,
+                TopologyLevel.LEAF: lambda n: views[n].leaf,
+                TopologyLevel.POD: lambda n: views[n].pod,
+            }[t.level]
+            assert len({key(p.node) for p in s.allocation}) == 1, (s.job_id, t)
+
+
+def lendable(queue_name, used, queues) -> Resources:
+    """An independent reading of what a cohort lends ``queue_name``: the idle nominal quota of
+    the other lending members, less what the other members already borrow."""
+    q = queues[queue_name]
+    if not q.cohort or not q.can_borrow:
+        return Resources()
+    idle, over = Resources(), Resources()
+    for o in queues.values():
+        if o.name == queue_name or o.cohort != q.cohort or not o.limited:
+            continue
+        u = used[o.name]
+        over = over + (u - o.quota).clamp0()
+        if o.can_lend:
+            idle = idle + (o.quota - u).clamp0()
+    return (idle - over).clamp0()
+
+
+def check_quotas(snap, res, profile) -> None:
+    if profile.names["admit"] != "quota":
+        return
+    queues = dict(snap.queues)
+    used: dict[str, Resources] = defaultdict(Resources)
+    for r in snap.running:
+        used[r.spec.queue] = used[r.spec.queue] + r.spec.total_resources
+    specs = {p.id: p.spec for p in snap.pending}
+    for s in res.starts:  # in admission order
+        spec = specs[s.job_id]
+        q = queues.get(spec.queue)
+        after = used[spec.queue] + spec.total_resources
+        if q is not None and q.limited:
+            if s.borrowing:
+                assert q.cohort and q.can_borrow, f"{s.job_id} borrows outside a cohort"
+                assert after.fits_in(q.quota + lendable(q.name, used, queues)), s.job_id
+            else:
+                assert after.fits_in(q.quota), f"{s.job_id} over the quota of {q.name}"
+        used[spec.queue] = after
+
+
+def check_reasons(snap, res, profile) -> None:
+    started = set(res.started_ids)
+    for p in snap.pending:
+        assert (p.id in started) != (p.id in res.reasons), p.id
+        if p.eligible_time > snap.now:
+            assert p.id not in started
+
+
+@SETTINGS
+@given(scenes())
+def test_a_cycle_never_over_commits_and_keeps_every_rule(scene) -> None:
+    snap, profile = scene
+    res = run_cycle(snap, profile)
+    check_capacity(snap, res)
+    check_gangs_and_topology(snap, res)
+    check_quotas(snap, res, profile)
+    check_reasons(snap, res, profile)
+    running = {r.id: r for r in snap.running}
+    for p in res.preemptions:
+        assert running[p.job_id].spec.preemptible, f"{p.job_id} is not preemptible"
+
+
+def decisions(res):
+    return (
+        [(s.job_id, s.allocation, s.borrowing) for s in res.starts],
+        [(p.job_id, p.for_job, p.reason) for p in res.preemptions],
+        res.reservation,
+        {k: (r.code, r.message, r.estimated_start) for k, r in res.reasons.items()},
+    )
+
+
+@st.composite
+def cohort_scenes(draw):
+    """Capacity to spare and small quotas: admission, not placement, decides."""
+    nodes = [node(f"n{i:02d}", 8, cpus=256, mem_gib=4096) for i in range(8)]
+    qs = draw(queue_sets())
+    run, free = [], [(v.name, d) for v in nodes for d in range(8)]
+    for i in range(draw(st.integers(0, 16))):
+        n, d = free.pop(draw(st.integers(0, len(free) - 1)))
+        run.append(running(f"r{i}", (n, [d]), queue=draw(st.sampled_from(QUEUES))))
+    pending = [
+        job(
+            f"p{i}",
+            seq=i,
+            gpus=draw(st.sampled_from((1, 2, 4))),
+            workers=draw(st.sampled_from((1, 2))),
+            queue=draw(st.sampled_from(QUEUES)),
+            priority=draw(st.integers(0, 2)),
+        )
+        for i in range(draw(st.integers(1, 16)))
+    ]
+    order = draw(st.sampled_from(("fifo", "priority", "fairshare")))
+    return snapshot(nodes, pending, run, queues=qs, now=NOW), Profile.build(order=order)
+
+
+@SETTINGS
+@given(cohort_scenes())
+def test_quotas_hold_and_borrowing_stays_within_what_the_cohort_lends(scene) -> None:
+    snap, profile = scene
+    res = run_cycle(snap, profile)
+    check_capacity(snap, res)
+    check_quotas(snap, res, profile)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenes())
+def test_decisions_are_deterministic(scene) -> None:
+    snap, profile = scene
+    assert decisions(run_cycle(snap, profile)) == decisions(run_cycle(snap, profile))
