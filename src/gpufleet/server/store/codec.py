@@ -1,0 +1,198 @@
+"""Exact JSON shapes of the model's dataclasses, as the store keeps them.
+
+These are the store's own formats, not the user-facing YAML (``JobSpec.from_dict`` rounds CPU
+cores to milli and accepts aliases): ``spec_from_dict(spec_to_dict(s)) == s`` for every spec.
+A key missing on read takes the dataclass default, so rows written before a field was added
+still load; an unknown key is refused, since it means a newer writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gpufleet.model.allocation import Allocation, Placement
+from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.job import JobSpec, Topology, TopologyLevel
+from gpufleet.model.queue import QueueSpec
+from gpufleet.model.resources import Resources
+
+
+class CodecError(ValueError):
+    """A stored document that does not decode: names the kind and the key."""
+
+
+def _check_keys(kind: str, data: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    if not isinstance(data, Mapping):
+        raise CodecError(f"{kind}: expected a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise CodecError(f"{kind}: unknown key {unknown[0]!r}")
+
+
+_SPEC_KEYS = (
+    "name",
+    "user",
+    "queue",
+    "workers",
+    "gpus_per_worker",
+    "gpu_milli",
+    "cpu_milli",
+    "memory_mib",
+    "gpu_models",
+    "time_limit_s",
+    "priority",
+    "preemptible",
+    "topology",
+    "dataset",
+    "max_retries",
+    "command",
+    "env",
+)
+
+
+def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "user": spec.user,
+        "queue": spec.queue,
+        "workers": spec.workers,
+        "gpus_per_worker": spec.gpus_per_worker,
+        "gpu_milli": spec.gpu_milli,
+        "cpu_milli": spec.cpu_milli,
+        "memory_mib": spec.memory_mib,
+        "gpu_models": list(spec.gpu_models),
+        "time_limit_s": spec.time_limit_s,
+        "priority": spec.priority,
+        "preemptible": spec.preemptible,
+        "topology": {"level": spec.topology.level.value, "required": spec.topology.required},
+        "dataset": spec.dataset,
+        "max_retries": spec.max_retries,
+        "command": list(spec.command),
+        "env": [[k, v] for k, v in spec.env],
+    }
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
+    _check_keys("job spec", data, _SPEC_KEYS)
+    d = dict(data)
+    kw: dict[str, Any] = {}
+    for key in ("name", "user", "queue", "dataset"):
+        if key in d:
+            kw[key] = str(d[key])
+    for key in ("workers", "gpus_per_worker", "gpu_milli", "cpu_milli", "memory_mib"):
+        if key in d:
+            kw[key] = int(d[key])
+    for key in ("priority", "max_retries"):
+        if key in d:
+            kw[key] = int(d[key])
+    if "gpu_models" in d:
+        kw["gpu_models"] = tuple(str(m) for m in d["gpu_models"])
+    if d.get("time_limit_s") is not None:
+        kw["time_limit_s"] = float(d["time_limit_s"])
+    if "preemptible" in d:
+        kw["preemptible"] = bool(d["preemptible"])
+    if "topology" in d:
+        t = d["topology"]
+        _check_keys("job spec topology", t, ("level", "required"))
+        kw["topology"] = Topology(
+            TopologyLevel(t.get("level", "any")), bool(t.get("required", False))
+        )
+    if "command" in d:
+        kw["command"] = tuple(str(c) for c in d["command"])
+    if "env" in d:
+        kw["env"] = tuple((str(k), str(v)) for k, v in d["env"])
+    return JobSpec(**kw)
+
+
+def placement_to_dict(p: Placement) -> dict[str, Any]:
+    return {
+        "node": p.node,
+        "gpus": list(p.gpus),
+        "gpu_milli": p.gpu_milli,
+        "cpu_milli": p.cpu_milli,
+        "memory_mib": p.memory_mib,
+    }
+
+
+def placement_from_dict(d: Mapping[str, Any]) -> Placement:
+    _check_keys("placement", d, ("node", "gpus", "gpu_milli", "cpu_milli", "memory_mib"))
+    return Placement(
+        str(d["node"]),
+        tuple(int(g) for g in d["gpus"]),
+        int(d["gpu_milli"]),
+        int(d["cpu_milli"]),
+        int(d["memory_mib"]),
+    )
+
+
+def allocation_to_list(allocation: Allocation) -> list[dict[str, Any]]:
+    return [placement_to_dict(p) for p in allocation]
+
+
+def allocation_from_list(items: Iterable[Mapping[str, Any]] | None) -> Allocation:
+    return tuple(placement_from_dict(p) for p in items or ())
+
+
+def node_spec_to_dict(n: NodeSpec) -> dict[str, Any]:
+    return {
+        "name": n.name,
+        "gpu_model": n.gpu_model,
+        "gpus": n.gpus,
+        "cpu_milli": n.cpu_milli,
+        "memory_mib": n.memory_mib,
+        "leaf": n.leaf,
+        "pod": n.pod,
+        "pool": n.pool,
+        "nvlink_domain": n.nvlink_domain,
+        "labels": [[k, v] for k, v in n.labels],
+    }
+
+
+def node_spec_from_dict(d: Mapping[str, Any]) -> NodeSpec:
+    keys = ("name", "gpu_model", "gpus", "cpu_milli", "memory_mib", "leaf", "pod", "pool")
+    _check_keys("node spec", d, (*keys, "nvlink_domain", "labels"))
+    return NodeSpec(
+        str(d["name"]),
+        str(d["gpu_model"]),
+        int(d["gpus"]),
+        int(d["cpu_milli"]),
+        int(d["memory_mib"]),
+        str(d["leaf"]),
+        str(d["pod"]),
+        str(d.get("pool", "")),
+        int(d.get("nvlink_domain", 0)),
+        tuple((str(k), str(v)) for k, v in d.get("labels", ())),
+    )
+
+
+def queue_to_dict(q: QueueSpec) -> dict[str, Any]:
+    return {
+        "name": q.name,
+        "quota": {
+            "gpu_milli": q.quota.gpu_milli,
+            "cpu_milli": q.quota.cpu_milli,
+            "memory_mib": q.quota.memory_mib,
+        },
+        "weight": q.weight,
+        "cohort": q.cohort,
+        "can_borrow": q.can_borrow,
+        "can_lend": q.can_lend,
+    }
+
+
+def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
+    _check_keys("queue", d, ("name", "quota", "weight", "cohort", "can_borrow", "can_lend"))
+    kw: dict[str, Any] = {}
+    if "quota" in d:
+        q = d["quota"]
+        _check_keys("queue quota", q, ("gpu_milli", "cpu_milli", "memory_mib"))
+        kw["quota"] = Resources(int(q["gpu_milli"]), int(q["cpu_milli"]), int(q["memory_mib"]))
+    if "weight" in d:
+        kw["weight"] = float(d["weight"])
+    if "cohort" in d:
+        kw["cohort"] = str(d["cohort"])
+    for key in ("can_borrow", "can_lend"):
+        if key in d:
+            kw[key] = bool(d[key])
+    return QueueSpec(str(d["name"]), **kw)

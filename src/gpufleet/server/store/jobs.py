@@ -1,0 +1,331 @@
+"""Jobs and their transitions, on a connection inside the caller's transaction."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from gpufleet.core.commands import Transition
+from gpufleet.model.job import JobSpec, JobState
+from gpufleet.server.store.codec import (
+    allocation_from_list,
+    allocation_to_list,
+    spec_from_dict,
+    spec_to_dict,
+)
+from gpufleet.server.store.records import (
+    DEPENDENCY_KINDS,
+    IdempotencyConflict,
+    JobEvent,
+    JobUpdate,
+    NewJob,
+    StoredJob,
+    StoreError,
+)
+from gpufleet.server.store.schema import counters, job_events, jobs
+
+S = JobState
+# FAILED is unfinished only while retries remain (model.job.Job.finished).
+_LIVE = (S.PENDING, S.STARTING, S.RUNNING, S.PREEMPTED, S.NODE_LOST)
+_ACTIVE = sa.or_(
+    jobs.c.state.in_([s.value for s in _LIVE]),
+    (jobs.c.state == S.FAILED.value) & (jobs.c.retries_used < jobs.c.max_retries),
+)
+_UPDATE = (
+    sa.update(jobs)
+    .where(jobs.c.id == sa.bindparam("b_id"))
+    .values(
+        state=sa.bindparam("b_state"),
+        attempt=sa.bindparam("b_attempt"),
+        retries_used=sa.bindparam("b_retries_used"),
+        start_time=sa.bindparam("b_start_time"),
+        end_time=sa.bindparam("b_end_time"),
+        eligible_time=sa.bindparam("b_eligible_time"),
+        attained_gpu_s=sa.bindparam("b_attained_gpu_s"),
+        allocation=sa.bindparam("b_allocation", type_=sa.JSON),
+    )
+)
+_UPDATE_STATE = (
+    sa.update(jobs)
+    .where(jobs.c.id == sa.bindparam("b_id"))
+    .values(state=sa.bindparam("b_state"), attempt=sa.bindparam("b_attempt"))
+)
+
+
+# ----- writing ---------------------------------------------------------------------------
+
+
+def add_jobs(conn: sa.Connection, new: Sequence[NewJob]) -> list[str]:
+    """Insert a batch (executemany); ids in input order. A key seen before gives back the
+    id of the job it created; the same key twice in one batch means one job."""
+    for i, nj in enumerate(new):
+        _check(i, nj)
+    if not new:
+        return []
+    first: dict[str, int] = {}  # idempotency key → index of its first job in the batch
+    for i, nj in enumerate(new):
+        if nj.idempotency_key is not None:
+            first.setdefault(nj.idempotency_key, i)
+    # The counter row is the lock: with it held, the key check below sees every commit
+    # before ours (PostgreSQL READ COMMITTED; SQLite holds the write lock already).
+    last = conn.execute(
+        sa.select(counters.c.value).where(counters.c.name == "job").with_for_update()
+    ).scalar_one()
+    ids: list[str | None] = [None] * len(new)
+    for key, job_id in _existing(conn, new, first).items():
+        ids[first[key]] = job_id
+    _check_dependencies(conn, new)
+    rows: list[dict[str, Any]] = []
+    array_head: str | None = None
+    for i, nj in enumerate(new):
+        key = nj.idempotency_key
+        if ids[i] is not None or (key is not None and first[key] != i):
+            continue
+        last += 1
+        job_id = str(last)
+        ids[i] = job_id
+        array_id = nj.array_id
+        if nj.array_index is not None and array_id is None:
+            array_head = array_head or job_id
+            array_id = array_head
+        rows.append(_row(job_id, last, nj, array_id))
+    for i, nj in enumerate(new):
+        if ids[i] is None and nj.idempotency_key is not None:
+            ids[i] = ids[first[nj.idempotency_key]]
+    if rows:
+        conn.execute(sa.insert(jobs), rows)
+        conn.execute(sa.insert(job_events), [_submitted(r) for r in rows])
+        conn.execute(sa.update(counters).where(counters.c.name == "job").values(value=last))
+    return [str(x) for x in ids]
+
+
+def _check(i: int, nj: NewJob) -> None:
+    where = f"jobs[{i}]"
+    if not isinstance(nj.spec, JobSpec):
+        raise StoreError(f"{where}: spec must be a JobSpec, got {type(nj.spec).__name__}")
+    if not math.isfinite(nj.submit_time):
+        raise StoreError(f"{where}: submit_time must be a finite number")
+    if nj.array_index is not None and nj.array_index < 0:
+        raise StoreError(f"{where}: array_index must be >= 0, got {nj.array_index}")
+    if nj.array_id is not None and nj.array_index is None:
+        raise StoreError(f"{where}: array_id needs an array_index")
+    key = nj.idempotency_key
+    if key is not None and not 0 < len(key) <= 200:
+        raise StoreError(f"{where}: idempotency_key must be 1 to 200 characters")
+    for kind, _ in nj.depends_on:
+        if kind not in DEPENDENCY_KINDS:
+            raise StoreError(f"{where}: unknown dependency type {kind!r} (afterok, afterany)")
+
+
+def _existing(conn: sa.Connection, new: Sequence[NewJob], first: dict[str, int]) -> dict[str, str]:
+    if not first:
+        return {}
+    found = conn.execute(
+        sa.select(jobs.c.idempotency_key, jobs.c.id, jobs.c.user, jobs.c.spec).where(
+            jobs.c.idempotency_key.in_(list(first))
+        )
+    ).all()
+    out: dict[str, str] = {}
+    for key, job_id, user, spec in found:
+        nj = new[first[key]]
+        if user != nj.spec.user or spec != spec_to_dict(nj.spec):
+            raise IdempotencyConflict(
+                f"jobs[{first[key]}]: idempotency key {key!r} was used for job {job_id}, "
+                "a different submission"
+            )
+        out[key] = job_id
+    return out
+
+
+def _check_dependencies(conn: sa.Connection, new: Sequence[NewJob]) -> None:
+    wanted = {dep for nj in new for _, dep in nj.depends_on}
+    if not wanted:
+        return
+    known = set(conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(wanted))).scalars())
+    for i, nj in enumerate(new):
+        for kind, dep in nj.depends_on:
+            if dep not in known:
+                raise StoreError(f"jobs[{i}]: dependency {kind}:{dep} is not a known job")
+
+
+def _row(job_id: str, seq: int, nj: NewJob, array_id: str | None) -> dict[str, Any]:
+    s = nj.spec
+    return {
+        "id": job_id,
+        "seq": seq,
+        "user": s.user,
+        "queue": s.queue,
+        "state": S.PENDING.value,
+        "attempt": 0,
+        "retries_used": 0,
+        "max_retries": s.max_retries,
+        "total_gpu_milli": s.total_gpu_milli,
+        "submit_time": nj.submit_time,
+        "start_time": None,
+        "end_time": None,
+        "eligible_time": 0.0,
+        "attained_gpu_s": 0.0,
+        "spec": spec_to_dict(s),
+        "allocation": [],
+        "depends_on": [list(d) for d in nj.depends_on],
+        "array_id": array_id,
+        "array_index": nj.array_index,
+        "idempotency_key": nj.idempotency_key,
+    }
+
+
+def _submitted(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "job_id": row["id"],
+        "time": row["submit_time"],
+        "attempt": 0,
+        "old_state": None,
+        "new_state": S.PENDING.value,
+        "why": "submitted",
+    }
+
+
+def apply_transitions(
+    conn: sa.Connection, transitions: Sequence[Transition], updates: Sequence[JobUpdate]
+) -> None:
+    """Append the transitions to job_events and update the rows (executemany). A job with no
+    JobUpdate takes the state and attempt of its last transition. ``old is None`` marks the
+    controller's "submitted" transition, which ``add_jobs`` recorded already."""
+    events = [_event(t) for t in transitions if t.old is not None]
+    if events:
+        conn.execute(sa.insert(job_events), events)
+    full = {u.id: u for u in updates}
+    last = {t.job_id: t for t in transitions if t.job_id not in full}
+    _update(conn, _UPDATE, [_update_row(u) for u in full.values()])
+    rows = [
+        {"b_id": t.job_id, "b_state": t.new.value, "b_attempt": t.attempt} for t in last.values()
+    ]
+    _update(conn, _UPDATE_STATE, rows)
+
+
+def _update(conn: sa.Connection, stmt: sa.Update, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    n = conn.execute(stmt, rows).rowcount
+    if conn.dialect.supports_sane_multi_rowcount and n != len(rows):
+        ids = [r["b_id"] for r in rows]
+        known = set(conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(ids))).scalars())
+        missing = sorted(set(ids) - known)
+        raise StoreError(f"unknown job {missing[0] if missing else '?'}; nothing applied")
+
+
+def _event(t: Transition) -> dict[str, Any]:
+    return {
+        "job_id": t.job_id,
+        "time": t.time,
+        "attempt": t.attempt,
+        "old_state": t.old.value if t.old is not None else None,
+        "new_state": t.new.value,
+        "why": t.why,
+    }
+
+
+def _update_row(u: JobUpdate) -> dict[str, Any]:
+    return {
+        "b_id": u.id,
+        "b_state": u.state.value,
+        "b_attempt": u.attempt,
+        "b_retries_used": u.retries_used,
+        "b_start_time": u.start_time,
+        "b_end_time": u.end_time,
+        "b_eligible_time": u.eligible_time,
+        "b_attained_gpu_s": u.attained_gpu_s,
+        "b_allocation": allocation_to_list(u.allocation),
+    }
+
+
+# ----- reading ---------------------------------------------------------------------------
+
+
+def job(conn: sa.Connection, job_id: str) -> StoredJob | None:
+    row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
+    return None if row is None else _stored(row)
+
+
+def list_jobs(
+    conn: sa.Connection,
+    *,
+    user: str | None,
+    queue: str | None,
+    state: JobState | Collection[JobState] | None,
+    limit: int | None,
+    after: str | None,
+) -> list[StoredJob]:
+    q = sa.select(jobs).order_by(jobs.c.seq)
+    if user is not None:
+        q = q.where(jobs.c.user == user)
+    if queue is not None:
+        q = q.where(jobs.c.queue == queue)
+    if isinstance(state, JobState):
+        q = q.where(jobs.c.state == state.value)
+    elif state is not None:
+        q = q.where(jobs.c.state.in_([s.value for s in state]))
+    if after is not None:
+        q = q.where(jobs.c.seq > sa.select(jobs.c.seq).where(jobs.c.id == after).scalar_subquery())
+    if limit is not None:
+        q = q.limit(limit)
+    return [_stored(r) for r in conn.execute(q)]
+
+
+def unfinished(conn: sa.Connection) -> tuple[list[StoredJob], list[StoredJob]]:
+    """Unfinished jobs in seq order, and the finished jobs they depend on."""
+    active = [_stored(r) for r in conn.execute(sa.select(jobs).where(_ACTIVE).order_by("seq"))]
+    have = {j.id for j in active}
+    deps = {d for j in active for _, d in j.depends_on} - have
+    done = _by_ids(conn, deps)
+    return active, done
+
+
+def _by_ids(conn: sa.Connection, ids: Iterable[str]) -> list[StoredJob]:
+    ids = list(ids)
+    out: list[StoredJob] = []
+    for k in range(0, len(ids), 500):  # keep IN lists well under driver limits
+        q = sa.select(jobs).where(jobs.c.id.in_(ids[k : k + 500]))
+        out.extend(_stored(r) for r in conn.execute(q))
+    return sorted(out, key=lambda j: j.seq)
+
+
+def events(conn: sa.Connection, job_id: str) -> list[JobEvent]:
+    e = job_events.c
+    q = sa.select(job_events).where(e.job_id == job_id).order_by(e.seq)
+    return [
+        JobEvent(
+            r.seq,
+            r.job_id,
+            r.time,
+            r.attempt,
+            None if r.old_state is None else JobState(r.old_state),
+            JobState(r.new_state),
+            r.why,
+        )
+        for r in conn.execute(q)
+    ]
+
+
+def _stored(r: sa.Row[Any]) -> StoredJob:
+    return StoredJob(
+        r.id,
+        r.seq,
+        spec_from_dict(r.spec),
+        JobState(r.state),
+        r.attempt,
+        r.retries_used,
+        r.submit_time,
+        r.start_time,
+        r.end_time,
+        r.eligible_time,
+        r.attained_gpu_s,
+        allocation_from_list(r.allocation),
+        tuple((str(k), str(d)) for k, d in r.depends_on),
+        r.array_id,
+        r.array_index,
+        r.idempotency_key,
+    )

@@ -1,0 +1,191 @@
+"""What goes into the store and what comes out of it: small frozen dataclasses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gpufleet.model.allocation import Allocation
+from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.job import Job, JobSpec, JobState
+from gpufleet.model.queue import QueueSpec
+
+Role = Literal["user", "admin", "agent"]
+ROLES: tuple[Role, ...] = ("user", "admin", "agent")
+DEPENDENCY_KINDS = ("afterok", "afterany")
+
+
+class StoreError(ValueError):
+    """A write the store refused (a constraint, an unknown job); nothing of it was stored."""
+
+
+class IdempotencyConflict(StoreError):
+    """An idempotency key reused for a different job (another user or another spec)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A submission. ``array_index`` without ``array_id`` joins the array that this batch
+    creates: its id is the id given to the batch's first such job (Slurm's ``1042_3``)."""
+
+    spec: JobSpec
+    submit_time: float
+    depends_on: tuple[tuple[str, str], ...] = ()  # (afterok|afterany, job id)
+    array_id: str | None = None
+    array_index: int | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobUpdate:
+    """The mutable part of a job row, as the controller holds it after a transition."""
+
+    id: str
+    state: JobState
+    attempt: int
+    retries_used: int
+    start_time: float | None
+    end_time: float | None
+    eligible_time: float
+    attained_gpu_s: float
+    allocation: Allocation = ()
+
+    @staticmethod
+    def of(job: Job, allocation: Allocation = ()) -> JobUpdate:
+        return JobUpdate(
+            job.id,
+            job.state,
+            job.attempt,
+            job.retries_used,
+            job.start_time,
+            job.end_time,
+            job.eligible_time,
+            job.attained_gpu_s,
+            allocation,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredJob:
+    id: str
+    seq: int  # allocation order: the controller's FIFO tie-break after a restart
+    spec: JobSpec
+    state: JobState
+    attempt: int
+    retries_used: int
+    submit_time: float
+    start_time: float | None
+    end_time: float | None
+    eligible_time: float
+    attained_gpu_s: float
+    allocation: Allocation
+    depends_on: tuple[tuple[str, str], ...]
+    array_id: str | None
+    array_index: int | None
+    idempotency_key: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.to_job().finished
+
+    def to_job(self) -> Job:
+        """The model's Job (without its in-memory history; see ``Store.job_events``)."""
+        return Job(
+            self.id,
+            self.spec,
+            self.submit_time,
+            self.state,
+            self.attempt,
+            self.retries_used,
+            self.start_time,
+            self.end_time,
+            self.eligible_time,
+            self.attained_gpu_s,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    seq: int
+    job_id: str
+    time: float
+    attempt: int
+    old: JobState | None
+    new: JobState
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    spec: NodeSpec
+    address: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    healthy: bool = True
+    drained: bool = False  # written on insert only: registering again never un-drains
+    lost: bool = False
+    why: str = ""
+    last_heartbeat: float | None = None
+    driver_version: str = ""
+    cuda_version: str = ""
+    gpu_info: tuple[Mapping[str, Any], ...] = ()  # per GPU: uuid, model, memory, PCIe, NVLink
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEventRecord:
+    seq: int
+    node: str
+    time: float
+    what: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    id: int
+    name: str
+    role: Role
+    user: str | None
+    node: str | None
+    created_time: float
+    revoked_time: float | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_time is None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    seq: int
+    time: float
+    actor: str
+    actor_role: str
+    action: str
+    target: str
+    detail: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """GPU-hours of one user or queue over a period, from the attempts that overlap it."""
+
+    key: str
+    gpu_hours: float
+    attempts: int
+    jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class RestartState:
+    """What the controller needs to rebuild itself: every unfinished job (in ``seq`` order),
+    the finished jobs they depend on, the nodes and the queues."""
+
+    jobs: tuple[StoredJob, ...]
+    dependencies: tuple[StoredJob, ...]
+    nodes: tuple[NodeRecord, ...]
+    queues: tuple[QueueSpec, ...]

@@ -1,0 +1,148 @@
+"""The store's tables (SQLAlchemy Core). Migrations in ``gpufleet/server/migrations`` create
+exactly this; a test compares the two on both dialects.
+
+Times are float seconds since the epoch, as the core counts them. Columns copied out of the
+JSON spec (user, queue, max_retries, total_gpu_milli) are immutable and exist to be indexed or
+used in SQL (restart load, accounting)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from gpufleet.model.job import JobState
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+metadata = sa.MetaData(naming_convention=NAMING)
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid); BIGINT elsewhere.
+SeqType = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+STATES = ", ".join(f"'{s.value}'" for s in JobState)
+
+counters = sa.Table(
+    "counters",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False, unique=True),  # allocation order
+    sa.Column("user", sa.String(128), nullable=False),
+    sa.Column("queue", sa.String(128), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("retries_used", sa.Integer, nullable=False),
+    sa.Column("max_retries", sa.Integer, nullable=False),
+    sa.Column("total_gpu_milli", sa.BigInteger, nullable=False),
+    sa.Column("submit_time", sa.Double, nullable=False),
+    sa.Column("start_time", sa.Double),
+    sa.Column("end_time", sa.Double),
+    sa.Column("eligible_time", sa.Double, nullable=False),
+    sa.Column("attained_gpu_s", sa.Double, nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("allocation", sa.JSON, nullable=False),
+    sa.Column("depends_on", sa.JSON, nullable=False),
+    sa.Column("array_id", sa.String(32)),
+    sa.Column("array_index", sa.Integer),
+    sa.Column("idempotency_key", sa.String(200), unique=True),
+    sa.UniqueConstraint("array_id", "array_index"),
+    sa.CheckConstraint(f"state IN ({STATES})", name="state"),
+    sa.CheckConstraint("attempt >= 0 AND retries_used >= 0", name="counts"),
+    sa.Index(None, "state"),
+    sa.Index(None, "user", "seq"),
+    sa.Index(None, "queue", "seq"),
+)
+
+job_events = sa.Table(
+    "job_events",
+    metadata,
+    sa.Column("seq", SeqType, primary_key=True, autoincrement=True),
+    sa.Column(
+        "job_id", sa.String(32), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("time", sa.Double, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("old_state", sa.String(16)),
+    sa.Column("new_state", sa.String(16), nullable=False),
+    sa.Column("why", sa.Text, nullable=False),
+    sa.Index(None, "job_id", "seq"),
+    sa.Index(None, "new_state", "time"),  # accounting: attempts started in a period
+)
+
+nodes = sa.Table(
+    "nodes",
+    metadata,
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("address", sa.String(256), nullable=False),
+    sa.Column("labels", sa.JSON, nullable=False),
+    sa.Column("healthy", sa.Boolean, nullable=False),
+    sa.Column("drained", sa.Boolean, nullable=False),
+    sa.Column("lost", sa.Boolean, nullable=False),
+    sa.Column("why", sa.Text, nullable=False),
+    sa.Column("last_heartbeat", sa.Double),
+    sa.Column("driver_version", sa.String(64), nullable=False),
+    sa.Column("cuda_version", sa.String(64), nullable=False),
+    sa.Column("gpu_info", sa.JSON, nullable=False),
+)
+
+# No foreign key to nodes: the controller also reports on nodes known only from a cluster spec.
+node_events = sa.Table(
+    "node_events",
+    metadata,
+    sa.Column("seq", SeqType, primary_key=True, autoincrement=True),
+    sa.Column("node", sa.String(128), nullable=False),
+    sa.Column("time", sa.Double, nullable=False),
+    sa.Column("what", sa.String(32), nullable=False),
+    sa.Column("why", sa.Text, nullable=False),
+    sa.Index(None, "node", "seq"),
+)
+
+queues = sa.Table(
+    "queues",
+    metadata,
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("updated_time", sa.Double, nullable=False),
+)
+
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("id", SeqType, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(128), nullable=False, unique=True),
+    sa.Column("role", sa.String(8), nullable=False),
+    sa.Column("user", sa.String(128)),
+    sa.Column("node", sa.String(128)),
+    sa.Column("secret_sha256", sa.String(64), nullable=False, unique=True),
+    sa.Column("created_time", sa.Double, nullable=False),
+    sa.Column("revoked_time", sa.Double),
+    sa.CheckConstraint("role IN ('user', 'admin', 'agent')", name="role"),
+    sa.CheckConstraint(
+        "(role <> 'user' OR \"user\" IS NOT NULL) AND (role <> 'agent' OR node IS NOT NULL)",
+        name="subject",
+    ),
+)
+
+audit = sa.Table(
+    "audit",
+    metadata,
+    sa.Column("seq", SeqType, primary_key=True, autoincrement=True),
+    sa.Column("time", sa.Double, nullable=False),
+    sa.Column("actor", sa.String(128), nullable=False),
+    sa.Column("actor_role", sa.String(8), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("target", sa.String(256), nullable=False),
+    sa.Column("detail", sa.JSON, nullable=False),
+    sa.Index(None, "time"),
+    sa.Index(None, "target", "seq"),
+)

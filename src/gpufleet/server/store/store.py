@@ -1,0 +1,249 @@
+"""The controller's durable store: the store is the truth (DESIGN.md, reliability rules).
+
+Every method is one transaction. Writes that the server batches (``add_jobs``,
+``apply_transitions``) go down as executemany, so a group commit costs one fsync.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+
+from gpufleet.core.commands import NodeEvent, Transition
+from gpufleet.model.job import JobState
+from gpufleet.model.queue import QueueSpec
+from gpufleet.server.store import accounting as _accounting
+from gpufleet.server.store import auth, jobs, nodes
+from gpufleet.server.store.accounting import GroupBy
+from gpufleet.server.store.engine import WRITE, make_engine, upgrade
+from gpufleet.server.store.records import (
+    AuditEntry,
+    JobEvent,
+    JobUpdate,
+    NewJob,
+    NodeEventRecord,
+    NodeRecord,
+    RestartState,
+    StoredJob,
+    StoreError,
+    TokenInfo,
+    Usage,
+)
+
+
+class Store:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str, *, migrate: bool = True) -> Store:
+        """Connect (``sqlite:///path`` or ``postgresql://…``) and bring the schema to head."""
+        engine = make_engine(url)
+        if migrate:
+            upgrade(engine)
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sa.Connection]:
+        try:
+            with self.engine.connect().execution_options(**WRITE) as c, c.begin():
+                yield c
+        except sa.exc.IntegrityError as e:
+            raise StoreError(f"refused by the database: {e.orig}") from e
+
+    @contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        with self.engine.connect() as c, c.begin():
+            yield c
+
+    # ----- jobs ----------------------------------------------------------------------------
+
+    def add_jobs(self, new: Sequence[NewJob]) -> list[str]:
+        """Store a batch all or nothing; the ids in input order (an idempotency key seen
+        before gives back its job's id and stores nothing new)."""
+        with self._write() as c:
+            return jobs.add_jobs(c, new)
+
+    def apply_transitions(
+        self,
+        transitions: Sequence[Transition],
+        job_updates: Sequence[JobUpdate] = (),
+        node_events: Sequence[NodeEvent] = (),
+    ) -> None:
+        """Make a batch of the controller's commands durable, in one transaction, before the
+        commands after them are carried out."""
+        with self._write() as c:
+            jobs.apply_transitions(c, transitions, job_updates)
+            nodes.add_node_events(c, node_events)
+
+    def job(self, job_id: str) -> StoredJob | None:
+        with self._read() as c:
+            return jobs.job(c, job_id)
+
+    def list_jobs(
+        self,
+        *,
+        user: str | None = None,
+        queue: str | None = None,
+        state: JobState | Collection[JobState] | None = None,
+        limit: int | None = 100,
+        after: str | None = None,
+    ) -> list[StoredJob]:
+        """Jobs in submission order; ``after`` a job id pages on from it."""
+        with self._read() as c:
+            return jobs.list_jobs(c, user=user, queue=queue, state=state, limit=limit, after=after)
+
+    def job_events(self, job_id: str) -> list[JobEvent]:
+        with self._read() as c:
+            return jobs.events(c, job_id)
+
+    def load_jobs_for_restart(self) -> RestartState:
+        with self._read() as c:
+            active, deps = jobs.unfinished(c)
+            return RestartState(
+                tuple(active), tuple(deps), tuple(nodes.all_nodes(c)), tuple(nodes.all_queues(c))
+            )
+
+    # ----- nodes ---------------------------------------------------------------------------
+
+    def upsert_node(self, node: NodeRecord) -> None:
+        """Register or re-register a node; an existing row keeps its ``drained`` flag."""
+        with self._write() as c:
+            nodes.upsert_node(c, node)
+
+    def heartbeats(self, beats: Mapping[str, float]) -> None:
+        """Last heartbeat time per node name, for many nodes at once."""
+        with self._write() as c:
+            nodes.heartbeats(c, beats)
+
+    def set_node(
+        self,
+        name: str,
+        *,
+        healthy: bool | None = None,
+        drained: bool | None = None,
+        lost: bool | None = None,
+        why: str | None = None,
+    ) -> bool:
+        """Change a node's flags; False when no such node is stored."""
+        given = {"healthy": healthy, "drained": drained, "lost": lost, "why": why}
+        with self._write() as c:
+            return nodes.set_node(c, name, {k: v for k, v in given.items() if v is not None})
+
+    def add_node_events(self, events: Sequence[NodeEvent]) -> None:
+        """Append to the node log; "lost", "drained", "resumed", "(un)healthy" set the flags."""
+        with self._write() as c:
+            nodes.add_node_events(c, events)
+
+    def node(self, name: str) -> NodeRecord | None:
+        with self._read() as c:
+            return nodes.node(c, name)
+
+    def nodes(self) -> list[NodeRecord]:
+        with self._read() as c:
+            return nodes.all_nodes(c)
+
+    def node_events(
+        self, name: str | None = None, limit: int | None = 100
+    ) -> list[NodeEventRecord]:
+        """The newest ``limit`` events (of one node, or all), oldest first."""
+        with self._read() as c:
+            return nodes.events(c, name, limit)
+
+    # ----- queues --------------------------------------------------------------------------
+
+    def put_queue(self, spec: QueueSpec, *, now: float | None = None) -> None:
+        with self._write() as c:
+            nodes.put_queue(c, spec, _now(now))
+
+    def delete_queue(self, name: str) -> bool:
+        with self._write() as c:
+            return nodes.delete_queue(c, name)
+
+    def queue(self, name: str) -> QueueSpec | None:
+        with self._read() as c:
+            return nodes.queue(c, name)
+
+    def queues(self) -> list[QueueSpec]:
+        with self._read() as c:
+            return nodes.all_queues(c)
+
+    # ----- tokens and audit ----------------------------------------------------------------
+
+    def create_token(
+        self,
+        name: str,
+        role: str,
+        *,
+        user: str | None = None,
+        node: str | None = None,
+        now: float | None = None,
+    ) -> tuple[TokenInfo, str]:
+        """A new token and its secret; the secret is shown once and never stored."""
+        with self._write() as c:
+            return auth.create_token(c, name, role, user, node, _now(now))
+
+    def verify_token(self, secret: str) -> TokenInfo | None:
+        with self._read() as c:
+            return auth.verify_token(c, secret)
+
+    def revoke_token(self, name: str, *, now: float | None = None) -> bool:
+        with self._write() as c:
+            return auth.revoke_token(c, name, _now(now))
+
+    def tokens(self, *, include_revoked: bool = True) -> list[TokenInfo]:
+        with self._read() as c:
+            return auth.list_tokens(c, include_revoked)
+
+    def audit(
+        self,
+        actor: str,
+        actor_role: str,
+        action: str,
+        target: str,
+        detail: Mapping[str, Any] | None = None,
+        *,
+        time: float | None = None,
+    ) -> int:
+        """Append to the audit log; its sequence number."""
+        with self._write() as c:
+            return auth.add_audit(c, _now(time), actor, actor_role, action, target, detail or {})
+
+    def audit_log(
+        self,
+        *,
+        actor: str | None = None,
+        target: str | None = None,
+        since: float | None = None,
+        after: int | None = None,
+        limit: int | None = 100,
+    ) -> list[AuditEntry]:
+        """Entries oldest first; ``after`` a sequence number pages on."""
+        with self._read() as c:
+            return auth.audit_log(
+                c, actor=actor, target=target, since=since, after=after, limit=limit
+            )
+
+    # ----- accounting ----------------------------------------------------------------------
+
+    def accounting(self, since: float, until: float, group_by: GroupBy = "user") -> list[Usage]:
+        """GPU-hours per user or queue in ``[since, until)``, most first."""
+        with self._read() as c:
+            return _accounting.accounting(c, since, until, group_by)
+
+
+def _now(t: float | None) -> float:
+    return _time.time() if t is None else t
