@@ -11,6 +11,7 @@ from random import Random
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.reason import Reason, ReasonCode
+from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import explain
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
 from gpufleet.scheduler.framework import Admission, Profile
@@ -39,6 +40,25 @@ def shape(job: PendingJob, fence: bool) -> tuple[object, ...]:
     )
 
 
+def _shape_key(job: PendingJob, fence: bool) -> tuple[object, ...]:
+    """``shape`` with the topology as plain values (a cheaper key, equal exactly when
+    ``shape`` is)."""
+    s = job.spec
+    t = s.topology
+    return (
+        s.workers,
+        s.gpus_per_worker,
+        s.gpu_milli,
+        s.cpu_milli,
+        s.memory_mib,
+        s.gpu_models,
+        t.level,
+        t.required,
+        s.dataset,
+        fence,
+    )
+
+
 def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     res = CycleResult(snap.cycle, snap.now)
     ws = Workspace(snap.nodes)
@@ -53,12 +73,15 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     examined: set[str] = set()
     quota_blocked: dict[str, Admission] = {}
     unplaced: list[PendingJob] = []
-    whole_only = all(p.spec.gpus_per_worker > 0 and not p.spec.fractional for p in snap.pending)
-
+    whole_only = True  # every pending job wants whole GPUs (so a full cluster ends the walk)
     waiting = []
     eligible = []
+    now = snap.now
     for p in snap.pending:
-        if p.waiting_for or p.eligible_time > snap.now:
+        if whole_only:
+            s = p.spec
+            whole_only = s.gpus_per_worker > 0 and s.gpu_milli >= MILLI
+        if p.waiting_for or p.eligible_time > now:
             waiting.append(p)
         else:
             eligible.append(p)
@@ -88,7 +111,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             limit is None or snap.now + limit > res.reservation.start_time
         )
         ws.fence = long
-        key = shape(job, long)
+        key = _shape_key(job, long)
         alloc = None
         if key not in failed_shapes:
             alloc, _ = place_gang(job.spec, ws, profile.place, rng)

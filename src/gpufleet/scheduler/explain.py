@@ -164,7 +164,7 @@ def explain_all(
     rng: Random,
 ) -> None:
     started = set(res.started_ids)
-    by_id = {p.id: p for p in snap.pending if p.id in res.reasons}
+    had_reason = set(res.reasons)  # reasons the cycle gave (quota, preemption, held)
     empty: Workspace | None = None
     never_cache: dict[tuple[object, ...], Reason | None] = {}
     now_cache: dict[tuple[object, ...], Reason] = {}
@@ -223,8 +223,11 @@ def explain_all(
                 )
         res.reasons[job.id] = r
 
+    by_id: dict[str, PendingJob] | None = None
     for job_id, why in list(res.reasons.items()):
         if why.code is ReasonCode.QUOTA:
+            if by_id is None:  # built only when some job is held by quota
+                by_id = {p.id: p for p in snap.pending if p.id in had_reason}
             blocked = by_id.get(job_id)
             never_here = never(blocked) if blocked is not None else None
             if never_here is not None:

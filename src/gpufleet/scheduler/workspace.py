@@ -68,6 +68,7 @@ class Workspace:
     def __init__(self, nodes: Sequence[NodeView]) -> None:
         self._setup(
             nodes,
+            nodes,
             [v.gpu_free for v in nodes],
             [v.cpu_free for v in nodes],
             [v.mem_free for v in nodes],
@@ -81,6 +82,7 @@ class Workspace:
         ws = object.__new__(cls)
         ws._setup(
             _EmptiedViews(up),
+            up,
             [(MILLI,) * len(n.gpu_free) for n in up],
             [n.cpu_total for n in up],
             [n.mem_total for n in up],
@@ -89,12 +91,15 @@ class Workspace:
 
     def _setup(
         self,
+        views: Sequence[NodeView],
         nodes: Sequence[NodeView],
         gfree: list[tuple[int, ...]],
         cpu: list[int],
         mem: list[int],
     ) -> None:
-        self.views = nodes
+        """``views`` as the workspace shows them; names, fabric places, models and health read
+        from ``nodes`` (the same nodes, maybe with other free capacity)."""
+        self.views = views
         self.n = n = len(gfree)
         # free milli per device, one tuple per node: assign/release replace a node's tuple, so
         # copy() shares them (a what-if copy costs a few list copies, not one per node)
@@ -135,13 +140,14 @@ class Workspace:
         self.leaf_buckets: dict[Key, list[dict[int, None]]] = {}
         self.partial: dict[Key, dict[int, None]] = {}
         self.free_full = 0  # fully free devices on schedulable nodes, all models
+        self.model_free: dict[str, int] = {}  # the same, per model (kept with the buckets)
         self.cpu_only: list[int] = []  # schedulable nodes, for jobs that need no GPU
         # Backfill: whole devices per node that must stay free for a reservation; honoured
         # while ``fence`` is on (for jobs that would still run at the reserved start).
         self.reserved: dict[int, int] = {}
         self.fence = False
         ok, model, full, node_leaf = self.ok, self.model, self.full, self.node_leaf
-        buckets, leaf_buckets = self.buckets, self.leaf_buckets
+        buckets, leaf_buckets, model_free = self.buckets, self.leaf_buckets, self.model_free
         free_full = 0
         for i in range(n):
             if not ok[i]:
@@ -157,7 +163,9 @@ class Workspace:
             mb = buckets.get(m)
             if mb is None:
                 mb = buckets[m] = [{} for _ in range(nb)]
+                model_free[m] = 0
             mb[k][i] = None
+            model_free[m] += k
             lb = leaf_buckets.get(key)
             if lb is None:
                 lb = leaf_buckets[key] = [{} for _ in range(nb)]
@@ -300,14 +308,13 @@ class Workspace:
     def free_gpus(self, req: WorkerRequest, leaves: Iterable[int] | None = None) -> int:
         """Fully free devices of allowed models (in ``leaves``, or everywhere)."""
         total = 0
+        if leaves is None:
+            return sum(self.model_free[m] for m in self.allowed_models(req))
         for m in self.allowed_models(req):
-            if leaves is None:
-                total += sum(k * len(b) for k, b in enumerate(self.buckets[m]))
-            else:
-                for leaf in leaves:
-                    lb = self.leaf_buckets.get((m, leaf))
-                    if lb is not None:
-                        total += sum(k * len(b) for k, b in enumerate(lb))
+            for leaf in leaves:
+                lb = self.leaf_buckets.get((m, leaf))
+                if lb is not None:
+                    total += sum(k * len(b) for k, b in enumerate(lb))
         return total
 
     def copy(self) -> Workspace:
@@ -323,6 +330,7 @@ class Workspace:
         c.leaf_buckets = {k: [b.copy() for b in bs] for k, bs in self.leaf_buckets.items()}
         c.partial = {k: v.copy() for k, v in self.partial.items()}
         c.reserved = self.reserved.copy()
+        c.model_free = self.model_free.copy()
         c.fence = False
         return c
 
@@ -366,9 +374,11 @@ class Workspace:
         if not self.ok[i] or not m or not self.gfree[i]:
             return
         key = (m, self.node_leaf[i])
-        self.free_full -= self.full[i]
-        self.buckets[m][self.full[i]].pop(i, None)
-        self.leaf_buckets[key][self.full[i]].pop(i, None)
+        k = self.full[i]
+        self.free_full -= k
+        self.model_free[m] -= k
+        self.buckets[m][k].pop(i, None)
+        self.leaf_buckets[key][k].pop(i, None)
         part = self.partial.get(key)
         if part is not None:
             part.pop(i, None)
@@ -381,17 +391,35 @@ class Workspace:
         key = (m, self.node_leaf[i])
         k = self.full[i]
         self.free_full += k
+        self.model_free[m] += k
         self.buckets[m][k][i] = None
         self.leaf_buckets[key][k][i] = None
         if k < len(g) and _partial(g):
             self.partial.setdefault(key, {})[i] = None
 
 
+# A node's free vector takes few distinct values (with whole GPUs, which devices are taken), so
+# its count of fully free devices and whether one is partly used are memoised by value.
+_MEMO_MAX = 1 << 14
+_full_memo: dict[tuple[int, ...], int] = {}
+_partial_memo: dict[tuple[int, ...], bool] = {}
+
+
 def _full(g: tuple[int, ...]) -> int:
     """Fully free devices among ``g``."""
-    return sum(1 for x in g if x >= MILLI)
+    n = _full_memo.get(g)
+    if n is None:
+        if len(_full_memo) >= _MEMO_MAX:
+            _full_memo.clear()
+        n = _full_memo[g] = sum(1 for x in g if x >= MILLI)
+    return n
 
 
 def _partial(g: tuple[int, ...]) -> bool:
     """Whether a device of ``g`` is partly used."""
-    return any(0 < x < MILLI for x in g)
+    p = _partial_memo.get(g)
+    if p is None:
+        if len(_partial_memo) >= _MEMO_MAX:
+            _partial_memo.clear()
+        p = _partial_memo[g] = any(0 < x < MILLI for x in g)
+    return p

@@ -12,12 +12,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 
 NAME = "order/fairshare"
 SLURM_DEFAULT_HALF_LIFE_S = 7 * 86400.0
+_ARRIVAL = attrgetter("submit_time", "seq")
+_PRIORITY = attrgetter("spec.priority")
 
 
 class Plugin:
@@ -39,7 +42,9 @@ class Plugin:
         for p in pending:
             by_queue.setdefault(p.spec.queue, []).append(p)
         for jobs in by_queue.values():
-            jobs.sort(key=lambda p: (-p.spec.priority, p.submit_time, p.seq))
+            # by (-priority, submit_time, seq): two stable sorts with C-level keys
+            jobs.sort(key=_ARRIVAL)
+            jobs.sort(key=_PRIORITY, reverse=True)
             jobs.reverse()  # pop() from the end is O(1)
         heap = [(self.share(q, snap, usage), q) for q in by_queue]
         heapq.heapify(heap)
