@@ -62,6 +62,12 @@ def verify_token(conn: sa.Connection, secret: str) -> TokenInfo | None:
     return _info(r)
 
 
+def has_admin(conn: sa.Connection) -> bool:
+    t = tokens.c
+    q = sa.select(t.id).where(t.role == "admin", t.revoked_time.is_(None)).limit(1)
+    return conn.execute(q).first() is not None
+
+
 def revoke_token(conn: sa.Connection, name: str, now: float) -> bool:
     t = tokens.c
     stmt = sa.update(tokens).where(t.name == name, t.revoked_time.is_(None))

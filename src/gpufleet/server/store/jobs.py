@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,6 +47,7 @@ _UPDATE = (
         eligible_time=sa.bindparam("b_eligible_time"),
         attained_gpu_s=sa.bindparam("b_attained_gpu_s"),
         allocation=sa.bindparam("b_allocation", type_=sa.JSON),
+        borrowing=sa.bindparam("b_borrowing"),
     )
 )
 _UPDATE_STATE = (
@@ -58,9 +60,10 @@ _UPDATE_STATE = (
 # ----- writing ---------------------------------------------------------------------------
 
 
-def add_jobs(conn: sa.Connection, new: Sequence[NewJob]) -> list[str]:
+def add_jobs(conn: sa.Connection, new: Sequence[NewJob], now: float) -> list[str]:
     """Insert a batch (executemany); ids in input order. A key seen before gives back the
     id of the job it created; the same key twice in one batch means one job."""
+    new = [nj if nj.submit_time is not None else replace(nj, submit_time=now) for nj in new]
     for i, nj in enumerate(new):
         _check(i, nj)
     if not new:
@@ -106,7 +109,7 @@ def _check(i: int, nj: NewJob) -> None:
     where = f"jobs[{i}]"
     if not isinstance(nj.spec, JobSpec):
         raise StoreError(f"{where}: spec must be a JobSpec, got {type(nj.spec).__name__}")
-    if not math.isfinite(nj.submit_time):
+    if nj.submit_time is None or not math.isfinite(nj.submit_time):
         raise StoreError(f"{where}: submit_time must be a finite number")
     if nj.array_index is not None and nj.array_index < 0:
         raise StoreError(f"{where}: array_index must be >= 0, got {nj.array_index}")
@@ -170,6 +173,7 @@ def _row(job_id: str, seq: int, nj: NewJob, array_id: str | None) -> dict[str, A
         "attained_gpu_s": 0.0,
         "spec": spec_to_dict(s),
         "allocation": [],
+        "borrowing": False,
         "depends_on": [list(d) for d in nj.depends_on],
         "array_id": array_id,
         "array_index": nj.array_index,
@@ -239,6 +243,7 @@ def _update_row(u: JobUpdate) -> dict[str, Any]:
         "b_eligible_time": u.eligible_time,
         "b_attained_gpu_s": u.attained_gpu_s,
         "b_allocation": allocation_to_list(u.allocation),
+        "b_borrowing": u.borrowing,
     }
 
 
@@ -324,6 +329,7 @@ def _stored(r: sa.Row[Any]) -> StoredJob:
         r.eligible_time,
         r.attained_gpu_s,
         allocation_from_list(r.allocation),
+        r.borrowing,
         tuple((str(k), str(d)) for k, d in r.depends_on),
         r.array_id,
         r.array_index,

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpufleet.core.controller import RestoredJob
+from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import Job, JobSpec, JobState
@@ -27,10 +29,11 @@ class IdempotencyConflict(StoreError):
 @dataclass(frozen=True, slots=True)
 class NewJob:
     """A submission. ``array_index`` without ``array_id`` joins the array that this batch
-    creates: its id is the id given to the batch's first such job (Slurm's ``1042_3``)."""
+    creates: its id is the id given to the batch's first such job (Slurm's ``1042_3``).
+    Without a ``submit_time`` the job takes the batch's ``now``."""
 
     spec: JobSpec
-    submit_time: float
+    submit_time: float | None = None
     depends_on: tuple[tuple[str, str], ...] = ()  # (afterok|afterany, job id)
     array_id: str | None = None
     array_index: int | None = None
@@ -50,9 +53,10 @@ class JobUpdate:
     eligible_time: float
     attained_gpu_s: float
     allocation: Allocation = ()
+    borrowing: bool = False
 
     @staticmethod
-    def of(job: Job, allocation: Allocation = ()) -> JobUpdate:
+    def of(job: Job, allocation: Allocation = (), borrowing: bool = False) -> JobUpdate:
         return JobUpdate(
             job.id,
             job.state,
@@ -63,7 +67,13 @@ class JobUpdate:
             job.eligible_time,
             job.attained_gpu_s,
             allocation,
+            borrowing,
         )
+
+    @staticmethod
+    def of_record(rec: JobRecord) -> JobUpdate:
+        """From the controller's record (``Controller.jobs[id]``)."""
+        return JobUpdate.of(rec.job, rec.allocation, rec.borrowing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +90,7 @@ class StoredJob:
     eligible_time: float
     attained_gpu_s: float
     allocation: Allocation
+    borrowing: bool
     depends_on: tuple[tuple[str, str], ...]
     array_id: str | None
     array_index: int | None
@@ -102,6 +113,12 @@ class StoredJob:
             self.end_time,
             self.eligible_time,
             self.attained_gpu_s,
+        )
+
+    def to_restored(self) -> RestoredJob:
+        """What ``Controller.restore`` takes."""
+        return RestoredJob(
+            self.to_job(), self.seq, self.allocation, self.borrowing, self.depends_on
         )
 
 

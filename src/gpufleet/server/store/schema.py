@@ -50,6 +50,7 @@ jobs = sa.Table(
     sa.Column("attained_gpu_s", sa.Double, nullable=False),
     sa.Column("spec", sa.JSON, nullable=False),
     sa.Column("allocation", sa.JSON, nullable=False),
+    sa.Column("borrowing", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("depends_on", sa.JSON, nullable=False),
     sa.Column("array_id", sa.String(32)),
     sa.Column("array_index", sa.Integer),

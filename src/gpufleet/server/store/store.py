@@ -71,11 +71,11 @@ class Store:
 
     # ----- jobs ----------------------------------------------------------------------------
 
-    def add_jobs(self, new: Sequence[NewJob]) -> list[str]:
+    def add_jobs(self, new: Sequence[NewJob], now: float | None = None) -> list[str]:
         """Store a batch all or nothing; the ids in input order (an idempotency key seen
         before gives back its job's id and stores nothing new)."""
         with self._write() as c:
-            return jobs.add_jobs(c, new)
+            return jobs.add_jobs(c, new, _now(now))
 
     def apply_transitions(
         self,
@@ -187,7 +187,6 @@ class Store:
         self,
         name: str,
         role: str,
-        *,
         user: str | None = None,
         node: str | None = None,
         now: float | None = None,
@@ -195,6 +194,11 @@ class Store:
         """A new token and its secret; the secret is shown once and never stored."""
         with self._write() as c:
             return auth.create_token(c, name, role, user, node, _now(now))
+
+    def has_admin_token(self) -> bool:
+        """Whether an active admin token exists (the server makes the first one at start)."""
+        with self._read() as c:
+            return auth.has_admin(c)
 
     def verify_token(self, secret: str) -> TokenInfo | None:
         with self._read() as c:
