@@ -423,8 +423,10 @@ class Controller:
         out: list[Command],
         reason_kill: str | None = None,
     ) -> None:
-        """End the attempt as ``ending`` once every live rank has been stopped."""
-        if rec.ending is None:
+        """End the attempt as ``ending`` once every live rank has been stopped. A cancel wins
+        over an ending already under way (a failed rank, a preemption): the user asked for the
+        job to stop, not to be retried or requeued."""
+        if rec.ending is None or ending is S.CANCELLED:
             rec.ending = ending
             rec.ending_why = why
         live = tuple(r for r in rec.live_ranks())
