@@ -3,6 +3,8 @@ is a number passed in, every outcome a command returned."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from builders import cluster_spec, node_spec, profile, queue, spec
 
@@ -252,6 +254,22 @@ def test_a_new_node_registering_adds_capacity() -> None:
     out = h(1.0, NodeUp(node_spec("n09")))
     assert moves(out, "b") == [(S.PENDING, S.STARTING)]
     assert [p.node for p in h.launch("b").allocation] == ["n09"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="NodeUp for a known node that is not lost but whose spec changed (a label, memory) "
+    "replaces its runtime with an empty one: the jobs still RUNNING there keep their ranks "
+    "and their GPUs are handed out again",
+)
+def test_a_node_re_registering_with_a_new_spec_never_double_books_its_gpus() -> None:
+    h = Harness(cluster_spec(1, 8))
+    h.submit(0.0, "a", gpus=8)
+    h.start_all(1.0, "a")
+    relabelled = replace(h.c.nodes["n00"].spec, labels=(("zone", "b"),))
+    h(2.0, NodeUp(relabelled))
+    h.submit(3.0, "b", gpus=8)
+    assert h.state("b") is S.PENDING or h.state("a") is not S.RUNNING
 
 
 # ----- cancel, time limit --------------------------------------------------------------------
