@@ -371,7 +371,12 @@ class _Build:
             return n, models
         share, what = (per_node, "tasks per node") if name != "gpus" else (workers, "tasks")
         if n % share:
-            layout = [x for x in ("nodes", "ntasks-per-node", "ntasks") if x in self.seen]
+            names = (
+                ("ntasks-per-node", "ntasks")
+                if name != "gpus"
+                else ("nodes", "ntasks-per-node", "ntasks")
+            )
+            layout = [x for x in names if x in self.seen]
             raise self.err(
                 f"{self.text(name)} does not divide among {share} {what}: every gpufleet worker "
                 f"(one per task) gets the same whole number of GPUs; change {self.text(name)} "
