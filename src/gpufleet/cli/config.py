@@ -1,0 +1,144 @@
+"""Where the CLI finds its server and token, and the one place that builds its Client.
+
+Precedence: ``--server``/``--token`` flags, then ``GPUFLEET_SERVER``/``GPUFLEET_TOKEN``, then the
+config file (``$GPUFLEET_CONFIG`` or ``~/.config/gpufleet/config.yaml``) with ``server:`` and
+``token:``. Every command talks to the server through ``connect``, which
+turns refusals and unreachable servers into one line that says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import pydantic
+import typer
+import yaml
+
+from gpufleet.cli.output import fail
+from gpufleet.client.http import ApiError, Client
+
+ServerOpt = Annotated[
+    str | None, typer.Option("--server", help="Controller URL (env GPUFLEET_SERVER).")
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option("--token", help="Bearer token (env GPUFLEET_TOKEN).", show_default=False),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    server: str
+    token: str | None
+    config_path: Path
+
+
+def config_path(env: Mapping[str, str] = os.environ) -> Path:
+    if env.get("GPUFLEET_CONFIG"):
+        return Path(env["GPUFLEET_CONFIG"]).expanduser()
+    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    return base / "gpufleet" / "config.yaml"
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, yaml.YAMLError) as e:
+        fail(f"cannot read the config file {path}: {e}", "fix or remove it", code=2)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        fail(f"{path}: expected a mapping with server: and token:", "fix the file", code=2)
+    unknown = sorted(set(data) - {"server", "token"})
+    if unknown:
+        fail(f"{path}: unknown key {unknown[0]!r}", "allowed keys: server, token", code=2)
+    return {k: str(v) for k, v in data.items() if v is not None}
+
+
+def resolve(
+    server: str | None = None, token: str | None = None, env: Mapping[str, str] = os.environ
+) -> Settings:
+    """The settings a command runs with; exits 2 with what to do when no server is known."""
+    path = config_path(env)
+    file = _read_file(path)
+    url = server or env.get("GPUFLEET_SERVER") or file.get("server")
+    if not url:
+        fail(
+            "no gpufleet server is configured",
+            f"pass --server URL, set GPUFLEET_SERVER, or write 'server: URL' in {path}",
+            code=2,
+        )
+    if "://" not in url:
+        url = f"http://{url}"
+    token = token or env.get("GPUFLEET_TOKEN") or file.get("token")
+    return Settings(url, token, path)
+
+
+def _default_factory(settings: Settings) -> Client:
+    return Client(settings.server, settings.token)
+
+
+# Tests replace this to hand the CLI a Client over an httpx.MockTransport.
+client_factory: Callable[[Settings], Client] = _default_factory
+
+HINTS = {
+    400: "fix the request as the message says",
+    403: "your token's role may not do this: ask an admin (gpufleet token create)",
+    404: "check the name or id (gpufleet jobs --all, gpufleet nodes, gpufleet queues)",
+    409: "it changed meanwhile: look at it again and retry",
+    422: "fix the field named above",
+    429: "the server is busy: retry in a moment",
+}
+
+
+def hint_for(status: int, settings: Settings) -> str:
+    if status == 401:
+        if settings.token is None:
+            return (
+                "no token is set: pass --token, set GPUFLEET_TOKEN, "
+                f"or add 'token: …' to {settings.config_path}"
+            )
+        return "check your token (GPUFLEET_TOKEN): it may be mistyped or revoked"
+    if status >= 500:
+        return "the server failed: see the controller's log"
+    return HINTS.get(status, "see the message above")
+
+
+@contextmanager
+def connect(
+    server: str | None, token: str | None, hints: Mapping[int, str] | None = None
+) -> Iterator[Client]:
+    """A Client for one command; refusals and network failures become ``error:`` lines."""
+    settings = resolve(server, token)
+    client = client_factory(settings)
+    try:
+        yield client
+    except ApiError as e:
+        hint = (hints or {}).get(e.status) or hint_for(e.status, settings)
+        fail(f"{str(e).removeprefix(f'{e.status}: ')} ({e.status})", hint)
+    except httpx.ConnectError:
+        fail(
+            f"cannot reach the gpufleet server at {settings.server}: is it running? "
+            "(gpufleet controller)"
+        )
+    except httpx.TimeoutException:
+        fail(f"the gpufleet server at {settings.server} did not answer in time", "retry later")
+    except httpx.HTTPError as e:
+        fail(f"talking to {settings.server} failed: {e}", "check --server")
+    except (pydantic.ValidationError, json.JSONDecodeError) as e:
+        first = str(e).splitlines()[0]
+        fail(
+            f"unexpected answer from {settings.server}: {first}",
+            "is this a gpufleet server of the same version?",
+        )
+    finally:
+        client.close()
