@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpufleet.cli import bench, demo, simulate, spec
+from gpufleet.cli import admin, bench, demo, jobs, simulate, spec
 
 app = typer.Typer(
     name="gpufleet",
@@ -17,6 +17,8 @@ app.add_typer(simulate.app, name="simulate", help="Replay workloads through the 
 app.add_typer(bench.app, name="bench", help="Measure the scheduler's speed.")
 app.add_typer(spec.app, name="spec", help="Check cluster and job specs.")
 app.command("demo", help="Schedule a sample workload through every profile.")(demo.demo)
+jobs.register(app)  # submit, jobs, show, cancel, logs, accounting: through gpufleet.client
+admin.register(app)  # nodes, drain, resume, queues, token, audit
 
 
 if __name__ == "__main__":

@@ -1,0 +1,229 @@
+"""What admins do: ``nodes``, ``drain``, ``resume``, ``queues``, ``token …``, ``audit``."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from gpufleet.api import schemas as s
+from gpufleet.cli import output as out
+from gpufleet.cli.config import ServerOpt, TokenOpt, connect
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+NODE_404 = {404: "check the node name (gpufleet nodes)"}
+STATE_STYLE = {"idle": "green", "mixed": "cyan", "allocated": "blue", "drained": "yellow"}
+
+token_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("nodes")(nodes)
+    app.command("drain")(drain)
+    app.command("resume")(resume)
+    app.command("queues")(queues)
+    app.add_typer(token_app, name="token")
+    app.command("audit")(audit)
+
+
+def nodes(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """The nodes, like sinfo: state, free GPUs, CPUs and memory, place in the fabric, why."""
+    with connect(server, token) as c:
+        rows = c.nodes()
+    if json_out:
+        out.emit_json(rows)
+        return
+    now = time.time()
+    out.table(
+        [
+            "NODE",
+            "STATE",
+            "GPU",
+            "GPUS FREE",
+            "CPUS FREE",
+            "MEM FREE",
+            "LEAF",
+            "POD",
+            "JOBS",
+            "WHY",
+        ],
+        [_node_row(n, now) for n in sorted(rows, key=lambda n: n.name)],
+        right=["GPUS FREE", "CPUS FREE", "MEM FREE"],
+        empty="no nodes have registered (start one: gpufleet agent)",
+    )
+
+
+def _node_row(n: s.NodeOut, now: float) -> list[object]:
+    why = n.why
+    if n.state == "lost" and n.last_heartbeat is not None:
+        why = why or f"last heartbeat {out.relative(n.last_heartbeat, now)}"
+    return [
+        n.name,
+        Text(n.state, style=STATE_STYLE.get(n.state, "red")),
+        n.gpu_model,
+        f"{out.number(n.gpus_free)}/{n.gpus}",
+        f"{out.number(n.cpu_free)}/{out.number(n.cpu_cores)}",
+        f"{out.number(n.memory_free_gib)}/{out.number(n.memory_gib)} GiB",
+        n.leaf,
+        n.pod,
+        ",".join(n.jobs),
+        why,
+    ]
+
+
+def drain(
+    node: Annotated[str, typer.Argument(help="Node name.")],
+    reason: Annotated[str, typer.Option("--reason", "-r", help="Why (required, as in scontrol).")],
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Stop placing new work on a node; what runs there keeps running."""
+    if not reason.strip():
+        out.fail("--reason must say why the node is drained", code=2)
+    with connect(server, token, NODE_404) as c:
+        n = c.drain(node, reason)
+    _node_done(n, json_out)
+
+
+def resume(
+    node: Annotated[str, typer.Argument(help="Node name.")],
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Let the scheduler place work on a drained node again."""
+    with connect(server, token, NODE_404) as c:
+        n = c.resume(node)
+    _node_done(n, json_out)
+
+
+def _node_done(n: s.NodeOut, json_out: bool) -> None:
+    if json_out:
+        out.emit_json(n)
+    else:
+        print(f"node {n.name}: {n.state}" + (f" ({n.why})" if n.why else ""))
+
+
+def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Queues: quota, GPUs in use (and whether borrowed), jobs, fair share."""
+    with connect(server, token) as c:
+        rows = c.queues()
+    if json_out:
+        out.emit_json(rows)
+        return
+    out.table(
+        [
+            "QUEUE",
+            "COHORT",
+            "WEIGHT",
+            "QUOTA",
+            "USED",
+            "BORROWING",
+            "PENDING",
+            "RUNNING",
+            "SHARE",
+            "USAGE (share·h)",
+        ],
+        [
+            [
+                q.name,
+                q.cohort,
+                out.number(q.weight),
+                "-" if q.quota_gpus is None else out.number(q.quota_gpus),
+                out.number(q.used_gpus),
+                "yes" if q.borrowing else "",
+                q.pending,
+                q.running,
+                f"{q.dominant_share:.1%}",
+                # decayed dominant-share·seconds, in hours so that the numbers stay short
+                f"{q.fair_share_usage / 3600:,.1f}",
+            ]
+            for q in sorted(rows, key=lambda q: (q.cohort, q.name))
+        ],
+        right=["WEIGHT", "QUOTA", "USED", "PENDING", "RUNNING", "SHARE", "USAGE (share·h)"],
+        empty="no queues",
+    )
+
+
+@token_app.command("create")
+def token_create(
+    name: Annotated[str, typer.Argument(help="A name to list and revoke it by.")],
+    role: Annotated[str, typer.Option("--role", help="user, admin or agent.")],
+    user: Annotated[str | None, typer.Option("--user", help="User tokens: whose jobs.")] = None,
+    node: Annotated[str | None, typer.Option("--node", help="Agent tokens: its node.")] = None,
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Create a token; its secret is printed once."""
+    if role not in ("user", "admin", "agent"):
+        out.fail(f"--role {role}: expected user, admin or agent", code=2)
+    if role == "agent" and not node:
+        out.fail("an agent token needs --node NODE: it may report for that node only", code=2)
+    if role == "user" and not user:
+        out.fail("a user token needs --user USER: the user whose jobs it touches", code=2)
+    if node and role != "agent":
+        out.fail("--node is for agent tokens (--role agent)", code=2)
+    req = s.TokenCreate(name=name, role=role, user=user, node=node)  # type: ignore[arg-type]
+    with connect(server, token, {409: "a token by that name exists: pick another name"}) as c:
+        t = c.create_token(req)
+    if json_out:
+        out.emit_json(t)
+        return
+    print(t.token or "")
+    out.note(f"token {t.name} ({t.role}) created; it is shown only now: store it safely")
+
+
+@token_app.command("list")
+def token_list(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """The tokens (never their secrets)."""
+    with connect(server, token) as c:
+        rows = c.tokens()
+    if json_out:
+        out.emit_json(rows)
+        return
+    out.table(
+        ["NAME", "ROLE", "USER", "NODE"],
+        [[t.name, t.role, t.user or "", t.node or ""] for t in rows],
+        empty="no tokens",
+    )
+
+
+@token_app.command("revoke")
+def token_revoke(
+    name: Annotated[str, typer.Argument(help="Token name.")],
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Revoke a token: requests that carry it are refused from now on."""
+    with connect(server, token, {404: "check the name (gpufleet token list)"}) as c:
+        c.revoke_token(name)
+    print(f"token {name}: revoked")
+
+
+def audit(
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=10000)] = 100,
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """The latest changes: who did what to what."""
+    with connect(server, token) as c:
+        rows = c.audit(limit)
+    if json_out:
+        out.emit_json(rows)
+        return
+    now = time.time()
+    out.table(
+        ["TIME", "ACTOR", "ACTION", "TARGET", "DETAIL"],
+        [[out.when(a.time, now), a.actor, a.action, a.target, _detail(a.detail)] for a in rows],
+        empty="nothing in the audit log",
+    )
+
+
+def _detail(d: dict[str, object]) -> str:
+    return " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in d.items())

@@ -1,0 +1,577 @@
+"""What users do: ``submit``, ``jobs``, ``show``, ``cancel``, ``logs``, ``accounting``."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from gpufleet.api import schemas as s
+from gpufleet.cli import output as out
+from gpufleet.cli.config import ServerOpt, TokenOpt, connect
+from gpufleet.client.http import ApiError, Client
+from gpufleet.io import sbatch
+from gpufleet.io.specs import load_yaml
+from gpufleet.model.errors import SpecError
+from gpufleet.model.job import JobSpec, JobState
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+sleep = time.sleep  # tests replace it: following logs never sleeps in a unit test
+ENDED = {JobState.SUCCEEDED.value, JobState.CANCELLED.value, JobState.TIMED_OUT.value}
+
+
+def register(app: typer.Typer) -> None:
+    # sbatch's order: options first, then the script (or command) and its own arguments
+    app.command(
+        "submit",
+        context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    )(submit)
+    app.command("jobs")(jobs)
+    app.command("show")(show)
+    app.command("cancel")(cancel)
+    app.command("logs")(logs)
+    app.command("accounting")(accounting)
+
+
+# ----- submit -----------------------------------------------------------------------------
+
+
+@dataclass
+class Submission:
+    spec: dict[str, Any]
+    array: str | None = None
+    depends_on: list[tuple[str, str]] = field(default_factory=list)
+    source: str = "command line"
+
+    def body(self) -> dict[str, Any]:
+        """What ``POST /jobs`` receives."""
+        deps = [{"type": t, "job": j} for t, j in self.depends_on]
+        return {"spec": self.spec, "array": self.array, "depends_on": deps}
+
+
+def submit(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The command to run (after --), or an #SBATCH script and its arguments.",
+            show_default=False,
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="A job YAML (one job or a list).")
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", "-J", help="Job name.")] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", "-p", help="Queue (sbatch's partition).")
+    ] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, help="Gang size.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=0, help="GPUs per worker.")] = None,
+    gpu_share: Annotated[
+        float | None,
+        typer.Option("--gpu-share", min=0.001, max=1.0, help="Share of one GPU, e.g. 0.5."),
+    ] = None,
+    cpus: Annotated[float | None, typer.Option("--cpus", "-c", help="CPUs per worker.")] = None,
+    mem: Annotated[
+        str | None, typer.Option("--mem", help="Memory per worker: 64G, 500M (bare = MB).")
+    ] = None,
+    gpu_model: Annotated[
+        list[str] | None, typer.Option("--gpu-model", help="Allowed GPU model (repeatable).")
+    ] = None,
+    time_limit: Annotated[
+        str | None,
+        typer.Option("--time", "-t", help="Time limit, Slurm formats: 90, 2:00:00, 1-12."),
+    ] = None,
+    priority: Annotated[int | None, typer.Option("--priority")] = None,
+    preemptible: Annotated[
+        bool | None, typer.Option("--preemptible/--no-preemptible", show_default=False)
+    ] = None,
+    topology: Annotated[
+        str | None, typer.Option("--topology", help="node, leaf, pod or any (preferred).")
+    ] = None,
+    strict_topology: Annotated[
+        bool, typer.Option("--strict-topology", help="Make --topology a requirement.")
+    ] = False,
+    dataset: Annotated[str | None, typer.Option("--dataset")] = None,
+    retries: Annotated[int | None, typer.Option("--retries", min=0, help="Max retries.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable).")] = None,
+    array: Annotated[
+        str | None, typer.Option("--array", "-a", help="Indexes: 0-9, 1,3,5, 0-15%4.")
+    ] = None,
+    dependency: Annotated[
+        str | None, typer.Option("--dependency", "-d", help="afterok:12:13,afterany:14")
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", help="Owner (admins; default: the token's user).")
+    ] = None,
+    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be submitted; contact nothing.")
+    ] = False,
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Submit a job: flags and a command, a job YAML (-f), or an #SBATCH script as it is.
+
+    Flags override the file's or the script's values, as sbatch's do.
+    """
+    overrides = _overrides(
+        name=name,
+        queue=queue,
+        workers=workers,
+        gpus=gpus,
+        gpu_share=gpu_share,
+        cpus=cpus,
+        mem=mem,
+        gpu_model=gpu_model,
+        time_limit=time_limit,
+        priority=priority,
+        preemptible=preemptible,
+        topology=topology,
+        strict_topology=strict_topology,
+        dataset=dataset,
+        retries=retries,
+        env=env,
+    )
+    try:
+        subs = _submissions(command or [], file, overrides)
+        for sub in subs:
+            if user:
+                sub.spec["user"] = user
+            if array is not None:
+                if not sbatch.valid_array(array):
+                    raise SpecError("--array: expected indexes such as 0-9, 1,3,5 or 0-15%4")
+                sub.array = array
+            if dependency is not None:
+                try:
+                    sub.depends_on = list(sbatch.parse_dependency(dependency))
+                except ValueError as e:
+                    raise SpecError(f"--dependency {dependency}: {e}") from None
+            # refuse here, not at the server (which fills in the token's user when none is given)
+            JobSpec.from_dict({"user": "you", **sub.spec}, source=sub.source)
+    except SpecError as e:
+        out.fail(str(e), "fix the input; nothing was submitted", code=2)
+    if dry_run:
+        bodies = [x.body() for x in subs]
+        doc = bodies[0] if len(bodies) == 1 else bodies
+        if json_out:
+            out.emit_json(doc)
+        else:
+            out.note("dry run: this would be submitted (nothing was sent)")
+            sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+        return
+    ids: list[str] = []
+    with connect(server, token) as c:
+        for i, sub in enumerate(subs):
+            # one key per job of a file, so that the server does not take them for one retried
+            key = f"{idempotency_key}#{i}" if idempotency_key and len(subs) > 1 else idempotency_key
+            try:
+                ids += c.submit(
+                    sub.spec, array=sub.array, depends_on=sub.depends_on, idempotency_key=key
+                )
+            except ApiError:
+                if ids:
+                    out.note(f"submitted before the error: {' '.join(ids)}")
+                raise
+    if json_out:
+        out.emit_json({"ids": ids})
+    elif len(ids) == 1:
+        print(f"Submitted job {ids[0]}")
+    else:
+        print(f"Submitted {len(ids)} jobs: {' '.join(ids)}")
+
+
+def _overrides(
+    *,
+    name: str | None,
+    queue: str | None,
+    workers: int | None,
+    gpus: int | None,
+    gpu_share: float | None,
+    cpus: float | None,
+    mem: str | None,
+    gpu_model: list[str] | None,
+    time_limit: str | None,
+    priority: int | None,
+    preemptible: bool | None,
+    topology: str | None,
+    strict_topology: bool,
+    dataset: str | None,
+    retries: int | None,
+    env: list[str] | None,
+) -> dict[str, Any]:
+    """The spec fields the flags set, in JobSpec's names; bad values exit 2."""
+    o: dict[str, Any] = {
+        "name": name,
+        "queue": queue,
+        "workers": workers,
+        "gpus_per_worker": gpus,
+        "gpu_milli": round(gpu_share * 1000) if gpu_share is not None else None,
+        "cpus": cpus,
+        "gpu_models": list(gpu_model) if gpu_model else None,
+        "priority": priority,
+        "preemptible": preemptible,
+        "dataset": dataset,
+        "max_retries": retries,
+    }
+    if gpu_share is not None and gpus is None:
+        o["gpus_per_worker"] = 1  # a share is of one GPU
+    if mem is not None:
+        try:
+            o["memory_mib"] = sbatch.parse_memory(mem)
+        except ValueError as e:
+            out.fail(f"--mem {mem}: {e}", code=2)
+    if time_limit is not None:
+        try:
+            o["time_limit_s"] = sbatch.parse_time(time_limit) or 0  # 0: no limit
+        except ValueError as e:
+            out.fail(f"--time {time_limit}: {e}", code=2)
+    if topology is not None:
+        o["topology"] = {"level": topology, "required": strict_topology}
+    elif strict_topology:
+        out.fail("--strict-topology needs --topology LEVEL", code=2)
+    if env:
+        pairs = [e.partition("=") for e in env]
+        bad = [e for e, (k, eq, _) in zip(env, pairs, strict=True) if not eq or not k]
+        if bad:
+            out.fail(f"--env {bad[0]!r}: expected KEY=VALUE", code=2)
+        o["env"] = {k: v for k, _, v in pairs}
+    return {k: v for k, v in o.items() if v is not None}
+
+
+def _submissions(args: list[str], file: Path | None, overrides: dict[str, Any]) -> list[Submission]:
+    if file is not None:
+        if args:
+            raise SpecError("give either -f FILE or a command, not both")
+        return [_merge(Submission(j, source=str(file)), overrides) for j in _yaml_jobs(file)]
+    if not args:
+        raise SpecError(
+            "nothing to run: give a command after --, a job YAML with -f, or an #SBATCH script"
+        )
+    script = Path(args[0])
+    if script.is_file() and sbatch.looks_like_sbatch(script):
+        job = sbatch.parse_sbatch(script, args[1:])
+        for w in job.warnings:
+            out.warn(w)
+        for flag, path in (("--output", job.output), ("--error", job.error)):
+            if path:
+                out.warn(
+                    f"{script}: {flag}={path} is not written: gpufleet keeps each worker's output "
+                    "(read it with gpufleet logs JOB)"
+                )
+        sub = Submission(dict(job.spec), job.array, list(job.depends_on), str(script))
+        return [_merge(sub, overrides)]
+    spec = {"name": Path(args[0]).name, "command": list(args)}
+    return [_merge(Submission(spec), overrides)]
+
+
+def _yaml_jobs(file: Path) -> list[dict[str, Any]]:
+    data = load_yaml(file)
+    if isinstance(data, dict) and "jobs" in data:
+        data = data["jobs"]
+    items = data if isinstance(data, list) else [data]
+    for i, j in enumerate(items):
+        if not isinstance(j, dict):
+            raise SpecError("expected a mapping", source=str(file), field=f"jobs[{i}]")
+    return [dict(j) for j in items]
+
+
+def _merge(sub: Submission, overrides: dict[str, Any]) -> Submission:
+    env = {**sub.spec.get("env", {}), **overrides.get("env", {})}
+    sub.spec.update(overrides)
+    if env:
+        sub.spec["env"] = env
+    if "memory_mib" in overrides:
+        sub.spec.pop("memory_gib", None)  # the flag replaces the file's amount, in any unit
+    return sub
+
+
+# ----- jobs, show, cancel -----------------------------------------------------------------
+
+
+def jobs(
+    user: Annotated[str | None, typer.Option("--user", "-u")] = None,
+    queue: Annotated[str | None, typer.Option("--queue", "-p")] = None,
+    state: Annotated[str | None, typer.Option("--state", "-t", help="e.g. PENDING")] = None,
+    all_states: Annotated[bool, typer.Option("--all", "-a", help="Include finished jobs.")] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 200,
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List jobs, like squeue: waiting jobs show their Reason, running ones their nodes."""
+    if state is not None:
+        state = state.upper()
+        if state not in JobState.__members__:
+            out.fail(f"--state {state}: expected one of {', '.join(JobState.__members__)}", code=2)
+    with connect(server, token) as c:
+        rows = c.jobs(user=user, queue=queue, state=state, limit=limit, all_states=all_states)
+    if json_out:
+        out.emit_json(rows)
+        return
+    now = time.time()
+    out.table(
+        ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"],
+        [
+            [j.id, j.name, j.user, j.queue, j.state, _gpus(j), _run_time(j, now), _where(j)]
+            for j in rows
+        ],
+        right=["GPUS", "TIME"],
+        empty="no jobs" + ("" if all_states else " (--all shows finished ones)"),
+    )
+
+
+def _gpus(j: s.JobOut) -> str:
+    if j.workers > 1:
+        return f"{out.number(j.gpus)} ({j.workers}×{out.number(j.gpus / j.workers)})"
+    return out.number(j.gpus)
+
+
+def _run_time(j: s.JobOut, now: float) -> str:
+    if j.start_time is None:
+        return "-"
+    end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
+    return out.duration(end - j.start_time)
+
+
+def _nodes(j: s.JobOut) -> str:
+    return ",".join(dict.fromkeys(p.node for p in j.placement))
+
+
+def _where(j: s.JobOut) -> str:
+    if j.state == JobState.PENDING.value and j.reason is not None:
+        return f"({j.reason.code}) {j.reason.message}"
+    return _nodes(j)
+
+
+def show(
+    job: Annotated[str, typer.Argument(help="Job id.")],
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """One job: state, placement, Reason, estimated start and its events."""
+    with connect(server, token, {404: "check the job id (gpufleet jobs --all)"}) as c:
+        j = c.job(job)
+    if json_out:
+        out.emit_json(j)
+        return
+    now = time.time()
+    spec = j.spec
+    retries = f"{j.retries_used} of {spec.get('max_retries', 0)}"
+    command = spec.get("command")
+    out.fields(
+        [
+            ("Job", j.id),
+            ("Name", j.name),
+            ("User", j.user),
+            ("Queue", j.queue),
+            ("State", j.state),
+            ("Attempt", f"{j.attempt} (retries used {retries})"),
+            ("GPUs", _gpus(j)),
+            ("Submitted", out.when_relative(j.submit_time, now)),
+            ("Started", out.when_relative(j.start_time, now) if j.start_time else None),
+            ("Ended", out.when_relative(j.end_time, now) if j.end_time else None),
+            ("Run time", _run_time(j, now) if j.start_time else None),
+            (
+                "Time limit",
+                out.duration(spec.get("time_limit_s")) if spec.get("time_limit_s") else None,
+            ),
+            ("Command", " ".join(command) if isinstance(command, list) else command),
+            ("Reason", f"{j.reason.code}: {j.reason.message}" if j.reason else None),
+            (
+                "Est. start",
+                out.when_relative(j.reason.estimated_start, now)
+                if j.reason and j.reason.estimated_start
+                else None,
+            ),
+        ]
+    )
+    if j.placement:
+        out.table(
+            ["RANK", "NODE", "GPUS", "CPUS", "MEMORY"],
+            [
+                [
+                    i,
+                    p.node,
+                    _gpu_list(p),
+                    out.number(p.cpu_milli / 1000),
+                    f"{p.memory_mib / 1024:g} GiB",
+                ]
+                for i, p in enumerate(j.placement)
+            ],
+            title="Placement",
+            right=["RANK", "CPUS", "MEMORY"],
+        )
+    if j.events:
+        out.table(
+            ["TIME", "ATTEMPT", "STATE", "WHY"],
+            [[out.when(e.time, now), e.attempt, e.state, e.why] for e in j.events],
+            title="Events",
+            right=["ATTEMPT"],
+        )
+
+
+def _gpu_list(p: s.PlacementOut) -> str:
+    gpus = ",".join(map(str, p.gpus)) or "-"
+    return f"{gpus} ({out.number(p.gpu_milli / 1000)} of it)" if p.gpu_milli < 1000 else gpus
+
+
+def cancel(
+    job_ids: Annotated[list[str], typer.Argument(help="Job ids.", metavar="JOB...")],
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Cancel jobs; one that cannot be cancelled is reported and the others still are."""
+    done: list[s.JobOut] = []
+    failed = 0
+    with connect(server, token) as c:
+        for jid in job_ids:
+            try:
+                done.append(c.cancel(jid))
+            except ApiError as e:
+                if e.status == 401 or e.status >= 500:
+                    raise  # not about this job: connect() says what to do
+                failed += 1
+                out.error(f"job {jid}: {str(e).removeprefix(f'{e.status}: ')} ({e.status})")
+    if json_out:
+        out.emit_json(done)
+    else:
+        for j in done:
+            print(f"job {j.id}: {j.state}")
+    if failed:
+        raise typer.Exit(1)
+
+
+# ----- logs -------------------------------------------------------------------------------
+
+
+def logs(
+    job: Annotated[str, typer.Argument(help="Job id.")],
+    rank: Annotated[int, typer.Option("--rank", "-r", min=0, help="Which worker.")] = 0,
+    stderr: Annotated[bool, typer.Option("--stderr", help="Show stderr, not stdout.")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
+    ] = False,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Start at this byte.")] = 0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, help="Stop following after S seconds (0: never).")
+    ] = 0.0,
+    interval: Annotated[float, typer.Option("--interval", min=0.05, hidden=True)] = 1.0,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Print a worker's output; with -f, poll for more until the job ends."""
+    stream = "stderr" if stderr else "stdout"
+    with connect(server, token, {404: "check the job id and --rank (gpufleet show JOB)"}) as c:
+        try:
+            _print_logs(c, job, rank, stream, offset, follow, timeout, interval)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+
+def _print_logs(
+    c: Client,
+    job: str,
+    rank: int,
+    stream: str,
+    offset: int,
+    follow: bool,
+    timeout: float,
+    interval: float,
+) -> None:
+    deadline = time.monotonic() + timeout if timeout else None
+    while True:
+        chunk = c.logs(job, rank=rank, stream=stream, offset=offset)
+        sys.stdout.write(chunk.data)
+        sys.stdout.flush()
+        offset = chunk.next_offset
+        if not follow or chunk.complete:
+            return
+        if not chunk.data and _ended(c.job(job)):
+            # the job ended between the two reads: print what arrived, then stop
+            last = c.logs(job, rank=rank, stream=stream, offset=offset)
+            sys.stdout.write(last.data)
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            out.note(f"stopped following after {out.duration(timeout)}; job {job} still runs")
+            return
+        sleep(interval)
+
+
+def _ended(j: s.JobOut) -> bool:
+    if j.state in ENDED:
+        return True
+    return j.state == JobState.FAILED.value and j.retries_used >= int(j.spec.get("max_retries", 0))
+
+
+# ----- accounting -------------------------------------------------------------------------
+
+_AGO = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_when(text: str, now: float) -> float:
+    """A point in time: ``7d``/``12h``/``30m`` ago, ``today``, ``2025-03-01[T12:00]``, epoch s."""
+    t = text.strip().lower()
+    if m := re.fullmatch(r"(\d+(?:\.\d+)?)([smhdw])", t):
+        return now - float(m[1]) * _AGO[m[2]]
+    if t == "now":
+        return now
+    if t in ("today", "yesterday"):
+        midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+        return midnight.timestamp() - (86400 if t == "yesterday" else 0)
+    if re.fullmatch(r"\d{9,}(\.\d+)?", t):
+        return float(t)
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()  # naive → local time
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: expected 7d, 12h, today, 2025-03-01, 2025-03-01T12:00 or epoch seconds"
+        ) from None
+
+
+def accounting(
+    since: Annotated[
+        str | None,
+        typer.Option("--since", "-S", help="7d, today, 2025-03-01, … (default: server's)"),
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", "-E", help="Default: now.")] = None,
+    by: Annotated[str, typer.Option("--by", help="user or queue.")] = "user",
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """GPU-hours used per user or per queue over a period, like sreport."""
+    if by not in ("user", "queue"):
+        out.fail(f"--by {by}: expected user or queue", code=2)
+    now = time.time()
+    try:
+        t0 = parse_when(since, now) if since else None
+        t1 = parse_when(until, now) if until else None
+    except typer.BadParameter as e:
+        out.fail(f"--since/--until {e.message}", code=2)
+    if t0 is not None and t1 is not None and t1 <= t0:
+        out.fail("--until must be after --since", code=2)
+    with connect(server, token) as c:
+        rows = c.accounting(since=t0, until=t1, by=by)
+    if json_out:
+        out.emit_json(rows)
+        return
+    rows = sorted(rows, key=lambda r: -r.gpu_hours)
+    period = f"{out.when(t0, now) if t0 else 'the start'} to {out.when(t1, now) if t1 else 'now'}"
+    total = [["TOTAL", sum(r.jobs for r in rows), f"{sum(r.gpu_hours for r in rows):,.1f}"]]
+    out.table(
+        [by.upper(), "JOBS", "GPU-HOURS"],
+        [[r.key, r.jobs, f"{r.gpu_hours:,.1f}"] for r in rows] + (total if len(rows) > 1 else []),
+        title=f"GPU-hours by {by}, {period}",
+        right=["JOBS", "GPU-HOURS"],
+        empty="no usage in this period",
+    )
