@@ -114,6 +114,12 @@ def test_an_admin_submits_for_a_user(api: FakeApi) -> None:
     assert api.body()["spec"]["user"] == "bo"
 
 
+def test_options_after_the_command_belong_to_it_as_with_sbatch(api: FakeApi) -> None:
+    r = cli("submit", "--dry-run", "--json", "python", "t.py", "--gpus", "4")
+    assert r.json()["spec"]["command"] == ["python", "t.py", "--gpus", "4"]
+    assert "gpus_per_worker" not in r.json()["spec"]
+
+
 def test_dry_run_for_people_prints_yaml(api: FakeApi) -> None:
     r = cli("submit", "--dry-run", "--gpus", "1", "--", "echo", "hi")
     assert r.code == 0
@@ -156,6 +162,9 @@ def test_a_refusal_midway_through_a_file_says_what_was_submitted(
     ("args", "why"),
     [
         (["submit"], "nothing to run"),
+        (["submit", "missing.sbatch"], "missing.sbatch: no such file"),
+        (["submit", "-f", "missing.yaml"], "missing.yaml: no such file"),
+        (["submit", "-f", "x.yaml", "--", "true"], "not both"),
         (["submit", "--gpus", "1", "--gpu-model", "K9000", "--", "x"], "unknown GPU model"),
         (["submit", "--time", "1h", "--", "x"], "--time"),
         (["submit", "--mem", "lots", "--", "x"], "--mem"),

@@ -120,7 +120,8 @@ def submit(
 ) -> None:
     """Submit a job: flags and a command, a job YAML (-f), or an #SBATCH script as it is.
 
-    Flags override the file's or the script's values, as sbatch's do.
+    Options come first, as with sbatch: everything from the command (or script) on is its own
+    arguments. Flags override the file's or the script's values, as sbatch's options do.
     """
     overrides = _overrides(
         name=name,
@@ -256,6 +257,8 @@ def _submissions(args: list[str], file: Path | None, overrides: dict[str, Any]) 
             "nothing to run: give a command after --, a job YAML with -f, or an #SBATCH script"
         )
     script = Path(args[0])
+    if script.suffix in (".sbatch", ".slurm") and not script.is_file():
+        raise SpecError("no such file", source=str(script))  # a typo, not a command to run
     if script.is_file() and sbatch.looks_like_sbatch(script):
         job = sbatch.parse_sbatch(script, args[1:])
         for w in job.warnings:
