@@ -1,0 +1,154 @@
+"""What the agent needs from a GPU backend, and the sample every backend produces.
+
+A ``GpuSample`` field is named after the dcgm-exporter metric it becomes (``gpu_temp`` →
+``DCGM_FI_DEV_GPU_TEMP``), so the controller can publish NVIDIA's names and labels unchanged and
+existing Grafana dashboards work. A field a backend cannot read is ``None`` and is left out of
+the payload, as dcgm-exporter leaves out a field the device does not support.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
+
+from gpufleet.api.schemas import GpuInfo
+
+
+class GpuUnavailable(RuntimeError):
+    """The backend cannot start (no driver, no library): the message says what to do."""
+
+
+# GpuSample field → dcgm-exporter metric name (etc/default-counters.csv and dcp-metrics).
+DCGM_FIELDS: dict[str, str] = {
+    "gpu_util": "DCGM_FI_DEV_GPU_UTIL",  # %
+    "mem_copy_util": "DCGM_FI_DEV_MEM_COPY_UTIL",  # %
+    "fb_used": "DCGM_FI_DEV_FB_USED",  # MiB
+    "fb_free": "DCGM_FI_DEV_FB_FREE",  # MiB
+    "gpu_temp": "DCGM_FI_DEV_GPU_TEMP",  # °C
+    "power_usage": "DCGM_FI_DEV_POWER_USAGE",  # W
+    "total_energy_consumption": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",  # mJ since boot
+    "sm_clock": "DCGM_FI_DEV_SM_CLOCK",  # MHz
+    "mem_clock": "DCGM_FI_DEV_MEM_CLOCK",  # MHz
+    "pcie_replay_counter": "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "ecc_sbe_vol_total": "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "ecc_dbe_vol_total": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "retired_sbe": "DCGM_FI_DEV_RETIRED_SBE",  # pages retired (pre-Ampere)
+    "retired_dbe": "DCGM_FI_DEV_RETIRED_DBE",
+    "retired_pending": "DCGM_FI_DEV_RETIRED_PENDING",
+    "correctable_remapped_rows": "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",  # Ampere and later
+    "uncorrectable_remapped_rows": "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "row_remap_pending": "DCGM_FI_DEV_ROW_REMAP_PENDING",
+    "row_remap_failure": "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "xid_errors": "DCGM_FI_DEV_XID_ERRORS",  # gauge: the last XID seen (0: none yet)
+    "clock_throttle_reasons": "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",  # NVML bitmask
+    "nvlink_tx_bytes": "DCGM_FI_PROF_NVLINK_TX_BYTES",  # bytes/s
+    "nvlink_rx_bytes": "DCGM_FI_PROF_NVLINK_RX_BYTES",  # bytes/s
+}
+
+# NVML clock-event (throttle) reason bits, for backends that synthesize them.
+THROTTLE_GPU_IDLE = 0x1
+THROTTLE_SW_POWER_CAP = 0x4
+THROTTLE_SW_THERMAL = 0x20
+THROTTLE_HW_THERMAL = 0x40
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    uuid: str
+    model: str
+    pci_bus_id: str = ""
+    gpu_util: float | None = None
+    mem_copy_util: float | None = None
+    fb_used: int | None = None
+    fb_free: int | None = None
+    gpu_temp: float | None = None
+    power_usage: float | None = None
+    total_energy_consumption: int | None = None
+    sm_clock: int | None = None
+    mem_clock: int | None = None
+    pcie_replay_counter: int | None = None
+    ecc_sbe_vol_total: int | None = None
+    ecc_dbe_vol_total: int | None = None
+    retired_sbe: int | None = None
+    retired_dbe: int | None = None
+    retired_pending: int | None = None
+    correctable_remapped_rows: int | None = None
+    uncorrectable_remapped_rows: int | None = None
+    row_remap_pending: int | None = None
+    row_remap_failure: int | None = None
+    xid_errors: tuple[int, ...] = ()  # XIDs seen since the previous sample, oldest first
+    clock_throttle_reasons: int | None = None
+    nvlink_tx_bytes: float | None = None
+    nvlink_rx_bytes: float | None = None
+    nvlink_up: int | None = None  # links up now (health compares with discovery)
+
+    def dcgm(self, last_xid: int = 0) -> dict[str, float | int]:
+        """The dcgm-exporter metrics of this sample; ``last_xid`` carries the gauge forward."""
+        out: dict[str, float | int] = {}
+        for f in fields(self):
+            name = DCGM_FIELDS.get(f.name)
+            if name is None:
+                continue
+            value = getattr(self, f.name)
+            if f.name == "xid_errors":
+                value = value[-1] if value else last_xid
+            if value is not None:
+                out[name] = value
+        return out
+
+    def labels(self) -> dict[str, str]:
+        """dcgm-exporter's labels; the controller adds ``Hostname``."""
+        return {
+            "gpu": str(self.index),
+            "UUID": self.uuid,
+            "modelName": self.model,
+            "pci_bus_id": self.pci_bus_id,
+        }
+
+
+class GpuBackend(Protocol):
+    """NVML on a real server, ``SimulatedGpus`` elsewhere; the agent cannot tell them apart."""
+
+    def discover(self) -> list[GpuInfo]: ...
+
+    def driver_version(self) -> str: ...
+
+    def cuda_version(self) -> str: ...
+
+    def sample(self, now: float) -> list[GpuSample]:
+        """One sample per GPU still reachable; a GPU that fell off the bus is absent."""
+        ...
+
+    def visible_devices(self, indices: Sequence[int]) -> str:
+        """The ``CUDA_VISIBLE_DEVICES`` value that shows a task these GPUs and no others."""
+        ...
+
+    def set_load(self, load: Mapping[int, float], now: float) -> None:
+        """GPU index → allocated fraction (1.0 = a whole GPU). Real GPUs ignore it."""
+        ...
+
+    def frozen(self, now: float) -> bool:
+        """True when the whole node should look hung (a simulated fault). Real GPUs: False."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def metrics_payload(
+    samples: Sequence[GpuSample], last_xid: Mapping[int, int], host: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``Heartbeat.metrics`` body: per GPU its labels, dcgm values and the raw XIDs."""
+    return {
+        "schema": 1,
+        "gpus": [
+            {
+                "labels": s.labels(),
+                "values": s.dcgm(last_xid.get(s.index, 0)),
+                "xids": list(s.xid_errors),
+            }
+            for s in samples
+        ],
+        "host": dict(host),
+    }

@@ -1,0 +1,368 @@
+"""The NVML backend (nvidia-ml-py's ``pynvml``).
+
+The module is passed in (tests hand over a fake) and imported only when none is given, so this
+file imports on a machine without a driver. Every NVML read is guarded: a call the device does
+not support, or that fails, leaves its field ``None``; a monitoring read never stops the agent.
+A GPU whose calls answer "GPU is lost" drops out of ``sample`` (the health check sees it gone).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpufleet.agent.gpu import GpuSample, GpuUnavailable
+from gpufleet.api.schemas import GpuInfo
+from gpufleet.model.catalog import GPU_MODELS, GpuModel, find
+
+log = logging.getLogger(__name__)
+
+MIB = 1 << 20
+_MAX_EVENTS_PER_SAMPLE = 256  # bounded drain of the XID event set
+_GPU_IS_LOST = 15  # NVML_ERROR_GPU_IS_LOST, when the module lacks the constant
+_VENDOR_WORDS = frozenset({"NVIDIA", "TESLA", "QUADRO", "AMD"})
+_MEMORY_TOLERANCE = 0.15  # NVML reports a little less than the marketing size
+
+
+def catalog_name(raw: str, memory_mib: int | None = None) -> str:
+    """The GPU catalog's name for an NVML device name ("NVIDIA H100 80GB HBM3" → "H100-SXM").
+
+    The longest known prefix of the name wins; the memory size then picks the right member of
+    the family ("A100-PCIE-40GB" matches "A100", which is the 80 GB part). Unknown: the raw name.
+    """
+    words = [w for w in raw.upper().replace("_", " ").split() if w not in _VENDOR_WORDS]
+    tokens = [t for t in "-".join(words).split("-") if t]
+    model: GpuModel | None = None
+    for n in range(len(tokens), 0, -1):
+        model = find("-".join(tokens[:n]))
+        if model is not None:
+            break
+    if model is None:
+        return raw.strip()
+    if memory_mib:
+        model = _by_memory(model, tokens[0], memory_mib / 1024)
+    return model.name
+
+
+def _by_memory(model: GpuModel, family: str, memory_gib: float) -> GpuModel:
+    def off(m: GpuModel) -> float:
+        return abs(m.memory_gib - memory_gib) / m.memory_gib
+
+    if off(model) <= _MEMORY_TOLERANCE:
+        return model
+    kin = [
+        m
+        for m in GPU_MODELS
+        if any(k.upper().split("-")[0] == family for k in (m.name, *m.aliases))
+    ]
+    best = min(kin, key=off, default=model)
+    return best if off(best) <= _MEMORY_TOLERANCE else model
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml  # type: ignore[import-untyped]  # deferred: simulating needs no NVML
+    except ImportError as e:
+        raise GpuUnavailable(
+            "NVML: nvidia-ml-py is not installed (pip install nvidia-ml-py), "
+            "or run the agent with --simulate"
+        ) from e
+    return pynvml
+
+
+def _text(v: Any) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+class NvmlBackend:
+    """Real GPUs. ``nvml`` is a pynvml-like module; ``None`` imports nvidia-ml-py's."""
+
+    def __init__(self, nvml: Any | None = None) -> None:
+        if nvml is None:
+            nvml = _import_pynvml()
+        self.nv = nvml
+        self._err: type[BaseException] = getattr(nvml, "NVMLError", Exception)
+        try:
+            nvml.nvmlInit()
+        except Exception as e:  # NVMLError_DriverNotLoaded, LibraryNotFound, ...
+            raise GpuUnavailable(
+                f"NVML cannot start: {e} (is the NVIDIA driver loaded? "
+                "use --simulate NxMODEL to run without GPUs)"
+            ) from e
+        self._handles: dict[int, Any] = {}
+        self._info: dict[int, GpuInfo] = {}
+        self._lost: set[int] = set()
+        self._events: Any = None
+        self._nvlink_prev: dict[int, tuple[float, int, int]] = {}
+        self.discover()
+        self._events = self._open_xid_events()
+
+    # ----- guarded calls ------------------------------------------------------------------
+
+    def _call(self, gpu: int | None, name: str, *args: Any) -> Any:
+        fn = getattr(self.nv, name, None)
+        if fn is None:  # an older nvidia-ml-py without this function
+            return None
+        try:
+            return fn(*args)
+        except Exception as e:  # NVMLError above all; nothing here may crash the agent
+            if gpu is not None and getattr(e, "value", None) == getattr(
+                self.nv, "NVML_ERROR_GPU_IS_LOST", _GPU_IS_LOST
+            ):
+                self._lost.add(gpu)
+            log.debug("NVML %s%s failed: %s", name, args[1:], e)
+            return None
+
+    def _const(self, name: str, default: int) -> int:
+        return int(getattr(self.nv, name, default))
+
+    # ----- discovery ----------------------------------------------------------------------
+
+    def discover(self) -> list[GpuInfo]:
+        count = self._call(None, "nvmlDeviceGetCount") or 0
+        out: list[GpuInfo] = []
+        for i in range(int(count)):
+            h = self._call(i, "nvmlDeviceGetHandleByIndex", i)
+            if h is None:
+                continue  # a GPU the driver cannot open now is a missing GPU
+            uuid = self._call(i, "nvmlDeviceGetUUID", h)
+            if uuid is None:
+                continue
+            mem = self._call(i, "nvmlDeviceGetMemoryInfo", h)
+            memory_mib = int(mem.total // MIB) if mem is not None else 0
+            name = self._call(i, "nvmlDeviceGetName", h)
+            pci = self._call(i, "nvmlDeviceGetPciInfo", h)
+            info = GpuInfo(
+                index=i,
+                uuid=_text(uuid),
+                model=catalog_name(_text(name), memory_mib) if name is not None else "unknown",
+                memory_mib=memory_mib,
+                pci_bus_id=_text(pci.busId) if pci is not None else "",
+                pcie_gen=int(self._call(i, "nvmlDeviceGetCurrPcieLinkGeneration", h) or 0),
+                pcie_width=int(self._call(i, "nvmlDeviceGetCurrPcieLinkWidth", h) or 0),
+                nvlink_up=self._nvlink_up(i, h),
+            )
+            self._handles[i] = h
+            self._info[i] = info
+            out.append(info)
+        return out
+
+    def _nvlink_up(self, i: int, h: Any) -> int:
+        enabled = self._const("NVML_FEATURE_ENABLED", 1)
+        up = 0
+        for link in range(self._const("NVML_NVLINK_MAX_LINKS", 18)):
+            fn = getattr(self.nv, "nvmlDeviceGetNvLinkState", None)
+            if fn is None:
+                break
+            try:
+                state = fn(h, link)
+            except Exception:  # past the last link, or no NVLink at all
+                break
+            up += int(state == enabled)
+        return up
+
+    def driver_version(self) -> str:
+        v = self._call(None, "nvmlSystemGetDriverVersion")
+        return _text(v) if v is not None else ""
+
+    def cuda_version(self) -> str:
+        v = self._call(None, "nvmlSystemGetCudaDriverVersion")
+        if v is None:
+            return ""
+        v = int(v)  # e.g. 12040 → "12.4"
+        return f"{v // 1000}.{(v % 1000) // 10}"
+
+    # ----- sampling -----------------------------------------------------------------------
+
+    def sample(self, now: float) -> list[GpuSample]:
+        xids = self._drain_xids()
+        out = []
+        for i, h in self._handles.items():
+            s = self._sample_one(i, h, now, tuple(xids.get(i, ())))
+            if i not in self._lost:
+                out.append(s)
+        return out
+
+    def _sample_one(self, i: int, h: Any, now: float, xids: tuple[int, ...]) -> GpuSample:
+        nv = self.nv
+        info = self._info[i]
+        util = self._call(i, "nvmlDeviceGetUtilizationRates", h)
+        mem = self._call(i, "nvmlDeviceGetMemoryInfo", h)
+        power_mw = self._call(i, "nvmlDeviceGetPowerUsage", h)
+        vol = self._const("NVML_VOLATILE_ECC", 0)
+        corrected = self._const("NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)
+        uncorrected = self._const("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+        rows = self._call(i, "nvmlDeviceGetRemappedRows", h)  # (corr, unc, pending, failure)
+        tx, rx = self._nvlink_rates(i, h, now)
+        return GpuSample(
+            index=i,
+            uuid=info.uuid,
+            model=info.model,
+            pci_bus_id=info.pci_bus_id,
+            gpu_util=_num(util, "gpu"),
+            mem_copy_util=_num(util, "memory"),
+            fb_used=int(mem.used // MIB) if mem is not None else None,
+            fb_free=int(mem.free // MIB) if mem is not None else None,
+            gpu_temp=_opt_float(
+                self._call(i, "nvmlDeviceGetTemperature", h, self._const("NVML_TEMPERATURE_GPU", 0))
+            ),
+            power_usage=power_mw / 1000.0 if power_mw is not None else None,
+            total_energy_consumption=_opt_int(
+                self._call(i, "nvmlDeviceGetTotalEnergyConsumption", h)
+            ),
+            sm_clock=_opt_int(
+                self._call(i, "nvmlDeviceGetClockInfo", h, self._const("NVML_CLOCK_SM", 1))
+            ),
+            mem_clock=_opt_int(
+                self._call(i, "nvmlDeviceGetClockInfo", h, self._const("NVML_CLOCK_MEM", 2))
+            ),
+            pcie_replay_counter=_opt_int(self._call(i, "nvmlDeviceGetPcieReplayCounter", h)),
+            ecc_sbe_vol_total=_opt_int(
+                self._call(i, "nvmlDeviceGetTotalEccErrors", h, corrected, vol)
+            ),
+            ecc_dbe_vol_total=_opt_int(
+                self._call(i, "nvmlDeviceGetTotalEccErrors", h, uncorrected, vol)
+            ),
+            retired_sbe=self._retired(
+                i, h, self._const("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0)
+            ),
+            retired_dbe=self._retired(
+                i, h, self._const("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1)
+            ),
+            retired_pending=_opt_int(self._call(i, "nvmlDeviceGetRetiredPagesPendingStatus", h)),
+            correctable_remapped_rows=_item(rows, 0),
+            uncorrectable_remapped_rows=_item(rows, 1),
+            row_remap_pending=_item(rows, 2),
+            row_remap_failure=_item(rows, 3),
+            xid_errors=xids,
+            clock_throttle_reasons=self._throttle(i, h),
+            nvlink_tx_bytes=tx,
+            nvlink_rx_bytes=rx,
+            nvlink_up=self._nvlink_up(i, h) if hasattr(nv, "nvmlDeviceGetNvLinkState") else None,
+        )
+
+    def _retired(self, i: int, h: Any, cause: int) -> int | None:
+        pages = self._call(i, "nvmlDeviceGetRetiredPages", h, cause)
+        return len(pages) if pages is not None else None
+
+    def _throttle(self, i: int, h: Any) -> int | None:
+        # "clocks event reasons" is the new name of "clocks throttle reasons" (NVML 12.2+)
+        for name in (
+            "nvmlDeviceGetCurrentClocksEventReasons",
+            "nvmlDeviceGetCurrentClocksThrottleReasons",
+        ):
+            if hasattr(self.nv, name):
+                return _opt_int(self._call(i, name, h))
+        return None
+
+    def _nvlink_rates(self, i: int, h: Any, now: float) -> tuple[float | None, float | None]:
+        """Bytes/s from NVML's cumulative NVLink data counters (KiB), so the first is None."""
+        tx_id = getattr(self.nv, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)
+        rx_id = getattr(self.nv, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", None)
+        if tx_id is None or rx_id is None or not self._info[i].nvlink_up:
+            return None, None
+        values = self._call(i, "nvmlDeviceGetFieldValues", h, [tx_id, rx_id])
+        if values is None or len(values) < 2:
+            return None, None
+        tx, rx = (_field_value(v) for v in values[:2])
+        if tx is None or rx is None:
+            return None, None
+        prev = self._nvlink_prev.get(i)
+        self._nvlink_prev[i] = (now, tx, rx)
+        if prev is None or now <= prev[0] or tx < prev[1] or rx < prev[2]:
+            return None, None
+        dt = now - prev[0]
+        return (tx - prev[1]) * 1024 / dt, (rx - prev[2]) * 1024 / dt
+
+    # ----- XID events ---------------------------------------------------------------------
+
+    def _open_xid_events(self) -> Any:
+        es = self._call(None, "nvmlEventSetCreate")
+        if es is None:
+            return None
+        mask = self._const("nvmlEventTypeXidCriticalError", 0x8)
+        for i, h in self._handles.items():
+            self._call(i, "nvmlDeviceRegisterEvents", h, mask, es)  # unsupported: no XIDs
+        return es
+
+    def _drain_xids(self) -> dict[int, list[int]]:
+        """XIDs since the last sample: wait with a 0 ms timeout until the set is empty."""
+        out: dict[int, list[int]] = {}
+        if self._events is None:
+            return out
+        wait = getattr(self.nv, "nvmlEventSetWait_v2", None) or getattr(
+            self.nv, "nvmlEventSetWait", None
+        )
+        if wait is None:
+            return out
+        for _ in range(_MAX_EVENTS_PER_SAMPLE):
+            try:
+                data = wait(self._events, 0)
+            except Exception:  # NVMLError_Timeout: nothing more pending
+                break
+            gpu = self._index_of(data.device)
+            if gpu is None:
+                log.warning("XID %s from a device the agent cannot name", data.eventData)
+                continue
+            out.setdefault(gpu, []).append(int(data.eventData))
+        return out
+
+    def _index_of(self, device: Any) -> int | None:
+        idx = self._call(None, "nvmlDeviceGetIndex", device)
+        if idx is not None and int(idx) in self._handles:
+            return int(idx)
+        for i, h in self._handles.items():
+            if h is device or h == device:
+                return i
+        uuid = self._call(None, "nvmlDeviceGetUUID", device)
+        for i, info in self._info.items():
+            if uuid is not None and info.uuid == _text(uuid):
+                return i
+        return None
+
+    # ----- the rest of the protocol -------------------------------------------------------
+
+    def visible_devices(self, indices: Sequence[int]) -> str:
+        # UUIDs, not indices: CUDA's enumeration order need not match NVML's
+        return ",".join(self._info[i].uuid if i in self._info else str(i) for i in indices)
+
+    def set_load(self, load: Mapping[int, float], now: float) -> None:
+        return None  # real GPUs report their own utilization
+
+    def frozen(self, now: float) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self._events is not None:
+            self._call(None, "nvmlEventSetFree", self._events)
+            self._events = None
+        self._call(None, "nvmlShutdown")
+
+
+def _num(obj: Any, attr: str) -> float | None:
+    return float(getattr(obj, attr)) if obj is not None else None
+
+
+def _opt_int(v: Any) -> int | None:
+    return int(v) if v is not None else None
+
+
+def _opt_float(v: Any) -> float | None:
+    return float(v) if v is not None else None
+
+
+def _item(t: Any, k: int) -> int | None:
+    return int(t[k]) if t is not None and len(t) > k else None
+
+
+# nvmlValueType_t → the c_nvmlValue_t union member that holds it
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
+
+
+def _field_value(fv: Any) -> int | None:
+    if getattr(fv, "nvmlReturn", 0) != 0:
+        return None
+    member = _VALUE_MEMBERS.get(int(getattr(fv, "valueType", 3)), "ullVal")
+    v = getattr(fv.value, member, None)
+    return int(v) if v is not None else None

@@ -1,0 +1,277 @@
+"""Simulated GPUs that the rest of the system cannot tell from real ones.
+
+The load drives everything: utilization is the share of the GPU the running tasks hold,
+power = idle + (TDP − idle) × utilization, the temperature relaxes toward ambient + a rise
+proportional to power with a first-order time constant, and energy is power integrated.
+Time is passed in (``sample(now)``, ``set_load(load, now)``); nothing here reads a clock, so a
+test steps an hour in a microsecond. Between two calls the load is constant, which makes the
+exponential and the integral exact, not approximations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid as uuidlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpufleet.agent.faults import Fault, parse_fault
+from gpufleet.agent.gpu import (
+    THROTTLE_GPU_IDLE,
+    THROTTLE_HW_THERMAL,
+    THROTTLE_SW_THERMAL,
+    GpuSample,
+)
+from gpufleet.api.schemas import GpuInfo
+from gpufleet.model.catalog import GpuModel, lookup
+
+_UUID_NS = uuidlib.UUID("5f1e3c7a-9a4e-4f3b-8d7e-6c1b2a3d4e5f")  # fixed: UUIDs stable across runs
+_CLOCKS_MHZ = {  # (max SM, memory) from the vendors' specifications; others get the default
+    "B200": (1965, 3996),
+    "H200": (1980, 3201),
+    "H100-SXM": (1980, 2619),
+    "H100-PCIe": (1755, 1593),
+    "A100-80GB": (1410, 1593),
+    "A100-40GB": (1410, 1215),
+}
+_DEFAULT_CLOCKS = (1700, 1500)
+_IDLE_SM_MHZ = 345
+_FB_RESERVED_MIB = 512  # what the driver holds on an idle GPU
+
+
+@dataclass(frozen=True, slots=True)
+class Thermal:
+    ambient_c: float = 30.0
+    full_power_rise_c: float = 45.0  # steady state at TDP: ambient + this
+    tau_s: float = 30.0  # first-order time constant of die + heatsink
+    idle_fraction: float = 0.1  # idle power as a share of TDP
+    overheat_rise_c: float = 65.0  # extra rise while cooling has failed (fault "hot")
+    slowdown_c: float = 87.0  # above this the clocks throttle
+
+
+@dataclass
+class _Gpu:
+    index: int
+    uuid: str
+    temp_c: float
+    energy_mj: float = 0.0
+    load: float = 0.0
+    dbe: int = 0
+    remapped_unc: int = 0
+    pending_xids: list[int] = field(default_factory=list)
+    offbus: bool = False
+    hot: bool = False
+    nvlink_down: bool = False
+
+
+def nvlink_links(model: GpuModel) -> int:
+    """NVLinks per GPU: 50 GB/s links through Hopper (12 on A100, 18 on H100), 100 on Blackwell."""
+    if model.form_factor != "SXM" or model.nvlink_gbs <= 0:
+        return 0
+    return round(model.nvlink_gbs / (100 if model.nvlink_gbs >= 1800 else 50))
+
+
+class SimulatedGpus:
+    def __init__(
+        self,
+        model: GpuModel,
+        count: int,
+        node: str = "sim",
+        *,
+        start: float = 0.0,
+        thermal: Thermal = Thermal(),
+        driver_version: str = "550.54.15",
+        cuda_version: str = "12.4",
+    ) -> None:
+        if count < 1:
+            raise ValueError(f"a simulated node needs at least one GPU, not {count}")
+        self.model = model
+        self.node = node
+        self.start = start
+        self.thermal = thermal
+        self._driver = driver_version
+        self._cuda = cuda_version
+        self._links = nvlink_links(model)
+        self._t = start
+        self._idle_w = thermal.idle_fraction * model.tdp_w
+        idle_temp = self._steady_temp(self._idle_w, hot=False)
+        self._gpus = [
+            _Gpu(i, "GPU-" + str(uuidlib.uuid5(_UUID_NS, f"{node}/{i}")), idle_temp)
+            for i in range(count)
+        ]
+        self.faults: list[Fault] = []
+        self._transitions: list[tuple[float, int, bool, Fault]] = []  # (time, seq, begins, f)
+
+    @classmethod
+    def from_spec(cls, spec: str, node: str = "sim", **kw: object) -> SimulatedGpus:
+        """``"8xH100"`` → 8 GPUs of the catalog's H100 (any catalog name or alias)."""
+        m = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\S+)\s*", spec)
+        if m is None:
+            raise ValueError(f"--simulate {spec!r}: expected COUNTxMODEL, e.g. 8xH100")
+        count = int(m.group(1))
+        if not 1 <= count <= 64:
+            raise ValueError(f"--simulate {spec!r}: GPU count must be 1 to 64, not {count}")
+        model = lookup(m.group(2), field="--simulate")
+        return cls(model, count, node, **kw)  # type: ignore[arg-type]
+
+    # ----- faults -------------------------------------------------------------------------
+
+    def inject(self, spec: str | Fault) -> Fault:
+        f = parse_fault(spec) if isinstance(spec, str) else spec
+        if f.gpu is not None and not 0 <= f.gpu < len(self._gpus):
+            raise ValueError(
+                f"fault {f.spec!r}: no GPU {f.gpu} on this node (it has 0–{len(self._gpus) - 1})"
+            )
+        self.faults.append(f)
+        seq = len(self._transitions)
+        self._transitions.append((self.start + f.at, seq, True, f))
+        if f.duration is not None:
+            self._transitions.append((self.start + f.end, seq + 1, False, f))
+        self._transitions.sort(key=lambda x: (x[0], x[1]))
+        return f
+
+    def frozen(self, now: float) -> bool:
+        return any(
+            f.kind == "freeze" and self.start + f.at <= now < self.start + f.end
+            for f in self.faults
+        )
+
+    def _apply(self, f: Fault, begins: bool) -> None:
+        if f.gpu is None:
+            return  # node faults are read by frozen(), not stored per GPU
+        g = self._gpus[f.gpu]
+        if f.kind == "xid" and f.xid is not None:
+            g.pending_xids.append(f.xid)
+        elif f.kind == "dbe":
+            g.dbe += 1
+            g.remapped_unc += 1  # Ampere and later remap the row instead of retiring a page
+            g.pending_xids.append(48)  # the driver logs XID 48 for a DBE
+        elif f.kind == "offbus":
+            g.offbus = True
+        elif f.kind == "hot":
+            g.hot = begins
+        elif f.kind == "nvlink":
+            g.nvlink_down = begins
+
+    # ----- the physics --------------------------------------------------------------------
+
+    def _power(self, load: float) -> float:
+        return self._idle_w + (self.model.tdp_w - self._idle_w) * min(1.0, max(0.0, load))
+
+    def _steady_temp(self, power_w: float, hot: bool) -> float:
+        th = self.thermal
+        rise = th.full_power_rise_c * power_w / self.model.tdp_w
+        return th.ambient_c + rise + (th.overheat_rise_c if hot else 0.0)
+
+    def _evolve(self, dt: float) -> None:
+        if dt <= 0:
+            return
+        decay = math.exp(-dt / self.thermal.tau_s)
+        for g in self._gpus:
+            p = self._power(g.load)
+            target = self._steady_temp(p, g.hot)
+            g.temp_c = target + (g.temp_c - target) * decay
+            g.energy_mj += p * dt * 1000.0
+
+    def _advance(self, now: float) -> None:
+        """Run the model to ``now``, applying each fault at its own instant."""
+        if now <= self._t:
+            return  # callers on other threads may be a hair behind: never run backwards
+        while self._transitions and self._transitions[0][0] <= now:
+            at, _, begins, f = self._transitions.pop(0)
+            self._evolve(at - self._t)
+            self._t = max(self._t, at)
+            self._apply(f, begins)
+        self._evolve(now - self._t)
+        self._t = now
+
+    # ----- the backend protocol -----------------------------------------------------------
+
+    def set_load(self, load: Mapping[int, float], now: float) -> None:
+        self._advance(now)  # the old load held until now
+        for g in self._gpus:
+            g.load = float(load.get(g.index, 0.0))
+
+    def discover(self) -> list[GpuInfo]:
+        return [
+            GpuInfo(
+                index=g.index,
+                uuid=g.uuid,
+                model=self.model.name,
+                memory_mib=self._memory_mib,
+                pci_bus_id=self._bus_id(g.index),
+                pcie_gen=5 if self.model.name in ("B200", "H200", "H100-SXM", "H100-PCIe") else 4,
+                pcie_width=16,
+                nvlink_up=0 if g.nvlink_down else self._links,
+            )
+            for g in self._gpus
+            if not g.offbus
+        ]
+
+    @property
+    def _memory_mib(self) -> int:
+        return int(self.model.memory_gib * 1024)
+
+    @staticmethod
+    def _bus_id(i: int) -> str:
+        return f"00000000:{0x18 + 0x10 * i:02X}:00.0"
+
+    def driver_version(self) -> str:
+        return self._driver
+
+    def cuda_version(self) -> str:
+        return self._cuda
+
+    def sample(self, now: float) -> list[GpuSample]:
+        self._advance(now)
+        return [self._sample(g) for g in self._gpus if not g.offbus]
+
+    def _sample(self, g: _Gpu) -> GpuSample:
+        th = self.thermal
+        util = min(1.0, max(0.0, g.load))
+        total = self._memory_mib
+        used = int(_FB_RESERVED_MIB + util * (total - _FB_RESERVED_MIB) * 0.9)
+        max_sm, mem_clock = _CLOCKS_MHZ.get(self.model.name, _DEFAULT_CLOCKS)
+        sm = int(_IDLE_SM_MHZ + (max_sm - _IDLE_SM_MHZ) * util)
+        throttle = THROTTLE_GPU_IDLE if util == 0 else 0
+        if g.temp_c >= th.slowdown_c:
+            sm = int(sm * 0.6)
+            throttle |= THROTTLE_HW_THERMAL | THROTTLE_SW_THERMAL
+        links = 0 if g.nvlink_down else self._links
+        # NVLink traffic: a busy gang moves about a third of the per-direction bandwidth
+        per_direction = self.model.nvlink_gbs * 1e9 / 2 if links else 0.0
+        xids, g.pending_xids = tuple(g.pending_xids), []
+        return GpuSample(
+            index=g.index,
+            uuid=g.uuid,
+            model=self.model.name,
+            pci_bus_id=self._bus_id(g.index),
+            gpu_util=100.0 * util,
+            mem_copy_util=60.0 * util,
+            fb_used=used,
+            fb_free=total - used,
+            gpu_temp=g.temp_c,
+            power_usage=self._power(g.load),
+            total_energy_consumption=int(g.energy_mj),
+            sm_clock=sm,
+            mem_clock=mem_clock,
+            pcie_replay_counter=0,
+            ecc_sbe_vol_total=0,
+            ecc_dbe_vol_total=g.dbe,
+            correctable_remapped_rows=0,
+            uncorrectable_remapped_rows=g.remapped_unc,
+            row_remap_pending=1 if g.remapped_unc else 0,
+            row_remap_failure=0,
+            xid_errors=xids,
+            clock_throttle_reasons=throttle,
+            nvlink_tx_bytes=per_direction * util / 3,
+            nvlink_rx_bytes=per_direction * util / 3,
+            nvlink_up=links,
+        )
+
+    def visible_devices(self, indices: Sequence[int]) -> str:
+        return ",".join(str(i) for i in indices)
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,308 @@
+"""The NVML backend against a fake pynvml module: discovery, sampling, errors → None, XIDs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gpufleet.agent.gpu import GpuUnavailable
+from gpufleet.agent.nvml import NvmlBackend, catalog_name
+
+MIB = 1 << 20
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        self.value = value
+        super().__init__(f"NVML error {value}")
+
+
+NOT_SUPPORTED, TIMEOUT, GPU_IS_LOST, DRIVER_NOT_LOADED = 3, 10, 15, 9
+
+
+class FakeNvml:
+    """The slice of pynvml the backend uses; a GPU is a dict, a handle is ("h", index)."""
+
+    NVMLError = NVMLError
+    NVML_ERROR_GPU_IS_LOST = GPU_IS_LOST
+    NVML_FEATURE_ENABLED = 1
+    NVML_NVLINK_MAX_LINKS = 18
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+    NVML_VOLATILE_ECC = 0
+    NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+    NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
+    NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139
+    nvmlEventTypeXidCriticalError = 0x8
+
+    def __init__(self, gpus: list[dict[str, Any]], init_error: int | None = None) -> None:
+        self.gpus = gpus
+        self.init_error = init_error
+        self.failing: dict[tuple[str, int], int] = {}  # (function, gpu) → NVML error code
+        self.events: list[SimpleNamespace] = []
+        self.registered: list[int] = []
+        self.shut = False
+
+    def _gpu(self, h: Any, fn: str) -> dict[str, Any]:
+        code = self.failing.get((fn, h[1]))
+        if code is not None:
+            raise NVMLError(code)
+        return self.gpus[h[1]]
+
+    def nvmlInit(self) -> None:
+        if self.init_error is not None:
+            raise NVMLError(self.init_error)
+
+    def nvmlShutdown(self) -> None:
+        self.shut = True
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return 12040
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> tuple[str, int]:
+        return ("h", i)
+
+    def nvmlDeviceGetIndex(self, h: Any) -> int:
+        return int(h[1])
+
+    def nvmlDeviceGetName(self, h: Any) -> bytes:
+        return str(self._gpu(h, "name")["name"]).encode()  # old pynvml returns bytes
+
+    def nvmlDeviceGetUUID(self, h: Any) -> str:
+        return f"GPU-fake-{h[1]}"
+
+    def nvmlDeviceGetMemoryInfo(self, h: Any) -> SimpleNamespace:
+        g = self._gpu(h, "mem")
+        return SimpleNamespace(total=g["total"], used=g["used"], free=g["total"] - g["used"])
+
+    def nvmlDeviceGetPciInfo(self, h: Any) -> SimpleNamespace:
+        return SimpleNamespace(busId=f"00000000:{0x18 + h[1]:02X}:00.0".encode())
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: Any) -> int:
+        return 5
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: Any) -> int:
+        return 16
+
+    def nvmlDeviceGetNvLinkState(self, h: Any, link: int) -> int:
+        g = self._gpu(h, "nvlink")
+        if link >= g["links"]:
+            raise NVMLError(NOT_SUPPORTED)
+        return 0 if link in g.get("down", ()) else 1
+
+    def nvmlDeviceGetUtilizationRates(self, h: Any) -> SimpleNamespace:
+        return SimpleNamespace(gpu=self._gpu(h, "util")["util"], memory=40)
+
+    def nvmlDeviceGetTemperature(self, h: Any, sensor: int) -> int:
+        assert sensor == 0
+        return 61
+
+    def nvmlDeviceGetPowerUsage(self, h: Any) -> int:
+        return int(self._gpu(h, "power")["power_mw"])
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: Any) -> int:
+        return 123_456_789
+
+    def nvmlDeviceGetClockInfo(self, h: Any, clock: int) -> int:
+        return {1: 1980, 2: 2619}[clock]
+
+    def nvmlDeviceGetPcieReplayCounter(self, h: Any) -> int:
+        return 2
+
+    def nvmlDeviceGetTotalEccErrors(self, h: Any, kind: int, counter: int) -> int:
+        assert counter == 0  # volatile
+        return {0: 7, 1: self._gpu(h, "ecc")["dbe"]}[kind]
+
+    def nvmlDeviceGetRetiredPages(self, h: Any, cause: int) -> list[int]:
+        raise NVMLError(NOT_SUPPORTED)  # Hopper remaps rows instead
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h: Any) -> int:
+        raise NVMLError(NOT_SUPPORTED)
+
+    def nvmlDeviceGetRemappedRows(self, h: Any) -> tuple[int, int, int, int]:
+        return (3, 1, 0, 0)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: Any) -> int:
+        return 0x4
+
+    def nvmlDeviceGetFieldValues(self, h: Any, ids: list[int]) -> list[SimpleNamespace]:
+        g = self._gpu(h, "fields")
+        return [
+            SimpleNamespace(nvmlReturn=0, valueType=3, value=SimpleNamespace(ullVal=g["kib"][i]))
+            for i in ids
+        ]
+
+    def nvmlEventSetCreate(self) -> str:
+        return "event-set"
+
+    def nvmlDeviceRegisterEvents(self, h: Any, mask: int, es: str) -> None:
+        assert mask == 0x8 and es == "event-set"
+        self.registered.append(h[1])
+
+    def nvmlEventSetWait_v2(self, es: str, timeout_ms: int) -> SimpleNamespace:
+        assert timeout_ms == 0  # never blocks
+        if not self.events:
+            raise NVMLError(TIMEOUT)
+        return self.events.pop(0)
+
+    def nvmlEventSetFree(self, es: str) -> None:
+        pass
+
+
+def h100(i: int, **kw: Any) -> dict[str, Any]:
+    g = {
+        "name": "NVIDIA H100 80GB HBM3",
+        "total": 81559 * MIB,
+        "used": 1024 * MIB,
+        "links": 18,
+        "util": 97,
+        "power_mw": 654_321,
+        "dbe": 0,
+        "kib": {138: 1000, 139: 2000},
+    }
+    g.update(kw)
+    return g
+
+
+@pytest.fixture
+def fake() -> FakeNvml:
+    return FakeNvml([h100(0), h100(1)])
+
+
+def test_discovery_reads_every_field_and_maps_the_model(fake: FakeNvml) -> None:
+    b = NvmlBackend(fake)
+    gpus = b.discover()
+    assert [g.index for g in gpus] == [0, 1]
+    g = gpus[1]
+    assert (g.uuid, g.model, g.memory_mib) == ("GPU-fake-1", "H100-SXM", 81559)
+    assert (g.pci_bus_id, g.pcie_gen, g.pcie_width, g.nvlink_up) == ("00000000:19:00.0", 5, 16, 18)
+    assert (b.driver_version(), b.cuda_version()) == ("550.54.15", "12.4")
+    assert b.visible_devices([1]) == "GPU-fake-1"
+    assert fake.registered == [0, 1]
+
+
+def test_sample_converts_units_and_maps_to_dcgm_names(fake: FakeNvml) -> None:
+    b = NvmlBackend(fake)
+    x = b.sample(10.0)[0]
+    assert (x.gpu_util, x.mem_copy_util, x.fb_used, x.fb_free) == (97, 40, 1024, 80535)
+    assert (x.gpu_temp, x.power_usage, x.total_energy_consumption) == (61, 654.321, 123_456_789)
+    assert (x.sm_clock, x.mem_clock, x.pcie_replay_counter) == (1980, 2619, 2)
+    assert (x.ecc_sbe_vol_total, x.ecc_dbe_vol_total) == (7, 0)
+    assert (x.correctable_remapped_rows, x.uncorrectable_remapped_rows) == (3, 1)
+    assert x.clock_throttle_reasons == 0x4 and x.nvlink_up == 18
+    d = x.dcgm()
+    assert d["DCGM_FI_DEV_GPU_UTIL"] == 97
+    assert d["DCGM_FI_DEV_POWER_USAGE"] == 654.321
+    assert d["DCGM_FI_DEV_XID_ERRORS"] == 0
+    assert "DCGM_FI_DEV_RETIRED_SBE" not in d  # unsupported: left out, as dcgm-exporter does
+
+
+def test_unsupported_or_failing_calls_leave_none_and_never_raise(fake: FakeNvml) -> None:
+    b = NvmlBackend(fake)
+    fake.failing[("power", 0)] = NOT_SUPPORTED
+    fake.failing[("ecc", 0)] = 999  # an error code nobody knows
+    x = b.sample(1.0)[0]
+    assert x.power_usage is None and x.ecc_dbe_vol_total is None and x.ecc_sbe_vol_total is None
+    assert x.retired_sbe is None and x.retired_dbe is None and x.retired_pending is None
+    assert x.gpu_util == 97  # the rest is still read
+    fake.nvmlDeviceGetRemappedRows = None  # type: ignore[assignment,method-assign]  # old pynvml
+    assert b.sample(2.0)[0].uncorrectable_remapped_rows is None
+
+
+def test_a_lost_gpu_drops_out_of_the_samples(fake: FakeNvml) -> None:
+    b = NvmlBackend(fake)
+    fake.failing[("util", 1)] = GPU_IS_LOST
+    assert [x.index for x in b.sample(1.0)] == [0]
+
+
+def test_a_gpu_that_cannot_be_opened_is_not_discovered() -> None:
+    fake = FakeNvml([h100(0), h100(1)])
+    fake.failing[("mem", 0)] = NOT_SUPPORTED  # memory unreadable: still discovered, 0 MiB
+    fake.failing[("name", 1)] = NOT_SUPPORTED
+    gpus = NvmlBackend(fake).discover()
+    assert [(g.index, g.memory_mib, g.model) for g in gpus] == [
+        (0, 0, "H100-SXM"),
+        (1, 81559, "unknown"),
+    ]
+
+
+def test_xids_come_from_the_event_set_to_their_gpu(fake: FakeNvml) -> None:
+    b = NvmlBackend(fake)
+    fake.events = [
+        SimpleNamespace(device=("h", 1), eventType=0x8, eventData=79),
+        SimpleNamespace(device=("h", 1), eventType=0x8, eventData=48),
+        SimpleNamespace(device=("h", 0), eventType=0x8, eventData=13),
+    ]
+    s0, s1 = b.sample(1.0)
+    assert (s0.xid_errors, s1.xid_errors) == ((13,), (79, 48))
+    assert s1.dcgm()["DCGM_FI_DEV_XID_ERRORS"] == 48
+    assert b.sample(2.0)[1].xid_errors == ()
+
+
+def test_nvlink_rates_from_the_cumulative_counters(fake: FakeNvml) -> None:
+    b = NvmlBackend(fake)
+    assert b.sample(10.0)[0].nvlink_tx_bytes is None  # a rate needs two readings
+    fake.gpus[0]["kib"] = {138: 1000 + 2048, 139: 2000 + 4096}
+    x = b.sample(12.0)[0]
+    assert (x.nvlink_tx_bytes, x.nvlink_rx_bytes) == (1024 * 1024, 2048 * 1024)
+
+
+def test_nvlink_down_is_counted(fake: FakeNvml) -> None:
+    b = NvmlBackend(fake)
+    fake.gpus[0]["down"] = {3, 4}
+    assert b.sample(1.0)[0].nvlink_up == 16
+
+
+def test_no_driver_is_a_clear_error() -> None:
+    with pytest.raises(GpuUnavailable, match="driver"):
+        NvmlBackend(FakeNvml([], init_error=DRIVER_NOT_LOADED))
+
+
+def test_close_shuts_nvml_down(fake: FakeNvml) -> None:
+    b = NvmlBackend(fake)
+    b.close()
+    assert fake.shut
+
+
+@pytest.mark.parametrize(
+    ("nvml_name", "mib", "catalog"),
+    [
+        ("NVIDIA H100 80GB HBM3", 81559, "H100-SXM"),
+        ("NVIDIA H100 PCIe", 81559, "H100-PCIe"),
+        ("NVIDIA H200", 143771, "H200"),
+        ("NVIDIA B200", 183359, "B200"),
+        ("NVIDIA A100-SXM4-80GB", 81920, "A100-80GB"),
+        ("NVIDIA A100-SXM4-40GB", 40960, "A100-40GB"),
+        ("NVIDIA A100-PCIE-40GB", 40960, "A100-40GB"),
+        ("NVIDIA A100 80GB PCIe", 81920, "A100-80GB"),
+        ("Tesla V100-SXM2-16GB", 16384, "V100-16GB"),
+        ("Tesla V100-PCIE-32GB", 32768, "V100-32GB"),
+        ("Tesla T4", 15360, "T4"),
+        ("NVIDIA L40S", 46068, "L40S"),
+        ("NVIDIA RTX A6000", 49140, "RTX-A6000"),
+        ("NVIDIA GeForce RTX 4090", 24564, "RTX-4090"),
+        ("NVIDIA A10", 23028, "A10"),
+        ("Some Future GPU", 1000, "Some Future GPU"),
+    ],
+)
+def test_nvml_names_map_to_the_catalog(nvml_name: str, mib: int, catalog: str) -> None:
+    assert catalog_name(nvml_name, mib) == catalog
+
+
+def test_importing_the_agent_needs_no_nvml() -> None:
+    code = "import sys, gpufleet.agent, gpufleet.agent.nvml; assert 'pynvml' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)

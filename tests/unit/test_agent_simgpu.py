@@ -1,0 +1,193 @@
+"""The simulated backend: load drives power, temperature (first order) and energy; faults parse
+strictly and act at their time."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpufleet.agent.faults import Fault, parse_fault, parse_faults
+from gpufleet.agent.simgpu import SimulatedGpus, Thermal, nvlink_links
+from gpufleet.model.catalog import lookup
+
+H100 = lookup("H100")
+
+
+def sim(n: int = 8, **kw: object) -> SimulatedGpus:
+    return SimulatedGpus.from_spec(f"{n}xH100", "node-a", **kw)
+
+
+def test_from_spec_discovers_catalog_gpus_with_stable_uuids() -> None:
+    a, b, other = sim(), sim(), SimulatedGpus.from_spec("8xH100", "node-b")
+    gpus = a.discover()
+    assert [g.index for g in gpus] == list(range(8))
+    assert {g.model for g in gpus} == {"H100-SXM"}
+    assert gpus[0].memory_mib == 80 * 1024
+    assert gpus[0].nvlink_up == 18
+    assert [g.uuid for g in gpus] == [g.uuid for g in b.discover()]
+    assert not {g.uuid for g in gpus} & {g.uuid for g in other.discover()}
+    assert all(g.uuid.startswith("GPU-") for g in gpus)
+    assert a.visible_devices([2, 5]) == "2,5"
+
+
+@pytest.mark.parametrize("spec", ["H100", "8x", "0xH100", "8xNoSuchGPU", "x8H100"])
+def test_bad_simulate_specs_say_what_is_wrong(spec: str) -> None:
+    with pytest.raises(ValueError, match=r"H100|COUNT|count|unknown GPU model"):
+        SimulatedGpus.from_spec(spec)
+
+
+def test_nvlink_counts_follow_the_generation() -> None:
+    assert [nvlink_links(lookup(m)) for m in ("A100", "H100", "B200", "V100", "L40S")] == [
+        12,
+        18,
+        18,
+        6,
+        0,
+    ]
+
+
+def test_idle_gpus_sit_at_idle_power_and_temperature() -> None:
+    s = sim(1)
+    [x] = s.sample(100.0)
+    th = Thermal()
+    idle_w = th.idle_fraction * H100.tdp_w
+    assert x.power_usage == pytest.approx(idle_w)
+    assert x.gpu_temp == pytest.approx(th.ambient_c + th.full_power_rise_c * idle_w / H100.tdp_w)
+    assert x.gpu_util == 0 and x.clock_throttle_reasons == 1  # GPU idle
+    assert x.total_energy_consumption == pytest.approx(idle_w * 100 * 1000, rel=1e-9)
+
+
+def test_power_follows_utilization_and_temperature_follows_power_with_tau() -> None:
+    th = Thermal(tau_s=30.0)
+    s = sim(2, thermal=th)
+    t_idle = s.sample(0.0)[0].gpu_temp
+    assert t_idle is not None
+    s.set_load({0: 1.0, 1: 0.5}, 0.0)
+    full, half = s.sample(30.0)  # exactly one time constant later
+    idle_w = th.idle_fraction * H100.tdp_w
+    assert full.power_usage == pytest.approx(H100.tdp_w)
+    assert half.power_usage == pytest.approx(idle_w + (H100.tdp_w - idle_w) * 0.5)
+    target = th.ambient_c + th.full_power_rise_c  # steady state at TDP
+    # first order: after one tau, 1 - 1/e of the way from the idle temperature to the target
+    assert full.gpu_temp == pytest.approx(target + (t_idle - target) / math.e)
+    assert full.gpu_util == 100 and half.gpu_util == 50
+    assert full.fb_used is not None and half.fb_used is not None and full.fb_used > half.fb_used
+    later = s.sample(30.0 + 10 * th.tau_s)[0]
+    assert later.gpu_temp == pytest.approx(target, abs=0.01)
+    # energy: the integral of power, exact because the load was constant
+    assert later.total_energy_consumption == pytest.approx(H100.tdp_w * 330 * 1000, rel=1e-9)
+
+
+def test_stepping_in_many_small_steps_matches_one_big_step() -> None:
+    a, b = sim(1), sim(1)
+    a.set_load({0: 1.0}, 0.0)
+    b.set_load({0: 1.0}, 0.0)
+    for k in range(1, 101):
+        a.sample(k * 0.5)
+    assert a.sample(50.0)[0].gpu_temp == pytest.approx(b.sample(50.0)[0].gpu_temp)
+
+
+def test_load_removed_cools_the_gpu_back_down() -> None:
+    s = sim(1)
+    s.set_load({0: 1.0}, 0.0)
+    hot = s.sample(300.0)[0].gpu_temp
+    s.set_load({}, 300.0)
+    cooled = s.sample(600.0)[0].gpu_temp
+    assert hot is not None and cooled is not None and cooled < hot - 30
+
+
+# ----- fault specs ---------------------------------------------------------------------------
+
+
+def test_fault_specs_parse() -> None:
+    assert parse_fault("xid79@gpu3:120s") == Fault("xid", 120.0, 3, 79, None, "xid79@gpu3:120s")
+    assert parse_fault("dbe@gpu0:2m").at == 120.0
+    assert parse_fault("hot@1:10+30s").duration == 30.0
+    assert parse_fault("offbus@gpu2").at == 0.0
+    f = parse_fault("freeze:1h+5")
+    assert (f.kind, f.gpu, f.at, f.duration, f.end) == ("freeze", None, 3600.0, 5.0, 3605.0)
+    assert [x.kind for x in parse_faults(["xid48@gpu1:1s,nvlink@gpu2:2s", "freeze:3s"])] == [
+        "xid",
+        "nvlink",
+        "freeze",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("", "expected KIND"),
+        ("melt@gpu0:1s", "unknown kind 'melt'"),
+        ("xid@gpu0:1s", "needs its number"),
+        ("xid0@gpu0", "needs its number"),
+        ("dbe7@gpu0", "only xid takes a number"),
+        ("dbe:10s", "needs a GPU"),
+        ("dbe@card0:10s", "not like gpu3"),
+        ("freeze@gpu1:10s", "whole node"),
+        ("hot@gpu0:soon", "is not a time"),
+        ("xid79@gpu0:1s+5s", "one-off"),
+        ("hot@gpu0:1s+0s", "positive"),
+    ],
+)
+def test_bad_fault_specs_name_the_problem(spec: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_fault(spec)
+
+
+def test_a_fault_on_a_gpu_the_node_lacks_is_refused() -> None:
+    with pytest.raises(ValueError, match="no GPU 9"):
+        sim(8).inject("xid79@gpu9:1s")
+
+
+# ----- fault effects -------------------------------------------------------------------------
+
+
+def test_xid_appears_once_at_its_time_on_its_gpu() -> None:
+    s = sim(4, start=1000.0)
+    s.inject("xid79@gpu3:120s")
+    assert all(x.xid_errors == () for x in s.sample(1119.0))
+    samples = s.sample(1121.0)
+    assert samples[3].xid_errors == (79,)
+    assert all(x.xid_errors == () for x in samples[:3])
+    assert s.sample(1122.0)[3].xid_errors == ()  # seen since the last sample only
+
+
+def test_dbe_counts_an_ecc_error_and_logs_xid_48() -> None:
+    s = sim(2)
+    s.inject("dbe@gpu1:5s")
+    x = s.sample(6.0)[1]
+    assert (x.ecc_dbe_vol_total, x.uncorrectable_remapped_rows, x.xid_errors) == (1, 1, (48,))
+    assert s.sample(7.0)[1].ecc_dbe_vol_total == 1
+
+
+def test_hot_heats_an_idle_gpu_past_the_slowdown_then_recovers() -> None:
+    s = sim(1, thermal=Thermal(tau_s=10.0))
+    s.inject("hot@gpu0:10s+100s")
+    assert (s.sample(10.0)[0].gpu_temp or 0) < 50
+    x = s.sample(110.0)[0]
+    assert (x.gpu_temp or 0) > 90
+    assert x.clock_throttle_reasons is not None and x.clock_throttle_reasons & 0x40
+    assert (s.sample(300.0)[0].gpu_temp or 99) < 40
+
+
+def test_offbus_gpu_disappears_from_discovery_and_samples() -> None:
+    s = sim(4)
+    s.inject("offbus@gpu2:30s")
+    assert len(s.sample(29.0)) == 4
+    assert [x.index for x in s.sample(31.0)] == [0, 1, 3]
+    assert [g.index for g in s.discover()] == [0, 1, 3]
+
+
+def test_nvlink_down_and_back() -> None:
+    s = sim(2)
+    s.inject("nvlink@gpu1:10s+10s")
+    assert s.sample(15.0)[1].nvlink_up == 0
+    assert s.sample(15.0)[0].nvlink_up == 18
+    assert s.sample(25.0)[1].nvlink_up == 18
+
+
+def test_freeze_window_is_relative_to_the_start() -> None:
+    s = sim(1, start=500.0)
+    s.inject("freeze:10s+5s")
+    assert [s.frozen(t) for t in (509.9, 510.0, 514.9, 515.0)] == [False, True, True, False]
