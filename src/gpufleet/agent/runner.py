@@ -1,0 +1,316 @@
+"""The task runner: each rank a subprocess in its own process group, logs to files, time limits
+and kills by signal to the whole group.
+
+Nothing here blocks on a task. ``poll(now)`` reaps what has exited and acts on deadlines
+(time limit → SIGTERM; grace over → SIGKILL), so a test steps a ``ManualClock`` instead of
+sleeping through a grace period. Exits are reported as the shell does: a task killed by a
+signal exits ``128 + signal``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+import psutil  # type: ignore[import-untyped]
+
+from gpufleet.agent.clock import Clock, MonotonicClock
+from gpufleet.api.schemas import AgentCommand, AgentEvent
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int, int]  # (job, attempt, rank)
+EXIT_REFUSED = 125  # the agent refused the launch or could not start it (as docker run does)
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # becomes a directory name
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerEvent:
+    kind: Literal["started", "exited"]
+    key: Key
+    exit_code: int = 0
+    why: str = ""
+
+    def wire(self) -> AgentEvent:
+        job, attempt, rank = self.key
+        return AgentEvent(
+            kind=self.kind,
+            job=job,
+            attempt=attempt,
+            rank=rank,
+            exit_code=self.exit_code,
+            why=self.why,
+        )
+
+
+@dataclass
+class _Task:
+    key: Key
+    proc: subprocess.Popen[bytes]
+    started_at: float
+    time_limit_s: float | None
+    grace_s: float
+    gpus: tuple[int, ...]
+    gpu_milli: int
+    pidfile: Path
+    stop_why: str | None = None  # set once we decided to stop it
+    kill_at: float | None = None  # when SIGKILL follows the SIGTERM
+    killed_hard: bool = False
+
+
+def signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+class TaskRunner:
+    def __init__(
+        self,
+        data_dir: Path,
+        visible_devices: Callable[[Sequence[int]], str],
+        clock: Clock | None = None,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.visible_devices = visible_devices
+        self.clock = clock or MonotonicClock()
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self._live: dict[Key, _Task] = {}
+        self._latest: dict[str, int] = {}  # job → newest attempt launched here
+
+    # ----- queries ------------------------------------------------------------------------
+
+    def live(self) -> list[Key]:
+        return sorted(self._live)
+
+    def gpu_load(self) -> dict[int, float]:
+        """GPU → share held by live tasks (1.0 a whole GPU), for the simulated backend."""
+        load: dict[int, float] = {}
+        for t in self._live.values():
+            for g in t.gpus:
+                load[g] = load.get(g, 0.0) + t.gpu_milli / 1000.0
+        return load
+
+    def log_paths(self, key: Key) -> tuple[Path, Path]:
+        job, attempt, rank = key
+        d = self.data_dir / job / str(attempt)
+        return d / f"rank{rank}.out", d / f"rank{rank}.err"
+
+    # ----- launch -------------------------------------------------------------------------
+
+    def launch(self, cmd: AgentCommand, now: float | None = None) -> list[RunnerEvent]:
+        now = self.clock.now() if now is None else now
+        key: Key = (cmd.job, cmd.attempt, cmd.rank)
+        if key in self._live:
+            return []  # a redelivered launch
+        if not _SAFE_ID.match(cmd.job):
+            return [RunnerEvent("exited", key, EXIT_REFUSED, f"refused: bad job id {cmd.job!r}")]
+        latest = self._latest.get(cmd.job)
+        if latest is not None and cmd.attempt < latest:
+            # a stale attempt never runs: the job has moved on to a newer one here
+            why = f"refused: stale attempt {cmd.attempt} (this node ran attempt {latest})"
+            return [RunnerEvent("exited", key, EXIT_REFUSED, why)]
+        if not cmd.command:
+            return [RunnerEvent("exited", key, EXIT_REFUSED, "refused: empty command")]
+        self._latest[cmd.job] = max(cmd.attempt, latest or 0)
+        out_path, err_path = self.log_paths(key)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**self.base_env, **cmd.env}
+        env["CUDA_VISIBLE_DEVICES"] = self.visible_devices(cmd.gpus)  # the agent's, last
+        workdir = env.get("GPUFLEET_WORKDIR")
+        cwd = workdir if workdir and Path(workdir).is_dir() else str(out_path.parent)
+        with out_path.open("ab") as out, err_path.open("ab") as err:
+            try:
+                proc = subprocess.Popen(
+                    cmd.command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    env=env,
+                    cwd=cwd,
+                    start_new_session=True,  # its own process group: a kill reaches its children
+                    close_fds=True,
+                )
+            except OSError as e:
+                return [self._spawn_failed(key, cmd, e, err)]
+        pidfile = out_path.with_name(f"rank{cmd.rank}.pid")
+        _write_pidfile(pidfile, proc.pid)
+        self._live[key] = _Task(
+            key=key,
+            proc=proc,
+            started_at=now,
+            time_limit_s=cmd.time_limit_s,
+            grace_s=cmd.grace_s,
+            gpus=tuple(cmd.gpus),
+            gpu_milli=cmd.gpu_milli,
+            pidfile=pidfile,
+        )
+        log.info("started %s/%d rank %d: pid %d", *key, proc.pid)
+        return [RunnerEvent("started", key)]
+
+    @staticmethod
+    def _spawn_failed(key: Key, cmd: AgentCommand, e: OSError, err: IO[bytes]) -> RunnerEvent:
+        code = (
+            EXIT_NOT_FOUND
+            if isinstance(e, FileNotFoundError)
+            else EXIT_NOT_EXECUTABLE
+            if isinstance(e, PermissionError)
+            else EXIT_REFUSED
+        )
+        why = f"cannot start {cmd.command[0]!r}: {e.strerror or e}"
+        err.write(f"gpufleet-agent: {why}\n".encode())  # the user reads it with the logs
+        return RunnerEvent("exited", key, code, why)
+
+    # ----- stop ---------------------------------------------------------------------------
+
+    def kill(self, key: Key, grace_s: float, why: str, now: float | None = None) -> bool:
+        """SIGTERM to the task's group now, SIGKILL after ``grace_s``; False if not running."""
+        t = self._live.get(key)
+        if t is None:
+            return False
+        now = self.clock.now() if now is None else now
+        if t.stop_why is None:
+            t.stop_why = why
+            t.grace_s = grace_s
+            _signal_group(t.proc.pid, signal.SIGTERM)
+            t.kill_at = now + max(0.0, grace_s)
+        elif t.kill_at is not None and now + grace_s < t.kill_at:
+            t.kill_at = now + max(0.0, grace_s)  # a second, more urgent kill shortens the grace
+        if grace_s <= 0:
+            self._kill_hard(t)
+        return True
+
+    def stop_all(self, why: str, grace_s: float, now: float | None = None) -> list[Key]:
+        keys = self.live()
+        for k in keys:
+            self.kill(k, grace_s, why, now)
+        return keys
+
+    def _kill_hard(self, t: _Task) -> None:
+        if not t.killed_hard:
+            t.killed_hard = True
+            _signal_group(t.proc.pid, signal.SIGKILL)
+
+    # ----- poll ---------------------------------------------------------------------------
+
+    def poll(self, now: float | None = None) -> list[RunnerEvent]:
+        """Reap exited tasks and act on deadlines. Never blocks."""
+        now = self.clock.now() if now is None else now
+        out = []
+        for key, t in list(self._live.items()):
+            rc = _exit_status(t.proc)
+            if rc is not None:
+                del self._live[key]
+                with contextlib.suppress(OSError):
+                    t.pidfile.unlink()
+                out.append(RunnerEvent("exited", key, *self._describe(t, rc)))
+                log.info("exited %s/%d rank %d: %s", *key, out[-1].why or "code 0")
+                continue
+            limit = t.time_limit_s
+            if t.stop_why is None and limit is not None and now >= t.started_at + limit:
+                self.kill(key, t.grace_s, f"time limit ({limit:g} s) exceeded", now)
+            if t.kill_at is not None and now >= t.kill_at:
+                self._kill_hard(t)
+        return out
+
+    def wait(self, timeout_s: float, step_s: float = 0.02) -> list[RunnerEvent]:
+        """Poll until nothing is live or ``timeout_s`` of real time has passed."""
+        end = time.monotonic() + timeout_s
+        out = self.poll()
+        while self._live and time.monotonic() < end:
+            time.sleep(step_s)
+            out += self.poll()
+        return out
+
+    @staticmethod
+    def _describe(t: _Task, rc: int) -> tuple[int, str]:
+        if rc < 0:
+            code, how = 128 - rc, f"killed by {signal_name(-rc)}"
+            if t.killed_hard and -rc == signal.SIGKILL and t.stop_why is not None:
+                how += f" after {t.grace_s:g} s grace"
+        else:
+            code, how = rc, f"exited with code {rc}"
+        if t.stop_why is not None:
+            return code, f"{t.stop_why}; {how}"
+        return code, "" if rc == 0 else how
+
+    # ----- after an agent restart ---------------------------------------------------------
+
+    def kill_orphans(self) -> list[Key]:
+        """Kill the process groups a previous agent left running (their pid files remain):
+        nobody supervises them, and the controller will run their jobs again elsewhere."""
+        killed = []
+        for pidfile in self.data_dir.glob("*/*/rank*.pid"):
+            m = re.fullmatch(r"rank(\d+)\.pid", pidfile.name)
+            if m is None or not pidfile.parent.name.isdigit():
+                continue
+            key: Key = (pidfile.parent.parent.name, int(pidfile.parent.name), int(m.group(1)))
+            try:
+                rec = json.loads(pidfile.read_text())
+                pid, created = int(rec["pid"]), float(rec["create_time"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pidfile.unlink(missing_ok=True)
+                continue
+            try:
+                same = abs(psutil.Process(pid).create_time() - created) < 0.05
+            except psutil.NoSuchProcess:
+                same = True  # the leader is gone; its group may still hold children
+            except psutil.Error:
+                same = False
+            if same and _signal_group(pid, signal.SIGKILL):
+                killed.append(key)
+                log.warning("killed orphaned task %s/%d rank %d (pid %d)", *key, pid)
+            pidfile.unlink(missing_ok=True)
+        return killed
+
+
+def _exit_status(proc: subprocess.Popen[bytes]) -> int | None:
+    """The exit status, once the leader has exited; its group's stragglers die first.
+
+    ``waitid(WNOWAIT)`` sees the exit without reaping, so the leader's pid — the group id —
+    cannot be reused before the SIGKILL to the group lands.
+    """
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        info = None
+    except AttributeError:  # no waitid on this platform
+        return proc.poll()
+    if info is None:
+        return proc.poll()
+    _signal_group(proc.pid, signal.SIGKILL)  # children it left behind must not hold its GPUs
+    return proc.wait(timeout=5)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _write_pidfile(path: Path, pid: int) -> None:
+    try:
+        created = psutil.Process(pid).create_time()
+    except psutil.Error:
+        created = 0.0
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"pid": pid, "create_time": created}))
+    tmp.replace(path)

@@ -1,0 +1,224 @@
+"""The task runner with real subprocesses: environment, logs, exit codes, kill with grace, the
+process group, the time limit. Deadlines run on a ManualClock; only real exits are awaited,
+always with a bound."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpufleet.agent.clock import ManualClock
+from gpufleet.agent.runner import EXIT_NOT_FOUND, EXIT_REFUSED, RunnerEvent, TaskRunner
+from gpufleet.api.schemas import AgentCommand
+
+PY = sys.executable
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+def cmd(code: str, job: str = "j1", attempt: int = 0, rank: int = 0, **kw: object) -> AgentCommand:
+    return AgentCommand.model_validate(
+        {
+            "kind": "launch",
+            "job": job,
+            "attempt": attempt,
+            "rank": rank,
+            "command": [PY, "-c", code],
+            **kw,
+        }
+    )
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(100.0)
+
+
+@pytest.fixture
+def runner(tmp_path: Path, clock: ManualClock) -> TaskRunner:
+    r = TaskRunner(tmp_path, lambda gpus: ",".join(f"GPU-{g}" for g in gpus), clock)
+    yield r  # type: ignore[misc]
+    for k in r.live():  # never leave a process behind
+        r.kill(k, 0, "test over")
+    r.wait(5.0)
+
+
+def exited(events: list[RunnerEvent]) -> RunnerEvent:
+    [ev] = [e for e in events if e.kind == "exited"]
+    return ev
+
+
+def ready(runner: TaskRunner, key: tuple[str, int, int]) -> None:
+    """Wait until the task printed 'ready' (its signal handlers are in place)."""
+    out, _ = runner.log_paths(key)
+    wait_for(lambda: b"ready" in out.read_bytes())
+
+
+def test_env_has_only_the_ranks_gpus_and_the_launcher_variables(runner: TaskRunner) -> None:
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    env = {"RANK": "3", "WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.7", "CUDA_VISIBLE_DEVICES": "9"}
+    assert runner.launch(cmd(code, rank=3, gpus=[2, 5], env=env)) == [
+        RunnerEvent("started", ("j1", 0, 3))
+    ]
+    ev = exited(runner.wait(10.0))
+    assert (ev.exit_code, ev.why) == (0, "")
+    out, _ = runner.log_paths(("j1", 0, 3))
+    seen = json.loads(out.read_text())
+    assert seen["CUDA_VISIBLE_DEVICES"] == "GPU-2,GPU-5"  # the agent's, not the command's
+    assert (seen["RANK"], seen["WORLD_SIZE"], seen["MASTER_ADDR"]) == ("3", "4", "10.0.0.7")
+    assert "PATH" in seen  # the agent's environment underneath
+
+
+def test_stdout_and_stderr_go_to_files_under_job_and_attempt(
+    runner: TaskRunner, tmp_path: Path
+) -> None:
+    code = "import sys; print('to out'); print('to err', file=sys.stderr); sys.exit(3)"
+    runner.launch(cmd(code, job="train", attempt=2, rank=1))
+    ev = exited(runner.wait(10.0))
+    assert (ev.exit_code, ev.why) == (3, "exited with code 3")
+    assert (tmp_path / "train" / "2" / "rank1.out").read_text() == "to out\n"
+    assert (tmp_path / "train" / "2" / "rank1.err").read_text() == "to err\n"
+    assert not (tmp_path / "train" / "2" / "rank1.pid").exists()  # reaped: no pid file left
+
+
+def test_death_by_signal_exits_128_plus_the_signal(runner: TaskRunner) -> None:
+    runner.launch(cmd("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
+    ev = exited(runner.wait(10.0))
+    assert (ev.exit_code, ev.why) == (137, "killed by SIGKILL")
+
+
+def test_kill_is_sigterm_first(runner: TaskRunner, clock: ManualClock) -> None:
+    runner.launch(cmd("import time; print('ready', flush=True); time.sleep(60)"))
+    ready(runner, ("j1", 0, 0))
+    assert runner.kill(("j1", 0, 0), 10.0, "cancelled by alice")
+    ev = exited(runner.wait(10.0))
+    assert (ev.exit_code, ev.why) == (143, "cancelled by alice; killed by SIGTERM")
+
+
+def test_a_task_that_ignores_sigterm_gets_sigkill_after_the_grace(
+    runner: TaskRunner, clock: ManualClock
+) -> None:
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    runner.launch(cmd(code, grace_s=30.0))
+    key = ("j1", 0, 0)
+    ready(runner, key)
+    runner.kill(key, 10.0, "cancelled")
+    time.sleep(0.2)  # SIGTERM has had real time to act (and was ignored)
+    clock.advance(9.9)
+    assert runner.poll() == [] and runner.live() == [key]
+    clock.advance(0.1)  # the grace is over
+    runner.poll()
+    ev = exited(runner.wait(10.0))
+    assert ev.exit_code == 137
+    assert ev.why == "cancelled; killed by SIGKILL after 10 s grace"
+
+
+def test_the_whole_process_group_dies_with_the_task(runner: TaskRunner) -> None:
+    code = (
+        "import subprocess, sys, time; "
+        f"c = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)']); "
+        "print(c.pid, flush=True); print('ready', flush=True); time.sleep(60)"
+    )
+    runner.launch(cmd(code))
+    key = ("j1", 0, 0)
+    ready(runner, key)
+    out, _ = runner.log_paths(key)
+    child = int(out.read_text().split()[0])
+    assert psutil.pid_exists(child)
+    runner.kill(key, 5.0, "cancelled")
+    exited(runner.wait(10.0))
+    wait_for(lambda: _gone(child))
+
+
+def test_children_left_behind_by_a_finished_task_are_killed(runner: TaskRunner) -> None:
+    code = (
+        "import subprocess; "
+        f"c = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)']); print(c.pid)"
+    )
+    runner.launch(cmd(code))
+    ev = exited(runner.wait(10.0))
+    assert ev.exit_code == 0
+    out, _ = runner.log_paths(("j1", 0, 0))
+    wait_for(lambda: _gone(int(out.read_text().split()[0])))
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_time_limit(runner: TaskRunner, clock: ManualClock) -> None:
+    runner.launch(cmd("import time; print('ready', flush=True); time.sleep(60)", time_limit_s=5))
+    ready(runner, ("j1", 0, 0))
+    clock.advance(4.9)
+    assert runner.poll() == []
+    clock.advance(0.1)
+    runner.poll()  # SIGTERM now
+    ev = exited(runner.wait(10.0))
+    assert ev.exit_code == 143
+    assert ev.why == "time limit (5 s) exceeded; killed by SIGTERM"
+
+
+def test_a_stale_attempt_never_runs(runner: TaskRunner, tmp_path: Path) -> None:
+    runner.launch(cmd("pass", attempt=2))
+    [ev] = runner.launch(cmd("open('ran', 'w')", attempt=1))
+    assert (ev.kind, ev.exit_code) == ("exited", EXIT_REFUSED)
+    assert "stale attempt 1" in ev.why
+    runner.wait(10.0)
+    assert not (tmp_path / "j1" / "1").exists()
+
+
+def test_a_redelivered_launch_is_ignored_while_it_runs(runner: TaskRunner) -> None:
+    c = cmd("import time; time.sleep(60)")
+    runner.launch(c)
+    assert runner.launch(c) == []
+    assert runner.live() == [("j1", 0, 0)]
+
+
+def test_a_command_that_cannot_start(runner: TaskRunner) -> None:
+    bad = AgentCommand(kind="launch", job="j1", attempt=0, rank=0, command=["/no/such/binary"])
+    [ev] = runner.launch(bad)
+    assert (ev.kind, ev.exit_code) == ("exited", EXIT_NOT_FOUND)
+    _, err = runner.log_paths(("j1", 0, 0))
+    assert "cannot start '/no/such/binary'" in err.read_text()
+
+
+def test_bad_job_ids_never_become_paths(runner: TaskRunner) -> None:
+    [ev] = runner.launch(cmd("pass", job="../../etc"))
+    assert ev.exit_code == EXIT_REFUSED and "bad job id" in ev.why
+
+
+def test_gpu_load_counts_shares(runner: TaskRunner) -> None:
+    runner.launch(cmd("import time; time.sleep(60)", rank=0, gpus=[0, 1]))
+    runner.launch(cmd("import time; time.sleep(60)", rank=1, gpus=[2], gpu_milli=500))
+    runner.launch(cmd("import time; time.sleep(60)", rank=2, gpus=[2], gpu_milli=250))
+    assert runner.gpu_load() == {0: 1.0, 1: 1.0, 2: 0.75}
+
+
+def test_a_restarted_agent_kills_the_tasks_left_behind(tmp_path: Path, clock: ManualClock) -> None:
+    old = TaskRunner(tmp_path, str, clock)
+    old.launch(cmd("import time; print('ready', flush=True); time.sleep(60)", job="left"))
+    ready(old, ("left", 0, 0))
+    pid = old._live[("left", 0, 0)].proc.pid
+    new = TaskRunner(tmp_path, str, clock)
+    assert new.kill_orphans() == [("left", 0, 0)]
+    exited(old.wait(10.0))  # only the test's old runner may reap it
+    assert _gone(pid)
+    assert new.kill_orphans() == []
