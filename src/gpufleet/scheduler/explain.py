@@ -164,7 +164,8 @@ def explain_all(
     rng: Random,
 ) -> None:
     started = set(res.started_ids)
-    had_reason = set(res.reasons)  # reasons the cycle gave (quota, preemption, held)
+    cycle_reasons = list(res.reasons)  # reasons the cycle gave (quota, preemption, held)
+    had_reason = set(cycle_reasons)
     empty: Workspace | None = None
     never_cache: dict[tuple[object, ...], Reason | None] = {}
     now_cache: dict[tuple[object, ...], Reason] = {}
@@ -200,31 +201,49 @@ def explain_all(
             )
 
     reservation = res.reservation
+    reserved_id = reservation.job_id if reservation is not None else None
+    fenced_out: Reason | None = None  # the same for every job kept off the reservation
+    # Apart from the reserved job, an unplaced job's reason is a function of its shape: work
+    # it out (through the caches above, in the same order of calls) once per shape.
+    by_shape: dict[tuple[object, ...], Reason] = {}
     for job in unplaced:
-        r = never(job)
+        k = _shape(job)
+        if job.id != reserved_id:
+            r = by_shape.get(k)
+            if r is not None:
+                res.reasons[job.id] = r
+                continue
+        r = never_cache[k] if k in never_cache else never(job)
         if r is None:
-            k = _shape(job)
-            if k not in now_cache:
-                now_cache[k] = resource_reason(job, ws)
-            r = now_cache[k]
+            r = now_cache.get(k)
+            if r is None:
+                r = now_cache[k] = resource_reason(job, ws)
             if reservation is not None and job.id == reservation.job_id:
                 r = replace(
                     r,
                     estimated_start=reservation.start_time,
                     message=f"{r.message}; reserved to start at t={reservation.start_time:g}",
                 )
-            elif reservation is not None and head is not None and fits_unfenced(job):
+                res.reasons[job.id] = r
+                continue
+            if reservation is not None and head is not None and fits_unfenced(job):
                 # it would have fitted but for the fence around the reservation
-                r = Reason(
-                    ReasonCode.RESERVED,
-                    f"fits only on devices reserved for job {reservation.job_id} "
-                    f"(from t={reservation.start_time:g}) and would still be running",
-                    {"reserved_for": reservation.job_id},
-                )
+                if fenced_out is None:
+                    fenced_out = Reason(
+                        ReasonCode.RESERVED,
+                        f"fits only on devices reserved for job {reservation.job_id} "
+                        f"(from t={reservation.start_time:g}) and would still be running",
+                        {"reserved_for": reservation.job_id},
+                    )
+                r = fenced_out
+        by_shape[k] = r
         res.reasons[job.id] = r
 
+    # A job held by quota that no cluster could ever hold is told so (NeverSchedulable).
+    # Only the cycle's own reasons can be Quota ones; visit them in the order they were given.
     by_id: dict[str, PendingJob] | None = None
-    for job_id, why in list(res.reasons.items()):
+    for job_id in cycle_reasons:
+        why = res.reasons[job_id]
         if why.code is ReasonCode.QUOTA:
             if by_id is None:  # built only when some job is held by quota
                 by_id = {p.id: p for p in snap.pending if p.id in had_reason}

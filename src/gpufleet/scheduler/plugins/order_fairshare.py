@@ -47,13 +47,21 @@ class Plugin:
             jobs.sort(key=_PRIORITY, reverse=True)
             jobs.reverse()  # pop() from the end is O(1)
         heap = [(self.share(q, snap, usage), q) for q in by_queue]
+        # A queue's share changes only when its usage does, and QueueUsage replaces a queue's
+        # (immutable) Resources when it changes: recompute the share only then.
+        seen = {q: usage.used.get(q) for q in by_queue}
+        last = {q: sh for sh, q in heap}
         heapq.heapify(heap)
         while heap:
             _, q = heapq.heappop(heap)
             jobs = by_queue[q]
             yield jobs.pop()
             if jobs:
-                heapq.heappush(heap, (self.share(q, snap, usage), q))
+                now = usage.used.get(q)
+                if now is not seen[q]:
+                    seen[q] = now
+                    last[q] = self.share(q, snap, usage)
+                heapq.heappush(heap, (last[q], q))
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         return False
