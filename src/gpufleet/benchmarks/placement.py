@@ -26,6 +26,7 @@ from typing import Any
 from gpufleet.model.allocation import Placement
 from gpufleet.model.job import JobSpec, Topology, TopologyLevel
 from gpufleet.model.queue import QueueSpec
+from gpufleet.scheduler import explain
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.framework import Profile
@@ -220,7 +221,9 @@ def profile(seed: int = 0) -> Profile:
 class Measurement:
     workload: Workload
     result: CycleResult
-    times_s: list[float] = field(default_factory=list)
+    times_s: list[float] = field(default_factory=list)  # wall (perf_counter) per cycle
+    explain_s: list[float] = field(default_factory=list)  # of which step 6 (reasons)
+    cpu_s: list[float] = field(default_factory=list)  # process CPU time per cycle
 
     @property
     def cycle_s(self) -> float:
@@ -252,6 +255,8 @@ class Measurement:
             "repeats": len(self.times_s),
             "cycle_s": round(s, 6),
             "cycle_s_all": [round(t, 6) for t in self.times_s],
+            "explain_s": round(statistics.median(self.explain_s), 6) if self.explain_s else None,
+            "cpu_s": round(statistics.median(self.cpu_s), 6) if self.cpu_s else None,
             "placed": self.placed,
             "placed_workers": workers,
             "placed_gpus": placed_gpus,
@@ -273,18 +278,35 @@ def time_cycle(snap: Snapshot, prof: Profile) -> tuple[float, CycleResult]:
 
 def measure(workload: Workload, repeats: int = 3, seed: int = 0) -> Measurement:
     """Run the same cycle ``repeats`` times (it is pure: the same snapshot gives the same
-    decisions) and keep every time; the figure is the median."""
+    decisions) and keep every time; the figure is the median. Step 6 (reasons) is timed on
+    the side by wrapping ``explain.explain_all`` for the duration."""
     prof = profile(seed)
-    times = []
-    res: CycleResult | None = None
-    for _ in range(max(1, repeats)):
-        gc.collect()
-        t, r = time_cycle(workload.snapshot, prof)
-        times.append(t)
-        if res is None:
-            res = r
-    assert res is not None
-    return Measurement(workload, res, times)
+    m: Measurement | None = None
+    spent: list[float] = []
+    inner = explain.explain_all
+
+    def timed_explain(*args: Any) -> None:
+        t = time.perf_counter()
+        inner(*args)
+        spent.append(time.perf_counter() - t)
+
+    explain.explain_all = timed_explain  # type: ignore[assignment]
+    try:
+        for _ in range(max(1, repeats)):
+            gc.collect()
+            spent.clear()
+            c0 = time.process_time()
+            t, r = time_cycle(workload.snapshot, prof)
+            c = time.process_time() - c0
+            if m is None:
+                m = Measurement(workload, r)
+            m.times_s.append(t)
+            m.cpu_s.append(c)
+            m.explain_s.append(sum(spent))
+    finally:
+        explain.explain_all = inner
+    assert m is not None
+    return m
 
 
 def placement(
@@ -319,7 +341,6 @@ def scaling(
     nodes_axis: Iterable[int] = SCALING_NODES,
     pending_axis: Iterable[int] = SCALING_PENDING,
     fixed_pending: int = 12_000,
-    fixed_nodes: int = 5000,
     leaves: int = 40,
     gpus_per_node: int = 8,
     queues: int = 8,
@@ -327,10 +348,11 @@ def scaling(
     repeats: int = 3,
     busy: float = 0.0,
     progress: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, list[dict[str, Any]]]:
-    """Cycle cost along each axis with the other fixed, and the four corners of the grid
-    (to show the cost is a sum of a node term and a pending term, not their product)."""
-    out: dict[str, list[dict[str, Any]]] = {"nodes": [], "pending": [], "grid": []}
+) -> dict[str, Any]:
+    """Cycle cost as nodes grow at ``fixed_pending`` pending jobs (``nodes`` rows), and over
+    the whole grid nodes × pending (``grid`` rows; its rows at the largest node count are the
+    pending axis). ``fit`` says how much of the cost a nodes × pending term would explain."""
+    out: dict[str, Any] = {"nodes": [], "grid": []}
 
     def one(axis: str, n: int, p: int) -> None:
         j, g = split(p)
@@ -340,26 +362,47 @@ def scaling(
         if progress is not None:
             progress(row)
 
-    for n in nodes_axis:
-        one("nodes", n, fixed_pending)
-    for p in pending_axis:
-        one("pending", fixed_nodes, p)
     ns, ps = list(nodes_axis), list(pending_axis)
-    for n in (min(ns), max(ns)):
-        for p in (min(ps), max(ps)):
+    for n in ns:
+        one("nodes", n, fixed_pending)
+    for n in ns:
+        for p in ps:
             one("grid", n, p)
+    out["fit"] = fit(out["grid"])
     return out
 
 
-def interaction(grid: list[dict[str, Any]]) -> dict[str, float]:
-    """From the four corners, the part of the big-big cost that a product term would explain:
-    c(N,P) - c(n,P) - c(N,p) + c(n,p), in ms and as a share of c(N,P)."""
-    by = {(r["nodes"], r["pending"]): r["cycle_s"] * 1000 for r in grid}
-    (n0, n1) = sorted({k[0] for k in by})
-    (p0, p1) = sorted({k[1] for k in by})
-    big = by[(n1, p1)]
-    extra = big - by[(n0, p1)] - by[(n1, p0)] + by[(n0, p0)]
-    return {"interaction_ms": round(extra, 1), "share_of_largest": round(extra / big, 3)}
+def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Least squares of the cycle time over the grid, first as a sum of separate terms,
+    ms = a + b·nodes + c·pending + d·placed, then with a product term e·nodes·pending added.
+    A cost that grew with the product would need e; ``product_share`` is what e·N·P adds at
+    the largest point, as a share of that cycle."""
+    import numpy as np
+
+    y = np.array([1000 * r["cycle_s"] for r in rows])
+    n = np.array([float(r["nodes"]) for r in rows])
+    p = np.array([float(r["pending"]) for r in rows])
+    k = np.array([float(r["placed"]) for r in rows])
+    one = np.ones_like(y)
+    a_sum = np.column_stack([one, n, p, k])
+    a_prod = np.column_stack([one, n, p, k, n * p])
+    c_sum, *_ = np.linalg.lstsq(a_sum, y, rcond=None)
+    c_prod, *_ = np.linalg.lstsq(a_prod, y, rcond=None)
+    pred = a_sum @ c_sum
+    ss = float(((y - y.mean()) ** 2).sum()) or 1.0
+    big = int(np.argmax(n * p))
+    return {
+        "model": "ms = a + b*nodes + c*pending + d*placed",
+        "a_ms": round(float(c_sum[0]), 2),
+        "us_per_node": round(1000 * float(c_sum[1]), 3),
+        "us_per_pending": round(1000 * float(c_sum[2]), 3),
+        "us_per_placed": round(1000 * float(c_sum[3]), 2),
+        "r2": round(1 - float(((y - pred) ** 2).sum()) / ss, 4),
+        "max_residual_ms": round(float(np.abs(y - pred).max()), 1),
+        "product_ms_at_largest": round(float(c_prod[4] * n[big] * p[big]), 1),
+        "largest_cycle_ms": round(float(y[big]), 1),
+        "product_share": round(float(c_prod[4] * n[big] * p[big] / y[big]), 3),
+    }
 
 
 # ----- memory ----------------------------------------------------------------------------
@@ -388,6 +431,7 @@ def memory(
     queues: int = 8,
     seed: int = 0,
     traced: bool = True,
+    busy: float = 0.0,
 ) -> dict[str, Any]:
     """The footprint of a ``nodes``-node cluster with ``pending`` pending jobs: the snapshot
     (node views and pending jobs) and one cycle over it (its workspace, order, decisions and a
@@ -397,7 +441,7 @@ def memory(
     prof = profile(seed)
     gc.collect()
     rss0 = _rss_mib()
-    w = build(nodes, j, g, leaves, gpus_per_node, queues, seed)
+    w = build(nodes, j, g, leaves, gpus_per_node, queues, seed, busy)
     gc.collect()
     rss_snap = _rss_mib()
     t, res = time_cycle(w.snapshot, prof)
@@ -406,6 +450,7 @@ def memory(
         "benchmark": "memory",
         "nodes": nodes,
         "pending": pending,
+        "running": len(w.snapshot.running),
         "placed": len(res.starts),
         "reasons": len(res.reasons),
         "cycle_s": round(t, 3),
@@ -419,7 +464,7 @@ def memory(
     if traced:
         gc.collect()
         tracemalloc.start()
-        w = build(nodes, j, g, leaves, gpus_per_node, queues, seed)
+        w = build(nodes, j, g, leaves, gpus_per_node, queues, seed, busy)
         snap_cur, _ = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
         res = run_cycle(w.snapshot, prof)

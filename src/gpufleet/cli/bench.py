@@ -16,15 +16,16 @@ def _row(r: dict[str, Any]) -> str:
     pps = r["placements_per_s"]
     mpp = r["ms_per_placement"]
     return (
-        f"{r['nodes']:>6} {r['pending']:>8} {r['placed']:>7} {r['reasons']:>8} "
-        f"{1000 * r['cycle_s']:>10.1f} {mpp if mpp is not None else '-':>9} "
-        f"{r['us_per_pending_job']:>9} {pps if pps is not None else '-':>11}"
+        f"{r.get('axis', ''):>5} {r['nodes']:>6} {r['pending']:>8} {r['placed']:>7} "
+        f"{r['reasons']:>8} {1000 * r['cycle_s']:>9.1f} {1000 * (r['explain_s'] or 0):>9.1f} "
+        f"{mpp if mpp is not None else '-':>9} {r['us_per_pending_job']:>8} "
+        f"{pps if pps is not None else '-':>10}"
     )
 
 
 HEADER = (
-    f"{'nodes':>6} {'pending':>8} {'placed':>7} {'reasons':>8} {'ms/cycle':>10} "
-    f"{'ms/place':>9} {'µs/job':>9} {'placed/s':>11}"
+    f"{'':>5} {'nodes':>6} {'pending':>8} {'placed':>7} {'reasons':>8} {'ms/cycle':>9} "
+    f"{'explain':>9} {'ms/place':>9} {'µs/job':>8} {'placed/s':>10}"
 )
 
 
@@ -44,7 +45,8 @@ def placement(
     scaling: bool = typer.Option(
         False,
         "--scaling",
-        help="also time cycles at 500-5,000 nodes and 1,000-100,000 pending jobs",
+        help="also time cycles at 500-5,000 nodes (at --jobs + --gangs pending) and over the "
+        "grid 500-5,000 nodes × 1,000-100,000 pending jobs",
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
@@ -73,7 +75,6 @@ def placement(
         print(HEADER)
     table = pb.scaling(
         fixed_pending=jobs + gangs,
-        fixed_nodes=nodes,
         leaves=leaves,
         gpus_per_node=gpus_per_node,
         queues=queues,
@@ -82,13 +83,18 @@ def placement(
         busy=busy,
         progress=progress,
     )
-    inter = pb.interaction(table["grid"])
+    f = table["fit"]
     if as_json:
-        print(json.dumps({"headline": head, **table, "interaction": inter}))
+        print(json.dumps({"headline": head, **table}))
     else:
         print(
-            f"product term c(N,P) - c(n,P) - c(N,p) + c(n,p) = {inter['interaction_ms']} ms "
-            f"({100 * inter['share_of_largest']:.1f}% of the largest cycle)"
+            f"fit over the grid: {f['model']}: a={f['a_ms']} ms, {f['us_per_node']} µs/node, "
+            f"{f['us_per_pending']} µs/pending job, {f['us_per_placed']} µs/placement; "
+            f"R²={f['r2']}, worst residual {f['max_residual_ms']} ms"
+        )
+        print(
+            f"a nodes×pending term would add {f['product_ms_at_largest']} ms at the largest "
+            f"point ({100 * f['product_share']:.1f}% of its {f['largest_cycle_ms']} ms)"
         )
 
 
@@ -100,12 +106,15 @@ def memory(
     gpus_per_node: int = typer.Option(8, min=1),
     queues: int = typer.Option(8, min=1),
     seed: int = typer.Option(0),
+    busy: float = typer.Option(
+        0.0, min=0.0, max=1.0, help="share of GPUs already held by running jobs"
+    ),
     trace: bool = typer.Option(True, help="also measure the Python heap with tracemalloc"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of text"),
 ) -> None:
     """The footprint of a cluster with many pending jobs: the snapshot and one cycle over it,
     as the process's resident memory (RSS, from /proc) and, with --trace, the Python heap."""
-    out = pb.memory(nodes, pending, leaves, gpus_per_node, queues, seed, trace)
+    out = pb.memory(nodes, pending, leaves, gpus_per_node, queues, seed, trace, busy)
     if as_json:
         print(json.dumps(out))
         return

@@ -1,0 +1,132 @@
+"""Placement benchmark of issue 2: the figures of BENCHMARKS.md, "Placement (issue 2)".
+
+Runs each measurement as its own `gpufleet bench …` process (so RSS figures start clean), repeats
+it, takes the median, and prints the Markdown tables:
+
+* the headline, `gpufleet bench placement --nodes 5000 --jobs 10000 --json`;
+* the cluster half and nine-tenths busy with running jobs (`--busy 0.5`, `--busy 0.9`);
+* scaling, `gpufleet bench placement --scaling --json` (nodes at 12,000 pending, and the grid
+  nodes × pending), with the marginal cost of a pending job at each node count;
+* memory, `gpufleet bench memory --json` (5,000 nodes, 100,000 pending).
+
+    .venv/bin/python bench/placement.py [--runs 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+HEADLINE = ["placement", "--nodes", "5000", "--jobs", "10000", "--json"]
+
+
+def run(args: list[str]) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "gpufleet.cli.main", "bench", *args]
+    out = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out))
+
+
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose cycle time is the median (its other fields stay consistent with it)."""
+    ordered = sorted(rows, key=lambda r: r["cycle_s"])
+    return ordered[len(ordered) // 2]
+
+
+def ms(s: float | None) -> str:
+    return "-" if s is None else f"{1000 * s:.1f}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        "| nodes | pending | placed (jobs) | placed GPUs | reasons | ms / cycle | of which "
+        "reasons | ms / placement | µs / pending job | placements/s |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    )
+    body = "".join(
+        f"| {r['nodes']:,} | {r['pending']:,} | {r['placed']:,} | {r['placed_gpus']:,} | "
+        f"{r['reasons']:,} | {ms(r['cycle_s'])} | {ms(r['explain_s'])} | "
+        f"{r['ms_per_placement']} | {r['us_per_pending_job']} | "
+        f"{r['placements_per_s']:,.0f} |\n"
+        for r in rows
+    )
+    return head + body
+
+
+def marginals(grid: list[dict[str, Any]]) -> str:
+    """µs per extra pending job between the two largest pending counts, at each node count:
+    flat across node counts means no nodes × pending term."""
+    by: dict[int, dict[int, dict[str, Any]]] = {}
+    for r in grid:
+        by.setdefault(r["nodes"], {})[r["pending"]] = r
+    out = (
+        "| nodes | pending from → to | Δ ms / cycle | µs per extra pending job | of which "
+        "reasons | Δ placed |\n|---:|---|---:|---:|---:|---:|\n"
+    )
+    for n in sorted(by):
+        ps = sorted(by[n])
+        lo, hi = by[n][ps[-2]], by[n][ps[-1]]
+        dp = hi["pending"] - lo["pending"]
+        dc = hi["cycle_s"] - lo["cycle_s"]
+        de = (hi["explain_s"] or 0) - (lo["explain_s"] or 0)
+        out += (
+            f"| {n:,} | {lo['pending']:,} → {hi['pending']:,} | {1000 * dc:.1f} | "
+            f"{1e6 * dc / dp:.2f} | {1e6 * de / dp:.2f} | {hi['placed'] - lo['placed']:+,} |\n"
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs of each command (median kept)")
+    ap.add_argument("--quick", action="store_true", help="headline and memory only")
+    a = ap.parse_args()
+    env = f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    print(f"<!-- measured on {env} -->\n")
+
+    heads = [run(HEADLINE) for _ in range(a.runs)]
+    h = median_row(heads)
+    print("Headline: `gpufleet bench placement --nodes 5000 --jobs 10000 --json`")
+    each = ", ".join(f"{r['placements_per_s']:,.0f}" for r in heads)
+    print(f"(runs: {each} placements/s; median {h['placements_per_s']:,.0f})\n")
+    rows = [h]
+    if not a.quick:
+        for busy in ("0.5", "0.9"):
+            rows.append(median_row([run([*HEADLINE, "--busy", busy]) for _ in range(a.runs)]))
+    print(table(rows))
+    if not a.quick:
+        print("busy GPUs per row: " + ", ".join(f"{r['busy_gpus']:,}" for r in rows) + "\n")
+        scal = [run(["placement", "--scaling", "--json"]) for _ in range(a.runs)]
+        nodes = [median_row([s["nodes"][i] for s in scal]) for i in range(len(scal[0]["nodes"]))]
+        grid = [median_row([s["grid"][i] for s in scal]) for i in range(len(scal[0]["grid"]))]
+        print("Nodes at 12,000 pending (10,000 1-GPU jobs + 2,000 gangs):\n")
+        print(table(nodes))
+        top = max(r["nodes"] for r in grid)
+        print(f"Pending jobs at {top:,} nodes (5:1 1-GPU jobs to gangs):\n")
+        print(table([r for r in grid if r["nodes"] == top]))
+        print("Grid nodes × pending:\n")
+        print(table(grid))
+        print("Marginal cost of a pending job at each node count:\n")
+        print(marginals(grid))
+    mem = [run(["memory", "--json"]) for _ in range(a.runs)]
+    m = sorted(mem, key=lambda r: r["rss_peak_mib"])[len(mem) // 2]
+    print("Memory: `gpufleet bench memory --json` (5,000 nodes, 100,000 pending)\n")
+    print(
+        "| RSS before | after snapshot | after cycle | peak RSS | Python heap: snapshot | "
+        "cycle peak above it | result kept |\n|---:|---:|---:|---:|---:|---:|---:|\n"
+        f"| {m['rss_before_mib']} MiB | {m['rss_after_snapshot_mib']} MiB | "
+        f"{m['rss_after_cycle_mib']} MiB | {m['rss_peak_mib']} MiB | "
+        f"{m['traced_snapshot_mib']} MiB | {m['traced_cycle_peak_mib']} MiB | "
+        f"{m['traced_result_mib']} MiB |\n"
+    )
+    print(f"(peak RSS per run: {', '.join(str(r['rss_peak_mib']) for r in mem)} MiB)")
+
+
+if __name__ == "__main__":
+    main()
