@@ -1,0 +1,182 @@
+"""The agent's decisions, without I/O: events in, actions out (Dask's worker state machine).
+
+The threads of ``Agent`` only carry messages: a command from the long-poll, a task's exit from
+the runner, a heartbeat's answer or failure, the time. This class decides what follows —
+launch, kill, report, register again — so the lease and fencing rules are tested with a number
+for the time and no threads.
+
+The lease: every heartbeat the controller answers extends it to ``sent_at + lease_s`` (the send
+time, not the answer's, since the controller counted from when it heard us). Past it, the agent
+may have been declared lost and its jobs restarted elsewhere, so it stops every task (fencing)
+and refuses launches until a heartbeat goes through again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Literal
+
+from gpufleet.agent.runner import EXIT_REFUSED, Key, RunnerEvent
+from gpufleet.api.schemas import AgentCommand, AgentEvent, HeartbeatResult, TaskRef
+
+Phase = Literal["launching", "running", "stopping"]
+_REREGISTER_STATUS = (404, 409, 410)  # the controller does not know us (or declared us lost)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    cmd: AgentCommand
+
+
+@dataclass(frozen=True, slots=True)
+class Kill:
+    key: Key
+    grace_s: float
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    event: AgentEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    why: str
+
+
+Action = Launch | Kill | Send | Register
+
+
+def _exited(key: Key, why: str, code: int = EXIT_REFUSED) -> Send:
+    job, attempt, rank = key
+    return Send(
+        AgentEvent(kind="exited", job=job, attempt=attempt, rank=rank, exit_code=code, why=why)
+    )
+
+
+class AgentState:
+    def __init__(self, *, fence_grace_s: float = 2.0, remember: int = 10_000) -> None:
+        self.fence_grace_s = fence_grace_s  # short: the tasks must be gone before the node is
+        self.lease_until = -math.inf  # nothing to fence before the first registration
+        self.last_contact: float | None = None
+        self.registered = False
+        self.fenced = False
+        self.tasks: dict[Key, Phase] = {}
+        self._latest: dict[str, int] = {}  # job → newest attempt accepted
+        self._done: OrderedDict[Key, None] = OrderedDict()  # recent finished keys (dedup)
+        self._remember = remember
+
+    # ----- queries ------------------------------------------------------------------------
+
+    def running(self) -> list[TaskRef]:
+        return [TaskRef(job=j, attempt=a, rank=r) for j, a, r in sorted(self.tasks)]
+
+    # ----- contact with the controller ----------------------------------------------------
+
+    def on_registered(self, lease_s: float, sent_at: float) -> list[Action]:
+        self.registered = True
+        return self._renew(lease_s, sent_at)
+
+    def on_heartbeat_ok(self, result: HeartbeatResult, sent_at: float) -> list[Action]:
+        out = self._renew(result.lease_s, sent_at)
+        for ref in result.stale:
+            key = (ref.job, ref.attempt, ref.rank)
+            if self.tasks.get(key) in ("launching", "running"):
+                self.tasks[key] = "stopping"
+                why = f"stale: the controller no longer runs attempt {ref.attempt} here"
+                out.append(Kill(key, self.fence_grace_s, why))
+        return out
+
+    def on_heartbeat_failed(self, t: float, status: int | None = None) -> list[Action]:
+        out = self.on_tick(t)
+        if status in _REREGISTER_STATUS:
+            self.registered = False
+            out.append(Register(f"the controller refused the heartbeat ({status})"))
+        return out
+
+    def _renew(self, lease_s: float, sent_at: float) -> list[Action]:
+        self.lease_until = max(self.lease_until, sent_at + lease_s)
+        self.last_contact = max(self.last_contact or sent_at, sent_at)
+        self.fenced = False
+        return []
+
+    def on_tick(self, t: float) -> list[Action]:
+        if self.fenced or t < self.lease_until:
+            return []
+        self.fenced = True
+        since = f" for {t - self.last_contact:.1f} s" if self.last_contact is not None else ""
+        why = f"fenced: no contact with the controller{since} (lease expired)"
+        out: list[Action] = []
+        for key, phase in sorted(self.tasks.items()):
+            if phase != "stopping":
+                self.tasks[key] = "stopping"
+            out.append(Kill(key, self.fence_grace_s, why))
+        return out
+
+    # ----- commands -----------------------------------------------------------------------
+
+    def on_command(self, cmd: AgentCommand, t: float) -> list[Action]:
+        if cmd.kind == "launch":
+            return self._launch(cmd, t)
+        return self._kill(cmd)
+
+    def _launch(self, cmd: AgentCommand, t: float) -> list[Action]:
+        key: Key = (cmd.job, cmd.attempt, cmd.rank)
+        if key in self.tasks or key in self._done:
+            return []  # a redelivered command: it ran, or runs, once
+        if self.fenced or t >= self.lease_until:
+            self._forget(key)
+            return [_exited(key, "refused: the agent's lease has expired; it launches nothing")]
+        latest = self._latest.get(cmd.job)
+        if latest is not None and cmd.attempt < latest:
+            self._forget(key)
+            return [
+                _exited(key, f"refused: stale attempt {cmd.attempt} (attempt {latest} is newer)")
+            ]
+        out: list[Action] = []
+        if latest is not None and cmd.attempt > latest:
+            for k, phase in sorted(self.tasks.items()):
+                if k[0] == cmd.job and k[1] < cmd.attempt and phase != "stopping":
+                    self.tasks[k] = "stopping"
+                    out.append(Kill(k, cmd.grace_s, f"superseded by attempt {cmd.attempt}"))
+        self._latest[cmd.job] = cmd.attempt if latest is None else max(latest, cmd.attempt)
+        self.tasks[key] = "launching"
+        out.append(Launch(cmd))
+        return out
+
+    def _kill(self, cmd: AgentCommand) -> list[Action]:
+        why = cmd.why or "killed by the controller"
+        if cmd.rank < 0:  # every rank of that attempt on this node
+            keys = [k for k in self.tasks if k[0] == cmd.job and k[1] == cmd.attempt]
+        else:
+            keys = [(cmd.job, cmd.attempt, cmd.rank)]
+        out: list[Action] = []
+        for key in sorted(keys):
+            phase = self.tasks.get(key)
+            if phase is None:
+                if key not in self._done:  # never launched: make sure it never will be
+                    self._forget(key)
+                    out.append(_exited(key, f"{why}; it was not running here"))
+                continue
+            self.tasks[key] = "stopping"
+            out.append(Kill(key, cmd.grace_s, why))
+        return out
+
+    # ----- tasks --------------------------------------------------------------------------
+
+    def on_task(self, ev: RunnerEvent) -> list[Action]:
+        if ev.kind == "started":
+            if self.tasks.get(ev.key) == "launching":
+                self.tasks[ev.key] = "running"
+            return [Send(ev.wire())]
+        self.tasks.pop(ev.key, None)
+        self._forget(ev.key)
+        return [Send(ev.wire())]
+
+    def _forget(self, key: Key) -> None:
+        self._done[key] = None
+        while len(self._done) > self._remember:
+            self._done.popitem(last=False)
