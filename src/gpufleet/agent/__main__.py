@@ -1,0 +1,82 @@
+"""``python -m gpufleet.agent --controller URL --token T --name N [--simulate 8xH100] ...``"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from gpufleet.agent.gpu import GpuUnavailable
+from gpufleet.agent.main import run_agent
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"label {text!r} is not KEY=VALUE")
+    return key, value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpufleet-agent", description="the gpufleet node agent")
+    p.add_argument("--controller", required=True, help="controller URL, e.g. http://10.0.0.1:8600")
+    p.add_argument("--token", required=True, help="this node's agent token")
+    p.add_argument("--name", required=True, help="this node's name")
+    p.add_argument("--simulate", metavar="NxMODEL", help="simulated GPUs instead of NVML")
+    p.add_argument(
+        "--inject",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a fault for simulated GPUs, e.g. xid79@gpu3:120s (repeatable)",
+    )
+    p.add_argument("--data-dir", default="./gpufleet-agent", help="task logs and state")
+    p.add_argument("--leaf", default="leaf-0")
+    p.add_argument("--pod", default="pod-0")
+    p.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE")
+    p.add_argument("--address", help="address other nodes reach this one at (MASTER_ADDR)")
+    p.add_argument("--heartbeat-s", type=float, default=5.0)
+    p.add_argument("--poll-wait-s", type=float, default=20.0)
+    p.add_argument("--fence-grace-s", type=float, default=2.0)
+    p.add_argument("--cpus", type=float, help="CPU cores to offer (default: all)")
+    p.add_argument("--memory-gib", type=float, help="memory to offer (default: all)")
+    p.add_argument("--expected-gpus", type=int, help="GPUs this node should have")
+    p.add_argument("--temp-max-c", type=float, default=90.0)
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
+    try:
+        return run_agent(
+            args.controller,
+            args.token,
+            args.name,
+            simulate=args.simulate,
+            data_dir=args.data_dir,
+            leaf=args.leaf,
+            pod=args.pod,
+            labels=dict(args.label),
+            heartbeat_s=args.heartbeat_s,
+            inject=args.inject,
+            address=args.address,
+            cpu_cores=args.cpus,
+            memory_gib=args.memory_gib,
+            expected_gpus=args.expected_gpus,
+            temp_max_c=args.temp_max_c,
+            poll_wait_s=args.poll_wait_s,
+            fence_grace_s=args.fence_grace_s,
+        )
+    except (ValueError, GpuUnavailable) as e:
+        print(f"gpufleet agent: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""The node agent: thin I/O shells around ``AgentState``.
+
+Three threads talk to the controller — heartbeats (health, metrics, running tasks), the
+command long-poll, and event/log shipping with retry — and the caller's thread ticks: it reaps
+tasks, enforces deadlines and checks the lease. Each loop body is a ``*_once`` method, so a
+test drives the agent step by step with an ``httpx.MockTransport`` and no threads. Every wait
+is bounded, every HTTP call has a timeout; a network error is a failed step, never a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from gpufleet.agent.clock import Clock, MonotonicClock
+from gpufleet.agent.gpu import GpuBackend, metrics_payload
+from gpufleet.agent.health import HealthChecker, HealthLimits
+from gpufleet.agent.host import host_metrics, host_resources
+from gpufleet.agent.runner import Key, RunnerEvent, TaskRunner
+from gpufleet.agent.shipping import EventQueue, LogTails
+from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Send
+from gpufleet.api.schemas import AgentRegister, Health, Heartbeat
+from gpufleet.client.http import AgentClient, ApiError
+
+log = logging.getLogger(__name__)
+
+_EVENT_BATCH = 200
+_CHUNKS_PER_ROUND = 64  # per shipping round, so one chatty task cannot starve the others
+_BACKOFF_MAX_S = 5.0
+# refused for good: resending the same body cannot succeed (401/403 may be fixed by an admin)
+_POISON = (400, 413, 422)
+
+
+@dataclass
+class AgentConfig:
+    node: str
+    address: str
+    data_dir: Path
+    leaf: str = "leaf-0"
+    pod: str = "pod-0"
+    labels: dict[str, str] = field(default_factory=dict)
+    heartbeat_s: float = 5.0  # the most; the controller may ask for shorter
+    poll_wait_s: float = 20.0
+    tick_s: float = 0.1
+    fence_grace_s: float = 2.0
+    cpu_cores: float | None = None  # None: what psutil finds
+    memory_gib: float | None = None
+    expected_gpus: int | None = None  # None: as many as discovered at start
+    limits: HealthLimits = field(default_factory=HealthLimits)
+    max_events: int = 10_000
+
+
+class Agent:
+    def __init__(
+        self,
+        client: AgentClient,
+        backend: GpuBackend,
+        config: AgentConfig,
+        *,
+        clock: Clock | None = None,
+        runner: TaskRunner | None = None,
+    ) -> None:
+        self.client = client
+        self.backend = backend
+        self.config = config
+        self.clock = clock or MonotonicClock()
+        self.state = AgentState(fence_grace_s=config.fence_grace_s)
+        self.runner = runner or TaskRunner(config.data_dir, backend.visible_devices, self.clock)
+        self.gpus = backend.discover()
+        self.health = HealthChecker(self.gpus, config.limits, config.expected_gpus)
+        self.last_health = Health()
+        self.events = EventQueue(config.max_events)
+        self.logs = LogTails()
+        self.heartbeat_s = config.heartbeat_s
+        self._lock = threading.RLock()  # state + runner; never held across HTTP
+        self._stop = threading.Event()
+        self._wake_ship = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
+
+    def _failed(self, what: str, e: Exception) -> None:
+        level = logging.DEBUG if what in self._failing else logging.WARNING
+        self._failing.add(what)
+        log.log(level, "%s failed: %s", what, e)
+
+    def _ok(self, what: str) -> None:
+        if what in self._failing:
+            self._failing.discard(what)
+            log.info("%s works again", what)
+
+    # ----- actions ------------------------------------------------------------------------
+
+    def _do(self, actions: list[Action]) -> None:
+        """Carry out the state's actions (the caller holds the lock)."""
+        for a in actions:
+            if isinstance(a, Launch):
+                self._feed(self.runner.launch(a.cmd, self.clock.now()))
+            elif isinstance(a, Kill):
+                log.warning("stopping %s/%d rank %d: %s", *a.key, a.why)
+                self.runner.kill(a.key, a.grace_s, a.why, self.clock.now())
+            elif isinstance(a, Send):
+                self.events.put(a.event)
+                self._wake_ship.set()
+            elif isinstance(a, Register):
+                log.warning("registering again: %s", a.why)
+
+    def _feed(self, evs: list[RunnerEvent]) -> None:
+        for ev in evs:
+            key: Key = ev.key
+            out, err = self.runner.log_paths(key)
+            if ev.kind == "started" or (err.exists() and not self.logs.tracked(key)):
+                self.logs.track(key, out, err)
+            if ev.kind == "exited":
+                self.logs.complete(key)
+            self._do(self.state.on_task(ev))
+
+    # ----- one step of each loop ----------------------------------------------------------
+
+    def tick_once(self) -> None:
+        now = self.clock.now()
+        with self._lock:
+            self._feed(self.runner.poll(now))
+            self._do(self.state.on_tick(now))
+            self.backend.set_load(self.runner.gpu_load(), now)
+
+    def register_once(self) -> bool:
+        now = self.clock.now()
+        if self.backend.frozen(now):
+            return False
+        gpus = self.backend.discover()
+        cores, mem = host_resources()
+        c = self.config
+        with self._lock:
+            running = self.state.running()
+        models = Counter(g.model for g in gpus)
+        req = AgentRegister(
+            node=c.node,
+            address=c.address,
+            gpu_model=models.most_common(1)[0][0] if models else "",
+            gpus=gpus,
+            cpu_cores=c.cpu_cores if c.cpu_cores is not None else cores,
+            memory_gib=c.memory_gib if c.memory_gib is not None else mem,
+            leaf=c.leaf,
+            pod=c.pod,
+            labels=dict(c.labels),
+            driver_version=self.backend.driver_version(),
+            cuda_version=self.backend.cuda_version(),
+            running=running,
+        )
+        try:
+            res = self.client.register(req)
+        except (httpx.HTTPError, ApiError) as e:
+            self._failed("register", e)
+            return False
+        self._ok("register")
+        with self._lock:
+            self._do(self.state.on_registered(res.lease_s, now))
+        if res.heartbeat_s > 0:
+            self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
+        log.info(
+            "registered %s: lease %.1f s, heartbeat %.1f s", c.node, res.lease_s, self.heartbeat_s
+        )
+        return True
+
+    def heartbeat_once(self) -> bool:
+        """One heartbeat (registering first when needed); False when it did not get through."""
+        if not self.state.registered:
+            return self.register_once()
+        now = self.clock.now()
+        if self.backend.frozen(now):
+            return False  # a hung node says nothing; the lease runs out as it would
+        samples = self.backend.sample(now)
+        self.last_health = self.health.check(samples)
+        metrics = metrics_payload(samples, self.health.last_xid, host_metrics(self.config.data_dir))
+        with self._lock:
+            hb = Heartbeat(health=self.last_health, metrics=metrics, running=self.state.running())
+        try:
+            res = self.client.heartbeat(self.config.node, hb)
+        except ApiError as e:
+            self._failed("heartbeat", e)
+            with self._lock:
+                self._do(self.state.on_heartbeat_failed(self.clock.now(), e.status))
+            return self.register_once() if not self.state.registered else False
+        except httpx.HTTPError as e:
+            self._failed("heartbeat", e)
+            with self._lock:
+                self._do(self.state.on_heartbeat_failed(self.clock.now()))
+            return False
+        self._ok("heartbeat")
+        with self._lock:
+            self._do(self.state.on_heartbeat_ok(res, now))
+        return True
+
+    def commands_once(self, wait_s: float | None = None) -> int:
+        """One long-poll; the number of commands it brought. Raises on a network error."""
+        if not self.state.registered or self.backend.frozen(self.clock.now()):
+            return 0
+        wait = self.config.poll_wait_s if wait_s is None else wait_s
+        cmds = self.client.commands(self.config.node, wait_s=wait)
+        if self.backend.frozen(self.clock.now()):
+            return 0  # a hung node does not act on what reached it
+        with self._lock:
+            for cmd in cmds:
+                self._do(self.state.on_command(cmd, self.clock.now()))
+        return len(cmds)
+
+    def ship_once(self) -> bool:
+        """Send queued events, then new log bytes. True when everything went out."""
+        if self.backend.frozen(self.clock.now()):
+            return False
+        while batch := self.events.peek(_EVENT_BATCH):
+            try:
+                self.client.events(self.config.node, batch)
+            except ApiError as e:
+                if e.status not in _POISON:
+                    self._failed("events", e)
+                    return False
+                log.error("controller refused %d events for good: %s", len(batch), e)
+            except httpx.HTTPError as e:
+                self._failed("events", e)
+                return False
+            self.events.ack(batch)
+            self._ok("events")
+        sent = 0
+        for tail in self.logs.pending():
+            while sent < _CHUNKS_PER_ROUND and (nxt := tail.next_chunk()) is not None:
+                chunk, raw_len = nxt
+                try:
+                    self.client.logs(self.config.node, chunk)
+                except ApiError as e:
+                    if e.status not in _POISON:
+                        self._failed("logs", e)
+                        return False
+                    log.error("controller refused the logs of %s for good: %s", tail.key, e)
+                    self.logs.drop(tail)
+                    break
+                except httpx.HTTPError as e:
+                    self._failed("logs", e)
+                    return False
+                tail.ack(chunk, raw_len)
+                self._ok("logs")
+                sent += 1
+            if tail.final_sent:
+                self.logs.drop(tail)
+        return sent < _CHUNKS_PER_ROUND
+
+    # ----- threads ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the three I/O threads; the caller then ticks (``run``) on its own thread."""
+        for name, target in (
+            ("heartbeat", self._heartbeat_loop),
+            ("commands", self._commands_loop),
+            ("shipping", self._ship_loop),
+        ):
+            t = threading.Thread(target=target, name=f"agent-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def run(self, stop: threading.Event, until: float | None = None) -> None:
+        """Tick until ``stop`` is set (or ``until`` on the agent's clock)."""
+        while not stop.wait(self.config.tick_s) and not self._stop.is_set():
+            self.tick_once()
+            if until is not None and self.clock.now() >= until:
+                break
+
+    def _heartbeat_loop(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            ok = self.heartbeat_once()
+            if ok or self.state.registered:
+                backoff = 0.5
+                wait = self.heartbeat_s
+            else:  # not registered yet: retry sooner than a heartbeat period
+                wait, backoff = backoff, min(backoff * 2, _BACKOFF_MAX_S)
+            self._stop.wait(wait)
+
+    def _commands_loop(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            if not self.state.registered or self.backend.frozen(self.clock.now()):
+                self._stop.wait(0.2)
+                continue
+            try:
+                self.commands_once()
+                self._ok("commands")
+                backoff = 0.5
+            except (httpx.HTTPError, ApiError) as e:
+                self._failed("commands", e)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+    def _ship_loop(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set():
+            if self.ship_once():
+                backoff = 0.2
+                self._wake_ship.wait(0.25)  # new log bytes are picked up at this pace
+            else:
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+            self._wake_ship.clear()
+
+    def stop(self, *, kill_tasks: bool = True, grace_s: float = 5.0, flush_s: float = 5.0) -> None:
+        """Stop the tasks (SIGTERM, grace, SIGKILL), try to deliver what is queued, then stop
+        the threads. Bounded by about ``grace_s + flush_s`` seconds of real time."""
+        if kill_tasks:
+            with self._lock:
+                for key in self.runner.live():
+                    self.runner.kill(key, grace_s, "the agent is shutting down")
+            end = time.monotonic() + grace_s + 1.0
+            while self.runner.live() and time.monotonic() < end:
+                self.tick_once()
+                time.sleep(0.02)
+            self.tick_once()
+        end = time.monotonic() + flush_s
+        while time.monotonic() < end and not self.backend.frozen(self.clock.now()):
+            if self.ship_once() and not len(self.events) and not self.logs.pending():
+                break
+            time.sleep(0.1)
+        self._stop.set()
+        self._wake_ship.set()
+        for t in self._threads:
+            t.join(timeout=1.0)  # a long-poll in flight ends with its own timeout
+        self.backend.close()
+        self.client.close()

@@ -1,0 +1,213 @@
+"""A real agent process (``python -m gpufleet.agent --simulate``) against a small fake
+controller on 127.0.0.1: it registers, takes a launch from the long-poll, and reports the
+task's start, exit and logs; cut off past its lease, it fences the task and says so later."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+LEASE_S = 2.0
+
+
+class Controller:
+    """Just the agent endpoints; ``partitioned`` answers 503 to everything."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.partitioned = False
+        self.registrations: list[dict[str, Any]] = []
+        self.heartbeats: list[dict[str, Any]] = []
+        self.commands: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.logs: dict[tuple[str, int, int, str], str] = {}
+        self.final: set[tuple[str, int, int, str]] = set()
+
+    def handle(self, path: str, query: dict[str, list[str]], body: Any) -> Any:
+        with self.cond:
+            try:
+                return self._handle(path, query, body)
+            finally:
+                self.cond.notify_all()  # whoever waits on what this request changed
+
+    def _handle(self, path: str, query: dict[str, list[str]], body: Any) -> Any:
+        if self.partitioned:
+            return 503, {"detail": "partitioned"}
+        if path == "/api/v1/agent/register":
+            self.registrations.append(body)
+            return 200, {"lease_s": LEASE_S, "heartbeat_s": 0.3}
+        what = path.rsplit("/", 1)[-1]
+        if what == "heartbeat":
+            self.heartbeats.append(body)
+            return 200, {"lease_s": LEASE_S, "stale": []}
+        if what == "commands":
+            wait = min(float(query.get("wait", ["1"])[0]), 1.0)
+            self.cond.wait_for(lambda: bool(self.commands), timeout=wait)
+            out, self.commands = self.commands, []
+            return 200, {"commands": out}
+        if what == "events":
+            self.events += body["events"]
+        elif what == "logs":
+            key = (body["job"], body["attempt"], body["rank"], body["stream"])
+            self.logs[key] = self.logs.get(key, "") + body["data"]
+            if body["final"]:
+                self.final.add(key)
+        else:
+            return 404, {"detail": path}
+        return 200, None
+
+    def wait(self, pred: Callable[[], bool], timeout: float = 15.0) -> None:
+        with self.cond:
+            if not self.cond.wait_for(pred, timeout=timeout):
+                raise AssertionError(f"timed out; events so far: {self.events}")
+
+    def send(self, cmd: dict[str, Any]) -> None:
+        with self.cond:
+            self.commands.append(cmd)
+            self.cond.notify_all()
+
+
+def serve(ctl: Controller) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self) -> None:
+            url = urlsplit(self.path)
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(n)) if n else None
+            status, out = ctl.handle(url.path, parse_qs(url.query), body)
+            data = json.dumps(out).encode() if out is not None else b""
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _reply
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.fixture
+def controller() -> Iterator[tuple[Controller, str]]:
+    ctl = Controller()
+    srv = serve(ctl)
+    yield ctl, f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture
+def start_agent(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(url: str) -> subprocess.Popen[bytes]:
+        argv = [
+            sys.executable,
+            "-m",
+            "gpufleet.agent",
+            "--controller",
+            url,
+            "--token",
+            "agent-token",
+            "--name",
+            "node-1",
+            "--simulate",
+            "2xH100",
+            "--data-dir",
+            str(tmp_path / "agent"),
+            "--heartbeat-s",
+            "0.3",
+            "--poll-wait-s",
+            "1",
+            "--fence-grace-s",
+            "0.5",
+            "--label",
+            "zone=a",
+        ]
+        log = (tmp_path / "agent.log").open("wb")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def launch(job: str, code: str, **kw: Any) -> dict[str, Any]:
+    return {
+        "kind": "launch",
+        "job": job,
+        "attempt": 0,
+        "rank": 1,
+        "command": [sys.executable, "-c", code],
+        **kw,
+    }
+
+
+def test_agent_runs_a_launch_and_reports_events_and_logs(
+    controller: tuple[Controller, str], start_agent: Callable[[str], subprocess.Popen[bytes]]
+) -> None:
+    ctl, url = controller
+    agent = start_agent(url)
+    ctl.wait(lambda: bool(ctl.registrations))
+    reg = ctl.registrations[0]
+    assert (reg["node"], reg["gpu_model"], len(reg["gpus"])) == ("node-1", "H100-SXM", 2)
+    assert reg["address"] == "127.0.0.1" and reg["labels"] == {"zone": "a"}
+
+    code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['RANK'])"
+    ctl.send(launch("job-7", code, gpus=[1], env={"RANK": "1", "WORLD_SIZE": "2"}))
+    key = ("job-7", 0, 1, "stdout")
+    ctl.wait(lambda: len(ctl.events) >= 2 and key in ctl.final)
+    assert [(e["kind"], e["job"], e["rank"]) for e in ctl.events] == [
+        ("started", "job-7", 1),
+        ("exited", "job-7", 1),
+    ]
+    assert ctl.events[1]["exit_code"] == 0
+    assert ctl.logs[key] == "1 1\n"
+    ctl.wait(lambda: any(h["metrics"].get("gpus") for h in ctl.heartbeats))
+    assert ctl.heartbeats[-1]["health"]["healthy"] is True
+
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=15) == 0
+
+
+def test_a_partitioned_agent_fences_its_task_and_reports_it_on_reconnect(
+    controller: tuple[Controller, str], start_agent: Callable[[str], subprocess.Popen[bytes]]
+) -> None:
+    ctl, url = controller
+    agent = start_agent(url)
+    ctl.wait(lambda: bool(ctl.registrations))
+    ctl.send(launch("job-8", "import time; time.sleep(60)"))
+    ctl.wait(lambda: any(e["kind"] == "started" for e in ctl.events))
+    ctl.wait(lambda: any(h["running"] for h in ctl.heartbeats))
+    with ctl.cond:
+        ctl.partitioned = True
+    time.sleep(LEASE_S + 1.5)  # real time: the agent's own lease must run out
+    with ctl.cond:
+        ctl.partitioned = False
+    ctl.wait(lambda: any(e["kind"] == "exited" for e in ctl.events))
+    exited = next(e for e in ctl.events if e["kind"] == "exited")
+    assert "fenced" in exited["why"] and exited["exit_code"] == 143
+    ctl.wait(lambda: not ctl.heartbeats[-1]["running"])  # and it heartbeats again
+
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=15) == 0

@@ -1,0 +1,246 @@
+"""The agent's I/O steps against a fake controller behind ``httpx.MockTransport``: no threads,
+a ManualClock for the lease, real subprocesses for the tasks."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gpufleet.agent.agent import Agent, AgentConfig
+from gpufleet.agent.clock import ManualClock
+from gpufleet.agent.simgpu import SimulatedGpus
+from gpufleet.client.http import AgentClient
+
+PY = sys.executable
+T0 = 1000.0
+
+
+class FakeController:
+    """The agent endpoints of /api/v1, in memory; ``down`` makes every request fail."""
+
+    def __init__(self, lease_s: float = 5.0) -> None:
+        self.lease_s = lease_s
+        self.down = False
+        self.registered: dict[str, dict[str, Any]] = {}
+        self.registrations: list[dict[str, Any]] = []
+        self.heartbeats: list[dict[str, Any]] = []
+        self.commands: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.logs: dict[tuple[str, int, int, str], str] = {}
+        self.final: set[tuple[str, int, int, str]] = set()
+        self.stale: list[dict[str, Any]] = []
+        self.requests = 0
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        if self.down:
+            raise httpx.ConnectError("controller unreachable", request=request)
+        path = request.url.path.removeprefix("/api/v1/agent/")
+        body = json.loads(request.content) if request.content else None
+        if path == "register":
+            self.registered[body["node"]] = body
+            self.registrations.append(body)
+            return httpx.Response(200, json={"lease_s": self.lease_s, "heartbeat_s": 1.0})
+        node, _, what = path.partition("/")
+        if node not in self.registered:
+            return httpx.Response(409, json={"detail": f"node {node} is not registered"})
+        if what == "heartbeat":
+            self.heartbeats.append(body)
+            return httpx.Response(200, json={"lease_s": self.lease_s, "stale": self.stale})
+        if what == "commands":
+            out, self.commands = self.commands, []
+            return httpx.Response(200, json={"commands": out})
+        if what == "events":
+            self.events += body["events"]
+            return httpx.Response(200)
+        if what == "logs":
+            key = (body["job"], body["attempt"], body["rank"], body["stream"])
+            have = self.logs.get(key, "")
+            assert body["offset"] == len(have.encode()), "log chunk offset must continue the text"
+            self.logs[key] = have + body["data"]
+            if body["final"]:
+                self.final.add(key)
+            return httpx.Response(200)
+        return httpx.Response(404, json={"detail": path})
+
+    def launch(self, code: str, job: str = "j1", rank: int = 0, **kw: Any) -> None:
+        self.commands.append(
+            {
+                "kind": "launch",
+                "job": job,
+                "attempt": 0,
+                "rank": rank,
+                "command": [PY, "-c", code],
+                **kw,
+            }
+        )
+
+    def kinds(self) -> list[tuple[str, str]]:
+        return [(e["kind"], e["job"]) for e in self.events]
+
+
+@pytest.fixture
+def ctl() -> FakeController:
+    return FakeController()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def sim() -> SimulatedGpus:
+    return SimulatedGpus.from_spec("4xH100", "n1", start=T0)
+
+
+@pytest.fixture
+def agent(
+    ctl: FakeController, clock: ManualClock, sim: SimulatedGpus, tmp_path: Path
+) -> Iterator[Agent]:
+    client = AgentClient("http://ctl", "tok", transport=httpx.MockTransport(ctl.handler))
+    cfg = AgentConfig(
+        node="n1", address="10.1.2.3", data_dir=tmp_path, labels={"rack": "r1"}, fence_grace_s=0.5
+    )
+    a = Agent(client, sim, cfg, clock=clock)
+    yield a
+    for key in a.runner.live():
+        a.runner.kill(key, 0, "test over")
+    a.runner.wait(5.0)
+
+
+def until(agent: Agent, pred: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Tick (real processes need real time to exit) until ``pred``; bounded."""
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        agent.tick_once()
+        time.sleep(0.01)
+
+
+SLEEP = "import time; print('up', flush=True); time.sleep(60)"
+
+
+def test_register_describes_the_node(agent: Agent, ctl: FakeController) -> None:
+    assert agent.register_once()
+    reg = ctl.registered["n1"]
+    assert (reg["address"], reg["gpu_model"], len(reg["gpus"])) == ("10.1.2.3", "H100-SXM", 4)
+    assert reg["labels"] == {"rack": "r1"} and reg["driver_version"] == "550.54.15"
+    assert reg["cpu_cores"] >= 1 and reg["memory_gib"] > 0
+    assert agent.state.registered and agent.state.lease_until == T0 + 5.0
+    assert agent.heartbeat_s == 1.0  # the controller asked for a shorter period
+
+
+def test_a_launch_runs_and_its_events_and_logs_reach_the_controller(
+    agent: Agent, ctl: FakeController
+) -> None:
+    agent.register_once()
+    ctl.launch("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])", gpus=[1, 3])
+    assert agent.commands_once(wait_s=0) == 1
+    until(agent, lambda: not agent.runner.live())
+    assert agent.ship_once()
+    assert ctl.kinds() == [("started", "j1"), ("exited", "j1")]
+    assert ctl.events[1]["exit_code"] == 0
+    assert ctl.logs[("j1", 0, 0, "stdout")] == "1,3\n"
+    assert ctl.final == {("j1", 0, 0, "stdout"), ("j1", 0, 0, "stderr")}
+    assert agent.logs.pending() == []
+
+
+def test_heartbeat_carries_health_metrics_and_running_tasks(
+    agent: Agent, ctl: FakeController, sim: SimulatedGpus, clock: ManualClock
+) -> None:
+    sim.inject("xid79@gpu2:1s")
+    agent.register_once()
+    ctl.launch(SLEEP, gpus=[0])
+    agent.commands_once(wait_s=0)
+    clock.advance(2.0)
+    agent.tick_once()  # the runner tells the simulated GPUs which are busy
+    assert agent.heartbeat_once()
+    hb = ctl.heartbeats[-1]
+    assert hb["health"]["healthy"] is False and hb["health"]["bad_gpus"] == [2]
+    assert "XID 79" in hb["health"]["why"]
+    assert hb["running"] == [{"job": "j1", "attempt": 0, "rank": 0}]
+    util = [g["values"]["DCGM_FI_DEV_GPU_UTIL"] for g in hb["metrics"]["gpus"]]
+    assert util == [100.0, 0.0, 0.0, 0.0]
+    assert "memory_total_bytes" in hb["metrics"]["host"]
+
+
+def test_tasks_the_controller_calls_stale_are_stopped(agent: Agent, ctl: FakeController) -> None:
+    agent.register_once()
+    ctl.launch(SLEEP)
+    agent.commands_once(wait_s=0)
+    ctl.stale = [{"job": "j1", "attempt": 0, "rank": 0}]
+    agent.heartbeat_once()
+    until(agent, lambda: not agent.runner.live())
+    agent.ship_once()
+    assert ctl.events[-1]["kind"] == "exited" and "stale" in ctl.events[-1]["why"]
+
+
+def test_lease_expiry_fences_tasks_and_reports_them_on_reconnect(
+    agent: Agent, ctl: FakeController, clock: ManualClock
+) -> None:
+    agent.register_once()  # lease until T0 + 5
+    ctl.launch(SLEEP)
+    agent.commands_once(wait_s=0)
+    agent.tick_once()
+    ctl.down = True
+    clock.advance(3.0)
+    assert not agent.heartbeat_once()
+    agent.tick_once()
+    assert agent.runner.live()  # within the lease: keeps running
+    clock.advance(2.0)
+    agent.tick_once()  # lease over: SIGTERM
+    until(agent, lambda: not agent.runner.live())
+    assert agent.state.fenced
+    assert not agent.ship_once()  # still unreachable: kept for later
+    ctl.down = False
+    assert agent.ship_once()
+    exited = ctl.events[-1]
+    assert exited["kind"] == "exited" and exited["exit_code"] == 143
+    assert "fenced" in exited["why"] and "lease expired" in exited["why"]
+    assert agent.heartbeat_once() and not agent.state.fenced
+
+
+def test_a_controller_that_forgot_the_node_gets_a_new_registration(
+    agent: Agent, ctl: FakeController
+) -> None:
+    agent.register_once()
+    ctl.launch(SLEEP)
+    agent.commands_once(wait_s=0)
+    del ctl.registered["n1"]  # e.g. declared lost
+    assert agent.heartbeat_once()
+    assert len(ctl.registrations) == 2
+    assert ctl.registrations[-1]["running"] == [{"job": "j1", "attempt": 0, "rank": 0}]
+
+
+def test_a_frozen_node_says_nothing(
+    agent: Agent, ctl: FakeController, sim: SimulatedGpus, clock: ManualClock
+) -> None:
+    sim.inject("freeze:10s")
+    agent.register_once()
+    clock.advance(11.0)
+    before = ctl.requests
+    assert not agent.heartbeat_once()
+    assert agent.commands_once(wait_s=0) == 0
+    assert not agent.ship_once()
+    assert ctl.requests == before
+
+
+def test_stop_kills_tasks_and_delivers_their_exit(agent: Agent, ctl: FakeController) -> None:
+    agent.register_once()
+    ctl.launch(SLEEP)
+    agent.commands_once(wait_s=0)
+    out, _ = agent.runner.log_paths(("j1", 0, 0))
+    until(agent, lambda: out.exists() and out.read_bytes() == b"up\n")
+    agent.stop(grace_s=2.0, flush_s=2.0)
+    assert ctl.kinds() == [("started", "j1"), ("exited", "j1")]
+    assert "shutting down" in ctl.events[-1]["why"]
+    assert ("j1", 0, 0, "stdout") in ctl.final and ctl.logs[("j1", 0, 0, "stdout")] == "up\n"
