@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -47,11 +48,11 @@ FULL_SPEC = JobSpec(
 )
 
 
-def spec(user: str = "alice", queue: str = "default", **kw: object) -> JobSpec:
-    return JobSpec(name=f"job-{user}", user=user, queue=queue, **kw)  # type: ignore[arg-type]
+def spec(user: str = "alice", queue: str = "default", **kw: Any) -> JobSpec:
+    return JobSpec(name=f"job-{user}", user=user, queue=queue, **kw)
 
 
-def one(store: Store, user: str = "alice", t: float = 0.0, **kw: object) -> str:
+def one(store: Store, user: str = "alice", t: float = 0.0, **kw: Any) -> str:
     return store.add_jobs([NewJob(spec(user, **kw), t)])[0]
 
 
@@ -114,17 +115,18 @@ def test_idempotency_key_gives_back_the_first_job(store: Store) -> None:
     b = store.add_jobs(
         [NewJob(spec(), 2.0, idempotency_key="sub-1"), NewJob(spec(), 2.0, idempotency_key="sub-2")]
     )
-    assert b[0] == a[0] and b[1] != a[0]
+    assert a == ["1"] and b == ["1", "2"]
     twice = store.add_jobs(
         [NewJob(spec(), 3.0, idempotency_key="sub-3"), NewJob(spec(), 3.0, idempotency_key="sub-3")]
     )
-    assert twice[0] == twice[1]
+    assert twice == ["3", "3"]
     assert len(store.list_jobs()) == 3
+    assert one(store) == "4"  # the ids reserved for known keys were given back: no gaps
     with pytest.raises(IdempotencyConflict, match="sub-1"):
         store.add_jobs([NewJob(spec("mallory"), 4.0, idempotency_key="sub-1")])
     with pytest.raises(IdempotencyConflict):
         store.add_jobs([NewJob(spec(workers=9), 4.0, idempotency_key="sub-1")])
-    assert len(store.list_jobs()) == 3
+    assert len(store.list_jobs()) == 4
 
 
 def test_ids_are_unique_across_two_stores(db_url: str) -> None:

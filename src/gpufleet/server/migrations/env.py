@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import context
 
 from gpufleet.server.store.engine import make_engine
@@ -22,7 +23,7 @@ def run() -> None:
         c.commit()
 
 
-def _migrate(conn: object) -> None:
+def _migrate(conn: sa.Connection) -> None:
     # render_as_batch: SQLite alters tables by copying them; later migrations need it
     context.configure(connection=conn, target_metadata=metadata, render_as_batch=True)
     with context.begin_transaction():

@@ -47,7 +47,7 @@ def create_token(
     }
     if conn.execute(sa.select(tokens.c.id).where(tokens.c.name == name)).first() is not None:
         raise StoreError(f"a token named {name!r} exists already")
-    tid = conn.execute(sa.insert(tokens).values(row).returning(tokens.c.id)).scalar_one()
+    tid: int = conn.execute(sa.insert(tokens).values(row).returning(tokens.c.id)).scalar_one()
     return _info_of(tid, row), secret
 
 
@@ -82,7 +82,7 @@ def list_tokens(conn: sa.Connection, include_revoked: bool) -> list[TokenInfo]:
 
 
 def _info(r: sa.Row[Any]) -> TokenInfo:
-    return _info_of(r.id, r._mapping)
+    return _info_of(r.id, dict(r._mapping))
 
 
 def _info_of(tid: int, m: Mapping[str, Any]) -> TokenInfo:

@@ -56,7 +56,7 @@ def _sqlite_engine(u: URL) -> sa.Engine:
     if sync not in _SYNC_MODES:
         raise ValueError(f"synchronous={sync.lower()}: use one of {', '.join(_SYNC_MODES)}")
     u = u.difference_update_query(["synchronous"])
-    if u.database in (None, "", ":memory:"):
+    if u.database is None or u.database in ("", ":memory:"):
         raise ValueError("the SQLite store needs a file (WAL does not apply to :memory:)")
     Path(u.database).parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_S})

@@ -35,6 +35,21 @@ _ACTIVE = sa.or_(
     jobs.c.state.in_([s.value for s in _LIVE]),
     (jobs.c.state == S.FAILED.value) & (jobs.c.retries_used < jobs.c.max_retries),
 )
+# Statements built once: building one costs more CPU than running it on SQLite.
+_C = counters.c
+_BUMP = (
+    sa.update(counters)
+    .where(_C.name == "job")
+    .values(value=_C.value + sa.bindparam("n"))
+    .returning(_C.value)
+)
+_SET_COUNTER = sa.update(counters).where(_C.name == "job").values(value=sa.bindparam("v"))
+_BY_KEY = sa.select(jobs.c.idempotency_key, jobs.c.id, jobs.c.user, jobs.c.spec).where(
+    jobs.c.idempotency_key.in_(sa.bindparam("keys", expanding=True))
+)
+_KNOWN = sa.select(jobs.c.id).where(jobs.c.id.in_(sa.bindparam("ids", expanding=True)))
+_INSERT_JOBS = sa.insert(jobs)
+_INSERT_EVENTS = sa.insert(job_events)
 _UPDATE = (
     sa.update(jobs)
     .where(jobs.c.id == sa.bindparam("b_id"))
@@ -72,25 +87,25 @@ def add_jobs(conn: sa.Connection, new: Sequence[NewJob], now: float) -> list[str
     for i, nj in enumerate(new):
         if nj.idempotency_key is not None:
             first.setdefault(nj.idempotency_key, i)
-    # The counter row is the lock: with it held, the key check below sees every commit
-    # before ours (PostgreSQL READ COMMITTED; SQLite holds the write lock already).
-    last = conn.execute(
-        sa.select(counters.c.value).where(counters.c.name == "job").with_for_update()
-    ).scalar_one()
+    # Reserve an id for every job that may be new. The counter row is also the lock: with it
+    # held, the key check below sees every commit before ours (PostgreSQL READ COMMITTED;
+    # SQLite holds the write lock already).
+    wanted = sum(1 for i, nj in enumerate(new) if _first_of_key(nj, first, i))
+    start: int = conn.execute(_BUMP, {"n": wanted}).scalar_one() - wanted
+    last = start
     ids: list[str | None] = [None] * len(new)
-    for key, job_id in _existing(conn, new, first).items():
-        ids[first[key]] = job_id
+    for known_key, known_id in _existing(conn, new, first).items():
+        ids[first[known_key]] = known_id
     _check_dependencies(conn, new)
     rows: list[dict[str, Any]] = []
     array_head: str | None = None
     for i, nj in enumerate(new):
-        key = nj.idempotency_key
-        if ids[i] is not None or (key is not None and first[key] != i):
+        if ids[i] is not None or not _first_of_key(nj, first, i):
             continue
         last += 1
         job_id = str(last)
         ids[i] = job_id
-        array_id = nj.array_id
+        array_id: str | None = nj.array_id
         if nj.array_index is not None and array_id is None:
             array_head = array_head or job_id
             array_id = array_head
@@ -99,10 +114,16 @@ def add_jobs(conn: sa.Connection, new: Sequence[NewJob], now: float) -> list[str
         if ids[i] is None and nj.idempotency_key is not None:
             ids[i] = ids[first[nj.idempotency_key]]
     if rows:
-        conn.execute(sa.insert(jobs), rows)
-        conn.execute(sa.insert(job_events), [_submitted(r) for r in rows])
-        conn.execute(sa.update(counters).where(counters.c.name == "job").values(value=last))
+        conn.execute(_INSERT_JOBS, rows)
+        conn.execute(_INSERT_EVENTS, [_submitted(r) for r in rows])
+    if last < start + wanted:  # some keys existed: give back the ids reserved for them
+        conn.execute(_SET_COUNTER, {"v": last})
     return [str(x) for x in ids]
+
+
+def _first_of_key(nj: NewJob, first: dict[str, int], i: int) -> bool:
+    """Whether job ``i`` of the batch is not a repeat of an earlier key in the same batch."""
+    return nj.idempotency_key is None or first[nj.idempotency_key] == i
 
 
 def _check(i: int, nj: NewJob) -> None:
@@ -126,13 +147,10 @@ def _check(i: int, nj: NewJob) -> None:
 def _existing(conn: sa.Connection, new: Sequence[NewJob], first: dict[str, int]) -> dict[str, str]:
     if not first:
         return {}
-    found = conn.execute(
-        sa.select(jobs.c.idempotency_key, jobs.c.id, jobs.c.user, jobs.c.spec).where(
-            jobs.c.idempotency_key.in_(list(first))
-        )
-    ).all()
+    found = conn.execute(_BY_KEY, {"keys": list(first)}).all()
     out: dict[str, str] = {}
     for key, job_id, user, spec in found:
+        key, job_id = str(key), str(job_id)
         nj = new[first[key]]
         if user != nj.spec.user or spec != spec_to_dict(nj.spec):
             raise IdempotencyConflict(
@@ -147,7 +165,7 @@ def _check_dependencies(conn: sa.Connection, new: Sequence[NewJob]) -> None:
     wanted = {dep for nj in new for _, dep in nj.depends_on}
     if not wanted:
         return
-    known = set(conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(wanted))).scalars())
+    known: set[str] = set(conn.execute(_KNOWN, {"ids": list(wanted)}).scalars())
     for i, nj in enumerate(new):
         for kind, dep in nj.depends_on:
             if dep not in known:
@@ -200,7 +218,7 @@ def apply_transitions(
     controller's "submitted" transition, which ``add_jobs`` recorded already."""
     events = [_event(t) for t in transitions if t.old is not None]
     if events:
-        conn.execute(sa.insert(job_events), events)
+        conn.execute(_INSERT_EVENTS, events)
     full = {u.id: u for u in updates}
     last = {t.job_id: t for t in transitions if t.job_id not in full}
     _update(conn, _UPDATE, [_update_row(u) for u in full.values()])
@@ -216,7 +234,7 @@ def _update(conn: sa.Connection, stmt: sa.Update, rows: list[dict[str, Any]]) ->
     n = conn.execute(stmt, rows).rowcount
     if conn.dialect.supports_sane_multi_rowcount and n != len(rows):
         ids = [r["b_id"] for r in rows]
-        known = set(conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(ids))).scalars())
+        known: set[str] = set(conn.execute(_KNOWN, {"ids": ids}).scalars())
         missing = sorted(set(ids) - known)
         raise StoreError(f"unknown job {missing[0] if missing else '?'}; nothing applied")
 
@@ -282,7 +300,7 @@ def list_jobs(
 
 def unfinished(conn: sa.Connection) -> tuple[list[StoredJob], list[StoredJob]]:
     """Unfinished jobs in seq order, and the finished jobs they depend on."""
-    active = [_stored(r) for r in conn.execute(sa.select(jobs).where(_ACTIVE).order_by("seq"))]
+    active = [_stored(r) for r in conn.execute(sa.select(jobs).where(_ACTIVE).order_by(jobs.c.seq))]
     have = {j.id for j in active}
     deps = {d for j in active for _, d in j.depends_on} - have
     done = _by_ids(conn, deps)

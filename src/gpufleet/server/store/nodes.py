@@ -137,4 +137,5 @@ def queue(conn: sa.Connection, name: str) -> QueueSpec | None:
 
 def all_queues(conn: sa.Connection) -> list[QueueSpec]:
     q = sa.select(queues.c.spec).order_by(queues.c.name)
-    return [queue_from_dict(s) for s in conn.execute(q).scalars()]
+    specs: list[dict[str, Any]] = list(conn.execute(q).scalars())
+    return [queue_from_dict(s) for s in specs]

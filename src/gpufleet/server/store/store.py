@@ -65,9 +65,14 @@ class Store:
             raise StoreError(f"refused by the database: {e.orig}") from e
 
     @contextmanager
-    def _read(self) -> Iterator[sa.Connection]:
-        with self.engine.connect() as c, c.begin():
-            yield c
+    def _read(self, snapshot: bool = False) -> Iterator[sa.Connection]:
+        """A read transaction; ``snapshot``: one view for all its statements (SQLite's
+        transactions always are; PostgreSQL's default READ COMMITTED is per statement)."""
+        with self.engine.connect() as c:
+            if snapshot and c.dialect.name == "postgresql":
+                c.execution_options(isolation_level="REPEATABLE READ")
+            with c.begin():
+                yield c
 
     # ----- jobs ----------------------------------------------------------------------------
 
@@ -111,7 +116,7 @@ class Store:
             return jobs.events(c, job_id)
 
     def load_jobs_for_restart(self) -> RestartState:
-        with self._read() as c:
+        with self._read(snapshot=True) as c:
             active, deps = jobs.unfinished(c)
             return RestartState(
                 tuple(active), tuple(deps), tuple(nodes.all_nodes(c)), tuple(nodes.all_queues(c))
