@@ -191,7 +191,9 @@ def test_agent_runs_a_launch_and_reports_events_and_logs(
 
 
 def test_a_partitioned_agent_fences_its_task_and_reports_it_on_reconnect(
-    controller: tuple[Controller, str], start_agent: Callable[[str], subprocess.Popen[bytes]]
+    controller: tuple[Controller, str],
+    start_agent: Callable[[str], subprocess.Popen[bytes]],
+    tmp_path: Path,
 ) -> None:
     ctl, url = controller
     agent = start_agent(url)
@@ -201,7 +203,14 @@ def test_a_partitioned_agent_fences_its_task_and_reports_it_on_reconnect(
     ctl.wait(lambda: any(h["running"] for h in ctl.heartbeats))
     with ctl.cond:
         ctl.partitioned = True
-    time.sleep(LEASE_S + 1.5)  # real time: the agent's own lease must run out
+    # the agent reaps the fenced task (and removes its pid file) once its own lease runs out
+    pidfile = tmp_path / "agent" / "job-8" / "0" / "rank1.pid"
+    assert pidfile.exists()
+    end = time.monotonic() + LEASE_S + 10
+    while pidfile.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not pidfile.exists()
+    assert ctl.events[-1]["kind"] == "started"  # the exit could not be reported yet
     with ctl.cond:
         ctl.partitioned = False
     ctl.wait(lambda: any(e["kind"] == "exited" for e in ctl.events))

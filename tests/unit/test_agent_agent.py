@@ -36,6 +36,7 @@ class FakeController:
         self.logs: dict[tuple[str, int, int, str], str] = {}
         self.final: set[tuple[str, int, int, str]] = set()
         self.stale: list[dict[str, Any]] = []
+        self.foreign_jobs: set[str] = set()  # logs for these: 403, not this node's rank
         self.requests = 0
 
     def handler(self, request: httpx.Request) -> httpx.Response:
@@ -60,6 +61,8 @@ class FakeController:
         if what == "events":
             self.events += body["events"]
             return httpx.Response(200)
+        if what == "logs" and body["job"] in self.foreign_jobs:
+            return httpx.Response(403, json={"detail": "node n1 does not run rank 0"})
         if what == "logs":
             key = (body["job"], body["attempt"], body["rank"], body["stream"])
             have = self.logs.get(key, "")
@@ -244,3 +247,18 @@ def test_stop_kills_tasks_and_delivers_their_exit(agent: Agent, ctl: FakeControl
     assert ctl.kinds() == [("started", "j1"), ("exited", "j1")]
     assert "shutting down" in ctl.events[-1]["why"]
     assert ("j1", 0, 0, "stdout") in ctl.final and ctl.logs[("j1", 0, 0, "stdout")] == "up\n"
+
+
+def test_logs_the_controller_refuses_do_not_hold_up_the_others(
+    agent: Agent, ctl: FakeController
+) -> None:
+    agent.register_once()
+    ctl.foreign_jobs = {"gone"}
+    ctl.launch("print('lost')", job="gone")
+    ctl.launch("print('kept')", job="kept")
+    agent.commands_once(wait_s=0)
+    until(agent, lambda: not agent.runner.live())
+    assert agent.ship_once()
+    assert ctl.logs[("kept", 0, 0, "stdout")] == "kept\n"
+    assert not any(k[0] == "gone" for k in ctl.logs)
+    assert agent.logs.pending() == []

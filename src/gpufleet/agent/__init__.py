@@ -4,6 +4,9 @@ agent that registers, heartbeats, long-polls for launches and reports task event
 from gpufleet.agent.agent import Agent, AgentConfig
 from gpufleet.agent.gpu import DCGM_FIELDS, GpuBackend, GpuSample, GpuUnavailable
 from gpufleet.agent.main import run_agent
+from gpufleet.agent.nvml import NvmlBackend
+from gpufleet.agent.runner import TaskRunner
+from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.agent.state import AgentState
 
 __all__ = [
@@ -14,5 +17,8 @@ __all__ = [
     "GpuBackend",
     "GpuSample",
     "GpuUnavailable",
+    "NvmlBackend",
+    "SimulatedGpus",
+    "TaskRunner",
     "run_agent",
 ]

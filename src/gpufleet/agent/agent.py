@@ -33,8 +33,14 @@ log = logging.getLogger(__name__)
 _EVENT_BATCH = 200
 _CHUNKS_PER_ROUND = 64  # per shipping round, so one chatty task cannot starve the others
 _BACKOFF_MAX_S = 5.0
-# refused for good: resending the same body cannot succeed (401/403 may be fixed by an admin)
-_POISON = (400, 413, 422)
+# 4xx answers that a retry may fix: auth (an admin can fix the token), not registered yet,
+# timeouts and rate limits. Any other 4xx refuses that body for good: resending cannot help.
+_RETRYABLE = (401, 403, 408, 409, 429)
+_RETRYABLE_LOGS = (401, 408, 409, 429)  # a 403 for logs: that rank is not ours (any more)
+
+
+def _refused(e: ApiError, retryable: tuple[int, ...]) -> bool:
+    return 400 <= e.status < 500 and e.status not in retryable
 
 
 @dataclass
@@ -79,6 +85,7 @@ class Agent:
         self.logs = LogTails()
         self.heartbeat_s = config.heartbeat_s
         self._lock = threading.RLock()  # state + runner; never held across HTTP
+        self._gpu_lock = threading.Lock()  # backends need not be thread-safe
         self._stop = threading.Event()
         self._wake_ship = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -127,13 +134,17 @@ class Agent:
         with self._lock:
             self._feed(self.runner.poll(now))
             self._do(self.state.on_tick(now))
-            self.backend.set_load(self.runner.gpu_load(), now)
+            load = self.runner.gpu_load()
+        with self._gpu_lock:
+            self.backend.set_load(load, now)
 
     def register_once(self) -> bool:
         now = self.clock.now()
         if self.backend.frozen(now):
             return False
-        gpus = self.backend.discover()
+        with self._gpu_lock:
+            gpus = self.backend.discover()
+            driver, cuda = self.backend.driver_version(), self.backend.cuda_version()
         cores, mem = host_resources()
         c = self.config
         with self._lock:
@@ -149,8 +160,8 @@ class Agent:
             leaf=c.leaf,
             pod=c.pod,
             labels=dict(c.labels),
-            driver_version=self.backend.driver_version(),
-            cuda_version=self.backend.cuda_version(),
+            driver_version=driver,
+            cuda_version=cuda,
             running=running,
         )
         try:
@@ -175,7 +186,8 @@ class Agent:
         now = self.clock.now()
         if self.backend.frozen(now):
             return False  # a hung node says nothing; the lease runs out as it would
-        samples = self.backend.sample(now)
+        with self._gpu_lock:
+            samples = self.backend.sample(now)
         self.last_health = self.health.check(samples)
         metrics = metrics_payload(samples, self.health.last_xid, host_metrics(self.config.data_dir))
         with self._lock:
@@ -218,7 +230,7 @@ class Agent:
             try:
                 self.client.events(self.config.node, batch)
             except ApiError as e:
-                if e.status not in _POISON:
+                if not _refused(e, _RETRYABLE):
                     self._failed("events", e)
                     return False
                 log.error("controller refused %d events for good: %s", len(batch), e)
@@ -234,7 +246,7 @@ class Agent:
                 try:
                     self.client.logs(self.config.node, chunk)
                 except ApiError as e:
-                    if e.status not in _POISON:
+                    if not _refused(e, _RETRYABLE_LOGS):
                         self._failed("logs", e)
                         return False
                     log.error("controller refused the logs of %s for good: %s", tail.key, e)
@@ -328,5 +340,6 @@ class Agent:
         self._wake_ship.set()
         for t in self._threads:
             t.join(timeout=1.0)  # a long-poll in flight ends with its own timeout
-        self.backend.close()
+        with self._gpu_lock:
+            self.backend.close()
         self.client.close()

@@ -53,7 +53,7 @@ class HealthChecker:
         self.xids: dict[int, list[int]] = {}  # GPU → critical XIDs seen
         self.last_xid: dict[int, int] = {}  # GPU → last XID of any kind (the dcgm gauge)
 
-    def check(self, samples: Sequence[GpuSample], frozen: bool = False) -> Health:
+    def check(self, samples: Sequence[GpuSample]) -> Health:
         why: list[str] = []
         bad: set[int] = set()
         seen = {s.index for s in samples}
@@ -88,8 +88,6 @@ class HealthChecker:
             if base and s.nvlink_up is not None and s.nvlink_up < base.nvlink_up:
                 why.append(f"GPU {s.index}: NVLink {s.nvlink_up} of {base.nvlink_up} links up")
                 bad.add(s.index)
-        if frozen:
-            why.append("node frozen")
         if not why:
             return Health()
         return Health(healthy=False, why="; ".join(why), bad_gpus=sorted(bad))

@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +67,27 @@ class _Task:
     gpu_milli: int
     pidfile: Path
     stop_why: str | None = None  # set once we decided to stop it
-    kill_at: float | None = None  # when SIGKILL follows the SIGTERM
+    term_at: float | None = None  # when the SIGTERM went out
+    kill_at: float | None = None  # when SIGKILL follows it
     killed_hard: bool = False
+
+
+class LatestAttempts:
+    """Job → the newest attempt seen, for the last ``limit`` jobs (the oldest are forgotten:
+    their attempts were superseded long ago)."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._d: OrderedDict[str, int] = OrderedDict()
+        self._limit = limit
+
+    def get(self, job: str) -> int | None:
+        return self._d.get(job)
+
+    def put(self, job: str, attempt: int) -> None:
+        self._d[job] = max(attempt, self._d.get(job, attempt))
+        self._d.move_to_end(job)
+        while len(self._d) > self._limit:
+            self._d.popitem(last=False)
 
 
 def signal_name(sig: int) -> str:
@@ -90,7 +110,7 @@ class TaskRunner:
         self.clock = clock or MonotonicClock()
         self.base_env = dict(os.environ if base_env is None else base_env)
         self._live: dict[Key, _Task] = {}
-        self._latest: dict[str, int] = {}  # job → newest attempt launched here
+        self._latest = LatestAttempts()
 
     # ----- queries ------------------------------------------------------------------------
 
@@ -126,7 +146,7 @@ class TaskRunner:
             return [RunnerEvent("exited", key, EXIT_REFUSED, why)]
         if not cmd.command:
             return [RunnerEvent("exited", key, EXIT_REFUSED, "refused: empty command")]
-        self._latest[cmd.job] = max(cmd.attempt, latest or 0)
+        self._latest.put(cmd.job, cmd.attempt)
         out_path, err_path = self.log_paths(key)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**self.base_env, **cmd.env}
@@ -185,7 +205,7 @@ class TaskRunner:
         now = self.clock.now() if now is None else now
         if t.stop_why is None:
             t.stop_why = why
-            t.grace_s = grace_s
+            t.term_at = now
             _signal_group(t.proc.pid, signal.SIGTERM)
             t.kill_at = now + max(0.0, grace_s)
         elif t.kill_at is not None and now + grace_s < t.kill_at:
@@ -240,8 +260,8 @@ class TaskRunner:
     def _describe(t: _Task, rc: int) -> tuple[int, str]:
         if rc < 0:
             code, how = 128 - rc, f"killed by {signal_name(-rc)}"
-            if t.killed_hard and -rc == signal.SIGKILL and t.stop_why is not None:
-                how += f" after {t.grace_s:g} s grace"
+            if t.killed_hard and -rc == signal.SIGKILL and t.kill_at and t.term_at is not None:
+                how += f" after {t.kill_at - t.term_at:g} s grace"
         else:
             code, how = rc, f"exited with code {rc}"
         if t.stop_why is not None:

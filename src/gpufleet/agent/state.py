@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
-from gpufleet.agent.runner import EXIT_REFUSED, Key, RunnerEvent
+from gpufleet.agent.runner import EXIT_REFUSED, Key, LatestAttempts, RunnerEvent
 from gpufleet.api.schemas import AgentCommand, AgentEvent, HeartbeatResult, TaskRef
 
 Phase = Literal["launching", "running", "stopping"]
@@ -65,7 +65,7 @@ class AgentState:
         self.registered = False
         self.fenced = False
         self.tasks: dict[Key, Phase] = {}
-        self._latest: dict[str, int] = {}  # job → newest attempt accepted
+        self._latest = LatestAttempts()  # job → newest attempt accepted
         self._done: OrderedDict[Key, None] = OrderedDict()  # recent finished keys (dedup)
         self._remember = remember
 
@@ -142,7 +142,7 @@ class AgentState:
                 if k[0] == cmd.job and k[1] < cmd.attempt and phase != "stopping":
                     self.tasks[k] = "stopping"
                     out.append(Kill(k, cmd.grace_s, f"superseded by attempt {cmd.attempt}"))
-        self._latest[cmd.job] = cmd.attempt if latest is None else max(latest, cmd.attempt)
+        self._latest.put(cmd.job, cmd.attempt)
         self.tasks[key] = "launching"
         out.append(Launch(cmd))
         return out
