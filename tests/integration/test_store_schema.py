@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -13,11 +15,12 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from gpufleet.model.job import JobSpec
-from gpufleet.server.store import NewJob, Store
+from gpufleet.server.store import NewJob, Store, sqlite_url
 from gpufleet.server.store.codec import spec_to_dict
-from gpufleet.server.store.engine import MIGRATIONS, WRITE, make_engine
+from gpufleet.server.store.engine import MIGRATIONS, WRITE, make_engine, normalize_url
 from gpufleet.server.store.schema import metadata
 
+PRAGMAS = ("journal_mode", "foreign_keys", "synchronous", "busy_timeout")
 TABLES = {"counters", "jobs", "job_events", "nodes", "node_events", "queues", "tokens", "audit"}
 
 
@@ -100,3 +103,24 @@ def test_concurrent_opens_of_an_empty_database(db_url: str) -> None:
     engine = make_engine(db_url)
     assert _revision(engine) == _head()
     engine.dispose()
+
+
+def test_sqlite_runs_in_wal_with_foreign_keys_and_the_chosen_sync(tmp_path: Path) -> None:
+    for query, level in (("", 2), ("?synchronous=normal", 1)):  # 2 = FULL, 1 = NORMAL
+        engine = make_engine(f"{sqlite_url(tmp_path)}{query}")
+        with engine.connect() as c:
+            pragmas = [c.exec_driver_sql(f"PRAGMA {p}").scalar() for p in PRAGMAS]
+        assert pragmas == ["wal", 1, level, 30000]
+        engine.dispose()
+
+
+def test_urls() -> None:
+    assert normalize_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
+    assert normalize_url("postgres://u@h/db").drivername == "postgresql+psycopg"
+    assert sqlite_url("/data").endswith("/data/gpufleet.db")
+    with pytest.raises(ValueError, match="unsupported database"):
+        make_engine("mysql://u@h/db")
+    with pytest.raises(ValueError, match="needs a file"):
+        make_engine("sqlite://")
+    with pytest.raises(ValueError, match="synchronous=sometimes"):
+        make_engine("sqlite:////tmp/x.db?synchronous=sometimes")

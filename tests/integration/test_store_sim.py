@@ -93,7 +93,7 @@ def test_a_restart_mid_run_loads_what_the_controller_holds(store: Store) -> None
     for job_id in live:
         _agree(store, ctrl, job_id)
     fresh = Controller(Profile.build())
-    fresh.restore(_cluster().nodes, [j.to_restored() for j in st.jobs + st.dependencies])
+    fresh.restore(_cluster().nodes, st.restored_jobs())
     assert set(fresh.running) == set(ctrl.running)
     assert fresh.pending_count == ctrl.pending_count
     gpus = {i: r.job.spec.total_gpu_milli // MILLI for i, r in fresh.jobs.items()}

@@ -206,3 +206,7 @@ class RestartState:
     dependencies: tuple[StoredJob, ...]
     nodes: tuple[NodeRecord, ...]
     queues: tuple[QueueSpec, ...]
+
+    def restored_jobs(self) -> list[RestoredJob]:
+        """What ``Controller.restore`` takes: the unfinished jobs and their dependencies."""
+        return [j.to_restored() for j in (*self.dependencies, *self.jobs)]
