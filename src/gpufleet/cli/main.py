@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpufleet.cli import admin, bench, demo, jobs, simulate, spec
+from gpufleet.cli import admin, bench, demo, jobs, serve, simulate, spec
 
 app = typer.Typer(
     name="gpufleet",
@@ -19,6 +19,15 @@ app.add_typer(spec.app, name="spec", help="Check cluster and job specs.")
 app.command("demo", help="Schedule a sample workload through every profile.")(demo.demo)
 jobs.register(app)  # submit, jobs, show, cancel, logs, accounting: through gpufleet.client
 admin.register(app)  # nodes, drain, resume, queues, token, audit
+app.command("controller", help="Run the controller (REST API, scheduling, store).")(
+    serve.controller
+)
+app.command(
+    "agent",
+    help="Run a node agent (options: gpufleet agent --help-agent).",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)(serve.agent)
 
 
 if __name__ == "__main__":

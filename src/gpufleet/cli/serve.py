@@ -26,9 +26,11 @@ def controller(
     placement: str = typer.Option("topology", help="placement plugin"),
     backfill: str = typer.Option("easy", help="backfill plugin"),
     preempt: str = typer.Option("reclaim", help="preemption plugins, comma-separated"),
-    heartbeat_s: float = typer.Option(5.0, help="agent heartbeat interval"),
+    heartbeat_s: float = typer.Option(3.0, help="agent heartbeat interval"),
     node_grace_s: float = typer.Option(10.0, help="missing heartbeats this long: node lost"),
-    lease_s: float = typer.Option(15.0, help="agents stop their tasks past this without us"),
+    lease_s: float = typer.Option(
+        7.0, help="agents stop their tasks past this without us (keep lease + 2 s < grace)"
+    ),
     schedule_interval_s: float = typer.Option(5.0, help="schedule at least this often"),
 ) -> None:
     """Run the controller: REST API under /api/v1, scheduling, the store."""
@@ -60,3 +62,15 @@ def controller(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def agent(ctx: typer.Context) -> None:
+    """Run a node agent: --controller URL --token T --name N [--simulate 8xH100] [--inject …].
+
+    Every option is the agent's own (see ``gpufleet agent --help-agent``)."""
+    from gpufleet.agent.__main__ import main
+
+    args = list(ctx.args)
+    if "--help-agent" in args:
+        args = ["--help"]
+    raise typer.Exit(main(args))

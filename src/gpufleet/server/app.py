@@ -36,7 +36,7 @@ def bootstrap_admin(store: Any, data_dir: Path, now: float) -> Path | None:
     """On first start, create an admin token and leave it readable only by the owner."""
     if store.has_admin_token():
         return None
-    secret = store.create_token("admin", "admin", None, None, now)
+    _, secret = store.create_token("admin", "admin", None, None, now)
     path = data_dir / "admin.token"
     path.write_text(secret + "\n")
     path.chmod(0o600)
@@ -70,7 +70,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         grace_kill_s=config.grace_kill_s,
         batch_max=config.batch_max,
     )
-    for q in store.list_queues():
+    for q in store.queues():
         service.ctrl.queues.setdefault(q.name, q)
 
     @contextlib.asynccontextmanager
@@ -116,5 +116,3 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         }
 
     return app
-
-

@@ -17,8 +17,10 @@ class ServerConfig:
     backfill: str = "easy"
     preempt: tuple[str, ...] = ("reclaim",)
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
-    heartbeat_s: float = 5.0
-    lease_s: float = 15.0  # an agent that cannot reach us this long stops its tasks
+    # Fencing needs lease + the agent's fence grace (2 s) < node grace: a partitioned agent has
+    # stopped its tasks before we restart them elsewhere.
+    heartbeat_s: float = 3.0
+    lease_s: float = 7.0  # an agent that cannot reach us this long stops its tasks
     node_grace_s: float = 10.0  # heartbeats missing this long: the node is lost
     schedule_interval_s: float = 5.0
     long_poll_s: float = 20.0

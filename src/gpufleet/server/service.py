@@ -18,7 +18,7 @@ import contextlib
 import heapq
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.api import schemas as s
@@ -38,10 +38,17 @@ from gpufleet.core.events import (
     TimerFired,
 )
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
-from gpufleet.model.job import JobSpec, JobState
+from gpufleet.model.job import JobState
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
+from gpufleet.server.store import (
+    IdempotencyConflict,
+    JobUpdate,
+    NewJob,
+    NodeRecord,
+    StoreError,
+)
 
 log = logging.getLogger("gpufleet.controller")
 
@@ -52,15 +59,6 @@ class RequestError(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         super().__init__(message)
-
-
-@dataclass
-class NewJob:
-    spec: JobSpec
-    depends_on: tuple[tuple[str, str], ...] = ()
-    idempotency_key: str | None = None
-    array_id: str | None = None
-    array_index: int | None = None
 
 
 @dataclass
@@ -111,6 +109,7 @@ class ControllerService:
         self.grace_kill_s = grace_kill_s
         self.batch_max = batch_max
         self._inbox: list[_Work] = []
+        self._current: list[_Work] = []
         self._wake: asyncio.Event | None = None
         self._timers: list[tuple[float, int, TimerFired]] = []
         self._timer_seq = 0
@@ -123,12 +122,17 @@ class ControllerService:
 
     async def start(self) -> None:
         self._wake = asyncio.Event()
-        nodes, jobs = self.store.restart_state()
-        self.ctrl.restore(nodes, jobs)
+        rs = self.store.load_jobs_for_restart()
+        for q in rs.queues:
+            self.ctrl.queues.setdefault(q.name, q)
+        known = [n for n in rs.nodes if not n.lost]
+        self.ctrl.restore(
+            [n.spec for n in known], [j.to_restored() for j in (*rs.dependencies, *rs.jobs)]
+        )
         now = self.clock.now()
-        for n in nodes:
+        for n in known:
             # returning agents have one grace period to re-register
-            self.links[n.name] = NodeLink(address=n.name, last_seen=now)
+            self.links[n.name] = NodeLink(address=n.address or n.name, last_seen=now)
         self._task = asyncio.create_task(self._run(), name="gpufleet-controller-loop")
 
     async def stop(self) -> None:
@@ -183,8 +187,10 @@ class ControllerService:
                 self._watch_nodes(now)
             try:
                 self._turn(now, tick)
-            except Exception:  # a bug must not stop the controller; the turn's futures know
+            except Exception as e:  # a bug must not stop the controller; the callers hear of it
                 log.exception("controller turn failed")
+                for w in self._current:
+                    _fail(w, RequestError(500, f"internal error in the controller: {e}"))
             self.turns += 1
             if self.on_turn is not None:
                 self.on_turn()
@@ -194,6 +200,7 @@ class ControllerService:
 
     def _turn(self, now: float, tick: bool) -> None:
         work, self._inbox = self._inbox[: self.batch_max], self._inbox[self.batch_max :]
+        self._current = work
         if self._inbox and self._wake is not None:
             self._wake.set()
         cmds: list[Command] = []
@@ -202,7 +209,15 @@ class ControllerService:
         if submits:
             try:
                 ids_per = self.store.add_jobs([j for w in submits for j in w.payload], now)
+            except IdempotencyConflict as e:
+                ids_per = self._add_one_by_one(submits, now, e)
+            except StoreError as e:
+                for w in submits:
+                    _fail(w, RequestError(409, str(e)))
+                submits = []
+                ids_per = []
             except Exception as e:
+                log.exception("storing a batch of submissions failed")
                 for w in submits:
                     _fail(w, RequestError(503, f"could not store the jobs: {e}"))
                 submits = []
@@ -216,6 +231,8 @@ class ControllerService:
                     if job_id in self.ctrl.jobs:
                         continue  # an idempotent retry: the job exists already
                     evs.append(JobSubmitted(job_id, nj.spec, now, nj.depends_on))
+                if not evs and not ids:
+                    continue
                 try:
                     cmds += self.ctrl.handle(now, *evs, schedule=False)
                 except ControllerError as e:
@@ -239,14 +256,28 @@ class ControllerService:
         transitions = [c for c in cmds if isinstance(c, Transition)]
         node_events = [c for c in cmds if isinstance(c, NodeEvent)]
         if transitions or node_events:
-            self.store.record(
-                transitions, [self.ctrl.jobs[t.job_id] for t in transitions], node_events
-            )
+            changed = dict.fromkeys(t.job_id for t in transitions)
+            updates = [JobUpdate.of_record(self.ctrl.jobs[j]) for j in changed]
+            self.store.apply_transitions(transitions, updates, node_events)
         for w in submits:
             if w.future is not None and not w.future.done():
                 w.future.set_result(w.payload)
         # 4. send
         self._dispatch(cmds)
+
+    def _add_one_by_one(self, submits: list[_Work], now: float, first: Exception) -> list[str]:
+        """A batch with a bad idempotency key: store each submission alone so only the bad
+        one fails (its caller gets 409); the others keep their place in the batch."""
+        ids: list[str] = []
+        kept = []
+        for w in submits:
+            try:
+                ids += self.store.add_jobs(list(w.payload), now)
+                kept.append(w)
+            except StoreError as e:
+                _fail(w, RequestError(409, str(e)))
+        submits[:] = kept
+        return ids
 
     def _handle_event(self, ev: Event | _Reconcile, now: float) -> list[Command]:
         if isinstance(ev, _Reconcile):
@@ -327,7 +358,17 @@ class ControllerService:
         self.links[req.node] = NodeLink(
             req.address, now, driver_version=req.driver_version, cuda_version=req.cuda_version
         )
-        self.store.upsert_node(spec, req.address, req.model_dump(), now)
+        self.store.upsert_node(
+            NodeRecord(
+                spec,
+                req.address,
+                dict(req.labels),
+                last_heartbeat=now,
+                driver_version=req.driver_version,
+                cuda_version=req.cuda_version,
+                gpu_info=tuple(g.model_dump() for g in req.gpus),
+            )
+        )
         await self.event(NodeUp(spec, True))
         await self.event(
             _Reconcile(req.node, tuple((t.job, t.attempt, t.rank) for t in req.running))
@@ -389,4 +430,4 @@ def _fail(w: _Work, e: Exception) -> None:
         w.future.set_exception(e)
 
 
-__all__ = ["ControllerService", "NewJob", "RequestError", "replace"]
+__all__ = ["ControllerService", "NewJob", "RequestError"]

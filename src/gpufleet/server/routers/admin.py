@@ -26,10 +26,12 @@ async def create_token(
     if body.role == "agent" and not body.node:
         raise HTTPException(422, "node: an agent token needs the node it reports for")
     try:
-        secret = st.create_token(body.name, body.role, body.user, body.node, svc.clock.now())
+        _, secret = st.create_token(body.name, body.role, body.user, body.node, svc.clock.now())
     except ValueError as e:
         raise HTTPException(409, str(e)) from None
-    st.audit(who.actor, "token.create", body.name, {"role": body.role}, svc.clock.now())
+    st.audit(
+        who.name, who.role, "token.create", body.name, {"role": body.role}, time=svc.clock.now()
+    )
     return s.TokenOut(name=body.name, role=body.role, user=body.user, node=body.node, token=secret)
 
 
@@ -51,7 +53,7 @@ async def revoke(
     if not st.revoke_token(name):
         raise HTTPException(404, f"no token named {name}")
     request.app.state.tokens.clear()
-    st.audit(who.actor, "token.revoke", name, {}, svc.clock.now())
+    st.audit(who.name, who.role, "token.revoke", name, {}, time=svc.clock.now())
 
 
 @router.get("/audit", response_model=list[s.AuditOut])
@@ -60,9 +62,16 @@ async def audit(
     st: Any = Depends(store),
     limit: int = Query(100, ge=1, le=10_000),
 ) -> Any:
+    entries = st.audit_log(limit=None)[-limit:]  # oldest first in the store; newest first here
     return [
-        s.AuditOut(time=a.time, actor=a.actor, action=a.action, target=a.target, detail=a.detail)
-        for a in st.list_audit(limit)
+        s.AuditOut(
+            time=a.time,
+            actor=f"{a.actor_role}:{a.actor}",
+            action=a.action,
+            target=a.target,
+            detail=dict(a.detail),
+        )
+        for a in reversed(entries)
     ]
 
 
@@ -70,11 +79,12 @@ async def audit(
 async def accounting(
     who: Principal = require("user", "admin"),
     st: Any = Depends(store),
+    svc: ControllerService = Depends(service),
     since: float | None = None,
     until: float | None = None,
     by: str = Query("user", pattern="^(user|queue)$"),
 ) -> Any:
-    rows = st.accounting(since, until, by)
+    rows = st.accounting(since or 0.0, until or svc.clock.now(), by)
     out = [s.AccountingRow(key=r.key, jobs=r.jobs, gpu_hours=r.gpu_hours) for r in rows]
     if who.role == "user" and by == "user":
         out = [r for r in out if r.key == who.user]

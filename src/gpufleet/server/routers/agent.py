@@ -49,11 +49,12 @@ async def register(
     require_node(body.node, who)
     res = await svc.register(body, node_spec(body))
     st.audit(
-        who.actor,
+        who.name,
+        who.role,
         "node.register",
         body.node,
         {"gpus": len(body.gpus), "model": body.gpu_model},
-        svc.clock.now(),
+        time=svc.clock.now(),
     )
     return res
 

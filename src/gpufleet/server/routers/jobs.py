@@ -13,7 +13,8 @@ from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers.deps import service, store
-from gpufleet.server.service import ControllerService, NewJob
+from gpufleet.server.service import ControllerService
+from gpufleet.server.store import NewJob
 from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
@@ -102,14 +103,15 @@ async def submit(
             for i in idx
         ]
     else:
-        jobs = [NewJob(spec, deps, body.idempotency_key)]
+        jobs = [NewJob(spec, depends_on=deps, idempotency_key=body.idempotency_key)]
     ids = await svc.submit(jobs)
     st.audit(
-        who.actor,
+        who.name,
+        who.role,
         "job.submit",
         ",".join(ids[:20]),
         {"count": len(ids), "name": spec.name},
-        svc.clock.now(),
+        time=svc.clock.now(),
     )
     return s.SubmitResult(ids=ids)
 
@@ -162,7 +164,7 @@ async def cancel(
     if rec.job.finished:
         raise HTTPException(409, f"job {job_id} has already ended ({rec.job.state.value})")
     await svc.cancel(job_id, f"cancelled by {who.actor}")
-    st.audit(who.actor, "job.cancel", job_id, {}, svc.clock.now())
+    st.audit(who.name, who.role, "job.cancel", job_id, {}, time=svc.clock.now())
     return job_out(rec, None)
 
 

@@ -36,7 +36,12 @@ async def _drain(
         raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
     await svc.drain(name, drain, why)
     st.audit(
-        who.actor, "node.drain" if drain else "node.resume", name, {"reason": why}, svc.clock.now()
+        who.name,
+        who.role,
+        "node.drain" if drain else "node.resume",
+        name,
+        {"reason": why},
+        time=svc.clock.now(),
     )
     return _out(svc, name)
 

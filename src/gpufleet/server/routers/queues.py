@@ -68,5 +68,12 @@ async def update(
     st.put_queue(q)
     svc.ctrl.queues[name] = q
     svc.ctrl.dirty = True
-    st.audit(who.actor, "queue.update", name, body.model_dump(exclude_none=True), svc.clock.now())
+    st.audit(
+        who.name,
+        who.role,
+        "queue.update",
+        name,
+        body.model_dump(exclude_none=True),
+        time=svc.clock.now(),
+    )
     return queue_out(svc, q)

@@ -1,0 +1,1 @@
+"""Operations around a cluster: a local cluster for demos and tests; plan, validate, doctor."""

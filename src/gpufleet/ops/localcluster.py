@@ -1,0 +1,240 @@
+"""A real cluster on one machine: a controller process and agent processes on 127.0.0.1.
+
+`make demo` and the end-to-end tests use it. Nothing is mocked: real processes, real HTTP, a
+real SQLite (or PostgreSQL) store, simulated GPUs behind the agents' GPU backend interface."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.api.schemas import TokenCreate
+from gpufleet.client import ApiError, Client
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(what: str, check: object, timeout_s: float, every_s: float = 0.1) -> None:
+    """Poll ``check()`` (a real process is starting: there is no clock to skip) until true."""
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except Exception as e:
+            last = e
+        time.sleep(every_s)
+    raise TimeoutError(
+        f"{what} did not happen within {timeout_s:g} s" + (f" (last error: {last})" if last else "")
+    )
+
+
+@dataclass
+class AgentProc:
+    name: str
+    proc: subprocess.Popen[bytes]
+    token: str
+    args: list[str]
+
+
+@dataclass
+class LocalCluster:
+    data_dir: Path
+    agents: int = 4
+    gpus: str = "8xH100"
+    leaves: int = 2
+    db_url: str = ""
+    heartbeat_s: float = 1.0
+    node_grace_s: float = 4.0
+    lease_s: float = 6.0
+    schedule_interval_s: float = 1.0
+    cluster_spec: Path | None = None
+    controller_args: list[str] = field(default_factory=list)
+    port: int = 0
+    controller: subprocess.Popen[bytes] | None = None
+    agent_procs: dict[str, AgentProc] = field(default_factory=dict)
+    admin_token: str = ""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def admin(self) -> Client:
+        return Client(self.url, self.admin_token)
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def start_controller(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port()
+        args = [
+            sys.executable,
+            "-m",
+            "gpufleet.cli.main",
+            "controller",
+            "--data-dir",
+            str(self.data_dir / "controller"),
+            "--port",
+            str(self.port),
+            "--heartbeat-s",
+            str(self.heartbeat_s),
+            "--node-grace-s",
+            str(self.node_grace_s),
+            "--lease-s",
+            str(self.lease_s),
+            "--schedule-interval-s",
+            str(self.schedule_interval_s),
+            *self.controller_args,
+        ]
+        if self.db_url:
+            args += ["--db", self.db_url]
+        if self.cluster_spec is not None:
+            args += ["--cluster", str(self.cluster_spec)]
+        log = (self.data_dir / "controller.log").open("ab")
+        self.controller = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True
+        )
+        token_file = self.data_dir / "controller" / "admin.token"
+
+        def up() -> bool:
+            assert self.controller is not None
+            if self.controller.poll() is not None:
+                raise RuntimeError(
+                    f"the controller exited with {self.controller.returncode}; "
+                    f"see {self.data_dir / 'controller.log'}"
+                )
+            with Client(self.url) as c:
+                return bool(c.health().get("ok"))
+
+        wait_until("the controller answering", up, 60)
+        if not self.admin_token:
+            wait_until("the admin token", token_file.exists, 10)
+            self.admin_token = token_file.read_text().strip()
+
+    def start_agent(self, i: int, *extra: str) -> AgentProc:
+        name = f"node-{i}"
+        with self.admin() as c:
+            try:
+                tok = c.create_token(TokenCreate(name=f"agent-{name}", role="agent", node=name))
+                token = tok.token or ""
+            except ApiError as e:
+                if e.status != 409 or name not in self.agent_procs:
+                    raise
+                token = self.agent_procs[name].token
+        leaf = f"leaf-{i * self.leaves // max(1, self.agents)}"
+        args = [
+            sys.executable,
+            "-m",
+            "gpufleet.agent",
+            "--controller",
+            self.url,
+            "--token",
+            token,
+            "--name",
+            name,
+            "--simulate",
+            self.gpus,
+            "--leaf",
+            leaf,
+            "--data-dir",
+            str(self.data_dir / name),
+            "--heartbeat-s",
+            str(self.heartbeat_s),
+            "--poll-wait-s",
+            "5",
+            "--address",
+            "127.0.0.1",
+            "--cpus",
+            "64",
+            "--memory-gib",
+            "256",
+            *extra,
+        ]
+        log = (self.data_dir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True
+        )
+        ap = AgentProc(name, proc, token, args)
+        self.agent_procs[name] = ap
+        return ap
+
+    def start(self) -> LocalCluster:
+        self.start_controller()
+        for i in range(self.agents):
+            self.start_agent(i)
+        self.wait_nodes(self.agents)
+        return self
+
+    def wait_nodes(self, n: int, timeout_s: float = 60) -> None:
+        def ready() -> bool:
+            with self.admin() as c:
+                return sum(1 for x in c.nodes() if x.state != "lost") >= n
+
+        wait_until(f"{n} nodes registered", ready, timeout_s)
+
+    def user(self, name: str) -> Client:
+        with self.admin() as c:
+            tok = c.create_token(
+                TokenCreate(name=f"user-{name}-{time.monotonic_ns()}", role="user", user=name)
+            )
+        return Client(self.url, tok.token)
+
+    def kill_agent(self, name: str, sig: int = signal.SIGKILL) -> None:
+        ap = self.agent_procs[name]
+        _kill_group(ap.proc, sig)
+
+    def kill_controller(self, sig: int = signal.SIGKILL) -> None:
+        if self.controller is not None:
+            _kill_group(self.controller, sig, group=False)
+            self.controller = None
+
+    def stop(self) -> None:
+        for ap in self.agent_procs.values():
+            _kill_group(ap.proc, signal.SIGTERM)
+        for ap in self.agent_procs.values():
+            _reap(ap.proc)
+        if self.controller is not None:
+            _kill_group(self.controller, signal.SIGTERM, group=False)
+            _reap(self.controller)
+            self.controller = None
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _kill_group(p: subprocess.Popen[bytes], sig: int, group: bool = True) -> None:
+    if p.poll() is not None:
+        return
+    try:
+        if group:
+            os.killpg(p.pid, sig)
+        else:
+            p.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(p: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
+    try:
+        p.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(p, signal.SIGKILL)
+        p.wait(timeout=5)
