@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpufleet.benchmarks import placement as pb
+
 REPO = Path(__file__).resolve().parents[1]
 HEADLINE = ["placement", "--nodes", "5000", "--jobs", "10000", "--json"]
 
@@ -45,12 +47,13 @@ def ms(s: float | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| nodes | pending | placed (jobs) | placed GPUs | reasons | ms / cycle | of which "
-        "reasons | ms / placement | µs / pending job | placements/s |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| nodes | pending | GPUs busy before | placed (jobs) | placed GPUs | reasons | "
+        "ms / cycle | of which reasons | ms / placement | µs / pending job | placements/s |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     )
     body = "".join(
-        f"| {r['nodes']:,} | {r['pending']:,} | {r['placed']:,} | {r['placed_gpus']:,} | "
+        f"| {r['nodes']:,} | {r['pending']:,} | {r['busy_gpus']:,} | {r['placed']:,} | "
+        f"{r['placed_gpus']:,} | "
         f"{r['reasons']:,} | {ms(r['cycle_s'])} | {ms(r['explain_s'])} | "
         f"{r['ms_per_placement']} | {r['us_per_pending_job']} | "
         f"{r['placements_per_s']:,.0f} |\n"
@@ -59,25 +62,16 @@ def table(rows: list[dict[str, Any]]) -> str:
     return head + body
 
 
-def marginals(grid: list[dict[str, Any]]) -> str:
-    """µs per extra pending job between the two largest pending counts, at each node count:
-    flat across node counts means no nodes × pending term."""
-    by: dict[int, dict[int, dict[str, Any]]] = {}
-    for r in grid:
-        by.setdefault(r["nodes"], {})[r["pending"]] = r
+def marginal_table(rows: list[dict[str, Any]]) -> str:
     out = (
         "| nodes | pending from → to | Δ ms / cycle | µs per extra pending job | of which "
         "reasons | Δ placed |\n|---:|---|---:|---:|---:|---:|\n"
     )
-    for n in sorted(by):
-        ps = sorted(by[n])
-        lo, hi = by[n][ps[-2]], by[n][ps[-1]]
-        dp = hi["pending"] - lo["pending"]
-        dc = hi["cycle_s"] - lo["cycle_s"]
-        de = (hi["explain_s"] or 0) - (lo["explain_s"] or 0)
+    for m in rows:
         out += (
-            f"| {n:,} | {lo['pending']:,} → {hi['pending']:,} | {1000 * dc:.1f} | "
-            f"{1e6 * dc / dp:.2f} | {1e6 * de / dp:.2f} | {hi['placed'] - lo['placed']:+,} |\n"
+            f"| {m['nodes']:,} | {m['pending_from']:,} → {m['pending_to']:,} | "
+            f"{m['delta_ms']} | {m['us_per_pending']:.2f} | "
+            f"{m['explain_us_per_pending']:.2f} | {m['delta_placed']:+,} |\n"
         )
     return out
 
@@ -101,7 +95,6 @@ def main() -> None:
             rows.append(median_row([run([*HEADLINE, "--busy", busy]) for _ in range(a.runs)]))
     print(table(rows))
     if not a.quick:
-        print("busy GPUs per row: " + ", ".join(f"{r['busy_gpus']:,}" for r in rows) + "\n")
         scal = [run(["placement", "--scaling", "--json"]) for _ in range(a.runs)]
         nodes = [median_row([s["nodes"][i] for s in scal]) for i in range(len(scal[0]["nodes"]))]
         grid = [median_row([s["grid"][i] for s in scal]) for i in range(len(scal[0]["grid"]))]
@@ -113,7 +106,7 @@ def main() -> None:
         print("Grid nodes × pending:\n")
         print(table(grid))
         print("Marginal cost of a pending job at each node count:\n")
-        print(marginals(grid))
+        print(marginal_table(pb.marginals(grid)))
     mem = [run(["memory", "--json"]) for _ in range(a.runs)]
     m = sorted(mem, key=lambda r: r["rss_peak_mib"])[len(mem) // 2]
     print("Memory: `gpufleet bench memory --json` (5,000 nodes, 100,000 pending)\n")

@@ -351,7 +351,7 @@ def scaling(
 ) -> dict[str, Any]:
     """Cycle cost as nodes grow at ``fixed_pending`` pending jobs (``nodes`` rows), and over
     the whole grid nodes × pending (``grid`` rows; its rows at the largest node count are the
-    pending axis). ``fit`` says how much of the cost a nodes × pending term would explain."""
+    pending axis). ``marginal`` is the cost of one more pending job at each node count."""
     out: dict[str, Any] = {"nodes": [], "grid": []}
 
     def one(axis: str, n: int, p: int) -> None:
@@ -368,41 +368,37 @@ def scaling(
     for n in ns:
         for p in ps:
             one("grid", n, p)
-    out["fit"] = fit(out["grid"])
+    out["marginal"] = marginals(out["grid"])
     return out
 
 
-def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Least squares of the cycle time over the grid, first as a sum of separate terms,
-    ms = a + b·nodes + c·pending + d·placed, then with a product term e·nodes·pending added.
-    A cost that grew with the product would need e; ``product_share`` is what e·N·P adds at
-    the largest point, as a share of that cycle."""
-    import numpy as np
-
-    y = np.array([1000 * r["cycle_s"] for r in rows])
-    n = np.array([float(r["nodes"]) for r in rows])
-    p = np.array([float(r["pending"]) for r in rows])
-    k = np.array([float(r["placed"]) for r in rows])
-    one = np.ones_like(y)
-    a_sum = np.column_stack([one, n, p, k])
-    a_prod = np.column_stack([one, n, p, k, n * p])
-    c_sum, *_ = np.linalg.lstsq(a_sum, y, rcond=None)
-    c_prod, *_ = np.linalg.lstsq(a_prod, y, rcond=None)
-    pred = a_sum @ c_sum
-    ss = float(((y - y.mean()) ** 2).sum()) or 1.0
-    big = int(np.argmax(n * p))
-    return {
-        "model": "ms = a + b*nodes + c*pending + d*placed",
-        "a_ms": round(float(c_sum[0]), 2),
-        "us_per_node": round(1000 * float(c_sum[1]), 3),
-        "us_per_pending": round(1000 * float(c_sum[2]), 3),
-        "us_per_placed": round(1000 * float(c_sum[3]), 2),
-        "r2": round(1 - float(((y - pred) ** 2).sum()) / ss, 4),
-        "max_residual_ms": round(float(np.abs(y - pred).max()), 1),
-        "product_ms_at_largest": round(float(c_prod[4] * n[big] * p[big]), 1),
-        "largest_cycle_ms": round(float(y[big]), 1),
-        "product_share": round(float(c_prod[4] * n[big] * p[big] / y[big]), 3),
-    }
+def marginals(grid: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At each node count, what one more pending job costs between the two largest pending
+    counts of the grid. A nodes × pending term would make it grow with the node count."""
+    by: dict[int, dict[int, dict[str, Any]]] = {}
+    for r in grid:
+        by.setdefault(r["nodes"], {})[r["pending"]] = r
+    out = []
+    for n in sorted(by):
+        ps = sorted(by[n])
+        if len(ps) < 2:
+            continue
+        lo, hi = by[n][ps[-2]], by[n][ps[-1]]
+        dp = hi["pending"] - lo["pending"]
+        dc = hi["cycle_s"] - lo["cycle_s"]
+        de = (hi["explain_s"] or 0.0) - (lo["explain_s"] or 0.0)
+        out.append(
+            {
+                "nodes": n,
+                "pending_from": lo["pending"],
+                "pending_to": hi["pending"],
+                "delta_ms": round(1000 * dc, 1),
+                "us_per_pending": round(1e6 * dc / dp, 3),
+                "explain_us_per_pending": round(1e6 * de / dp, 3),
+                "delta_placed": hi["placed"] - lo["placed"],
+            }
+        )
+    return out
 
 
 # ----- memory ----------------------------------------------------------------------------

@@ -83,18 +83,15 @@ def placement(
         busy=busy,
         progress=progress,
     )
-    f = table["fit"]
     if as_json:
         print(json.dumps({"headline": head, **table}))
-    else:
+        return
+    print("cost of one more pending job, at each node count (flat: no nodes × pending term):")
+    for m in table["marginal"]:
         print(
-            f"fit over the grid: {f['model']}: a={f['a_ms']} ms, {f['us_per_node']} µs/node, "
-            f"{f['us_per_pending']} µs/pending job, {f['us_per_placed']} µs/placement; "
-            f"R²={f['r2']}, worst residual {f['max_residual_ms']} ms"
-        )
-        print(
-            f"a nodes×pending term would add {f['product_ms_at_largest']} ms at the largest "
-            f"point ({100 * f['product_share']:.1f}% of its {f['largest_cycle_ms']} ms)"
+            f"  {m['nodes']:>6} nodes, {m['pending_from']:,} → {m['pending_to']:,} pending: "
+            f"{m['us_per_pending']} µs/job (reasons {m['explain_us_per_pending']}), "
+            f"placed {m['delta_placed']:+}"
         )
 
 
