@@ -133,6 +133,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
                     victims_taken.add(v.id)
                     res.preemptions.append(Preempt(v.id, job.id, _why(v, job, usage)))
                 res.reasons[job.id] = explain.preempting(job, chosen)
+                _hold_for(job, chosen, ws, profile, rng)
                 if head is None:
                     head = job
                 continue
@@ -238,6 +239,22 @@ def _preempt(
         if alloc is not None:
             chosen.remove(v)
     return chosen
+
+
+def _hold_for(
+    job: PendingJob, victims: list[RunningJob], ws: Workspace, profile: Profile, rng: Random
+) -> None:
+    """Keep the nodes ``job`` will start on once its victims stop out of the rest of this cycle:
+    else a later job backfills their free GPUs and, as LAS does, the victims and that job can
+    preempt each other at one instant forever."""
+    trial = ws.copy()
+    for v in victims:
+        _release(trial, v.allocation)
+    plan, _ = place_gang(job.spec, trial, profile.place, rng)
+    for p in plan or ():
+        i = ws.by_name.get(p.node)
+        if i is not None:
+            ws.hold(i)
 
 
 def _release(ws: Workspace, alloc: Allocation) -> None:
