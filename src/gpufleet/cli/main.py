@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpufleet.cli import admin, bench, demo, jobs, serve, simulate, spec
+from gpufleet.cli import admin, bench, demo, demo_live, jobs, serve, simulate, spec
 
 app = typer.Typer(
     name="gpufleet",
@@ -16,7 +16,12 @@ app = typer.Typer(
 app.add_typer(simulate.app, name="simulate", help="Replay workloads through the scheduler.")
 app.add_typer(bench.app, name="bench", help="Measure the scheduler's speed.")
 app.add_typer(spec.app, name="spec", help="Check cluster and job specs.")
-app.command("demo", help="Schedule a sample workload through every profile.")(demo.demo)
+app.command(
+    "demo", help="Run a real cluster on this machine (controller + 4 agents) with two teams' jobs."
+)(demo_live.demo_live)
+app.command("demo-profiles", help="Schedule a sample workload through every scheduling profile.")(
+    demo.demo
+)
 jobs.register(app)  # submit, jobs, show, cancel, logs, accounting: through gpufleet.client
 admin.register(app)  # nodes, drain, resume, queues, token, audit
 app.command("controller", help="Run the controller (REST API, scheduling, store).")(

@@ -24,6 +24,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class ProcessDied(RuntimeError):
+    """A process the cluster needs has exited: waiting longer would not help."""
+
+
 def wait_until(what: str, check: object, timeout_s: float, every_s: float = 0.1) -> None:
     """Poll ``check()`` (a real process is starting: there is no clock to skip) until true."""
     deadline = time.monotonic() + timeout_s
@@ -32,6 +36,8 @@ def wait_until(what: str, check: object, timeout_s: float, every_s: float = 0.1)
         try:
             if check():  # type: ignore[operator]
                 return
+        except ProcessDied:
+            raise
         except Exception as e:
             last = e
         time.sleep(every_s)
@@ -60,6 +66,7 @@ class LocalCluster:
     lease_s: float = 6.0
     schedule_interval_s: float = 1.0
     cluster_spec: Path | None = None
+    queues_file: Path | None = None
     controller_args: list[str] = field(default_factory=list)
     port: int = 0
     controller: subprocess.Popen[bytes] | None = None
@@ -105,6 +112,8 @@ class LocalCluster:
             args += ["--db", self.db_url]
         if self.cluster_spec is not None:
             args += ["--cluster", str(self.cluster_spec)]
+        if self.queues_file is not None:
+            args += ["--queues", str(self.queues_file)]
         log = (self.data_dir / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True
@@ -114,7 +123,7 @@ class LocalCluster:
         def up() -> bool:
             assert self.controller is not None
             if self.controller.poll() is not None:
-                raise RuntimeError(
+                raise ProcessDied(
                     f"the controller exited with {self.controller.returncode}; "
                     f"see {self.data_dir / 'controller.log'}"
                 )

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 
 from gpufleet import __version__
 from gpufleet.core.clock import Clock
-from gpufleet.io.specs import load_cluster
+from gpufleet.io.specs import load_cluster, load_queues
 from gpufleet.model.errors import SpecError
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.auth import TokenCache
@@ -51,9 +51,11 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
 
         store = Store.open(config.database_url)
     cluster = load_cluster(config.cluster_spec) if config.cluster_spec else None
-    if cluster is not None:
-        for q in cluster.queues:
-            store.put_queue(q)
+    initial_queues = list(cluster.queues) if cluster is not None else []
+    if config.queues_file is not None:
+        initial_queues += load_queues(config.queues_file)
+    for q in initial_queues:
+        store.put_queue(q)
     profile = Profile.build(
         order=config.order, place=config.place, backfill=config.backfill, preempt=config.preempt
     )
@@ -71,7 +73,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         batch_max=config.batch_max,
     )
     for q in store.queues():
-        service.ctrl.queues.setdefault(q.name, q)
+        service.ctrl.queues[q.name] = q
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -17,6 +17,7 @@ class ServerConfig:
     backfill: str = "easy"
     preempt: tuple[str, ...] = ("reclaim",)
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
+    queues_file: Path | None = None  # queues from a YAML list (applied at start)
     # Fencing needs lease + the agent's fence grace (2 s) < node grace: a partitioned agent has
     # stopped its tasks before we restart them elsewhere.
     heartbeat_s: float = 3.0

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.api import schemas as s
 from gpufleet.core.state import JobRecord, NodeRuntime
 from gpufleet.model.reason import Reason
 from gpufleet.model.resources import MILLI
+
+if TYPE_CHECKING:
+    from gpufleet.server.store import JobEvent
 
 
 def spec_dict(rec: JobRecord) -> dict[str, Any]:
@@ -24,7 +28,11 @@ def reason_out(r: Reason | None) -> s.ReasonOut | None:
     )
 
 
-def job_out(rec: JobRecord, reason: Reason | None, *, events: bool = False) -> s.JobOut:
+def job_out(
+    rec: JobRecord, reason: Reason | None, *, events: Sequence[JobEvent] | None = None
+) -> s.JobOut:
+    """``events``: the job's stored transitions (the store has them all, with their attempt;
+    the in-memory history starts again at a restart)."""
     j = rec.job
     spec = j.spec
     active = j.state.value in ("STARTING", "RUNNING")
@@ -55,8 +63,10 @@ def job_out(rec: JobRecord, reason: Reason | None, *, events: bool = False) -> s
         if active or j.state.terminal
         else [],
         reason=reason_out(reason) if j.state.value == "PENDING" else None,
-        events=[s.EventOut(time=t, attempt=0, state=st.value, why=why) for t, st, why in j.history]
-        if events
+        events=[
+            s.EventOut(time=e.time, attempt=e.attempt, state=e.new.value, why=e.why) for e in events
+        ]
+        if events is not None
         else None,
     )
 

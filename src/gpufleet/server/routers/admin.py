@@ -37,9 +37,7 @@ async def create_token(
 
 @router.get("/tokens", response_model=list[s.TokenOut])
 async def tokens(_: Principal = require("admin"), st: Any = Depends(store)) -> Any:
-    return [
-        s.TokenOut(name=t.name, role=t.role, user=t.user, node=t.node) for t in st.list_tokens()
-    ]
+    return [s.TokenOut(name=t.name, role=t.role, user=t.user, node=t.node) for t in st.tokens()]
 
 
 @router.delete("/tokens/{name}", status_code=204)

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from gpufleet.api import schemas as s
+from gpufleet.core.state import JobRecord
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec
 from gpufleet.server.auth import Principal, require
@@ -45,7 +46,17 @@ def parse_array(text: str) -> list[int]:
 def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
     rec = svc.ctrl.jobs.get(job_id)
     if rec is None:
-        raise HTTPException(404, f"no job {job_id}")
+        # after a restart the controller holds only unfinished jobs: the rest are in the store
+        stored = svc.store.job(job_id)
+        if stored is None:
+            raise HTTPException(404, f"no job {job_id}")
+        rec = JobRecord(
+            stored.to_job(),
+            stored.seq,
+            stored.allocation,
+            stored.borrowing,
+            depends_on=stored.depends_on,
+        )
     if who.role == "user" and rec.job.spec.user != who.user:
         raise HTTPException(
             403, f"job {job_id} belongs to {rec.job.spec.user}; this token is {who.user}'s"
@@ -95,10 +106,9 @@ async def submit(
                         )
                     ),
                 ),
-                deps,
-                f"{body.idempotency_key}#{i}" if body.idempotency_key else None,
-                body.array,
-                i,
+                depends_on=deps,
+                array_index=i,
+                idempotency_key=f"{body.idempotency_key}#{i}" if body.idempotency_key else None,
             )
             for i in idx
         ]
@@ -127,6 +137,8 @@ async def list_jobs(
     all: bool = False,
 ) -> Any:
     if who.role == "user":
+        if user not in (None, who.user):
+            raise HTTPException(403, f"this token lists only {who.user}'s jobs, not {user}'s")
         user = who.user
     out = []
     reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
@@ -150,7 +162,7 @@ async def show(
 ) -> Any:
     rec = _owned(svc, job_id, who)
     reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
-    return job_out(rec, reasons.get(job_id), events=True)
+    return job_out(rec, reasons.get(job_id), events=svc.store.job_events(job_id))
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=s.JobOut)
