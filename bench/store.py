@@ -6,7 +6,7 @@ default, and NORMAL) and PostgreSQL (a fresh schema, dropped after).
 Each job carries an idempotency key, as API submissions do; each transition is PENDING →
 STARTING with the full row update (state, attempt, times, a 2-worker allocation).
 
-    .venv/bin/python bench/store.py [--n 10000] [--pg postgresql://postgres@127.0.0.1/test]
+    .venv/bin/python bench/store.py [--n 10000] [--repeat 3] [--pg postgresql://...] [--no-pg]
 """
 
 from __future__ import annotations
@@ -43,14 +43,17 @@ ALLOC = (
 )
 
 
-def bench_one(store: Store, n: int, batch: int) -> tuple[float, float]:
-    """(jobs/s, transitions/s) for n jobs and n transitions in batches of ``batch``."""
+def bench_one(store: Store, n: int, batch: int) -> tuple[float, float, float, float]:
+    """jobs/s, transitions/s, and this process's CPU µs per job and per transition, for n jobs
+    and n transitions in batches of ``batch``."""
     ids: list[str] = []
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for b in range(0, n, batch):
         new = [NewJob(SPEC, 1e9 + k, idempotency_key=f"k{k}") for k in range(b, min(n, b + batch))]
         ids += store.add_jobs(new)
     t1 = time.perf_counter()
+    c1 = time.process_time()
     now = 2e9
     for b in range(0, n, batch):
         chunk = ids[b : b + batch]
@@ -60,7 +63,8 @@ def bench_one(store: Store, n: int, batch: int) -> tuple[float, float]:
         ups = [JobUpdate(i, JobState.STARTING, 1, 0, now, None, 0.0, 0.0, ALLOC) for i in chunk]
         store.apply_transitions(trans, ups)
     t2 = time.perf_counter()
-    return n / (t1 - t0), n / (t2 - t1)
+    c2 = time.process_time()
+    return n / (t1 - t0), n / (t2 - t1), (c1 - c0) / n * 1e6, (c2 - c1) / n * 1e6
 
 
 @contextmanager
@@ -110,8 +114,8 @@ def main() -> None:
         backends.append(("PostgreSQL 15, localhost", lambda: pg_db(args.pg)))
     print(f"{args.n} jobs, then {args.n} transitions; one transaction per batch;")
     print(f"median (min-max) of {args.repeat} runs, each on a fresh database\n")
-    print("| backend | batch | jobs/s | transitions/s |")
-    print("|---|---|---|---|")
+    print("| backend | batch | jobs/s | transitions/s | CPU µs/job | CPU µs/transition |")
+    print("|---|---|---|---|---|---|")
     for name, db in backends:
         for batch in (int(x) for x in args.batches.split(",")):
             runs = []
@@ -122,8 +126,9 @@ def main() -> None:
                         runs.append(bench_one(store, args.n, batch))
                     finally:
                         store.close()
-            jobs_s, trans_s = (_cell([r[k] for r in runs]) for k in (0, 1))
-            print(f"| {name} | {batch} | {jobs_s} | {trans_s} |", flush=True)
+            rates = " | ".join(_cell([r[k] for r in runs]) for k in (0, 1))
+            cpu = " | ".join(f"{statistics.median(r[k] for r in runs):.0f}" for k in (2, 3))
+            print(f"| {name} | {batch} | {rates} | {cpu} |", flush=True)
 
 
 def _cell(xs: list[float]) -> str:
