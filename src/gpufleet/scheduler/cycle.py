@@ -139,7 +139,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
                 continue
 
         unplaced.append(job)
-        if head is None:
+        if head is None and not _never_fits(job, snap, profile):
             head = job
             if profile.backfill.reserves:
                 res.reservation = _reserve(job, ws, snap, started, profile, rng)
@@ -255,6 +255,26 @@ def _hold_for(
         i = ws.by_name.get(p.node)
         if i is not None:
             ws.hold(i)
+
+
+def _never_fits(job: PendingJob, snap: Snapshot, profile: Profile) -> bool:
+    """Whether ``job`` fits nowhere even on the empty cluster (NeverSchedulable). Such a job
+    must not become the head: it would hold a strict order, or EASY's one reservation, forever.
+    Cheap when whole empty nodes could obviously hold it; else a probe of the empty cluster."""
+    s = job.spec
+    if s.workers == 1 or not s.topology.required:
+        room = 0
+        for n in snap.nodes:
+            if n.schedulable and (not s.gpu_models or n.gpu_model in s.gpu_models):
+                room += min(
+                    n.gpus // s.gpus_per_worker if s.gpus_per_worker else s.workers,
+                    n.cpu_total // s.cpu_milli if s.cpu_milli else s.workers,
+                    n.mem_total // s.memory_mib if s.memory_mib else s.workers,
+                )
+                if room >= s.workers:
+                    return False
+    probe = explain._empty_cluster(snap)
+    return place_gang(s, probe, profile.place, Random(snap.cycle))[0] is None
 
 
 def _release(ws: Workspace, alloc: Allocation) -> None:
