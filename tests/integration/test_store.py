@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.model.allocation import Placement
@@ -25,6 +28,7 @@ from gpufleet.server.store import (
     spec_from_dict,
     spec_to_dict,
 )
+from gpufleet.server.store.codec import CodecError
 
 S = JobState
 FULL_SPEC = JobSpec(
@@ -64,6 +68,39 @@ def test_codec_covers_every_spec_field() -> None:
     assert set(spec_to_dict(FULL_SPEC)) == names
     assert spec_from_dict(spec_to_dict(FULL_SPEC)) == FULL_SPEC
     assert spec_from_dict({"name": "n", "user": "u"}) == JobSpec("n", "u")  # defaults fill in
+
+
+text = st.text(max_size=12)
+specs = st.builds(
+    JobSpec,
+    name=text,
+    user=text,
+    queue=text,
+    workers=st.integers(1, 4096),
+    gpus_per_worker=st.integers(0, 64),
+    gpu_milli=st.integers(1, 1000),
+    cpu_milli=st.integers(0, 10**6),
+    memory_mib=st.integers(0, 10**7),
+    gpu_models=st.lists(text, max_size=3).map(tuple),
+    time_limit_s=st.none() | st.floats(0.001, 1e7),
+    priority=st.integers(-(10**6), 10**6),
+    preemptible=st.booleans(),
+    topology=st.builds(Topology, st.sampled_from(list(TopologyLevel)), st.booleans()),
+    dataset=text,
+    max_retries=st.integers(0, 100),
+    command=st.lists(text, max_size=4).map(tuple),
+    env=st.lists(st.tuples(text, text), max_size=3).map(tuple),
+)
+
+
+@given(specs)
+def test_codec_round_trips_any_spec(s: JobSpec) -> None:
+    assert spec_from_dict(json.loads(json.dumps(spec_to_dict(s)))) == s
+
+
+def test_codec_refuses_unknown_keys() -> None:
+    with pytest.raises(CodecError, match="unknown key 'gpus'"):
+        spec_from_dict({"name": "n", "user": "u", "gpus": 8})
 
 
 def test_spec_round_trips_through_the_database(store: Store) -> None:
