@@ -68,7 +68,7 @@ def require(*roles: str) -> Any:
     def check(p: Principal = Depends(principal)) -> Principal:
         if p.role not in roles:
             raise HTTPException(
-                403, f"a {p.role} token may not do this (needs: {', '.join(roles)})"
+                403, f"{_a(p.role)} {p.role} token may not do this (needs: {', '.join(roles)})"
             )
         return p
 
@@ -77,6 +77,12 @@ def require(*roles: str) -> Any:
 
 def require_node(node: str, p: Principal) -> None:
     if p.role != "agent":
-        raise HTTPException(403, f"only agent tokens report for nodes (this is a {p.role} token)")
+        raise HTTPException(
+            403, f"only agent tokens report for nodes (this is {_a(p.role)} {p.role} token)"
+        )
     if p.node is not None and p.node != node:
         raise HTTPException(403, f"this agent token is for node {p.node}, not {node}")
+
+
+def _a(role: str) -> str:
+    return "an" if role in ("admin", "agent") else "a"

@@ -1,0 +1,480 @@
+"""The REST API over real HTTP on 127.0.0.1 (uvicorn in a thread, the app's lifespan running the
+controller loop), on SQLite and on PostgreSQL (``db_url`` in tests/conftest.py: an empty
+database per test). The controller's clock is a ManualClock: no heartbeat deadline passes unless
+a test moves it. A scripted agent (``gpufleet.client.AgentClient``) stands in for a node where a
+test needs jobs to start and end.
+
+Covers: 401 (no token, wrong scheme, unknown and revoked tokens) and 403 (other users' jobs,
+admin endpoints, agents reporting for another node) that say why; 422 naming the field for bad
+input, with nothing stored after it; idempotency keys; arrays; afterok/afterany; the audit log;
+the published OpenAPI schema."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from gpufleet.api import schemas as s
+from gpufleet.client import ApiError, Client
+from gpufleet.client.http import AgentClient
+from gpufleet.core.clock import ManualClock
+from gpufleet.server.app import create_app
+from gpufleet.server.config import ServerConfig
+from gpufleet.server.store import Store
+
+T0 = 1_700_000_000.0
+SPEC: dict[str, Any] = {"name": "hello", "gpus_per_worker": 1, "command": ["echo", "hi"]}
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
+    """Poll a condition that another thread (the server's loop) makes true; bounded."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = check()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:g} s")
+        time.sleep(0.01)
+
+
+@dataclass
+class Api:
+    url: str
+    clock: ManualClock
+    store: Store
+    app: Any
+    admin: Client
+    clients: list[Any] = field(default_factory=list)
+    _n: int = 0
+
+    def token(self, role: str, *, user: str | None = None, node: str | None = None) -> str:
+        self._n += 1
+        out = self.admin.create_token(
+            s.TokenCreate(name=f"{role}-{user or node}-{self._n}", role=role, user=user, node=node)
+        )
+        assert out.token
+        return out.token
+
+    def user(self, name: str) -> Client:
+        c = Client(self.url, self.token("user", user=name))
+        self.clients.append(c)
+        return c
+
+    def agent(self, node: str) -> AgentClient:
+        c = AgentClient(self.url, self.token("agent", node=node))
+        self.clients.append(c)
+        return c
+
+    def raw(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        c = httpx.Client(base_url=self.url + "/api/v1", headers=headers, timeout=30)
+        self.clients.append(c)
+        return c
+
+    def stored_ids(self) -> list[str]:
+        return [j.id for j in self.store.list_jobs(limit=None)]
+
+
+@pytest.fixture
+def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
+    clock = ManualClock(T0)
+    store = Store.open(db_url)
+    app = create_app(
+        ServerConfig(data_dir=tmp_path / "controller", db_url=db_url), store=store, clock=clock
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for("the server started", lambda: server.started or not thread.is_alive())
+    assert thread.is_alive(), "the server did not start"
+    token = (tmp_path / "controller" / "admin.token").read_text().strip()
+    url = f"http://127.0.0.1:{port}"
+    a = Api(url, clock, store, app, Client(url, token))
+    try:
+        yield a
+    finally:
+        for c in [a.admin, *a.clients]:
+            c.close()
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+        store.close()
+
+
+def register(agent: AgentClient, node: str, gpus: int = 8) -> None:
+    agent.register(
+        s.AgentRegister(
+            node=node,
+            address="127.0.0.1",
+            gpu_model="H100-SXM",
+            gpus=[
+                s.GpuInfo(index=i, uuid=f"GPU-{node}-{i}", model="H100-SXM", memory_mib=81559)
+                for i in range(gpus)
+            ],
+            cpu_cores=64,
+            memory_gib=256,
+        )
+    )
+
+
+def refused(status: int, call: Callable[[], Any]) -> str:
+    """The call fails with ``status``; the server's explanation as text."""
+    with pytest.raises(ApiError) as e:
+        call()
+    assert e.value.status == status, e.value
+    return str(e.value)
+
+
+# ----- meta ---------------------------------------------------------------------------------
+
+
+def test_openapi_schema_is_served_without_a_token(api: Api) -> None:
+    r = httpx.get(api.url + "/api/v1/openapi.json")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["openapi"].startswith("3.")
+    for path in ("/api/v1/jobs", "/api/v1/jobs/{job_id}/cancel", "/api/v1/agent/register"):
+        assert path in doc["paths"], path
+    assert "JobSubmit" in doc["components"]["schemas"]
+
+
+# ----- 401 ----------------------------------------------------------------------------------
+
+
+def test_401_without_a_token_says_how_to_get_one(api: Api) -> None:
+    for headers in ({}, {"Authorization": "Basic dXNlcjpwdw=="}, {"Authorization": "Bearer"}):
+        r = httpx.get(api.url + "/api/v1/jobs", headers=headers)
+        assert r.status_code == 401, headers
+        assert "missing bearer token" in r.json()["detail"]
+        assert "gpufleet token create" in r.json()["detail"]
+        assert r.headers["www-authenticate"] == "Bearer"
+
+
+def test_401_with_an_unknown_or_revoked_token(api: Api) -> None:
+    r = api.raw("gf_not-a-token").get("/jobs")
+    assert r.status_code == 401 and "invalid or revoked token" in r.json()["detail"]
+
+    alice = api.user("alice")
+    assert alice.jobs() == []  # the token works (and is now cached by the server)
+    name = next(t.name for t in api.admin.tokens() if t.user == "alice")
+    api.admin.revoke_token(name)
+    msg = refused(401, alice.jobs)
+    assert "revoked" in msg
+    assert refused(404, lambda: api.admin.revoke_token(name))  # revoked already
+    assert name in {t.name for t in api.admin.tokens()}  # still listed, for the record
+
+
+# ----- 403 ----------------------------------------------------------------------------------
+
+
+def test_403_a_user_cancels_or_reads_only_their_own_jobs(api: Api) -> None:
+    alice, bob = api.user("alice"), api.user("bob")
+    (job,) = alice.submit(SPEC)
+    msg = refused(403, lambda: bob.cancel(job))
+    assert "belongs to alice" in msg and "bob" in msg
+    refused(403, lambda: bob.job(job))
+    refused(403, lambda: bob.logs(job))
+    assert alice.job(job).state == "PENDING"  # the refused cancel changed nothing
+    assert alice.cancel(job).id == job
+    assert wait_for("cancelled", lambda: alice.job(job).state == "CANCELLED")
+    msg = refused(409, lambda: alice.cancel(job))
+    assert "already ended (CANCELLED)" in msg
+
+
+def test_a_user_token_lists_only_its_own_jobs(api: Api) -> None:
+    alice, bob = api.user("alice"), api.user("bob")
+    a = alice.submit(SPEC)
+    b = bob.submit(SPEC)
+    assert [j.id for j in alice.jobs()] == a
+    assert [j.id for j in bob.jobs(all_states=True)] == b
+    msg = refused(403, lambda: alice.jobs(user="bob"))
+    assert "alice" in msg and "bob" in msg
+    assert [j.id for j in alice.jobs(user="alice")] == a
+    assert sorted(j.id for j in api.admin.jobs()) == sorted(a + b)
+    assert [j.id for j in api.admin.jobs(user="bob")] == b
+    msg = refused(403, lambda: alice.submit({**SPEC, "user": "bob"}))
+    assert "submits as alice, not bob" in msg
+    assert api.stored_ids() == sorted(a + b)
+
+
+def test_403_a_user_calls_admin_endpoints(api: Api) -> None:
+    alice = api.user("alice")
+    calls: list[Callable[[], Any]] = [
+        lambda: alice.create_token(s.TokenCreate(name="mine", role="admin")),
+        alice.tokens,
+        lambda: alice.revoke_token("admin"),
+        alice.audit,
+        lambda: alice.drain("node-0"),
+        lambda: alice.resume("node-0"),
+        lambda: alice.update_queue("default", s.QueueUpdate(weight=5)),
+    ]
+    for call in calls:
+        msg = refused(403, call)
+        assert "a user token may not do this (needs: admin)" in msg
+    assert "mine" not in {t.name for t in api.admin.tokens()}
+    assert [q.name for q in api.admin.queues()] == []
+
+
+def test_403_an_agent_reports_only_for_its_own_node(api: Api) -> None:
+    agent0 = api.agent("node-0")
+    register(agent0, "node-0")
+    msg = refused(403, lambda: register(agent0, "node-1"))
+    assert "this agent token is for node node-0, not node-1" in msg
+    hb = s.Heartbeat()
+    refused(403, lambda: agent0.heartbeat("node-1", hb))
+    refused(403, lambda: agent0.commands("node-1", wait_s=0))
+    ev = s.AgentEvent(kind="exited", job="1", attempt=1, rank=0, exit_code=0)
+    refused(403, lambda: agent0.events("node-1", [ev]))
+    chunk = s.LogChunk(job="1", attempt=1, rank=0, stream="stdout", offset=0, data="x")
+    refused(403, lambda: agent0.logs("node-1", chunk))
+    assert agent0.heartbeat("node-0", hb).stale == []
+    assert [n.name for n in api.admin.nodes()] == ["node-0"]
+
+    # a job on node-1: node-0's agent may not ship its logs, even under its own name
+    agent1 = api.agent("node-1")
+    register(agent1, "node-1")
+    api.admin.drain("node-0")
+    (job,) = api.user("alice").submit(SPEC)
+    (cmd,) = agent1.commands("node-1", wait_s=5)
+    assert cmd.kind == "launch" and cmd.job == job
+    chunk = s.LogChunk(job=job, attempt=cmd.attempt, rank=0, stream="stdout", offset=0, data="x")
+    msg = refused(403, lambda: agent0.logs("node-0", chunk))
+    assert f"node node-0 does not run rank 0 of job {job}" in msg
+
+    # other roles on agent endpoints, and agents on user endpoints
+    alice = api.user("alice")
+    r = api.raw(alice.http.headers["authorization"].split()[1]).post(
+        "/agent/node-0/heartbeat", json={}
+    )
+    assert r.status_code == 403 and "a user token may not do this" in r.json()["detail"]
+    r = api.raw(agent0.http.headers["authorization"].split()[1]).get("/jobs")
+    assert r.status_code == 403 and "an agent token may not do this" in r.json()["detail"]
+
+
+# ----- 422 and nothing stored ---------------------------------------------------------------
+
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    ("unknown spec key", {"spec": {**SPEC, "wrokers": 2}}, "spec.wrokers"),
+    ("negative workers", {"spec": {**SPEC, "workers": -2}}, "spec.workers"),
+    ("zero workers", {"spec": {**SPEC, "workers": 0}}, "spec.workers"),
+    ("workers not a number", {"spec": {**SPEC, "workers": "two"}}, "spec.workers"),
+    ("no name", {"spec": {"gpus_per_worker": 1}}, "spec.name"),
+    ("bad array", {"spec": SPEC, "array": "1-x"}, "array"),
+    ("empty array range", {"spec": SPEC, "array": "9-3"}, "array"),
+    ("array throttle", {"spec": SPEC, "array": "0-9%2"}, "array"),
+    ("bad topology level", {"spec": {**SPEC, "topology": "rack"}}, "spec.topology"),
+    (
+        "unknown topology key",
+        {"spec": {**SPEC, "topology": {"level": "leaf", "strict": True}}},
+        "spec.topology.strict",
+    ),
+    ("gpu share above one", {"spec": {**SPEC, "gpu_milli": 1500}}, "spec.gpu_milli"),
+    ("unknown GPU model", {"spec": {**SPEC, "gpu_models": ["H9000"]}}, "spec.gpu_models"),
+    ("negative time limit", {"spec": {**SPEC, "time_limit_s": -1}}, "spec.time_limit_s"),
+    ("unknown envelope key", {"spec": SPEC, "priority": 3}, "priority"),
+    ("spec not a mapping", {"spec": ["echo"]}, "spec"),
+    (
+        "bad dependency type",
+        {"spec": SPEC, "depends_on": [{"type": "after", "job": "1"}]},
+        "depends_on",
+    ),
+    (
+        "unknown dependency",
+        {"spec": SPEC, "depends_on": [{"type": "afterok", "job": "999"}]},
+        "depends_on",
+    ),
+    ("idempotency key too long", {"spec": SPEC, "idempotency_key": "k" * 129}, "idempotency_key"),
+]
+
+
+@pytest.mark.parametrize(("body", "where"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_422_names_the_field_and_stores_nothing(api: Api, body: dict[str, Any], where: str) -> None:
+    alice = api.user("alice")
+    kept = alice.submit(SPEC)
+    before_api = [j.model_dump() for j in api.admin.jobs(all_states=True)]
+    before_store, before_audit = api.stored_ids(), len(api.store.audit_log(limit=None))
+
+    r = api.raw(alice.http.headers["authorization"].split()[1]).post("/jobs", json=body)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    if isinstance(detail, list):  # the envelope's own validation (pydantic)
+        locs = {".".join(str(x) for x in d["loc"] if x != "body") for d in detail}
+        assert any(loc == where or loc.startswith(where + ".") for loc in locs), detail
+    else:
+        assert re.search(rf"\b{re.escape(where)}(\.\w+)*: ", detail), detail
+
+    assert [j.model_dump() for j in api.admin.jobs(all_states=True)] == before_api
+    assert api.stored_ids() == before_store == kept
+    assert len(api.store.audit_log(limit=None)) == before_audit  # no submit was audited
+    assert alice.submit(SPEC) == [str(int(kept[0]) + 1)]  # no id was used up
+
+
+def test_422_unknown_queue_when_queues_are_configured(api: Api) -> None:
+    alice = api.user("alice")
+    assert alice.submit({**SPEC, "queue": "anything"})  # no queues configured: any name goes
+    n = len(api.stored_ids())
+    api.admin.update_queue("vision", s.QueueUpdate(weight=2))
+    api.admin.update_queue("default", s.QueueUpdate(weight=1))
+    msg = refused(422, lambda: alice.submit({**SPEC, "queue": "nlp"}))
+    assert "spec.queue: unknown queue 'nlp'" in msg and "default, vision" in msg
+    assert len(api.stored_ids()) == n
+    (job,) = alice.submit({**SPEC, "queue": "vision"})
+    assert alice.job(job).queue == "vision"
+
+
+# ----- idempotency, arrays, dependencies ----------------------------------------------------
+
+
+def test_an_idempotency_key_gives_back_the_same_job(api: Api) -> None:
+    alice = api.user("alice")
+    first = alice.submit(SPEC, idempotency_key="k-1")
+    again = alice.submit(SPEC, idempotency_key="k-1")
+    other = alice.submit(SPEC, idempotency_key="k-2")
+    assert first == again and other != first
+    assert api.stored_ids() == sorted(first + other, key=int)
+    # the same key for a different submission is a conflict, not a silent reuse
+    msg = refused(409, lambda: alice.submit({**SPEC, "name": "other"}, idempotency_key="k-1"))
+    assert "idempotency key 'k-1' was used for job" in msg
+    # arrays: each task keeps its own key
+    arr = alice.submit(SPEC, array="0-2", idempotency_key="arr")
+    assert alice.submit(SPEC, array="0-2", idempotency_key="arr") == arr
+    assert len(api.stored_ids()) == 2 + 3
+    submits = [a for a in api.store.audit_log(limit=None) if a.action == "job.submit"]
+    assert len(submits) == 5  # each accepted request is audited, retries included
+
+
+def test_array_submit(api: Api) -> None:
+    alice = api.user("alice")
+    ids = alice.submit({**SPEC, "name": "sweep"}, array="0-6:3,10")
+    assert len(ids) == 4
+    jobs = [alice.job(i) for i in ids]
+    assert [j.name for j in jobs] == ["sweep_0", "sweep_3", "sweep_6", "sweep_10"]
+    assert [dict(j.spec["env"])["SLURM_ARRAY_TASK_ID"] for j in jobs] == ["0", "3", "6", "10"]
+    rows = [api.store.job(i) for i in ids]
+    assert [(r.array_id, r.array_index) for r in rows if r] == [
+        (ids[0], 0),
+        (ids[0], 3),
+        (ids[0], 6),
+        (ids[0], 10),
+    ]
+
+
+def test_dependencies_afterok_and_afterany(api: Api) -> None:
+    agent = api.agent("node-0")
+    register(agent, "node-0", gpus=8)
+    alice = api.user("alice")
+    (a,) = alice.submit({**SPEC, "name": "a"})
+    (ok_a,) = alice.submit({**SPEC, "name": "ok-a"}, depends_on=[("afterok", a)])
+    (any_a,) = alice.submit({**SPEC, "name": "any-a"}, depends_on=[("afterany", a)])
+    (b,) = alice.submit({**SPEC, "name": "b"})
+    (ok_b,) = alice.submit({**SPEC, "name": "ok-b"}, depends_on=[("afterok", b)])
+
+    launched: dict[str, s.AgentCommand] = {}
+
+    def take() -> set[str]:
+        for c in agent.commands("node-0", wait_s=0.2):
+            if c.kind == "launch":
+                launched[c.job] = c
+                agent.events("node-0", [s.AgentEvent(kind="started", job=c.job, attempt=1, rank=0)])
+        return set(launched)
+
+    assert wait_for("a and b launched", lambda: take() >= {a, b})
+    assert set(launched) == {a, b}  # the dependants wait
+    for dep in (ok_a, any_a, ok_b):
+        j = alice.job(dep)
+        assert j.state == "PENDING" and j.reason is not None, j
+    agent.events(
+        "node-0",
+        [
+            s.AgentEvent(kind="exited", job=a, attempt=1, rank=0, exit_code=3),
+            s.AgentEvent(kind="exited", job=b, attempt=1, rank=0, exit_code=0),
+        ],
+    )
+    assert wait_for("any-a and ok-b launched", lambda: take() >= {any_a, ok_b})
+    assert alice.job(a).state == "FAILED" and alice.job(b).state == "SUCCEEDED"
+    j = wait_for("ok-a cancelled", lambda: (j := alice.job(ok_a)).state == "CANCELLED" and j)
+    assert f"dependency afterok:{a} ended FAILED" in j.events[-1].why  # type: ignore[index]
+    assert ok_a not in launched
+    # a dependency on a job that ended badly, submitted afterwards: cancelled at once
+    (late,) = alice.submit(SPEC, depends_on=[("afterok", a)])
+    assert wait_for("late cancelled", lambda: alice.job(late).state == "CANCELLED")
+
+
+def test_job_events_carry_their_attempt(api: Api) -> None:
+    agent = api.agent("node-0")
+    register(agent, "node-0")
+    (job,) = api.user("alice").submit({**SPEC, "max_retries": 1})
+    (cmd,) = agent.commands("node-0", wait_s=5)
+    agent.events(
+        "node-0",
+        [
+            s.AgentEvent(kind="started", job=job, attempt=cmd.attempt, rank=0),
+            s.AgentEvent(kind="exited", job=job, attempt=cmd.attempt, rank=0, exit_code=1),
+        ],
+    )
+    j = wait_for("back to PENDING", lambda: (j := api.admin.job(job)).state == "PENDING" and j)
+    assert j.retries_used == 1
+    got = [(e.attempt, e.state) for e in j.events or []]
+    assert got == [
+        (0, "PENDING"),
+        (1, "STARTING"),
+        (1, "RUNNING"),
+        (1, "FAILED"),
+        (1, "PENDING"),
+    ]
+
+
+# ----- audit --------------------------------------------------------------------------------
+
+
+def test_audit_log_records_who_changed_what(api: Api) -> None:
+    agent = api.agent("node-0")
+    register(agent, "node-0")
+    alice = api.user("alice")
+    (job,) = alice.submit(SPEC)
+    alice.cancel(job)
+    api.admin.drain("node-0", reason="bad fan")
+    api.admin.resume("node-0")
+    api.admin.update_queue("vision", s.QueueUpdate(quota_gpus=8))
+    entries = list(reversed(api.admin.audit(limit=1000)))  # oldest first
+    seen = [(e.action, e.target) for e in entries]
+    for want in [
+        ("token.create", "agent-node-0-1"),
+        ("node.register", "node-0"),
+        ("token.create", "user-alice-2"),
+        ("job.submit", job),
+        ("job.cancel", job),
+        ("node.drain", "node-0"),
+        ("node.resume", "node-0"),
+        ("queue.update", "vision"),
+    ]:
+        assert want in seen, (want, seen)
+    by = {(e.action, e.target): e for e in entries}
+    assert by[("job.submit", job)].actor == "user:user-alice-2"
+    assert by[("job.cancel", job)].actor == "user:user-alice-2"
+    assert by[("token.create", "user-alice-2")].actor == "admin:admin"
+    assert by[("token.create", "user-alice-2")].detail == {"role": "user"}
+    assert by[("node.drain", "node-0")].detail == {"reason": "bad fan"}
+    assert [e.action for e in entries].index("job.submit") < [e.action for e in entries].index(
+        "job.cancel"
+    )
+    # no secret ever reaches the audit log or the token list
+    secrets = {alice.http.headers["authorization"].split()[1]}
+    assert not any(x in str(e.detail) for e in entries for x in secrets)
+    assert all(t.token is None for t in api.admin.tokens())
