@@ -1,7 +1,468 @@
-"""`gpufleet simulate …`."""
+"""``gpufleet simulate replay|compare|fill``: workloads through the scheduler core, offline.
+
+Bad input (a file, a row, a flag's value) prints one ``error:`` line on stderr and exits 2.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+from typer.core import TyperCommand
+
+from gpufleet.core.controller import ControllerError
+from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.errors import SpecError
+from gpufleet.scheduler.framework import ProfileError
+from gpufleet.sim import report
+from gpufleet.sim.engine import SimConfig, TraceJob
+from gpufleet.sim.replay import (
+    ProfileChoice,
+    ReplayRun,
+    check_profile,
+    equal_share_queues,
+    load_cluster_file,
+    load_failures,
+    load_queues,
+    parse_profile,
+    run_replay,
+    uniform_cluster,
+    with_queues,
+)
+from gpufleet.sim.traces import FORMATS, TimeLimit, apply_time_limits, load_trace
 
 app = typer.Typer(no_args_is_help=True)
+T = TypeVar("T")
+
+FILL_ALIASES = {"packing": "gpupacking", "clustering": "gpuclustering"}
+
+
+# ---------------------------------------------------------------------------------------------
+# speaking
+
+
+def _stdout() -> Console:
+    tty = sys.stdout.isatty()
+    # piped output keeps whole table rows instead of wrapping them at 80 columns
+    return Console(file=sys.stdout, highlight=False, width=None if tty else 200)
+
+
+def _stderr() -> Console:
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str) -> NoReturn:
+    _stderr().print(Text("error: ", style="bold red") + Text(message))
+    raise typer.Exit(2)
+
+
+def _warn(message: str) -> None:
+    _stderr().print(Text("warning: ", style="yellow") + Text(message))
+
+
+class _OneLineUsageErrors(TyperCommand):
+    """A bad or missing flag is one ``error:`` line and exit 2, like any other bad input."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except Exception as exc:
+            # click's UsageError (typer vendors its own copy): exit code 2 and a message
+            if getattr(exc, "exit_code", None) != 2 or not hasattr(exc, "format_message"):
+                raise
+            _fail(f"{exc.format_message()} (see: gpufleet simulate {info_name} --help)")
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """Refused input becomes one line and exit code 2, never a traceback."""
+    try:
+        yield
+    except (SpecError, ProfileError, ControllerError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+
+
+# ---------------------------------------------------------------------------------------------
+# shared options
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    cluster: ClusterSpec
+    jobs: list[TraceJob]
+    config: SimConfig
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
+
+
+def _options(las_thresholds: str) -> dict[str, dict[str, Any]]:
+    if not las_thresholds:
+        return {}
+    try:
+        values = [float(x) for x in las_thresholds.split(",") if x.strip()]
+    except ValueError:
+        raise SpecError(
+            f"must be GPU-seconds separated by commas, got {las_thresholds!r}",
+            field="--las-thresholds",
+        ) from None
+    return {"order/las": {"thresholds_gpu_s": values}}
+
+
+def _load_workload(
+    *,
+    trace: Path,
+    fmt: str,
+    cluster_file: Path | None,
+    nodes: int,
+    gpus_per_node: int,
+    leaves: int,
+    queues_file: Path | None,
+    equal_shares: bool,
+    time_limit: str,
+    restart_overhead: float,
+    mtbf: float | None,
+    repair: float,
+    fail_file: Path | None,
+    seed: int,
+) -> Workload:
+    if fmt not in FORMATS:
+        raise SpecError(f"must be one of {', '.join(FORMATS)}, got {fmt!r}", field="--format")
+    if queues_file is not None and equal_shares:
+        raise SpecError("give --queues or --equal-shares, not both", field="--equal-shares")
+    if restart_overhead < 0 or repair < 0 or (mtbf is not None and mtbf <= 0):
+        raise SpecError(
+            "--restart-overhead and --repair must be ≥ 0 and --mtbf > 0", field="options"
+        )
+    limits = TimeLimit.parse(time_limit)
+    if cluster_file is not None:
+        cluster = load_cluster_file(cluster_file)
+    else:
+        cluster = uniform_cluster(nodes, gpus_per_node, leaves)
+    node_gpus = max((n.gpus for n in cluster.nodes), default=gpus_per_node) or gpus_per_node
+    jobs = load_trace(trace, fmt, gpus_per_node=node_gpus)
+    jobs = apply_time_limits(jobs, limits, slack_s=restart_overhead)
+    if queues_file is not None:
+        cluster = with_queues(cluster, load_queues(queues_file))
+    elif equal_shares:
+        cluster = with_queues(cluster, equal_share_queues(jobs))
+    failures = load_failures(fail_file, cluster, repair) if fail_file is not None else []
+    config = SimConfig(
+        restart_overhead_s=restart_overhead,
+        failures=failures,
+        mtbf_s=mtbf,
+        repair_s=repair,
+        seed=seed,
+    )
+    return Workload(cluster, jobs, config)
+
+
+def _run_all(
+    workload: Workload, choices: Sequence[ProfileChoice], show_progress: bool
+) -> list[ReplayRun]:
+    runs = []
+    total = len(workload.jobs)
+    if not show_progress:
+        return [run_replay(workload.cluster, workload.jobs, c, workload.config) for c in choices]
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} jobs · t={task.fields[sim_t]}"),
+        TimeElapsedColumn(),
+        console=_stderr(),
+        transient=True,
+    ) as bar:
+        for c in choices:
+            task = bar.add_task(c.label, total=total, sim_t="0 s")
+
+            def advance(t: float, finished: int, task: Any = task) -> None:
+                bar.update(task, completed=finished, sim_t=report.duration(t))
+
+            runs.append(
+                run_replay(workload.cluster, workload.jobs, c, workload.config, progress=advance)
+            )
+            bar.update(task, completed=total)
+    return runs
+
+
+def _warn_unfinished(runs: Sequence[ReplayRun]) -> None:
+    for r in runs:
+        m = r.metrics
+        if m.never_schedulable:
+            _warn(
+                f"{r.label}: {m.never_schedulable} job(s) can never be scheduled on this cluster "
+                f"({', '.join(m.never_ids[:5])}{', …' if len(m.never_ids) > 5 else ''}); "
+                "they are counted in jobs and left out of the other figures"
+            )
+        if m.unfinished:
+            _warn(f"{r.label}: {m.unfinished} job(s) never finished (see the per-job CSV)")
+
+
+def _show_progress(as_json: bool) -> bool:
+    return not as_json and sys.stderr.isatty()
+
+
+# the options replay and compare share, as typer parameters
+TraceOpt = typer.Option(..., "--trace", help="the trace file")
+FormatOpt = typer.Option(..., "--format", help="philly | openb | tiresias | jobs")
+ClusterOpt = typer.Option(
+    None, "--cluster", help="cluster spec (YAML), or an openb node list (.csv)"
+)
+NodesOpt = typer.Option(64, "--nodes", help="without --cluster: identical nodes")
+GpusOpt = typer.Option(8, "--gpus-per-node", help="without --cluster: GPUs per node")
+LeavesOpt = typer.Option(1, "--leaves", help="without --cluster: leaf switches")
+QueuesOpt = typer.Option(None, "--queues", help="YAML list of queues: name, weight, cohort, quota")
+EqualOpt = typer.Option(
+    False, "--equal-shares", help="one queue of weight 1 per distinct queue of the trace"
+)
+LimitOpt = typer.Option(
+    "auto",
+    "--time-limit",
+    help="auto (the trace's, else exact) | exact (= duration) | none | a factor × duration",
+)
+OverheadOpt = typer.Option(0.0, "--restart-overhead", help="seconds added to each restart")
+MtbfOpt = typer.Option(None, "--mtbf", help="per-node mean time between failures (s)")
+RepairOpt = typer.Option(3600.0, "--repair", help="repair time after a failure (s)")
+FailOpt = typer.Option(None, "--fail", help="scripted failures, CSV time,node[,repair_s]")
+SeedOpt = typer.Option(0, "--seed", help="seed of the profile and of random failures")
+PlacementOpt = typer.Option("bestfit", "--placement", help="bestfit | topology | packing | …")
+BackfillOpt = typer.Option("easy", "--backfill", help="easy | none | greedy")
+PreemptOpt = typer.Option("", "--preempt", help="comma list: reclaim, priority, order (or none)")
+AdmitOpt = typer.Option("quota", "--admit", help="quota | none")
+LasOpt = typer.Option("", "--las-thresholds", help="LAS queue thresholds, GPU-s, comma list")
+JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of tables")
+OutOpt = typer.Option(None, "--out", help="write per-job and timeline CSVs and PNG plots here")
+
+
+# ---------------------------------------------------------------------------------------------
+# replay
+
+
+@app.command("replay", cls=_OneLineUsageErrors)
+def replay(
+    trace: Path = TraceOpt,
+    fmt: str = FormatOpt,
+    cluster: Path | None = ClusterOpt,
+    nodes: int = NodesOpt,
+    gpus_per_node: int = GpusOpt,
+    leaves: int = LeavesOpt,
+    order: str = typer.Option("fifo", "--order", help="fifo | priority | fairshare | las | sjf"),
+    placement: str = PlacementOpt,
+    backfill: str = BackfillOpt,
+    preempt: str = PreemptOpt,
+    admit: str = AdmitOpt,
+    las_thresholds: str = LasOpt,
+    queues: Path | None = QueuesOpt,
+    equal_shares: bool = EqualOpt,
+    time_limit: str = LimitOpt,
+    restart_overhead: float = OverheadOpt,
+    mtbf: float | None = MtbfOpt,
+    repair: float = RepairOpt,
+    fail: Path | None = FailOpt,
+    seed: int = SeedOpt,
+    as_json: bool = JsonOpt,
+    out: Path | None = OutOpt,
+) -> None:
+    """Replay a trace through one scheduler profile and report JCT, waits, utilization and
+    fairness."""
+    with _refusals():
+        choice = ProfileChoice(
+            order, placement, backfill, _names(preempt), admit, _options(las_thresholds)
+        )
+        check_profile(choice)
+        wl = _load_workload(
+            trace=trace,
+            fmt=fmt,
+            cluster_file=cluster,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            leaves=leaves,
+            queues_file=queues,
+            equal_shares=equal_shares,
+            time_limit=time_limit,
+            restart_overhead=restart_overhead,
+            mtbf=mtbf,
+            repair=repair,
+            fail_file=fail,
+            seed=seed,
+        )
+        (run,) = _run_all(wl, [choice], _show_progress(as_json))
+        _emit(run, wl, as_json, out)
+
+
+def _emit(run: ReplayRun, wl: Workload, as_json: bool, out: Path | None) -> None:
+    _warn_unfinished([run])
+    if out is not None:
+        report.write_replay_outputs(out, [run])
+    if as_json:
+        print(json.dumps(run.metrics.to_json()))
+        return
+    con = _stdout()
+    title = (
+        f"{run.label} · {len(wl.jobs):,} jobs · {len(wl.cluster.nodes):,} nodes, "
+        f"{wl.cluster.total_gpus:,} GPUs · {run.cycles:,} cycles"
+    )
+    con.print(report.summary_table(run.metrics, title))
+    if len(run.metrics.queues) > 1:
+        con.print(report.queue_table(run.metrics))
+    if out is not None:
+        con.print(f"wrote {out}/ (jobs.csv, timeline.csv, jct_cdf.png, queue_length.png, …)")
+
+
+# ---------------------------------------------------------------------------------------------
+# compare
+
+
+@app.command("compare", cls=_OneLineUsageErrors)
+def compare(
+    trace: Path = TraceOpt,
+    fmt: str = FormatOpt,
+    profiles: list[str] = typer.Option(
+        [],
+        "--profiles",
+        help="comma list of ORDER[+PLACEMENT][+BACKFILL][+PREEMPT…], e.g. "
+        "fifo+easy,las+none+order; repeatable",
+    ),
+    orders: list[str] = typer.Option(
+        [], "--order", help="an order to compare (repeatable), with the other flags' plugins"
+    ),
+    cluster: Path | None = ClusterOpt,
+    nodes: int = NodesOpt,
+    gpus_per_node: int = GpusOpt,
+    leaves: int = LeavesOpt,
+    placement: str = PlacementOpt,
+    backfill: str = BackfillOpt,
+    preempt: str = PreemptOpt,
+    admit: str = AdmitOpt,
+    las_thresholds: str = LasOpt,
+    queues: Path | None = QueuesOpt,
+    equal_shares: bool = EqualOpt,
+    time_limit: str = LimitOpt,
+    restart_overhead: float = OverheadOpt,
+    mtbf: float | None = MtbfOpt,
+    repair: float = RepairOpt,
+    fail: Path | None = FailOpt,
+    seed: int = SeedOpt,
+    as_json: bool = JsonOpt,
+    out: Path | None = OutOpt,
+) -> None:
+    """Replay one trace through several profiles: one table, one set of plots."""
+    with _refusals():
+        base = ProfileChoice(
+            "fifo", placement, backfill, _names(preempt), admit, _options(las_thresholds)
+        )
+        choices = [replace(base, order=o) for o in orders]
+        for o in orders:
+            check_profile(replace(base, order=o))
+        for text in profiles:
+            choices += [parse_profile(p, base) for p in text.split(",") if p.strip()]
+        if not choices:
+            raise SpecError(
+                "name the profiles: --profiles fifo+easy,las+none or --order A --order B",
+                field="--profiles",
+            )
+        labels = [c.label for c in choices]
+        if len(set(labels)) != len(labels):
+            raise SpecError(f"a profile is named twice in {', '.join(labels)}", field="--profiles")
+        wl = _load_workload(
+            trace=trace,
+            fmt=fmt,
+            cluster_file=cluster,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            leaves=leaves,
+            queues_file=queues,
+            equal_shares=equal_shares,
+            time_limit=time_limit,
+            restart_overhead=restart_overhead,
+            mtbf=mtbf,
+            repair=repair,
+            fail_file=fail,
+            seed=seed,
+        )
+        runs = _run_all(wl, choices, _show_progress(as_json))
+        _warn_unfinished(runs)
+        if out is not None:
+            report.write_replay_outputs(out, runs)
+        if as_json:
+            print(json.dumps({r.label: r.metrics.to_json() for r in runs}))
+            return
+        title = (
+            f"{trace.name} · {len(wl.jobs):,} jobs · {len(wl.cluster.nodes):,} nodes, "
+            f"{wl.cluster.total_gpus:,} GPUs"
+        )
+        _stdout().print(report.compare_table(runs, title))
+
+
+# ---------------------------------------------------------------------------------------------
+# fill
+
+
+@app.command("fill", cls=_OneLineUsageErrors)
+def fill(
+    pods: Path = typer.Option(..., "--pods", help="openb pod list (CSV)"),
+    node_list: Path = typer.Option(..., "--nodes", help="openb node list (CSV)"),
+    placement: str = typer.Option(
+        "fgd", "--placement", help="random | dotprod | gpuclustering | packing | bestfit | fgd"
+    ),
+    seed: int = typer.Option(42, "--seed", help="shuffle seed (the paper uses 42-51)"),
+    tune: float = typer.Option(1.3, "--tune", help="arrived workload, × the GPU capacity"),
+    as_json: bool = JsonOpt,
+    out: Path | None = typer.Option(
+        None, "--out", help="write the published CSV layout and the plot here"
+    ),
+) -> None:
+    """The FGD paper's fill experiment: GPU allocation ratio vs arrived workload."""
+    from gpufleet.sim.fill import POLICIES, run_fill
+    from gpufleet.sim.openb import load_nodes, load_pods
+
+    with _refusals():
+        policy = FILL_ALIASES.get(placement, placement)
+        if policy not in POLICIES:
+            raise SpecError(
+                f"must be one of {', '.join(POLICIES)} (or packing), got {placement!r}",
+                field="--placement",
+            )
+        if not tune > 0:
+            raise SpecError(f"must be positive, got {tune:g}", field="--tune")
+        pod_list = load_pods(pods)
+        nodes = load_nodes(node_list)
+        result = _checked(lambda: run_fill(pod_list, nodes, policy, seed, tune, workload=pods.stem))
+        if out is not None:
+            report.write_fill_outputs(out, result)
+        if as_json:
+            print(
+                json.dumps(
+                    {
+                        "allocation_ratio": {str(x): v for x, v in sorted(result.alloc.items())},
+                        "fragmentation_ratio": {
+                            str(x): round(v, 4) for x, v in sorted(result.frag_ratio.items())
+                        },
+                        "wall_s": round(result.wall_s, 6),
+                    }
+                )
+            )
+            return
+        _stdout().print(report.fill_table(result))
+
+
+def _checked(fn: Callable[[], T]) -> T:
+    """``run_fill`` refuses impossible input with ValueError: that is bad input here."""
+    try:
+        return fn()
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
