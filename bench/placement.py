@@ -5,8 +5,8 @@ it, takes the median, and prints the Markdown tables:
 
 * the headline, `gpufleet bench placement --nodes 5000 --jobs 10000 --json`;
 * the cluster half and nine-tenths busy with running jobs (`--busy 0.5`, `--busy 0.9`);
-* scaling, `gpufleet bench placement --scaling --json` (nodes at 12,000 pending, and the grid
-  nodes × pending), with the marginal cost of a pending job at each node count;
+* scaling, `gpufleet bench placement --scaling --repeats 5 --json` (nodes at 12,000 pending,
+  and the grid nodes × pending), with the marginal cost of a pending job at each node count;
 * memory, `gpufleet bench memory --json` (5,000 nodes, 100,000 pending).
 
     .venv/bin/python bench/placement.py [--runs 3] [--quick]
@@ -27,6 +27,7 @@ from gpufleet.benchmarks import placement as pb
 
 REPO = Path(__file__).resolve().parents[1]
 HEADLINE = ["placement", "--nodes", "5000", "--jobs", "10000", "--json"]
+SCALING = ["placement", "--scaling", "--repeats", "5", "--json"]
 
 
 def run(args: list[str]) -> dict[str, Any]:
@@ -48,13 +49,13 @@ def ms(s: float | None) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| nodes | pending | GPUs busy before | placed (jobs) | placed GPUs | reasons | "
-        "ms / cycle | of which reasons | ms / placement | µs / pending job | placements/s |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "ms / cycle | CPU ms | of which reasons | ms / placement | µs / pending job | "
+        "placements/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     )
     body = "".join(
         f"| {r['nodes']:,} | {r['pending']:,} | {r['busy_gpus']:,} | {r['placed']:,} | "
         f"{r['placed_gpus']:,} | "
-        f"{r['reasons']:,} | {ms(r['cycle_s'])} | {ms(r['explain_s'])} | "
+        f"{r['reasons']:,} | {ms(r['cycle_s'])} | {ms(r['cpu_s'])} | {ms(r['explain_s'])} | "
         f"{r['ms_per_placement']} | {r['us_per_pending_job']} | "
         f"{r['placements_per_s']:,.0f} |\n"
         for r in rows
@@ -64,13 +65,13 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def marginal_table(rows: list[dict[str, Any]]) -> str:
     out = (
-        "| nodes | pending from → to | Δ ms / cycle | µs per extra pending job | of which "
-        "reasons | Δ placed |\n|---:|---|---:|---:|---:|---:|\n"
+        "| nodes | pending from → to | Δ ms / cycle | µs per extra pending job | CPU µs | of "
+        "which reasons | Δ placed |\n|---:|---|---:|---:|---:|---:|---:|\n"
     )
     for m in rows:
         out += (
             f"| {m['nodes']:,} | {m['pending_from']:,} → {m['pending_to']:,} | "
-            f"{m['delta_ms']} | {m['us_per_pending']:.2f} | "
+            f"{m['delta_ms']} | {m['us_per_pending']:.2f} | {m['cpu_us_per_pending']:.2f} | "
             f"{m['explain_us_per_pending']:.2f} | {m['delta_placed']:+,} |\n"
         )
     return out
@@ -82,7 +83,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="headline and memory only")
     a = ap.parse_args()
     env = f"{os.cpu_count()} cores, Python {platform.python_version()}"
-    print(f"<!-- measured on {env} -->\n")
+    print(f"<!-- measured on {env}; load average at start {os.getloadavg()[0]:.1f} -->\n")
 
     heads = [run(HEADLINE) for _ in range(a.runs)]
     h = median_row(heads)
@@ -95,7 +96,7 @@ def main() -> None:
             rows.append(median_row([run([*HEADLINE, "--busy", busy]) for _ in range(a.runs)]))
     print(table(rows))
     if not a.quick:
-        scal = [run(["placement", "--scaling", "--json"]) for _ in range(a.runs)]
+        scal = [run(SCALING) for _ in range(a.runs)]
         nodes = [median_row([s["nodes"][i] for s in scal]) for i in range(len(scal[0]["nodes"]))]
         grid = [median_row([s["grid"][i] for s in scal]) for i in range(len(scal[0]["grid"]))]
         print("Nodes at 12,000 pending (10,000 1-GPU jobs + 2,000 gangs):\n")
@@ -119,6 +120,7 @@ def main() -> None:
         f"{m['traced_result_mib']} MiB |\n"
     )
     print(f"(peak RSS per run: {', '.join(str(r['rss_peak_mib']) for r in mem)} MiB)")
+    print(f"<!-- load average at end {os.getloadavg()[0]:.1f} -->")
 
 
 if __name__ == "__main__":

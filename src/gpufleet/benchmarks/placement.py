@@ -387,6 +387,7 @@ def marginals(grid: list[dict[str, Any]]) -> list[dict[str, Any]]:
         dp = hi["pending"] - lo["pending"]
         dc = hi["cycle_s"] - lo["cycle_s"]
         de = (hi["explain_s"] or 0.0) - (lo["explain_s"] or 0.0)
+        dcpu = (hi["cpu_s"] or 0.0) - (lo["cpu_s"] or 0.0)
         out.append(
             {
                 "nodes": n,
@@ -394,6 +395,7 @@ def marginals(grid: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "pending_to": hi["pending"],
                 "delta_ms": round(1000 * dc, 1),
                 "us_per_pending": round(1e6 * dc / dp, 3),
+                "cpu_us_per_pending": round(1e6 * dcpu / dp, 3),
                 "explain_us_per_pending": round(1e6 * de / dp, 3),
                 "delta_placed": hi["placed"] - lo["placed"],
             }

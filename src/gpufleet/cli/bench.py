@@ -90,7 +90,8 @@ def placement(
     for m in table["marginal"]:
         print(
             f"  {m['nodes']:>6} nodes, {m['pending_from']:,} → {m['pending_to']:,} pending: "
-            f"{m['us_per_pending']} µs/job (reasons {m['explain_us_per_pending']}), "
+            f"{m['us_per_pending']} µs/job (CPU {m['cpu_us_per_pending']}, reasons "
+            f"{m['explain_us_per_pending']}), "
             f"placed {m['delta_placed']:+}"
         )
 
