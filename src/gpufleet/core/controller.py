@@ -51,6 +51,12 @@ class RestoredJob:
     depends_on: tuple[tuple[str, str], ...] = ()
 
 
+# The ``why`` of the drain and resume the controller makes itself on a node's health reports
+# (the service audits these; an admin's drains carry the admin's own words).
+HEALTH_DRAIN = "failed its health checks"
+HEALTH_RESUME = "passed its health checks again"
+
+
 class ControllerError(ValueError):
     """An event that contradicts the state (unknown job, duplicate id): refused, state kept."""
 
@@ -339,17 +345,28 @@ class Controller:
         self.dirty = True
 
     def _node_health(self, ev: NodeHealth, now: float, out: list[Command]) -> None:
+        """A failed check marks the node unhealthy and drains it (nothing new is placed there;
+        the jobs on its bad GPUs are requeued, not charged); it returns to service only once
+        it passes its checks again, and then only from a drain the controller set itself: an
+        admin's drain stays until the admin resumes the node."""
         node = self.nodes.get(ev.node)
         if node is None:
             return
-        was = node.healthy
+        was, was_bad = node.healthy, node.bad_gpus
         node.healthy = ev.healthy
         node.bad_gpus = frozenset(ev.bad_gpus) if not ev.healthy else frozenset()
         node.why = ev.why
         node.changed()
         self._node_views = None
-        if was != ev.healthy:
+        if was != ev.healthy or node.bad_gpus != was_bad:
             out.append(NodeEvent(ev.node, "healthy" if ev.healthy else "unhealthy", now, ev.why))
+        if not ev.healthy and not node.drained:
+            node.drained = node.health_drained = True
+            out.append(NodeEvent(ev.node, "drained", now, f"{HEALTH_DRAIN}: {ev.why}"))
+        elif ev.healthy and node.health_drained:
+            node.drained = node.health_drained = False
+            node.why = HEALTH_RESUME
+            out.append(NodeEvent(ev.node, "resumed", now, HEALTH_RESUME))
         if not ev.healthy:
             for rec in self._jobs_on(ev.node):
                 hit = not ev.bad_gpus or any(
@@ -361,14 +378,22 @@ class Controller:
         self.dirty = True
 
     def _node_drain(self, ev: NodeDrain, now: float, out: list[Command]) -> None:
+        """An admin's drain or resume. A resume clears any drain, the controller's own too;
+        ``force`` also puts a node whose checks still fail back into service (until its agent
+        reports a new failure)."""
         node = self.nodes.get(ev.node)
         if node is None:
             raise ControllerError(f"unknown node {ev.node}")
         node.drained = ev.drain
+        node.health_drained = False  # an admin's word replaces the controller's
         node.why = ev.why
         node.changed()
         self._node_views = None
         out.append(NodeEvent(ev.node, "drained" if ev.drain else "resumed", now, ev.why))
+        if not ev.drain and ev.force and not node.healthy:
+            node.healthy = True
+            node.bad_gpus = frozenset()
+            out.append(NodeEvent(ev.node, "healthy", now, f"forced by admin: {ev.why}"))
         self._recount_capacity()
         self.dirty = True
 

@@ -67,6 +67,7 @@ class NodeDrain:
     node: str
     drain: bool  # False resumes
     why: str = ""
+    force: bool = False  # with a resume: back into service even though its checks still fail
 
 
 @dataclass(frozen=True, slots=True)

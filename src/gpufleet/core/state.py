@@ -21,6 +21,7 @@ class NodeRuntime:
     mem_free: int
     healthy: bool = True
     drained: bool = False
+    health_drained: bool = False  # drained by the controller for a failed check, not by an admin
     lost: bool = False
     why: str = ""
     bad_gpus: frozenset[int] = frozenset()

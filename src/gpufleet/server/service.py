@@ -24,7 +24,7 @@ from typing import Any
 from gpufleet.api import schemas as s
 from gpufleet.core.clock import Clock
 from gpufleet.core.commands import Command, Kill, Launch, NodeEvent, SetTimer, Transition
-from gpufleet.core.controller import Controller, ControllerError
+from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME, Controller, ControllerError
 from gpufleet.core.events import (
     Event,
     JobCancelled,
@@ -76,6 +76,11 @@ class NodeLink:
     metrics: dict[str, Any] = field(default_factory=dict)
     driver_version: str = ""
     cuda_version: str = ""
+    reported: bool = False  # a heartbeat's health reached the core since (re-)registration
+    # registered with this controller process and reconciled: until then (after our restart)
+    # its heartbeats and events are refused with 409, so that it registers again, listing the
+    # tasks it still runs, before any of its reports is believed
+    registered: bool = True
 
 
 class ControllerService:
@@ -117,6 +122,8 @@ class ControllerService:
         self._stopping = False
         self.turns = 0
         self.on_turn: Callable[[], None] | None = None  # tests: observe a finished turn
+        # the metrics exporter: what each turn committed (after it was sent)
+        self.on_commit: Callable[[float, list[Transition], list[NodeEvent]], None] | None = None
 
     # ----- life ----------------------------------------------------------------------------
 
@@ -132,7 +139,9 @@ class ControllerService:
         now = self.clock.now()
         for n in known:
             # returning agents have one grace period to re-register
-            self.links[n.name] = NodeLink(address=n.address or n.name, last_seen=now)
+            self.links[n.name] = NodeLink(
+                address=n.address or n.name, last_seen=now, registered=False
+            )
         self._task = asyncio.create_task(self._run(), name="gpufleet-controller-loop")
 
     async def stop(self) -> None:
@@ -264,6 +273,32 @@ class ControllerService:
                 w.future.set_result(w.payload)
         # 4. send
         self._dispatch(cmds)
+        # 5. what others only read: the audit of the controller's own node decisions, metrics
+        if node_events:
+            self._audit(node_events)
+        if self.on_commit is not None and (transitions or node_events):
+            try:
+                self.on_commit(now, transitions, node_events)
+            except Exception:
+                log.exception("the metrics exporter failed on a turn's commit")
+
+    def _audit(self, node_events: list[NodeEvent]) -> None:
+        """The controller's own node decisions (health, loss) in the audit log; an admin's
+        drains and resumes are audited by the request that made them."""
+        for e in node_events:
+            own = e.what in ("unhealthy", "healthy", "lost") and not e.why.startswith("forced")
+            if own or e.why.startswith((HEALTH_DRAIN, HEALTH_RESUME)):
+                try:
+                    self.store.audit(
+                        "controller",
+                        "system",
+                        f"node.{e.what}",
+                        e.node,
+                        {"why": e.why},
+                        time=e.time,
+                    )
+                except Exception:
+                    log.exception("could not write the audit entry for node %s", e.node)
 
     def _add_one_by_one(self, submits: list[_Work], now: float, first: Exception) -> list[str]:
         """A batch with a bad idempotency key: store each submission alone so only the bad
@@ -355,9 +390,14 @@ class ControllerService:
 
     async def register(self, req: s.AgentRegister, spec: NodeSpec) -> s.RegisterResult:
         now = self.clock.now()
-        self.links[req.node] = NodeLink(
-            req.address, now, driver_version=req.driver_version, cuda_version=req.cuda_version
+        link = NodeLink(
+            req.address,
+            now,
+            driver_version=req.driver_version,
+            cuda_version=req.cuda_version,
+            registered=False,
         )
+        self.links[req.node] = link
         self.store.upsert_node(
             NodeRecord(
                 spec,
@@ -373,19 +413,25 @@ class ControllerService:
         await self.event(
             _Reconcile(req.node, tuple((t.job, t.attempt, t.rank) for t in req.running))
         )
+        link.registered = True  # only now: no report of its overtakes the reconcile
         return s.RegisterResult(lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
         link = self.links.get(node)
         rt = self.ctrl.nodes.get(node)
-        if link is None or rt is None or rt.lost:
+        if link is None or not link.registered or rt is None or rt.lost:
             raise RequestError(
-                409, f"node {node} is not registered (or was declared lost): register again"
+                409,
+                f"node {node} is not registered with this controller (it restarted, or "
+                "declared the node lost): register again",
             )
         link.last_seen = self.clock.now()
         link.metrics = hb.metrics
-        if hb.health != link.health:
+        if hb.health != link.health or not link.reported:
+            # the first report after a (re-)registration always reaches the core: a node the
+            # controller drained for a failed check returns once its agent passes them again
             link.health = hb.health
+            link.reported = True
             self.post(NodeHealth(node, hb.health.healthy, hb.health.why, tuple(hb.health.bad_gpus)))
         stale = []
         for t in hb.running:
@@ -402,8 +448,14 @@ class ControllerService:
         return s.HeartbeatResult(lease_s=self.lease_s, stale=stale)
 
     def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
-        if node in self.links:
-            self.links[node].last_seen = self.clock.now()
+        link = self.links.get(node)
+        if link is None or not link.registered:
+            # e.g. the exits of tasks it fenced while we restarted: believed only after the
+            # reconcile of its registration, else a fenced task would count as a failure
+            raise RequestError(
+                409, f"node {node} is not registered with this controller: register first"
+            )
+        link.last_seen = self.clock.now()
         for e in events:
             if e.kind == "started":
                 self.post(TaskStarted(e.job, e.attempt, e.rank))
@@ -415,8 +467,8 @@ class ControllerService:
     async def cancel(self, job_id: str, why: str) -> None:
         await self.event(JobCancelled(job_id, why))
 
-    async def drain(self, node: str, drain: bool, why: str) -> None:
-        await self.event(NodeDrain(node, drain, why))
+    async def drain(self, node: str, drain: bool, why: str, *, force: bool = False) -> None:
+        await self.event(NodeDrain(node, drain, why, force))
 
 
 @dataclass(frozen=True)

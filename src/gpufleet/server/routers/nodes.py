@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Query
 
 from gpufleet.api import schemas as s
 from gpufleet.server.auth import Principal, require
@@ -30,17 +30,26 @@ async def nodes(
 
 
 async def _drain(
-    name: str, drain: bool, why: str, who: Principal, svc: ControllerService, st: Any
+    name: str,
+    drain: bool,
+    why: str,
+    who: Principal,
+    svc: ControllerService,
+    st: Any,
+    force: bool = False,
 ) -> s.NodeOut:
     if name not in svc.ctrl.nodes:
         raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
-    await svc.drain(name, drain, why)
+    await svc.drain(name, drain, why, force=force)
+    detail: dict[str, Any] = {"reason": why}
+    if force:
+        detail["force"] = True
     st.audit(
         who.name,
         who.role,
         "node.drain" if drain else "node.resume",
         name,
-        {"reason": why},
+        detail,
         time=svc.clock.now(),
     )
     return _out(svc, name)
@@ -63,5 +72,11 @@ async def resume(
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),
     st: Any = Depends(store),
+    force: bool = Query(
+        False, description="also back into service while its health checks still fail"
+    ),
 ) -> Any:
-    return await _drain(name, False, "resumed by admin", who, svc, st)
+    """Clears any drain, an admin's or the controller's own after a failed check; a node
+    whose checks still fail stays out of service unless ``force``."""
+    why = "resumed by admin" + (" (forced)" if force else "")
+    return await _drain(name, False, why, who, svc, st, force)
