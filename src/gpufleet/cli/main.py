@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpufleet.cli import admin, bench, demo, demo_live, jobs, serve, simulate, spec
+from gpufleet.cli import admin, bench, demo, demo_live, jobs, plan, serve, simulate, spec
 
 app = typer.Typer(
     name="gpufleet",
@@ -16,6 +16,7 @@ app = typer.Typer(
 app.add_typer(simulate.app, name="simulate", help="Replay workloads through the scheduler.")
 app.add_typer(bench.app, name="bench", help="Measure the scheduler's speed.")
 app.add_typer(spec.app, name="spec", help="Check cluster and job specs.")
+app.command("plan", help="Size nodes, fabric, storage and power of a GPU cluster.")(plan.plan)
 app.command(
     "demo", help="Run a real cluster on this machine (controller + 4 agents) with two teams' jobs."
 )(demo_live.demo_live)
