@@ -1,0 +1,392 @@
+"""Health through the real API (uvicorn on 127.0.0.1, SQLite, the controller loop running; a
+ManualClock so no deadline passes unless a test moves it), with scripted agents
+(``AgentClient``) that report what a node agent would:
+
+a failed check marks the node unhealthy and drains it (nothing new is placed there), the jobs
+on its bad GPUs are requeued without using their retries; it returns to service only when its
+agent passes its checks again, and never out of an admin's drain; an admin forces it either way;
+every such event is in the node's history (node_events), the audit log and /metrics."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+import uvicorn
+
+from gpufleet.api import schemas as s
+from gpufleet.client import Client
+from gpufleet.client.http import AgentClient
+from gpufleet.core.clock import ManualClock
+from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME
+from gpufleet.server.app import create_app
+from gpufleet.server.config import ServerConfig
+from gpufleet.server.store import Store
+
+T0 = 1_700_000_000.0
+GANG: dict[str, Any] = {
+    "name": "gang",
+    "workers": 2,
+    "gpus_per_worker": 8,
+    "command": ["sleep", "600"],
+    "max_retries": 1,
+}
+T = TypeVar("T")
+
+
+def wait_for(what: str, check: Callable[[], T], timeout_s: float = 10.0) -> T:
+    """Poll what the server's loop (another thread) makes true; bounded."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = check()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {v!r})")
+        time.sleep(0.01)
+
+
+@dataclass
+class Server:
+    """A controller app served by uvicorn on a free port of 127.0.0.1."""
+
+    url: str
+    clock: ManualClock
+    store: Store
+    admin: Client
+    server: uvicorn.Server
+    thread: threading.Thread
+    clients: list[Any] = field(default_factory=list)
+    _n: int = 0
+
+    def token(self, role: str, **kw: Any) -> str:
+        self._n += 1
+        out = self.admin.create_token(s.TokenCreate(name=f"{role}-{self._n}", role=role, **kw))
+        assert out.token
+        return out.token
+
+    def agent(self, node: str) -> Agent:
+        c = AgentClient(self.url, self.token("agent", node=node))
+        self.clients.append(c)
+        a = Agent(node, c)
+        a.register()
+        return a
+
+    def user(self, name: str) -> Client:
+        c = Client(self.url, self.token("user", user=name))
+        self.clients.append(c)
+        return c
+
+    def metrics(self, token: str | None = None) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.get(self.url + "/metrics", headers=headers, timeout=30)
+
+    def node(self, name: str) -> s.NodeOut:
+        return next(n for n in self.admin.nodes() if n.name == name)
+
+    def history(self, name: str) -> list[tuple[str, str]]:
+        return [(e.what, e.why) for e in self.store.node_events(name, limit=None)]
+
+    def audit(self, target: str) -> list[tuple[str, str]]:
+        return [(a.actor, a.action) for a in reversed(self.admin.audit(1000)) if a.target == target]
+
+    def close(self) -> None:
+        for c in [self.admin, *self.clients]:
+            c.close()
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.store.close()
+
+
+def serve(tmp: Path, **extra: str) -> Server:
+    clock = ManualClock(T0)
+    db = f"sqlite:///{tmp / 'gpufleet.db'}"
+    store = Store.open(db)
+    cfg = ServerConfig(data_dir=tmp / "controller", db_url=db, extra=dict(extra))
+    app = create_app(cfg, store=store, clock=clock)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for("the server started", lambda: server.started or not thread.is_alive())
+    assert thread.is_alive(), "the server did not start"
+    token = (tmp / "controller" / "admin.token").read_text().strip()
+    url = f"http://127.0.0.1:{port}"
+    return Server(url, clock, store, Client(url, token), server, thread)
+
+
+def gpu_payload(node: str, n: int = 8, **over: dict[str, float]) -> dict[str, Any]:
+    """A heartbeat's metrics as the agent sends them; ``over`` sets values of GPU ``gN``."""
+    gpus = []
+    for i in range(n):
+        values: dict[str, float] = {
+            "DCGM_FI_DEV_GPU_UTIL": 100.0,
+            "DCGM_FI_DEV_GPU_TEMP": 60.0,
+            "DCGM_FI_DEV_POWER_USAGE": 500.0,
+            "DCGM_FI_DEV_FB_USED": 70000,
+            "DCGM_FI_DEV_FB_FREE": 11000,
+            "DCGM_FI_DEV_XID_ERRORS": 0,
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0,
+        }
+        values.update(over.get(f"g{i}", {}))
+        gpus.append(
+            {
+                "labels": {
+                    "gpu": str(i),
+                    "UUID": f"GPU-{node}-{i}",
+                    "modelName": "H100-SXM",
+                    "pci_bus_id": f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+                },
+                "values": values,
+                "xids": [],
+            }
+        )
+    return {"schema": 1, "gpus": gpus, "host": {"cpu_percent": 10.0}}
+
+
+@dataclass
+class Agent:
+    """Says what a node agent says: register, heartbeat (health + metrics), start and exit."""
+
+    node: str
+    client: AgentClient
+    running: set[tuple[str, int, int]] = field(default_factory=set)
+
+    def register(self) -> None:
+        self.client.register(
+            s.AgentRegister(
+                node=self.node,
+                address="127.0.0.1",
+                gpu_model="H100-SXM",
+                gpus=[
+                    s.GpuInfo(
+                        index=i, uuid=f"GPU-{self.node}-{i}", model="H100-SXM", memory_mib=81559
+                    )
+                    for i in range(8)
+                ],
+                cpu_cores=64,
+                memory_gib=256,
+                driver_version="550.54.15",
+                running=[s.TaskRef(job=j, attempt=a, rank=r) for j, a, r in self.running],
+            )
+        )
+
+    def heartbeat(
+        self, healthy: bool = True, why: str = "", bad: list[int] | None = None, **over: Any
+    ) -> None:
+        self.client.heartbeat(
+            self.node,
+            s.Heartbeat(
+                health=s.Health(healthy=healthy, why=why, bad_gpus=bad or []),
+                metrics=gpu_payload(self.node, **over),
+                running=[s.TaskRef(job=j, attempt=a, rank=r) for j, a, r in self.running],
+            ),
+        )
+
+    def step(self) -> list[s.AgentCommand]:
+        """Take the commands waiting for this node: start what is launched, end what is
+        killed (as a killed task exits), and report both."""
+        cmds = self.client.commands(self.node, wait_s=0.2)
+        evs = []
+        for c in cmds:
+            key = (c.job, c.attempt, c.rank)
+            if c.kind == "launch":
+                self.running.add(key)
+                evs.append(s.AgentEvent(kind="started", job=c.job, attempt=c.attempt, rank=c.rank))
+            elif key in self.running:
+                self.running.discard(key)
+                evs.append(
+                    s.AgentEvent(
+                        kind="exited",
+                        job=c.job,
+                        attempt=c.attempt,
+                        rank=c.rank,
+                        exit_code=-15,
+                        why=c.why,
+                    )
+                )
+        if evs:
+            self.client.events(self.node, evs)
+        return cmds
+
+
+@pytest.fixture
+def srv(tmp_path: Path) -> Iterator[Server]:
+    srv = serve(tmp_path)
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def drive(agents: list[Agent], until: Callable[[], Any], what: str, timeout_s: float = 10) -> Any:
+    """Let the agents act on their commands until ``until()`` holds."""
+
+    def step() -> Any:
+        for a in agents:
+            a.step()
+        return until()
+
+    return wait_for(what, step, timeout_s)
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_a_failed_check_drains_requeues_uncharged_and_heals_back(srv: Server) -> None:
+    n0, n1, n2 = (srv.agent(f"n{i}") for i in range(3))
+    for a in (n0, n1, n2):
+        a.heartbeat()
+    srv.admin.drain("n2", "held back for the test")  # so the gang lands on n0 + n1
+    alice = srv.user("alice")
+    (job,) = alice.submit(GANG)
+    drive([n0, n1], lambda: alice.job(job).state == "RUNNING", "the gang running")
+    assert {p.node for p in alice.job(job).placement} == {"n0", "n1"}
+    srv.admin.resume("n2")
+
+    n0.heartbeat(False, "GPU 3: XID 79 (GPU has fallen off the bus)", [3])
+    wait_for("n0 unhealthy and drained", lambda: srv.node("n0").state == "unhealthy")
+    history = srv.history("n0")
+    assert ("unhealthy", "GPU 3: XID 79 (GPU has fallen off the bus)") in history
+    assert ("drained", f"{HEALTH_DRAIN}: GPU 3: XID 79 (GPU has fallen off the bus)") in history
+    # the gang's rank on the bad GPU is lost: both ranks stop, the job is requeued and restarts
+    # on healthy nodes, and the infrastructure fault is not charged to its retries
+    out = drive(
+        [n0, n1, n2],
+        lambda: (j := alice.job(job)).state == "RUNNING" and j.attempt == 2 and j,
+        "the gang running again",
+    )
+    assert {p.node for p in out.placement} == {"n1", "n2"}
+    assert out.retries_used == 0
+    moves = [e.state for e in alice.job(job).events if e.attempt == 1]
+    assert moves[-2:] == ["NODE_LOST", "PENDING"]
+    # nothing new goes to the drained node: n1 and n2 are full, n0 has 7 good GPUs free
+    (small,) = alice.submit({"name": "one", "gpus_per_worker": 1, "command": ["sleep", "60"]})
+    reason = wait_for("a reason", lambda: alice.job(small).reason)
+    for a in (n0, n1, n2):
+        a.step()
+    assert alice.job(small).state == "PENDING", reason
+
+    text = srv.metrics().text
+    assert metric(text, "gpufleet_node_health_drained", node="n0") == 1
+    assert metric(text, "gpufleet_gpu_healthy", Hostname="n0", gpu="3") == 0
+    assert metric(text, "gpufleet_gpu_healthy", Hostname="n0", gpu="2") == 1
+    assert metric(text, "gpufleet_node_events_total", node="n0", event="drained") == 1
+    assert metric(text, "gpufleet_node_state", node="n0", state="unhealthy") == 1
+
+    # the agent passes its checks again (the GPU was reset): back in service by itself
+    n0.heartbeat()
+    wait_for("n0 back", lambda: srv.node("n0").state in ("idle", "mixed"))
+    assert srv.history("n0")[-2:] == [("healthy", ""), ("resumed", HEALTH_RESUME)]
+    assert srv.audit("n0")[-4:] == [
+        ("system:controller", "node.unhealthy"),
+        ("system:controller", "node.drained"),
+        ("system:controller", "node.healthy"),
+        ("system:controller", "node.resumed"),
+    ]
+    text = srv.metrics().text
+    assert metric(text, "gpufleet_node_health_drained", node="n0") == 0
+    assert metric(text, "gpufleet_node_events_total", node="n0", event="resumed") == 1
+    # and it takes work again: the small job that waited starts there
+    drive([n0, n1, n2], lambda: alice.job(small).state == "RUNNING", "the small job running")
+    assert alice.job(small).placement[0].node == "n0"
+
+
+def test_an_admins_drain_outlives_a_health_recovery(srv: Server) -> None:
+    n0 = srv.agent("n0")
+    n0.heartbeat()
+    srv.admin.drain("n0", "swap the fans")
+    n0.heartbeat(False, "GPU 1: 95 °C over the 90 °C limit", [1])
+    wait_for("unhealthy", lambda: srv.node("n0").state == "unhealthy")
+    n0.heartbeat()
+    wait_for("healthy again", lambda: srv.node("n0").state == "drained")
+    assert srv.node("n0").why == ""  # the health report's (empty) why; still drained
+    time.sleep(0.2)  # a turn or two: nothing un-drains it
+    assert srv.node("n0").state == "drained"
+    whats = [w for w, _ in srv.history("n0")]
+    assert whats == ["drained", "unhealthy", "healthy"]  # no health drain, no resume
+
+
+def test_an_admin_forces_either_way(srv: Server) -> None:
+    n0 = srv.agent("n0")
+    n0.heartbeat()
+    # out of service although healthy: an admin's drain
+    srv.admin.drain("n0", "firmware update")
+    assert srv.node("n0").state == "drained"
+    srv.admin.resume("n0")
+    n0.heartbeat(False, "GPU 0: 2 double-bit ECC errors", [0])
+    wait_for("health-drained", lambda: srv.node("n0").state == "unhealthy")
+    # a plain resume clears the controller's drain, but the failing checks keep it out
+    srv.admin.resume("n0")
+    n = srv.node("n0")
+    assert n.state == "unhealthy"
+    text = srv.metrics().text
+    assert metric(text, "gpufleet_node_drained", node="n0") == 0
+    assert metric(text, "gpufleet_node_healthy", node="n0") == 0
+    # forced: back into service while the agent still reports the failure
+    r = httpx.post(
+        srv.url + "/api/v1/nodes/n0/resume",
+        params={"force": "true"},
+        headers=dict(srv.admin.http.headers),
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "idle"
+    n0.heartbeat(False, "GPU 0: 2 double-bit ECC errors", [0])  # the same report: no news
+    time.sleep(0.2)
+    assert srv.node("n0").state == "idle"
+    audit = srv.admin.audit(20)
+    forced = next(a for a in audit if a.action == "node.resume" and a.target == "n0")
+    assert forced.detail.get("force") is True and forced.actor.startswith("admin:")
+    assert srv.history("n0")[-2:] == [
+        ("resumed", "resumed by admin (forced)"),
+        ("healthy", "forced by admin: resumed by admin (forced)"),
+    ]
+    # a new failure drains it again
+    n0.heartbeat(False, "GPU 5: XID 48 (double-bit ECC error (DBE))", [5])
+    wait_for("drained again", lambda: srv.node("n0").state == "unhealthy")
+
+
+def test_a_health_drained_node_returns_after_its_agent_restarts_healthy(srv: Server) -> None:
+    n0 = srv.agent("n0")
+    n0.heartbeat(False, "GPU 2: XID 79 (GPU has fallen off the bus)", [2])
+    wait_for("drained", lambda: srv.node("n0").state == "unhealthy")
+    n0.register()  # the agent restarts after the GPU reset: its checks start clean
+    n0.heartbeat()  # the same (healthy) report it would give a fresh link: it counts
+    wait_for("back in service", lambda: srv.node("n0").state == "idle")
+    assert srv.history("n0")[-1] == ("resumed", HEALTH_RESUME)
+
+
+def test_metrics_are_open_by_default_or_behind_a_configured_token(tmp_path: Path) -> None:
+    open_srv = serve(tmp_path / "open")
+    try:
+        r = open_srv.metrics()
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+        assert "gpufleet_build_info" in r.text
+        admin_token = (tmp_path / "open" / "controller" / "admin.token").read_text().strip()
+        assert admin_token not in r.text
+    finally:
+        open_srv.close()
+    closed = serve(tmp_path / "closed", metrics_token="scrape-secret")
+    try:
+        r = closed.metrics()
+        assert r.status_code == 401 and "metrics token" in r.json()["detail"]
+        assert closed.metrics("wrong").status_code == 401
+        r = closed.metrics("scrape-secret")
+        assert r.status_code == 200 and "scrape-secret" not in r.text
+    finally:
+        closed.close()
