@@ -136,6 +136,7 @@ def gpu_payload(node: str, n: int = 8, **over: dict[str, float]) -> dict[str, An
             "DCGM_FI_DEV_FB_FREE": 11000,
             "DCGM_FI_DEV_XID_ERRORS": 0,
             "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 123_456_789,
         }
         values.update(over.get(f"g{i}", {}))
         gpus.append(

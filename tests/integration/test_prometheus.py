@@ -1,0 +1,206 @@
+"""The alert rules under the real Prometheus tools (Debian's ``prometheus`` package; .ci/run
+installs it): ``promtool check rules`` and ``promtool test rules`` on the package's rule tests,
+and a real Prometheus server that scrapes a running controller (uvicorn in-process on a free
+port, the metrics token configured) every second, evaluates the package's rules every second,
+and fires the alerts a scripted agent's heartbeat calls for. Skipped, saying so, only where the
+binaries are absent."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from test_health import Server, serve, wait_for
+
+from gpufleet.monitoring import RULE_TESTS, RULES, prometheus_config, rule_tests
+from gpufleet.server.metrics import CRITICAL_XIDS
+
+PROMTOOL = shutil.which("promtool")
+PROMETHEUS = shutil.which("prometheus")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None,
+    reason="promtool not installed (Debian: apt-get install prometheus; .ci/run does it)",
+)
+needs_prometheus = pytest.mark.skipif(
+    PROMETHEUS is None,
+    reason="prometheus not installed (Debian: apt-get install prometheus; .ci/run does it)",
+)
+
+
+@needs_promtool
+def test_promtool_checks_the_rules() -> None:
+    assert PROMTOOL is not None
+    r = subprocess.run(
+        [PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS: 8 rules found" in r.stdout
+
+
+@needs_promtool
+def test_promtool_unit_tests_of_the_rules() -> None:
+    assert PROMTOOL is not None
+    files = rule_tests()
+    assert {f.name for f in files} >= {"gpus.test.yml", "nodes.test.yml", "scheduler.test.yml"}
+    r = subprocess.run(
+        [PROMTOOL, "test", "rules", *(f.name for f in files)],
+        cwd=RULE_TESTS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("SUCCESS") == len(files), r.stdout
+
+
+@needs_promtool
+def test_every_alert_has_a_promtool_test() -> None:
+    import yaml
+
+    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    tested = {
+        t["alertname"]
+        for f in rule_tests()
+        for case in yaml.safe_load(f.read_text())["tests"]
+        for t in case.get("alert_rule_test", [])
+        if t.get("exp_alerts")
+    }
+    assert alerts == tested
+
+
+# ----- a real Prometheus server -------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Prometheus:
+    def __init__(self, tmp: Path, target: str, token: str | None = None) -> None:
+        assert PROMETHEUS is not None
+        tmp.mkdir(parents=True, exist_ok=True)
+        cfg = tmp / "prometheus.yml"
+        cfg.write_text(
+            prometheus_config(target, scrape_interval_s=1, evaluation_interval_s=1, token=token)
+        )
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp / "prometheus.log"
+        self.proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={cfg}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def api(self, path: str, **params: str) -> Any:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"prometheus exited: {self.log.read_text()[-3000:]}")
+        r = httpx.get(self.url + "/api/v1/" + path, params=params, timeout=5)
+        r.raise_for_status()
+        return r.json()["data"]
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/-/ready", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"prometheus exited: {self.log.read_text()[-3000:]}") from None
+            return False
+
+    def firing(self) -> dict[str, list[dict[str, str]]]:
+        out: dict[str, list[dict[str, str]]] = {}
+        for a in self.api("alerts")["alerts"]:
+            if a["state"] == "firing":
+                out.setdefault(a["labels"]["alertname"], []).append(a["labels"])
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+@pytest.fixture
+def controller(tmp_path: Path) -> Iterator[Server]:
+    srv = serve(tmp_path / "ctl", metrics_token="scrape-token")
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@needs_prometheus
+def test_a_real_prometheus_scrapes_the_controller_and_fires_the_alerts(
+    controller: Server, tmp_path: Path
+) -> None:
+    srv = controller
+    sick, well = srv.agent("gpu-a"), srv.agent("gpu-b")
+    well.heartbeat()
+    sick.heartbeat(
+        False,
+        "GPU 3: XID 79 (GPU has fallen off the bus); GPU 5: 1 double-bit ECC errors",
+        [3, 5],
+        g3={"DCGM_FI_DEV_XID_ERRORS": 79},
+        g5={"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 1, "DCGM_FI_DEV_XID_ERRORS": 48},
+        g6={"DCGM_FI_DEV_XID_ERRORS": 13},  # an application's fault: no alert
+    )
+    wait_for("the controller drained gpu-a", lambda: srv.node("gpu-a").state == "unhealthy")
+
+    prom = Prometheus(tmp_path / "prom", srv.url.removeprefix("http://"), token="scrape-token")
+    try:
+        wait_for("prometheus ready", prom.ready, 60)
+        targets = wait_for(
+            "the controller scraped",
+            lambda: [t for t in prom.api("targets")["activeTargets"] if t["health"] == "up"],
+            60,
+        )
+        assert targets[0]["labels"]["job"] == "gpufleet"
+        want = {"GpuCriticalXid", "GpuDoubleBitEccError", "NodeDrainedByHealthCheck"}
+        firing = wait_for("the alerts firing", lambda: want <= set(f := prom.firing()) and f, 60)
+        xids = {(a["Hostname"], a["gpu"], a["xid"]) for a in firing["GpuCriticalXid"]}
+        assert xids == {("gpu-a", "3", "79"), ("gpu-a", "5", "48")}
+        assert 13 not in CRITICAL_XIDS
+        (dbe,) = firing["GpuDoubleBitEccError"]
+        assert (dbe["Hostname"], dbe["gpu"], dbe["UUID"]) == ("gpu-a", "5", "GPU-gpu-a-5")
+        assert [a["node"] for a in firing["NodeDrainedByHealthCheck"]] == ["gpu-a"]
+        assert "GpuTooHot" not in firing and "NodeDown" not in firing
+        # the GPU series arrive under dcgm-exporter's names and labels, as NVIDIA's dashboard
+        # queries them (its variables: label_values(DCGM_FI_DEV_FB_FREE, Hostname) and gpu)
+        res = prom.api("query", query='DCGM_FI_DEV_GPU_TEMP{Hostname="gpu-b", gpu="0"}')
+        (s,) = res["result"]
+        assert s["metric"]["UUID"] == "GPU-gpu-b-0" and s["metric"]["modelName"] == "H100-SXM"
+        assert float(s["value"][1]) == 60.0
+        hosts = prom.api("label/Hostname/values", **{"match[]": "DCGM_FI_DEV_FB_FREE"})
+        assert sorted(hosts) == ["gpu-a", "gpu-b"]
+        # the controller's counters are counters to Prometheus too
+        meta = prom.api("metadata", metric="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+        assert meta["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"][0]["type"] == "counter"
+        # the agent passes its checks again: the health alert resolves
+        sick.heartbeat()
+        wait_for(
+            "NodeDrainedByHealthCheck resolved",
+            lambda: "NodeDrainedByHealthCheck" not in prom.firing(),
+            60,
+        )
+    finally:
+        prom.stop()
