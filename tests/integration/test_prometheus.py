@@ -7,6 +7,8 @@ binaries are absent."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import signal
 import socket
@@ -19,7 +21,7 @@ import httpx
 import pytest
 from test_health import Server, serve, wait_for
 
-from gpufleet.monitoring import RULE_TESTS, RULES, prometheus_config, rule_tests
+from gpufleet.monitoring import DASHBOARD, RULE_TESTS, RULES, prometheus_config, rule_tests
 from gpufleet.server.metrics import CRITICAL_XIDS
 
 PROMTOOL = shutil.which("promtool")
@@ -195,6 +197,12 @@ def test_a_real_prometheus_scrapes_the_controller_and_fires_the_alerts(
         # the controller's counters are counters to Prometheus too
         meta = prom.api("metadata", metric="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
         assert meta["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"][0]["type"] == "counter"
+        # every query of the package's Grafana dashboard is PromQL this Prometheus accepts
+        dash = json.loads(DASHBOARD.read_text())
+        queries = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+        for q in queries:
+            q = re.sub(r"\$(Hostname|gpu|queue)\b", ".*", q).replace("$__rate_interval", "1m")
+            assert prom.api("query", query=q) is not None, q  # a 400 raises
         # the agent passes its checks again: the health alert resolves
         sick.heartbeat()
         wait_for(
