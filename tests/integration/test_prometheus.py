@@ -10,18 +10,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from test_health import Server, serve, wait_for
 
-from gpufleet.monitoring import DASHBOARD, RULE_TESTS, RULES, prometheus_config, rule_tests
+from gpufleet.monitoring import DASHBOARD, RULE_TESTS, RULES, rule_tests
+from gpufleet.monitoring.local import LocalPrometheus
 from gpufleet.server.metrics import CRITICAL_XIDS
 
 PROMTOOL = shutil.which("promtool")
@@ -80,68 +77,6 @@ def test_every_alert_has_a_promtool_test() -> None:
 # ----- a real Prometheus server -------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Prometheus:
-    def __init__(self, tmp: Path, target: str, token: str | None = None) -> None:
-        assert PROMETHEUS is not None
-        tmp.mkdir(parents=True, exist_ok=True)
-        cfg = tmp / "prometheus.yml"
-        cfg.write_text(
-            prometheus_config(target, scrape_interval_s=1, evaluation_interval_s=1, token=token)
-        )
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / "prometheus.log"
-        self.proc = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={cfg}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--log.level=warn",
-            ],
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def api(self, path: str, **params: str) -> Any:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"prometheus exited: {self.log.read_text()[-3000:]}")
-        r = httpx.get(self.url + "/api/v1/" + path, params=params, timeout=5)
-        r.raise_for_status()
-        return r.json()["data"]
-
-    def ready(self) -> bool:
-        try:
-            return httpx.get(self.url + "/-/ready", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"prometheus exited: {self.log.read_text()[-3000:]}") from None
-            return False
-
-    def firing(self) -> dict[str, list[dict[str, str]]]:
-        out: dict[str, list[dict[str, str]]] = {}
-        for a in self.api("alerts")["alerts"]:
-            if a["state"] == "firing":
-                out.setdefault(a["labels"]["alertname"], []).append(a["labels"])
-        return out
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-
-
 @pytest.fixture
 def controller(tmp_path: Path) -> Iterator[Server]:
     srv = serve(tmp_path / "ctl", metrics_token="scrape-token")
@@ -168,7 +103,7 @@ def test_a_real_prometheus_scrapes_the_controller_and_fires_the_alerts(
     )
     wait_for("the controller drained gpu-a", lambda: srv.node("gpu-a").state == "unhealthy")
 
-    prom = Prometheus(tmp_path / "prom", srv.url.removeprefix("http://"), token="scrape-token")
+    prom = LocalPrometheus(tmp_path / "prom", srv.url.removeprefix("http://"), token="scrape-token")
     try:
         wait_for("prometheus ready", prom.ready, 60)
         targets = wait_for(

@@ -1,0 +1,113 @@
+"""A real Prometheus server on 127.0.0.1 that scrapes one controller with the package's rules:
+for tests, the demo, or a first look without setting Prometheus up. Needs the ``prometheus``
+binary (Debian: ``apt-get install prometheus``)."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gpufleet.monitoring import RULES, prometheus_config
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalPrometheus:
+    """``prometheus`` scraping ``target`` (host:port) every ``interval_s``, rules evaluated as
+    often, its data in ``data_dir``. ``stop()`` (or the context manager) ends it."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        target: str,
+        *,
+        token: str | None = None,
+        interval_s: float = 1.0,
+        rules: Path | None = RULES,
+        binary: str | None = None,
+    ) -> None:
+        exe = binary or shutil.which("prometheus")
+        if exe is None:
+            raise FileNotFoundError(
+                "prometheus is not installed (Debian: apt-get install prometheus)"
+            )
+        data_dir.mkdir(parents=True, exist_ok=True)
+        cfg = data_dir / "prometheus.yml"
+        cfg.write_text(
+            prometheus_config(
+                target,
+                rules=rules,
+                scrape_interval_s=interval_s,
+                evaluation_interval_s=interval_s,
+                token=token,
+            )
+        )
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = data_dir / "prometheus.log"
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                f"--config.file={cfg}",
+                f"--storage.tsdb.path={data_dir / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def _alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited: {self.log.read_text()[-3000:]}")
+
+    def api(self, path: str, **params: str) -> Any:
+        """``/api/v1/<path>``'s data; an HTTP error (a bad query: 400) raises."""
+        self._alive()
+        r = httpx.get(self.url + "/api/v1/" + path, params=params, timeout=10)
+        r.raise_for_status()
+        return r.json()["data"]
+
+    def ready(self) -> bool:
+        self._alive()
+        try:
+            return httpx.get(self.url + "/-/ready", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def targets_up(self) -> list[dict[str, Any]]:
+        return [t for t in self.api("targets")["activeTargets"] if t["health"] == "up"]
+
+    def firing(self) -> dict[str, list[dict[str, str]]]:
+        """Alert name → the label sets of its firing alerts."""
+        out: dict[str, list[dict[str, str]]] = {}
+        for a in self.api("alerts")["alerts"]:
+            if a["state"] == "firing":
+                out.setdefault(a["labels"]["alertname"], []).append(a["labels"])
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+    def __enter__(self) -> LocalPrometheus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
