@@ -120,6 +120,11 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="print the top of a cProfile")
+    ap.add_argument(
+        "--http",
+        action="store_true",
+        help="also time GET /metrics over HTTP (the real router, uvicorn on 127.0.0.1)",
+    )
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -135,6 +140,9 @@ def main() -> None:
             body = coll.render()
             walls.append(time.perf_counter() - w0)
             cpus.append(time.process_time() - c0)
+        http: list[float] = []
+        if a.http:
+            http = _http_scrapes(svc, sims, a.repeat)
         if a.profile:
             prof = cProfile.Profile()
             prof.enable()
@@ -150,6 +158,59 @@ def main() -> None:
         f"ms, CPU median {statistics.median(cpus) * 1000:.0f} ms over {a.repeat} cold scrapes; "
         f"{samples} samples, {len(body) / 1e6:.1f} MB"
     )
+    if http:
+        print(
+            f"GET /metrics over HTTP: median {statistics.median(http) * 1000:.0f} ms, "
+            f"worst {max(http) * 1000:.0f} ms"
+        )
+
+
+def _http_scrapes(svc: ControllerService, sims: list[SimulatedGpus], repeat: int) -> list[float]:
+    import shutil
+    import socket
+    import subprocess
+    import threading
+
+    import httpx
+    import uvicorn
+    from fastapi import FastAPI
+
+    from gpufleet.server.config import ServerConfig
+    from gpufleet.server.routers.metrics import install
+
+    app = FastAPI()
+    install(app, svc, ServerConfig())
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    out = []
+    url = f"http://127.0.0.1:{port}/metrics"
+    curl = shutil.which("curl")  # a client in another process, as Prometheus is
+    try:
+        for r in range(repeat):
+            heartbeat_all(svc, sims, T0 + 100 + 5 * r)
+            if curl:
+                run = subprocess.run(
+                    [curl, "-sf", "-o", "/dev/null", "-w", "%{time_total}", url],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=True,
+                )
+                out.append(float(run.stdout))
+            else:
+                t0 = time.perf_counter()
+                httpx.get(url, timeout=60).raise_for_status()
+                out.append(time.perf_counter() - t0)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    return out
 
 
 if __name__ == "__main__":
