@@ -147,3 +147,17 @@ def test_a_real_prometheus_scrapes_the_controller_and_fires_the_alerts(
         )
     finally:
         prom.stop()
+
+
+@needs_promtool
+def test_promtool_accepts_the_scrape_config_the_package_writes(tmp_path: Path) -> None:
+    from gpufleet.monitoring import prometheus_config
+
+    assert PROMTOOL is not None
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(prometheus_config("gpufleet.example:8600", token="s3cret"))
+    r = subprocess.run(
+        [PROMTOOL, "check", "config", str(cfg)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout and "8 rules found" in r.stdout
