@@ -11,6 +11,7 @@ the published OpenAPI schema."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import threading
@@ -86,13 +87,10 @@ class Api:
         return [j.id for j in self.store.list_jobs(limit=None)]
 
 
-@pytest.fixture
-def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
-    clock = ManualClock(T0)
-    store = Store.open(db_url)
-    app = create_app(
-        ServerConfig(data_dir=tmp_path / "controller", db_url=db_url), store=store, clock=clock
-    )
+@contextlib.contextmanager
+def serve(store: Store, data_dir: Path, clock: ManualClock) -> Iterator[Api]:
+    """The controller app on a free port in a thread, its lifespan (the service loop) on."""
+    app = create_app(ServerConfig(data_dir=data_dir), store=store, clock=clock)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -103,7 +101,7 @@ def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
     thread.start()
     wait_for("the server started", lambda: server.started or not thread.is_alive())
     assert thread.is_alive(), "the server did not start"
-    token = (tmp_path / "controller" / "admin.token").read_text().strip()
+    token = (data_dir / "admin.token").read_text().strip()
     url = f"http://127.0.0.1:{port}"
     a = Api(url, clock, store, app, Client(url, token))
     try:
@@ -114,6 +112,15 @@ def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+@pytest.fixture
+def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
+    store = Store.open(db_url)
+    try:
+        with serve(store, tmp_path / "controller", ManualClock(T0)) as a:
+            yield a
+    finally:
         store.close()
 
 
@@ -131,6 +138,10 @@ def register(agent: AgentClient, node: str, gpus: int = 8) -> None:
             memory_gib=256,
         )
     )
+
+
+def events(j: s.JobOut) -> list[tuple[int, str]]:
+    return [(e.attempt, e.state) for e in j.events or []]
 
 
 def refused(status: int, call: Callable[[], Any]) -> str:
@@ -478,3 +489,119 @@ def test_audit_log_records_who_changed_what(api: Api) -> None:
     secrets = {alice.http.headers["authorization"].split()[1]}
     assert not any(x in str(e.detail) for e in entries for x in secrets)
     assert all(t.token is None for t in api.admin.tokens())
+
+
+# ----- a controller restart ------------------------------------------------------------------
+
+
+def started(agent: AgentClient, node: str, cmds: list[s.AgentCommand]) -> None:
+    agent.events(
+        node,
+        [
+            s.AgentEvent(kind="started", job=c.job, attempt=c.attempt, rank=c.rank)
+            for c in cmds
+            if c.kind == "launch"
+        ],
+    )
+
+
+def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_them(
+    db_url: str, tmp_path: Path
+) -> None:
+    """After a restart: finished jobs are still readable; agents must register again, listing
+    what they run, before their heartbeats and long-polls count and before anything new is
+    placed on their nodes; a launch that never reached its agent is requeued (not charged)
+    and never delivered; an admin's drain survives; a task the agent fenced is the node's
+    fault, not the job's."""
+    clock, data = ManualClock(T0), tmp_path / "controller"
+    store = Store.open(db_url)
+    try:
+        with serve(store, data, clock) as api:
+            t0, t1 = api.token("agent", node="node-0"), api.token("agent", node="node-1")
+            user = api.token("user", user="alice")
+            a0, a1 = AgentClient(api.url, t0), AgentClient(api.url, t1)
+            api.clients += [a0, a1]
+            register(a0, "node-0")
+            register(a1, "node-1")
+            api.admin.drain("node-1", reason="bad fan")
+            alice = Client(api.url, user)
+            api.clients.append(alice)
+            (done,) = alice.submit({**SPEC, "name": "done"})
+            (run,) = alice.submit({**SPEC, "name": "run"})
+            cmds = a0.commands("node-0", wait_s=5)
+            assert {c.job for c in cmds} == {done, run}
+            started(a0, "node-0", cmds)
+            a0.events("node-0", [s.AgentEvent(kind="exited", job=done, attempt=1, rank=0)])
+            wait_for("done", lambda: alice.job(done).state == "SUCCEEDED")
+            assert alice.job(run).state == "RUNNING"
+            (lost,) = alice.submit({**SPEC, "name": "never-fetched"})
+            assert alice.job(lost).state == "STARTING"  # its launch waits in the outbox
+
+        clock.advance(1)
+        with serve(store, data, clock) as api:  # the outbox died with the old process
+            a0, a1 = AgentClient(api.url, t0), AgentClient(api.url, t1)
+            alice = Client(api.url, user)
+            api.clients += [a0, a1, alice]
+            j = alice.job(done)  # finished before the restart: read from the store
+            assert j.state == "SUCCEEDED" and events(j) == [
+                (0, "PENDING"),
+                (1, "STARTING"),
+                (1, "RUNNING"),
+                (1, "SUCCEEDED"),
+            ]
+            assert refused(409, lambda: alice.cancel(done))
+            msg = refused(409, lambda: a0.heartbeat("node-0", s.Heartbeat()))
+            assert "register again" in msg
+            assert "register first" in refused(409, lambda: a0.commands("node-0", wait_s=0))
+            nodes = {n.name: n for n in api.admin.nodes()}
+            assert nodes["node-0"].state == "unhealthy" and "waiting for its agent" in (
+                nodes["node-0"].why
+            )
+            (new,) = alice.submit({**SPEC, "name": "after-restart"})
+            assert alice.job(new).state == "PENDING"  # nothing placed on a node not back yet
+
+            a0.register(
+                s.AgentRegister(
+                    node="node-0",
+                    address="127.0.0.1",
+                    gpu_model="H100-SXM",
+                    gpus=[
+                        s.GpuInfo(index=i, uuid=f"GPU-node-0-{i}", model="H100-SXM", memory_mib=1)
+                        for i in range(8)
+                    ],
+                    cpu_cores=64,
+                    memory_gib=256,
+                    running=[s.TaskRef(job=run, attempt=1, rank=0)],
+                )
+            )
+            register(a1, "node-1")
+            assert a0.heartbeat("node-0", s.Heartbeat()).stale == []
+            assert alice.job(run).state == "RUNNING" and alice.job(run).attempt == 1
+            j = alice.job(lost)
+            assert events(j)[-3:] == [(1, "NODE_LOST"), (1, "PENDING"), (2, "STARTING")]
+            assert j.retries_used == 0
+            cmds = a0.commands("node-0", wait_s=5)
+            assert sorted((c.job, c.attempt) for c in cmds) == sorted([(lost, 2), (new, 1)])
+            assert {n.name: n.state for n in api.admin.nodes()}["node-1"] == "drained"
+            assert a1.commands("node-1", wait_s=0) == []
+
+            # the agent fences a task (its lease ran out): requeued, not the job's failure
+            a0.events(
+                "node-0",
+                [
+                    s.AgentEvent(
+                        kind="exited",
+                        job=run,
+                        attempt=1,
+                        rank=0,
+                        exit_code=143,
+                        why="fenced: no contact with the controller for 9.0 s (lease "
+                        "expired); killed by SIGTERM",
+                    )
+                ],
+            )
+            j = wait_for("requeued", lambda: (j := alice.job(run)).attempt == 2 and j)
+            assert j.state == "STARTING" and j.retries_used == 0
+            assert events(j)[-3:] == [(1, "NODE_LOST"), (1, "PENDING"), (2, "STARTING")]
+    finally:
+        store.close()

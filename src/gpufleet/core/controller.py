@@ -147,6 +147,24 @@ class Controller:
         self._recount_capacity()
         self.dirty = True
 
+    def hold_restored_node(
+        self, name: str, why: str, *, drained: bool = False, health_drained: bool = False
+    ) -> None:
+        """After ``restore``: place nothing new on a node until its agent is back (its NodeUp,
+        after the reconcile of what it still runs); what runs there keeps running. An admin's
+        drain (or the controller's own, for a failed check) that the store kept comes back."""
+        n = self.nodes.get(name)
+        if n is None or n.lost:
+            return
+        n.healthy = False  # NodeUp(healthy=True) lifts the hold
+        n.drained = drained
+        n.health_drained = drained and health_drained
+        n.why = why
+        n.changed()
+        self._node_views = None
+        self._recount_capacity()
+        self.dirty = True
+
     def reconcile(
         self, now: float, node: str, running: Iterable[tuple[str, int, int]]
     ) -> list[Command]:

@@ -21,6 +21,13 @@ class Outbox:
         """Forget what a lost node never fetched (its new attempt ids make it stale anyway)."""
         self._queues.pop(node, None)
 
+    def drop_launches(self, node: str, keep: set[tuple[str, int, int]]) -> None:
+        """Forget the launches queued for a node except those of ``keep`` (job, attempt, rank);
+        kills stay."""
+        q = self._queues.get(node)
+        if q:
+            q[:] = [c for c in q if c.kind != "launch" or (c.job, c.attempt, c.rank) in keep]
+
     async def take(self, node: str, wait_s: float) -> list[AgentCommand]:
         if not self._queues[node]:
             ev = self._events[node]

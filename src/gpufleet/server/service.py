@@ -78,8 +78,8 @@ class NodeLink:
     cuda_version: str = ""
     reported: bool = False  # a heartbeat's health reached the core since (re-)registration
     # registered with this controller process and reconciled: until then (after our restart)
-    # its heartbeats and events are refused with 409, so that it registers again, listing the
-    # tasks it still runs, before any of its reports is believed
+    # its heartbeats and long-polls are refused with 409, so that it registers again, listing
+    # the tasks it still runs, and no launch reaches it that the reconcile would not know of
     registered: bool = True
 
 
@@ -138,9 +138,16 @@ class ControllerService:
         )
         now = self.clock.now()
         for n in known:
-            # returning agents have one grace period to re-register
+            # returning agents have one grace period to re-register; until then nothing new
+            # is placed on their nodes (the reconcile of their registration would undo it)
             self.links[n.name] = NodeLink(
                 address=n.address or n.name, last_seen=now, registered=False
+            )
+            self.ctrl.hold_restored_node(
+                n.name,
+                n.why if n.drained else "the controller restarted: waiting for its agent",
+                drained=n.drained,
+                health_drained=n.why.startswith(HEALTH_DRAIN),
             )
         self._task = asyncio.create_task(self._run(), name="gpufleet-controller-loop")
 
@@ -161,7 +168,7 @@ class ControllerService:
         result: list[str] = await self._enqueue("submit", jobs)
         return result
 
-    async def event(self, ev: Event | _Reconcile) -> Any:
+    async def event(self, ev: Event | _Reconcile | _RankGone) -> Any:
         return await self._enqueue("event", ev)
 
     async def _enqueue(self, kind: str, payload: Any) -> Any:
@@ -171,7 +178,7 @@ class ControllerService:
         self._wake.set()
         return await fut
 
-    def post(self, ev: Event) -> None:
+    def post(self, ev: Event | _RankGone) -> None:
         """Fire and forget (agent reports): handled in the next turn."""
         self._inbox.append(_Work("event", ev))
         if self._wake is not None:
@@ -314,9 +321,30 @@ class ControllerService:
         submits[:] = kept
         return ids
 
-    def _handle_event(self, ev: Event | _Reconcile, now: float) -> list[Command]:
+    def _handle_event(self, ev: Event | _Reconcile | _RankGone, now: float) -> list[Command]:
         if isinstance(ev, _Reconcile):
-            return self.ctrl.reconcile(now, ev.node, ev.running)
+            # a registration: the node up and its tasks reconciled in one step, so that no
+            # scheduling pass places anything on it in between
+            node = ev.spec.name
+            cmds = self.ctrl.handle(now, NodeUp(ev.spec, True), schedule=False)
+            cmds += self.ctrl.reconcile(now, node, ev.running)
+            # launches queued before this point that the agent does not run were just counted
+            # as lost (requeued): they must never start
+            self.outbox.drop_launches(node, keep=set(ev.running))
+            link = self.links.get(node)
+            if link is not None:
+                link.registered = True
+            return cmds
+        if isinstance(ev, _RankGone):
+            # an infrastructure stop (fencing): the node no longer runs that rank, as a
+            # reconcile would find; requeued, not charged to the job's retries
+            alive = tuple(
+                (jid, self.ctrl.jobs[jid].job.attempt, r)
+                for jid, rj in self.ctrl.running.items()
+                for r, p in enumerate(rj.allocation)
+                if p.node == ev.node and (jid, self.ctrl.jobs[jid].job.attempt, r) != ev.key
+            )
+            return self.ctrl.reconcile(now, ev.node, alive)
         return self.ctrl.handle(now, ev, schedule=False)
 
     def _due_timers(self, now: float) -> list[Command]:
@@ -330,8 +358,12 @@ class ControllerService:
         for c in cmds:
             if isinstance(c, Launch):
                 rec = self.ctrl.jobs[c.job_id]
+                if rec.job.attempt != c.attempt:
+                    continue  # superseded later in the same turn (e.g. a reconcile): never sent
                 addr = self.links.get(c.allocation[0].node)
                 for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
+                    if rank in rec.exited:
+                        continue  # counted as lost already
                     e = dict(env)
                     if addr is not None:
                         e["MASTER_ADDR"] = addr.address
@@ -409,11 +441,7 @@ class ControllerService:
                 gpu_info=tuple(g.model_dump() for g in req.gpus),
             )
         )
-        await self.event(NodeUp(spec, True))
-        await self.event(
-            _Reconcile(req.node, tuple((t.job, t.attempt, t.rank) for t in req.running))
-        )
-        link.registered = True  # only now: no report of its overtakes the reconcile
+        await self.event(_Reconcile(spec, tuple((t.job, t.attempt, t.rank) for t in req.running)))
         return s.RegisterResult(lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
@@ -448,19 +476,25 @@ class ControllerService:
         return s.HeartbeatResult(lease_s=self.lease_s, stale=stale)
 
     def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
+        """Believed even before a node registers again after our restart: an exit that
+        happened while we were down is the truth, better known before the reconcile."""
         link = self.links.get(node)
-        if link is None or not link.registered:
-            # e.g. the exits of tasks it fenced while we restarted: believed only after the
-            # reconcile of its registration, else a fenced task would count as a failure
-            raise RequestError(
-                409, f"node {node} is not registered with this controller: register first"
-            )
-        link.last_seen = self.clock.now()
+        if link is not None and link.registered:
+            link.last_seen = self.clock.now()
         for e in events:
             if e.kind == "started":
                 self.post(TaskStarted(e.job, e.attempt, e.rank))
+            elif e.why.startswith(INFRASTRUCTURE_EXITS):
+                self.post(_RankGone(node, (e.job, e.attempt, e.rank)))
             else:
                 self.post(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
+
+    def commands_allowed(self, node: str) -> None:
+        link = self.links.get(node)
+        if link is None or not link.registered:
+            raise RequestError(
+                409, f"node {node} is not registered with this controller: register first"
+            )
 
     # ----- users ---------------------------------------------------------------------------
 
@@ -473,8 +507,21 @@ class ControllerService:
 
 @dataclass(frozen=True)
 class _Reconcile:
-    node: str
+    """A node registered: its spec and the (job, attempt, rank) it still runs."""
+
+    spec: NodeSpec
     running: tuple[tuple[str, int, int], ...]
+
+
+@dataclass(frozen=True)
+class _RankGone:
+    node: str
+    key: tuple[str, int, int]
+
+
+# The agent stopped these tasks itself because it lost touch with us (its lease ran out), or
+# refused them for that reason: the node's fault, not the job's.
+INFRASTRUCTURE_EXITS = ("fenced:", "refused: the agent's lease has expired")
 
 
 def _fail(w: _Work, e: Exception) -> None:

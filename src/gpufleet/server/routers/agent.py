@@ -78,6 +78,7 @@ async def commands(
     wait: float = Query(20.0, ge=0, le=60),
 ) -> Any:
     require_node(node, who)
+    svc.commands_allowed(node)
     return s.CommandBatch(commands=await svc.outbox.take(node, wait))
 
 
