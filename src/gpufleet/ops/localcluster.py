@@ -63,7 +63,9 @@ class LocalCluster:
     db_url: str = ""
     heartbeat_s: float = 1.0
     node_grace_s: float = 4.0
-    lease_s: float = 6.0
+    # fencing needs lease + the agent's fence grace (2 s) < node grace: a node declared lost
+    # has stopped its tasks before they restart elsewhere (6 s here let a job run twice)
+    lease_s: float = 1.5
     schedule_interval_s: float = 1.0
     cluster_spec: Path | None = None
     queues_file: Path | None = None
