@@ -212,6 +212,11 @@ def _warn_unfinished(runs: Sequence[ReplayRun]) -> None:
             _warn(f"{r.label}: {m.unfinished} job(s) never finished (see the per-job CSV)")
 
 
+def _nodes(cluster: ClusterSpec) -> str:
+    n = len(cluster.nodes)
+    return f"{n:,} node{'s' if n != 1 else ''}"
+
+
 def _show_progress(as_json: bool) -> bool:
     return not as_json and sys.stderr.isatty()
 
@@ -313,10 +318,11 @@ def _emit(run: ReplayRun, wl: Workload, as_json: bool, out: Path | None) -> None
         return
     con = _stdout()
     title = (
-        f"{run.label} · {len(wl.jobs):,} jobs · {len(wl.cluster.nodes):,} nodes, "
+        f"{run.label} · {len(wl.jobs):,} jobs · {_nodes(wl.cluster)}, "
         f"{wl.cluster.total_gpus:,} GPUs · {run.cycles:,} cycles"
     )
-    con.print(report.summary_table(run.metrics, title))
+    con.print(title, style="bold")  # above the table, not wrapped to its width
+    con.print(report.summary_table(run.metrics))
     if len(run.metrics.queues) > 1:
         con.print(report.queue_table(run.metrics))
     if out is not None:
@@ -402,10 +408,12 @@ def compare(
             print(json.dumps({r.label: r.metrics.to_json() for r in runs}))
             return
         title = (
-            f"{trace.name} · {len(wl.jobs):,} jobs · {len(wl.cluster.nodes):,} nodes, "
+            f"{trace.name} · {len(wl.jobs):,} jobs · {_nodes(wl.cluster)}, "
             f"{wl.cluster.total_gpus:,} GPUs"
         )
-        _stdout().print(report.compare_table(runs, title))
+        con = _stdout()
+        con.print(title, style="bold")
+        con.print(report.compare_table(runs))
 
 
 # ---------------------------------------------------------------------------------------------

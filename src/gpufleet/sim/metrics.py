@@ -8,7 +8,8 @@ Definitions (all times in seconds; trace time starts at the first submission, t 
   duration are left out of the slowdown figures (their slowdown is undefined).
 - Percentiles are numpy's default (linear interpolation between order statistics).
 - utilization = allocated GPU-seconds / (cluster GPUs × makespan); a fractional GPU share counts
-  its fraction. makespan = the last job's end (t = 0 is the first submission).
+  its fraction; the cluster's GPUs are its nominal count (time nodes spend failed is not taken
+  out). makespan = the last job's end (t = 0 is the first submission).
 - makespan lower bound = max(Σ gᵢ·dᵢ / G, max dᵢ) over the jobs that can run at all (gᵢ GPUs,
   dᵢ duration, G the cluster's GPUs). It ignores arrival times, so on a trace that arrives over
   months (Philly) the bound is loose; ``arrival_bound_s`` (max sᵢ + dᵢ) is given beside it.

@@ -56,8 +56,8 @@ def _ratio(m: ReplayMetrics) -> str:
     return "—" if r is None else f"{r:.2f}"
 
 
-def summary_table(m: ReplayMetrics, title: str) -> Table:
-    t = Table(title=title, show_header=False, title_justify="left")
+def summary_table(m: ReplayMetrics, title: str = "") -> Table:
+    t = Table(title=title or None, show_header=False, title_justify="left")
     t.add_column("figure", style="bold")
     t.add_column("value", justify="right")
     finished = sum(q.finished for q in m.queues.values())
