@@ -1,0 +1,106 @@
+"""Helpers for the end-to-end tests: bounded polling of real processes, the cluster's
+settings, what to show when a test fails."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gpufleet.api.schemas import JobOut
+from gpufleet.client import Client
+from gpufleet.ops.localcluster import LocalCluster
+
+T = TypeVar("T")
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"}
+
+# Short intervals keep each test quick. Fencing needs lease + the agent's fence grace (2 s) <
+# node grace: a node we declare lost has stopped its tasks before they restart elsewhere.
+HEARTBEAT_S = 0.5
+LEASE_S = 1.5
+NODE_GRACE_S = 4.0
+SCHEDULE_S = 0.5
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout_s: float, every_s: float = 0.2) -> T:
+    """``check()``'s first truthy value; AssertionError (with the last value) past the deadline.
+    Connection errors count as "not yet" (a controller may be restarting)."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while True:
+        try:
+            v = check()
+            if v:
+                return v
+            last = v
+        except (OSError, ConnectionError) as e:
+            last = e
+        except Exception as e:  # httpx errors while a process restarts
+            if type(e).__module__.startswith("httpx"):
+                last = e
+            else:
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {last!r})")
+        time.sleep(every_s)
+
+
+def wait_state(c: Client, job_id: str, states: set[str] | str, timeout_s: float = 30) -> JobOut:
+    want = {states} if isinstance(states, str) else states
+
+    def check() -> JobOut | None:
+        j = c.job(job_id)
+        if j.state in want:
+            return j
+        if j.state in TERMINAL:
+            raise AssertionError(f"job {job_id} ended {j.state}, wanted {want}: {j.events}")
+        return None
+
+    return wait_for(f"job {job_id} in {sorted(want)}", check, timeout_s)
+
+
+def read_log(c: Client, job_id: str, rank: int = 0, timeout_s: float = 20) -> str:
+    """The whole stdout of a rank of a job that ended, once the agent shipped all of it."""
+
+    def check() -> str | None:
+        out = c.logs(job_id, rank=rank)
+        data = out.data
+        nxt = out.next_offset
+        while True:  # more than one page
+            more = c.logs(job_id, rank=rank, offset=nxt)
+            if not more.data:
+                break
+            data += more.data
+            nxt = more.next_offset
+        return data if data and out.complete else None
+
+    return wait_for(f"job {job_id} rank {rank} log", check, timeout_s)
+
+
+def tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(none)"
+
+
+def dump_logs(c: LocalCluster) -> None:
+    """Shown with a failure: what the controller and the agents said last."""
+    print(f"\n--- {c.data_dir / 'controller.log'}\n{tail(c.data_dir / 'controller.log')}")
+    for name in c.agent_procs:
+        print(f"--- {c.data_dir / (name + '.log')}\n{tail(c.data_dir / (name + '.log'), 15)}")
+
+
+def make_cluster(data_dir: Path, agents: int, db_url: str = "", **kw: Any) -> LocalCluster:
+    return LocalCluster(
+        data_dir,
+        agents=agents,
+        gpus="8xH100",
+        db_url=db_url,
+        heartbeat_s=HEARTBEAT_S,
+        node_grace_s=NODE_GRACE_S,
+        lease_s=LEASE_S,
+        schedule_interval_s=SCHEDULE_S,
+        **kw,
+    )
