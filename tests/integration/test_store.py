@@ -128,6 +128,8 @@ def test_add_jobs_is_all_or_nothing(store: Store) -> None:
         store.add_jobs([NewJob(spec(), 1.0), NewJob(spec(), 1.0, depends_on=(("afterok", "999"),))])
     with pytest.raises(StoreError, match=r"jobs\[1\]: unknown dependency type"):
         store.add_jobs([NewJob(spec(), 1.0), NewJob(spec(), 1.0, depends_on=(("after", "1"),))])
+    with pytest.raises(StoreError, match=r"jobs\[1\]: user must be 1 to 128 characters"):
+        store.add_jobs([NewJob(spec(), 1.0), NewJob(spec("u" * 129), 1.0)])
     assert store.list_jobs() == []
     assert store.add_jobs([NewJob(spec(), 2.0)]) == ["1"]  # no id was used up by the failures
 

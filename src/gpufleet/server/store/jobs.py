@@ -26,7 +26,7 @@ from gpufleet.server.store.records import (
     StoredJob,
     StoreError,
 )
-from gpufleet.server.store.schema import counters, job_events, jobs
+from gpufleet.server.store.schema import NAME_MAX, counters, job_events, jobs
 
 S = JobState
 # FAILED is unfinished only while retries remain (model.job.Job.finished).
@@ -130,6 +130,9 @@ def _check(i: int, nj: NewJob) -> None:
     where = f"jobs[{i}]"
     if not isinstance(nj.spec, JobSpec):
         raise StoreError(f"{where}: spec must be a JobSpec, got {type(nj.spec).__name__}")
+    for what, value in (("user", nj.spec.user), ("queue", nj.spec.queue)):
+        if not 0 < len(value) <= NAME_MAX:  # the column's width, checked alike on both dialects
+            raise StoreError(f"{where}: {what} must be 1 to {NAME_MAX} characters")
     if nj.submit_time is None or not math.isfinite(nj.submit_time):
         raise StoreError(f"{where}: submit_time must be a finite number")
     if nj.array_index is not None and nj.array_index < 0:

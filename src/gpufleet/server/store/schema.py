@@ -22,6 +22,7 @@ metadata = sa.MetaData(naming_convention=NAMING)
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid); BIGINT elsewhere.
 SeqType = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+NAME_MAX = 128  # user, queue, node and token names
 STATES = ", ".join(f"'{s.value}'" for s in JobState)
 
 counters = sa.Table(
@@ -36,8 +37,8 @@ jobs = sa.Table(
     metadata,
     sa.Column("id", sa.String(32), primary_key=True),
     sa.Column("seq", sa.BigInteger, nullable=False, unique=True),  # allocation order
-    sa.Column("user", sa.String(128), nullable=False),
-    sa.Column("queue", sa.String(128), nullable=False),
+    sa.Column("user", sa.String(NAME_MAX), nullable=False),
+    sa.Column("queue", sa.String(NAME_MAX), nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("retries_used", sa.Integer, nullable=False),

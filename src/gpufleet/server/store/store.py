@@ -61,7 +61,7 @@ class Store:
         try:
             with self.engine.connect().execution_options(**WRITE) as c, c.begin():
                 yield c
-        except sa.exc.IntegrityError as e:
+        except (sa.exc.IntegrityError, sa.exc.DataError) as e:  # constraints, too-long text
             raise StoreError(f"refused by the database: {e.orig}") from e
 
     @contextmanager
