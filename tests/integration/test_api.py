@@ -605,3 +605,39 @@ def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_th
             assert events(j)[-3:] == [(1, "NODE_LOST"), (1, "PENDING"), (2, "STARTING")]
     finally:
         store.close()
+
+
+def test_an_idempotent_retry_after_a_restart_does_not_run_a_finished_job_again(
+    db_url: str, tmp_path: Path
+) -> None:
+    clock, data = ManualClock(T0), tmp_path / "controller"
+    store = Store.open(db_url)
+    try:
+        with serve(store, data, clock) as api:
+            agent_token, user = api.token("agent", node="node-0"), api.token("user", user="alice")
+            agent, alice = AgentClient(api.url, agent_token), Client(api.url, user)
+            api.clients += [agent, alice]
+            register(agent, "node-0")
+            (job,) = alice.submit(SPEC, idempotency_key="nightly-1")
+            (cmd,) = agent.commands("node-0", wait_s=5)
+            started(agent, "node-0", [cmd])
+            agent.events("node-0", [s.AgentEvent(kind="exited", job=job, attempt=1, rank=0)])
+            wait_for("done", lambda: alice.job(job).state == "SUCCEEDED")
+        with serve(store, data, clock) as api:
+            agent, alice = AgentClient(api.url, agent_token), Client(api.url, user)
+            api.clients += [agent, alice]
+            register(agent, "node-0")
+            assert alice.submit(SPEC, idempotency_key="nightly-1") == [job]
+            (fresh,) = alice.submit(SPEC, idempotency_key="nightly-2")
+            cmds = agent.commands("node-0", wait_s=5)
+            assert [(c.job, c.attempt) for c in cmds] == [(fresh, 1)]  # not job's attempt 1
+            j = alice.job(job)
+            assert j.state == "SUCCEEDED" and j.attempt == 1
+            assert [e.state for e in j.events or []].count("STARTING") == 1
+            assert [x.id for x in alice.jobs(all_states=True)].count(job) <= 1
+            # a job that ended before the restart is still a dependency one can name
+            (after,) = alice.submit(SPEC, depends_on=[("afterok", job)])
+            (cmd,) = agent.commands("node-0", wait_s=5)
+            assert (cmd.job, cmd.attempt) == (after, 1)
+    finally:
+        store.close()

@@ -120,6 +120,7 @@ class ControllerService:
         self._timer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._history = False  # the store held jobs when we started (see _finished_before_start)
         self.turns = 0
         self.on_turn: Callable[[], None] | None = None  # tests: observe a finished turn
         # the metrics exporter: what each turn committed (after it was sent)
@@ -130,6 +131,7 @@ class ControllerService:
     async def start(self) -> None:
         self._wake = asyncio.Event()
         rs = self.store.load_jobs_for_restart()
+        self._history = bool(self.store.list_jobs(limit=1))
         for q in rs.queues:
             self.ctrl.queues.setdefault(q.name, q)
         known = [n for n in rs.nodes if not n.lost]
@@ -164,7 +166,12 @@ class ControllerService:
         for j in jobs:
             for _, dep in j.depends_on:
                 if dep not in self.ctrl.jobs:
-                    raise RequestError(422, f"depends_on: job {dep} does not exist")
+                    stored = self.store.job(dep)
+                    if stored is None:
+                        raise RequestError(422, f"depends_on: job {dep} does not exist")
+                    # it ended before this process started (a restart loads only unfinished
+                    # jobs): the core needs it to judge the dependency
+                    self.ctrl.restore((), [stored.to_restored()])
         result: list[str] = await self._enqueue("submit", jobs)
         return result
 
@@ -244,7 +251,7 @@ class ControllerService:
                 k += len(w.payload)
                 evs: list[Event] = []
                 for job_id, nj in zip(ids, w.payload, strict=True):
-                    if job_id in self.ctrl.jobs:
+                    if job_id in self.ctrl.jobs or self._finished_before_start(job_id, nj):
                         continue  # an idempotent retry: the job exists already
                     evs.append(JobSubmitted(job_id, nj.spec, now, nj.depends_on))
                 if not evs and not ids:
@@ -306,6 +313,15 @@ class ControllerService:
                     )
                 except Exception:
                     log.exception("could not write the audit entry for node %s", e.node)
+
+    def _finished_before_start(self, job_id: str, nj: NewJob) -> bool:
+        """An idempotency key of a job that ended before this process started: the core does
+        not hold it (a restart loads only unfinished jobs), and must not run it again. Only
+        keyed jobs after a restart on a store with jobs pay this read."""
+        if nj.idempotency_key is None or not self._history:
+            return False
+        stored = self.store.job(job_id)
+        return stored is not None and stored.finished
 
     def _add_one_by_one(self, submits: list[_Work], now: float, first: Exception) -> list[str]:
         """A batch with a bad idempotency key: store each submission alone so only the bad
