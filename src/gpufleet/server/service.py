@@ -125,6 +125,8 @@ class ControllerService:
         self.on_turn: Callable[[], None] | None = None  # tests: observe a finished turn
         # the metrics exporter: what each turn committed (after it was sent)
         self.on_commit: Callable[[float, list[Transition], list[NodeEvent]], None] | None = None
+        # the dashboard: each heartbeat's metrics (node, time, body), for its history charts
+        self.on_heartbeat: Callable[[str, float, dict[str, Any]], None] | None = None
 
     # ----- life ----------------------------------------------------------------------------
 
@@ -471,6 +473,8 @@ class ControllerService:
             )
         link.last_seen = self.clock.now()
         link.metrics = hb.metrics
+        if self.on_heartbeat is not None:
+            self.on_heartbeat(node, link.last_seen, hb.metrics)
         if hb.health != link.health or not link.reported:
             # the first report after a (re-)registration always reaches the core: a node the
             # controller drained for a failed check returns once its agent passes them again
