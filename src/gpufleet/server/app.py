@@ -20,7 +20,7 @@ from gpufleet.scheduler.framework import Profile
 from gpufleet.server.auth import TokenCache
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.logs import LogStore
-from gpufleet.server.routers import admin, agent, jobs, metrics, nodes, queues
+from gpufleet.server.routers import admin, agent, dashboard, jobs, metrics, nodes, queues
 from gpufleet.server.service import ControllerService, RequestError
 
 log = logging.getLogger("gpufleet.controller")
@@ -98,6 +98,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     for r in (jobs.router, nodes.router, queues.router, admin.router, agent.router):
         app.include_router(r, prefix=API)
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
+    dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, e: RequestError) -> JSONResponse:

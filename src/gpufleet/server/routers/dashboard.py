@@ -1,0 +1,190 @@
+"""The web dashboard: ``/`` and its static files, and the read-only JSON its pages need that the
+rest of the API lacks: who the token is, the nodes × GPUs grid, and a node's GPU metrics over
+time (a ring per node, fed from heartbeats). Nothing here changes any state."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+
+from gpufleet.model.resources import MILLI
+from gpufleet.server.auth import Principal, require
+from gpufleet.server.dashboard.history import MetricsHistory
+from gpufleet.server.routers.deps import service
+from gpufleet.server.service import ControllerService
+
+STATIC = files("gpufleet.server.dashboard")
+ASSETS = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
+# the page runs only its own script and style and talks only to this controller
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+GPU_VALUES = {
+    "util": "DCGM_FI_DEV_GPU_UTIL",
+    "temp": "DCGM_FI_DEV_GPU_TEMP",
+    "power": "DCGM_FI_DEV_POWER_USAGE",
+    "fb_used": "DCGM_FI_DEV_FB_USED",
+    "fb_free": "DCGM_FI_DEV_FB_FREE",
+    "xid": "DCGM_FI_DEV_XID_ERRORS",
+}
+
+pages = APIRouter(include_in_schema=False)
+api = APIRouter(tags=["dashboard"])
+USERS = require("user", "admin")
+
+
+def _asset(name: str) -> Response:
+    headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+    if name == "index.html":
+        headers["Content-Security-Policy"] = CSP
+    body = (STATIC / name).read_bytes()
+    return Response(body, media_type=ASSETS[name], headers=headers)
+
+
+@pages.get("/")
+async def index() -> Response:
+    return _asset("index.html")
+
+
+@pages.get("/dashboard/{name}")
+async def asset(name: str) -> Response:
+    if name not in ASSETS:
+        raise HTTPException(404, f"no dashboard file {name}")
+    return _asset(name)
+
+
+@api.get("/dashboard/me")
+async def me(who: Principal = USERS, svc: ControllerService = Depends(service)) -> dict[str, Any]:
+    """The token's identity, and the controller's clock (the page reckons ages against it)."""
+    return {"name": who.name, "role": who.role, "user": who.user, "time": svc.clock.now()}
+
+
+def _gpu_values(metrics: Any) -> dict[int, dict[str, float]]:
+    gpus = metrics.get("gpus") if isinstance(metrics, dict) else None
+    out: dict[int, dict[str, float]] = {}
+    for g in gpus if isinstance(gpus, list) else []:
+        labels = g.get("labels") if isinstance(g, dict) else None
+        values = g.get("values") if isinstance(g, dict) else None
+        idx = str(labels.get("gpu", "")) if isinstance(labels, dict) else ""
+        if not idx.isdigit() or not isinstance(values, dict):
+            continue
+        out[int(idx)] = {
+            k: values[m] for k, m in GPU_VALUES.items() if type(values.get(m)) in (int, float)
+        }
+    return out
+
+
+def cluster_view(svc: ControllerService, who: Principal) -> dict[str, Any]:
+    """Each node with its state and, per GPU, the last heartbeat's values, the share allocated
+    and the jobs holding it (a user's token sees only their own jobs' ids)."""
+    ctrl = svc.ctrl
+    holders: dict[tuple[str, int], list[str]] = {}
+    for jid, r in ctrl.running.items():
+        if who.role == "user" and r.spec.user != who.user:
+            continue
+        for p in r.allocation:
+            for d in p.gpus:
+                holders.setdefault((p.node, d), []).append(jid)
+    nodes = []
+    states: dict[str, int] = {}
+    gpus_total = gpus_alloc = 0.0
+    for name in sorted(ctrl.nodes):
+        n = ctrl.nodes[name]
+        link = svc.links.get(name)
+        values = {} if n.lost or link is None else _gpu_values(link.metrics)
+        gpus = []
+        for i in range(max(n.spec.gpus, max(values, default=-1) + 1)):
+            free = n.gpu_free[i] if i < len(n.gpu_free) else MILLI
+            bad = (not n.healthy) and (not n.bad_gpus or i in n.bad_gpus)
+            gpus.append(
+                {
+                    "index": i,
+                    **values.get(i, {}),
+                    "alloc": (MILLI - free) / MILLI,
+                    "jobs": holders.get((name, i), []),
+                    "healthy": not bad,
+                    "reporting": i in values,
+                }
+            )
+        states[n.state] = states.get(n.state, 0) + 1
+        gpus_total += n.spec.gpus
+        gpus_alloc += sum(MILLI - f for f in n.gpu_free) / MILLI
+        nodes.append(
+            {
+                "name": name,
+                "state": n.state,
+                "why": n.why,
+                "gpu_model": n.spec.gpu_model,
+                "leaf": n.spec.leaf,
+                "pod": n.spec.pod,
+                "last_heartbeat": link.last_seen if link is not None else None,
+                "driver_version": link.driver_version if link is not None else "",
+                "cuda_version": link.cuda_version if link is not None else "",
+                "cpu_cores": n.spec.cpu_milli / MILLI,
+                "cpu_free": n.cpu_free / MILLI,
+                "memory_gib": n.spec.memory_mib / 1024,
+                "memory_free_gib": n.mem_free / 1024,
+                "gpus": gpus,
+            }
+        )
+    return {
+        "time": svc.clock.now(),
+        "nodes": nodes,
+        "states": states,
+        "gpus_total": gpus_total,
+        "gpus_allocated": gpus_alloc,
+        "running_jobs": len(ctrl.running),
+        "pending_jobs": ctrl.pending_count,
+    }
+
+
+@api.get("/dashboard/cluster")
+async def cluster(
+    who: Principal = USERS, svc: ControllerService = Depends(service)
+) -> dict[str, Any]:
+    return cluster_view(svc, who)
+
+
+@api.get("/nodes/{name}/history")
+async def history(
+    name: str,
+    request: Request,
+    _: Principal = USERS,
+    svc: ControllerService = Depends(service),
+    since: float | None = Query(None, description="only samples after this time"),
+    events: int = Query(50, ge=0, le=1000, description="the node's newest events"),
+) -> dict[str, Any]:
+    """The node's GPU metrics over time (from its heartbeats, oldest first) and its newest
+    events (lost, drained, resumed, unhealthy, healthy)."""
+    n = svc.ctrl.nodes.get(name)
+    if n is None:
+        raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
+    hist: MetricsHistory = request.app.state.history
+    evs = svc.store.node_events(name, events) if events else []
+    return {
+        "node": name,
+        "state": n.state,
+        "why": n.why,
+        "gpu_model": n.spec.gpu_model,
+        "gpus": n.spec.gpus,
+        "time": svc.clock.now(),
+        **hist.series(name, since),
+        "events": [{"time": e.time, "what": e.what, "why": e.why} for e in evs],
+    }
+
+
+def install(app: FastAPI, svc: ControllerService, prefix: str) -> MetricsHistory:
+    """Serve the dashboard and keep each node's GPU metrics history from its heartbeats."""
+    hist = MetricsHistory(min_interval_s=0.9 * svc.heartbeat_s)
+    app.state.history = hist
+    svc.on_heartbeat = hist.record
+    app.include_router(pages)
+    app.include_router(api, prefix=prefix)
+    return hist
