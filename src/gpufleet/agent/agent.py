@@ -149,6 +149,7 @@ class Agent:
         c = self.config
         with self._lock:
             running = self.state.running()
+        unacked = self.events.peek(self.config.max_events)
         models = Counter(g.model for g in gpus)
         req = AgentRegister(
             node=c.node,
@@ -163,12 +164,14 @@ class Agent:
             driver_version=driver,
             cuda_version=cuda,
             running=running,
+            events=unacked,
         )
         try:
             res = self.client.register(req)
         except (httpx.HTTPError, ApiError) as e:
             self._failed("register", e)
             return False
+        self.events.ack(unacked)  # delivered with the registration
         self._ok("register")
         with self._lock:
             self._do(self.state.on_registered(res.lease_s, now))

@@ -10,10 +10,12 @@ signal exits ``128 + signal``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -154,9 +156,12 @@ class TaskRunner:
         workdir = env.get("GPUFLEET_WORKDIR")
         cwd = workdir if workdir and Path(workdir).is_dir() else str(out_path.parent)
         with out_path.open("ab") as out, err_path.open("ab") as err:
+            missing = _unrunnable(cmd.command[0], env.get("PATH"), cwd) if _PDEATHSIG else None
+            if missing is not None:  # say so as Popen would, not as setpriv's exit 127
+                return [self._spawn_failed(key, cmd, missing, err)]
             try:
                 proc = subprocess.Popen(
-                    cmd.command,
+                    [*_PDEATHSIG, *cmd.command],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
@@ -296,6 +301,23 @@ class TaskRunner:
                 log.warning("killed orphaned task %s/%d rank %d (pid %d)", *key, pid)
             pidfile.unlink(missing_ok=True)
         return killed
+
+
+# If the agent itself dies (SIGKILL, OOM), its tasks must not run on unsupervised while the
+# controller restarts their jobs elsewhere: the kernel kills each task with its parent
+# (PR_SET_PDEATHSIG, set by util-linux's setpriv, which then execs the command in place).
+_SETPRIV = shutil.which("setpriv")
+_PDEATHSIG: tuple[str, ...] = (_SETPRIV, "--pdeathsig", "KILL") if _SETPRIV else ()
+
+
+def _unrunnable(program: str, path: str | None, cwd: str) -> OSError | None:
+    """The error Popen would raise for ``program``, or None when it can be executed."""
+    target = program if "/" not in program else str(Path(cwd, program))
+    if shutil.which(target, path=path) is not None:
+        return None
+    if "/" in program and Path(target).exists():
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
 def _exit_status(proc: subprocess.Popen[bytes]) -> int | None:

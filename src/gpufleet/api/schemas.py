@@ -100,6 +100,11 @@ class NodeOut(Strict):
     labels: dict[str, str] = {}
     last_heartbeat: float | None = None
     jobs: list[str] = []
+    # what the agent registered with (``gpufleet validate`` compares nodes with these)
+    address: str = ""
+    driver_version: str = ""
+    cuda_version: str = ""
+    gpu_info: list[GpuInfo] = []
 
 
 class DrainRequest(Strict):
@@ -185,6 +190,9 @@ class AgentRegister(Strict):
     driver_version: str = ""
     cuda_version: str = ""
     running: list[TaskRef] = []  # tasks it still runs (after a controller restart)
+    # task events not yet acknowledged (exits while the controller was away): applied before
+    # ``running`` is reconciled, so a task that finished meanwhile is not taken for lost
+    events: list[AgentEvent] = []
 
 
 class RegisterResult(Strict):
@@ -257,3 +265,4 @@ class LogChunk(Strict):
 
 
 AgentRegister.model_rebuild()
+NodeOut.model_rebuild()

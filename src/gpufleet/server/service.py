@@ -76,6 +76,7 @@ class NodeLink:
     metrics: dict[str, Any] = field(default_factory=dict)
     driver_version: str = ""
     cuda_version: str = ""
+    gpu_info: list[s.GpuInfo] = field(default_factory=list)  # as registered (GET /nodes)
     reported: bool = False  # a heartbeat's health reached the core since (re-)registration
     # registered with this controller process and reconciled: until then (after our restart)
     # its heartbeats and long-polls are refused with 409, so that it registers again, listing
@@ -345,6 +346,9 @@ class ControllerService:
             # scheduling pass places anything on it in between
             node = ev.spec.name
             cmds = self.ctrl.handle(now, NodeUp(ev.spec, True), schedule=False)
+            # what the tasks did while nobody listened comes first: a rank that exited then is
+            # an exit (success or failure), not a lost rank
+            cmds += self.ctrl.handle(now, *ev.events, schedule=False)
             cmds += self.ctrl.reconcile(now, node, ev.running)
             # launches queued before this point that the agent does not run were just counted
             # as lost (requeued): they must never start
@@ -445,6 +449,7 @@ class ControllerService:
             now,
             driver_version=req.driver_version,
             cuda_version=req.cuda_version,
+            gpu_info=list(req.gpus),
             registered=False,
         )
         self.links[req.node] = link
@@ -459,7 +464,15 @@ class ControllerService:
                 gpu_info=tuple(g.model_dump() for g in req.gpus),
             )
         )
-        await self.event(_Reconcile(spec, tuple((t.job, t.attempt, t.rank) for t in req.running)))
+        events: list[Event] = []
+        for e in req.events:
+            if e.kind == "started":
+                events.append(TaskStarted(e.job, e.attempt, e.rank))
+            elif not e.why.startswith(INFRASTRUCTURE_EXITS):  # those the reconcile requeues
+                events.append(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
+        await self.event(
+            _Reconcile(spec, tuple((t.job, t.attempt, t.rank) for t in req.running), tuple(events))
+        )
         return s.RegisterResult(lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
@@ -531,6 +544,7 @@ class _Reconcile:
 
     spec: NodeSpec
     running: tuple[tuple[str, int, int], ...]
+    events: tuple[Event, ...] = ()
 
 
 @dataclass(frozen=True)

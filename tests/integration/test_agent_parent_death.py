@@ -1,0 +1,48 @@
+"""A task dies with its agent: a SIGKILLed agent leaves nothing running unsupervised."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+AGENT_LIKE = r"""
+import sys, time
+from pathlib import Path
+from gpufleet.agent.runner import TaskRunner
+from gpufleet.api.schemas import AgentCommand
+r = TaskRunner(Path(sys.argv[1]), lambda gpus: ",".join(map(str, gpus)))
+r.launch(AgentCommand(kind="launch", job="7", attempt=1, rank=0,
+                      command=[sys.executable, "-c", "import time; time.sleep(120)"]))
+print("launched", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="util-linux setpriv is not installed")
+def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path) -> None:
+    agent = subprocess.Popen(
+        [sys.executable, "-c", AGENT_LIKE, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert agent.stdout is not None
+        assert agent.stdout.readline().strip() == "launched"
+        pid = int(json.loads((tmp_path / "7" / "1" / "rank0.pid").read_text())["pid"])
+        task = psutil.Process(pid)
+        assert task.is_running()
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait(timeout=10)
+        # the kernel delivers SIGKILL to the orphaned task; wait for it to be gone (bounded)
+        gone, _ = psutil.wait_procs([task], timeout=10)
+        assert gone, "the task outlived its agent"
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(timeout=10)
