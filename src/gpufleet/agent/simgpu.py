@@ -11,6 +11,7 @@ exponential and the integral exact, not approximations.
 from __future__ import annotations
 
 import math
+import os
 import re
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,8 @@ _CLOCKS_MHZ = {  # (max SM, memory) from the vendors' specifications; others get
     "A100-40GB": (1410, 1215),
 }
 _DEFAULT_CLOCKS = (1700, 1500)
+_DRIVER_ENV = "GPUFLEET_SIM_DRIVER_VERSION"
+_CUDA_ENV = "GPUFLEET_SIM_CUDA_VERSION"
 _IDLE_SM_MHZ = 345
 _FB_RESERVED_MIB = 512  # what the driver holds on an idle GPU
 
@@ -113,6 +116,11 @@ class SimulatedGpus:
         if not 1 <= count <= 64:
             raise ValueError(f"--simulate {spec!r}: GPU count must be 1 to 64, not {count}")
         model = lookup(m.group(2), field="--simulate")
+        # For tests of mixed fleets: GPUFLEET_SIM_DRIVER_VERSION / GPUFLEET_SIM_CUDA_VERSION in
+        # the agent's environment make its simulated GPUs report that driver / CUDA version.
+        for key, var in (("driver_version", _DRIVER_ENV), ("cuda_version", _CUDA_ENV)):
+            if os.environ.get(var):
+                kw.setdefault(key, os.environ[var])
         return cls(model, count, node, **kw)  # type: ignore[arg-type]
 
     # ----- faults -------------------------------------------------------------------------

@@ -113,6 +113,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         return {
             "ok": True,
             "version": __version__,
+            "time": clock.now(),  # the controller's clock (``gpufleet validate`` checks skew)
             "nodes": len(service.ctrl.nodes),
             "jobs": len(service.ctrl.jobs),
             "pending": service.ctrl.pending_count,

@@ -71,7 +71,17 @@ def job_out(
     )
 
 
-def node_out(n: NodeRuntime, last_seen: float | None, jobs: list[str]) -> s.NodeOut:
+def node_out(
+    n: NodeRuntime,
+    last_seen: float | None,
+    jobs: list[str],
+    *,
+    address: str = "",
+    driver_version: str = "",
+    cuda_version: str = "",
+    gpu_info: Sequence[s.GpuInfo] = (),
+) -> s.NodeOut:
+    """``address``, versions and ``gpu_info``: what the node's agent registered with."""
     sp = n.spec
     return s.NodeOut(
         name=sp.name,
@@ -89,4 +99,8 @@ def node_out(n: NodeRuntime, last_seen: float | None, jobs: list[str]) -> s.Node
         labels=dict(sp.labels),
         last_heartbeat=last_seen,
         jobs=jobs,
+        address=address,
+        driver_version=driver_version,
+        cuda_version=cuda_version,
+        gpu_info=list(gpu_info),
     )

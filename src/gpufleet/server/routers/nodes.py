@@ -19,7 +19,17 @@ def _out(svc: ControllerService, name: str) -> s.NodeOut:
     n = svc.ctrl.nodes[name]
     link = svc.links.get(name)
     jobs = [jid for jid, r in svc.ctrl.running.items() if any(p.node == name for p in r.allocation)]
-    return node_out(n, link.last_seen if link else None, jobs)
+    if link is None:
+        return node_out(n, None, jobs)
+    return node_out(
+        n,
+        link.last_seen,
+        jobs,
+        address=link.address,
+        driver_version=link.driver_version,
+        cuda_version=link.cuda_version,
+        gpu_info=link.gpu_info,
+    )
 
 
 @router.get("/nodes", response_model=list[s.NodeOut])
