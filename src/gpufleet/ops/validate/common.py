@@ -1,0 +1,61 @@
+"""Small helpers the layers share: grouped skips, probe sections, the Prometheus text format."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gpufleet.ops.validate.checks import Check, Status, skipped
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def grouped_skips(layer: str, name: str, reasons: Mapping[str, str]) -> list[Check]:
+    """One SKIP row per distinct reason, naming the nodes it applies to."""
+    by_reason: dict[str, list[str]] = {}
+    for node, why in reasons.items():
+        by_reason.setdefault(why, []).append(node)
+    return [skipped(layer, name, ", ".join(sorted(nodes)), why) for why, nodes in by_reason.items()]
+
+
+def section(result: Mapping[str, Any] | None, *path: str) -> dict[str, Any]:
+    """``result[a][b]…`` as a dict, {} where any step is missing."""
+    cur: Any = result or {}
+    for key in path:
+        cur = cur.get(key) if isinstance(cur, dict) else None
+        if cur is None:
+            return {}
+    return cur if isinstance(cur, dict) else {}
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """The samples of a Prometheus text exposition: (name, labels, value)."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        labels = {
+            k: v.replace('\\"', '"').replace("\\\\", "\\")
+            for k, v in _LABEL.findall(m.group(2) or "")
+        }
+        out.append((m.group(1), labels, value))
+    return out
+
+
+def worst(checks: Iterable[Check]) -> Status:
+    order = [Status.FAIL, Status.WARN, Status.PASS, Status.SKIP]
+    got = {c.status for c in checks}
+    return next((s for s in order if s in got), Status.SKIP)
+
+
+def fmt(x: float, digits: int = 1) -> str:
+    return f"{x:,.{digits}f}"
