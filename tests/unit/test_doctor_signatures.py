@@ -105,14 +105,14 @@ def test_missing_module_on_one_rank_is_the_finding() -> None:
     j = job("FAILED", events=[ev("RUNNING"), ev("FAILED", "exited with code 1")])
     logs = {0: ("", "gang member failed"), 1: ("", SAMPLES["missing_module"])}
     (f,) = [f for f in analyse(j, logs) if f.severity is Severity.ERROR]
-    assert f.code == "missing_module" and f.target == "42 rank 1"
+    assert f.code == "missing_module" and f.target == "job 42 rank 1"
 
 
 def test_the_same_signature_on_several_ranks_is_one_finding() -> None:
     j = job("FAILED", events=[ev("FAILED", "exited with code 1")])
     logs = {0: ("", SAMPLES["nccl_timeout"]), 1: ("", SAMPLES["nccl_timeout"])}
     found = [f for f in analyse(j, logs) if f.code == "nccl_timeout"]
-    assert len(found) == 1 and found[0].target == "42 ranks 0, 1"
+    assert len(found) == 1 and found[0].target == "job 42 ranks 0, 1"
 
 
 def test_time_limit() -> None:

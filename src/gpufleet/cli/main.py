@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from gpufleet.cli import admin, bench, demo, demo_live, jobs, plan, serve, simulate, spec
+from gpufleet.cli import (
+    admin,
+    bench,
+    demo,
+    demo_live,
+    doctor,
+    jobs,
+    plan,
+    serve,
+    simulate,
+    spec,
+    validate,
+)
 
 app = typer.Typer(
     name="gpufleet",
@@ -17,6 +29,10 @@ app.add_typer(simulate.app, name="simulate", help="Replay workloads through the 
 app.add_typer(bench.app, name="bench", help="Measure the scheduler's speed.")
 app.add_typer(spec.app, name="spec", help="Check cluster and job specs.")
 app.command("plan", help="Size nodes, fabric, storage and power of a GPU cluster.")(plan.plan)
+app.command("validate", help="Check a running cluster layer by layer; exit 1 on any FAIL.")(
+    validate.validate
+)
+app.add_typer(doctor.app, name="doctor", help="Diagnose the cluster, a node or a job.")
 app.command(
     "demo", help="Run a real cluster on this machine (controller + 4 agents) with two teams' jobs."
 )(demo_live.demo_live)

@@ -64,7 +64,7 @@ def _last_why(job: JobOut, state: str) -> str:
 
 
 def state_findings(job: JobOut) -> list[Finding]:
-    t = job.id
+    t = f"job {job.id}"
     out: list[Finding] = []
     spec = job.spec
     if job.state == "PENDING":
@@ -165,7 +165,7 @@ def exit_findings(job: JobOut, text_found: set[str]) -> list[Finding]:
     m = _EXIT.search(why)
     code = int(m.group(1)) if m and m.group(1) else None
     sig = m.group(2) if m and m.group(2) else None
-    t = job.id
+    t = f"job {job.id}"
     mem = job.spec.get("memory_mib")
     mem_text = f"{mem / 1024:g} GiB" if isinstance(mem, int | float) else "its memory"
     if (
@@ -219,7 +219,7 @@ def analyse(job: JobOut, logs: dict[int, tuple[str, str]]) -> list[Finding]:
     out = state_findings(job)
     by_code: dict[str, tuple[Finding, list[int]]] = {}
     for rank, (stdout, stderr) in sorted(logs.items()):
-        for f in match(stdout + "\n" + stderr, target=f"{job.id} rank {rank}"):
+        for f in match(stdout + "\n" + stderr, target=f"job {job.id} rank {rank}"):
             if f.code in by_code:
                 by_code[f.code][1].append(rank)
             else:
@@ -232,7 +232,7 @@ def analyse(job: JobOut, logs: dict[int, tuple[str, str]]) -> list[Finding]:
                 f.cause,
                 f.next_step,
                 f.severity,
-                f"{job.id} ranks {', '.join(map(str, ranks))}",
+                f"job {job.id} ranks {', '.join(map(str, ranks))}",
                 f.code,
             )
         out.append(f)
@@ -249,7 +249,7 @@ def analyse(job: JobOut, logs: dict[int, tuple[str, str]]) -> list[Finding]:
                 "no known failure signature in the logs",
                 f"read the logs: gpufleet logs {job.id} --rank N --stderr",
                 Severity.ERROR,
-                job.id,
+                f"job {job.id}",
                 "unknown",
             )
         )
