@@ -1,0 +1,125 @@
+"""Fixtures for ``gpufleet validate`` and ``gpufleet doctor`` against real local clusters
+(``LocalCluster``: a controller process and agent processes on 127.0.0.1 with simulated GPUs).
+
+``probe_cluster``: three healthy 8-GPU nodes. ``faulty_cluster``: four nodes, each with one
+fault — node-1's GPU 3 falls off the bus (``--inject offbus@gpu3``), node-2 reports another
+driver (``GPUFLEET_SIM_DRIVER_VERSION``) and its probes read a clock 5 s fast (the probes'
+documented testing hook ``GPUFLEET_PROBE_TIME_OFFSET_S``), node-3 has 4 GPUs where the cluster
+spec (``faulty_spec``) says 8. Tests that use them are ``e2e``: select them with ``-m e2e``."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpufleet.ops.localcluster import LocalCluster
+
+FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}
+ODD_DRIVER = "535.104.05"
+CLOCK_OFFSET_S = 5.0
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What ``faulty_cluster`` injected (tests read it through the ``faults`` fixture: a test
+    module never imports a conftest, whose module name is not unique)."""
+
+    odd_driver: str = ODD_DRIVER
+    clock_offset_s: float = CLOCK_OFFSET_S
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "e2e: end-to-end tests with real controller and agent processes"
+    )
+
+
+def _dump(c: LocalCluster) -> None:
+    for log in sorted(c.data_dir.glob("*.log")):
+        print(f"----- {log.name} (tail)\n" + "\n".join(log.read_text().splitlines()[-40:]))
+
+
+@pytest.fixture(scope="session")
+def probe_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    c = LocalCluster(tmp_path_factory.mktemp("probe-cluster"), agents=3, **FAST)  # type: ignore[arg-type]
+    c.start()
+    failed = request.session.testsfailed
+    try:
+        yield c
+    finally:
+        if request.session.testsfailed != failed:
+            _dump(c)
+        c.stop()
+
+
+def _with_env(extra: dict[str, str]) -> dict[str, str | None]:
+    old = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    return old
+
+
+def _restore(old: dict[str, str | None]) -> None:
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def faults() -> Faults:
+    return Faults()
+
+
+@pytest.fixture(scope="session")
+def faulty_spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("spec") / "cluster.yaml"
+    rows = "".join(
+        f"  - {{name: node-{i}, gpus: 8, gpu_model: H100, cpu_cores: 64, memory_gib: 256}}\n"
+        for i in range(4)
+    )
+    path.write_text(f"name: faulty\nnodes:\n{rows}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def faulty_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    c = LocalCluster(tmp_path_factory.mktemp("faulty-cluster"), agents=4, **FAST)  # type: ignore[arg-type]
+    failed = request.session.testsfailed
+    try:
+        c.start_controller()
+        c.start_agent(0)
+        c.start_agent(1, "--inject", "offbus@gpu3")
+        old = _with_env(
+            {
+                "GPUFLEET_SIM_DRIVER_VERSION": ODD_DRIVER,
+                "GPUFLEET_PROBE_TIME_OFFSET_S": str(CLOCK_OFFSET_S),
+            }
+        )
+        try:
+            c.start_agent(2)  # its environment is read at its start; its tasks inherit it
+        finally:
+            _restore(old)
+        c.gpus = "4xH100"
+        c.start_agent(3)
+        c.wait_nodes(4)
+        with c.admin() as a:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:  # node-1's first health report has arrived
+                if any(n.name == "node-1" and n.state == "unhealthy" for n in a.nodes()):
+                    break
+                time.sleep(0.2)
+        yield c
+    finally:
+        if request.session.testsfailed != failed:
+            _dump(c)
+        c.stop()
