@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -151,20 +152,23 @@ def test_bundle_refuses_an_unknown_probe() -> None:
         bundle.command("python3", "nope")
 
 
-def test_network_probe_between_three_real_processes() -> None:
-    cmd = bundle.command(
-        sys.executable, "net", ["--mode", "pairs", "--mb", "8", "--seconds", "0.3"]
-    )
+def run_gang(world: int, args: list[str]) -> list[dict]:
+    cmd = bundle.command(sys.executable, "net", args)
     port = free_port()
     procs = []
-    for rank in range(3):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1")
+    for rank in range(world):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1")
         env["MASTER_PORT"] = str(port)
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
     results = []
     for p in procs:
         stdout, _ = p.communicate(timeout=60)
         results.append(next(r for r in map(common.parse_line, stdout.splitlines()) if r))
+    return results
+
+
+def test_network_probe_between_three_real_processes() -> None:
+    results = run_gang(3, ["--mode", "pairs", "--mb", "8", "--seconds", "0.3", "--iperf3", "never"])
     links = sorted((link["src"], link["dst"]) for r in results for link in r["links"])
     assert links == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]  # every ordered pair
     for r in results:
@@ -172,6 +176,22 @@ def test_network_probe_between_three_real_processes() -> None:
         for link in r["links"]:
             assert link["gbps"] > 0 and link["rtt_ms"] > 0 and link["tool"] == "builtin"
             assert link["route"]["src"] == "127.0.0.1"
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed here")
+def test_network_probe_uses_iperf3_where_every_rank_has_it() -> None:
+    results = run_gang(2, ["--mode", "ring", "--seconds", "1"])
+    for r in results:
+        (link,) = r["links"]
+        assert link["tool"] == "iperf3" and link["gbps"] > 0 and link["rtt_ms"] > 0, r
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed here")
+def test_storage_uses_fio_where_installed(tmp_path: Path) -> None:
+    res = storage.collect(str(tmp_path), shared=None, token="", rank=0, job="1", mb=8, seconds=1)
+    io = res["io"]
+    assert io["tool"] == "fio" and "error" not in io, res
+    assert io["write_mbps"] > 0 and io["read_mbps"] > 0 and io["rand_read_iops"] > 0
 
 
 # ----- the clock probe against a real server ----------------------------------------------

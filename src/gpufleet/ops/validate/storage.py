@@ -66,7 +66,12 @@ def io_checks(ctx: Context, node: str, st: dict[str, Any]) -> list[Check]:
         ("write_mbps", "write throughput", s.min_write_mbps, "MB/s"),
         ("read_mbps", "read throughput", s.min_read_mbps, "MB/s"),
         ("rand_read_iops", "4 KiB read IOPS", s.min_iops, "IOPS"),
-        ("small_file_iops", "small-file IOPS", s.min_iops, "IOPS"),
+        (
+            "small_file_iops",
+            "small-file IOPS" if tool == "builtin" else "4 KiB fsync-write IOPS",
+            s.min_iops,
+            "IOPS",
+        ),
     ):
         v = io.get(key)
         if v is None:
