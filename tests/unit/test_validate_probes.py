@@ -4,6 +4,7 @@ a real HTTP server (with the documented time-offset testing hook), the storage m
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -252,3 +253,61 @@ def test_marker_is_written_by_rank_0_and_hashed_by_every_rank(tmp_path: Path) ->
     assert "did not appear" in missing["error"]
     gone = storage.marker(str(tmp_path / "nope"), "tok", rank=1, job="7")
     assert "does not exist" in gone["error"]
+
+
+class FakeTensor:
+    def copy_(self, other: FakeTensor) -> FakeTensor:
+        return self
+
+
+class FakeTorch:
+    """Just enough of torch's API for the GPU benchmark, which no machine here can run."""
+
+    bfloat16, float16, float32 = "torch.bfloat16", "torch.float16", "torch.float32"
+
+    class cuda:  # torch.cuda
+        @staticmethod
+        def device(dev: object) -> contextlib.AbstractContextManager[None]:
+            return contextlib.nullcontext()
+
+        @staticmethod
+        def is_bf16_supported() -> bool:
+            return False
+
+        @staticmethod
+        def synchronize(dev: object = None) -> None:
+            pass
+
+        @staticmethod
+        def empty_cache() -> None:
+            pass
+
+        @staticmethod
+        def get_device_name(dev: object) -> str:
+            return "Tesla V100-SXM2-32GB"
+
+    @staticmethod
+    def device(name: str) -> str:
+        return name
+
+    @staticmethod
+    def randn(*shape: int, device: object, dtype: object) -> FakeTensor:
+        return FakeTensor()
+
+    @staticmethod
+    def empty(n: int, device: object, dtype: object) -> FakeTensor:
+        return FakeTensor()
+
+    @staticmethod
+    def empty_like(x: FakeTensor) -> FakeTensor:
+        return FakeTensor()
+
+    @staticmethod
+    def matmul(a: FakeTensor, b: FakeTensor) -> FakeTensor:
+        return FakeTensor()
+
+
+def test_the_gpu_benchmark_falls_back_to_fp16_without_bf16() -> None:
+    res = gpu._bench_device(FakeTorch(), 0, 0.01)
+    assert res["dtype"] == "float16" and res["index"] == 0
+    assert res["bf16_tflops"] > 0 and res["copy_gbs"] > 0 and res["name"].startswith("Tesla")

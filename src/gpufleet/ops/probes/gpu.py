@@ -249,8 +249,10 @@ def torch_info(run_checks: bool, seconds: float = 1.0) -> common.Result:
 def _bench_device(torch: Any, i: int, seconds: float) -> common.Result:
     dev = torch.device(f"cuda:{i}")
     n = 8192
-    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    with torch.cuda.device(dev):  # parts before Ampere have no bf16: the catalog quotes fp16
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
     torch.matmul(a, b)
     torch.cuda.synchronize(dev)
     iters, t0 = 0, time.perf_counter()
@@ -278,7 +280,8 @@ def _bench_device(torch: Any, i: int, seconds: float) -> common.Result:
     return {
         "index": i,
         "name": torch.cuda.get_device_name(dev),
-        "bf16_tflops": round(tflops, 1),
+        "bf16_tflops": round(tflops, 1),  # fp16 where the part has no bf16
+        "dtype": str(dtype).replace("torch.", ""),
         "copy_gbs": round(gbs, 1),
     }
 
