@@ -367,3 +367,32 @@ def test_reports_render_every_check(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "r.json").read_text())["counts"]["FAIL"] == 1
     rep.write(r, tmp_path / "r.html")
     assert (tmp_path / "r.html").read_text().startswith("<!doctype html>")
+
+
+def test_the_nodes_own_tools_against_what_its_agent_registered() -> None:
+    from gpufleet.ops.probes.gpu import parse_smi_csv
+    from gpufleet.ops.validate import device
+
+    smi_gpus = parse_smi_csv(
+        "0, GPU-0, H100, 81559, 0:18:00.0, 5, 16, 5, 16, Enabled, 550.90.07\n"
+        "1, GPU-1, H100, 81559, 0:2A:00.0, 5, 16, 5, 16, Disabled, 550.90.07\n"
+    )
+    res = {
+        "gpu": {
+            "driver": {"loaded": True, "version": "550.90.07"},
+            "smi": {"present": True, "gpus": smi_gpus},
+            "nvml": {"loaded": True, "driver_version": "550.90.07"},
+            "dev": [{"path": "/dev/nvidia0", "rw": False}],
+        }
+    }
+    n = node("a", 3)
+    rows = device.native_view(n, res)
+    seen = by(rows, "gpus seen on the node")
+    assert seen.status is Status.FAIL and seen.measured == "2 (nvidia-smi)"
+    assert by(rows, "device permissions").status is Status.FAIL
+    drv = by(rows, "driver version")  # the node's driver is not the one the agent registered
+    assert drv.status is Status.FAIL and "restart the agent" in drv.detail
+    ecc = device.ecc(ctx_for([n]), n, res)
+    assert ecc is not None and ecc.status is Status.FAIL and "GPU 1" in ecc.detail
+    sim = {"gpu": {"driver": {"loaded": False}, "smi": {"present": False}}}
+    assert [c.status for c in device.native_view(n, sim)] == [Status.SKIP]

@@ -311,3 +311,29 @@ def test_the_gpu_benchmark_falls_back_to_fp16_without_bf16() -> None:
     res = gpu._bench_device(FakeTorch(), 0, 0.01)
     assert res["dtype"] == "float16" and res["index"] == 0
     assert res["bf16_tflops"] > 0 and res["copy_gbs"] > 0 and res["name"].startswith("Tesla")
+
+
+def test_nvidia_smi_and_dcgmi_are_read_through_their_command_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stand-ins for nvidia-smi and dcgmi on PATH, answering as the real tools do."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f"  --query-gpu=*) cat <<'X'\n{SMI_CSV}X\n;;\n"
+        f"  nvlink) cat <<'X'\n{NVLINK}X\n;;\n"
+        "  *) echo '| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |';;\n"
+        "esac\n"
+    )
+    dcgmi = tmp_path / "dcgmi"
+    doc = {"tests": [{"name": "Memory", "results": [{"status": "Fail", "info": "GPU 2 DBE"}]}]}
+    dcgmi.write_text(f"#!/bin/sh\necho '{json.dumps(doc)}'\nexit 226\n")
+    for tool in (smi, dcgmi):
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    res = gpu.smi()
+    assert res["cuda_version"] == "12.4" and len(res["gpus"]) == 3
+    assert res["gpus"][1]["nvlink_active"] == 1 and res["gpus"][1]["nvlink_inactive"] == 1
+    d = gpu.dcgm(1)
+    assert d["ran"] and d["rc"] == 226 and d["failed"] == ["Memory: GPU 2 DBE"]
