@@ -114,3 +114,12 @@ def test_each_fault_fails_with_its_reason(
     # the healthy node passes what the others fail
     ok = {(c.name, c.target) for c in r.checks if c.status is Status.PASS}
     assert ("gpu count", "node-0") in ok and ("skew", "node-0") in ok
+
+
+def test_the_cli_exits_1_on_a_fail(faulty_cluster: LocalCluster, faulty_spec: Path) -> None:
+    c = faulty_cluster
+    code, stdout, _ = cli(
+        "--server", c.url, "--token", c.admin_token, "--layers", "device",
+        "--cluster", str(faulty_spec), "--python", sys.executable,
+    )  # fmt: skip
+    assert code == 1 and "FAILED:" in stdout and "GPU 3 missing" in stdout
