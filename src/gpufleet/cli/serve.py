@@ -33,6 +33,11 @@ def controller(
         7.0, help="agents stop their tasks past this without us (keep lease + 2 s < grace)"
     ),
     schedule_interval_s: float = typer.Option(5.0, help="schedule at least this often"),
+    prometheus: str = typer.Option(
+        "",
+        help="URL of the Prometheus that scrapes this controller (e.g. http://127.0.0.1:9090): "
+        "the dashboard shows its firing and pending alerts",
+    ),
 ) -> None:
     """Run the controller: REST API under /api/v1, scheduling, the store."""
     import uvicorn
@@ -42,6 +47,9 @@ def controller(
     from gpufleet.server.config import ServerConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if prometheus and not prometheus.startswith(("http://", "https://")):
+        typer.echo(f"error: --prometheus {prometheus}: give a URL (http://host:9090)", err=True)
+        raise typer.Exit(2)
     cfg = ServerConfig(
         data_dir=data_dir,
         db_url=db,
@@ -57,6 +65,7 @@ def controller(
         lease_s=lease_s,
         node_grace_s=node_grace_s,
         schedule_interval_s=schedule_interval_s,
+        prometheus_url=prometheus.rstrip("/"),
     )
     try:
         app = create_app(cfg)

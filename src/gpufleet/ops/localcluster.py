@@ -69,6 +69,7 @@ class LocalCluster:
     schedule_interval_s: float = 1.0
     cluster_spec: Path | None = None
     queues_file: Path | None = None
+    prometheus_url: str = ""  # the controller's --prometheus: the dashboard shows its alerts
     controller_args: list[str] = field(default_factory=list)
     port: int = 0
     controller: subprocess.Popen[bytes] | None = None
@@ -116,6 +117,8 @@ class LocalCluster:
             args += ["--cluster", str(self.cluster_spec)]
         if self.queues_file is not None:
             args += ["--queues", str(self.queues_file)]
+        if self.prometheus_url:
+            args += ["--prometheus", self.prometheus_url]
         log = (self.data_dir / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True

@@ -27,6 +27,7 @@ class ServerConfig:
     long_poll_s: float = 20.0
     grace_kill_s: float = 10.0  # SIGTERM → SIGKILL
     batch_max: int = 500  # submissions and events handled per loop turn
+    prometheus_url: str = ""  # the Prometheus whose alerts the dashboard shows (empty: none)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

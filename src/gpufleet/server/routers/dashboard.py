@@ -1,12 +1,15 @@
 """The web dashboard: ``/`` and its static files, and the read-only JSON its pages need that the
-rest of the API lacks: who the token is, the nodes × GPUs grid, and a node's GPU metrics over
-time (a ring per node, fed from heartbeats). Nothing here changes any state."""
+rest of the API lacks: who the token is, the nodes × GPUs grid, a node's GPU metrics over
+time (a ring per node, fed from heartbeats), and the alerts of the Prometheus that watches the
+controller (``--prometheus URL``). Nothing here changes any state."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from importlib.resources import files
 from typing import Any
 
+import httpx
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 
 from gpufleet.model.resources import MILLI
@@ -34,6 +37,10 @@ GPU_VALUES = {
     "fb_free": "DCGM_FI_DEV_FB_FREE",
     "xid": "DCGM_FI_DEV_XID_ERRORS",
 }
+
+PROMETHEUS_TIMEOUT_S = 2.0  # the page polls every few seconds: a slow Prometheus is "no answer"
+MAX_ALERTS = 200
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["dashboard"])
@@ -150,6 +157,95 @@ async def cluster(
     who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> dict[str, Any]:
     return cluster_view(svc, who)
+
+
+def _epoch(stamp: Any) -> float | None:
+    """Prometheus's RFC 3339 ``activeAt`` (nanoseconds, ``Z``) as seconds since the epoch."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
+
+
+def _strings(d: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
+
+
+def alerts_view(payload: Any, who: Principal) -> list[dict[str, Any]]:
+    """The firing and pending alerts of a Prometheus ``/api/v1/alerts`` answer, firing and
+    critical first. A user's token does not see alerts about another user's jobs."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    raw = data.get("alerts") if isinstance(data, dict) else None
+    if not isinstance(raw, list):
+        raise ValueError("the answer holds no list of alerts")
+    out = []
+    for a in raw:
+        if not isinstance(a, dict) or a.get("state") not in ("firing", "pending"):
+            continue
+        labels, notes = _strings(a.get("labels")), _strings(a.get("annotations"))
+        if who.role == "user" and labels.get("user", who.user) != who.user:
+            continue
+        out.append(
+            {
+                "name": labels.get("alertname", ""),
+                "state": a["state"],
+                "severity": labels.get("severity", ""),
+                "node": labels.get("Hostname") or labels.get("node") or "",
+                "gpu": labels.get("gpu", ""),
+                "summary": notes.get("summary", ""),
+                "description": notes.get("description", ""),
+                "labels": labels,
+                "active_at": a.get("activeAt") or "",
+                "since": _epoch(a.get("activeAt")),
+            }
+        )
+    out.sort(
+        key=lambda x: (
+            x["state"] != "firing",
+            SEVERITY_ORDER.get(x["severity"], 3),
+            x["name"],
+            x["node"],
+            int(x["gpu"]) if x["gpu"].isdigit() else -1,
+        )
+    )
+    return out
+
+
+async def fetch_alerts(url: str, who: Principal, timeout_s: float) -> dict[str, Any]:
+    """``{"configured", "alerts", "error"}``: never raises, whatever Prometheus does."""
+    if not url:
+        return {"configured": False, "alerts": [], "error": None}
+    out: dict[str, Any] = {"configured": True, "alerts": [], "error": None}
+    if who.role == "admin":
+        out["url"] = url
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            r = await client.get(url.rstrip("/") + "/api/v1/alerts")
+        if r.status_code != 200:
+            out["error"] = f"Prometheus answered {r.status_code}: {r.text[:200]}"
+            return out
+        alerts = alerts_view(r.json(), who)
+    except httpx.TimeoutException:
+        out["error"] = f"Prometheus did not answer within {timeout_s:g} s"
+    except httpx.HTTPError as e:
+        out["error"] = f"Prometheus did not answer: {type(e).__name__}: {e}"
+    except ValueError as e:  # not JSON, or not an alerts answer
+        out["error"] = f"Prometheus's answer is not its alerts API's: {e}"
+    else:
+        out["alerts"] = alerts[:MAX_ALERTS]
+        out["more"] = max(0, len(alerts) - MAX_ALERTS)
+    return out
+
+
+@api.get("/dashboard/alerts")
+async def alerts(request: Request, who: Principal = USERS) -> dict[str, Any]:
+    """The firing and pending alerts of the Prometheus given with ``--prometheus`` (name,
+    state, severity, node, GPU, summary, since); ``configured: false`` without one, and an
+    ``error`` saying why when it does not answer."""
+    url = request.app.state.config.prometheus_url
+    return await fetch_alerts(url, who, PROMETHEUS_TIMEOUT_S)
 
 
 @api.get("/nodes/{name}/history")
