@@ -248,19 +248,60 @@ const HEAT = {
 
 function clusterPage() {
   const summary = slot("summary");
+  const alerts = slot("alerts");
   const maps = slot("heatmaps");
   const nodes = slot();
   return {
-    el: page("Cluster", summary, maps, nodes),
+    el: page("Cluster", summary, alerts, maps, nodes),
     async refresh(current) {
-      const c = await api("/dashboard/cluster");
+      const [c, a] = await Promise.all([api("/dashboard/cluster"), alertsOf()]);
       if (!current()) return;
       app.skew = c.time - Date.now() / 1000;
       summary.replaceChildren(...summaryCards(c));
+      alerts.replaceChildren(...alertsSection(a, c.nodes));
       maps.replaceChildren(heatmap(c, HEAT.util), heatmap(c, HEAT.temp));
       nodes.replaceChildren(nodesTable(c.nodes));
     },
   };
+}
+
+/** Prometheus's alerts as the controller relays them; a failure here is the alerts' own. */
+async function alertsOf() {
+  try {
+    return await api("/dashboard/alerts");
+  } catch (e) {
+    if (e instanceof Unauthorized) throw e;
+    return { configured: true, alerts: [], error: e.message };
+  }
+}
+
+/** The firing and pending alerts as a table; nothing when none, a note when they are unknown. */
+function alertsSection(a, nodes) {
+  if (!a.configured) {
+    return [h("p", { class: "alerts-note muted" }, "Alerts: no Prometheus is configured " +
+      "(start the controller with --prometheus URL to see its alerts here).")];
+  }
+  if (a.error) return [h("p", { class: "alerts-note warn" }, `Alerts unknown: ${a.error}`)];
+  if (!a.alerts.length) return [];
+  const known = new Set(nodes.map((n) => n.name));
+  const rows = a.alerts.map((x) => {
+    const row = tr(h("td", { class: "strong" }, x.name), badge(x.state),
+      x.severity ? badge(x.severity) : "–",
+      x.node ? (known.has(x.node) ? nodeLink(x.node) : x.node) : "–", x.gpu || "–",
+      h("td", { class: "why", title: x.description }, x.summary),
+      h("td", { title: x.active_at }, x.since ? `${clock(x.since)} (${ago(x.since)})` : "–"));
+    row.dataset.alert = x.name;
+    row.dataset.state = x.state;
+    if (x.node) row.dataset.node = x.node;
+    return row;
+  });
+  const firing = a.alerts.filter((x) => x.state === "firing").length;
+  const title = `Alerts: ${firing} firing, ${a.alerts.length - firing} pending` +
+    (a.more ? ` (and ${a.more} more)` : "");
+  const box = section(title, table(["Alert", "State", "Severity", "Node", "GPU", "Summary",
+    "Since"], rows));
+  box.classList.add("alerts-box", firing ? "firing" : "pending");
+  return [box];
 }
 
 function summaryCards(c) {
