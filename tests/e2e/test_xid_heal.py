@@ -2,26 +2,35 @@
 agents with simulated 8-GPU nodes on 127.0.0.1, heartbeat 1 s): XID 79 injected into GPU 0 of a
 node that runs a 2-node gang → within two heartbeat intervals of the XID the node is drained,
 the gang restarts on healthy nodes without using a retry, and — where Debian's ``prometheus`` is
-installed — the alert fires in a real Prometheus scraping the controller. Then the agent is
-restarted on a reset GPU, passes its checks, and the node returns to service by itself.
+installed — the alert fires in a real Prometheus scraping the controller (started first, so
+that the controller runs with ``--prometheus`` from the start). Then — where Playwright and
+Debian's ``chromium`` are installed — the dashboard in a headless Chromium shows all three: node-0
+unhealthy with its XID and GPU 0 marked, the GpuCriticalXid alert firing for it, and the job page
+the gang's NODE_LOST → PENDING → RUNNING on other nodes (screenshots printed, copied under
+``$GPUFLEET_SCREENSHOTS`` when set). Then the agent is restarted on a reset GPU, passes its
+checks, and the node returns to service by itself. The test skips, naming what it could not
+check, when prometheus, playwright or chromium is missing (after checking the rest).
 
 The XID's instant is the agent's start (its first log line, the simulated GPUs' clock zero) plus
 the injection's offset; the drain's is the controller's own node event time."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
+from gpufleet.api.schemas import JobOut
 from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME
-from gpufleet.ops.localcluster import LocalCluster
+from gpufleet.ops.localcluster import LocalCluster, free_port
 from gpufleet.server.store import Store
 
 pytestmark = pytest.mark.e2e
@@ -29,6 +38,26 @@ pytestmark = pytest.mark.e2e
 HEARTBEAT_S = 1.0
 XID_AT_S = 25  # after the faulty agent starts: time enough for the gang to be running
 T = TypeVar("T")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [  # as in test_dashboard_browser.py
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",  # a container's /dev/shm is small
+]
+
+
+def browser_missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[dev]')"
+    if not Path(CHROMIUM).exists():
+        return "Debian's chromium is not installed (apt-get install -y chromium)"
+    return None
 
 
 def wait_for(what: str, check: Callable[[], T], timeout_s: float, every_s: float = 0.1) -> T:
@@ -73,6 +102,31 @@ def test_xid79_drains_the_node_restarts_the_gang_fires_the_alert_and_heals(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     c = cluster
+    not_checked: list[str] = []
+    prom = None
+    if shutil.which("prometheus"):
+        from gpufleet.monitoring.local import LocalPrometheus
+
+        # Prometheus first, on the controller's port-to-be: the controller knows its URL from
+        # the start, and scrapes that fail until it listens are harmless
+        c.port = free_port()
+        prom = LocalPrometheus(tmp_path / "prom", f"127.0.0.1:{c.port}", interval_s=1.0)
+        c.prometheus_url = prom.url
+    else:
+        not_checked.append("the alert (prometheus is not installed: apt-get install prometheus)")
+    no_browser = browser_missing()
+    if no_browser:
+        not_checked.append(f"the dashboard ({no_browser})")
+    try:
+        _scenario(c, prom, tmp_path, None if no_browser else tmp_path / "screenshots")
+    finally:
+        if prom is not None:
+            prom.stop()
+    if not_checked:
+        pytest.skip("drain, restart and healing checked; not checked: " + "; ".join(not_checked))
+
+
+def _scenario(c: LocalCluster, prom: Any, tmp_path: Path, shots: Path | None) -> None:
     c.start_controller()
     # the faulty node and one more first, so that the gang lands on both
     c.start_agent(0, "--inject", f"xid79@gpu0:{XID_AT_S}s")
@@ -88,90 +142,169 @@ def test_xid79_drains_the_node_restarts_the_gang_fires_the_alert_and_heals(
     c.start_agent(3)
     c.wait_nodes(4)
 
-    prom = None
-    if shutil.which("prometheus"):
-        from gpufleet.monitoring.local import LocalPrometheus
+    if prom is not None:
+        wait_for("prometheus scraping the controller", prom.targets_up, 60)
+    xid_at = agent_start(c.data_dir / "node-0.log", "node-0") + XID_AT_S
+    assert time.time() < xid_at, "the gang took longer to start than the XID waits"
 
-        prom = LocalPrometheus(tmp_path / "prom", f"127.0.0.1:{c.port}", interval_s=1.0)
+    # drained within two heartbeat intervals of the XID
+    store = Store.open(f"sqlite:///{c.data_dir / 'controller' / 'gpufleet.db'}")
     try:
+        drained = wait_for(
+            "node-0 drained",
+            lambda: [
+                e
+                for e in store.node_events("node-0", limit=None)
+                if e.what == "drained" and e.why.startswith(HEALTH_DRAIN)
+            ],
+            XID_AT_S + 30,
+        )[0]
+        assert "XID 79" in drained.why
+        assert drained.time - xid_at <= 2 * HEARTBEAT_S, (drained.time - xid_at, drained)
+        with c.admin() as admin:
+            node0 = next(n for n in admin.nodes() if n.name == "node-0")
+        assert node0.state == "unhealthy" and "XID 79" in node0.why
+
+        # the gang restarts on healthy nodes, its retries untouched
+        again = wait_for(
+            "the gang running again",
+            lambda: (j := alice.job(job)).state == "RUNNING" and j.attempt == 2 and j,
+            60,
+        )
+        assert "node-0" not in {p.node for p in again.placement}
+        assert again.retries_used == 0
+        moves = [e.state for e in alice.job(job).events if e.attempt == 1]
+        assert moves[-2:] == ["NODE_LOST", "PENDING"]
+
+        # the alert fires in a real Prometheus
         if prom is not None:
-            wait_for("prometheus scraping the controller", prom.targets_up, 60)
-        xid_at = agent_start(c.data_dir / "node-0.log", "node-0") + XID_AT_S
-        assert time.time() < xid_at, "the gang took longer to start than the XID waits"
-
-        # drained within two heartbeat intervals of the XID
-        store = Store.open(f"sqlite:///{c.data_dir / 'controller' / 'gpufleet.db'}")
-        try:
-            drained = wait_for(
-                "node-0 drained",
-                lambda: [
-                    e
-                    for e in store.node_events("node-0", limit=None)
-                    if e.what == "drained" and e.why.startswith(HEALTH_DRAIN)
-                ],
-                XID_AT_S + 30,
-            )[0]
-            assert "XID 79" in drained.why
-            assert drained.time - xid_at <= 2 * HEARTBEAT_S, (drained.time - xid_at, drained)
-            with c.admin() as admin:
-                node0 = next(n for n in admin.nodes() if n.name == "node-0")
-            assert node0.state == "unhealthy" and "XID 79" in node0.why
-
-            # the gang restarts on healthy nodes, its retries untouched
-            again = wait_for(
-                "the gang running again",
-                lambda: (j := alice.job(job)).state == "RUNNING" and j.attempt == 2 and j,
+            firing = wait_for(
+                "GpuCriticalXid firing",
+                lambda: (f := prom.firing()).get("GpuCriticalXid") and f,
                 60,
             )
-            assert "node-0" not in {p.node for p in again.placement}
-            assert again.retries_used == 0
-            moves = [e.state for e in alice.job(job).events if e.attempt == 1]
-            assert moves[-2:] == ["NODE_LOST", "PENDING"]
+            (xid,) = firing["GpuCriticalXid"]
+            assert (xid["Hostname"], xid["gpu"], xid["xid"]) == ("node-0", "0", "79")
+            wait_for(
+                "NodeDrainedByHealthCheck firing",
+                lambda: (
+                    [a["node"] for a in prom.firing().get("NodeDrainedByHealthCheck", [])]
+                    == ["node-0"]
+                ),
+                30,
+            )
 
-            # the alert fires in a real Prometheus
-            if prom is not None:
-                firing = wait_for(
-                    "GpuCriticalXid firing",
-                    lambda: (f := prom.firing()).get("GpuCriticalXid") and f,
-                    60,
-                )
-                (xid,) = firing["GpuCriticalXid"]
-                assert (xid["Hostname"], xid["gpu"], xid["xid"]) == ("node-0", "0", "79")
-                wait_for(
-                    "NodeDrainedByHealthCheck firing",
-                    lambda: (
-                        [a["node"] for a in prom.firing().get("NodeDrainedByHealthCheck", [])]
-                        == ["node-0"]
-                    ),
-                    30,
-                )
+        # the dashboard shows all three
+        if shots is not None:
+            see_it_on_the_dashboard(c, again, shots, alert=prom is not None)
 
-            # the GPU is reset and the agent restarted: it passes its checks, and the node
-            # returns to service by itself
-            c.kill_agent("node-0", signal.SIGTERM)
-            c.agent_procs["node-0"].proc.wait(timeout=30)
-            c.start_agent(0)
+        # the GPU is reset and the agent restarted: it passes its checks, and the node
+        # returns to service by itself
+        c.kill_agent("node-0", signal.SIGTERM)
+        c.agent_procs["node-0"].proc.wait(timeout=30)
+        c.start_agent(0)
 
-            def back() -> bool:
-                with c.admin() as admin:
-                    n = next(n for n in admin.nodes() if n.name == "node-0")
-                return n.state == "idle"
-
-            wait_for("node-0 back in service", back, 60)
-            last = store.node_events("node-0", limit=None)[-1]
-            assert last.what == "resumed" and last.why in (HEALTH_RESUME, "registered again")
+        def back() -> bool:
             with c.admin() as admin:
-                audit = [(a.actor, a.action) for a in admin.audit(500) if a.target == "node-0"]
-            assert ("system:controller", "node.unhealthy") in audit
-            assert ("system:controller", "node.drained") in audit
-            if prom is not None:
-                wait_for(
-                    "the health alert resolved",
-                    lambda: "NodeDrainedByHealthCheck" not in prom.firing(),
-                    30,
-                )
-        finally:
-            store.close()
-    finally:
+                n = next(n for n in admin.nodes() if n.name == "node-0")
+            return n.state == "idle"
+
+        wait_for("node-0 back in service", back, 60)
+        last = store.node_events("node-0", limit=None)[-1]
+        assert last.what == "resumed" and last.why in (HEALTH_RESUME, "registered again")
+        with c.admin() as admin:
+            audit = [(a.actor, a.action) for a in admin.audit(500) if a.target == "node-0"]
+        assert ("system:controller", "node.unhealthy") in audit
+        assert ("system:controller", "node.drained") in audit
         if prom is not None:
-            prom.stop()
+            wait_for(
+                "the health alert resolved",
+                lambda: "NodeDrainedByHealthCheck" not in prom.firing(),
+                30,
+            )
+    finally:
+        store.close()
+
+
+def see_it_on_the_dashboard(c: LocalCluster, job: JobOut, shots: Path, *, alert: bool) -> None:
+    """The admin's dashboard in headless Chromium: the cluster page (node-0 unhealthy with its
+    XID, its GPU 0 marked, the alerts firing for it), node-0's page (its drain among its
+    events), and the job's page (attempt 1 NODE_LOST → PENDING, attempt 2 RUNNING elsewhere)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    shots.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+
+    def shoot(pg: Any, name: str) -> None:
+        for suffix, full in (("", False), ("-full", True)):
+            path = shots / f"xid-{name}{suffix}.png"
+            pg.screenshot(path=str(path), full_page=full)
+            print(f"screenshot: {path}")
+            keep = os.environ.get("GPUFLEET_SCREENSHOTS")
+            if keep:
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, Path(keep) / path.name)
+
+    def card(pg: Any, title: str) -> Any:
+        return pg.locator("section.card", has=pg.locator("h2", has_text=re.compile(title)))
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            pg = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.set_default_timeout(20_000)  # the page polls every 3 s
+            pg.goto(c.url + "/")
+            pg.fill("#token", c.admin_token)
+            pg.click("#login button[type=submit]")
+            pg.locator("#login").wait_for(state="hidden")
+
+            # the cluster: node-0 unhealthy for its XID, GPU 0 (only) marked in the heat map
+            node0 = card(pg, "^Nodes$").locator("tr", has=pg.locator("a[href='#/nodes/node-0']"))
+            expect(node0.locator(".badge")).to_have_text("unhealthy")
+            expect(node0.locator("td.why")).to_contain_text("XID 79")
+            bad = pg.locator(".heat[data-metric=util] .cell.bad")
+            expect(bad).to_have_count(1)
+            assert (bad.get_attribute("title") or "").startswith("node-0 GPU 0:")
+            # the alerts, as the real Prometheus has them
+            if alert:
+                xid = pg.locator("tr[data-alert=GpuCriticalXid][data-node=node-0]")
+                expect(xid).to_have_attribute("data-state", "firing")
+                expect(xid).to_contain_text("critical")
+                expect(xid.locator("td").nth(4)).to_have_text("0")  # the GPU column
+                expect(xid).to_contain_text("reported XID 79")
+                drained = pg.locator("tr[data-alert=NodeDrainedByHealthCheck][data-node=node-0]")
+                expect(drained).to_have_attribute("data-state", "firing")
+                expect(card(pg, "^Alerts: ")).to_contain_text("firing")
+            else:
+                expect(pg.locator(".alerts-note")).to_contain_text("no Prometheus is configured")
+            shoot(pg, "1-cluster")
+
+            # node-0's own page: drained by its health check, for the XID
+            pg.goto(f"{c.url}/#/nodes/node-0")
+            expect(card(pg, "^Node events$").locator("tr", has_text="drained")).to_contain_text(
+                "XID 79"
+            )
+            shoot(pg, "2-node")
+
+            # the job: NODE_LOST and requeued in attempt 1, running on other nodes in attempt 2
+            pg.goto(f"{c.url}/#/jobs/{job.id}")
+            details = card(pg, "^Details$")
+            expect(details.locator("dd").first).to_have_text("RUNNING")
+            expect(details).to_contain_text("2 (0 retries used)")
+            events = card(pg, "^Events$").locator("tbody tr")
+            expect(events.filter(has_text="NODE_LOST")).to_have_count(1)
+            seen = events.evaluate_all(
+                "rs => rs.reverse().map(r => [r.cells[1].textContent, r.cells[2].textContent])"
+            )  # oldest first
+            lost = seen.index(["1", "NODE_LOST"])
+            assert seen[lost + 1] == ["1", "PENDING"], seen
+            assert ["2", "RUNNING"] in seen[lost + 2 :], seen
+            placement = card(pg, "^Placement$")
+            for n in sorted({pl.node for pl in job.placement}):
+                expect(placement.locator(f"a[href='#/nodes/{n}']")).to_be_visible()
+            expect(placement.locator("a[href='#/nodes/node-0']")).to_have_count(0)
+            shoot(pg, "3-job")
+        finally:
+            browser.close()
+    assert not errors, f"the page raised: {errors}"
