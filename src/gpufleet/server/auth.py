@@ -48,7 +48,8 @@ class TokenCache:
         self._cache.clear()
 
 
-def principal(request: Request) -> Principal:
+async def principal(request: Request) -> Principal:
+    """async: no thread-pool hop per request (routers/deps.py)."""
     header = request.headers.get("authorization", "")
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret:
@@ -58,14 +59,14 @@ def principal(request: Request) -> Principal:
             "(an admin creates one with 'gpufleet token create')",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    p = request.app.state.tokens.verify(secret.strip())
+    p: Principal | None = request.app.state.tokens.verify(secret.strip())
     if p is None:
         raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
     return p
 
 
 def require(*roles: str) -> Any:
-    def check(p: Principal = Depends(principal)) -> Principal:
+    async def check(p: Principal = Depends(principal)) -> Principal:
         if p.role not in roles:
             raise HTTPException(
                 403, f"{_a(p.role)} {p.role} token may not do this (needs: {', '.join(roles)})"

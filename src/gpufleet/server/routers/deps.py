@@ -1,4 +1,8 @@
-"""What routers get from the application: the service, the store, the clock."""
+"""What routers get from the application: the service, the store, the clock.
+
+Dependencies are ``async def`` (auth.py's too): FastAPI runs a plain ``def`` dependency in its
+thread pool, and four thread hops per submission held the service's batches to ~8 jobs and the
+API to half its rate (BENCHMARKS.md, "Live cluster")."""
 
 from __future__ import annotations
 
@@ -9,10 +13,10 @@ from fastapi import Request
 from gpufleet.server.service import ControllerService
 
 
-def service(request: Request) -> ControllerService:
+async def service(request: Request) -> ControllerService:
     svc: ControllerService = request.app.state.service
     return svc
 
 
-def store(request: Request) -> Any:
+async def store(request: Request) -> Any:
     return request.app.state.store
