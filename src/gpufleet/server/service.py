@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import heapq
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,13 @@ from gpufleet.server.store import (
 )
 
 log = logging.getLogger("gpufleet.controller")
+
+# A scheduling pass that took at least this long (s) is not repeated for a mere change until as
+# long again has passed, so the loop spends at most half its time scheduling: with thousands of
+# jobs pending a pass costs tens of ms to seconds, and one per turn would starve the turns that
+# accept the submissions (BENCHMARKS.md, "Live cluster"). The interval's tick always schedules;
+# a cheaper pass (an idle or small cluster) is repeated at once, as every turn did before.
+SLOW_PASS_S = 0.010
 
 
 class RequestError(Exception):
@@ -121,6 +129,7 @@ class ControllerService:
         self._timer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._schedule_at = 0.0  # time.monotonic() from which a change is scheduled again
         self._history = False  # the store held jobs when we started (see _finished_before_start)
         self.turns = 0
         self.on_turn: Callable[[], None] | None = None  # tests: observe a finished turn
@@ -202,6 +211,8 @@ class ControllerService:
         while not self._stopping:
             now = self.clock.now()
             deadline = min(next_tick, self._timers[0][0] if self._timers else next_tick)
+            if self.ctrl.dirty:  # a change held back after a slow pass (SLOW_PASS_S)
+                deadline = min(deadline, now + max(0.0, self._schedule_at - time.monotonic()))
             if not self._inbox and deadline > now:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
@@ -277,7 +288,11 @@ class ControllerService:
         cmds += self._due_timers(now)
         if tick:
             self.ctrl.dirty = True
-        cmds += self.ctrl.handle(now)
+        if tick or time.monotonic() >= self._schedule_at:
+            t0 = time.monotonic()
+            cmds += self.ctrl.handle(now)
+            took = time.monotonic() - t0
+            self._schedule_at = t0 + 2 * took if took >= SLOW_PASS_S else 0.0
         # 3. commit the transitions before anything is sent
         transitions = [c for c in cmds if isinstance(c, Transition)]
         node_events = [c for c in cmds if isinstance(c, NodeEvent)]
