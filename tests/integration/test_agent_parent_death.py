@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -37,6 +38,10 @@ def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path) -> None:
         pid = int(json.loads((tmp_path / "7" / "1" / "rank0.pid").read_text())["pid"])
         task = psutil.Process(pid)
         assert task.is_running()
+        # setpriv arms the signal, then execs the command: kill only once that has happened
+        deadline = time.monotonic() + 10
+        while "setpriv" in " ".join(task.cmdline()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.kill(agent.pid, signal.SIGKILL)
         agent.wait(timeout=10)
         # the kernel delivers SIGKILL to the orphaned task; wait for it to be gone (bounded)

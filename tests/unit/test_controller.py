@@ -256,12 +256,6 @@ def test_a_new_node_registering_adds_capacity() -> None:
     assert [p.node for p in h.launch("b").allocation] == ["n09"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NodeUp for a known node that is not lost but whose spec changed (a label, memory) "
-    "replaces its runtime with an empty one: the jobs still RUNNING there keep their ranks "
-    "and their GPUs are handed out again",
-)
 def test_a_node_re_registering_with_a_new_spec_never_double_books_its_gpus() -> None:
     h = Harness(cluster_spec(1, 8))
     h.submit(0.0, "a", gpus=8)
@@ -486,13 +480,6 @@ def rounds(h: Harness, out: list, t: float, n: int = 4) -> None:
         t += 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reclaim thrashes: the preempted borrower is requeued with its old submit time, "
-    "comes first in FIFO order, borrows the lender's still-idle quota again and takes the "
-    "freed GPUs; the lender preempts again, forever (borrowers should not go before a "
-    "lender's within-nominal job, as in Kueue)",
-)
 def test_reclaim_gives_the_lender_its_gpus() -> None:
     qs = [queue("a", 8, cohort="c"), queue("b", 8, cohort="c")]
     h = Harness(cluster_spec(2, 8, queues=qs), profile={"preempt": ("reclaim",)})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from builders import cluster, cycle, job, queue, running, snapshot, start_of
 
 from gpufleet.model.reason import ReasonCode
@@ -172,11 +171,6 @@ def test_admit_none_admits_everything() -> None:
     assert start_of(res, "j") is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a job over its queue's CPU (or memory) ceiling is called NeverSchedulable with a "
-    "message about GPUs only: 'needs 1 GPUs but queue a can never hold more than 16'",
-)
 def test_never_schedulable_by_cpu_quota_names_the_cpus() -> None:
     res = cycle(cluster(2, 8), [job("j", cpus=20, queue="a")], queues=[queue("a", 16, cpus=10)])
     r = res.reasons["j"]

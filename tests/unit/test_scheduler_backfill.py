@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from builders import cluster, cycle, job, node, queue, running, start_of
 
 from gpufleet.model.reason import ReasonCode
@@ -136,11 +135,6 @@ def test_easy_a_long_fractional_job_leaves_reserved_devices_alone() -> None:
     assert start_of(res, "frac") is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the reservation fences whole GPUs only: a long backfilled job may take the CPUs "
-    "(or memory) of the reserved node, so the head cannot start at its reserved time",
-)
 def test_easy_a_long_job_does_not_take_the_cpus_the_head_needs() -> None:
     nodes = [node("n00", cpus=112)]
     busy = [running("r0", ("n00", range(6)), limit=100.0)]

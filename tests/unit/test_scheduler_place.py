@@ -215,11 +215,6 @@ def test_fractional_gpus_share_a_device_up_to_1000_milli(place: str) -> None:
     assert start_of(res, "f6") is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bestfit takes the first partly used node that fits a fraction (index order), "
-    "not the node whose device it fills most tightly; only the device within a node is best fit",
-)
 def test_bestfit_fractional_goes_to_the_tightest_partly_used_device() -> None:
     nodes = [node("n00", gpus=2), node("n01", gpus=2)]
     busy = [

@@ -3,7 +3,6 @@ numbers of the message and data; every pending job gets a Reason."""
 
 from __future__ import annotations
 
-import pytest
 from builders import cluster, cycle, job, node, queue, running
 
 from gpufleet.model.reason import Reason, ReasonCode
@@ -76,11 +75,6 @@ def test_topology_pod() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="for a pod-level gang the TOPOLOGY data's best_domain_workers is the best *leaf*'s "
-    "count (1 here), not the best pod's (2)",
-)
 def test_topology_pod_best_domain_counts_the_pod() -> None:
     nodes = cluster(8, 8, leaves=4, pods=2)
     busy = [running(f"r{i}", (f"n{i:02d}", range(8))) for i in (1, 3, 5, 7)]
@@ -164,7 +158,7 @@ def test_never_schedulable_beyond_the_queue_ceiling() -> None:
     res = cycle(cluster(8, 8), [job("j", gpus=8, workers=4, queue="a")], queues=qs)
     r = reason_of(res, "j", ReasonCode.NEVER)
     assert r.message == (
-        "needs 32 GPUs but queue a can never hold more than 24 "
+        "needs 32 GPUs but queue a can never hold more than 24 GPUs "
         "(its quota 8 plus all its cohort c could lend)"
     )
 

@@ -333,6 +333,32 @@ class Controller:
             old.healthy = ev.healthy
             old.datasets = ev.datasets
             old.changed()
+        elif old is not None and not old.lost:
+            # the same node, described anew (a label, its memory): what runs there keeps its
+            # devices; ranks on devices the node no longer has are gone
+            new = NodeRuntime.of(ev.spec, ev.healthy, ev.datasets)
+            new.drained, new.why = old.drained, old.why
+            new.health_drained = old.health_drained
+            self.nodes[ev.spec.name] = new
+            for rec in self._jobs_on(ev.spec.name):
+                lost = False
+                for r, p in enumerate(rec.allocation):
+                    if p.node != ev.spec.name or r in rec.exited:
+                        continue
+                    if all(d < ev.spec.gpus for d in p.gpus):
+                        self._take(p)
+                    else:
+                        rec.exited[r] = -1
+                        lost = True
+                if lost:
+                    self._stop(
+                        rec,
+                        S.NODE_LOST,
+                        f"node {ev.spec.name} no longer has the devices of a rank",
+                        out,
+                    )
+                    if not rec.live_ranks():
+                        self._attempt_over(rec, now, out)
         else:
             # a new node, or one that comes back: it has stopped all its tasks (fencing)
             self.nodes[ev.spec.name] = NodeRuntime.of(ev.spec, ev.healthy, ev.datasets)
@@ -429,10 +455,15 @@ class Controller:
             victim = self.jobs[pre.job_id]
             if victim.job.state in (S.STARTING, S.RUNNING) and victim.ending is None:
                 self._stop(victim, S.PREEMPTED, pre.reason, out, reason_kill="preempted")
+            preemptor = self.jobs.get(pre.for_job)
+            if preemptor is not None and not preemptor.nominated:
+                preemptor.nominated = True  # the room being made is its: next cycles go first
+                self._requeue_view(preemptor)
 
     def _start(self, st: Start, now: float, out: list[Command]) -> None:
         rec = self.jobs[st.job_id]
         self._dequeue(rec)
+        rec.nominated = False
         j = rec.job
         j.attempt += 1
         j.start_time = now

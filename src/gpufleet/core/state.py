@@ -92,6 +92,7 @@ class JobRecord:
     depends_on: tuple[tuple[str, str], ...] = ()
     oracle_duration_s: float | None = None
     failure: str = ""
+    nominated: bool = False  # victims were preempted for it: it goes first until it starts
 
     @property
     def id(self) -> str:
@@ -111,6 +112,7 @@ class JobRecord:
             j.eligible_time,
             waiting_for,
             self.oracle_duration_s,
+            self.nominated,
         )
 
     def running_view(self) -> RunningJob:

@@ -6,7 +6,7 @@ give the same decisions.
 
 from __future__ import annotations
 
-from itertools import groupby
+from itertools import chain, groupby
 from random import Random
 
 from gpufleet.model.allocation import Allocation
@@ -86,8 +86,35 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         else:
             eligible.append(p)
 
-    # 1. order
-    for job in profile.order.order(eligible, snap, usage):
+    def place(job: PendingJob, adm: Admission) -> bool:
+        """Steps 3 and 4 for one admitted job: start it, or leave it unplaced."""
+        limit = job.spec.time_limit_s
+        long = res.reservation is not None and (
+            limit is None or snap.now + limit > res.reservation.start_time
+        )
+        ws.fence = long  # long jobs keep off the head's reserved devices, CPUs and memory
+        key = _shape_key(job, long)
+        alloc = None
+        if key not in failed_shapes:
+            alloc, _ = place_gang(job.spec, ws, profile.place, rng)
+            if alloc is None:
+                failed_shapes.add(key)
+        ws.fence = False
+        if alloc is None:
+            return False
+        res.starts.append(Start(job.id, alloc, adm.borrowing))
+        usage.add(job.spec.queue, job.spec.total_resources)
+        started.append((job, alloc))
+        return True
+
+    # 1. order: jobs nominated by an earlier preemption first (the room was made for them)
+    nominated = [p for p in eligible if p.nominated]
+    rest = (p for p in profile.order.order(eligible, snap, usage) if not p.nominated)
+    # Jobs that could start only by borrowing wait until every job that fits its own quota had
+    # its turn (as in Kueue): else a reclaimed borrower, requeued ahead in order, would take
+    # back the very GPUs its lender just had freed, over and over.
+    borrowers: list[PendingJob] = []
+    for job in chain(nominated, rest):
         if profile.max_depth and len(examined) >= profile.max_depth:
             break
         if head is not None and whole_only and ws.free_full == 0:
@@ -104,24 +131,12 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         if head is not None and not profile.backfill.backfills:
             res.reasons[job.id] = explain.held(job, head)
             break  # strict order: nothing passes the blocked head
+        if adm.borrowing:
+            borrowers.append(job)
+            continue
 
-        # 3. place (4. backfill: long jobs keep off the head's reserved devices)
-        limit = job.spec.time_limit_s
-        long = res.reservation is not None and (
-            limit is None or snap.now + limit > res.reservation.start_time
-        )
-        ws.fence = long
-        key = _shape_key(job, long)
-        alloc = None
-        if key not in failed_shapes:
-            alloc, _ = place_gang(job.spec, ws, profile.place, rng)
-            if alloc is None:
-                failed_shapes.add(key)
-        ws.fence = False
-        if alloc is not None:
-            res.starts.append(Start(job.id, alloc, adm.borrowing))
-            usage.add(job.spec.queue, job.spec.total_resources)
-            started.append((job, alloc))
+        # 3. place (4. backfill)
+        if place(job, adm):
             continue
 
         # 5. preempt
@@ -143,6 +158,18 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             head = job
             if profile.backfill.reserves:
                 res.reservation = _reserve(job, ws, snap, started, profile, rng)
+
+    # 3'. the borrowers, in order, with what is left
+    for job in borrowers:
+        adm = profile.admit.admit(job, usage)  # the cohort's idle quota may be gone by now
+        if not adm.status.ok:
+            quota_blocked[job.id] = adm
+            if adm.status.reason is not None:
+                res.reasons[job.id] = adm.status.reason
+        elif head is not None and not profile.backfill.backfills:
+            res.reasons[job.id] = explain.held(job, head)
+        elif not place(job, adm):
+            unplaced.append(job)
 
     res.examined = len(examined)
     # 6. explain
@@ -177,19 +204,30 @@ def _reserve(
             _release(sim, alloc)
         if req.whole and sim.free_gpus(req) < need:
             continue
-        before = list(sim.full)
+        before = (list(sim.full), list(sim.cpu), list(sim.mem))
         found, _ = place_gang(job.spec, sim, profile.place, rng)
         tries += 1
         if found is not None:
-            per_node: dict[int, int] = {}
+            # what must stay free *now* on each node = what the head takes there at t less
+            # what running jobs free there by t
+            need_at: dict[int, list[int]] = {}
             for placement in found:
                 i = sim.by_name[placement.node]
-                per_node[i] = per_node.get(i, 0) + len(placement.gpus)
-            for i, n in per_node.items():
-                freed = before[i] - ws.full[i]
-                keep = n - max(0, freed)
-                if keep > 0:
-                    ws.reserved[i] = ws.reserved.get(i, 0) + keep
+                acc = need_at.setdefault(i, [0, 0, 0])
+                acc[0] += len(placement.gpus) if placement.gpu_milli >= MILLI else 0
+                acc[1] += placement.cpu_milli
+                acc[2] += placement.memory_mib
+            full_t, cpu_t, mem_t = before
+            for i, (gpus, cpu, mem) in need_at.items():
+                keep_gpus = gpus - max(0, full_t[i] - ws.full[i])
+                keep_cpu = cpu - max(0, cpu_t[i] - ws.cpu[i])
+                keep_mem = mem - max(0, mem_t[i] - ws.mem[i])
+                if keep_gpus > 0:
+                    ws.reserved[i] = ws.reserved.get(i, 0) + keep_gpus
+                if keep_cpu > 0:
+                    ws.reserved_cpu[i] = ws.reserved_cpu.get(i, 0) + keep_cpu
+                if keep_mem > 0:
+                    ws.reserved_mem[i] = ws.reserved_mem.get(i, 0) + keep_mem
             return Reservation(job.id, max(t, snap.now), found)
         if tries >= MAX_RESERVATION_TRIES:
             break

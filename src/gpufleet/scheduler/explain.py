@@ -118,12 +118,19 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
         level = s.topology.level.value
         best = 0
         best_nodes = 0
-        for leaf in range(len(ws.leaf_names)):
-            b = ws.capacity_bound(req, leaf)
+        # the domains of the level asked for: leaves, or pods (each the sum of its leaves)
+        domains = (
+            [[leaf] for leaf in range(len(ws.leaf_names))]
+            if level == "leaf"
+            else [list(leaves) for leaves in ws.pod_leaves]
+        )
+        for leaves in domains:
+            b = sum(ws.capacity_bound(req, leaf) for leaf in leaves)
             if b > best:
                 best = b
                 best_nodes = sum(
                     len(lb[k])
+                    for leaf in leaves
                     for m in ws.allowed_models(req)
                     if (lb := ws.leaf_buckets.get((m, leaf))) is not None
                     for k in range(req.gpus, ws.max_gpus + 1)

@@ -67,6 +67,7 @@ class PendingJob:
     eligible_time: float = 0.0  # retry back-off: not before this time
     waiting_for: str = ""  # an unmet dependency, explained as is
     oracle_duration_s: float | None = None  # known only to the simulator (for sjf)
+    nominated: bool = False  # an earlier cycle preempted jobs to make room for this one
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,6 +145,8 @@ class Workspace:
         # Backfill: whole devices per node that must stay free for a reservation; honoured
         # while ``fence`` is on (for jobs that would still run at the reserved start).
         self.reserved: dict[int, int] = {}
+        self.reserved_cpu: dict[int, int] = {}  # CPU milli and MiB kept the same way
+        self.reserved_mem: dict[int, int] = {}
         self.fence = False
         ok, model, full, node_leaf = self.ok, self.model, self.full, self.node_leaf
         buckets, leaf_buckets, model_free = self.buckets, self.leaf_buckets, self.model_free
@@ -186,7 +188,7 @@ class Workspace:
     def devices_for(self, i: int, req: WorkerRequest) -> tuple[int, ...] | None:
         """Device indices on node ``i`` for one worker (lowest-index fully free devices for whole
         GPUs; the tightest device that fits for a fraction), or None when it does not fit."""
-        if self.cpu[i] < req.cpu_milli or self.mem[i] < req.memory_mib or not self.ok[i]:
+        if not self.ok[i] or not self._host_fits(i, req):
             return None
         if req.gpus == 0:
             return ()
@@ -275,10 +277,18 @@ class Workspace:
                         if lb is not None and lb[k]:
                             yield from self._fitting(lb[k], req)
 
+    def _host_fits(self, i: int, req: WorkerRequest) -> bool:
+        """CPU and memory for one worker on node ``i`` (behind the fence: less what is kept)."""
+        cpu, mem = self.cpu[i], self.mem[i]
+        if self.fence:
+            cpu -= self.reserved_cpu.get(i, 0)
+            mem -= self.reserved_mem.get(i, 0)
+        return cpu >= req.cpu_milli and mem >= req.memory_mib
+
     def _fitting(self, nodes: Iterable[int], req: WorkerRequest) -> Iterator[int]:
         fenced = self.reserved if self.fence else None
         for i in nodes:
-            if self.cpu[i] >= req.cpu_milli and self.mem[i] >= req.memory_mib:
+            if self._host_fits(i, req):
                 if fenced and self.full[i] - fenced.get(i, 0) < req.gpus:
                     continue
                 yield i
@@ -330,6 +340,8 @@ class Workspace:
         c.leaf_buckets = {k: [b.copy() for b in bs] for k, bs in self.leaf_buckets.items()}
         c.partial = {k: v.copy() for k, v in self.partial.items()}
         c.reserved = self.reserved.copy()
+        c.reserved_cpu = self.reserved_cpu.copy()
+        c.reserved_mem = self.reserved_mem.copy()
         c.model_free = self.model_free.copy()
         c.fence = False
         return c

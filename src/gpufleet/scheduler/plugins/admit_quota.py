@@ -26,6 +26,25 @@ def _over(used: Resources, limit: Resources) -> str:
     return ""
 
 
+def _first_over(need: Resources, ceiling: Resources, quota: Resources) -> tuple[str, ...]:
+    """The first resource ``need`` exceeds ``ceiling`` in: (name, needed, ceiling, quota)."""
+    dims = (
+        ("GPUs", need.gpu_milli / 1000, ceiling.gpu_milli / 1000, quota.gpu_milli / 1000, ""),
+        ("CPUs", need.cpu_milli / 1000, ceiling.cpu_milli / 1000, quota.cpu_milli / 1000, ""),
+        (
+            "GiB of memory",
+            need.memory_mib / 1024,
+            ceiling.memory_mib / 1024,
+            quota.memory_mib / 1024,
+            "",
+        ),
+    )
+    for what, n, c, own, _ in dims:
+        if n > c:
+            return what, f"{n:g} {what}", f"{c:g}", f"{own:g}"
+    return dims[0][0], f"{dims[0][1]:g} GPUs", f"{dims[0][2]:g}", f"{dims[0][3]:g}"
+
+
 class Plugin:
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:
         q = usage.spec(job.spec.queue)
@@ -43,9 +62,10 @@ class Plugin:
             usage.lendable_at_most(q.name) if q.cohort and q.can_borrow else Resources()
         )
         if not need.fits_in(ceiling):
+            what, needed, most, own = _first_over(need, ceiling, q.quota)
             msg = (
-                f"needs {need.gpus:g} GPUs but queue {q.name} can never hold more than "
-                f"{ceiling.gpus:g} (its quota {q.quota.gpus:g}"
+                f"needs {needed} but queue {q.name} can never hold more than {most} {what} "
+                f"(its quota {own}"
                 + (f" plus all its cohort {q.cohort} could lend)" if q.cohort else ")")
             )
             return Admission(
