@@ -187,9 +187,11 @@ def _reserve(
     rng: Random,
 ) -> Reservation | None:
     """EASY backfill's shadow time: release running jobs by their expected end (time limit)
-    until the blocked job fits; a job with no time limit never frees its devices here."""
+    until the blocked job fits; a job with no time limit never frees its devices here, unless
+    the backfill plugin assumes one."""
+    assumed: float | None = getattr(profile.backfill, "assume_limit_s", None)
     ends: list[tuple[float, Allocation]] = [
-        (r.expected_end, r.allocation) for r in snap.running if r.expected_end is not None
+        (end, r.allocation) for r in snap.running if (end := _end_of(r, assumed)) is not None
     ]
     for job_started, alloc in started:
         if job_started.spec.time_limit_s is not None:
@@ -232,6 +234,13 @@ def _reserve(
         if tries >= MAX_RESERVATION_TRIES:
             break
     return None
+
+
+def _end_of(r: RunningJob, assumed: float | None) -> float | None:
+    """When a running job will have ended at the latest: its time limit, else the assumed one."""
+    if r.expected_end is not None:
+        return r.expected_end
+    return None if assumed is None else r.start_time + assumed
 
 
 def _preempt(

@@ -276,7 +276,8 @@ def explain_all(
                 else:
                     behind = Reason(
                         ReasonCode.PRIORITY,
-                        f"{len(examined)} jobs ahead in {profile.names.get('order')} order "
+                        f"{len(examined)} job{'s' if len(examined) != 1 else ''} ahead in "
+                        f"{profile.names.get('order')} order "
                         f"were considered first; capacity ran out before this one",
                         {"ahead": len(examined)},
                     )

@@ -52,7 +52,13 @@ class ScoredPlace:
         scores = [osc.node_score(self.policy, s, pod, self.workload) for s in states]
         if self.policy == "bestfit":
             scores = osc.normalize_minmax(scores)
-        best = max(range(len(feasible)), key=lambda k: (scores[k], -feasible[k]))
+        local = (
+            [req.dataset in ws.views[i].datasets for i in feasible]
+            if req.dataset
+            else [False] * len(feasible)
+        )
+        # best score; among equals a node holding the dataset; then cluster order
+        best = max(range(len(feasible)), key=lambda k: (scores[k], local[k], -feasible[k]))
         i = feasible[best]
         devices = osc.choose_gpus(self.policy, states[best], pod, self.workload, rng)
         return i, devices
