@@ -153,8 +153,9 @@ def demo_live(
         ):
             cluster.start()
         console.print(
-            f"controller at {cluster.url} (API {cluster.url}/api/v1, docs "
-            f"{cluster.url}/api/v1/docs); data in {root}"
+            f"controller at {cluster.url}: dashboard {cluster.url}/ , API {cluster.url}/api/v1 "
+            f"(docs {cluster.url}/api/v1/docs), metrics {cluster.url}/metrics; admin token in "
+            f"{root / 'controller' / 'admin.token'}"
         )
         users = {u: cluster.user(u) for u in ("ana", "bo")}
         ids: dict[str, list[str]] = {}
@@ -190,6 +191,7 @@ def demo_live(
             f"{len(done)} of {len(all_ids)} jobs succeeded"
             + ("" if ok else f"; see logs under {root}")
         )
+        console.print(f"dashboard: {cluster.url}/   API: {cluster.url}/api/v1")
         if keep:
             console.print(
                 f"left running: controller {cluster.url} (admin token in "
