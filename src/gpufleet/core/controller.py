@@ -40,6 +40,10 @@ from gpufleet.scheduler.usage import DecayedUsage
 S = JobState
 
 
+def _whole_gpus(ev: JobSubmitted) -> bool:
+    return ev.spec.gpus_per_worker > 0 and not ev.spec.fractional and not ev.depends_on
+
+
 @dataclass(frozen=True, slots=True)
 class RestoredJob:
     """What the store gives back for one job at restart."""
@@ -90,6 +94,7 @@ class Controller:
         self.cycle = 0
         self.last: CycleResult | None = None
         self.dirty = True
+        self._quiet = False  # nothing but whole-GPU arrivals since the last cycle
         self.seq = 0
         self.now = 0.0
         if cluster is not None:
@@ -107,14 +112,33 @@ class Controller:
         self.now = now
         out: list[Command] = []
         for ev in events:
+            if not (isinstance(ev, JobSubmitted) and _whole_gpus(ev)):
+                self._quiet = False
             self._apply(ev, now, out)
         if schedule and self.dirty:
-            self._schedule(now, out)
+            if self._nothing_can_start():
+                self.dirty = False  # the cycle would start nothing and explain nothing
+            else:
+                self._schedule(now, out)
         return out
+
+    def _nothing_can_start(self) -> bool:
+        """Since the last cycle only whole-GPU jobs arrived, and that cycle left no whole GPU
+        free: capacity has not grown, so no job can start now. Only when no Reason is wanted
+        (the simulator's fast mode) and no preemption could make room; it saves the simulator
+        most of its cycles on a saturated cluster."""
+        return (
+            self._quiet
+            and self.last is not None
+            and self.last.free_whole_gpus == 0
+            and not self.profile.explain
+            and not self.profile.preempt
+        )
 
     def tick(self, now: float) -> list[Command]:
         """A scheduling pass even when nothing changed (the live controller's interval)."""
         self.dirty = True
+        self._quiet = False
         return self.handle(now)
 
     def restore(self, nodes: Iterable[NodeSpec], jobs: Iterable[RestoredJob]) -> None:
@@ -214,6 +238,11 @@ class Controller:
             self.queues,
             self.ledger.values,
             self.cycle,
+            {
+                q: r
+                for q, r in self._queue_used.items()
+                if r.gpu_milli or r.cpu_milli or r.memory_mib
+            },
         )
 
     def reason(self, job_id: str) -> object:
@@ -449,6 +478,7 @@ class Controller:
         res = run_cycle(snap, self.profile)
         self.last = res
         self.dirty = False
+        self._quiet = True
         for st in res.starts:
             self._start(st, now, out)
         for pre in res.preemptions:

@@ -172,6 +172,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             unplaced.append(job)
 
     res.examined = len(examined)
+    res.free_whole_gpus = ws.free_full
     # 6. explain
     if profile.explain:
         explain.explain_all(snap, profile, usage, ws, res, examined, unplaced, waiting, head, rng)

@@ -38,6 +38,7 @@ class CycleResult:
     reservation: Reservation | None = None
     reasons: dict[str, Reason] = field(default_factory=dict)
     examined: int = 0  # pending jobs the cycle looked at
+    free_whole_gpus: int = -1  # fully free devices on schedulable nodes when the cycle ended
 
     @property
     def started_ids(self) -> list[str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +80,6 @@ class Snapshot:
     queues: Mapping[str, QueueSpec] = field(default_factory=dict)
     usage: Mapping[str, float] = field(default_factory=dict)  # decayed past usage, share·s
     cycle: int = 0
+    # What the running jobs hold per queue, when the caller keeps it incrementally (the core
+    # does); None: the cycle adds it up from ``running``. Must equal that sum.
+    queue_used: Mapping[str, Resources] | None = None

@@ -19,7 +19,11 @@ class QueueUsage:
     nominal quota of the other members of its cohort that lend."""
 
     def __init__(
-        self, queues: Mapping[str, QueueSpec], running: Iterable[RunningJob], capacity: Resources
+        self,
+        queues: Mapping[str, QueueSpec],
+        running: Iterable[RunningJob],
+        capacity: Resources,
+        used: Mapping[str, Resources] | None = None,
     ) -> None:
         self.queues = dict(queues)
         self.capacity = capacity
@@ -28,8 +32,11 @@ class QueueUsage:
         for q in self.queues.values():
             if q.cohort:
                 self.cohorts.setdefault(q.cohort, []).append(q.name)
-        for r in running:
-            self.add(r.spec.queue, r.spec.total_resources)
+        if used is not None:
+            self.used = dict(used)  # kept incrementally by the caller: O(queues), not O(running)
+        else:
+            for r in running:
+                self.add(r.spec.queue, r.spec.total_resources)
 
     @staticmethod
     def of(snap: Snapshot) -> QueueUsage:
@@ -37,7 +44,7 @@ class QueueUsage:
         for n in snap.nodes:
             if n.schedulable:
                 cap = cap + Resources(n.gpus * 1000, n.cpu_total, n.mem_total)
-        return QueueUsage(snap.queues, snap.running, cap)
+        return QueueUsage(snap.queues, snap.running, cap, snap.queue_used)
 
     def spec(self, queue: str) -> QueueSpec:
         return self.queues.get(queue) or QueueSpec(queue)
