@@ -27,10 +27,12 @@ def controller(
     placement: str = typer.Option("topology", help="placement plugin"),
     backfill: str = typer.Option("easy", help="backfill plugin"),
     preempt: str = typer.Option("reclaim", help="preemption plugins, comma-separated"),
-    heartbeat_s: float = typer.Option(3.0, help="agent heartbeat interval"),
+    heartbeat_s: float = typer.Option(
+        5.0, help="agent heartbeat interval; agents sample their GPUs with each heartbeat"
+    ),
     node_grace_s: float = typer.Option(10.0, help="missing heartbeats this long: node lost"),
     lease_s: float = typer.Option(
-        7.0, help="agents stop their tasks past this without us (keep lease + 2 s < grace)"
+        7.5, help="agents stop their tasks past this without us (keep lease + 2 s < grace)"
     ),
     schedule_interval_s: float = typer.Option(5.0, help="schedule at least this often"),
     prometheus: str = typer.Option(

@@ -19,9 +19,11 @@ class ServerConfig:
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
     queues_file: Path | None = None  # queues from a YAML list (applied at start)
     # Fencing needs lease + the agent's fence grace (2 s) < node grace: a partitioned agent has
-    # stopped its tasks before we restart them elsewhere.
-    heartbeat_s: float = 3.0
-    lease_s: float = 7.0  # an agent that cannot reach us this long stops its tasks
+    # stopped its tasks before we restart them elsewhere. Agents sample their GPUs with each
+    # heartbeat, so the heartbeat is also the metrics interval (5 s, as dcgm-exporter's default
+    # collection interval is a few seconds).
+    heartbeat_s: float = 5.0
+    lease_s: float = 7.5  # an agent that cannot reach us this long stops its tasks
     node_grace_s: float = 10.0  # heartbeats missing this long: the node is lost
     schedule_interval_s: float = 5.0
     long_poll_s: float = 20.0
