@@ -2,7 +2,7 @@
 process (``gpufleet controller``, uvicorn) and agent processes, as ``ops.LocalCluster`` starts them.
 
     .venv/bin/python bench/live.py latency    [--n 200] [--agents 16] [--repeat 3]
-    .venv/bin/python bench/live.py submit     [--n 20000] [--conns 32] [--db sqlite|pg] [--repeat 3]
+    .venv/bin/python bench/live.py submit     [--n 20000] [--conns 32] [--db sqlite|pg] [--agents 2]
     .venv/bin/python bench/live.py heartbeats [--agents 500] [--seconds 60] [--repeat 3]
 
 latency: 16 agents with simulated 8xH100 nodes; N one-GPU jobs one after another, each submitted
@@ -11,16 +11,20 @@ controller-side (the job's submit time → its RUNNING event, both from GET /job
 client-side (the client's send → the first poll that sees RUNNING, polling every 5 ms).
 Controller and client run on the same host, so both use the same wall clock.
 
-submit: no agents (jobs stay PENDING); one load-generator process with K keep-alive connections
-(a minimal asyncio HTTP/1.1 client, so that the load generator takes as little of the shared CPU
-as it can) posts N single-job submissions; jobs accepted (201) per second, and the mean batch a
-service turn took (submissions / turns, from /healthz).
+submit: 2 agents (16 GPUs: 16 jobs run, the rest stays PENDING, as a full cluster's queue does);
+one load-generator process with K keep-alive connections (a minimal asyncio HTTP/1.1 client, so
+that the load generator takes as little of the shared CPU as it can) posts N single-job
+submissions; jobs accepted (201) per second, and the mean batch a service turn took
+(submissions / turns, from /healthz).
 
 heartbeats: one load-generator process registers A agents (one agent token each), then every
 agent heartbeats every 5 s (spread evenly) with 8 simulated H100s' metrics in the agent's own
 payload (``gpufleet.agent.gpu.metrics_payload`` of ``SimulatedGpus`` samples) and long-polls its
 commands (wait 20 s, as the agent does) for S seconds; the controller process's CPU is
 psutil ``cpu_times`` (user + system) over the measured window / wall time.
+
+CPU figures: the controller, this process, the agents, PostgreSQL's processes and the rest of
+the machine (``others_cpu_cores``: on a shared box, what other work took meanwhile).
 
 Every run starts a fresh controller (fresh SQLite file or PostgreSQL schema) and stops its
 processes at the end; each loop is bounded.
