@@ -123,7 +123,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|cudaErrorInsufficientDriver|CUDA initialization: .{0,200}",
         "CUDA could not use the GPUs: no driver in the job's environment, no device visible to "
         "it, or a CUDA runtime newer than the driver supports",
-        "gpufleet doctor node N for the node's driver; match the CUDA runtime (torch+cu<version>) to "
+        "gpufleet doctor node N for the node's driver; match the CUDA runtime (torch+cuNNN) to "
         "the driver's CUDA version (nvidia-smi), or upgrade the driver",
     ),
     _sig(
