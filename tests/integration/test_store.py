@@ -25,6 +25,7 @@ from gpufleet.server.store import (
     NodeRecord,
     Store,
     StoreError,
+    SubmitAudit,
     spec_from_dict,
     spec_to_dict,
 )
@@ -132,6 +133,24 @@ def test_add_jobs_is_all_or_nothing(store: Store) -> None:
         store.add_jobs([NewJob(spec(), 1.0), NewJob(spec("u" * 129), 1.0)])
     assert store.list_jobs() == []
     assert store.add_jobs([NewJob(spec(), 2.0)]) == ["1"]  # no id was used up by the failures
+
+
+def test_submission_audits_are_written_with_their_jobs_or_not_at_all(store: Store) -> None:
+    batch = [NewJob(spec("alice"), 1.0), NewJob(spec("alice"), 1.0), NewJob(spec("bob"), 1.0)]
+    audits = [SubmitAudit("user:a", "user", 2, "sweep"), SubmitAudit("user:b", "user", 1, "one")]
+    assert store.add_jobs(batch, 5.0, audits=audits) == ["1", "2", "3"]
+    got = [(a.actor, a.action, a.target, a.detail, a.time) for a in store.audit_log(limit=None)]
+    assert got == [
+        ("user:a", "job.submit", "1,2", {"count": 2, "name": "sweep"}, 5.0),
+        ("user:b", "job.submit", "3", {"count": 1, "name": "one"}, 5.0),
+    ]
+    # a refused batch leaves neither jobs nor audit entries
+    bad = [NewJob(spec(), 1.0, depends_on=(("afterok", "999"),))]
+    with pytest.raises(StoreError):
+        store.add_jobs(bad, 6.0, audits=[SubmitAudit("user:c", "user", 1, "x")])
+    assert len(store.audit_log(limit=None)) == 2 and len(store.list_jobs()) == 3
+    with pytest.raises(ValueError, match="audits cover 1 of 2 jobs"):
+        store.add_jobs(batch[:2], audits=[SubmitAudit("user:a", "user", 1, "x")])
 
 
 def test_array_and_dependencies(store: Store) -> None:

@@ -49,6 +49,7 @@ from gpufleet.server.store import (
     NewJob,
     NodeRecord,
     StoreError,
+    SubmitAudit,
 )
 
 log = logging.getLogger("gpufleet.controller")
@@ -74,6 +75,7 @@ class _Work:
     kind: str  # "submit" | "event"
     payload: Any
     future: asyncio.Future[Any] | None = None
+    audit: SubmitAudit | None = None  # submissions: who, audited with the jobs
 
 
 @dataclass
@@ -174,7 +176,11 @@ class ControllerService:
 
     # ----- requests (each awaits its turn) -------------------------------------------------
 
-    async def submit(self, jobs: list[NewJob]) -> list[str]:
+    async def submit(self, jobs: list[NewJob], audit: SubmitAudit) -> list[str]:
+        """Accept ``jobs`` durably (with ``audit``'s entry, in one transaction) and give
+        their ids."""
+        if audit.count != len(jobs):
+            raise ValueError(f"the audit covers {audit.count} of {len(jobs)} jobs")
         for j in jobs:
             for _, dep in j.depends_on:
                 if dep not in self.ctrl.jobs:
@@ -184,15 +190,15 @@ class ControllerService:
                     # it ended before this process started (a restart loads only unfinished
                     # jobs): the core needs it to judge the dependency
                     self.ctrl.restore((), [stored.to_restored()])
-        result: list[str] = await self._enqueue("submit", jobs)
+        result: list[str] = await self._enqueue("submit", jobs, audit)
         return result
 
     async def event(self, ev: Event | _Reconcile | _RankGone) -> Any:
         return await self._enqueue("event", ev)
 
-    async def _enqueue(self, kind: str, payload: Any) -> Any:
+    async def _enqueue(self, kind: str, payload: Any, audit: SubmitAudit | None = None) -> Any:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inbox.append(_Work(kind, payload, fut))
+        self._inbox.append(_Work(kind, payload, fut, audit))
         assert self._wake is not None
         self._wake.set()
         return await fut
@@ -245,7 +251,9 @@ class ControllerService:
         submits = [w for w in work if w.kind == "submit"]
         if submits:
             try:
-                ids_per = self.store.add_jobs([j for w in submits for j in w.payload], now)
+                ids_per = self.store.add_jobs(
+                    [j for w in submits for j in w.payload], now, audits=_audits(submits)
+                )
             except IdempotencyConflict as e:
                 ids_per = self._add_one_by_one(submits, now, e)
             except StoreError as e:
@@ -348,7 +356,7 @@ class ControllerService:
         kept = []
         for w in submits:
             try:
-                ids += self.store.add_jobs(list(w.payload), now)
+                ids += self.store.add_jobs(list(w.payload), now, audits=_audits([w]))
                 kept.append(w)
             except StoreError as e:
                 _fail(w, RequestError(409, str(e)))
@@ -571,6 +579,10 @@ class _RankGone:
 # The agent stopped these tasks itself because it lost touch with us (its lease ran out), or
 # refused them for that reason: the node's fault, not the job's.
 INFRASTRUCTURE_EXITS = ("fenced:", "refused: the agent's lease has expired")
+
+
+def _audits(submits: list[_Work]) -> list[SubmitAudit]:
+    return [w.audit for w in submits if w.audit is not None]
 
 
 def _fail(w: _Work, e: Exception) -> None:

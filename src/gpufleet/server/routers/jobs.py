@@ -15,7 +15,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
-from gpufleet.server.store import NewJob
+from gpufleet.server.store import NewJob, SubmitAudit
 from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
@@ -69,7 +69,6 @@ async def submit(
     body: s.JobSubmit,
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
-    st: Any = Depends(store),
 ) -> Any:
     raw = dict(body.spec)
     if who.role == "user":
@@ -114,15 +113,7 @@ async def submit(
         ]
     else:
         jobs = [NewJob(spec, depends_on=deps, idempotency_key=body.idempotency_key)]
-    ids = await svc.submit(jobs)
-    st.audit(
-        who.name,
-        who.role,
-        "job.submit",
-        ",".join(ids[:20]),
-        {"count": len(ids), "name": spec.name},
-        time=svc.clock.now(),
-    )
+    ids = await svc.submit(jobs, SubmitAudit(who.name, who.role, len(jobs), spec.name))
     return s.SubmitResult(ids=ids)
 
 

@@ -13,6 +13,7 @@ from gpufleet.server.store.records import (
     RestartState,
     StoredJob,
     StoreError,
+    SubmitAudit,
     TokenInfo,
     Usage,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoredJob",
+    "SubmitAudit",
     "TokenInfo",
     "Usage",
     "spec_from_dict",

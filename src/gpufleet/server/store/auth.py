@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -115,6 +115,29 @@ def add_audit(
         "detail": dict(detail),
     }
     return int(conn.execute(sa.insert(audit).values(row).returning(audit.c.seq)).scalar_one())
+
+
+def add_audits(
+    conn: sa.Connection,
+    time: float,
+    rows: Sequence[tuple[str, str, str, str, Mapping[str, Any]]],
+) -> None:
+    """(actor, role, action, target, detail) rows at one time, as one executemany."""
+    if rows:
+        conn.execute(
+            sa.insert(audit),
+            [
+                {
+                    "time": time,
+                    "actor": actor,
+                    "actor_role": role,
+                    "action": action,
+                    "target": target,
+                    "detail": dict(detail),
+                }
+                for actor, role, action, target, detail in rows
+            ],
+        )
 
 
 def audit_log(

@@ -41,6 +41,18 @@ class NewJob:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitAudit:
+    """Who submitted the next ``count`` jobs of a batch: its audit entry is written in the
+    transaction that stores them, so an accepted job always has one (and a burst costs one
+    commit, not one per request)."""
+
+    actor: str
+    actor_role: str
+    count: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobUpdate:
     """The mutable part of a job row, as the controller holds it after a transition."""
 

@@ -30,6 +30,7 @@ from gpufleet.server.store.records import (
     RestartState,
     StoredJob,
     StoreError,
+    SubmitAudit,
     TokenInfo,
     Usage,
 )
@@ -76,11 +77,30 @@ class Store:
 
     # ----- jobs ----------------------------------------------------------------------------
 
-    def add_jobs(self, new: Sequence[NewJob], now: float | None = None) -> list[str]:
+    def add_jobs(
+        self,
+        new: Sequence[NewJob],
+        now: float | None = None,
+        *,
+        audits: Sequence[SubmitAudit] = (),
+    ) -> list[str]:
         """Store a batch all or nothing; the ids in input order (an idempotency key seen
-        before gives back its job's id and stores nothing new)."""
+        before gives back its job's id and stores nothing new). ``audits``, in batch order,
+        say who submitted which jobs: their ``job.submit`` entries go in the same
+        transaction."""
+        if sum(a.count for a in audits) not in (0, len(new)):
+            raise ValueError(f"audits cover {sum(a.count for a in audits)} of {len(new)} jobs")
+        t = _now(now)
         with self._write() as c:
-            return jobs.add_jobs(c, new, _now(now))
+            ids = jobs.add_jobs(c, new, t)
+            rows, k = [], 0
+            for a in audits:
+                mine = ids[k : k + a.count]
+                k += a.count
+                detail = {"count": a.count, "name": a.name}
+                rows.append((a.actor, a.actor_role, "job.submit", ",".join(mine[:20]), detail))
+            auth.add_audits(c, t, rows)
+            return ids
 
     def apply_transitions(
         self,
