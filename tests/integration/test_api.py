@@ -559,6 +559,13 @@ def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_th
             )
             (new,) = alice.submit({**SPEC, "name": "after-restart"})
             assert alice.job(new).state == "PENDING"  # nothing placed on a node not back yet
+            # listings, newest first, see the jobs that ended before the restart too
+            assert [j.id for j in alice.jobs(all_states=True)] == [new, lost, run, done]
+            assert [j.id for j in alice.jobs()] == [new, lost, run]
+            assert [j.id for j in alice.jobs(state="succeeded")] == [done]
+            assert [j.id for j in alice.jobs(all_states=True, limit=2)] == [new, lost]
+            assert [j.id for j in alice.jobs(all_states=True, queue="nowhere")] == []
+            assert "state: unknown state 'done'" in refused(422, lambda: alice.jobs(state="done"))
 
             a0.register(
                 s.AgentRegister(

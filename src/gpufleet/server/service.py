@@ -133,6 +133,9 @@ class ControllerService:
         self._stopping = False
         self._schedule_at = 0.0  # time.monotonic() from which a change is scheduled again
         self._history = False  # the store held jobs when we started (see _finished_before_start)
+        # the newest job stored before this process started: the jobs up to it that had
+        # finished are in the store only (a restart loads the unfinished ones)
+        self.restored_seq = 0
         self.turns = 0
         self.on_turn: Callable[[], None] | None = None  # tests: observe a finished turn
         # the metrics exporter: what each turn committed (after it was sent)
@@ -145,7 +148,9 @@ class ControllerService:
     async def start(self) -> None:
         self._wake = asyncio.Event()
         rs = self.store.load_jobs_for_restart()
-        self._history = bool(self.store.list_jobs(limit=1))
+        newest = self.store.list_jobs(limit=1, newest_first=True)
+        self._history = bool(newest)
+        self.restored_seq = newest[0].seq if newest else 0
         for q in rs.queues:
             self.ctrl.queues.setdefault(q.name, q)
         known = [n for n in rs.nodes if not n.lost]

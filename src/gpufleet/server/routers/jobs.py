@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from itertools import islice
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -11,11 +12,11 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from gpufleet.api import schemas as s
 from gpufleet.core.state import JobRecord
 from gpufleet.model.errors import SpecError
-from gpufleet.model.job import JobSpec
+from gpufleet.model.job import JobSpec, JobState
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
-from gpufleet.server.store import NewJob, SubmitAudit
+from gpufleet.server.store import NewJob, StoredJob, SubmitAudit
 from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
@@ -43,6 +44,17 @@ def parse_array(text: str) -> list[int]:
     return sorted(set(out))
 
 
+def _record(stored: StoredJob) -> JobRecord:
+    """A job only the store holds (it ended before this process started), as a record."""
+    return JobRecord(
+        stored.to_job(),
+        stored.seq,
+        stored.allocation,
+        stored.borrowing,
+        depends_on=stored.depends_on,
+    )
+
+
 def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
     rec = svc.ctrl.jobs.get(job_id)
     if rec is None:
@@ -50,13 +62,7 @@ def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
         stored = svc.store.job(job_id)
         if stored is None:
             raise HTTPException(404, f"no job {job_id}")
-        rec = JobRecord(
-            stored.to_job(),
-            stored.seq,
-            stored.allocation,
-            stored.borrowing,
-            depends_on=stored.depends_on,
-        )
+        rec = _record(stored)
     if who.role == "user" and rec.job.spec.user != who.user:
         raise HTTPException(
             403, f"job {job_id} belongs to {rec.job.spec.user}; this token is {who.user}'s"
@@ -131,20 +137,48 @@ async def list_jobs(
         if user not in (None, who.user):
             raise HTTPException(403, f"this token lists only {who.user}'s jobs, not {user}'s")
         user = who.user
-    out = []
-    reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
-    for rec in reversed(list(svc.ctrl.jobs.values())):
+    wanted: JobState | None = None
+    if state is not None:
+        try:
+            wanted = JobState(state.upper())
+        except ValueError:
+            raise HTTPException(
+                422,
+                f"state: unknown state {state!r} (one of {', '.join(x.value for x in JobState)})",
+            ) from None
+
+    def keep(rec: JobRecord) -> bool:
         j = rec.job
         if (user and j.spec.user != user) or (queue and j.spec.queue != queue):
-            continue
-        if state and j.state.value != state.upper():
-            continue
-        if not (all or state) and j.state.terminal:
-            continue
-        out.append(job_out(rec, reasons.get(j.id)))
-        if len(out) >= limit:
-            break
-    return out
+            return False
+        if wanted is not None:
+            return j.state is wanted
+        return all or not j.state.terminal
+
+    # newest first: the jobs this process accepted, then those it found in the store at start
+    # (unfinished ones in memory, finished ones in the store only)
+    cut = svc.restored_seq
+    found = list(
+        islice((r for r in reversed(svc.ctrl.jobs.values()) if r.seq > cut and keep(r)), limit)
+    )
+    if len(found) < limit and cut:
+        if all or wanted is not None:
+            for stored in svc.store.list_jobs(
+                user=user,
+                queue=queue,
+                state=wanted,
+                limit=limit - len(found),
+                newest_first=True,
+                max_seq=cut,
+            ):
+                rec = svc.ctrl.jobs.get(stored.id) or _record(stored)
+                if keep(rec):
+                    found.append(rec)
+        else:  # every unfinished job is in memory
+            older = [r for r in svc.ctrl.jobs.values() if r.seq <= cut and keep(r)]
+            found += sorted(older, key=lambda r: -r.seq)[: limit - len(found)]
+    reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
+    return [job_out(rec, reasons.get(rec.job.id)) for rec in found]
 
 
 @router.get("/jobs/{job_id}", response_model=s.JobOut)

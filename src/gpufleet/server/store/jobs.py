@@ -284,8 +284,12 @@ def list_jobs(
     state: JobState | Collection[JobState] | None,
     limit: int | None,
     after: str | None,
+    newest_first: bool = False,
+    max_seq: int | None = None,
 ) -> list[StoredJob]:
-    q = sa.select(jobs).order_by(jobs.c.seq)
+    q = sa.select(jobs).order_by(jobs.c.seq.desc() if newest_first else jobs.c.seq)
+    if max_seq is not None:
+        q = q.where(jobs.c.seq <= max_seq)
     if user is not None:
         q = q.where(jobs.c.user == user)
     if queue is not None:

@@ -126,10 +126,22 @@ class Store:
         state: JobState | Collection[JobState] | None = None,
         limit: int | None = 100,
         after: str | None = None,
+        newest_first: bool = False,
+        max_seq: int | None = None,
     ) -> list[StoredJob]:
-        """Jobs in submission order; ``after`` a job id pages on from it."""
+        """Jobs in submission order (or newest first); ``after`` a job id pages on from it;
+        ``max_seq``: only jobs submitted up to that sequence number."""
         with self._read() as c:
-            return jobs.list_jobs(c, user=user, queue=queue, state=state, limit=limit, after=after)
+            return jobs.list_jobs(
+                c,
+                user=user,
+                queue=queue,
+                state=state,
+                limit=limit,
+                after=after,
+                newest_first=newest_first,
+                max_seq=max_seq,
+            )
 
     def job_events(self, job_id: str) -> list[JobEvent]:
         with self._read() as c:
