@@ -52,7 +52,9 @@ def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalCluster]:
     """One 4-node cluster (8 simulated H100 each) shared by the tests that leave it as it was."""
-    c = make_cluster(tmp_path_factory.mktemp("cluster"), 4)
+    c = make_cluster(
+        tmp_path_factory.mktemp("cluster"), 4, controller_args=["--retry-backoff-s", "2"]
+    )
     c.start()
     failed = request.session.testsfailed
     try:

@@ -228,7 +228,7 @@ def test_a_failed_attempt_is_retried_and_succeeds(cluster: LocalCluster) -> None
     alice = cluster.user("alice")
     script = 'echo "attempt $GPUFLEET_ATTEMPT"; test "$GPUFLEET_ATTEMPT" -ge 2'
     (job,) = alice.submit({"name": "flaky", "command": script, "max_retries": 1})
-    done = wait_state(alice, job, "SUCCEEDED", 60)  # the back-off is 10 s
+    done = wait_state(alice, job, "SUCCEEDED", 60)  # the cluster's back-off is 2 s
     assert done.retries_used == 1 and done.attempt == 2
     assert events(done) == [
         (0, "PENDING"),
@@ -242,6 +242,10 @@ def test_a_failed_attempt_is_retried_and_succeeds(cluster: LocalCluster) -> None
     ]
     failed = next(e for e in done.events or [] if e.state == "FAILED")
     assert "exited with code 1" in failed.why
+    requeued = next(e for e in done.events or [] if e.attempt == 1 and e.state == "PENDING")
+    assert requeued.why == "retry 1 of 1 after 2 s back-off"
+    again = next(e for e in done.events or [] if e.attempt == 2)
+    assert again.time - failed.time >= 2.0
     assert read_log(alice, job).strip() == "attempt 2"  # the API shows the current attempt
     first = [attempt_dir(cluster, n, job, 1) / "rank0.out" for n in cluster.agent_procs]
     assert [p.read_text() for p in first if p.exists()] == ["attempt 1\n"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -102,3 +103,21 @@ def cli(*args: str, env: dict[str, str | None] | None = None, tmp: Any = None) -
     base.update(env or {})
     r = CliRunner(env=base).invoke(app, list(args), catch_exceptions=False)
     return Run(r.exit_code, r.stdout, r.stderr)
+
+
+def test_the_controller_refuses_a_bad_retry_back_off_before_it_writes_anything(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "controller"
+    r = cli(
+        "controller",
+        "--data-dir",
+        str(data),
+        "--retry-backoff-s",
+        "30",
+        "--retry-backoff-max-s",
+        "10",
+    )
+    assert r.code == 2
+    assert "retry back-off: need 0 < base (30 s) <= max (10 s)" in r.stderr
+    assert not data.exists()

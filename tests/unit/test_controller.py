@@ -505,3 +505,9 @@ def test_the_same_events_give_the_same_commands() -> None:
         return h.log
 
     assert play() == play()
+
+
+@pytest.mark.parametrize(("base", "cap"), [(0.0, 600.0), (-1.0, 600.0), (30.0, 10.0)])
+def test_a_back_off_that_is_not_positive_and_capped_is_refused(base: float, cap: float) -> None:
+    with pytest.raises(ValueError, match="retry back-off: need 0 < base"):
+        Harness(backoff_base_s=base, backoff_max_s=cap)

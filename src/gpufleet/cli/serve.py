@@ -35,6 +35,10 @@ def controller(
         7.5, help="agents stop their tasks past this without us (keep lease + 2 s < grace)"
     ),
     schedule_interval_s: float = typer.Option(5.0, help="schedule at least this often"),
+    retry_backoff_s: float = typer.Option(
+        10.0, help="a failed job with retries left waits this · 2^(retry-1) s before it runs again"
+    ),
+    retry_backoff_max_s: float = typer.Option(600.0, help="the longest retry back-off"),
     prometheus: str = typer.Option(
         "",
         help="URL of the Prometheus that scrapes this controller (e.g. http://127.0.0.1:9090): "
@@ -52,26 +56,28 @@ def controller(
     if prometheus and not prometheus.startswith(("http://", "https://")):
         typer.echo(f"error: --prometheus {prometheus}: give a URL (http://host:9090)", err=True)
         raise typer.Exit(2)
-    cfg = ServerConfig(
-        data_dir=data_dir,
-        db_url=db,
-        host=host,
-        port=port,
-        order=order,
-        place=placement,
-        backfill=backfill,
-        preempt=tuple(p for p in preempt.split(",") if p),
-        cluster_spec=cluster,
-        queues_file=queues,
-        heartbeat_s=heartbeat_s,
-        lease_s=lease_s,
-        node_grace_s=node_grace_s,
-        schedule_interval_s=schedule_interval_s,
-        prometheus_url=prometheus.rstrip("/"),
-    )
     try:
+        cfg = ServerConfig(
+            data_dir=data_dir,
+            db_url=db,
+            host=host,
+            port=port,
+            order=order,
+            place=placement,
+            backfill=backfill,
+            preempt=tuple(p for p in preempt.split(",") if p),
+            cluster_spec=cluster,
+            queues_file=queues,
+            heartbeat_s=heartbeat_s,
+            lease_s=lease_s,
+            node_grace_s=node_grace_s,
+            schedule_interval_s=schedule_interval_s,
+            retry_backoff_s=retry_backoff_s,
+            retry_backoff_max_s=retry_backoff_max_s,
+            prometheus_url=prometheus.rstrip("/"),
+        )
         app = create_app(cfg)
-    except (SpecError, ProfileError) as e:
+    except (SpecError, ProfileError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

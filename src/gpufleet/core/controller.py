@@ -74,6 +74,10 @@ class Controller:
         backoff_base_s: float = 10.0,
         backoff_max_s: float = 600.0,
     ) -> None:
+        if not 0 < backoff_base_s <= backoff_max_s:
+            raise ValueError(
+                f"retry back-off: need 0 < base ({backoff_base_s:g} s) <= max ({backoff_max_s:g} s)"
+            )
         self.profile = profile
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s

@@ -71,6 +71,8 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         schedule_interval_s=config.schedule_interval_s,
         grace_kill_s=config.grace_kill_s,
         batch_max=config.batch_max,
+        retry_backoff_s=config.retry_backoff_s,
+        retry_backoff_max_s=config.retry_backoff_max_s,
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q

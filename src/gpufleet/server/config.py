@@ -28,9 +28,20 @@ class ServerConfig:
     schedule_interval_s: float = 5.0
     long_poll_s: float = 20.0
     grace_kill_s: float = 10.0  # SIGTERM → SIGKILL
+    # a failed job waits base · 2^(retry − 1) seconds, at most max, before it may run again
+    retry_backoff_s: float = 10.0
+    retry_backoff_max_s: float = 600.0
     batch_max: int = 500  # submissions and events handled per loop turn
     prometheus_url: str = ""  # the Prometheus whose alerts the dashboard shows (empty: none)
     extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # checked before anything is opened or written (the core checks it again)
+        if not 0 < self.retry_backoff_s <= self.retry_backoff_max_s:
+            raise ValueError(
+                f"retry back-off: need 0 < base ({self.retry_backoff_s:g} s) <= max "
+                f"({self.retry_backoff_max_s:g} s)"
+            )
 
     @property
     def database_url(self) -> str:

@@ -109,10 +109,14 @@ class ControllerService:
         schedule_interval_s: float = 5.0,
         grace_kill_s: float = 10.0,
         batch_max: int = 500,
+        retry_backoff_s: float = 10.0,
+        retry_backoff_max_s: float = 600.0,
     ) -> None:
         self.store = store
         self.clock = clock
-        self.ctrl = Controller(profile, None)
+        self.ctrl = Controller(
+            profile, None, backoff_base_s=retry_backoff_s, backoff_max_s=retry_backoff_max_s
+        )
         if cluster is not None:
             self.ctrl.queues = {q.name: q for q in cluster.queues}
         self.logs = logs
