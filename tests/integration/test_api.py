@@ -614,6 +614,35 @@ def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_th
         store.close()
 
 
+def test_fair_share_usage_survives_a_restart_decayed_over_the_downtime(
+    db_url: str, tmp_path: Path
+) -> None:
+    clock, data = ManualClock(T0), tmp_path / "controller"
+    store = Store.open(db_url)
+    try:
+        with serve(store, data, clock) as api:
+            agent = api.agent("node-0")
+            register(agent, "node-0")
+            alice = api.user("alice")
+            (job,) = alice.submit({**SPEC, "gpus_per_worker": 8, "queue": "vision"})
+            cmds = agent.commands("node-0", wait_s=5)
+            started(agent, "node-0", cmds)
+            wait_for("running", lambda: alice.job(job).state == "RUNNING")
+            clock.advance(3600)  # the whole node for an hour
+            agent.events("node-0", [s.AgentEvent(kind="exited", job=job, attempt=1, rank=0)])
+            wait_for("done", lambda: alice.job(job).state == "SUCCEEDED")
+            before = {q.name: q.fair_share_usage for q in api.admin.queues()}
+            assert before["vision"] == pytest.approx(3600, rel=0.01)  # share 1 for ~3600 s
+
+        half_life = 7 * 86400.0  # the fairshare plugin's default (Slurm's)
+        clock.advance(half_life)
+        with serve(store, data, clock) as api:
+            after = {q.name: q.fair_share_usage for q in api.admin.queues()}
+            assert after["vision"] == pytest.approx(before["vision"] / 2, rel=1e-6)
+    finally:
+        store.close()
+
+
 def test_an_idempotent_retry_after_a_restart_does_not_run_a_finished_job_again(
     db_url: str, tmp_path: Path
 ) -> None:

@@ -235,3 +235,14 @@ def test_sjf_by_gpu_time_weighs_by_gang_size() -> None:
     assert ordered("sjf", pending, options={"by": "gpu_time"}) == ["narrow", "wide"]
     with pytest.raises(ValueError):
         make("order", "sjf", {"by": "size"})
+
+
+def test_a_restored_ledger_is_decayed_over_the_downtime_and_gains_nothing_in_it() -> None:
+    d = DecayedUsage(half_life_s=100.0)
+    d.restore({"a": 80.0, "b": 0.0}, as_of=1000.0, now=1200.0)  # two half-lives down
+    assert d.values == {"a": pytest.approx(20.0), "b": 0.0} and d.last == 1200.0
+    d.advance(1300.0, {"a": 0.0})
+    assert d.values["a"] == pytest.approx(10.0)
+    e = DecayedUsage(half_life_s=100.0)
+    e.restore({"a": 8.0}, as_of=1000.0, now=900.0)  # a clock behind the save: no decay
+    assert e.values == {"a": 8.0} and e.last == 1000.0

@@ -123,6 +123,13 @@ class DecayedUsage:
         """Mean life of the decay: usage at a constant share s settles at s·tau."""
         return self.half_life_s / math.log(2)
 
+    def restore(self, values: Mapping[str, float], as_of: float, now: float) -> None:
+        """Take a saved ledger back (a controller restart): decayed from ``as_of`` to ``now``
+        with nothing gained in between (what ran meanwhile was not watched)."""
+        decay = 2.0 ** (-max(0.0, now - as_of) / self.half_life_s)
+        self.values = {q: u * decay for q, u in values.items()}
+        self.last = max(now, as_of)
+
     def advance(self, now: float, shares: Mapping[str, float]) -> None:
         """Account for ``shares`` (dominant share per queue) held constant since the last call."""
         if self.last is None or now <= self.last:

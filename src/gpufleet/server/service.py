@@ -162,6 +162,9 @@ class ControllerService:
             [n.spec for n in known], [j.to_restored() for j in (*rs.dependencies, *rs.jobs)]
         )
         now = self.clock.now()
+        usage, as_of = self.store.fairshare_usage()
+        if as_of is not None:  # who used the cluster before the restart still counts
+            self.ctrl.ledger.restore(usage, as_of, now)
         for n in known:
             # returning agents have one grace period to re-register; until then nothing new
             # is placed on their nodes (the reconcile of their registration would undo it)
@@ -249,6 +252,7 @@ class ControllerService:
         for w in self._inbox:
             if w.future is not None and not w.future.done():
                 w.future.set_exception(RequestError(503, "the controller is shutting down"))
+        self._save_usage()
 
     def _turn(self, now: float, tick: bool) -> None:
         work, self._inbox = self._inbox[: self.batch_max], self._inbox[self.batch_max :]
@@ -330,6 +334,18 @@ class ControllerService:
                 self.on_commit(now, transitions, node_events)
             except Exception:
                 log.exception("the metrics exporter failed on a turn's commit")
+        if tick:
+            self._save_usage()
+
+    def _save_usage(self) -> None:
+        """The fair-share ledger, on each interval: a restart loses at most one interval."""
+        ledger = self.ctrl.ledger
+        if ledger.last is None:
+            return
+        try:
+            self.store.save_fairshare_usage(ledger.values, ledger.last)
+        except Exception:
+            log.exception("could not save the fair-share usage")
 
     def _audit(self, node_events: list[NodeEvent]) -> None:
         """The controller's own node decisions (health, loss) in the audit log; an admin's

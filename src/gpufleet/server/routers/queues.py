@@ -41,7 +41,11 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
 async def queues(
     _: Principal = require("user", "admin"), svc: ControllerService = Depends(service)
 ) -> Any:
-    names = set(svc.ctrl.queues) | {r.job.spec.queue for r in svc.ctrl.jobs.values()}
+    c = svc.ctrl
+    # a queue with jobs, or with past usage the fair share still counts (its jobs may have
+    # ended before a restart)
+    names = set(c.queues) | {r.job.spec.queue for r in c.jobs.values()}
+    names |= {q for q, u in c.ledger.values.items() if u > 0}
     return [queue_out(svc, svc.ctrl.queues.get(n) or QueueSpec(n)) for n in sorted(names)]
 
 

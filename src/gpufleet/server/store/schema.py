@@ -148,3 +148,14 @@ audit = sa.Table(
     sa.Index(None, "time"),
     sa.Index(None, "target", "seq"),
 )
+
+# The fair-share ledger (``scheduler.usage.DecayedUsage``): each queue's decayed past usage in
+# share·seconds as of ``as_of``, saved by the controller on its interval so that a restart
+# does not forget who used the cluster (Slurm keeps this in slurmdbd).
+fairshare_usage = sa.Table(
+    "fairshare_usage",
+    metadata,
+    sa.Column("queue", sa.String(NAME_MAX), primary_key=True),
+    sa.Column("usage", sa.Double, nullable=False),
+    sa.Column("as_of", sa.Double, nullable=False),
+)

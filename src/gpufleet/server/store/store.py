@@ -17,7 +17,7 @@ from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.model.job import JobState
 from gpufleet.model.queue import QueueSpec
 from gpufleet.server.store import accounting as _accounting
-from gpufleet.server.store import auth, jobs, nodes
+from gpufleet.server.store import auth, fairshare, jobs, nodes
 from gpufleet.server.store.accounting import GroupBy
 from gpufleet.server.store.engine import WRITE, make_engine, upgrade
 from gpufleet.server.store.records import (
@@ -153,6 +153,16 @@ class Store:
             return RestartState(
                 tuple(active), tuple(deps), tuple(nodes.all_nodes(c)), tuple(nodes.all_queues(c))
             )
+
+    def save_fairshare_usage(self, values: Mapping[str, float], as_of: float) -> None:
+        """The fair-share ledger: each queue's decayed past usage (share·s) as of a time."""
+        with self._write() as c:
+            fairshare.save(c, values, as_of)
+
+    def fairshare_usage(self) -> tuple[dict[str, float], float | None]:
+        """The saved ledger and its time (None: never saved)."""
+        with self._read() as c:
+            return fairshare.load(c)
 
     # ----- nodes ---------------------------------------------------------------------------
 
