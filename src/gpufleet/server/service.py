@@ -54,12 +54,15 @@ from gpufleet.server.store import (
 
 log = logging.getLogger("gpufleet.controller")
 
-# A scheduling pass that took at least this long (s) is not repeated for a mere change until as
-# long again has passed, so the loop spends at most half its time scheduling: with thousands of
-# jobs pending a pass costs tens of ms to seconds, and one per turn would starve the turns that
-# accept the submissions (BENCHMARKS.md, "Live cluster"). The interval's tick always schedules;
-# a cheaper pass (an idle or small cluster) is repeated at once, as every turn did before.
+# A scheduling pass that took at least this long (s) is not repeated for a mere change until
+# SLOW_PASS_GAP times as long again has passed, so the loop spends at most a quarter of its
+# time scheduling: with thousands of jobs pending a pass costs tens of ms to seconds, and one
+# per turn would starve the turns that accept the submissions (BENCHMARKS.md, "Live cluster");
+# Slurm defers its own scheduler under a burst of RPCs alike (sched_min_interval, max_rpc_cnt).
+# The interval's tick always schedules; a cheaper pass (an idle or small cluster) is repeated
+# at once, so an idle cluster's submit → start latency does not change.
 SLOW_PASS_S = 0.010
+SLOW_PASS_GAP = 3.0
 
 
 class RequestError(Exception):
@@ -313,7 +316,7 @@ class ControllerService:
             t0 = time.monotonic()
             cmds += self.ctrl.handle(now)
             took = time.monotonic() - t0
-            self._schedule_at = t0 + 2 * took if took >= SLOW_PASS_S else 0.0
+            self._schedule_at = t0 + (1 + SLOW_PASS_GAP) * took if took >= SLOW_PASS_S else 0.0
         # 3. commit the transitions before anything is sent
         transitions = [c for c in cmds if isinstance(c, Transition)]
         node_events = [c for c in cmds if isinstance(c, NodeEvent)]
