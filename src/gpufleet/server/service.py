@@ -19,7 +19,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.api import schemas as s
@@ -44,7 +44,6 @@ from gpufleet.scheduler.framework import Profile
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.store import (
-    IdempotencyConflict,
     JobUpdate,
     NewJob,
     NodeRecord,
@@ -267,16 +266,14 @@ class ControllerService:
         submits = [w for w in work if w.kind == "submit"]
         if submits:
             try:
-                ids_per = self.store.add_jobs(
-                    [j for w in submits for j in w.payload], now, audits=_audits(submits)
-                )
-            except IdempotencyConflict as e:
-                ids_per = self._add_one_by_one(submits, now, e)
-            except StoreError as e:
-                for w in submits:
-                    _fail(w, RequestError(409, str(e)))
-                submits = []
-                ids_per = []
+                batch = [
+                    replace(j, array_group=k) if j.array_index is not None else j
+                    for k, w in enumerate(submits)
+                    for j in w.payload
+                ]  # each submission's array is its own
+                ids_per = self.store.add_jobs(batch, now, audits=_audits(submits))
+            except StoreError:  # nothing of the batch was stored: find the one(s) to blame
+                ids_per = self._add_one_by_one(submits, now)
             except Exception as e:
                 log.exception("storing a batch of submissions failed")
                 for w in submits:
@@ -377,9 +374,10 @@ class ControllerService:
         stored = self.store.job(job_id)
         return stored is not None and stored.finished
 
-    def _add_one_by_one(self, submits: list[_Work], now: float, first: Exception) -> list[str]:
-        """A batch with a bad idempotency key: store each submission alone so only the bad
-        one fails (its caller gets 409); the others keep their place in the batch."""
+    def _add_one_by_one(self, submits: list[_Work], now: float) -> list[str]:
+        """A batch the store refused (a reused idempotency key, a constraint): store each
+        submission alone so only the bad one fails (its caller gets 409); the others keep
+        their place in the batch."""
         ids: list[str] = []
         kept = []
         for w in submits:

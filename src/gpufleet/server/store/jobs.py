@@ -98,7 +98,7 @@ def add_jobs(conn: sa.Connection, new: Sequence[NewJob], now: float) -> list[str
         ids[first[known_key]] = known_id
     _check_dependencies(conn, new)
     rows: list[dict[str, Any]] = []
-    array_head: str | None = None
+    array_head: dict[int, str] = {}  # array_group → the id of its first job
     for i, nj in enumerate(new):
         if ids[i] is not None or not _first_of_key(nj, first, i):
             continue
@@ -107,8 +107,7 @@ def add_jobs(conn: sa.Connection, new: Sequence[NewJob], now: float) -> list[str
         ids[i] = job_id
         array_id: str | None = nj.array_id
         if nj.array_index is not None and array_id is None:
-            array_head = array_head or job_id
-            array_id = array_head
+            array_id = array_head.setdefault(nj.array_group, job_id)
         rows.append(_row(job_id, last, nj, array_id))
     for i, nj in enumerate(new):
         if ids[i] is None and nj.idempotency_key is not None:

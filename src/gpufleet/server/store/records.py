@@ -29,8 +29,9 @@ class IdempotencyConflict(StoreError):
 @dataclass(frozen=True, slots=True)
 class NewJob:
     """A submission. ``array_index`` without ``array_id`` joins the array that this batch
-    creates: its id is the id given to the batch's first such job (Slurm's ``1042_3``).
-    Without a ``submit_time`` the job takes the batch's ``now``."""
+    creates for its ``array_group``: the array's id is the id given to the group's first job
+    (Slurm's ``1042_3``). A batch holding several submissions (the server's group commit)
+    gives each its own group. Without a ``submit_time`` the job takes the batch's ``now``."""
 
     spec: JobSpec
     submit_time: float | None = None
@@ -38,6 +39,7 @@ class NewJob:
     array_id: str | None = None
     array_index: int | None = None
     idempotency_key: str | None = None
+    array_group: int = 0
 
 
 @dataclass(frozen=True, slots=True)
