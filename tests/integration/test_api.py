@@ -288,7 +288,8 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("no name", {"spec": {"gpus_per_worker": 1}}, "spec.name"),
     ("bad array", {"spec": SPEC, "array": "1-x"}, "array"),
     ("empty array range", {"spec": SPEC, "array": "9-3"}, "array"),
-    ("array throttle", {"spec": SPEC, "array": "0-9%2"}, "array"),
+    ("zero array throttle", {"spec": SPEC, "array": "0-9%0"}, "array"),
+    ("bad array throttle", {"spec": SPEC, "array": "0-9%x"}, "array"),
     ("bad topology level", {"spec": {**SPEC, "topology": "rack"}}, "spec.topology"),
     (
         "unknown topology key",
@@ -384,6 +385,22 @@ def test_array_submit(api: Api) -> None:
         (ids[0], 6),
         (ids[0], 10),
     ]
+
+
+def test_an_array_throttle_runs_at_most_its_limit(api: Api) -> None:
+    agent = api.agent("node-0")
+    register(agent, "node-0", gpus=8)
+    alice = api.user("alice")
+    ids = alice.submit({**SPEC, "name": "sweep"}, array="0-4%2")
+    cmds = agent.commands("node-0", wait_s=5)
+    assert sorted(c.job for c in cmds) == ids[:2]  # 8 GPUs free, two tasks at once
+    assert [r.array_limit for r in (api.store.job(i) for i in ids) if r] == [2] * 5
+    waiting = alice.job(ids[2])
+    assert waiting.reason is not None and waiting.reason.code == "ArrayTaskLimit"
+    started(agent, "node-0", cmds)
+    agent.events("node-0", [s.AgentEvent(kind="exited", job=ids[0], attempt=1, rank=0)])
+    cmds = agent.commands("node-0", wait_s=5)
+    assert [c.job for c in cmds] == [ids[2]]
 
 
 def test_dependencies_afterok_and_afterany(api: Api) -> None:

@@ -167,6 +167,28 @@ def test_array_and_dependencies(store: Store) -> None:
     assert all(r is not None and r.depends_on == (("afterok", first),) for r in rows)
 
 
+def test_arrays_of_one_batch_by_group_and_their_throttle(store: Store) -> None:
+    ids = store.add_jobs(
+        [NewJob(spec(), 1.0, array_index=i, array_limit=2) for i in range(3)]
+        + [NewJob(spec(), 1.0, array_index=i, array_group=1) for i in range(2)]
+    )
+    rows = [store.job(i) for i in ids]
+    assert [(r.array_id, r.array_index, r.array_limit) for r in rows if r] == [
+        (ids[0], 0, 2),
+        (ids[0], 1, 2),
+        (ids[0], 2, 2),
+        (ids[3], 0, None),
+        (ids[3], 1, None),
+    ]
+    # what a restarted controller is given back
+    restored = [r.to_restored() for r in rows if r]
+    assert [(x.array_id, x.array_limit) for x in restored] == [(ids[0], 2)] * 3 + [(ids[3], 0)] * 2
+    with pytest.raises(StoreError, match=r"jobs\[0\]: array_limit must be >= 1"):
+        store.add_jobs([NewJob(spec(), 1.0, array_index=0, array_limit=0)])
+    with pytest.raises(StoreError, match=r"jobs\[0\]: array_limit must be >= 1, on an array"):
+        store.add_jobs([NewJob(spec(), 1.0, array_limit=3)])
+
+
 def test_idempotency_key_gives_back_the_first_job(store: Store) -> None:
     a = store.add_jobs([NewJob(spec(), 1.0, idempotency_key="sub-1")])
     # a client retrying after a timeout: same key, same job, nothing new stored

@@ -178,6 +178,7 @@ def job(
     eligible: float = 0.0,
     waiting_for: str = "",
     oracle: float | None = None,
+    throttled: bool = False,
     **spec_kw: Any,
 ) -> PendingJob:
     """A pending job; keyword arguments other than the PendingJob's own go to ``spec``."""
@@ -190,6 +191,7 @@ def job(
         eligible_time=eligible,
         waiting_for=waiting_for,
         oracle_duration_s=oracle,
+        throttled=throttled,
     )
 
 

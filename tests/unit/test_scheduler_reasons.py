@@ -189,6 +189,14 @@ def test_dependency() -> None:
     assert res.started_ids == []
 
 
+def test_array_limit() -> None:
+    why = "array 7 runs at most 2 of its tasks at once (%2); this one starts when one ends"
+    res = cycle(cluster(1, 8), [job("7_2", waiting_for=why, throttled=True)])
+    r = reason_of(res, "7_2", ReasonCode.ARRAY_LIMIT)
+    assert r.message == why
+    assert res.started_ids == []
+
+
 def test_held() -> None:
     busy = [running("r", ("n00", range(6)))]
     res = cycle(cluster(1, 8), [job("head", gpus=8), job("small", submit=1)], busy, backfill="none")
@@ -221,6 +229,7 @@ TEST_OF = {
     ReasonCode.NEVER: "test_never_schedulable_too_many_gpus",
     ReasonCode.BACKOFF: "test_backoff",
     ReasonCode.DEPENDENCY: "test_dependency",
+    ReasonCode.ARRAY_LIMIT: "test_array_limit",
     ReasonCode.HELD: "test_held",
 }
 

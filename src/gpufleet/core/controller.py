@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpufleet.core.arrays import ArrayThrottle
 from gpufleet.core.commands import Command, Kill, Launch, NodeEvent, SetTimer, Transition
 from gpufleet.core.events import (
     Event,
@@ -53,6 +54,8 @@ class RestoredJob:
     allocation: Allocation = ()
     borrowing: bool = False
     depends_on: tuple[tuple[str, str], ...] = ()
+    array_id: str | None = None
+    array_limit: int = 0
 
 
 # The ``why`` of the drain and resume the controller makes itself on a node's health reports
@@ -95,6 +98,7 @@ class Controller:
         self._queue_used: dict[str, Resources] = {}
         self._capacity = Resources()
         self._dependents: dict[str, list[str]] = {}
+        self._throttle = ArrayThrottle()
         self.cycle = 0
         self.last: CycleResult | None = None
         self.dirty = True
@@ -156,7 +160,15 @@ class Controller:
                 self.nodes[spec.name] = NodeRuntime.of(spec)
         self._node_views = None
         for r in sorted(jobs, key=lambda r: r.seq):
-            rec = JobRecord(r.job, r.seq, r.allocation, r.borrowing, depends_on=r.depends_on)
+            rec = JobRecord(
+                r.job,
+                r.seq,
+                r.allocation,
+                r.borrowing,
+                depends_on=r.depends_on,
+                array_id=r.array_id,
+                array_limit=r.array_limit,
+            )
             self.jobs[r.job.id] = rec
             self.seq = max(self.seq, r.seq)
             for _, dep in r.depends_on:
@@ -167,6 +179,7 @@ class Controller:
                         self._take(p)
                 self.running[r.job.id] = rec.running_view()
                 self._use(r.job.spec.queue, r.job.spec.total_resources)
+                self._throttle_started(rec)
                 if r.job.state is S.RUNNING:
                     rec.started_ranks = set(range(len(r.allocation)))
             elif r.job.state is S.PENDING:
@@ -295,6 +308,8 @@ class Controller:
             self.seq,
             depends_on=ev.depends_on,
             oracle_duration_s=ev.oracle_duration_s,
+            array_id=ev.array_id,
+            array_limit=ev.array_limit if ev.array_id is not None else 0,
         )
         self.jobs[ev.job_id] = rec
         for _, dep in ev.depends_on:
@@ -520,6 +535,7 @@ class Controller:
         self.running[j.id] = rec.running_view()
         self._running_tuple = None
         self._use(j.spec.queue, j.spec.total_resources)
+        self._throttle_started(rec)
 
     # ----- the JobMaster -----------------------------------------------------------------
 
@@ -550,6 +566,8 @@ class Controller:
         self.running.pop(j.id, None)
         self._running_tuple = None
         self._unuse(j.spec.queue, j.spec.total_resources)
+        if rec.array_limit:
+            self._refresh_views(self._throttle.stopped(rec.id))
         if j.state is S.STARTING and ending in (S.SUCCEEDED, S.TIMED_OUT):
             self._to(rec, S.RUNNING, now, "ranks started and ended together", out)
         self._to(rec, ending, now, why, out)
@@ -604,7 +622,28 @@ class Controller:
         rec.job.to(state, now, why)
         out.append(Transition(rec.id, rec.job.attempt, old, state, now, why))
 
-    def _waiting_for(self, rec: JobRecord) -> str:
+    def _view(self, rec: JobRecord) -> PendingJob:
+        """Its pending view: an unmet dependency first, else its array's throttle."""
+        unmet = self._dependency_unmet(rec)
+        if unmet or not rec.array_limit:
+            return rec.pending_view(unmet)
+        why = self._throttle.waiting(rec.id)
+        return rec.pending_view(why, throttled=bool(why))
+
+    def _throttle_started(self, rec: JobRecord) -> None:
+        if rec.array_limit and rec.array_id is not None:
+            self._refresh_views(self._throttle.started(rec.array_id, rec.array_limit, rec.id))
+
+    def _refresh_views(self, job_ids: set[str]) -> None:
+        """Tasks an array's throttle window moved past: their pending views change."""
+        for job_id in job_ids:
+            self._requeue_view(self.jobs[job_id])
+        if job_ids:
+            self.dirty = True
+
+    def _dependency_unmet(self, rec: JobRecord) -> str:
+        if not rec.depends_on:
+            return ""
         unmet = []
         for kind, dep in rec.depends_on:
             d = self.jobs[dep].job
@@ -621,7 +660,10 @@ class Controller:
         return ""
 
     def _enqueue(self, rec: JobRecord) -> None:
-        view = rec.pending_view(self._waiting_for(rec))
+        if rec.array_limit and rec.array_id is not None:
+            moved = self._throttle.queued(rec.array_id, rec.array_limit, rec.id, rec.seq)
+            self._refresh_views(moved - {rec.id})
+        view = self._view(rec)
         if self._pending:
             last = next(reversed(self._pending.values()))
             if (last.submit_time, last.seq) > (view.submit_time, view.seq):
@@ -632,12 +674,14 @@ class Controller:
 
     def _requeue_view(self, rec: JobRecord) -> None:
         if rec.id in self._pending:
-            self._pending[rec.id] = rec.pending_view(self._waiting_for(rec))
+            self._pending[rec.id] = self._view(rec)
             self._pending_tuple = None
 
     def _dequeue(self, rec: JobRecord) -> None:
         if self._pending.pop(rec.id, None) is not None:
             self._pending_tuple = None
+            if rec.array_limit:
+                self._refresh_views(self._throttle.unqueued(rec.id, rec.seq))
 
     def _jobs_on(self, node: str) -> list[JobRecord]:
         return [

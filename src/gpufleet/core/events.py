@@ -15,6 +15,8 @@ class JobSubmitted:
     submit_time: float
     depends_on: tuple[tuple[str, str], ...] = ()  # (afterok|afterany, job id)
     oracle_duration_s: float | None = None  # the simulator's knowledge, for the sjf oracle
+    array_id: str | None = None  # a task of this array (Slurm's 1042 of 1042_3)
+    array_limit: int = 0  # at most this many of the array's tasks run at once (0: no limit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,8 @@ class JobRecord:
     oracle_duration_s: float | None = None
     failure: str = ""
     nominated: bool = False  # victims were preempted for it: it goes first until it starts
+    array_id: str | None = None
+    array_limit: int = 0  # Slurm's %N throttle of its array (0: none)
 
     @property
     def id(self) -> str:
@@ -101,7 +103,7 @@ class JobRecord:
     def live_ranks(self) -> tuple[int, ...]:
         return tuple(r for r in range(len(self.allocation)) if r not in self.exited)
 
-    def pending_view(self, waiting_for: str = "") -> PendingJob:
+    def pending_view(self, waiting_for: str = "", throttled: bool = False) -> PendingJob:
         j = self.job
         return PendingJob(
             j.id,
@@ -113,6 +115,7 @@ class JobRecord:
             waiting_for,
             self.oracle_duration_s,
             self.nominated,
+            throttled,
         )
 
     def running_view(self) -> RunningJob:

@@ -18,6 +18,7 @@ class ReasonCode(StrEnum):
     NEVER = "NeverSchedulable"  # larger than any allowed part of the cluster, even when empty
     BACKOFF = "BackOff"  # waiting out a retry back-off
     DEPENDENCY = "Dependency"  # waiting for another job
+    ARRAY_LIMIT = "ArrayTaskLimit"  # its array runs as many tasks as its %N allows
     HELD = "Held"  # the head of the order is blocked and this profile does not backfill
 
 

@@ -198,7 +198,8 @@ def explain_all(
 
     for job in waiting:
         if job.waiting_for:
-            res.reasons[job.id] = Reason(ReasonCode.DEPENDENCY, job.waiting_for)
+            code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
+            res.reasons[job.id] = Reason(code, job.waiting_for)
         else:
             res.reasons[job.id] = Reason(
                 ReasonCode.BACKOFF,

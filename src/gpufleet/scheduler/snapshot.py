@@ -69,6 +69,7 @@ class PendingJob:
     waiting_for: str = ""  # an unmet dependency, explained as is
     oracle_duration_s: float | None = None  # known only to the simulator (for sjf)
     nominated: bool = False  # an earlier cycle preempted jobs to make room for this one
+    throttled: bool = False  # ``waiting_for`` is its array's task limit, not a dependency
 
 
 @dataclass(frozen=True, slots=True)

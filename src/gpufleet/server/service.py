@@ -285,10 +285,21 @@ class ControllerService:
                 ids = ids_per[k : k + len(w.payload)]
                 k += len(w.payload)
                 evs: list[Event] = []
+                head = ids[0] if ids else None  # the id of this submission's array
                 for job_id, nj in zip(ids, w.payload, strict=True):
                     if job_id in self.ctrl.jobs or self._finished_before_start(job_id, nj):
                         continue  # an idempotent retry: the job exists already
-                    evs.append(JobSubmitted(job_id, nj.spec, now, nj.depends_on))
+                    array = nj.array_id or (head if nj.array_index is not None else None)
+                    evs.append(
+                        JobSubmitted(
+                            job_id,
+                            nj.spec,
+                            now,
+                            nj.depends_on,
+                            array_id=array,
+                            array_limit=nj.array_limit or 0,
+                        )
+                    )
                 if not evs and not ids:
                     continue
                 try:

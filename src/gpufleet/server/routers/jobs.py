@@ -24,10 +24,15 @@ USERS = require("user", "admin")
 MAX_ARRAY = 10_000
 
 
-def parse_array(text: str) -> list[int]:
-    """Slurm's --array: '0-9', '1,3,5', '0-15:4' (a step). A '%N' throttle is refused."""
+def parse_array(text: str) -> tuple[list[int], int | None]:
+    """Slurm's --array: '0-9', '1,3,5', '0-15:4' (a step), each with an optional '%N' (at most
+    N tasks run at once). The indexes, sorted, and N (None: no limit)."""
+    limit: int | None = None
     if "%" in text:
-        raise HTTPException(422, "array: a '%N' throttle is not supported; drop it")
+        text, _, n = text.rpartition("%")
+        if not n.strip().isdigit() or int(n) < 1:
+            raise HTTPException(422, f"array: '%{n}': the task limit must be a whole number >= 1")
+        limit = int(n)
     out: list[int] = []
     for part in text.split(","):
         m = re.fullmatch(r"\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*", part)
@@ -41,7 +46,7 @@ def parse_array(text: str) -> list[int]:
         out.extend(range(lo, hi + 1, step))
         if len(out) > MAX_ARRAY:
             raise HTTPException(422, f"array: more than {MAX_ARRAY} tasks")
-    return sorted(set(out))
+    return sorted(set(out)), limit
 
 
 def _record(stored: StoredJob) -> JobRecord:
@@ -95,7 +100,7 @@ async def submit(
     deps = tuple((d.type, d.job) for d in body.depends_on)
     jobs: list[NewJob]
     if body.array:
-        idx = parse_array(body.array)
+        idx, limit = parse_array(body.array)
         jobs = [
             NewJob(
                 replace(
@@ -113,6 +118,7 @@ async def submit(
                 ),
                 depends_on=deps,
                 array_index=i,
+                array_limit=limit,
                 idempotency_key=f"{body.idempotency_key}#{i}" if body.idempotency_key else None,
             )
             for i in idx

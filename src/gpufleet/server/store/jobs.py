@@ -138,6 +138,8 @@ def _check(i: int, nj: NewJob) -> None:
         raise StoreError(f"{where}: array_index must be >= 0, got {nj.array_index}")
     if nj.array_id is not None and nj.array_index is None:
         raise StoreError(f"{where}: array_id needs an array_index")
+    if nj.array_limit is not None and (nj.array_index is None or nj.array_limit < 1):
+        raise StoreError(f"{where}: array_limit must be >= 1, on an array task")
     key = nj.idempotency_key
     if key is not None and not 0 < len(key) <= 200:
         raise StoreError(f"{where}: idempotency_key must be 1 to 200 characters")
@@ -197,6 +199,7 @@ def _row(job_id: str, seq: int, nj: NewJob, array_id: str | None) -> dict[str, A
         "depends_on": [list(d) for d in nj.depends_on],
         "array_id": array_id,
         "array_index": nj.array_index,
+        "array_limit": nj.array_limit,
         "idempotency_key": nj.idempotency_key,
     }
 
@@ -358,4 +361,5 @@ def _stored(r: sa.Row[Any]) -> StoredJob:
         r.array_id,
         r.array_index,
         r.idempotency_key,
+        r.array_limit,
     )

@@ -40,6 +40,7 @@ class NewJob:
     array_index: int | None = None
     idempotency_key: str | None = None
     array_group: int = 0
+    array_limit: int | None = None  # Slurm's %N: at most N tasks of this array run at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,7 @@ class StoredJob:
     array_id: str | None
     array_index: int | None
     idempotency_key: str | None
+    array_limit: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -132,7 +134,13 @@ class StoredJob:
     def to_restored(self) -> RestoredJob:
         """What ``Controller.restore`` takes."""
         return RestoredJob(
-            self.to_job(), self.seq, self.allocation, self.borrowing, self.depends_on
+            self.to_job(),
+            self.seq,
+            self.allocation,
+            self.borrowing,
+            self.depends_on,
+            self.array_id,
+            self.array_limit or 0,
         )
 
 

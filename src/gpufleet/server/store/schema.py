@@ -55,6 +55,7 @@ jobs = sa.Table(
     sa.Column("depends_on", sa.JSON, nullable=False),
     sa.Column("array_id", sa.String(32)),
     sa.Column("array_index", sa.Integer),
+    sa.Column("array_limit", sa.Integer),  # Slurm's %N: at most N of the array's tasks run
     sa.Column("idempotency_key", sa.String(200), unique=True),
     sa.UniqueConstraint("array_id", "array_index"),
     sa.CheckConstraint(f"state IN ({STATES})", name="state"),
