@@ -88,3 +88,64 @@ def test_a_submission_the_store_refuses_fails_alone(db_url: str, tmp_path: Path)
         assert [a.detail["name"] for a in store.audit_log(limit=None)] == ["one", "a"]
     finally:
         store.close()
+
+
+class PassClock:
+    """A monotonic clock that moves only while the core schedules: each pass costs ``cost``."""
+
+    def __init__(self, cost: float) -> None:
+        self.t, self.cost = 100.0, cost
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def passes_per_turn(db_url: str, tmp_path: Path, cost: float) -> tuple[int, int]:
+    """Submissions in 6 turns of their own: how many turns and scheduling passes ran."""
+    store = Store.open(db_url)
+    mono = PassClock(cost)
+    svc = ControllerService(
+        store,
+        Profile.build(),
+        ManualClock(T0),  # never reaches the interval's tick
+        logs=LogStore(tmp_path / "logs"),
+        monotonic=mono,
+    )
+    passes = 0
+    handle = svc.ctrl.handle
+
+    def timed(now: float, *events: Any, schedule: bool = True) -> list[Any]:
+        nonlocal passes
+        if schedule and not events:  # the turn's pass
+            passes += 1
+            mono.t += mono.cost
+        return handle(now, *events, schedule=schedule)
+
+    svc.ctrl.handle = timed  # type: ignore[method-assign]
+    spec = JobSpec("one", "alice", "default", gpus_per_worker=1)
+
+    async def run() -> int:
+        await svc.start()
+        try:
+            turns = svc.turns
+            for _ in range(6):
+                await svc.submit([NewJob(spec)], SubmitAudit("alice", "user", 1, "one"))
+            return svc.turns - turns
+        finally:
+            await svc.stop()
+
+    try:
+        return asyncio.run(run()), passes
+    finally:
+        store.close()
+
+
+def test_a_cheap_pass_runs_every_turn_a_slow_one_waits_three_times_its_cost(
+    db_url: str, tmp_path: Path
+) -> None:
+    turns, passes = passes_per_turn(db_url, tmp_path / "cheap", cost=0.001)
+    assert passes >= 6 and passes >= turns - 1  # an idle cluster: each change at once
+    turns, passes = passes_per_turn(db_url, tmp_path / "slow", cost=0.5)
+    # the first pass cost 0.5 s and the clock stood still after it: no second pass
+    # for a mere change until 1.5 s more have passed (the tick would still schedule)
+    assert turns >= 6 and passes == 1

@@ -113,6 +113,7 @@ class ControllerService:
         batch_max: int = 500,
         retry_backoff_s: float = 10.0,
         retry_backoff_max_s: float = 600.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -137,7 +138,9 @@ class ControllerService:
         self._timer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._schedule_at = 0.0  # time.monotonic() from which a change is scheduled again
+        # what a scheduling pass costs is measured on this clock (a test gives its own)
+        self._monotonic = monotonic
+        self._schedule_at = 0.0  # monotonic time from which a change is scheduled again
         self._history = False  # the store held jobs when we started (see _finished_before_start)
         # the newest job stored before this process started: the jobs up to it that had
         # finished are in the store only (a restart loads the unfinished ones)
@@ -232,7 +235,7 @@ class ControllerService:
             now = self.clock.now()
             deadline = min(next_tick, self._timers[0][0] if self._timers else next_tick)
             if self.ctrl.dirty:  # a change held back after a slow pass (SLOW_PASS_S)
-                deadline = min(deadline, now + max(0.0, self._schedule_at - time.monotonic()))
+                deadline = min(deadline, now + max(0.0, self._schedule_at - self._monotonic()))
             if not self._inbox and deadline > now:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
@@ -320,10 +323,10 @@ class ControllerService:
         cmds += self._due_timers(now)
         if tick:
             self.ctrl.dirty = True
-        if tick or time.monotonic() >= self._schedule_at:
-            t0 = time.monotonic()
+        if tick or self._monotonic() >= self._schedule_at:
+            t0 = self._monotonic()
             cmds += self.ctrl.handle(now)
-            took = time.monotonic() - t0
+            took = self._monotonic() - t0
             self._schedule_at = t0 + (1 + SLOW_PASS_GAP) * took if took >= SLOW_PASS_S else 0.0
         # 3. commit the transitions before anything is sent
         transitions = [c for c in cmds if isinstance(c, Transition)]
