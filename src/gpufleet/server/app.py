@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -41,6 +42,16 @@ def bootstrap_admin(store: Any, data_dir: Path, now: float) -> Path | None:
     path.write_text(secret + "\n")
     path.chmod(0o600)
     return path
+
+
+# Newer FastAPI instruments every request for OpenTelemetry, looking up the global providers
+# each time (a few % of a submission's CPU). The controller exports its own Prometheus metrics
+# (/metrics) and configures no OpenTelemetry, so it turns that off where FastAPI has it.
+_NO_OTEL: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 
 def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None = None) -> FastAPI:
@@ -92,6 +103,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         lifespan=lifespan,
         openapi_url=f"{API}/openapi.json",
         docs_url=f"{API}/docs",
+        **_NO_OTEL,
     )
     app.state.service = service
     app.state.store = store
