@@ -7,15 +7,17 @@ give the same decisions.
 from __future__ import annotations
 
 from itertools import chain, groupby
+from operator import itemgetter
 from random import Random
 
 from gpufleet.model.allocation import Allocation
+from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import explain
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
 from gpufleet.scheduler.framework import Admission, Profile
-from gpufleet.scheduler.gang import place_gang
+from gpufleet.scheduler.gang import levels_for, place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
@@ -191,25 +193,26 @@ def _reserve(
     until the blocked job fits; a job with no time limit never frees its devices here, unless
     the backfill plugin assumes one."""
     assumed: float | None = getattr(profile.backfill, "assume_limit_s", None)
-    ends: list[tuple[float, Allocation]] = [
-        (end, r.allocation) for r in snap.running if (end := _end_of(r, assumed)) is not None
-    ]
-    for job_started, alloc in started:
-        if job_started.spec.time_limit_s is not None:
-            ends.append((snap.now + job_started.spec.time_limit_s, alloc))
-    ends.sort(key=lambda e: e[0])
+    ends = _ends(snap, assumed, started)
     sim = ws.copy()
-    req = WorkerRequest.of(job.spec)
-    need = req.gpus * job.spec.workers
+    spec = job.spec
+    req = WorkerRequest.of(spec)
+    need = req.gpus * spec.workers
+    counted = _counted(spec, req, profile)
     tries = 0
-    for t, group in groupby(ends, key=lambda e: e[0]):
+    for t, group in groupby(ends, key=_FIRST):
         for _, alloc in group:
             _release(sim, alloc)
         if req.whole and sim.free_gpus(req) < need:
             continue
-        before = (list(sim.full), list(sim.cpu), list(sim.mem))
-        found, _ = place_gang(job.spec, sim, profile.place, rng)
         tries += 1
+        if counted and _capacity(sim, req) == 0:
+            # place_gang would fail at its first worker and leave ``sim`` as it is: skip it
+            if tries >= MAX_RESERVATION_TRIES:
+                break
+            continue
+        before = (list(sim.full), list(sim.cpu), list(sim.mem))
+        found, _ = place_gang(spec, sim, profile.place, rng)
         if found is not None:
             # what must stay free *now* on each node = what the head takes there at t less
             # what running jobs free there by t
@@ -235,6 +238,60 @@ def _reserve(
         if tries >= MAX_RESERVATION_TRIES:
             break
     return None
+
+
+_FIRST = itemgetter(0)
+
+
+def _ends(
+    snap: Snapshot, assumed: float | None, started: list[tuple[PendingJob, Allocation]]
+) -> list[tuple[float, Allocation]]:
+    """(end, allocation) of every job that ends (running, then started this cycle), stably
+    sorted by end."""
+    if assumed is None:
+        ends = [
+            (r.start_time + limit, r.allocation)
+            for r in snap.running
+            if (limit := r.spec.time_limit_s) is not None
+        ]
+    else:
+        ends = [
+            (end, r.allocation) for r in snap.running if (end := _end_of(r, assumed)) is not None
+        ]
+    for job_started, alloc in started:
+        if job_started.spec.time_limit_s is not None:
+            ends.append((snap.now + job_started.spec.time_limit_s, alloc))
+    ends.sort(key=_FIRST)
+    return ends
+
+
+def _counted(spec: JobSpec, req: WorkerRequest, profile: Profile) -> bool:
+    """Whether a reservation try for ``spec`` that ``_capacity`` says has no room may be
+    counted without calling ``place_gang``: whole GPUs and nothing else per worker, a gang that
+    may end up anywhere (so every level's domains need a node with ``req.gpus`` free), and a
+    placement plugin whose ``choose`` only reads the workspace (``reads_only``: no random
+    draw, no state). Then the try fails at its first worker and changes nothing, not even the
+    order of the buckets."""
+    return (
+        req.whole
+        and req.gpus > 0
+        and req.cpu_milli == 0
+        and req.memory_mib == 0
+        and bool(getattr(profile.place, "reads_only", False))
+        and levels_for(spec, profile.place.prefers_topology)[-1] == "any"
+    )
+
+
+def _capacity(ws: Workspace, req: WorkerRequest) -> int:
+    """Workers of a whole-GPU ``req`` (no CPU, no memory) that ``ws`` could take now."""
+    g = req.gpus
+    total = 0
+    for m in ws.allowed_models(req):
+        bs = ws.buckets[m]
+        for k in range(g, len(bs)):
+            if bs[k]:
+                total += len(bs[k]) * (k // g)
+    return total
 
 
 def _end_of(r: RunningJob, assumed: float | None) -> float | None:

@@ -16,6 +16,7 @@ NAME = "place/topology"
 
 class Plugin:
     prefers_topology = True
+    reads_only = True  # choose() draws no random number and keeps no state
 
     def prepare(self, snap: Snapshot, ws: Workspace) -> None:
         pass
