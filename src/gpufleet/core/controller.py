@@ -36,6 +36,7 @@ from gpufleet.scheduler.decisions import CycleResult, Start
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import DecayedUsage
+from gpufleet.scheduler.workspace import Workspace
 
 S = JobState
 
@@ -86,6 +87,7 @@ class Controller:
         self.running: dict[str, RunningJob] = {}
         self._running_tuple: tuple[RunningJob, ...] | None = None
         self._node_views: tuple[NodeView, ...] | None = None
+        self._workspace: Workspace | None = None  # Workspace(self._node_views), kept for cycles
         self.half_life_s = float(getattr(profile.order, "half_life_s", 7 * 86400.0))
         self.ledger = DecayedUsage(self.half_life_s)
         self._queue_used: dict[str, Resources] = {}
@@ -222,6 +224,7 @@ class Controller:
     def snapshot(self, now: float) -> Snapshot:
         if self._node_views is None:
             self._node_views = tuple(n.view() for n in self.nodes.values())
+            self._workspace = Workspace.refreshed(self._workspace, self._node_views)
         if self._pending_tuple is None:
             if not self._pending_sorted:
                 items = sorted(self._pending.values(), key=lambda p: (p.submit_time, p.seq))
@@ -243,6 +246,8 @@ class Controller:
                 for q, r in self._queue_used.items()
                 if r.gpu_milli or r.cpu_milli or r.memory_mib
             },
+            self._capacity,
+            self._workspace,
         )
 
     def reason(self, job_id: str) -> object:

@@ -63,7 +63,7 @@ def _shape_key(job: PendingJob, fence: bool) -> tuple[object, ...]:
 
 def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     res = CycleResult(snap.cycle, snap.now)
-    ws = Workspace(snap.nodes)
+    ws = snap.workspace.copy() if snap.workspace is not None else Workspace(snap.nodes)
     usage = QueueUsage.of(snap)
     rng = Random(profile.seed * 1_000_003 + snap.cycle)
     profile.place.prepare(snap, ws)

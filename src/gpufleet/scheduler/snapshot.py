@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.workspace import Workspace
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +87,9 @@ class Snapshot:
     # What the running jobs hold per queue, when the caller keeps it incrementally (the core
     # does); None: the cycle adds it up from ``running``. Must equal that sum.
     queue_used: Mapping[str, Resources] | None = None
+    # What the schedulable nodes hold in all, when the caller keeps it (the core does); None:
+    # the cycle adds it up from ``nodes``. Must equal that sum.
+    capacity: Resources | None = None
+    # ``Workspace(nodes)`` when the caller keeps one (``Workspace.refreshed``, as the core does):
+    # the cycle works on a copy of it instead of indexing every node again. Never changed.
+    workspace: Workspace | None = None

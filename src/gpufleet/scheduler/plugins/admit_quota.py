@@ -45,15 +45,18 @@ def _first_over(need: Resources, ceiling: Resources, quota: Resources) -> tuple[
     return dims[0][0], f"{dims[0][1]:g} GPUs", f"{dims[0][2]:g}", f"{dims[0][3]:g}"
 
 
+_WITHIN = Admission(SUCCESS, within_nominal=True)  # immutable: one for every such answer
+
+
 class Plugin:
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:
         q = usage.spec(job.spec.queue)
         if not q.limited:
-            return Admission(SUCCESS, within_nominal=True)
+            return _WITHIN
         need = job.spec.total_resources
         after = usage.of_queue(q.name) + need
         if after.fits_in(q.quota):
-            return Admission(SUCCESS, within_nominal=True)
+            return _WITHIN
         lend = usage.lendable(q.name)
         if q.cohort and q.can_borrow and after.fits_in(q.quota + lend):
             return Admission(SUCCESS, borrowing=True)
