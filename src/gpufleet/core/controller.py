@@ -25,6 +25,7 @@ from gpufleet.core.events import (
     TimerFired,
 )
 from gpufleet.core.launch_env import rank_env
+from gpufleet.core.pending import PendingBook
 from gpufleet.core.state import JobRecord, NodeRuntime
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
@@ -34,7 +35,7 @@ from gpufleet.model.resources import MILLI, Resources
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult, Start
 from gpufleet.scheduler.framework import Profile
-from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.snapshot import NodeView, RunningJob, Snapshot
 from gpufleet.scheduler.usage import DecayedUsage
 from gpufleet.scheduler.workspace import Workspace
 
@@ -81,9 +82,7 @@ class Controller:
         self.nodes: dict[str, NodeRuntime] = {}
         self.jobs: dict[str, JobRecord] = {}
         self.queues: dict[str, QueueSpec] = {}
-        self._pending: dict[str, PendingJob] = {}
-        self._pending_sorted = True
-        self._pending_tuple: tuple[PendingJob, ...] | None = None
+        self._pending = PendingBook()
         self.running: dict[str, RunningJob] = {}
         self._running_tuple: tuple[RunningJob, ...] | None = None
         self._node_views: tuple[NodeView, ...] | None = None
@@ -225,19 +224,13 @@ class Controller:
         if self._node_views is None:
             self._node_views = tuple(n.view() for n in self.nodes.values())
             self._workspace = Workspace.refreshed(self._workspace, self._node_views)
-        if self._pending_tuple is None:
-            if not self._pending_sorted:
-                items = sorted(self._pending.values(), key=lambda p: (p.submit_time, p.seq))
-                self._pending = {p.id: p for p in items}
-                self._pending_sorted = True
-            self._pending_tuple = tuple(self._pending.values())
         if self._running_tuple is None:
             self._running_tuple = tuple(self.running.values())
         return Snapshot(
             now,
             self._node_views,
             self._running_tuple,
-            self._pending_tuple,
+            self._pending.jobs(),
             self.queues,
             self.ledger.values,
             self.cycle,
@@ -248,6 +241,7 @@ class Controller:
             },
             self._capacity,
             self._workspace,
+            self._pending.index(),
         )
 
     def reason(self, job_id: str) -> object:
@@ -622,23 +616,15 @@ class Controller:
         return ""
 
     def _enqueue(self, rec: JobRecord) -> None:
-        view = rec.pending_view(self._waiting_for(rec))
-        if self._pending:
-            last = next(reversed(self._pending.values()))
-            if (last.submit_time, last.seq) > (view.submit_time, view.seq):
-                self._pending_sorted = False
-        self._pending[rec.id] = view
-        self._pending_tuple = None
+        self._pending.put(rec.pending_view(self._waiting_for(rec)))
         self.dirty = True
 
     def _requeue_view(self, rec: JobRecord) -> None:
         if rec.id in self._pending:
-            self._pending[rec.id] = rec.pending_view(self._waiting_for(rec))
-            self._pending_tuple = None
+            self._pending.put(rec.pending_view(self._waiting_for(rec)))
 
     def _dequeue(self, rec: JobRecord) -> None:
-        if self._pending.pop(rec.id, None) is not None:
-            self._pending_tuple = None
+        self._pending.remove(rec.id)
 
     def _jobs_on(self, node: str) -> list[JobRecord]:
         return [

@@ -6,6 +6,7 @@ give the same decisions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import chain, groupby
 from operator import itemgetter
 from random import Random
@@ -76,17 +77,24 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     quota_blocked: dict[str, Admission] = {}
     unplaced: list[PendingJob] = []
     whole_only = True  # every pending job wants whole GPUs (so a full cluster ends the walk)
-    waiting = []
-    eligible = []
+    waiting: list[PendingJob] = []
+    eligible: Sequence[PendingJob]
     now = snap.now
-    for p in snap.pending:
-        if whole_only:
-            s = p.spec
-            whole_only = s.gpus_per_worker > 0 and s.gpu_milli >= MILLI
-        if p.waiting_for or p.eligible_time > now:
-            waiting.append(p)
-        else:
-            eligible.append(p)
+    index = snap.pending_index
+    if index is not None and index.ready and now >= 0:
+        whole_only = index.whole_only
+        eligible = snap.pending  # every job is eligible: no need to look at each
+    else:
+        ready: list[PendingJob] = []
+        for p in snap.pending:
+            if whole_only:
+                s = p.spec
+                whole_only = s.gpus_per_worker > 0 and s.gpu_milli >= MILLI
+            if p.waiting_for or p.eligible_time > now:
+                waiting.append(p)
+            else:
+                ready.append(p)
+        eligible = ready
 
     def place(job: PendingJob, adm: Admission) -> bool:
         """Steps 3 and 4 for one admitted job: start it, or leave it unplaced."""
@@ -110,7 +118,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         return True
 
     # 1. order: jobs nominated by an earlier preemption first (the room was made for them)
-    nominated = [p for p in eligible if p.nominated]
+    nominated = [p for p in eligible if p.nominated] if index is None or index.nominated else []
     rest = (p for p in profile.order.order(eligible, snap, usage) if not p.nominated)
     # Jobs that could start only by borrowing wait until every job that fits its own quota had
     # its turn (as in Kueue): else a reclaimed borrower, requeued ahead in order, would take

@@ -76,6 +76,18 @@ class PendingJob:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingIndex:
+    """What a cycle would otherwise scan every pending job for, kept by the caller as jobs come
+    and go (the core does). Given only with a ``Snapshot.pending`` sorted by
+    ``(submit_time, seq)``, and must agree with it."""
+
+    by_queue: Mapping[str, Sequence[PendingJob]]  # each queue's pending jobs, same order
+    ready: bool  # no job waits for a dependency or has a back-off time (eligible_time > 0)
+    whole_only: bool  # every job wants whole GPUs
+    nominated: int  # jobs with ``nominated`` set
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     now: float
     nodes: Sequence[NodeView]
@@ -93,3 +105,4 @@ class Snapshot:
     # ``Workspace(nodes)`` when the caller keeps one (``Workspace.refreshed``, as the core does):
     # the cycle works on a copy of it instead of indexing every node again. Never changed.
     workspace: Workspace | None = None
+    pending_index: PendingIndex | None = None

@@ -29,6 +29,7 @@ class Plugin:
             raise ValueError("half_life_s must be positive")
         self.half_life_s = half_life_s
         self.tau = half_life_s / math.log(2)
+        self._sorted: dict[str, tuple[Sequence[PendingJob], list[PendingJob]]] = {}
 
     def share(self, queue: str, snap: Snapshot, usage: QueueUsage) -> float:
         weight = usage.spec(queue).weight
@@ -39,13 +40,19 @@ class Plugin:
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
     ) -> Iterator[PendingJob]:
         by_queue: dict[str, list[PendingJob]] = {}
-        for p in pending:
-            by_queue.setdefault(p.spec.queue, []).append(p)
-        for jobs in by_queue.values():
-            # by (-priority, submit_time, seq): two stable sorts with C-level keys
-            jobs.sort(key=_ARRIVAL)
-            jobs.sort(key=_PRIORITY, reverse=True)
-            jobs.reverse()  # pop() from the end is O(1)
+        index = snap.pending_index
+        if index is not None and pending is snap.pending:
+            # each queue's jobs are apart and in arrival order already
+            for q, arrived in index.by_queue.items():
+                by_queue[q] = self._by_priority(q, arrived).copy()
+        else:
+            for p in pending:
+                by_queue.setdefault(p.spec.queue, []).append(p)
+            for jobs in by_queue.values():
+                # by (-priority, submit_time, seq): two stable sorts with C-level keys
+                jobs.sort(key=_ARRIVAL)
+                jobs.sort(key=_PRIORITY, reverse=True)
+                jobs.reverse()  # pop() from the end is O(1)
         heap = [(self.share(q, snap, usage), q) for q in by_queue]
         # A queue's share changes only when its usage does, and QueueUsage replaces a queue's
         # (immutable) Resources when it changes: recompute the share only then.
@@ -62,6 +69,17 @@ class Plugin:
                     seen[q] = now
                     last[q] = self.share(q, snap, usage)
                 heapq.heappush(heap, (last[q], q))
+
+    def _by_priority(self, queue: str, arrived: Sequence[PendingJob]) -> list[PendingJob]:
+        """``arrived`` (in arrival order) by (-priority, arrival), reversed; remembered for as
+        long as the queue's sequence is the same object (the core re-makes it on a change)."""
+        seen = self._sorted.get(queue)
+        if seen is not None and seen[0] is arrived:
+            return seen[1]
+        jobs = sorted(arrived, key=_PRIORITY, reverse=True)
+        jobs.reverse()
+        self._sorted[queue] = (arrived, jobs)
+        return jobs
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         return False
