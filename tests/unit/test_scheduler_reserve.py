@@ -117,13 +117,13 @@ def both(
 
 @st.composite
 def scenes(draw):
-    n = draw(st.integers(1, 10))
+    n = draw(st.integers(1, 12))
     leaves = draw(st.integers(1, min(n, 3)))
     per_node = draw(st.sampled_from((2, 4, 8)))
     nodes = cluster(n, per_node, leaves=leaves)
     if draw(st.booleans()):
         nodes.append(node(f"n{n:02d}", per_node, model="A100-80GB", leaf="leaf-9"))
-    host = draw(st.sampled_from(((0, 0), (0, 0), (1, 4))))
+    host = draw(st.sampled_from(((0, 0), (0, 0), (0, 0), (1, 4))))
     busy = []
     for v in nodes:
         d = 0
@@ -145,8 +145,8 @@ def scenes(draw):
         "head",
         gpus=draw(st.integers(1, per_node)),
         workers=draw(st.integers(1, 4)),
-        cpus=draw(st.sampled_from((0, 0, 2))),
-        mem_gib=draw(st.sampled_from((0, 0, 8))),
+        cpus=draw(st.sampled_from((0, 0, 0, 2))),
+        mem_gib=draw(st.sampled_from((0, 0, 0, 8))),
         topology=draw(st.sampled_from(("any", "any", "leaf", "node"))),
         required=draw(st.booleans()),
         models=draw(st.sampled_from(((), (), ("A100-80GB",)))),
@@ -162,7 +162,7 @@ def scenes(draw):
         for i in range(draw(st.integers(0, 2)))
     ]
     prof = profile(
-        place=draw(st.sampled_from(("topology", "bestfit", "packing", "random"))),
+        place=draw(st.sampled_from(("topology", "topology", "bestfit", "packing", "random"))),
         backfill="easy",
         options=None,
     )
@@ -220,12 +220,69 @@ def test_the_try_limit_counts_skipped_tries_too() -> None:
     assert got is None and want is None
 
 
-def test_no_skipping_for_a_plugin_that_may_draw_random_numbers(monkeypatch) -> None:
+def test_no_shortcut_for_a_plugin_that_may_draw_random_numbers() -> None:
     snap, head = _staircase(5)
+    ws = Workspace(snap.nodes)
+    req = WorkerRequest.of(head.spec)
     prof = profile(place="random", backfill="easy")
-    assert not cycle_mod._counted(head.spec, WorkerRequest.of(head.spec), prof)
-    assert cycle_mod._counted(
-        head.spec, WorkerRequest.of(head.spec), profile(place="topology", backfill="easy")
-    )
+    assert not cycle_mod._first_fit_gang(head.spec, req, prof, ws)
+    assert cycle_mod._first_fit_gang(head.spec, req, profile(place="topology", backfill="easy"), ws)
     got, want = both(snap, head, prof)
     assert got == want
+
+
+def test_tries_where_only_some_workers_fit_are_not_placed(monkeypatch) -> None:
+    """A 3 × 4-GPU gang; each step frees 6 GPUs on the next node. The second step has the 12
+    GPUs but room for two workers only: that try fails after placing two, and gives them back
+    in reverse (n01 before n00 in their bucket), which decides where the third step places
+    the gang. (A fractional job on every node keeps the nodes partly used as well.)"""
+    nodes = cluster(6, 8, leaves=2)
+    busy = []
+    for i, v in enumerate(nodes):
+        busy.append(running(f"frac-{i}", (v.name, [0]), milli=500, cpus=0, mem_gib=0, limit=9e9))
+        busy.append(running(f"one-{i}", (v.name, [1]), cpus=0, mem_gib=0, limit=9e9))
+        busy.append(
+            running(f"six-{i}", (v.name, range(2, 8)), cpus=0, mem_gib=0, start=NOW, limit=10.0 + i)
+        )
+    snap = snapshot(nodes, running=busy, now=NOW)
+    head = job("head", gpus=4, workers=3, cpus=0, mem_gib=0)
+    calls = []
+
+    def counting(*a):
+        calls.append(1)
+        return place_gang(*a)
+
+    monkeypatch.setattr(cycle_mod, "place_gang", counting)
+    for place in ("topology", "bestfit"):
+        calls.clear()
+        got, want = both(snap, head, profile(place=place, backfill="easy"))
+        assert got == want
+        assert got is not None and got.start_time == NOW + 12.0
+        assert [p.node for p in got.allocation][:2] == ["n01", "n00"]
+        assert len(calls) == 1
+
+
+def test_a_single_worker_takes_the_node_the_releases_moved_first(monkeypatch) -> None:
+    """Two nodes get room at the same end time; n03's job comes first in the running jobs, so
+    its release puts n03 ahead of n01 in their bucket, and the head goes there, unplaced."""
+    nodes = cluster(4, 8)
+    busy = [running(f"six-{i}", (v.name, range(6)), cpus=0, mem_gib=0) for i, v in enumerate(nodes)]
+    ends = {"n03": 120.0, "n01": 120.0, "n00": 130.0, "n02": 140.0}
+    for name, end in ends.items():
+        busy.append(
+            running(f"two-{name}", (name, [6, 7]), cpus=0, mem_gib=0, start=NOW, limit=end - NOW)
+        )
+    snap = snapshot(nodes, running=busy, now=NOW)
+    head = job("head", gpus=2, cpus=0, mem_gib=0)
+    calls = []
+
+    def counting(*a):
+        calls.append(1)
+        return place_gang(*a)
+
+    monkeypatch.setattr(cycle_mod, "place_gang", counting)
+    got, want = both(snap, head, profile(place="topology", backfill="easy"))
+    assert got == want
+    assert got is not None and got.start_time == 120.0
+    assert [(p.node, p.gpus) for p in got.allocation] == [("n03", (6, 7))]
+    assert calls == []

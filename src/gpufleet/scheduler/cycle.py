@@ -11,7 +11,7 @@ from itertools import chain, groupby
 from operator import itemgetter
 from random import Random
 
-from gpufleet.model.allocation import Allocation
+from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
@@ -22,7 +22,7 @@ from gpufleet.scheduler.gang import levels_for, place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
-from gpufleet.scheduler.workspace import Workspace
+from gpufleet.scheduler.workspace import Workspace, _full
 
 MAX_PREEMPTORS_PER_CYCLE = 4
 MAX_RESERVATION_TRIES = 64
@@ -202,50 +202,168 @@ def _reserve(
     the backfill plugin assumes one."""
     assumed: float | None = getattr(profile.backfill, "assume_limit_s", None)
     ends = _ends(snap, assumed, started)
+    req = WorkerRequest.of(job.spec)
+    if _first_fit_gang(job.spec, req, profile, ws):
+        return _reserve_first_fit(job, req, ws, snap, ends, profile, rng)
+    return _reserve_scan(job, req, ws, snap, ends, profile, rng)
+
+
+def _reserve_scan(
+    job: PendingJob,
+    req: WorkerRequest,
+    ws: Workspace,
+    snap: Snapshot,
+    ends: list[tuple[float, Allocation]],
+    profile: Profile,
+    rng: Random,
+) -> Reservation | None:
+    """``_reserve`` the plain way: release on a copy of ``ws``, try to place at each step."""
     sim = ws.copy()
     spec = job.spec
-    req = WorkerRequest.of(spec)
     need = req.gpus * spec.workers
-    counted = _counted(spec, req, profile)
     tries = 0
     for t, group in groupby(ends, key=_FIRST):
         for _, alloc in group:
             _release(sim, alloc)
         if req.whole and sim.free_gpus(req) < need:
             continue
-        tries += 1
-        if counted and _capacity(sim, req) == 0:
-            # place_gang would fail at its first worker and leave ``sim`` as it is: skip it
-            if tries >= MAX_RESERVATION_TRIES:
-                break
-            continue
         before = (list(sim.full), list(sim.cpu), list(sim.mem))
         found, _ = place_gang(spec, sim, profile.place, rng)
+        tries += 1
         if found is not None:
-            # what must stay free *now* on each node = what the head takes there at t less
-            # what running jobs free there by t
-            need_at: dict[int, list[int]] = {}
-            for placement in found:
-                i = sim.by_name[placement.node]
-                acc = need_at.setdefault(i, [0, 0, 0])
-                acc[0] += len(placement.gpus) if placement.gpu_milli >= MILLI else 0
-                acc[1] += placement.cpu_milli
-                acc[2] += placement.memory_mib
-            full_t, cpu_t, mem_t = before
-            for i, (gpus, cpu, mem) in need_at.items():
-                keep_gpus = gpus - max(0, full_t[i] - ws.full[i])
-                keep_cpu = cpu - max(0, cpu_t[i] - ws.cpu[i])
-                keep_mem = mem - max(0, mem_t[i] - ws.mem[i])
-                if keep_gpus > 0:
-                    ws.reserved[i] = ws.reserved.get(i, 0) + keep_gpus
-                if keep_cpu > 0:
-                    ws.reserved_cpu[i] = ws.reserved_cpu.get(i, 0) + keep_cpu
-                if keep_mem > 0:
-                    ws.reserved_mem[i] = ws.reserved_mem.get(i, 0) + keep_mem
+            _keep(ws, found, before)
             return Reservation(job.id, max(t, snap.now), found)
         if tries >= MAX_RESERVATION_TRIES:
             break
     return None
+
+
+def _reserve_first_fit(
+    job: PendingJob,
+    req: WorkerRequest,
+    ws: Workspace,
+    snap: Snapshot,
+    ends: list[tuple[float, Allocation]],
+    profile: Profile,
+    rng: Random,
+) -> Reservation | None:
+    """``_reserve_scan`` for a ``_first_fit_gang``, with the same answer, worked out on free
+    counts: per node its free devices, in all how many GPUs and workers fit. A step where the
+    gang does not fit changes nothing (no room) or reverses buckets (``_failed_try``); the
+    first where it fits is the answer. A single worker takes the first candidate, found from
+    the counts and the order the releases left; a gang is placed for real, on a copy of ``ws``
+    that replays the releases and failed tries up to there."""
+    spec = job.spec
+    g, workers = req.gpus, spec.workers
+    need = g * workers
+    by_name = ws.by_name
+    gfree, full, cpu, mem = list(ws.gfree), list(ws.full), list(ws.cpu), list(ws.mem)
+    allowed = set(ws.allowed_models(req))
+    counted = [ws.ok[i] and bool(ws.gfree[i]) and ws.model[i] in allowed for i in range(ws.n)]
+    free = room = 0
+    for i in range(ws.n):
+        if counted[i]:
+            free += full[i]
+            room += full[i] // g
+    moved: dict[int, int] = {}  # node → when a release last moved it (last in its bucket)
+    steps: list[Allocation | None] = []  # the releases and (None) failed tries, in order
+    tries = stamp = 0
+    for t, group in groupby(ends, key=_FIRST):
+        for _, alloc in group:
+            steps.append(alloc)
+            for p in alloc:
+                n = by_name.get(p.node)
+                if n is None:
+                    continue
+                devs = list(gfree[n])
+                for d in p.gpus:
+                    devs[d] += p.gpu_milli
+                gfree[n] = tuple(devs)
+                k = _full(gfree[n])
+                if counted[n]:
+                    free += k - full[n]
+                    room += k // g - full[n] // g
+                full[n] = k
+                cpu[n] += p.cpu_milli
+                mem[n] += p.memory_mib
+                moved[n] = stamp
+                stamp += 1
+        if free < need:
+            continue
+        tries += 1
+        if room >= workers:
+            if workers == 1:
+                i = _first_candidate(ws, req, full, moved)
+                devices = tuple([d for d, f in enumerate(gfree[i]) if f >= MILLI][:g])
+                found: Allocation = (Placement(ws.views[i].name, devices, req.gpu_milli, 0, 0),)
+            else:
+                sim = ws.copy()
+                for step in steps:
+                    if step is None:
+                        _failed_try(sim, req)
+                    else:
+                        _release(sim, step)
+                placed, _ = place_gang(spec, sim, profile.place, rng)
+                if placed is None:  # cannot be (see _first_fit_gang); the plain way, then
+                    return _reserve_scan(job, req, ws, snap, ends, profile, rng)
+                found = placed
+            _keep(ws, found, (full, cpu, mem))
+            return Reservation(job.id, max(t, snap.now), found)
+        if room:
+            steps.append(None)
+        if tries >= MAX_RESERVATION_TRIES:
+            break
+    return None
+
+
+def _first_candidate(
+    ws: Workspace, req: WorkerRequest, full: list[int], moved: dict[int, int]
+) -> int:
+    """The node ``tightest`` takes for ``req`` anywhere in ``ws`` after releases that changed
+    free counts to ``full`` and moved the nodes in ``moved``: the first node of the tightest
+    bucket with room, models in order. In a bucket, the nodes no release moved keep their
+    order, ahead of those moved there, which follow in the order they were last moved."""
+    models = ws.allowed_models(req)
+    for k in range(req.gpus, ws.max_gpus + 1):
+        for m in models:
+            for i in ws.buckets[m][k]:
+                if i not in moved:
+                    return i
+            last = [
+                (when, i)
+                for i, when in moved.items()
+                if full[i] == k and ws.model[i] == m and ws.ok[i] and ws.gfree[i]
+            ]
+            if last:
+                return min(last)[1]
+    raise AssertionError("no node has room")  # the caller counted room on one
+
+
+def _keep(
+    ws: Workspace,
+    found: Allocation,
+    before: tuple[list[int], list[int], list[int]],
+) -> None:
+    """Keep free now, on each node of the reservation, what the head takes there at its start
+    less what running jobs free there by then (``before``: free devices, CPU and memory then)."""
+    need_at: dict[int, list[int]] = {}
+    for placement in found:
+        i = ws.by_name[placement.node]
+        acc = need_at.setdefault(i, [0, 0, 0])
+        acc[0] += len(placement.gpus) if placement.gpu_milli >= MILLI else 0
+        acc[1] += placement.cpu_milli
+        acc[2] += placement.memory_mib
+    full_t, cpu_t, mem_t = before
+    for i, (gpus, cpu, mem) in need_at.items():
+        keep_gpus = gpus - max(0, full_t[i] - ws.full[i])
+        keep_cpu = cpu - max(0, cpu_t[i] - ws.cpu[i])
+        keep_mem = mem - max(0, mem_t[i] - ws.mem[i])
+        if keep_gpus > 0:
+            ws.reserved[i] = ws.reserved.get(i, 0) + keep_gpus
+        if keep_cpu > 0:
+            ws.reserved_cpu[i] = ws.reserved_cpu.get(i, 0) + keep_cpu
+        if keep_mem > 0:
+            ws.reserved_mem[i] = ws.reserved_mem.get(i, 0) + keep_mem
 
 
 _FIRST = itemgetter(0)
@@ -273,33 +391,50 @@ def _ends(
     return ends
 
 
-def _counted(spec: JobSpec, req: WorkerRequest, profile: Profile) -> bool:
-    """Whether a reservation try for ``spec`` that ``_capacity`` says has no room may be
-    counted without calling ``place_gang``: whole GPUs and nothing else per worker, a gang that
-    may end up anywhere (so every level's domains need a node with ``req.gpus`` free), and a
-    placement plugin whose ``choose`` only reads the workspace (``reads_only``: no random
-    draw, no state). Then the try fails at its first worker and changes nothing, not even the
-    order of the buckets."""
+def _first_fit_gang(spec: JobSpec, req: WorkerRequest, profile: Profile, ws: Workspace) -> bool:
+    """Whether ``place_gang(spec, ws')`` is known in advance for the workspaces ``ws'`` that
+    ``_reserve`` makes from ``ws`` (by releasing; no fence): it succeeds exactly when
+    the workers that fit on free whole GPUs (their room) are at least ``spec.workers``, and
+    ``_failed_try`` is what a failure leaves behind.
+
+    So when the workers want whole GPUs and nothing else (no CPU, memory or dataset; no node
+    over-committed), the gang may end up anywhere (then every tighter level's domains need
+    that capacity), and the plugin takes the first candidate (``first_fit``: as ``tightest``
+    does, drawing no random number, keeping no state)."""
     return (
         req.whole
         and req.gpus > 0
         and req.cpu_milli == 0
         and req.memory_mib == 0
-        and bool(getattr(profile.place, "reads_only", False))
+        and not req.dataset
+        and bool(getattr(profile.place, "first_fit", False))
         and levels_for(spec, profile.place.prefers_topology)[-1] == "any"
+        and min(ws.cpu, default=0) >= 0
+        and min(ws.mem, default=0) >= 0
     )
 
 
-def _capacity(ws: Workspace, req: WorkerRequest) -> int:
-    """Workers of a whole-GPU ``req`` (no CPU, no memory) that ``ws`` could take now."""
+def _failed_try(ws: Workspace, req: WorkerRequest) -> None:
+    """What a ``place_gang`` of a ``_first_fit_gang`` leaves behind when only some workers fit.
+
+    ``place_in`` anywhere takes the first candidate node again and again: the first node of the
+    tightest bucket, until it has fewer than ``req.gpus`` free; then the next; so it drains
+    every node with room, in bucket order, before it finds no room and gives them back in
+    reverse. Each node ends in its own bucket again, put last: every bucket with room ends
+    reversed. (The partly used sets are reordered too, but only fractional requests read
+    them, and ``_reserve`` places nothing else in this workspace.)"""
     g = req.gpus
-    total = 0
     for m in ws.allowed_models(req):
         bs = ws.buckets[m]
         for k in range(g, len(bs)):
-            if bs[k]:
-                total += len(bs[k]) * (k // g)
-    return total
+            if len(bs[k]) > 1:
+                bs[k] = dict.fromkeys(reversed(bs[k]))
+        for leaf in range(len(ws.leaf_names)):
+            lb = ws.leaf_buckets.get((m, leaf))
+            if lb is not None:
+                for k in range(g, len(lb)):
+                    if len(lb[k]) > 1:
+                        lb[k] = dict.fromkeys(reversed(lb[k]))
 
 
 def _end_of(r: RunningJob, assumed: float | None) -> float | None:
