@@ -33,6 +33,7 @@ def expected_index(pending: Sequence[PendingJob]) -> PendingIndex:
         not any(p.waiting_for or p.eligible_time > 0 for p in pending),
         all(p.spec.gpus_per_worker > 0 and p.spec.gpu_milli >= MILLI for p in pending),
         sum(p.nominated for p in pending),
+        len({p.spec.priority for p in pending}) <= 1,
     )
 
 
@@ -42,7 +43,12 @@ def check_book(book: PendingBook, model: dict[str, PendingJob]) -> None:
     got = book.index()
     exp = expected_index(want)
     assert {q: tuple(v) for q, v in got.by_queue.items()} == exp.by_queue
-    assert (got.ready, got.whole_only, got.nominated) == (exp.ready, exp.whole_only, exp.nominated)
+    assert (got.ready, got.whole_only, got.nominated, got.one_priority) == (
+        exp.ready,
+        exp.whole_only,
+        exp.nominated,
+        exp.one_priority,
+    )
     assert len(book) == len(model) and set(book) == set(model)
 
 
@@ -68,7 +74,14 @@ def test_the_pending_book_agrees_with_the_jobs_it_holds(ops, check_every) -> Non
     for n, (op, k, q, submit, f1, f2, f3) in enumerate(ops):
         jid = f"j{k}"
         if op == "add" and jid not in model:
-            p = job(jid, submit=float(submit), seq=k, queue=q, milli=500 if f3 else MILLI)
+            p = job(
+                jid,
+                submit=float(submit),
+                seq=k,
+                queue=q,
+                milli=500 if f3 else MILLI,
+                priority=1 if f1 and f3 else 0,
+            )
             p = replace(p, eligible_time=5.0 if f1 and f2 else 0.0)
             model[jid] = p
             book.put(p)
@@ -113,7 +126,12 @@ def check_snapshot(snap: Snapshot) -> None:
     assert idx is not None
     exp = expected_index(snap.pending)
     assert {q: tuple(v) for q, v in idx.by_queue.items()} == exp.by_queue
-    assert (idx.ready, idx.whole_only, idx.nominated) == (exp.ready, exp.whole_only, exp.nominated)
+    assert (idx.ready, idx.whole_only, idx.nominated, idx.one_priority) == (
+        exp.ready,
+        exp.whole_only,
+        exp.nominated,
+        exp.one_priority,
+    )
 
 
 @st.composite
@@ -134,6 +152,7 @@ def workloads(draw):
             queue=draw(st.sampled_from(("a", "b"))),
             limit=draw(st.sampled_from((None, 50.0, 500.0))),
             retries=draw(st.integers(0, 2)),
+            priority=draw(st.sampled_from((0, 0, 0, 1))),
         )
         deps = ()
         if i and draw(st.integers(0, 4)) == 0:
@@ -189,3 +208,37 @@ def test_a_retry_in_back_off_makes_the_index_not_ready() -> None:
     check_snapshot(snap)
     assert [p.id for p in snap.pending] == ["x"]
     assert snap.pending_index is not None and not snap.pending_index.ready
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(("a", "b", "c")), st.integers(0, 5), st.sampled_from((0, 0, 0, 1, 2))
+        ),
+        max_size=30,
+    ),
+    st.sampled_from(("fairshare", "fifo")),
+    st.integers(0, 30),
+)
+def test_orders_through_the_index_equal_orders_without_it(jobs, order, admitted) -> None:
+    """Fair share reads usage as it goes: admit the first ``admitted`` jobs on the way."""
+    from gpufleet.scheduler.usage import QueueUsage
+
+    book = PendingBook()
+    for n, (q, submit, prio) in enumerate(jobs):
+        book.put(job(f"j{n}", submit=float(submit), seq=n, queue=q, priority=prio))
+    pending = book.jobs()
+    plugin = profile(order=order).order
+    got = []
+    for index in (book.index(), None):
+        snap = Snapshot(10.0, (), (), pending, usage={"a": 3000.0}, pending_index=index)
+        usage = QueueUsage({}, (), Resources(16_000, 10**6, 10**6))
+        seq = []
+        for p in plugin.order(snap.pending, snap, usage):
+            seq.append(p.id)
+            if len(seq) <= admitted:
+                usage.add(p.spec.queue, p.spec.total_resources)
+        got.append(seq)
+    assert got[0] == got[1]
+    assert sorted(got[0]) == sorted(p.id for p in pending)

@@ -26,6 +26,7 @@ class PendingBook:
         self._not_ready = 0
         self._fractional = 0
         self._nominated = 0
+        self._priorities: dict[int, int] = {}  # priority → how many jobs have it
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -83,7 +84,11 @@ class PendingBook:
                     t = self._queue_tuples[q] = tuple(jobs.values())
                 by_queue[q] = t
             self._index = PendingIndex(
-                by_queue, self._not_ready == 0, self._fractional == 0, self._nominated
+                by_queue,
+                self._not_ready == 0,
+                self._fractional == 0,
+                self._nominated,
+                len(self._priorities) <= 1,
             )
         return self._index
 
@@ -117,3 +122,8 @@ class PendingBook:
             self._fractional += n
         if p.nominated:
             self._nominated += n
+        left = self._priorities.get(s.priority, 0) + n
+        if left:
+            self._priorities[s.priority] = left
+        else:
+            del self._priorities[s.priority]

@@ -85,6 +85,7 @@ class PendingIndex:
     ready: bool  # no job waits for a dependency or has a back-off time (eligible_time > 0)
     whole_only: bool  # every job wants whole GPUs
     nominated: int  # jobs with ``nominated`` set
+    one_priority: bool = False  # every job has the same priority
 
 
 @dataclass(frozen=True, slots=True)
