@@ -122,6 +122,8 @@ def check_snapshot(snap: Snapshot) -> None:
     assert snap.workspace is not None
     assert ws_state(snap.workspace) == ws_state(Workspace(snap.nodes))
     assert list(snap.pending) == sorted(snap.pending, key=lambda p: (p.submit_time, p.seq))
+    ends = [(r.expected_end, r.allocation) for r in snap.running if r.expected_end is not None]
+    assert snap.ends == tuple(sorted(ends, key=lambda e: e[0]))  # stable: ties in running order
     idx = snap.pending_index
     assert idx is not None
     exp = expected_index(snap.pending)

@@ -4,6 +4,7 @@ is the reference (the code before tries that cannot fit were skipped)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import groupby
 from random import Random
 
@@ -101,15 +102,18 @@ def both(
     end alike."""
     out = []
     states = []
-    for fn in (cycle_mod._reserve, reference_reserve):
-        ws = Workspace(snap.nodes)
+    # _reserve reads the running jobs' ends as the core keeps them (sorted, stably)
+    ends = [(r.expected_end, r.allocation) for r in snap.running if r.expected_end is not None]
+    kept = replace(snap, ends=tuple(sorted(ends, key=lambda e: e[0])))
+    for fn, view in ((cycle_mod._reserve, kept), (reference_reserve, snap)):
+        ws = Workspace(view.nodes)
         rng = Random(7)
         started = []
         for s in started_jobs:
             alloc, _ = place_gang(s.spec, ws, prof.place, rng)
             if alloc is not None:
                 started.append((s, alloc))
-        out.append(fn(head, ws, snap, started, prof, rng))
+        out.append(fn(head, ws, view, started, prof, rng))
         states.append((_state(ws), rng.random()))
     assert states[0] == states[1]
     return out[0], out[1]
@@ -286,3 +290,22 @@ def test_a_single_worker_takes_the_node_the_releases_moved_first(monkeypatch) ->
     assert got is not None and got.start_time == 120.0
     assert [(p.node, p.gpus) for p in got.allocation] == [("n03", (6, 7))]
     assert calls == []
+
+
+def test_a_job_started_this_cycle_frees_after_running_jobs_that_end_with_it() -> None:
+    """r on n00 and s, started this cycle on n01, both end at t=150: r's node is released
+    first, so it is first in the bucket, and the head's reservation is on n00."""
+    nodes = cluster(3, 8)
+    busy = [
+        running("six-0", ("n00", range(6)), cpus=0, mem_gib=0),
+        running("r", ("n00", [6, 7]), cpus=0, mem_gib=0, start=NOW, limit=50.0),
+        running("six-1", ("n01", range(6)), cpus=0, mem_gib=0),
+        running("all-2", ("n02", range(8)), cpus=0, mem_gib=0),
+    ]
+    snap = snapshot(nodes, running=busy, now=NOW)
+    s = job("s", gpus=2, cpus=0, mem_gib=0, limit=50.0)
+    head = job("head", gpus=2, cpus=0, mem_gib=0)
+    got, want = both(snap, head, profile(place="topology", backfill="easy"), [s])
+    assert got == want
+    assert got is not None and got.start_time == 150.0
+    assert [p.node for p in got.allocation] == ["n00"]

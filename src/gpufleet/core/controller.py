@@ -8,6 +8,7 @@ stops the rest when one fails, and decides retries with exponential back-off.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -85,6 +86,13 @@ class Controller:
         self._pending = PendingBook()
         self.running: dict[str, RunningJob] = {}
         self._running_tuple: tuple[RunningJob, ...] | None = None
+        # the running jobs with a time limit by (expected end, start order), for EASY's shadow
+        # time; _end_keys and _ends side by side, so a snapshot's copy is one tuple()
+        self._end_keys: list[tuple[float, int]] = []
+        self._ends: list[tuple[float, Allocation]] = []
+        self._end_key_of: dict[str, tuple[float, int]] = {}
+        self._ends_tuple: tuple[tuple[float, Allocation], ...] | None = None
+        self._run_seq = 0
         self._node_views: tuple[NodeView, ...] | None = None
         self._workspace: Workspace | None = None  # Workspace(self._node_views), kept for cycles
         self.half_life_s = float(getattr(profile.order, "half_life_s", 7 * 86400.0))
@@ -162,7 +170,7 @@ class Controller:
                 for p in r.allocation:
                     if p.node in self.nodes:
                         self._take(p)
-                self.running[r.job.id] = rec.running_view()
+                self._run(rec.running_view())
                 self._use(r.job.spec.queue, r.job.spec.total_resources)
                 if r.job.state is S.RUNNING:
                     rec.started_ranks = set(range(len(r.allocation)))
@@ -226,6 +234,8 @@ class Controller:
             self._workspace = Workspace.refreshed(self._workspace, self._node_views)
         if self._running_tuple is None:
             self._running_tuple = tuple(self.running.values())
+        if self._ends_tuple is None:
+            self._ends_tuple = tuple(self._ends)
         return Snapshot(
             now,
             self._node_views,
@@ -242,6 +252,7 @@ class Controller:
             self._capacity,
             self._workspace,
             self._pending.index(),
+            self._ends_tuple,
         )
 
     def reason(self, job_id: str) -> object:
@@ -512,8 +523,7 @@ class Controller:
         )
         if j.spec.time_limit_s is not None:
             out.append(SetTimer(now + j.spec.time_limit_s, "timelimit", j.id, j.attempt))
-        self.running[j.id] = rec.running_view()
-        self._running_tuple = None
+        self._run(rec.running_view())
         self._use(j.spec.queue, j.spec.total_resources)
 
     # ----- the JobMaster -----------------------------------------------------------------
@@ -542,8 +552,7 @@ class Controller:
         why = rec.ending_why or "every rank exited 0"
         if j.start_time is not None:
             j.attained_gpu_s += (now - j.start_time) * j.spec.total_gpu_milli / MILLI
-        self.running.pop(j.id, None)
-        self._running_tuple = None
+        self._unrun(j.id)
         self._unuse(j.spec.queue, j.spec.total_resources)
         if j.state is S.STARTING and ending in (S.SUCCEEDED, S.TIMED_OUT):
             self._to(rec, S.RUNNING, now, "ranks started and ended together", out)
@@ -632,6 +641,31 @@ class Controller:
             for jid, r in self.running.items()
             if any(p.node == node for p in r.allocation)
         ]
+
+    def _run(self, view: RunningJob) -> None:
+        self._unrun(view.id)
+        self.running[view.id] = view
+        self._running_tuple = None
+        self._run_seq += 1
+        end = view.expected_end
+        if end is not None:
+            key = (end, self._run_seq)
+            i = bisect.bisect_left(self._end_keys, key)
+            self._end_keys.insert(i, key)
+            self._ends.insert(i, (end, view.allocation))
+            self._end_key_of[view.id] = key
+            self._ends_tuple = None
+
+    def _unrun(self, job_id: str) -> None:
+        if self.running.pop(job_id, None) is None:
+            return
+        self._running_tuple = None
+        key = self._end_key_of.pop(job_id, None)
+        if key is not None:
+            i = bisect.bisect_left(self._end_keys, key)
+            del self._end_keys[i]
+            del self._ends[i]
+            self._ends_tuple = None
 
     def _take(self, p: Placement) -> None:
         n = self.nodes[p.node]

@@ -6,6 +6,7 @@ give the same decisions.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from itertools import chain, groupby
 from operator import itemgetter
@@ -374,6 +375,13 @@ def _ends(
 ) -> list[tuple[float, Allocation]]:
     """(end, allocation) of every job that ends (running, then started this cycle), stably
     sorted by end."""
+    if assumed is None and snap.ends is not None:
+        ends = list(snap.ends)  # the running jobs' already, in this order
+        for job_started, alloc in started:
+            limit = job_started.spec.time_limit_s
+            if limit is not None:
+                bisect.insort_right(ends, (snap.now + limit, alloc), key=_FIRST)  # after equals
+        return ends
     if assumed is None:
         ends = [
             (r.start_time + limit, r.allocation)

@@ -107,3 +107,6 @@ class Snapshot:
     # the cycle works on a copy of it instead of indexing every node again. Never changed.
     workspace: Workspace | None = None
     pending_index: PendingIndex | None = None
+    # (expected end, allocation) of the running jobs with a time limit, by end (ties in the order
+    # of ``running``), when the caller keeps them so (the core does); None: the cycle sorts.
+    ends: Sequence[tuple[float, Allocation]] | None = None
