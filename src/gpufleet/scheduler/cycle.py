@@ -18,7 +18,7 @@ from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import explain
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
-from gpufleet.scheduler.framework import Admission, Profile
+from gpufleet.scheduler.framework import Admission, Code, Profile
 from gpufleet.scheduler.gang import levels_for, place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
@@ -39,25 +39,6 @@ def shape(job: PendingJob, fence: bool) -> tuple[object, ...]:
         s.memory_mib,
         s.gpu_models,
         s.topology,
-        s.dataset,
-        fence,
-    )
-
-
-def _shape_key(job: PendingJob, fence: bool) -> tuple[object, ...]:
-    """``shape`` with the topology as plain values (a cheaper key, equal exactly when
-    ``shape`` is)."""
-    s = job.spec
-    t = s.topology
-    return (
-        s.workers,
-        s.gpus_per_worker,
-        s.gpu_milli,
-        s.cpu_milli,
-        s.memory_mib,
-        s.gpu_models,
-        t.level,
-        t.required,
         s.dataset,
         fence,
     )
@@ -104,7 +85,20 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             limit is None or snap.now + limit > res.reservation.start_time
         )
         ws.fence = long  # long jobs keep off the head's reserved devices, CPUs and memory
-        key = _shape_key(job, long)
+        s = job.spec  # shape(job, long) with the topology as plain values; per job examined
+        t = s.topology
+        key = (
+            s.workers,
+            s.gpus_per_worker,
+            s.gpu_milli,
+            s.cpu_milli,
+            s.memory_mib,
+            s.gpu_models,
+            t.level,
+            t.required,
+            s.dataset,
+            long,
+        )
         alloc = None
         if key not in failed_shapes:
             alloc, _ = place_gang(job.spec, ws, profile.place, rng)
@@ -134,7 +128,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
 
         # 2. admit
         adm = profile.admit.admit(job, usage)
-        if not adm.status.ok:
+        if adm.status.code is not Code.SUCCESS:  # not .ok: a property, and this runs per job
             quota_blocked[job.id] = adm
             if adm.status.reason is not None:
                 res.reasons[job.id] = adm.status.reason
@@ -259,13 +253,14 @@ def _reserve_first_fit(
     need = g * workers
     by_name = ws.by_name
     gfree, full, cpu, mem = list(ws.gfree), list(ws.full), list(ws.cpu), list(ws.mem)
-    allowed = set(ws.allowed_models(req))
-    counted = [ws.ok[i] and bool(ws.gfree[i]) and ws.model[i] in allowed for i in range(ws.n)]
-    free = room = 0
-    for i in range(ws.n):
-        if counted[i]:
-            free += full[i]
-            room += full[i] // g
+    models = ws.allowed_models(req)
+    allowed = set(models)
+    ok, model = ws.ok, ws.model
+    free = room = 0  # over the indexed nodes of allowed models, as free_gpus counts
+    for m in models:
+        free += ws.model_free[m]
+        for k, bucket in enumerate(ws.buckets[m]):
+            room += len(bucket) * (k // g)
     moved: dict[int, int] = {}  # node → when a release last moved it (last in its bucket)
     steps: list[Allocation | None] = []  # the releases and (None) failed tries, in order
     tries = stamp = 0
@@ -281,7 +276,7 @@ def _reserve_first_fit(
                     devs[d] += p.gpu_milli
                 gfree[n] = tuple(devs)
                 k = _full(gfree[n])
-                if counted[n]:
+                if ok[n] and model[n] in allowed and devs:  # indexed, of an allowed model
                     free += k - full[n]
                     room += k // g - full[n] // g
                 full[n] = k

@@ -41,6 +41,8 @@ class QueueUsage:
         for q in self.queues.values():
             if q.cohort:
                 self.cohorts.setdefault(q.cohort, []).append(q.name)
+        # the queues with a quota (``spec`` of any other name is unlimited)
+        self.limited = frozenset(name for name, q in self.queues.items() if q.limited)
         if used is not None:
             self.used = dict(used)  # kept incrementally by the caller: O(queues), not O(running)
         else:

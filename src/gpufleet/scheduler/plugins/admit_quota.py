@@ -50,9 +50,9 @@ _WITHIN = Admission(SUCCESS, within_nominal=True)  # immutable: one for every su
 
 class Plugin:
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:
-        q = usage.spec(job.spec.queue)
-        if not q.limited:
+        if job.spec.queue not in usage.limited:
             return _WITHIN
+        q = usage.spec(job.spec.queue)
         need = job.spec.total_resources
         after = usage.of_queue(q.name) + need
         if after.fits_in(q.quota):
