@@ -244,3 +244,31 @@ def test_orders_through_the_index_equal_orders_without_it(jobs, order, admitted)
         got.append(seq)
     assert got[0] == got[1]
     assert sorted(got[0]) == sorted(p.id for p in pending)
+    if order == "fairshare":  # and as the plain heap of queues gives it
+        snap = Snapshot(10.0, (), (), pending, usage={"a": 3000.0})
+        usage = QueueUsage({}, (), Resources(16_000, 10**6, 10**6))
+        seq = []
+        for p in reference_fairshare(plugin, snap, usage):
+            seq.append(p.id)
+            if len(seq) <= admitted:
+                usage.add(p.spec.queue, p.spec.total_resources)
+        assert seq == got[0]
+
+
+def reference_fairshare(plugin, snap, usage):
+    """order/fairshare as first written: pop the least-share queue, push it back each time."""
+    import heapq
+
+    by_queue = {}
+    for p in snap.pending:
+        by_queue.setdefault(p.spec.queue, []).append(p)
+    for jobs in by_queue.values():
+        jobs.sort(key=lambda p: (-p.spec.priority, p.submit_time, p.seq), reverse=True)
+    heap = [(plugin.share(q, snap, usage), q) for q in by_queue]
+    heapq.heapify(heap)
+    while heap:
+        _, q = heapq.heappop(heap)
+        jobs = by_queue[q]
+        yield jobs.pop()
+        if jobs:
+            heapq.heappush(heap, (plugin.share(q, snap, usage), q))

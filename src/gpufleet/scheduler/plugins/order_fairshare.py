@@ -65,15 +65,20 @@ class Plugin:
             _, q = heapq.heappop(heap)
             line = queues[q]
             n = taken[q]
-            yield line[n]
-            n += 1
-            if n < len(line):
-                taken[q] = n
+            while True:
+                yield line[n]
+                n += 1
+                if n >= len(line):
+                    break
                 now = usage.used.get(q)
                 if now is not seen[q]:
                     seen[q] = now
                     last[q] = self.share(q, snap, usage)
-                heapq.heappush(heap, (last[q], q))
+                    heapq.heappush(heap, (last[q], q))
+                    break
+                # its share is what it was when it came off the heap, the least of all (no
+                # other share changes meanwhile): it would come straight back, so go on
+            taken[q] = n
 
     def _by_priority(self, queue: str, arrived: Sequence[PendingJob]) -> list[PendingJob]:
         """``arrived`` (in arrival order) by (-priority, arrival); remembered for as long as the
