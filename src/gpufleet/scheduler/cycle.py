@@ -18,7 +18,7 @@ from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import explain
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
-from gpufleet.scheduler.framework import Admission, Code, Profile
+from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import levels_for, place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
@@ -119,6 +119,9 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     # its turn (as in Kueue): else a reclaimed borrower, requeued ahead in order, would take
     # back the very GPUs its lender just had freed, over and over.
     borrowers: list[PendingJob] = []
+    # queues whose jobs need the admit plugin asked (all, unless it says otherwise)
+    admit_all = not getattr(profile.admit, "admits_unlimited", False)
+    limited = usage.limited
     for job in chain(nominated, rest):
         if profile.max_depth and len(examined) >= profile.max_depth:
             break
@@ -127,7 +130,10 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         examined.add(job.id)
 
         # 2. admit
-        adm = profile.admit.admit(job, usage)
+        if admit_all or job.spec.queue not in limited:
+            adm = ADMITTED
+        else:
+            adm = profile.admit.admit(job, usage)
         if adm.status.code is not Code.SUCCESS:  # not .ok: a property, and this runs per job
             quota_blocked[job.id] = adm
             if adm.status.reason is not None:
