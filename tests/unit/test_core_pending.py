@@ -182,15 +182,19 @@ def test_every_snapshot_agrees_with_what_the_cycle_would_work_out(jobs, choice, 
     cfg = SimConfig(mtbf_s=300.0, repair_s=40.0, horizon_s=600.0) if failures else SimConfig()
     seen = []
     real = controller_mod.run_cycle
+    sim = Simulation(cluster, prof, jobs, cfg)
 
     def checked(snap, p):
         check_snapshot(snap)
+        # the views, kept node by node, are what every node's state says now
+        fresh = tuple(replace(n, _view=None).view() for n in sim.controller.nodes.values())
+        assert snap.nodes == fresh
         seen.append(snap.cycle)
         return real(snap, p)
 
     controller_mod.run_cycle = checked
     try:
-        Simulation(cluster, prof, jobs, cfg).run()
+        sim.run()
     finally:
         controller_mod.run_cycle = real
     assert seen

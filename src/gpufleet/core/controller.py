@@ -95,6 +95,11 @@ class Controller:
         self._run_seq = 0
         self._node_views: tuple[NodeView, ...] | None = None
         self._workspace: Workspace | None = None  # Workspace(self._node_views), kept for cycles
+        # the views in node order, and the nodes whose free capacity changed since they were
+        # made (any other change makes them all anew)
+        self._view_list: list[NodeView] | None = None
+        self._view_pos: dict[str, int] = {}
+        self._touched: set[str] = set()
         self.half_life_s = float(getattr(profile.order, "half_life_s", 7 * 86400.0))
         self.ledger = DecayedUsage(self.half_life_s)
         self._queue_used: dict[str, Resources] = {}
@@ -159,7 +164,7 @@ class Controller:
         for spec in nodes:
             if spec.name not in self.nodes:
                 self.nodes[spec.name] = NodeRuntime.of(spec)
-        self._node_views = None
+        self._nodes_changed()
         for r in sorted(jobs, key=lambda r: r.seq):
             rec = JobRecord(r.job, r.seq, r.allocation, r.borrowing, depends_on=r.depends_on)
             self.jobs[r.job.id] = rec
@@ -194,7 +199,7 @@ class Controller:
         n.health_drained = drained and health_drained
         n.why = why
         n.changed()
-        self._node_views = None
+        self._nodes_changed()
         self._recount_capacity()
         self.dirty = True
 
@@ -230,8 +235,19 @@ class Controller:
 
     def snapshot(self, now: float) -> Snapshot:
         if self._node_views is None:
-            self._node_views = tuple(n.view() for n in self.nodes.values())
-            self._workspace = Workspace.refreshed(self._workspace, self._node_views)
+            changed: list[int] | None = None
+            if self._view_list is None:
+                self._view_list = [n.view() for n in self.nodes.values()]
+                self._view_pos = {name: i for i, name in enumerate(self.nodes)}
+            else:
+                changed = []
+                for name in self._touched:
+                    i = self._view_pos[name]
+                    self._view_list[i] = self.nodes[name].view()
+                    changed.append(i)
+            self._touched.clear()
+            self._node_views = tuple(self._view_list)
+            self._workspace = Workspace.refreshed(self._workspace, self._node_views, changed)
         if self._running_tuple is None:
             self._running_tuple = tuple(self.running.values())
         if self._ends_tuple is None:
@@ -403,7 +419,7 @@ class Controller:
             self.nodes[ev.spec.name] = NodeRuntime.of(ev.spec, ev.healthy, ev.datasets)
             if old is not None:
                 out.append(NodeEvent(ev.spec.name, "resumed", now, "registered again"))
-        self._node_views = None
+        self._nodes_changed()
         self._recount_capacity()
         self.dirty = True
 
@@ -414,7 +430,7 @@ class Controller:
         node.lost = True
         node.why = ev.why
         node.changed()
-        self._node_views = None
+        self._nodes_changed()
         out.append(NodeEvent(ev.node, "lost", now, ev.why))
         for rec in self._jobs_on(ev.node):
             # ranks on the lost node will never report: count them as gone
@@ -440,7 +456,7 @@ class Controller:
         node.bad_gpus = frozenset(ev.bad_gpus) if not ev.healthy else frozenset()
         node.why = ev.why
         node.changed()
-        self._node_views = None
+        self._nodes_changed()
         if was != ev.healthy or node.bad_gpus != was_bad:
             out.append(NodeEvent(ev.node, "healthy" if ev.healthy else "unhealthy", now, ev.why))
         if not ev.healthy and not node.drained:
@@ -471,7 +487,7 @@ class Controller:
         node.health_drained = False  # an admin's word replaces the controller's
         node.why = ev.why
         node.changed()
-        self._node_views = None
+        self._nodes_changed()
         out.append(NodeEvent(ev.node, "drained" if ev.drain else "resumed", now, ev.why))
         if not ev.drain and ev.force and not node.healthy:
             node.healthy = True
@@ -642,6 +658,11 @@ class Controller:
             if any(p.node == node for p in r.allocation)
         ]
 
+    def _nodes_changed(self) -> None:
+        """A node came, went or changed in more than its free capacity: make every view anew."""
+        self._node_views = None
+        self._view_list = None
+
     def _run(self, view: RunningJob) -> None:
         self._unrun(view.id)
         self.running[view.id] = view
@@ -675,6 +696,7 @@ class Controller:
         n.mem_free -= p.memory_mib
         n.changed()
         self._node_views = None
+        self._touched.add(p.node)
 
     def _free(self, p: Placement) -> None:
         n = self.nodes.get(p.node)
@@ -686,6 +708,7 @@ class Controller:
         n.mem_free = min(n.spec.memory_mib, n.mem_free + p.memory_mib)
         n.changed()
         self._node_views = None
+        self._touched.add(p.node)
 
     def _use(self, queue: str, r: Resources) -> None:
         self._queue_used[queue] = self._queue_used.get(queue, Resources()) + r

@@ -90,18 +90,27 @@ class Workspace:
         return ws
 
     @classmethod
-    def refreshed(cls, prev: Workspace | None, nodes: Sequence[NodeView]) -> Workspace:
+    def refreshed(
+        cls,
+        prev: Workspace | None,
+        nodes: Sequence[NodeView],
+        changed: Iterable[int] | None = None,
+    ) -> Workspace:
         """``Workspace(nodes)``, made by updating ``prev`` in place where that is cheaper.
 
         ``prev`` must be a ``Workspace(old)`` that nobody changed since (callers work on
         copies), for ``old`` the caller's earlier nodes; a view that is the very object it was
         is taken as unchanged. Only nodes whose free capacity changed are re-indexed, into
         their buckets at their index's place, so the buckets keep the order a fresh workspace
-        has. A node renamed, moved, resized or changed in health builds a new workspace."""
+        has. A node renamed, moved, resized or changed in health builds a new workspace.
+        ``changed``, when given, holds every index whose view may be another object."""
         if prev is None or len(prev.views) != len(nodes):
             return cls(nodes)
         old = prev.views
-        changed = [i for i, (a, b) in enumerate(zip(old, nodes, strict=True)) if a is not b]
+        if changed is None:
+            changed = [i for i, (a, b) in enumerate(zip(old, nodes, strict=True)) if a is not b]
+        else:
+            changed = [i for i in changed if old[i] is not nodes[i]]
         for i in changed:
             a, b = old[i], nodes[i]
             if (
