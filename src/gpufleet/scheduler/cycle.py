@@ -119,6 +119,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     # its turn (as in Kueue): else a reclaimed borrower, requeued ahead in order, would take
     # back the very GPUs its lender just had freed, over and over.
     borrowers: list[PendingJob] = []
+    never = _NeverFits()
     # queues whose jobs need the admit plugin asked (all, unless it says otherwise)
     admit_all = not getattr(profile.admit, "admits_unlimited", False)
     limited = usage.limited
@@ -134,7 +135,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             adm = ADMITTED
         else:
             adm = profile.admit.admit(job, usage)
-        if adm.status.code is not Code.SUCCESS:  # not .ok: a property, and this runs per job
+        if adm is not ADMITTED and adm.status.code is not Code.SUCCESS:  # runs per job
             quota_blocked[job.id] = adm
             if adm.status.reason is not None:
                 res.reasons[job.id] = adm.status.reason
@@ -165,7 +166,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
                 continue
 
         unplaced.append(job)
-        if head is None and not _never_fits(job, snap, profile):
+        if head is None and not _never_fits(job, snap, profile, never):
             head = job
             if profile.backfill.reserves:
                 res.reservation = _reserve(job, ws, snap, started, profile, rng)
@@ -514,10 +515,34 @@ def _hold_for(
             ws.hold(i)
 
 
-def _never_fits(job: PendingJob, snap: Snapshot, profile: Profile) -> bool:
+class _NeverFits:
+    """``_never_fits``'s answers in one cycle, per job shape (the answer depends on nothing
+    else), and the empty cluster its probes copy."""
+
+    def __init__(self) -> None:
+        self.known: dict[tuple[object, ...], bool] = {}
+        self.empty: Workspace | None = None
+
+
+def _never_fits(
+    job: PendingJob, snap: Snapshot, profile: Profile, memo: _NeverFits | None = None
+) -> bool:
     """Whether ``job`` fits nowhere even on the empty cluster (NeverSchedulable). Such a job
     must not become the head: it would hold a strict order, or EASY's one reservation, forever.
-    Cheap when whole empty nodes could obviously hold it; else a probe of the empty cluster."""
+    Cheap when whole empty nodes could obviously hold it; else a probe of the empty cluster.
+    With ``memo`` (one per cycle), each shape is worked out once."""
+    if memo is None:
+        return _never_fits_now(job, snap, profile, None)
+    key = shape(job, False)
+    answer = memo.known.get(key)
+    if answer is None:
+        answer = memo.known[key] = _never_fits_now(job, snap, profile, memo)
+    return answer
+
+
+def _never_fits_now(
+    job: PendingJob, snap: Snapshot, profile: Profile, memo: _NeverFits | None
+) -> bool:
     s = job.spec
     if s.workers == 1 or not s.topology.required:
         room = 0
@@ -530,7 +555,12 @@ def _never_fits(job: PendingJob, snap: Snapshot, profile: Profile) -> bool:
                 )
                 if room >= s.workers:
                     return False
-    probe = explain._empty_cluster(snap)
+    if memo is None:
+        probe = explain._empty_cluster(snap)
+    else:
+        if memo.empty is None:
+            memo.empty = explain._empty_cluster(snap)
+        probe = memo.empty.copy()  # the same as a fresh one: the probe changes it
     return place_gang(s, probe, profile.place, Random(snap.cycle))[0] is None
 
 
