@@ -176,3 +176,24 @@ def test_never_schedulable_by_cpu_quota_names_the_cpus() -> None:
     r = res.reasons["j"]
     assert r.code is ReasonCode.NEVER
     assert "CPU" in r.message
+
+
+def test_plugins_that_say_so_admit_every_job_of_a_queue_without_quota() -> None:
+    """``admits_unlimited`` lets the cycle skip the call for such jobs: it must be true."""
+    from gpufleet.model.resources import Resources
+    from gpufleet.scheduler.framework import ADMITTED
+    from gpufleet.scheduler.usage import QueueUsage
+
+    qs = {
+        q.name: q
+        for q in (queue("free"), queue("capped", 1, cohort="c"), queue("c2", 1, cohort="c"))
+    }
+    for name in ("quota", "none"):
+        plugin = make("admit", name)
+        assert plugin.admits_unlimited
+        usage = QueueUsage(qs, (), Resources(64_000, 10**6, 10**6))
+        usage.add("free", Resources(60_000, 1000, 1000))  # far over anything: no quota to hold it
+        usage.add("capped", Resources(1000, 0, 0))
+        assert "free" not in usage.limited and "capped" in usage.limited
+        for q in ("free", "elsewhere"):  # a queue the snapshot does not list has no quota either
+            assert plugin.admit(job("j", gpus=8, workers=4, queue=q), usage) is ADMITTED

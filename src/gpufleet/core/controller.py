@@ -8,6 +8,7 @@ stops the rest when one fails, and decides retries with exponential back-off.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from gpufleet.core.events import (
     TimerFired,
 )
 from gpufleet.core.launch_env import rank_env
+from gpufleet.core.pending import PendingBook
 from gpufleet.core.state import JobRecord, NodeRuntime
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
@@ -37,6 +39,7 @@ from gpufleet.scheduler.decisions import CycleResult, Start
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import DecayedUsage
+from gpufleet.scheduler.workspace import Workspace
 
 S = JobState
 
@@ -87,12 +90,23 @@ class Controller:
         self.nodes: dict[str, NodeRuntime] = {}
         self.jobs: dict[str, JobRecord] = {}
         self.queues: dict[str, QueueSpec] = {}
-        self._pending: dict[str, PendingJob] = {}
-        self._pending_sorted = True
-        self._pending_tuple: tuple[PendingJob, ...] | None = None
+        self._pending = PendingBook()
         self.running: dict[str, RunningJob] = {}
         self._running_tuple: tuple[RunningJob, ...] | None = None
+        # the running jobs with a time limit by (expected end, start order), for EASY's shadow
+        # time; _end_keys and _ends side by side, so a snapshot's copy is one tuple()
+        self._end_keys: list[tuple[float, int]] = []
+        self._ends: list[tuple[float, Allocation]] = []
+        self._end_key_of: dict[str, tuple[float, int]] = {}
+        self._ends_tuple: tuple[tuple[float, Allocation], ...] | None = None
+        self._run_seq = 0
         self._node_views: tuple[NodeView, ...] | None = None
+        self._workspace: Workspace | None = None  # Workspace(self._node_views), kept for cycles
+        # the views in node order, and the nodes whose free capacity changed since they were
+        # made (any other change makes them all anew)
+        self._view_list: list[NodeView] | None = None
+        self._view_pos: dict[str, int] = {}
+        self._touched: set[str] = set()
         self.half_life_s = float(getattr(profile.order, "half_life_s", 7 * 86400.0))
         self.ledger = DecayedUsage(self.half_life_s)
         self._queue_used: dict[str, Resources] = {}
@@ -158,7 +172,7 @@ class Controller:
         for spec in nodes:
             if spec.name not in self.nodes:
                 self.nodes[spec.name] = NodeRuntime.of(spec)
-        self._node_views = None
+        self._nodes_changed()
         for r in sorted(jobs, key=lambda r: r.seq):
             rec = JobRecord(
                 r.job,
@@ -177,7 +191,7 @@ class Controller:
                 for p in r.allocation:
                     if p.node in self.nodes:
                         self._take(p)
-                self.running[r.job.id] = rec.running_view()
+                self._run(rec.running_view())
                 self._use(r.job.spec.queue, r.job.spec.total_resources)
                 self._throttle_started(rec)
                 if r.job.state is S.RUNNING:
@@ -202,7 +216,7 @@ class Controller:
         n.health_drained = drained and health_drained
         n.why = why
         n.changed()
-        self._node_views = None
+        self._nodes_changed()
         self._recount_capacity()
         self.dirty = True
 
@@ -238,20 +252,28 @@ class Controller:
 
     def snapshot(self, now: float) -> Snapshot:
         if self._node_views is None:
-            self._node_views = tuple(n.view() for n in self.nodes.values())
-        if self._pending_tuple is None:
-            if not self._pending_sorted:
-                items = sorted(self._pending.values(), key=lambda p: (p.submit_time, p.seq))
-                self._pending = {p.id: p for p in items}
-                self._pending_sorted = True
-            self._pending_tuple = tuple(self._pending.values())
+            changed: list[int] | None = None
+            if self._view_list is None:
+                self._view_list = [n.view() for n in self.nodes.values()]
+                self._view_pos = {name: i for i, name in enumerate(self.nodes)}
+            else:
+                changed = []
+                for name in self._touched:
+                    i = self._view_pos[name]
+                    self._view_list[i] = self.nodes[name].view()
+                    changed.append(i)
+            self._touched.clear()
+            self._node_views = tuple(self._view_list)
+            self._workspace = Workspace.refreshed(self._workspace, self._node_views, changed)
         if self._running_tuple is None:
             self._running_tuple = tuple(self.running.values())
+        if self._ends_tuple is None:
+            self._ends_tuple = tuple(self._ends)
         return Snapshot(
             now,
             self._node_views,
             self._running_tuple,
-            self._pending_tuple,
+            self._pending.jobs(),
             self.queues,
             self.ledger.values,
             self.cycle,
@@ -260,6 +282,10 @@ class Controller:
                 for q, r in self._queue_used.items()
                 if r.gpu_milli or r.cpu_milli or r.memory_mib
             },
+            self._capacity,
+            self._workspace,
+            self._pending.index(),
+            self._ends_tuple,
         )
 
     def reason(self, job_id: str) -> object:
@@ -412,7 +438,7 @@ class Controller:
             self.nodes[ev.spec.name] = NodeRuntime.of(ev.spec, ev.healthy, ev.datasets)
             if old is not None:
                 out.append(NodeEvent(ev.spec.name, "resumed", now, "registered again"))
-        self._node_views = None
+        self._nodes_changed()
         self._recount_capacity()
         self.dirty = True
 
@@ -423,7 +449,7 @@ class Controller:
         node.lost = True
         node.why = ev.why
         node.changed()
-        self._node_views = None
+        self._nodes_changed()
         out.append(NodeEvent(ev.node, "lost", now, ev.why))
         for rec in self._jobs_on(ev.node):
             # ranks on the lost node will never report: count them as gone
@@ -449,7 +475,7 @@ class Controller:
         node.bad_gpus = frozenset(ev.bad_gpus) if not ev.healthy else frozenset()
         node.why = ev.why
         node.changed()
-        self._node_views = None
+        self._nodes_changed()
         if was != ev.healthy or node.bad_gpus != was_bad:
             out.append(NodeEvent(ev.node, "healthy" if ev.healthy else "unhealthy", now, ev.why))
         if not ev.healthy and not node.drained:
@@ -480,7 +506,7 @@ class Controller:
         node.health_drained = False  # an admin's word replaces the controller's
         node.why = ev.why
         node.changed()
-        self._node_views = None
+        self._nodes_changed()
         out.append(NodeEvent(ev.node, "drained" if ev.drain else "resumed", now, ev.why))
         if not ev.drain and ev.force and not node.healthy:
             node.healthy = True
@@ -532,8 +558,7 @@ class Controller:
         )
         if j.spec.time_limit_s is not None:
             out.append(SetTimer(now + j.spec.time_limit_s, "timelimit", j.id, j.attempt))
-        self.running[j.id] = rec.running_view()
-        self._running_tuple = None
+        self._run(rec.running_view())
         self._use(j.spec.queue, j.spec.total_resources)
         self._throttle_started(rec)
 
@@ -563,8 +588,7 @@ class Controller:
         why = rec.ending_why or "every rank exited 0"
         if j.start_time is not None:
             j.attained_gpu_s += (now - j.start_time) * j.spec.total_gpu_milli / MILLI
-        self.running.pop(j.id, None)
-        self._running_tuple = None
+        self._unrun(j.id)
         self._unuse(j.spec.queue, j.spec.total_resources)
         if rec.array_limit:
             self._refresh_views(self._throttle.stopped(rec.id))
@@ -663,25 +687,16 @@ class Controller:
         if rec.array_limit and rec.array_id is not None:
             moved = self._throttle.queued(rec.array_id, rec.array_limit, rec.id, rec.seq)
             self._refresh_views(moved - {rec.id})
-        view = self._view(rec)
-        if self._pending:
-            last = next(reversed(self._pending.values()))
-            if (last.submit_time, last.seq) > (view.submit_time, view.seq):
-                self._pending_sorted = False
-        self._pending[rec.id] = view
-        self._pending_tuple = None
+        self._pending.put(self._view(rec))
         self.dirty = True
 
     def _requeue_view(self, rec: JobRecord) -> None:
         if rec.id in self._pending:
-            self._pending[rec.id] = self._view(rec)
-            self._pending_tuple = None
+            self._pending.put(self._view(rec))
 
     def _dequeue(self, rec: JobRecord) -> None:
-        if self._pending.pop(rec.id, None) is not None:
-            self._pending_tuple = None
-            if rec.array_limit:
-                self._refresh_views(self._throttle.unqueued(rec.id, rec.seq))
+        if self._pending.remove(rec.id) and rec.array_limit:
+            self._refresh_views(self._throttle.unqueued(rec.id, rec.seq))
 
     def _jobs_on(self, node: str) -> list[JobRecord]:
         return [
@@ -689,6 +704,36 @@ class Controller:
             for jid, r in self.running.items()
             if any(p.node == node for p in r.allocation)
         ]
+
+    def _nodes_changed(self) -> None:
+        """A node came, went or changed in more than its free capacity: make every view anew."""
+        self._node_views = None
+        self._view_list = None
+
+    def _run(self, view: RunningJob) -> None:
+        self._unrun(view.id)
+        self.running[view.id] = view
+        self._running_tuple = None
+        self._run_seq += 1
+        end = view.expected_end
+        if end is not None:
+            key = (end, self._run_seq)
+            i = bisect.bisect_left(self._end_keys, key)
+            self._end_keys.insert(i, key)
+            self._ends.insert(i, (end, view.allocation))
+            self._end_key_of[view.id] = key
+            self._ends_tuple = None
+
+    def _unrun(self, job_id: str) -> None:
+        if self.running.pop(job_id, None) is None:
+            return
+        self._running_tuple = None
+        key = self._end_key_of.pop(job_id, None)
+        if key is not None:
+            i = bisect.bisect_left(self._end_keys, key)
+            del self._end_keys[i]
+            del self._ends[i]
+            self._ends_tuple = None
 
     def _take(self, p: Placement) -> None:
         n = self.nodes[p.node]
@@ -698,6 +743,7 @@ class Controller:
         n.mem_free -= p.memory_mib
         n.changed()
         self._node_views = None
+        self._touched.add(p.node)
 
     def _free(self, p: Placement) -> None:
         n = self.nodes.get(p.node)
@@ -709,6 +755,7 @@ class Controller:
         n.mem_free = min(n.spec.memory_mib, n.mem_free + p.memory_mib)
         n.changed()
         self._node_views = None
+        self._touched.add(p.node)
 
     def _use(self, queue: str, r: Resources) -> None:
         self._queue_used[queue] = self._queue_used.get(queue, Resources()) + r

@@ -20,7 +20,8 @@ class QueueSpec:
 
     @property
     def limited(self) -> bool:
-        return self.quota != UNLIMITED
+        # identity first: a queue without a quota shares UNLIMITED, and this is asked per job
+        return self.quota is not UNLIMITED and self.quota != UNLIMITED
 
     @staticmethod
     def from_dict(raw: Any, *, source: str, path: str) -> QueueSpec:

@@ -6,20 +6,24 @@ give the same decisions.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from itertools import chain, groupby
+from operator import itemgetter
 from random import Random
 
-from gpufleet.model.allocation import Allocation
+from gpufleet.model.allocation import Allocation, Placement
+from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import explain
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
-from gpufleet.scheduler.framework import Admission, Profile
-from gpufleet.scheduler.gang import place_gang
+from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
+from gpufleet.scheduler.gang import levels_for, place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
-from gpufleet.scheduler.workspace import Workspace
+from gpufleet.scheduler.workspace import Workspace, _full
 
 MAX_PREEMPTORS_PER_CYCLE = 4
 MAX_RESERVATION_TRIES = 64
@@ -40,28 +44,9 @@ def shape(job: PendingJob, fence: bool) -> tuple[object, ...]:
     )
 
 
-def _shape_key(job: PendingJob, fence: bool) -> tuple[object, ...]:
-    """``shape`` with the topology as plain values (a cheaper key, equal exactly when
-    ``shape`` is)."""
-    s = job.spec
-    t = s.topology
-    return (
-        s.workers,
-        s.gpus_per_worker,
-        s.gpu_milli,
-        s.cpu_milli,
-        s.memory_mib,
-        s.gpu_models,
-        t.level,
-        t.required,
-        s.dataset,
-        fence,
-    )
-
-
 def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     res = CycleResult(snap.cycle, snap.now)
-    ws = Workspace(snap.nodes)
+    ws = snap.workspace.copy() if snap.workspace is not None else Workspace(snap.nodes)
     usage = QueueUsage.of(snap)
     rng = Random(profile.seed * 1_000_003 + snap.cycle)
     profile.place.prepare(snap, ws)
@@ -74,17 +59,24 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     quota_blocked: dict[str, Admission] = {}
     unplaced: list[PendingJob] = []
     whole_only = True  # every pending job wants whole GPUs (so a full cluster ends the walk)
-    waiting = []
-    eligible = []
+    waiting: list[PendingJob] = []
+    eligible: Sequence[PendingJob]
     now = snap.now
-    for p in snap.pending:
-        if whole_only:
-            s = p.spec
-            whole_only = s.gpus_per_worker > 0 and s.gpu_milli >= MILLI
-        if p.waiting_for or p.eligible_time > now:
-            waiting.append(p)
-        else:
-            eligible.append(p)
+    index = snap.pending_index
+    if index is not None and index.ready and now >= 0:
+        whole_only = index.whole_only
+        eligible = snap.pending  # every job is eligible: no need to look at each
+    else:
+        ready: list[PendingJob] = []
+        for p in snap.pending:
+            if whole_only:
+                s = p.spec
+                whole_only = s.gpus_per_worker > 0 and s.gpu_milli >= MILLI
+            if p.waiting_for or p.eligible_time > now:
+                waiting.append(p)
+            else:
+                ready.append(p)
+        eligible = ready
 
     def place(job: PendingJob, adm: Admission) -> bool:
         """Steps 3 and 4 for one admitted job: start it, or leave it unplaced."""
@@ -93,7 +85,20 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             limit is None or snap.now + limit > res.reservation.start_time
         )
         ws.fence = long  # long jobs keep off the head's reserved devices, CPUs and memory
-        key = _shape_key(job, long)
+        s = job.spec  # shape(job, long) with the topology as plain values; per job examined
+        t = s.topology
+        key = (
+            s.workers,
+            s.gpus_per_worker,
+            s.gpu_milli,
+            s.cpu_milli,
+            s.memory_mib,
+            s.gpu_models,
+            t.level,
+            t.required,
+            s.dataset,
+            long,
+        )
         alloc = None
         if key not in failed_shapes:
             alloc, _ = place_gang(job.spec, ws, profile.place, rng)
@@ -108,12 +113,16 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         return True
 
     # 1. order: jobs nominated by an earlier preemption first (the room was made for them)
-    nominated = [p for p in eligible if p.nominated]
+    nominated = [p for p in eligible if p.nominated] if index is None or index.nominated else []
     rest = (p for p in profile.order.order(eligible, snap, usage) if not p.nominated)
     # Jobs that could start only by borrowing wait until every job that fits its own quota had
     # its turn (as in Kueue): else a reclaimed borrower, requeued ahead in order, would take
     # back the very GPUs its lender just had freed, over and over.
     borrowers: list[PendingJob] = []
+    never = _NeverFits()
+    # queues whose jobs need the admit plugin asked (all, unless it says otherwise)
+    admit_all = not getattr(profile.admit, "admits_unlimited", False)
+    limited = usage.limited
     for job in chain(nominated, rest):
         if profile.max_depth and len(examined) >= profile.max_depth:
             break
@@ -122,8 +131,11 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         examined.add(job.id)
 
         # 2. admit
-        adm = profile.admit.admit(job, usage)
-        if not adm.status.ok:
+        if admit_all or job.spec.queue not in limited:
+            adm = ADMITTED
+        else:
+            adm = profile.admit.admit(job, usage)
+        if adm is not ADMITTED and adm.status.code is not Code.SUCCESS:  # runs per job
             quota_blocked[job.id] = adm
             if adm.status.reason is not None:
                 res.reasons[job.id] = adm.status.reason
@@ -154,7 +166,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
                 continue
 
         unplaced.append(job)
-        if head is None and not _never_fits(job, snap, profile):
+        if head is None and not _never_fits(job, snap, profile, never):
             head = job
             if profile.backfill.reserves:
                 res.reservation = _reserve(job, ws, snap, started, profile, rng)
@@ -191,50 +203,248 @@ def _reserve(
     until the blocked job fits; a job with no time limit never frees its devices here, unless
     the backfill plugin assumes one."""
     assumed: float | None = getattr(profile.backfill, "assume_limit_s", None)
-    ends: list[tuple[float, Allocation]] = [
-        (end, r.allocation) for r in snap.running if (end := _end_of(r, assumed)) is not None
-    ]
-    for job_started, alloc in started:
-        if job_started.spec.time_limit_s is not None:
-            ends.append((snap.now + job_started.spec.time_limit_s, alloc))
-    ends.sort(key=lambda e: e[0])
-    sim = ws.copy()
+    ends = _ends(snap, assumed, started)
     req = WorkerRequest.of(job.spec)
-    need = req.gpus * job.spec.workers
+    if _first_fit_gang(job.spec, req, profile, ws):
+        return _reserve_first_fit(job, req, ws, snap, ends, profile, rng)
+    return _reserve_scan(job, req, ws, snap, ends, profile, rng)
+
+
+def _reserve_scan(
+    job: PendingJob,
+    req: WorkerRequest,
+    ws: Workspace,
+    snap: Snapshot,
+    ends: list[tuple[float, Allocation]],
+    profile: Profile,
+    rng: Random,
+) -> Reservation | None:
+    """``_reserve`` the plain way: release on a copy of ``ws``, try to place at each step."""
+    sim = ws.copy()
+    spec = job.spec
+    need = req.gpus * spec.workers
     tries = 0
-    for t, group in groupby(ends, key=lambda e: e[0]):
+    for t, group in groupby(ends, key=_FIRST):
         for _, alloc in group:
             _release(sim, alloc)
         if req.whole and sim.free_gpus(req) < need:
             continue
         before = (list(sim.full), list(sim.cpu), list(sim.mem))
-        found, _ = place_gang(job.spec, sim, profile.place, rng)
+        found, _ = place_gang(spec, sim, profile.place, rng)
         tries += 1
         if found is not None:
-            # what must stay free *now* on each node = what the head takes there at t less
-            # what running jobs free there by t
-            need_at: dict[int, list[int]] = {}
-            for placement in found:
-                i = sim.by_name[placement.node]
-                acc = need_at.setdefault(i, [0, 0, 0])
-                acc[0] += len(placement.gpus) if placement.gpu_milli >= MILLI else 0
-                acc[1] += placement.cpu_milli
-                acc[2] += placement.memory_mib
-            full_t, cpu_t, mem_t = before
-            for i, (gpus, cpu, mem) in need_at.items():
-                keep_gpus = gpus - max(0, full_t[i] - ws.full[i])
-                keep_cpu = cpu - max(0, cpu_t[i] - ws.cpu[i])
-                keep_mem = mem - max(0, mem_t[i] - ws.mem[i])
-                if keep_gpus > 0:
-                    ws.reserved[i] = ws.reserved.get(i, 0) + keep_gpus
-                if keep_cpu > 0:
-                    ws.reserved_cpu[i] = ws.reserved_cpu.get(i, 0) + keep_cpu
-                if keep_mem > 0:
-                    ws.reserved_mem[i] = ws.reserved_mem.get(i, 0) + keep_mem
+            _keep(ws, found, before)
             return Reservation(job.id, max(t, snap.now), found)
         if tries >= MAX_RESERVATION_TRIES:
             break
     return None
+
+
+def _reserve_first_fit(
+    job: PendingJob,
+    req: WorkerRequest,
+    ws: Workspace,
+    snap: Snapshot,
+    ends: list[tuple[float, Allocation]],
+    profile: Profile,
+    rng: Random,
+) -> Reservation | None:
+    """``_reserve_scan`` for a ``_first_fit_gang``, with the same answer, worked out on free
+    counts: per node its free devices, in all how many GPUs and workers fit. A step where the
+    gang does not fit changes nothing (no room) or reverses buckets (``_failed_try``); the
+    first where it fits is the answer. A single worker takes the first candidate, found from
+    the counts and the order the releases left; a gang is placed for real, on a copy of ``ws``
+    that replays the releases and failed tries up to there."""
+    spec = job.spec
+    g, workers = req.gpus, spec.workers
+    need = g * workers
+    by_name = ws.by_name
+    gfree, full, cpu, mem = list(ws.gfree), list(ws.full), list(ws.cpu), list(ws.mem)
+    models = ws.allowed_models(req)
+    allowed = set(models)
+    ok, model = ws.ok, ws.model
+    free = room = 0  # over the indexed nodes of allowed models, as free_gpus counts
+    for m in models:
+        free += ws.model_free[m]
+        for k, bucket in enumerate(ws.buckets[m]):
+            room += len(bucket) * (k // g)
+    moved: dict[int, int] = {}  # node → when a release last moved it (last in its bucket)
+    steps: list[Allocation | None] = []  # the releases and (None) failed tries, in order
+    tries = stamp = 0
+    for t, group in groupby(ends, key=_FIRST):
+        for _, alloc in group:
+            steps.append(alloc)
+            for p in alloc:
+                n = by_name.get(p.node)
+                if n is None:
+                    continue
+                devs = list(gfree[n])
+                for d in p.gpus:
+                    devs[d] += p.gpu_milli
+                gfree[n] = tuple(devs)
+                k = _full(gfree[n])
+                if ok[n] and model[n] in allowed and devs:  # indexed, of an allowed model
+                    free += k - full[n]
+                    room += k // g - full[n] // g
+                full[n] = k
+                cpu[n] += p.cpu_milli
+                mem[n] += p.memory_mib
+                moved[n] = stamp
+                stamp += 1
+        if free < need:
+            continue
+        tries += 1
+        if room >= workers:
+            if workers == 1:
+                i = _first_candidate(ws, req, full, moved)
+                devices = tuple([d for d, f in enumerate(gfree[i]) if f >= MILLI][:g])
+                found: Allocation = (Placement(ws.views[i].name, devices, req.gpu_milli, 0, 0),)
+            else:
+                sim = ws.copy()
+                for step in steps:
+                    if step is None:
+                        _failed_try(sim, req)
+                    else:
+                        _release(sim, step)
+                placed, _ = place_gang(spec, sim, profile.place, rng)
+                if placed is None:  # cannot be (see _first_fit_gang); the plain way, then
+                    return _reserve_scan(job, req, ws, snap, ends, profile, rng)
+                found = placed
+            _keep(ws, found, (full, cpu, mem))
+            return Reservation(job.id, max(t, snap.now), found)
+        if room:
+            steps.append(None)
+        if tries >= MAX_RESERVATION_TRIES:
+            break
+    return None
+
+
+def _first_candidate(
+    ws: Workspace, req: WorkerRequest, full: list[int], moved: dict[int, int]
+) -> int:
+    """The node ``tightest`` takes for ``req`` anywhere in ``ws`` after releases that changed
+    free counts to ``full`` and moved the nodes in ``moved``: the first node of the tightest
+    bucket with room, models in order. In a bucket, the nodes no release moved keep their
+    order, ahead of those moved there, which follow in the order they were last moved."""
+    models = ws.allowed_models(req)
+    for k in range(req.gpus, ws.max_gpus + 1):
+        for m in models:
+            for i in ws.buckets[m][k]:
+                if i not in moved:
+                    return i
+            last = [
+                (when, i)
+                for i, when in moved.items()
+                if full[i] == k and ws.model[i] == m and ws.ok[i] and ws.gfree[i]
+            ]
+            if last:
+                return min(last)[1]
+    raise AssertionError("no node has room")  # the caller counted room on one
+
+
+def _keep(
+    ws: Workspace,
+    found: Allocation,
+    before: tuple[list[int], list[int], list[int]],
+) -> None:
+    """Keep free now, on each node of the reservation, what the head takes there at its start
+    less what running jobs free there by then (``before``: free devices, CPU and memory then)."""
+    need_at: dict[int, list[int]] = {}
+    for placement in found:
+        i = ws.by_name[placement.node]
+        acc = need_at.setdefault(i, [0, 0, 0])
+        acc[0] += len(placement.gpus) if placement.gpu_milli >= MILLI else 0
+        acc[1] += placement.cpu_milli
+        acc[2] += placement.memory_mib
+    full_t, cpu_t, mem_t = before
+    for i, (gpus, cpu, mem) in need_at.items():
+        keep_gpus = gpus - max(0, full_t[i] - ws.full[i])
+        keep_cpu = cpu - max(0, cpu_t[i] - ws.cpu[i])
+        keep_mem = mem - max(0, mem_t[i] - ws.mem[i])
+        if keep_gpus > 0:
+            ws.reserved[i] = ws.reserved.get(i, 0) + keep_gpus
+        if keep_cpu > 0:
+            ws.reserved_cpu[i] = ws.reserved_cpu.get(i, 0) + keep_cpu
+        if keep_mem > 0:
+            ws.reserved_mem[i] = ws.reserved_mem.get(i, 0) + keep_mem
+
+
+_FIRST = itemgetter(0)
+
+
+def _ends(
+    snap: Snapshot, assumed: float | None, started: list[tuple[PendingJob, Allocation]]
+) -> list[tuple[float, Allocation]]:
+    """(end, allocation) of every job that ends (running, then started this cycle), stably
+    sorted by end."""
+    if assumed is None and snap.ends is not None:
+        ends = list(snap.ends)  # the running jobs' already, in this order
+        for job_started, alloc in started:
+            limit = job_started.spec.time_limit_s
+            if limit is not None:
+                bisect.insort_right(ends, (snap.now + limit, alloc), key=_FIRST)  # after equals
+        return ends
+    if assumed is None:
+        ends = [
+            (r.start_time + limit, r.allocation)
+            for r in snap.running
+            if (limit := r.spec.time_limit_s) is not None
+        ]
+    else:
+        ends = [
+            (end, r.allocation) for r in snap.running if (end := _end_of(r, assumed)) is not None
+        ]
+    for job_started, alloc in started:
+        if job_started.spec.time_limit_s is not None:
+            ends.append((snap.now + job_started.spec.time_limit_s, alloc))
+    ends.sort(key=_FIRST)
+    return ends
+
+
+def _first_fit_gang(spec: JobSpec, req: WorkerRequest, profile: Profile, ws: Workspace) -> bool:
+    """Whether ``place_gang(spec, ws')`` is known in advance for the workspaces ``ws'`` that
+    ``_reserve`` makes from ``ws`` (by releasing; no fence): it succeeds exactly when
+    the workers that fit on free whole GPUs (their room) are at least ``spec.workers``, and
+    ``_failed_try`` is what a failure leaves behind.
+
+    So when the workers want whole GPUs and nothing else (no CPU, memory or dataset; no node
+    over-committed), the gang may end up anywhere (then every tighter level's domains need
+    that capacity), and the plugin takes the first candidate (``first_fit``: as ``tightest``
+    does, drawing no random number, keeping no state)."""
+    return (
+        req.whole
+        and req.gpus > 0
+        and req.cpu_milli == 0
+        and req.memory_mib == 0
+        and not req.dataset
+        and bool(getattr(profile.place, "first_fit", False))
+        and levels_for(spec, profile.place.prefers_topology)[-1] == "any"
+        and min(ws.cpu, default=0) >= 0
+        and min(ws.mem, default=0) >= 0
+    )
+
+
+def _failed_try(ws: Workspace, req: WorkerRequest) -> None:
+    """What a ``place_gang`` of a ``_first_fit_gang`` leaves behind when only some workers fit.
+
+    ``place_in`` anywhere takes the first candidate node again and again: the first node of the
+    tightest bucket, until it has fewer than ``req.gpus`` free; then the next; so it drains
+    every node with room, in bucket order, before it finds no room and gives them back in
+    reverse. Each node ends in its own bucket again, put last: every bucket with room ends
+    reversed. (The partly used sets are reordered too, but only fractional requests read
+    them, and ``_reserve`` places nothing else in this workspace.)"""
+    g = req.gpus
+    for m in ws.allowed_models(req):
+        bs = ws.buckets[m]
+        for k in range(g, len(bs)):
+            if len(bs[k]) > 1:
+                bs[k] = dict.fromkeys(reversed(bs[k]))
+        for leaf in range(len(ws.leaf_names)):
+            lb = ws.leaf_buckets.get((m, leaf))
+            if lb is not None:
+                for k in range(g, len(lb)):
+                    if len(lb[k]) > 1:
+                        lb[k] = dict.fromkeys(reversed(lb[k]))
 
 
 def _end_of(r: RunningJob, assumed: float | None) -> float | None:
@@ -305,10 +515,34 @@ def _hold_for(
             ws.hold(i)
 
 
-def _never_fits(job: PendingJob, snap: Snapshot, profile: Profile) -> bool:
+class _NeverFits:
+    """``_never_fits``'s answers in one cycle, per job shape (the answer depends on nothing
+    else), and the empty cluster its probes copy."""
+
+    def __init__(self) -> None:
+        self.known: dict[tuple[object, ...], bool] = {}
+        self.empty: Workspace | None = None
+
+
+def _never_fits(
+    job: PendingJob, snap: Snapshot, profile: Profile, memo: _NeverFits | None = None
+) -> bool:
     """Whether ``job`` fits nowhere even on the empty cluster (NeverSchedulable). Such a job
     must not become the head: it would hold a strict order, or EASY's one reservation, forever.
-    Cheap when whole empty nodes could obviously hold it; else a probe of the empty cluster."""
+    Cheap when whole empty nodes could obviously hold it; else a probe of the empty cluster.
+    With ``memo`` (one per cycle), each shape is worked out once."""
+    if memo is None:
+        return _never_fits_now(job, snap, profile, None)
+    key = shape(job, False)
+    answer = memo.known.get(key)
+    if answer is None:
+        answer = memo.known[key] = _never_fits_now(job, snap, profile, memo)
+    return answer
+
+
+def _never_fits_now(
+    job: PendingJob, snap: Snapshot, profile: Profile, memo: _NeverFits | None
+) -> bool:
     s = job.spec
     if s.workers == 1 or not s.topology.required:
         room = 0
@@ -321,7 +555,12 @@ def _never_fits(job: PendingJob, snap: Snapshot, profile: Profile) -> bool:
                 )
                 if room >= s.workers:
                     return False
-    probe = explain._empty_cluster(snap)
+    if memo is None:
+        probe = explain._empty_cluster(snap)
+    else:
+        if memo.empty is None:
+            memo.empty = explain._empty_cluster(snap)
+        probe = memo.empty.copy()  # the same as a fresh one: the probe changes it
     return place_gang(s, probe, profile.place, Random(snap.cycle))[0] is None
 
 

@@ -68,8 +68,15 @@ class Admission:
     within_nominal: bool = False  # fits the queue's own quota (may reclaim lent quota)
 
 
+ADMITTED = Admission(SUCCESS, within_nominal=True)  # immutable: one for every such answer
+
+
 class AdmitPlugin(Protocol):
-    """Step 2: may this job start in its queue, by quota (and borrowing)?"""
+    """Step 2: may this job start in its queue, by quota (and borrowing)?
+
+    A plugin may set ``admits_unlimited = True`` to say it answers ``ADMITTED`` for every job
+    whose queue has no quota (``QueueUsage.limited``), whatever the usage: the cycle then
+    skips the call for such jobs."""
 
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission: ...
 

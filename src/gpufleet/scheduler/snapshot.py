@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.workspace import Workspace
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,19 @@ class PendingJob:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingIndex:
+    """What a cycle would otherwise scan every pending job for, kept by the caller as jobs come
+    and go (the core does). Given only with a ``Snapshot.pending`` sorted by
+    ``(submit_time, seq)``, and must agree with it."""
+
+    by_queue: Mapping[str, Sequence[PendingJob]]  # each queue's pending jobs, same order
+    ready: bool  # no job waits for a dependency or has a back-off time (eligible_time > 0)
+    whole_only: bool  # every job wants whole GPUs
+    nominated: int  # jobs with ``nominated`` set
+    one_priority: bool = False  # every job has the same priority
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     now: float
     nodes: Sequence[NodeView]
@@ -84,3 +101,13 @@ class Snapshot:
     # What the running jobs hold per queue, when the caller keeps it incrementally (the core
     # does); None: the cycle adds it up from ``running``. Must equal that sum.
     queue_used: Mapping[str, Resources] | None = None
+    # What the schedulable nodes hold in all, when the caller keeps it (the core does); None:
+    # the cycle adds it up from ``nodes``. Must equal that sum.
+    capacity: Resources | None = None
+    # ``Workspace(nodes)`` when the caller keeps one (``Workspace.refreshed``, as the core does):
+    # the cycle works on a copy of it instead of indexing every node again. Never changed.
+    workspace: Workspace | None = None
+    pending_index: PendingIndex | None = None
+    # (expected end, allocation) of the running jobs with a time limit, by end (ties in the order
+    # of ``running``), when the caller keeps them so (the core does); None: the cycle sorts.
+    ends: Sequence[tuple[float, Allocation]] | None = None

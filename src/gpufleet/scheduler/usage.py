@@ -7,9 +7,18 @@ from collections.abc import Iterable, Mapping
 
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import UNLIMITED, Resources
-from gpufleet.scheduler.snapshot import RunningJob, Snapshot
+from gpufleet.scheduler.snapshot import NodeView, RunningJob, Snapshot
 
 DEFAULT_QUEUE = QueueSpec("default")
+
+
+def capacity_of(nodes: Iterable[NodeView]) -> Resources:
+    """What the schedulable ``nodes`` hold in all."""
+    cap = Resources()
+    for n in nodes:
+        if n.schedulable:
+            cap = cap + Resources(n.gpus * 1000, n.cpu_total, n.mem_total)
+    return cap
 
 
 class QueueUsage:
@@ -32,6 +41,8 @@ class QueueUsage:
         for q in self.queues.values():
             if q.cohort:
                 self.cohorts.setdefault(q.cohort, []).append(q.name)
+        # the queues with a quota (``spec`` of any other name is unlimited)
+        self.limited = frozenset(name for name, q in self.queues.items() if q.limited)
         if used is not None:
             self.used = dict(used)  # kept incrementally by the caller: O(queues), not O(running)
         else:
@@ -40,10 +51,9 @@ class QueueUsage:
 
     @staticmethod
     def of(snap: Snapshot) -> QueueUsage:
-        cap = Resources()
-        for n in snap.nodes:
-            if n.schedulable:
-                cap = cap + Resources(n.gpus * 1000, n.cpu_total, n.mem_total)
+        cap = snap.capacity
+        if cap is None:
+            cap = capacity_of(snap.nodes)
         return QueueUsage(snap.queues, snap.running, cap, snap.queue_used)
 
     def spec(self, queue: str) -> QueueSpec:

@@ -89,6 +89,69 @@ class Workspace:
         )
         return ws
 
+    @classmethod
+    def refreshed(
+        cls,
+        prev: Workspace | None,
+        nodes: Sequence[NodeView],
+        changed: Iterable[int] | None = None,
+    ) -> Workspace:
+        """``Workspace(nodes)``, made by updating ``prev`` in place where that is cheaper.
+
+        ``prev`` must be a ``Workspace(old)`` that nobody changed since (callers work on
+        copies), for ``old`` the caller's earlier nodes; a view that is the very object it was
+        is taken as unchanged. Only nodes whose free capacity changed are re-indexed, into
+        their buckets at their index's place, so the buckets keep the order a fresh workspace
+        has. A node renamed, moved, resized or changed in health builds a new workspace.
+        ``changed``, when given, holds every index whose view may be another object."""
+        if prev is None or len(prev.views) != len(nodes):
+            return cls(nodes)
+        old = prev.views
+        if changed is None:
+            changed = [i for i, (a, b) in enumerate(zip(old, nodes, strict=True)) if a is not b]
+        else:
+            changed = [i for i in changed if old[i] is not nodes[i]]
+        for i in changed:
+            a, b = old[i], nodes[i]
+            if (
+                a.name != b.name
+                or a.leaf != b.leaf
+                or a.pod != b.pod
+                or a.gpu_model != b.gpu_model
+                or a.schedulable != b.schedulable
+                or len(a.gpu_free) != len(b.gpu_free)
+            ):
+                return cls(nodes)
+        for i in changed:
+            v = nodes[i]
+            prev.cpu[i] = v.cpu_free
+            prev.mem[i] = v.mem_free
+            if prev.gfree[i] == v.gpu_free:
+                prev.gfree[i] = v.gpu_free
+                continue
+            prev._unindex(i)
+            prev.gfree[i] = v.gpu_free
+            prev.full[i] = _full(v.gpu_free)
+            prev._index_in_place(i)
+        prev.views = nodes
+        return prev
+
+    def _index_in_place(self, i: int) -> None:
+        """``_index`` that puts node ``i`` where index order has it, not last."""
+        m = self.model[i]
+        g = self.gfree[i]
+        if not self.ok[i] or not m or not g:
+            return
+        key = (m, self.node_leaf[i])
+        k = self.full[i]
+        self.free_full += k
+        self.model_free[m] += k
+        mb, lb = self.buckets[m], self.leaf_buckets[key]
+        mb[k] = _with(mb[k], i)
+        lb[k] = _with(lb[k], i)
+        if k < len(g) and _partial(g):
+            self.partial[key] = _with(self.partial.get(key, {}), i)
+
     def _setup(
         self,
         views: Sequence[NodeView],
@@ -408,6 +471,14 @@ class Workspace:
         self.leaf_buckets[key][k][i] = None
         if k < len(g) and _partial(g):
             self.partial.setdefault(key, {})[i] = None
+
+
+def _with(bucket: dict[int, None], i: int) -> dict[int, None]:
+    """``bucket`` with ``i`` added in index order (the order of a fresh workspace)."""
+    if not bucket or i > next(reversed(bucket)):
+        bucket[i] = None
+        return bucket
+    return dict.fromkeys(sorted([*bucket, i]))
 
 
 # A node's free vector takes few distinct values (with whole GPUs, which devices are taken), so

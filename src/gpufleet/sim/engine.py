@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpufleet.core.commands import Command, Kill, Launch, SetTimer, Transition
 from gpufleet.core.controller import Controller
@@ -91,13 +91,6 @@ class _Work:
     overhead_s: float = 0.0
 
 
-@dataclass(order=True, slots=True)
-class _Item:
-    time: float
-    seq: int
-    event: Event = field(compare=False)
-
-
 class Simulation:
     def __init__(
         self,
@@ -109,7 +102,8 @@ class Simulation:
         self.cluster = cluster
         self.config = config or SimConfig()
         self.controller = Controller(profile, cluster)
-        self.heap: list[_Item] = []
+        # (time, seq, event): seq is unique, so events are never compared
+        self.heap: list[tuple[float, int, Event]] = []
         self.seq = 0
         self.now = 0.0
         self.work: dict[str, _Work] = {}
@@ -158,12 +152,12 @@ class Simulation:
         done_every = max(1, len(self.outcomes) // 200)
         reported = 0
         while self.heap:
-            t = self.heap[0].time
+            t = self.heap[0][0]
             if until is not None and t > until:
                 return
             batch: list[Event] = []
-            while self.heap and self.heap[0].time == t:
-                batch.append(heapq.heappop(self.heap).event)
+            while self.heap and self.heap[0][0] == t:
+                batch.append(heapq.heappop(self.heap)[2])
             self._account(t)
             self.now = t
             before = self.controller.cycle
@@ -183,7 +177,7 @@ class Simulation:
     _finished_count = 0
 
     def _has_job_events(self) -> bool:
-        return any(not isinstance(i.event, NodeLost | NodeUp) for i in self.heap)
+        return any(not isinstance(ev, NodeLost | NodeUp) for _, _, ev in self.heap)
 
     def _account(self, t: float) -> None:
         if self._last_t is not None and t > self._last_t:
@@ -246,7 +240,7 @@ class Simulation:
 
     def _push(self, t: float, ev: Event) -> None:
         self.seq += 1
-        heapq.heappush(self.heap, _Item(t, self.seq, ev))
+        heapq.heappush(self.heap, (t, self.seq, ev))
 
     def _schedule_random_failures(self, node: str, horizon: float) -> None:
         """Exponential times between failures (per-node MTBF), each followed by a repair."""

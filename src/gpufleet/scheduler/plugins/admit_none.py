@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufleet.scheduler.framework import SUCCESS, Admission
+from gpufleet.scheduler.framework import ADMITTED, Admission
 from gpufleet.scheduler.snapshot import PendingJob
 from gpufleet.scheduler.usage import QueueUsage
 
@@ -10,5 +10,7 @@ NAME = "admit/none"
 
 
 class Plugin:
+    admits_unlimited = True
+
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:
-        return Admission(SUCCESS, within_nominal=True)
+        return ADMITTED

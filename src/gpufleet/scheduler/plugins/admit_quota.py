@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import Resources
-from gpufleet.scheduler.framework import SUCCESS, Admission, Code, Status
+from gpufleet.scheduler.framework import ADMITTED, SUCCESS, Admission, Code, Status
 from gpufleet.scheduler.snapshot import PendingJob
 from gpufleet.scheduler.usage import QueueUsage
 
@@ -46,14 +46,16 @@ def _first_over(need: Resources, ceiling: Resources, quota: Resources) -> tuple[
 
 
 class Plugin:
+    admits_unlimited = True
+
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:
+        if job.spec.queue not in usage.limited:
+            return ADMITTED
         q = usage.spec(job.spec.queue)
-        if not q.limited:
-            return Admission(SUCCESS, within_nominal=True)
         need = job.spec.total_resources
         after = usage.of_queue(q.name) + need
         if after.fits_in(q.quota):
-            return Admission(SUCCESS, within_nominal=True)
+            return ADMITTED
         lend = usage.lendable(q.name)
         if q.cohort and q.can_borrow and after.fits_in(q.quota + lend):
             return Admission(SUCCESS, borrowing=True)

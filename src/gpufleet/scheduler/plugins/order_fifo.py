@@ -14,6 +14,8 @@ class Plugin:
     def order(
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
     ) -> Iterator[PendingJob]:
+        if pending is snap.pending and snap.pending_index is not None:
+            return iter(pending)  # the index comes only with pending in this very order
         # pending arrives in arrival order already; sorted() on sorted input is linear
         return iter(sorted(pending, key=lambda p: (p.submit_time, p.seq)))
 

@@ -17,6 +17,7 @@ NAME = "place/bestfit"
 
 class Plugin:
     prefers_topology = False
+    first_fit = True  # choose() is the first candidate (no dataset): no random number, no state
 
     def prepare(self, snap: Snapshot, ws: Workspace) -> None:
         pass

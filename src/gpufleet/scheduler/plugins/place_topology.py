@@ -16,6 +16,7 @@ NAME = "place/topology"
 
 class Plugin:
     prefers_topology = True
+    first_fit = True  # choose() is the first candidate (no dataset): no random number, no state
 
     def prepare(self, snap: Snapshot, ws: Workspace) -> None:
         pass
