@@ -3,6 +3,7 @@ numbers of the message and data; every pending job gets a Reason."""
 
 from __future__ import annotations
 
+import pytest
 from builders import cluster, cycle, job, node, queue, running
 
 from gpufleet.model.reason import Reason, ReasonCode
@@ -237,3 +238,23 @@ TEST_OF = {
 def test_every_reason_code_has_a_test() -> None:
     assert set(TEST_OF) == set(ReasonCode)
     assert all(callable(globals().get(name)) for name in TEST_OF.values())
+
+
+def test_the_reasons_of_jobs_never_reached_are_the_same_whatever_order_they_are_read_in() -> None:
+    """They are worked out when asked for (``Reasons.defer``): reading them forwards, backwards
+    or all at once gives the same Reasons, the NeverSchedulable ones included."""
+    busy = [running("r", ("n00", range(8)))]
+    pending = [
+        job(f"j{i}", gpus=(1, 2, 8, 4)[i % 4], workers=1 + 2 * (i % 4 == 2), submit=i)
+        for i in range(40)
+    ]
+    ids = [p.id for p in pending]
+    runs = [cycle(cluster(2, 8), pending, busy, place="random") for _ in range(3)]
+    forward = {k: runs[0].reasons[k] for k in ids if k in runs[0].reasons}
+    backward = {k: runs[1].reasons[k] for k in reversed(ids) if k in runs[1].reasons}
+    assert forward == backward == dict(runs[2].reasons)
+    assert len(runs[2].reasons) == len(ids) - len(runs[2].starts)
+    codes = {r.code for r in forward.values()}
+    assert ReasonCode.NEVER in codes and ReasonCode.PRIORITY in codes
+    with pytest.raises(KeyError):
+        runs[0].reasons[runs[0].started_ids[0]]  # a started job has no Reason

@@ -2,10 +2,70 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.reason import Reason
+from gpufleet.scheduler.snapshot import PendingJob
+
+
+class Reasons(Mapping[str, Reason]):
+    """Every waiting job's Reason. The cycle sets those it works out; the jobs it never reached
+    get theirs from ``defer``'s function (shared Reasons, worked out once per shape) only when
+    someone asks, so a pass over 100,000 pending jobs costs what it examined, not 100,000
+    assignments. Read-only once the cycle has ended."""
+
+    __slots__ = ("_by_id", "_given", "_pending", "_rest", "_skip")
+
+    def __init__(self, given: Mapping[str, Reason] | None = None) -> None:
+        self._given: dict[str, Reason] = dict(given or {})
+        self._pending: Sequence[PendingJob] = ()
+        self._skip: Callable[[str], bool] = lambda _: True
+        self._rest: Callable[[PendingJob], Reason] | None = None
+        self._by_id: dict[str, PendingJob] | None = None
+
+    def __setitem__(self, job_id: str, reason: Reason) -> None:
+        self._given[job_id] = reason
+
+    def defer(
+        self,
+        pending: Sequence[PendingJob],
+        skip: Callable[[str], bool],
+        rest: Callable[[PendingJob], Reason],
+    ) -> None:
+        """The jobs of ``pending`` without a Reason yet, and not ``skip``ped (they started),
+        get ``rest(job)`` when asked for; ``rest`` must be a pure function of the job."""
+        self._pending, self._skip, self._rest, self._by_id = pending, skip, rest, None
+
+    def _deferred(self) -> dict[str, PendingJob]:
+        if self._by_id is None:
+            given, skip = self._given, self._skip
+            self._by_id = (
+                {}
+                if self._rest is None
+                else {p.id: p for p in self._pending if p.id not in given and not skip(p.id)}
+            )
+        return self._by_id
+
+    def __getitem__(self, job_id: str) -> Reason:
+        r = self._given.get(job_id)
+        if r is not None:
+            return r
+        job = self._deferred().get(job_id) if self._rest is not None else None
+        if job is None or self._rest is None:
+            raise KeyError(job_id)
+        return self._rest(job)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._given or (self._rest is not None and job_id in self._deferred())
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._given
+        yield from self._deferred()
+
+    def __len__(self) -> int:
+        return len(self._given) + len(self._deferred())
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +96,7 @@ class CycleResult:
     starts: list[Start] = field(default_factory=list)
     preemptions: list[Preempt] = field(default_factory=list)
     reservation: Reservation | None = None
-    reasons: dict[str, Reason] = field(default_factory=dict)
+    reasons: Reasons = field(default_factory=Reasons)
     examined: int = 0  # pending jobs the cycle looked at
     free_whole_gpus: int = -1  # fully free devices on schedulable nodes when the cycle ended
 

@@ -260,30 +260,32 @@ def explain_all(
             if never_here is not None:
                 res.reasons[job_id] = never_here
 
-    # Jobs the cycle never reached: a reason per shape (never fits) or one reason for all.
-    # A Reason is immutable, so one object serves every job it describes.
+    # Jobs the cycle never reached: a reason per shape (never fits) or one reason for all,
+    # worked out when asked for (``Reasons.defer``). A Reason is immutable, so one object
+    # serves every job it describes. Their NeverSchedulable probes draw on a Random of their
+    # own, so an answer does not depend on which job was asked about first.
     behind: Reason | None = None
-    reasons = res.reasons
-    for job in snap.pending:
-        jid = job.id
-        if jid in reasons or jid in started or jid in examined:
-            continue
+    if head is not None and not profile.backfill.backfills:
+        behind = held(head, head)  # the same for every job behind the head
+    else:
+        behind = Reason(
+            ReasonCode.PRIORITY,
+            f"{len(examined)} job{'s' if len(examined) != 1 else ''} ahead in "
+            f"{profile.names.get('order')} order "
+            f"were considered first; capacity ran out before this one",
+            {"ahead": len(examined)},
+        )
+
+    def rest(job: PendingJob) -> Reason:
+        nonlocal rng
         k = _shape(job)
+        if k not in never_cache:
+            rng = Random(snap.cycle)
         r = never_cache[k] if k in never_cache else never(job)
-        if r is None:
-            if behind is None:
-                if head is not None and not profile.backfill.backfills:
-                    behind = held(job, head)
-                else:
-                    behind = Reason(
-                        ReasonCode.PRIORITY,
-                        f"{len(examined)} job{'s' if len(examined) != 1 else ''} ahead in "
-                        f"{profile.names.get('order')} order "
-                        f"were considered first; capacity ran out before this one",
-                        {"ahead": len(examined)},
-                    )
-            r = behind
-        reasons[jid] = r
+        return behind if r is None else r
+
+    skipped = started | examined
+    res.reasons.defer(snap.pending, skipped.__contains__, rest)
 
 
 def _shape(job: PendingJob) -> tuple[object, ...]:
