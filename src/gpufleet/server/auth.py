@@ -66,7 +66,10 @@ async def principal(request: Request) -> Principal:
 
 
 def require(*roles: str) -> Any:
-    async def check(p: Principal = Depends(principal)) -> Principal:
+    # one dependency, not a role check on top of ``principal``: FastAPI solves each dependency
+    # per request, and this one is on every request
+    async def check(request: Request) -> Principal:
+        p = await principal(request)
         if p.role not in roles:
             raise HTTPException(
                 403, f"{_a(p.role)} {p.role} token may not do this (needs: {', '.join(roles)})"
