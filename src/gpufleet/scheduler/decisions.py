@@ -52,13 +52,13 @@ class Reasons(Mapping[str, Reason]):
         r = self._given.get(job_id)
         if r is not None:
             return r
-        job = self._deferred().get(job_id) if self._rest is not None else None
-        if job is None or self._rest is None:
+        job = self._deferred().get(job_id)
+        if job is None or self._rest is None:  # (no ``rest``: nothing is deferred)
             raise KeyError(job_id)
         return self._rest(job)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self._given or (self._rest is not None and job_id in self._deferred())
+        return job_id in self._given or job_id in self._deferred()
 
     def __iter__(self) -> Iterator[str]:
         yield from self._given

@@ -138,14 +138,10 @@ class Workspace:
 
     def _index_in_place(self, i: int) -> None:
         """``_index`` that puts node ``i`` where index order has it, not last."""
-        m = self.model[i]
-        g = self.gfree[i]
-        if not self.ok[i] or not m or not g:
+        counted = self._count_in(i)
+        if counted is None:
             return
-        key = (m, self.node_leaf[i])
-        k = self.full[i]
-        self.free_full += k
-        self.model_free[m] += k
+        m, key, k, g = counted
         mb, lb = self.buckets[m], self.leaf_buckets[key]
         mb[k] = _with(mb[k], i)
         lb[k] = _with(lb[k], i)
@@ -458,15 +454,23 @@ class Workspace:
         if part is not None:
             part.pop(i, None)
 
-    def _index(self, i: int) -> None:
+    def _count_in(self, i: int) -> tuple[str, tuple[str, int], int, tuple[int, ...]] | None:
+        """Add node ``i``'s fully free devices to the totals; its model, (model, leaf) key,
+        that count and its free vector, for the caller to bucket it (None: not indexed)."""
         m = self.model[i]
         g = self.gfree[i]
         if not self.ok[i] or not m or not g:
-            return
-        key = (m, self.node_leaf[i])
+            return None
         k = self.full[i]
         self.free_full += k
         self.model_free[m] += k
+        return m, (m, self.node_leaf[i]), k, g
+
+    def _index(self, i: int) -> None:
+        counted = self._count_in(i)
+        if counted is None:
+            return
+        m, key, k, g = counted
         self.buckets[m][k][i] = None
         self.leaf_buckets[key][k][i] = None
         if k < len(g) and _partial(g):
