@@ -235,6 +235,10 @@ class AgentCommand(Strict):
     time_limit_s: float | None = None
     grace_s: float = 10.0
     why: str = ""
+    # the Unix account a root agent runs the task as (the job's user), and the one it uses
+    # when the node has no such account (empty: refuse); see gpufleet.agent.accounts
+    run_as: str = ""
+    fallback_account: str = ""
 
 
 class CommandBatch(Strict):
