@@ -18,6 +18,13 @@ def _label(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _task_var(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or "\0" in text:
+        raise argparse.ArgumentTypeError(f"--task-env {text!r} is not KEY=VALUE")
+    return key, value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpufleet-agent", description="the gpufleet node agent")
     p.add_argument("--controller", required=True, help="controller URL, e.g. http://10.0.0.1:8600")
@@ -35,6 +42,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--leaf", default="leaf-0")
     p.add_argument("--pod", default="pod-0")
     p.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE")
+    p.add_argument(
+        "--task-env",
+        action="append",
+        default=[],
+        type=_task_var,
+        metavar="KEY=VALUE",
+        help="a variable every task gets (repeatable); tasks inherit nothing of the agent's own "
+        "environment",
+    )
     p.add_argument("--address", help="address other nodes reach this one at (MASTER_ADDR)")
     p.add_argument("--heartbeat-s", type=float, default=5.0)
     p.add_argument("--poll-wait-s", type=float, default=20.0)
@@ -72,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             temp_max_c=args.temp_max_c,
             poll_wait_s=args.poll_wait_s,
             fence_grace_s=args.fence_grace_s,
+            task_env=dict(args.task_env),
         )
     except (ValueError, GpuUnavailable) as e:
         print(f"gpufleet agent: {e}", file=sys.stderr)

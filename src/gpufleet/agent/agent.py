@@ -22,10 +22,10 @@ from gpufleet.agent.clock import Clock, MonotonicClock
 from gpufleet.agent.gpu import GpuBackend, metrics_payload
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
-from gpufleet.agent.runner import Key, RunnerEvent, TaskRunner
+from gpufleet.agent.runner import EXIT_REFUSED, Key, RunnerEvent, TaskRunner
 from gpufleet.agent.shipping import EventQueue, LogTails
 from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Send
-from gpufleet.api.schemas import AgentRegister, Health, Heartbeat
+from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat
 from gpufleet.client.http import AgentClient, ApiError
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class AgentConfig:
     expected_gpus: int | None = None  # None: as many as discovered at start
     limits: HealthLimits = field(default_factory=HealthLimits)
     max_events: int = 10_000
+    task_env: dict[str, str] = field(default_factory=dict)  # given to every task (--task-env)
 
 
 class Agent:
@@ -77,7 +78,9 @@ class Agent:
         self.config = config
         self.clock = clock or MonotonicClock()
         self.state = AgentState(fence_grace_s=config.fence_grace_s)
-        self.runner = runner or TaskRunner(config.data_dir, backend.visible_devices, self.clock)
+        self.runner = runner or TaskRunner(
+            config.data_dir, backend.visible_devices, self.clock, config.task_env
+        )
         self.gpus = backend.discover()
         self.health = HealthChecker(self.gpus, config.limits, config.expected_gpus)
         self.last_health = Health()
@@ -107,7 +110,7 @@ class Agent:
         """Carry out the state's actions (the caller holds the lock)."""
         for a in actions:
             if isinstance(a, Launch):
-                self._feed(self.runner.launch(a.cmd, self.clock.now()))
+                self._feed(self._launch(a.cmd))
             elif isinstance(a, Kill):
                 log.warning("stopping %s/%d rank %d: %s", *a.key, a.why)
                 self.runner.kill(a.key, a.grace_s, a.why, self.clock.now())
@@ -116,6 +119,17 @@ class Agent:
                 self._wake_ship.set()
             elif isinstance(a, Register):
                 log.warning("registering again: %s", a.why)
+
+    def _launch(self, cmd: AgentCommand) -> list[RunnerEvent]:
+        """The runner's launch; should it ever raise, that task fails, not the thread that
+        carried the command (every later launch on this node would wait forever)."""
+        try:
+            return self.runner.launch(cmd, self.clock.now())
+        except Exception as e:
+            log.exception("launching %s/%d rank %d failed", cmd.job, cmd.attempt, cmd.rank)
+            why = f"the agent could not start the task: {type(e).__name__}: {e}"
+            key: Key = (cmd.job, cmd.attempt, cmd.rank)
+            return [RunnerEvent("exited", key, EXIT_REFUSED, why)]
 
     def _feed(self, evs: list[RunnerEvent]) -> None:
         for ev in evs:
@@ -281,14 +295,31 @@ class Agent:
     def run(self, stop: threading.Event, until: float | None = None) -> None:
         """Tick until ``stop`` is set (or ``until`` on the agent's clock)."""
         while not stop.wait(self.config.tick_s) and not self._stop.is_set():
-            self.tick_once()
+            try:
+                self.tick_once()
+                self._ok("tick")
+            except Exception as e:  # a failed tick is retried at the next one
+                self._crashed("tick", e)
             if until is not None and self.clock.now() >= until:
                 break
+
+    def _crashed(self, what: str, e: Exception) -> None:
+        """An unexpected exception in a loop: logged (with its traceback the first time) and
+        survived, so that no thread of the agent ever dies of one."""
+        if what in self._failing:
+            log.debug("%s failed again: %s", what, e)
+        else:
+            self._failing.add(what)
+            log.exception("%s failed unexpectedly; retrying", what)
 
     def _heartbeat_loop(self) -> None:
         backoff = 0.5
         while not self._stop.is_set():
-            ok = self.heartbeat_once()
+            try:
+                ok = self.heartbeat_once()
+            except Exception as e:
+                self._crashed("heartbeat", e)
+                ok = False
             if ok or self.state.registered:
                 backoff = 0.5
                 wait = self.heartbeat_s
@@ -299,10 +330,10 @@ class Agent:
     def _commands_loop(self) -> None:
         backoff = 0.5
         while not self._stop.is_set():
-            if not self.state.registered or self.backend.frozen(self.clock.now()):
-                self._stop.wait(0.2)
-                continue
             try:
+                if not self.state.registered or self.backend.frozen(self.clock.now()):
+                    self._stop.wait(0.2)
+                    continue
                 self.commands_once()
                 self._ok("commands")
                 backoff = 0.5
@@ -310,11 +341,20 @@ class Agent:
                 self._failed("commands", e)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
+            except Exception as e:
+                self._crashed("commands", e)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
     def _ship_loop(self) -> None:
         backoff = 0.2
         while not self._stop.is_set():
-            if self.ship_once():
+            try:
+                shipped = self.ship_once()
+            except Exception as e:
+                self._crashed("shipping", e)
+                shipped = False
+            if shipped:
                 backoff = 0.2
                 self._wake_ship.wait(0.25)  # new log bytes are picked up at this pace
             else:

@@ -75,6 +75,7 @@ def run_agent(
     poll_wait_s: float = 20.0,
     fence_grace_s: float = 2.0,
     shutdown_grace_s: float = 5.0,
+    task_env: Mapping[str, str] | None = None,
     stop: threading.Event | None = None,
     transport: httpx.BaseTransport | None = None,
     clock: Clock | None = None,
@@ -101,6 +102,7 @@ def run_agent(
         memory_gib=memory_gib,
         expected_gpus=expected_gpus,
         limits=HealthLimits(temp_max_c=temp_max_c),
+        task_env=dict(task_env or {}),
     )
     agent = Agent(client, backend, config, clock=clock)
     # tasks a previous agent left behind run unsupervised: stop them and say so

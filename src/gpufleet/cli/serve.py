@@ -44,6 +44,11 @@ def controller(
         help="URL of the Prometheus that scrapes this controller (e.g. http://127.0.0.1:9090): "
         "the dashboard shows its firing and pending alerts",
     ),
+    fallback_account: str = typer.Option(
+        "",
+        help="the Unix account a job runs as on a node that has no account of its user "
+        "(default: none; such a job is refused, and its Reason says so)",
+    ),
 ) -> None:
     """Run the controller: REST API under /api/v1, scheduling, the store."""
     import uvicorn
@@ -75,6 +80,7 @@ def controller(
             retry_backoff_s=retry_backoff_s,
             retry_backoff_max_s=retry_backoff_max_s,
             prometheus_url=prometheus.rstrip("/"),
+            fallback_account=fallback_account,
         )
         app = create_app(cfg)
     except (SpecError, ProfileError, ValueError) as e:

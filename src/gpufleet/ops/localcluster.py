@@ -6,6 +6,7 @@ real SQLite (or PostgreSQL) store, simulated GPUs behind the agents' GPU backend
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -70,6 +71,9 @@ class LocalCluster:
     cluster_spec: Path | None = None
     queues_file: Path | None = None
     prometheus_url: str = ""  # the controller's --prometheus: the dashboard shows its alerts
+    # jobs of users with no Unix account here run as the one who started the cluster (a
+    # root agent runs each job as its user's account); "" refuses them instead
+    fallback_account: str = field(default_factory=lambda: pwd.getpwuid(os.geteuid()).pw_name)
     controller_args: list[str] = field(default_factory=list)
     port: int = 0
     controller: subprocess.Popen[bytes] | None = None
@@ -119,6 +123,8 @@ class LocalCluster:
             args += ["--queues", str(self.queues_file)]
         if self.prometheus_url:
             args += ["--prometheus", self.prometheus_url]
+        if self.fallback_account:
+            args += ["--fallback-account", self.fallback_account]
         log = (self.data_dir / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True

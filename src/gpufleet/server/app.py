@@ -84,6 +84,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         batch_max=config.batch_max,
         retry_backoff_s=config.retry_backoff_s,
         retry_backoff_max_s=config.retry_backoff_max_s,
+        fallback_account=config.fallback_account,
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q

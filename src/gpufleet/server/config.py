@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+_ACCOUNT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}\$?")  # as useradd accepts them
 
 
 @dataclass(frozen=True)
@@ -33,9 +36,17 @@ class ServerConfig:
     retry_backoff_max_s: float = 600.0
     batch_max: int = 500  # submissions and events handled per loop turn
     prometheus_url: str = ""  # the Prometheus whose alerts the dashboard shows (empty: none)
+    # a root agent runs a job as its user's Unix account; one the node lacks runs as this
+    # account instead (empty: such a job is refused with a Reason that says so)
+    fallback_account: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.fallback_account and not _ACCOUNT.fullmatch(self.fallback_account):
+            raise ValueError(
+                f"fallback_account {self.fallback_account!r}: not a Unix account name "
+                "(letters, digits, '_', '-', '.'; not starting with '-')"
+            )
         # checked before anything is opened or written (the core checks it again)
         if not 0 < self.retry_backoff_s <= self.retry_backoff_max_s:
             raise ValueError(

@@ -114,8 +114,10 @@ class ControllerService:
         retry_backoff_s: float = 10.0,
         retry_backoff_max_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
+        fallback_account: str = "",
     ) -> None:
         self.store = store
+        self.fallback_account = fallback_account
         self.clock = clock
         self.ctrl = Controller(
             profile, None, backoff_base_s=retry_backoff_s, backoff_max_s=retry_backoff_max_s
@@ -465,6 +467,8 @@ class ControllerService:
                             gpu_milli=p.gpu_milli,
                             time_limit_s=rec.job.spec.time_limit_s,
                             grace_s=self.grace_kill_s,
+                            run_as=rec.job.spec.user,
+                            fallback_account=self.fallback_account,
                         ),
                     )
             elif isinstance(c, Kill):
