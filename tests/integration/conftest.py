@@ -5,7 +5,8 @@
 fault — node-1's GPU 3 falls off the bus (``--inject offbus@gpu3``), node-2 reports another
 driver (``GPUFLEET_SIM_DRIVER_VERSION``) and its probes read a clock 5 s fast (the probes'
 documented testing hook ``GPUFLEET_PROBE_TIME_OFFSET_S``, which ``--task-env`` gives its
-tasks), node-3 has 4 GPUs where the cluster spec (``faulty_spec``) says 8. Tests that use them are ``e2e``: select them with ``-m e2e``."""
+tasks), node-3 has 4 GPUs where the cluster spec (``faulty_spec``) says 8. Tests that use
+them are ``e2e``: select them with ``-m e2e``."""
 
 from __future__ import annotations
 
