@@ -67,8 +67,9 @@ def fresh_tmp(path: Path, owner: Account) -> None:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove what a task left (its own files: rmtree never follows its symlinks)."""
-    with contextlib.suppress(FileNotFoundError):
+    """Remove what a task left (its own files: rmtree never follows its symlinks); best
+    effort, so that cleaning up never turns into a failure of its own."""
+    with contextlib.suppress(OSError):
         if path.is_symlink() or not path.is_dir():
             path.unlink()
             return
