@@ -256,7 +256,7 @@ class TaskRunner:
         try:
             sandbox.private_dir(err_path.parent.parent)
             sandbox.private_dir(err_path.parent)
-            fd = sandbox.open_log(err_path, self.agent)
+            fd = sandbox.open_log(err_path, None)
             with open(fd, "ab") as err:
                 err.write(f"gpufleet-agent: {why}\n".encode(errors="replace"))
         except Exception as e:

@@ -43,13 +43,13 @@ def private_dir(path: Path, owner: Account | None = None) -> None:
     os.chmod(path, 0o700)
 
 
-def open_log(path: Path, owner: Account) -> int:
-    """An append-only log file descriptor: 0600, owned by the task's account; never through a
-    symlink."""
+def open_log(path: Path, owner: Account | None) -> int:
+    """An append-only log file descriptor: 0600, owned by the task's account (``None``: by
+    whoever owns it already, else the agent); never through a symlink."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         st = os.fstat(fd)
-        if (st.st_uid, st.st_gid) != (owner.uid, owner.gid):
+        if owner is not None and (st.st_uid, st.st_gid) != (owner.uid, owner.gid):
             os.fchown(fd, owner.uid, owner.gid)
         os.fchmod(fd, 0o600)
     except BaseException:
