@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import os
 import subprocess
 import sys
 import threading
@@ -123,8 +124,6 @@ def start_agent(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[byt
             "gpufleet.agent",
             "--controller",
             url,
-            "--token",
-            "agent-token",
             "--name",
             "node-1",
             "--simulate",
@@ -141,7 +140,8 @@ def start_agent(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[byt
             "zone=a",
         ]
         log = (tmp_path / "agent.log").open("wb")
-        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        env = {**os.environ, "GPUFLEET_TOKEN": "agent-token"}  # never on the command line
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         procs.append(p)
         return p
 
