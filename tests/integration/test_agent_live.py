@@ -5,8 +5,8 @@ task's start, exit and logs; cut off past its lease, it fences the task and says
 from __future__ import annotations
 
 import json
-import signal
 import os
+import signal
 import subprocess
 import sys
 import threading

@@ -46,8 +46,8 @@ def test_a_healthy_cluster_passes_every_layer(probe_cluster: LocalCluster, tmp_p
     shared.mkdir()
     report = tmp_path / "report.md"
     code, stdout, stderr = cli(
-        "--server", c.url, "--token-file", str(c.admin_token_file), "--json", "--report", str(report),
-        "--shared", str(shared), *LIGHT,
+        "--server", c.url, "--token-file", str(c.admin_token_file), "--json",
+        "--report", str(report), "--shared", str(shared), *LIGHT,
     )  # fmt: skip
     doc = json.loads(stdout)
     fails = [ch for ch in doc["checks"] if ch["status"] == "FAIL"]

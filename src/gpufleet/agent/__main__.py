@@ -86,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.token is not None:
         p.error(NO_ARGV_TOKEN)
+    try:
+        token = agent_token(args)
+    except ValueError as e:
+        print(f"gpufleet agent: {e}", file=sys.stderr)
+        return 2
     private_umask()  # task logs, state and their directories: the agent's user's alone
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -94,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run_agent(
             args.controller,
-            agent_token(args),
+            token,
             args.name,
             simulate=args.simulate,
             data_dir=args.data_dir,
