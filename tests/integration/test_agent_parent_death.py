@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +26,7 @@ time.sleep(120)
 """
 
 
-@pytest.mark.skipif(shutil.which("setpriv") is None, reason="util-linux setpriv is not installed")
+@pytest.mark.requires("setpriv")
 def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path) -> None:
     agent = subprocess.Popen(
         [sys.executable, "-c", AGENT_LIKE, str(tmp_path)], stdout=subprocess.PIPE, text=True
