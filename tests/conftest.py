@@ -29,9 +29,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.fixture(autouse=True)
-def _required_parts(request: pytest.FixtureRequest) -> None:
-    for mark in request.node.iter_markers("requires"):
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture (a module's cluster or browser): skip, or under CI fail, the test."""
+    for mark in item.iter_markers("requires"):
         realparts.require(*mark.args)
 
 

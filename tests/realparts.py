@@ -123,16 +123,6 @@ def require(*parts: str) -> None:
             missing(why)
 
 
-def require_module(*parts: str) -> None:
-    """``require`` at a test module's top: skips the whole module (fails it under CI)."""
-    for part in parts:
-        why = why_missing(part)
-        if why is not None:
-            if in_ci():
-                pytest.fail(f"{why} (CI=true: a missing real part fails the run)", pytrace=False)
-            pytest.skip(why, allow_module_level=True)
-
-
 def require_postgres() -> None:
     require("postgres")
 

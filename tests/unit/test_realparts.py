@@ -69,3 +69,18 @@ def test_a_postgres_test_fails_under_ci_and_skips_outside_it() -> None:
     local = run_pg_test("")
     assert local.returncode == 0, local.stdout + local.stderr
     assert "SKIPPED" in local.stdout and "PostgreSQL unreachable at" in local.stdout
+
+
+def test_a_marked_test_fails_under_ci_when_its_tool_is_not_on_the_path() -> None:
+    """``@pytest.mark.requires("promtool")``, with a PATH that cannot have it."""
+    test = "tests/integration/test_prometheus.py::test_promtool_checks_the_rules"
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", test],
+        cwd=ROOT,
+        env={**os.environ, "CI": "true", "PATH": str(Path(sys.executable).parent)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "promtool is not installed" in r.stdout and "CI=true" in r.stdout
