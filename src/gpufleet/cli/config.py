@@ -41,10 +41,6 @@ TokenOpt = Annotated[
         show_default=False,
     ),
 ]
-NO_ARGV_TOKEN = (
-    "--token is gone: a token on the command line is readable by every user (ps, /proc). "
-    "Use --token-file FILE (mode 0600) or set GPUFLEET_TOKEN"
-)
 _KEYS = ("server", "token", "token_file", "ca")
 cli_ca: str | None = None  # ``gpufleet --ca FILE``: set by the root command for this run
 

@@ -64,7 +64,7 @@ def controller(
     from gpufleet.secretfile import private_umask
     from gpufleet.server.app import create_app
     from gpufleet.server.config import ServerConfig
-    from gpufleet.server.store.engine import resolve_db_url
+    from gpufleet.server.store.engine import resolve_db_url, safe_url
     from gpufleet.server.tls import TlsFiles
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -97,6 +97,9 @@ def controller(
     except (SpecError, ProfileError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    logging.getLogger("gpufleet.controller").info(
+        "store %s; serving %s", safe_url(cfg.database_url), "https" if tls.cert else "http"
+    )
     uvicorn.run(
         app, host=host, port=port, log_level="warning", access_log=False, **tls.uvicorn_kwargs()
     )
