@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 PRIVATE_UMASK = 0o077
@@ -69,12 +70,16 @@ def write_secret(path: str | Path, text: str, *, replace: bool = False) -> Path:
     other modes or as a symlink). ``replace=True`` writes a fresh 0600 file beside it and renames
     it over the old one, so readers see the old secret or the new one, never a partial file."""
     p = Path(path).expanduser()
-    target = p.with_name(f".{p.name}.{os.getpid()}.tmp") if replace else p
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(target, flags, 0o600)
-    except FileExistsError:
-        raise SecretFileError(f"{p}: exists; remove it or choose another file") from None
+    if replace:  # a fresh name nobody can have planted (mkstemp: O_EXCL, 0600)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+        target = Path(tmp)
+    else:
+        target = p
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(target, flags, 0o600)
+        except FileExistsError:
+            raise SecretFileError(f"{p}: exists; remove it or choose another file") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             os.fchmod(f.fileno(), 0o600)  # a umask only takes bits away: make it exactly 0600
