@@ -124,8 +124,6 @@ def start_agent(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes
             "gpufleet.agent",
             "--controller",
             url,
-            "--token",
-            "agent-token",
             "--name",
             "node-1",
             "--simulate",
@@ -142,9 +140,9 @@ def start_agent(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes
             "zone=a",
         ]
         log = (tmp_path / "agent.log").open("wb")
-        p = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-        )
+        # the token never on the command line
+        full_env = {**os.environ, "GPUFLEET_TOKEN": "agent-token", **(env or {})}
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env)
         procs.append(p)
         return p
 

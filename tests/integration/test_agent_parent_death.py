@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,7 +35,7 @@ def _account(name: str) -> str:
     return name
 
 
-@pytest.mark.skipif(shutil.which("setpriv") is None, reason="util-linux setpriv is not installed")
+@pytest.mark.requires("setpriv")
 @pytest.mark.parametrize("as_owner", [False, True], ids=["agents-account", "owners-account"])
 def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path, as_owner: bool) -> None:
     """Also a task switched to its owner's account: the kernel clears the parent-death signal

@@ -19,6 +19,7 @@ from gpufleet.agent.gpu import GpuBackend
 from gpufleet.agent.health import HealthLimits
 from gpufleet.agent.runner import RunnerEvent
 from gpufleet.client.http import AgentClient
+from gpufleet.secretfile import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,8 @@ def make_backend(
 def local_address(controller_url: str) -> str:
     """The address of the interface that reaches the controller (what other ranks can reach)."""
     parts = urlsplit(controller_url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((host, port))  # UDP: picks the route, sends nothing
@@ -79,15 +81,15 @@ def run_agent(
     stop: threading.Event | None = None,
     transport: httpx.BaseTransport | None = None,
     clock: Clock | None = None,
+    ca: str | Path | None = None,
 ) -> int:
     """Run a node agent until ``stop`` is set or the process gets SIGTERM/SIGINT; returns the
     exit status. Raises ValueError for a bad ``simulate``/``inject`` spec and
     ``GpuUnavailable`` when NVML cannot start."""
     clock = clock or MonotonicClock()
-    data = Path(data_dir).expanduser().resolve()
-    data.mkdir(parents=True, exist_ok=True)
+    data = private_dir(Path(data_dir).expanduser().resolve())
     backend = make_backend(simulate, node_name, inject, clock)
-    client = AgentClient(controller_url, token, transport=transport, timeout=10.0)
+    client = AgentClient(controller_url, token, ca=ca, transport=transport, timeout=10.0)
     config = AgentConfig(
         node=node_name,
         address=address or local_address(controller_url),

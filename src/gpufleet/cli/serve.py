@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import typer
@@ -16,8 +17,19 @@ def controller(
     ),
     db: str = typer.Option(
         "",
-        help="database URL; default SQLite in the data dir "
+        help="database URL without a password; default SQLite in the data dir "
         "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)",
+    ),
+    db_file: Path = typer.Option(
+        None,
+        "--db-file",
+        help="file (mode 0600) holding a database URL with its password; or env GPUFLEET_DB",
+    ),
+    tls_cert: Path = typer.Option(
+        None, "--tls-cert", help="serve HTTPS with this certificate (PEM; with --tls-key)"
+    ),
+    tls_key: Path = typer.Option(
+        None, "--tls-key", help="the certificate's private key (PEM, mode 0600)"
     ),
     host: str = typer.Option("127.0.0.1", help="listen address"),
     port: int = typer.Option(8600, help="listen port"),
@@ -54,17 +66,21 @@ def controller(
     import uvicorn
 
     from gpufleet.scheduler.framework import ProfileError
+    from gpufleet.secretfile import private_umask
     from gpufleet.server.app import create_app
     from gpufleet.server.config import ServerConfig
+    from gpufleet.server.store.engine import resolve_db_url, safe_url
+    from gpufleet.server.tls import TlsFiles
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if prometheus and not prometheus.startswith(("http://", "https://")):
         typer.echo(f"error: --prometheus {prometheus}: give a URL (http://host:9090)", err=True)
         raise typer.Exit(2)
     try:
+        tls = TlsFiles.check(tls_cert, tls_key)
         cfg = ServerConfig(
             data_dir=data_dir,
-            db_url=db,
+            db_url=resolve_db_url(db, db_file, os.environ),
             host=host,
             port=port,
             order=order,
@@ -82,15 +98,21 @@ def controller(
             prometheus_url=prometheus.rstrip("/"),
             fallback_account=fallback_account,
         )
+        private_umask()  # the store, logs, admin.token and their directories: ours alone
         app = create_app(cfg)
     except (SpecError, ProfileError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    logging.getLogger("gpufleet.controller").info(
+        "store %s; serving %s", safe_url(cfg.database_url), "https" if tls.cert else "http"
+    )
+    uvicorn.run(
+        app, host=host, port=port, log_level="warning", access_log=False, **tls.uvicorn_kwargs()
+    )
 
 
 def agent(ctx: typer.Context) -> None:
-    """Run a node agent: --controller URL --token T --name N [--simulate 8xH100] [--inject …].
+    """Run a node agent: --controller URL --token-file F --name N [--simulate 8xH100] [--ca F].
 
     Every option is the agent's own (see ``gpufleet agent --help-agent``)."""
     from gpufleet.agent.__main__ import main

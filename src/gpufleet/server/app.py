@@ -18,6 +18,7 @@ from gpufleet.core.clock import Clock
 from gpufleet.io.specs import load_cluster, load_queues
 from gpufleet.model.errors import SpecError
 from gpufleet.scheduler.framework import Profile
+from gpufleet.secretfile import private_dir, write_secret
 from gpufleet.server.auth import TokenCache
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.logs import LogStore
@@ -38,10 +39,8 @@ def bootstrap_admin(store: Any, data_dir: Path, now: float) -> Path | None:
     if store.has_admin_token():
         return None
     _, secret = store.create_token("admin", "admin", None, None, now)
-    path = data_dir / "admin.token"
-    path.write_text(secret + "\n")
-    path.chmod(0o600)
-    return path
+    # created 0600 and renamed into place: never a moment in which others may read it
+    return write_secret(data_dir / "admin.token", secret, replace=True)
 
 
 # Newer FastAPI instruments every request for OpenTelemetry, looking up the global providers
@@ -56,7 +55,7 @@ _NO_OTEL: dict[str, Any] = (
 
 def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None = None) -> FastAPI:
     clock = clock or WallClock()
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(config.data_dir)
     if store is None:
         from gpufleet.server.store import Store
 

@@ -12,7 +12,8 @@ _ACCOUNT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}\$?")  # as useradd acc
 @dataclass(frozen=True)
 class ServerConfig:
     data_dir: Path = Path("./gpufleet-data")
-    db_url: str = ""  # empty: SQLite in data_dir; else e.g. postgresql+psycopg://…
+    # empty: SQLite in data_dir; else e.g. postgresql+psycopg://… (may hold a password: no repr)
+    db_url: str = field(default="", repr=False)
     host: str = "127.0.0.1"
     port: int = 8600
     order: str = "fairshare"
