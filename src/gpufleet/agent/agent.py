@@ -25,6 +25,7 @@ from gpufleet.agent.host import host_metrics, host_resources
 from gpufleet.agent.runner import Key, RunnerEvent, TaskRunner
 from gpufleet.agent.shipping import EventQueue, LogTails
 from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Send
+from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
 from gpufleet.api.schemas import AgentRegister, Health, Heartbeat
 from gpufleet.client.http import AgentClient, ApiError
 
@@ -90,6 +91,8 @@ class Agent:
         self._wake_ship = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
+        # the node's fencing watchdog (run_agent starts it): it reads the lease we publish
+        self.watchdog: WatchdogHandle | None = None
 
     def _failed(self, what: str, e: Exception) -> None:
         level = logging.DEBUG if what in self._failing else logging.WARNING
@@ -125,12 +128,31 @@ class Agent:
                 self.logs.track(key, out, err)
             if ev.kind == "exited":
                 self.logs.complete(key)
+                ev = self._fenced_by_watchdog(ev, out)
             self._do(self.state.on_task(ev))
+
+    @staticmethod
+    def _fenced_by_watchdog(ev: RunnerEvent, out: Path) -> RunnerEvent:
+        """A task the watchdog killed while we were hung exited for the node's sake, not the
+        job's: say so, so that the controller requeues it instead of charging a retry."""
+        if ev.why.startswith("fenced:"):
+            return ev
+        mark = fenced_mark(out.with_name(f"rank{ev.key[2]}.pid"))
+        if mark is None:
+            return ev
+        return RunnerEvent(ev.kind, ev.key, ev.exit_code, f"{mark}; {ev.why}")
+
+    def _publish_lease(self) -> None:
+        """After a renewal (the caller holds the lock): the watchdog fences on this deadline."""
+        if self.watchdog is not None:
+            self.watchdog.renew(self.state.lease_until, self.state.fence_grace_s)
 
     # ----- one step of each loop ----------------------------------------------------------
 
     def tick_once(self) -> None:
         now = self.clock.now()
+        if self.watchdog is not None:
+            self.watchdog.ensure()
         with self._lock:
             self._feed(self.runner.poll(now))
             self._do(self.state.on_tick(now))
@@ -174,7 +196,10 @@ class Agent:
         self.events.ack(unacked)  # delivered with the registration
         self._ok("register")
         with self._lock:
+            if res.fence_grace_s is not None:  # the controller counts on this one
+                self.state.fence_grace_s = min(self.config.fence_grace_s, res.fence_grace_s)
             self._do(self.state.on_registered(res.lease_s, now))
+            self._publish_lease()
         if res.heartbeat_s > 0:
             self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
         log.info(
@@ -210,6 +235,7 @@ class Agent:
         self._ok("heartbeat")
         with self._lock:
             self._do(self.state.on_heartbeat_ok(res, now))
+            self._publish_lease()
         return True
 
     def commands_once(self, wait_s: float | None = None) -> int:

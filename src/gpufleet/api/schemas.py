@@ -198,6 +198,8 @@ class AgentRegister(Strict):
 class RegisterResult(Strict):
     lease_s: float
     heartbeat_s: float
+    # the SIGTERM → SIGKILL grace of fencing that the controller's node-loss timing counts on
+    fence_grace_s: float | None = None
 
 
 class Health(Strict):
