@@ -140,7 +140,7 @@ class Agent:
         mark = fenced_mark(out.with_name(f"rank{ev.key[2]}.pid"))
         if mark is None:
             return ev
-        return RunnerEvent(ev.kind, ev.key, ev.exit_code, f"{mark}; {ev.why}")
+        return RunnerEvent(ev.kind, ev.key, ev.exit_code, f"{mark}; {ev.why}" if ev.why else mark)
 
     def _publish_lease(self) -> None:
         """After a renewal (the caller holds the lock): the watchdog fences on this deadline."""

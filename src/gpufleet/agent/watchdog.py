@@ -250,7 +250,7 @@ class WatchdogHandle:
         p, self.proc = self.proc, None
         if p is None:
             return
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):  # ValueError: closed already
             assert p.stdin is not None
             p.stdin.write(b"stop\n")
             p.stdin.close()
