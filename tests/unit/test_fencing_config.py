@@ -3,6 +3,8 @@ attempt is dead, naming the flags to change."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpufleet.server.config import ServerConfig, check_fencing
@@ -36,3 +38,15 @@ def test_a_node_grace_shorter_than_lease_and_fence_is_refused_by_name() -> None:
 def test_other_bad_timings_name_their_flag(kw: dict[str, float], flag: str) -> None:
     with pytest.raises(ValueError, match=flag):
         ServerConfig(**kw)  # type: ignore[arg-type]
+
+
+def test_the_controller_command_refuses_unsafe_timings_before_it_starts(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gpufleet.cli.main import app
+
+    args = ["controller", "--data-dir", str(tmp_path / "c"), "--lease-s", "7.5"]
+    res = CliRunner().invoke(app, [*args, "--node-grace-s", "8"])
+    assert res.exit_code == 2, res.output
+    assert "--node-grace-s 8 must be at least --lease-s 7.5 + --fence-grace-s 2" in res.output
+    assert not (tmp_path / "c").exists()  # nothing opened or written

@@ -86,7 +86,7 @@ class LogOut(Strict):
 
 class NodeOut(Strict):
     name: str
-    state: str  # idle | mixed | allocated | drained | unhealthy | lost
+    state: str  # idle | mixed | allocated | drained | suspect | unhealthy | lost
     gpu_model: str
     gpus: int
     gpus_free: float
