@@ -1,6 +1,6 @@
 """The agent's side of fencing: it publishes each renewed lease for its watchdog, with the
-fence grace the controller counts on, and acts on no launch that a long-poll brought across a
-re-registration (the controller reconciled without it and may run that job elsewhere)."""
+fence grace the controller counts on, and acts on no launch sent under an older registration
+(the controller reconciled without it and may run that job elsewhere)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ T0 = 1000.0
 LEASE_S = 5.0
 
 
-def cmd(kind: str, job: str, attempt: int) -> dict[str, Any]:
-    c: dict[str, Any] = {"kind": kind, "job": job, "attempt": attempt, "rank": 0}
+def cmd(kind: str, job: str, attempt: int, epoch: int = 0) -> dict[str, Any]:
+    c: dict[str, Any] = {"kind": kind, "job": job, "attempt": attempt, "rank": 0, "epoch": epoch}
     if kind == "launch":
         c["command"] = [sys.executable, "-c", "import time; time.sleep(60)"]
     return c
@@ -37,7 +37,7 @@ class Controller:
     def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api/v1/agent/")
         if path == "register":
-            body = {"lease_s": LEASE_S, "heartbeat_s": 1.0, "fence_grace_s": 1.5}
+            body = {"lease_s": LEASE_S, "heartbeat_s": 1.0, "fence_grace_s": 1.5, "epoch": 7}
             return httpx.Response(200, json=body)
         if path.endswith("/heartbeat"):
             return httpx.Response(200, json={"lease_s": LEASE_S, "stale": []})
@@ -79,22 +79,23 @@ def test_each_renewal_is_published_with_the_controller_s_fence_grace(
     assert lease is not None and lease.until == T0 + 3.0 + LEASE_S
 
 
-def test_launches_a_long_poll_brought_across_a_registration_are_dropped(
+def test_launches_sent_under_an_older_registration_are_dropped(
     agent: Agent, ctl: Controller
 ) -> None:
     assert agent.register_once()
-
-    def answer_after_a_registration() -> list[dict[str, Any]]:
-        assert agent.register_once()  # meanwhile we were declared lost and came back
-        return [cmd("launch", "j1", 2)]
-
-    ctl.on_commands = answer_after_a_registration
-    assert agent.commands_once(wait_s=0) == 0
-    assert agent.runner.live() == [] and agent.state.tasks == {}
-    # a long-poll inside one registration acts as before
-    ctl.on_commands = lambda: [cmd("launch", "j2", 1)]
-    assert agent.commands_once(wait_s=0) == 1
-    assert agent.runner.live() == [("j2", 1, 0)]
+    assert agent.epoch == 7
+    # read after we woke up: the controller sent it before it declared us lost (epoch 6)
+    ctl.on_commands = lambda: [cmd("launch", "j1", 2, epoch=6), cmd("kill", "j0", 1, epoch=6)]
+    assert agent.commands_once(wait_s=0) == 1  # the kill only
+    assert agent.runner.live() == [] and "j1" not in {k[0] for k in agent.state.tasks}
+    # this registration's, a newer one's (its answer still on the way), or none said: run
+    ctl.on_commands = lambda: [
+        cmd("launch", "j2", 1, epoch=7),
+        cmd("launch", "j3", 1, epoch=8),
+        cmd("launch", "j4", 1),
+    ]
+    assert agent.commands_once(wait_s=0) == 3
+    assert agent.runner.live() == [("j2", 1, 0), ("j3", 1, 0), ("j4", 1, 0)]
 
 
 def test_the_lease_file_is_json_the_watchdog_reads(agent: Agent, tmp_path: Path) -> None:

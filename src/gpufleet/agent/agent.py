@@ -93,7 +93,9 @@ class Agent:
         self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
         # the node's fencing watchdog (run_agent starts it): it reads the lease we publish
         self.watchdog: WatchdogHandle | None = None
-        self.registrations = 0  # a long-poll answered across one carries stale launches
+        # the newest registration's number: a launch sent under an older one is stale (a
+        # long-poll answered before we were declared lost, read only after we woke up)
+        self.epoch = 0
 
     def _failed(self, what: str, e: Exception) -> None:
         level = logging.DEBUG if what in self._failing else logging.WARNING
@@ -197,7 +199,7 @@ class Agent:
         self.events.ack(unacked)  # delivered with the registration
         self._ok("register")
         with self._lock:
-            self.registrations += 1
+            self.epoch = max(self.epoch, res.epoch)
             if res.fence_grace_s is not None:  # the controller counts on this one
                 self.state.fence_grace_s = min(self.config.fence_grace_s, res.fence_grace_s)
             self._do(self.state.on_registered(res.lease_s, now))
@@ -245,15 +247,13 @@ class Agent:
         if not self.state.registered or self.backend.frozen(self.clock.now()):
             return 0
         wait = self.config.poll_wait_s if wait_s is None else wait_s
-        before = self.registrations
         cmds = self.client.commands(self.config.node, wait_s=wait)
         if self.backend.frozen(self.clock.now()):
             return 0  # a hung node does not act on what reached it
         with self._lock:
-            if self.registrations != before:
-                # we registered again meanwhile (we were hung, or lost): the controller
-                # reconciled without these launches and may run their jobs elsewhere now
-                cmds = [c for c in cmds if c.kind != "launch"]
+            # sent before our last registration: the controller reconciled without them
+            # and may run their jobs elsewhere now (a newer epoch: its answer is on its way)
+            cmds = [c for c in cmds if c.kind != "launch" or not 0 < c.epoch < self.epoch]
             for cmd in cmds:
                 self._do(self.state.on_command(cmd, self.clock.now()))
         return len(cmds)

@@ -200,6 +200,7 @@ class RegisterResult(Strict):
     heartbeat_s: float
     # the SIGTERM → SIGKILL grace of fencing that the controller's node-loss timing counts on
     fence_grace_s: float | None = None
+    epoch: int = 0  # this registration's number: launches sent under an older one are stale
 
 
 class Health(Strict):
@@ -237,6 +238,7 @@ class AgentCommand(Strict):
     time_limit_s: float | None = None
     grace_s: float = 10.0
     why: str = ""
+    epoch: int = 0  # the registration of the node it was sent under (0: not said)
 
 
 class CommandBatch(Strict):

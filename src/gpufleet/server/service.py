@@ -98,6 +98,7 @@ class NodeLink:
     # when (monotonic) we last answered its heartbeat or registration: its lease counts from
     # before then, so node loss is timed from here, on a clock that NTP does not step
     answered_at: float = field(default_factory=time.monotonic)
+    epoch: int = 0  # its registration's number (rising, across our restarts too)
 
 
 class ControllerService:
@@ -136,6 +137,7 @@ class ControllerService:
         self.logs = logs
         self.outbox = Outbox()
         self.links: dict[str, NodeLink] = {}
+        self._last_epoch = 0
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
         self.fence_grace_s = fence_grace_s
@@ -462,6 +464,9 @@ class ControllerService:
                 if rec.job.attempt != c.attempt:
                     continue  # superseded later in the same turn (e.g. a reconcile): never sent
                 addr = self.links.get(c.allocation[0].node)
+                epochs = {
+                    p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))
+                }
                 for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
                     if rank in rec.exited:
                         continue  # counted as lost already
@@ -481,6 +486,7 @@ class ControllerService:
                             gpu_milli=p.gpu_milli,
                             time_limit_s=rec.job.spec.time_limit_s,
                             grace_s=self.grace_kill_s,
+                            epoch=epochs.get(p.node, 0),
                         ),
                     )
             elif isinstance(c, Kill):
@@ -534,7 +540,10 @@ class ControllerService:
             gpu_info=list(req.gpus),
             registered=False,
             answered_at=self._monotonic(),
+            # wall-clock nanoseconds, so that it rises across a restart of ours as well
+            epoch=max(time.time_ns(), self._last_epoch + 1),
         )
+        self._last_epoch = link.epoch
         self.links[req.node] = link
         self.store.upsert_node(
             NodeRecord(
@@ -558,7 +567,10 @@ class ControllerService:
         )
         link.answered_at = self._monotonic()  # the registration's answer renews the lease
         return s.RegisterResult(
-            lease_s=self.lease_s, heartbeat_s=self.heartbeat_s, fence_grace_s=self.fence_grace_s
+            lease_s=self.lease_s,
+            heartbeat_s=self.heartbeat_s,
+            fence_grace_s=self.fence_grace_s,
+            epoch=link.epoch,
         )
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
