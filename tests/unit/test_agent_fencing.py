@@ -33,12 +33,16 @@ def cmd(kind: str, job: str, attempt: int, epoch: int = 0) -> dict[str, Any]:
 class Controller:
     def __init__(self) -> None:
         self.on_commands: Callable[[], list[dict[str, Any]]] = list
+        self.on_register: Callable[[], None] = lambda: None
+        self.epoch = 6
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api/v1/agent/")
         if path == "register":
-            body = {"lease_s": LEASE_S, "heartbeat_s": 1.0, "fence_grace_s": 1.5, "epoch": 7}
-            return httpx.Response(200, json=body)
+            self.on_register()
+            self.epoch += 1
+            body = {"lease_s": LEASE_S, "heartbeat_s": 1.0, "fence_grace_s": 1.5}
+            return httpx.Response(200, json={**body, "epoch": self.epoch})
         if path.endswith("/heartbeat"):
             return httpx.Response(200, json={"lease_s": LEASE_S, "stale": []})
         if path.endswith("/commands"):
@@ -96,6 +100,24 @@ def test_launches_sent_under_an_older_registration_are_dropped(
     ]
     assert agent.commands_once(wait_s=0) == 3
     assert agent.runner.live() == [("j2", 1, 0), ("j3", 1, 0), ("j4", 1, 0)]
+
+
+def test_a_launch_that_arrives_while_a_registration_is_in_flight_is_dropped(
+    agent: Agent, ctl: Controller
+) -> None:
+    assert agent.register_once() and agent.epoch == 7
+    seen: list[int] = []
+
+    def meanwhile() -> None:  # the commands thread, while the registration is on its way
+        ctl.on_commands = lambda: [cmd("launch", "j1", 1, epoch=7)]
+        seen.append(agent.commands_once(wait_s=0))
+
+    ctl.on_register = meanwhile
+    assert agent.register_once() and agent.epoch == 8
+    # not in the list of tasks the registration sent: the controller counts it lost
+    assert seen == [0] and agent.runner.live() == []
+    ctl.on_commands = lambda: [cmd("launch", "j1", 2, epoch=8)]
+    assert agent.commands_once(wait_s=0) == 1 and agent.runner.live() == [("j1", 2, 0)]
 
 
 def test_the_lease_file_is_json_the_watchdog_reads(agent: Agent, tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from gpufleet.agent.runner import Key, RunnerEvent, TaskRunner
 from gpufleet.agent.shipping import EventQueue, LogTails
 from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Send
 from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
-from gpufleet.api.schemas import AgentRegister, Health, Heartbeat
+from gpufleet.api.schemas import AgentRegister, Health, Heartbeat, RegisterResult
 from gpufleet.client.http import AgentClient, ApiError
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,7 @@ class Agent:
         # the newest registration's number: a launch sent under an older one is stale (a
         # long-poll answered before we were declared lost, read only after we woke up)
         self.epoch = 0
+        self._registering = 0  # registrations in flight (their list of tasks is made)
 
     def _failed(self, what: str, e: Exception) -> None:
         level = logging.DEBUG if what in self._failing else logging.WARNING
@@ -167,6 +168,36 @@ class Agent:
         now = self.clock.now()
         if self.backend.frozen(now):
             return False
+        with self._lock:
+            self._registering += 1  # launches from here on are not in the list we send
+        done = False
+        try:
+            res = self._register(now)
+            if res is None:
+                return False
+            with self._lock:  # one section: no launch of this epoch is dropped after it
+                self._registering -= 1
+                done = True
+                self.epoch = max(self.epoch, res.epoch)
+                if res.fence_grace_s is not None:  # the controller counts on this one
+                    self.state.fence_grace_s = min(self.config.fence_grace_s, res.fence_grace_s)
+                self._do(self.state.on_registered(res.lease_s, now))
+                self._publish_lease()
+        finally:
+            if not done:
+                with self._lock:
+                    self._registering -= 1
+        if res.heartbeat_s > 0:
+            self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
+        log.info(
+            "registered %s: lease %.1f s, heartbeat %.1f s",
+            self.config.node,
+            res.lease_s,
+            self.heartbeat_s,
+        )
+        return True
+
+    def _register(self, now: float) -> RegisterResult | None:
         with self._gpu_lock:
             gpus = self.backend.discover()
             driver, cuda = self.backend.driver_version(), self.backend.cuda_version()
@@ -195,21 +226,10 @@ class Agent:
             res = self.client.register(req)
         except (httpx.HTTPError, ApiError) as e:
             self._failed("register", e)
-            return False
+            return None
         self.events.ack(unacked)  # delivered with the registration
         self._ok("register")
-        with self._lock:
-            self.epoch = max(self.epoch, res.epoch)
-            if res.fence_grace_s is not None:  # the controller counts on this one
-                self.state.fence_grace_s = min(self.config.fence_grace_s, res.fence_grace_s)
-            self._do(self.state.on_registered(res.lease_s, now))
-            self._publish_lease()
-        if res.heartbeat_s > 0:
-            self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
-        log.info(
-            "registered %s: lease %.1f s, heartbeat %.1f s", c.node, res.lease_s, self.heartbeat_s
-        )
-        return True
+        return res
 
     def heartbeat_once(self) -> bool:
         """One heartbeat (registering first when needed); False when it did not get through."""
@@ -242,6 +262,16 @@ class Agent:
             self._publish_lease()
         return True
 
+    def _stale(self, epoch: int) -> bool:
+        """A launch sent under an older registration than ours (a long-poll answered before we
+        were declared lost, read after we woke up), or under the current one while a new
+        registration, which does not list it, is in flight: the controller reconciles (or
+        reconciled) without it, counts it lost and may run its job elsewhere. A newer epoch's
+        launch is current: that registration's answer is still on its way. 0: not said."""
+        if epoch <= 0:
+            return False
+        return epoch < self.epoch or (self._registering > 0 and epoch <= self.epoch)
+
     def commands_once(self, wait_s: float | None = None) -> int:
         """One long-poll; the number of commands it brought. Raises on a network error."""
         if not self.state.registered or self.backend.frozen(self.clock.now()):
@@ -251,9 +281,7 @@ class Agent:
         if self.backend.frozen(self.clock.now()):
             return 0  # a hung node does not act on what reached it
         with self._lock:
-            # sent before our last registration: the controller reconciled without them
-            # and may run their jobs elsewhere now (a newer epoch: its answer is on its way)
-            cmds = [c for c in cmds if c.kind != "launch" or not 0 < c.epoch < self.epoch]
+            cmds = [c for c in cmds if c.kind != "launch" or not self._stale(c.epoch)]
             for cmd in cmds:
                 self._do(self.state.on_command(cmd, self.clock.now()))
         return len(cmds)

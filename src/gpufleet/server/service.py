@@ -152,7 +152,8 @@ class ControllerService:
         self._timer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        # what a scheduling pass costs is measured on this clock (a test gives its own)
+        # what a scheduling pass costs, and how long a node has been silent, are measured on
+        # this clock (a test gives its own)
         self._monotonic = monotonic
         self._schedule_at = 0.0  # monotonic time from which a change is scheduled again
         self._history = False  # the store held jobs when we started (see _finished_before_start)
