@@ -123,4 +123,4 @@ def test_a_launch_that_arrives_while_a_registration_is_in_flight_is_dropped(
 def test_the_lease_file_is_json_the_watchdog_reads(agent: Agent, tmp_path: Path) -> None:
     agent.register_once()
     rec = json.loads((tmp_path / "lease.json").read_text())
-    assert set(rec) == {"until", "grace_s"}
+    assert set(rec) == {"until", "grace_s", "pid"}

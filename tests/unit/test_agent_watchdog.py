@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def test_no_lease_is_a_lapsed_lease() -> None:
 def test_the_lease_file_round_trips_and_a_bad_one_reads_as_none(tmp_path: Path) -> None:
     assert read_lease(tmp_path) is None
     write_lease(tmp_path, 123.5, 2.0)
-    assert read_lease(tmp_path) == Lease(123.5, 2.0)
+    assert read_lease(tmp_path) == Lease(123.5, 2.0, os.getpid())
     assert (tmp_path / "lease.json").stat().st_mode & 0o777 == 0o600
     write_lease(tmp_path, -math.inf, 2.0)  # before the first registration
     lease = read_lease(tmp_path)

@@ -55,13 +55,16 @@ Ident = tuple[int, float]  # (process group id = the task leader's pid, its crea
 class Lease:
     until: float  # CLOCK_MONOTONIC seconds
     grace_s: float  # SIGTERM → SIGKILL
+    pid: int = 0  # the agent that wrote it
 
 
 def write_lease(data_dir: Path, until: float, grace_s: float) -> None:
     """Atomically replace the lease file (the watchdog never reads half a file)."""
     path = Path(data_dir) / LEASE_FILE
     tmp = path.with_name(f".{LEASE_FILE}.{os.getpid()}.tmp")
-    body = json.dumps({"until": until if math.isfinite(until) else 0.0, "grace_s": grace_s})
+    body = json.dumps(
+        {"until": until if math.isfinite(until) else 0.0, "grace_s": grace_s, "pid": os.getpid()}
+    )
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(body)
@@ -72,7 +75,7 @@ def read_lease(data_dir: Path) -> Lease | None:
     """The lease, or None when there is none or it cannot be read (treated as lapsed)."""
     try:
         rec = json.loads((Path(data_dir) / LEASE_FILE).read_text())
-        return Lease(float(rec["until"]), max(0.0, float(rec["grace_s"])))
+        return Lease(float(rec["until"]), max(0.0, float(rec["grace_s"])), int(rec.get("pid", 0)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -183,6 +186,7 @@ def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
     is alive past the lease."""
     fence = Fence()
     agent_gone = False
+    owner = agent_pid
     while True:
         msg = None if agent_gone else _control(control_fd)
         if msg == "stop":
@@ -194,6 +198,9 @@ def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
             log.warning("the agent is gone: enforcing its lease on what it left")
         now = time.monotonic()
         lease = read_lease(data_dir)
+        if agent_gone and lease is not None and lease.pid not in (0, owner) and not fence.kill_at:
+            log.info("a new agent (pid %d) holds this node now: exiting", lease.pid)
+            return 0  # its own watchdog enforces its lease
         tasks: dict[Ident, Path | None] = {}
         if fence.lapsed(now, lease) or fence.kill_at:
             tasks = find_tasks(data_dir, agent_pid)

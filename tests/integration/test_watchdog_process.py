@@ -4,6 +4,7 @@ and the tasks, and writes the lease), and real tasks die, or live, by the watchd
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -103,3 +104,25 @@ def test_the_fenced_mark_is_only_added_to_an_exit_the_watchdog_caused(tmp_path: 
     out = tmp_path / "rank0.out"
     ev = RunnerEvent("exited", ("j", 1, 0), 143, "killed by SIGTERM")
     assert Agent._fenced_by_watchdog(ev, out) == ev
+
+
+def test_the_watchdog_of_a_dead_agent_gives_way_to_the_next_agent(tmp_path: Path) -> None:
+    old = WatchdogHandle(tmp_path)
+    old.start()
+    old.renew(time.monotonic() + 60, 0.5)  # the dead agent's lease still runs
+    proc = old.proc
+    assert proc is not None and proc.stdin is not None
+    proc.stdin.close()  # the agent died
+    # a new agent takes the node over (another process writes the lease)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from gpufleet.agent.watchdog import write_lease; "
+            "write_lease(Path(sys.argv[1]), time.monotonic() + 60, 0.5)",
+            str(tmp_path),
+        ],
+        check=True,
+    )
+    assert proc.wait(timeout=15) == 0  # it does not linger beside the new agent's watchdog
