@@ -25,7 +25,8 @@ from gpufleet.agent.host import host_metrics, host_resources
 from gpufleet.agent.runner import EXIT_REFUSED, Key, RunnerEvent, TaskRunner
 from gpufleet.agent.shipping import EventQueue, LogTails
 from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Send
-from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat
+from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
+from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat, RegisterResult
 from gpufleet.client.http import AgentClient, ApiError
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,12 @@ class Agent:
         self._wake_ship = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
+        # the node's fencing watchdog (run_agent starts it): it reads the lease we publish
+        self.watchdog: WatchdogHandle | None = None
+        # the newest registration's number: a launch sent under an older one is stale (a
+        # long-poll answered before we were declared lost, read only after we woke up)
+        self.epoch = 0
+        self._registering = 0  # registrations in flight (their list of tasks is made)
 
     def _failed(self, what: str, e: Exception) -> None:
         level = logging.DEBUG if what in self._failing else logging.WARNING
@@ -139,12 +146,31 @@ class Agent:
                 self.logs.track(key, out, err)
             if ev.kind == "exited":
                 self.logs.complete(key)
+                ev = self._fenced_by_watchdog(ev, out)
             self._do(self.state.on_task(ev))
+
+    @staticmethod
+    def _fenced_by_watchdog(ev: RunnerEvent, out: Path) -> RunnerEvent:
+        """A task the watchdog killed while we were hung exited for the node's sake, not the
+        job's: say so, so that the controller requeues it instead of charging a retry."""
+        if ev.why.startswith("fenced:"):
+            return ev
+        mark = fenced_mark(out.with_name(f"rank{ev.key[2]}.pid"))
+        if mark is None:
+            return ev
+        return RunnerEvent(ev.kind, ev.key, ev.exit_code, f"{mark}; {ev.why}" if ev.why else mark)
+
+    def _publish_lease(self) -> None:
+        """After a renewal (the caller holds the lock): the watchdog fences on this deadline."""
+        if self.watchdog is not None:
+            self.watchdog.renew(self.state.lease_until, self.state.fence_grace_s)
 
     # ----- one step of each loop ----------------------------------------------------------
 
     def tick_once(self) -> None:
         now = self.clock.now()
+        if self.watchdog is not None:
+            self.watchdog.ensure()
         with self._lock:
             self._feed(self.runner.poll(now))
             self._do(self.state.on_tick(now))
@@ -156,6 +182,36 @@ class Agent:
         now = self.clock.now()
         if self.backend.frozen(now):
             return False
+        with self._lock:
+            self._registering += 1  # launches from here on are not in the list we send
+        done = False
+        try:
+            res = self._register(now)
+            if res is None:
+                return False
+            with self._lock:  # one section: no launch of this epoch is dropped after it
+                self._registering -= 1
+                done = True
+                self.epoch = max(self.epoch, res.epoch)
+                if res.fence_grace_s is not None:  # the controller counts on this one
+                    self.state.fence_grace_s = min(self.config.fence_grace_s, res.fence_grace_s)
+                self._do(self.state.on_registered(res.lease_s, now))
+                self._publish_lease()
+        finally:
+            if not done:
+                with self._lock:
+                    self._registering -= 1
+        if res.heartbeat_s > 0:
+            self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
+        log.info(
+            "registered %s: lease %.1f s, heartbeat %.1f s",
+            self.config.node,
+            res.lease_s,
+            self.heartbeat_s,
+        )
+        return True
+
+    def _register(self, now: float) -> RegisterResult | None:
         with self._gpu_lock:
             gpus = self.backend.discover()
             driver, cuda = self.backend.driver_version(), self.backend.cuda_version()
@@ -184,17 +240,10 @@ class Agent:
             res = self.client.register(req)
         except (httpx.HTTPError, ApiError) as e:
             self._failed("register", e)
-            return False
+            return None
         self.events.ack(unacked)  # delivered with the registration
         self._ok("register")
-        with self._lock:
-            self._do(self.state.on_registered(res.lease_s, now))
-        if res.heartbeat_s > 0:
-            self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
-        log.info(
-            "registered %s: lease %.1f s, heartbeat %.1f s", c.node, res.lease_s, self.heartbeat_s
-        )
-        return True
+        return res
 
     def heartbeat_once(self) -> bool:
         """One heartbeat (registering first when needed); False when it did not get through."""
@@ -224,7 +273,18 @@ class Agent:
         self._ok("heartbeat")
         with self._lock:
             self._do(self.state.on_heartbeat_ok(res, now))
+            self._publish_lease()
         return True
+
+    def _stale(self, epoch: int) -> bool:
+        """A launch sent under an older registration than ours (a long-poll answered before we
+        were declared lost, read after we woke up), or under the current one while a new
+        registration, which does not list it, is in flight: the controller reconciles (or
+        reconciled) without it, counts it lost and may run its job elsewhere. A newer epoch's
+        launch is current: that registration's answer is still on its way. 0: not said."""
+        if epoch <= 0:
+            return False
+        return epoch < self.epoch or (self._registering > 0 and epoch <= self.epoch)
 
     def commands_once(self, wait_s: float | None = None) -> int:
         """One long-poll; the number of commands it brought. Raises on a network error."""
@@ -235,6 +295,7 @@ class Agent:
         if self.backend.frozen(self.clock.now()):
             return 0  # a hung node does not act on what reached it
         with self._lock:
+            cmds = [c for c in cmds if c.kind != "launch" or not self._stale(c.epoch)]
             for cmd in cmds:
                 self._do(self.state.on_command(cmd, self.clock.now()))
         return len(cmds)

@@ -18,6 +18,7 @@ from gpufleet.agent.clock import Clock, MonotonicClock
 from gpufleet.agent.gpu import GpuBackend
 from gpufleet.agent.health import HealthLimits
 from gpufleet.agent.runner import RunnerEvent
+from gpufleet.agent.watchdog import WatchdogHandle
 from gpufleet.client.http import AgentClient
 from gpufleet.secretfile import private_dir
 
@@ -111,6 +112,9 @@ def run_agent(
     for key in agent.runner.kill_orphans():
         why = "killed: the agent restarted and cannot supervise it"
         agent.events.put(RunnerEvent("exited", key, 128 + signal.SIGKILL, why).wire())
+    # fencing that does not need this process to be alive (or awake): its own process
+    agent.watchdog = WatchdogHandle(data)
+    agent.watchdog.start()
 
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -128,4 +132,5 @@ def run_agent(
         agent.run(stop)
     finally:
         agent.stop(grace_s=shutdown_grace_s)
+        agent.watchdog.stop()  # after the tasks: it exits and kills nothing
     return 0

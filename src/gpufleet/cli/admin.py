@@ -17,7 +17,13 @@ from gpufleet.secretfile import SecretFileError, write_secret
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 NODE_404 = {404: "check the node name (gpufleet nodes)"}
-STATE_STYLE = {"idle": "green", "mixed": "cyan", "allocated": "blue", "drained": "yellow"}
+STATE_STYLE = {
+    "idle": "green",
+    "mixed": "cyan",
+    "allocated": "blue",
+    "drained": "yellow",
+    "suspect": "yellow",
+}
 
 token_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")
 

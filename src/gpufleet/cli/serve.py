@@ -42,9 +42,17 @@ def controller(
     heartbeat_s: float = typer.Option(
         5.0, help="agent heartbeat interval; agents sample their GPUs with each heartbeat"
     ),
-    node_grace_s: float = typer.Option(10.0, help="missing heartbeats this long: node lost"),
-    lease_s: float = typer.Option(
-        7.5, help="agents stop their tasks past this without us (keep lease + 2 s < grace)"
+    node_grace_s: float = typer.Option(
+        10.0,
+        help="missing heartbeats this long: node lost, its jobs restart elsewhere "
+        "(at least lease + fence grace + 0.5 s)",
+    ),
+    lease_s: float = typer.Option(7.5, help="agents stop their tasks past this without us"),
+    fence_grace_s: float = typer.Option(
+        2.0, help="a fenced task gets SIGTERM, then SIGKILL this much later"
+    ),
+    launch_timeout_s: float = typer.Option(
+        120.0, help="a job STARTING longer than this is requeued and its silent nodes suspect"
     ),
     schedule_interval_s: float = typer.Option(5.0, help="schedule at least this often"),
     retry_backoff_s: float = typer.Option(
@@ -91,7 +99,9 @@ def controller(
             queues_file=queues,
             heartbeat_s=heartbeat_s,
             lease_s=lease_s,
+            fence_grace_s=fence_grace_s,
             node_grace_s=node_grace_s,
+            launch_timeout_s=launch_timeout_s,
             schedule_interval_s=schedule_interval_s,
             retry_backoff_s=retry_backoff_s,
             retry_backoff_max_s=retry_backoff_max_s,

@@ -67,8 +67,8 @@ class LocalCluster:
     db_url: str = ""
     heartbeat_s: float = 1.0
     node_grace_s: float = 4.0
-    # fencing needs lease + the agent's fence grace (2 s) < node grace: a node declared lost
-    # has stopped its tasks before they restart elsewhere (6 s here let a job run twice)
+    # fencing needs lease + fence grace (2 s) + kill margin (0.5 s) <= node grace: a node
+    # declared lost has had its tasks killed by its watchdog before they restart elsewhere
     lease_s: float = 1.5
     schedule_interval_s: float = 1.0
     cluster_spec: Path | None = None

@@ -41,6 +41,7 @@ from gpufleet.core.events import (
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.model.job import JobState
 from gpufleet.scheduler.framework import Profile
+from gpufleet.server.config import check_fencing
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.store import (
@@ -94,6 +95,10 @@ class NodeLink:
     # its heartbeats and long-polls are refused with 409, so that it registers again, listing
     # the tasks it still runs, and no launch reaches it that the reconcile would not know of
     registered: bool = True
+    # when (monotonic) we last answered its heartbeat or registration: its lease counts from
+    # before then, so node loss is timed from here, on a clock that NTP does not step
+    answered_at: float = field(default_factory=time.monotonic)
+    epoch: int = 0  # its registration's number (rising, across our restarts too)
 
 
 class ControllerService:
@@ -106,8 +111,10 @@ class ControllerService:
         cluster: ClusterSpec | None = None,
         logs: LogStore,
         heartbeat_s: float = 5.0,
-        lease_s: float = 15.0,
+        lease_s: float = 7.5,
+        fence_grace_s: float = 2.0,
         node_grace_s: float = 10.0,
+        launch_timeout_s: float = 120.0,
         schedule_interval_s: float = 5.0,
         grace_kill_s: float = 10.0,
         batch_max: int = 500,
@@ -116,19 +123,26 @@ class ControllerService:
         monotonic: Callable[[], float] = time.monotonic,
         fallback_account: str = "",
     ) -> None:
+        check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s)
         self.store = store
         self.fallback_account = fallback_account
         self.clock = clock
         self.ctrl = Controller(
-            profile, None, backoff_base_s=retry_backoff_s, backoff_max_s=retry_backoff_max_s
+            profile,
+            None,
+            backoff_base_s=retry_backoff_s,
+            backoff_max_s=retry_backoff_max_s,
+            launch_timeout_s=launch_timeout_s,
         )
         if cluster is not None:
             self.ctrl.queues = {q.name: q for q in cluster.queues}
         self.logs = logs
         self.outbox = Outbox()
         self.links: dict[str, NodeLink] = {}
+        self._last_epoch = 0
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
+        self.fence_grace_s = fence_grace_s
         self.node_grace_s = node_grace_s
         self.schedule_interval_s = schedule_interval_s
         self.grace_kill_s = grace_kill_s
@@ -140,7 +154,8 @@ class ControllerService:
         self._timer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        # what a scheduling pass costs is measured on this clock (a test gives its own)
+        # what a scheduling pass costs, and how long a node has been silent, are measured on
+        # this clock (a test gives its own)
         self._monotonic = monotonic
         self._schedule_at = 0.0  # monotonic time from which a change is scheduled again
         self._history = False  # the store held jobs when we started (see _finished_before_start)
@@ -176,7 +191,10 @@ class ControllerService:
             # returning agents have one grace period to re-register; until then nothing new
             # is placed on their nodes (the reconcile of their registration would undo it)
             self.links[n.name] = NodeLink(
-                address=n.address or n.name, last_seen=now, registered=False
+                address=n.address or n.name,
+                last_seen=now,
+                registered=False,
+                answered_at=self._monotonic(),
             )
             self.ctrl.hold_restored_node(
                 n.name,
@@ -367,7 +385,8 @@ class ControllerService:
         """The controller's own node decisions (health, loss) in the audit log; an admin's
         drains and resumes are audited by the request that made them."""
         for e in node_events:
-            own = e.what in ("unhealthy", "healthy", "lost") and not e.why.startswith("forced")
+            own = e.what in ("unhealthy", "healthy", "lost", "suspect", "trusted")
+            own = own and not e.why.startswith("forced")
             if own or e.why.startswith((HEALTH_DRAIN, HEALTH_RESUME)):
                 try:
                     self.store.audit(
@@ -448,6 +467,9 @@ class ControllerService:
                 if rec.job.attempt != c.attempt:
                     continue  # superseded later in the same turn (e.g. a reconcile): never sent
                 addr = self.links.get(c.allocation[0].node)
+                epochs = {
+                    p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))
+                }
                 for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
                     if rank in rec.exited:
                         continue  # counted as lost already
@@ -469,6 +491,7 @@ class ControllerService:
                             grace_s=self.grace_kill_s,
                             run_as=rec.job.spec.user,
                             fallback_account=self.fallback_account,
+                            epoch=epochs.get(p.node, 0),
                         ),
                     )
             elif isinstance(c, Kill):
@@ -493,16 +516,19 @@ class ControllerService:
                 )
 
     def _watch_nodes(self, now: float) -> None:
+        # node_grace_s >= lease + fence grace + kill margin (check_fencing): past it, the
+        # node's watchdog has killed what ran there, even if its agent is hung
+        mono = self._monotonic()
         for name, link in self.links.items():
             node = self.ctrl.nodes.get(name)
             if node is None or node.lost:
                 continue
-            if now - link.last_seen > self.node_grace_s:
+            silent = mono - link.answered_at
+            if silent > self.node_grace_s:
                 self.post(
                     NodeLost(
                         name,
-                        f"no heartbeat for {now - link.last_seen:.0f} s "
-                        f"(grace {self.node_grace_s:g} s)",
+                        f"no heartbeat for {silent:.0f} s (grace {self.node_grace_s:g} s)",
                     )
                 )
                 self.outbox.drop(name)
@@ -518,7 +544,11 @@ class ControllerService:
             cuda_version=req.cuda_version,
             gpu_info=list(req.gpus),
             registered=False,
+            answered_at=self._monotonic(),
+            # wall-clock nanoseconds, so that it rises across a restart of ours as well
+            epoch=max(time.time_ns(), self._last_epoch + 1),
         )
+        self._last_epoch = link.epoch
         self.links[req.node] = link
         self.store.upsert_node(
             NodeRecord(
@@ -534,13 +564,19 @@ class ControllerService:
         events: list[Event] = []
         for e in req.events:
             if e.kind == "started":
-                events.append(TaskStarted(e.job, e.attempt, e.rank))
+                events.append(TaskStarted(e.job, e.attempt, e.rank, req.node))
             elif not e.why.startswith(INFRASTRUCTURE_EXITS):  # those the reconcile requeues
                 events.append(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
         await self.event(
             _Reconcile(spec, tuple((t.job, t.attempt, t.rank) for t in req.running), tuple(events))
         )
-        return s.RegisterResult(lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
+        link.answered_at = self._monotonic()  # the registration's answer renews the lease
+        return s.RegisterResult(
+            lease_s=self.lease_s,
+            heartbeat_s=self.heartbeat_s,
+            fence_grace_s=self.fence_grace_s,
+            epoch=link.epoch,
+        )
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
         link = self.links.get(node)
@@ -552,6 +588,7 @@ class ControllerService:
                 "declared the node lost): register again",
             )
         link.last_seen = self.clock.now()
+        link.answered_at = self._monotonic()
         link.metrics = hb.metrics
         if self.on_heartbeat is not None:
             self.on_heartbeat(node, link.last_seen, hb.metrics)
@@ -583,7 +620,7 @@ class ControllerService:
             link.last_seen = self.clock.now()
         for e in events:
             if e.kind == "started":
-                self.post(TaskStarted(e.job, e.attempt, e.rank))
+                self.post(TaskStarted(e.job, e.attempt, e.rank, node))
             elif e.why.startswith(INFRASTRUCTURE_EXITS):
                 self.post(_RankGone(node, (e.job, e.attempt, e.rank)))
             else:
