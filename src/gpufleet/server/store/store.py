@@ -252,8 +252,21 @@ class Store:
             return auth.verify_token(c, secret)
 
     def revoke_token(self, name: str, *, now: float | None = None) -> bool:
+        """False: no active token of that name; LastAdminToken: it is the last admin's."""
         with self._write() as c:
             return auth.revoke_token(c, name, _now(now))
+
+    def create_admin_token(
+        self, base: str = "admin", now: float | None = None
+    ) -> tuple[TokenInfo, str]:
+        """An admin token named ``base`` or, if a (revoked) token has that name, the first
+        free ``base-N``: the controller's bootstrap must always succeed."""
+        with self._write() as c:
+            return auth.create_token(c, auth.free_name(c, base), "admin", None, None, _now(now))
+
+    def active_tokens(self) -> list[tuple[str, TokenInfo]]:
+        with self._read() as c:
+            return auth.active_tokens(c)
 
     def tokens(self, *, include_revoked: bool = True) -> list[TokenInfo]:
         with self._read() as c:
