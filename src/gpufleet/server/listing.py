@@ -137,6 +137,7 @@ def _serialize(page: list[JobRecord], reasons: dict[str, Reason | None]) -> byte
 
 
 def next_link(url: Any, before: int) -> str:
-    """The ``Link`` header's value for the page after ``before``."""
+    """The ``Link`` header's value for the page after ``before``: a path, not a full URL, so
+    it holds behind a proxy or TLS that the controller does not see."""
     nxt = url.include_query_params(cursor=str(before))
-    return f'<{nxt}>; rel="next"'
+    return f'<{nxt.path}?{nxt.query}>; rel="next"'
