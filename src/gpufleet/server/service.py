@@ -507,11 +507,11 @@ class ControllerService:
 
     # ----- agents --------------------------------------------------------------------------
 
-    def check_own(self, node: str, field: str, events: Sequence[s.AgentEvent]) -> None:
-        """403 unless every event is about a rank placed on ``node``: an agent speaks only for
-        its own node. An event about an attempt that is not the job's current one (or a job
-        the controller does not hold) changes nothing in the core, so it passes: a node may
-        well report the end of an attempt that was requeued meanwhile."""
+    def check_own(self, node: str, field: str, events: Sequence[s.AgentEvent | s.TaskRef]) -> None:
+        """403 unless every event (or task said to run) is about a rank placed on ``node``: an
+        agent speaks only for its own node. One about an attempt that is not the job's current
+        one (or a job the controller does not hold) changes nothing in the core, so it passes:
+        a node may well report the end of an attempt that was requeued meanwhile."""
         for i, e in enumerate(events):
             if e.rank < 0 or e.attempt < 0:  # a negative index would pick a rank from the end
                 raise RequestError(422, f"{field}[{i}]: rank and attempt must be >= 0")
@@ -528,6 +528,7 @@ class ControllerService:
 
     async def register(self, req: s.AgentRegister, spec: NodeSpec) -> s.RegisterResult:
         self.check_own(req.node, "events", req.events)
+        self.check_own(req.node, "running", req.running)
         now = self.clock.now()
         link = NodeLink(
             req.address,
@@ -561,6 +562,7 @@ class ControllerService:
         return s.RegisterResult(lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
+        self.check_own(node, "running", hb.running)
         link = self.links.get(node)
         rt = self.ctrl.nodes.get(node)
         if link is None or not link.registered or rt is None or rt.lost:
