@@ -44,6 +44,7 @@ class Result:
     seconds: float
     jobs: int
     pages: int
+    failed_listings: int
     pages_per_s: float
     heartbeats: int
     heartbeat_p50_s: float
@@ -70,22 +71,29 @@ async def _lister(url: str, token: str, until: float, pages: list[int], page: in
         while time.monotonic() < until:
             nxt: str | None = f"/api/v1/jobs?all=true&limit={page}"
             while nxt is not None and time.monotonic() < until:
-                r = await c.get(nxt)
-                r.raise_for_status()
+                try:
+                    r = await c.get(nxt)
+                    r.raise_for_status()
+                except httpx.HTTPError:
+                    pages[1] += 1  # counted (a baseline run drops connections), then again
+                    break
                 pages[0] += 1
                 nxt = r.links.get("next", {}).get("url")
 
 
-async def _listers(url: str, token: str, k: int, seconds: float, page: int) -> int:
-    pages = [0]
+async def _listers(url: str, token: str, k: int, seconds: float, page: int) -> list[int]:
+    pages = [0, 0]  # pages listed, requests that failed
     until = time.monotonic() + seconds
     await asyncio.gather(*(_lister(url, token, until, pages, page) for _ in range(k)))
-    return pages[0]
+    if k == 0:  # no listing: the window of the other measurements alone
+        await asyncio.sleep(seconds)
+    return pages
 
 
 def listers_main(argv: list[str]) -> None:
     url, token, k, seconds, page = argv[0], argv[1], int(argv[2]), float(argv[3]), int(argv[4])
-    print(json.dumps({"pages": asyncio.run(_listers(url, token, k, seconds, page))}), flush=True)
+    pages, failed = asyncio.run(_listers(url, token, k, seconds, page))
+    print(json.dumps({"pages": pages, "failed": failed}), flush=True)
 
 
 # ----- the probe and the submitter (threads of this process) ----------------------------------
@@ -189,7 +197,7 @@ def measure(
             t.stop.set()
         for t in (probe, *submitters):
             t.join(timeout=120)
-        pages = json.loads(out.strip().splitlines()[-1])["pages"]
+        listed = json.loads(out.strip().splitlines()[-1])
         restarted = sum(
             1 for j in run_ids if (x := user.job(j)).state != "RUNNING" or x.attempt != attempts[j]
         )
@@ -199,8 +207,9 @@ def measure(
             clients,
             round(window, 1),
             jobs,
-            pages,
-            round(pages / window, 1),
+            listed["pages"],
+            listed["failed"],
+            round(listed["pages"] / window, 1),
             len(probe.rtts),
             round(pct(probe.rtts, 50), 4),
             round(pct(probe.rtts, 99), 4),

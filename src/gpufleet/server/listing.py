@@ -76,13 +76,14 @@ async def _page(svc: ControllerService, q: Query) -> Page:
     # newest first: the jobs this process accepted (all in memory, in seq order), then those
     # it found in the store at start (unfinished ones in memory, finished ones in the store)
     found = [_copy(r) for r in islice(_newer(svc, cut, q), want)]
-    more_in_store = False
+    scanned: int | None = None  # the store's rows were read down to this seq, and more remain
     if len(found) < want and cut and (q.before is None or q.before > 1):
         top = cut if q.before is None else min(cut, q.before - 1)
         if q.all or q.state is not None:
             need = want - len(found)
             stored = await asyncio.to_thread(_stored, svc, q, top, need)
-            more_in_store = len(stored) == need  # a row dropped below must not end the listing
+            if len(stored) == need:  # a row dropped below must not end the listing early
+                scanned = stored[-1].seq
             for st in stored:
                 rec = svc.ctrl.jobs.get(st.id)
                 rec = _copy(rec) if rec is not None else record(st)
@@ -93,11 +94,11 @@ async def _page(svc: ControllerService, q: Query) -> Page:
             older.sort(key=lambda r: -r.seq)
             found += [_copy(r) for r in older[: want - len(found)]]
     page = found[: q.limit]
-    more = len(found) > q.limit or more_in_store
+    cursor = page[-1].seq if len(found) > q.limit else scanned
     reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
     mine = {r.job.id: reasons.get(r.job.id) for r in page}
     body = await asyncio.to_thread(_serialize, page, mine)
-    return Page(body, page[-1].seq if more and page else None)
+    return Page(body, cursor)
 
 
 def _newer(svc: ControllerService, cut: int, q: Query) -> Iterator[JobRecord]:

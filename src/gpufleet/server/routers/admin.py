@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -67,7 +68,8 @@ async def audit(
     st: Any = Depends(store),
     limit: int = Query(100, ge=1, le=10_000),
 ) -> Any:
-    entries = st.audit_log(limit=None)[-limit:]  # oldest first in the store; newest first here
+    # the newest ``limit`` only (the log grows with every submission), read off the loop
+    entries = await asyncio.to_thread(st.audit_log, limit=limit, newest_first=True)
     return [
         s.AuditOut(
             time=a.time,
@@ -76,7 +78,7 @@ async def audit(
             target=a.target,
             detail=dict(a.detail),
         )
-        for a in reversed(entries)
+        for a in entries
     ]
 
 

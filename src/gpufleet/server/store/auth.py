@@ -81,10 +81,11 @@ def revoke_token(conn: sa.Connection, name: str, now: float) -> bool:
     t = tokens.c
     # the active admin rows locked (PostgreSQL; SQLite's write lock is held already), so two
     # revokes at once cannot each leave the other's token as the last and revoke both
-    admins = conn.execute(
-        sa.select(t.name).where(t.role == "admin", t.revoked_time.is_(None)).with_for_update()
-    ).scalars()
-    active_admins = set(admins)
+    active_admins: set[str] = set(
+        conn.execute(
+            sa.select(t.name).where(t.role == "admin", t.revoked_time.is_(None)).with_for_update()
+        ).scalars()
+    )
     if active_admins == {name}:
         raise LastAdminToken(
             f"token {name!r} is the last active admin token: create another admin token "
@@ -97,7 +98,7 @@ def revoke_token(conn: sa.Connection, name: str, now: float) -> bool:
 def free_name(conn: sa.Connection, base: str) -> str:
     """``base``, or ``base-2``, ``base-3``…: the first name no token has (revoked ones keep
     theirs, so a revoked bootstrap ``admin`` does not block making a new one)."""
-    taken = set(
+    taken: set[str] = set(
         conn.execute(
             sa.select(tokens.c.name).where(
                 sa.or_(tokens.c.name == base, tokens.c.name.like(f"{base}-%"))
@@ -193,9 +194,10 @@ def audit_log(
     since: float | None,
     after: int | None,
     limit: int | None,
+    newest_first: bool = False,
 ) -> list[AuditEntry]:
     a = audit.c
-    q = sa.select(audit).order_by(a.seq)
+    q = sa.select(audit).order_by(a.seq.desc() if newest_first else a.seq)
     if actor is not None:
         q = q.where(a.actor == actor)
     if target is not None:

@@ -294,11 +294,18 @@ class Store:
         since: float | None = None,
         after: int | None = None,
         limit: int | None = 100,
+        newest_first: bool = False,
     ) -> list[AuditEntry]:
-        """Entries oldest first; ``after`` a sequence number pages on."""
+        """Entries oldest first (or newest first); ``after`` a sequence number pages on."""
         with self._read() as c:
             return auth.audit_log(
-                c, actor=actor, target=target, since=since, after=after, limit=limit
+                c,
+                actor=actor,
+                target=target,
+                since=since,
+                after=after,
+                limit=limit,
+                newest_first=newest_first,
             )
 
     # ----- accounting ----------------------------------------------------------------------
