@@ -181,7 +181,9 @@ class ControllerService:
             self.ctrl.queues.setdefault(q.name, q)
         known = [n for n in rs.nodes if not n.lost]
         self.ctrl.restore(
-            [n.spec for n in known], [j.to_restored() for j in (*rs.dependencies, *rs.jobs)]
+            [n.spec for n in known],
+            [j.to_restored() for j in (*rs.dependencies, *rs.jobs)],
+            seq=self.restored_seq,  # new jobs list after every stored one (GET /jobs)
         )
         now = self.clock.now()
         usage, as_of = self.store.fairshare_usage()
@@ -535,7 +537,28 @@ class ControllerService:
 
     # ----- agents --------------------------------------------------------------------------
 
+    def check_own(self, node: str, field: str, events: Sequence[s.AgentEvent | s.TaskRef]) -> None:
+        """403 unless every event (or task said to run) is about a rank placed on ``node``: an
+        agent speaks only for its own node. One about an attempt that is not the job's current
+        one (or a job the controller does not hold) changes nothing in the core, so it passes:
+        a node may well report the end of an attempt that was requeued meanwhile."""
+        for i, e in enumerate(events):
+            if e.rank < 0 or e.attempt < 0:  # a negative index would pick a rank from the end
+                raise RequestError(422, f"{field}[{i}]: rank and attempt must be >= 0")
+            rec = self.ctrl.jobs.get(e.job)
+            if rec is None or rec.job.attempt != e.attempt or e.rank >= len(rec.allocation):
+                continue
+            placed = rec.allocation[e.rank].node
+            if placed != node:
+                raise RequestError(
+                    403,
+                    f"{field}[{i}]: rank {e.rank} of job {e.job} (attempt {e.attempt}) runs on "
+                    f"node {placed}, not {node}: an agent reports only for its own node",
+                )
+
     async def register(self, req: s.AgentRegister, spec: NodeSpec) -> s.RegisterResult:
+        self.check_own(req.node, "events", req.events)
+        self.check_own(req.node, "running", req.running)
         now = self.clock.now()
         link = NodeLink(
             req.address,
@@ -579,6 +602,7 @@ class ControllerService:
         )
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
+        self.check_own(node, "running", hb.running)
         link = self.links.get(node)
         rt = self.ctrl.nodes.get(node)
         if link is None or not link.registered or rt is None or rt.lost:
@@ -615,6 +639,7 @@ class ControllerService:
     def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
         """Believed even before a node registers again after our restart: an exit that
         happened while we were down is the truth, better known before the reconcile."""
+        self.check_own(node, "events", events)
         link = self.links.get(node)
         if link is not None and link.registered:
             link.last_seen = self.clock.now()
