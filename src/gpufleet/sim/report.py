@@ -74,6 +74,10 @@ def summary_table(m: ReplayMetrics, title: str = "") -> Table:
     t.add_row("last arrival + duration", duration(m.arrival_bound_s))
     t.add_row("Jain's index (queue slowdown)", _num(m.jain_fairness, ".3f"))
     t.add_row("preemptions", f"{m.preemptions:,}")
+    t.add_row(
+        "work lost: preemption / node failure",
+        f"{m.lost_gpu_hours_preemption:,.1f} / {m.lost_gpu_hours_node_failure:,.1f} GPU-h",
+    )
     never = f"{m.never_schedulable:,}"
     if m.never_ids:
         shown = ", ".join(m.never_ids[:5]) + (", …" if len(m.never_ids) > 5 else "")
@@ -118,6 +122,7 @@ def compare_table(runs: Sequence[ReplayRun], title: str = "") -> Table:
         "makespan/LB",
         "Jain",
         "preempt",
+        "lost GPU-h",
         "never",
         "wall",
     ):
@@ -134,6 +139,7 @@ def compare_table(runs: Sequence[ReplayRun], title: str = "") -> Table:
             _ratio(m),
             _num(m.jain_fairness, ".3f"),
             f"{m.preemptions:,}",
+            f"{m.lost_gpu_hours_preemption + m.lost_gpu_hours_node_failure:,.1f}",
             f"{m.never_schedulable:,}",
             f"{m.wall_s:.1f} s",
         )
@@ -185,6 +191,7 @@ JOB_COLUMNS = (
     "attempts",
     "preemptions",
     "run_s",
+    "lost_work_s",
     "reason",
 )
 
