@@ -9,13 +9,21 @@ t=45, with 35 s of work done in its first attempt.
 
 from __future__ import annotations
 
+import csv
+import json
+from pathlib import Path
+
 import pytest
 from builders import cluster_spec, profile, spec
+from click.testing import Result as CliResult
+from typer.testing import CliRunner
 
+from gpufleet.cli.simulate import app
 from gpufleet.model.checkpoint import check_interval, kept_work_s, lost_work_s
 from gpufleet.model.errors import SpecError
 from gpufleet.sim.engine import NodeFailure, SimConfig, Simulation, TraceJob
 from gpufleet.sim.metrics import from_simulation
+from gpufleet.sim.traces import load_trace
 
 PREEMPT = profile(order="priority", backfill="none", preempt=("priority",))
 
@@ -139,3 +147,74 @@ def test_a_gang_that_loses_one_of_its_nodes_keeps_only_its_checkpoint() -> None:
     assert (g.attempts, g.end_time, g.lost_failed_s) == (2, 115.0, 5.0)
     m, _ = from_simulation(sim, wall_s=0.0)
     assert m.lost_gpu_hours_node_failure == pytest.approx(16 * 5.0 / 3600)
+
+
+# ----- the trace and the CLI -----------------------------------------------------------------
+
+
+def _trace(tmp_path: Path, a_interval: float | None = None) -> Path:
+    a: dict[str, object] = {"id": "a", "submit_time": 0, "duration_s": 100, "gpus_per_worker": 8}
+    if a_interval is not None:
+        a["checkpoint_interval_s"] = a_interval
+    b = {"id": "b", "submit_time": 35, "duration_s": 10, "gpus_per_worker": 8, "priority": 10}
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (a, b)), encoding="utf-8")
+    return path
+
+
+def _replay(trace: Path, *extra: str) -> CliResult:
+    args = ["replay", "--trace", str(trace), "--format", "jobs", "--nodes", "1"]
+    args += ["--order", "priority", "--preempt", "priority", "--backfill", "none"]
+    return CliRunner().invoke(app, [*args, "--time-limit", "none", *extra])
+
+
+def test_the_jobs_format_carries_an_interval(tmp_path: Path) -> None:
+    jobs = {j.id: j for j in load_trace(_trace(tmp_path, 20.0), "jobs")}
+    assert (jobs["a"].checkpoint_interval_s, jobs["b"].checkpoint_interval_s) == (20.0, None)
+    csv_path = tmp_path / "jobs.csv"
+    csv_path.write_text("id,submit_time,duration_s,checkpoint_interval_s\nx,0,5,60\ny,1,5,\n")
+    jobs = {j.id: j for j in load_trace(csv_path, "jobs")}
+    assert (jobs["x"].checkpoint_interval_s, jobs["y"].checkpoint_interval_s) == (60.0, None)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "soon"])
+def test_the_jobs_format_refuses_a_bad_interval(tmp_path: Path, bad: object) -> None:
+    path = tmp_path / "jobs.jsonl"
+    row = {"id": "a", "submit_time": 0, "duration_s": 1, "checkpoint_interval_s": bad}
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(SpecError, match="line 1: checkpoint_interval_s"):
+        load_trace(path, "jobs")
+
+
+def test_cli_checkpoint_interval_for_the_trace_and_per_job(tmp_path: Path) -> None:
+    none = json.loads(_replay(_trace(tmp_path), "--json").stdout)
+    assert none["lost_gpu_hours_preemption"] == round(8 * 35 / 3600, 6)
+    every10 = json.loads(_replay(_trace(tmp_path), "--checkpoint-interval", "10", "--json").stdout)
+    assert every10["lost_gpu_hours_preemption"] == round(8 * 5 / 3600, 6)
+    # a's own 20 s wins over the trace's 10 s: keeps 20 of 35
+    own = _replay(_trace(tmp_path, 20.0), "--checkpoint-interval", "10", "--json")
+    assert json.loads(own.stdout)["lost_gpu_hours_preemption"] == round(8 * 15 / 3600, 6)
+
+
+def test_cli_node_failure_and_the_per_job_column(tmp_path: Path) -> None:
+    fail = tmp_path / "fail.csv"
+    fail.write_text("time,node\n35,node-000\n")
+    trace = tmp_path / "one.jsonl"
+    trace.write_text(json.dumps({"id": "a", "submit_time": 0, "duration_s": 100}) + "\n")
+    res = _replay(trace, "--fail", str(fail), "--repair", "10", "--checkpoint-interval", "10")
+    assert res.exit_code == 0, res.output
+    assert "work lost: preemption / node failure" in res.stdout  # the table says it too
+    out = json.loads(_replay(trace, "--fail", str(fail), "--repair", "10", "--json").stdout)
+    assert out["lost_gpu_hours_node_failure"] == round(35 / 3600, 6)
+    assert out["lost_gpu_hours_preemption"] == 0
+    res = _replay(trace, "--fail", str(fail), "--checkpoint-interval", "10", "--out", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    with (tmp_path / "jobs.csv").open() as fh:
+        (row,) = csv.DictReader(fh)
+    assert row["lost_work_s"] == "5"
+
+
+def test_cli_refuses_a_bad_interval(tmp_path: Path) -> None:
+    res = _replay(_trace(tmp_path), "--checkpoint-interval", "0")
+    assert res.exit_code == 2
+    assert "--checkpoint-interval" in res.output

@@ -47,6 +47,13 @@ def duration(s: float | None) -> str:
     return f"{s / 86400:.1f} d"
 
 
+def gpu_hours(h: float, unit: str = " GPU-h") -> str:
+    """GPU-hours with the digits that matter: 0, 0.012, 3.4, 1,234."""
+    if h == 0:
+        return f"0{unit}"
+    return (f"{h:.2g}" if h < 1 else f"{h:,.1f}" if h < 100 else f"{h:,.0f}") + unit
+
+
 def _num(v: float | None, fmt: str = ".2f") -> str:
     return "—" if v is None else format(v, fmt)
 
@@ -76,7 +83,7 @@ def summary_table(m: ReplayMetrics, title: str = "") -> Table:
     t.add_row("preemptions", f"{m.preemptions:,}")
     t.add_row(
         "work lost: preemption / node failure",
-        f"{m.lost_gpu_hours_preemption:,.1f} / {m.lost_gpu_hours_node_failure:,.1f} GPU-h",
+        f"{gpu_hours(m.lost_gpu_hours_preemption)} / {gpu_hours(m.lost_gpu_hours_node_failure)}",
     )
     never = f"{m.never_schedulable:,}"
     if m.never_ids:
@@ -139,7 +146,7 @@ def compare_table(runs: Sequence[ReplayRun], title: str = "") -> Table:
             _ratio(m),
             _num(m.jain_fairness, ".3f"),
             f"{m.preemptions:,}",
-            f"{m.lost_gpu_hours_preemption + m.lost_gpu_hours_node_failure:,.1f}",
+            gpu_hours(m.lost_gpu_hours_preemption + m.lost_gpu_hours_node_failure, unit=""),
             f"{m.never_schedulable:,}",
             f"{m.wall_s:.1f} s",
         )
