@@ -19,6 +19,7 @@ from click.testing import Result as CliResult
 from typer.testing import CliRunner
 
 from gpufleet.cli.simulate import app
+from gpufleet.core.events import TaskExited
 from gpufleet.model.checkpoint import check_interval, kept_work_s, lost_work_s
 from gpufleet.model.errors import SpecError
 from gpufleet.sim.engine import NodeFailure, SimConfig, Simulation, TraceJob
@@ -218,3 +219,20 @@ def test_cli_refuses_a_bad_interval(tmp_path: Path) -> None:
     res = _replay(_trace(tmp_path), "--checkpoint-interval", "0")
     assert res.exit_code == 2
     assert "--checkpoint-interval" in res.output
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_crashed_rank_that_is_retried_keeps_its_checkpoint_too(retries: int) -> None:
+    # a's only rank exits 1 at t=35 (a scripted crash). With a retry left it comes back after
+    # the back-off and does the 70 s its checkpoint at 30 s left; without one it just ends.
+    jobs = [TraceJob("a", spec("a", gpus=8, retries=retries), 0.0, 100.0, checkpoint_interval_s=10)]
+    sim = Simulation(cluster_spec(1, 8), profile(backfill="none"), jobs)
+    sim._push(35.0, TaskExited("a", 1, 0, 1, "crashed"))
+    sim.run()
+    a = sim.outcomes["a"]
+    if retries:
+        assert (a.state, a.attempts) == ("SUCCEEDED", 2)
+        assert a.end_time == 35 + sim.controller.backoff_base_s + 70
+        assert a.lost_failed_s == 5.0
+    else:
+        assert (a.state, a.end_time, a.lost_failed_s) == ("FAILED", 35.0, 0.0)

@@ -33,7 +33,7 @@ from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.scheduler.framework import Profile
 
-# attempt endings after which the job runs again (FAILED: while retries remain)
+# attempt endings after which the job runs again (FAILED only while retries remain)
 _INTERRUPTED = frozenset({JobState.PREEMPTED, JobState.NODE_LOST, JobState.FAILED})
 
 
@@ -242,17 +242,19 @@ class Simulation:
             if c.new is JobState.PREEMPTED:
                 o.preemptions += 1
                 self.preemptions += 1
-            if c.new in _INTERRUPTED:
+            if c.new in _INTERRUPTED and not self._over(c):
                 lost = self._interrupted(c)
                 if c.new is JobState.PREEMPTED:
                     o.lost_preempted_s += lost
                 else:
                     o.lost_failed_s += lost
-        if c.new in (JobState.SUCCEEDED, JobState.TIMED_OUT, JobState.CANCELLED) or (
-            c.new is JobState.FAILED and self.controller.jobs[c.job_id].job.finished
-        ):
+        if c.new in (JobState.SUCCEEDED, JobState.TIMED_OUT, JobState.CANCELLED) or self._over(c):
             o.end_time = c.time
             self._finished_count += 1
+
+    def _over(self, c: Transition) -> bool:
+        """A failure with no retry left: the job's last transition."""
+        return c.new is JobState.FAILED and self.controller.jobs[c.job_id].job.finished
 
     def _interrupted(self, c: Transition) -> float:
         """Keep what the attempt's last checkpoint saved; return the seconds of work lost."""
