@@ -79,14 +79,15 @@ def test_las_with_preemption_by_hand() -> None:
     #        2, 3, 4 start (ends 354, 348, 348); 5 (8 GPUs) is the blocked head; 1 is last.
     # t=354  2 ends; 5 starts; no event comes before it ends at 492 (it crosses 500 at 416.5).
     # t=492  6, 7, 8, 9 start (ends 613, 616, 647, 618); 1 (queue 1, 8 GPUs) waits.
-    # t=647  8 ends: the node is free; 1 resumes its remaining 147 - 63 = 84 s: ends 731.
+    # t=647  8 ends: the node is free; 1 has no checkpoint: it restarts from zero, all 147 s,
+    #        and ends at 794 (its 63 s × 8 GPUs of work are lost).
     choice = ProfileChoice(
         "las", "bestfit", "none", ("order",), options={"order/las": {"thresholds_gpu_s": [500]}}
     )
     run = run_replay(uniform_cluster(1, 8), jobs(10), choice)
     assert schedule(run) == {
         "0": (0, 164),
-        "1": (164, 731),
+        "1": (164, 794),
         "2": (227, 354),
         "3": (227, 348),
         "4": (227, 348),
@@ -97,8 +98,23 @@ def test_las_with_preemption_by_hand() -> None:
         "9": (492, 618),
     }
     one = next(r for r in run.rows if r.id == "1")
-    assert (one.preemptions, one.attempts, one.run_s) == (1, 2, 63 + 84)
+    assert (one.preemptions, one.attempts, one.run_s) == (1, 2, 63 + 147)
     assert run.metrics.preemptions == 1
+    assert run.metrics.lost_gpu_hours_preemption == pytest.approx(63 * 8 / 3600)
+
+
+def test_las_preemption_resumes_from_the_last_checkpoint() -> None:
+    # As above with a checkpoint every 30 s: 1 keeps 60 of its 63 s and at t=647 resumes the
+    # remaining 87 s: ends 734; 3 s × 8 GPUs are lost. Nothing else moves.
+    choice = ProfileChoice(
+        "las", "bestfit", "none", ("order",), options={"order/las": {"thresholds_gpu_s": [500]}}
+    )
+    run = run_replay(uniform_cluster(1, 8), jobs(10), choice, SimConfig(checkpoint_interval_s=30))
+    s = schedule(run)
+    assert s["1"] == (164, 734) and s["8"] == (492, 647)
+    one = next(r for r in run.rows if r.id == "1")
+    assert (one.attempts, one.run_s, one.lost_work_s) == (2, 63 + 87, 3)
+    assert run.metrics.lost_gpu_hours_preemption == pytest.approx(3 * 8 / 3600)
 
 
 def test_las_easy_preemption_terminates_on_the_whole_trace() -> None:

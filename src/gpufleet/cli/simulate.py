@@ -20,6 +20,7 @@ from rich.text import Text
 from typer.core import TyperCommand
 
 from gpufleet.core.controller import ControllerError
+from gpufleet.model.checkpoint import check_interval
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.errors import SpecError
 from gpufleet.scheduler.framework import ProfileError
@@ -139,6 +140,7 @@ def _load_workload(
     repair: float,
     fail_file: Path | None,
     seed: int,
+    checkpoint_interval: float | None = None,
 ) -> Workload:
     if fmt not in FORMATS:
         raise SpecError(f"must be one of {', '.join(FORMATS)}, got {fmt!r}", field="--format")
@@ -167,6 +169,7 @@ def _load_workload(
         mtbf_s=mtbf,
         repair_s=repair,
         seed=seed,
+        checkpoint_interval_s=check_interval(checkpoint_interval, field="--checkpoint-interval"),
     )
     return Workload(cluster, jobs, config)
 
@@ -243,6 +246,12 @@ OverheadOpt = typer.Option(0.0, "--restart-overhead", help="seconds added to eac
 MtbfOpt = typer.Option(None, "--mtbf", help="per-node mean time between failures (s)")
 RepairOpt = typer.Option(3600.0, "--repair", help="repair time after a failure (s)")
 FailOpt = typer.Option(None, "--fail", help="scripted failures, CSV time,node[,repair_s]")
+CheckpointOpt = typer.Option(
+    None,
+    "--checkpoint-interval",
+    help="seconds of work between checkpoints of every job (a job's own value wins); a "
+    "preempted or failed job resumes from its last; default none: it restarts from zero",
+)
 SeedOpt = typer.Option(0, "--seed", help="seed of the profile and of random failures")
 PlacementOpt = typer.Option("bestfit", "--placement", help="bestfit | topology | packing | …")
 BackfillOpt = typer.Option("easy", "--backfill", help="easy | none | greedy")
@@ -278,6 +287,7 @@ def replay(
     mtbf: float | None = MtbfOpt,
     repair: float = RepairOpt,
     fail: Path | None = FailOpt,
+    checkpoint_interval: float | None = CheckpointOpt,
     seed: int = SeedOpt,
     as_json: bool = JsonOpt,
     out: Path | None = OutOpt,
@@ -304,6 +314,7 @@ def replay(
             repair=repair,
             fail_file=fail,
             seed=seed,
+            checkpoint_interval=checkpoint_interval,
         )
         (run,) = _run_all(wl, [choice], _show_progress(as_json))
         _emit(run, wl, as_json, out)
@@ -362,6 +373,7 @@ def compare(
     mtbf: float | None = MtbfOpt,
     repair: float = RepairOpt,
     fail: Path | None = FailOpt,
+    checkpoint_interval: float | None = CheckpointOpt,
     seed: int = SeedOpt,
     as_json: bool = JsonOpt,
     out: Path | None = OutOpt,
@@ -399,6 +411,7 @@ def compare(
             repair=repair,
             fail_file=fail,
             seed=seed,
+            checkpoint_interval=checkpoint_interval,
         )
         runs = _run_all(wl, choices, _show_progress(as_json))
         _warn_unfinished(runs)

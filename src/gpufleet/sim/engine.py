@@ -4,6 +4,10 @@
 when the job's remaining work is done; a kill becomes a TaskExited now. ``Simulation`` pops every
 event of the earliest time, hands the batch to ``Controller.handle`` and applies the commands.
 The controller cannot tell this from live agents.
+
+An attempt that ends preempted or with its node lost keeps only what its last checkpoint saved
+(``model.checkpoint``: the job's ``checkpoint_interval_s``, else ``SimConfig``'s; none = the next
+attempt starts from zero); the rest is counted as lost work on the job's outcome.
 """
 
 from __future__ import annotations
@@ -24,9 +28,13 @@ from gpufleet.core.events import (
     TaskStarted,
     TimerFired,
 )
+from gpufleet.model.checkpoint import kept_work_s
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.scheduler.framework import Profile
+
+# attempt endings after which the job runs again (FAILED only while retries remain)
+_INTERRUPTED = frozenset({JobState.PREEMPTED, JobState.NODE_LOST, JobState.FAILED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,7 @@ class TraceJob:
     submit_time: float
     duration_s: float
     depends_on: tuple[tuple[str, str], ...] = ()
+    checkpoint_interval_s: float | None = None  # None: the trace's (SimConfig), else none
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +69,9 @@ class JobOutcome:
     attempts: int = 0
     preemptions: int = 0
     run_s: float = 0.0  # time held on GPUs over all attempts
+    # seconds of the job's work done and then lost (redone by a later attempt), by cause
+    lost_preempted_s: float = 0.0
+    lost_failed_s: float = 0.0  # node lost (or a failed attempt that is retried)
     _attempt_start: float | None = None
 
     @property
@@ -80,6 +92,7 @@ class SimConfig:
     repair_s: float = 3600.0
     seed: int = 0
     horizon_s: float | None = None  # stop scheduling new failures after this time
+    checkpoint_interval_s: float | None = None  # for jobs that set none; None = restart from 0
 
 
 @dataclass(slots=True)
@@ -89,6 +102,7 @@ class _Work:
     attempt_start: float = 0.0
     attempt: int = 0
     overhead_s: float = 0.0
+    interval_s: float | None = None  # checkpoint interval
 
 
 class Simulation:
@@ -117,7 +131,8 @@ class Simulation:
         self._rng = random.Random(self.config.seed)
         self._node_specs = {n.name: n for n in cluster.nodes}
         for j in jobs:
-            self.work[j.id] = _Work(j.duration_s)
+            interval = j.checkpoint_interval_s or self.config.checkpoint_interval_s
+            self.work[j.id] = _Work(j.duration_s, interval_s=interval)
             self.outcomes[j.id] = JobOutcome(
                 j.id,
                 j.spec.queue,
@@ -203,10 +218,7 @@ class Simulation:
                 gpus = sum(len(p.gpus) for p in c.allocation)
                 self.busy_gpus += gpus
             elif isinstance(c, Kill):
-                w = self.work[c.job_id]
-                if w.attempt == c.attempt:
-                    w.done_s += max(0.0, t - w.attempt_start - w.overhead_s)
-                    w.attempt = -1  # progress of this attempt is counted
+                # progress is settled when the attempt ends (_interrupted), for every cause
                 for rank in c.ranks:
                     self._push(t, TaskExited(c.job_id, c.attempt, rank, 137, c.why))
             elif isinstance(c, SetTimer):
@@ -230,11 +242,30 @@ class Simulation:
             if c.new is JobState.PREEMPTED:
                 o.preemptions += 1
                 self.preemptions += 1
-        if c.new in (JobState.SUCCEEDED, JobState.TIMED_OUT, JobState.CANCELLED) or (
-            c.new is JobState.FAILED and self.controller.jobs[c.job_id].job.finished
-        ):
+            if c.new in _INTERRUPTED and not self._over(c):
+                lost = self._interrupted(c)
+                if c.new is JobState.PREEMPTED:
+                    o.lost_preempted_s += lost
+                else:
+                    o.lost_failed_s += lost
+        if c.new in (JobState.SUCCEEDED, JobState.TIMED_OUT, JobState.CANCELLED) or self._over(c):
             o.end_time = c.time
             self._finished_count += 1
+
+    def _over(self, c: Transition) -> bool:
+        """A failure with no retry left: the job's last transition."""
+        return c.new is JobState.FAILED and self.controller.jobs[c.job_id].job.finished
+
+    def _interrupted(self, c: Transition) -> float:
+        """Keep what the attempt's last checkpoint saved; return the seconds of work lost."""
+        w = self.work[c.job_id]
+        if w.attempt != c.attempt:
+            return 0.0
+        w.attempt = -1  # settled once
+        useful = min(max(0.0, c.time - w.attempt_start - w.overhead_s), w.duration_s - w.done_s)
+        kept = kept_work_s(useful, w.interval_s)
+        w.done_s += kept
+        return useful - kept
 
     # ----- helpers -----------------------------------------------------------------------
 

@@ -16,6 +16,11 @@ Definitions (all times in seconds; trace time starts at the first submission, t 
 - jain_fairness: Jain's index J = (Σ xᵢ)² / (n · Σ xᵢ²) over the n queues with at least one
   finished job, xᵢ being queue i's mean slowdown. J = 1 when every queue's jobs are slowed down
   alike; J → 1/n when one queue takes all the delay. Unweighted: queue weights are not applied.
+- lost_gpu_hours_preemption / lost_gpu_hours_node_failure: GPU-hours of work a job had done
+  and then lost, summed over its interruptions (preempted; node lost): per interruption, its GPUs
+  × the useful seconds of the attempt (restart overhead excluded) past its last checkpoint (all
+  of them without a checkpoint interval). The time the redo takes is in the allocated GPU-seconds
+  already; these figures say how much of it was redone.
 - never_schedulable: jobs still pending at the end whose reason is NeverSchedulable (larger than
   the cluster, even empty). They are counted in ``jobs`` and left out of the other figures.
   ``unfinished`` counts any other job that did not end (it should be 0).
@@ -51,6 +56,8 @@ SUMMARY_KEYS = (
     "makespan_lower_bound_s",
     "jain_fairness",
     "preemptions",
+    "lost_gpu_hours_preemption",
+    "lost_gpu_hours_node_failure",
     "never_schedulable",
     "wall_s",
 )
@@ -73,6 +80,12 @@ class JobRow:
     run_s: float
     reason: str = ""  # why it is still pending at the end ("" once ended)
     never: bool = False
+    lost_preempted_s: float = 0.0  # seconds of the job's work lost to preemptions
+    lost_failed_s: float = 0.0  # … to node failures
+
+    @property
+    def lost_work_s(self) -> float:
+        return self.lost_preempted_s + self.lost_failed_s
 
     @property
     def finished(self) -> bool:
@@ -123,6 +136,8 @@ class ReplayMetrics:
     preemptions: int
     never_schedulable: int
     wall_s: float
+    lost_gpu_hours_preemption: float = 0.0
+    lost_gpu_hours_node_failure: float = 0.0
     queues: dict[str, QueueFigures] = field(default_factory=dict)
     unfinished: int = 0
     arrival_bound_s: float = 0.0
@@ -229,6 +244,8 @@ def compute(
         preemptions=preemptions,
         never_schedulable=len(never),
         wall_s=wall_s,
+        lost_gpu_hours_preemption=sum(r.gpus * r.lost_preempted_s for r in rows) / 3600,
+        lost_gpu_hours_node_failure=sum(r.gpus * r.lost_failed_s for r in rows) / 3600,
         queues=queues,
         unfinished=sum(1 for r in rows if not r.finished and not r.never),
         arrival_bound_s=arrival,
@@ -280,6 +297,8 @@ def _row(o: JobOutcome, gpus: float, why: Reason | None) -> JobRow:
         run_s=o.run_s,
         reason=str(why) if why is not None else "",
         never=why is not None and why.code is ReasonCode.NEVER,
+        lost_preempted_s=o.lost_preempted_s,
+        lost_failed_s=o.lost_failed_s,
     )
 
 

@@ -47,6 +47,13 @@ def duration(s: float | None) -> str:
     return f"{s / 86400:.1f} d"
 
 
+def gpu_hours(h: float, unit: str = " GPU-h") -> str:
+    """GPU-hours with the digits that matter: 0, 0.012, 3.4, 1,234."""
+    if h == 0:
+        return f"0{unit}"
+    return (f"{h:.2g}" if h < 1 else f"{h:,.1f}" if h < 100 else f"{h:,.0f}") + unit
+
+
 def _num(v: float | None, fmt: str = ".2f") -> str:
     return "—" if v is None else format(v, fmt)
 
@@ -74,6 +81,10 @@ def summary_table(m: ReplayMetrics, title: str = "") -> Table:
     t.add_row("last arrival + duration", duration(m.arrival_bound_s))
     t.add_row("Jain's index (queue slowdown)", _num(m.jain_fairness, ".3f"))
     t.add_row("preemptions", f"{m.preemptions:,}")
+    t.add_row(
+        "work lost: preemption / node failure",
+        f"{gpu_hours(m.lost_gpu_hours_preemption)} / {gpu_hours(m.lost_gpu_hours_node_failure)}",
+    )
     never = f"{m.never_schedulable:,}"
     if m.never_ids:
         shown = ", ".join(m.never_ids[:5]) + (", …" if len(m.never_ids) > 5 else "")
@@ -118,6 +129,7 @@ def compare_table(runs: Sequence[ReplayRun], title: str = "") -> Table:
         "makespan/LB",
         "Jain",
         "preempt",
+        "lost GPU-h",
         "never",
         "wall",
     ):
@@ -134,6 +146,7 @@ def compare_table(runs: Sequence[ReplayRun], title: str = "") -> Table:
             _ratio(m),
             _num(m.jain_fairness, ".3f"),
             f"{m.preemptions:,}",
+            gpu_hours(m.lost_gpu_hours_preemption + m.lost_gpu_hours_node_failure, unit=""),
             f"{m.never_schedulable:,}",
             f"{m.wall_s:.1f} s",
         )
@@ -185,6 +198,7 @@ JOB_COLUMNS = (
     "attempts",
     "preemptions",
     "run_s",
+    "lost_work_s",
     "reason",
 )
 

@@ -12,9 +12,11 @@ Formats (``load_trace(path, fmt)``):
 - ``jobs`` — gpufleet's own format, the one the live controller exports from its history: JSONL
   (one object per line; ``.jsonl``, ``.ndjson``, ``.json``) or CSV (``.csv``). Fields are those of
   ``JobSpec.from_dict`` plus ``id``, ``submit_time``, ``duration_s`` and optional ``depends_on``
-  (``["afterok:ID", …]``). ``name`` defaults to the id and ``user`` to ``trace``. In CSV, list
-  cells (``gpu_models``, ``depends_on``) are ``|``-separated, ``topology`` is ``leaf`` or
-  ``leaf:required``, ``env`` is ``K=V|K=V``; empty cells are absent.
+  (``["afterok:ID", …]``) and ``checkpoint_interval_s`` (seconds of work between the job's
+  checkpoints: a preempted job resumes from its last; absent = the CLI's
+  ``--checkpoint-interval``, else none). ``name`` defaults to the id and ``user`` to ``trace``.
+  In CSV, list cells (``gpu_models``, ``depends_on``) are ``|``-separated, ``topology`` is
+  ``leaf`` or ``leaf:required``, ``env`` is ``K=V|K=V``; empty cells are absent.
 - ``openb`` — Alibaba's openb pod list with its timing columns: a pod is a one-worker job that
   arrives at ``creation_time`` and runs ``deletion_time - scheduled_time`` seconds (a pod the real
   cluster never scheduled runs ``deletion_time - creation_time``). Fractional ``gpu_milli`` and
@@ -49,6 +51,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gpufleet.model.checkpoint import check_interval
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec
 from gpufleet.model.resources import MILLI
@@ -427,10 +430,17 @@ def _header(path: Path) -> list[str]:
 # gpufleet's own jobs format
 
 
-JOB_KEYS = ("id", "submit_time", "duration_s", "depends_on")
+JOB_KEYS = ("id", "submit_time", "duration_s", "depends_on", "checkpoint_interval_s")
 # CSV cells are text: how to read each JobSpec field from one (everything else stays text)
 _CSV_INTS = ("workers", "gpus_per_worker", "gpu_milli", "memory_mib", "priority", "max_retries")
-_CSV_FLOATS = ("cpus", "memory_gib", "time_limit_s", "submit_time", "duration_s")
+_CSV_FLOATS = (
+    "cpus",
+    "memory_gib",
+    "time_limit_s",
+    "submit_time",
+    "duration_s",
+    "checkpoint_interval_s",
+)
 _CSV_FLAGS = ("preemptible",)
 _CSV_LISTS = ("gpu_models", "depends_on")
 
@@ -555,6 +565,11 @@ def _job_from_record(record: Any, *, source: str, line: int) -> TraceJob:
     submit = number("submit_time")
     duration = number("duration_s")
     deps = _dependencies(data.pop("depends_on", None), err)
+    interval = check_interval(
+        data.pop("checkpoint_interval_s", None),
+        source=source,
+        field=f"{where}: checkpoint_interval_s",
+    )
     data.setdefault("name", jid)
     data.setdefault("user", "trace")
     try:
@@ -563,7 +578,7 @@ def _job_from_record(record: Any, *, source: str, line: int) -> TraceJob:
         # Fields names "line 3.workers": say "line 3: workers", as the CSV loaders do
         column = e.field[len(where) + 1 :] if e.field.startswith(where + ".") else e.field
         raise SpecError(e.reason, source=source, field=f"{where}: {column}") from None
-    return TraceJob(jid, spec, submit, duration, deps)
+    return TraceJob(jid, spec, submit, duration, deps, interval)
 
 
 def _dependencies(raw: Any, err: Callable[[str, str], SpecError]) -> tuple[tuple[str, str], ...]:
