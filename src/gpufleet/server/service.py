@@ -191,8 +191,9 @@ class ControllerService:
         self.restored_seq = newest[0].seq if newest else 0
         usage, as_of = self.store.fairshare_usage()
         stored_queues = self.store.queues() if rebuild else []
-        # every read done: from here on nothing can fail half-way
-        ctrl = self._new_controller()
+        # every read done: from here on nothing can fail half-way. At start, the controller
+        # made in __init__ (the app set its queues; tests wrap it); a rebuild starts afresh
+        ctrl = self._new_controller() if rebuild else self.ctrl
         for q in (*rs.queues, *stored_queues):
             ctrl.queues.setdefault(q.name, q)
         known = [n for n in rs.nodes if not n.lost]

@@ -110,3 +110,5 @@ async def logs(
         )
     except ValueError as e:
         raise HTTPException(422, str(e)) from None
+    except OSError as e:  # the controller's disk (full): the agent keeps the bytes and retries
+        raise HTTPException(503, f"could not write the log: {e}") from None
