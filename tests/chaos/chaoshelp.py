@@ -4,6 +4,7 @@ retries as a client should, and the audit of what ran, by the agents' own record
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -79,10 +80,8 @@ class PgServer:
         self._pg("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):  # not running
             self.stop("immediate")
-        except subprocess.CalledProcessError:
-            pass  # not running
         shutil.rmtree(self.base, ignore_errors=True)
 
 
