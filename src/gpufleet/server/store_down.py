@@ -16,7 +16,7 @@ from gpufleet.server.store.records import StoreUnavailable
 
 RETRY_AFTER_S = 2  # what a 503 tells a client to wait (seconds)
 BACKOFF_FIRST_S = 0.25
-BACKOFF_MAX_S = 5.0
+BACKOFF_MAX_S = 2.0
 
 
 class StoreDown:
