@@ -102,20 +102,11 @@ class Tmpfs:
     def fill(self) -> int:
         """Write until ENOSPC; the bytes written."""
         n = 0
-        with self.filler.open("ab") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-                    n += 65536
-            except OSError:
-                pass
-            try:  # the last partial blocks too
-                while True:
-                    f.write(b"\0" * 512)
-                    f.flush()
-            except OSError:
-                pass
+        with self.filler.open("ab", buffering=0) as f:  # unbuffered: nothing left to flush
+            for size in (1 << 20, 4096, 512):  # down to the last partial blocks
+                with contextlib.suppress(OSError):
+                    while True:
+                        n += f.write(b"\0" * size)
         return n
 
     def free(self) -> None:

@@ -374,6 +374,9 @@ class ControllerService:
         if self._stopping:
             return
         try:
+            # only once it takes writes: a rebuild makes every agent register again, which
+            # writes, and an agent that cannot register cannot renew its lease
+            self.store.probe()
             self._restore(rebuild=True)
         except Exception as e:
             self.down.retry_failed(str(e))

@@ -81,6 +81,13 @@ class Store:
         except _OUTAGES as e:
             raise _unavailable(e) from e
 
+    def probe(self) -> None:
+        """Whether the store takes writes again (a full disk still reads): a transaction that
+        writes a few pages, as a turn does, and leaves nothing. StoreUnavailable when it
+        cannot. (A no-op UPDATE is no test: SQLite commits one on a full disk.)"""
+        with self._write() as c:
+            fairshare.probe(c)
+
     # ----- jobs ----------------------------------------------------------------------------
 
     def add_jobs(
