@@ -646,6 +646,7 @@ class ControllerService:
     # ----- agents --------------------------------------------------------------------------
 
     async def register(self, req: s.AgentRegister, spec: NodeSpec) -> s.RegisterResult:
+        self.down.check()  # before its link is replaced: it needs the store in any case
         now = self.clock.now()
         link = NodeLink(
             req.address,
