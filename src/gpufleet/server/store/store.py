@@ -36,6 +36,9 @@ from gpufleet.server.store.records import (
     Usage,
 )
 
+# an audit entry that commits with the change it records: (actor, role, action, target, detail)
+AuditRow = tuple[str, str, str, str, Mapping[str, Any]]
+
 
 class Store:
     def __init__(self, engine: sa.Engine) -> None:
@@ -121,7 +124,7 @@ class Store:
         job_updates: Sequence[JobUpdate] = (),
         node_events: Sequence[NodeEvent] = (),
         *,
-        audits: Sequence[tuple[str, str, str, str, Mapping[str, Any]]] = (),
+        audits: Sequence[AuditRow] = (),
         time: float | None = None,
     ) -> None:
         """Make a batch of the controller's commands durable, in one transaction, before the
@@ -230,9 +233,13 @@ class Store:
 
     # ----- queues --------------------------------------------------------------------------
 
-    def put_queue(self, spec: QueueSpec, *, now: float | None = None) -> None:
+    def put_queue(
+        self, spec: QueueSpec, *, now: float | None = None, audit: AuditRow | None = None
+    ) -> None:
+        """``audit`` (actor, role, action, target, detail): committed with the change."""
         with self._write() as c:
             nodes.put_queue(c, spec, _now(now))
+            auth.add_audits(c, _now(now), [audit] if audit else [])
 
     def delete_queue(self, name: str) -> bool:
         with self._write() as c:
@@ -255,10 +262,15 @@ class Store:
         user: str | None = None,
         node: str | None = None,
         now: float | None = None,
+        *,
+        audit: AuditRow | None = None,
     ) -> tuple[TokenInfo, str]:
-        """A new token and its secret; the secret is shown once and never stored."""
+        """A new token and its secret; the secret is shown once and never stored. ``audit``
+        (actor, role, action, target, detail): committed with the token."""
         with self._write() as c:
-            return auth.create_token(c, name, role, user, node, _now(now))
+            made = auth.create_token(c, name, role, user, node, _now(now))
+            auth.add_audits(c, _now(now), [audit] if audit else [])
+            return made
 
     def has_admin_token(self) -> bool:
         """Whether an active admin token exists (the server makes the first one at start)."""
