@@ -187,12 +187,14 @@ class ControllerService:
         restart. Raises StoreUnavailable, leaving the service as it was."""
         rs = self.store.load_jobs_for_restart()
         newest = self.store.list_jobs(limit=1, newest_first=True)
-        self._history = bool(newest)
-        self.restored_seq = newest[0].seq if newest else 0
         usage, as_of = self.store.fairshare_usage()
         stored_queues = self.store.queues() if rebuild else []
         # every read done: from here on nothing can fail half-way. At start, the controller
-        # made in __init__ (the app set its queues; tests wrap it); a rebuild starts afresh
+        # made in __init__ (the app set its queues; tests wrap it); a rebuild starts afresh.
+        # A rebuild, like a restart, holds only unfinished jobs: the ones that ended before it
+        # are read from the store (listings, idempotent retries: _finished_before_start)
+        self._history = bool(newest)
+        self.restored_seq = newest[0].seq if newest else 0
         ctrl = self._new_controller() if rebuild else self.ctrl
         for q in (*rs.queues, *stored_queues):
             ctrl.queues.setdefault(q.name, q)
