@@ -112,6 +112,9 @@ def test_postgres_stopped_mid_burst_no_job_runs_twice_none_stuck(
     )
     assert fig.retries.get("503", 0) > 0  # the outage did land in the middle of the burst
     assert "500" not in fig.retries
+    # heartbeats went on while the store was down: no agent's lease ran out (its own log)
+    fenced = [n for n in c.agent_procs if "fenced" in (c.data_dir / f"{n}.log").read_text()]
+    assert not fenced, f"agents fenced their tasks during the outage: {fenced}"
     with Client(c.url, c.admin_token) as a:
         assert a.health()["store"]["rebuilds"] >= 1
 
