@@ -17,20 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from gpufleet.client import ApiError, Client
 from gpufleet.ops.localcluster import LocalCluster, free_port
 from gpufleet.server.store import Store
+from realparts import missing
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"}
-
-
-def missing(reason: str) -> None:
-    """A real part this machine lacks: skip, saying why; under CI=true that is a failure."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true, and {reason}")
-    pytest.skip(reason)
 
 
 def need_root() -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar
+import os
+import ssl
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -33,24 +36,46 @@ def _detail_text(detail: Any) -> str:
     return str(detail)
 
 
+def tls_verify(
+    ca: str | Path | None = None, env: Mapping[str, str] = os.environ
+) -> ssl.SSLContext | bool:
+    """How an https controller is verified: against the CA file ``ca`` (else ``$GPUFLEET_CA``),
+    which a cluster with its own CA hands out, or else against the system's trusted CAs.
+
+    A missing or unreadable CA file raises ``ValueError`` naming it: falling back to the system
+    CAs would turn a typo into a refusal that is hard to explain."""
+    path = ca or env.get("GPUFLEET_CA") or None
+    if path is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(Path(path).expanduser()))
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"CA file {path}: cannot load it ({e})") from None
+
+
 class _Base:
     def __init__(
         self,
         base_url: str,
         token: str | None = None,
         *,
+        ca: str | Path | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, transport=transport, timeout=timeout
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            transport=transport,
+            timeout=timeout,
+            verify=tls_verify(ca),
         )
 
     def close(self) -> None:
         self.http.close()
 
-    def __enter__(self) -> _Base:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,6 +18,7 @@ from gpufleet.core.clock import Clock
 from gpufleet.io.specs import load_cluster, load_queues
 from gpufleet.model.errors import SpecError
 from gpufleet.scheduler.framework import Profile
+from gpufleet.secretfile import private_dir, write_secret
 from gpufleet.server.auth import TokenCache
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.logs import LogStore
@@ -40,10 +41,8 @@ def bootstrap_admin(store: Any, data_dir: Path, now: float) -> Path | None:
     if store.has_admin_token():
         return None
     _, secret = store.create_token("admin", "admin", None, None, now)
-    path = data_dir / "admin.token"
-    path.write_text(secret + "\n")
-    path.chmod(0o600)
-    return path
+    # created 0600 and renamed into place: never a moment in which others may read it
+    return write_secret(data_dir / "admin.token", secret, replace=True)
 
 
 # Newer FastAPI instruments every request for OpenTelemetry, looking up the global providers
@@ -58,7 +57,7 @@ _NO_OTEL: dict[str, Any] = (
 
 def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None = None) -> FastAPI:
     clock = clock or WallClock()
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(config.data_dir)
     if store is None:
         from gpufleet.server.store import Store
 
@@ -80,12 +79,15 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         logs=LogStore(config.data_dir / "logs"),
         heartbeat_s=config.heartbeat_s,
         lease_s=config.lease_s,
+        fence_grace_s=config.fence_grace_s,
         node_grace_s=config.node_grace_s,
+        launch_timeout_s=config.launch_timeout_s,
         schedule_interval_s=config.schedule_interval_s,
         grace_kill_s=config.grace_kill_s,
         batch_max=config.batch_max,
         retry_backoff_s=config.retry_backoff_s,
         retry_backoff_max_s=config.retry_backoff_max_s,
+        fallback_account=config.fallback_account,
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q

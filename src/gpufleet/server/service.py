@@ -47,6 +47,7 @@ from gpufleet.core.events import (
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.model.job import JobState
 from gpufleet.scheduler.framework import Profile
+from gpufleet.server.config import check_fencing
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.store import (
@@ -108,6 +109,10 @@ class NodeLink:
     # its heartbeats and long-polls are refused with 409, so that it registers again, listing
     # the tasks it still runs, and no launch reaches it that the reconcile would not know of
     registered: bool = True
+    # when (monotonic) we last answered its heartbeat or registration: its lease counts from
+    # before then, so node loss is timed from here, on a clock that NTP does not step
+    answered_at: float = field(default_factory=time.monotonic)
+    epoch: int = 0  # its registration's number (rising, across our restarts too)
 
 
 class ControllerService:
@@ -120,19 +125,25 @@ class ControllerService:
         cluster: ClusterSpec | None = None,
         logs: LogStore,
         heartbeat_s: float = 5.0,
-        lease_s: float = 15.0,
+        lease_s: float = 7.5,
+        fence_grace_s: float = 2.0,
         node_grace_s: float = 10.0,
+        launch_timeout_s: float = 120.0,
         schedule_interval_s: float = 5.0,
         grace_kill_s: float = 10.0,
         batch_max: int = 500,
         retry_backoff_s: float = 10.0,
         retry_backoff_max_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
+        fallback_account: str = "",
     ) -> None:
+        check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s)
         self.store = store
+        self.fallback_account = fallback_account
         self.clock = clock
         self._profile = profile
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
+        self._launch_timeout_s = launch_timeout_s
         self._cluster_queues = list(cluster.queues) if cluster is not None else []
         self.ctrl = self._new_controller()
         # set while the store is down: what failed, and the back-off of the rebuild
@@ -140,8 +151,10 @@ class ControllerService:
         self.logs = logs
         self.outbox = Outbox()
         self.links: dict[str, NodeLink] = {}
+        self._last_epoch = 0
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
+        self.fence_grace_s = fence_grace_s
         self.node_grace_s = node_grace_s
         self.schedule_interval_s = schedule_interval_s
         self.grace_kill_s = grace_kill_s
@@ -153,7 +166,8 @@ class ControllerService:
         self._timer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        # what a scheduling pass costs is measured on this clock (a test gives its own)
+        # what a scheduling pass costs, and how long a node has been silent, are measured on
+        # this clock (a test gives its own)
         self._monotonic = monotonic
         self._schedule_at = 0.0  # monotonic time from which a change is scheduled again
         self._history = False  # the store held jobs when we started (see _finished_before_start)
@@ -171,7 +185,11 @@ class ControllerService:
 
     def _new_controller(self) -> Controller:
         ctrl = Controller(
-            self._profile, None, backoff_base_s=self._backoff[0], backoff_max_s=self._backoff[1]
+            self._profile,
+            None,
+            backoff_base_s=self._backoff[0],
+            backoff_max_s=self._backoff[1],
+            launch_timeout_s=self._launch_timeout_s,
         )
         ctrl.queues = {q.name: q for q in self._cluster_queues}
         return ctrl
@@ -212,9 +230,13 @@ class ControllerService:
             old = self.links.get(n.name)
             if old is not None and rebuild:  # what the agent told us at its registration
                 old.last_seen, old.registered, old.reported = now, False, False
+                old.answered_at = self._monotonic()
             else:
                 self.links[n.name] = NodeLink(
-                    address=n.address or n.name, last_seen=now, registered=False
+                    address=n.address or n.name,
+                    last_seen=now,
+                    registered=False,
+                    answered_at=self._monotonic(),
                 )
             ctrl.hold_restored_node(
                 n.name,
@@ -506,7 +528,8 @@ class ControllerService:
         """The controller's own node decisions (health, loss) in the audit log; an admin's
         drains and resumes are audited by the request that made them."""
         for e in node_events:
-            own = e.what in ("unhealthy", "healthy", "lost") and not e.why.startswith("forced")
+            own = e.what in ("unhealthy", "healthy", "lost", "suspect", "trusted")
+            own = own and not e.why.startswith("forced")
             if own or e.why.startswith((HEALTH_DRAIN, HEALTH_RESUME)):
                 try:
                     self.store.audit(
@@ -588,6 +611,9 @@ class ControllerService:
                 if rec.job.attempt != c.attempt:
                     continue  # superseded later in the same turn (e.g. a reconcile): never sent
                 addr = self.links.get(c.allocation[0].node)
+                epochs = {
+                    p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))
+                }
                 for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
                     if rank in rec.exited:
                         continue  # counted as lost already
@@ -607,6 +633,9 @@ class ControllerService:
                             gpu_milli=p.gpu_milli,
                             time_limit_s=rec.job.spec.time_limit_s,
                             grace_s=self.grace_kill_s,
+                            run_as=rec.job.spec.user,
+                            fallback_account=self.fallback_account,
+                            epoch=epochs.get(p.node, 0),
                         ),
                     )
             elif isinstance(c, Kill):
@@ -631,16 +660,19 @@ class ControllerService:
                 )
 
     def _watch_nodes(self, now: float) -> None:
+        # node_grace_s >= lease + fence grace + kill margin (check_fencing): past it, the
+        # node's watchdog has killed what ran there, even if its agent is hung
+        mono = self._monotonic()
         for name, link in self.links.items():
             node = self.ctrl.nodes.get(name)
             if node is None or node.lost:
                 continue
-            if now - link.last_seen > self.node_grace_s:
+            silent = mono - link.answered_at
+            if silent > self.node_grace_s:
                 self.post(
                     NodeLost(
                         name,
-                        f"no heartbeat for {now - link.last_seen:.0f} s "
-                        f"(grace {self.node_grace_s:g} s)",
+                        f"no heartbeat for {silent:.0f} s (grace {self.node_grace_s:g} s)",
                     )
                 )
                 self.outbox.drop(name)
@@ -657,7 +689,11 @@ class ControllerService:
             cuda_version=req.cuda_version,
             gpu_info=list(req.gpus),
             registered=False,
+            answered_at=self._monotonic(),
+            # wall-clock nanoseconds, so that it rises across a restart of ours as well
+            epoch=max(time.time_ns(), self._last_epoch + 1),
         )
+        self._last_epoch = link.epoch
         self.links[req.node] = link
         self.store.upsert_node(
             NodeRecord(
@@ -673,13 +709,19 @@ class ControllerService:
         events: list[Event] = []
         for e in req.events:
             if e.kind == "started":
-                events.append(TaskStarted(e.job, e.attempt, e.rank))
+                events.append(TaskStarted(e.job, e.attempt, e.rank, req.node))
             elif not e.why.startswith(INFRASTRUCTURE_EXITS):  # those the reconcile requeues
                 events.append(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
         await self.event(
             _Reconcile(spec, tuple((t.job, t.attempt, t.rank) for t in req.running), tuple(events))
         )
-        return s.RegisterResult(lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
+        link.answered_at = self._monotonic()  # the registration's answer renews the lease
+        return s.RegisterResult(
+            lease_s=self.lease_s,
+            heartbeat_s=self.heartbeat_s,
+            fence_grace_s=self.fence_grace_s,
+            epoch=link.epoch,
+        )
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
         link = self.links.get(node)
@@ -690,6 +732,7 @@ class ControllerService:
             if link is None or not link.registered:
                 self.down.check()
             link.last_seen = self.clock.now()
+            link.answered_at = self._monotonic()
             return s.HeartbeatResult(lease_s=self.lease_s, stale=[])
         rt = self.ctrl.nodes.get(node)
         if link is None or not link.registered or rt is None or rt.lost:
@@ -699,6 +742,7 @@ class ControllerService:
                 "declared the node lost): register again",
             )
         link.last_seen = self.clock.now()
+        link.answered_at = self._monotonic()
         link.metrics = hb.metrics
         if self.on_heartbeat is not None:
             self.on_heartbeat(node, link.last_seen, hb.metrics)
@@ -732,7 +776,7 @@ class ControllerService:
         evs: list[Event | _RankGone] = []
         for e in events:
             if e.kind == "started":
-                evs.append(TaskStarted(e.job, e.attempt, e.rank))
+                evs.append(TaskStarted(e.job, e.attempt, e.rank, node))
             elif e.why.startswith(INFRASTRUCTURE_EXITS):
                 evs.append(_RankGone(node, (e.job, e.attempt, e.rank)))
             else:
