@@ -169,12 +169,17 @@ class Controller:
         self._quiet = False
         return self.handle(now)
 
-    def restore(self, nodes: Iterable[NodeSpec], jobs: Iterable[RestoredJob]) -> None:
-        """Rebuild the state after a restart from what the store holds.
+    def restore(
+        self, nodes: Iterable[NodeSpec], jobs: Iterable[RestoredJob], *, seq: int = 0
+    ) -> None:
+        """Rebuild the state after a restart from what the store holds; ``seq``: the newest
+        job's number in the store (finished jobs are not restored), so that new jobs number
+        after every stored one, as the store numbers them.
 
         Nodes come back as they were last known (the watchdog declares them lost if their agents
         do not return within the grace); running attempts keep their allocations and are
         reconciled when their agents re-register (``reconcile``). Nothing is relaunched."""
+        self.seq = max(self.seq, seq)
         for spec in nodes:
             if spec.name not in self.nodes:
                 self.nodes[spec.name] = NodeRuntime.of(spec)

@@ -21,6 +21,7 @@ from gpufleet.scheduler.framework import Profile
 from gpufleet.secretfile import private_dir, write_secret
 from gpufleet.server.auth import TokenCache
 from gpufleet.server.config import ServerConfig
+from gpufleet.server.listing import Listings
 from gpufleet.server.logs import LogStore
 from gpufleet.server.routers import admin, agent, dashboard, jobs, metrics, nodes, queues
 from gpufleet.server.service import ControllerService, RequestError
@@ -37,10 +38,12 @@ class WallClock:
 
 
 def bootstrap_admin(store: Any, data_dir: Path, now: float) -> Path | None:
-    """On first start, create an admin token and leave it readable only by the owner."""
+    """On first start (or with every admin token revoked), create an admin token and leave it
+    readable only by the owner. Its name is ``admin``, or ``admin-N`` when a revoked token
+    keeps that name, so a start never fails on it."""
     if store.has_admin_token():
         return None
-    _, secret = store.create_token("admin", "admin", None, None, now)
+    _, secret = store.create_admin_token("admin", now)
     # created 0600 and renamed into place: never a moment in which others may read it
     return write_secret(data_dir / "admin.token", secret, replace=True)
 
@@ -111,7 +114,8 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     )
     app.state.service = service
     app.state.store = store
-    app.state.tokens = TokenCache(store)
+    app.state.tokens = TokenCache(store, clock.now)
+    app.state.listings = Listings()
     app.state.config = config
     for r in (jobs.router, nodes.router, queues.router, admin.router, agent.router):
         app.include_router(r, prefix=API)

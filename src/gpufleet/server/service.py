@@ -218,7 +218,9 @@ class ControllerService:
             ctrl.queues.setdefault(q.name, q)
         known = [n for n in rs.nodes if not n.lost]
         ctrl.restore(
-            [n.spec for n in known], [j.to_restored() for j in (*rs.dependencies, *rs.jobs)]
+            [n.spec for n in known],
+            [j.to_restored() for j in (*rs.dependencies, *rs.jobs)],
+            seq=self.restored_seq,  # new jobs list after every stored one (GET /jobs)
         )
         now = self.clock.now()
         if as_of is not None:  # who used the cluster before the restart still counts
@@ -679,8 +681,29 @@ class ControllerService:
 
     # ----- agents --------------------------------------------------------------------------
 
+    def check_own(self, node: str, field: str, events: Sequence[s.AgentEvent | s.TaskRef]) -> None:
+        """403 unless every event (or task said to run) is about a rank placed on ``node``: an
+        agent speaks only for its own node. One about an attempt that is not the job's current
+        one (or a job the controller does not hold) changes nothing in the core, so it passes:
+        a node may well report the end of an attempt that was requeued meanwhile."""
+        for i, e in enumerate(events):
+            if e.rank < 0 or e.attempt < 0:  # a negative index would pick a rank from the end
+                raise RequestError(422, f"{field}[{i}]: rank and attempt must be >= 0")
+            rec = self.ctrl.jobs.get(e.job)
+            if rec is None or rec.job.attempt != e.attempt or e.rank >= len(rec.allocation):
+                continue
+            placed = rec.allocation[e.rank].node
+            if placed != node:
+                raise RequestError(
+                    403,
+                    f"{field}[{i}]: rank {e.rank} of job {e.job} (attempt {e.attempt}) runs on "
+                    f"node {placed}, not {node}: an agent reports only for its own node",
+                )
+
     async def register(self, req: s.AgentRegister, spec: NodeSpec) -> s.RegisterResult:
         self.down.check()  # before its link is replaced: it needs the store in any case
+        self.check_own(req.node, "events", req.events)
+        self.check_own(req.node, "running", req.running)
         now = self.clock.now()
         link = NodeLink(
             req.address,
@@ -724,6 +747,7 @@ class ControllerService:
         )
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
+        self.check_own(node, "running", hb.running)
         link = self.links.get(node)
         if self.down:
             # the store blinked: the process is alive and launches nothing meanwhile, so a
@@ -770,6 +794,8 @@ class ControllerService:
         """Believed even before a node registers again after our restart: an exit that
         happened while we were down is the truth, better known before the reconcile.
         Returns once committed: the agent drops what it sent only on our answer."""
+        self.down.check()
+        self.check_own(node, "events", events)
         link = self.links.get(node)
         if link is not None and link.registered:
             link.last_seen = self.clock.now()

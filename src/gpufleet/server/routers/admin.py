@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -10,6 +11,7 @@ from gpufleet.api import schemas as s
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
+from gpufleet.server.store import LastAdminToken
 
 router = APIRouter(tags=["admin"])
 
@@ -17,6 +19,7 @@ router = APIRouter(tags=["admin"])
 @router.post("/tokens", response_model=s.TokenOut, status_code=201)
 async def create_token(
     body: s.TokenCreate,
+    request: Request,
     who: Principal = require("admin"),
     st: Any = Depends(store),
     svc: ControllerService = Depends(service),
@@ -32,6 +35,7 @@ async def create_token(
         )
     except ValueError as e:
         raise HTTPException(409, str(e)) from None
+    request.app.state.tokens.refresh()  # known at once, and no longer a cached failure
     return s.TokenOut(name=body.name, role=body.role, user=body.user, node=body.node, token=secret)
 
 
@@ -48,9 +52,13 @@ async def revoke(
     st: Any = Depends(store),
     svc: ControllerService = Depends(service),
 ) -> None:
-    if not st.revoke_token(name):
+    try:
+        revoked = st.revoke_token(name)
+    except LastAdminToken as e:
+        raise HTTPException(409, str(e)) from None
+    if not revoked:
         raise HTTPException(404, f"no token named {name}")
-    request.app.state.tokens.clear()
+    request.app.state.tokens.refresh()
     st.audit(who.name, who.role, "token.revoke", name, {}, time=svc.clock.now())
 
 
@@ -60,7 +68,8 @@ async def audit(
     st: Any = Depends(store),
     limit: int = Query(100, ge=1, le=10_000),
 ) -> Any:
-    entries = st.audit_log(limit=None)[-limit:]  # oldest first in the store; newest first here
+    # the newest ``limit`` only (the log grows with every submission), read off the loop
+    entries = await asyncio.to_thread(st.audit_log, limit=limit, newest_first=True)
     return [
         s.AuditOut(
             time=a.time,
@@ -69,7 +78,7 @@ async def audit(
             target=a.target,
             detail=dict(a.detail),
         )
-        for a in reversed(entries)
+        for a in entries
     ]
 
 

@@ -28,6 +28,10 @@ class StoreUnavailable(Exception):
     maps a refusal to 409 must not take an outage for one."""
 
 
+class LastAdminToken(StoreError):
+    """Revoking this token would leave no active admin token: nobody could manage the cluster."""
+
+
 class IdempotencyConflict(StoreError):
     """An idempotency key reused for a different job (another user or another spec)."""
 
