@@ -25,6 +25,8 @@ from gpufleet.server.listing import Listings
 from gpufleet.server.logs import LogStore
 from gpufleet.server.routers import admin, agent, dashboard, jobs, metrics, nodes, queues
 from gpufleet.server.service import ControllerService, RequestError
+from gpufleet.server.store import StoreUnavailable
+from gpufleet.server.store_down import RETRY_AFTER_S
 
 log = logging.getLogger("gpufleet.controller")
 API = "/api/v1"
@@ -122,7 +124,15 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, e: RequestError) -> JSONResponse:
-        return JSONResponse({"detail": str(e)}, status_code=e.status)
+        retry = {"Retry-After": str(RETRY_AFTER_S)} if e.status == 503 else None
+        return JSONResponse({"detail": str(e)}, status_code=e.status, headers=retry)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_unavailable(_: Request, e: StoreUnavailable) -> JSONResponse:
+        # the store is down (or the controller rebuilding from it): nothing was done, retry
+        return JSONResponse(
+            {"detail": str(e)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)}
+        )
 
     @app.exception_handler(SpecError)
     async def _spec_error(_: Request, e: SpecError) -> JSONResponse:
@@ -138,6 +148,14 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
             "jobs": len(service.ctrl.jobs),
             "pending": service.ctrl.pending_count,
             "turns": service.turns,
+            # the store: whether it answers, failed turns and rebuilds since the start
+            "store": {
+                "ok": not service.down,
+                "why": service.down.why,
+                "failed_turns": service.down.falls,
+                "rebuilds": service.down.rebuilds,
+                "last_recovery_s": service.down.last_recovery_s,
+            },
         }
 
     return app

@@ -21,6 +21,10 @@ class Outbox:
         """Forget what a lost node never fetched (its new attempt ids make it stale anyway)."""
         self._queues.pop(node, None)
 
+    def clear(self) -> None:
+        """Forget every queue (the controller rebuilt its state: its agents register again)."""
+        self._queues.clear()
+
     def drop_launches(self, node: str, keep: set[tuple[str, int, int]]) -> None:
         """Forget the launches queued for a node except those of ``keep`` (job, attempt, rank);
         kills stay."""

@@ -7,8 +7,14 @@ Order inside a turn, which is what makes a crash at any instant safe:
 1. new jobs are inserted (one transaction); only then are their submitters told "accepted";
 2. the core handles the batch and schedules;
 3. its transitions are committed (one transaction);
-4. only then are launches and kills handed to the agents' outboxes.
+4. only then are launches and kills handed to the agents' outboxes, and callers answered.
 A launch whose transition was never committed was never sent, and an attempt id is used once.
+
+Memory only ever holds what the store committed. A turn that fails (the database stopped, the
+disk full, a bug) sends nothing and answers its callers 503 (500 for a bug); the in-memory
+controller, which already applied the turn's events, is thrown away and rebuilt from the store
+on the restart path, in-process, with back-off while the store does not answer (store_down.py
+says what still works meanwhile).
 """
 
 from __future__ import annotations
@@ -49,8 +55,10 @@ from gpufleet.server.store import (
     NewJob,
     NodeRecord,
     StoreError,
+    StoreUnavailable,
     SubmitAudit,
 )
+from gpufleet.server.store_down import StoreDown
 
 log = logging.getLogger("gpufleet.controller")
 
@@ -79,6 +87,12 @@ class _Work:
     payload: Any
     future: asyncio.Future[Any] | None = None
     audit: SubmitAudit | None = None  # submissions: who, audited with the jobs
+    # events: the request's audit entry (actor, role, action, target, detail), committed
+    # with the transitions it caused
+    audit_row: tuple[str, str, str, str, dict[str, Any]] | None = None
+    quiet: bool = False  # an agent's report: the core refusing it (stale) is not an error
+    ids: list[str] | None = None  # submissions: the ids once the store holds the jobs
+    ok: bool = False  # events: handled; answered once the turn has committed
 
 
 @dataclass
@@ -127,15 +141,13 @@ class ControllerService:
         self.store = store
         self.fallback_account = fallback_account
         self.clock = clock
-        self.ctrl = Controller(
-            profile,
-            None,
-            backoff_base_s=retry_backoff_s,
-            backoff_max_s=retry_backoff_max_s,
-            launch_timeout_s=launch_timeout_s,
-        )
-        if cluster is not None:
-            self.ctrl.queues = {q.name: q for q in cluster.queues}
+        self._profile = profile
+        self._backoff = (retry_backoff_s, retry_backoff_max_s)
+        self._launch_timeout_s = launch_timeout_s
+        self._cluster_queues = list(cluster.queues) if cluster is not None else []
+        self.ctrl = self._new_controller()
+        # set while the store is down: what failed, and the back-off of the rebuild
+        self.down = StoreDown()
         self.logs = logs
         self.outbox = Outbox()
         self.links: dict[str, NodeLink] = {}
@@ -171,40 +183,79 @@ class ControllerService:
 
     # ----- life ----------------------------------------------------------------------------
 
+    def _new_controller(self) -> Controller:
+        ctrl = Controller(
+            self._profile,
+            None,
+            backoff_base_s=self._backoff[0],
+            backoff_max_s=self._backoff[1],
+            launch_timeout_s=self._launch_timeout_s,
+        )
+        ctrl.queues = {q.name: q for q in self._cluster_queues}
+        return ctrl
+
     async def start(self) -> None:
         self._wake = asyncio.Event()
+        self._restore()
+        self._task = asyncio.create_task(self._run(), name="gpufleet-controller-loop")
+
+    def _restore(self, *, rebuild: bool = False) -> None:
+        """The controller as the store holds it: at start, and after a failed turn (rebuild)
+        the same way, so that every agent registers again and is reconciled as after a
+        restart. Raises StoreUnavailable, leaving the service as it was."""
         rs = self.store.load_jobs_for_restart()
         newest = self.store.list_jobs(limit=1, newest_first=True)
+        usage, as_of = self.store.fairshare_usage()
+        stored_queues = self.store.queues() if rebuild else []
+        # every read done: from here on nothing can fail half-way. At start, the controller
+        # made in __init__ (the app set its queues; tests wrap it); a rebuild starts afresh.
+        # A rebuild, like a restart, holds only unfinished jobs: the ones that ended before it
+        # are read from the store (listings, idempotent retries: _finished_before_start)
         self._history = bool(newest)
         self.restored_seq = newest[0].seq if newest else 0
-        for q in rs.queues:
-            self.ctrl.queues.setdefault(q.name, q)
+        ctrl = self._new_controller() if rebuild else self.ctrl
+        for q in (*rs.queues, *stored_queues):
+            ctrl.queues.setdefault(q.name, q)
         known = [n for n in rs.nodes if not n.lost]
-        self.ctrl.restore(
+        ctrl.restore(
             [n.spec for n in known],
             [j.to_restored() for j in (*rs.dependencies, *rs.jobs)],
             seq=self.restored_seq,  # new jobs list after every stored one (GET /jobs)
         )
         now = self.clock.now()
-        usage, as_of = self.store.fairshare_usage()
         if as_of is not None:  # who used the cluster before the restart still counts
-            self.ctrl.ledger.restore(usage, as_of, now)
+            ctrl.ledger.restore(usage, as_of, now)
+        why = "the controller rebuilt its state" if rebuild else "the controller restarted"
         for n in known:
             # returning agents have one grace period to re-register; until then nothing new
             # is placed on their nodes (the reconcile of their registration would undo it)
-            self.links[n.name] = NodeLink(
-                address=n.address or n.name,
-                last_seen=now,
-                registered=False,
-                answered_at=self._monotonic(),
-            )
-            self.ctrl.hold_restored_node(
+            old = self.links.get(n.name)
+            if old is not None and rebuild:  # what the agent told us at its registration
+                old.last_seen, old.registered, old.reported = now, False, False
+                old.answered_at = self._monotonic()
+            else:
+                self.links[n.name] = NodeLink(
+                    address=n.address or n.name,
+                    last_seen=now,
+                    registered=False,
+                    answered_at=self._monotonic(),
+                )
+            ctrl.hold_restored_node(
                 n.name,
-                n.why if n.drained else "the controller restarted: waiting for its agent",
+                n.why if n.drained else f"{why}: waiting for its agent",
                 drained=n.drained,
                 health_drained=n.why.startswith(HEALTH_DRAIN),
             )
-        self._task = asyncio.create_task(self._run(), name="gpufleet-controller-loop")
+        for name, link in self.links.items():
+            if name not in ctrl.nodes:  # registered, but its node row never committed
+                link.registered = False
+        self.ctrl = ctrl
+        self._timers = []  # a restart's timers are gone too: the restored state implies them
+        self._schedule_at = 0.0
+        if rebuild:
+            # what was queued was committed, but every agent registers again now and the
+            # reconcile requeues what it does not run (the same as after a restart)
+            self.outbox.clear()
 
     async def stop(self) -> None:
         self._stopping = True
@@ -218,6 +269,7 @@ class ControllerService:
     async def submit(self, jobs: list[NewJob], audit: SubmitAudit) -> list[str]:
         """Accept ``jobs`` durably (with ``audit``'s entry, in one transaction) and give
         their ids."""
+        self.down.check()
         if audit.count != len(jobs):
             raise ValueError(f"the audit covers {audit.count} of {len(jobs)} jobs")
         for j in jobs:
@@ -232,18 +284,50 @@ class ControllerService:
         result: list[str] = await self._enqueue("submit", jobs, audit)
         return result
 
-    async def event(self, ev: Event | _Reconcile | _RankGone) -> Any:
-        return await self._enqueue("event", ev)
+    async def event(
+        self,
+        ev: Event | _Reconcile | _RankGone,
+        audit: tuple[str, str, str, str, dict[str, Any]] | None = None,
+    ) -> Any:
+        """Handled in the next turn; returns once what it caused (and ``audit``) committed."""
+        return await self._enqueue("event", ev, audit_row=audit)
 
-    async def _enqueue(self, kind: str, payload: Any, audit: SubmitAudit | None = None) -> Any:
+    async def report(self, evs: Sequence[Event | _RankGone]) -> None:
+        """An agent's reports: returns once the turn that handled them committed, so that the
+        agent drops them only then (a turn whose commit failed must not lose an exit). One the
+        core refuses (stale, unknown) is logged, not an error: resending cannot fix it."""
+        self.down.check()
+        loop = asyncio.get_running_loop()
+        futs = []
+        for ev in evs:
+            fut: asyncio.Future[Any] = loop.create_future()
+            self._inbox.append(_Work("event", ev, fut, quiet=True))
+            futs.append(fut)
+        assert self._wake is not None
+        self._wake.set()
+        await asyncio.gather(*futs)
+
+    async def _enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        audit: SubmitAudit | None = None,
+        *,
+        audit_row: tuple[str, str, str, str, dict[str, Any]] | None = None,
+    ) -> Any:
+        self.down.check()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inbox.append(_Work(kind, payload, fut, audit))
+        self._inbox.append(_Work(kind, payload, fut, audit, audit_row=audit_row))
         assert self._wake is not None
         self._wake.set()
         return await fut
 
     def post(self, ev: Event | _RankGone) -> None:
-        """Fire and forget (agent reports): handled in the next turn."""
+        """Fire and forget (a node's health, the watchdog's losses): handled in the next turn.
+        Dropped while the store is down: the rebuild makes every agent register again, and its
+        first heartbeat then reports its health anew."""
+        if self.down:
+            return
         self._inbox.append(_Work("event", ev))
         if self._wake is not None:
             self._wake.set()
@@ -254,6 +338,10 @@ class ControllerService:
         assert self._wake is not None
         next_tick = self.clock.now() + self.schedule_interval_s
         while not self._stopping:
+            if self.down:
+                await self._recover()
+                next_tick = self.clock.now() + self.schedule_interval_s
+                continue
             now = self.clock.now()
             deadline = min(next_tick, self._timers[0][0] if self._timers else next_tick)
             if self.ctrl.dirty:  # a change held back after a slow pass (SLOW_PASS_S)
@@ -270,9 +358,7 @@ class ControllerService:
             try:
                 self._turn(now, tick)
             except Exception as e:  # a bug must not stop the controller; the callers hear of it
-                log.exception("controller turn failed")
-                for w in self._current:
-                    _fail(w, RequestError(500, f"internal error in the controller: {e}"))
+                self._fall(e)
             self.turns += 1
             if self.on_turn is not None:
                 self.on_turn()
@@ -280,6 +366,50 @@ class ControllerService:
             if w.future is not None and not w.future.done():
                 w.future.set_exception(RequestError(503, "the controller is shutting down"))
         self._save_usage()
+
+    def _fall(self, e: Exception) -> None:
+        """A turn failed part-way: memory may hold what the store does not. Nothing of the turn
+        was sent; its callers (and those still waiting) hear of it; the controller is thrown
+        away and ``_recover`` rebuilds it from the store."""
+        outage = isinstance(e, StoreUnavailable)
+        if outage:
+            log.error("the store failed in a turn (%s): rebuilding from the store", e)
+        else:
+            log.exception("controller turn failed: rebuilding from the store")
+        err = (
+            RequestError(503, f"{e}; nothing of this request was done: retry")
+            if outage
+            else RequestError(500, f"internal error in the controller: {e}")
+        )
+        for w in (*self._current, *self._inbox):
+            if w.ids is not None and w.future is not None and not w.future.done():
+                w.future.set_result(w.ids)  # its jobs are stored: accepted, they will run
+            else:
+                _fail(w, err)
+        self._inbox, self._current = [], []
+        self.down.fall(str(e))
+        self.ctrl = self._new_controller()  # holds nothing the store has not committed
+        self._timers = []
+
+    async def _recover(self) -> None:
+        """Once the store answers again, rebuild (with back-off while it does not)."""
+        assert self._wake is not None
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=self.down.wait_s())
+        if self._stopping:
+            return
+        try:
+            # only once it takes writes: a rebuild makes every agent register again, which
+            # writes, and an agent that cannot register cannot renew its lease
+            self.store.probe()
+            self._restore(rebuild=True)
+        except Exception as e:
+            self.down.retry_failed(str(e))
+            log.warning("the store is still unavailable (%s); retrying", e)
+            return
+        took = self.down.recovered()
+        log.warning("rebuilt the controller from the store, %.1f s after the failure", took)
 
     def _turn(self, now: float, tick: bool) -> None:
         work, self._inbox = self._inbox[: self.batch_max], self._inbox[self.batch_max :]
@@ -299,6 +429,8 @@ class ControllerService:
                 ids_per = self.store.add_jobs(batch, now, audits=_audits(submits))
             except StoreError:  # nothing of the batch was stored: find the one(s) to blame
                 ids_per = self._add_one_by_one(submits, now)
+            except StoreUnavailable:
+                raise  # perhaps stored, perhaps not (a lost COMMIT): the store will say
             except Exception as e:
                 log.exception("storing a batch of submissions failed")
                 for w in submits:
@@ -307,8 +439,11 @@ class ControllerService:
                 ids_per = []
             k = 0
             for w in submits:
-                ids = ids_per[k : k + len(w.payload)]
+                w.ids = ids_per[k : k + len(w.payload)]
                 k += len(w.payload)
+            self.down.committed()
+            for w in submits:
+                ids = w.ids or []
                 evs: list[Event] = []
                 head = ids[0] if ids else None  # the id of this submission's array
                 for job_id, nj in zip(ids, w.payload, strict=True):
@@ -338,10 +473,13 @@ class ControllerService:
                 continue
             try:
                 cmds += self._handle_event(w.payload, now)
-                if w.future is not None and not w.future.done():
-                    w.future.set_result(None)
+                w.ok = True
             except ControllerError as e:
-                _fail(w, RequestError(404 if "unknown" in str(e) else 409, str(e)))
+                if w.quiet:
+                    w.ok = True
+                    log.info("an agent's report refused by the core: %s", e)
+                else:
+                    _fail(w, RequestError(404 if "unknown" in str(e) else 409, str(e)))
         cmds += self._due_timers(now)
         if tick:
             self.ctrl.dirty = True
@@ -353,13 +491,18 @@ class ControllerService:
         # 3. commit the transitions before anything is sent
         transitions = [c for c in cmds if isinstance(c, Transition)]
         node_events = [c for c in cmds if isinstance(c, NodeEvent)]
-        if transitions or node_events:
+        audits = [w.audit_row for w in work if w.ok and w.audit_row is not None]
+        if transitions or node_events or audits:
             changed = dict.fromkeys(t.job_id for t in transitions)
             updates = [JobUpdate.of_record(self.ctrl.jobs[j]) for j in changed]
-            self.store.apply_transitions(transitions, updates, node_events)
-        for w in submits:
+            self.store.apply_transitions(transitions, updates, node_events, audits=audits, time=now)
+            self.down.committed()
+        for w in work:  # answered only now that what they caused is durable
             if w.future is not None and not w.future.done():
-                w.future.set_result(w.payload)
+                if w.kind == "submit":
+                    w.future.set_result(w.ids)
+                elif w.ok:
+                    w.future.set_result(None)
         # 4. send
         self._dispatch(cmds)
         # 5. what others only read: the audit of the controller's own node decisions, metrics
@@ -419,7 +562,8 @@ class ControllerService:
         kept = []
         for w in submits:
             try:
-                ids += self.store.add_jobs(list(w.payload), now, audits=_audits([w]))
+                w.ids = self.store.add_jobs(list(w.payload), now, audits=_audits([w]))
+                ids += w.ids
                 kept.append(w)
             except StoreError as e:
                 _fail(w, RequestError(409, str(e)))
@@ -557,6 +701,7 @@ class ControllerService:
                 )
 
     async def register(self, req: s.AgentRegister, spec: NodeSpec) -> s.RegisterResult:
+        self.down.check()  # before its link is replaced: it needs the store in any case
         self.check_own(req.node, "events", req.events)
         self.check_own(req.node, "running", req.running)
         now = self.clock.now()
@@ -604,6 +749,15 @@ class ControllerService:
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
         self.check_own(node, "running", hb.running)
         link = self.links.get(node)
+        if self.down:
+            # the store blinked: the process is alive and launches nothing meanwhile, so a
+            # registered agent keeps its lease (its tasks run on); nothing is judged stale
+            # from memory that is being rebuilt. After the rebuild it registers again.
+            if link is None or not link.registered:
+                self.down.check()
+            link.last_seen = self.clock.now()
+            link.answered_at = self._monotonic()
+            return s.HeartbeatResult(lease_s=self.lease_s, stale=[])
         rt = self.ctrl.nodes.get(node)
         if link is None or not link.registered or rt is None or rt.lost:
             raise RequestError(
@@ -636,20 +790,24 @@ class ControllerService:
                 stale.append(t)
         return s.HeartbeatResult(lease_s=self.lease_s, stale=stale)
 
-    def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
+    async def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
         """Believed even before a node registers again after our restart: an exit that
-        happened while we were down is the truth, better known before the reconcile."""
+        happened while we were down is the truth, better known before the reconcile.
+        Returns once committed: the agent drops what it sent only on our answer."""
+        self.down.check()
         self.check_own(node, "events", events)
         link = self.links.get(node)
         if link is not None and link.registered:
             link.last_seen = self.clock.now()
+        evs: list[Event | _RankGone] = []
         for e in events:
             if e.kind == "started":
-                self.post(TaskStarted(e.job, e.attempt, e.rank, node))
+                evs.append(TaskStarted(e.job, e.attempt, e.rank, node))
             elif e.why.startswith(INFRASTRUCTURE_EXITS):
-                self.post(_RankGone(node, (e.job, e.attempt, e.rank)))
+                evs.append(_RankGone(node, (e.job, e.attempt, e.rank)))
             else:
-                self.post(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
+                evs.append(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
+        await self.report(evs)
 
     def commands_allowed(self, node: str) -> None:
         link = self.links.get(node)
@@ -660,11 +818,21 @@ class ControllerService:
 
     # ----- users ---------------------------------------------------------------------------
 
-    async def cancel(self, job_id: str, why: str) -> None:
-        await self.event(JobCancelled(job_id, why))
+    async def cancel(
+        self, job_id: str, why: str, audit: tuple[str, str, str, str, dict[str, Any]] | None = None
+    ) -> None:
+        await self.event(JobCancelled(job_id, why), audit)
 
-    async def drain(self, node: str, drain: bool, why: str, *, force: bool = False) -> None:
-        await self.event(NodeDrain(node, drain, why, force))
+    async def drain(
+        self,
+        node: str,
+        drain: bool,
+        why: str,
+        *,
+        force: bool = False,
+        audit: tuple[str, str, str, str, dict[str, Any]] | None = None,
+    ) -> None:
+        await self.event(NodeDrain(node, drain, why, force), audit)
 
 
 @dataclass(frozen=True)

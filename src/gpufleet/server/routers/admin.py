@@ -28,14 +28,14 @@ async def create_token(
         raise HTTPException(422, "user: a user token needs the user whose jobs it touches")
     if body.role == "agent" and not body.node:
         raise HTTPException(422, "node: an agent token needs the node it reports for")
-    try:
-        _, secret = st.create_token(body.name, body.role, body.user, body.node, svc.clock.now())
+    audit = (who.name, who.role, "token.create", body.name, {"role": body.role})
+    try:  # the token and its audit entry in one transaction: a 503 means neither exists
+        _, secret = st.create_token(
+            body.name, body.role, body.user, body.node, svc.clock.now(), audit=audit
+        )
     except ValueError as e:
         raise HTTPException(409, str(e)) from None
     request.app.state.tokens.refresh()  # known at once, and no longer a cached failure
-    st.audit(
-        who.name, who.role, "token.create", body.name, {"role": body.role}, time=svc.clock.now()
-    )
     return s.TokenOut(name=body.name, role=body.role, user=body.user, node=body.node, token=secret)
 
 

@@ -11,7 +11,7 @@ from gpufleet.model import catalog
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.resources import MILLI
 from gpufleet.server.auth import Principal, require, require_node
-from gpufleet.server.routers.deps import service, store
+from gpufleet.server.routers.deps import service, service_any, store
 from gpufleet.server.service import ControllerService, RequestError
 
 router = APIRouter(prefix="/agent", tags=["agent"])
@@ -61,7 +61,10 @@ async def register(
 
 @router.post("/{node}/heartbeat", response_model=s.HeartbeatResult)
 async def heartbeat(
-    node: str, body: s.Heartbeat, who: Principal = AGENT, svc: ControllerService = Depends(service)
+    node: str,
+    body: s.Heartbeat,
+    who: Principal = AGENT,
+    svc: ControllerService = Depends(service_any),
 ) -> Any:
     require_node(node, who)
     try:
@@ -74,7 +77,7 @@ async def heartbeat(
 async def commands(
     node: str,
     who: Principal = AGENT,
-    svc: ControllerService = Depends(service),
+    svc: ControllerService = Depends(service_any),
     wait: float = Query(20.0, ge=0, le=60),
 ) -> Any:
     require_node(node, who)
@@ -90,7 +93,7 @@ async def events(
     svc: ControllerService = Depends(service),
 ) -> None:
     require_node(node, who)
-    svc.agent_events(node, body.events)
+    await svc.agent_events(node, body.events)
 
 
 @router.post("/{node}/logs", status_code=204)
@@ -111,3 +114,5 @@ async def logs(
         )
     except ValueError as e:
         raise HTTPException(422, str(e)) from None
+    except OSError as e:  # the controller's disk (full): the agent keeps the bytes and retries
+        raise HTTPException(503, f"could not write the log: {e}") from None

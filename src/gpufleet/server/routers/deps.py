@@ -14,6 +14,14 @@ from gpufleet.server.service import ControllerService
 
 
 async def service(request: Request) -> ControllerService:
+    """The service; 503 while it rebuilds its state from the store (store_down.py)."""
+    svc: ControllerService = request.app.state.service
+    svc.down.check()
+    return svc
+
+
+async def service_any(request: Request) -> ControllerService:
+    """The service even while the store is down: agents' heartbeats and command polls."""
     svc: ControllerService = request.app.state.service
     return svc
 

@@ -190,8 +190,10 @@ async def cancel(
     rec = _owned(svc, job_id, who)
     if rec.job.finished:
         raise HTTPException(409, f"job {job_id} has already ended ({rec.job.state.value})")
-    await svc.cancel(job_id, f"cancelled by {who.actor}")
-    st.audit(who.name, who.role, "job.cancel", job_id, {}, time=svc.clock.now())
+    # the audit entry commits with the cancel: no answer for a half-done one
+    await svc.cancel(
+        job_id, f"cancelled by {who.actor}", audit=(who.name, who.role, "job.cancel", job_id, {})
+    )
     return job_out(rec, None)
 
 

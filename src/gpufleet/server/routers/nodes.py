@@ -50,18 +50,12 @@ async def _drain(
 ) -> s.NodeOut:
     if name not in svc.ctrl.nodes:
         raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
-    await svc.drain(name, drain, why, force=force)
     detail: dict[str, Any] = {"reason": why}
     if force:
         detail["force"] = True
-    st.audit(
-        who.name,
-        who.role,
-        "node.drain" if drain else "node.resume",
-        name,
-        detail,
-        time=svc.clock.now(),
-    )
+    action = "node.drain" if drain else "node.resume"
+    # the audit entry commits with the drain: no answer for a half-done one
+    await svc.drain(name, drain, why, force=force, audit=(who.name, who.role, action, name, detail))
     return _out(svc, name)
 
 

@@ -69,15 +69,9 @@ async def update(
         )
     if not name.strip():
         raise HTTPException(422, "queue name must not be empty")
-    st.put_queue(q)
+    # the store first, with its audit entry (one transaction), then memory
+    audit = (who.name, who.role, "queue.update", name, body.model_dump(exclude_none=True))
+    st.put_queue(q, now=svc.clock.now(), audit=audit)
     svc.ctrl.queues[name] = q
     svc.ctrl.dirty = True
-    st.audit(
-        who.name,
-        who.role,
-        "queue.update",
-        name,
-        body.model_dump(exclude_none=True),
-        time=svc.clock.now(),
-    )
     return queue_out(svc, q)

@@ -22,6 +22,12 @@ class StoreError(ValueError):
     """A write the store refused (a constraint, an unknown job); nothing of it was stored."""
 
 
+class StoreUnavailable(Exception):
+    """The database did not answer (stopped, unreachable, disk full): nothing is known to have
+    been stored, and trying again later may work (HTTP 503). Not a ValueError: a caller that
+    maps a refusal to 409 must not take an outage for one."""
+
+
 class LastAdminToken(StoreError):
     """Revoking this token would leave no active admin token: nobody could manage the cluster."""
 

@@ -30,10 +30,14 @@ from gpufleet.server.store.records import (
     RestartState,
     StoredJob,
     StoreError,
+    StoreUnavailable,
     SubmitAudit,
     TokenInfo,
     Usage,
 )
+
+# an audit entry that commits with the change it records: (actor, role, action, target, detail)
+AuditRow = tuple[str, str, str, str, Mapping[str, Any]]
 
 
 class Store:
@@ -64,16 +68,28 @@ class Store:
                 yield c
         except (sa.exc.IntegrityError, sa.exc.DataError) as e:  # constraints, too-long text
             raise StoreError(f"refused by the database: {e.orig}") from e
+        except _OUTAGES as e:
+            raise _unavailable(e) from e
 
     @contextmanager
     def _read(self, snapshot: bool = False) -> Iterator[sa.Connection]:
         """A read transaction; ``snapshot``: one view for all its statements (SQLite's
         transactions always are; PostgreSQL's default READ COMMITTED is per statement)."""
-        with self.engine.connect() as c:
-            if snapshot and c.dialect.name == "postgresql":
-                c.execution_options(isolation_level="REPEATABLE READ")
-            with c.begin():
-                yield c
+        try:
+            with self.engine.connect() as c:
+                if snapshot and c.dialect.name == "postgresql":
+                    c.execution_options(isolation_level="REPEATABLE READ")
+                with c.begin():
+                    yield c
+        except _OUTAGES as e:
+            raise _unavailable(e) from e
+
+    def probe(self) -> None:
+        """Whether the store takes writes again (a full disk still reads): a transaction that
+        writes a few pages, as a turn does, and leaves nothing. StoreUnavailable when it
+        cannot. (A no-op UPDATE is no test: SQLite commits one on a full disk.)"""
+        with self._write() as c:
+            fairshare.probe(c)
 
     # ----- jobs ----------------------------------------------------------------------------
 
@@ -107,12 +123,17 @@ class Store:
         transitions: Sequence[Transition],
         job_updates: Sequence[JobUpdate] = (),
         node_events: Sequence[NodeEvent] = (),
+        *,
+        audits: Sequence[AuditRow] = (),
+        time: float | None = None,
     ) -> None:
         """Make a batch of the controller's commands durable, in one transaction, before the
-        commands after them are carried out."""
+        commands after them are carried out; ``audits`` (actor, role, action, target, detail):
+        the requests that caused them, so that an action and its audit entry commit together."""
         with self._write() as c:
             jobs.apply_transitions(c, transitions, job_updates)
             nodes.add_node_events(c, node_events)
+            auth.add_audits(c, _now(time), audits)
 
     def job(self, job_id: str) -> StoredJob | None:
         with self._read() as c:
@@ -212,9 +233,13 @@ class Store:
 
     # ----- queues --------------------------------------------------------------------------
 
-    def put_queue(self, spec: QueueSpec, *, now: float | None = None) -> None:
+    def put_queue(
+        self, spec: QueueSpec, *, now: float | None = None, audit: AuditRow | None = None
+    ) -> None:
+        """``audit`` (actor, role, action, target, detail): committed with the change."""
         with self._write() as c:
             nodes.put_queue(c, spec, _now(now))
+            auth.add_audits(c, _now(now), [audit] if audit else [])
 
     def delete_queue(self, name: str) -> bool:
         with self._write() as c:
@@ -237,10 +262,15 @@ class Store:
         user: str | None = None,
         node: str | None = None,
         now: float | None = None,
+        *,
+        audit: AuditRow | None = None,
     ) -> tuple[TokenInfo, str]:
-        """A new token and its secret; the secret is shown once and never stored."""
+        """A new token and its secret; the secret is shown once and never stored. ``audit``
+        (actor, role, action, target, detail): committed with the token."""
         with self._write() as c:
-            return auth.create_token(c, name, role, user, node, _now(now))
+            made = auth.create_token(c, name, role, user, node, _now(now))
+            auth.add_audits(c, _now(now), [audit] if audit else [])
+            return made
 
     def has_admin_token(self) -> bool:
         """Whether an active admin token exists (the server makes the first one at start)."""
@@ -314,6 +344,18 @@ class Store:
         """GPU-hours per user or queue in ``[since, until)``, most first."""
         with self._read() as c:
             return _accounting.accounting(c, since, until, group_by)
+
+
+# What a database that is down, unreachable or out of disk raises (checked after the
+# refusals above, which are DatabaseErrors too): the server answers 503 and retries, never
+# 500. OSError: SQLite's directory gone or unwritable before the driver says so.
+_OUTAGES = (sa.exc.DBAPIError, sa.exc.DisconnectionError, sa.exc.TimeoutError, OSError)
+
+
+def _unavailable(e: BaseException) -> StoreUnavailable:
+    why = getattr(e, "orig", None) or e
+    first = (str(why).strip().splitlines() or [type(why).__name__])[0]
+    return StoreUnavailable(f"the database is unavailable: {first}")
 
 
 def _now(t: float | None) -> float:
