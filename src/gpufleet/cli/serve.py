@@ -44,6 +44,12 @@ def controller(
         help="URL of the Prometheus that scrapes this controller (e.g. http://127.0.0.1:9090): "
         "the dashboard shows its firing and pending alerts",
     ),
+    max_body_bytes: int = typer.Option(
+        1 << 20, help="refuse a request body over this many bytes (413) before parsing it"
+    ),
+    max_array_size: int = typer.Option(
+        1001, help="the most tasks of one job array (Slurm's MaxArraySize)"
+    ),
 ) -> None:
     """Run the controller: REST API under /api/v1, scheduling, the store."""
     import uvicorn
@@ -75,6 +81,8 @@ def controller(
             retry_backoff_s=retry_backoff_s,
             retry_backoff_max_s=retry_backoff_max_s,
             prometheus_url=prometheus.rstrip("/"),
+            max_body_bytes=max_body_bytes,
+            max_array_size=max_array_size,
         )
         app = create_app(cfg)
     except (SpecError, ProfileError, ValueError) as e:

@@ -10,15 +10,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from gpufleet import __version__
 from gpufleet.core.clock import Clock
 from gpufleet.io.specs import load_cluster, load_queues
-from gpufleet.model.errors import SpecError
 from gpufleet.scheduler.framework import Profile
+from gpufleet.server import errors
 from gpufleet.server.auth import TokenCache
+from gpufleet.server.bodylimit import BodyLimit
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.logs import LogStore
 from gpufleet.server.routers import admin, agent, dashboard, jobs, metrics, nodes, queues
@@ -114,13 +114,14 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
 
-    @app.exception_handler(RequestError)
-    async def _request_error(_: Request, e: RequestError) -> JSONResponse:
-        return JSONResponse({"detail": str(e)}, status_code=e.status)
+    errors.install(app)  # one error shape for every 4xx and 5xx
 
-    @app.exception_handler(SpecError)
-    async def _spec_error(_: Request, e: SpecError) -> JSONResponse:
-        return JSONResponse({"detail": str(e)}, status_code=422)
+    @app.exception_handler(RequestError)
+    async def _request_error(_: Any, e: RequestError) -> Any:
+        return errors.error_response(e.status, str(e))
+
+    # outermost: a body over the limit is refused before anything reads it
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, Any]:
@@ -134,4 +135,9 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
             "turns": service.turns,
         }
 
+    errors.document(app, API, CONFLICTS)
     return app
+
+
+# the operations that answer 409 (documented in the OpenAPI schema with the other errors)
+CONFLICTS = {("POST", f"{API}/jobs/{{job_id}}/cancel"), ("POST", f"{API}/tokens")}
