@@ -16,6 +16,7 @@ from gpufleet.api.bounds import Problems, safe
 from gpufleet.model.errors import SpecError
 
 log = logging.getLogger("gpufleet.controller")
+_UNPARSED = "There was an error parsing the body"  # FastAPI's words (fastapi/routing.py)
 
 
 class FieldErrors(HTTPException):
@@ -70,6 +71,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
         problems = e.problems if isinstance(e, FieldErrors) else []
+        if e.status_code == 400 and e.detail == _UNPARSED:
+            # FastAPI's answer to a body that is not UTF-8 text: refused input like any other
+            msg = "cannot be read: not UTF-8 encoded JSON"
+            return error_response(422, f"body: {msg}", [("body", msg)])
         return error_response(e.status_code, str(e.detail), problems, e.headers)
 
     @app.exception_handler(Exception)
