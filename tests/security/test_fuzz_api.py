@@ -2,7 +2,7 @@
 and an agent token: every response of the generated requests, valid and invalid ones, is no
 5xx, has a status the OpenAPI schema documents for its operation, and a body that matches.
 
-Bounded: ``GPUFLEET_FUZZ_EXAMPLES`` examples per operation, mode and role (default 8), so it
+Bounded: ``GPUFLEET_FUZZ_EXAMPLES`` examples per operation, mode and role (default 12), so it
 takes a few minutes at most on two cores. The counts per role are printed (``-s``)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hypothesis.errors import Unsatisfiable  # noqa: E402
 from gpufleet.api.schemas import TokenCreate  # noqa: E402
 from gpufleet.ops.localcluster import LocalCluster  # noqa: E402
 
-EXAMPLES = int(os.environ.get("GPUFLEET_FUZZ_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("GPUFLEET_FUZZ_EXAMPLES", "12"))
 # Checks a generated request cannot satisfy by design: a schema-valid job spec (a free-form
 # mapping) is still refused by the model's reader, and a random name finds no job (404).
 CONFIG = {
@@ -30,6 +30,10 @@ CONFIG = {
         "positive_data_acceptance": {"enabled": False},
         "use_after_free": {"enabled": False},
         "ensure_resource_availability": {"enabled": False},
+        # an invalid body may also be an over-long one: 413 refuses it as well as 422 does
+        "negative_data_rejection": {
+            "expected-statuses": [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
+        },
     }
 }
 

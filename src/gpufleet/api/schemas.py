@@ -28,9 +28,10 @@ class Strict(BaseModel):
 
 
 class Input(Strict):
-    """A request body: every field bounded (``api/bounds.py``), NaN and infinities refused."""
+    """A request body: every field bounded (``api/bounds.py``), NaN and infinities refused,
+    and no type guessed: "1" is not a number, nor 1.0 a string (strict)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 # ----- users ------------------------------------------------------------------------------
