@@ -37,7 +37,6 @@ BAD = [
     ({"memory_gib": 1e306}, "memory_gib"),
     ({"memory_mib": 2**70}, "memory_mib"),
     ({"time_limit_s": 1e300}, "time_limit_s"),
-    ({"workers": float("inf")}, "workers"),
     ({"dataset": "d\x00"}, "dataset"),
     ({"command": ["x" * (300 * 1024)]}, "command[0]"),
 ]
@@ -48,14 +47,6 @@ def test_a_bad_value_is_refused_naming_its_field(extra: dict[str, Any], field: s
     with pytest.raises(SpecError) as e:
         JobSpec.from_dict({**BASE, **extra}, source="request", path="spec")
     assert e.value.field == f"spec.{field}", e.value
-
-
-def test_sane_values_still_pass() -> None:
-    spec = JobSpec.from_dict(
-        {**BASE, "cpus": 96, "memory_gib": 2048, "time_limit_s": 86400 * 30, "env": {"A": "é"}}
-    )
-    assert spec.cpu_milli == 96_000 and spec.memory_mib == 2048 * 1024
-    assert JobSpec.from_dict({**BASE, "command": ["python3", "-c", "x" * 60_000]}).command
 
 
 def test_a_queue_refuses_nan_and_huge_quotas() -> None:
@@ -76,6 +67,12 @@ def test_a_yaml_job_with_a_nul_escape_is_refused_naming_file_and_field(tmp_path:
     with pytest.raises(SpecError) as e:
         load_jobs(p)
     assert e.value.source == str(p) and e.value.field == "command[1]"
+    # large but sane values still pass: a probe program, a fat node's memory
+    p.write_text(
+        f"name: j\nuser: u\nmemory_gib: 2048\ncpus: 96\ncommand: [python3, -c, {'x' * 60_000}]\n"
+    )
+    (spec,) = load_jobs(p)
+    assert spec.memory_mib == 2048 * 1024 and spec.cpu_milli == 96_000
 
 
 def test_an_sbatch_script_with_a_nul_is_refused_at_its_line() -> None:
