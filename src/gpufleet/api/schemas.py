@@ -51,7 +51,7 @@ class JobSubmit(Input):
         description="Slurm-style array: '0-9', '1,3,5', '0-15%4'; at most the controller's "
         "--max-array-size tasks (default 1001)",
     )
-    depends_on: list[Dependency] = Field([], max_length=MAX_LIST)
+    depends_on: list[Dependency] = Field(default=[], max_length=MAX_LIST)
     idempotency_key: Annotated[Text, Field(max_length=128)] | None = None
 
 
@@ -220,14 +220,14 @@ class AgentRegister(Input):
     memory_gib: NonNegative = Field(le=1 << 20)
     leaf: Name = "leaf-0"
     pod: Name = "pod-0"
-    labels: dict[Name, Text] = Field({}, max_length=1024)
+    labels: dict[Name, Text] = Field(default={}, max_length=1024)
     driver_version: OptName = ""
     cuda_version: OptName = ""
     # tasks it still runs (after a controller restart)
-    running: list[TaskRef] = Field([], max_length=MAX_LIST)
+    running: list[TaskRef] = Field(default=[], max_length=MAX_LIST)
     # task events not yet acknowledged (exits while the controller was away): applied before
     # ``running`` is reconciled, so a task that finished meanwhile is not taken for lost
-    events: list[AgentEvent] = Field([], max_length=MAX_LIST)
+    events: list[AgentEvent] = Field(default=[], max_length=MAX_LIST)
 
 
 class RegisterResult(Strict):
@@ -238,7 +238,7 @@ class RegisterResult(Strict):
 class Health(Input):
     healthy: bool = True
     why: Text = ""
-    bad_gpus: list[SmallCount] = Field([], max_length=64)
+    bad_gpus: list[SmallCount] = Field(default=[], max_length=64)
 
 
 class TaskRef(Input):
@@ -250,7 +250,7 @@ class TaskRef(Input):
 class Heartbeat(Input):
     health: Health = Health()
     metrics: Annotated[dict[str, Any], CleanJson] = {}
-    running: list[TaskRef] = Field([], max_length=MAX_LIST)
+    running: list[TaskRef] = Field(default=[], max_length=MAX_LIST)
 
 
 class HeartbeatResult(Strict):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
@@ -31,7 +31,7 @@ def error_response(
     status: int,
     detail: str,
     problems: Iterable[tuple[str, str]] = (),
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body = {
         "detail": safe(detail),

@@ -223,8 +223,8 @@ async def logs(
     return s.LogOut(
         job=job_id,
         rank=rank,
-        stream=stream,
-        offset=offset,  # type: ignore[arg-type]
+        stream=stream,  # type: ignore[arg-type]  # the Query pattern admits only the two
+        offset=offset,
         next_offset=nxt,
         data=data,
         complete=complete or rec.job.finished,
