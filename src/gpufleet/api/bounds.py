@@ -50,6 +50,9 @@ def _nonblank(v: str) -> str:
 Name = Annotated[str, _text(MAX_NAME), AfterValidator(_nonblank)]
 OptName = Annotated[str, _text(MAX_NAME)]  # may be empty ("" = not set)
 Text = Annotated[str, _text(MAX_TEXT)]  # a reason, an address, a message
+# why a task ended or a node is unhealthy, as an agent words it: generous, so that an agent
+# building its own report never trips over it
+Reason = Annotated[str, _text(64 * 1024)]
 LogText = Annotated[str, _text(1 << 20)]  # a chunk of a log (the body limit bounds it too)
 Finite = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_NUMBER, le=MAX_NUMBER)]
 NonNegative = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_NUMBER)]

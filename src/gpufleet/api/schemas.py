@@ -15,6 +15,7 @@ from gpufleet.api.bounds import (
     Name,
     NonNegative,
     OptName,
+    Reason,
     SmallCount,
     Text,
 )
@@ -237,7 +238,7 @@ class RegisterResult(Strict):
 
 class Health(Input):
     healthy: bool = True
-    why: Text = ""
+    why: Reason = ""
     bad_gpus: list[SmallCount] = Field(default=[], max_length=64)
 
 
@@ -282,7 +283,7 @@ class AgentEvent(Input):
     attempt: Count
     rank: SmallCount
     exit_code: Int64 = 0
-    why: Text = ""
+    why: Reason = ""
 
 
 class AgentEvents(Input):
