@@ -2,48 +2,60 @@
 database: a file in the test's tmp dir, or a schema made for the test and dropped after it.
 
 PostgreSQL is ``GPUFLEET_TEST_PG`` (default: trust auth on 127.0.0.1:5432, database ``test``,
-user ``postgres``); its tests are skipped, saying why, only when the server cannot be reached.
+user ``postgres``); its tests are skipped, saying why, only when the server cannot be reached
+within 30 s, and fail instead under ``CI=true`` (``realparts.py``, as for every real part a test
+asks for with ``@pytest.mark.requires(...)``).
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-PG_URL = os.environ.get("GPUFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-_pg_state: dict[str, Any] = {}
+import realparts
+from realparts import PG_URL
 
 
-def _pg_conninfo() -> dict[str, Any]:
-    from sqlalchemy.engine import make_url
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "requires(*parts): real parts the test needs (realparts.CHECKS); missing ones skip it, "
+        "or fail it under CI=true",
+    )
 
-    u = make_url(PG_URL)
-    info = {"host": u.host, "port": u.port or 5432, "user": u.username, "dbname": u.database}
-    if u.password:
-        info["password"] = u.password
-    return info
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture (a module's cluster or browser): skip, or under CI fail, the test."""
+    for mark in item.iter_markers("requires"):
+        realparts.require(*mark.args)
 
 
 def _pg_connect() -> Any:
-    """An autocommit psycopg connection for DDL, or skip the test when PG is unreachable."""
+    """An autocommit psycopg connection for DDL; skips (fails under CI) when PG is unreachable."""
     import psycopg
 
-    if "error" not in _pg_state:
-        try:
-            psycopg.connect(**_pg_conninfo(), connect_timeout=3).close()
-            _pg_state["error"] = None
-        except psycopg.OperationalError as e:
-            _pg_state["error"] = str(e).strip().splitlines()[0]
-    if _pg_state["error"] is not None:
-        pytest.skip(
-            f"PostgreSQL unreachable at {PG_URL} ({_pg_state['error']}); set GPUFLEET_TEST_PG"
-        )
-    return psycopg.connect(**_pg_conninfo(), autocommit=True)
+    realparts.require_postgres()
+    return psycopg.connect(**realparts.pg_conninfo(PG_URL), autocommit=True)
+
+
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    """A PostgreSQL URL whose tables live in a schema made for the caller, dropped after."""
+    schema = f"gf_test_{uuid.uuid4().hex[:12]}"
+    with _pg_connect() as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with _pg_connect() as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def sqlite_db_url(directory: Path) -> str:
@@ -55,15 +67,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield sqlite_db_url(tmp_path)
         return
-    schema = f"gf_test_{uuid.uuid4().hex[:12]}"
-    with _pg_connect() as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with _pg_connect() as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with pg_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """PostgreSQL only: an empty schema of its own."""
+    with pg_schema() as url:
+        yield url
 
 
 @pytest.fixture

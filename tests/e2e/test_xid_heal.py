@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+import realparts
 from gpufleet.api.schemas import JobOut
 from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME
 from gpufleet.ops.localcluster import LocalCluster, free_port
@@ -51,13 +52,7 @@ CHROMIUM_ARGS = [  # as in test_dashboard_browser.py
 
 
 def browser_missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install -e '.[dev]')"
-    if not Path(CHROMIUM).exists():
-        return "Debian's chromium is not installed (apt-get install -y chromium)"
-    return None
+    return realparts.why_missing("chromium")
 
 
 def wait_for(what: str, check: Callable[[], T], timeout_s: float, every_s: float = 0.1) -> T:
@@ -104,7 +99,7 @@ def test_xid79_drains_the_node_restarts_the_gang_fires_the_alert_and_heals(
     c = cluster
     not_checked: list[str] = []
     prom = None
-    if shutil.which("prometheus"):
+    if realparts.why_missing("prometheus") is None:
         from gpufleet.monitoring.local import LocalPrometheus
 
         # Prometheus first, on the controller's port-to-be: the controller knows its URL from
@@ -123,7 +118,9 @@ def test_xid79_drains_the_node_restarts_the_gang_fires_the_alert_and_heals(
         if prom is not None:
             prom.stop()
     if not_checked:
-        pytest.skip("drain, restart and healing checked; not checked: " + "; ".join(not_checked))
+        realparts.missing(
+            "drain, restart and healing checked; not checked: " + "; ".join(not_checked)
+        )
 
 
 def _scenario(c: LocalCluster, prom: Any, tmp_path: Path, shots: Path | None) -> None:

@@ -4,8 +4,9 @@
 ``probe_cluster``: three healthy 8-GPU nodes. ``faulty_cluster``: four nodes, each with one
 fault — node-1's GPU 3 falls off the bus (``--inject offbus@gpu3``), node-2 reports another
 driver (``GPUFLEET_SIM_DRIVER_VERSION``) and its probes read a clock 5 s fast (the probes'
-documented testing hook ``GPUFLEET_PROBE_TIME_OFFSET_S``), node-3 has 4 GPUs where the cluster
-spec (``faulty_spec``) says 8. Tests that use them are ``e2e``: select them with ``-m e2e``."""
+documented testing hook ``GPUFLEET_PROBE_TIME_OFFSET_S``, which ``--task-env`` gives its
+tasks), node-3 has 4 GPUs where the cluster spec (``faulty_spec``) says 8. Tests that use
+them are ``e2e``: select them with ``-m e2e``."""
 
 from __future__ import annotations
 
@@ -99,14 +100,9 @@ def faulty_cluster(
         c.start_controller()
         c.start_agent(0)
         c.start_agent(1, "--inject", "offbus@gpu3")
-        old = _with_env(
-            {
-                "GPUFLEET_SIM_DRIVER_VERSION": ODD_DRIVER,
-                "GPUFLEET_PROBE_TIME_OFFSET_S": str(CLOCK_OFFSET_S),
-            }
-        )
-        try:
-            c.start_agent(2)  # its environment is read at its start; its tasks inherit it
+        old = _with_env({"GPUFLEET_SIM_DRIVER_VERSION": ODD_DRIVER})
+        try:  # the agent reads its environment at its start; its tasks inherit none of it
+            c.start_agent(2, "--task-env", f"GPUFLEET_PROBE_TIME_OFFSET_S={CLOCK_OFFSET_S}")
         finally:
             _restore(old)
         c.gpus = "4xH100"

@@ -5,6 +5,7 @@ task's start, exit and logs; cut off past its lease, it fences the task and says
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -113,18 +114,16 @@ def controller() -> Iterator[tuple[Controller, str]]:
 
 
 @pytest.fixture
-def start_agent(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
+def start_agent(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(url: str) -> subprocess.Popen[bytes]:
+    def start(url: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         argv = [
             sys.executable,
             "-m",
             "gpufleet.agent",
             "--controller",
             url,
-            "--token",
-            "agent-token",
             "--name",
             "node-1",
             "--simulate",
@@ -141,7 +140,9 @@ def start_agent(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[byt
             "zone=a",
         ]
         log = (tmp_path / "agent.log").open("wb")
-        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        # the token never on the command line
+        full_env = {**os.environ, "GPUFLEET_TOKEN": "agent-token", **(env or {})}
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env)
         procs.append(p)
         return p
 
@@ -218,5 +219,67 @@ def test_a_partitioned_agent_fences_its_task_and_reports_it_on_reconnect(
     assert "fenced" in exited["why"] and exited["exit_code"] == 143
     ctl.wait(lambda: not ctl.heartbeats[-1]["running"])  # and it heartbeats again
 
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=15) == 0
+
+
+def test_a_job_inherits_nothing_of_its_agents_environment(
+    controller: tuple[Controller, str], start_agent: Callable[..., subprocess.Popen[bytes]]
+) -> None:
+    """An agent started from a shell with GPUFLEET_TOKEN exported (and any other secret)
+    hands none of it to its jobs: a job's environment is its own."""
+    ctl, url = controller
+    agent = start_agent(url, {"GPUFLEET_TOKEN": "agent-token", "S3_SECRET_KEY": "agent-s3"})
+    ctl.wait(lambda: bool(ctl.registrations))
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    ctl.send(launch("job-env", code, gpus=[0], env={"RANK": "1", "WANDB_API_KEY": "jobs-own"}))
+    key = ("job-env", 0, 1, "stdout")
+    ctl.wait(lambda: key in ctl.final)
+    seen = json.loads(ctl.logs[key])
+    assert "GPUFLEET_TOKEN" not in seen and "S3_SECRET_KEY" not in seen
+    assert "agent-token" not in ctl.logs[key] and "agent-s3" not in ctl.logs[key]
+    assert (seen["RANK"], seen["WANDB_API_KEY"], seen["CUDA_VISIBLE_DEVICES"]) == (
+        "1",
+        "jobs-own",
+        "0",
+    )
+    seen.pop("LC_CTYPE", None)  # Python's own C-locale coercion (PEP 538)
+    assert set(seen) == {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TMPDIR",
+        "RANK",
+        "WANDB_API_KEY",
+        "CUDA_VISIBLE_DEVICES",
+    }
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=15) == 0
+
+
+def test_a_launch_with_a_nul_byte_fails_alone_and_the_next_launch_still_starts(
+    controller: tuple[Controller, str], start_agent: Callable[..., subprocess.Popen[bytes]]
+) -> None:
+    """Straight to the agent, past any check at the API: the task fails (exit 125, the reason
+    in its events and its stderr log) and the agent goes on launching."""
+    ctl, url = controller
+    agent = start_agent(url)
+    ctl.wait(lambda: bool(ctl.registrations))
+    ctl.send(launch("job-nul", "print('never')", env={"TOKEN": "a\0b"}))
+    ctl.send(launch("job-nul2", "print('nul\0here')"))
+    ctl.wait(lambda: len([e for e in ctl.events if e["kind"] == "exited"]) >= 2)
+    ctl.send(launch("job-next", "print('next one')"))
+    ctl.wait(lambda: ("job-next", 0, 1, "stdout") in ctl.final)
+    by_job = {e["job"]: e for e in ctl.events if e["kind"] == "exited"}
+    assert by_job["job-nul"]["exit_code"] == by_job["job-nul2"]["exit_code"] == 125
+    assert "env['TOKEN'] contains a NUL byte" in by_job["job-nul"]["why"]
+    assert "command[2] contains a NUL byte" in by_job["job-nul2"]["why"]
+    ctl.wait(lambda: ("job-nul", 0, 1, "stderr") in ctl.final)
+    assert "NUL byte" in ctl.logs[("job-nul", 0, 1, "stderr")]  # the user reads it there
+    assert by_job["job-next"]["exit_code"] == 0
+    assert ctl.logs[("job-next", 0, 1, "stdout")] == "next one\n"
+    assert agent.poll() is None
     agent.send_signal(signal.SIGTERM)
     assert agent.wait(timeout=15) == 0

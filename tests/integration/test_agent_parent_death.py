@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import pwd
 import signal
 import subprocess
 import sys
@@ -20,17 +20,35 @@ from pathlib import Path
 from gpufleet.agent.runner import TaskRunner
 from gpufleet.api.schemas import AgentCommand
 r = TaskRunner(Path(sys.argv[1]), lambda gpus: ",".join(map(str, gpus)))
-r.launch(AgentCommand(kind="launch", job="7", attempt=1, rank=0,
+r.launch(AgentCommand(kind="launch", job="7", attempt=1, rank=0, run_as=sys.argv[2],
                       command=[sys.executable, "-c", "import time; time.sleep(120)"]))
 print("launched", flush=True)
 time.sleep(120)
 """
 
 
-@pytest.mark.skipif(shutil.which("setpriv") is None, reason="util-linux setpriv is not installed")
-def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path) -> None:
+def _account(name: str) -> str:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        pytest.skip(f"no Unix account {name!r} on this machine")
+    return name
+
+
+@pytest.mark.requires("setpriv")
+@pytest.mark.parametrize("as_owner", [False, True], ids=["agents-account", "owners-account"])
+def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path, as_owner: bool) -> None:
+    """Also a task switched to its owner's account: the kernel clears the parent-death signal
+    on a change of uid, so it must be armed again after the switch."""
+    run_as = ""
+    if as_owner:
+        if os.geteuid() != 0:
+            pytest.skip("only a root agent runs a task as its owner's account")
+        run_as = _account("nobody")
     agent = subprocess.Popen(
-        [sys.executable, "-c", AGENT_LIKE, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", AGENT_LIKE, str(tmp_path), run_as],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert agent.stdout is not None
@@ -40,8 +58,10 @@ def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path) -> None:
         assert task.is_running()
         # setpriv arms the signal, then execs the command: kill only once that has happened
         deadline = time.monotonic() + 10
-        while "setpriv" in " ".join(task.cmdline()) and time.monotonic() < deadline:
+        while task.cmdline()[:1] != [sys.executable] and time.monotonic() < deadline:
             time.sleep(0.01)
+        if as_owner:
+            assert task.uids().real == pwd.getpwnam(run_as).pw_uid
         os.kill(agent.pid, signal.SIGKILL)
         agent.wait(timeout=10)
         # the kernel delivers SIGKILL to the orphaned task; wait for it to be gone (bounded)

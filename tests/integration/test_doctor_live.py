@@ -31,7 +31,8 @@ def cli(c: LocalCluster, *args: str) -> tuple[int, dict]:
     app = typer.Typer()
     app.add_typer(doctor_app, name="doctor")
     r = CliRunner().invoke(
-        app, ["doctor", *args, "--json", "--server", c.url, "--token", c.admin_token]
+        app,
+        ["doctor", *args, "--json", "--server", c.url, "--token-file", str(c.admin_token_file)],
     )
     assert r.stdout.strip(), r.stderr
     return r.exit_code, json.loads(r.stdout)

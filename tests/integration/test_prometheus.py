@@ -23,14 +23,9 @@ from gpufleet.server.metrics import CRITICAL_XIDS
 
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None,
-    reason="promtool not installed (Debian: apt-get install prometheus; .ci/run does it)",
-)
-needs_prometheus = pytest.mark.skipif(
-    PROMETHEUS is None,
-    reason="prometheus not installed (Debian: apt-get install prometheus; .ci/run does it)",
-)
+# skipped without them, saying so; under CI=true they fail instead (tests/realparts.py)
+needs_promtool = pytest.mark.requires("promtool")
+needs_prometheus = pytest.mark.requires("prometheus")
 
 
 @needs_promtool

@@ -46,8 +46,8 @@ def test_a_healthy_cluster_passes_every_layer(probe_cluster: LocalCluster, tmp_p
     shared.mkdir()
     report = tmp_path / "report.md"
     code, stdout, stderr = cli(
-        "--server", c.url, "--token", c.admin_token, "--json", "--report", str(report),
-        "--shared", str(shared), *LIGHT,
+        "--server", c.url, "--token-file", str(c.admin_token_file), "--json",
+        "--report", str(report), "--shared", str(shared), *LIGHT,
     )  # fmt: skip
     doc = json.loads(stdout)
     fails = [ch for ch in doc["checks"] if ch["status"] == "FAIL"]
@@ -120,7 +120,7 @@ def test_each_fault_fails_with_its_reason(
 def test_the_cli_exits_1_on_a_fail(faulty_cluster: LocalCluster, faulty_spec: Path) -> None:
     c = faulty_cluster
     code, stdout, _ = cli(
-        "--server", c.url, "--token", c.admin_token, "--layers", "device",
+        "--server", c.url, "--token-file", str(c.admin_token_file), "--layers", "device",
         "--cluster", str(faulty_spec), "--python", sys.executable,
     )  # fmt: skip
     assert code == 1 and "FAILED:" in stdout and "GPU 3 missing" in stdout

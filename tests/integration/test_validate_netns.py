@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
+import realparts
 from gpufleet.api.schemas import TokenCreate
 from gpufleet.ops.doctor import node as node_doctor
 from gpufleet.ops.localcluster import AgentProc, LocalCluster
 from gpufleet.ops.validate import Settings, Status, validate
+from gpufleet.secretfile import write_secret
 
 pytestmark = pytest.mark.e2e
 FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}
@@ -128,24 +130,27 @@ def start_agent_in(c: LocalCluster, fabric: Fabric, i: int) -> None:
         token = (
             a.create_token(TokenCreate(name=f"agent-{name}", role="agent", node=name)).token or ""
         )
+    token_file = write_secret(c.data_dir / f"{name}.token", token, replace=True)
     args = [
         "ip", "netns", "exec", fabric.namespaces[i],
         sys.executable, "-m", "gpufleet.agent",
-        "--controller", f"http://{fabric.host_ip}:{c.port}", "--token", token, "--name", name,
+        "--controller", f"http://{fabric.host_ip}:{c.port}", "--token-file", str(token_file),
+        "--name", name,
         "--simulate", "8xH100", "--data-dir", str(c.data_dir / name),
         "--heartbeat-s", str(c.heartbeat_s), "--poll-wait-s", "5",
         "--address", fabric.addr(i), "--cpus", "64", "--memory-gib", "256",
     ]  # fmt: skip
     log = (c.data_dir / f"{name}.log").open("ab")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    c.agent_procs[name] = AgentProc(name, proc, token, args)
+    c.agent_procs[name] = AgentProc(name, proc, token, args, token_file)
 
 
 @pytest.fixture(scope="module")
 def slow_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Fabric]]:
     why = unsupported()
     if why is not None:
-        pytest.skip(f"network namespaces with traffic shaping unavailable: {why}")
+        # needs root or CAP_NET_ADMIN, which a CI container may not grant
+        realparts.optional(f"network namespaces with traffic shaping unavailable: {why}")
     fabric = Fabric()
     data: Path = tmp_path_factory.mktemp("netns-cluster")
     c = LocalCluster(data, agents=2, controller_args=["--host", "0.0.0.0"], **FAST)  # type: ignore[arg-type]

@@ -262,3 +262,55 @@ def test_logs_the_controller_refuses_do_not_hold_up_the_others(
     assert ctl.logs[("kept", 0, 0, "stdout")] == "kept\n"
     assert not any(k[0] == "gone" for k in ctl.logs)
     assert agent.logs.pending() == []
+
+
+def test_the_agents_threads_survive_an_answer_they_cannot_parse(
+    agent: Agent, ctl: FakeController
+) -> None:
+    """A malformed command batch (or any other surprise) fails one step of a loop, never the
+    thread: the next launch on this node still runs."""
+    real = ctl.handler
+    bad = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/commands") and bad["n"] < 2:
+            bad["n"] += 1  # a body the agent's schema refuses: pydantic raises, not httpx
+            return httpx.Response(200, json={"commands": [{"kind": "launch", "job": 7}]})
+        return real(request)
+
+    ctl.handler = handler  # type: ignore[method-assign]
+    agent.client = AgentClient("http://ctl", "tok", transport=httpx.MockTransport(handler))
+    assert agent.register_once()
+    agent.start()
+    try:
+        end = time.monotonic() + 10
+        while bad["n"] < 2 and time.monotonic() < end:
+            time.sleep(0.01)
+        assert bad["n"] == 2
+        ctl.launch("print('still here')", job="after")
+        until(agent, lambda: ("exited", "after") in ctl.kinds(), timeout=20)
+    finally:
+        agent.stop(kill_tasks=True, grace_s=0.5, flush_s=0.5)
+    assert ("started", "after") in ctl.kinds()
+
+
+def test_a_launch_that_raises_fails_that_task_and_the_agent_goes_on(
+    agent: Agent, ctl: FakeController, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = agent.runner.launch
+
+    def launch(cmd: Any, now: float | None = None) -> Any:
+        if cmd.job == "doomed":  # a failure the runner did not foresee
+            raise RuntimeError("disk on fire")
+        return real(cmd, now)
+
+    monkeypatch.setattr(agent.runner, "launch", launch)
+    assert agent.register_once()
+    ctl.launch("pass", job="doomed")
+    ctl.launch("pass", job="fine")
+    agent.commands_once(wait_s=0)
+    until(agent, lambda: agent.ship_once() and ("exited", "fine") in ctl.kinds())
+    doomed = next(e for e in ctl.events if e["job"] == "doomed")
+    assert (doomed["kind"], doomed["exit_code"]) == ("exited", 125)
+    assert "RuntimeError: disk on fire" in doomed["why"]
+    assert agent.state.tasks == {}  # nothing left "launching" forever

@@ -5,6 +5,9 @@ always with a bound."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +18,7 @@ import pytest
 
 from gpufleet.agent.clock import ManualClock
 from gpufleet.agent.runner import EXIT_NOT_FOUND, EXIT_REFUSED, RunnerEvent, TaskRunner
+from gpufleet.agent.taskenv import SECURE_PATH
 from gpufleet.api.schemas import AgentCommand
 
 PY = sys.executable
@@ -78,7 +82,117 @@ def test_env_has_only_the_ranks_gpus_and_the_launcher_variables(runner: TaskRunn
     seen = json.loads(out.read_text())
     assert seen["CUDA_VISIBLE_DEVICES"] == "GPU-2,GPU-5"  # the agent's, not the command's
     assert (seen["RANK"], seen["WORLD_SIZE"], seen["MASTER_ADDR"]) == ("3", "4", "10.0.0.7")
-    assert "PATH" in seen  # the agent's environment underneath
+    assert seen["PATH"] == SECURE_PATH  # a base of its own, not the agent's environment
+
+
+def test_nothing_of_the_agents_environment_reaches_a_task(
+    runner: TaskRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUFLEET_TOKEN", "admin-secret")
+    monkeypatch.setenv("WANDB_API_KEY", "agent-wandb")
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    runner.launch(cmd(code, env={"LANG": "C.UTF-8", "WANDB_API_KEY": "the-jobs-own"}))
+    assert exited(runner.wait(10.0)).exit_code == 0
+    seen = json.loads(runner.log_paths(("j1", 0, 0))[0].read_text())
+    seen.pop("LC_CTYPE", None)  # Python's own C-locale coercion (PEP 538), not ours
+    me = pwd.getpwuid(os.geteuid())
+    assert seen == {
+        "PATH": SECURE_PATH,
+        "HOME": me.pw_dir,
+        "USER": me.pw_name,
+        "LOGNAME": me.pw_name,
+        "SHELL": me.pw_shell,
+        "TMPDIR": str(runner.tmp_path(("j1", 0, 0))),
+        "LANG": "C.UTF-8",
+        "WANDB_API_KEY": "the-jobs-own",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+
+
+def test_a_node_variable_from_the_admin_reaches_every_task(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    r = TaskRunner(tmp_path, str, clock, {"HTTP_PROXY": "http://proxy:3128"})
+    r.launch(cmd("import os; print(os.environ['HTTP_PROXY'])"))
+    assert exited(r.wait(10.0)).exit_code == 0
+    assert r.log_paths(("j1", 0, 0))[0].read_text() == "http://proxy:3128\n"
+
+
+def test_logs_are_the_tasks_alone_and_its_tmp_goes_with_it(runner: TaskRunner) -> None:
+    code = "import os; open(os.path.join(os.environ['TMPDIR'], 'scratch'), 'w').write('x')"
+    runner.launch(cmd(code))
+    assert exited(runner.wait(10.0)).exit_code == 0
+    out, err = runner.log_paths(("j1", 0, 0))
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (out, err)] == [0o600, 0o600]
+    assert [stat.S_IMODE(d.stat().st_mode) for d in (out.parent, out.parent.parent)] == [
+        0o700,
+        0o700,
+    ]
+    assert not runner.tmp_path(("j1", 0, 0)).exists()  # removed when the task was reaped
+
+
+@pytest.mark.parametrize(
+    ("command", "env", "field"),
+    [
+        ([PY, "-c", "print('a\0b')"], {}, "command[2]"),
+        ([PY, "-c", "pass"], {"TOKEN": "x\0y"}, "env['TOKEN']"),
+        (["\0"], {}, "command[0]"),
+    ],
+)
+def test_a_nul_byte_fails_that_task_alone_and_the_next_one_starts(
+    runner: TaskRunner, command: list[str], env: dict[str, str], field: str
+) -> None:
+    bad = AgentCommand(kind="launch", job="j1", attempt=0, rank=0, command=command, env=env)
+    [ev] = runner.launch(bad)
+    assert (ev.kind, ev.exit_code) == ("exited", EXIT_REFUSED)
+    assert field in ev.why and "NUL" in ev.why
+    assert ev.why in runner.log_paths(("j1", 0, 0))[1].read_text()  # the user reads it there
+    assert runner.launch(cmd("pass", rank=1)) == [RunnerEvent("started", ("j1", 0, 1))]
+    assert exited(runner.wait(10.0)).exit_code == 0
+
+
+def test_a_log_directory_that_cannot_be_made_fails_that_task_alone(
+    runner: TaskRunner, tmp_path: Path
+) -> None:
+    (tmp_path / "blocked").write_text("a file where the job's directory goes")
+    [ev] = runner.launch(cmd("pass", job="blocked"))
+    assert (ev.kind, ev.exit_code) == ("exited", EXIT_REFUSED)
+    assert "could not start the task" in ev.why and "blocked" in ev.why
+    assert runner.launch(cmd("pass", job="next")) == [RunnerEvent("started", ("next", 0, 0))]
+    assert exited(runner.wait(10.0)).exit_code == 0
+
+
+def test_as_root_an_owner_without_an_account_is_refused_saying_how_to_fix_it(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    r = TaskRunner(tmp_path, str, clock, as_root=True)
+    [ev] = r.launch(cmd("pass", run_as="no-such-user-gf"))
+    assert ev.exit_code == EXIT_REFUSED
+    assert "'no-such-user-gf' has no Unix account on this node" in ev.why
+    assert "--fallback-account" in ev.why
+    assert ev.why in r.log_paths(("j1", 0, 0))[1].read_text()
+    assert r.live() == []
+
+
+def test_a_named_fallback_account_runs_the_task_of_an_owner_without_one(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    r = TaskRunner(tmp_path, str, clock, as_root=True)
+    r.launch(
+        cmd("import os; print(os.environ['USER'])", run_as="no-such-user-gf", fallback_account=me)
+    )
+    assert exited(r.wait(10.0)).exit_code == 0
+    assert r.log_paths(("j1", 0, 0))[0].read_text() == f"{me}\n"
+
+
+def test_a_runner_that_is_not_root_runs_every_task_as_its_own_user(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    r = TaskRunner(tmp_path, str, clock, as_root=False)
+    r.launch(cmd("import os; print(os.getuid())", run_as="no-such-user-gf"))
+    assert exited(r.wait(10.0)).exit_code == 0
+    assert r.log_paths(("j1", 0, 0))[0].read_text() == f"{os.geteuid()}\n"
 
 
 def test_stdout_and_stderr_go_to_files_under_job_and_attempt(

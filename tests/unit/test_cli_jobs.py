@@ -227,7 +227,7 @@ def test_401_says_to_check_the_token(api: FakeApi) -> None:
 def test_401_without_a_token_says_how_to_set_one(api: FakeApi) -> None:
     api.on("GET", "/jobs", httpx.Response(401, json={"detail": "missing bearer token"}))
     r = cli("jobs", env={"GPUFLEET_TOKEN": None})
-    assert r.code == 1 and "no token is set: pass --token, set GPUFLEET_TOKEN" in r.stderr
+    assert r.code == 1 and "no token is set: pass --token-file FILE, set GPUFLEET_TOKEN" in r.stderr
     assert "authorization" not in api.requests[0].headers
 
 
@@ -265,9 +265,12 @@ def test_no_server_configured_says_where_to_configure_it(api: FakeApi) -> None:
     assert api.requests == []
 
 
-def test_server_and_token_flags_beat_the_environment(api: FakeApi) -> None:
+def test_server_and_token_file_flags_beat_the_environment(api: FakeApi, tmp_path: Path) -> None:
     api.on("GET", "/jobs", [])
-    r = cli("jobs", "--server", "other:9", "--token", "t2")
+    tok = tmp_path / "tok"
+    tok.write_text("t2\n")
+    tok.chmod(0o600)
+    r = cli("jobs", "--server", "other:9", "--token-file", str(tok))
     assert r.code == 0
     assert str(api.requests[0].url).startswith("http://other:9/api/v1/jobs")
     assert api.requests[0].headers["authorization"] == "Bearer t2"
@@ -276,6 +279,7 @@ def test_server_and_token_flags_beat_the_environment(api: FakeApi) -> None:
 def test_the_config_file_is_read_last(api: FakeApi, tmp_path: Path) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text("server: http://from-file:1\ntoken: file-tok\n")
+    cfg.chmod(0o600)  # it holds a token
     api.on("GET", "/jobs", [])
     env = {"GPUFLEET_SERVER": None, "GPUFLEET_TOKEN": None}
     r = cli("jobs", env={**env, "GPUFLEET_CONFIG": str(cfg)})

@@ -8,7 +8,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -179,7 +178,7 @@ def test_network_probe_between_three_real_processes() -> None:
             assert link["route"]["src"] == "127.0.0.1"
 
 
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed here")
+@pytest.mark.requires("iperf3")
 def test_network_probe_uses_iperf3_where_every_rank_has_it() -> None:
     results = run_gang(2, ["--mode", "ring", "--seconds", "1"])
     for r in results:
@@ -187,7 +186,7 @@ def test_network_probe_uses_iperf3_where_every_rank_has_it() -> None:
         assert link["tool"] == "iperf3" and link["gbps"] > 0 and link["rtt_ms"] > 0, r
 
 
-@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed here")
+@pytest.mark.requires("fio")
 def test_storage_uses_fio_where_installed(tmp_path: Path) -> None:
     res = storage.collect(str(tmp_path), shared=None, token="", rank=0, job="1", mb=8, seconds=1)
     io = res["io"]

@@ -1,14 +1,24 @@
-"""``python -m gpufleet.agent --controller URL --token T --name N [--simulate 8xH100] ...``"""
+"""``python -m gpufleet.agent --controller URL --token-file F --name N [--simulate 8xH100] ...``
+
+The token never travels on the command line (every local user, and every job on the node, can
+read ``/proc/PID/cmdline``): it comes from ``--token-file`` (mode 0600) or ``$GPUFLEET_TOKEN``."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 
 from gpufleet.agent.gpu import GpuUnavailable
 from gpufleet.agent.main import run_agent
+from gpufleet.secretfile import private_umask, read_secret
+
+NO_ARGV_TOKEN = (
+    "--token puts the secret on the command line, where every user and job on this node can "
+    "read it: use --token-file FILE (mode 0600) or the GPUFLEET_TOKEN environment variable"
+)
 
 
 def _label(text: str) -> tuple[str, str]:
@@ -18,10 +28,28 @@ def _label(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _task_var(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or "\0" in text:
+        raise argparse.ArgumentTypeError(f"--task-env {text!r} is not KEY=VALUE")
+    return key, value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpufleet-agent", description="the gpufleet node agent")
     p.add_argument("--controller", required=True, help="controller URL, e.g. http://10.0.0.1:8600")
-    p.add_argument("--token", required=True, help="this node's agent token")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="file holding this node's agent token, mode 0600 (default: env GPUFLEET_TOKEN)",
+    )
+    p.add_argument("--token", help=argparse.SUPPRESS)  # refused, with what to use instead
+    p.add_argument(
+        "--ca",
+        metavar="FILE",
+        help="CA certificate to verify an https controller with (default: env GPUFLEET_CA, "
+        "else the system CAs)",
+    )
     p.add_argument("--name", required=True, help="this node's name")
     p.add_argument("--simulate", metavar="NxMODEL", help="simulated GPUs instead of NVML")
     p.add_argument(
@@ -35,6 +63,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--leaf", default="leaf-0")
     p.add_argument("--pod", default="pod-0")
     p.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE")
+    p.add_argument(
+        "--task-env",
+        action="append",
+        default=[],
+        type=_task_var,
+        metavar="KEY=VALUE",
+        help="a variable every task gets (repeatable); tasks inherit nothing of the agent's own "
+        "environment",
+    )
     p.add_argument("--address", help="address other nodes reach this one at (MASTER_ADDR)")
     p.add_argument("--heartbeat-s", type=float, default=5.0)
     p.add_argument("--poll-wait-s", type=float, default=20.0)
@@ -47,8 +84,30 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def agent_token(args: argparse.Namespace, env: MutableMapping[str, str] = os.environ) -> str:
+    """The token from ``--token-file``, else ``$GPUFLEET_TOKEN``; ValueError saying what to do.
+
+    The variable is taken out of the environment: tasks the agent starts never inherit it."""
+    from_env = env.pop("GPUFLEET_TOKEN", "").strip()
+    if args.token_file:
+        return read_secret(args.token_file, "agent token")
+    token = from_env
+    if not token:
+        raise ValueError("no agent token: pass --token-file FILE (mode 0600) or set GPUFLEET_TOKEN")
+    return token
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.token is not None:
+        p.error(NO_ARGV_TOKEN)
+    try:
+        token = agent_token(args)
+    except ValueError as e:
+        print(f"gpufleet agent: {e}", file=sys.stderr)
+        return 2
+    private_umask()  # task logs, state and their directories: the agent's user's alone
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -56,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run_agent(
             args.controller,
-            args.token,
+            token,
             args.name,
             simulate=args.simulate,
             data_dir=args.data_dir,
@@ -72,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             temp_max_c=args.temp_max_c,
             poll_wait_s=args.poll_wait_s,
             fence_grace_s=args.fence_grace_s,
+            task_env=dict(args.task_env),
+            ca=args.ca,
         )
     except (ValueError, GpuUnavailable) as e:
         print(f"gpufleet agent: {e}", file=sys.stderr)

@@ -22,10 +22,11 @@ from gpufleet.agent.clock import Clock, MonotonicClock
 from gpufleet.agent.gpu import GpuBackend, metrics_payload
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
-from gpufleet.agent.runner import Key, RunnerEvent, TaskRunner
+from gpufleet.agent.runner import EXIT_REFUSED, Key, RunnerEvent, TaskRunner
 from gpufleet.agent.shipping import EventQueue, LogTails
 from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Send
-from gpufleet.api.schemas import AgentRegister, Health, Heartbeat
+from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
+from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat, RegisterResult
 from gpufleet.client.http import AgentClient, ApiError
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class AgentConfig:
     expected_gpus: int | None = None  # None: as many as discovered at start
     limits: HealthLimits = field(default_factory=HealthLimits)
     max_events: int = 10_000
+    task_env: dict[str, str] = field(default_factory=dict)  # given to every task (--task-env)
 
 
 class Agent:
@@ -77,7 +79,9 @@ class Agent:
         self.config = config
         self.clock = clock or MonotonicClock()
         self.state = AgentState(fence_grace_s=config.fence_grace_s)
-        self.runner = runner or TaskRunner(config.data_dir, backend.visible_devices, self.clock)
+        self.runner = runner or TaskRunner(
+            config.data_dir, backend.visible_devices, self.clock, config.task_env
+        )
         self.gpus = backend.discover()
         self.health = HealthChecker(self.gpus, config.limits, config.expected_gpus)
         self.last_health = Health()
@@ -90,6 +94,12 @@ class Agent:
         self._wake_ship = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
+        # the node's fencing watchdog (run_agent starts it): it reads the lease we publish
+        self.watchdog: WatchdogHandle | None = None
+        # the newest registration's number: a launch sent under an older one is stale (a
+        # long-poll answered before we were declared lost, read only after we woke up)
+        self.epoch = 0
+        self._registering = 0  # registrations in flight (their list of tasks is made)
 
     def _failed(self, what: str, e: Exception) -> None:
         level = logging.DEBUG if what in self._failing else logging.WARNING
@@ -107,7 +117,7 @@ class Agent:
         """Carry out the state's actions (the caller holds the lock)."""
         for a in actions:
             if isinstance(a, Launch):
-                self._feed(self.runner.launch(a.cmd, self.clock.now()))
+                self._feed(self._launch(a.cmd))
             elif isinstance(a, Kill):
                 log.warning("stopping %s/%d rank %d: %s", *a.key, a.why)
                 self.runner.kill(a.key, a.grace_s, a.why, self.clock.now())
@@ -117,6 +127,17 @@ class Agent:
             elif isinstance(a, Register):
                 log.warning("registering again: %s", a.why)
 
+    def _launch(self, cmd: AgentCommand) -> list[RunnerEvent]:
+        """The runner's launch; should it ever raise, that task fails, not the thread that
+        carried the command (every later launch on this node would wait forever)."""
+        try:
+            return self.runner.launch(cmd, self.clock.now())
+        except Exception as e:
+            log.exception("launching %s/%d rank %d failed", cmd.job, cmd.attempt, cmd.rank)
+            why = f"the agent could not start the task: {type(e).__name__}: {e}"
+            key: Key = (cmd.job, cmd.attempt, cmd.rank)
+            return [RunnerEvent("exited", key, EXIT_REFUSED, why)]
+
     def _feed(self, evs: list[RunnerEvent]) -> None:
         for ev in evs:
             key: Key = ev.key
@@ -125,12 +146,31 @@ class Agent:
                 self.logs.track(key, out, err)
             if ev.kind == "exited":
                 self.logs.complete(key)
+                ev = self._fenced_by_watchdog(ev, out)
             self._do(self.state.on_task(ev))
+
+    @staticmethod
+    def _fenced_by_watchdog(ev: RunnerEvent, out: Path) -> RunnerEvent:
+        """A task the watchdog killed while we were hung exited for the node's sake, not the
+        job's: say so, so that the controller requeues it instead of charging a retry."""
+        if ev.why.startswith("fenced:"):
+            return ev
+        mark = fenced_mark(out.with_name(f"rank{ev.key[2]}.pid"))
+        if mark is None:
+            return ev
+        return RunnerEvent(ev.kind, ev.key, ev.exit_code, f"{mark}; {ev.why}" if ev.why else mark)
+
+    def _publish_lease(self) -> None:
+        """After a renewal (the caller holds the lock): the watchdog fences on this deadline."""
+        if self.watchdog is not None:
+            self.watchdog.renew(self.state.lease_until, self.state.fence_grace_s)
 
     # ----- one step of each loop ----------------------------------------------------------
 
     def tick_once(self) -> None:
         now = self.clock.now()
+        if self.watchdog is not None:
+            self.watchdog.ensure()
         with self._lock:
             self._feed(self.runner.poll(now))
             self._do(self.state.on_tick(now))
@@ -142,6 +182,36 @@ class Agent:
         now = self.clock.now()
         if self.backend.frozen(now):
             return False
+        with self._lock:
+            self._registering += 1  # launches from here on are not in the list we send
+        done = False
+        try:
+            res = self._register(now)
+            if res is None:
+                return False
+            with self._lock:  # one section: no launch of this epoch is dropped after it
+                self._registering -= 1
+                done = True
+                self.epoch = max(self.epoch, res.epoch)
+                if res.fence_grace_s is not None:  # the controller counts on this one
+                    self.state.fence_grace_s = min(self.config.fence_grace_s, res.fence_grace_s)
+                self._do(self.state.on_registered(res.lease_s, now))
+                self._publish_lease()
+        finally:
+            if not done:
+                with self._lock:
+                    self._registering -= 1
+        if res.heartbeat_s > 0:
+            self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
+        log.info(
+            "registered %s: lease %.1f s, heartbeat %.1f s",
+            self.config.node,
+            res.lease_s,
+            self.heartbeat_s,
+        )
+        return True
+
+    def _register(self, now: float) -> RegisterResult | None:
         with self._gpu_lock:
             gpus = self.backend.discover()
             driver, cuda = self.backend.driver_version(), self.backend.cuda_version()
@@ -170,17 +240,10 @@ class Agent:
             res = self.client.register(req)
         except (httpx.HTTPError, ApiError) as e:
             self._failed("register", e)
-            return False
+            return None
         self.events.ack(unacked)  # delivered with the registration
         self._ok("register")
-        with self._lock:
-            self._do(self.state.on_registered(res.lease_s, now))
-        if res.heartbeat_s > 0:
-            self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
-        log.info(
-            "registered %s: lease %.1f s, heartbeat %.1f s", c.node, res.lease_s, self.heartbeat_s
-        )
-        return True
+        return res
 
     def heartbeat_once(self) -> bool:
         """One heartbeat (registering first when needed); False when it did not get through."""
@@ -210,7 +273,18 @@ class Agent:
         self._ok("heartbeat")
         with self._lock:
             self._do(self.state.on_heartbeat_ok(res, now))
+            self._publish_lease()
         return True
+
+    def _stale(self, epoch: int) -> bool:
+        """A launch sent under an older registration than ours (a long-poll answered before we
+        were declared lost, read after we woke up), or under the current one while a new
+        registration, which does not list it, is in flight: the controller reconciles (or
+        reconciled) without it, counts it lost and may run its job elsewhere. A newer epoch's
+        launch is current: that registration's answer is still on its way. 0: not said."""
+        if epoch <= 0:
+            return False
+        return epoch < self.epoch or (self._registering > 0 and epoch <= self.epoch)
 
     def commands_once(self, wait_s: float | None = None) -> int:
         """One long-poll; the number of commands it brought. Raises on a network error."""
@@ -221,6 +295,7 @@ class Agent:
         if self.backend.frozen(self.clock.now()):
             return 0  # a hung node does not act on what reached it
         with self._lock:
+            cmds = [c for c in cmds if c.kind != "launch" or not self._stale(c.epoch)]
             for cmd in cmds:
                 self._do(self.state.on_command(cmd, self.clock.now()))
         return len(cmds)
@@ -281,14 +356,31 @@ class Agent:
     def run(self, stop: threading.Event, until: float | None = None) -> None:
         """Tick until ``stop`` is set (or ``until`` on the agent's clock)."""
         while not stop.wait(self.config.tick_s) and not self._stop.is_set():
-            self.tick_once()
+            try:
+                self.tick_once()
+                self._ok("tick")
+            except Exception as e:  # a failed tick is retried at the next one
+                self._crashed("tick", e)
             if until is not None and self.clock.now() >= until:
                 break
+
+    def _crashed(self, what: str, e: Exception) -> None:
+        """An unexpected exception in a loop: logged (with its traceback the first time) and
+        survived, so that no thread of the agent ever dies of one."""
+        if what in self._failing:
+            log.debug("%s failed again: %s", what, e)
+        else:
+            self._failing.add(what)
+            log.exception("%s failed unexpectedly; retrying", what)
 
     def _heartbeat_loop(self) -> None:
         backoff = 0.5
         while not self._stop.is_set():
-            ok = self.heartbeat_once()
+            try:
+                ok = self.heartbeat_once()
+            except Exception as e:
+                self._crashed("heartbeat", e)
+                ok = False
             if ok or self.state.registered:
                 backoff = 0.5
                 wait = self.heartbeat_s
@@ -299,10 +391,10 @@ class Agent:
     def _commands_loop(self) -> None:
         backoff = 0.5
         while not self._stop.is_set():
-            if not self.state.registered or self.backend.frozen(self.clock.now()):
-                self._stop.wait(0.2)
-                continue
             try:
+                if not self.state.registered or self.backend.frozen(self.clock.now()):
+                    self._stop.wait(0.2)
+                    continue
                 self.commands_once()
                 self._ok("commands")
                 backoff = 0.5
@@ -310,11 +402,20 @@ class Agent:
                 self._failed("commands", e)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
+            except Exception as e:
+                self._crashed("commands", e)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
     def _ship_loop(self) -> None:
         backoff = 0.2
         while not self._stop.is_set():
-            if self.ship_once():
+            try:
+                shipped = self.ship_once()
+            except Exception as e:
+                self._crashed("shipping", e)
+                shipped = False
+            if shipped:
                 backoff = 0.2
                 self._wake_ship.wait(0.25)  # new log bytes are picked up at this pace
             else:

@@ -18,7 +18,9 @@ from gpufleet.agent.clock import Clock, MonotonicClock
 from gpufleet.agent.gpu import GpuBackend
 from gpufleet.agent.health import HealthLimits
 from gpufleet.agent.runner import RunnerEvent
+from gpufleet.agent.watchdog import WatchdogHandle
 from gpufleet.client.http import AgentClient
+from gpufleet.secretfile import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,8 @@ def make_backend(
 def local_address(controller_url: str) -> str:
     """The address of the interface that reaches the controller (what other ranks can reach)."""
     parts = urlsplit(controller_url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((host, port))  # UDP: picks the route, sends nothing
@@ -75,18 +78,19 @@ def run_agent(
     poll_wait_s: float = 20.0,
     fence_grace_s: float = 2.0,
     shutdown_grace_s: float = 5.0,
+    task_env: Mapping[str, str] | None = None,
     stop: threading.Event | None = None,
     transport: httpx.BaseTransport | None = None,
     clock: Clock | None = None,
+    ca: str | Path | None = None,
 ) -> int:
     """Run a node agent until ``stop`` is set or the process gets SIGTERM/SIGINT; returns the
     exit status. Raises ValueError for a bad ``simulate``/``inject`` spec and
     ``GpuUnavailable`` when NVML cannot start."""
     clock = clock or MonotonicClock()
-    data = Path(data_dir).expanduser().resolve()
-    data.mkdir(parents=True, exist_ok=True)
+    data = private_dir(Path(data_dir).expanduser().resolve())
     backend = make_backend(simulate, node_name, inject, clock)
-    client = AgentClient(controller_url, token, transport=transport, timeout=10.0)
+    client = AgentClient(controller_url, token, ca=ca, transport=transport, timeout=10.0)
     config = AgentConfig(
         node=node_name,
         address=address or local_address(controller_url),
@@ -101,12 +105,16 @@ def run_agent(
         memory_gib=memory_gib,
         expected_gpus=expected_gpus,
         limits=HealthLimits(temp_max_c=temp_max_c),
+        task_env=dict(task_env or {}),
     )
     agent = Agent(client, backend, config, clock=clock)
     # tasks a previous agent left behind run unsupervised: stop them and say so
     for key in agent.runner.kill_orphans():
         why = "killed: the agent restarted and cannot supervise it"
         agent.events.put(RunnerEvent("exited", key, 128 + signal.SIGKILL, why).wire())
+    # fencing that does not need this process to be alive (or awake): its own process
+    agent.watchdog = WatchdogHandle(data)
+    agent.watchdog.start()
 
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -124,4 +132,5 @@ def run_agent(
         agent.run(stop)
     finally:
         agent.stop(grace_s=shutdown_grace_s)
+        agent.watchdog.stop()  # after the tasks: it exits and kills nothing
     return 0

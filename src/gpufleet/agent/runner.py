@@ -27,7 +27,10 @@ from typing import IO, Literal
 
 import psutil  # type: ignore[import-untyped]
 
+from gpufleet.agent import sandbox
+from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import Clock, MonotonicClock
+from gpufleet.agent.taskenv import check_no_nul, task_env
 from gpufleet.api.schemas import AgentCommand, AgentEvent
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ class _Task:
     gpus: tuple[int, ...]
     gpu_milli: int
     pidfile: Path
+    tmp: Path  # its private temporary directory, removed when it is reaped
     stop_why: str | None = None  # set once we decided to stop it
     term_at: float | None = None  # when the SIGTERM went out
     kill_at: float | None = None  # when SIGKILL follows it
@@ -105,12 +109,24 @@ class TaskRunner:
         data_dir: Path,
         visible_devices: Callable[[Sequence[int]], str],
         clock: Clock | None = None,
-        base_env: Mapping[str, str] | None = None,
+        node_env: Mapping[str, str] | None = None,
+        *,
+        as_root: bool | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.visible_devices = visible_devices
         self.clock = clock or MonotonicClock()
-        self.base_env = dict(os.environ if base_env is None else base_env)
+        # what the node's admin gives every task (--task-env); never the agent's environment
+        self.node_env = dict(node_env or {})
+        self.as_root = os.geteuid() == 0 if as_root is None else as_root
+        self.agent = own_account()
+        if not self.as_root:
+            log.warning(
+                "the agent is not root: every task runs as its user %s (uid %d), whoever owns "
+                "the job",
+                self.agent.name,
+                self.agent.uid,
+            )
         self._live: dict[Key, _Task] = {}
         self._latest = LatestAttempts()
 
@@ -132,9 +148,15 @@ class TaskRunner:
         d = self.data_dir / job / str(attempt)
         return d / f"rank{rank}.out", d / f"rank{rank}.err"
 
+    def tmp_path(self, key: Key) -> Path:
+        job, attempt, rank = key
+        return self.data_dir / job / str(attempt) / f"rank{rank}.tmpdir"
+
     # ----- launch -------------------------------------------------------------------------
 
     def launch(self, cmd: AgentCommand, now: float | None = None) -> list[RunnerEvent]:
+        """Start one rank. Never raises: whatever stops a launch fails that task alone (exit
+        125, the reason in its stderr log and its event) and the agent goes on."""
         now = self.clock.now() if now is None else now
         key: Key = (cmd.job, cmd.attempt, cmd.rank)
         if key in self._live:
@@ -149,19 +171,52 @@ class TaskRunner:
         if not cmd.command:
             return [RunnerEvent("exited", key, EXIT_REFUSED, "refused: empty command")]
         self._latest.put(cmd.job, cmd.attempt)
+        try:
+            return [self._start(cmd, key, now)]
+        except Exception as e:
+            if isinstance(e, LaunchRefused):
+                why = str(e)
+                log.warning("%s/%d rank %d: %s", *key, why)
+            else:
+                why = f"the agent could not start the task: {type(e).__name__}: {e}"
+                log.exception("%s/%d rank %d: could not start", *key)
+            self._note(key, why)
+            sandbox.remove_tree(self.tmp_path(key))
+            return [RunnerEvent("exited", key, EXIT_REFUSED, why)]
+
+    def _start(self, cmd: AgentCommand, key: Key, now: float) -> RunnerEvent:
+        account = resolve(cmd.run_as, cmd.fallback_account, as_root=self.as_root, agent=self.agent)
+        check_no_nul({}, cmd.command)
         out_path, err_path = self.log_paths(key)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**self.base_env, **cmd.env}
-        env["CUDA_VISIBLE_DEVICES"] = self.visible_devices(cmd.gpus)  # the agent's, last
+        sandbox.private_dir(out_path.parent.parent)  # the agent's own: never the task's
+        sandbox.private_dir(out_path.parent)
+        tmp = self.tmp_path(key)
+        sandbox.fresh_tmp(tmp, account)
+        argv, tmpdir = sandbox.wrap(list(cmd.command), account, tmp)
+        env = task_env(account, tmpdir, self.node_env, cmd.env, self.visible_devices(cmd.gpus))
         workdir = env.get("GPUFLEET_WORKDIR")
-        cwd = workdir if workdir and Path(workdir).is_dir() else str(out_path.parent)
-        with out_path.open("ab") as out, err_path.open("ab") as err:
-            missing = _unrunnable(cmd.command[0], env.get("PATH"), cwd) if _PDEATHSIG else None
+        if workdir and Path(workdir).is_dir():
+            cwd = workdir
+        elif sandbox.switches(account):  # as a login does; the agent's directory is not its
+            cwd = account.home if Path(account.home).is_dir() else str(tmp)
+        else:
+            cwd = str(out_path.parent)
+        out_fd = sandbox.open_log(out_path, account)
+        try:
+            err_fd = sandbox.open_log(err_path, account)
+        except BaseException:
+            os.close(out_fd)
+            raise
+        with open(out_fd, "ab") as out, open(err_fd, "ab") as err:
+            missing = (
+                _unrunnable(cmd.command[0], env.get("PATH"), cwd) if argv != cmd.command else None
+            )
             if missing is not None:  # say so as Popen would, not as setpriv's exit 127
-                return [self._spawn_failed(key, cmd, missing, err)]
+                sandbox.remove_tree(tmp)
+                return self._spawn_failed(key, cmd, missing, err)
             try:
                 proc = subprocess.Popen(
-                    [*_PDEATHSIG, *cmd.command],
+                    argv,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
@@ -171,9 +226,15 @@ class TaskRunner:
                     close_fds=True,
                 )
             except OSError as e:
-                return [self._spawn_failed(key, cmd, e, err)]
+                sandbox.remove_tree(tmp)
+                return self._spawn_failed(key, cmd, e, err)
         pidfile = out_path.with_name(f"rank{cmd.rank}.pid")
-        _write_pidfile(pidfile, proc.pid)
+        try:
+            _write_pidfile(pidfile, proc.pid)
+        except BaseException:  # it must not run on unsupervised
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+            raise
         self._live[key] = _Task(
             key=key,
             proc=proc,
@@ -183,9 +244,23 @@ class TaskRunner:
             gpus=tuple(cmd.gpus),
             gpu_milli=cmd.gpu_milli,
             pidfile=pidfile,
+            tmp=tmp,
         )
-        log.info("started %s/%d rank %d: pid %d", *key, proc.pid)
-        return [RunnerEvent("started", key)]
+        log.info("started %s/%d rank %d as %s: pid %d", *key, account.name, proc.pid)
+        return RunnerEvent("started", key)
+
+    def _note(self, key: Key, why: str) -> None:
+        """The reason a task did not start, in its stderr log (best effort: the disk may be
+        what failed)."""
+        _, err_path = self.log_paths(key)
+        try:
+            sandbox.private_dir(err_path.parent.parent)
+            sandbox.private_dir(err_path.parent)
+            fd = sandbox.open_log(err_path, None)
+            with open(fd, "ab") as err:
+                err.write(f"gpufleet-agent: {why}\n".encode(errors="replace"))
+        except Exception as e:
+            log.warning("could not write the reason to %s: %s", err_path, e)
 
     @staticmethod
     def _spawn_failed(key: Key, cmd: AgentCommand, e: OSError, err: IO[bytes]) -> RunnerEvent:
@@ -242,6 +317,7 @@ class TaskRunner:
                 del self._live[key]
                 with contextlib.suppress(OSError):
                     t.pidfile.unlink()
+                sandbox.remove_tree(t.tmp)
                 out.append(RunnerEvent("exited", key, *self._describe(t, rc)))
                 log.info("exited %s/%d rank %d: %s", *key, out[-1].why or "code 0")
                 continue
@@ -300,14 +376,8 @@ class TaskRunner:
                 killed.append(key)
                 log.warning("killed orphaned task %s/%d rank %d (pid %d)", *key, pid)
             pidfile.unlink(missing_ok=True)
+            sandbox.remove_tree(self.tmp_path(key))
         return killed
-
-
-# If the agent itself dies (SIGKILL, OOM), its tasks must not run on unsupervised while the
-# controller restarts their jobs elsewhere: the kernel kills each task with its parent
-# (PR_SET_PDEATHSIG, set by util-linux's setpriv, which then execs the command in place).
-_SETPRIV = shutil.which("setpriv")
-_PDEATHSIG: tuple[str, ...] = (_SETPRIV, "--pdeathsig", "KILL") if _SETPRIV else ()
 
 
 def _unrunnable(program: str, path: str | None, cwd: str) -> OSError | None:

@@ -113,7 +113,7 @@ class LogOut(Strict):
 
 class NodeOut(Strict):
     name: str
-    state: str  # idle | mixed | allocated | drained | unhealthy | lost
+    state: str  # idle | mixed | allocated | drained | suspect | unhealthy | lost
     gpu_model: str
     gpus: int
     gpus_free: float
@@ -234,6 +234,9 @@ class AgentRegister(Input):
 class RegisterResult(Strict):
     lease_s: float
     heartbeat_s: float
+    # the SIGTERM → SIGKILL grace of fencing that the controller's node-loss timing counts on
+    fence_grace_s: float | None = None
+    epoch: int = 0  # this registration's number: launches sent under an older one are stale
 
 
 class Health(Input):
@@ -271,6 +274,11 @@ class AgentCommand(Strict):
     time_limit_s: float | None = None
     grace_s: float = 10.0
     why: str = ""
+    # the Unix account a root agent runs the task as (the job's user), and the one it uses
+    # when the node has no such account (empty: refuse); see gpufleet.agent.accounts
+    run_as: str = ""
+    fallback_account: str = ""
+    epoch: int = 0  # the registration of the node it was sent under (0: not said)
 
 
 class CommandBatch(Strict):

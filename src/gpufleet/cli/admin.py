@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,10 +13,17 @@ from rich.text import Text
 from gpufleet.api import schemas as s
 from gpufleet.cli import output as out
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
+from gpufleet.secretfile import SecretFileError, write_secret
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 NODE_404 = {404: "check the node name (gpufleet nodes)"}
-STATE_STYLE = {"idle": "green", "mixed": "cyan", "allocated": "blue", "drained": "yellow"}
+STATE_STYLE = {
+    "idle": "green",
+    "mixed": "cyan",
+    "allocated": "blue",
+    "drained": "yellow",
+    "suspect": "yellow",
+}
 
 token_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API tokens.")
 
@@ -155,11 +163,19 @@ def token_create(
     role: Annotated[str, typer.Option("--role", help="user, admin or agent.")],
     user: Annotated[str | None, typer.Option("--user", help="User tokens: whose jobs.")] = None,
     node: Annotated[str | None, typer.Option("--node", help="Agent tokens: its node.")] = None,
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the secret to this new file (mode 0600) instead of printing it.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Create a token; its secret is printed once."""
+    """Create a token; its secret is printed once (or written to --out FILE, mode 0600)."""
     if role not in ("user", "admin", "agent"):
         out.fail(f"--role {role}: expected user, admin or agent", code=2)
     if role == "agent" and not node:
@@ -168,9 +184,25 @@ def token_create(
         out.fail("a user token needs --user USER: the user whose jobs it touches", code=2)
     if node and role != "agent":
         out.fail("--node is for agent tokens (--role agent)", code=2)
+    if out_file is not None and out_file.exists():  # before the token exists, not after
+        out.fail(f"--out {out_file}: exists", "remove it or choose another file", code=2)
     req = s.TokenCreate(name=name, role=role, user=user, node=node)  # type: ignore[arg-type]
     with connect(server, token, {409: "a token by that name exists: pick another name"}) as c:
         t = c.create_token(req)
+    if out_file is not None:
+        try:
+            write_secret(out_file, t.token or "")
+        except (OSError, SecretFileError) as e:
+            out.fail(
+                f"--out {out_file}: cannot write it ({e}); token {t.name} was created",
+                f"revoke it (gpufleet token revoke {t.name}) and create it again",
+            )
+        t = t.model_copy(update={"token": None})  # the secret is in the file, not on stdout
+        if json_out:
+            out.emit_json(t)
+            return
+        out.note(f"token {t.name} ({t.role}) created; its secret is in {out_file} (mode 0600)")
+        return
     if json_out:
         out.emit_json(t)
         return

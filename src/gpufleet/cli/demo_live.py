@@ -141,7 +141,7 @@ def demo_live(
         gpus="8xH100",
         leaves=2,
         heartbeat_s=1.0,
-        node_grace_s=4.0,
+        node_grace_s=4.5,  # lease + fence grace (2 s) + kill margin (0.5 s)
         lease_s=2.0,
         schedule_interval_s=1.0,
         queues_file=example("demo-queues.yaml"),

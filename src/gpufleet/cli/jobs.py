@@ -305,7 +305,9 @@ def jobs(
     queue: Annotated[str | None, typer.Option("--queue", "-p")] = None,
     state: Annotated[str | None, typer.Option("--state", "-t", help="e.g. PENDING")] = None,
     all_states: Annotated[bool, typer.Option("--all", "-a", help="Include finished jobs.")] = False,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 200,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=10000, help="At most this many, newest first.")
+    ] = 200,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from gpufleet.cli import (
     admin,
     bench,
+    config,
     demo,
     demo_live,
     doctor,
@@ -25,6 +28,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+@app.callback()
+def _options(
+    ca: Path = typer.Option(
+        None,
+        "--ca",
+        help="CA certificate to verify an https server with (env GPUFLEET_CA, config 'ca:'); "
+        "give it before the command: gpufleet --ca FILE jobs",
+    ),
+) -> None:
+    config.cli_ca = str(ca) if ca else None
+
+
 app.add_typer(simulate.app, name="simulate", help="Replay workloads through the scheduler.")
 app.add_typer(bench.app, name="bench", help="Measure the scheduler's speed.")
 app.add_typer(spec.app, name="spec", help="Check cluster and job specs.")

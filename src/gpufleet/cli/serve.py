@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import typer
@@ -16,8 +17,19 @@ def controller(
     ),
     db: str = typer.Option(
         "",
-        help="database URL; default SQLite in the data dir "
+        help="database URL without a password; default SQLite in the data dir "
         "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)",
+    ),
+    db_file: Path = typer.Option(
+        None,
+        "--db-file",
+        help="file (mode 0600) holding a database URL with its password; or env GPUFLEET_DB",
+    ),
+    tls_cert: Path = typer.Option(
+        None, "--tls-cert", help="serve HTTPS with this certificate (PEM; with --tls-key)"
+    ),
+    tls_key: Path = typer.Option(
+        None, "--tls-key", help="the certificate's private key (PEM, mode 0600)"
     ),
     host: str = typer.Option("127.0.0.1", help="listen address"),
     port: int = typer.Option(8600, help="listen port"),
@@ -30,9 +42,17 @@ def controller(
     heartbeat_s: float = typer.Option(
         5.0, help="agent heartbeat interval; agents sample their GPUs with each heartbeat"
     ),
-    node_grace_s: float = typer.Option(10.0, help="missing heartbeats this long: node lost"),
-    lease_s: float = typer.Option(
-        7.5, help="agents stop their tasks past this without us (keep lease + 2 s < grace)"
+    node_grace_s: float = typer.Option(
+        10.0,
+        help="missing heartbeats this long: node lost, its jobs restart elsewhere "
+        "(at least lease + fence grace + 0.5 s)",
+    ),
+    lease_s: float = typer.Option(7.5, help="agents stop their tasks past this without us"),
+    fence_grace_s: float = typer.Option(
+        2.0, help="a fenced task gets SIGTERM, then SIGKILL this much later"
+    ),
+    launch_timeout_s: float = typer.Option(
+        120.0, help="a job STARTING longer than this is requeued and its silent nodes suspect"
     ),
     schedule_interval_s: float = typer.Option(5.0, help="schedule at least this often"),
     retry_backoff_s: float = typer.Option(
@@ -50,22 +70,31 @@ def controller(
     max_array_size: int = typer.Option(
         1001, help="the most tasks of one job array (Slurm's MaxArraySize)"
     ),
+    fallback_account: str = typer.Option(
+        "",
+        help="the Unix account a job runs as on a node that has no account of its user "
+        "(default: none; such a job is refused, and its Reason says so)",
+    ),
 ) -> None:
     """Run the controller: REST API under /api/v1, scheduling, the store."""
     import uvicorn
 
     from gpufleet.scheduler.framework import ProfileError
+    from gpufleet.secretfile import private_umask
     from gpufleet.server.app import create_app
     from gpufleet.server.config import ServerConfig
+    from gpufleet.server.store.engine import resolve_db_url, safe_url
+    from gpufleet.server.tls import TlsFiles
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if prometheus and not prometheus.startswith(("http://", "https://")):
         typer.echo(f"error: --prometheus {prometheus}: give a URL (http://host:9090)", err=True)
         raise typer.Exit(2)
     try:
+        tls = TlsFiles.check(tls_cert, tls_key)
         cfg = ServerConfig(
             data_dir=data_dir,
-            db_url=db,
+            db_url=resolve_db_url(db, db_file, os.environ),
             host=host,
             port=port,
             order=order,
@@ -76,23 +105,32 @@ def controller(
             queues_file=queues,
             heartbeat_s=heartbeat_s,
             lease_s=lease_s,
+            fence_grace_s=fence_grace_s,
             node_grace_s=node_grace_s,
+            launch_timeout_s=launch_timeout_s,
             schedule_interval_s=schedule_interval_s,
             retry_backoff_s=retry_backoff_s,
             retry_backoff_max_s=retry_backoff_max_s,
             prometheus_url=prometheus.rstrip("/"),
             max_body_bytes=max_body_bytes,
             max_array_size=max_array_size,
+            fallback_account=fallback_account,
         )
+        private_umask()  # the store, logs, admin.token and their directories: ours alone
         app = create_app(cfg)
     except (SpecError, ProfileError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    logging.getLogger("gpufleet.controller").info(
+        "store %s; serving %s", safe_url(cfg.database_url), "https" if tls.cert else "http"
+    )
+    uvicorn.run(
+        app, host=host, port=port, log_level="warning", access_log=False, **tls.uvicorn_kwargs()
+    )
 
 
 def agent(ctx: typer.Context) -> None:
-    """Run a node agent: --controller URL --token T --name N [--simulate 8xH100] [--inject …].
+    """Run a node agent: --controller URL --token-file F --name N [--simulate 8xH100] [--ca F].
 
     Every option is the agent's own (see ``gpufleet agent --help-agent``)."""
     from gpufleet.agent.__main__ import main

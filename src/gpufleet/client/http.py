@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar
+import os
+import ssl
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -12,6 +15,7 @@ from gpufleet.api import schemas as s
 
 M = TypeVar("M", bound=BaseModel)
 API = "/api/v1"
+PAGE_MAX = 1000  # the server's largest page of GET /jobs (server/listing.py)
 
 
 class ApiError(Exception):
@@ -33,24 +37,46 @@ def _detail_text(detail: Any) -> str:
     return str(detail)
 
 
+def tls_verify(
+    ca: str | Path | None = None, env: Mapping[str, str] = os.environ
+) -> ssl.SSLContext | bool:
+    """How an https controller is verified: against the CA file ``ca`` (else ``$GPUFLEET_CA``),
+    which a cluster with its own CA hands out, or else against the system's trusted CAs.
+
+    A missing or unreadable CA file raises ``ValueError`` naming it: falling back to the system
+    CAs would turn a typo into a refusal that is hard to explain."""
+    path = ca or env.get("GPUFLEET_CA") or None
+    if path is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(Path(path).expanduser()))
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"CA file {path}: cannot load it ({e})") from None
+
+
 class _Base:
     def __init__(
         self,
         base_url: str,
         token: str | None = None,
         *,
+        ca: str | Path | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, transport=transport, timeout=timeout
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            transport=transport,
+            timeout=timeout,
+            verify=tls_verify(ca),
         )
 
     def close(self) -> None:
         self.http.close()
 
-    def __enter__(self) -> _Base:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -68,16 +94,28 @@ class _Base:
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = timeout
+        r = self._send(method, API + path, json=json, params=params, **kwargs)
+        return r.json() if r.content else None
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> httpx.Response:
         if params:
             params = {k: v for k, v in params.items() if v is not None}
-        r = self.http.request(method, API + path, json=json, params=params, **kwargs)
+        r = self.http.request(method, url, json=json, params=params, **kwargs)
         if r.status_code >= 400:
             try:
                 detail = r.json().get("detail", r.text)
             except ValueError:
                 detail = r.text
             raise ApiError(r.status_code, detail)
-        return r.json() if r.content else None
+        return r
 
     def _one(self, model: type[M], method: str, path: str, **kw: Any) -> M:
         return model.model_validate(self._call(method, path, **kw))
@@ -114,18 +152,27 @@ class Client(_Base):
         limit: int = 200,
         all_states: bool = False,
     ) -> list[s.JobOut]:
-        return self._many(
-            s.JobOut,
-            "GET",
-            "/jobs",
-            params={
-                "user": user,
-                "queue": queue,
-                "state": state,
-                "limit": limit,
-                "all": str(all_states).lower(),
-            },
-        )
+        """Up to ``limit`` jobs, newest first, following the server's pages (``Link: <…>;
+        rel="next"``; a page holds at most PAGE_MAX jobs)."""
+        params: dict[str, Any] | None = {
+            "user": user,
+            "queue": queue,
+            "state": state,
+            "limit": min(limit, PAGE_MAX),
+            "all": str(all_states).lower(),
+        }
+        path: str | None = API + "/jobs"
+        out: list[s.JobOut] = []
+        while path is not None and len(out) < limit:
+            r = self._send("GET", path, params=params)
+            out += [s.JobOut.model_validate(x) for x in r.json()]
+            nxt = r.links.get("next", {}).get("url")
+            # the next page's URL carries every parameter; only its size shrinks near the end
+            path, params = nxt, None
+            if nxt is not None and limit - len(out) < PAGE_MAX:
+                u = httpx.URL(nxt)
+                path = str(u.copy_set_param("limit", max(1, limit - len(out))))
+        return out[:limit]
 
     def job(self, job_id: str) -> s.JobOut:
         return self._one(s.JobOut, "GET", f"/jobs/{job_id}")

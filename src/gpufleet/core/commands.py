@@ -48,7 +48,7 @@ class SetTimer:
 @dataclass(frozen=True, slots=True)
 class NodeEvent:
     node: str
-    what: str  # "lost", "drained", "resumed", "unhealthy", "healthy"
+    what: str  # "lost", "drained", "resumed", "unhealthy", "healthy", "suspect", "trusted"
     time: float
     why: str = ""
 

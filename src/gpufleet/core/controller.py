@@ -79,12 +79,18 @@ class Controller:
         *,
         backoff_base_s: float = 10.0,
         backoff_max_s: float = 600.0,
+        launch_timeout_s: float | None = None,
     ) -> None:
         if not 0 < backoff_base_s <= backoff_max_s:
             raise ValueError(
                 f"retry back-off: need 0 < base ({backoff_base_s:g} s) <= max ({backoff_max_s:g} s)"
             )
+        if launch_timeout_s is not None and not launch_timeout_s > 0:
+            raise ValueError(f"launch timeout: {launch_timeout_s:g} s must be above 0")
         self.profile = profile
+        # STARTING longer than this: requeued, the silent nodes suspect (None: no deadline;
+        # the simulator's ranks start at once)
+        self.launch_timeout_s = launch_timeout_s
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.nodes: dict[str, NodeRuntime] = {}
@@ -163,12 +169,17 @@ class Controller:
         self._quiet = False
         return self.handle(now)
 
-    def restore(self, nodes: Iterable[NodeSpec], jobs: Iterable[RestoredJob]) -> None:
-        """Rebuild the state after a restart from what the store holds.
+    def restore(
+        self, nodes: Iterable[NodeSpec], jobs: Iterable[RestoredJob], *, seq: int = 0
+    ) -> None:
+        """Rebuild the state after a restart from what the store holds; ``seq``: the newest
+        job's number in the store (finished jobs are not restored), so that new jobs number
+        after every stored one, as the store numbers them.
 
         Nodes come back as they were last known (the watchdog declares them lost if their agents
         do not return within the grace); running attempts keep their allocations and are
         reconciled when their agents re-register (``reconcile``). Nothing is relaunched."""
+        self.seq = max(self.seq, seq)
         for spec in nodes:
             if spec.name not in self.nodes:
                 self.nodes[spec.name] = NodeRuntime.of(spec)
@@ -374,8 +385,64 @@ class Controller:
             self._stop(rec, S.TIMED_OUT, f"time limit {rec.job.spec.time_limit_s:g} s reached", out)
         elif ev.kind == "backoff" and rec.job.state is S.PENDING:
             self.dirty = True
+        elif ev.kind == "launch" and rec.job.state is S.STARTING:
+            self._launch_overdue(rec, now, out)
+
+    def _launch_overdue(self, rec: JobRecord, now: float, out: list[Command]) -> None:
+        """The launch deadline passed with ranks that never started: an infrastructure fault
+        (like a lost node: requeued, not charged). Their nodes become suspect; the ranks that
+        did start are stopped, and the attempt ends once they have exited."""
+        silent = [
+            r
+            for r in range(len(rec.allocation))
+            if r not in rec.started_ranks and r not in rec.exited
+        ]
+        if not silent:
+            return
+        nodes = sorted({rec.allocation[r].node for r in silent})
+        why = (
+            f"rank(s) {silent} did not start within the launch deadline "
+            f"({self.launch_timeout_s:g} s) on {', '.join(nodes)}"
+        )
+        for name in nodes:
+            self._suspect(name, f"job {rec.id} attempt {rec.job.attempt}: {why}", now, out)
+        for r in silent:  # never started: nothing there to wait for (the Kill makes sure)
+            rec.exited[r] = -1
+            self._free(rec.allocation[r])
+        self._stop(rec, S.NODE_LOST, why, out)
+        out.append(Kill(rec.id, rec.job.attempt, tuple(silent), "launch deadline passed"))
+        if not rec.live_ranks():
+            self._attempt_over(rec, now, out)
+        self.dirty = True
+
+    def _suspect(self, name: str, why: str, now: float, out: list[Command]) -> None:
+        node = self.nodes.get(name)
+        if node is None or node.lost or node.suspect:
+            return
+        node.suspect = True
+        if node.healthy and not node.drained:  # an admin's or a health drain says more
+            node.why = why
+        node.changed()
+        self._nodes_changed()
+        self._recount_capacity()
+        out.append(NodeEvent(name, "suspect", now, why))
+
+    def _trust(self, name: str, why: str, now: float, out: list[Command]) -> None:
+        node = self.nodes.get(name)
+        if node is None or not node.suspect:
+            return
+        node.suspect = False
+        if node.healthy and not node.drained:
+            node.why = why
+        node.changed()
+        self._nodes_changed()
+        self._recount_capacity()
+        out.append(NodeEvent(name, "trusted", now, why))
+        self.dirty = True
 
     def _task_started(self, ev: TaskStarted, now: float, out: list[Command]) -> None:
+        if ev.node:  # its agent starts tasks: whatever made it suspect is over
+            self._trust(ev.node, f"started a task ({ev.job_id} attempt {ev.attempt})", now, out)
         rec = self.jobs.get(ev.job_id)
         if rec is None or rec.job.attempt != ev.attempt or rec.job.state is not S.STARTING:
             return  # a stale attempt: the agent will be told to stop it by its lease
@@ -407,6 +474,7 @@ class Controller:
             old.healthy = ev.healthy
             old.datasets = ev.datasets
             old.changed()
+            self._trust(ev.spec.name, "registered again", now, out)
         elif old is not None and not old.lost:
             # the same node, described anew (a label, its memory): what runs there keeps its
             # devices; ranks on devices the node no longer has are gone
@@ -414,6 +482,9 @@ class Controller:
             new.drained, new.why = old.drained, old.why
             new.health_drained = old.health_drained
             self.nodes[ev.spec.name] = new
+            if old.suspect:
+                new.suspect = True
+                self._trust(ev.spec.name, "registered again", now, out)
             for rec in self._jobs_on(ev.spec.name):
                 lost = False
                 for r, p in enumerate(rec.allocation):
@@ -558,6 +629,8 @@ class Controller:
         )
         if j.spec.time_limit_s is not None:
             out.append(SetTimer(now + j.spec.time_limit_s, "timelimit", j.id, j.attempt))
+        if self.launch_timeout_s is not None:
+            out.append(SetTimer(now + self.launch_timeout_s, "launch", j.id, j.attempt))
         self._run(rec.running_view())
         self._use(j.spec.queue, j.spec.total_resources)
         self._throttle_started(rec)

@@ -30,6 +30,7 @@ class TaskStarted:
     job_id: str
     attempt: int
     rank: int
+    node: str = ""  # who reported it (a start clears that node's suspicion); "" unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ class NodeDrain:
 
 @dataclass(frozen=True, slots=True)
 class TimerFired:
-    kind: str  # "timelimit" | "backoff" | "tick"
+    kind: str  # "timelimit" | "backoff" | "launch" | "tick"
     job_id: str = ""
     attempt: int = 0
 

@@ -23,6 +23,9 @@ class NodeRuntime:
     drained: bool = False
     health_drained: bool = False  # drained by the controller for a failed check, not by an admin
     lost: bool = False
+    # ranks launched here never started within the launch deadline: nothing is placed here
+    # until its agent registers again or reports a started task
+    suspect: bool = False
     why: str = ""
     bad_gpus: frozenset[int] = frozenset()
     datasets: frozenset[str] = frozenset()
@@ -38,7 +41,7 @@ class NodeRuntime:
 
     @property
     def schedulable(self) -> bool:
-        return self.healthy and not self.drained and not self.lost
+        return self.healthy and not self.drained and not self.lost and not self.suspect
 
     @property
     def state(self) -> str:
@@ -46,6 +49,8 @@ class NodeRuntime:
             return "lost"
         if not self.healthy:
             return "unhealthy"
+        if self.suspect:
+            return "suspect"
         if self.drained:
             return "drained"
         used = sum(MILLI - g for g in self.gpu_free)

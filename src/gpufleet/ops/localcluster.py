@@ -6,6 +6,7 @@ real SQLite (or PostgreSQL) store, simulated GPUs behind the agents' GPU backend
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -13,9 +14,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from gpufleet.api.schemas import TokenCreate
 from gpufleet.client import ApiError, Client
+from gpufleet.secretfile import write_secret
 
 
 def free_port() -> int:
@@ -51,7 +54,8 @@ class AgentProc:
     name: str
     proc: subprocess.Popen[bytes]
     token: str
-    args: list[str]
+    args: list[str]  # never the token: it is in token_file (0600), as on a real node
+    token_file: Path | None = None
 
 
 @dataclass
@@ -63,14 +67,21 @@ class LocalCluster:
     db_url: str = ""
     heartbeat_s: float = 1.0
     node_grace_s: float = 4.0
-    # fencing needs lease + the agent's fence grace (2 s) < node grace: a node declared lost
-    # has stopped its tasks before they restart elsewhere (6 s here let a job run twice)
+    # fencing needs lease + fence grace (2 s) + kill margin (0.5 s) <= node grace: a node
+    # declared lost has had its tasks killed by its watchdog before they restart elsewhere
     lease_s: float = 1.5
     schedule_interval_s: float = 1.0
     cluster_spec: Path | None = None
     queues_file: Path | None = None
     prometheus_url: str = ""  # the controller's --prometheus: the dashboard shows its alerts
+    # jobs of users with no Unix account here run as the one who started the cluster (a
+    # root agent runs each job as its user's account); "" refuses them instead
+    fallback_account: str = field(default_factory=lambda: pwd.getpwuid(os.geteuid()).pw_name)
     controller_args: list[str] = field(default_factory=list)
+    # HTTPS: the controller serves tls_cert/tls_key; agents and clients verify it against ca
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    ca: Path | None = None
     port: int = 0
     controller: subprocess.Popen[bytes] | None = None
     agent_procs: dict[str, AgentProc] = field(default_factory=dict)
@@ -78,10 +89,19 @@ class LocalCluster:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.tls_cert is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def admin_token_file(self) -> Path:
+        """Where the controller wrote the first admin token (0600): ``--token-file`` for the CLI."""
+        return self.data_dir / "controller" / "admin.token"
+
+    def client(self, token: str | None = None) -> Client:
+        return Client(self.url, token, ca=self.ca)
 
     def admin(self) -> Client:
-        return Client(self.url, self.admin_token)
+        return self.client(self.admin_token)
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -111,19 +131,26 @@ class LocalCluster:
             str(self.schedule_interval_s),
             *self.controller_args,
         ]
-        if self.db_url:
+        env = self._env()
+        if self.db_url and urlsplit(self.db_url).password is not None:
+            env["GPUFLEET_DB"] = self.db_url  # a password never goes on the command line
+        elif self.db_url:
             args += ["--db", self.db_url]
+        if self.tls_cert is not None and self.tls_key is not None:
+            args += ["--tls-cert", str(self.tls_cert), "--tls-key", str(self.tls_key)]
         if self.cluster_spec is not None:
             args += ["--cluster", str(self.cluster_spec)]
         if self.queues_file is not None:
             args += ["--queues", str(self.queues_file)]
         if self.prometheus_url:
             args += ["--prometheus", self.prometheus_url]
+        if self.fallback_account:
+            args += ["--fallback-account", self.fallback_account]
         log = (self.data_dir / "controller.log").open("ab")
         self.controller = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-        token_file = self.data_dir / "controller" / "admin.token"
+        token_file = self.admin_token_file
 
         def up() -> bool:
             assert self.controller is not None
@@ -132,7 +159,7 @@ class LocalCluster:
                     f"the controller exited with {self.controller.returncode}; "
                     f"see {self.data_dir / 'controller.log'}"
                 )
-            with Client(self.url) as c:
+            with self.client() as c:
                 return bool(c.health().get("ok"))
 
         wait_until("the controller answering", up, 60)
@@ -151,14 +178,17 @@ class LocalCluster:
                     raise
                 token = self.agent_procs[name].token
         leaf = f"leaf-{i * self.leaves // max(1, self.agents)}"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        token_file = write_secret(self.data_dir / f"{name}.token", token, replace=True)
         args = [
             sys.executable,
             "-m",
             "gpufleet.agent",
             "--controller",
             self.url,
-            "--token",
-            token,
+            "--token-file",
+            str(token_file),
+            *(["--ca", str(self.ca)] if self.ca is not None else []),
             "--name",
             name,
             "--simulate",
@@ -183,7 +213,7 @@ class LocalCluster:
         proc = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True
         )
-        ap = AgentProc(name, proc, token, args)
+        ap = AgentProc(name, proc, token, args, token_file)
         self.agent_procs[name] = ap
         return ap
 
@@ -206,7 +236,7 @@ class LocalCluster:
             tok = c.create_token(
                 TokenCreate(name=f"user-{name}-{time.monotonic_ns()}", role="user", user=name)
             )
-        return Client(self.url, tok.token)
+        return self.client(tok.token)
 
     def kill_agent(self, name: str, sig: int = signal.SIGKILL) -> None:
         ap = self.agent_procs[name]

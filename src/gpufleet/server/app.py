@@ -16,10 +16,12 @@ from gpufleet import __version__
 from gpufleet.core.clock import Clock
 from gpufleet.io.specs import load_cluster, load_queues
 from gpufleet.scheduler.framework import Profile
+from gpufleet.secretfile import private_dir, write_secret
 from gpufleet.server import errors
 from gpufleet.server.auth import TokenCache
 from gpufleet.server.bodylimit import BodyLimit
 from gpufleet.server.config import ServerConfig
+from gpufleet.server.listing import Listings
 from gpufleet.server.logs import LogStore
 from gpufleet.server.routers import admin, agent, dashboard, jobs, metrics, nodes, queues
 from gpufleet.server.service import ControllerService, RequestError
@@ -34,14 +36,14 @@ class WallClock:
 
 
 def bootstrap_admin(store: Any, data_dir: Path, now: float) -> Path | None:
-    """On first start, create an admin token and leave it readable only by the owner."""
+    """On first start (or with every admin token revoked), create an admin token and leave it
+    readable only by the owner. Its name is ``admin``, or ``admin-N`` when a revoked token
+    keeps that name, so a start never fails on it."""
     if store.has_admin_token():
         return None
-    _, secret = store.create_token("admin", "admin", None, None, now)
-    path = data_dir / "admin.token"
-    path.write_text(secret + "\n")
-    path.chmod(0o600)
-    return path
+    _, secret = store.create_admin_token("admin", now)
+    # created 0600 and renamed into place: never a moment in which others may read it
+    return write_secret(data_dir / "admin.token", secret, replace=True)
 
 
 # Newer FastAPI instruments every request for OpenTelemetry, looking up the global providers
@@ -56,7 +58,7 @@ _NO_OTEL: dict[str, Any] = (
 
 def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None = None) -> FastAPI:
     clock = clock or WallClock()
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(config.data_dir)
     if store is None:
         from gpufleet.server.store import Store
 
@@ -78,12 +80,15 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         logs=LogStore(config.data_dir / "logs"),
         heartbeat_s=config.heartbeat_s,
         lease_s=config.lease_s,
+        fence_grace_s=config.fence_grace_s,
         node_grace_s=config.node_grace_s,
+        launch_timeout_s=config.launch_timeout_s,
         schedule_interval_s=config.schedule_interval_s,
         grace_kill_s=config.grace_kill_s,
         batch_max=config.batch_max,
         retry_backoff_s=config.retry_backoff_s,
         retry_backoff_max_s=config.retry_backoff_max_s,
+        fallback_account=config.fallback_account,
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q
@@ -107,7 +112,8 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     )
     app.state.service = service
     app.state.store = store
-    app.state.tokens = TokenCache(store)
+    app.state.tokens = TokenCache(store, clock.now)
+    app.state.listings = Listings()
     app.state.config = config
     for r in (jobs.router, nodes.router, queues.router, admin.router, agent.router):
         app.include_router(r, prefix=API)

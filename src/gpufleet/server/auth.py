@@ -1,13 +1,19 @@
 """Bearer tokens: users touch their own jobs, admins manage the cluster, agents report only for
-their own node. 401 says the token is missing or wrong; 403 says what the role may not do."""
+their own node. 401 says the token is missing or wrong; 403 says what the role may not do; 429
+says a client failed too often (ratelimit.py)."""
 
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cachetools import TTLCache
 from fastapi import Depends, HTTPException, Request
+
+from gpufleet.server.ratelimit import FailedAuthLimiter
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,25 +33,61 @@ def token_hash(secret: str) -> str:
 
 
 class TokenCache:
-    """Verified tokens by hash, so a request does not cost a database read; a revoke clears it."""
+    """Every active token by the hash of its secret, loaded from the store once and again on
+    each create and revoke, so verifying a known token costs no database read. A secret it
+    does not know (made behind this process's back, e.g. by another controller) is looked up
+    once; a failed lookup is remembered for ``negative_ttl_s`` (bounded), so repeating a bad
+    token costs no read either."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(
+        self,
+        store: Any,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        negative_ttl_s: float = 60.0,
+        negative_max: int = 10_000,
+    ) -> None:
         self.store = store
-        self._cache: dict[str, Principal | None] = {}
+        self._known: dict[str, Principal] | None = None  # loaded at the first request
+        self._bad: TTLCache[str, bool] = TTLCache(
+            maxsize=negative_max, ttl=negative_ttl_s, timer=clock
+        )
+        self.limiter = FailedAuthLimiter(clock)
+        self.lookups = 0  # store reads for secrets not known (tests and benches count them)
+
+    def known(self, secret: str) -> Principal | None:
+        """The token if this process knows it as active: no store read, never rate limited."""
+        if self._known is None:
+            self.refresh()
+        assert self._known is not None
+        return self._known.get(token_hash(secret))
 
     def verify(self, secret: str) -> Principal | None:
+        p = self.known(secret)
+        if p is not None:
+            return p
         h = token_hash(secret)
-        if h not in self._cache:
-            row = self.store.verify_token(secret)
-            self._cache[h] = (
-                None if row is None else Principal(row.name, row.role, row.user, row.node)
-            )
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-        return self._cache[h]
+        if h in self._bad:
+            return None
+        self.lookups += 1
+        row = self.store.verify_token(secret)
+        if row is None:
+            self._bad[h] = True
+            return None
+        p = _principal(row)
+        assert self._known is not None
+        self._known[h] = p
+        return p
 
-    def clear(self) -> None:
-        self._cache.clear()
+    def refresh(self) -> None:
+        """Reload the active tokens (after a create or a revoke) and forget failed lookups: a
+        secret refused before may be a token now."""
+        self._known = {h: _principal(row) for h, row in self.store.active_tokens()}
+        self._bad.clear()
+
+
+def _principal(row: Any) -> Principal:
+    return Principal(row.name, row.role, row.user, row.node)
 
 
 async def principal(request: Request) -> Principal:
@@ -59,8 +101,22 @@ async def principal(request: Request) -> Principal:
             "(an admin creates one with 'gpufleet token create')",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    p: Principal | None = request.app.state.tokens.verify(secret.strip())
+    tokens: TokenCache = request.app.state.tokens
+    secret = secret.strip()
+    p = tokens.known(secret)
+    if p is not None:  # a valid token first: someone else's failures never limit it
+        return p
+    client = request.client.host if request.client is not None else "unknown"
+    wait = tokens.limiter.retry_after(client)
+    if wait is not None:
+        raise HTTPException(
+            429,
+            f"too many failed authentications from {client}: retry in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
+    p = tokens.verify(secret)
     if p is None:
+        tokens.limiter.failed(client)
         raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
     return p
 
@@ -84,7 +140,9 @@ def require_node(node: str, p: Principal) -> None:
         raise HTTPException(
             403, f"only agent tokens report for nodes (this is {_a(p.role)} {p.role} token)"
         )
-    if p.node is not None and p.node != node:
+    if p.node is None:  # a token from before tokens had to name their node: it speaks for none
+        raise HTTPException(403, "this agent token names no node: create one with --node")
+    if p.node != node:
         raise HTTPException(403, f"this agent token is for node {p.node}, not {node}")
 
 

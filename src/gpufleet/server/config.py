@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+_ACCOUNT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}\$?")  # as useradd accepts them
 
 
 @dataclass(frozen=True)
 class ServerConfig:
     data_dir: Path = Path("./gpufleet-data")
-    db_url: str = ""  # empty: SQLite in data_dir; else e.g. postgresql+psycopg://…
+    # empty: SQLite in data_dir; else e.g. postgresql+psycopg://… (may hold a password: no repr)
+    db_url: str = field(default="", repr=False)
     host: str = "127.0.0.1"
     port: int = 8600
     order: str = "fairshare"
@@ -18,13 +22,15 @@ class ServerConfig:
     preempt: tuple[str, ...] = ("reclaim",)
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
     queues_file: Path | None = None  # queues from a YAML list (applied at start)
-    # Fencing needs lease + the agent's fence grace (2 s) < node grace: a partitioned agent has
-    # stopped its tasks before we restart them elsewhere. Agents sample their GPUs with each
-    # heartbeat, so the heartbeat is also the metrics interval (5 s, as dcgm-exporter's default
-    # collection interval is a few seconds).
+    # Fencing needs lease + fence grace + kill margin <= node grace (check_fencing): a node we
+    # declare lost has had its tasks killed by its watchdog before they restart elsewhere.
+    # Agents sample their GPUs with each heartbeat, so the heartbeat is also the metrics
+    # interval (5 s, as dcgm-exporter's default collection interval is a few seconds).
     heartbeat_s: float = 5.0
     lease_s: float = 7.5  # an agent that cannot reach us this long stops its tasks
+    fence_grace_s: float = 2.0  # … with SIGTERM, then SIGKILL this much later
     node_grace_s: float = 10.0  # heartbeats missing this long: the node is lost
+    launch_timeout_s: float = 120.0  # STARTING longer than this: requeued, node suspect
     schedule_interval_s: float = 5.0
     long_poll_s: float = 20.0
     grace_kill_s: float = 10.0  # SIGTERM → SIGKILL
@@ -37,6 +43,9 @@ class ServerConfig:
     max_body_bytes: int = 1 << 20
     max_array_size: int = 1001
     prometheus_url: str = ""  # the Prometheus whose alerts the dashboard shows (empty: none)
+    # a root agent runs a job as its user's Unix account; one the node lacks runs as this
+    # account instead (empty: such a job is refused with a Reason that says so)
+    fallback_account: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -44,13 +53,51 @@ class ServerConfig:
             raise ValueError(f"max body bytes: need at least 1024, got {self.max_body_bytes}")
         if not 1 <= self.max_array_size <= 4_000_001:  # Slurm's own ceiling
             raise ValueError(f"max array size: need 1 to 4000001, got {self.max_array_size}")
+        if self.fallback_account and not _ACCOUNT.fullmatch(self.fallback_account):
+            raise ValueError(
+                f"fallback_account {self.fallback_account!r}: not a Unix account name "
+                "(letters, digits, '_', '-', '.'; not starting with '-')"
+            )
         # checked before anything is opened or written (the core checks it again)
         if not 0 < self.retry_backoff_s <= self.retry_backoff_max_s:
             raise ValueError(
                 f"retry back-off: need 0 < base ({self.retry_backoff_s:g} s) <= max "
                 f"({self.retry_backoff_max_s:g} s)"
             )
+        check_fencing(self.heartbeat_s, self.lease_s, self.fence_grace_s, self.node_grace_s)
+        if not self.launch_timeout_s > 0:
+            raise ValueError(f"--launch-timeout-s {self.launch_timeout_s:g}: must be above 0")
 
     @property
     def database_url(self) -> str:
         return self.db_url or f"sqlite:///{(self.data_dir / 'gpufleet.db').resolve()}"
+
+
+# What the node's watchdog may take beyond the lease and the grace before a task is dead: its
+# polling step (0.1 s) and a busy machine's scheduling delay.
+KILL_MARGIN_S = 0.5
+
+
+def check_fencing(
+    heartbeat_s: float, lease_s: float, fence_grace_s: float, node_grace_s: float
+) -> None:
+    """Refuse timings where a job could run twice: the controller starts a lost node's jobs
+    elsewhere ``node_grace_s`` after the last heartbeat it answered, and by then the node's
+    watchdog must have killed them (lease, then SIGTERM, SIGKILL after the fence grace)."""
+    for flag, v in (("--heartbeat-s", heartbeat_s), ("--lease-s", lease_s)):
+        if not v > 0:
+            raise ValueError(f"{flag} {v:g}: must be above 0")
+    if not fence_grace_s >= 0:
+        raise ValueError(f"--fence-grace-s {fence_grace_s:g}: must be 0 or more")
+    if not lease_s > heartbeat_s:
+        raise ValueError(
+            f"--lease-s {lease_s:g} must be longer than --heartbeat-s {heartbeat_s:g}: "
+            "otherwise every agent fences its tasks between two heartbeats"
+        )
+    need = lease_s + fence_grace_s + KILL_MARGIN_S
+    if not node_grace_s >= need:
+        raise ValueError(
+            f"--node-grace-s {node_grace_s:g} must be at least --lease-s {lease_s:g} + "
+            f"--fence-grace-s {fence_grace_s:g} + {KILL_MARGIN_S:g} s kill margin = {need:g} s: "
+            "otherwise a lost node's job could start elsewhere before its old attempt is dead"
+        )

@@ -93,6 +93,7 @@ _WHAT = {
     409: "Conflicts with the current state",
     413: "The request body is over the controller's --max-body-bytes",
     422: "Refused input: every problem, each naming its field",
+    429: "Too many failed authentications from this client; retry later",
     503: "The controller cannot serve this now (its store is unavailable); retry",
 }
 
@@ -120,7 +121,7 @@ def document(app: FastAPI, prefix: str, conflicts: set[tuple[str, str]]) -> None
             if not path.startswith(prefix):
                 continue
             for method, op in ops.items():
-                codes = {401, 403, 422, 503}
+                codes = {401, 403, 422, 429, 503}
                 if any(p.get("in") == "path" for p in op.get("parameters", [])):
                     codes.add(404)
                 if "requestBody" in op:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -22,12 +23,12 @@ class LogStore:
         self, job: str, attempt: int, rank: int, stream: str, offset: int, data: str, final: bool
     ) -> None:
         p = self._path(job, attempt, rank, stream)
-        p.parent.mkdir(parents=True, exist_ok=True)
+        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a job's output is its owner's
         raw = data.encode()
         size = p.stat().st_size if p.exists() else 0
         if offset > size:
             raise ValueError(f"log chunk at offset {offset} leaves a gap after {size}")
-        with p.open("r+b" if p.exists() else "wb") as f:
+        with os.fdopen(os.open(p, os.O_RDWR | os.O_CREAT, 0o600), "r+b") as f:
             f.seek(offset)  # a retried chunk overwrites itself: at-least-once shipping is safe
             f.write(raw)
         if final:

@@ -187,7 +187,7 @@ CRITICAL_XIDS: frozenset[int] = frozenset(
     {48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121, 123, 140, 154}
 )
 
-NODE_STATES = ("idle", "mixed", "allocated", "drained", "unhealthy", "lost")
+NODE_STATES = ("idle", "mixed", "allocated", "drained", "suspect", "unhealthy", "lost")
 WAIT_BUCKETS_S: tuple[float, ...] = (
     1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400,
 )  # fmt: skip

@@ -41,6 +41,7 @@ from gpufleet.core.events import (
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.model.job import JobState
 from gpufleet.scheduler.framework import Profile
+from gpufleet.server.config import check_fencing
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.store import (
@@ -94,6 +95,10 @@ class NodeLink:
     # its heartbeats and long-polls are refused with 409, so that it registers again, listing
     # the tasks it still runs, and no launch reaches it that the reconcile would not know of
     registered: bool = True
+    # when (monotonic) we last answered its heartbeat or registration: its lease counts from
+    # before then, so node loss is timed from here, on a clock that NTP does not step
+    answered_at: float = field(default_factory=time.monotonic)
+    epoch: int = 0  # its registration's number (rising, across our restarts too)
 
 
 class ControllerService:
@@ -106,27 +111,38 @@ class ControllerService:
         cluster: ClusterSpec | None = None,
         logs: LogStore,
         heartbeat_s: float = 5.0,
-        lease_s: float = 15.0,
+        lease_s: float = 7.5,
+        fence_grace_s: float = 2.0,
         node_grace_s: float = 10.0,
+        launch_timeout_s: float = 120.0,
         schedule_interval_s: float = 5.0,
         grace_kill_s: float = 10.0,
         batch_max: int = 500,
         retry_backoff_s: float = 10.0,
         retry_backoff_max_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
+        fallback_account: str = "",
     ) -> None:
+        check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s)
         self.store = store
+        self.fallback_account = fallback_account
         self.clock = clock
         self.ctrl = Controller(
-            profile, None, backoff_base_s=retry_backoff_s, backoff_max_s=retry_backoff_max_s
+            profile,
+            None,
+            backoff_base_s=retry_backoff_s,
+            backoff_max_s=retry_backoff_max_s,
+            launch_timeout_s=launch_timeout_s,
         )
         if cluster is not None:
             self.ctrl.queues = {q.name: q for q in cluster.queues}
         self.logs = logs
         self.outbox = Outbox()
         self.links: dict[str, NodeLink] = {}
+        self._last_epoch = 0
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
+        self.fence_grace_s = fence_grace_s
         self.node_grace_s = node_grace_s
         self.schedule_interval_s = schedule_interval_s
         self.grace_kill_s = grace_kill_s
@@ -138,7 +154,8 @@ class ControllerService:
         self._timer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        # what a scheduling pass costs is measured on this clock (a test gives its own)
+        # what a scheduling pass costs, and how long a node has been silent, are measured on
+        # this clock (a test gives its own)
         self._monotonic = monotonic
         self._schedule_at = 0.0  # monotonic time from which a change is scheduled again
         self._history = False  # the store held jobs when we started (see _finished_before_start)
@@ -164,7 +181,9 @@ class ControllerService:
             self.ctrl.queues.setdefault(q.name, q)
         known = [n for n in rs.nodes if not n.lost]
         self.ctrl.restore(
-            [n.spec for n in known], [j.to_restored() for j in (*rs.dependencies, *rs.jobs)]
+            [n.spec for n in known],
+            [j.to_restored() for j in (*rs.dependencies, *rs.jobs)],
+            seq=self.restored_seq,  # new jobs list after every stored one (GET /jobs)
         )
         now = self.clock.now()
         usage, as_of = self.store.fairshare_usage()
@@ -174,7 +193,10 @@ class ControllerService:
             # returning agents have one grace period to re-register; until then nothing new
             # is placed on their nodes (the reconcile of their registration would undo it)
             self.links[n.name] = NodeLink(
-                address=n.address or n.name, last_seen=now, registered=False
+                address=n.address or n.name,
+                last_seen=now,
+                registered=False,
+                answered_at=self._monotonic(),
             )
             self.ctrl.hold_restored_node(
                 n.name,
@@ -365,7 +387,8 @@ class ControllerService:
         """The controller's own node decisions (health, loss) in the audit log; an admin's
         drains and resumes are audited by the request that made them."""
         for e in node_events:
-            own = e.what in ("unhealthy", "healthy", "lost") and not e.why.startswith("forced")
+            own = e.what in ("unhealthy", "healthy", "lost", "suspect", "trusted")
+            own = own and not e.why.startswith("forced")
             if own or e.why.startswith((HEALTH_DRAIN, HEALTH_RESUME)):
                 try:
                     self.store.audit(
@@ -446,6 +469,9 @@ class ControllerService:
                 if rec.job.attempt != c.attempt:
                     continue  # superseded later in the same turn (e.g. a reconcile): never sent
                 addr = self.links.get(c.allocation[0].node)
+                epochs = {
+                    p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))
+                }
                 for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
                     if rank in rec.exited:
                         continue  # counted as lost already
@@ -465,6 +491,9 @@ class ControllerService:
                             gpu_milli=p.gpu_milli,
                             time_limit_s=rec.job.spec.time_limit_s,
                             grace_s=self.grace_kill_s,
+                            run_as=rec.job.spec.user,
+                            fallback_account=self.fallback_account,
+                            epoch=epochs.get(p.node, 0),
                         ),
                     )
             elif isinstance(c, Kill):
@@ -489,23 +518,47 @@ class ControllerService:
                 )
 
     def _watch_nodes(self, now: float) -> None:
+        # node_grace_s >= lease + fence grace + kill margin (check_fencing): past it, the
+        # node's watchdog has killed what ran there, even if its agent is hung
+        mono = self._monotonic()
         for name, link in self.links.items():
             node = self.ctrl.nodes.get(name)
             if node is None or node.lost:
                 continue
-            if now - link.last_seen > self.node_grace_s:
+            silent = mono - link.answered_at
+            if silent > self.node_grace_s:
                 self.post(
                     NodeLost(
                         name,
-                        f"no heartbeat for {now - link.last_seen:.0f} s "
-                        f"(grace {self.node_grace_s:g} s)",
+                        f"no heartbeat for {silent:.0f} s (grace {self.node_grace_s:g} s)",
                     )
                 )
                 self.outbox.drop(name)
 
     # ----- agents --------------------------------------------------------------------------
 
+    def check_own(self, node: str, field: str, events: Sequence[s.AgentEvent | s.TaskRef]) -> None:
+        """403 unless every event (or task said to run) is about a rank placed on ``node``: an
+        agent speaks only for its own node. One about an attempt that is not the job's current
+        one (or a job the controller does not hold) changes nothing in the core, so it passes:
+        a node may well report the end of an attempt that was requeued meanwhile."""
+        for i, e in enumerate(events):
+            if e.rank < 0 or e.attempt < 0:  # a negative index would pick a rank from the end
+                raise RequestError(422, f"{field}[{i}]: rank and attempt must be >= 0")
+            rec = self.ctrl.jobs.get(e.job)
+            if rec is None or rec.job.attempt != e.attempt or e.rank >= len(rec.allocation):
+                continue
+            placed = rec.allocation[e.rank].node
+            if placed != node:
+                raise RequestError(
+                    403,
+                    f"{field}[{i}]: rank {e.rank} of job {e.job} (attempt {e.attempt}) runs on "
+                    f"node {placed}, not {node}: an agent reports only for its own node",
+                )
+
     async def register(self, req: s.AgentRegister, spec: NodeSpec) -> s.RegisterResult:
+        self.check_own(req.node, "events", req.events)
+        self.check_own(req.node, "running", req.running)
         now = self.clock.now()
         link = NodeLink(
             req.address,
@@ -514,7 +567,11 @@ class ControllerService:
             cuda_version=req.cuda_version,
             gpu_info=list(req.gpus),
             registered=False,
+            answered_at=self._monotonic(),
+            # wall-clock nanoseconds, so that it rises across a restart of ours as well
+            epoch=max(time.time_ns(), self._last_epoch + 1),
         )
+        self._last_epoch = link.epoch
         self.links[req.node] = link
         self.store.upsert_node(
             NodeRecord(
@@ -530,15 +587,22 @@ class ControllerService:
         events: list[Event] = []
         for e in req.events:
             if e.kind == "started":
-                events.append(TaskStarted(e.job, e.attempt, e.rank))
+                events.append(TaskStarted(e.job, e.attempt, e.rank, req.node))
             elif not e.why.startswith(INFRASTRUCTURE_EXITS):  # those the reconcile requeues
                 events.append(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
         await self.event(
             _Reconcile(spec, tuple((t.job, t.attempt, t.rank) for t in req.running), tuple(events))
         )
-        return s.RegisterResult(lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
+        link.answered_at = self._monotonic()  # the registration's answer renews the lease
+        return s.RegisterResult(
+            lease_s=self.lease_s,
+            heartbeat_s=self.heartbeat_s,
+            fence_grace_s=self.fence_grace_s,
+            epoch=link.epoch,
+        )
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
+        self.check_own(node, "running", hb.running)
         link = self.links.get(node)
         rt = self.ctrl.nodes.get(node)
         if link is None or not link.registered or rt is None or rt.lost:
@@ -548,6 +612,7 @@ class ControllerService:
                 "declared the node lost): register again",
             )
         link.last_seen = self.clock.now()
+        link.answered_at = self._monotonic()
         link.metrics = hb.metrics
         if self.on_heartbeat is not None:
             self.on_heartbeat(node, link.last_seen, hb.metrics)
@@ -574,12 +639,13 @@ class ControllerService:
     def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
         """Believed even before a node registers again after our restart: an exit that
         happened while we were down is the truth, better known before the reconcile."""
+        self.check_own(node, "events", events)
         link = self.links.get(node)
         if link is not None and link.registered:
             link.last_seen = self.clock.now()
         for e in events:
             if e.kind == "started":
-                self.post(TaskStarted(e.job, e.attempt, e.rank))
+                self.post(TaskStarted(e.job, e.attempt, e.rank, node))
             elif e.why.startswith(INFRASTRUCTURE_EXITS):
                 self.post(_RankGone(node, (e.job, e.attempt, e.rank)))
             else:

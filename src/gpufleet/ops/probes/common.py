@@ -15,7 +15,7 @@ from typing import Any
 MARKER = "GPUFLEET-PROBE"
 # A testing hook, not a feature: seconds added to every clock reading of a probe, so that a
 # test can fake a node whose clock is off without touching the real clock. gpufleet's own
-# tests set it in one agent's environment (its tasks inherit it).
+# tests give it to one agent's tasks (gpufleet-agent --task-env).
 TIME_OFFSET_ENV = "GPUFLEET_PROBE_TIME_OFFSET_S"
 
 Result = dict[str, Any]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -12,6 +13,7 @@ from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
+from gpufleet.server.store import LastAdminToken
 
 router = APIRouter(tags=["admin"])
 
@@ -19,6 +21,7 @@ router = APIRouter(tags=["admin"])
 @router.post("/tokens", response_model=s.TokenOut, status_code=201)
 async def create_token(
     body: s.TokenCreate,
+    request: Request,
     who: Principal = require("admin"),
     st: Any = Depends(store),
     svc: ControllerService = Depends(service),
@@ -31,6 +34,7 @@ async def create_token(
         _, secret = st.create_token(body.name, body.role, body.user, body.node, svc.clock.now())
     except ValueError as e:
         raise HTTPException(409, str(e)) from None
+    request.app.state.tokens.refresh()  # known at once, and no longer a cached failure
     st.audit(
         who.name, who.role, "token.create", body.name, {"role": body.role}, time=svc.clock.now()
     )
@@ -50,9 +54,13 @@ async def revoke(
     st: Any = Depends(store),
     svc: ControllerService = Depends(service),
 ) -> None:
-    if not st.revoke_token(name):
+    try:
+        revoked = st.revoke_token(name)
+    except LastAdminToken as e:
+        raise HTTPException(409, str(e)) from None
+    if not revoked:
         raise HTTPException(404, f"no token named {name}")
-    request.app.state.tokens.clear()
+    request.app.state.tokens.refresh()
     st.audit(who.name, who.role, "token.revoke", name, {}, time=svc.clock.now())
 
 
@@ -62,7 +70,8 @@ async def audit(
     st: Any = Depends(store),
     limit: int = Query(100, ge=1, le=10_000),
 ) -> Any:
-    entries = st.audit_log(limit=None)[-limit:]  # oldest first in the store; newest first here
+    # the newest ``limit`` only (the log grows with every submission), read off the loop
+    entries = await asyncio.to_thread(st.audit_log, limit=limit, newest_first=True)
     return [
         s.AuditOut(
             time=a.time,
@@ -71,7 +80,7 @@ async def audit(
             target=a.target,
             detail=dict(a.detail),
         )
-        for a in reversed(entries)
+        for a in entries
     ]
 
 

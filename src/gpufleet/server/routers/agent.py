@@ -100,7 +100,11 @@ async def logs(
 ) -> None:
     require_node(node, who)
     rec = svc.ctrl.jobs.get(body.job)
-    if rec is None or body.rank >= len(rec.allocation) or rec.allocation[body.rank].node != node:
+    if (
+        rec is None
+        or not 0 <= body.rank < len(rec.allocation)
+        or rec.allocation[body.rank].node != node
+    ):
         raise HTTPException(403, f"node {node} does not run rank {body.rank} of job {body.job}")
     try:
         svc.logs.append(

@@ -1,40 +1,29 @@
-"""/jobs: submit, list, show, cancel, logs."""
+"""/jobs: submit, list (listing.py: in pages, off the loop), show, cancel, logs."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import islice
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from gpufleet.api import schemas as s
 from gpufleet.api.bounds import Count, Name, SmallCount
-from gpufleet.core.state import JobRecord
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
+from gpufleet.server.listing import MAX_PAGE, next_link, record
+from gpufleet.server.listing import Query as ListQuery
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
-from gpufleet.server.store import NewJob, StoredJob, SubmitAudit
+from gpufleet.server.store import NewJob, SubmitAudit
 from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
 USERS = require("user", "admin")
-
-
-def _record(stored: StoredJob) -> JobRecord:
-    """A job only the store holds (it ended before this process started), as a record."""
-    return JobRecord(
-        stored.to_job(),
-        stored.seq,
-        stored.allocation,
-        stored.borrowing,
-        depends_on=stored.depends_on,
-    )
 
 
 def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
@@ -44,7 +33,7 @@ def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
         stored = svc.store.job(job_id)
         if stored is None:
             raise HTTPException(404, f"no job {job_id}")
-        rec = _record(stored)
+        rec = record(stored)
     if who.role == "user" and rec.job.spec.user != who.user:
         raise HTTPException(
             403, f"job {job_id} belongs to {rec.job.spec.user}; this token is {who.user}'s"
@@ -120,15 +109,31 @@ async def submit(
     return JSONResponse({"ids": ids}, status_code=201)
 
 
-@router.get("/jobs", response_model=list[s.JobOut])
+_NEXT = {
+    "Link": {
+        "description": 'the next page, as `<url>; rel="next"` (RFC 8288); absent on the last',
+        "schema": {"type": "string"},
+    }
+}
+
+
+@router.get(
+    "/jobs",
+    response_model=list[s.JobOut],
+    responses={200: {"headers": _NEXT}},
+)
 async def list_jobs(
+    request: Request,
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
     user: Name | None = None,
     queue: Name | None = None,
     state: Name | None = None,
-    limit: int = Query(200, ge=1, le=10_000),
+    limit: int = Query(
+        200, ge=1, le=MAX_PAGE, description=f"page size (at most {MAX_PAGE}: follow Link)"
+    ),
     all: bool = False,
+    cursor: Name | None = Query(None, description="where the page starts: from the Link header"),
 ) -> Any:
     if who.role == "user":
         if user not in (None, who.user):
@@ -147,39 +152,16 @@ async def list_jobs(
                     )
                 ]
             ) from None
-
-    def keep(rec: JobRecord) -> bool:
-        j = rec.job
-        if (user and j.spec.user != user) or (queue and j.spec.queue != queue):
-            return False
-        if wanted is not None:
-            return j.state is wanted
-        return all or not j.state.terminal
-
-    # newest first: the jobs this process accepted, then those it found in the store at start
-    # (unfinished ones in memory, finished ones in the store only)
-    cut = svc.restored_seq
-    found = list(
-        islice((r for r in reversed(svc.ctrl.jobs.values()) if r.seq > cut and keep(r)), limit)
-    )
-    if len(found) < limit and cut:
-        if all or wanted is not None:
-            for stored in svc.store.list_jobs(
-                user=user,
-                queue=queue,
-                state=wanted,
-                limit=limit - len(found),
-                newest_first=True,
-                max_seq=cut,
-            ):
-                rec = svc.ctrl.jobs.get(stored.id) or _record(stored)
-                if keep(rec):
-                    found.append(rec)
-        else:  # every unfinished job is in memory
-            older = [r for r in svc.ctrl.jobs.values() if r.seq <= cut and keep(r)]
-            found += sorted(older, key=lambda r: -r.seq)[: limit - len(found)]
-    reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
-    return [job_out(rec, reasons.get(rec.job.id)) for rec in found]
+    before: int | None = None
+    if cursor is not None:
+        if not cursor.isdigit() or not 0 < int(cursor) < 2**63:
+            raise FieldErrors([("query.cursor", f"{cursor[:40]!r} is not one from a Link header")])
+        before = int(cursor)
+    q = ListQuery(user, queue, wanted, all, limit, before)
+    page = await request.app.state.listings.page(svc, q)
+    headers = {} if page.next_before is None else {"Link": next_link(request.url, page.next_before)}
+    # the page is JSON already (made off the loop): FastAPI would validate and encode it again
+    return Response(page.body, media_type="application/json", headers=headers)
 
 
 @router.get("/jobs/{job_id}", response_model=s.JobOut)

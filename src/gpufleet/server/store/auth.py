@@ -10,7 +10,14 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
-from gpufleet.server.store.records import ROLES, AuditEntry, Role, StoreError, TokenInfo
+from gpufleet.server.store.records import (
+    ROLES,
+    AuditEntry,
+    LastAdminToken,
+    Role,
+    StoreError,
+    TokenInfo,
+)
 from gpufleet.server.store.schema import audit, tokens
 
 PREFIX = "gf_"  # makes a leaked secret easy to recognise (secret scanners, logs)
@@ -69,9 +76,48 @@ def has_admin(conn: sa.Connection) -> bool:
 
 
 def revoke_token(conn: sa.Connection, name: str, now: float) -> bool:
+    """False: no active token of that name. The last active admin token is never revoked
+    (LastAdminToken): without one nobody could manage the cluster or make a new admin."""
     t = tokens.c
+    # the active admin rows locked (PostgreSQL; SQLite's write lock is held already), so two
+    # revokes at once cannot each leave the other's token as the last and revoke both
+    active_admins: set[str] = set(
+        conn.execute(
+            sa.select(t.name).where(t.role == "admin", t.revoked_time.is_(None)).with_for_update()
+        ).scalars()
+    )
+    if active_admins == {name}:
+        raise LastAdminToken(
+            f"token {name!r} is the last active admin token: create another admin token "
+            "before revoking it"
+        )
     stmt = sa.update(tokens).where(t.name == name, t.revoked_time.is_(None))
     return conn.execute(stmt.values(revoked_time=now)).rowcount > 0
+
+
+def free_name(conn: sa.Connection, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``…: the first name no token has (revoked ones keep
+    theirs, so a revoked bootstrap ``admin`` does not block making a new one)."""
+    taken: set[str] = set(
+        conn.execute(
+            sa.select(tokens.c.name).where(
+                sa.or_(tokens.c.name == base, tokens.c.name.like(f"{base}-%"))
+            )
+        ).scalars()
+    )
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def active_tokens(conn: sa.Connection) -> list[tuple[str, TokenInfo]]:
+    """(SHA-256 of the secret, token) of every active token: what the server keeps in memory,
+    so that verifying a token costs no database read."""
+    q = sa.select(tokens).where(tokens.c.revoked_time.is_(None))
+    return [(r.secret_sha256, _info(r)) for r in conn.execute(q)]
 
 
 def list_tokens(conn: sa.Connection, include_revoked: bool) -> list[TokenInfo]:
@@ -148,9 +194,10 @@ def audit_log(
     since: float | None,
     after: int | None,
     limit: int | None,
+    newest_first: bool = False,
 ) -> list[AuditEntry]:
     a = audit.c
-    q = sa.select(audit).order_by(a.seq)
+    q = sa.select(audit).order_by(a.seq.desc() if newest_first else a.seq)
     if actor is not None:
         q = q.where(a.actor == actor)
     if target is not None:

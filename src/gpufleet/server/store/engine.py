@@ -14,6 +14,9 @@ between; IMMEDIATE takes the write lock up front and waits (busy timeout) like P
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,34 @@ def normalize_url(url: str) -> URL:
     return u
 
 
+def resolve_db_url(db: str, db_file: str | Path | None, env: Mapping[str, str]) -> str:
+    """The database URL from ``--db`` (no password: argv is public), else the first line of
+    ``--db-file`` (mode 0600), else ``$GPUFLEET_DB``; empty means SQLite in the data dir."""
+    from gpufleet.secretfile import read_secret
+
+    if db and db_file:
+        raise ValueError("--db and --db-file: give one of them")
+    if db:
+        if make_url(db).password is not None:
+            raise ValueError(
+                "--db: the URL holds a password, and the command line is readable by every "
+                "user: put the URL in a file (mode 0600) given as --db-file FILE, or in "
+                "the GPUFLEET_DB environment variable"
+            )
+        return db
+    if db_file:
+        return read_secret(db_file, "database URL")
+    return env.get("GPUFLEET_DB", "").strip()
+
+
+def safe_url(url: str) -> str:
+    """The URL with its password masked: what logs and error messages may show."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparsable database URL>"
+
+
 def make_engine(url: str) -> sa.Engine:
     u = normalize_url(url)
     if u.get_backend_name() == "sqlite":
@@ -59,6 +90,7 @@ def _sqlite_engine(u: URL) -> sa.Engine:
     if u.database is None or u.database in ("", ":memory:"):
         raise ValueError("the SQLite store needs a file (WAL does not apply to :memory:)")
     Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+    _private_sqlite_files(Path(u.database))
     engine = sa.create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_S})
 
     @sa.event.listens_for(engine, "connect")
@@ -77,6 +109,19 @@ def _sqlite_engine(u: URL) -> sa.Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _private_sqlite_files(db: Path) -> None:
+    """Create the database file 0600 before SQLite opens it, whatever the umask: SQLite gives its
+    -wal and -shm files the database file's mode. Files left more open are tightened."""
+    os.close(os.open(db, os.O_RDONLY | os.O_CREAT, 0o600))
+    for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        try:
+            mode = stat.S_IMODE(p.stat().st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            p.chmod(mode & 0o700)
 
 
 def upgrade(engine: sa.Engine) -> None:

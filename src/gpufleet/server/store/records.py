@@ -22,6 +22,10 @@ class StoreError(ValueError):
     """A write the store refused (a constraint, an unknown job); nothing of it was stored."""
 
 
+class LastAdminToken(StoreError):
+    """Revoking this token would leave no active admin token: nobody could manage the cluster."""
+
+
 class IdempotencyConflict(StoreError):
     """An idempotency key reused for a different job (another user or another spec)."""
 

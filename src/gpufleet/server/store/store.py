@@ -252,8 +252,21 @@ class Store:
             return auth.verify_token(c, secret)
 
     def revoke_token(self, name: str, *, now: float | None = None) -> bool:
+        """False: no active token of that name; LastAdminToken: it is the last admin's."""
         with self._write() as c:
             return auth.revoke_token(c, name, _now(now))
+
+    def create_admin_token(
+        self, base: str = "admin", now: float | None = None
+    ) -> tuple[TokenInfo, str]:
+        """An admin token named ``base`` or, if a (revoked) token has that name, the first
+        free ``base-N``: the controller's bootstrap must always succeed."""
+        with self._write() as c:
+            return auth.create_token(c, auth.free_name(c, base), "admin", None, None, _now(now))
+
+    def active_tokens(self) -> list[tuple[str, TokenInfo]]:
+        with self._read() as c:
+            return auth.active_tokens(c)
 
     def tokens(self, *, include_revoked: bool = True) -> list[TokenInfo]:
         with self._read() as c:
@@ -281,11 +294,18 @@ class Store:
         since: float | None = None,
         after: int | None = None,
         limit: int | None = 100,
+        newest_first: bool = False,
     ) -> list[AuditEntry]:
-        """Entries oldest first; ``after`` a sequence number pages on."""
+        """Entries oldest first (or newest first); ``after`` a sequence number pages on."""
         with self._read() as c:
             return auth.audit_log(
-                c, actor=actor, target=target, since=since, after=after, limit=limit
+                c,
+                actor=actor,
+                target=target,
+                since=since,
+                after=after,
+                limit=limit,
+                newest_first=newest_first,
             )
 
     # ----- accounting ----------------------------------------------------------------------

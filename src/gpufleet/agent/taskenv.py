@@ -1,0 +1,55 @@
+"""A task's environment, built from nothing.
+
+Nothing of the agent's own environment reaches a job (an agent started from a shell with
+``GPUFLEET_TOKEN`` exported would hand its token to every job): the base is what sudo's
+``secure_path`` and a login give — PATH, HOME, USER, LOGNAME, SHELL of the account the task
+runs as, TMPDIR — then what the node's admin set for every task (``--task-env``), then the
+job's spec and the launch (the controller merges them: Slurm and torchrun variables), and the
+GPUs the agent gives it last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gpufleet.agent.accounts import Account, LaunchRefused
+
+# sudo's default secure_path (Debian's sudoers; Slurm's task prolog starts from the same)
+SECURE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def base_env(account: Account, tmpdir: str) -> dict[str, str]:
+    return {
+        "PATH": SECURE_PATH,
+        "HOME": account.home,
+        "USER": account.name,
+        "LOGNAME": account.name,
+        "SHELL": account.shell,
+        "TMPDIR": tmpdir,
+    }
+
+
+def task_env(
+    account: Account,
+    tmpdir: str,
+    node_env: Mapping[str, str],
+    launch_env: Mapping[str, str],
+    visible_devices: str,
+) -> dict[str, str]:
+    env = {**base_env(account, tmpdir), **node_env, **launch_env}
+    env["CUDA_VISIBLE_DEVICES"] = visible_devices  # the agent's, last
+    check_no_nul(env, [])
+    return env
+
+
+def check_no_nul(env: Mapping[str, str], command: Sequence[str]) -> None:
+    """A NUL byte cannot reach exec(2): say which field holds it (Popen says only
+    'embedded null byte')."""
+    for i, arg in enumerate(command):
+        if "\0" in arg:
+            raise LaunchRefused(f"refused: command[{i}] contains a NUL byte")
+    for k, v in env.items():
+        if "\0" in k or "=" in k or not k:
+            raise LaunchRefused(f"refused: bad environment variable name {k!r}")
+        if "\0" in v:
+            raise LaunchRefused(f"refused: env[{k!r}] contains a NUL byte")

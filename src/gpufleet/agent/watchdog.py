@@ -1,0 +1,280 @@
+"""The node's fencing watchdog: a process of its own that kills the tasks when the lease lapses.
+
+The agent's tick loop fences its tasks when its lease runs out, but a hung agent (SIGSTOP, a
+stuck thread, a full swap) ticks no more, and its tasks would run on while the controller
+restarts their jobs elsewhere. So each agent starts one small watchdog process, in a session of
+its own (a signal to the agent's pid or process group does not reach it), that needs nothing
+from the agent but a file:
+
+* ``lease.json`` in the agent's data directory, replaced atomically on every renewal, holds the
+  lease deadline on ``CLOCK_MONOTONIC`` (system-wide on Linux, so both processes read the same
+  clock) and the fence grace;
+* past the deadline, the watchdog sends SIGTERM to every task's process group (the tasks are the
+  agent's children and the ``rank*.pid`` files the runner writes), and SIGKILL once the grace is
+  over; it marks each task it fenced with a ``rank*.fenced`` file, so that the agent, should it
+  wake up, reports the exit as fencing (the node's fault), not as the job's failure.
+
+The agent holds the write end of the watchdog's stdin. A clean shutdown writes ``stop`` (the
+agent has stopped its tasks itself): the watchdog exits and kills nothing. End of file without
+it means the agent died: the watchdog enforces the lease one last time and exits once nothing
+it fenced is alive. The controller counts on this rule: it declares a node lost only after
+lease + fence grace + a kill margin since the last heartbeat it answered.
+
+This file runs as a script (``python watchdog.py``) so that it starts without importing the
+agent: only the standard library and psutil.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil  # type: ignore[import-untyped]
+
+log = logging.getLogger("gpufleet.agent.watchdog")
+
+LEASE_FILE = "lease.json"
+STEP_S = 0.1  # how often the lease is read: part of the controller's kill margin
+_PIDFILE = re.compile(r"rank(\d+)\.pid")
+
+Ident = tuple[int, float]  # (process group id = the task leader's pid, its create time)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    until: float  # CLOCK_MONOTONIC seconds
+    grace_s: float  # SIGTERM → SIGKILL
+    pid: int = 0  # the agent that wrote it
+
+
+def write_lease(data_dir: Path, until: float, grace_s: float) -> None:
+    """Atomically replace the lease file (the watchdog never reads half a file)."""
+    path = Path(data_dir) / LEASE_FILE
+    tmp = path.with_name(f".{LEASE_FILE}.{os.getpid()}.tmp")
+    body = json.dumps(
+        {"until": until if math.isfinite(until) else 0.0, "grace_s": grace_s, "pid": os.getpid()}
+    )
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(body)
+    os.replace(tmp, path)
+
+
+def read_lease(data_dir: Path) -> Lease | None:
+    """The lease, or None when there is none or it cannot be read (treated as lapsed)."""
+    try:
+        rec = json.loads((Path(data_dir) / LEASE_FILE).read_text())
+        return Lease(float(rec["until"]), max(0.0, float(rec["grace_s"])), int(rec.get("pid", 0)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass
+class Fence:
+    """What to signal when, given the time, the lease and the tasks alive: no I/O, so the rule
+    is tested with numbers. Once fenced, a task is killed even if the lease is renewed later:
+    the controller may already have counted it lost."""
+
+    default_grace_s: float = 2.0
+    kill_at: dict[Ident, float] = field(default_factory=dict)
+
+    def lapsed(self, now: float, lease: Lease | None) -> bool:
+        return lease is None or now >= lease.until
+
+    def step(self, now: float, lease: Lease | None, alive: set[Ident]) -> list[tuple[Ident, int]]:
+        out: list[tuple[Ident, int]] = []
+        for ident in list(self.kill_at):
+            if ident not in alive:
+                del self.kill_at[ident]  # gone: nothing left to kill
+        if self.lapsed(now, lease):
+            grace = lease.grace_s if lease is not None else self.default_grace_s
+            for ident in sorted(alive - self.kill_at.keys()):
+                self.kill_at[ident] = now + grace
+                out.append((ident, signal.SIGTERM))
+        for ident, at in sorted(self.kill_at.items()):
+            if now >= at:
+                out.append((ident, signal.SIGKILL))  # again each step until it is gone
+        return out
+
+
+# ----- the tasks on this node ---------------------------------------------------------------
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def find_tasks(data_dir: Path, agent_pid: int | None) -> dict[Ident, Path | None]:
+    """Every task leader alive: the agent's children that lead their own process group (the
+    runner starts each task so), and the pid files of tasks whose agent may be gone. Each with
+    the directory its ``rank*.fenced`` mark goes to (None: unknown)."""
+    found: dict[Ident, Path | None] = {}
+    if agent_pid is not None:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(agent_pid).children():
+                with contextlib.suppress(psutil.Error, OSError):
+                    if os.getpgid(child.pid) == child.pid and child.pid != os.getpid():
+                        found[(child.pid, float(child.create_time()))] = None
+    for pidfile in Path(data_dir).glob("*/*/rank*.pid"):
+        if _PIDFILE.fullmatch(pidfile.name) is None:
+            continue
+        try:
+            rec = json.loads(pidfile.read_text())
+            pid, created = int(rec["pid"]), float(rec["create_time"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        now_created = _create_time(pid)
+        if now_created is None or abs(now_created - created) >= 0.05:
+            continue  # exited, or the pid is another process now
+        for ident in [i for i in found if i[0] == pid]:
+            del found[ident]
+        found[(pid, now_created)] = pidfile
+    return found
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def mark_fenced(pidfile: Path, why: str) -> None:
+    with contextlib.suppress(OSError):
+        pidfile.with_suffix(".fenced").write_text(why)
+
+
+def fenced_mark(pidfile: Path) -> str | None:
+    """What the watchdog wrote when it fenced this task (None: it did not)."""
+    try:
+        return pidfile.with_suffix(".fenced").read_text()
+    except OSError:
+        return None
+
+
+# ----- the process --------------------------------------------------------------------------
+
+
+def _control(stream_fd: int) -> str | None:
+    """``"stop"``, ``"eof"`` (the agent is gone) or None (nothing new) on the agent's pipe."""
+    ready, _, _ = select.select([stream_fd], [], [], 0)
+    if not ready:
+        return None
+    data = os.read(stream_fd, 64)
+    if not data:
+        return "eof"
+    return "stop" if b"stop" in data else None
+
+
+def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
+    """Enforce the lease until the agent stops cleanly, or until it is gone and nothing it left
+    is alive past the lease."""
+    fence = Fence()
+    agent_gone = False
+    owner = agent_pid
+    while True:
+        msg = None if agent_gone else _control(control_fd)
+        if msg == "stop":
+            log.info("the agent stopped cleanly: exiting")
+            return 0
+        if msg == "eof":
+            agent_gone = True
+            agent_pid = None
+            log.warning("the agent is gone: enforcing its lease on what it left")
+        now = time.monotonic()
+        lease = read_lease(data_dir)
+        if agent_gone and lease is not None and lease.pid not in (0, owner) and not fence.kill_at:
+            log.info("a new agent (pid %d) holds this node now: exiting", lease.pid)
+            return 0  # its own watchdog enforces its lease
+        tasks: dict[Ident, Path | None] = {}
+        if fence.lapsed(now, lease) or fence.kill_at:
+            tasks = find_tasks(data_dir, agent_pid)
+        for ident, sig in fence.step(now, lease, set(tasks)):
+            pidfile = tasks.get(ident)
+            if sig == signal.SIGTERM:
+                why = "fenced: the node's watchdog saw the agent's lease expire"
+                log.warning("lease expired: SIGTERM to task group %d (%s)", ident[0], pidfile)
+                if pidfile is not None:
+                    mark_fenced(pidfile, why)
+            signal_group(ident[0], sig)
+        if agent_gone and fence.lapsed(now, lease) and not fence.kill_at and not tasks:
+            return 0
+        time.sleep(STEP_S)
+
+
+class WatchdogHandle:
+    """The agent's side: starts the watchdog, writes the lease, stops it cleanly."""
+
+    def __init__(self, data_dir: Path, *, log_path: Path | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.log_path = log_path or self.data_dir / "watchdog.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        write_lease(self.data_dir, 0.0, 0.0)  # an old agent's lease is not ours
+        self._spawn()
+
+    def _spawn(self) -> None:
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__)), str(self.data_dir), str(os.getpid())],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a signal to the agent's group does not reach it
+                close_fds=True,
+            )
+
+    def renew(self, until: float, grace_s: float) -> None:
+        write_lease(self.data_dir, until, grace_s)
+
+    def ensure(self) -> bool:
+        """Start it again if it died (someone killed it): True when it had to."""
+        if self.proc is None or self.proc.poll() is None:
+            return False
+        log.warning("the fencing watchdog exited (%s): starting it again", self.proc.returncode)
+        self.restarts += 1
+        self._spawn()
+        return True
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        p, self.proc = self.proc, None
+        if p is None:
+            return
+        with contextlib.suppress(OSError, ValueError):  # ValueError: closed already
+            assert p.stdin is not None
+            p.stdin.write(b"stop\n")
+            p.stdin.close()
+        try:
+            p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s watchdog %(message)s")
+    data_dir = Path(argv[0])
+    agent_pid = int(argv[1]) if len(argv) > 1 else None
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return run(data_dir, agent_pid)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,182 @@
+"""A root agent runs each job as its owner's Unix account, as Slurm does: two real users that
+this test creates, their jobs through a real controller and agent. Each job runs with its own
+uid, user B can neither read A's environment in /proc nor signal A's task, /tmp is private to
+each task, and the logs are 0600 and the owner's. A user with no account on the node is
+refused, and the job's events say why and how to fix it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpufleet.client import Client
+from gpufleet.ops.localcluster import LocalCluster
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="needs root: it creates two Unix users and a root agent"
+    ),
+    pytest.mark.skipif(
+        not all(shutil.which(t) for t in ("useradd", "userdel", "setpriv", "unshare", "mount")),
+        reason="needs useradd/userdel (passwd) and setpriv/unshare/mount (util-linux)",
+    ),
+]
+FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}
+AGENT_SECRET = "GPUFLEET_TEST_AGENT_SECRET"
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"}
+
+
+def wait_for(what: str, check: object, timeout_s: float = 60.0) -> object:
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        last = check()  # type: ignore[operator]
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {last!r})")
+
+
+def log_of(c: Client, job: str, stream: str = "stdout") -> str:
+    return c.logs(job, stream=stream).data
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[list[str]]:
+    tag = uuid.uuid4().hex[:6]
+    names = [f"gfa{tag}", f"gfb{tag}"]
+    for n in names:
+        subprocess.run(
+            ["useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", n],
+            check=True,
+        )
+    try:
+        yield names
+    finally:
+        for n in names:
+            subprocess.run(["userdel", n], check=False)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, users: list[str]) -> Iterator[LocalCluster]:
+    """Stopped before the users are removed (their tasks with it)."""
+    c = LocalCluster(
+        tmp_path_factory.mktemp("run-as"),
+        agents=1,
+        gpus="2xH100",
+        fallback_account="",  # a user without an account here is refused
+        **FAST,  # type: ignore[arg-type]
+    )
+    os.environ[AGENT_SECRET] = "the-agents-own"  # the agent inherits it (LocalCluster._env)
+    try:
+        c.start()
+        del os.environ[AGENT_SECRET]
+        yield c
+    finally:
+        os.environ.pop(AGENT_SECRET, None)
+        c.stop()
+        for log in sorted(c.data_dir.glob("*.log")):
+            print(f"----- {log.name}\n" + "\n".join(log.read_text().splitlines()[-30:]))
+
+
+def state(c: Client, job: str, want: set[str], timeout_s: float = 60.0) -> str:
+    def check() -> str | None:
+        s = c.job(job).state
+        if s in TERMINAL and s not in want:
+            raise AssertionError(f"job {job} ended {s}: {c.job(job).events}")
+        return s if s in want else None
+
+    return str(wait_for(f"job {job} in {want}", check, timeout_s))
+
+
+A_JOB = (
+    "id -u; echo mine > /tmp/a-marker; echo TMP=$(ls -A /tmp | tr '\\n' ' '); "
+    "echo TMPDIR=$TMPDIR; echo ready; exec sleep 120"
+)
+# $1: the pid of A's task
+B_JOB = (
+    "id -u; "
+    "if cat /proc/$1/environ >/dev/null 2>&1; then echo READ-ENV; else echo no-env; fi; "
+    "if kill -TERM $1 2>/dev/null; then echo SIGNALLED; else echo no-signal; fi; "
+    "if [ -e /tmp/a-marker ]; then echo SAW-A-TMP; else echo private-tmp; fi"
+)
+
+
+def test_jobs_run_as_their_owners_and_cannot_touch_each_other(
+    cluster: LocalCluster, users: list[str]
+) -> None:
+    a_name, b_name = users
+    a_uid, b_uid = (pwd.getpwnam(n).pw_uid for n in users)
+    alice, bob = cluster.user(a_name), cluster.user(b_name)
+    (a_job,) = alice.submit(
+        {
+            "name": "a",
+            "command": ["/bin/sh", "-c", A_JOB],
+            "env": {"WANDB_API_KEY": "a-secret"},
+            "time_limit_s": 300,
+        }
+    )
+    state(alice, a_job, {"RUNNING"})
+    wait_for("A's task ready", lambda: "ready" in log_of(alice, a_job))
+    a_out = log_of(alice, a_job).splitlines()
+    assert a_out[0] == str(a_uid)
+    assert "TMP=a-marker" in a_out  # an empty /tmp of its own, then what it wrote
+    assert "TMPDIR=/tmp" in a_out
+    (pidfile,) = (cluster.data_dir / "node-0" / a_job).glob("*/rank0.pid")
+    a_pid = int(json.loads(pidfile.read_text())["pid"])
+    environ = Path(f"/proc/{a_pid}/environ").read_bytes().split(b"\0")
+    assert b"WANDB_API_KEY=a-secret" in environ
+    names = {v.split(b"=", 1)[0] for v in environ}
+    assert not names & {AGENT_SECRET.encode(), b"PYTHONUNBUFFERED"}  # the agent's, not A's
+    assert os.stat(f"/proc/{a_pid}").st_uid == a_uid
+
+    (b_job,) = bob.submit(
+        {"name": "b", "command": ["/bin/sh", "-c", B_JOB, "sh", str(a_pid)], "time_limit_s": 120}
+    )
+    state(bob, b_job, {"SUCCEEDED"})
+    b_out = wait_for("B's whole log", lambda: bob.logs(b_job).complete and log_of(bob, b_job))
+    assert str(b_out).splitlines() == [str(b_uid), "no-env", "no-signal", "private-tmp"]
+    assert alice.job(a_job).state == "RUNNING"  # B's SIGTERM never reached it
+
+    attempt_dir = pidfile.parent
+    for f in (attempt_dir / "rank0.out", attempt_dir / "rank0.err"):
+        st = f.stat()
+        assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o600, a_uid), f
+    for d in (attempt_dir, attempt_dir.parent):  # the agent's own: a job plants no symlink
+        st = d.stat()
+        assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o700, 0), d
+    tmpdir = attempt_dir / "rank0.tmpdir"
+    assert (tmpdir / "a-marker").read_text() == "mine\n"  # what A's /tmp really is
+    assert (stat.S_IMODE(tmpdir.stat().st_mode), tmpdir.stat().st_uid) == (0o700, a_uid)
+
+    alice.cancel(a_job)
+    state(alice, a_job, {"CANCELLED"})
+    wait_for("A's private /tmp removed", lambda: not tmpdir.exists(), 30)
+
+
+def test_a_user_without_an_account_on_the_node_is_refused_saying_how_to_fix_it(
+    cluster: LocalCluster,
+) -> None:
+    ghost = cluster.user("no-account-gf")
+    (job,) = ghost.submit({"name": "ghost", "command": ["/bin/true"], "time_limit_s": 60})
+
+    def refused() -> str | None:
+        j = ghost.job(job)
+        why = " ".join(e.why for e in j.events or [])
+        return why if "has no Unix account on this node" in why else None
+
+    why = str(wait_for("the refusal in the job's events", refused))
+    assert "'no-account-gf'" in why and "--fallback-account" in why
+    err = wait_for("the reason in the stderr log", lambda: log_of(ghost, job, "stderr"))
+    assert "has no Unix account on this node" in str(err)

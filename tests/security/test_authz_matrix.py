@@ -1,0 +1,297 @@
+"""The authorization matrix: every operation of the live OpenAPI schema × every kind of caller,
+each with the status that the policy (DESIGN.md: "a user touches only their own jobs; an agent
+speaks only for its own node"; admins manage the cluster) gives it.
+
+A real controller (uvicorn on 127.0.0.1, real SQLite, the service loop running); path
+parameters are real objects: alice's job running on node-1, bob's job, node-1 and node-2 with
+their agents registered. The table below is written from the policy, not recorded from the
+server; an operation the schema gains without a line here fails the test."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from gpufleet.api import schemas as s
+from gpufleet.client import Client
+from gpufleet.client.http import AgentClient
+from gpufleet.core.clock import ManualClock
+from gpufleet.server.app import create_app
+from gpufleet.server.config import ServerConfig
+from gpufleet.server.ratelimit import FailedAuthLimiter
+from gpufleet.server.store import Store
+
+CALLERS = ("none", "bad", "alice", "bob", "admin", "agent-1", "agent-2")
+SPEC: dict[str, Any] = {"name": "m", "gpus_per_worker": 1, "command": ["sleep", "1"]}
+
+
+# Who may call what. ``ok``: the success status; everyone not allowed gets 403 (a token of a
+# role that may not do it, or of another user or node), 401 with no or a bad token.
+@dataclass(frozen=True)
+class Rule:
+    ok: int
+    allowed: frozenset[str]
+    public: bool = False  # no token needed at all
+
+    def expected(self, caller: str) -> int:
+        if self.public or caller in self.allowed:
+            return self.ok
+        return 401 if caller in ("none", "bad") else 403
+
+
+def rule(ok: int, *allowed: str) -> Rule:
+    return Rule(ok, frozenset(allowed))
+
+
+PUBLIC = Rule(200, frozenset(), public=True)
+OWNER = ("alice", "admin")  # the path's job is alice's
+USERS = ("alice", "bob", "admin")
+ADMIN = ("admin",)
+# An agent calls for its own node (the path's {node} is the caller's), and the body speaks of
+# alice's rank, which runs on node-1: only node-1's agent may; node-2's speaks of another node.
+NODE_1 = ("agent-1",)
+AGENTS = ("agent-1", "agent-2")  # nothing in the call is about another node
+
+POLICY: dict[tuple[str, str], Rule] = {
+    ("POST", "/api/v1/jobs"): rule(201, *USERS),
+    ("GET", "/api/v1/jobs"): rule(200, *USERS),  # each user sees their own
+    ("GET", "/api/v1/jobs/{job_id}"): rule(200, *OWNER),
+    ("POST", "/api/v1/jobs/{job_id}/cancel"): rule(200, *OWNER),
+    ("GET", "/api/v1/jobs/{job_id}/logs"): rule(200, *OWNER),
+    ("GET", "/api/v1/nodes"): rule(200, *USERS),
+    ("POST", "/api/v1/nodes/{name}/drain"): rule(200, *ADMIN),
+    ("POST", "/api/v1/nodes/{name}/resume"): rule(200, *ADMIN),
+    ("GET", "/api/v1/nodes/{name}/history"): rule(200, *USERS),
+    ("GET", "/api/v1/queues"): rule(200, *USERS),
+    ("PUT", "/api/v1/queues/{name}"): rule(200, *ADMIN),
+    ("GET", "/api/v1/tokens"): rule(200, *ADMIN),
+    ("POST", "/api/v1/tokens"): rule(201, *ADMIN),
+    ("DELETE", "/api/v1/tokens/{name}"): rule(204, *ADMIN),
+    ("GET", "/api/v1/audit"): rule(200, *ADMIN),
+    ("GET", "/api/v1/accounting"): rule(200, *USERS),  # a user's rows are their own
+    ("GET", "/api/v1/dashboard/me"): rule(200, *USERS),
+    ("GET", "/api/v1/dashboard/cluster"): rule(200, *USERS),
+    ("GET", "/api/v1/dashboard/alerts"): rule(200, *USERS),
+    ("POST", "/api/v1/agent/register"): rule(200, *NODE_1),  # alice's rank said to run
+    ("POST", "/api/v1/agent/{node}/heartbeat"): rule(200, *NODE_1),  # alice's rank said to run
+    ("GET", "/api/v1/agent/{node}/commands"): rule(200, *AGENTS),
+    ("POST", "/api/v1/agent/{node}/events"): rule(204, *NODE_1),
+    ("POST", "/api/v1/agent/{node}/logs"): rule(204, *NODE_1),
+    ("GET", "/metrics"): PUBLIC,  # unless the controller has a metrics token (not here)
+    ("GET", "/healthz"): PUBLIC,
+}
+
+
+@dataclass
+class World:
+    url: str
+    app: Any
+    clock: ManualClock
+    tokens: dict[str, str | None]
+    admin: Client
+    alice_job: str
+    bob_job: str
+    _n: Iterator[int] = field(default_factory=itertools.count)
+
+    def fresh(self) -> int:
+        return next(self._n)
+
+    def attempt(self, job: str) -> int:
+        return self.admin.job(job).attempt
+
+
+def _gpus(node: str) -> list[s.GpuInfo]:
+    return [
+        s.GpuInfo(index=i, uuid=f"GPU-{node}-{i}", model="H100-SXM", memory_mib=81559)
+        for i in range(8)
+    ]
+
+
+def _alices(w: World) -> s.TaskRef:
+    return s.TaskRef(job=w.alice_job, attempt=w.attempt(w.alice_job), rank=0)
+
+
+def _register(node: str, running: list[s.TaskRef] | None = None) -> s.AgentRegister:
+    return s.AgentRegister(
+        node=node,
+        address="127.0.0.1",
+        gpu_model="H100-SXM",
+        gpus=_gpus(node),
+        cpu_cores=64,
+        memory_gib=256,
+        running=running or [],
+    )
+
+
+def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str, Any], Any]:
+    """The concrete URL, query and body of one call of ``method path`` on real objects; a
+    call that changes something changes a fresh object, so every caller meets the same."""
+    q: dict[str, Any] = {}
+    body: Any = None
+    node = "node-2" if caller == "agent-2" else "node-1"
+    url = path.replace("{node}", node)
+    if "{job_id}" in path:
+        job = w.alice_job
+        if path.endswith("/cancel"):  # a job of alice's of its own: cancelled once only
+            (job,) = w.admin.submit({**SPEC, "user": "alice", "gpus_per_worker": 16})
+        url = url.replace("{job_id}", job)
+    if path == "/api/v1/tokens/{name}":
+        name = f"victim-{w.fresh()}"
+        w.admin.create_token(s.TokenCreate(name=name, role="user", user="carol"))
+        url = url.replace("{name}", name)
+    elif path == "/api/v1/queues/{name}":
+        url = url.replace("{name}", "default")
+    elif "{name}" in path:
+        url = url.replace("{name}", "node-2")
+    if (method, path) == ("POST", "/api/v1/jobs"):
+        body = {"spec": {**SPEC, "gpus_per_worker": 16}}  # never placed: nothing changes
+    elif (method, path) == ("POST", "/api/v1/tokens"):
+        body = {"name": f"new-{w.fresh()}", "role": "user", "user": "dave"}
+    elif path.endswith("/drain"):
+        body = {"reason": "matrix"}
+    elif path.startswith("/api/v1/queues/"):
+        body = {"weight": 1.0}
+    elif path == "/api/v1/agent/register":  # its node again, running alice's rank
+        body = _register(node, [_alices(w)]).model_dump()
+    elif path.endswith("/heartbeat"):
+        body = s.Heartbeat(running=[_alices(w)]).model_dump()
+    elif path.endswith("/commands"):
+        q = {"wait": 0}
+    elif path.endswith("/events"):  # a started event about alice's rank on node-1
+        ev = s.AgentEvent(kind="started", job=w.alice_job, attempt=w.attempt(w.alice_job), rank=0)
+        body = s.AgentEvents(events=[ev]).model_dump()
+    elif path.endswith("/agent/{node}/logs"):
+        body = s.LogChunk(
+            job=w.alice_job,
+            attempt=w.attempt(w.alice_job),
+            rank=0,
+            stream="stdout",
+            offset=0,
+            data="",
+        ).model_dump()
+    return url, q, body
+
+
+@contextlib.contextmanager
+def _serve(tmp: Path) -> Iterator[tuple[str, Any, ManualClock]]:
+    clock = ManualClock(1_700_000_000.0)
+    store = Store.open(f"sqlite:///{tmp / 'gpufleet.db'}")
+    app = create_app(ServerConfig(data_dir=tmp / "controller"), store=store, clock=clock)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.started, "the server did not start"
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", app, clock
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("matrix")
+    with _serve(tmp) as (url, app, clock):
+        admin = Client(url, (tmp / "controller" / "admin.token").read_text().strip())
+        tokens: dict[str, str | None] = {"none": None, "bad": "gf_not-a-real-token"}
+        for caller, kw in (
+            ("alice", {"role": "user", "user": "alice"}),
+            ("bob", {"role": "user", "user": "bob"}),
+            ("agent-1", {"role": "agent", "node": "node-1"}),
+            ("agent-2", {"role": "agent", "node": "node-2"}),
+        ):
+            tokens[caller] = admin.create_token(s.TokenCreate(name=caller, **kw)).token
+        tokens["admin"] = admin.http.headers["authorization"].split()[1]
+        a1, a2 = AgentClient(url, tokens["agent-1"]), AgentClient(url, tokens["agent-2"])
+        a1.register(_register("node-1"))
+        alice = Client(url, tokens["alice"])
+        (alice_job,) = alice.submit(SPEC)  # placed on node-1, the only node yet
+        (launch,) = a1.commands("node-1", wait_s=5)
+        assert launch.job == alice_job
+        a2.register(_register("node-2"))
+        (bob_job,) = Client(url, tokens["bob"]).submit({**SPEC, "gpus_per_worker": 16})
+        try:
+            yield World(url, app, clock, tokens, admin, alice_job, bob_job)
+        finally:
+            for c in (admin, a1, a2, alice):
+                c.close()
+
+
+def _operations(w: World) -> list[tuple[str, str]]:
+    schema = httpx.get(w.url + "/api/v1/openapi.json").json()
+    return sorted(
+        (m.upper(), p)
+        for p, ops in schema["paths"].items()
+        for m in ops
+        if m in ("get", "post", "put", "patch", "delete")
+    )
+
+
+def test_every_operation_has_a_rule(world: World) -> None:
+    ops = set(_operations(world))
+    assert ops, "the schema lists no operations"
+    missing = sorted(ops - POLICY.keys())
+    assert not missing, f"operations without an authorization rule: {missing}"
+    gone = sorted(POLICY.keys() - ops)
+    assert not gone, f"rules for operations the schema no longer has: {gone}"
+
+
+def _check(w: World, method: str, path: str, caller: str) -> tuple[int, str]:
+    # the bad token's caller is limited after a burst (test_api_auth.py covers that): each
+    # of its calls starts with a fresh limit, so that here it is the 401 that is checked
+    w.app.state.tokens.limiter = FailedAuthLimiter(w.clock.now)
+    url, q, body = _call(w, method, path, caller)
+    token = w.tokens[caller]
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    r = httpx.request(method, w.url + url, params=q, json=body, headers=headers, timeout=30)
+    return r.status_code, r.text[:300]
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_the_matrix(world: World, caller: str) -> None:
+    wrong: list[str] = []
+    for method, path in _operations(world):
+        want = POLICY[(method, path)].expected(caller)
+        got, text = _check(world, method, path, caller)
+        if got != want:
+            wrong.append(f"{method} {path} as {caller}: {got}, expected {want} ({text})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_an_agent_calls_only_for_its_own_node(world: World) -> None:
+    """The path's node another agent's: 403 for every agent endpoint, whatever the body."""
+    for method, path in _operations(world):
+        if "{node}" not in path:
+            continue
+        url, q, body = _call(world, method, path, "agent-1")
+        h = {"Authorization": f"Bearer {world.tokens['agent-2']}"}
+        r = httpx.request(method, world.url + url, params=q, json=body, headers=h, timeout=30)
+        assert r.status_code == 403, (method, path, r.text)
+        assert "this agent token is for node node-2, not node-1" in r.json()["detail"]
+
+
+def test_a_user_sees_only_their_own_jobs_in_listings(world: World) -> None:
+    """What ``GET /jobs`` answers a user (200 for both) holds only their own jobs."""
+    for caller, mine in (("alice", world.alice_job), ("bob", world.bob_job)):
+        h = {"Authorization": f"Bearer {world.tokens[caller]}"}
+        r = httpx.get(world.url + "/api/v1/jobs", params={"all": "true"}, headers=h)
+        users = {j["user"] for j in r.json()}
+        assert users == {caller} and mine in {j["id"] for j in r.json()}

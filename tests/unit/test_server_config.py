@@ -1,0 +1,18 @@
+"""The controller's settings refuse what a node could not use, naming the setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.server.config import ServerConfig
+
+
+@pytest.mark.parametrize("name", ["-rf", "a b", "x\0y", "../etc", "a" * 40])
+def test_a_fallback_account_that_is_no_unix_name_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="fallback_account"):
+        ServerConfig(fallback_account=name)
+
+
+@pytest.mark.parametrize("name", ["", "nobody", "svc_gpu", "build-bot", "ci.runner"])
+def test_unix_account_names_are_accepted(name: str) -> None:
+    assert ServerConfig(fallback_account=name).fallback_account == name
