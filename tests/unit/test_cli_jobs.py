@@ -170,6 +170,10 @@ def test_a_refusal_midway_through_a_file_says_what_was_submitted(
         (["submit", "--mem", "lots", "--", "x"], "--mem"),
         (["submit", "--env", "NOEQUALS", "--", "x"], "KEY=VALUE"),
         (["submit", "--array", "9-0", "--", "x"], "--array"),
+        # sized from its text before anything is expanded or sent (issue 10)
+        (["submit", "--array", "0-1000000000", "--", "x"], "--array: more than 1001 tasks"),
+        (["submit", "--cpus", "nan", "--", "x"], "cpus: must be a finite number"),
+        (["submit", "--cpus", "1e308", "--", "x"], "cpus: must be at most"),
         (["submit", "--dependency", "afternotok:1", "--", "x"], "not supported"),
         (["submit", "--strict-topology", "--", "x"], "--topology"),
         (["submit", "--topology", "rack", "--", "x"], "topology.level"),
@@ -189,6 +193,14 @@ def test_a_bad_script_names_its_line_and_sends_nothing(api: FakeApi, tmp_path: P
     r = cli("submit", "--dry-run", "--json", str(f))
     assert r.code == 2 and r.stdout == ""
     assert f"{f}: line 3, line 4: --gres=gpu:3 does not divide" in r.stderr
+    assert api.requests == []
+
+
+def test_a_job_yaml_with_a_nul_is_refused_before_sending(api: FakeApi, tmp_path: Path) -> None:
+    f = tmp_path / "j.yaml"
+    f.write_text('name: a\ncommand: ["echo", "a\\0b"]\nenv: {K: "\\0"}\n')
+    r = cli("submit", "-f", str(f))
+    assert r.code == 2 and f"{f}: command[1]: must not contain a NUL byte" in r.stderr
     assert api.requests == []
 
 

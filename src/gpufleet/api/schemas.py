@@ -3,30 +3,57 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpufleet.api.bounds import (
+    CleanJson,
+    Count,
+    Int64,
+    LogText,
+    Name,
+    NonNegative,
+    OptName,
+    Reason,
+    SmallCount,
+    Text,
+)
+
 Role = Literal["user", "admin", "agent"]
+MAX_LIST = 10_000  # tasks, events and dependencies in one request
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Input(Strict):
+    """A request body: every field bounded (``api/bounds.py``), NaN and infinities refused,
+    and no type guessed: "1" is not a number, nor 1.0 a string (strict)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+
 # ----- users ------------------------------------------------------------------------------
 
 
-class Dependency(Strict):
+class Dependency(Input):
     type: Literal["afterok", "afterany"]
-    job: str
+    job: Name
 
 
-class JobSubmit(Strict):
-    spec: dict[str, Any]  # a JobSpec mapping; validated by JobSpec.from_dict
-    array: str | None = Field(None, description="Slurm-style array: '0-9', '1,3,5', '0-15%4'")
-    depends_on: list[Dependency] = []
-    idempotency_key: str | None = Field(None, max_length=128)
+class JobSubmit(Input):
+    # a JobSpec mapping, validated by JobSpec.from_dict; every string and number in it is
+    # checked first, so that all such problems are reported together
+    spec: Annotated[dict[str, Any], CleanJson]
+    array: Text | None = Field(
+        None,
+        description="Slurm-style array: '0-9', '1,3,5', '0-15%4'; at most the controller's "
+        "--max-array-size tasks (default 1001)",
+    )
+    depends_on: list[Dependency] = Field(default=[], max_length=MAX_LIST)
+    idempotency_key: Annotated[Text, Field(max_length=128)] | None = None
 
 
 class SubmitResult(Strict):
@@ -107,8 +134,8 @@ class NodeOut(Strict):
     gpu_info: list[GpuInfo] = []
 
 
-class DrainRequest(Strict):
-    reason: str = Field("drained by admin", max_length=500)
+class DrainRequest(Input):
+    reason: Annotated[Text, Field(max_length=500)] = "drained by admin"
 
 
 class QueueOut(Strict):
@@ -124,10 +151,10 @@ class QueueOut(Strict):
     fair_share_usage: float  # decayed past usage, share·s
 
 
-class QueueUpdate(Strict):
-    weight: float | None = Field(None, gt=0)
-    cohort: str | None = None
-    quota_gpus: float | None = Field(None, ge=0)
+class QueueUpdate(Input):
+    weight: float | None = Field(None, gt=0, le=1e6)
+    cohort: OptName | None = None
+    quota_gpus: float | None = Field(None, ge=0, le=1e9)  # GPUs, in milli-GPUs an int64
 
 
 class AccountingRow(Strict):
@@ -136,11 +163,11 @@ class AccountingRow(Strict):
     gpu_hours: float
 
 
-class TokenCreate(Strict):
-    name: str = Field(..., min_length=1, max_length=100)
+class TokenCreate(Input):
+    name: Annotated[Name, Field(min_length=1, max_length=100)]
     role: Role
-    user: str | None = None  # for user tokens: whose jobs it may touch
-    node: str | None = None  # for agent tokens: the only node it may report for
+    user: Name | None = None  # for user tokens: whose jobs it may touch
+    node: Name | None = None  # for agent tokens: the only node it may report for
 
 
 class TokenOut(Strict):
@@ -159,40 +186,49 @@ class AuditOut(Strict):
     detail: dict[str, Any] = {}
 
 
+class FieldProblem(Strict):
+    field: str  # where: "body.spec.env.FOO", "query.offset", "path.job_id"
+    message: str
+
+
 class ErrorOut(Strict):
-    detail: str | list[dict[str, Any]]
+    """The body of every 4xx and 5xx the API returns."""
+
+    detail: str  # for people: every problem, "field: message; …"
+    errors: list[FieldProblem] = []  # for programs: one entry per field at fault
 
 
 # ----- agents -----------------------------------------------------------------------------
 
 
-class GpuInfo(Strict):
-    index: int
-    uuid: str
-    model: str
-    memory_mib: int
-    pci_bus_id: str = ""
-    pcie_gen: int = 0
-    pcie_width: int = 0
-    nvlink_up: int = 0
+class GpuInfo(Input):
+    index: SmallCount
+    uuid: OptName
+    model: OptName
+    memory_mib: Count
+    pci_bus_id: OptName = ""
+    pcie_gen: SmallCount = 0
+    pcie_width: SmallCount = 0
+    nvlink_up: SmallCount = 0
 
 
-class AgentRegister(Strict):
-    node: str
-    address: str  # where other ranks reach this node (MASTER_ADDR)
-    gpu_model: str
-    gpus: list[GpuInfo]
-    cpu_cores: float
-    memory_gib: float
-    leaf: str = "leaf-0"
-    pod: str = "pod-0"
-    labels: dict[str, str] = {}
-    driver_version: str = ""
-    cuda_version: str = ""
-    running: list[TaskRef] = []  # tasks it still runs (after a controller restart)
+class AgentRegister(Input):
+    node: Name
+    address: Text  # where other ranks reach this node (MASTER_ADDR)
+    gpu_model: OptName
+    gpus: list[GpuInfo] = Field(max_length=64)  # a node's most (model.cluster)
+    cpu_cores: NonNegative = Field(le=100_000)
+    memory_gib: NonNegative = Field(le=1 << 20)
+    leaf: Name = "leaf-0"
+    pod: Name = "pod-0"
+    labels: dict[Name, Text] = Field(default={}, max_length=1024)
+    driver_version: OptName = ""
+    cuda_version: OptName = ""
+    # tasks it still runs (after a controller restart)
+    running: list[TaskRef] = Field(default=[], max_length=MAX_LIST)
     # task events not yet acknowledged (exits while the controller was away): applied before
     # ``running`` is reconciled, so a task that finished meanwhile is not taken for lost
-    events: list[AgentEvent] = []
+    events: list[AgentEvent] = Field(default=[], max_length=MAX_LIST)
 
 
 class RegisterResult(Strict):
@@ -203,22 +239,22 @@ class RegisterResult(Strict):
     epoch: int = 0  # this registration's number: launches sent under an older one are stale
 
 
-class Health(Strict):
+class Health(Input):
     healthy: bool = True
-    why: str = ""
-    bad_gpus: list[int] = []
+    why: Reason = ""
+    bad_gpus: list[SmallCount] = Field(default=[], max_length=64)
 
 
-class TaskRef(Strict):
-    job: str
-    attempt: int
-    rank: int
+class TaskRef(Input):
+    job: Name
+    attempt: Count
+    rank: SmallCount
 
 
-class Heartbeat(Strict):
+class Heartbeat(Input):
     health: Health = Health()
-    metrics: dict[str, Any] = {}
-    running: list[TaskRef] = []
+    metrics: Annotated[dict[str, Any], CleanJson] = {}
+    running: list[TaskRef] = Field(default=[], max_length=MAX_LIST)
 
 
 class HeartbeatResult(Strict):
@@ -249,26 +285,26 @@ class CommandBatch(Strict):
     commands: list[AgentCommand]
 
 
-class AgentEvent(Strict):
+class AgentEvent(Input):
     kind: Literal["started", "exited"]
-    job: str
-    attempt: int
-    rank: int
-    exit_code: int = 0
-    why: str = ""
+    job: Name
+    attempt: Count
+    rank: SmallCount
+    exit_code: Int64 = 0
+    why: Reason = ""
 
 
-class AgentEvents(Strict):
-    events: list[AgentEvent]
+class AgentEvents(Input):
+    events: list[AgentEvent] = Field(max_length=MAX_LIST)
 
 
-class LogChunk(Strict):
-    job: str
-    attempt: int
-    rank: int
+class LogChunk(Input):
+    job: Name
+    attempt: Count
+    rank: SmallCount
     stream: Literal["stdout", "stderr"]
-    offset: int
-    data: str
+    offset: Count
+    data: LogText
     final: bool = False
 
 

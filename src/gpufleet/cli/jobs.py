@@ -19,6 +19,7 @@ from gpufleet.cli.config import ServerOpt, TokenOpt, connect
 from gpufleet.client.http import ApiError, Client
 from gpufleet.io import sbatch
 from gpufleet.io.specs import load_yaml
+from gpufleet.model.arrays import parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec, JobState
 
@@ -147,8 +148,8 @@ def submit(
             if user:
                 sub.spec["user"] = user
             if array is not None:
-                if not sbatch.valid_array(array):
-                    raise SpecError("--array: expected indexes such as 0-9, 1,3,5 or 0-15%4")
+                # its size from the text, before anything is expanded or sent
+                parse_array(array, field="--array")
                 sub.array = array
             if dependency is not None:
                 try:

@@ -64,6 +64,12 @@ def controller(
         help="URL of the Prometheus that scrapes this controller (e.g. http://127.0.0.1:9090): "
         "the dashboard shows its firing and pending alerts",
     ),
+    max_body_bytes: int = typer.Option(
+        1 << 20, help="refuse a request body over this many bytes (413) before parsing it"
+    ),
+    max_array_size: int = typer.Option(
+        1001, help="the most tasks of one job array (Slurm's MaxArraySize)"
+    ),
     fallback_account: str = typer.Option(
         "",
         help="the Unix account a job runs as on a node that has no account of its user "
@@ -106,6 +112,8 @@ def controller(
             retry_backoff_s=retry_backoff_s,
             retry_backoff_max_s=retry_backoff_max_s,
             prometheus_url=prometheus.rstrip("/"),
+            max_body_bytes=max_body_bytes,
+            max_array_size=max_array_size,
             fallback_account=fallback_account,
         )
         private_umask()  # the store, logs, admin.token and their directories: ours alone

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpufleet.model import catalog
+from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
 from gpufleet.model.errors import SpecError
+from gpufleet.model.validate import text_problem
 
 Arg = Literal["required", "optional"]  # "optional": only in the --opt=value form, as getopt
 
@@ -103,9 +105,16 @@ def parse_sbatch(path: str | Path, args: Sequence[str] = ()) -> SbatchJob:
     return parse_sbatch_text(text, source=str(p), args=args)
 
 
-def parse_sbatch_text(text: str, *, source: str, args: Sequence[str] = ()) -> SbatchJob:
+def parse_sbatch_text(
+    text: str, *, source: str, args: Sequence[str] = (), max_array_size: int = MAX_ARRAY_SIZE
+) -> SbatchJob:
+    for n, line in enumerate(text.splitlines(), start=1):
+        # the script becomes an exec argument: refused here, with its line, not at the server
+        problem = text_problem(line, max_len=len(line) + 1)
+        if problem:
+            raise SpecError(f"the script {problem}", source=source, field=f"line {n}")
     seen = _read_directives(text, source)
-    job = _Build(seen, source).job(_command(text, source, args))
+    job = _Build(seen, source, max_array_size).job(_command(text, source, args))
     return replace(job, warnings=job.warnings + _launcher_warnings(text, source))
 
 
@@ -231,9 +240,12 @@ def _command(text: str, source: str, args: Sequence[str]) -> list[str]:
 
 
 class _Build:
-    def __init__(self, seen: dict[str, _Seen], source: str) -> None:
+    def __init__(
+        self, seen: dict[str, _Seen], source: str, max_array_size: int = MAX_ARRAY_SIZE
+    ) -> None:
         self.seen = seen
         self.source = source
+        self.max_array_size = max_array_size
 
     def err(self, message: str, *names: str) -> SpecError:
         lines = sorted({self.seen[n].line for n in names if n in self.seen})
@@ -297,11 +309,11 @@ class _Build:
             spec["priority"] = priority
         spec["command"] = command
         array = self.get("array")
-        if array is not None and not valid_array(array):
-            raise self.err(
-                f"{self.text('array')}: expected indexes such as 0-9, 1,3,5, 0-15%4 or 0-15:2",
-                "array",
-            )
+        if array is not None:
+            try:  # the size is checked from the text, nothing is expanded
+                parse_array(array, max_size=self.max_array_size)
+            except SpecError as e:
+                raise self.err(f"{self.text('array')}: {e.reason}", "array") from None
         deps: tuple[tuple[str, str], ...] = ()
         if (d := self.get("dependency")) is not None:
             try:
@@ -516,19 +528,13 @@ def parse_gpu_count(text: str) -> tuple[str | None, int]:
     return m[1], int(m[2])
 
 
-_ARRAY_ITEM = r"\d+(?:-\d+(?::\d+)?)?"
-
-
-def valid_array(text: str) -> bool:
-    """Slurm's array syntax: ``0-9``, ``1,3,5``, ``0-15:2``, each optionally with ``%limit``."""
-    m = re.fullmatch(rf"({_ARRAY_ITEM}(?:,{_ARRAY_ITEM})*)(?:%(\d+))?", text.strip())
-    if not m or (m[2] is not None and int(m[2]) < 1):
+def valid_array(text: str, max_size: int = MAX_ARRAY_SIZE) -> bool:
+    """Slurm's array syntax: ``0-9``, ``1,3,5``, ``0-15:2``, each optionally with ``%limit``,
+    of at most ``max_size`` tasks (``gpufleet.model.arrays`` reads it)."""
+    try:
+        parse_array(text, max_size=max_size)
+    except SpecError:
         return False
-    for item in m[1].split(","):
-        lo, _, rest = item.partition("-")
-        hi, _, step = rest.partition(":")
-        if (hi and int(hi) < int(lo)) or (step and int(step) < 1):
-            return False
     return True
 
 

@@ -157,8 +157,8 @@ def _gpu_fields(f: Fields) -> tuple[str, int, int, int, int]:
         ).name
     elif f.has("gpu_model"):
         f.text("gpu_model")
-    cpu = f.number("cpu_cores", minimum=0)
-    mem = f.number("memory_gib", minimum=0)
+    cpu = f.number("cpu_cores", minimum=0, maximum=100_000)
+    mem = f.number("memory_gib", minimum=0, maximum=1 << 20)
     nvl = f.integer("nvlink_domain", 0, minimum=0, maximum=max(gpus, 0))
     return model, gpus, round(cpu * MILLI), round(mem * 1024), nvl
 

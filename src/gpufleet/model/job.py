@@ -8,7 +8,22 @@ from typing import Any
 
 from gpufleet.model import catalog
 from gpufleet.model.resources import MILLI, Resources
-from gpufleet.model.validate import Fields
+from gpufleet.model.validate import (
+    MAX_ARG,
+    MAX_COMMAND,
+    MAX_ENV,
+    MAX_ENV_VALUE,
+    MAX_ITEMS,
+    MAX_NAME,
+    MAX_TEXT,
+    Fields,
+)
+
+# The largest a worker may ask for: above any node that exists (and so a plain Unschedulable
+# Reason), far below what the int64 milli columns hold.
+MAX_CPUS = 100_000.0
+MAX_MEMORY_GIB = float(1 << 20)  # 1 PiB
+MAX_TIME_LIMIT_S = 1e9  # about 31 years
 
 
 class TopologyLevel(StrEnum):
@@ -104,27 +119,27 @@ class JobSpec:
             )
         if gpus == 0:
             milli = MILLI
-        cpus = f.number("cpus", 1.0, minimum=0)
+        cpus = f.number("cpus", 1.0, minimum=0, maximum=MAX_CPUS)
         if f.has("memory_mib"):
-            mem = f.integer("memory_mib", minimum=0)
+            mem = f.integer("memory_mib", minimum=0, maximum=round(MAX_MEMORY_GIB * 1024))
         else:
-            mem = round(f.number("memory_gib", 4.0, minimum=0) * 1024)
+            mem = round(f.number("memory_gib", 4.0, minimum=0, maximum=MAX_MEMORY_GIB) * 1024)
         models = tuple(
             catalog.lookup(m, source=source, field=f.field("gpu_models")).name
             for m in f.names("gpu_models")
         )
-        limit = f.number("time_limit_s", 0.0, minimum=0) or None
+        limit = f.number("time_limit_s", 0.0, minimum=0, maximum=MAX_TIME_LIMIT_S) or None
         priority = f.integer("priority", 0, minimum=-1_000_000, maximum=1_000_000)
         preemptible = f.flag("preemptible", True)
         topology = _read_topology(f)
-        dataset = f.text("dataset", "")
+        dataset = f.text("dataset", "", max_len=MAX_TEXT)
         retries = f.integer("max_retries", 0, minimum=0, maximum=100)
         if gpus == 0 and models:
             raise f.error(
                 "gpu_models", "a CPU-only job (gpus_per_worker: 0) cannot ask for GPU models"
             )
         command = _read_command(f)
-        env = tuple(sorted(f.labels("env").items()))
+        env = _read_env(f)
         f.finish()
         return JobSpec(
             name,
@@ -170,11 +185,28 @@ def _read_command(f: Fields) -> tuple[str, ...]:
         return ()
     raw = f.data["command"]
     if isinstance(raw, str):
-        return ("/bin/sh", "-c", f.text("command"))
+        return ("/bin/sh", "-c", f.text("command", max_len=MAX_ARG))
     items = f.items("command")
     if not all(isinstance(x, str) for x in items) or not items:
         raise f.error("command", "must be a string or a non-empty list of strings")
+    if len(items) > MAX_ITEMS:
+        raise f.error("command", f"must have at most {MAX_ITEMS} arguments, got {len(items)}")
+    for i, x in enumerate(items):
+        f.checked(f"command[{i}]", x, MAX_ARG)
+    if sum(len(x) for x in items) > MAX_COMMAND:
+        raise f.error("command", f"must be at most {MAX_COMMAND} characters in all")
     return tuple(items)
+
+
+def _read_env(f: Fields) -> tuple[tuple[str, str], ...]:
+    env = f.labels("env", max_key=MAX_NAME, max_value=MAX_ENV_VALUE)
+    for k in env:
+        # execve takes "KEY=VALUE": a key with '=' (or none at all) would set another variable
+        if not k or "=" in k:
+            raise f.error(f"env.{k}", "an environment variable name must be non-empty, without '='")
+    if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV:
+        raise f.error("env", f"must be at most {MAX_ENV} characters in all")
+    return tuple(sorted(env.items()))
 
 
 class JobState(StrEnum):

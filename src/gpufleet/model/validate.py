@@ -2,10 +2,47 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpufleet.model.errors import SpecError
+
+# Bounds of every string read from outside. A name is short; a command argument may carry a
+# probe program (``ops/probes`` packs ~50 kB into ``python3 -c``); the request body limit
+# (1 MiB by default) bounds the sum.
+MAX_NAME = 256
+MAX_TEXT = 4096  # paths, reasons, label values
+MAX_ARG = 256 * 1024  # one command argument
+MAX_COMMAND = 512 * 1024  # all arguments together
+MAX_ITEMS = 1024  # arguments of a command, entries of env or labels
+MAX_ENV_VALUE = 64 * 1024
+MAX_ENV = 256 * 1024  # all env keys and values together
+MAX_NUMBER = 1e15  # a finite number beyond any quantity a cluster has (GPUs, seconds, GiB)
+
+
+def text_problem(value: str, max_len: int = MAX_TEXT) -> str | None:
+    """What makes ``value`` unfit to store or pass to a process, or None.
+
+    A NUL byte ends a C string (an exec argument, an env value, a PostgreSQL text); a lone
+    surrogate is not Unicode, so it cannot be encoded for the store or a response."""
+    if "\x00" in value:
+        return "must not contain a NUL byte (\\u0000)"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"must be valid Unicode (a lone surrogate at character {e.start})"
+    if len(value) > max_len:
+        return f"must be at most {max_len} characters, got {len(value)}"
+    return None
+
+
+def number_problem(value: float, maximum: float = MAX_NUMBER) -> str | None:
+    if math.isnan(value) or math.isinf(value):
+        return f"must be a finite number, got {value}"
+    if abs(value) > maximum:
+        return f"must be at most {maximum:g} in size, got {value:g}"
+    return None
 
 
 class Fields:
@@ -45,13 +82,27 @@ class Fields:
     def has(self, key: str) -> bool:
         return key in self.data and self.data[key] is not None
 
-    def text(self, key: str, default: str | None = None, *, required: bool = False) -> str:
+    def text(
+        self,
+        key: str,
+        default: str | None = None,
+        *,
+        required: bool = False,
+        max_len: int = MAX_NAME,
+    ) -> str:
         v = self._get(key, required and default is None)
         if v is None:
             return default if default is not None else ""
         if not isinstance(v, str) or not v.strip():
             raise self.error(key, f"must be a non-empty string, got {v!r}")
-        return v.strip()
+        return self.checked(key, v, max_len).strip()
+
+    def checked(self, key: str, value: str, max_len: int = MAX_TEXT) -> str:
+        """``value`` (read at ``key``) if it is fit to store, else a SpecError naming it."""
+        problem = text_problem(value, max_len)
+        if problem:
+            raise self.error(key, problem)
+        return value
 
     def integer(
         self,
@@ -61,23 +112,32 @@ class Fields:
         minimum: int | None = None,
         maximum: int | None = None,
     ) -> int:
+        # without a maximum, still one an int64 column holds
         v = self._get(key, default is None)
         if v is None:
             assert default is not None
             return default
         if isinstance(v, bool) or not isinstance(v, int):
-            if isinstance(v, float) and v.is_integer():
+            if isinstance(v, float) and math.isfinite(v) and v.is_integer():
                 v = int(v)
             else:
                 raise self.error(key, f"must be an integer, got {v!r}")
         if minimum is not None and v < minimum:
             raise self.error(key, f"must be at least {minimum}, got {v}")
-        if maximum is not None and v > maximum:
-            raise self.error(key, f"must be at most {maximum}, got {v}")
+        top = maximum if maximum is not None else 2**63 - 1
+        if v > top:
+            raise self.error(key, f"must be at most {top}, got {v}")
+        if minimum is None and v < -(2**63):
+            raise self.error(key, f"must be at least {-(2**63)}, got {v}")
         return int(v)
 
     def number(
-        self, key: str, default: float | None = None, *, minimum: float | None = None
+        self,
+        key: str,
+        default: float | None = None,
+        *,
+        minimum: float | None = None,
+        maximum: float = MAX_NUMBER,
     ) -> float:
         v = self._get(key, default is None)
         if v is None:
@@ -85,9 +145,17 @@ class Fields:
             return default
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise self.error(key, f"must be a number, got {v!r}")
-        if minimum is not None and v < minimum:
+        try:
+            f = float(v)
+        except OverflowError:  # an int too large for a float
+            raise self.error(key, f"must be at most {maximum:g}, got {v}") from None
+        if not math.isfinite(f):
+            raise self.error(key, f"must be a finite number, got {v}")
+        if minimum is not None and f < minimum:
             raise self.error(key, f"must be at least {minimum}, got {v}")
-        return float(v)
+        if f > maximum:
+            raise self.error(key, f"must be at most {maximum:g}, got {v}")
+        return f
 
     def flag(self, key: str, default: bool) -> bool:
         v = self._get(key, False)
@@ -112,8 +180,10 @@ class Fields:
         if isinstance(v, str):
             v = [p for p in v.replace("|", ",").split(",") if p.strip()]
         if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
-            raise self.error(key, f"must be a list of names, got {v!r}")
-        return tuple(x.strip() for x in v)
+            raise self.error(key, f"must be a list of names, got {v!r}"[:300])
+        if len(v) > MAX_ITEMS:
+            raise self.error(key, f"must have at most {MAX_ITEMS} names, got {len(v)}")
+        return tuple(self.checked(f"{key}[{i}]", x, MAX_NAME).strip() for i, x in enumerate(v))
 
     def mapping(self, key: str) -> dict[str, Any]:
         v = self._get(key, False)
@@ -123,13 +193,20 @@ class Fields:
             raise self.error(key, f"must be a mapping, got {type(v).__name__}")
         return dict(v)
 
-    def labels(self, key: str) -> dict[str, str]:
+    def labels(
+        self, key: str, *, max_key: int = MAX_NAME, max_value: int = MAX_TEXT
+    ) -> dict[str, str]:
         raw = self.mapping(key)
+        if len(raw) > MAX_ITEMS:
+            raise self.error(key, f"must have at most {MAX_ITEMS} entries, got {len(raw)}")
         out: dict[str, str] = {}
         for k, v in raw.items():
             if not isinstance(k, str) or isinstance(v, dict | list):
-                raise self.error(key, f"label {k!r} must map a name to a plain value")
-            out[k] = str(v)
+                raise self.error(key, f"label {str(k)[:100]!r} must map a name to a plain value")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise self.error(f"{key}.{k}", f"must be a finite number, got {v}")
+            self.checked(f"{key}.{k[:100]}", k, max_key)
+            out[k] = self.checked(f"{key}.{k}", str(v), max_value)
         return out
 
     def finish(self) -> None:

@@ -10,16 +10,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from gpufleet import __version__
 from gpufleet.core.clock import Clock
 from gpufleet.io.specs import load_cluster, load_queues
-from gpufleet.model.errors import SpecError
 from gpufleet.scheduler.framework import Profile
 from gpufleet.secretfile import private_dir, write_secret
+from gpufleet.server import errors
 from gpufleet.server.auth import TokenCache
+from gpufleet.server.bodylimit import BodyLimit
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.listing import Listings
 from gpufleet.server.logs import LogStore
@@ -122,21 +122,20 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
 
-    @app.exception_handler(RequestError)
-    async def _request_error(_: Request, e: RequestError) -> JSONResponse:
-        retry = {"Retry-After": str(RETRY_AFTER_S)} if e.status == 503 else None
-        return JSONResponse({"detail": str(e)}, status_code=e.status, headers=retry)
+    errors.install(app)  # one error shape for every 4xx and 5xx
 
     @app.exception_handler(StoreUnavailable)
-    async def _store_unavailable(_: Request, e: StoreUnavailable) -> JSONResponse:
+    async def _store_unavailable(_: Any, e: StoreUnavailable) -> Any:
         # the store is down (or the controller rebuilding from it): nothing was done, retry
-        return JSONResponse(
-            {"detail": str(e)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)}
-        )
+        return errors.error_response(503, str(e), headers={"Retry-After": str(RETRY_AFTER_S)})
 
-    @app.exception_handler(SpecError)
-    async def _spec_error(_: Request, e: SpecError) -> JSONResponse:
-        return JSONResponse({"detail": str(e)}, status_code=422)
+    @app.exception_handler(RequestError)
+    async def _request_error(_: Any, e: RequestError) -> Any:
+        retry = {"Retry-After": str(RETRY_AFTER_S)} if e.status == 503 else None
+        return errors.error_response(e.status, str(e), headers=retry)
+
+    # outermost: a body over the limit is refused before anything reads it
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, Any]:
@@ -158,4 +157,9 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
             },
         }
 
+    errors.document(app, API, CONFLICTS)
     return app
+
+
+# the operations that answer 409 (documented in the OpenAPI schema with the other errors)
+CONFLICTS = {("POST", f"{API}/jobs/{{job_id}}/cancel"), ("POST", f"{API}/tokens")}

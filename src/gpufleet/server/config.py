@@ -38,6 +38,10 @@ class ServerConfig:
     retry_backoff_s: float = 10.0
     retry_backoff_max_s: float = 600.0
     batch_max: int = 500  # submissions and events handled per loop turn
+    # bad input at the edge: a body over this is refused (413) before it is parsed; an array
+    # of more tasks is refused (422) before it is expanded (Slurm's MaxArraySize)
+    max_body_bytes: int = 1 << 20
+    max_array_size: int = 1001
     prometheus_url: str = ""  # the Prometheus whose alerts the dashboard shows (empty: none)
     # a root agent runs a job as its user's Unix account; one the node lacks runs as this
     # account instead (empty: such a job is refused with a Reason that says so)
@@ -45,6 +49,10 @@ class ServerConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"max body bytes: need at least 1024, got {self.max_body_bytes}")
+        if not 1 <= self.max_array_size <= 4_000_001:  # Slurm's own ceiling
+            raise ValueError(f"max array size: need 1 to 4000001, got {self.max_array_size}")
         if self.fallback_account and not _ACCOUNT.fullmatch(self.fallback_account):
             raise ValueError(
                 f"fallback_account {self.fallback_account!r}: not a Unix account name "

@@ -38,7 +38,9 @@ class LogStore:
         self, job: str, attempt: int, rank: int, stream: str, offset: int, limit: int = 1 << 20
     ) -> tuple[str, int, bool]:
         p = self._path(job, attempt, rank, stream)
-        if not p.exists():
+        # past the end there is nothing to read (a seek far past it is EINVAL on some file
+        # systems: an offset near 2**63 from a client was a 500)
+        if not p.exists() or offset >= p.stat().st_size:
             return "", offset, (job, attempt, rank, stream) in self.complete
         with p.open("rb") as f:
             f.seek(offset)

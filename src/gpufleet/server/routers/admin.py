@@ -8,7 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from gpufleet.api import schemas as s
+from gpufleet.api.bounds import Finite, Name
 from gpufleet.server.auth import Principal, require
+from gpufleet.server.errors import FieldErrors
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
 from gpufleet.server.store import LastAdminToken
@@ -25,9 +27,9 @@ async def create_token(
     svc: ControllerService = Depends(service),
 ) -> Any:
     if body.role == "user" and not body.user:
-        raise HTTPException(422, "user: a user token needs the user whose jobs it touches")
+        raise FieldErrors([("body.user", "a user token needs the user whose jobs it touches")])
     if body.role == "agent" and not body.node:
-        raise HTTPException(422, "node: an agent token needs the node it reports for")
+        raise FieldErrors([("body.node", "an agent token needs the node it reports for")])
     audit = (who.name, who.role, "token.create", body.name, {"role": body.role})
     try:  # the token and its audit entry in one transaction: a 503 means neither exists
         _, secret = st.create_token(
@@ -46,7 +48,7 @@ async def tokens(_: Principal = require("admin"), st: Any = Depends(store)) -> A
 
 @router.delete("/tokens/{name}", status_code=204)
 async def revoke(
-    name: str,
+    name: Name,
     request: Request,
     who: Principal = require("admin"),
     st: Any = Depends(store),
@@ -87,11 +89,14 @@ async def accounting(
     who: Principal = require("user", "admin"),
     st: Any = Depends(store),
     svc: ControllerService = Depends(service),
-    since: float | None = None,
-    until: float | None = None,
+    since: Finite | None = None,
+    until: Finite | None = None,
     by: str = Query("user", pattern="^(user|queue)$"),
 ) -> Any:
-    rows = st.accounting(since or 0.0, until or svc.clock.now(), by)
+    start, end = since or 0.0, until or svc.clock.now()
+    if start > end:
+        raise FieldErrors([("query.until", f"must not be before since ({start:g}), got {end:g}")])
+    rows = st.accounting(start, end, by)
     out = [s.AccountingRow(key=r.key, jobs=r.jobs, gpu_hours=r.gpu_hours) for r in rows]
     if who.role == "user" and by == "user":
         out = [r for r in out if r.key == who.user]

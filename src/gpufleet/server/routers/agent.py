@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from gpufleet.api import schemas as s
+from gpufleet.api.bounds import Name
 from gpufleet.model import catalog
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.resources import MILLI
@@ -61,7 +62,7 @@ async def register(
 
 @router.post("/{node}/heartbeat", response_model=s.HeartbeatResult)
 async def heartbeat(
-    node: str,
+    node: Name,
     body: s.Heartbeat,
     who: Principal = AGENT,
     svc: ControllerService = Depends(service_any),
@@ -75,10 +76,10 @@ async def heartbeat(
 
 @router.get("/{node}/commands", response_model=s.CommandBatch)
 async def commands(
-    node: str,
+    node: Name,
     who: Principal = AGENT,
     svc: ControllerService = Depends(service_any),
-    wait: float = Query(20.0, ge=0, le=60),
+    wait: float = Query(20.0, ge=0, le=60, allow_inf_nan=False),
 ) -> Any:
     require_node(node, who)
     svc.commands_allowed(node)
@@ -87,7 +88,7 @@ async def commands(
 
 @router.post("/{node}/events", status_code=204)
 async def events(
-    node: str,
+    node: Name,
     body: s.AgentEvents,
     who: Principal = AGENT,
     svc: ControllerService = Depends(service),
@@ -98,7 +99,7 @@ async def events(
 
 @router.post("/{node}/logs", status_code=204)
 async def logs(
-    node: str, body: s.LogChunk, who: Principal = AGENT, svc: ControllerService = Depends(service)
+    node: Name, body: s.LogChunk, who: Principal = AGENT, svc: ControllerService = Depends(service)
 ) -> None:
     require_node(node, who)
     rec = svc.ctrl.jobs.get(body.job)

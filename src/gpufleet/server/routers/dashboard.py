@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 
+from gpufleet.api.bounds import Finite, Name
 from gpufleet.model.resources import MILLI
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.dashboard.history import MetricsHistory
@@ -250,11 +251,11 @@ async def alerts(request: Request, who: Principal = USERS) -> dict[str, Any]:
 
 @api.get("/nodes/{name}/history")
 async def history(
-    name: str,
+    name: Name,
     request: Request,
     _: Principal = USERS,
     svc: ControllerService = Depends(service),
-    since: float | None = Query(None, description="only samples after this time"),
+    since: Finite | None = Query(None, description="only samples after this time"),
     events: int = Query(50, ge=0, le=1000, description="the node's newest events"),
 ) -> dict[str, Any]:
     """The node's GPU metrics over time (from its heartbeats, oldest first) and its newest

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -10,9 +9,12 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from gpufleet.api import schemas as s
+from gpufleet.api.bounds import Count, Name, SmallCount
+from gpufleet.model.arrays import parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.server.auth import Principal, require
+from gpufleet.server.errors import FieldErrors
 from gpufleet.server.listing import MAX_PAGE, next_link, record
 from gpufleet.server.listing import Query as ListQuery
 from gpufleet.server.routers.deps import service, store
@@ -22,32 +24,6 @@ from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
 USERS = require("user", "admin")
-MAX_ARRAY = 10_000
-
-
-def parse_array(text: str) -> tuple[list[int], int | None]:
-    """Slurm's --array: '0-9', '1,3,5', '0-15:4' (a step), each with an optional '%N' (at most
-    N tasks run at once). The indexes, sorted, and N (None: no limit)."""
-    limit: int | None = None
-    if "%" in text:
-        text, _, n = text.rpartition("%")
-        if not n.strip().isdigit() or int(n) < 1:
-            raise HTTPException(422, f"array: '%{n}': the task limit must be a whole number >= 1")
-        limit = int(n)
-    out: list[int] = []
-    for part in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*", part)
-        if not m:
-            raise HTTPException(422, f"array: cannot read {part!r} (use 0-9, 1,3,5 or 0-15:2)")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) else lo
-        step = int(m.group(3)) if m.group(3) else 1
-        if hi < lo or step < 1:
-            raise HTTPException(422, f"array: {part!r} is an empty range")
-        out.extend(range(lo, hi + 1, step))
-        if len(out) > MAX_ARRAY:
-            raise HTTPException(422, f"array: more than {MAX_ARRAY} tasks")
-    return sorted(set(out)), limit
 
 
 def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
@@ -68,6 +44,7 @@ def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
 @router.post("/jobs", response_model=s.SubmitResult, status_code=201)
 async def submit(
     body: s.JobSubmit,
+    request: Request,
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
 ) -> Any:
@@ -77,20 +54,32 @@ async def submit(
             raise HTTPException(403, f"this token submits as {who.user}, not {raw.get('user')}")
         raw["user"] = who.user
     raw.setdefault("user", who.name)
+    # the array's size is checked from its text, before the spec is read or anything expanded
+    array = None
+    if body.array:
+        try:
+            array = parse_array(
+                body.array, max_size=request.app.state.config.max_array_size, source="request"
+            )
+        except SpecError as e:
+            raise FieldErrors([(f"body.{e.field}", e.reason)]) from None
     try:
         spec = JobSpec.from_dict(raw, source="request", path="spec")
     except SpecError as e:
-        raise HTTPException(422, str(e)) from None
+        raise FieldErrors([(f"body.{e.field}", e.reason)]) from None
     if svc.ctrl.queues and spec.queue not in svc.ctrl.queues:
-        raise HTTPException(
-            422,
-            f"request: spec.queue: unknown queue {spec.queue!r} "
-            f"(known: {', '.join(sorted(svc.ctrl.queues))})",
+        raise FieldErrors(
+            [
+                (
+                    "body.spec.queue",
+                    f"unknown queue {spec.queue!r} (known: {', '.join(sorted(svc.ctrl.queues))})",
+                )
+            ]
         )
     deps = tuple((d.type, d.job) for d in body.depends_on)
     jobs: list[NewJob]
-    if body.array:
-        idx, limit = parse_array(body.array)
+    if array is not None:
+        idx, limit = array.indexes, array.limit
         jobs = [
             NewJob(
                 replace(
@@ -137,14 +126,14 @@ async def list_jobs(
     request: Request,
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
-    user: str | None = None,
-    queue: str | None = None,
-    state: str | None = None,
+    user: Name | None = None,
+    queue: Name | None = None,
+    state: Name | None = None,
     limit: int = Query(
         200, ge=1, le=MAX_PAGE, description=f"page size (at most {MAX_PAGE}: follow Link)"
     ),
     all: bool = False,
-    cursor: str | None = Query(None, description="where the page starts: from the Link header"),
+    cursor: Name | None = Query(None, description="where the page starts: from the Link header"),
 ) -> Any:
     if who.role == "user":
         if user not in (None, who.user):
@@ -155,14 +144,18 @@ async def list_jobs(
         try:
             wanted = JobState(state.upper())
         except ValueError:
-            raise HTTPException(
-                422,
-                f"state: unknown state {state!r} (one of {', '.join(x.value for x in JobState)})",
+            raise FieldErrors(
+                [
+                    (
+                        "query.state",
+                        f"unknown state {state!r} (one of {', '.join(x.value for x in JobState)})",
+                    )
+                ]
             ) from None
     before: int | None = None
     if cursor is not None:
         if not cursor.isdigit() or not 0 < int(cursor) < 2**63:
-            raise HTTPException(422, f"cursor: {cursor[:40]!r} is not a cursor from a Link header")
+            raise FieldErrors([("query.cursor", f"{cursor[:40]!r} is not one from a Link header")])
         before = int(cursor)
     q = ListQuery(user, queue, wanted, all, limit, before)
     page = await request.app.state.listings.page(svc, q)
@@ -173,7 +166,7 @@ async def list_jobs(
 
 @router.get("/jobs/{job_id}", response_model=s.JobOut)
 async def show(
-    job_id: str, who: Principal = USERS, svc: ControllerService = Depends(service)
+    job_id: Name, who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> Any:
     rec = _owned(svc, job_id, who)
     reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
@@ -182,7 +175,7 @@ async def show(
 
 @router.post("/jobs/{job_id}/cancel", response_model=s.JobOut)
 async def cancel(
-    job_id: str,
+    job_id: Name,
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
     st: Any = Depends(store),
@@ -199,23 +192,23 @@ async def cancel(
 
 @router.get("/jobs/{job_id}/logs", response_model=s.LogOut)
 async def logs(
-    job_id: str,
+    job_id: Name,
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
-    rank: int = Query(0, ge=0),
+    rank: SmallCount = 0,
     stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
-    offset: int = Query(0, ge=0),
+    offset: Count = 0,
 ) -> Any:
     rec = _owned(svc, job_id, who)
     if rank >= max(1, rec.job.spec.workers):
-        raise HTTPException(422, f"rank: job {job_id} has ranks 0..{rec.job.spec.workers - 1}")
+        raise FieldErrors([("query.rank", f"job {job_id} has ranks 0..{rec.job.spec.workers - 1}")])
     attempt = max(1, rec.job.attempt)
     data, nxt, complete = svc.logs.read(job_id, attempt, rank, stream, offset)
     return s.LogOut(
         job=job_id,
         rank=rank,
-        stream=stream,
-        offset=offset,  # type: ignore[arg-type]
+        stream=stream,  # type: ignore[arg-type]  # the Query pattern admits only the two
+        offset=offset,
         next_offset=nxt,
         data=data,
         complete=complete or rec.job.finished,

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from gpufleet.api import schemas as s
+from gpufleet.api.bounds import Name
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
@@ -61,7 +62,7 @@ async def _drain(
 
 @router.post("/nodes/{name}/drain", response_model=s.NodeOut)
 async def drain(
-    name: str,
+    name: Name,
     body: s.DrainRequest,
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),
@@ -72,7 +73,7 @@ async def drain(
 
 @router.post("/nodes/{name}/resume", response_model=s.NodeOut)
 async def resume(
-    name: str,
+    name: Name,
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),
     st: Any = Depends(store),

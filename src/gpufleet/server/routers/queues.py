@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends
 
 from gpufleet.api import schemas as s
+from gpufleet.api.bounds import Name
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import MILLI, UNLIMITED, Resources
 from gpufleet.server.auth import Principal, require
@@ -51,7 +52,7 @@ async def queues(
 
 @router.put("/queues/{name}", response_model=s.QueueOut)
 async def update(
-    name: str,
+    name: Name,
     body: s.QueueUpdate,
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),
@@ -67,8 +68,6 @@ async def update(
         q = replace(
             q, quota=Resources(round(body.quota_gpus * MILLI), base.cpu_milli, base.memory_mib)
         )
-    if not name.strip():
-        raise HTTPException(422, "queue name must not be empty")
     # the store first, with its audit entry (one transaction), then memory
     audit = (who.name, who.role, "queue.update", name, body.model_dump(exclude_none=True))
     st.put_queue(q, now=svc.clock.now(), audit=audit)

@@ -1,0 +1,137 @@
+"""One error shape for every 4xx and 5xx (``schemas.ErrorOut``): ``detail`` for people,
+``errors`` (field, message) for programs, and the same in the OpenAPI schema."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gpufleet.api.bounds import Problems, safe
+from gpufleet.model.errors import SpecError
+
+log = logging.getLogger("gpufleet.controller")
+_UNPARSED = "There was an error parsing the body"  # FastAPI's words (fastapi/routing.py)
+
+
+class FieldErrors(HTTPException):
+    """Refused input: one or more (field, message)."""
+
+    def __init__(self, problems: Iterable[tuple[str, str]], status: int = 422) -> None:
+        self.problems = [(safe(f), safe(m)) for f, m in problems]
+        super().__init__(status, "; ".join(f"{f}: {m}" if f else m for f, m in self.problems))
+
+
+def error_response(
+    status: int,
+    detail: str,
+    problems: Iterable[tuple[str, str]] = (),
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    body = {
+        "detail": safe(detail),
+        "errors": [{"field": safe(f), "message": safe(m)} for f, m in problems],
+    }
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _where(loc: Iterable[Any]) -> str:
+    return ".".join(safe(str(x)) for x in loc)
+
+
+def _validation_problems(e: RequestValidationError) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for err in e.errors():
+        where = _where(err.get("loc", ()))
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, Problems):  # several, each below the field
+            out += [(f"{where}.{p}" if p else where, m) for p, m in cause.problems]
+            continue
+        msg = str(err.get("msg", "invalid"))
+        msg = msg.removeprefix("Value error, ")
+        out.append((where, msg))  # never the input itself: it may not be encodable
+    return out
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        problems = _validation_problems(e)
+        return error_response(422, "; ".join(f"{f}: {m}" for f, m in problems), problems)
+
+    @app.exception_handler(SpecError)
+    async def _spec(_: Request, e: SpecError) -> JSONResponse:
+        return error_response(422, str(e), [(e.field, e.reason)] if e.field else [])
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        problems = e.problems if isinstance(e, FieldErrors) else []
+        if e.status_code == 400 and e.detail == _UNPARSED:
+            # FastAPI's answer to a body that is not UTF-8 text: refused input like any other
+            msg = "cannot be read: not UTF-8 encoded JSON"
+            return error_response(422, f"body: {msg}", [("body", msg)])
+        return error_response(e.status_code, str(e.detail), problems, e.headers)
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, e: Exception) -> JSONResponse:
+        # the same shape as every other error; the cause goes to the log, not to the caller
+        log.exception("%s %s failed", request.method, request.url.path)
+        return error_response(500, "internal error: the controller's log has the cause")
+
+
+# ----- the OpenAPI schema ---------------------------------------------------------------------
+
+_WHAT = {
+    401: "Missing, invalid or revoked bearer token",
+    403: "The token's role or owner may not do this",
+    404: "No such job, node or token",
+    409: "Conflicts with the current state",
+    413: "The request body is over the controller's --max-body-bytes",
+    422: "Refused input: every problem, each naming its field",
+    429: "Too many failed authentications from this client; retry later",
+    503: "The controller cannot serve this now (its store is unavailable); retry",
+}
+
+
+def document(app: FastAPI, prefix: str, conflicts: set[tuple[str, str]]) -> None:
+    """List on every operation under ``prefix`` the errors it may return, with ErrorOut as
+    their body (``conflicts``: the (method, path) that answer 409). FastAPI includes routers
+    lazily, so this edits the generated schema rather than the routes."""
+    from gpufleet.api.schemas import ErrorOut
+
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()
+        shapes = ErrorOut.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(shapes.pop("$defs", {}))
+        components["ErrorOut"] = shapes
+        for name in ("HTTPValidationError", "ValidationError"):
+            components.pop(name, None)
+        ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+        for path, ops in schema.get("paths", {}).items():
+            if not path.startswith(prefix):
+                continue
+            for method, op in ops.items():
+                codes = {401, 403, 422, 429, 503}
+                if any(p.get("in") == "path" for p in op.get("parameters", [])):
+                    codes.add(404)
+                if "requestBody" in op:
+                    codes.add(413)
+                if (method.upper(), path) in conflicts:
+                    codes.add(409)
+                responses = op.setdefault("responses", {})
+                for code in sorted(codes):
+                    responses[str(code)] = {"description": _WHAT[code], "content": ref}
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,307 @@
+"""Bad input never reaches a process or the store (issue 10): over real HTTP on 127.0.0.1, on
+SQLite and PostgreSQL, each refusal is a 4xx in the one error shape (``ErrorOut``) naming its
+field, nothing is stored, and the controller keeps answering. Bodies are sent as raw bytes:
+a NUL, a lone surrogate or a NaN is what a hostile client sends, not what httpx would encode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from gpufleet.api import schemas as s
+from gpufleet.core.clock import ManualClock
+from gpufleet.server.app import create_app
+from gpufleet.server.config import ServerConfig
+from gpufleet.server.store import Store
+
+T0 = 1_700_000_000.0
+SPEC: dict[str, Any] = {"name": "hello", "gpus_per_worker": 1, "command": ["echo", "hi"]}
+LIMIT = 64 * 1024  # the test controller's --max-body-bytes
+
+
+@dataclass
+class Edge:
+    http: httpx.Client  # the admin's
+    store: Store
+
+    def send(self, method: str, path: str, raw: bytes | None = None, **kw: Any) -> httpx.Response:
+        headers = {"content-type": "application/json"} if raw is not None else {}
+        return self.http.request(method, path, content=raw, headers=headers, **kw)
+
+    def jobs(self) -> list[str]:
+        return [j.id for j in self.store.list_jobs(limit=None)]
+
+
+@contextlib.contextmanager
+def serve(store: Store, data_dir: Path, **config: Any) -> Iterator[Edge]:
+    app = create_app(
+        ServerConfig(data_dir=data_dir, max_body_bytes=LIMIT, **config),
+        store=store,
+        clock=ManualClock(T0),
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.started, "the server did not start"
+    token = (data_dir / "admin.token").read_text().strip()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/api/v1"
+    http = httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30)
+    try:
+        yield Edge(http, store)
+    finally:
+        http.close()
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+@pytest.fixture
+def edge(db_url: str, tmp_path: Path) -> Iterator[Edge]:
+    store = Store.open(db_url)
+    try:
+        with serve(store, tmp_path / "controller", max_array_size=50) as e:
+            yield e
+    finally:
+        store.close()
+
+
+def body(**fields: Any) -> bytes:
+    """JSON as a hostile client writes it: lone surrogates and NaN left as they are."""
+    return json.dumps(fields, ensure_ascii=True, allow_nan=True).encode()
+
+
+def refused(r: httpx.Response, status: int, *fields: str) -> s.ErrorOut:
+    assert r.status_code == status, r.text
+    err = s.ErrorOut.model_validate(r.json())  # the one error shape
+    named = {e.field for e in err.errors}
+    for f in fields:
+        assert f in named, (f, err)
+        assert f in err.detail
+    return err
+
+
+BAD_SUBMISSIONS = [
+    ("NUL in a command", {"spec": {**SPEC, "command": ["echo", "a\x00b"]}}, "body.spec.command[1]"),
+    ("NUL in an env value", {"spec": {**SPEC, "env": {"FOO": "a\x00"}}}, "body.spec.env.FOO"),
+    ("lone surrogate in a name", {"spec": {**SPEC, "name": "\ud800"}}, "body.spec.name"),
+    (
+        "surrogate in an env key",
+        {"spec": {**SPEC, "env": {"\udfff": "x"}}},
+        "body.spec.env.\\udfff",
+    ),
+    ("env key with =", {"spec": {**SPEC, "env": {"A=B": "x"}}}, "body.spec.env.A=B"),
+    ("cpus NaN", {"spec": {**SPEC, "cpus": float("nan")}}, "body.spec.cpus"),
+    ("memory Infinity", {"spec": {**SPEC, "memory_gib": float("inf")}}, "body.spec.memory_gib"),
+    ("cpus 1e308", {"spec": {**SPEC, "cpus": 1e308}}, "body.spec.cpus"),
+    ("time limit 1e300", {"spec": {**SPEC, "time_limit_s": 1e300}}, "body.spec.time_limit_s"),
+    ("memory_mib 2**70", {"spec": {**SPEC, "memory_mib": 2**70}}, "body.spec.memory_mib"),
+    ("10k name", {"spec": {**SPEC, "name": "n" * 10_000}}, "body.spec.name"),
+    ("huge array", {"spec": SPEC, "array": "0-1000000000"}, "body.array"),
+    ("array over the limit", {"spec": SPEC, "array": "0-50"}, "body.array"),
+    ("NUL in an array", {"spec": SPEC, "array": "0-3\x00"}, "body.array"),
+    (
+        "NUL in a dependency",
+        {"spec": SPEC, "depends_on": [{"type": "afterok", "job": "\x00"}]},
+        "body.depends_on.0.job",
+    ),
+    (
+        "NUL in the idempotency key",
+        {"spec": SPEC, "idempotency_key": "k\x00"},
+        "body.idempotency_key",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"), [b[1:] for b in BAD_SUBMISSIONS], ids=[b[0] for b in BAD_SUBMISSIONS]
+)
+def test_a_bad_submission_is_a_422_naming_the_field_and_stores_nothing(
+    edge: Edge, fields: dict[str, Any], where: str
+) -> None:
+    refused(edge.send("POST", "/jobs", body(**fields)), 422, where)
+    assert edge.jobs() == []
+    r = edge.http.get("/jobs", params={"all": "true"})  # the listing still answers
+    assert r.status_code == 200 and r.json() == []
+
+
+def test_every_problem_of_a_body_is_reported_at_once(edge: Edge) -> None:
+    spec = {**SPEC, "name": "a\x00", "cpus": float("nan"), "env": {"K": "\ud800", "OK": "1"}}
+    err = refused(
+        edge.send("POST", "/jobs", body(spec=spec)),
+        422,
+        "body.spec.name",
+        "body.spec.cpus",
+        "body.spec.env.K",
+    )
+    assert len(err.errors) == 3
+    # the refused values are not echoed (a surrogate would not even encode)
+    assert "\ud800" not in edge.send("POST", "/jobs", body(spec=spec)).text
+
+
+BAD_REQUESTS = [
+    ("accounting until before since", "GET", "/accounting?since=100&until=50", None, "query.until"),
+    ("accounting since 1e400", "GET", "/accounting?since=1e400", None, "query.since"),
+    ("accounting since nan", "GET", "/accounting?since=nan", None, "query.since"),
+    (
+        "log offset over int64",
+        "GET",
+        "/jobs/1/logs?offset=9223372036854775808",
+        None,
+        "query.offset",
+    ),
+    ("log rank over the bound", "GET", "/jobs/1/logs?rank=99999999999", None, "query.rank"),
+    ("NUL in a job id", "GET", "/jobs/a%00b", None, "path.job_id"),
+    ("NUL in a listing filter", "GET", "/jobs?user=a%00", None, "query.user"),
+    ("quota 1e306", "PUT", "/queues/q", body(quota_gpus=1e306), "body.quota_gpus"),
+    ("weight NaN", "PUT", "/queues/q", body(weight=float("nan")), "body.weight"),
+    ("weight as a string", "PUT", "/queues/q", body(weight="2"), "body.weight"),
+    ("NUL in a queue name", "PUT", "/queues/a%00", body(weight=1), "path.name"),
+    ("NUL in a cohort", "PUT", "/queues/q", body(cohort="c\x00"), "body.cohort"),
+    ("NUL in a drain reason", "POST", "/nodes/n/drain", body(reason="\x00"), "body.reason"),
+    ("NUL in a token name", "POST", "/tokens", body(name="t\x00", role="admin"), "body.name"),
+    (
+        "surrogate in a token user",
+        "POST",
+        "/tokens",
+        body(name="t", role="user", user="\ud800"),
+        "body.user",
+    ),
+    ("not UTF-8 at all", "POST", "/tokens", b'{"name": "\xff\xfe", "role": "admin"}', "body"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "raw", "where"),
+    [b[1:] for b in BAD_REQUESTS],
+    ids=[b[0] for b in BAD_REQUESTS],
+)
+def test_a_bad_query_path_or_body_is_a_422_naming_it(
+    edge: Edge, method: str, path: str, raw: bytes | None, where: str
+) -> None:
+    refused(edge.send(method, path, raw), 422, where)
+    assert edge.store.queues() == [] or all(q.name != "q" for q in edge.store.queues())
+    assert [t.name for t in edge.store.tokens()] == ["admin"]
+
+
+def test_bad_agent_reports_are_refused_naming_the_field(edge: Edge) -> None:
+    tok = edge.http.post("/tokens", json={"name": "a0", "role": "agent", "node": "n0"}).json()
+    agent = {"authorization": f"Bearer {tok['token']}", "content-type": "application/json"}
+    reg = {"node": "n0", "address": "127.0.0.1", "gpu_model": "", "gpus": [], "cpu_cores": 4}
+    bad = [
+        ("/agent/register", {**reg, "memory_gib": float("inf")}, "body.memory_gib"),
+        ("/agent/register", {**reg, "memory_gib": 8, "labels": {"k": "\x00"}}, "body.labels.k"),
+        ("/agent/n0/heartbeat", {"metrics": {"gpu": [float("nan")]}}, "body.metrics.gpu[0]"),
+        ("/agent/n0/heartbeat", {"health": {"why": "\ud800"}}, "body.health.why"),
+        (
+            "/agent/n0/events",
+            {"events": [{"kind": "exited", "job": "1", "attempt": 2**64, "rank": 0}]},
+            "body.events.0.attempt",
+        ),
+    ]
+    for path, fields, where in bad:
+        refused(edge.http.post(path, content=body(**fields), headers=agent), 422, where)
+
+
+def test_an_array_within_the_limit_is_accepted_and_the_limit_is_configurable(edge: Edge) -> None:
+    r = edge.send("POST", "/jobs", body(spec=SPEC, array="0-49%5"))  # max_array_size=50
+    assert r.status_code == 201, r.text
+    assert len(r.json()["ids"]) == 50
+    refused(edge.send("POST", "/jobs", body(spec=SPEC, array="0-40,50-60")), 422, "body.array")
+    assert len(edge.jobs()) == 50
+
+
+def test_a_body_over_the_limit_is_a_413_by_its_length(edge: Edge) -> None:
+    big = body(spec={**SPEC, "env": {"X": "x" * LIMIT}})
+    err = refused(edge.send("POST", "/jobs", big), 413, "body")
+    assert str(LIMIT) in err.detail and "--max-body-bytes" in err.detail
+    assert edge.jobs() == []
+    assert edge.send("POST", "/jobs", body(spec=SPEC)).status_code == 201  # still serving
+
+
+def test_a_chunked_body_over_the_limit_is_a_413_and_is_not_read_to_its_end(edge: Edge) -> None:
+    sent = 0
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: httpx sends it chunked
+        nonlocal sent
+        yield b'{"spec": {"name": "x", "env": {"X": "'
+        for _ in range(10_000):  # 10,000 × 4 KiB = 40 MiB, if the server took it all
+            sent += 4096
+            yield b"x" * 4096
+        yield b'"}}}'
+
+    try:
+        r = edge.http.post("/jobs", content=chunks(), headers={"content-type": "application/json"})
+    except httpx.HTTPError:
+        pass  # the server may close the connection while the client still writes: refused
+    else:
+        refused(r, 413, "body")
+    assert sent < 10_000 * 4096  # the client was stopped well before the end
+    assert edge.jobs() == []
+
+    def small() -> Iterator[bytes]:  # a chunked body within the limit is read as it came
+        data = body(spec=SPEC)
+        for i in range(0, len(data), 7):
+            yield data[i : i + 7]
+
+    r = edge.http.post("/jobs", content=small(), headers={"content-type": "application/json"})
+    assert r.status_code == 201, r.text
+
+
+def test_every_operation_documents_its_errors_with_the_error_shape(edge: Edge) -> None:
+    doc = edge.http.get("/openapi.json").json()
+    assert "ErrorOut" in doc["components"]["schemas"]
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    ref = {"$ref": "#/components/schemas/ErrorOut"}
+    ops = 0
+    for path, methods in doc["paths"].items():
+        if not path.startswith("/api/v1"):
+            continue
+        for method, op in methods.items():
+            ops += 1
+            want = {"401", "403", "422", "503"}
+            if "{" in path:
+                want.add("404")
+            if "requestBody" in op:
+                want.add("413")
+            assert want <= set(op["responses"]), (method, path, sorted(op["responses"]))
+            for code in want:
+                assert op["responses"][code]["content"]["application/json"]["schema"] == ref
+    assert ops > 20
+    cancel = doc["paths"]["/api/v1/jobs/{job_id}/cancel"]["post"]["responses"]
+    assert "409" in cancel
+
+
+def test_errors_of_every_kind_share_the_shape(edge: Edge) -> None:
+    refused(httpx.get(f"{edge.http.base_url}jobs"), 401)  # no token
+    refused(edge.http.get("/jobs/999"), 404)
+    refused(edge.http.get("/no/such/route"), 404)
+    refused(edge.http.post("/tokens", json={"name": "admin", "role": "admin"}), 409)
+
+
+def test_a_log_read_far_past_the_end_is_empty_not_an_error(tmp_path: Path) -> None:
+    from gpufleet.server.logs import LogStore
+
+    logs = LogStore(tmp_path)
+    logs.append("7", 1, 0, "stdout", 0, "hello\n", final=True)
+    assert logs.read("7", 1, 0, "stdout", 2**63 - 1) == ("", 2**63 - 1, True)  # was EINVAL
+    assert logs.read("7", 1, 0, "stdout", 6) == ("", 6, True)
+    assert logs.read("7", 1, 0, "stdout", 0) == ("hello\n", 6, True)
