@@ -20,7 +20,7 @@ def test_quota() -> None:
     qs = [queue("vision", 64, cohort="research"), queue("nlp", 16, cohort="research")]
     busy.append(running("nlp0", ("n08", range(8)), queue="nlp"))
     busy.append(running("nlp1", ("n09", range(8)), queue="nlp"))
-    res = cycle(cluster(12, 8), [job("j", gpus=8, queue="vision")], busy, queues=qs)
+    res = cycle(cluster(10, 8), [job("j", gpus=8, queue="vision")], busy, queues=qs)
     r = reason_of(res, "j", ReasonCode.QUOTA)
     assert r.message == (
         "queue vision uses 64 of 64 GPUs and the job needs 8 more; "
@@ -156,11 +156,18 @@ def test_never_schedulable_no_leaf_that_large() -> None:
 
 def test_never_schedulable_beyond_the_queue_ceiling() -> None:
     qs = [queue("a", 8, cohort="c"), queue("b", 16, cohort="c")]
-    res = cycle(cluster(8, 8), [job("j", gpus=8, workers=4, queue="a")], queues=qs)
+    res = cycle(cluster(3, 8), [job("j", gpus=8, workers=4, queue="a")], queues=qs)
     r = reason_of(res, "j", ReasonCode.NEVER)
     assert r.message == (
         "needs 32 GPUs but queue a can never hold more than 24 GPUs "
         "(its quota 8 plus all its cohort c could lend)"
+    )
+    # with capacity outside every quota, the ceiling counts it
+    res = cycle(cluster(5, 8), [job("j", gpus=8, workers=6, queue="a")], queues=qs)
+    r = reason_of(res, "j", ReasonCode.NEVER)
+    assert r.message == (
+        "needs 48 GPUs but queue a can never hold more than 40 GPUs "
+        "(its quota 8 plus all its cohort c could lend plus the 16 GPUs outside every quota)"
     )
 
 

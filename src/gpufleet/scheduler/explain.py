@@ -248,17 +248,30 @@ def explain_all(
         res.reasons[job.id] = r
 
     # A job held by quota that no cluster could ever hold is told so (NeverSchedulable).
+    # The others are told their queue's room as the cycle leaves it: the numbers the last
+    # admission of the cycle saw, and what the queues page shows. (Room only shrinks within
+    # a cycle, so a job refused earlier in it is refused by these numbers too.)
     # Only the cycle's own reasons can be Quota ones; visit them in the order they were given.
     by_id: dict[str, PendingJob] | None = None
+    final: dict[tuple[str, object], Reason | None] = {}
     for job_id in cycle_reasons:
         why = res.reasons[job_id]
         if why.code is ReasonCode.QUOTA:
             if by_id is None:  # built only when some job is held by quota
                 by_id = {p.id: p for p in snap.pending if p.id in had_reason}
             blocked = by_id.get(job_id)
-            never_here = never(blocked) if blocked is not None else None
+            if blocked is None:
+                continue
+            never_here = never(blocked)
             if never_here is not None:
                 res.reasons[job_id] = never_here
+                continue
+            k = (blocked.spec.queue, blocked.spec.total_resources)
+            if k not in final:
+                final[k] = profile.admit.admit(blocked, usage).status.reason
+            now_why = final[k]
+            if now_why is not None and now_why.code is ReasonCode.QUOTA:
+                res.reasons[job_id] = now_why
 
     # Jobs the cycle never reached: a reason per shape (never fits) or one reason for all,
     # worked out when asked for (``Reasons.defer``). A Reason is immutable, so one object
