@@ -116,12 +116,14 @@ def test_reserved_and_the_reserved_job_carries_its_estimated_start() -> None:
     res = cycle(cluster(1, 8), pending, busy, now=10.0, backfill="easy")
     r = reason_of(res, "long", ReasonCode.RESERVED)
     assert r.message == (
-        "fits only on devices reserved for job head (from t=100) and would still be running"
+        "fits only on devices reserved for job head (it starts in 1m 30s) and would still be "
+        "running then"
     )
     assert r.data == {"reserved_for": "head"}
     head = res.reasons["head"]
     assert head.estimated_start == 100.0
-    assert head.message == "needs 8 GPUs (8 GPUs); 2 free now; reserved to start at t=100"
+    assert head.message == "needs 8 GPUs (8 GPUs); 2 free now; reserved to start in 1m 30s"
+    assert head.start_bound == "reserved"
 
 
 def test_preempting() -> None:
@@ -183,9 +185,9 @@ def test_never_schedulable_even_when_quota_also_blocks() -> None:
 def test_backoff() -> None:
     res = cycle(cluster(1, 8), [job("j", eligible=50.0)], now=10.0)
     r = reason_of(res, "j", ReasonCode.BACKOFF)
-    assert r.message == "retry back-off until t=50"
+    assert r.message == "retry back-off for 40s more"
     assert r.data == {"until": 50.0}
-    assert r.estimated_start == 50.0
+    assert r.estimated_start == 50.0 and r.start_bound == "planned"  # free from then on
     assert res.started_ids == []
     assert cycle(cluster(1, 8), [job("j", eligible=50.0)], now=50.0).started_ids == ["j"]
 

@@ -12,8 +12,9 @@ from random import Random
 from typing import TYPE_CHECKING
 
 from gpufleet.model.job import TopologyLevel
-from gpufleet.model.reason import Reason, ReasonCode
+from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
@@ -203,9 +204,8 @@ def explain_all(
         else:
             res.reasons[job.id] = Reason(
                 ReasonCode.BACKOFF,
-                f"retry back-off until t={job.eligible_time:g}",
+                f"retry back-off for {in_words(job.eligible_time - snap.now)} more",
                 {"until": job.eligible_time},
-                job.eligible_time,
             )
 
     reservation = res.reservation
@@ -230,7 +230,9 @@ def explain_all(
                 r = replace(
                     r,
                     estimated_start=reservation.start_time,
-                    message=f"{r.message}; reserved to start at t={reservation.start_time:g}",
+                    start_bound=RESERVED,
+                    message=f"{r.message}; reserved to start in "
+                    f"{in_words(reservation.start_time - snap.now)}",
                 )
                 res.reasons[job.id] = r
                 continue
@@ -240,7 +242,8 @@ def explain_all(
                     fenced_out = Reason(
                         ReasonCode.RESERVED,
                         f"fits only on devices reserved for job {reservation.job_id} "
-                        f"(from t={reservation.start_time:g}) and would still be running",
+                        f"(it starts in {in_words(reservation.start_time - snap.now)}) and "
+                        "would still be running then",
                         {"reserved_for": reservation.job_id},
                     )
                 r = fenced_out
@@ -299,6 +302,7 @@ def explain_all(
 
     skipped = started | examined
     res.reasons.defer(snap.pending, skipped.__contains__, rest)
+    res.reasons.estimate_with(StartPlan(snap, profile, res))
 
 
 def _shape(job: PendingJob) -> tuple[object, ...]:
