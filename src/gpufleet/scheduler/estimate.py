@@ -105,7 +105,9 @@ class StartPlan:
         by_id = {p.id: p for p in snap.pending}
         for s in res.starts:
             spec = by_id[s.job_id].spec
-            holds.append((now, _end(now, spec.time_limit_s, assumed), spec.queue, spec.total_resources))
+            holds.append(
+                (now, _end(now, spec.time_limit_s, assumed), spec.queue, spec.total_resources)
+            )
         for _, end, _, need in holds:
             gpus.hold(now, end, need.gpu_milli)
 
