@@ -129,14 +129,14 @@ class StartPlan:
             why = reasons.raw(job.id)
             if why is None or why.code in _NO_START:
                 continue
-            t = self._first_start(job, max(now, job.eligible_time), gpus, holds, cap, assumed)
-            if t is None:
+            at = self._first_start(job, max(now, job.eligible_time), gpus, holds, cap, assumed)
+            if at is None:
                 continue
             spec = job.spec
-            end = _end(t, spec.time_limit_s, assumed)
-            gpus.hold(t, end, spec.total_resources.gpu_milli)
-            holds.append((t, end, spec.queue, spec.total_resources))
-            plan[job.id] = Estimate(t, PLANNED)
+            end = _end(at, spec.time_limit_s, assumed)
+            gpus.hold(at, end, spec.total_resources.gpu_milli)
+            holds.append((at, end, spec.queue, spec.total_resources))
+            plan[job.id] = Estimate(at, PLANNED)
         return plan
 
     def _in_order(self, by_id: dict[str, PendingJob]) -> Iterable[PendingJob]:
