@@ -51,23 +51,27 @@ def test_jobs_behind_the_reserved_head_are_planned_after_it() -> None:
     assert (c.estimated_start, c.start_bound) == (200.0, "planned")
 
 
-def test_no_estimate_behind_a_job_without_time_limit_or_for_a_job_that_never_fits() -> None:
-    busy = [running("r", ("n00", range(8)))]  # no time limit: never frees its GPUs here
-    pending = [job("a", gpus=4), job("huge", gpus=8, workers=2, submit=1)]
-    res = cycle(cluster(1, 8), pending, busy)
-    assert res.reasons["a"].estimated_start is None
-    huge = res.reasons["huge"]
-    assert huge.code is ReasonCode.NEVER and huge.estimated_start is None
-
-
-def test_a_job_waiting_on_a_dependency_has_no_estimate() -> None:
-    res = cycle(cluster(1, 8), [job("j", gpus=1, waiting_for="waits for job x")])
-    r = res.reasons["j"]
-    assert r.code is ReasonCode.DEPENDENCY and r.estimated_start is None
-
-
-def test_a_quota_wait_on_jobs_without_time_limit_has_no_estimate() -> None:
-    busy = [running("a0", ("n00", range(8)), queue="a")]
-    res = cycle(cluster(2, 8), [job("j", gpus=8, queue="a")], busy, queues=[queue("a", 8)])
-    r = res.reasons["j"]
-    assert r.code is ReasonCode.QUOTA and r.estimated_start is None
+def test_an_estimate_for_every_job_that_can_start_and_none_for_the_others() -> None:
+    """n00 is held for ever (no time limit), n01 until t=100: a one-node job is planned at 100;
+    a two-node job waits for n00, which nothing says will free; one too large for the cluster,
+    or waiting on another job, has none either; nor has a quota wait on a job without limit."""
+    busy = [
+        running("r0", ("n00", range(8))),
+        running("r1", ("n01", range(8)), limit=100.0),
+        running("q0", ("n02", range(8)), queue="q"),
+    ]
+    pending = [
+        job("one", gpus=8, limit=50.0),
+        job("two", gpus=8, workers=2, submit=1),
+        job("huge", gpus=8, workers=4, submit=2),
+        job("dep", gpus=1, submit=3, waiting_for="waits for job x"),
+        job("quota", gpus=8, queue="q", submit=4),
+    ]
+    res = cycle(cluster(3, 8), pending, busy, queues=[queue("q", 8)])
+    one = res.reasons["one"]
+    assert one.estimated_start == 100.0 and one.start_bound == "reserved"
+    for job_id in ("two", "huge", "dep", "quota"):
+        r = res.reasons[job_id]
+        assert r.estimated_start is None and r.start_bound == "", (job_id, r)
+    assert res.reasons["huge"].code is ReasonCode.NEVER
+    assert res.reasons["dep"].code is ReasonCode.DEPENDENCY
