@@ -87,9 +87,10 @@ def main() -> int:
     print(f"pending when submitted and started later: {len(told):,} · no estimate: {none:,}")
     for bound, xs in [*errors.items(), ("all", every)]:
         if xs:
+            mean, p50, p90 = sum(xs) / len(xs), percentile(xs, 0.5), percentile(xs, 0.9)
             print(
-                f"{bound:>8}: {len(xs):>6,} jobs · mean |err| {sum(xs) / len(xs) / 3600:.2f} h · "
-                f"p90 {percentile(xs, 0.9) / 3600:.2f} h · median {percentile(xs, 0.5) / 3600:.2f} h"
+                f"{bound:>8}: {len(xs):>6,} jobs · mean |err| {mean / 3600:.2f} h · "
+                f"p90 {p90 / 3600:.2f} h · median {p50 / 3600:.2f} h"
             )
     if every:
         print(f"started before the estimate: {early:,} of {len(every):,}")
