@@ -67,15 +67,6 @@ class _Profile:
         for k in range(i, j):
             self.used[k] += gpu_milli
 
-    def fits(self, start: float, end: float, gpu_milli: int, cap: int) -> bool:
-        i = bisect.bisect_right(self.times, start) - 1
-        for k in range(i, len(self.times)):
-            if self.times[k] >= end:
-                break
-            if self.used[k] + gpu_milli > cap:
-                return False
-        return True
-
 
 class StartPlan:
     """The estimated starts of one cycle's pending jobs, worked out on first use."""
@@ -157,21 +148,30 @@ class StartPlan:
         cap: int,
         assumed: float | None,
     ) -> float | None:
+        """The first moment from ``earliest`` with ``job``'s GPUs free for its whole limit,
+        at which its queue's quota admits it: one pass over the profile's steps."""
         spec = job.spec
         need = spec.total_resources.gpu_milli
         if need > cap:
             return None
         limited = spec.queue in self._limited
-        times = sorted({earliest, *(t for t in gpus.times if t > earliest)})
-        for t in times:
-            if t == INF:
-                break
-            end = _end(t, spec.time_limit_s, assumed)
-            if not gpus.fits(t, end, need, cap):
-                continue
-            if limited and not self._admitted_at(job, t, holds):
-                continue
-            return t
+        times, used = gpus.times, gpus.used
+        k = max(0, bisect.bisect_right(times, earliest) - 1)
+        start: float | None = None  # the candidate, while every step since it has room
+        while k < len(times):
+            if used[k] + need > cap:
+                start = None
+            else:
+                if start is None:
+                    start = max(times[k], earliest)
+                    if limited and not self._admitted_at(job, start, holds):
+                        start = None
+                        k += 1
+                        continue
+                nxt = times[k + 1] if k + 1 < len(times) else INF
+                if nxt >= _end(start, spec.time_limit_s, assumed):
+                    return start if start != INF else None
+            k += 1
         return None
 
     def _admitted_at(
