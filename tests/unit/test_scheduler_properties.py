@@ -317,6 +317,30 @@ def check_quota_reasons(snap, res, profile) -> None:
         assert not (may_borrow and need.fits_in(total_room(parts))), (job_id, d, parts)
 
 
+def check_estimates(snap, res, profile) -> None:
+    """An estimated start is never before now nor before the job may run; the reserved head's
+    is its reservation; and when every job has a time limit, every job that can start at all
+    (not NeverSchedulable, not waiting on another job) has one."""
+    if not profile.explain:
+        return
+    limits = all(r.spec.time_limit_s is not None for r in snap.running) and all(
+        p.spec.time_limit_s is not None for p in snap.pending
+    )
+    by_id = {p.id: p for p in snap.pending}
+    for job_id, why in res.reasons.items():
+        at = why.estimated_start
+        if at is None:
+            assert why.start_bound == ""
+            unstartable = {ReasonCode.NEVER, ReasonCode.DEPENDENCY, ReasonCode.ARRAY_LIMIT}
+            assert not limits or why.code in unstartable, (job_id, why)
+            continue
+        assert at >= snap.now and at >= by_id[job_id].eligible_time, (job_id, why)
+        if res.reservation is not None and job_id == res.reservation.job_id:
+            assert (at, why.start_bound) == (res.reservation.start_time, "reserved")
+        else:
+            assert why.start_bound == "planned", (job_id, why)
+
+
 def check_reasons(snap, res, profile) -> None:
     started = set(res.started_ids)
     for p in snap.pending:
@@ -334,6 +358,7 @@ def test_a_cycle_never_over_commits_and_keeps_every_rule(scene) -> None:
     check_gangs_and_topology(snap, res)
     check_quotas(snap, res, profile)
     check_quota_reasons(snap, res, profile)
+    check_estimates(snap, res, profile)
     check_reasons(snap, res, profile)
     running = {r.id: r for r in snap.running}
     for p in res.preemptions:
