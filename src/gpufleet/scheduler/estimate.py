@@ -17,6 +17,7 @@ import bisect
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from gpufleet.model.reason import ReasonCode
@@ -112,7 +113,8 @@ class StartPlan:
             holds.append((t, end, spec.queue, spec.total_resources))
             plan[reservation.job_id] = Estimate(t, RESERVED)
         reasons: Reasons = res.reasons
-        for n, job in enumerate(self._in_order(by_id)):
+        order, usage = self._in_order(by_id)
+        for n, job in enumerate(order):
             if n >= MAX_PLANNED:
                 break
             if job.id in plan:
@@ -127,17 +129,23 @@ class StartPlan:
             end = _end(at, spec.time_limit_s, assumed)
             gpus.hold(at, end, spec.total_resources.gpu_milli)
             holds.append((at, end, spec.queue, spec.total_resources))
+            usage.add(spec.queue, spec.total_resources)
             plan[job.id] = Estimate(at, PLANNED)
         return plan
 
-    def _in_order(self, by_id: dict[str, PendingJob]) -> Iterable[PendingJob]:
-        """The jobs still pending, nominated first, then in the order plugin's order."""
+    def _in_order(self, by_id: dict[str, PendingJob]) -> tuple[Iterable[PendingJob], QueueUsage]:
+        """The jobs still pending, nominated first, then in the order plugin's order, with the
+        usage that order reads: the caller adds each job it plans, so that an order by usage
+        (fair share) takes turns between queues as the plan fills, as the cycles would."""
         started = {s.job_id for s in self.res.starts}
         left = [p for p in by_id.values() if p.id not in started]
         usage = QueueUsage.of(self.snap)
+        for s in self.res.starts:
+            spec = by_id[s.job_id].spec
+            usage.add(spec.queue, spec.total_resources)
         nominated = [p for p in left if p.nominated]
-        rest = [p for p in self.profile.order.order(left, self.snap, usage) if not p.nominated]
-        return nominated + rest
+        rest = (p for p in self.profile.order.order(left, self.snap, usage) if not p.nominated)
+        return chain(nominated, rest), usage
 
     def _first_start(
         self,
