@@ -268,6 +268,10 @@ def queue(
     return QueueSpec(name, quota, weight, cohort, can_borrow, can_lend)
 
 
+# the capacity outside every quota kept for queues without one (the lending rule's opposite)
+RESERVE = {"admit/quota": {"unassigned": "reserve"}}
+
+
 def snapshot(
     nodes: Sequence[NodeView],
     pending: Sequence[PendingJob] = (),

@@ -372,6 +372,26 @@ def test_show_gives_state_placement_reason_start_and_events(api: FakeApi, monkey
     assert cli("show", "7", "--json").json()["reason"]["code"] == "Resources"
 
 
+def test_show_says_how_sure_the_estimated_start_is(api: FakeApi, monkeypatch: Any) -> None:
+    monkeypatch.setattr(jobs_cli.time, "time", lambda: NOW)
+    reason = {
+        "code": "Resources",
+        "message": "needs 8 GPUs (8 GPUs); 2 free now; reserved to start in 2h 05m",
+        "estimated_start": NOW + 7500,
+        "estimated_start_at": "2026-12-03T14:05:00Z",
+        "start_bound": "reserved",
+    }
+    api.on("GET", "/jobs/7", job("7", reason=reason))
+    r = cli("show", "7")
+    assert r.code == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "(in 2h 05m), at the latest: reserved" in text
+    assert "e+09" not in text
+    shown = cli("show", "7", "--json").json()["reason"]
+    assert shown["estimated_start_at"] == "2026-12-03T14:05:00Z"
+    assert shown["start_bound"] == "reserved"
+
+
 def test_show_an_unknown_job_says_how_to_find_ids(api: FakeApi) -> None:
     api.on("GET", "/jobs/99", httpx.Response(404, json={"detail": "no job 99"}))
     r = cli("show", "99")

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from builders import cluster, cycle, job, queue, running, snapshot, start_of
+import pytest
+from builders import (
+    RESERVE,
+    cluster,
+    cycle,
+    job,
+    profile,
+    queue,
+    running,
+    snapshot,
+    start_of,
+)
 
 from gpufleet.model.reason import ReasonCode
-from gpufleet.scheduler.framework import make
+from gpufleet.scheduler.framework import ProfileError, make
 from gpufleet.scheduler.usage import QueueUsage
 
 
@@ -40,12 +51,19 @@ def test_refused_by_quota_with_a_reason_that_reads_like_the_issue() -> None:
     assert r.code is ReasonCode.QUOTA
     assert r.message.startswith("queue vision uses 64 of 64 GPUs")
     assert "needs 8 more" in r.message and "cannot borrow" in r.message
+    # the 16 GPUs no quota covers are lent in cohorts only: a lone queue's quota stays a cap
+    assert "the 16 GPUs outside every quota are lent only in cohorts" in r.message
     assert r.data == {
         "queue": "vision",
         "used_gpus": 64,
         "quota_gpus": 64,
         "needed_gpus": 8,
         "borrowable_gpus": 0,
+        "cohort_idle_gpus": 0,
+        "cohort_lent_gpus": 0,
+        "unassigned_gpus": 16,
+        "unassigned_free_gpus": 0,
+        "unassigned": "lend",
     }
 
 
@@ -93,12 +111,16 @@ def test_borrowing_idle_quota_within_the_cohort() -> None:
 def test_borrowing_is_limited_to_what_the_cohort_has_idle() -> None:
     qs = [queue("a", 8, cohort="research"), queue("b", 16, cohort="research")]
     b_busy = eight_gpu_jobs("b", 1, node0=3)  # b uses 8 of 16: 8 idle to lend
-    res = cycle(cluster(6, 8), [job("j", gpus=8, workers=3, queue="a")], b_busy, queues=qs)
+    res = cycle(
+        cluster(6, 8), [job("j", gpus=8, workers=3, queue="a")], b_busy, queues=qs, options=RESERVE
+    )
     r = res.reasons["j"]
     assert r.code is ReasonCode.QUOTA
     assert "its cohort research has 8 idle GPUs to lend" in r.message
     assert r.data["borrowable_gpus"] == 8
-    res = cycle(cluster(6, 8), [job("j", gpus=8, workers=2, queue="a")], b_busy, queues=qs)
+    res = cycle(
+        cluster(6, 8), [job("j", gpus=8, workers=2, queue="a")], b_busy, queues=qs, options=RESERVE
+    )
     assert res.starts[0].borrowing
 
 
@@ -114,10 +136,11 @@ def test_can_borrow_false_is_respected() -> None:
 def test_can_lend_false_is_respected() -> None:
     qs = [queue("a", 8, cohort="c"), queue("b", 16, cohort="c", can_lend=False)]
     pending = [job("j1", gpus=8, queue="a"), job("j2", gpus=8, queue="a", submit=1)]
-    res = cycle(cluster(4, 8), pending, queues=qs)
+    res = cycle(cluster(4, 8), pending, queues=qs, options=RESERVE)
     assert res.started_ids == ["j1"]
     r = res.reasons["j2"]
     assert r.code is ReasonCode.QUOTA and "0 idle GPUs to lend" in r.message
+    assert "the 8 GPUs outside every quota are kept for queues without a quota" in r.message
 
 
 def test_queues_of_another_cohort_do_not_lend() -> None:
@@ -128,7 +151,7 @@ def test_queues_of_another_cohort_do_not_lend() -> None:
 
 def test_a_job_larger_than_quota_plus_all_lendable_is_never_schedulable() -> None:
     qs = [queue("a", 8, cohort="c"), queue("b", 16, cohort="c")]
-    res = cycle(cluster(8, 8), [job("j", gpus=8, workers=4, queue="a")], queues=qs)
+    res = cycle(cluster(8, 8), [job("j", gpus=8, workers=4, queue="a")], queues=qs, options=RESERVE)
     r = res.reasons["j"]
     assert r.code is ReasonCode.NEVER
     assert "can never hold more than 24" in r.message
@@ -143,7 +166,13 @@ def test_idle_quota_is_not_lent_twice() -> None:
         running("a1", ("n00", range(8)), queue="a"),
         running("a2", ("n01", range(8)), queue="a", borrowing=True),
     ]
-    res = cycle(cluster(6, 8), [job("b1", gpus=8, workers=2, queue="b")], a_busy, queues=qs)
+    res = cycle(
+        cluster(6, 8),
+        [job("b1", gpus=8, workers=2, queue="b")],
+        a_busy,
+        queues=qs,
+        options=RESERVE,
+    )
     assert start_of(res, "b1") is None
     assert res.reasons["b1"].code is ReasonCode.QUOTA
     # nor inside one cycle
@@ -151,8 +180,76 @@ def test_idle_quota_is_not_lent_twice() -> None:
         cluster(6, 8),
         [job("a1", gpus=8, workers=2, queue="a"), job("b1", gpus=8, workers=2, queue="b")],
         queues=qs,
+        options=RESERVE,
     )
     assert res.started_ids == ["a1"]
+
+
+def demo_cluster_full() -> tuple[list, list]:
+    """The issue's demo: vision (16) and nlp (16) share cohort research on 4 × 8 GPUs; vision
+    runs 24 GPUs (8 borrowed from nlp's idle quota), nlp runs 8: every GPU is allocated."""
+    qs = [queue("vision", 16, cohort="research"), queue("nlp", 16, cohort="research")]
+    busy = eight_gpu_jobs("vision", 3)
+    busy[2] = running("v2", ("n02", range(8)), queue="vision", borrowing=True)
+    busy.append(running("n0", ("n03", range(8)), queue="nlp"))
+    return qs, busy
+
+
+def test_idle_quota_already_lent_is_not_offered_again() -> None:
+    qs, busy = demo_cluster_full()
+    res = cycle(cluster(4, 8), [job("j", gpus=8, queue="vision")], busy, queues=qs)
+    r = res.reasons["j"]
+    assert r.code is ReasonCode.QUOTA
+    assert r.message == (
+        "queue vision uses 24 of 16 GPUs and the job needs 8 more; its cohort research has "
+        "0 idle GPUs to lend (8 more are lent already)"
+    )
+    assert r.data["borrowable_gpus"] == 0 and r.data["cohort_lent_gpus"] == 8
+
+
+def test_capacity_outside_every_quota_is_lent_to_cohort_members() -> None:
+    """A fifth node no quota covers: the demo's pending job borrows it instead of waiting
+    beside 8 idle GPUs."""
+    qs, busy = demo_cluster_full()
+    res = cycle(cluster(5, 8), [job("j", gpus=8, queue="vision")], busy, queues=qs)
+    (s,) = res.starts
+    assert s.job_id == "j" and s.borrowing and s.allocation[0].node == "n04"
+    # nlp takes its own idle quota back: vision's 8 borrowed GPUs now count against the
+    # unassigned capacity, so no loan is left for j (borrowers go after jobs within quota)
+    res = cycle(
+        cluster(5, 8),
+        [job("j", gpus=8, queue="vision"), job("k", gpus=8, queue="nlp", submit=1)],
+        busy,
+        queues=qs,
+    )
+    assert res.started_ids == ["k"]
+    r = res.reasons["j"]
+    assert r.code is ReasonCode.QUOTA
+    assert "0 of the 8 GPUs outside every quota are free to lend" in r.message
+    assert r.data["unassigned_gpus"] == 8 and r.data["unassigned_free_gpus"] == 0
+
+
+def test_unassigned_capacity_can_be_reserved_and_the_reason_says_so() -> None:
+    qs, busy = demo_cluster_full()
+    res = cycle(cluster(5, 8), [job("j", gpus=8, queue="vision")], busy, queues=qs, options=RESERVE)
+    assert res.starts == []
+    r = res.reasons["j"]
+    assert "the 8 GPUs outside every quota are kept for queues without a quota" in r.message
+    assert r.data["unassigned"] == "reserve" and r.data["borrowable_gpus"] == 0
+
+
+def test_queues_without_quota_use_the_unassigned_capacity_first_come() -> None:
+    """What a queue without a quota runs is taken from the unassigned capacity."""
+    qs, busy = demo_cluster_full()
+    busy.append(running("free0", ("n04", range(8)), queue="free"))
+    res = cycle(cluster(5, 8), [job("j", gpus=8, queue="vision")], busy, queues=qs)
+    assert res.starts == []
+    assert res.reasons["j"].data["unassigned_free_gpus"] == 0
+
+
+def test_unknown_unassigned_option_is_refused() -> None:
+    with pytest.raises(ProfileError, match="unassigned must be"):
+        profile(options={"admit/quota": {"unassigned": "share"}})
 
 
 def test_quota_plugin_directly() -> None:

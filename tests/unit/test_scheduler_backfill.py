@@ -32,7 +32,7 @@ def test_easy_gives_the_blocked_head_a_reservation_with_an_estimated_start() -> 
     assert [p.node for p in res.reservation.allocation] == ["n00"]
     r = res.reasons["head"]
     assert r.estimated_start == 100.0
-    assert "reserved to start at t=100" in r.message
+    assert "reserved to start in 1m 30s" in r.message
 
 
 def test_easy_a_later_short_job_backfills() -> None:
@@ -53,7 +53,7 @@ def test_easy_a_later_long_job_does_not_delay_the_head() -> None:
         r = res.reasons[jid]
         assert r.code is ReasonCode.RESERVED
         assert r.data == {"reserved_for": "head"}
-        assert "reserved for job head (from t=100)" in r.message
+        assert "reserved for job head (it starts in 1m 30s)" in r.message
 
 
 def test_easy_a_long_job_may_use_devices_the_reservation_does_not_need() -> None:
@@ -80,7 +80,8 @@ def test_easy_no_reservation_without_time_limits() -> None:
     busy = [running("forever", ("n00", range(6)))]
     res = cycle(nodes, [HEAD], busy, now=NOW, backfill="easy")
     assert res.reservation is None
-    assert res.reasons["head"].estimated_start is None
+    r = res.reasons["head"]
+    assert r.estimated_start is None and r.start_bound == ""
 
 
 def test_none_is_strict_order() -> None:
@@ -114,7 +115,9 @@ def test_greedy_starts_whatever_fits_and_reserves_nothing() -> None:
     res = cycle(nodes, [HEAD, long, nolimit], busy, now=NOW, backfill="greedy")
     assert res.started_ids == ["long", "nolimit"]
     assert res.reservation is None
-    assert res.reasons["head"].estimated_start is None
+    # no reservation, but a plan: n01 frees its 8 GPUs at its job's time limit
+    r = res.reasons["head"]
+    assert r.estimated_start == 1000.0 and r.start_bound == "planned"
 
 
 def test_easy_a_long_fractional_job_leaves_reserved_devices_alone() -> None:

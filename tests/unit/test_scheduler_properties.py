@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.model.job import TopologyLevel
+from gpufleet.model.reason import ReasonCode
 from gpufleet.model.resources import MILLI, Resources
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.framework import Profile
@@ -134,9 +135,12 @@ def queue_sets(draw):
 
 @st.composite
 def profiles(draw):
+    admit = draw(st.sampled_from(("quota", "quota", "none")))
+    unassigned = draw(st.sampled_from(("lend", "reserve")))
     return Profile.build(
         order=draw(st.sampled_from(("fifo", "priority", "fairshare", "las", "sjf"))),
-        admit=draw(st.sampled_from(("quota", "quota", "none"))),
+        admit=admit,
+        options={"admit/quota": {"unassigned": unassigned}} if admit == "quota" else None,
         place=draw(st.sampled_from(("bestfit", "topology", "packing", "dotprod", "random", "fgd"))),
         backfill=draw(st.sampled_from(("easy", "greedy", "none"))),
         preempt=draw(st.sampled_from(((), ("priority",), ("reclaim", "priority"), ("order",)))),
@@ -201,21 +205,59 @@ def check_gangs_and_topology(snap, res) -> None:
             assert len({key(p.node) for p in s.allocation}) == 1, (s.job_id, t)
 
 
-def lendable(queue_name, used, queues) -> Resources:
-    """An independent reading of what a cohort lends ``queue_name``: the idle nominal quota of
-    the other lending members, less what the other members already borrow."""
+def room(queue_name, used, queues, capacity, lend) -> dict[str, Resources]:
+    """An independent reading of a limited queue's room: the rest of its quota; the idle
+    quota of the other lending members of its cohort less what all members borrow (lent
+    once, not to every borrower); the capacity outside every quota less what queues without
+    a quota hold and what cohorts borrow beyond their idle quota (lent to cohort members)."""
     q = queues[queue_name]
+    u = used[queue_name]
+    parts = {"own": (q.quota - u).clamp0(), "free": Resources(), "lent": Resources()}
+    limited = [o for o in queues.values() if o.limited]
+    assigned = Resources()
+    for o in limited:
+        assigned = assigned + o.quota
+    unassigned = (capacity - assigned).clamp0()
+    taken = Resources()
+    for name, held in used.items():
+        if name not in queues or not queues[name].limited:
+            taken = taken + held
+    for cohort in {o.cohort for o in limited}:
+        idle_all, over_all = Resources(), Resources()
+        for o in limited:
+            if o.cohort == cohort:
+                over = (used[o.name] - o.quota).clamp0()
+                over_all = over_all + over
+                if o.can_lend and cohort:
+                    idle_all = idle_all + (o.quota - used[o.name]).clamp0()
+        taken = taken + (over_all - idle_all).clamp0()
+    parts["unassigned"] = unassigned
+    parts["pool"] = Resources()
     if not q.cohort or not q.can_borrow:
-        return Resources()
+        return parts
     idle, over = Resources(), Resources()
-    for o in queues.values():
-        if o.name == queue_name or o.cohort != q.cohort or not o.limited:
+    for o in limited:
+        if o.cohort != q.cohort:
             continue
-        u = used[o.name]
-        over = over + (u - o.quota).clamp0()
-        if o.can_lend:
-            idle = idle + (o.quota - u).clamp0()
-    return (idle - over).clamp0()
+        over = over + (used[o.name] - o.quota).clamp0()
+        if o.name != queue_name and o.can_lend:
+            idle = idle + (o.quota - used[o.name]).clamp0()
+    parts["free"] = (idle - over).clamp0()
+    parts["lent"] = idle - parts["free"]
+    parts["pool"] = (unassigned - taken).clamp0() if lend else Resources()
+    return parts
+
+
+def total_room(parts) -> Resources:
+    return parts["own"] + parts["free"] + parts["pool"]
+
+
+def capacity(snap) -> Resources:
+    cap = Resources()
+    for v in snap.nodes:
+        if v.schedulable:
+            cap = cap + Resources(v.gpus * MILLI, v.cpu_total, v.mem_total)
+    return cap
 
 
 def check_quotas(snap, res, profile) -> None:
@@ -226,6 +268,7 @@ def check_quotas(snap, res, profile) -> None:
     for r in snap.running:
         used[r.spec.queue] = used[r.spec.queue] + r.spec.total_resources
     specs = {p.id: p.spec for p in snap.pending}
+    cap = capacity(snap)
     for s in res.starts:  # in admission order
         spec = specs[s.job_id]
         q = queues.get(spec.queue)
@@ -233,10 +276,69 @@ def check_quotas(snap, res, profile) -> None:
         if q is not None and q.limited:
             if s.borrowing:
                 assert q.cohort and q.can_borrow, f"{s.job_id} borrows outside a cohort"
-                assert after.fits_in(q.quota + lendable(q.name, used, queues)), s.job_id
+                parts = room(q.name, used, queues, cap, profile.admit.lend_unassigned)
+                assert spec.total_resources.fits_in(total_room(parts)), s.job_id
             else:
                 assert after.fits_in(q.quota), f"{s.job_id} over the quota of {q.name}"
         used[spec.queue] = after
+
+
+def check_quota_reasons(snap, res, profile) -> None:
+    """Every number of a Quota Reason is recomputed from the snapshot and the cycle's starts
+    (the usage the cycle leaves), and the Reason is true: the job does not fit that room."""
+    if profile.names["admit"] != "quota" or not profile.explain:
+        return
+    queues = dict(snap.queues)
+    used: dict[str, Resources] = defaultdict(Resources)
+    specs = {p.id: p.spec for p in snap.pending}
+    for r in snap.running:
+        used[r.spec.queue] = used[r.spec.queue] + r.spec.total_resources
+    for s in res.starts:
+        spec = specs[s.job_id]
+        used[spec.queue] = used[spec.queue] + spec.total_resources
+    cap = capacity(snap)
+    for job_id, why in res.reasons.items():
+        if why.code is not ReasonCode.QUOTA:
+            continue
+        spec = specs[job_id]
+        q = queues[spec.queue]
+        parts = room(q.name, used, queues, cap, profile.admit.lend_unassigned)
+        d = why.data
+        assert d["used_gpus"] == used[q.name].gpus, (job_id, d)
+        assert d["quota_gpus"] == q.quota.gpus
+        assert d["needed_gpus"] == spec.total_resources.gpus
+        assert d["borrowable_gpus"] == (parts["free"] + parts["pool"]).gpus, (job_id, d, parts)
+        assert d["cohort_lent_gpus"] == parts["lent"].gpus, (job_id, d, parts)
+        assert d["unassigned_gpus"] == parts["unassigned"].gpus
+        assert d["unassigned_free_gpus"] == parts["pool"].gpus, (job_id, d, parts)
+        need = spec.total_resources
+        assert not (used[q.name] + need).fits_in(q.quota), (job_id, d)
+        may_borrow = q.cohort and q.can_borrow
+        assert not (may_borrow and need.fits_in(total_room(parts))), (job_id, d, parts)
+
+
+def check_estimates(snap, res, profile) -> None:
+    """An estimated start is never before now nor before the job may run; the reserved head's
+    is its reservation; and when every job has a time limit, every job that can start at all
+    (not NeverSchedulable, not waiting on another job) has one."""
+    if not profile.explain:
+        return
+    limits = all(r.spec.time_limit_s is not None for r in snap.running) and all(
+        p.spec.time_limit_s is not None for p in snap.pending
+    )
+    by_id = {p.id: p for p in snap.pending}
+    for job_id, why in res.reasons.items():
+        at = why.estimated_start
+        if at is None:
+            assert why.start_bound == ""
+            unstartable = {ReasonCode.NEVER, ReasonCode.DEPENDENCY, ReasonCode.ARRAY_LIMIT}
+            assert not limits or why.code in unstartable, (job_id, why)
+            continue
+        assert at >= snap.now and at >= by_id[job_id].eligible_time, (job_id, why)
+        if res.reservation is not None and job_id == res.reservation.job_id:
+            assert (at, why.start_bound) == (res.reservation.start_time, "reserved")
+        else:
+            assert why.start_bound == "planned", (job_id, why)
 
 
 def check_reasons(snap, res, profile) -> None:
@@ -255,6 +357,8 @@ def test_a_cycle_never_over_commits_and_keeps_every_rule(scene) -> None:
     check_capacity(snap, res)
     check_gangs_and_topology(snap, res)
     check_quotas(snap, res, profile)
+    check_quota_reasons(snap, res, profile)
+    check_estimates(snap, res, profile)
     check_reasons(snap, res, profile)
     running = {r.id: r for r in snap.running}
     for p in res.preemptions:
@@ -301,6 +405,7 @@ def test_quotas_hold_and_borrowing_stays_within_what_the_cohort_lends(scene) -> 
     res = run_cycle(snap, profile)
     check_capacity(snap, res)
     check_quotas(snap, res, profile)
+    check_quota_reasons(snap, res, profile)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

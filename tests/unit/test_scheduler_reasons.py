@@ -20,7 +20,7 @@ def test_quota() -> None:
     qs = [queue("vision", 64, cohort="research"), queue("nlp", 16, cohort="research")]
     busy.append(running("nlp0", ("n08", range(8)), queue="nlp"))
     busy.append(running("nlp1", ("n09", range(8)), queue="nlp"))
-    res = cycle(cluster(12, 8), [job("j", gpus=8, queue="vision")], busy, queues=qs)
+    res = cycle(cluster(10, 8), [job("j", gpus=8, queue="vision")], busy, queues=qs)
     r = reason_of(res, "j", ReasonCode.QUOTA)
     assert r.message == (
         "queue vision uses 64 of 64 GPUs and the job needs 8 more; "
@@ -116,12 +116,14 @@ def test_reserved_and_the_reserved_job_carries_its_estimated_start() -> None:
     res = cycle(cluster(1, 8), pending, busy, now=10.0, backfill="easy")
     r = reason_of(res, "long", ReasonCode.RESERVED)
     assert r.message == (
-        "fits only on devices reserved for job head (from t=100) and would still be running"
+        "fits only on devices reserved for job head (it starts in 1m 30s) and would still be "
+        "running then"
     )
     assert r.data == {"reserved_for": "head"}
     head = res.reasons["head"]
     assert head.estimated_start == 100.0
-    assert head.message == "needs 8 GPUs (8 GPUs); 2 free now; reserved to start at t=100"
+    assert head.message == "needs 8 GPUs (8 GPUs); 2 free now; reserved to start in 1m 30s"
+    assert head.start_bound == "reserved"
 
 
 def test_preempting() -> None:
@@ -156,11 +158,18 @@ def test_never_schedulable_no_leaf_that_large() -> None:
 
 def test_never_schedulable_beyond_the_queue_ceiling() -> None:
     qs = [queue("a", 8, cohort="c"), queue("b", 16, cohort="c")]
-    res = cycle(cluster(8, 8), [job("j", gpus=8, workers=4, queue="a")], queues=qs)
+    res = cycle(cluster(3, 8), [job("j", gpus=8, workers=4, queue="a")], queues=qs)
     r = reason_of(res, "j", ReasonCode.NEVER)
     assert r.message == (
         "needs 32 GPUs but queue a can never hold more than 24 GPUs "
         "(its quota 8 plus all its cohort c could lend)"
+    )
+    # with capacity outside every quota, the ceiling counts it
+    res = cycle(cluster(5, 8), [job("j", gpus=8, workers=6, queue="a")], queues=qs)
+    r = reason_of(res, "j", ReasonCode.NEVER)
+    assert r.message == (
+        "needs 48 GPUs but queue a can never hold more than 40 GPUs "
+        "(its quota 8 plus all its cohort c could lend plus the 16 GPUs outside every quota)"
     )
 
 
@@ -176,9 +185,9 @@ def test_never_schedulable_even_when_quota_also_blocks() -> None:
 def test_backoff() -> None:
     res = cycle(cluster(1, 8), [job("j", eligible=50.0)], now=10.0)
     r = reason_of(res, "j", ReasonCode.BACKOFF)
-    assert r.message == "retry back-off until t=50"
+    assert r.message == "retry back-off for 40s more"
     assert r.data == {"until": 50.0}
-    assert r.estimated_start == 50.0
+    assert r.estimated_start == 50.0 and r.start_bound == "planned"  # free from then on
     assert res.started_ids == []
     assert cycle(cluster(1, 8), [job("j", eligible=50.0)], now=50.0).started_ids == ["j"]
 

@@ -73,6 +73,8 @@ class ReasonOut(Strict):
     message: str
     data: dict[str, Any] = {}
     estimated_start: float | None = None
+    estimated_start_at: str | None = None  # the same, ISO 8601 in UTC
+    start_bound: str = ""  # "reserved" (at the latest) | "planned" (if jobs run to their limits)
 
 
 class EventOut(Strict):

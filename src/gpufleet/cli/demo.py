@@ -106,7 +106,7 @@ def _decisions(sim: Simulation, jobs: dict[str, TraceJob], at: float, console: C
         est = (
             ""
             if reason is None or reason.estimated_start is None
-            else f"{reason.estimated_start:g}"
+            else f"t={reason.estimated_start:,.0f} s ({reason.start_bound})"
         )
         w.add_row(
             f"{jid} {rec.job.spec.name}",

@@ -392,12 +392,7 @@ def show(
             ),
             ("Command", " ".join(command) if isinstance(command, list) else command),
             ("Reason", f"{j.reason.code}: {j.reason.message}" if j.reason else None),
-            (
-                "Est. start",
-                out.when_relative(j.reason.estimated_start, now)
-                if j.reason and j.reason.estimated_start
-                else None,
-            ),
+            ("Est. start", _estimated_start(j.reason, now) if j.reason else None),
         ]
     )
     if j.placement:
@@ -581,3 +576,18 @@ def accounting(
         right=["JOBS", "GPU-HOURS"],
         empty="no usage in this period",
     )
+
+
+BOUND_WORDS = {
+    "reserved": "at the latest: reserved, unless nodes fail or a job of higher priority comes",
+    "planned": "if every job runs to its time limit; earlier if they end sooner",
+}
+
+
+def _estimated_start(r: s.ReasonOut, now: float) -> str | None:
+    """When a pending job should start, in local time, and how sure that is."""
+    if r.estimated_start is None:
+        return None
+    words = BOUND_WORDS.get(r.start_bound)
+    at = out.when_relative(r.estimated_start, now)
+    return f"{at}, {words}" if words else at

@@ -27,7 +27,23 @@ class Reason:
     code: ReasonCode
     message: str
     data: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    estimated_start: float | None = None
+    estimated_start: float | None = None  # when it should start (seconds, the Clock's time)
+    # how sure that is: "reserved" (at the latest, unless nodes fail or a job of higher
+    # priority arrives) or "planned" (if every job runs to its time limit); "" with no estimate
+    start_bound: str = ""
 
     def __str__(self) -> str:
         return f"{self.code.value}: {self.message}"
+
+
+def in_words(seconds: float) -> str:
+    """A span for a Reason's message: ``45s``, ``3m 20s``, ``2h 05m``, ``1d 04h`` (messages
+    name times relative to the cycle; clients show the absolute time in local time)."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.reason import Reason
 from gpufleet.scheduler.snapshot import PendingJob
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.estimate import StartPlan
 
 
 class Reasons(Mapping[str, Reason]):
@@ -16,7 +20,7 @@ class Reasons(Mapping[str, Reason]):
     someone asks, so a pass over 100,000 pending jobs costs what it examined, not 100,000
     assignments. Read-only once the cycle has ended."""
 
-    __slots__ = ("_by_id", "_given", "_pending", "_rest", "_skip")
+    __slots__ = ("_by_id", "_given", "_pending", "_plan", "_rest", "_skip")
 
     def __init__(self, given: Mapping[str, Reason] | None = None) -> None:
         self._given: dict[str, Reason] = dict(given or {})
@@ -24,6 +28,7 @@ class Reasons(Mapping[str, Reason]):
         self._skip: Callable[[str], bool] = lambda _: True
         self._rest: Callable[[PendingJob], Reason] | None = None
         self._by_id: dict[str, PendingJob] | None = None
+        self._plan: StartPlan | None = None
 
     def __setitem__(self, job_id: str, reason: Reason) -> None:
         self._given[job_id] = reason
@@ -38,6 +43,19 @@ class Reasons(Mapping[str, Reason]):
         get ``rest(job)`` when asked for; ``rest`` must be a pure function of the job."""
         self._pending, self._skip, self._rest, self._by_id = pending, skip, rest, None
 
+    def estimate_with(self, plan: StartPlan) -> None:
+        """Each Reason read gets its job's estimated start from ``plan`` (worked out on the
+        first read: a cycle nobody asks about costs nothing)."""
+        self._plan = plan
+
+    def raw(self, job_id: str) -> Reason | None:
+        """The Reason without an estimated start from the plan (what the plan is made from)."""
+        r = self._given.get(job_id)
+        if r is not None:
+            return r
+        job = self._deferred().get(job_id)
+        return None if job is None or self._rest is None else self._rest(job)
+
     def _deferred(self) -> dict[str, PendingJob]:
         if self._by_id is None:
             given, skip = self._given, self._skip
@@ -49,13 +67,14 @@ class Reasons(Mapping[str, Reason]):
         return self._by_id
 
     def __getitem__(self, job_id: str) -> Reason:
-        r = self._given.get(job_id)
-        if r is not None:
-            return r
-        job = self._deferred().get(job_id)
-        if job is None or self._rest is None:  # (no ``rest``: nothing is deferred)
+        r = self.raw(job_id)
+        if r is None:
             raise KeyError(job_id)
-        return self._rest(job)
+        if self._plan is not None:
+            e = self._plan.get(job_id)
+            if e is not None:
+                return replace(r, estimated_start=e.at, start_bound=e.bound)
+        return r
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._given or job_id in self._deferred()

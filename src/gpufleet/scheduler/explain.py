@@ -12,8 +12,9 @@ from random import Random
 from typing import TYPE_CHECKING
 
 from gpufleet.model.job import TopologyLevel
-from gpufleet.model.reason import Reason, ReasonCode
+from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
@@ -203,9 +204,8 @@ def explain_all(
         else:
             res.reasons[job.id] = Reason(
                 ReasonCode.BACKOFF,
-                f"retry back-off until t={job.eligible_time:g}",
+                f"retry back-off for {in_words(job.eligible_time - snap.now)} more",
                 {"until": job.eligible_time},
-                job.eligible_time,
             )
 
     reservation = res.reservation
@@ -230,7 +230,9 @@ def explain_all(
                 r = replace(
                     r,
                     estimated_start=reservation.start_time,
-                    message=f"{r.message}; reserved to start at t={reservation.start_time:g}",
+                    start_bound=RESERVED,
+                    message=f"{r.message}; reserved to start in "
+                    f"{in_words(reservation.start_time - snap.now)}",
                 )
                 res.reasons[job.id] = r
                 continue
@@ -240,7 +242,8 @@ def explain_all(
                     fenced_out = Reason(
                         ReasonCode.RESERVED,
                         f"fits only on devices reserved for job {reservation.job_id} "
-                        f"(from t={reservation.start_time:g}) and would still be running",
+                        f"(it starts in {in_words(reservation.start_time - snap.now)}) and "
+                        "would still be running then",
                         {"reserved_for": reservation.job_id},
                     )
                 r = fenced_out
@@ -248,17 +251,30 @@ def explain_all(
         res.reasons[job.id] = r
 
     # A job held by quota that no cluster could ever hold is told so (NeverSchedulable).
+    # The others are told their queue's room as the cycle leaves it: the numbers the last
+    # admission of the cycle saw, and what the queues page shows. (Room only shrinks within
+    # a cycle, so a job refused earlier in it is refused by these numbers too.)
     # Only the cycle's own reasons can be Quota ones; visit them in the order they were given.
     by_id: dict[str, PendingJob] | None = None
+    final: dict[tuple[str, object], Reason | None] = {}
     for job_id in cycle_reasons:
         why = res.reasons[job_id]
         if why.code is ReasonCode.QUOTA:
             if by_id is None:  # built only when some job is held by quota
                 by_id = {p.id: p for p in snap.pending if p.id in had_reason}
             blocked = by_id.get(job_id)
-            never_here = never(blocked) if blocked is not None else None
+            if blocked is None:
+                continue
+            never_here = never(blocked)
             if never_here is not None:
                 res.reasons[job_id] = never_here
+                continue
+            k = (blocked.spec.queue, blocked.spec.total_resources)
+            if k not in final:
+                final[k] = profile.admit.admit(blocked, usage).status.reason
+            now_why = final[k]
+            if now_why is not None and now_why.code is ReasonCode.QUOTA:
+                res.reasons[job_id] = now_why
 
     # Jobs the cycle never reached: a reason per shape (never fits) or one reason for all,
     # worked out when asked for (``Reasons.defer``). A Reason is immutable, so one object
@@ -286,6 +302,7 @@ def explain_all(
 
     skipped = started | examined
     res.reasons.defer(snap.pending, skipped.__contains__, rest)
+    res.reasons.estimate_with(StartPlan(snap, profile, res))
 
 
 def _shape(job: PendingJob) -> tuple[object, ...]:

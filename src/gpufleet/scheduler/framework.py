@@ -162,7 +162,7 @@ def make(point: str, name: str, options: Mapping[str, Any] | None = None) -> Any
         )
     try:
         return mod.Plugin(**dict(options or {}))
-    except TypeError as e:
+    except (TypeError, ValueError) as e:  # a bad option value too
         raise ProfileError(f"plugin {full}: bad options {dict(options or {})}: {e}") from None
 
 

@@ -4,12 +4,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import UNLIMITED, Resources
 from gpufleet.scheduler.snapshot import NodeView, RunningJob, Snapshot
 
 DEFAULT_QUEUE = QueueSpec("default")
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """A limited queue's room at one moment of a cycle, each part as the admission counts it."""
+
+    used: Resources
+    quota: Resources
+    own: Resources  # the rest of its nominal quota
+    cohort_idle: Resources  # the idle quota of the other lending members of its cohort
+    cohort_lent: Resources  # of that, what is lent already (to this queue or another)
+    cohort_free: Resources  # cohort_idle less cohort_lent: what the cohort can still lend
+    unassigned: Resources  # the capacity outside every quota
+    unassigned_free: Resources  # of that, what is not in use and may be lent to this queue
+
+    @property
+    def lendable(self) -> Resources:
+        return self.cohort_free + self.unassigned_free
+
+    @property
+    def total(self) -> Resources:
+        return self.own + self.lendable
 
 
 def capacity_of(nodes: Iterable[NodeView]) -> Resources:
@@ -67,6 +90,64 @@ class QueueUsage:
 
     def remove(self, queue: str, res: Resources) -> None:
         self.used[queue] = (self.of_queue(queue) - res).clamp0()
+
+    def unassigned(self) -> Resources:
+        """The capacity outside every quota: the cluster less the nominal quotas of all queues
+        (Kueue's unassigned capacity; lent, when the admit plugin lends it, as by a
+        cluster-level default cohort)."""
+        assigned = Resources()
+        for name in self.limited:
+            assigned = assigned + self.queues[name].quota
+        return (self.capacity - assigned).clamp0()
+
+    def unassigned_used(self) -> Resources:
+        """What of the unassigned capacity is in use: all that queues without a quota hold,
+        and what limited queues hold beyond their quota that their cohort's idle quota does
+        not cover (a cohort's borrowers take its idle quota first)."""
+        used = Resources()
+        for name, u in self.used.items():
+            if name not in self.limited:
+                used = used + u
+        lone = Resources()
+        for name in self.limited:
+            q = self.queues[name]
+            if not q.cohort:
+                lone = lone + (self.of_queue(name) - q.quota).clamp0()
+        for members in self.cohorts.values():
+            idle, over = self._cohort_idle_over(members, "")
+            used = used + (over - idle).clamp0()
+        return used + lone
+
+    def _cohort_idle_over(self, members: list[str], but: str) -> tuple[Resources, Resources]:
+        """(idle lendable quota of ``members`` but ``but``, what all ``members`` borrow)."""
+        idle, over = Resources(), Resources()
+        for name in members:
+            q = self.spec(name)
+            if not q.limited:
+                continue
+            u = self.of_queue(name)
+            over = over + (u - q.quota).clamp0()
+            if name != but and q.can_lend:
+                idle = idle + (q.quota - u).clamp0()
+        return idle, over
+
+    def room(self, queue: str, lend_unassigned: bool) -> Room:
+        """What ``queue`` may still take now, and from where: the rest of its own quota, the
+        idle quota of its cohort not lent yet (to it or another member), and (when
+        ``lend_unassigned``) the unassigned capacity not in use."""
+        q = self.spec(queue)
+        used = self.of_queue(queue)
+        own = (q.quota - used).clamp0()
+        idle = lent = free = Resources()
+        if q.cohort and q.can_borrow:
+            idle, over = self._cohort_idle_over(self.cohorts.get(q.cohort, []), queue)
+            free = (idle - over).clamp0()
+            lent = idle - free
+        unassigned = self.unassigned()
+        pool = Resources()
+        if lend_unassigned and q.cohort and q.can_borrow:
+            pool = (unassigned - self.unassigned_used()).clamp0()
+        return Room(used, q.quota, own, idle, lent, free, unassigned, pool)
 
     def lendable(self, queue: str) -> Resources:
         """Idle nominal quota that the other lending members of the cohort could lend, less

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.api import schemas as s
@@ -20,11 +21,22 @@ def spec_dict(rec: JobRecord) -> dict[str, Any]:
     return spec_to_dict(rec.job.spec)
 
 
+def iso8601(t: float) -> str:
+    """A Clock time (seconds since the epoch) as ISO 8601 in UTC, to the second."""
+    return datetime.fromtimestamp(round(t), UTC).isoformat().replace("+00:00", "Z")
+
+
 def reason_out(r: Reason | None) -> s.ReasonOut | None:
     if r is None:
         return None
+    at = r.estimated_start
     return s.ReasonOut(
-        code=r.code.value, message=r.message, data=dict(r.data), estimated_start=r.estimated_start
+        code=r.code.value,
+        message=r.message,
+        data=dict(r.data),
+        estimated_start=at,
+        estimated_start_at=None if at is None else iso8601(at),
+        start_bound=r.start_bound,
     )
 
 

@@ -6,11 +6,12 @@ preempted when a lender needs its quota back). A queue without a quota is never 
 
 from __future__ import annotations
 
+from gpufleet.model.queue import QueueSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import Resources
 from gpufleet.scheduler.framework import ADMITTED, SUCCESS, Admission, Code, Status
 from gpufleet.scheduler.snapshot import PendingJob
-from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.usage import QueueUsage, Room
 
 NAME = "admit/quota"
 
@@ -46,7 +47,19 @@ def _first_over(need: Resources, ceiling: Resources, quota: Resources) -> tuple[
 
 
 class Plugin:
+    """``unassigned``: what becomes of the capacity outside every quota. ``lend`` (the
+    default): the cohorts lend it to their members, as if every cohort sat in one cluster-level
+    cohort that holds it; a member borrows it once its own cohort has no idle quota left to
+    lend. A queue in no cohort never borrows (as in Kueue): its quota stays a cap. ``reserve``:
+    it is kept for the queues without a quota. Either way the Reason of a job held by quota
+    says what became of it."""
+
     admits_unlimited = True
+
+    def __init__(self, unassigned: str = "lend") -> None:
+        if unassigned not in ("lend", "reserve"):
+            raise ValueError(f"unassigned must be 'lend' or 'reserve', not {unassigned!r}")
+        self.lend_unassigned = unassigned == "lend"
 
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:
         if job.spec.queue not in usage.limited:
@@ -56,49 +69,76 @@ class Plugin:
         after = usage.of_queue(q.name) + need
         if after.fits_in(q.quota):
             return ADMITTED
-        lend = usage.lendable(q.name)
-        if q.cohort and q.can_borrow and after.fits_in(q.quota + lend):
+        room = usage.room(q.name, self.lend_unassigned)
+        if q.cohort and q.can_borrow and need.fits_in(room.total):
             return Admission(SUCCESS, borrowing=True)
-        used = usage.of_queue(q.name)
-        ceiling = q.quota + (
-            usage.lendable_at_most(q.name) if q.cohort and q.can_borrow else Resources()
-        )
-        if not need.fits_in(ceiling):
-            what, needed, most, own = _first_over(need, ceiling, q.quota)
-            msg = (
-                f"needs {needed} but queue {q.name} can never hold more than {most} {what} "
-                f"(its quota {own}"
-                + (f" plus all its cohort {q.cohort} could lend)" if q.cohort else ")")
-            )
-            return Admission(
-                Status(
-                    Code.UNRESOLVABLE,
-                    Reason(
-                        ReasonCode.NEVER,
-                        msg,
-                        {"queue": q.name, "needed_gpus": need.gpus, "ceiling_gpus": ceiling.gpus},
-                    ),
-                )
-            )
-        code = ReasonCode.QUOTA
+        ceiling = q.quota
         if q.cohort and q.can_borrow:
-            tail = f"its cohort {q.cohort} has {lend.gpus:g} idle GPUs to lend"
-        elif q.cohort:
-            tail = "it may not borrow"
-        else:
-            tail = "it is in no cohort, so it cannot borrow"
+            ceiling = ceiling + usage.lendable_at_most(q.name)
+            if self.lend_unassigned:
+                ceiling = ceiling + room.unassigned
+        if not need.fits_in(ceiling):
+            return Admission(Status(Code.UNRESOLVABLE, self._never(q, need, ceiling, room)))
+        return Admission(Status(Code.UNSCHEDULABLE, self._quota(q, need, room)))
+
+    def _never(self, q: QueueSpec, need: Resources, ceiling: Resources, room: Room) -> Reason:
+        what, needed, most, own = _first_over(need, ceiling, q.quota)
+        parts = [f"its quota {own}"]
+        if q.cohort and q.can_borrow:
+            parts.append(f"all its cohort {q.cohort} could lend")
+        if self.lend_unassigned and q.cohort and q.can_borrow and room.unassigned.gpu_milli:
+            parts.append(f"the {room.unassigned.gpus:g} GPUs outside every quota")
         msg = (
-            f"queue {q.name} uses {used.gpus:g} of {q.quota.gpus:g} GPUs and the job needs "
-            f"{need.gpus:g} more; {tail}"
+            f"needs {needed} but queue {q.name} can never hold more than {most} {what} "
+            f"({' plus '.join(parts)})"
         )
-        extra = _over(after, q.quota + lend)
+        data = {"queue": q.name, "needed_gpus": need.gpus, "ceiling_gpus": ceiling.gpus}
+        return Reason(ReasonCode.NEVER, msg, data)
+
+    def _quota(self, q: QueueSpec, need: Resources, room: Room) -> Reason:
+        """The Reason of a job held by quota, with the numbers the admission just used."""
+        lend = room.lendable
+        tails: list[str] = []
+        if q.cohort and q.can_borrow:
+            tail = f"its cohort {q.cohort} has {room.cohort_free.gpus:g} idle GPUs to lend"
+            if room.cohort_lent.gpu_milli:
+                tail += f" ({room.cohort_lent.gpus:g} more are lent already)"
+            tails.append(tail)
+        elif q.cohort:
+            tails.append("it may not borrow")
+        else:
+            tails.append("it is in no cohort, so it cannot borrow")
+        unassigned = room.unassigned.gpus
+        if unassigned and q.cohort and q.can_borrow:
+            if self.lend_unassigned:
+                tails.append(
+                    f"{room.unassigned_free.gpus:g} of the {unassigned:g} GPUs outside every "
+                    "quota are free to lend"
+                )
+            else:
+                tails.append(
+                    f"the {unassigned:g} GPUs outside every quota are kept for queues without a "
+                    "quota (admit/quota unassigned: reserve)"
+                )
+        elif unassigned:
+            tails.append(f"the {unassigned:g} GPUs outside every quota are lent only in cohorts")
+        msg = (
+            f"queue {q.name} uses {room.used.gpus:g} of {q.quota.gpus:g} GPUs and the job needs "
+            f"{need.gpus:g} more; {'; '.join(tails)}"
+        )
+        extra = _over(room.used + need, room.used + room.total)
         if extra and not extra.startswith("GPUs"):
             msg += f"; over quota in {extra}"
         data = {
             "queue": q.name,
-            "used_gpus": used.gpus,
+            "used_gpus": room.used.gpus,
             "quota_gpus": q.quota.gpus,
             "needed_gpus": need.gpus,
             "borrowable_gpus": lend.gpus,
+            "cohort_idle_gpus": room.cohort_idle.gpus,
+            "cohort_lent_gpus": room.cohort_lent.gpus,
+            "unassigned_gpus": room.unassigned.gpus,
+            "unassigned_free_gpus": room.unassigned_free.gpus,
+            "unassigned": "lend" if self.lend_unassigned else "reserve",
         }
-        return Admission(Status(Code.UNSCHEDULABLE, Reason(code, msg, data)))
+        return Reason(ReasonCode.QUOTA, msg, data)

@@ -94,6 +94,18 @@ function when(t) {
   return dt > 0 ? `in ${dur(dt)} (${clock(t)})` : `now (${clock(t)})`;
 }
 
+// How sure an estimated start is (the Reason's start_bound): a bound, not a promise.
+const BOUND_WORDS = {
+  reserved: "at the latest (reserved, unless nodes fail or a job of higher priority comes)",
+  planned: "if every job runs to its time limit (earlier if they end sooner)",
+};
+
+function estimatedStart(r) {
+  if (!r || r.estimated_start === null || r.estimated_start === undefined) return "–";
+  const words = BOUND_WORDS[r.start_bound];
+  return words ? `${when(r.estimated_start)}, ${words}` : when(r.estimated_start);
+}
+
 // ----- the API -------------------------------------------------------------------------
 
 class Unauthorized extends Error {}
@@ -418,7 +430,7 @@ function pendingTable(jobs) {
   const rows = jobs.map((j) => tr(jobLink(j.id), j.name, j.user, j.queue,
     gpusText(j),
     dur(now() - j.submit_time), reasonCell(j.reason),
-    when(j.reason ? j.reason.estimated_start : null)));
+    estimatedStart(j.reason)));
   return section("Pending jobs and why they wait", table(["Job", "Name", "User", "Queue", "GPUs",
     "Waiting", "Reason", "Estimated start"], rows, "no job is pending"));
 }
@@ -565,7 +577,7 @@ function jobHead(j) {
   ]);
   const reason = j.reason ? h("div", { class: "reason-box" }, h("strong", {}, "Waiting: "),
     badge(j.reason.code, "reason"), " ", j.reason.message,
-    j.reason.estimated_start ? h("div", {}, `Estimated start: ${when(j.reason.estimated_start)}`)
+    j.reason.estimated_start ? h("div", {}, `Estimated start: ${estimatedStart(j.reason)}`)
       : null) : null;
   return section("Details", facts, reason);
 }

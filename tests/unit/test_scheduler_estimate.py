@@ -1,0 +1,77 @@
+"""Estimated starts: every pending job that can start gets one, from the running jobs' time
+limits, the reservation and the quota its queue will have then; and how sure it is."""
+
+from __future__ import annotations
+
+from builders import cluster, cycle, job, queue, running
+
+from gpufleet.model.reason import ReasonCode
+
+
+def test_a_quota_wait_is_estimated_from_when_its_queue_has_room() -> None:
+    """n02 is idle now, but queue a (16, no cohort) holds 16: the job starts when a0 ends."""
+    busy = [
+        running("a0", ("n00", range(8)), queue="a", limit=100.0),
+        running("a1", ("n01", range(8)), queue="a", limit=200.0),
+    ]
+    res = cycle(
+        cluster(3, 8), [job("j", gpus=8, queue="a", limit=50.0)], busy, queues=[queue("a", 16)]
+    )
+    r = res.reasons["j"]
+    assert r.code is ReasonCode.QUOTA
+    assert r.estimated_start == 100.0 and r.start_bound == "planned"
+
+
+def test_a_borrower_is_estimated_from_when_the_cohort_has_idle_quota_not_lent() -> None:
+    """The issue's demo, full: vision 24 of 16 (8 borrowed from nlp), nlp 8 of 16. At t=100
+    v0 ends: vision holds 16 and nlp's 8 idle are no longer lent, so the job may borrow them."""
+    qs = [queue("vision", 16, cohort="research"), queue("nlp", 16, cohort="research")]
+    busy = [
+        running("v0", ("n00", range(8)), queue="vision", limit=100.0),
+        running("v1", ("n01", range(8)), queue="vision", limit=200.0),
+        running("v2", ("n02", range(8)), queue="vision", limit=300.0, borrowing=True),
+        running("n0", ("n03", range(8)), queue="nlp", limit=400.0),
+    ]
+    pending = [job("j", gpus=8, queue="vision", limit=50.0), job("k", gpus=8, queue="vision")]
+    res = cycle(cluster(4, 8), pending, busy, queues=qs, order="fifo")
+    j, k = res.reasons["j"], res.reasons["k"]
+    assert j.code is ReasonCode.QUOTA
+    assert j.estimated_start == 100.0 and j.start_bound == "planned"
+    # k is planned after j: from 100 to 150 j takes the loan; at 150 it is free again
+    assert k.estimated_start == 150.0
+
+
+def test_jobs_behind_the_reserved_head_are_planned_after_it() -> None:
+    busy = [running("r", ("n00", range(8)), limit=100.0)]
+    pending = [job(x, gpus=8, submit=i, limit=50.0) for i, x in enumerate("abc")]
+    res = cycle(cluster(1, 8), pending, busy, backfill="easy")
+    a, b, c = (res.reasons[x] for x in "abc")
+    assert (a.estimated_start, a.start_bound) == (100.0, "reserved")
+    assert (b.estimated_start, b.start_bound) == (150.0, "planned")
+    assert (c.estimated_start, c.start_bound) == (200.0, "planned")
+
+
+def test_an_estimate_for_every_job_that_can_start_and_none_for_the_others() -> None:
+    """n00 is held for ever (no time limit), n01 until t=100: a one-node job is planned at 100;
+    a two-node job waits for n00, which nothing says will free; one too large for the cluster,
+    or waiting on another job, has none either; nor has a quota wait on a job without limit."""
+    busy = [
+        running("r0", ("n00", range(8))),
+        running("r1", ("n01", range(8)), limit=100.0),
+        running("q0", ("n02", range(8)), queue="q"),
+    ]
+    pending = [
+        job("one", gpus=8, limit=50.0),
+        job("two", gpus=8, workers=2, submit=1),
+        job("huge", gpus=8, workers=4, submit=2),
+        job("dep", gpus=1, submit=3, waiting_for="waits for job x"),
+        job("quota", gpus=8, queue="q", submit=4),
+    ]
+    res = cycle(cluster(3, 8), pending, busy, queues=[queue("q", 8)])
+    one = res.reasons["one"]
+    assert one.estimated_start == 100.0 and one.start_bound == "reserved"
+    for job_id in ("two", "huge", "dep", "quota"):
+        r = res.reasons[job_id]
+        assert r.estimated_start is None and r.start_bound == "", (job_id, r)
+    assert res.reasons["huge"].code is ReasonCode.NEVER
+    assert res.reasons["dep"].code is ReasonCode.DEPENDENCY
