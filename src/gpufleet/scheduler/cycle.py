@@ -7,7 +7,7 @@ give the same decisions.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from itertools import chain, groupby
 from operator import itemgetter
 from random import Random
@@ -53,6 +53,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     started: list[tuple[PendingJob, Allocation]] = []
     failed_shapes: set[tuple[object, ...]] = set()  # capacity only shrinks within a cycle
     victims_taken: set[str] = set()
+    victim_lists: _VictimLists = {}
     preemptors = 0
     head: PendingJob | None = None
     examined: set[str] = set()
@@ -153,7 +154,9 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
 
         # 5. preempt
         if profile.preempt and preemptors < MAX_PREEMPTORS_PER_CYCLE:
-            chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken)
+            chosen = _preempt(
+                job, adm, snap, usage, ws, profile, rng, victims_taken, victim_lists
+            )
             if chosen:
                 preemptors += 1
                 for v in chosen:
@@ -454,6 +457,32 @@ def _end_of(r: RunningJob, assumed: float | None) -> float | None:
     return None if assumed is None else r.start_time + assumed
 
 
+# a cycle's victim lists by (preempt plugin, its victims_key): the same for every such job
+_VictimLists = dict[tuple[int, Hashable], list[RunningJob]]
+
+
+def _victims_of(
+    k: int,
+    job: PendingJob,
+    adm: Admission,
+    snap: Snapshot,
+    usage: QueueUsage,
+    profile: Profile,
+    memo: _VictimLists | None,
+) -> list[RunningJob]:
+    """``profile.preempt[k].victims(...)``, asked once per key in a cycle (each call walks
+    every running job, and a full cluster sends most examined jobs here)."""
+    plugin = profile.preempt[k]
+    keyer = getattr(plugin, "victims_key", None)
+    key = None if memo is None or keyer is None else keyer(job, adm, snap, usage, profile.order)
+    if key is None or memo is None:
+        return plugin.victims(job, adm, snap, usage, profile.order)
+    found = memo.get((k, key))
+    if found is None:
+        found = memo[(k, key)] = plugin.victims(job, adm, snap, usage, profile.order)
+    return found
+
+
 def _preempt(
     job: PendingJob,
     adm: Admission,
@@ -463,12 +492,13 @@ def _preempt(
     profile: Profile,
     rng: Random,
     taken: set[str],
+    memo: _VictimLists | None = None,
 ) -> list[RunningJob]:
     """The fewest victims, cheapest first, whose stopping lets ``job`` start; [] if none do."""
     seen: set[str] = set()
     cands: list[RunningJob] = []
-    for plugin in profile.preempt:
-        for v in plugin.victims(job, adm, snap, usage, profile.order):
+    for k in range(len(profile.preempt)):
+        for v in _victims_of(k, job, adm, snap, usage, profile, memo):
             if v.id not in seen and v.id not in taken and v.spec.preemptible:
                 seen.add(v.id)
                 cands.append(v)

@@ -50,3 +50,7 @@ class Plugin:
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         return self.pending_level(job, snap.now) < self.level_of(victim.attained(snap.now))
+
+    def outrank_key(self, job: PendingJob, snap: Snapshot) -> int:
+        """In one snapshot, ``outranks(job, v, snap)`` depends on ``job`` only through this."""
+        return self.pending_level(job, snap.now)
