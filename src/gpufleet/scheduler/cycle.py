@@ -23,6 +23,7 @@ from gpufleet.scheduler.gang import levels_for, place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.victims import fewest_victims
 from gpufleet.scheduler.workspace import Workspace, _full
 
 MAX_PREEMPTORS_PER_CYCLE = 4
@@ -504,6 +505,22 @@ def _preempt(
                 cands.append(v)
     if not cands:
         return []
+    req = WorkerRequest.of(job.spec)
+    if _first_fit_gang(job.spec, req, profile, ws):
+        return fewest_victims(req, job.spec.workers, cands, ws, snap.now)  # same answer
+    return _preempt_scan(job, cands, snap, ws, profile, rng)
+
+
+def _preempt_scan(
+    job: PendingJob,
+    cands: list[RunningJob],
+    snap: Snapshot,
+    ws: Workspace,
+    profile: Profile,
+    rng: Random,
+) -> list[RunningJob]:
+    """``_preempt`` the plain way: release the candidates in order on a copy of ``ws``, a real
+    placement (on another copy) after each, until ``job`` fits; then the reprieve."""
     sim = ws.copy()
     chosen: list[RunningJob] = []
     fits = False
