@@ -81,7 +81,9 @@ def main() -> int:
     if profiler is not None:
         profiler.stop()
         text = args.profile.suffix == ".txt"
-        args.profile.write_text(profiler.output_text(show_all=False) if text else profiler.output_html())
+        args.profile.write_text(
+            profiler.output_text(show_all=False) if text else profiler.output_html()
+        )
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(
         f"{LAS.label}: {len(jobs):,} jobs · replay {replay_s:.1f} s · process wall "

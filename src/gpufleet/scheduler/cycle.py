@@ -155,9 +155,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
 
         # 5. preempt
         if profile.preempt and preemptors < MAX_PREEMPTORS_PER_CYCLE:
-            chosen = _preempt(
-                job, adm, snap, usage, ws, profile, rng, victims_taken, victim_lists
-            )
+            chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken, victim_lists)
             if chosen:
                 preemptors += 1
                 for v in chosen:
