@@ -54,7 +54,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     started: list[tuple[PendingJob, Allocation]] = []
     failed_shapes: set[tuple[object, ...]] = set()  # capacity only shrinks within a cycle
     victims_taken: set[str] = set()
-    victim_lists: _VictimLists = {}
+    preempt_memo = _PreemptMemo()
     preemptors = 0
     head: PendingJob | None = None
     examined: set[str] = set()
@@ -155,7 +155,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
 
         # 5. preempt
         if profile.preempt and preemptors < MAX_PREEMPTORS_PER_CYCLE:
-            chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken, victim_lists)
+            chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken, preempt_memo)
             if chosen:
                 preemptors += 1
                 for v in chosen:
@@ -456,29 +456,35 @@ def _end_of(r: RunningJob, assumed: float | None) -> float | None:
     return None if assumed is None else r.start_time + assumed
 
 
-# a cycle's victim lists by (preempt plugin, its victims_key): the same for every such job
-_VictimLists = dict[tuple[int, Hashable], list[RunningJob]]
+class _PreemptMemo:
+    """What ``_preempt`` learns in one cycle and may reuse in it: the victim lists by (preempt
+    plugin, its ``victims_key``), and the first-fit gangs (by those keys and their shape) that
+    all their candidates could not make room for. Within a cycle free capacity only shrinks
+    (starts, holds) and candidates only go (taken), so such a gang finds no room again."""
+
+    def __init__(self) -> None:
+        self.lists: dict[tuple[int, Hashable], list[RunningJob]] = {}
+        self.no_room: set[tuple[object, ...]] = set()
 
 
 def _victims_of(
     k: int,
+    key: Hashable | None,
     job: PendingJob,
     adm: Admission,
     snap: Snapshot,
     usage: QueueUsage,
     profile: Profile,
-    memo: _VictimLists | None,
+    memo: _PreemptMemo | None,
 ) -> list[RunningJob]:
     """``profile.preempt[k].victims(...)``, asked once per key in a cycle (each call walks
     every running job, and a full cluster sends most examined jobs here)."""
     plugin = profile.preempt[k]
-    keyer = getattr(plugin, "victims_key", None)
-    key = None if memo is None or keyer is None else keyer(job, adm, snap, usage, profile.order)
     if key is None or memo is None:
         return plugin.victims(job, adm, snap, usage, profile.order)
-    found = memo.get((k, key))
+    found = memo.lists.get((k, key))
     if found is None:
-        found = memo[(k, key)] = plugin.victims(job, adm, snap, usage, profile.order)
+        found = memo.lists[(k, key)] = plugin.victims(job, adm, snap, usage, profile.order)
     return found
 
 
@@ -491,22 +497,35 @@ def _preempt(
     profile: Profile,
     rng: Random,
     taken: set[str],
-    memo: _VictimLists | None = None,
+    memo: _PreemptMemo | None = None,
 ) -> list[RunningJob]:
     """The fewest victims, cheapest first, whose stopping lets ``job`` start; [] if none do."""
+    keys: list[Hashable | None] = []
+    for plugin in profile.preempt:
+        keyer = getattr(plugin, "victims_key", None)
+        keys.append(None if keyer is None else keyer(job, adm, snap, usage, profile.order))
+    req = WorkerRequest.of(job.spec)
+    first_fit = _first_fit_gang(job.spec, req, profile, ws)
+    gang: tuple[object, ...] | None = None
+    if first_fit and memo is not None and None not in keys:
+        gang = (tuple(keys), req.gpus, req.models, job.spec.workers)
+        if gang in memo.no_room:
+            return []
     seen: set[str] = set()
     cands: list[RunningJob] = []
     for k in range(len(profile.preempt)):
-        for v in _victims_of(k, job, adm, snap, usage, profile, memo):
+        for v in _victims_of(k, keys[k], job, adm, snap, usage, profile, memo):
             if v.id not in seen and v.id not in taken and v.spec.preemptible:
                 seen.add(v.id)
                 cands.append(v)
     if not cands:
         return []
-    req = WorkerRequest.of(job.spec)
-    if _first_fit_gang(job.spec, req, profile, ws):
-        return fewest_victims(req, job.spec.workers, cands, ws, snap.now)  # same answer
-    return _preempt_scan(job, cands, snap, ws, profile, rng)
+    if not first_fit:
+        return _preempt_scan(job, cands, snap, ws, profile, rng)
+    chosen = fewest_victims(req, job.spec.workers, cands, ws, snap.now)  # the scan's answer
+    if not chosen and gang is not None and memo is not None:
+        memo.no_room.add(gang)
+    return chosen
 
 
 def _preempt_scan(
