@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from random import Random
 
+import pytest
 from builders import cluster, job, profile, running, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler import cycle as cycle_mod
 from gpufleet.scheduler.cycle import _first_fit_gang, _preempt_scan, run_cycle
 from gpufleet.scheduler.plugins import preempt_order
 from gpufleet.scheduler.request import WorkerRequest
@@ -101,9 +103,17 @@ class _Counting(preempt_order.Plugin):
         return super().victims(*args, **kw)  # type: ignore[arg-type]
 
 
-def test_a_cycle_asks_for_victims_once_per_las_level() -> None:
+def test_a_cycle_asks_for_victims_once_per_las_level(monkeypatch: pytest.MonkeyPatch) -> None:
     """Six pending jobs of LAS level 0 that all fail to place, over a cluster held by jobs past
-    the threshold, none of which is enough alone: one victims call, not six."""
+    the threshold, which all together cannot make room: one victims call, not six, and one
+    search of them (capacity only shrinks in a cycle, so the other five would find none)."""
+    searches: list[str] = []
+
+    def counted(*args: object) -> list[RunningJob]:
+        searches.append("search")
+        return fewest_victims(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cycle_mod, "fewest_victims", counted)
     nodes = cluster(2, 8, cpus=0, mem_gib=0)
     busy = [
         running(
@@ -118,3 +128,33 @@ def test_a_cycle_asks_for_victims_once_per_las_level() -> None:
     res = run_cycle(snapshot(nodes, pending, busy, now=NOW), prof)
     assert res.preemptions == [] and res.starts == []
     assert counting.calls == 1
+    assert searches == ["search"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([100.0, 3200.0, 5000.0, 20000.0]), min_size=1, max_size=3, unique=True
+    ),
+    st.sampled_from([0.0, 99.0, 100.0, 3200.0, 4999.0, 25000.0]),
+    st.lists(
+        st.tuples(st.sampled_from([0.0, 1.0, 100.0, 3200.0]), st.sampled_from([0.0, 990.0, NOW])),
+        max_size=8,
+    ),
+)
+def test_las_outranked_is_outranks_over_the_running_jobs(
+    thresholds: list[float], attained: float, busy: list[tuple[float, float]]
+) -> None:
+    """Service at a threshold exactly counts as past it (``bisect_right``), as ``outranks``
+    has it; the order of ``snap.running`` is kept."""
+    from gpufleet.scheduler.plugins import order_las
+
+    las = order_las.Plugin(sorted(thresholds))
+    runs = [
+        running(f"r{k}", ("n00", [k % 8]), start=start, attained=a, cpus=0, mem_gib=0)
+        for k, (a, start) in enumerate(busy)
+    ]
+    snap = snapshot(cluster(1, 8, cpus=0, mem_gib=0), running=runs[:8], now=NOW)
+    pending = job("p", attained=attained)
+    expected = [r.id for r in snap.running if las.outranks(pending, r, snap)]
+    assert [r.id for r in las.outranked(pending, snap)] == expected

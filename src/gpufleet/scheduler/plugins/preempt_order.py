@@ -22,6 +22,9 @@ class Plugin:
         usage: QueueUsage,
         order: OrderPlugin,
     ) -> list[RunningJob]:
+        outranked = getattr(order, "outranked", None)  # all at once, where the order can
+        if outranked is not None:
+            return cheapest_first(outranked(job, snap), snap.now)
         return cheapest_first((r for r in snap.running if order.outranks(job, r, snap)), snap.now)
 
     def victims_key(
