@@ -14,9 +14,11 @@ from hypothesis import strategies as st
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import cycle as cycle_mod
 from gpufleet.scheduler.cycle import _first_fit_gang, _preempt_scan, run_cycle
+from gpufleet.scheduler.framework import Admission, Profile
 from gpufleet.scheduler.plugins import preempt_order
 from gpufleet.scheduler.request import WorkerRequest
-from gpufleet.scheduler.snapshot import RunningJob
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.usage import QueueUsage
 from gpufleet.scheduler.victims import fewest_victims
 from gpufleet.scheduler.workspace import Workspace
 
@@ -158,3 +160,91 @@ def test_las_outranked_is_outranks_over_the_running_jobs(
     pending = job("p", attained=attained)
     expected = [r.id for r in snap.running if las.outranks(pending, r, snap)]
     assert [r.id for r in las.outranked(pending, snap)] == expected
+
+
+def _reference_preempt(
+    job: PendingJob,
+    adm: Admission,
+    snap: Snapshot,
+    usage: QueueUsage,
+    ws: Workspace,
+    profile: Profile,
+    rng: Random,
+    taken: set[str],
+    memo: object = None,
+) -> list[RunningJob]:
+    """Step 5 as it was: every job asks every plugin, and the plain scan decides."""
+    seen: set[str] = set()
+    cands: list[RunningJob] = []
+    for plugin in profile.preempt:
+        for v in plugin.victims(job, adm, snap, usage, profile.order):
+            if v.id not in seen and v.id not in taken and v.spec.preemptible:
+                seen.add(v.id)
+                cands.append(v)
+    if not cands:
+        return []
+    return _preempt_scan(job, cands, snap, ws, profile, rng)
+
+
+@st.composite
+def cycles(draw: st.DrawFn) -> tuple[Snapshot, Profile]:
+    """A busy cluster under LAS (or priority) preemption and pending jobs of many shapes: whole
+    GPUs only (decided on counts) or with CPUs too (the plain scan), gangs, required leaves."""
+    gpus = draw(st.sampled_from([4, 8]))
+    nodes = cluster(draw(st.integers(2, 6)), gpus, leaves=2, cpus=8, mem_gib=0)
+    free = {v.name: [MILLI] * gpus for v in nodes}
+    busy: list[RunningJob] = []
+    for k in range(draw(st.integers(0, 14))):
+        v = draw(st.sampled_from(nodes))
+        width = draw(st.integers(1, gpus))
+        devs = [d for d in range(gpus) if free[v.name][d] == MILLI][:width]
+        if len(devs) < width:
+            continue
+        for d in devs:
+            free[v.name][d] = 0
+        busy.append(
+            running(
+                f"r{k}",
+                (v.name, devs),
+                start=draw(st.sampled_from([0.0, 500.0, 990.0])),
+                attained=draw(st.sampled_from([0.0, 3000.0, 9000.0])),
+                priority=draw(st.integers(0, 1)),
+                preemptible=draw(st.booleans()) or draw(st.booleans()),
+                cpus=0,
+                mem_gib=0,
+            )
+        )
+    pending = [
+        job(
+            f"p{k}",
+            submit=float(k),
+            gpus=draw(st.integers(1, gpus)),
+            workers=draw(st.integers(1, 3)),
+            attained=draw(st.sampled_from([0.0, 0.0, 5000.0])),
+            priority=draw(st.integers(0, 2)),
+            cpus=draw(st.sampled_from([0, 0, 1])),
+            mem_gib=0,
+            topology=draw(st.sampled_from(["any", "leaf"])),
+            required=draw(st.booleans()),
+        )
+        for k in range(draw(st.integers(1, 8)))
+    ]
+    order, preempt = draw(st.sampled_from([("las", ["order"]), ("priority", ["priority"])]))
+    prof = profile(order=order, place="topology", backfill="easy", preempt=preempt)
+    return snapshot(nodes, pending, busy, now=NOW), prof
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cycles())
+def test_a_cycle_decides_as_with_the_plain_preemption(
+    scene: tuple[Snapshot, Profile],
+) -> None:
+    snap, prof = scene
+    fast = run_cycle(snap, prof)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cycle_mod, "_preempt", _reference_preempt)
+        plain = run_cycle(snap, prof)
+    assert fast.starts == plain.starts
+    assert fast.preemptions == plain.preemptions
+    assert fast.reservation == plain.reservation
+    assert fast.reasons == plain.reasons
