@@ -403,7 +403,13 @@ def _ends(
     return ends
 
 
-def _first_fit_gang(spec: JobSpec, req: WorkerRequest, profile: Profile, ws: Workspace) -> bool:
+def _first_fit_gang(
+    spec: JobSpec,
+    req: WorkerRequest,
+    profile: Profile,
+    ws: Workspace,
+    hosts_ok: bool | None = None,
+) -> bool:
     """Whether ``place_gang(spec, ws')`` is known in advance for the workspaces ``ws'`` that
     ``_reserve`` makes from ``ws`` (by releasing; no fence): it succeeds exactly when
     the workers that fit on free whole GPUs (their room) are at least ``spec.workers``, and
@@ -412,7 +418,8 @@ def _first_fit_gang(spec: JobSpec, req: WorkerRequest, profile: Profile, ws: Wor
     So when the workers want whole GPUs and nothing else (no CPU, memory or dataset; no node
     over-committed), the gang may end up anywhere (then every tighter level's domains need
     that capacity), and the plugin takes the first candidate (``first_fit``: as ``tightest``
-    does, drawing no random number, keeping no state)."""
+    does, drawing no random number, keeping no state). ``hosts_ok``: ``_hosts_ok(ws)``, when
+    the caller knows it."""
     return (
         req.whole
         and req.gpus > 0
@@ -421,9 +428,15 @@ def _first_fit_gang(spec: JobSpec, req: WorkerRequest, profile: Profile, ws: Wor
         and not req.dataset
         and bool(getattr(profile.place, "first_fit", False))
         and levels_for(spec, profile.place.prefers_topology)[-1] == "any"
-        and min(ws.cpu, default=0) >= 0
-        and min(ws.mem, default=0) >= 0
+        and (_hosts_ok(ws) if hosts_ok is None else hosts_ok)
     )
+
+
+def _hosts_ok(ws: Workspace) -> bool:
+    """No node over-committed in CPU or memory. In a cycle's workspace this stays as it was:
+    a worker is assigned only where its CPU and memory fit, and what a failed gang took is
+    given back."""
+    return min(ws.cpu, default=0) >= 0 and min(ws.mem, default=0) >= 0
 
 
 def _failed_try(ws: Workspace, req: WorkerRequest) -> None:
@@ -465,6 +478,7 @@ class _PreemptMemo:
     def __init__(self) -> None:
         self.lists: dict[tuple[int, Hashable], list[RunningJob]] = {}
         self.no_room: set[tuple[object, ...]] = set()
+        self.hosts_ok: bool | None = None  # _hosts_ok of the cycle's workspace, once known
 
 
 def _victims_of(
@@ -505,7 +519,9 @@ def _preempt(
         keyer = getattr(plugin, "victims_key", None)
         keys.append(None if keyer is None else keyer(job, adm, snap, usage, profile.order))
     req = WorkerRequest.of(job.spec)
-    first_fit = _first_fit_gang(job.spec, req, profile, ws)
+    if memo is not None and memo.hosts_ok is None:
+        memo.hosts_ok = _hosts_ok(ws)
+    first_fit = _first_fit_gang(job.spec, req, profile, ws, None if memo is None else memo.hosts_ok)
     gang: tuple[object, ...] | None = None
     if first_fit and memo is not None and None not in keys:
         gang = (tuple(keys), req.gpus, req.models, job.spec.workers)
