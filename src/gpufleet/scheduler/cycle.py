@@ -518,15 +518,19 @@ def _preempt(
     for plugin in profile.preempt:
         keyer = getattr(plugin, "victims_key", None)
         keys.append(None if keyer is None else keyer(job, adm, snap, usage, profile.order))
-    req = WorkerRequest.of(job.spec)
-    if memo is not None and memo.hosts_ok is None:
-        memo.hosts_ok = _hosts_ok(ws)
-    first_fit = _first_fit_gang(job.spec, req, profile, ws, None if memo is None else memo.hosts_ok)
+    s = job.spec
     gang: tuple[object, ...] | None = None
-    if first_fit and memo is not None and None not in keys:
-        gang = (tuple(keys), req.gpus, req.models, job.spec.workers)
+    if memo is not None and None not in keys:
+        # the job's shape decides (in this cycle) whether it is a first-fit gang, and its room
+        t = s.topology
+        gang = (tuple(keys), s.workers, s.gpus_per_worker, s.gpu_milli, s.cpu_milli)
+        gang += (s.memory_mib, s.gpu_models, s.dataset, t.level, t.required)
         if gang in memo.no_room:
             return []
+    req = WorkerRequest.of(s)
+    if memo is not None and memo.hosts_ok is None:
+        memo.hosts_ok = _hosts_ok(ws)
+    first_fit = _first_fit_gang(s, req, profile, ws, None if memo is None else memo.hosts_ok)
     seen: set[str] = set()
     cands: list[RunningJob] = []
     for k in range(len(profile.preempt)):
@@ -538,7 +542,7 @@ def _preempt(
         return []
     if not first_fit:
         return _preempt_scan(job, cands, snap, ws, profile, rng)
-    chosen = fewest_victims(req, job.spec.workers, cands, ws, snap.now)  # the scan's answer
+    chosen = fewest_victims(req, s.workers, cands, ws, snap.now)  # the scan's answer
     if not chosen and gang is not None and memo is not None:
         memo.no_room.add(gang)
     return chosen
