@@ -527,10 +527,6 @@ def _preempt(
         gang += (s.memory_mib, s.gpu_models, s.dataset, t.level, t.required)
         if gang in memo.no_room:
             return []
-    req = WorkerRequest.of(s)
-    if memo is not None and memo.hosts_ok is None:
-        memo.hosts_ok = _hosts_ok(ws)
-    first_fit = _first_fit_gang(s, req, profile, ws, None if memo is None else memo.hosts_ok)
     seen: set[str] = set()
     cands: list[RunningJob] = []
     for k in range(len(profile.preempt)):
@@ -540,6 +536,10 @@ def _preempt(
                 cands.append(v)
     if not cands:
         return []
+    req = WorkerRequest.of(s)
+    if memo is not None and memo.hosts_ok is None:
+        memo.hosts_ok = _hosts_ok(ws)
+    first_fit = _first_fit_gang(s, req, profile, ws, None if memo is None else memo.hosts_ok)
     if not first_fit:
         return _preempt_scan(job, cands, snap, ws, profile, rng)
     chosen = fewest_victims(req, s.workers, cands, ws, snap.now)  # the scan's answer
