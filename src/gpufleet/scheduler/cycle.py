@@ -7,7 +7,7 @@ give the same decisions.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from itertools import chain, groupby
 from operator import itemgetter
 from random import Random
@@ -23,6 +23,7 @@ from gpufleet.scheduler.gang import levels_for, place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.victims import fewest_victims
 from gpufleet.scheduler.workspace import Workspace, _full
 
 MAX_PREEMPTORS_PER_CYCLE = 4
@@ -53,6 +54,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     started: list[tuple[PendingJob, Allocation]] = []
     failed_shapes: set[tuple[object, ...]] = set()  # capacity only shrinks within a cycle
     victims_taken: set[str] = set()
+    preempt_memo = _PreemptMemo()
     preemptors = 0
     head: PendingJob | None = None
     examined: set[str] = set()
@@ -153,7 +155,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
 
         # 5. preempt
         if profile.preempt and preemptors < MAX_PREEMPTORS_PER_CYCLE:
-            chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken)
+            chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken, preempt_memo)
             if chosen:
                 preemptors += 1
                 for v in chosen:
@@ -401,7 +403,13 @@ def _ends(
     return ends
 
 
-def _first_fit_gang(spec: JobSpec, req: WorkerRequest, profile: Profile, ws: Workspace) -> bool:
+def _first_fit_gang(
+    spec: JobSpec,
+    req: WorkerRequest,
+    profile: Profile,
+    ws: Workspace,
+    hosts_ok: bool | None = None,
+) -> bool:
     """Whether ``place_gang(spec, ws')`` is known in advance for the workspaces ``ws'`` that
     ``_reserve`` makes from ``ws`` (by releasing; no fence): it succeeds exactly when
     the workers that fit on free whole GPUs (their room) are at least ``spec.workers``, and
@@ -410,7 +418,8 @@ def _first_fit_gang(spec: JobSpec, req: WorkerRequest, profile: Profile, ws: Wor
     So when the workers want whole GPUs and nothing else (no CPU, memory or dataset; no node
     over-committed), the gang may end up anywhere (then every tighter level's domains need
     that capacity), and the plugin takes the first candidate (``first_fit``: as ``tightest``
-    does, drawing no random number, keeping no state)."""
+    does, drawing no random number, keeping no state). ``hosts_ok``: ``_hosts_ok(ws)``, when
+    the caller knows it."""
     return (
         req.whole
         and req.gpus > 0
@@ -419,9 +428,15 @@ def _first_fit_gang(spec: JobSpec, req: WorkerRequest, profile: Profile, ws: Wor
         and not req.dataset
         and bool(getattr(profile.place, "first_fit", False))
         and levels_for(spec, profile.place.prefers_topology)[-1] == "any"
-        and min(ws.cpu, default=0) >= 0
-        and min(ws.mem, default=0) >= 0
+        and (_hosts_ok(ws) if hosts_ok is None else hosts_ok)
     )
+
+
+def _hosts_ok(ws: Workspace) -> bool:
+    """No node over-committed in CPU or memory. In a cycle's workspace this stays as it was:
+    a worker is assigned only where its CPU and memory fit, and what a failed gang took is
+    given back."""
+    return min(ws.cpu, default=0) >= 0 and min(ws.mem, default=0) >= 0
 
 
 def _failed_try(ws: Workspace, req: WorkerRequest) -> None:
@@ -454,6 +469,39 @@ def _end_of(r: RunningJob, assumed: float | None) -> float | None:
     return None if assumed is None else r.start_time + assumed
 
 
+class _PreemptMemo:
+    """What ``_preempt`` learns in one cycle and may reuse in it: the victim lists by (preempt
+    plugin, its ``victims_key``), and the first-fit gangs (by those keys and their shape) that
+    all their candidates could not make room for. Within a cycle free capacity only shrinks
+    (starts, holds) and candidates only go (taken), so such a gang finds no room again."""
+
+    def __init__(self) -> None:
+        self.lists: dict[tuple[int, Hashable], list[RunningJob]] = {}
+        self.no_room: set[tuple[object, ...]] = set()
+        self.hosts_ok: bool | None = None  # _hosts_ok of the cycle's workspace, once known
+
+
+def _victims_of(
+    k: int,
+    key: Hashable | None,
+    job: PendingJob,
+    adm: Admission,
+    snap: Snapshot,
+    usage: QueueUsage,
+    profile: Profile,
+    memo: _PreemptMemo | None,
+) -> list[RunningJob]:
+    """``profile.preempt[k].victims(...)``, asked once per key in a cycle (each call walks
+    every running job, and a full cluster sends most examined jobs here)."""
+    plugin = profile.preempt[k]
+    if key is None or memo is None:
+        return plugin.victims(job, adm, snap, usage, profile.order)
+    found = memo.lists.get((k, key))
+    if found is None:
+        found = memo.lists[(k, key)] = plugin.victims(job, adm, snap, usage, profile.order)
+    return found
+
+
 def _preempt(
     job: PendingJob,
     adm: Admission,
@@ -463,17 +511,53 @@ def _preempt(
     profile: Profile,
     rng: Random,
     taken: set[str],
+    memo: _PreemptMemo | None = None,
 ) -> list[RunningJob]:
     """The fewest victims, cheapest first, whose stopping lets ``job`` start; [] if none do."""
+    keys: list[Hashable | None] = []
+    for plugin in profile.preempt:
+        keyer = getattr(plugin, "victims_key", None)
+        keys.append(None if keyer is None else keyer(job, adm, snap, usage, profile.order))
+    s = job.spec
+    gang: tuple[object, ...] | None = None
+    if memo is not None and None not in keys:
+        # the job's shape decides (in this cycle) whether it is a first-fit gang, and its room
+        t = s.topology
+        gang = (tuple(keys), s.workers, s.gpus_per_worker, s.gpu_milli, s.cpu_milli)
+        gang += (s.memory_mib, s.gpu_models, s.dataset, t.level, t.required)
+        if gang in memo.no_room:
+            return []
     seen: set[str] = set()
     cands: list[RunningJob] = []
-    for plugin in profile.preempt:
-        for v in plugin.victims(job, adm, snap, usage, profile.order):
+    for k in range(len(profile.preempt)):
+        for v in _victims_of(k, keys[k], job, adm, snap, usage, profile, memo):
             if v.id not in seen and v.id not in taken and v.spec.preemptible:
                 seen.add(v.id)
                 cands.append(v)
     if not cands:
         return []
+    req = WorkerRequest.of(s)
+    if memo is not None and memo.hosts_ok is None:
+        memo.hosts_ok = _hosts_ok(ws)
+    first_fit = _first_fit_gang(s, req, profile, ws, None if memo is None else memo.hosts_ok)
+    if not first_fit:
+        return _preempt_scan(job, cands, snap, ws, profile, rng)
+    chosen = fewest_victims(req, s.workers, cands, ws, snap.now)  # the scan's answer
+    if not chosen and gang is not None and memo is not None:
+        memo.no_room.add(gang)
+    return chosen
+
+
+def _preempt_scan(
+    job: PendingJob,
+    cands: list[RunningJob],
+    snap: Snapshot,
+    ws: Workspace,
+    profile: Profile,
+    rng: Random,
+) -> list[RunningJob]:
+    """``_preempt`` the plain way: release the candidates in order on a copy of ``ws``, a real
+    placement (on another copy) after each, until ``job`` fits; then the reprieve."""
     sim = ws.copy()
     chosen: list[RunningJob] = []
     fits = False

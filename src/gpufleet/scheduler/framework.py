@@ -57,7 +57,11 @@ class OrderPlugin(Protocol):
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         """Whether ``job`` may preempt ``victim`` by this order's own rule (LAS: lower
-        attained service). Orders without such a rule answer False."""
+        attained service). Orders without such a rule answer False. An order may also define
+        ``outrank_key(job, snap)``: in one snapshot, jobs of equal keys outrank the same
+        running jobs (``preempt/order`` then works their victims out once per key); and
+        ``outranked(job, snap)``: the running jobs ``job`` outranks, in ``snap.running``'s
+        order, found faster than by asking ``outranks`` of each."""
         ...
 
 
@@ -107,7 +111,11 @@ class BackfillPlugin(Protocol):
 
 
 class PreemptPlugin(Protocol):
-    """Step 5: which running jobs may be stopped so that ``job`` can start, best victims first."""
+    """Step 5: which running jobs may be stopped so that ``job`` can start, best victims first.
+
+    A plugin may also define ``victims_key(job, admission, snap, usage, order)``: a hashable
+    value such that, within one cycle, jobs with equal keys get equal victim lists (None: no
+    such promise for this job). The cycle then asks ``victims`` once per key, not per job."""
 
     def victims(
         self,

@@ -10,6 +10,7 @@ preempts running jobs that have crossed into a higher one.
 from __future__ import annotations
 
 import bisect
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
@@ -44,9 +45,31 @@ class Plugin:
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
     ) -> Iterator[PendingJob]:
         now = snap.now
+        if self.starvation_factor <= 0:  # the level is the attained service's alone
+            th = self.thresholds
+            return iter(
+                sorted(
+                    pending,
+                    key=lambda p: (bisect_right(th, p.attained_gpu_s), p.submit_time, p.seq),
+                )
+            )
         return iter(
             sorted(pending, key=lambda p: (self.pending_level(p, now), p.submit_time, p.seq))
         )
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         return self.pending_level(job, snap.now) < self.level_of(victim.attained(snap.now))
+
+    def outrank_key(self, job: PendingJob, snap: Snapshot) -> int:
+        """In one snapshot, ``outranks(job, v, snap)`` depends on ``job`` only through this."""
+        return self.pending_level(job, snap.now)
+
+    def outranked(self, job: PendingJob, snap: Snapshot) -> list[RunningJob]:
+        """The running jobs ``job`` outranks (in ``snap.running``'s order): those whose
+        attained service reached the threshold above ``job``'s level (``level_of`` is a
+        ``bisect_right``, so it exceeds the level exactly there)."""
+        level = self.pending_level(job, snap.now)
+        if level >= len(self.thresholds):
+            return []
+        t, now = self.thresholds[level], snap.now
+        return [r for r in snap.running if r.attained(now) >= t]
