@@ -34,9 +34,9 @@ WRITER = (
 def lines(path: Path) -> dict[int, list[float]]:
     by: dict[int, list[float]] = {}
     for ln in path.read_text().splitlines():
-        p = ln.split()
-        if len(p) == 3:
-            by.setdefault(int(p[1]), []).append(float(p[2]))
+        parts = ln.split()
+        if len(parts) == 3 and parts[0] == "alive":  # a line cut by a SIGKILL is skipped
+            by.setdefault(int(parts[1]), []).append(float(parts[2]))
     return by
 
 

@@ -25,17 +25,11 @@ from gpufleet.sim.engine import SimConfig
 from gpufleet.sim.replay import (
     ProfileChoice,
     ReplayRun,
-    equal_share_queues,
     parse_profile,
     run_replay,
-    uniform_cluster,
-    with_queues,
 )
-from gpufleet.sim.traces import TimeLimit, apply_time_limits, load_trace
+from philly import DEFAULT_TRACE, philly_workload
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "philly" / "philly_dev.csv"
-NODES, GPUS_PER_NODE, LEAVES = 64, 8, 4
 BASE = ProfileChoice("fifo", "topology", "easy")  # what the --profile text leaves out
 HAS_CHECKPOINTS = "checkpoint_interval_s" in {f.name for f in dataclasses.fields(SimConfig)}
 
@@ -71,9 +65,7 @@ def main() -> None:
     args = ap.parse_args()
 
     choice = parse_profile(args.profile, BASE)
-    jobs = apply_time_limits(load_trace(args.trace, "philly"), TimeLimit("exact"))
-    jobs = jobs[: args.jobs or None]
-    cluster = with_queues(uniform_cluster(NODES, GPUS_PER_NODE, LEAVES), equal_share_queues(jobs))
+    cluster, jobs = philly_workload(args.trace, args.jobs or None)
     print(f"{choice.label} · {len(jobs):,} jobs of {args.trace.name} · {cluster.total_gpus} GPUs")
     print(
         "| checkpoint | avg JCT (h) | p99 JCT (h) | avg wait (h) | utilization | preemptions "

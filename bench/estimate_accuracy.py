@@ -29,11 +29,9 @@ from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.snapshot import Snapshot
 from gpufleet.sim.engine import Simulation
-from gpufleet.sim.replay import ProfileChoice, equal_share_queues, uniform_cluster, with_queues
-from gpufleet.sim.traces import TimeLimit, apply_time_limits, load_trace
+from gpufleet.sim.replay import ProfileChoice
+from philly import DEFAULT_TRACE, philly_workload
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "philly" / "philly_dev.csv"
 HEADLINE = ProfileChoice("fairshare", "topology", "easy")
 
 
@@ -47,8 +45,7 @@ def main() -> int:
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--jobs", type=int, default=None, help="replay only the first N jobs")
     args = ap.parse_args()
-    jobs = apply_time_limits(load_trace(args.trace, "philly"), TimeLimit("exact"))[: args.jobs]
-    cluster = with_queues(uniform_cluster(64, 8, 4), equal_share_queues(jobs))
+    cluster, jobs = philly_workload(args.trace, args.jobs)
     profile: Profile = replace(HEADLINE.build(), explain=True)
 
     told: dict[str, tuple[float | None, str, float]] = {}  # id → (estimate, bound, when told)

@@ -31,15 +31,9 @@ from gpufleet.core.commands import Command, Kill, Launch  # noqa: E402
 from gpufleet.sim.engine import Simulation  # noqa: E402
 from gpufleet.sim.replay import (  # noqa: E402
     ProfileChoice,
-    equal_share_queues,
-    uniform_cluster,
-    with_queues,
 )
-from gpufleet.sim.traces import TimeLimit, apply_time_limits, load_trace  # noqa: E402
+from philly import DEFAULT_TRACE, philly_workload  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "philly" / "philly_dev.csv"
-NODES, GPUS_PER_NODE, LEAVES = 64, 8, 4
 LAS = ProfileChoice("las", "topology", "easy", ("order",))
 
 
@@ -65,8 +59,7 @@ def main() -> int:
     ap.add_argument("--dump", type=Path, default=None, help="write launches and outcomes here")
     ap.add_argument("--profile", type=Path, default=None, help="pyinstrument HTML here")
     args = ap.parse_args()
-    jobs = apply_time_limits(load_trace(args.trace, "philly"), TimeLimit("exact"))[: args.jobs]
-    cluster = with_queues(uniform_cluster(NODES, GPUS_PER_NODE, LEAVES), equal_share_queues(jobs))
+    cluster, jobs = philly_workload(args.trace, args.jobs)
     sim = _Recording(cluster, LAS.build(0), jobs)
     sim.log = []
     profiler: Any = None

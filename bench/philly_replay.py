@@ -28,16 +28,10 @@ from pathlib import Path  # noqa: E402
 from gpufleet.sim.metrics import ReplayMetrics  # noqa: E402
 from gpufleet.sim.replay import (  # noqa: E402
     ProfileChoice,
-    equal_share_queues,
     run_replay,
-    uniform_cluster,
-    with_queues,
 )
-from gpufleet.sim.traces import TimeLimit, apply_time_limits, load_trace  # noqa: E402
+from philly import DEFAULT_TRACE, GPUS_PER_NODE, LEAVES, NODES, philly_workload  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "philly" / "philly_dev.csv"
-NODES, GPUS_PER_NODE, LEAVES = 64, 8, 4
 HEADLINE = ProfileChoice("fairshare", "topology", "easy")
 TABLE = tuple(
     ProfileChoice(order, "topology", backfill, ("order",) if order == "las" else ())
@@ -65,8 +59,7 @@ def _usage() -> tuple[float, float]:
 def replay(trace: Path, choice: ProfileChoice, limit: int | None) -> Measured:
     """One replay in this process, measured from the process's start."""
     start = time.perf_counter()
-    jobs = apply_time_limits(load_trace(trace, "philly"), TimeLimit("exact"))[:limit]
-    cluster = with_queues(uniform_cluster(NODES, GPUS_PER_NODE, LEAVES), equal_share_queues(jobs))
+    cluster, jobs = philly_workload(trace, limit)
     load_s = time.perf_counter() - start
     run = run_replay(cluster, jobs, choice)
     cpu, rss = _usage()

@@ -14,30 +14,16 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
 import pytest
 
+from agent_freeze import WRITER, lines  # bench/agent_freeze.py, on the path just above
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster, wait_until
 
 pytestmark = pytest.mark.chaos
 RUNS = 3
-WRITER = (
-    "import os, sys, time\n"
-    "a = os.environ['GPUFLEET_ATTEMPT']\n"
-    "while True:\n"
-    "    with open(sys.argv[1], 'a') as f:\n"
-    "        f.write(f'alive {a} {time.time():.6f}\\n')\n"
-    "    time.sleep(0.05)\n"
-)
-
-
-def lines(path: Path) -> dict[int, list[float]]:
-    by: dict[int, list[float]] = {}
-    for ln in path.read_text().splitlines():
-        parts = ln.split()
-        if len(parts) == 3 and parts[0] == "alive":  # a line cut by a SIGKILL is skipped
-            by.setdefault(int(parts[1]), []).append(float(parts[2]))
-    return by
 
 
 def running(c: Client, job: str, attempt: int) -> str | None:
