@@ -88,9 +88,10 @@ class Api:
 
 
 @contextlib.contextmanager
-def serve(store: Store, data_dir: Path, clock: ManualClock) -> Iterator[Api]:
-    """The controller app on a free port in a thread, its lifespan (the service loop) on."""
-    app = create_app(ServerConfig(data_dir=data_dir), store=store, clock=clock)
+def serve(store: Store, data_dir: Path, clock: ManualClock, **config: Any) -> Iterator[Api]:
+    """The controller app on a free port in a thread, its lifespan (the service loop) on;
+    ``config``: other ServerConfig settings."""
+    app = create_app(ServerConfig(data_dir=data_dir, **config), store=store, clock=clock)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

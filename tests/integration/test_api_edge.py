@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+from test_api import serve as api_serve  # test_api.py sits next to this file
 
 from gpufleet.api import schemas as s
 from gpufleet.core.clock import ManualClock
-from gpufleet.server.app import create_app
-from gpufleet.server.config import ServerConfig
 from gpufleet.server.store import Store
 
 T0 = 1_700_000_000.0
@@ -46,32 +41,9 @@ class Edge:
 
 @contextlib.contextmanager
 def serve(store: Store, data_dir: Path, **config: Any) -> Iterator[Edge]:
-    app = create_app(
-        ServerConfig(data_dir=data_dir, max_body_bytes=LIMIT, **config),
-        store=store,
-        clock=ManualClock(T0),
-    )
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.started, "the server did not start"
-    token = (data_dir / "admin.token").read_text().strip()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/api/v1"
-    http = httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30)
-    try:
-        yield Edge(http, store)
-    finally:
-        http.close()
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+    with api_serve(store, data_dir, ManualClock(T0), max_body_bytes=LIMIT, **config) as api:
+        token = api.admin.http.headers["authorization"].split()[1]
+        yield Edge(api.raw(token), store)
 
 
 @pytest.fixture
