@@ -685,10 +685,9 @@ class ControllerService:
         """403 unless every event (or task said to run) is about a rank placed on ``node``: an
         agent speaks only for its own node. One about an attempt that is not the job's current
         one (or a job the controller does not hold) changes nothing in the core, so it passes:
-        a node may well report the end of an attempt that was requeued meanwhile."""
+        a node may well report the end of an attempt that was requeued meanwhile. Ranks and
+        attempts are never negative here: the wire schema bounds them (``SmallCount``)."""
         for i, e in enumerate(events):
-            if e.rank < 0 or e.attempt < 0:  # a negative index would pick a rank from the end
-                raise RequestError(422, f"{field}[{i}]: rank and attempt must be >= 0")
             rec = self.ctrl.jobs.get(e.job)
             if rec is None or rec.job.attempt != e.attempt or e.rank >= len(rec.allocation):
                 continue

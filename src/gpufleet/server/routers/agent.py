@@ -105,7 +105,7 @@ async def logs(
     rec = svc.ctrl.jobs.get(body.job)
     if (
         rec is None
-        or not 0 <= body.rank < len(rec.allocation)
+        or body.rank >= len(rec.allocation)  # never negative: the schema bounds it
         or rec.allocation[body.rank].node != node
     ):
         raise HTTPException(403, f"node {node} does not run rank {body.rank} of job {body.job}")
