@@ -68,6 +68,9 @@ def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path, as_owner: bool) ->
         gone, _ = psutil.wait_procs([task], timeout=10)
         assert gone, "the task outlived its agent"
     finally:
+        err = tmp_path / "7" / "1" / "rank0.err"  # what the task said, if it ended early
+        if err.exists():
+            print(f"--- the task's stderr\n{err.read_text(errors='replace')}")
         if agent.poll() is None:
             agent.kill()
             agent.wait(timeout=10)
