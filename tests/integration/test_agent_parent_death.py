@@ -21,7 +21,7 @@ from gpufleet.agent.runner import TaskRunner
 from gpufleet.api.schemas import AgentCommand
 r = TaskRunner(Path(sys.argv[1]), lambda gpus: ",".join(map(str, gpus)))
 r.launch(AgentCommand(kind="launch", job="7", attempt=1, rank=0, run_as=sys.argv[2],
-                      command=[sys.executable, "-c", "import time; time.sleep(120)"]))
+                      command=[sys.argv[3], "-c", "import time; time.sleep(120)"]))
 print("launched", flush=True)
 time.sleep(120)
 """
@@ -45,8 +45,11 @@ def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path, as_owner: bool) ->
         if os.geteuid() != 0:
             pytest.skip("only a root agent runs a task as its owner's account")
         run_as = _account("nobody")
+    # the interpreter itself, not a virtual environment's link to it: a clone under /tmp (as CI
+    # makes one) is hidden from a task run as its owner, which has a private /tmp
+    python = os.path.realpath(sys.executable)
     agent = subprocess.Popen(
-        [sys.executable, "-c", AGENT_LIKE, str(tmp_path), run_as],
+        [sys.executable, "-c", AGENT_LIKE, str(tmp_path), run_as, python],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -58,7 +61,7 @@ def test_a_task_dies_when_its_agent_is_killed(tmp_path: Path, as_owner: bool) ->
         assert task.is_running()
         # setpriv arms the signal, then execs the command: kill only once that has happened
         deadline = time.monotonic() + 10
-        while task.cmdline()[:1] != [sys.executable] and time.monotonic() < deadline:
+        while task.cmdline()[:1] != [python] and time.monotonic() < deadline:
             time.sleep(0.01)
         if as_owner:
             assert task.uids().real == pwd.getpwnam(run_as).pw_uid

@@ -186,6 +186,27 @@ def test_a_named_fallback_account_runs_the_task_of_an_owner_without_one(
     assert r.log_paths(("j1", 0, 0))[0].read_text() == f"{me}\n"
 
 
+def test_a_program_under_tmp_is_refused_for_an_owner_whose_tmp_is_private(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The task's /tmp is its own (a bind mount): a program under the node's /tmp is not there,
+    and the refusal says so instead of setpriv's bare 'No such file or directory'."""
+    if os.geteuid() != 0:
+        pytest.skip("only a root agent runs a task as its owner's account")
+    prog = Path("/tmp") / f"gf-prog-{os.getpid()}"
+    prog.write_text("#!/bin/sh\n")
+    prog.chmod(0o755)
+    try:
+        r = TaskRunner(tmp_path, str, clock, as_root=True)
+        c = cmd("", run_as="nobody").model_copy(update={"command": [str(prog)]})
+        [ev] = r.launch(c)
+        assert ev.exit_code == EXIT_REFUSED
+        assert f"the command {prog} is under /tmp" in ev.why and "private /tmp" in ev.why
+        assert r.live() == []
+    finally:
+        prog.unlink()
+
+
 def test_a_runner_that_is_not_root_runs_every_task_as_its_own_user(
     tmp_path: Path, clock: ManualClock
 ) -> None:

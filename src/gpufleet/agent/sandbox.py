@@ -81,6 +81,18 @@ def switches(account: Account) -> bool:
     return account.uid != os.geteuid()
 
 
+def _under_tmp(program: str) -> str:
+    """Where ``program`` really is, if that is under /tmp (hidden by the private /tmp); else "".
+    A bare name is looked up on the task's PATH, which never includes /tmp."""
+    if not os.path.isabs(program):
+        return ""
+    real = os.path.realpath(program)
+    for p in (os.path.normpath(program), real):
+        if p == "/tmp" or p.startswith("/tmp/"):
+            return real
+    return ""
+
+
 def wrap(command: list[str], account: Account, tmp: Path) -> tuple[list[str], str]:
     """The command line that runs ``command`` as ``account``, and the task's TMPDIR."""
     if not switches(account):
@@ -89,6 +101,13 @@ def wrap(command: list[str], account: Account, tmp: Path) -> tuple[list[str], st
         raise LaunchRefused(
             "refused: the agent runs as root but util-linux (setpriv, unshare, mount) is not "
             "installed, so it cannot run the task as its owner; install util-linux on the node"
+        )
+    hidden = _under_tmp(command[0]) if command else ""
+    if hidden:
+        raise LaunchRefused(
+            f"refused: the command {command[0]} is under /tmp ({hidden}), but a task run as its "
+            "owner has a private /tmp of its own, where it does not exist; put the program "
+            "somewhere the task can see (a home or shared directory)"
         )
     as_owner = [
         _SETPRIV,
