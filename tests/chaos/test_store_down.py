@@ -56,7 +56,11 @@ def test_a_cancel_whose_commit_failed_answers_503_and_memory_keeps_the_stores_st
 ) -> None:
     store = Store.open(sqlite_url(disk.where))
     svc = ControllerService(
-        store, Profile.build(), ManualClock(T0), logs=LogStore(tmp_path / "logs")
+        store,
+        Profile.build(),
+        ManualClock(T0),
+        logs=LogStore(tmp_path / "logs"),
+        min_pass_gap_s=0.0,  # the clock stands still: no gap to wait between passes
     )
 
     async def run() -> None:

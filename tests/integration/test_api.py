@@ -12,8 +12,11 @@ the published OpenAPI schema."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -91,6 +94,7 @@ class Api:
 def serve(store: Store, data_dir: Path, clock: ManualClock, **config: Any) -> Iterator[Api]:
     """The controller app on a free port in a thread, its lifespan (the service loop) on;
     ``config``: other ServerConfig settings."""
+    config.setdefault("min_pass_gap_s", 0.0)  # the ManualClock stands still: no gap to wait
     app = create_app(ServerConfig(data_dir=data_dir, **config), store=store, clock=clock)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -241,6 +245,40 @@ def test_403_a_user_calls_admin_endpoints(api: Api) -> None:
         assert "a user token may not do this (needs: admin)" in msg
     assert "mine" not in {t.name for t in api.admin.tokens()}
     assert [q.name for q in api.admin.queues()] == []
+
+
+POLL = """
+import os, sys, httpx
+httpx.get(sys.argv[1], params={"wait": 60}, timeout=90,
+          headers={"Authorization": "Bearer " + os.environ["GPUFLEET_TOKEN"]})
+"""
+
+
+def test_a_launch_taken_by_a_dead_agents_long_poll_reaches_the_next_poll(api: Api) -> None:
+    """An agent SIGKILLed while its long-poll waits leaves the poll's handler behind; it wakes
+    on the next launch and writes it into the dead connection. That launch must still reach
+    the next poll (delivery is acknowledged by the poll after), not wait out a launch deadline."""
+    a0 = api.agent("node-0")
+    register(a0, "node-0")
+    svc = api.app.state.service
+    token = api.token("agent", node="node-0")
+    poll = subprocess.Popen(
+        [sys.executable, "-c", POLL, f"{api.url}/api/v1/agent/node-0/commands"],
+        env={**os.environ, "GPUFLEET_TOKEN": token},
+    )
+    try:
+        wait_for("the other poll waiting", lambda: svc.outbox.waiting("node-0") == 1)
+        poll.kill()
+        poll.wait(timeout=10)
+        (job,) = api.user("alice").submit(SPEC)
+        wait_for("the dead poll woke", lambda: svc.outbox.waiting("node-0") == 0)
+        (cmd,) = a0.commands("node-0", wait_s=5)
+        assert (cmd.kind, cmd.job, cmd.attempt) == ("launch", job, 1)
+        assert a0.commands("node-0", wait_s=0) == []  # acknowledged: not delivered again
+    finally:
+        if poll.poll() is None:
+            poll.kill()
+            poll.wait(timeout=10)
 
 
 def test_403_an_agent_reports_only_for_its_own_node(api: Api) -> None:
@@ -622,6 +660,7 @@ def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_th
                         exit_code=143,
                         why="fenced: no contact with the controller for 9.0 s (lease "
                         "expired); killed by SIGTERM",
+                        cause="fenced",  # typed: the why is for people
                     )
                 ],
             )

@@ -109,7 +109,10 @@ def serve(tmp: Path, **extra: str) -> Server:
     clock = ManualClock(T0)
     db = f"sqlite:///{tmp / 'gpufleet.db'}"
     store = Store.open(db)
-    cfg = ServerConfig(data_dir=tmp / "controller", db_url=db, extra=dict(extra))
+    # the ManualClock stands still: no gap to wait between passes
+    cfg = ServerConfig(
+        data_dir=tmp / "controller", db_url=db, extra=dict(extra), min_pass_gap_s=0.0
+    )
     app = create_app(cfg, store=store, clock=clock)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

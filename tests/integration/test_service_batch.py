@@ -26,7 +26,11 @@ def array(name: str, n: int) -> list[NewJob]:
 def test_two_arrays_submitted_in_one_turn_are_two_arrays(db_url: str, tmp_path: Path) -> None:
     store = Store.open(db_url)
     svc = ControllerService(
-        store, Profile.build(), ManualClock(T0), logs=LogStore(tmp_path / "logs")
+        store,
+        Profile.build(),
+        ManualClock(T0),
+        logs=LogStore(tmp_path / "logs"),
+        min_pass_gap_s=0.0,  # the clock stands still: no gap to wait between passes
     )
     batches: list[int] = []  # the size of each add_jobs transaction
     add_jobs = store.add_jobs
@@ -63,7 +67,11 @@ def test_two_arrays_submitted_in_one_turn_are_two_arrays(db_url: str, tmp_path: 
 def test_a_submission_the_store_refuses_fails_alone(db_url: str, tmp_path: Path) -> None:
     store = Store.open(db_url)
     svc = ControllerService(
-        store, Profile.build(), ManualClock(T0), logs=LogStore(tmp_path / "logs")
+        store,
+        Profile.build(),
+        ManualClock(T0),
+        logs=LogStore(tmp_path / "logs"),
+        min_pass_gap_s=0.0,  # the clock stands still: no gap to wait between passes
     )
     spec = JobSpec("one", "alice", "default", gpus_per_worker=1)
     bad = NewJob(spec, idempotency_key="k" * 201)  # longer than the store keeps
@@ -90,62 +98,46 @@ def test_a_submission_the_store_refuses_fails_alone(db_url: str, tmp_path: Path)
         store.close()
 
 
-class PassClock:
-    """A monotonic clock that moves only while the core schedules: each pass costs ``cost``."""
-
-    def __init__(self, cost: float) -> None:
-        self.t, self.cost = 100.0, cost
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def passes_per_turn(db_url: str, tmp_path: Path, cost: float) -> tuple[int, int]:
-    """Submissions in 6 turns of their own: how many turns and scheduling passes ran."""
+def passes_per_turn(
+    db_url: str, tmp_path: Path, gap: float, advance: float
+) -> tuple[int, int, int]:
+    """Submissions in 6 turns of their own, the Clock moved ``advance`` s before each: how many
+    turns ran, how many scheduling passes, and how many of them on a mere change."""
     store = Store.open(db_url)
-    mono = PassClock(cost)
+    clock = ManualClock(T0)  # never reaches the interval's tick (5 s) unless moved there
     svc = ControllerService(
-        store,
-        Profile.build(),
-        ManualClock(T0),  # never reaches the interval's tick
-        logs=LogStore(tmp_path / "logs"),
-        monotonic=mono,
+        store, Profile.build(), clock, logs=LogStore(tmp_path / "logs"), min_pass_gap_s=gap
     )
-    passes = 0
-    handle = svc.ctrl.handle
-
-    def timed(now: float, *events: Any, schedule: bool = True) -> list[Any]:
-        nonlocal passes
-        if schedule and not events:  # the turn's pass
-            passes += 1
-            mono.t += mono.cost
-        return handle(now, *events, schedule=schedule)
-
-    svc.ctrl.handle = timed  # type: ignore[method-assign]
     spec = JobSpec("one", "alice", "default", gpus_per_worker=1)
 
-    async def run() -> int:
+    async def run() -> tuple[int, int]:
         await svc.start()
         try:
-            turns = svc.turns
+            turns, cycles = svc.turns, svc.ctrl.cycle
             for _ in range(6):
+                clock.advance(advance)
                 await svc.submit([NewJob(spec)], SubmitAudit("alice", "user", 1, "one"))
-            return svc.turns - turns
+            return svc.turns - turns, svc.ctrl.cycle - cycles
         finally:
             await svc.stop()
 
     try:
-        return asyncio.run(run()), passes
+        turns, passes = asyncio.run(run())
+        return turns, passes, svc.driver.steps
     finally:
         store.close()
 
 
-def test_a_cheap_pass_runs_every_turn_a_slow_one_waits_three_times_its_cost(
-    db_url: str, tmp_path: Path
-) -> None:
-    turns, passes = passes_per_turn(db_url, tmp_path / "cheap", cost=0.001)
-    assert passes >= 6 and passes >= turns - 1  # an idle cluster: each change at once
-    turns, passes = passes_per_turn(db_url, tmp_path / "slow", cost=0.5)
-    # the first pass cost 0.5 s and the clock stood still after it: no second pass
-    # for a mere change until 1.5 s more have passed (the tick would still schedule)
+def test_passes_follow_the_pass_rule_on_the_clock_not_the_cpu(db_url: str, tmp_path: Path) -> None:
+    """The driver's rule (``PassRule``): a change is scheduled at once unless the last pass
+    was less than the gap ago on the Clock; how long a pass took does not matter, so the
+    simulator, which shares the rule, schedules at the same moments."""
+    # the Clock stands still: the first change is scheduled, the next five wait for the gap
+    turns, passes, _ = passes_per_turn(db_url, tmp_path / "still", gap=0.5, advance=0.0)
     assert turns >= 6 and passes == 1
+    # the Clock moves a gap's worth before each change: every change is scheduled at once
+    turns, passes, _ = passes_per_turn(db_url, tmp_path / "moving", gap=0.5, advance=0.5)
+    assert turns >= 6 and passes == 6
+    # no gap: every turn with a change schedules, as the simulator does by default
+    turns, passes, _ = passes_per_turn(db_url, tmp_path / "none", gap=0.0, advance=0.0)
+    assert passes == 6

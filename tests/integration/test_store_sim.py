@@ -1,34 +1,20 @@
-"""The store behind the real controller: a simulated run commits every batch of transitions
-(as the live server does, before carrying out the commands), and the store then agrees with
-the controller's memory, mid-run (what a restart would load) and at the end."""
+"""The store behind the real controller: a simulated run whose driver has the live server's
+journal (``StoreJournal``) commits every step's transitions before its commands are carried
+out, as live, and the store then agrees with the controller's memory, mid-run (what a restart
+would load) and at the end."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-from gpufleet.core.commands import Command, NodeEvent, Transition
 from gpufleet.core.controller import Controller
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.model.job import JobSpec
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.framework import Profile
-from gpufleet.server.store import JobUpdate, NewJob, Store
+from gpufleet.server.journal import StoreJournal
+from gpufleet.server.store import NewJob, Store
 from gpufleet.sim.engine import NodeFailure, SimConfig, Simulation, TraceJob
-
-
-class DurableSimulation(Simulation):
-    store: Store
-
-    def apply(self, commands: Sequence[Command]) -> None:
-        transitions = [c for c in commands if isinstance(c, Transition)]
-        touched = dict.fromkeys(t.job_id for t in transitions)
-        updates = [JobUpdate.of_record(self.controller.jobs[j]) for j in touched]
-        node_events = [c for c in commands if isinstance(c, NodeEvent)]
-        if transitions or node_events:
-            self.store.apply_transitions(transitions, updates, node_events)
-        super().apply(commands)
 
 
 def _cluster() -> ClusterSpec:
@@ -36,7 +22,7 @@ def _cluster() -> ClusterSpec:
     return ClusterSpec.build("sim", nodes)
 
 
-def _run(store: Store, until: float | None) -> DurableSimulation:
+def _run(store: Store, until: float | None) -> Simulation:
     specs = [
         (JobSpec("gang", "alice", "vision", workers=2, gpus_per_worker=8), 0.0, 500.0),
         (JobSpec("small", "bob", "nlp", gpus_per_worker=2), 10.0, 300.0),
@@ -50,8 +36,8 @@ def _run(store: Store, until: float | None) -> DurableSimulation:
     ids = store.add_jobs([NewJob(s, t) for s, t, _ in specs])
     trace = [TraceJob(i, s, t, d) for i, (s, t, d) in zip(ids, specs, strict=True)]
     failure = SimConfig(failures=[NodeFailure(700.0, "n1", 400.0)])
-    sim = DurableSimulation(_cluster(), Profile.build(), trace, failure)
-    sim.store = store
+    sim = Simulation(_cluster(), Profile.build(), trace, failure)
+    sim.driver.journal = StoreJournal(store, sim.controller)  # the live server's journal
     sim.run(until=until)
     return sim
 

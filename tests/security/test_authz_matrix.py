@@ -187,7 +187,8 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
 def _serve(tmp: Path) -> Iterator[tuple[str, Any, ManualClock]]:
     clock = ManualClock(1_700_000_000.0)
     store = Store.open(f"sqlite:///{tmp / 'gpufleet.db'}")
-    app = create_app(ServerConfig(data_dir=tmp / "controller"), store=store, clock=clock)
+    cfg = ServerConfig(data_dir=tmp / "controller", min_pass_gap_s=0.0)  # the clock stands still
+    app = create_app(cfg, store=store, clock=clock)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

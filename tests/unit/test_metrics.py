@@ -43,7 +43,9 @@ class Fleet:
 
     def __init__(self, tmp: Path) -> None:
         self.clock = ManualClock(T0)
-        self.svc = ControllerService(None, profile(), self.clock, logs=LogStore(tmp / "logs"))
+        self.svc = ControllerService(
+            None, profile(), self.clock, logs=LogStore(tmp / "logs"), min_pass_gap_s=0.0
+        )
         self.ctrl = self.svc.ctrl
         self.ctrl.queues["vision"] = QueueSpec("vision", Resources(4 * MILLI, 10**9, 10**9))
         self.sims: dict[str, SimulatedGpus] = {}

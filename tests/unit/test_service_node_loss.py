@@ -28,7 +28,9 @@ class Mono:
 
 def service(tmp_path: Path) -> tuple[ControllerService, ManualClock, Mono]:
     clock, mono = ManualClock(T0), Mono()
-    svc = ControllerService(None, profile(), clock, logs=LogStore(tmp_path), monotonic=mono)
+    svc = ControllerService(
+        None, profile(), clock, logs=LogStore(tmp_path), monotonic=mono, min_pass_gap_s=0.0
+    )
     svc.ctrl.handle(T0, NodeUp(node_spec("n00")), schedule=False)
     svc.links["n00"] = NodeLink("127.0.0.1", T0, answered_at=mono())
     return svc, clock, mono

@@ -22,7 +22,7 @@ from gpufleet.agent.clock import Clock, MonotonicClock
 from gpufleet.agent.gpu import GpuBackend, metrics_payload
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
-from gpufleet.agent.runner import EXIT_REFUSED, Key, RunnerEvent, TaskRunner
+from gpufleet.agent.runner import EXIT_REFUSED, FENCED, Key, RunnerEvent, TaskRunner
 from gpufleet.agent.shipping import EventQueue, LogTails
 from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Send
 from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
@@ -153,7 +153,7 @@ class Agent:
     def _fenced_by_watchdog(ev: RunnerEvent, out: Path) -> RunnerEvent:
         """A task the watchdog killed while we were hung exited for the node's sake, not the
         job's: say so, so that the controller requeues it instead of charging a retry."""
-        if ev.why.startswith("fenced:"):
+        if ev.why.startswith(FENCED):
             return ev
         mark = fenced_mark(out.with_name(f"rank{ev.key[2]}.pid"))
         if mark is None:

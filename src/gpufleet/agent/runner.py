@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int, int]  # (job, attempt, rank)
 EXIT_REFUSED = 125  # the agent refused the launch or could not start it (as docker run does)
+# the start of the why of a task its node stopped for its own sake (its lease expired): such
+# an exit goes to the controller as cause "fenced", requeued rather than charged to the job
+FENCED = "fenced:"
 EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # becomes a directory name
@@ -58,6 +61,7 @@ class RunnerEvent:
             rank=rank,
             exit_code=self.exit_code,
             why=self.why,
+            cause="fenced" if self.why.startswith(FENCED) else "",
         )
 
 

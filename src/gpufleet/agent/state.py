@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
-from gpufleet.agent.runner import EXIT_REFUSED, Key, LatestAttempts, RunnerEvent
+from gpufleet.agent.runner import EXIT_REFUSED, FENCED, Key, LatestAttempts, RunnerEvent
 from gpufleet.api.schemas import AgentCommand, AgentEvent, HeartbeatResult, TaskRef
 
 Phase = Literal["launching", "running", "stopping"]
@@ -50,10 +50,18 @@ class Register:
 Action = Launch | Kill | Send | Register
 
 
-def _exited(key: Key, why: str, code: int = EXIT_REFUSED) -> Send:
+def _exited(key: Key, why: str, code: int = EXIT_REFUSED, *, fenced: bool = False) -> Send:
     job, attempt, rank = key
     return Send(
-        AgentEvent(kind="exited", job=job, attempt=attempt, rank=rank, exit_code=code, why=why)
+        AgentEvent(
+            kind="exited",
+            job=job,
+            attempt=attempt,
+            rank=rank,
+            exit_code=code,
+            why=why,
+            cause="fenced" if fenced else "",
+        )
     )
 
 
@@ -108,7 +116,7 @@ class AgentState:
             return []
         self.fenced = True
         since = f" for {t - self.last_contact:.1f} s" if self.last_contact is not None else ""
-        why = f"fenced: no contact with the controller{since} (lease expired)"
+        why = f"{FENCED} no contact with the controller{since} (lease expired)"
         out: list[Action] = []
         for key, phase in sorted(self.tasks.items()):
             if phase != "stopping":
@@ -129,7 +137,8 @@ class AgentState:
             return []  # a redelivered command: it ran, or runs, once
         if self.fenced or t >= self.lease_until:
             self._forget(key)
-            return [_exited(key, "refused: the agent's lease has expired; it launches nothing")]
+            why = "refused: the agent's lease has expired; it launches nothing"
+            return [_exited(key, why, fenced=True)]
         latest = self._latest.get(cmd.job)
         if latest is not None and cmd.attempt < latest:
             self._forget(key)

@@ -281,6 +281,9 @@ class AgentCommand(Strict):
     run_as: str = ""
     fallback_account: str = ""
     epoch: int = 0  # the registration of the node it was sent under (0: not said)
+    # its number in the node's queue: the next poll acknowledges it (``ack``), else it comes
+    # again (a long-poll's answer can be lost with its connection)
+    seq: int = 0
 
 
 class CommandBatch(Strict):
@@ -294,6 +297,9 @@ class AgentEvent(Input):
     rank: SmallCount
     exit_code: Int64 = 0
     why: Reason = ""
+    # "fenced": the node stopped (or refused) the task for its own sake, its agent's lease having
+    # expired: the job is requeued, not charged a retry
+    cause: Literal["", "fenced"] = ""
 
 
 class AgentEvents(Input):

@@ -55,6 +55,9 @@ def controller(
         120.0, help="a job STARTING longer than this is requeued and its silent nodes suspect"
     ),
     schedule_interval_s: float = typer.Option(5.0, help="schedule at least this often"),
+    min_pass_gap_s: float = typer.Option(
+        0.1, help="after a scheduling pass, a change waits this long for the next one"
+    ),
     retry_backoff_s: float = typer.Option(
         10.0, help="a failed job with retries left waits this · 2^(retry-1) s before it runs again"
     ),
@@ -109,6 +112,7 @@ def controller(
             node_grace_s=node_grace_s,
             launch_timeout_s=launch_timeout_s,
             schedule_interval_s=schedule_interval_s,
+            min_pass_gap_s=min_pass_gap_s,
             retry_backoff_s=retry_backoff_s,
             retry_backoff_max_s=retry_backoff_max_s,
             prometheus_url=prometheus.rstrip("/"),

@@ -239,8 +239,16 @@ class Client(_Base):
 class AgentClient(_Base):
     """What a node agent does: register, heartbeat, long-poll commands, report events."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._acked: dict[str, int] = {}  # per node: the highest command seq received
+
     def register(self, req: s.AgentRegister) -> s.RegisterResult:
-        return self._one(s.RegisterResult, "POST", "/agent/register", json=req.model_dump())
+        res = self._one(s.RegisterResult, "POST", "/agent/register", json=req.model_dump())
+        # a new registration starts a new delivery (the controller may have restarted, its
+        # queues gone): what we acknowledged before says nothing about them
+        self._acked.pop(req.node, None)
+        return res
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
         return self._one(
@@ -248,14 +256,18 @@ class AgentClient(_Base):
         )
 
     def commands(self, node: str, wait_s: float = 20.0) -> list[s.AgentCommand]:
-        """Long-poll: returns as soon as there are commands, or empty after ``wait_s``."""
+        """Long-poll: returns as soon as there are commands, or empty after ``wait_s``. Each
+        poll acknowledges what the previous one brought; an answer lost on the way comes again
+        (the agent runs a redelivered launch once), so nothing sent is lost with a connection."""
         batch = self._one(
             s.CommandBatch,
             "GET",
             f"/agent/{node}/commands",
-            params={"wait": wait_s},
+            params={"wait": wait_s, "ack": self._acked.get(node, 0)},
             timeout=wait_s + 10.0,
         )
+        if batch.commands:
+            self._acked[node] = max(self._acked.get(node, 0), *(c.seq for c in batch.commands))
         return batch.commands
 
     def events(self, node: str, events: list[s.AgentEvent]) -> None:

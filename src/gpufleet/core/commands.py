@@ -27,6 +27,7 @@ class Launch:
     attempt: int
     allocation: Allocation  # one placement per rank, rank order
     env: tuple[tuple[tuple[str, str], ...], ...]  # per rank: the launcher's environment
+    skip: frozenset[int] = frozenset()  # ranks counted as gone before this was handed on
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,15 @@ class SetTimer:
 
 
 @dataclass(frozen=True, slots=True)
+class DropLaunches:
+    """A node registered again: launches for it not yet delivered, other than of the tasks it
+    runs (``keep``), were counted as gone by the reconcile and must never start."""
+
+    node: str
+    keep: frozenset[tuple[str, int, int]]
+
+
+@dataclass(frozen=True, slots=True)
 class NodeEvent:
     node: str
     what: str  # "lost", "drained", "resumed", "unhealthy", "healthy", "suspect", "trusted"
@@ -53,4 +63,4 @@ class NodeEvent:
     why: str = ""
 
 
-Command = Transition | Launch | Kill | SetTimer | NodeEvent
+Command = Transition | Launch | Kill | SetTimer | DropLaunches | NodeEvent

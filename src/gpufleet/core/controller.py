@@ -13,7 +13,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpufleet.core.arrays import ArrayThrottle
-from gpufleet.core.commands import Command, Kill, Launch, NodeEvent, SetTimer, Transition
+from gpufleet.core.commands import (
+    Command,
+    DropLaunches,
+    Kill,
+    Launch,
+    NodeEvent,
+    SetTimer,
+    Transition,
+)
 from gpufleet.core.events import (
     Event,
     JobCancelled,
@@ -21,8 +29,11 @@ from gpufleet.core.events import (
     NodeDrain,
     NodeHealth,
     NodeLost,
+    NodeRegistered,
     NodeUp,
+    QueueChanged,
     TaskExited,
+    TaskFenced,
     TaskStarted,
     TimerFired,
 )
@@ -134,10 +145,7 @@ class Controller:
     # ----- the one entry point -----------------------------------------------------------
 
     def handle(self, now: float, *events: Event, schedule: bool = True) -> list[Command]:
-        if now < self.now:
-            now = self.now  # events are stamped by their sources; time never runs backwards here
-        self._advance_usage(now)
-        self.now = now
+        now = self._at(now)
         out: list[Command] = []
         for ev in events:
             if not (isinstance(ev, JobSubmitted) and _whole_gpus(ev)):
@@ -149,6 +157,32 @@ class Controller:
             else:
                 self._schedule(now, out)
         return out
+
+    def apply_events(
+        self, now: float, events: Iterable[Event]
+    ) -> tuple[list[Command], list[tuple[Event, ControllerError]]]:
+        """The events in order, without a scheduling pass (the driver decides when); one the
+        state contradicts is refused alone (state kept), with why."""
+        now = self._at(now)
+        out: list[Command] = []
+        refused: list[tuple[Event, ControllerError]] = []
+        for ev in events:
+            if not (isinstance(ev, JobSubmitted) and _whole_gpus(ev)):
+                self._quiet = False
+            mark = len(out)
+            try:
+                self._apply(ev, now, out)
+            except ControllerError as e:
+                del out[mark:]  # refused before any change: nothing it said goes out
+                refused.append((ev, e))
+        return out, refused
+
+    def _at(self, now: float) -> float:
+        if now < self.now:
+            now = self.now  # events are stamped by their sources; time never runs backwards here
+        self._advance_usage(now)
+        self.now = now
+        return now
 
     def _nothing_can_start(self) -> bool:
         """Since the last cycle only whole-GPU jobs arrived, and that cycle left no whole GPU
@@ -231,14 +265,25 @@ class Controller:
         self._recount_capacity()
         self.dirty = True
 
-    def reconcile(
-        self, now: float, node: str, running: Iterable[tuple[str, int, int]]
-    ) -> list[Command]:
-        """An agent (re-)registered and listed the ranks it still runs: every rank the
-        controller placed there that the agent does not run is gone (it never started, or
-        ended while nobody listened): it counts as lost, and the JobMaster requeues the job."""
+    def _registered(self, ev: NodeRegistered, now: float, out: list[Command]) -> None:
+        """The node up and its tasks reconciled in one step: what the tasks did while nobody
+        listened comes first (a rank that exited then is an exit, not a lost rank), then every
+        rank placed there that the agent does not run is gone; launches queued for it before
+        that must never start (``DropLaunches``)."""
+        node = ev.spec.name
+        self._node_up(NodeUp(ev.spec, True), now, out)
+        for e in ev.events:
+            self._apply(e, now, out)
+        self._reconcile(now, node, ev.running, out)
+        out.append(DropLaunches(node, frozenset(ev.running)))
+
+    def _reconcile(
+        self, now: float, node: str, running: Iterable[tuple[str, int, int]], out: list[Command]
+    ) -> None:
+        """The ranks the agent still runs: every rank the controller placed there that the
+        agent does not run is gone (it never started, or ended while nobody listened): it
+        counts as lost, and the JobMaster requeues the job."""
         alive = set(running)
-        out: list[Command] = []
         for rec in self._jobs_on(node):
             lost = [
                 rank
@@ -256,8 +301,58 @@ class Controller:
             if not rec.live_ranks():
                 self._attempt_over(rec, now, out)
         self.dirty = True
-        out.extend(self.handle(now))
-        return out
+
+    def _task_fenced(self, ev: TaskFenced, now: float, out: list[Command]) -> None:
+        """The node stopped the rank for its own sake: gone, as a reconcile would find."""
+        if self.current_rank(ev.job_id, ev.attempt, ev.rank, ev.node) is None:
+            return  # not the current attempt's, or not placed there: it changes nothing
+        rec = self.jobs[ev.job_id]
+        if ev.rank in rec.exited:
+            return
+        rec.exited[ev.rank] = -1
+        self._free(rec.allocation[ev.rank])
+        why = f"node {ev.node} no longer runs rank(s) [{ev.rank}]"
+        self._stop(rec, S.NODE_LOST, f"{why}: {ev.why}" if ev.why else why, out)
+        if not rec.live_ranks():
+            self._attempt_over(rec, now, out)
+        self.dirty = True
+
+    # ----- the JobMaster's judgement of a task ------------------------------------------
+
+    def current_rank(
+        self, job_id: str, attempt: int, rank: int, node: str | None = None
+    ) -> Placement | None:
+        """The placement of a rank of the job's current attempt while that attempt runs (on
+        ``node``, if given); ``None``: a stale task (an older attempt, an ended job, another
+        node's rank), which its node must stop."""
+        rec = self.jobs.get(job_id)
+        if rec is None or rec.job.attempt != attempt:
+            return None
+        if rec.job.state not in (S.STARTING, S.RUNNING) or not 0 <= rank < len(rec.allocation):
+            return None
+        p = rec.allocation[rank]
+        return p if node is None or p.node == node else None
+
+    def placed_elsewhere(self, job_id: str, attempt: int, rank: int, node: str) -> str | None:
+        """The node a rank of the job's current attempt is placed on, if that is not ``node``
+        (an agent speaks only for its own node); ``None`` when it is, or when the report is
+        about an attempt that is not the current one (it changes nothing)."""
+        rec = self.jobs.get(job_id)
+        if rec is None or rec.job.attempt != attempt or not 0 <= rank < len(rec.allocation):
+            return None
+        placed = rec.allocation[rank].node
+        return placed if placed != node else None
+
+    def deliverable(self, launch: Launch) -> Launch | None:
+        """``launch`` as it still holds: ``None`` once a later attempt superseded it; without
+        the ranks already counted as gone (a reconcile in the same step)."""
+        rec = self.jobs.get(launch.job_id)
+        if rec is None or rec.job.attempt != launch.attempt:
+            return None
+        gone = frozenset(r for r in rec.exited if 0 <= r < len(launch.allocation))
+        if gone == launch.skip:
+            return launch
+        return Launch(launch.job_id, launch.attempt, launch.allocation, launch.env, gone)
 
     # ----- reading -----------------------------------------------------------------------
 
@@ -330,6 +425,13 @@ class Controller:
             self._node_health(ev, now, out)
         elif isinstance(ev, NodeDrain):
             self._node_drain(ev, now, out)
+        elif isinstance(ev, NodeRegistered):
+            self._registered(ev, now, out)
+        elif isinstance(ev, TaskFenced):
+            self._task_fenced(ev, now, out)
+        elif isinstance(ev, QueueChanged):
+            self.queues[ev.spec.name] = ev.spec
+            self.dirty = True
 
     def _submit(self, ev: JobSubmitted, now: float, out: list[Command]) -> None:
         if ev.job_id in self.jobs:

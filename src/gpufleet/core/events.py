@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import JobSpec
+from gpufleet.model.queue import QueueSpec
+
+# (job id, attempt, rank): one task of one attempt
+TaskKey = tuple[str, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +47,36 @@ class TaskExited:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskFenced:
+    """A node stopped (or refused) a task for the node's sake, not the job's: its agent lost
+    its lease and fenced what it ran. The rank is gone, as a reconcile would find; the job is
+    requeued, not charged a retry."""
+
+    node: str
+    job_id: str
+    attempt: int
+    rank: int
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeUp:
     """A node registered (or came back): its spec and whether it passed its health checks."""
 
     spec: NodeSpec
     healthy: bool = True
     datasets: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRegistered:
+    """An agent (re-)registered: its node is up, what its tasks did while nobody listened comes
+    first (``events``), then every rank placed there that it does not list in ``running`` is
+    gone. One event, so that no scheduling pass places anything on the node in between."""
+
+    spec: NodeSpec
+    running: tuple[TaskKey, ...] = ()
+    events: tuple[TaskStarted | TaskExited | TaskFenced, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +102,13 @@ class NodeDrain:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueChanged:
+    """An admin set a queue's weight, cohort or quota (already stored): the next pass uses it."""
+
+    spec: QueueSpec
+
+
+@dataclass(frozen=True, slots=True)
 class TimerFired:
     kind: str  # "timelimit" | "backoff" | "launch" | "tick"
     job_id: str = ""
@@ -85,9 +120,12 @@ Event = (
     | JobCancelled
     | TaskStarted
     | TaskExited
+    | TaskFenced
     | NodeUp
+    | NodeRegistered
     | NodeLost
     | NodeHealth
     | NodeDrain
+    | QueueChanged
     | TimerFired
 )

@@ -86,6 +86,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         node_grace_s=config.node_grace_s,
         launch_timeout_s=config.launch_timeout_s,
         schedule_interval_s=config.schedule_interval_s,
+        min_pass_gap_s=config.min_pass_gap_s,
         grace_kill_s=config.grace_kill_s,
         batch_max=config.batch_max,
         retry_backoff_s=config.retry_backoff_s,

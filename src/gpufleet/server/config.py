@@ -32,6 +32,9 @@ class ServerConfig:
     node_grace_s: float = 10.0  # heartbeats missing this long: the node is lost
     launch_timeout_s: float = 120.0  # STARTING longer than this: requeued, node suspect
     schedule_interval_s: float = 5.0
+    # after a pass, a mere change waits this long (Clock seconds) for the next one (the core
+    # driver's PassRule, which the simulator shares)
+    min_pass_gap_s: float = 0.1
     long_poll_s: float = 20.0
     grace_kill_s: float = 10.0  # SIGTERM → SIGKILL
     # a failed job waits base · 2^(retry − 1) seconds, at most max, before it may run again
@@ -49,6 +52,11 @@ class ServerConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not 0 <= self.min_pass_gap_s <= self.schedule_interval_s:
+            raise ValueError(
+                f"min pass gap: need 0 <= {self.min_pass_gap_s!r} s <= the schedule interval "
+                f"({self.schedule_interval_s:g} s)"
+            )
         if self.max_body_bytes < 1024:
             raise ValueError(f"max body bytes: need at least 1024, got {self.max_body_bytes}")
         if not 1 <= self.max_array_size <= 4_000_001:  # Slurm's own ceiling

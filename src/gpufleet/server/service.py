@@ -1,13 +1,16 @@
-"""The controller service: one loop turns requests and agent reports into core events, commits
-what the core decided, then sends the commands. Like Dask's scheduler, every state change goes
-through one place in one order; unlike a lock around each request, a turn handles a whole batch
-(group commit), so a burst of submissions costs a few transactions, not one each.
+"""The controller service: one loop turns requests and agent reports into core events and steps
+the core's driver (``core.driver.Driver``, the one the simulator steps too) on the wall Clock,
+with the store as its Journal and the agents' outboxes as its Executor (``journal.py``,
+``agent_executor.py``). Like Dask's scheduler, every state change goes through one place in one
+order; unlike a lock around each request, a turn handles a whole batch (group commit), so a
+burst of submissions costs a few transactions, not one each.
 
 Order inside a turn, which is what makes a crash at any instant safe:
 1. new jobs are inserted (one transaction); only then are their submitters told "accepted";
-2. the core handles the batch and schedules;
-3. its transitions are committed (one transaction);
-4. only then are launches and kills handed to the agents' outboxes, and callers answered.
+2. the driver steps: the core handles the batch (and the timers due), schedules when the pass
+   rule says so, its transitions are committed (one transaction), and only then are launches
+   and kills handed to the agents' outboxes;
+3. callers are answered.
 A launch whose transition was never committed was never sent, and an attempt id is used once.
 
 Memory only ever holds what the store committed. A turn that fails (the database stopped, the
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -30,8 +32,9 @@ from typing import Any
 
 from gpufleet.api import schemas as s
 from gpufleet.core.clock import Clock
-from gpufleet.core.commands import Command, Kill, Launch, NodeEvent, SetTimer, Transition
-from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME, Controller, ControllerError
+from gpufleet.core.commands import NodeEvent, Transition
+from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME, Controller
+from gpufleet.core.driver import Driver, PassRule, Step
 from gpufleet.core.events import (
     Event,
     JobCancelled,
@@ -39,19 +42,21 @@ from gpufleet.core.events import (
     NodeDrain,
     NodeHealth,
     NodeLost,
-    NodeUp,
+    NodeRegistered,
+    QueueChanged,
     TaskExited,
+    TaskFenced,
     TaskStarted,
-    TimerFired,
 )
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
-from gpufleet.model.job import JobState
+from gpufleet.model.queue import QueueSpec
 from gpufleet.scheduler.framework import Profile
+from gpufleet.server.agent_executor import AgentExecutor
 from gpufleet.server.config import check_fencing
+from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.store import (
-    JobUpdate,
     NewJob,
     NodeRecord,
     StoreError,
@@ -62,15 +67,13 @@ from gpufleet.server.store_down import StoreDown
 
 log = logging.getLogger("gpufleet.controller")
 
-# A scheduling pass that took at least this long (s) is not repeated for a mere change until
-# SLOW_PASS_GAP times as long again has passed, so the loop spends at most a quarter of its
-# time scheduling: with thousands of jobs pending a pass costs tens of ms to seconds, and one
-# per turn would starve the turns that accept the submissions (BENCHMARKS.md, "Live cluster");
-# Slurm defers its own scheduler under a burst of RPCs alike (sched_min_interval, max_rpc_cnt).
-# The interval's tick always schedules; a cheaper pass (an idle or small cluster) is repeated
-# at once, so an idle cluster's submit → start latency does not change.
-SLOW_PASS_S = 0.010
-SLOW_PASS_GAP = 3.0
+# After a scheduling pass, a mere change waits this long (Clock seconds) for the next one: a
+# burst of submissions is scheduled a few times a second, not once per turn, so that passes
+# over thousands of pending jobs do not starve the turns that accept them (BENCHMARKS.md,
+# "Live cluster"). The rule is the driver's (``PassRule``), on the Clock, so the simulator
+# (``SimConfig.min_pass_gap_s``) schedules at the same moments. The interval's tick always
+# schedules; an idle cluster's first change is scheduled at once.
+MIN_PASS_GAP_S = 0.1
 
 
 class RequestError(Exception):
@@ -89,10 +92,10 @@ class _Work:
     audit: SubmitAudit | None = None  # submissions: who, audited with the jobs
     # events: the request's audit entry (actor, role, action, target, detail), committed
     # with the transitions it caused
-    audit_row: tuple[str, str, str, str, dict[str, Any]] | None = None
+    audit_row: AuditRow | None = None
     quiet: bool = False  # an agent's report: the core refusing it (stale) is not an error
     ids: list[str] | None = None  # submissions: the ids once the store holds the jobs
-    ok: bool = False  # events: handled; answered once the turn has committed
+    events: list[JobSubmitted] = field(default_factory=list)  # submissions: new to the core
 
 
 @dataclass
@@ -136,6 +139,7 @@ class ControllerService:
         retry_backoff_max_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
         fallback_account: str = "",
+        min_pass_gap_s: float = MIN_PASS_GAP_S,
     ) -> None:
         check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s)
         self.store = store
@@ -145,7 +149,7 @@ class ControllerService:
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
         self._launch_timeout_s = launch_timeout_s
         self._cluster_queues = list(cluster.queues) if cluster is not None else []
-        self.ctrl = self._new_controller()
+        self._rule = PassRule(min_gap_s=min_pass_gap_s, tick_s=schedule_interval_s)
         # set while the store is down: what failed, and the back-off of the rebuild
         self.down = StoreDown()
         self.logs = logs
@@ -162,14 +166,12 @@ class ControllerService:
         self._inbox: list[_Work] = []
         self._current: list[_Work] = []
         self._wake: asyncio.Event | None = None
-        self._timers: list[tuple[float, int, TimerFired]] = []
-        self._timer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        # what a scheduling pass costs, and how long a node has been silent, are measured on
-        # this clock (a test gives its own)
+        # how long a node has been silent is measured on this clock (a test gives its own)
         self._monotonic = monotonic
-        self._schedule_at = 0.0  # monotonic time from which a change is scheduled again
+        self.ctrl = self._new_controller()
+        self.driver = self._new_driver(self.ctrl)
         self._history = False  # the store held jobs when we started (see _finished_before_start)
         # the newest job stored before this process started: the jobs up to it that had
         # finished are in the store only (a restart loads the unfinished ones)
@@ -193,6 +195,33 @@ class ControllerService:
         )
         ctrl.queues = {q.name: q for q in self._cluster_queues}
         return ctrl
+
+    def _new_driver(self, ctrl: Controller) -> Driver:
+        """The core's driver: the store its journal, the agents' outboxes its executor."""
+        executor = AgentExecutor(
+            ctrl,
+            self.outbox,
+            self.links,
+            grace_kill_s=self.grace_kill_s,
+            fallback_account=self.fallback_account,
+        )
+        journal = StoreJournal(self.store, ctrl, self._audits_of, self.down.committed)
+        return Driver(ctrl, executor, journal, self._rule, start=self.clock.now())
+
+    def _install(self, ctrl: Controller) -> None:
+        """``ctrl`` from now on, with a driver of its own: a restart's (or a failed turn's)
+        timers are gone with the old one; the restored state implies them."""
+        self.ctrl = ctrl
+        self.driver = self._new_driver(ctrl)
+
+    def _audits_of(self, step: Step) -> list[AuditRow]:
+        """The audit entries of this turn's requests that the core did not refuse."""
+        refused = {id(ev) for ev, _ in step.refused}
+        return [
+            w.audit_row
+            for w in self._current
+            if w.audit_row is not None and w.kind == "event" and id(w.payload) not in refused
+        ]
 
     async def start(self) -> None:
         self._wake = asyncio.Event()
@@ -249,9 +278,7 @@ class ControllerService:
         for name, link in self.links.items():
             if name not in ctrl.nodes:  # registered, but its node row never committed
                 link.registered = False
-        self.ctrl = ctrl
-        self._timers = []  # a restart's timers are gone too: the restored state implies them
-        self._schedule_at = 0.0
+        self._install(ctrl)
         if rebuild:
             # what was queued was committed, but every agent registers again now and the
             # reconcile requeues what it does not run (the same as after a restart)
@@ -286,13 +313,13 @@ class ControllerService:
 
     async def event(
         self,
-        ev: Event | _Reconcile | _RankGone,
-        audit: tuple[str, str, str, str, dict[str, Any]] | None = None,
+        ev: Event,
+        audit: AuditRow | None = None,
     ) -> Any:
         """Handled in the next turn; returns once what it caused (and ``audit``) committed."""
         return await self._enqueue("event", ev, audit_row=audit)
 
-    async def report(self, evs: Sequence[Event | _RankGone]) -> None:
+    async def report(self, evs: Sequence[Event]) -> None:
         """An agent's reports: returns once the turn that handled them committed, so that the
         agent drops them only then (a turn whose commit failed must not lose an exit). One the
         core refuses (stale, unknown) is logged, not an error: resending cannot fix it."""
@@ -313,7 +340,7 @@ class ControllerService:
         payload: Any,
         audit: SubmitAudit | None = None,
         *,
-        audit_row: tuple[str, str, str, str, dict[str, Any]] | None = None,
+        audit_row: AuditRow | None = None,
     ) -> Any:
         self.down.check()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -322,7 +349,7 @@ class ControllerService:
         self._wake.set()
         return await fut
 
-    def post(self, ev: Event | _RankGone) -> None:
+    def post(self, ev: Event) -> None:
         """Fire and forget (a node's health, the watchdog's losses): handled in the next turn.
         Dropped while the store is down: the rebuild makes every agent register again, and its
         first heartbeat then reports its health anew."""
@@ -336,27 +363,25 @@ class ControllerService:
 
     async def _run(self) -> None:
         assert self._wake is not None
-        next_tick = self.clock.now() + self.schedule_interval_s
+        next_watch = self.clock.now() + self.schedule_interval_s
         while not self._stopping:
             if self.down:
                 await self._recover()
-                next_tick = self.clock.now() + self.schedule_interval_s
+                next_watch = self.clock.now() + self.schedule_interval_s
                 continue
             now = self.clock.now()
-            deadline = min(next_tick, self._timers[0][0] if self._timers else next_tick)
-            if self.ctrl.dirty:  # a change held back after a slow pass (SLOW_PASS_S)
-                deadline = min(deadline, now + max(0.0, self._schedule_at - self._monotonic()))
+            due = self.driver.due()  # a timer, a pass the rule held back, the tick
+            deadline = next_watch if due is None else min(next_watch, due)
             if not self._inbox and deadline > now:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=deadline - now)
             now = self.clock.now()
-            tick = now >= next_tick
-            if tick:
-                next_tick = now + self.schedule_interval_s
+            if now >= next_watch:
+                next_watch = now + self.schedule_interval_s
                 self._watch_nodes(now)
             try:
-                self._turn(now, tick)
+                self._turn(now)
             except Exception as e:  # a bug must not stop the controller; the callers hear of it
                 self._fall(e)
             self.turns += 1
@@ -388,8 +413,7 @@ class ControllerService:
                 _fail(w, err)
         self._inbox, self._current = [], []
         self.down.fall(str(e))
-        self.ctrl = self._new_controller()  # holds nothing the store has not committed
-        self._timers = []
+        self._install(self._new_controller())  # holds nothing the store has not committed
 
     async def _recover(self) -> None:
         """Once the store answers again, rebuild (with back-off while it does not)."""
@@ -411,101 +435,36 @@ class ControllerService:
         took = self.down.recovered()
         log.warning("rebuilt the controller from the store, %.1f s after the failure", took)
 
-    def _turn(self, now: float, tick: bool) -> None:
+    def _turn(self, now: float) -> None:
         work, self._inbox = self._inbox[: self.batch_max], self._inbox[self.batch_max :]
         self._current = work
         if self._inbox and self._wake is not None:
             self._wake.set()
-        cmds: list[Command] = []
         # 1. durable acceptance of new jobs, in one transaction
-        submits = [w for w in work if w.kind == "submit"]
-        if submits:
-            try:
-                batch = [
-                    replace(j, array_group=k) if j.array_index is not None else j
-                    for k, w in enumerate(submits)
-                    for j in w.payload
-                ]  # each submission's array is its own
-                ids_per = self.store.add_jobs(batch, now, audits=_audits(submits))
-            except StoreError:  # nothing of the batch was stored: find the one(s) to blame
-                ids_per = self._add_one_by_one(submits, now)
-            except StoreUnavailable:
-                raise  # perhaps stored, perhaps not (a lost COMMIT): the store will say
-            except Exception as e:
-                log.exception("storing a batch of submissions failed")
-                for w in submits:
-                    _fail(w, RequestError(503, f"could not store the jobs: {e}"))
-                submits = []
-                ids_per = []
-            k = 0
-            for w in submits:
-                w.ids = ids_per[k : k + len(w.payload)]
-                k += len(w.payload)
-            self.down.committed()
-            for w in submits:
-                ids = w.ids or []
-                evs: list[Event] = []
-                head = ids[0] if ids else None  # the id of this submission's array
-                for job_id, nj in zip(ids, w.payload, strict=True):
-                    if job_id in self.ctrl.jobs or self._finished_before_start(job_id, nj):
-                        continue  # an idempotent retry: the job exists already
-                    array = nj.array_id or (head if nj.array_index is not None else None)
-                    evs.append(
-                        JobSubmitted(
-                            job_id,
-                            nj.spec,
-                            now,
-                            nj.depends_on,
-                            array_id=array,
-                            array_limit=nj.array_limit or 0,
-                        )
-                    )
-                if not evs and not ids:
-                    continue
-                try:
-                    cmds += self.ctrl.handle(now, *evs, schedule=False)
-                except ControllerError as e:
-                    log.error("stored jobs refused by the core: %s", e)
-                w.payload = ids
-        # 2. everything else, one event at a time so a bad one fails alone
-        for w in work:
-            if w.kind != "event":
-                continue
-            try:
-                cmds += self._handle_event(w.payload, now)
-                w.ok = True
-            except ControllerError as e:
-                if w.quiet:
-                    w.ok = True
-                    log.info("an agent's report refused by the core: %s", e)
-                else:
-                    _fail(w, RequestError(404 if "unknown" in str(e) else 409, str(e)))
-        cmds += self._due_timers(now)
-        if tick:
-            self.ctrl.dirty = True
-        if tick or self._monotonic() >= self._schedule_at:
-            t0 = self._monotonic()
-            cmds += self.ctrl.handle(now)
-            took = self._monotonic() - t0
-            self._schedule_at = t0 + (1 + SLOW_PASS_GAP) * took if took >= SLOW_PASS_S else 0.0
-        # 3. commit the transitions before anything is sent
-        transitions = [c for c in cmds if isinstance(c, Transition)]
-        node_events = [c for c in cmds if isinstance(c, NodeEvent)]
-        audits = [w.audit_row for w in work if w.ok and w.audit_row is not None]
-        if transitions or node_events or audits:
-            changed = dict.fromkeys(t.job_id for t in transitions)
-            updates = [JobUpdate.of_record(self.ctrl.jobs[j]) for j in changed]
-            self.store.apply_transitions(transitions, updates, node_events, audits=audits, time=now)
-            self.down.committed()
+        events = self._accept([w for w in work if w.kind == "submit"], now)
+        events += [w.payload for w in work if w.kind == "event"]
+        # 2. the driver: the core handles them (each alone: a bad one fails alone), the timers
+        # due, a pass if the rule says so; commits; only then hands on launches and kills
+        step = self.driver.step(now, events)
+        refused = {id(ev): e for ev, e in step.refused}
         for w in work:  # answered only now that what they caused is durable
-            if w.future is not None and not w.future.done():
-                if w.kind == "submit":
+            if w.kind == "submit":
+                for job_id, e in ((ev.job_id, refused.get(id(ev))) for ev in w.events):
+                    if e is not None:
+                        log.error("stored job %s refused by the core: %s", job_id, e)
+                if w.future is not None and not w.future.done():
                     w.future.set_result(w.ids)
-                elif w.ok:
+                continue
+            e = refused.get(id(w.payload))
+            if e is None or w.quiet:
+                if e is not None:  # resending cannot fix it
+                    log.info("an agent's report refused by the core: %s", e)
+                if w.future is not None and not w.future.done():
                     w.future.set_result(None)
-        # 4. send
-        self._dispatch(cmds)
-        # 5. what others only read: the audit of the controller's own node decisions, metrics
+            else:
+                _fail(w, RequestError(404 if "unknown" in str(e) else 409, str(e)))
+        # 3. what others only read: the audit of the controller's own node decisions, metrics
+        transitions, node_events = step.transitions, step.node_events
         if node_events:
             self._audit(node_events)
         if self.on_commit is not None and (transitions or node_events):
@@ -513,8 +472,55 @@ class ControllerService:
                 self.on_commit(now, transitions, node_events)
             except Exception:
                 log.exception("the metrics exporter failed on a turn's commit")
-        if tick:
+        if step.ticked:
             self._save_usage()
+
+    def _accept(self, submits: list[_Work], now: float) -> list[Event]:
+        """Store the submissions (one transaction); their JobSubmitted events, one per job the
+        core does not hold yet (a retry with the same idempotency key gets the same ids)."""
+        if not submits:
+            return []
+        try:
+            batch = [
+                replace(j, array_group=k) if j.array_index is not None else j
+                for k, w in enumerate(submits)
+                for j in w.payload
+            ]  # each submission's array is its own
+            ids_per = self.store.add_jobs(batch, now, audits=_audits(submits))
+        except StoreError:  # nothing of the batch was stored: find the one(s) to blame
+            ids_per = self._add_one_by_one(submits, now)
+        except StoreUnavailable:
+            raise  # perhaps stored, perhaps not (a lost COMMIT): the store will say
+        except Exception as e:
+            log.exception("storing a batch of submissions failed")
+            for w in submits:
+                _fail(w, RequestError(503, f"could not store the jobs: {e}"))
+            return []
+        k = 0
+        for w in submits:
+            w.ids = ids_per[k : k + len(w.payload)]
+            k += len(w.payload)
+        self.down.committed()
+        events: list[Event] = []
+        for w in submits:
+            ids = w.ids or []
+            head = ids[0] if ids else None  # the id of this submission's array
+            for job_id, nj in zip(ids, w.payload, strict=True):
+                if job_id in self.ctrl.jobs or self._finished_before_start(job_id, nj):
+                    continue  # an idempotent retry: the job exists already
+                array = nj.array_id or (head if nj.array_index is not None else None)
+                w.events.append(
+                    JobSubmitted(
+                        job_id,
+                        nj.spec,
+                        now,
+                        nj.depends_on,
+                        array_id=array,
+                        array_limit=nj.array_limit or 0,
+                    )
+                )
+            events += w.events
+        return events
 
     def _save_usage(self) -> None:
         """The fair-share ledger, on each interval: a restart loses at most one interval."""
@@ -570,97 +576,6 @@ class ControllerService:
         submits[:] = kept
         return ids
 
-    def _handle_event(self, ev: Event | _Reconcile | _RankGone, now: float) -> list[Command]:
-        if isinstance(ev, _Reconcile):
-            # a registration: the node up and its tasks reconciled in one step, so that no
-            # scheduling pass places anything on it in between
-            node = ev.spec.name
-            cmds = self.ctrl.handle(now, NodeUp(ev.spec, True), schedule=False)
-            # what the tasks did while nobody listened comes first: a rank that exited then is
-            # an exit (success or failure), not a lost rank
-            cmds += self.ctrl.handle(now, *ev.events, schedule=False)
-            cmds += self.ctrl.reconcile(now, node, ev.running)
-            # launches queued before this point that the agent does not run were just counted
-            # as lost (requeued): they must never start
-            self.outbox.drop_launches(node, keep=set(ev.running))
-            link = self.links.get(node)
-            if link is not None:
-                link.registered = True
-            return cmds
-        if isinstance(ev, _RankGone):
-            # an infrastructure stop (fencing): the node no longer runs that rank, as a
-            # reconcile would find; requeued, not charged to the job's retries
-            alive = tuple(
-                (jid, self.ctrl.jobs[jid].job.attempt, r)
-                for jid, rj in self.ctrl.running.items()
-                for r, p in enumerate(rj.allocation)
-                if p.node == ev.node and (jid, self.ctrl.jobs[jid].job.attempt, r) != ev.key
-            )
-            return self.ctrl.reconcile(now, ev.node, alive)
-        return self.ctrl.handle(now, ev, schedule=False)
-
-    def _due_timers(self, now: float) -> list[Command]:
-        out: list[Command] = []
-        while self._timers and self._timers[0][0] <= now:
-            _, _, ev = heapq.heappop(self._timers)
-            out += self.ctrl.handle(now, ev, schedule=False)
-        return out
-
-    def _dispatch(self, cmds: Sequence[Command]) -> None:
-        for c in cmds:
-            if isinstance(c, Launch):
-                rec = self.ctrl.jobs[c.job_id]
-                if rec.job.attempt != c.attempt:
-                    continue  # superseded later in the same turn (e.g. a reconcile): never sent
-                addr = self.links.get(c.allocation[0].node)
-                epochs = {
-                    p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))
-                }
-                for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
-                    if rank in rec.exited:
-                        continue  # counted as lost already
-                    e = dict(env)
-                    if addr is not None:
-                        e["MASTER_ADDR"] = addr.address
-                    self.outbox.put(
-                        p.node,
-                        s.AgentCommand(
-                            kind="launch",
-                            job=c.job_id,
-                            attempt=c.attempt,
-                            rank=rank,
-                            command=list(rec.job.spec.command) or ["/bin/true"],
-                            env={**dict(rec.job.spec.env), **e},
-                            gpus=list(p.gpus),
-                            gpu_milli=p.gpu_milli,
-                            time_limit_s=rec.job.spec.time_limit_s,
-                            grace_s=self.grace_kill_s,
-                            run_as=rec.job.spec.user,
-                            fallback_account=self.fallback_account,
-                            epoch=epochs.get(p.node, 0),
-                        ),
-                    )
-            elif isinstance(c, Kill):
-                rec = self.ctrl.jobs[c.job_id]
-                for rank in c.ranks:
-                    node = rec.allocation[rank].node
-                    self.outbox.put(
-                        node,
-                        s.AgentCommand(
-                            kind="kill",
-                            job=c.job_id,
-                            attempt=c.attempt,
-                            rank=rank,
-                            why=c.why,
-                            grace_s=self.grace_kill_s,
-                        ),
-                    )
-            elif isinstance(c, SetTimer):
-                self._timer_seq += 1
-                heapq.heappush(
-                    self._timers, (c.at, self._timer_seq, TimerFired(c.kind, c.job_id, c.attempt))
-                )
-
     def _watch_nodes(self, now: float) -> None:
         # node_grace_s >= lease + fence grace + kill margin (check_fencing): past it, the
         # node's watchdog has killed what ran there, even if its agent is hung
@@ -688,11 +603,8 @@ class ControllerService:
         a node may well report the end of an attempt that was requeued meanwhile. Ranks and
         attempts are never negative here: the wire schema bounds them (``SmallCount``)."""
         for i, e in enumerate(events):
-            rec = self.ctrl.jobs.get(e.job)
-            if rec is None or rec.job.attempt != e.attempt or e.rank >= len(rec.allocation):
-                continue
-            placed = rec.allocation[e.rank].node
-            if placed != node:
+            placed = self.ctrl.placed_elsewhere(e.job, e.attempt, e.rank, node)
+            if placed is not None:
                 raise RequestError(
                     403,
                     f"{field}[{i}]: rank {e.rank} of job {e.job} (attempt {e.attempt}) runs on "
@@ -728,15 +640,16 @@ class ControllerService:
                 gpu_info=tuple(g.model_dump() for g in req.gpus),
             )
         )
-        events: list[Event] = []
-        for e in req.events:
-            if e.kind == "started":
-                events.append(TaskStarted(e.job, e.attempt, e.rank, req.node))
-            elif not e.why.startswith(INFRASTRUCTURE_EXITS):  # those the reconcile requeues
-                events.append(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
+        # one event: the node up, what its tasks did while nobody listened, then the reconcile
+        # of what it still runs, with no scheduling pass in between
         await self.event(
-            _Reconcile(spec, tuple((t.job, t.attempt, t.rank) for t in req.running), tuple(events))
+            NodeRegistered(
+                spec,
+                tuple((r.job, r.attempt, r.rank) for r in req.running),
+                tuple(task_event(req.node, e) for e in req.events),
+            )
         )
+        link.registered = True  # reconciled: its heartbeats and long-polls are taken now
         link.answered_at = self._monotonic()  # the registration's answer renews the lease
         return s.RegisterResult(
             lease_s=self.lease_s,
@@ -754,6 +667,7 @@ class ControllerService:
             # from memory that is being rebuilt. After the rebuild it registers again.
             if link is None or not link.registered:
                 self.down.check()
+            assert link is not None  # down.check() raised otherwise
             link.last_seen = self.clock.now()
             link.answered_at = self._monotonic()
             return s.HeartbeatResult(lease_s=self.lease_s, stale=[])
@@ -775,18 +689,8 @@ class ControllerService:
             link.health = hb.health
             link.reported = True
             self.post(NodeHealth(node, hb.health.healthy, hb.health.why, tuple(hb.health.bad_gpus)))
-        stale = []
-        for t in hb.running:
-            rec = self.ctrl.jobs.get(t.job)
-            current = (
-                rec is not None
-                and rec.job.attempt == t.attempt
-                and rec.job.state in (JobState.STARTING, JobState.RUNNING)
-                and t.rank < len(rec.allocation)
-                and rec.allocation[t.rank].node == node
-            )
-            if not current:
-                stale.append(t)
+        current = self.ctrl.current_rank
+        stale = [t for t in hb.running if current(t.job, t.attempt, t.rank, node) is None]
         return s.HeartbeatResult(lease_s=self.lease_s, stale=stale)
 
     async def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
@@ -798,14 +702,7 @@ class ControllerService:
         link = self.links.get(node)
         if link is not None and link.registered:
             link.last_seen = self.clock.now()
-        evs: list[Event | _RankGone] = []
-        for e in events:
-            if e.kind == "started":
-                evs.append(TaskStarted(e.job, e.attempt, e.rank, node))
-            elif e.why.startswith(INFRASTRUCTURE_EXITS):
-                evs.append(_RankGone(node, (e.job, e.attempt, e.rank)))
-            else:
-                evs.append(TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why))
+        evs: list[Event] = [task_event(node, e) for e in events]
         await self.report(evs)
 
     def commands_allowed(self, node: str) -> None:
@@ -817,9 +714,14 @@ class ControllerService:
 
     # ----- users ---------------------------------------------------------------------------
 
-    async def cancel(
-        self, job_id: str, why: str, audit: tuple[str, str, str, str, dict[str, Any]] | None = None
-    ) -> None:
+    async def update_queue(self, q: QueueSpec, audit: AuditRow) -> None:
+        """An admin's change to a queue: stored first, with its audit entry (one transaction),
+        then a core event: the next pass uses it."""
+        self.down.check()
+        self.store.put_queue(q, now=self.clock.now(), audit=audit)
+        await self.event(QueueChanged(q))
+
+    async def cancel(self, job_id: str, why: str, audit: AuditRow | None = None) -> None:
         await self.event(JobCancelled(job_id, why), audit)
 
     async def drain(
@@ -829,29 +731,18 @@ class ControllerService:
         why: str,
         *,
         force: bool = False,
-        audit: tuple[str, str, str, str, dict[str, Any]] | None = None,
+        audit: AuditRow | None = None,
     ) -> None:
         await self.event(NodeDrain(node, drain, why, force), audit)
 
 
-@dataclass(frozen=True)
-class _Reconcile:
-    """A node registered: its spec and the (job, attempt, rank) it still runs."""
-
-    spec: NodeSpec
-    running: tuple[tuple[str, int, int], ...]
-    events: tuple[Event, ...] = ()
-
-
-@dataclass(frozen=True)
-class _RankGone:
-    node: str
-    key: tuple[str, int, int]
-
-
-# The agent stopped these tasks itself because it lost touch with us (its lease ran out), or
-# refused them for that reason: the node's fault, not the job's.
-INFRASTRUCTURE_EXITS = ("fenced:", "refused: the agent's lease has expired")
+def task_event(node: str, e: s.AgentEvent) -> TaskStarted | TaskExited | TaskFenced:
+    """An agent's report as the core's event (the node: who reported it)."""
+    if e.kind == "started":
+        return TaskStarted(e.job, e.attempt, e.rank, node)
+    if e.cause == "fenced":  # stopped for the node's sake: requeued, not charged
+        return TaskFenced(node, e.job, e.attempt, e.rank, e.why)
+    return TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why)
 
 
 def _audits(submits: list[_Work]) -> list[SubmitAudit]:

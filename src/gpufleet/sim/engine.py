@@ -1,8 +1,10 @@
-"""The simulator: the live controller's core, driven by a clock of event times.
+"""The simulator: the live controller's core and driver, with a clock of event times.
 
-``SimExecutor`` is the simulator's Executor: a launch becomes a TaskStarted now and a TaskExited
-when the job's remaining work is done; a kill becomes a TaskExited now. ``Simulation`` pops every
-event of the earliest time, hands the batch to ``Controller.handle`` and applies the commands.
+``core.driver.Driver`` runs the core here as it does live (the same inbox, timers, pass rule
+and journal hook); what differs is the Clock (the time of the next event) and the Executor:
+``Simulation.apply`` turns a launch into a TaskStarted now and a TaskExited when the job's
+remaining work is done, and a kill into a TaskExited now, on its event heap. The loop steps the
+driver at the earliest of the next event and the driver's own ``due`` (a timer, a held pass).
 The controller cannot tell this from live agents.
 
 An attempt that ends preempted or with its node lost keeps only what its last checkpoint saved
@@ -13,12 +15,14 @@ attempt starts from zero); the rest is counted as lost work on the job's outcome
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gpufleet.core.commands import Command, Kill, Launch, SetTimer, Transition
+from gpufleet.core.commands import Command, Kill, Launch, Transition
 from gpufleet.core.controller import Controller
+from gpufleet.core.driver import Driver, PassRule
 from gpufleet.core.events import (
     Event,
     JobSubmitted,
@@ -26,7 +30,6 @@ from gpufleet.core.events import (
     NodeUp,
     TaskExited,
     TaskStarted,
-    TimerFired,
 )
 from gpufleet.model.checkpoint import kept_work_s
 from gpufleet.model.cluster import ClusterSpec
@@ -93,6 +96,9 @@ class SimConfig:
     seed: int = 0
     horizon_s: float | None = None  # stop scheduling new failures after this time
     checkpoint_interval_s: float | None = None  # for jobs that set none; None = restart from 0
+    # the live controller's pass rule (a what-if schedules when the live cluster would); its
+    # interval tick changes nothing here (the state moves only at events), so it is left out
+    min_pass_gap_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -116,6 +122,9 @@ class Simulation:
         self.cluster = cluster
         self.config = config or SimConfig()
         self.controller = Controller(profile, cluster)
+        # this object is the driver's Executor (``apply``); its journal keeps nothing (a test
+        # gives it the live server's, to make a run durable as live)
+        self.driver = Driver(self.controller, self, rule=PassRule(self.config.min_pass_gap_s))
         # (time, seq, event): seq is unique, so events are never compared
         self.heap: list[tuple[float, int, Event]] = []
         self.seq = 0
@@ -166,8 +175,14 @@ class Simulation:
         """Run to the end (every job finished, or no event left), or up to time ``until``."""
         done_every = max(1, len(self.outcomes) // 200)
         reported = 0
-        while self.heap:
-            t = self.heap[0][0]
+        driver = self.driver
+        while True:
+            due = driver.due()
+            if not self.heap and due is None:
+                break
+            t = self.heap[0][0] if self.heap else math.inf
+            if due is not None and due < t:
+                t = max(due, self.now)
             if until is not None and t > until:
                 return
             batch: list[Event] = []
@@ -176,9 +191,8 @@ class Simulation:
             self._account(t)
             self.now = t
             before = self.controller.cycle
-            cmds = self.controller.handle(t, *batch)
+            driver.step(t, batch)
             self.cycles += self.controller.cycle - before
-            self.apply(cmds)
             if progress is not None and self._finished_count - reported >= done_every:
                 reported = self._finished_count
                 progress(t, reported)
@@ -186,7 +200,7 @@ class Simulation:
                 (t, self.controller.pending_count, len(self.controller.running), self.busy_gpus)
             )
             if self._finished_count == len(self.outcomes) and not self._has_job_events():
-                break
+                break  # the timers left (time limits, back-offs) are all of ended attempts
         self._account(self.now)
 
     _finished_count = 0
@@ -202,6 +216,7 @@ class Simulation:
     # ----- the executor ------------------------------------------------------------------
 
     def apply(self, commands: Sequence[Command]) -> None:
+        """The Executor: commands become events on the heap (timers stay with the driver)."""
         t = self.now
         for c in commands:
             if isinstance(c, Transition):
@@ -213,6 +228,8 @@ class Simulation:
                 w.overhead_s = self.config.restart_overhead_s if c.attempt > 1 else 0.0
                 end = t + w.overhead_s + max(0.0, w.duration_s - w.done_s)
                 for rank in range(len(c.allocation)):
+                    if rank in c.skip:
+                        continue
                     self._push(t, TaskStarted(c.job_id, c.attempt, rank))
                     self._push(end, TaskExited(c.job_id, c.attempt, rank, 0))
                 gpus = sum(len(p.gpus) for p in c.allocation)
@@ -221,8 +238,6 @@ class Simulation:
                 # progress is settled when the attempt ends (_interrupted), for every cause
                 for rank in c.ranks:
                     self._push(t, TaskExited(c.job_id, c.attempt, rank, 137, c.why))
-            elif isinstance(c, SetTimer):
-                self._push(c.at, TimerFired(c.kind, c.job_id, c.attempt))
 
     def _record(self, c: Transition) -> None:
         o = self.outcomes.get(c.job_id)

@@ -80,10 +80,11 @@ async def commands(
     who: Principal = AGENT,
     svc: ControllerService = Depends(service_any),
     wait: float = Query(20.0, ge=0, le=60, allow_inf_nan=False),
+    ack: int = Query(0, ge=0, le=2**63 - 1, description="the highest seq received so far"),
 ) -> Any:
     require_node(node, who)
     svc.commands_allowed(node)
-    return s.CommandBatch(commands=await svc.outbox.take(node, wait))
+    return s.CommandBatch(commands=await svc.outbox.take(node, wait, ack))
 
 
 @router.post("/{node}/events", status_code=204)

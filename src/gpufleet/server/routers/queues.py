@@ -12,7 +12,7 @@ from gpufleet.api.bounds import Name
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import MILLI, UNLIMITED, Resources
 from gpufleet.server.auth import Principal, require
-from gpufleet.server.routers.deps import service, store
+from gpufleet.server.routers.deps import service
 from gpufleet.server.service import ControllerService
 
 router = APIRouter(tags=["queues"])
@@ -56,7 +56,6 @@ async def update(
     body: s.QueueUpdate,
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),
-    st: Any = Depends(store),
 ) -> Any:
     q = svc.ctrl.queues.get(name) or QueueSpec(name)
     if body.weight is not None:
@@ -68,9 +67,6 @@ async def update(
         q = replace(
             q, quota=Resources(round(body.quota_gpus * MILLI), base.cpu_milli, base.memory_mib)
         )
-    # the store first, with its audit entry (one transaction), then memory
     audit = (who.name, who.role, "queue.update", name, body.model_dump(exclude_none=True))
-    st.put_queue(q, now=svc.clock.now(), audit=audit)
-    svc.ctrl.queues[name] = q
-    svc.ctrl.dirty = True
+    await svc.update_queue(q, audit)
     return queue_out(svc, q)

@@ -1,0 +1,91 @@
+"""The live driver's Executor: launches and kills become commands in the agents' outboxes.
+
+Thin by design: what to send was decided by the core (``core.driver`` drops superseded
+launches and ranks already gone); this adds only what the wire needs that the core does not
+know: the address of rank 0's node (``MASTER_ADDR``), each node's registration epoch, the kill
+grace and the fallback account."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from gpufleet.api import schemas as s
+from gpufleet.core.commands import Command, DropLaunches, Kill, Launch
+from gpufleet.core.controller import Controller
+from gpufleet.server.outbox import Outbox
+
+
+class Link(Protocol):
+    address: str
+    epoch: int
+
+
+class AgentExecutor:
+    def __init__(
+        self,
+        core: Controller,
+        outbox: Outbox,
+        links: Mapping[str, Link],
+        *,
+        grace_kill_s: float,
+        fallback_account: str = "",
+    ) -> None:
+        self.core = core
+        self.outbox = outbox
+        self.links = links
+        self.grace_kill_s = grace_kill_s
+        self.fallback_account = fallback_account
+
+    def apply(self, commands: Sequence[Command]) -> None:
+        for c in commands:
+            if isinstance(c, Launch):
+                self._launch(c)
+            elif isinstance(c, Kill):
+                self._kill(c)
+            elif isinstance(c, DropLaunches):
+                self.outbox.drop_launches(c.node, keep=set(c.keep))
+
+    def _launch(self, c: Launch) -> None:
+        spec = self.core.jobs[c.job_id].job.spec
+        head = self.links.get(c.allocation[0].node)
+        epochs = {p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))}
+        for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
+            if rank in c.skip:
+                continue
+            e = dict(env)
+            if head is not None:
+                e["MASTER_ADDR"] = head.address
+            self.outbox.put(
+                p.node,
+                s.AgentCommand(
+                    kind="launch",
+                    job=c.job_id,
+                    attempt=c.attempt,
+                    rank=rank,
+                    command=list(spec.command) or ["/bin/true"],
+                    env={**dict(spec.env), **e},
+                    gpus=list(p.gpus),
+                    gpu_milli=p.gpu_milli,
+                    time_limit_s=spec.time_limit_s,
+                    grace_s=self.grace_kill_s,
+                    run_as=spec.user,
+                    fallback_account=self.fallback_account,
+                    epoch=epochs.get(p.node, 0),
+                ),
+            )
+
+    def _kill(self, c: Kill) -> None:
+        rec = self.core.jobs[c.job_id]
+        for rank in c.ranks:
+            self.outbox.put(
+                rec.allocation[rank].node,
+                s.AgentCommand(
+                    kind="kill",
+                    job=c.job_id,
+                    attempt=c.attempt,
+                    rank=rank,
+                    why=c.why,
+                    grace_s=self.grace_kill_s,
+                ),
+            )

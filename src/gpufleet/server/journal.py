@@ -1,0 +1,41 @@
+"""The live driver's journal: a step's transitions, node events and audit entries committed to
+the store in one transaction before any of its commands reaches an agent (``core.driver``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpufleet.core.controller import Controller
+from gpufleet.core.driver import Step
+from gpufleet.server.store import JobUpdate
+
+# (actor, role, action, target, detail): one audit entry of a request
+AuditRow = tuple[str, str, str, str, dict[str, Any]]
+
+
+class StoreJournal:
+    def __init__(
+        self,
+        store: Any,
+        core: Controller,
+        audits: Callable[[Step], list[AuditRow]] | None = None,
+        on_committed: Callable[[], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.core = core
+        self._audits = audits  # the entries of the requests the step handled (not refused)
+        self._on_committed = on_committed
+
+    def commit(self, step: Step) -> None:
+        transitions, node_events = step.transitions, step.node_events
+        audits = self._audits(step) if self._audits is not None else []
+        if not (transitions or node_events or audits):
+            return
+        changed = dict.fromkeys(t.job_id for t in transitions)
+        updates = [JobUpdate.of_record(self.core.jobs[j]) for j in changed]
+        self.store.apply_transitions(
+            transitions, updates, node_events, audits=audits, time=step.now
+        )
+        if self._on_committed is not None:
+            self._on_committed()
