@@ -29,9 +29,10 @@ import psutil  # type: ignore[import-untyped]
 
 from gpufleet.agent import sandbox
 from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
-from gpufleet.agent.clock import Clock, MonotonicClock
+from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.taskenv import check_no_nul, task_env
 from gpufleet.api.schemas import AgentCommand, AgentEvent
+from gpufleet.core.clock import Clock
 
 log = logging.getLogger(__name__)
 
