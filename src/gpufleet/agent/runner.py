@@ -295,12 +295,6 @@ class TaskRunner:
             self._kill_hard(t)
         return True
 
-    def stop_all(self, why: str, grace_s: float, now: float | None = None) -> list[Key]:
-        keys = self.live()
-        for k in keys:
-            self.kill(k, grace_s, why, now)
-        return keys
-
     def _kill_hard(self, t: _Task) -> None:
         if not t.killed_hard:
             t.killed_hard = True

@@ -21,10 +21,6 @@ class WorkerRequest:
     def whole(self) -> bool:
         return self.gpu_milli >= MILLI
 
-    @property
-    def gpu_total(self) -> int:
-        return self.gpus * self.gpu_milli
-
     @staticmethod
     def of(spec: JobSpec) -> WorkerRequest:
         return WorkerRequest(

@@ -32,7 +32,6 @@ class ServerConfig:
     node_grace_s: float = 10.0  # heartbeats missing this long: the node is lost
     launch_timeout_s: float = 120.0  # STARTING longer than this: requeued, node suspect
     schedule_interval_s: float = 5.0
-    long_poll_s: float = 20.0
     grace_kill_s: float = 10.0  # SIGTERM → SIGKILL
     # a failed job waits base · 2^(retry − 1) seconds, at most max, before it may run again
     retry_backoff_s: float = 10.0

@@ -304,7 +304,6 @@ class FleetCollector(Collector):
         self._node_events: dict[tuple[str, str], int] = {}
         self._transitions: dict[tuple[str, str], int] = {}
         self.last_render_s = 0.0
-        self.scrapes = 0
         # label sets by their pairs, kept from one scrape to the next (labels rarely change;
         # rendering them is most of a scrape's work); only those the last scrape used are kept
         self._labels: dict[tuple[tuple[str, str], ...], Labels] = {}
@@ -355,7 +354,6 @@ class FleetCollector(Collector):
             if was:
                 gc.enable()
         self.last_render_s = time.perf_counter() - t0
-        self.scrapes += 1
         return body
 
     def collect(self) -> Iterator[Metric]:
