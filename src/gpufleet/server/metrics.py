@@ -12,10 +12,11 @@ dcgm-exporter shows none.
 Between scrapes, only what each controller turn committed feeds the collector (the wait-time
 histogram, the node and job event counters and the pending jobs' tally, ``metrics_pending``): a
 scrape reads those, the agents' latest heartbeats and the core's nodes, running jobs and queues,
-on the controller's event loop, so it sees one consistent state and builds no snapshot. The text is written here, not by ``prometheus_client.generate_latest``: that one would
-call a counter ``X_total`` where dcgm-exporter calls it ``X``, and it takes seconds for the
-200,000 samples of a 1,000-node cluster (see ``bench/metrics_scrape.py``). ``collect()`` gives
-the same families as ``prometheus_client`` metric objects for any registry that wants them.
+on the controller's event loop, so it sees one consistent state and builds no snapshot. The text
+is written here, not by ``prometheus_client.generate_latest``: that one would call a counter
+``X_total`` where dcgm-exporter calls it ``X``, and it takes seconds for the 200,000 samples of
+a 1,000-node cluster (see ``bench/metrics_scrape.py``). ``collect()`` gives the same families as
+``prometheus_client`` metric objects for any registry that wants them.
 """
 
 from __future__ import annotations
