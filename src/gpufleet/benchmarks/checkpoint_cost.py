@@ -21,6 +21,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+from gpufleet.benchmarks.philly import DEFAULT_TRACE, philly_workload
 from gpufleet.sim.engine import SimConfig
 from gpufleet.sim.replay import (
     ProfileChoice,
@@ -28,7 +29,6 @@ from gpufleet.sim.replay import (
     parse_profile,
     run_replay,
 )
-from philly import DEFAULT_TRACE, philly_workload
 
 BASE = ProfileChoice("fifo", "topology", "easy")  # what the --profile text leaves out
 HAS_CHECKPOINTS = "checkpoint_interval_s" in {f.name for f in dataclasses.fields(SimConfig)}

@@ -24,13 +24,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import gpufleet.core.controller as controller_module
+from gpufleet.benchmarks.philly import DEFAULT_TRACE, philly_workload
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.snapshot import Snapshot
 from gpufleet.sim.engine import Simulation
 from gpufleet.sim.replay import ProfileChoice
-from philly import DEFAULT_TRACE, philly_workload
 
 HEADLINE = ProfileChoice("fairshare", "topology", "easy")
 

@@ -18,12 +18,12 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from gpufleet.benchmarks.paths import SHARED
 from gpufleet.sim.fill import POLICIES, SC_POLICY, SEEDS, FillResult, run_fill, write_csv
 from gpufleet.sim.openb import load_nodes, load_pods
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES_DIR = REPO.parent / "shared" / "traces" / "alibaba-openb"
-DEFAULT_REFERENCE = REPO.parent / "shared" / "reference" / "fgd_allocation_ratio.csv"
+DEFAULT_TRACES_DIR = SHARED / "traces" / "alibaba-openb"
+DEFAULT_REFERENCE = SHARED / "reference" / "fgd_allocation_ratio.csv"
 NODE_FILE = "openb_node_list_gpu_node.csv"
 DEFAULT_TRACES = ("default", "gpuspec20", "multigpu20")
 BENCH_POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")

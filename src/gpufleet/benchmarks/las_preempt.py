@@ -27,12 +27,12 @@ from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from gpufleet.benchmarks.philly import DEFAULT_TRACE, philly_workload  # noqa: E402
 from gpufleet.core.commands import Command, Kill, Launch  # noqa: E402
 from gpufleet.sim.engine import Simulation  # noqa: E402
 from gpufleet.sim.replay import (  # noqa: E402
     ProfileChoice,
 )
-from philly import DEFAULT_TRACE, philly_workload  # noqa: E402
 
 LAS = ProfileChoice("las", "topology", "easy", ("order",))
 

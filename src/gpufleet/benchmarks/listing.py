@@ -191,7 +191,8 @@ def measure(
         listers = subprocess.Popen(
             [
                 sys.executable,
-                __file__,
+                "-m",
+                "gpufleet.benchmarks.listing",
                 "--listers",
                 lc.url,
                 token,

@@ -25,12 +25,12 @@ from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from gpufleet.benchmarks.philly import DEFAULT_TRACE, GPUS_PER_NODE, LEAVES, NODES, philly_workload  # noqa: E402
 from gpufleet.sim.metrics import ReplayMetrics  # noqa: E402
 from gpufleet.sim.replay import (  # noqa: E402
     ProfileChoice,
     run_replay,
 )
-from philly import DEFAULT_TRACE, GPUS_PER_NODE, LEAVES, NODES, philly_workload  # noqa: E402
 
 HEADLINE = ProfileChoice("fairshare", "topology", "easy")
 TABLE = tuple(

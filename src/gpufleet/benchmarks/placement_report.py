@@ -20,19 +20,17 @@ import os
 import platform
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from gpufleet.benchmarks import placement as pb
 
-REPO = Path(__file__).resolve().parents[1]
 HEADLINE = ["placement", "--nodes", "5000", "--jobs", "10000", "--json"]
 SCALING = ["placement", "--scaling", "--repeats", "5", "--json"]
 
 
 def run(args: list[str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpufleet.cli.main", "bench", *args]
-    out = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return dict(json.loads(out))
 
 

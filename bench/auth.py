@@ -1,0 +1,6 @@
+"""Runs ``gpufleet.benchmarks.auth`` (its docstring says what it measures and how)."""
+
+from gpufleet.benchmarks.auth import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

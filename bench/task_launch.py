@@ -1,0 +1,6 @@
+"""Runs ``gpufleet.benchmarks.task_launch`` (its docstring says what it measures and how)."""
+
+from gpufleet.benchmarks.task_launch import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
