@@ -125,11 +125,3 @@ def require(*parts: str) -> None:
 
 def require_postgres() -> None:
     require("postgres")
-
-
-def require_prometheus() -> None:
-    require("prometheus")
-
-
-def require_chromium() -> None:
-    require("chromium")

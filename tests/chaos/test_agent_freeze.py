@@ -14,11 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
 import pytest
 
-from agent_freeze import WRITER, lines  # bench/agent_freeze.py, on the path just above
+from gpufleet.benchmarks.agent_freeze import WRITER, lines
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster, wait_until
 

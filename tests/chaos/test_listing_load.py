@@ -6,12 +6,9 @@ heartbeat round trip's p99 is under 1 s, the target the issue names."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from listing import measure  # bench/listing.py, on the path just above
+from gpufleet.benchmarks.listing import measure
 
 
 def test_24_listing_clients_for_60_s_leave_every_lease_alive(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from gpufleet.agent.agent import Agent, AgentConfig
-from gpufleet.agent.clock import ManualClock
 from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.client.http import AgentClient
+from gpufleet.core.clock import ManualClock
 
 PY = sys.executable
 T0 = 1000.0

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from gpufleet.agent.agent import Agent, AgentConfig
-from gpufleet.agent.clock import ManualClock
 from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.agent.watchdog import WatchdogHandle, read_lease
 from gpufleet.client.http import AgentClient
+from gpufleet.core.clock import ManualClock
 
 T0 = 1000.0
 LEASE_S = 5.0

@@ -16,10 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpufleet.agent.clock import ManualClock
 from gpufleet.agent.runner import EXIT_NOT_FOUND, EXIT_REFUSED, RunnerEvent, TaskRunner
 from gpufleet.agent.taskenv import SECURE_PATH
 from gpufleet.api.schemas import AgentCommand
+from gpufleet.core.clock import ManualClock
 
 PY = sys.executable
 

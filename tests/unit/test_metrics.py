@@ -20,7 +20,14 @@ from gpufleet.agent.health import CRITICAL_XIDS as AGENT_CRITICAL_XIDS
 from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.core.clock import ManualClock
 from gpufleet.core.commands import Launch, NodeEvent
-from gpufleet.core.events import JobSubmitted, NodeHealth, NodeLost, NodeUp, TaskStarted
+from gpufleet.core.events import (
+    JobCancelled,
+    JobSubmitted,
+    NodeHealth,
+    NodeLost,
+    NodeUp,
+    TaskStarted,
+)
 from gpufleet.model.catalog import lookup
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
@@ -291,3 +298,53 @@ def test_critical_xids_match_the_agents_health_check_and_the_alert_rule() -> Non
     m = re.search(r'xid=~"([0-9|]+)"', expr)
     assert m is not None, expr
     assert {int(x) for x in m.group(1).split("|")} == CRITICAL_XIDS
+
+
+def _pending_from_the_snapshot(f: Fleet, now: float) -> tuple[dict[Any, int], dict[str, float]]:
+    """What the pending families must say, worked out the slow way (every pending job)."""
+    reasons = f.ctrl.last.reasons if f.ctrl.last is not None else None
+    counts: dict[Any, int] = {}
+    oldest: dict[str, float] = {}
+    for p in f.ctrl.snapshot(now).pending:
+        r = reasons.raw(p.id) if reasons is not None else None
+        key = (p.spec.queue, r.code.value if r is not None else "Unscheduled")
+        counts[key] = counts.get(key, 0) + 1
+        oldest[p.spec.queue] = max(oldest.get(p.spec.queue, 0.0), now - p.submit_time)
+    return counts, oldest
+
+
+def test_the_pending_families_follow_each_commit(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = fleet
+    snapshot = f.ctrl.snapshot
+
+    def commit(at: float, *events: Any) -> None:
+        f.clock.set(at)
+        out = f.ctrl.handle(at, *events)
+        f.coll.on_commit(at, [c for c in out if type(c).__name__ == "Transition"], [])
+
+    for i, q in enumerate(("vision", "vision", "nlp", "nlp", "nlp")):  # vision's quota is full
+        commit(T0 + 4 + i, JobSubmitted(f"p{i}", spec(f"p{i}", gpus=8, queue=q), T0 + i))
+    commit(T0 + 10, JobCancelled("p2"))
+    for at in (T0 + 11, T0 + 12):  # a second scrape, with nothing committed between
+        f.clock.set(at)
+        with monkeypatch.context() as m:  # a scrape reads the tally, never every pending job
+            m.setattr(f.ctrl, "snapshot", lambda now: pytest.fail("the scrape took a snapshot"))
+            text = f.text()
+        assert f.ctrl.snapshot == snapshot
+        counts, oldest = _pending_from_the_snapshot(f, at)
+        pend = {(lb["queue"], lb["reason"]): v for lb, v in series(text, "gpufleet_jobs_pending")}
+        assert pend == counts and sum(counts.values()) == 4  # p2 was cancelled
+        got = series(text, "gpufleet_queue_oldest_pending_seconds")
+        assert {lb["queue"]: v for lb, v in got} == oldest
+
+
+def test_pending_jobs_the_collector_never_saw_committed_are_counted(tmp_path: Path) -> None:
+    f = Fleet(tmp_path)  # jobs submitted without on_commit: as after a restore from the store
+    f.submit("a", spec("a", gpus=16, queue="vision"), T0 + 1)
+    f.submit("b", spec("b", gpus=2), T0 + 2)
+    f.clock.set(T0 + 5)
+    counts, _ = _pending_from_the_snapshot(f, T0 + 5)
+    pend = {(lb["queue"], lb["reason"]): v for lb, v in series(f.text(), "gpufleet_jobs_pending")}
+    assert pend == counts and sum(counts.values()) >= 1

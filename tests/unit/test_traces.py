@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.io.specs import load_queues
 from gpufleet.model.errors import SpecError
 from gpufleet.sim.metrics import jain_index
 from gpufleet.sim.replay import (
     ProfileChoice,
     load_failures,
-    load_queues,
     parse_profile,
     run_replay,
     uniform_cluster,
@@ -225,6 +225,33 @@ def test_job_larger_than_the_cluster_is_reported_never_schedulable(tmp_path: Pat
 
 
 # ----- set-up helpers ----------------------------------------------------------------------
+
+
+def test_a_queues_file_with_duplicates_is_refused_naming_every_problem(tmp_path: Path) -> None:
+    q = write(
+        tmp_path,
+        "q.yaml",
+        "queues:\n"
+        "  - {name: a}\n"
+        "  - {name: b, weight: -1}\n"
+        "  - {name: a, weight: 2}\n"
+        "  - {name: c}\n"
+        "  - {name: c}\n",
+    )
+    with pytest.raises(SpecError) as info:
+        load_queues(q)
+    e = info.value
+    assert e.source == str(q) and e.reason.startswith("3 problems")
+    assert "queues[1].weight" in e.reason
+    assert "queues[2]: duplicate queue name 'a' (first at queues[0])" in e.reason
+    assert "queues[4]: duplicate queue name 'c' (first at queues[3])" in e.reason
+    one = write(tmp_path, "one.yaml", "- {name: a}\n- {name: a}\n")
+    with pytest.raises(SpecError, match="duplicate queue name 'a'") as only:
+        load_queues(one)
+    assert (only.value.source, only.value.field) == (str(one), "[1]")
+    empty = write(tmp_path, "empty.yaml", "queues: []\n")
+    with pytest.raises(SpecError, match="non-empty list of queues"):
+        load_queues(empty)
 
 
 def test_queues_file_and_failures_file(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from gpufleet.agent.clock import Clock, MonotonicClock
+from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend, metrics_payload
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
@@ -28,6 +28,7 @@ from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Sen
 from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
 from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat, RegisterResult
 from gpufleet.client.http import AgentClient, ApiError
+from gpufleet.core.clock import Clock
 
 log = logging.getLogger(__name__)
 

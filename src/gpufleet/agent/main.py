@@ -14,12 +14,13 @@ from urllib.parse import urlsplit
 import httpx
 
 from gpufleet.agent.agent import Agent, AgentConfig
-from gpufleet.agent.clock import Clock, MonotonicClock
+from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend
 from gpufleet.agent.health import HealthLimits
 from gpufleet.agent.runner import RunnerEvent
 from gpufleet.agent.watchdog import WatchdogHandle
 from gpufleet.client.http import AgentClient
+from gpufleet.core.clock import Clock
 from gpufleet.secretfile import private_dir
 
 log = logging.getLogger(__name__)

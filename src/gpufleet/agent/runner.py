@@ -29,9 +29,10 @@ import psutil  # type: ignore[import-untyped]
 
 from gpufleet.agent import sandbox
 from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
-from gpufleet.agent.clock import Clock, MonotonicClock
+from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.taskenv import check_no_nul, task_env
 from gpufleet.api.schemas import AgentCommand, AgentEvent
+from gpufleet.core.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -297,12 +298,6 @@ class TaskRunner:
         if grace_s <= 0:
             self._kill_hard(t)
         return True
-
-    def stop_all(self, why: str, grace_s: float, now: float | None = None) -> list[Key]:
-        keys = self.live()
-        for k in keys:
-            self.kill(k, grace_s, why, now)
-        return keys
 
     def _kill_hard(self, t: _Task) -> None:
         if not t.killed_hard:

@@ -1,211 +1,207 @@
-"""`gpufleet demo`: a sample cluster and workload, scheduled through every profile.
+"""`gpufleet demo`: a real cluster on this machine, running real jobs from two teams.
 
-Until the live cluster exists this is the most useful thing to show: the first decisions of one
-profile with every waiting job's Reason, then the whole workload replayed through each profile
-(the simulator drives the same core the live controller will)."""
+A controller on SQLite and four agents with simulated 8-GPU nodes, all real processes on
+127.0.0.1; two teams submit jobs, among them a 2-node gang that trains a small PyTorch model
+with DistributedDataParallel on CPU (gloo) when torch is installed (else a plain multi-process
+gang). It shows progress until every job ends and exits 0 only if every job succeeded."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import importlib.util
+import shutil
+import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 
-from gpufleet.io.specs import example, load_cluster, load_yaml
-from gpufleet.model.allocation import nodes_of
-from gpufleet.model.cluster import ClusterSpec
-from gpufleet.model.errors import SpecError
-from gpufleet.model.job import JobSpec, JobState
-from gpufleet.scheduler.framework import Profile, available
-from gpufleet.sim.engine import Simulation, TraceJob
+from gpufleet.api.schemas import JobOut
+from gpufleet.io.specs import example
+from gpufleet.ops.localcluster import LocalCluster
 
-DEFAULT_PROFILE = {
-    "order": "fairshare",
-    "place": "topology",
-    "backfill": "easy",
-    "preempt": ("reclaim",),
-}
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"}
 
 
-def load_workload(path: str | Path) -> list[TraceJob]:
-    """The demo's YAML workload: JobSpec fields plus submit_time, duration_s and count."""
-    data = load_yaml(path)
-    items = data.get("jobs") if isinstance(data, dict) else data
-    if not isinstance(items, list):
-        raise SpecError("expected a list of jobs under 'jobs'", source=str(path))
-    out: list[TraceJob] = []
-    for i, raw in enumerate(items):
-        if not isinstance(raw, dict):
-            raise SpecError("expected a mapping", source=str(path), field=f"jobs[{i}]")
-        raw = dict(raw)
-        extra: dict[str, Any] = {
-            k: raw.pop(k, None) for k in ("submit_time", "duration_s", "count")
-        }
-        for key in ("submit_time", "duration_s"):
-            if not isinstance(extra[key], int | float) or extra[key] < 0:
-                raise SpecError("must be a number ≥ 0", source=str(path), field=f"jobs[{i}].{key}")
-        count = extra["count"] or 1
-        if not isinstance(count, int) or count < 1:
-            raise SpecError(
-                "must be a positive integer", source=str(path), field=f"jobs[{i}].count"
-            )
-        spec = JobSpec.from_dict(raw, source=str(path), path=f"jobs[{i}]")
-        for k in range(count):
-            one = spec if count == 1 else replace(spec, name=f"{spec.name}-{k}")
-            out.append(
-                TraceJob(
-                    f"{len(out) + 1}",
-                    one,
-                    float(extra["submit_time"]) + k,
-                    float(extra["duration_s"]),
-                )
-            )
-    return out
+def _sleep_job(seconds: float, text: str) -> list[str]:
+    return [sys.executable, "-c", f"import time; time.sleep({seconds}); print({text!r})"]
 
 
-def _cluster_table(c: ClusterSpec) -> Table:
-    t = Table(
-        title=f"cluster {c.name}: {len(c.nodes)} nodes, {c.total_gpus} GPUs", title_justify="left"
-    )
-    for col in ("pool", "nodes", "GPU", "GPUs/node", "leaves"):
-        t.add_column(col)
-    pools: dict[str, list[Any]] = {}
-    for n in c.nodes:
-        p = pools.setdefault(n.pool or n.name, [0, n.gpu_model, n.gpus, set()])
-        p[0] += 1
-        p[3].add(n.leaf)
-    for name, (count, model, gpus, leaves) in pools.items():
-        t.add_row(name, str(count), model, str(gpus), ", ".join(sorted(leaves)))
+def workload(have_torch: bool) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(team user, spec, submit options) in submission order."""
+    gang_prog = example("ddp_train.py" if have_torch else "gang_hello.py")
+    return [
+        (
+            "ana",
+            {
+                "name": "ddp-train",
+                "queue": "vision",
+                "workers": 2,
+                "gpus_per_worker": 8,
+                "cpus": 4,
+                "memory_gib": 8,
+                "time_limit_s": 600,
+                "command": [sys.executable, str(gang_prog)],
+            },
+            {},
+        ),
+        (
+            "bo",
+            {
+                "name": "nlp-finetune",
+                "queue": "nlp",
+                "workers": 1,
+                "gpus_per_worker": 4,
+                "cpus": 4,
+                "memory_gib": 8,
+                "time_limit_s": 300,
+                "command": _sleep_job(3, "fine-tuned"),
+            },
+            {},
+        ),
+        (
+            "ana",
+            {
+                "name": "vision-sweep",
+                "queue": "vision",
+                "gpus_per_worker": 1,
+                "cpus": 2,
+                "memory_gib": 4,
+                "time_limit_s": 300,
+                "command": _sleep_job(2, "sweep point done"),
+            },
+            {"array": "0-5"},
+        ),
+        (
+            "bo",
+            {
+                "name": "nlp-eval",
+                "queue": "nlp",
+                "gpus_per_worker": 1,
+                "gpu_milli": 500,
+                "cpus": 2,
+                "memory_gib": 4,
+                "time_limit_s": 300,
+                "command": _sleep_job(2, "evaluated on half a GPU"),
+            },
+            {"array": "0-3"},
+        ),
+        (
+            "bo",
+            {
+                "name": "nlp-report",
+                "queue": "nlp",
+                "gpus_per_worker": 1,
+                "cpus": 1,
+                "memory_gib": 2,
+                "time_limit_s": 300,
+                "command": _sleep_job(1, "report written"),
+            },
+            {"after": "nlp-finetune"},
+        ),
+    ]
+
+
+def _table(jobs: list[JobOut], title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("job", "name", "user", "queue", "state", "GPUs", "nodes / reason"):
+        t.add_column(col, overflow="fold")
+    for j in sorted(jobs, key=lambda j: int(j.id)):
+        where = ", ".join(dict.fromkeys(p.node for p in j.placement))
+        if j.state == "PENDING" and j.reason is not None:
+            where = f"({j.reason.code}) {j.reason.message}"
+        style = {"SUCCEEDED": "green", "FAILED": "red", "RUNNING": "cyan"}.get(j.state, "")
+        t.add_row(
+            j.id,
+            j.name,
+            j.user,
+            j.queue,
+            f"[{style}]{j.state}[/]" if style else j.state,
+            f"{j.gpus:g}",
+            where,
+        )
     return t
 
 
-def _decisions(sim: Simulation, jobs: dict[str, TraceJob], at: float, console: Console) -> None:
-    ctrl = sim.controller
-    t = Table(title=f"running at t={at:g} s", title_justify="left")
-    for col in ("job", "queue", "asks", "nodes", "since"):
-        t.add_column(col)
-    for jid, r in ctrl.running.items():
-        nodes = nodes_of(r.allocation)
-        t.add_row(
-            f"{jid} {r.spec.name}",
-            r.spec.queue,
-            r.spec.describe(),
-            ", ".join(nodes[:4]) + (f" +{len(nodes) - 4}" if len(nodes) > 4 else ""),
-            f"{r.start_time:g}",
-        )
-    console.print(t)
-    w = Table(title=f"waiting at t={at:g} s, and why", title_justify="left")
-    for col in ("job", "queue", "asks", "reason", "why", "est. start"):
-        w.add_column(col, overflow="fold")
-    for jid in list(ctrl._pending)[:40]:
-        rec = ctrl.jobs[jid]
-        reason = ctrl.last.reasons.get(jid) if ctrl.last else None
-        est = (
-            ""
-            if reason is None or reason.estimated_start is None
-            else f"t={reason.estimated_start:,.0f} s ({reason.start_bound})"
-        )
-        w.add_row(
-            f"{jid} {rec.job.spec.name}",
-            rec.job.spec.queue,
-            rec.job.spec.describe(),
-            reason.code.value if reason else "",
-            reason.message if reason else "",
-            est,
-        )
-    console.print(w)
-
-
-def _summary(sim: Simulation) -> dict[str, float]:
-    outs = list(sim.outcomes.values())
-    done = [o for o in outs if o.jct is not None and o.state == JobState.SUCCEEDED.value]
-    jcts = sorted(o.jct for o in done if o.jct is not None)
-    waits = sorted(o.wait_s for o in done if o.wait_s is not None)
-    gpus = sim.cluster.total_gpus
-    start = min((o.submit_time for o in outs), default=0.0)
-    end = max((o.end_time for o in done if o.end_time is not None), default=start)
-    span = max(end - start, 1e-9)
-    return {
-        "done": len(done),
-        "never": sum(1 for o in outs if o.end_time is None),
-        "avg_jct": sum(jcts) / len(jcts) if jcts else 0.0,
-        "p95_wait": waits[int(0.95 * (len(waits) - 1))] if waits else 0.0,
-        "util": sim.gpu_seconds / (gpus * span) if gpus else 0.0,
-        "makespan": span,
-        "preemptions": sim.preemptions,
-    }
-
-
 def demo(
-    cluster: Path = typer.Option(None, help="cluster spec YAML (default: the packaged lab)"),
-    workload: Path = typer.Option(None, help="workload YAML (default: the packaged sample)"),
-    at: float = typer.Option(300.0, help="show the decisions at this time (s)"),
+    keep: bool = typer.Option(False, "--keep", help="leave the cluster running afterwards"),
+    data_dir: Path = typer.Option(None, help="where the cluster keeps its state (default: tmp)"),
+    timeout_s: float = typer.Option(300.0, help="give up after this long"),
 ) -> None:
-    console = Console(width=None if Console().is_terminal else 150)
+    console = Console(width=None if Console().is_terminal else 140)
+    have_torch = importlib.util.find_spec("torch") is not None
+    root = data_dir or Path(tempfile.mkdtemp(prefix="gpufleet-demo-"))
+    cluster = LocalCluster(
+        root,
+        agents=4,
+        gpus="8xH100",
+        leaves=2,
+        heartbeat_s=1.0,
+        node_grace_s=4.5,  # lease + fence grace (2 s) + kill margin (0.5 s)
+        lease_s=2.0,
+        schedule_interval_s=1.0,
+        queues_file=example("demo-queues.yaml"),
+    )
+    ok = False
     try:
-        spec = load_cluster(cluster or example("cluster.yaml"))
-        jobs = load_workload(workload or example("workload.yaml"))
-    except SpecError as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2) from None
-    console.print(_cluster_table(spec))
-    by_id = {j.id: j for j in jobs}
-    prof = Profile.build(**DEFAULT_PROFILE)  # type: ignore[arg-type]
-    console.rule(f"[bold]one profile: {prof.describe()}")
-    sim = Simulation(spec, prof, jobs)
-    sim.run(until=at)
-    _decisions(sim, by_id, at, console)
-
-    console.rule("[bold]the whole workload through every profile")
-    t = Table(title=f"{len(jobs)} jobs; times in s", title_justify="left")
-    for col in (
-        "order",
-        "placement",
-        "backfill",
-        "preempt",
-        "done",
-        "never",
-        "avg JCT",
-        "p95 wait",
-        "GPU util",
-        "makespan",
-        "preempted",
-    ):
-        t.add_column(
-            col,
-            justify="right" if col not in ("order", "placement", "backfill", "preempt") else "left",
+        with console.status(
+            "starting a controller (SQLite) and 4 agents (8 simulated H100 each) on 127.0.0.1 …"
+        ):
+            cluster.start()
+        console.print(
+            f"controller at {cluster.url}: dashboard {cluster.url}/ , API {cluster.url}/api/v1 "
+            f"(docs {cluster.url}/api/v1/docs), metrics {cluster.url}/metrics; admin token in "
+            f"{root / 'controller' / 'admin.token'}"
         )
-    rows: list[tuple[str, str, str, tuple[str, ...]]] = []
-    for order in available("order"):
-        for backfill in available("backfill"):
-            pre: tuple[str, ...] = ("order",) if order == "las" else ("reclaim",)
-            rows.append((order, "topology", backfill, pre))
-    for place in available("place"):
-        if place != "topology":
-            rows.append(("fairshare", place, "easy", ("reclaim",)))
-    for order, place, backfill, pre in rows:
-        s = Simulation(
-            spec,
-            Profile.build(order=order, place=place, backfill=backfill, preempt=pre, explain=False),
-            jobs,
+        users = {u: cluster.user(u) for u in ("ana", "bo")}
+        ids: dict[str, list[str]] = {}
+        for user, spec, opts in workload(have_torch):
+            deps = [("afterok", ids[opts["after"]][0])] if "after" in opts else []
+            ids[spec["name"]] = users[user].submit(spec, array=opts.get("array"), depends_on=deps)
+        all_ids = [i for v in ids.values() for i in v]
+        console.print(
+            f"submitted {len(all_ids)} jobs from teams vision (ana) and nlp (bo)"
+            + (
+                ""
+                if have_torch
+                else "; torch is not installed, so the gang is a plain multi-process job"
+            )
         )
-        s.run()
-        m = _summary(s)
-        t.add_row(
-            order,
-            place,
-            backfill,
-            ",".join(pre),
-            f"{m['done']:g}",
-            f"{m['never']:g}",
-            f"{m['avg_jct']:.0f}",
-            f"{m['p95_wait']:.0f}",
-            f"{m['util']:.0%}",
-            f"{m['makespan']:.0f}",
-            f"{m['preemptions']:g}",
+        admin = cluster.admin()
+        deadline = time.monotonic() + timeout_s
+        jobs: list[JobOut] = []
+        with Live(console=console, refresh_per_second=4) as live:
+            while time.monotonic() < deadline:
+                jobs = [j for j in admin.jobs(all_states=True, limit=1000) if j.id in all_ids]
+                live.update(_table(jobs, "jobs"))
+                if len(jobs) == len(all_ids) and all(j.state in TERMINAL for j in jobs):
+                    break
+                time.sleep(0.5)  # a live cluster: real time passes
+        console.print()
+        done = [j for j in jobs if j.state == "SUCCEEDED"]
+        ok = len(done) == len(all_ids)
+        gang = ids["ddp-train"][0]
+        rank0 = admin.logs(gang, rank=0).data.strip().splitlines()
+        console.print(f"[bold]{gang} ddp-train rank 0:[/] {rank0[-1] if rank0 else '(no output)'}")
+        console.print(
+            f"{len(done)} of {len(all_ids)} jobs succeeded"
+            + ("" if ok else f"; see logs under {root}")
         )
-    console.print(t)
-    console.print("Jobs that never run ask for more than the cluster has; their Reason says so.")
+        console.print(f"dashboard: {cluster.url}/   API: {cluster.url}/api/v1")
+        if keep:
+            console.print(
+                f"left running: controller {cluster.url} (admin token in "
+                f"{root / 'controller' / 'admin.token'}); stop it with: "
+                f"kill {cluster.controller.pid if cluster.controller else ''} "
+                + " ".join(str(a.proc.pid) for a in cluster.agent_procs.values())
+            )
+    finally:
+        if not keep:
+            cluster.stop()
+            if data_dir is None and ok:
+                shutil.rmtree(root, ignore_errors=True)
+    raise typer.Exit(0 if ok else 1)

@@ -11,7 +11,7 @@ from gpufleet.cli import (
     bench,
     config,
     demo,
-    demo_live,
+    demo_profiles,
     doctor,
     jobs,
     plan,
@@ -52,9 +52,9 @@ app.command("validate", help="Check a running cluster layer by layer; exit 1 on 
 app.add_typer(doctor.app, name="doctor", help="Diagnose the cluster, a node or a job.")
 app.command(
     "demo", help="Run a real cluster on this machine (controller + 4 agents) with two teams' jobs."
-)(demo_live.demo_live)
+)(demo.demo)
 app.command("demo-profiles", help="Schedule a sample workload through every scheduling profile.")(
-    demo.demo
+    demo_profiles.demo_profiles
 )
 jobs.register(app)  # submit, jobs, show, cancel, logs, accounting: through gpufleet.client
 admin.register(app)  # nodes, drain, resume, queues, token, audit

@@ -20,6 +20,7 @@ from rich.text import Text
 from typer.core import TyperCommand
 
 from gpufleet.core.controller import ControllerError
+from gpufleet.io.specs import load_queues
 from gpufleet.model.checkpoint import check_interval
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.errors import SpecError
@@ -33,7 +34,6 @@ from gpufleet.sim.replay import (
     equal_share_queues,
     load_cluster_file,
     load_failures,
-    load_queues,
     parse_profile,
     run_replay,
     uniform_cluster,

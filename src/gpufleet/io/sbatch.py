@@ -528,16 +528,6 @@ def parse_gpu_count(text: str) -> tuple[str | None, int]:
     return m[1], int(m[2])
 
 
-def valid_array(text: str, max_size: int = MAX_ARRAY_SIZE) -> bool:
-    """Slurm's array syntax: ``0-9``, ``1,3,5``, ``0-15:2``, each optionally with ``%limit``,
-    of at most ``max_size`` tasks (``gpufleet.model.arrays`` reads it)."""
-    try:
-        parse_array(text, max_size=max_size)
-    except SpecError:
-        return False
-    return True
-
-
 DEPENDENCY_TYPES = ("afterok", "afterany")
 
 

@@ -38,14 +38,44 @@ def load_cluster(path: str | Path) -> ClusterSpec:
 
 
 def load_queues(path: str | Path) -> tuple[QueueSpec, ...]:
+    """A YAML list of queues (``name, weight, cohort, quota``), or a mapping with ``queues:``.
+
+    The one reader of a queues file (the server's ``--queues`` and the simulator's): it refuses
+    an empty list and duplicate names, and reports every bad entry and duplicate at once, so
+    a long file is fixed in one edit."""
+    source = str(path)
     data = load_yaml(path)
+    prefix = ""
     if isinstance(data, dict) and "queues" in data:
-        data = data["queues"]
-    if not isinstance(data, list):
-        raise SpecError("expected a list of queues (or a mapping with 'queues')", source=str(path))
-    return tuple(
-        QueueSpec.from_dict(q, source=str(path), path=f"queues[{i}]") for i, q in enumerate(data)
-    )
+        data, prefix = data["queues"], "queues"
+    if not isinstance(data, list) or not data:
+        raise SpecError(
+            "expected a non-empty list of queues (or a mapping with 'queues')",
+            source=source,
+            field=prefix,
+        )
+    queues: list[QueueSpec] = []
+    problems: list[SpecError] = []
+    first_at: dict[str, str] = {}
+    for i, item in enumerate(data):
+        at = f"{prefix}[{i}]"
+        try:
+            queue = QueueSpec.from_dict(item, source=source, path=at)
+        except SpecError as e:
+            problems.append(e)
+            continue
+        if queue.name in first_at:
+            message = f"duplicate queue name {queue.name!r} (first at {first_at[queue.name]})"
+            problems.append(SpecError(message, source=source, field=at))
+            continue
+        first_at[queue.name] = at
+        queues.append(queue)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        listed = "; ".join(f"{e.field}: {e.reason}" if e.field else e.reason for e in problems)
+        raise SpecError(f"{len(problems)} problems: {listed}", source=source, field=prefix)
+    return tuple(queues)
 
 
 def load_jobs(path: str | Path) -> list[JobSpec]:

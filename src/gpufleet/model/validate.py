@@ -37,14 +37,6 @@ def text_problem(value: str, max_len: int = MAX_TEXT) -> str | None:
     return None
 
 
-def number_problem(value: float, maximum: float = MAX_NUMBER) -> str | None:
-    if math.isnan(value) or math.isinf(value):
-        return f"must be a finite number, got {value}"
-    if abs(value) > maximum:
-        return f"must be at most {maximum:g} in size, got {value:g}"
-    return None
-
-
 class Fields:
     """Reads one mapping of input, remembering which keys were read.
 

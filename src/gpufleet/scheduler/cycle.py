@@ -20,7 +20,7 @@ from gpufleet.scheduler import explain
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import levels_for, place_gang
-from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 from gpufleet.scheduler.victims import fewest_victims
@@ -30,21 +30,6 @@ MAX_PREEMPTORS_PER_CYCLE = 4
 MAX_RESERVATION_TRIES = 64
 
 
-def shape(job: PendingJob, fence: bool) -> tuple[object, ...]:
-    s = job.spec
-    return (
-        s.workers,
-        s.gpus_per_worker,
-        s.gpu_milli,
-        s.cpu_milli,
-        s.memory_mib,
-        s.gpu_models,
-        s.topology,
-        s.dataset,
-        fence,
-    )
-
-
 def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     res = CycleResult(snap.cycle, snap.now)
     ws = snap.workspace.copy() if snap.workspace is not None else Workspace(snap.nodes)
@@ -52,7 +37,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     rng = Random(profile.seed * 1_000_003 + snap.cycle)
     profile.place.prepare(snap, ws)
     started: list[tuple[PendingJob, Allocation]] = []
-    failed_shapes: set[tuple[object, ...]] = set()  # capacity only shrinks within a cycle
+    failed_shapes: set[tuple[Shape, bool]] = set()  # capacity only shrinks within a cycle
     victims_taken: set[str] = set()
     preempt_memo = _PreemptMemo()
     preemptors = 0
@@ -87,20 +72,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             limit is None or snap.now + limit > res.reservation.start_time
         )
         ws.fence = long  # long jobs keep off the head's reserved devices, CPUs and memory
-        s = job.spec  # shape(job, long) with the topology as plain values; per job examined
-        t = s.topology
-        key = (
-            s.workers,
-            s.gpus_per_worker,
-            s.gpu_milli,
-            s.cpu_milli,
-            s.memory_mib,
-            s.gpu_models,
-            t.level,
-            t.required,
-            s.dataset,
-            long,
-        )
+        key = (shape_of(job.spec), long)
         alloc = None
         if key not in failed_shapes:
             alloc, _ = place_gang(job.spec, ws, profile.place, rng)
@@ -477,7 +449,7 @@ class _PreemptMemo:
 
     def __init__(self) -> None:
         self.lists: dict[tuple[int, Hashable], list[RunningJob]] = {}
-        self.no_room: set[tuple[object, ...]] = set()
+        self.no_room: set[tuple[Hashable, Shape]] = set()
         self.hosts_ok: bool | None = None  # _hosts_ok of the cycle's workspace, once known
 
 
@@ -519,12 +491,10 @@ def _preempt(
         keyer = getattr(plugin, "victims_key", None)
         keys.append(None if keyer is None else keyer(job, adm, snap, usage, profile.order))
     s = job.spec
-    gang: tuple[object, ...] | None = None
+    gang: tuple[Hashable, Shape] | None = None
     if memo is not None and None not in keys:
         # the job's shape decides (in this cycle) whether it is a first-fit gang, and its room
-        t = s.topology
-        gang = (tuple(keys), s.workers, s.gpus_per_worker, s.gpu_milli, s.cpu_milli)
-        gang += (s.memory_mib, s.gpu_models, s.dataset, t.level, t.required)
+        gang = (tuple(keys), shape_of(s))
         if gang in memo.no_room:
             return []
     seen: set[str] = set()
@@ -604,7 +574,7 @@ class _NeverFits:
     else), and the empty cluster its probes copy."""
 
     def __init__(self) -> None:
-        self.known: dict[tuple[object, ...], bool] = {}
+        self.known: dict[Shape, bool] = {}
         self.empty: Workspace | None = None
 
 
@@ -617,7 +587,7 @@ def _never_fits(
     With ``memo`` (one per cycle), each shape is worked out once."""
     if memo is None:
         return _never_fits_now(job, snap, profile, None)
-    key = shape(job, False)
+    key = shape_of(job.spec)
     answer = memo.known.get(key)
     if answer is None:
         answer = memo.known[key] = _never_fits_now(job, snap, profile, memo)

@@ -16,7 +16,7 @@ from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.gang import place_gang
-from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 from gpufleet.scheduler.workspace import Workspace
@@ -175,12 +175,12 @@ def explain_all(
     cycle_reasons = list(res.reasons)  # reasons the cycle gave (quota, preemption, held)
     had_reason = set(cycle_reasons)
     empty: Workspace | None = None
-    never_cache: dict[tuple[object, ...], Reason | None] = {}
-    now_cache: dict[tuple[object, ...], Reason] = {}
-    unfenced_cache: dict[tuple[object, ...], bool] = {}
+    never_cache: dict[Shape, Reason | None] = {}
+    now_cache: dict[Shape, Reason] = {}
+    unfenced_cache: dict[Shape, bool] = {}
 
     def fits_unfenced(job: PendingJob) -> bool:
-        k = _shape(job)
+        k = shape_of(job.spec)
         if k not in unfenced_cache:
             probe = ws.copy()
             unfenced_cache[k] = place_gang(job.spec, probe, profile.place, rng)[0] is not None
@@ -188,7 +188,7 @@ def explain_all(
 
     def never(job: PendingJob) -> Reason | None:
         nonlocal empty
-        k = _shape(job)
+        k = shape_of(job.spec)
         if k not in never_cache:
             if empty is None:
                 empty = _empty_cluster(snap)
@@ -213,9 +213,9 @@ def explain_all(
     fenced_out: Reason | None = None  # the same for every job kept off the reservation
     # Apart from the reserved job, an unplaced job's reason is a function of its shape: work
     # it out (through the caches above, in the same order of calls) once per shape.
-    by_shape: dict[tuple[object, ...], Reason] = {}
+    by_shape: dict[Shape, Reason] = {}
     for job in unplaced:
-        k = _shape(job)
+        k = shape_of(job.spec)
         if job.id != reserved_id:
             r = by_shape.get(k)
             if r is not None:
@@ -294,7 +294,7 @@ def explain_all(
 
     def rest(job: PendingJob) -> Reason:
         nonlocal rng
-        k = _shape(job)
+        k = shape_of(job.spec)
         if k not in never_cache:
             rng = Random(snap.cycle)
         r = never_cache[k] if k in never_cache else never(job)
@@ -303,19 +303,3 @@ def explain_all(
     skipped = started | examined
     res.reasons.defer(snap.pending, skipped.__contains__, rest)
     res.reasons.estimate_with(StartPlan(snap, profile, res))
-
-
-def _shape(job: PendingJob) -> tuple[object, ...]:
-    """What a job's reason depends on (its topology as plain values: cheap to hash)."""
-    s = job.spec
-    t = s.topology
-    return (
-        s.workers,
-        s.gpus_per_worker,
-        s.gpu_milli,
-        s.cpu_milli,
-        s.memory_mib,
-        s.gpu_models,
-        t.level,
-        t.required,
-    )

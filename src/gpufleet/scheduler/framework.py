@@ -127,9 +127,6 @@ class PreemptPlugin(Protocol):
     ) -> list[RunningJob]: ...
 
 
-POINTS = ("order", "admit", "place", "backfill", "preempt")
-
-
 class ProfileError(ValueError):
     pass
 

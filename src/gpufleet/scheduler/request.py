@@ -1,4 +1,4 @@
-"""One worker's demand, as the placement code sees it."""
+"""One worker's demand, as the placement code sees it; a job's shape, as the caches key it."""
 
 from __future__ import annotations
 
@@ -21,10 +21,6 @@ class WorkerRequest:
     def whole(self) -> bool:
         return self.gpu_milli >= MILLI
 
-    @property
-    def gpu_total(self) -> int:
-        return self.gpus * self.gpu_milli
-
     @staticmethod
     def of(spec: JobSpec) -> WorkerRequest:
         return WorkerRequest(
@@ -35,3 +31,24 @@ class WorkerRequest:
             spec.gpu_models,
             spec.dataset,
         )
+
+
+Shape = tuple[object, ...]
+
+
+def shape_of(spec: JobSpec) -> Shape:
+    """Everything of a job that decides where (and whether) it can be placed: jobs of equal
+    shape place alike in one cycle, so the per-cycle caches (failed placements, never fits,
+    preemption room, reasons) key on this. The topology as plain values: cheap to hash."""
+    t = spec.topology
+    return (
+        spec.workers,
+        spec.gpus_per_worker,
+        spec.gpu_milli,
+        spec.cpu_milli,
+        spec.memory_mib,
+        spec.gpu_models,
+        spec.dataset,
+        t.level,
+        t.required,
+    )

@@ -7,10 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gpufleet.model.queue import QueueSpec
-from gpufleet.model.resources import UNLIMITED, Resources
+from gpufleet.model.resources import Resources
 from gpufleet.scheduler.snapshot import NodeView, RunningJob, Snapshot
-
-DEFAULT_QUEUE = QueueSpec("default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,13 +187,6 @@ class QueueUsage:
             u.memory_mib / c.memory_mib if c.memory_mib else 0.0,
         ]
         return max(shares)
-
-    def quota_text(self, queue: str) -> str:
-        q = self.spec(queue)
-        if q.quota == UNLIMITED:
-            return f"queue {queue} has no quota"
-        u = self.of_queue(queue)
-        return f"queue {queue} uses {u.gpus:g} of {q.quota.gpus:g} GPUs"
 
 
 class DecayedUsage:

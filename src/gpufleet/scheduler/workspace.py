@@ -284,15 +284,6 @@ class Workspace:
             return min(n, self.full[i] // req.gpus)
         return min(n, sum(free // req.gpu_milli for free in self.gfree[i]))
 
-    def nodes_in(self, domain: Domain) -> Iterable[int]:
-        if domain.level == "node":
-            return (domain.index,)
-        if domain.level == "leaf":
-            return (i for i in range(self.n) if self.node_leaf[i] == domain.index)
-        if domain.level == "pod":
-            return (i for i in range(self.n) if self.leaf_pod[self.node_leaf[i]] == domain.index)
-        return range(self.n)
-
     def _leaves(self, domain: Domain) -> list[int] | None:
         if domain.level == "leaf":
             return [domain.index]
@@ -404,9 +395,6 @@ class Workspace:
         c.model_free = self.model_free.copy()
         c.fence = False
         return c
-
-    def index_of(self, name: str) -> int:
-        return self.by_name[name]
 
     # ----- writing -------------------------------------------------------------------------
 

@@ -35,7 +35,6 @@ class ServerConfig:
     # after a pass, a mere change waits this long (Clock seconds) for the next one (the core
     # driver's PassRule, which the simulator shares)
     min_pass_gap_s: float = 0.1
-    long_poll_s: float = 20.0
     grace_kill_s: float = 10.0  # SIGTERM → SIGKILL
     # a failed job waits base · 2^(retry − 1) seconds, at most max, before it may run again
     retry_backoff_s: float = 10.0

@@ -9,13 +9,14 @@ rename to ``exported_job``), plus ``queue`` and ``user``; a GPU shared by two jo
 for each, as dcgm-exporter gives it. A node whose agent is lost shows no GPU series, as a dead
 dcgm-exporter shows none.
 
-Nothing runs between scrapes but two counters fed by what each controller turn committed (the
-wait-time histogram and the node and job event counters): a scrape reads the agents' latest
-heartbeats and the core's state, on the controller's event loop, so it sees one consistent
-state. The text is written here, not by ``prometheus_client.generate_latest``: that one would
-call a counter ``X_total`` where dcgm-exporter calls it ``X``, and it takes seconds for the
-200,000 samples of a 1,000-node cluster (see ``bench/metrics_scrape.py``). ``collect()`` gives
-the same families as ``prometheus_client`` metric objects for any registry that wants them.
+Between scrapes, only what each controller turn committed feeds the collector (the wait-time
+histogram, the node and job event counters and the pending jobs' tally, ``metrics_pending``): a
+scrape reads those, the agents' latest heartbeats and the core's nodes, running jobs and queues,
+on the controller's event loop, so it sees one consistent state and builds no snapshot. The text
+is written here, not by ``prometheus_client.generate_latest``: that one would call a counter
+``X_total`` where dcgm-exporter calls it ``X``, and it takes seconds for the 200,000 samples of
+a 1,000-node cluster (see ``bench/metrics_scrape.py``). ``collect()`` gives the same families as
+``prometheus_client`` metric objects for any registry that wants them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from gpufleet import __version__
 from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.model.job import JobState
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.snapshot import PendingJob
+from gpufleet.server.metrics_pending import PendingTally, waiting_since
 
 if TYPE_CHECKING:
     from gpufleet.server.service import ControllerService
@@ -303,8 +306,8 @@ class FleetCollector(Collector):
         self._wait: dict[str, _Histogram] = {}
         self._node_events: dict[tuple[str, str], int] = {}
         self._transitions: dict[tuple[str, str], int] = {}
+        self._pending = PendingTally()
         self.last_render_s = 0.0
-        self.scrapes = 0
         # label sets by their pairs, kept from one scrape to the next (labels rarely change;
         # rendering them is most of a scrape's work); only those the last scrape used are kept
         self._labels: dict[tuple[tuple[str, str], ...], Labels] = {}
@@ -328,6 +331,11 @@ class FleetCollector(Collector):
             queue = rec.job.spec.queue if rec is not None else ""
             key = (queue, t.new.value)
             self._transitions[key] = self._transitions.get(key, 0) + 1
+            if t.new is JobState.PENDING and rec is not None:
+                # a new job waits since its submission, a requeued one since its requeue
+                self._pending.add(t.job_id, queue, rec.job.submit_time if t.old is None else t.time)
+            else:
+                self._pending.remove(t.job_id)
             if t.new is JobState.STARTING and t.attempt == 1 and rec is not None:
                 h = self._wait.get(queue)
                 if h is None:
@@ -355,7 +363,6 @@ class FleetCollector(Collector):
             if was:
                 gc.enable()
         self.last_render_s = time.perf_counter() - t0
-        self.scrapes += 1
         return body
 
     def collect(self) -> Iterator[Metric]:
@@ -598,20 +605,12 @@ class FleetCollector(Collector):
 
     def _queues(self, now: float) -> list[Family]:
         ctrl = self.svc.ctrl
-        reasons = ctrl.last.reasons if ctrl.last is not None else {}
-        pending: dict[tuple[str, str], int] = {}
-        oldest: dict[str, float] = {}
-        for p in ctrl.snapshot(now).pending:
-            r = reasons.get(p.id)
-            code = r.code.value if r is not None else "Unscheduled"
-            key = (p.spec.queue, code)
-            pending[key] = pending.get(key, 0) + 1
-            rec = ctrl.jobs.get(p.id)
-            since = p.submit_time
-            hist = rec.job.history if rec is not None else []
-            if rec is not None and rec.job.attempt and hist and hist[-1][1] is JobState.PENDING:
-                since = hist[-1][0]  # a requeued job waits since its requeue
-            oldest[p.spec.queue] = max(oldest.get(p.spec.queue, 0.0), now - since)
+        tally = self._pending
+        if len(tally) != ctrl.pending_count:  # restored from the store, or installed late
+            tally.rebuild(ctrl.snapshot(now).pending, self._waiting_since)
+        tally.refresh(ctrl.last.reasons if ctrl.last is not None else None)
+        pending = tally.counts()
+        oldest = {q: max(0.0, now - since) for q, since in tally.oldest_since().items()}
         running: dict[str, int] = {}
         for rj in ctrl.running.values():
             running[rj.spec.queue] = running.get(rj.spec.queue, 0) + 1
@@ -710,6 +709,12 @@ class FleetCollector(Collector):
             wait,
             moves,
         ]
+
+    def _waiting_since(self, p: PendingJob) -> float:
+        rec = self.svc.ctrl.jobs.get(p.id)
+        if rec is None:
+            return p.submit_time
+        return waiting_since(p.submit_time, rec.job.attempt, rec.job.history)
 
     def _controller(self) -> list[Family]:
         info = Family("gpufleet_build_info", "gauge", "The controller's version.")

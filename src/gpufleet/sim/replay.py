@@ -13,8 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gpufleet.io.specs import load_cluster
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.model.errors import SpecError
 from gpufleet.model.queue import QueueSpec
@@ -68,44 +67,10 @@ def load_cluster_file(path: str | Path) -> ClusterSpec:
     """A cluster spec (YAML), or an openb node list (``.csv``) as one flat leaf."""
     p = Path(path)
     if p.suffix.lower() == ".csv":
-        from gpufleet.sim.openb import load_cluster
+        from gpufleet.sim.openb import load_cluster as load_openb_cluster
 
-        return load_cluster(p)
-    data = _read_yaml(p)
-    return ClusterSpec.from_dict(data, source=str(p))
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read the file: {exc.strerror or exc}", source=str(path)) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"not valid YAML: {problem}", source=str(path), field=where) from None
-
-
-def load_queues(path: str | Path) -> tuple[QueueSpec, ...]:
-    """A YAML list of queues (``name, weight, cohort, quota``), or a mapping with ``queues:``."""
-    p = Path(path)
-    data = _read_yaml(p)
-    prefix = ""
-    if isinstance(data, dict) and "queues" in data:
-        data, prefix = data["queues"], "queues"
-    if not isinstance(data, list) or not data:
-        raise SpecError("expected a non-empty list of queues", source=str(p), field=prefix)
-    queues = tuple(
-        QueueSpec.from_dict(q, source=str(p), path=f"{prefix}[{i}]") for i, q in enumerate(data)
-    )
-    names = [q.name for q in queues]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise SpecError(f"duplicate queue name {dupes[0]!r}", source=str(p), field=prefix)
-    return queues
+        return load_openb_cluster(p)
+    return load_cluster(p)
 
 
 def equal_share_queues(jobs: Iterable[TraceJob]) -> tuple[QueueSpec, ...]:

@@ -430,7 +430,6 @@ def _header(path: Path) -> list[str]:
 # gpufleet's own jobs format
 
 
-JOB_KEYS = ("id", "submit_time", "duration_s", "depends_on", "checkpoint_interval_s")
 # CSV cells are text: how to read each JobSpec field from one (everything else stays text)
 _CSV_INTS = ("workers", "gpus_per_worker", "gpu_milli", "memory_mib", "priority", "max_retries")
 _CSV_FLOATS = (

@@ -8,7 +8,6 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
@@ -127,9 +126,6 @@ class Context:
             if merged.job is None or (r.job is not None and r.job.state != "SUCCEEDED"):
                 merged.job = r.job
         return merged
-
-    def node_result(self, node: str) -> dict[str, Any] | None:
-        return self.node_probe().results().get(node)
 
     def metrics(self) -> str | None:
         """The controller's ``/metrics`` text; None (with ``metrics_error``) when it has none."""

@@ -89,9 +89,6 @@ class MetricsHistory:
             ring = self.rings[node] = NodeRing(self.capacity, max(need, 1))
         ring.add(t, per_gpu)
 
-    def forget(self, node: str) -> None:
-        self.rings.pop(node, None)
-
     def series(self, node: str, since: float | None = None) -> dict[str, Any]:
         """``{"times": [...], "series": {metric: {gpu: [value, ...]}}}``, oldest first; only
         the samples after ``since`` when given."""

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpufleet.benchmarks.paths import SHARED
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.sim.engine import TraceJob
 from gpufleet.sim.replay import equal_share_queues, uniform_cluster, with_queues
 from gpufleet.sim.traces import TimeLimit, apply_time_limits, load_trace
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "philly" / "philly_dev.csv"
+DEFAULT_TRACE = SHARED / "traces" / "philly" / "philly_dev.csv"
 NODES, GPUS_PER_NODE, LEAVES = 64, 8, 4
 
 
