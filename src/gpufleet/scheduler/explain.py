@@ -202,7 +202,9 @@ def explain_all(
             code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
             res.reasons[job.id] = Reason(code, job.waiting_for)
         else:
-            res.reasons[job.id] = Reason(
+            # a job that could not fit even on an empty cluster will not once its back-off is
+            # over: that is what its user must hear (and it has no estimated start)
+            res.reasons[job.id] = never(job) or Reason(
                 ReasonCode.BACKOFF,
                 f"retry back-off for {in_words(job.eligible_time - snap.now)} more",
                 {"until": job.eligible_time},
@@ -257,9 +259,11 @@ def explain_all(
     # Only the cycle's own reasons can be Quota ones; visit them in the order they were given.
     by_id: dict[str, PendingJob] | None = None
     final: dict[tuple[str, object], Reason | None] = {}
+    # So is one held behind the head of a profile that does not backfill: it would wait for
+    # ever, the head's start would not help it.
     for job_id in cycle_reasons:
         why = res.reasons[job_id]
-        if why.code is ReasonCode.QUOTA:
+        if why.code is ReasonCode.QUOTA or why.code is ReasonCode.HELD:
             if by_id is None:  # built only when some job is held by quota
                 by_id = {p.id: p for p in snap.pending if p.id in had_reason}
             blocked = by_id.get(job_id)
@@ -268,6 +272,8 @@ def explain_all(
             never_here = never(blocked)
             if never_here is not None:
                 res.reasons[job_id] = never_here
+                continue
+            if why.code is ReasonCode.HELD:
                 continue
             k = (blocked.spec.queue, blocked.spec.total_resources)
             if k not in final:
