@@ -957,4 +957,11 @@ class Controller:
         return out
 
     def _advance_usage(self, now: float) -> None:
-        self.ledger.advance(now, self.dominant_shares())
+        led = self.ledger
+        if (
+            led.last is not None
+            and now <= led.last
+            and led.values.keys() >= self._queue_used.keys()
+        ):
+            return  # no time passed and no new queue in use: the advance would change nothing
+        led.advance(now, self.dominant_shares())

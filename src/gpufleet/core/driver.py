@@ -128,9 +128,9 @@ class Driver:
         timers due, then a pass if the rule says so; commit, then hand the commands on."""
         batch = [*self.inbox, *events] if self.inbox else list(events)
         self.inbox = []
+        while self._timers and self._timers[0][0] <= now:  # after the events, in time order
+            batch.append(heapq.heappop(self._timers)[2])
         cmds, refused = self.core.apply_events(now, batch)
-        while self._timers and self._timers[0][0] <= now:
-            cmds += self.core.apply_events(now, [heapq.heappop(self._timers)[2]])[0]
         ticked = self._next_tick is not None and now >= self._next_tick
         if ticked:
             assert self.rule.tick_s is not None
