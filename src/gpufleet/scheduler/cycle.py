@@ -7,7 +7,7 @@ give the same decisions.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import chain, groupby
 from operator import itemgetter
 from random import Random
@@ -82,13 +82,21 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
 
     def place(job: PendingJob, adm: Admission) -> bool:
         """Steps 3 and 4 for one admitted job: start it, or leave it unplaced."""
-        limit = job.spec.time_limit_s
+        s = job.spec
+        if (
+            s.gpus_per_worker
+            and s.gpu_milli >= MILLI
+            and s.workers * s.gpus_per_worker > ws.free_full
+        ):
+            # place_gang's own first test (no state, no random number), without the shape key:
+            # a full cluster sends most jobs here, and free devices only go within a cycle
+            return False
+        limit = s.time_limit_s
         long = res.reservation is not None and (
             limit is None or snap.now + limit > res.reservation.start_time
         )
         ws.fence = long  # long jobs keep off the head's reserved devices, CPUs and memory
-        s = job.spec  # shape(job, long) with the topology as plain values; per job examined
-        t = s.topology
+        t = s.topology  # shape(job, long) with the topology as plain values
         key = (
             s.workers,
             s.gpus_per_worker,
@@ -479,6 +487,9 @@ class _PreemptMemo:
         self.lists: dict[tuple[int, Hashable], list[RunningJob]] = {}
         self.no_room: set[tuple[object, ...]] = set()
         self.hosts_ok: bool | None = None  # _hosts_ok of the cycle's workspace, once known
+        self.keyers: list[Callable[..., Hashable | None] | None] | None = None  # victims_key's
+        # the candidates by all plugins' keys, with len(taken) then (taken only grows)
+        self.cands: dict[tuple[Hashable, ...], tuple[int, list[RunningJob]]] = {}
 
 
 def _victims_of(
@@ -502,6 +513,28 @@ def _victims_of(
     return found
 
 
+def _candidates(
+    keys: list[Hashable | None],
+    job: PendingJob,
+    adm: Admission,
+    snap: Snapshot,
+    usage: QueueUsage,
+    profile: Profile,
+    taken: set[str],
+    memo: _PreemptMemo | None,
+) -> list[RunningJob]:
+    """Every plugin's victims for ``job``, in plugin order, once each, less those taken and
+    those not preemptible."""
+    seen: set[str] = set()
+    cands: list[RunningJob] = []
+    for k in range(len(profile.preempt)):
+        for v in _victims_of(k, keys[k], job, adm, snap, usage, profile, memo):
+            if v.id not in seen and v.id not in taken and v.spec.preemptible:
+                seen.add(v.id)
+                cands.append(v)
+    return cands
+
+
 def _preempt(
     job: PendingJob,
     adm: Admission,
@@ -514,28 +547,38 @@ def _preempt(
     memo: _PreemptMemo | None = None,
 ) -> list[RunningJob]:
     """The fewest victims, cheapest first, whose stopping lets ``job`` start; [] if none do."""
-    keys: list[Hashable | None] = []
-    for plugin in profile.preempt:
-        keyer = getattr(plugin, "victims_key", None)
-        keys.append(None if keyer is None else keyer(job, adm, snap, usage, profile.order))
+    if memo is None:
+        keyers = [getattr(plugin, "victims_key", None) for plugin in profile.preempt]
+    elif memo.keyers is None:
+        keyers = memo.keyers = [getattr(plugin, "victims_key", None) for plugin in profile.preempt]
+    else:
+        keyers = memo.keyers
+    order = profile.order
+    keys = [None if keyer is None else keyer(job, adm, snap, usage, order) for keyer in keyers]
     s = job.spec
     gang: tuple[object, ...] | None = None
     if memo is not None and None not in keys:
+        # most jobs a full cluster sends here have the candidates of an earlier one (LAS: a job
+        # of the top level has none): the list once per keys until a victim is taken
+        all_keys = tuple(keys)
+        known = memo.cands.get(all_keys)
+        if known is not None and known[0] == len(taken):
+            cands = known[1]
+        else:
+            cands = _candidates(keys, job, adm, snap, usage, profile, taken, memo)
+            memo.cands[all_keys] = (len(taken), cands)
+        if not cands:
+            return []
         # the job's shape decides (in this cycle) whether it is a first-fit gang, and its room
         t = s.topology
-        gang = (tuple(keys), s.workers, s.gpus_per_worker, s.gpu_milli, s.cpu_milli)
+        gang = (all_keys, s.workers, s.gpus_per_worker, s.gpu_milli, s.cpu_milli)
         gang += (s.memory_mib, s.gpu_models, s.dataset, t.level, t.required)
         if gang in memo.no_room:
             return []
-    seen: set[str] = set()
-    cands: list[RunningJob] = []
-    for k in range(len(profile.preempt)):
-        for v in _victims_of(k, keys[k], job, adm, snap, usage, profile, memo):
-            if v.id not in seen and v.id not in taken and v.spec.preemptible:
-                seen.add(v.id)
-                cands.append(v)
-    if not cands:
-        return []
+    else:
+        cands = _candidates(keys, job, adm, snap, usage, profile, taken, memo)
+        if not cands:
+            return []
     req = WorkerRequest.of(s)
     if memo is not None and memo.hosts_ok is None:
         memo.hosts_ok = _hosts_ok(ws)
