@@ -133,8 +133,11 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     # queues whose jobs need the admit plugin asked (all, unless it says otherwise)
     admit_all = not getattr(profile.admit, "admits_unlimited", False)
     limited = usage.limited
+    # read once: the walk below runs per examined job, a hundred or more a cycle when full
+    max_depth, backfills = profile.max_depth, profile.backfill.backfills
+    preempts = bool(profile.preempt)
     for job in chain(nominated, rest):
-        if profile.max_depth and len(examined) >= profile.max_depth:
+        if max_depth and len(examined) >= max_depth:
             break
         if head is not None and whole_only and ws.free_full == 0:
             break  # nothing left to place: the rest wait for resources
@@ -150,7 +153,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             if adm.status.reason is not None:
                 res.reasons[job.id] = adm.status.reason
             continue
-        if head is not None and not profile.backfill.backfills:
+        if head is not None and not backfills:
             res.reasons[job.id] = explain.held(job, head)
             break  # strict order: nothing passes the blocked head
         if adm.borrowing:
@@ -162,7 +165,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             continue
 
         # 5. preempt
-        if profile.preempt and preemptors < MAX_PREEMPTORS_PER_CYCLE:
+        if preempts and preemptors < MAX_PREEMPTORS_PER_CYCLE:
             chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken, preempt_memo)
             if chosen:
                 preemptors += 1
