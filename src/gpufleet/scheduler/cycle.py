@@ -557,7 +557,13 @@ def _preempt(
     else:
         keyers = memo.keyers
     order = profile.order
-    keys = [None if keyer is None else keyer(job, adm, snap, usage, order) for keyer in keyers]
+    if len(keyers) == 1:  # the usual profile, asked per job a full cluster sends here
+        keyer = keyers[0]
+        keys: list[Hashable | None] = [
+            None if keyer is None else keyer(job, adm, snap, usage, order)
+        ]
+    else:
+        keys = [None if k is None else k(job, adm, snap, usage, order) for k in keyers]
     s = job.spec
     gang: tuple[object, ...] | None = None
     if memo is not None and None not in keys:
