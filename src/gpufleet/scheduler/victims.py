@@ -97,5 +97,6 @@ def fewest_victims(
         if without >= workers:
             room.room = without
             room.gfree.update(changed)
-            chosen.remove(v)
+            # by identity: the candidates have distinct ids, and == compares whole specs
+            del chosen[next(k for k, o in enumerate(chosen) if o is v)]
     return chosen
