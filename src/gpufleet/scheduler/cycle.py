@@ -528,6 +528,14 @@ def _candidates(
 ) -> list[RunningJob]:
     """Every plugin's victims for ``job``, in plugin order, once each, less those taken and
     those not preemptible."""
+    if len(keys) == 1:  # one plugin, whose list (as the built-in ones) names each job once
+        found = _victims_of(0, keys[0], job, adm, snap, usage, profile, memo)
+        if not taken:
+            out = [v for v in found if v.spec.preemptible]
+        else:
+            out = [v for v in found if v.id not in taken and v.spec.preemptible]
+        if len({v.id for v in out}) == len(out):
+            return out
     seen: set[str] = set()
     cands: list[RunningJob] = []
     for k in range(len(profile.preempt)):
