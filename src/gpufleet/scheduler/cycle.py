@@ -7,7 +7,7 @@ give the same decisions.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import chain, groupby
 from operator import itemgetter
 from random import Random
@@ -123,8 +123,13 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         return True
 
     # 1. order: jobs nominated by an earlier preemption first (the room was made for them)
-    nominated = [p for p in eligible if p.nominated] if index is None or index.nominated else []
-    rest = (p for p in profile.order.order(eligible, snap, usage) if not p.nominated)
+    rest: Iterable[PendingJob]
+    if index is None or index.nominated:
+        nominated = [p for p in eligible if p.nominated]
+        rest = (p for p in profile.order.order(eligible, snap, usage) if not p.nominated)
+    else:  # none is nominated (the index counts them): no filter per job walked
+        nominated = []
+        rest = profile.order.order(eligible, snap, usage)
     # Jobs that could start only by borrowing wait until every job that fits its own quota had
     # its turn (as in Kueue): else a reclaimed borrower, requeued ahead in order, would take
     # back the very GPUs its lender just had freed, over and over.
