@@ -84,6 +84,44 @@ def test_fewest_victims_equals_the_plain_scan(
     assert _state(ws) == before  # neither changes the cycle's workspace
 
 
+@st.composite
+def crowds(draw: st.DrawFn) -> tuple[Workspace, list[RunningJob], int, int]:
+    """A full cluster of small jobs (1 to 3 devices, some two workers wide), all candidates,
+    in some order, and a gang wide enough that many go before it fits: the reprieve runs many
+    trials, each after the ones before it may have kept a victim."""
+    gpus = 8
+    n = draw(st.integers(2, 4))
+    nodes = cluster(n, gpus, cpus=0, mem_gib=0)
+    busy: list[RunningJob] = []
+    for v in nodes:
+        d = 0
+        while d < gpus:
+            width = min(draw(st.integers(1, 3)), gpus - d)
+            start = draw(st.sampled_from([0.0, 100.0, 500.0, 900.0]))
+            busy.append(
+                running(
+                    f"r{len(busy)}", (v.name, range(d, d + width)), start=start, cpus=0, mem_gib=0
+                )
+            )
+            d += width
+    ws = Workspace(snapshot(nodes, running=busy, now=NOW).nodes)
+    return ws, draw(st.permutations(busy)), draw(st.integers(2, 8)), draw(st.integers(1, n))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowds())
+def test_fewest_victims_equals_the_plain_scan_over_many_victims(
+    scene: tuple[Workspace, list[RunningJob], int, int],
+) -> None:
+    ws, cands, gpus, workers = scene
+    pending = job("p", gpus=gpus, workers=workers, cpus=0, mem_gib=0)
+    prof = profile(place="topology")
+    req = WorkerRequest.of(pending.spec)
+    plain = _preempt_scan(pending, list(cands), snapshot([], now=NOW), ws, prof, Random(0))
+    counted = fewest_victims(req, workers, cands, ws, NOW)
+    assert [v.id for v in counted] == [v.id for v in plain]
+
+
 def test_a_victim_not_needed_after_all_is_reprieved() -> None:
     """r0 (2 GPUs of n00) is cheapest but releasing it alone leaves no 8-GPU node; r1 and r2
     (the rest of n00) are needed, r0 is not: it keeps running."""

@@ -7,7 +7,7 @@ give the same decisions.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import chain, groupby
 from operator import itemgetter
 from random import Random
@@ -67,7 +67,16 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
 
     def place(job: PendingJob, adm: Admission) -> bool:
         """Steps 3 and 4 for one admitted job: start it, or leave it unplaced."""
-        limit = job.spec.time_limit_s
+        s = job.spec
+        if (
+            s.gpus_per_worker
+            and s.gpu_milli >= MILLI
+            and s.workers * s.gpus_per_worker > ws.free_full
+        ):
+            # place_gang's own first test (no state, no random number), without the shape key:
+            # a full cluster sends most jobs here, and free devices only go within a cycle
+            return False
+        limit = s.time_limit_s
         long = res.reservation is not None and (
             limit is None or snap.now + limit > res.reservation.start_time
         )
@@ -87,8 +96,13 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         return True
 
     # 1. order: jobs nominated by an earlier preemption first (the room was made for them)
-    nominated = [p for p in eligible if p.nominated] if index is None or index.nominated else []
-    rest = (p for p in profile.order.order(eligible, snap, usage) if not p.nominated)
+    rest: Iterable[PendingJob]
+    if index is None or index.nominated:
+        nominated = [p for p in eligible if p.nominated]
+        rest = (p for p in profile.order.order(eligible, snap, usage) if not p.nominated)
+    else:  # none is nominated (the index counts them): no filter per job walked
+        nominated = []
+        rest = profile.order.order(eligible, snap, usage)
     # Jobs that could start only by borrowing wait until every job that fits its own quota had
     # its turn (as in Kueue): else a reclaimed borrower, requeued ahead in order, would take
     # back the very GPUs its lender just had freed, over and over.
@@ -97,8 +111,11 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     # queues whose jobs need the admit plugin asked (all, unless it says otherwise)
     admit_all = not getattr(profile.admit, "admits_unlimited", False)
     limited = usage.limited
+    # read once: the walk below runs per examined job, a hundred or more a cycle when full
+    max_depth, backfills = profile.max_depth, profile.backfill.backfills
+    preempts = bool(profile.preempt)
     for job in chain(nominated, rest):
-        if profile.max_depth and len(examined) >= profile.max_depth:
+        if max_depth and len(examined) >= max_depth:
             break
         if head is not None and whole_only and ws.free_full == 0:
             break  # nothing left to place: the rest wait for resources
@@ -114,7 +131,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             if adm.status.reason is not None:
                 res.reasons[job.id] = adm.status.reason
             continue
-        if head is not None and not profile.backfill.backfills:
+        if head is not None and not backfills:
             res.reasons[job.id] = explain.held(job, head)
             break  # strict order: nothing passes the blocked head
         if adm.borrowing:
@@ -126,7 +143,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             continue
 
         # 5. preempt
-        if profile.preempt and preemptors < MAX_PREEMPTORS_PER_CYCLE:
+        if preempts and preemptors < MAX_PREEMPTORS_PER_CYCLE:
             chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken, preempt_memo)
             if chosen:
                 preemptors += 1
@@ -451,6 +468,9 @@ class _PreemptMemo:
         self.lists: dict[tuple[int, Hashable], list[RunningJob]] = {}
         self.no_room: set[tuple[Hashable, Shape]] = set()
         self.hosts_ok: bool | None = None  # _hosts_ok of the cycle's workspace, once known
+        self.keyers: list[Callable[..., Hashable | None] | None] | None = None  # victims_key's
+        # the candidates by all plugins' keys, with len(taken) then (taken only grows)
+        self.cands: dict[tuple[Hashable, ...], tuple[int, list[RunningJob]]] = {}
 
 
 def _victims_of(
@@ -474,6 +494,36 @@ def _victims_of(
     return found
 
 
+def _candidates(
+    keys: list[Hashable | None],
+    job: PendingJob,
+    adm: Admission,
+    snap: Snapshot,
+    usage: QueueUsage,
+    profile: Profile,
+    taken: set[str],
+    memo: _PreemptMemo | None,
+) -> list[RunningJob]:
+    """Every plugin's victims for ``job``, in plugin order, once each, less those taken and
+    those not preemptible."""
+    if len(keys) == 1:  # one plugin, whose list (as the built-in ones) names each job once
+        found = _victims_of(0, keys[0], job, adm, snap, usage, profile, memo)
+        if not taken:
+            out = [v for v in found if v.spec.preemptible]
+        else:
+            out = [v for v in found if v.id not in taken and v.spec.preemptible]
+        if len({v.id for v in out}) == len(out):
+            return out
+    seen: set[str] = set()
+    cands: list[RunningJob] = []
+    for k in range(len(profile.preempt)):
+        for v in _victims_of(k, keys[k], job, adm, snap, usage, profile, memo):
+            if v.id not in seen and v.id not in taken and v.spec.preemptible:
+                seen.add(v.id)
+                cands.append(v)
+    return cands
+
+
 def _preempt(
     job: PendingJob,
     adm: Admission,
@@ -486,26 +536,42 @@ def _preempt(
     memo: _PreemptMemo | None = None,
 ) -> list[RunningJob]:
     """The fewest victims, cheapest first, whose stopping lets ``job`` start; [] if none do."""
-    keys: list[Hashable | None] = []
-    for plugin in profile.preempt:
-        keyer = getattr(plugin, "victims_key", None)
-        keys.append(None if keyer is None else keyer(job, adm, snap, usage, profile.order))
+    if memo is None:
+        keyers = [getattr(plugin, "victims_key", None) for plugin in profile.preempt]
+    elif memo.keyers is None:
+        keyers = memo.keyers = [getattr(plugin, "victims_key", None) for plugin in profile.preempt]
+    else:
+        keyers = memo.keyers
+    order = profile.order
+    if len(keyers) == 1:  # the usual profile, asked per job a full cluster sends here
+        keyer = keyers[0]
+        keys: list[Hashable | None] = [
+            None if keyer is None else keyer(job, adm, snap, usage, order)
+        ]
+    else:
+        keys = [None if k is None else k(job, adm, snap, usage, order) for k in keyers]
     s = job.spec
     gang: tuple[Hashable, Shape] | None = None
     if memo is not None and None not in keys:
+        # most jobs a full cluster sends here have the candidates of an earlier one (LAS: a job
+        # of the top level has none): the list once per keys until a victim is taken
+        all_keys = tuple(keys)
+        known = memo.cands.get(all_keys)
+        if known is not None and known[0] == len(taken):
+            cands = known[1]
+        else:
+            cands = _candidates(keys, job, adm, snap, usage, profile, taken, memo)
+            memo.cands[all_keys] = (len(taken), cands)
+        if not cands:
+            return []
         # the job's shape decides (in this cycle) whether it is a first-fit gang, and its room
-        gang = (tuple(keys), shape_of(s))
+        gang = (all_keys, shape_of(s))
         if gang in memo.no_room:
             return []
-    seen: set[str] = set()
-    cands: list[RunningJob] = []
-    for k in range(len(profile.preempt)):
-        for v in _victims_of(k, keys[k], job, adm, snap, usage, profile, memo):
-            if v.id not in seen and v.id not in taken and v.spec.preemptible:
-                seen.add(v.id)
-                cands.append(v)
-    if not cands:
-        return []
+    else:
+        cands = _candidates(keys, job, adm, snap, usage, profile, taken, memo)
+        if not cands:
+            return []
     req = WorkerRequest.of(s)
     if memo is not None and memo.hosts_ok is None:
         memo.hosts_ok = _hosts_ok(ws)

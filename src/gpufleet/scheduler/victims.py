@@ -10,7 +10,7 @@ placement, no bucket update per candidate.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.scheduler.request import WorkerRequest
@@ -51,14 +51,24 @@ class _Room:
             if self.counts(i):
                 self.room += _full(new) // self.g - _full(old) // self.g
 
-
-def _fits_without(
-    ws: Workspace, req: WorkerRequest, workers: int, released: Iterable[RunningJob]
-) -> bool:
-    room = _Room(ws, req)
-    for v in released:
-        room.release(v.allocation)
-    return room.room >= workers
+    def taken_back(self, alloc: Allocation) -> tuple[int, dict[int, tuple[int, ...]]]:
+        """The room were ``alloc``'s devices taken again, and the vectors that would change:
+        a release undone on its own nodes (the vectors are sums, in any order)."""
+        ws = self.ws
+        room = self.room
+        changed: dict[int, tuple[int, ...]] = {}
+        for p in alloc:
+            i = ws.by_name.get(p.node)
+            if i is None:
+                continue
+            old = changed[i] if i in changed else self.gfree.get(i, ws.gfree[i])
+            devs = list(old)
+            for d in p.gpus:
+                devs[d] -= p.gpu_milli
+            new = changed[i] = tuple(devs)
+            if self.counts(i):
+                room += _full(new) // self.g - _full(old) // self.g
+        return room, changed
 
 
 def fewest_victims(
@@ -80,8 +90,13 @@ def fewest_victims(
             break
     else:
         return []
-    # reprieve, as the scan does: each trial releases the victims still chosen but one
+    # reprieve, as the scan does: each trial releases the victims still chosen but one, which
+    # is ``room`` (all of them released) with that one's devices taken back
     for v in sorted(chosen[:-1], key=lambda r: -r.lost_work(now)):
-        if _fits_without(ws, req, workers, (o for o in chosen if o is not v)):
-            chosen.remove(v)
+        without, changed = room.taken_back(v.allocation)
+        if without >= workers:
+            room.room = without
+            room.gfree.update(changed)
+            # by identity: the candidates have distinct ids, and == compares whole specs
+            del chosen[next(k for k, o in enumerate(chosen) if o is v)]
     return chosen
