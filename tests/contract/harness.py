@@ -6,9 +6,6 @@ controller and real agents on 127.0.0.1 (``LocalCluster``, simulated GPUs), subm
 through the API with commands that sleep the scenario's durations scaled down, and reads what
 happened back from the API: each job's stored history, and its placement, polled while it runs
 (the API shows the current attempt's placement only).
-
-Decisions hold no times: the order of starts, each job's states in order, each attempt's
-placement and how it ended. Starts at the same moment (one scheduling pass) are ordered by name.
 """
 
 from __future__ import annotations
@@ -18,15 +15,14 @@ import heapq
 import json
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
+from decisions import Decisions, Step, Where, decide
 from scenarios import (
     HEARTBEAT_S,
     LEASE_S,
     NODE_GRACE_S,
-    SCALE,
     SCHEDULE_S,
     Cancel,
     Job,
@@ -36,7 +32,14 @@ from scenarios import (
 
 from gpufleet.client import Client
 from gpufleet.core.commands import Command, Launch, Transition
-from gpufleet.core.events import JobCancelled, JobSubmitted, NodeLost, TaskExited, TaskStarted
+from gpufleet.core.events import (
+    Event,
+    JobCancelled,
+    JobSubmitted,
+    NodeLost,
+    TaskExited,
+    TaskStarted,
+)
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.cluster import DEFAULT_POD, ClusterSpec, NodeSpec
 from gpufleet.model.job import JobSpec
@@ -51,57 +54,7 @@ GPU_MODEL = "H100-SXM"  # what an agent's --simulate NxH100 registers
 CPU_CORES = 64  # LocalCluster's agents: --cpus 64 --memory-gib 256
 MEMORY_GIB = 256
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"})
-ATTEMPT_STATES = frozenset({"STARTING", "RUNNING"})
-
-Where = tuple[tuple[str, tuple[int, ...]], ...]  # per rank: node, GPU indices
-
-
-@dataclass(frozen=True)
-class Step:
-    """One transition of one job, as either side records it."""
-
-    job: str
-    attempt: int
-    state: str
-    time: float
-
-
-@dataclass(frozen=True)
-class Decisions:
-    starts: tuple[str, ...]  # "job#attempt" in start order
-    histories: tuple[tuple[str, tuple[str, ...]], ...]  # per job: its states in order
-    attempts: tuple[tuple[str, int, str, str], ...]  # job, attempt, placement, how it ended
-
-    def lines(self) -> list[str]:
-        """One line per decision: what the test compares, so a failure shows a line diff."""
-        out = ["start order: " + ", ".join(self.starts)]
-        out += [f"{job}: {' '.join(states)}" for job, states in self.histories]
-        out += [f"{job} attempt {a}: {where} -> {end}" for job, a, where, end in self.attempts]
-        return out
-
-
-def decide(
-    job_names: Iterable[str], steps: Sequence[Step], where: dict[tuple[str, int], Where]
-) -> Decisions:
-    names = sorted(job_names)
-    starts = sorted((s.time, s.job, s.attempt) for s in steps if s.state == "STARTING")
-    histories = []
-    attempts = []
-    for name in names:
-        mine = [s for s in steps if s.job == name]
-        histories.append((name, tuple(s.state for s in mine)))
-        for a in sorted({s.attempt for s in mine if s.state == "STARTING"}):
-            after = [s.state for s in mine if s.attempt == a and s.state not in ATTEMPT_STATES]
-            end = next((st for st in after if st != "PENDING"), "(running)")
-            attempts.append((name, a, _where_text(where.get((name, a))), end))
-    return Decisions(tuple(f"{j}#{a}" for _, j, a in starts), tuple(histories), tuple(attempts))
-
-
-def _where_text(w: Where | None) -> str:
-    if w is None:
-        return "(placement not seen)"
-    return " ".join(f"{node}[{','.join(map(str, gpus))}]" for node, gpus in w)
-
+FINISH_WITHIN_S = 60.0  # after the last action; every scenario ends within ~15 real seconds
 
 # ----- the cluster, as both sides see it ------------------------------------------------
 
@@ -201,7 +154,7 @@ class RecordingSimulation(Simulation):
                 super().apply([c])
 
 
-def _in_array(ev: object, arrays: dict[str, tuple[str, int]]) -> object:
+def _in_array(ev: Event, arrays: dict[str, tuple[str, int]]) -> Event:
     if isinstance(ev, JobSubmitted) and ev.job_id in arrays:
         head, limit = arrays[ev.job_id]
         return dataclasses.replace(ev, array_id=head, array_limit=limit)
@@ -350,12 +303,11 @@ def _drive(
                     c.cancel(ids[name])
             elif isinstance(what, KillAgent):
                 cluster.kill_agent(what.node)
-        horizon = _horizon(sc) * scale + 20
 
         def done() -> bool:
             return all(c.job(i).state in TERMINAL for i in ids.values())
 
-        wait_until("every job finished", done, horizon, every_s=0.2)
+        wait_until("every job finished", done, FINISH_WITHIN_S, every_s=0.2)
         watch.poll()
     if watch.error is not None and not watch.where:
         raise watch.error
@@ -364,16 +316,3 @@ def _drive(
         for e in c.job(job_id).events or []:
             steps.append(Step(name, e.attempt, e.state, e.time))
     return decide(ids, steps, watch.where)
-
-
-def _horizon(sc: Scenario) -> float:
-    """Scenario time by which everything must have ended: all work run one after another."""
-    longest = sum(max(r.seconds for r in j.rules) * 2 for j in sc.jobs)
-    return (
-        max([*(j.at for j in sc.jobs), *(a.at for a in sc.actions)], default=0)
-        + min(longest, 120)
-        + sc.backoff_s * 2
-    )
-
-
-__all__ = ["SCALE", "Decisions", "run_live", "run_sim"]
