@@ -1,0 +1,272 @@
+"""The contract scenarios, as data: a cluster, its queues, jobs with what each rank of each
+attempt does, and actions (cancel, kill a node's agent) at scenario times.
+
+Times are scenario seconds; the live run scales them by ``SCALE`` real seconds each. Every event
+that decides an order is at least ``2`` scenario seconds (1 real second) from the next, so that
+the live side's latency (HTTP, the agents' polls, the loop's turns) cannot reorder them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SCALE = 0.5  # real seconds per scenario second
+
+# The live cluster's timings (tests/e2e's FAST settings): a killed agent's node is declared lost
+# NODE_GRACE_S after its last answered heartbeat, on the next check (every SCHEDULE_S).
+HEARTBEAT_S = 0.5
+LEASE_S = 1.5
+NODE_GRACE_S = 4.0
+SCHEDULE_S = 0.5
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a rank does: run ``seconds``, then exit with ``exit_code``. It applies to the
+    attempts, ranks and array indexes given (None: any); a job's first matching rule wins."""
+
+    seconds: float
+    exit_code: int = 0
+    attempt: int | None = None
+    rank: int | None = None
+    index: int | None = None
+
+    def matches(self, attempt: int, rank: int, index: int | None) -> bool:
+        return (
+            (self.attempt is None or self.attempt == attempt)
+            and (self.rank is None or self.rank == rank)
+            and (self.index is None or self.index == index)
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    at: float  # submitted at this scenario time
+    spec: Mapping[str, Any]  # a JobSpec mapping; time_limit_s in scenario seconds
+    rules: tuple[Rule, ...]  # the last one should match everything
+    array: str | None = None  # Slurm's array text, e.g. "0-3%2": tasks name_0, name_1, …
+    depends_on: tuple[tuple[str, str], ...] = ()  # (afterok|afterany, job name)
+
+    def step(self, attempt: int, rank: int, index: int | None) -> Rule:
+        for r in self.rules:
+            if r.matches(attempt, rank, index):
+                return r
+        raise ValueError(f"{self.name}: no rule for attempt {attempt} rank {rank} index {index}")
+
+
+@dataclass(frozen=True)
+class Cancel:
+    at: float
+    job: str
+
+
+@dataclass(frozen=True)
+class KillAgent:
+    """SIGKILL a node's agent at ``at``; the simulator loses the node at ``lost_at``, when the
+    live controller notices (node grace after the last heartbeat, on its next check)."""
+
+    at: float
+    node: str
+    lost_at: float
+
+
+Action = Cancel | KillAgent
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    nodes: int
+    gpus_per_node: int
+    jobs: tuple[Job, ...]
+    queues: tuple[Mapping[str, Any], ...] = ({"name": "q"},)
+    leaves: int = 1
+    actions: tuple[Action, ...] = ()
+    backoff_s: float = 4.0  # a failed job's first retry waits this long
+    # live only (the simulator has none): STARTING longer than this is requeued (None: the
+    # controller's default, 120 s, longer than any scenario)
+    launch_timeout_s: float | None = None
+    xfail: str = ""  # why the live controller and the simulator decide differently
+
+    def job(self, name: str) -> Job:
+        return next(j for j in self.jobs if j.name == name)
+
+
+def _spec(
+    name: str, queue: str = "q", gpus: int = 1, workers: int = 1, **kw: Any
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "user": "alice",
+        "queue": queue,
+        "workers": workers,
+        "gpus_per_worker": gpus,
+        "cpus": 1,
+        "memory_gib": 1,
+        **kw,
+    }
+
+
+def _job(name: str, at: float, seconds: float, *rules: Rule, **spec: Any) -> Job:
+    return Job(name, at, _spec(name, **spec), (*rules, Rule(seconds)))
+
+
+# The moment the live controller declares a node lost whose agent was killed at ``at``: the last
+# heartbeat was up to one interval before, then the grace, then the next check.
+def _lost_at(at: float) -> float:
+    return at + (NODE_GRACE_S + SCHEDULE_S) / SCALE
+
+
+GANG_RETRY = Scenario(
+    "gang_retry",
+    nodes=2,
+    gpus_per_node=4,
+    jobs=(
+        # a 2-node gang: on attempt 1 rank 1 fails at 2 s, rank 0 is stopped with it; after
+        # the back-off (4 s) attempt 2 waits for W, then runs both ranks to success
+        Job(
+            "gang",
+            0,
+            _spec("gang", gpus=4, workers=2, max_retries=1),
+            (Rule(2, exit_code=3, attempt=1, rank=1), Rule(10, attempt=1), Rule(2)),
+        ),
+        _job("w", 3, 6, gpus=2),  # starts in the back-off, ends at 9 (the gang's retry: 9)
+    ),
+)
+
+# n1 runs on node-0 when its agent is killed; n2 is then placed on node-0's free GPUs, whose
+# dead agent never starts it. When node-0 is declared lost both are requeued, not charged,
+# and restart on node-1.
+_DEAD_NODE_JOBS = (
+    _job("n1", 0, 2, Rule(60, attempt=1), gpus=2),
+    _job("n2", 4, 2, gpus=2),
+)
+
+NODE_LOSS = Scenario(
+    "node_loss",
+    nodes=2,
+    gpus_per_node=4,
+    jobs=_DEAD_NODE_JOBS,
+    actions=(KillAgent(2, "node-0", _lost_at(2)),),
+)
+
+# The same with a launch deadline (4 s) shorter than the node grace: live, n2 is requeued at 8
+# and node-0 made suspect, so n2 restarts on node-1 before n1 does.
+LAUNCH_DEADLINE = Scenario(
+    "launch_deadline",
+    nodes=2,
+    gpus_per_node=4,
+    jobs=_DEAD_NODE_JOBS,
+    actions=(KillAgent(2, "node-0", _lost_at(2)),),
+    launch_timeout_s=4,
+    xfail=(
+        "the simulator has no launch deadline (Simulation makes its Controller without "
+        "launch_timeout_s; neither SimConfig nor TraceJob can set one): live, n2 (launched to "
+        "node-0's dead agent at 4) is requeued at 8 and restarts on node-1[0,1] before n1; "
+        "simulated, both wait for the node loss at 11 and n1 restarts first, on node-1[0,1]"
+    ),
+)
+
+RECLAIM = Scenario(
+    "reclaim",
+    nodes=2,
+    gpus_per_node=4,
+    queues=(
+        {"name": "lender", "cohort": "c", "quota": {"gpus": 4}},
+        {"name": "borrower", "cohort": "c", "quota": {"gpus": 4}},
+    ),
+    jobs=(
+        _job("b1", 0, 16, gpus=4, queue="borrower"),  # within its quota
+        _job("b2", 2, 6, gpus=4, queue="borrower"),  # borrows the lender's idle quota
+        # the lender wants its quota back: b2 (borrowing) is preempted, not b1
+        _job("l1", 4, 4, gpus=4, queue="lender"),
+    ),
+)
+
+BACKFILL = Scenario(
+    "easy_backfill",
+    nodes=2,
+    gpus_per_node=4,
+    jobs=(
+        _job("r1", 0, 12, gpus=4, time_limit_s=14),  # node-0
+        _job("r2", 2, 16, gpus=2, time_limit_s=30),  # node-1 GPUs 0-1
+        # an 8-GPU gang cannot start: reserved at r2's limit (t=32)
+        _job("gang", 4, 4, gpus=4, workers=2, time_limit_s=10),
+        _job("s1", 6, 4, gpus=2, time_limit_s=6),  # ends before the reservation: backfilled
+        # would run past the reservation on its devices: waits, though node-0 is free at 12
+        _job("s2", 8, 2, gpus=2, time_limit_s=40),
+    ),
+)
+
+ARRAY_AFTEROK = Scenario(
+    "array_throttle_afterok",
+    nodes=1,
+    gpus_per_node=4,
+    jobs=(
+        _job("prep", 0, 2),
+        Job(
+            "arr",
+            1,
+            _spec("arr"),
+            (Rule(2, index=0), Rule(6, index=1), Rule(6, index=2), Rule(2)),
+            array="0-3%2",
+            depends_on=(("afterok", "prep"),),
+        ),
+        # prep → arr_0, arr_1 at 2 (two at a time though 4 GPUs are free); arr_0 ends at 4 →
+        # arr_2; arr_1 ends at 8 → arr_3
+    ),
+)
+
+FAIR_SHARE = Scenario(
+    "fair_share",
+    nodes=1,
+    gpus_per_node=4,
+    queues=({"name": "qa"}, {"name": "qb"}),
+    jobs=(
+        _job("a1", 0, 10, gpus=4, queue="qa"),
+        _job("a2", 2, 3, gpus=4, queue="qa"),
+        _job("a3", 4, 3, gpus=4, queue="qa"),
+        _job("b1", 6, 3, gpus=4, queue="qb"),
+        _job("b2", 8, 3, gpus=4, queue="qb"),
+        # at 10 qb has used nothing: b1 then b2 (qb's usage stays below qa's), then a2, a3
+    ),
+)
+
+CANCEL = Scenario(
+    "cancel",
+    nodes=1,
+    gpus_per_node=4,
+    jobs=(
+        _job("c1", 0, 30, gpus=4),  # cancelled while running
+        _job("c2", 2, 2, gpus=4),  # starts once c1 is stopped
+        _job("c3", 3, 2, gpus=4),  # cancelled while pending: never starts
+        Job("d", 4, _spec("d"), (Rule(2),), depends_on=(("afterok", "c1"),)),  # never runs
+    ),
+    actions=(Cancel(6, "c1"), Cancel(7, "c3")),
+)
+
+TIME_LIMIT = Scenario(
+    "time_limit",
+    nodes=1,
+    gpus_per_node=4,
+    jobs=(
+        # runs past its limit: TIMED_OUT at 4, not retried though it has a retry
+        _job("t1", 0, 60, gpus=4, time_limit_s=4, max_retries=1),
+        _job("t2", 1, 2, gpus=4, time_limit_s=10),  # starts when t1 is stopped
+    ),
+)
+
+SCENARIOS: tuple[Scenario, ...] = (
+    GANG_RETRY,
+    NODE_LOSS,
+    LAUNCH_DEADLINE,
+    RECLAIM,
+    BACKFILL,
+    ARRAY_AFTEROK,
+    FAIR_SHARE,
+    CANCEL,
+    TIME_LIMIT,
+)
