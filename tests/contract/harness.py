@@ -11,7 +11,6 @@ happened back from the API: each job's stored history, and its placement, polled
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import json
 import threading
 import time
@@ -33,9 +32,7 @@ from scenarios import (
 from gpufleet.client import Client
 from gpufleet.core.commands import Command, Launch, Transition
 from gpufleet.core.events import (
-    Event,
     JobCancelled,
-    JobSubmitted,
     NodeLost,
     TaskExited,
     TaskStarted,
@@ -105,7 +102,6 @@ class RecordingSimulation(Simulation):
         self.plan: dict[str, tuple[Job, int | None]] = {}
         # a killed agent's node: from then on its ranks neither start nor report their exit
         self.killed = {a.node: a.at for a in sc.actions if isinstance(a, KillAgent)}
-        arrays: dict[str, tuple[str, int]] = {}
         trace = []
         for job in sc.jobs:
             base = JobSpec.from_dict(dict(job.spec), source=sc.name)
@@ -117,14 +113,12 @@ class RecordingSimulation(Simulation):
             for name, index in ts:
                 self.plan[name] = (job, index)
                 spec = base if index is None else dataclasses.replace(base, name=name)
-                trace.append(TraceJob(name, spec, job.at, job.step(1, 0, index).seconds, deps))
-                if index is not None:
-                    arrays[name] = (ts[0][0], limit or 0)
-        super().__init__(cluster_spec(sc), _profile(), trace, SimConfig())
-        self.controller.backoff_base_s = sc.backoff_s
-        # TraceJob has no array fields: give the tasks' submissions their array and throttle
-        self.heap = [(t, seq, _in_array(ev, arrays)) for t, seq, ev in self.heap]
-        heapq.heapify(self.heap)
+                head = ts[0][0] if index is not None else None
+                seconds = job.step(1, 0, index).seconds
+                trace.append(TraceJob(name, spec, job.at, seconds, deps, None, head, limit or 0))
+        # the live controller's settings, as the scenario gives them to it
+        cfg = SimConfig(launch_timeout_s=sc.launch_timeout_s, retry_backoff_s=sc.backoff_s)
+        super().__init__(cluster_spec(sc), _profile(), trace, cfg)
         for act in sc.actions:
             if isinstance(act, Cancel):
                 for name, _ in tasks(sc.job(act.job)):
@@ -152,13 +146,6 @@ class RecordingSimulation(Simulation):
                 self.busy_gpus += sum(len(p.gpus) for p in c.allocation)
             else:
                 super().apply([c])
-
-
-def _in_array(ev: Event, arrays: dict[str, tuple[str, int]]) -> Event:
-    if isinstance(ev, JobSubmitted) and ev.job_id in arrays:
-        head, limit = arrays[ev.job_id]
-        return dataclasses.replace(ev, array_id=head, array_limit=limit)
-    return ev
 
 
 def _profile() -> Profile:

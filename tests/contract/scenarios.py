@@ -153,21 +153,17 @@ NODE_LOSS = Scenario(
     actions=(KillAgent(2, "node-0", _lost_at(2)),),
 )
 
-# The same with a launch deadline (4 s) shorter than the node grace: live, n2 is requeued at 8
-# and node-0 made suspect, so n2 restarts on node-1 before n1 does.
+# The same with a launch deadline (4 s) shorter than the node grace: n2 is requeued at 8 and
+# node-0 made suspect, so n2 restarts on node-1 before n1 does (SimConfig.launch_timeout_s).
 LAUNCH_DEADLINE = Scenario(
     "launch_deadline",
     nodes=2,
     gpus_per_node=4,
-    jobs=_DEAD_NODE_JOBS,
+    # n2 runs on from its restart (8) past the node loss (11), so where n1 restarts does not
+    # hang on which of the two comes first by a fraction of a second
+    jobs=(_DEAD_NODE_JOBS[0], _job("n2", 4, 8, gpus=2)),
     actions=(KillAgent(2, "node-0", _lost_at(2)),),
     launch_timeout_s=4,
-    xfail=(
-        "the simulator has no launch deadline (Simulation makes its Controller without "
-        "launch_timeout_s; neither SimConfig nor TraceJob can set one): live, n2 (launched to "
-        "node-0's dead agent at 4) is requeued at 8 and restarts on node-1[0,1] before n1; "
-        "simulated, both wait for the node loss at 11 and n1 restarts first, on node-1[0,1]"
-    ),
 )
 
 RECLAIM = Scenario(

@@ -50,6 +50,8 @@ class TraceJob:
     duration_s: float
     depends_on: tuple[tuple[str, str], ...] = ()
     checkpoint_interval_s: float | None = None  # None: the trace's (SimConfig), else none
+    array_id: str | None = None  # a task of this array (Slurm's 1042 of 1042_3)
+    array_limit: int = 0  # at most this many of the array's tasks run at once (0: no limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,12 @@ class SimConfig:
     # the live controller's pass rule (a what-if schedules when the live cluster would); its
     # interval tick changes nothing here (the state moves only at events), so it is left out
     min_pass_gap_s: float = 0.0
+    # the live controller's settings of the same names (``gpufleet controller``): a launch
+    # that has not started within the deadline is requeued and its node made suspect (None:
+    # none, the simulator's own ranks start at once); a failed job waits base · 2^(retry−1) s
+    launch_timeout_s: float | None = None
+    retry_backoff_s: float = 10.0
+    retry_backoff_max_s: float = 600.0
 
 
 @dataclass(slots=True)
@@ -121,7 +129,14 @@ class Simulation:
     ) -> None:
         self.cluster = cluster
         self.config = config or SimConfig()
-        self.controller = Controller(profile, cluster)
+        cfg = self.config
+        self.controller = Controller(
+            profile,
+            cluster,
+            backoff_base_s=cfg.retry_backoff_s,
+            backoff_max_s=cfg.retry_backoff_max_s,
+            launch_timeout_s=cfg.launch_timeout_s,
+        )
         # this object is the driver's Executor (``apply``); its journal keeps nothing (a test
         # gives it the live server's, to make a run durable as live)
         self.driver = Driver(self.controller, self, rule=PassRule(self.config.min_pass_gap_s))
@@ -152,7 +167,13 @@ class Simulation:
             self._push(
                 j.submit_time,
                 JobSubmitted(
-                    j.id, j.spec, j.submit_time, j.depends_on, oracle_duration_s=j.duration_s
+                    j.id,
+                    j.spec,
+                    j.submit_time,
+                    j.depends_on,
+                    oracle_duration_s=j.duration_s,
+                    array_id=j.array_id,
+                    array_limit=j.array_limit,
                 ),
             )
         for f in self.config.failures:
