@@ -99,7 +99,7 @@ def _decisions(sim: Simulation, jobs: dict[str, TraceJob], at: float, console: C
     w = Table(title=f"waiting at t={at:g} s, and why", title_justify="left")
     for col in ("job", "queue", "asks", "reason", "why", "est. start"):
         w.add_column(col, overflow="fold")
-    for jid in list(ctrl._pending)[:40]:
+    for jid in [p.id for p in ctrl.pending_jobs()[:40]]:
         rec = ctrl.jobs[jid]
         reason = ctrl.last.reasons.get(jid) if ctrl.last else None
         est = (

@@ -607,7 +607,7 @@ class FleetCollector(Collector):
         ctrl = self.svc.ctrl
         tally = self._pending
         if len(tally) != ctrl.pending_count:  # restored from the store, or installed late
-            tally.rebuild(ctrl.snapshot(now).pending, self._waiting_since)
+            tally.rebuild(ctrl.pending_jobs(), self._waiting_since)
         tally.refresh(ctrl.last.reasons if ctrl.last is not None else None)
         pending = tally.counts()
         oldest = {q: max(0.0, now - since) for q, since in tally.oldest_since().items()}

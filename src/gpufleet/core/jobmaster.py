@@ -1,0 +1,469 @@
+"""The JobMaster: every job's lifecycle, from submission to its end.
+
+It launches gangs all or nothing, waits until every rank has started, stops the rest when one
+fails, decides retries with exponential back-off, holds jobs back for their dependencies and
+their array's throttle, and judges what a node reports about a task (current or stale). It
+changes the cluster's state only through ``ClusterState``'s methods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpufleet.core.arrays import ArrayThrottle
+from gpufleet.core.cluster_state import ClusterState
+from gpufleet.core.commands import Command, Kill, Launch, SetTimer, Transition
+from gpufleet.core.errors import ControllerError
+from gpufleet.core.events import (
+    JobCancelled,
+    JobSubmitted,
+    TaskExited,
+    TaskFenced,
+    TaskStarted,
+    TimerFired,
+)
+from gpufleet.core.launch_env import rank_env
+from gpufleet.core.state import JobRecord
+from gpufleet.model.allocation import Allocation, Placement
+from gpufleet.model.job import Job, JobState
+from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.decisions import Preempt, Start
+from gpufleet.scheduler.snapshot import PendingJob
+
+S = JobState
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredJob:
+    """What the store gives back for one job at restart."""
+
+    job: Job
+    seq: int
+    allocation: Allocation = ()
+    borrowing: bool = False
+    depends_on: tuple[tuple[str, str], ...] = ()
+    array_id: str | None = None
+    array_limit: int = 0
+
+
+class JobMaster:
+    def __init__(
+        self,
+        state: ClusterState,
+        *,
+        backoff_base_s: float,
+        backoff_max_s: float,
+        launch_timeout_s: float | None,
+    ) -> None:
+        self.state = state
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        # STARTING longer than this: requeued, the silent nodes suspect (None: no deadline;
+        # the simulator's ranks start at once)
+        self.launch_timeout_s = launch_timeout_s
+        self.jobs: dict[str, JobRecord] = {}
+        self.seq = 0
+        self._dependents: dict[str, list[str]] = {}
+        self._throttle = ArrayThrottle()
+
+    # ----- restart -----------------------------------------------------------------------
+
+    def restore(self, jobs: Iterable[RestoredJob]) -> None:
+        """The jobs as the store holds them: running attempts keep their allocations (on the
+        nodes still known), pending ones queue again. Nothing is relaunched."""
+        st = self.state
+        for r in sorted(jobs, key=lambda r: r.seq):
+            rec = JobRecord(
+                r.job,
+                r.seq,
+                r.allocation,
+                r.borrowing,
+                depends_on=r.depends_on,
+                array_id=r.array_id,
+                array_limit=r.array_limit,
+            )
+            self.jobs[r.job.id] = rec
+            self.seq = max(self.seq, r.seq)
+            for _, dep in r.depends_on:
+                self._dependents.setdefault(dep, []).append(r.job.id)
+            if r.job.state in (S.STARTING, S.RUNNING):
+                for p in r.allocation:
+                    if p.node in st.nodes:
+                        st.take(p)
+                st.run(rec.running_view())
+                st.use(r.job.spec.queue, r.job.spec.total_resources)
+                self._throttle_started(rec)
+                if r.job.state is S.RUNNING:
+                    rec.started_ranks = set(range(len(r.allocation)))
+            elif r.job.state is S.PENDING:
+                self._enqueue(rec)
+
+    # ----- a task's judgement ------------------------------------------------------------
+
+    def current_rank(
+        self, job_id: str, attempt: int, rank: int, node: str | None = None
+    ) -> Placement | None:
+        """The placement of a rank of the job's current attempt while that attempt runs (on
+        ``node``, if given); ``None``: a stale task (an older attempt, an ended job, another
+        node's rank), which its node must stop."""
+        rec = self.jobs.get(job_id)
+        if rec is None or rec.job.attempt != attempt:
+            return None
+        if rec.job.state not in (S.STARTING, S.RUNNING) or not 0 <= rank < len(rec.allocation):
+            return None
+        p = rec.allocation[rank]
+        return p if node is None or p.node == node else None
+
+    def placed_elsewhere(self, job_id: str, attempt: int, rank: int, node: str) -> str | None:
+        """The node a rank of the job's current attempt is placed on, if that is not ``node``
+        (an agent speaks only for its own node); ``None`` when it is, or when the report is
+        about an attempt that is not the current one (it changes nothing)."""
+        rec = self.jobs.get(job_id)
+        if rec is None or rec.job.attempt != attempt or not 0 <= rank < len(rec.allocation):
+            return None
+        placed = rec.allocation[rank].node
+        return placed if placed != node else None
+
+    def deliverable(self, launch: Launch) -> Launch | None:
+        """``launch`` as it still holds: ``None`` once a later attempt superseded it; without
+        the ranks already counted as gone (a reconcile in the same step)."""
+        rec = self.jobs.get(launch.job_id)
+        if rec is None or rec.job.attempt != launch.attempt:
+            return None
+        gone = frozenset(r for r in rec.exited if 0 <= r < len(launch.allocation))
+        if gone == launch.skip:
+            return launch
+        return Launch(launch.job_id, launch.attempt, launch.allocation, launch.env, gone)
+
+    def jobs_on(self, node: str) -> list[JobRecord]:
+        return [self.jobs[jid] for jid in self.state.running_on(node)]
+
+    # ----- events ------------------------------------------------------------------------
+
+    def submit(self, ev: JobSubmitted, now: float, out: list[Command]) -> None:
+        if ev.job_id in self.jobs:
+            raise ControllerError(f"job {ev.job_id} exists already")
+        for kind, dep in ev.depends_on:
+            if kind not in ("afterok", "afterany"):
+                raise ControllerError(f"unknown dependency type {kind!r} (afterok, afterany)")
+            if dep not in self.jobs:
+                raise ControllerError(f"dependency {dep} is not a known job")
+        self.seq += 1
+        rec = JobRecord(
+            Job(ev.job_id, ev.spec, ev.submit_time),
+            self.seq,
+            depends_on=ev.depends_on,
+            oracle_duration_s=ev.oracle_duration_s,
+            array_id=ev.array_id,
+            array_limit=ev.array_limit if ev.array_id is not None else 0,
+        )
+        self.jobs[ev.job_id] = rec
+        for _, dep in ev.depends_on:
+            self._dependents.setdefault(dep, []).append(ev.job_id)
+        out.append(Transition(ev.job_id, 0, None, S.PENDING, now, "submitted"))
+        rec.job.history.append((now, S.PENDING, "submitted"))
+        if self._dependency_failed(rec):
+            self._to(rec, S.CANCELLED, now, self._dependency_failed(rec), out)
+            rec.job.end_time = now
+            return
+        self._enqueue(rec)
+
+    def cancel(self, ev: JobCancelled, now: float, out: list[Command]) -> None:
+        rec = self.jobs.get(ev.job_id)
+        if rec is None:
+            raise ControllerError(f"unknown job {ev.job_id}")
+        st = rec.job.state
+        if st is S.PENDING or (st in (S.PREEMPTED, S.NODE_LOST) and not rec.live_ranks()):
+            self._dequeue(rec)
+            self._to(rec, S.CANCELLED, now, ev.why, out)
+            rec.job.end_time = now
+            self._finished(rec, now, out)
+        elif st in (S.STARTING, S.RUNNING):
+            self.stop(rec, S.CANCELLED, ev.why, out)
+        elif st is S.FAILED and not rec.job.finished:
+            self._dequeue(rec)
+            rec.job.retries_used = rec.job.spec.max_retries
+            self._finished(rec, now, out)
+
+    def timer(self, ev: TimerFired, now: float, out: list[Command]) -> None:
+        if ev.kind == "tick":
+            self.state.dirty = True
+            return
+        rec = self.jobs.get(ev.job_id)
+        if rec is None or rec.job.attempt != ev.attempt:
+            return
+        if ev.kind == "timelimit" and rec.job.state in (S.STARTING, S.RUNNING):
+            self.stop(rec, S.TIMED_OUT, f"time limit {rec.job.spec.time_limit_s:g} s reached", out)
+        elif ev.kind == "backoff" and rec.job.state is S.PENDING:
+            self.state.dirty = True
+        elif ev.kind == "launch" and rec.job.state is S.STARTING:
+            self._launch_overdue(rec, now, out)
+
+    def _launch_overdue(self, rec: JobRecord, now: float, out: list[Command]) -> None:
+        """The launch deadline passed with ranks that never started: an infrastructure fault
+        (like a lost node: requeued, not charged). Their nodes become suspect; the ranks that
+        did start are stopped, and the attempt ends once they have exited."""
+        silent = [
+            r
+            for r in range(len(rec.allocation))
+            if r not in rec.started_ranks and r not in rec.exited
+        ]
+        if not silent:
+            return
+        nodes = sorted({rec.allocation[r].node for r in silent})
+        why = (
+            f"rank(s) {silent} did not start within the launch deadline "
+            f"({self.launch_timeout_s:g} s) on {', '.join(nodes)}"
+        )
+        for name in nodes:
+            said = self.state.suspect(name, f"job {rec.id} attempt {rec.job.attempt}: {why}", now)
+            if said is not None:
+                out.append(said)
+        for r in silent:  # never started: nothing there to wait for (the Kill makes sure)
+            rec.exited[r] = -1
+            self.state.free(rec.allocation[r])
+        self.stop(rec, S.NODE_LOST, why, out)
+        out.append(Kill(rec.id, rec.job.attempt, tuple(silent), "launch deadline passed"))
+        if not rec.live_ranks():
+            self.attempt_over(rec, now, out)
+        self.state.dirty = True
+
+    def task_started(self, ev: TaskStarted, now: float, out: list[Command]) -> None:
+        if ev.node:  # its agent starts tasks: whatever made it suspect is over
+            said = self.state.trust(
+                ev.node, f"started a task ({ev.job_id} attempt {ev.attempt})", now
+            )
+            if said is not None:
+                out.append(said)
+        rec = self.jobs.get(ev.job_id)
+        if rec is None or rec.job.attempt != ev.attempt or rec.job.state is not S.STARTING:
+            return  # a stale attempt: the agent will be told to stop it by its lease
+        rec.started_ranks.add(ev.rank)
+        if len(rec.started_ranks) == len(rec.allocation) and rec.ending is None:
+            self._to(rec, S.RUNNING, now, "every rank started", out)
+
+    def task_exited(self, ev: TaskExited, now: float, out: list[Command]) -> None:
+        rec = self.jobs.get(ev.job_id)
+        if rec is None or rec.job.attempt != ev.attempt or ev.rank in rec.exited:
+            return
+        if rec.job.state not in (S.STARTING, S.RUNNING) or ev.rank >= len(rec.allocation):
+            return
+        rec.exited[ev.rank] = ev.exit_code
+        self.state.free(rec.allocation[ev.rank])
+        self.state.dirty = True
+        if rec.ending is None and ev.exit_code != 0:
+            why = ev.why or f"rank {ev.rank} exited with code {ev.exit_code}"
+            rec.failure = why
+            self.stop(rec, S.FAILED, why, out, reason_kill="gang member failed")
+        if not rec.live_ranks():
+            self.attempt_over(rec, now, out)
+
+    def task_fenced(self, ev: TaskFenced, now: float, out: list[Command]) -> None:
+        """The node stopped the rank for its own sake: gone, as a reconcile would find."""
+        if self.current_rank(ev.job_id, ev.attempt, ev.rank, ev.node) is None:
+            return  # not the current attempt's, or not placed there: it changes nothing
+        rec = self.jobs[ev.job_id]
+        if ev.rank in rec.exited:
+            return
+        rec.exited[ev.rank] = -1
+        self.state.free(rec.allocation[ev.rank])
+        why = f"node {ev.node} no longer runs rank(s) [{ev.rank}]"
+        self.stop(rec, S.NODE_LOST, f"{why}: {ev.why}" if ev.why else why, out)
+        if not rec.live_ranks():
+            self.attempt_over(rec, now, out)
+        self.state.dirty = True
+
+    def reconcile(
+        self, now: float, node: str, running: Iterable[tuple[str, int, int]], out: list[Command]
+    ) -> None:
+        """The ranks the agent still runs: every rank the controller placed there that the
+        agent does not run is gone (it never started, or ended while nobody listened): it
+        counts as lost, and the job is requeued."""
+        alive = set(running)
+        for rec in self.jobs_on(node):
+            lost = [
+                rank
+                for rank, p in enumerate(rec.allocation)
+                if p.node == node
+                and rank not in rec.exited
+                and (rec.id, rec.job.attempt, rank) not in alive
+            ]
+            if not lost:
+                continue
+            for rank in lost:
+                rec.exited[rank] = -1
+                self.state.free(rec.allocation[rank])
+            self.stop(rec, S.NODE_LOST, f"node {node} no longer runs rank(s) {lost}", out)
+            if not rec.live_ranks():
+                self.attempt_over(rec, now, out)
+        self.state.dirty = True
+
+    # ----- a scheduling pass's decisions -------------------------------------------------
+
+    def start(self, st: Start, now: float, out: list[Command]) -> None:
+        rec = self.jobs[st.job_id]
+        self._dequeue(rec)
+        rec.nominated = False
+        j = rec.job
+        j.attempt += 1
+        j.start_time = now
+        rec.allocation = st.allocation
+        rec.borrowing = st.borrowing
+        rec.started_ranks = set()
+        rec.exited = {}
+        rec.ending = None
+        rec.ending_why = ""
+        for p in st.allocation:
+            self.state.take(p)
+        self._to(rec, S.STARTING, now, f"attempt {j.attempt}", out)
+        out.append(
+            Launch(
+                j.id, j.attempt, st.allocation, rank_env(j.id, rec.seq, j.attempt, st.allocation)
+            )
+        )
+        if j.spec.time_limit_s is not None:
+            out.append(SetTimer(now + j.spec.time_limit_s, "timelimit", j.id, j.attempt))
+        if self.launch_timeout_s is not None:
+            out.append(SetTimer(now + self.launch_timeout_s, "launch", j.id, j.attempt))
+        self.state.run(rec.running_view())
+        self.state.use(j.spec.queue, j.spec.total_resources)
+        self._throttle_started(rec)
+
+    def preempt(self, pre: Preempt, out: list[Command]) -> None:
+        victim = self.jobs[pre.job_id]
+        if victim.job.state in (S.STARTING, S.RUNNING) and victim.ending is None:
+            self.stop(victim, S.PREEMPTED, pre.reason, out, reason_kill="preempted")
+        preemptor = self.jobs.get(pre.for_job)
+        if preemptor is not None and not preemptor.nominated:
+            preemptor.nominated = True  # the room being made is its: next cycles go first
+            self._requeue_view(preemptor)
+
+    # ----- an attempt's end --------------------------------------------------------------
+
+    def stop(
+        self,
+        rec: JobRecord,
+        ending: JobState,
+        why: str,
+        out: list[Command],
+        reason_kill: str | None = None,
+    ) -> None:
+        """End the attempt as ``ending`` once every live rank has been stopped. A cancel wins
+        over an ending already under way (a failed rank, a preemption): the user asked for the
+        job to stop, not to be retried or requeued."""
+        if rec.ending is None or ending is S.CANCELLED:
+            rec.ending = ending
+            rec.ending_why = why
+        live = tuple(r for r in rec.live_ranks())
+        if live:
+            out.append(Kill(rec.id, rec.job.attempt, live, reason_kill or ending.value.lower()))
+
+    def attempt_over(self, rec: JobRecord, now: float, out: list[Command]) -> None:
+        j = rec.job
+        ending = rec.ending or S.SUCCEEDED
+        why = rec.ending_why or "every rank exited 0"
+        if j.start_time is not None:
+            j.attained_gpu_s += (now - j.start_time) * j.spec.total_gpu_milli / MILLI
+        self.state.unrun(j.id)
+        self.state.unuse(j.spec.queue, j.spec.total_resources)
+        if rec.array_limit:
+            self._refresh_views(self._throttle.stopped(rec.id))
+        if j.state is S.STARTING and ending in (S.SUCCEEDED, S.TIMED_OUT):
+            self._to(rec, S.RUNNING, now, "ranks started and ended together", out)
+        self._to(rec, ending, now, why, out)
+        rec.ending = None
+        if ending is S.FAILED and j.retries_used < j.spec.max_retries:
+            j.retries_used += 1
+            delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (j.retries_used - 1))
+            j.eligible_time = now + delay
+            self._to(
+                rec,
+                S.PENDING,
+                now,
+                f"retry {j.retries_used} of {j.spec.max_retries} after {delay:g} s back-off",
+                out,
+            )
+            out.append(SetTimer(j.eligible_time, "backoff", j.id, j.attempt))
+            self._enqueue(rec)
+        elif ending in (S.PREEMPTED, S.NODE_LOST):
+            self._to(rec, S.PENDING, now, "requeued; not charged to the job's retries", out)
+            self._enqueue(rec)
+        else:
+            j.end_time = now
+            self._finished(rec, now, out)
+
+    def _finished(self, rec: JobRecord, now: float, out: list[Command]) -> None:
+        for dep_id in self._dependents.get(rec.id, ()):
+            dep = self.jobs[dep_id]
+            if dep.job.state is not S.PENDING:
+                continue
+            failed = self._dependency_failed(dep)
+            if failed:
+                self._dequeue(dep)
+                self._to(dep, S.CANCELLED, now, failed, out)
+                dep.job.end_time = now
+                self._finished(dep, now, out)
+            else:
+                self._requeue_view(dep)
+        self.state.dirty = True
+
+    # ----- helpers -----------------------------------------------------------------------
+
+    def _to(
+        self, rec: JobRecord, state: JobState, now: float, why: str, out: list[Command]
+    ) -> None:
+        old = rec.job.state
+        rec.job.to(state, now, why)
+        out.append(Transition(rec.id, rec.job.attempt, old, state, now, why))
+
+    def _view(self, rec: JobRecord) -> PendingJob:
+        """Its pending view: an unmet dependency first, else its array's throttle."""
+        unmet = self._dependency_unmet(rec)
+        if unmet or not rec.array_limit:
+            return rec.pending_view(unmet)
+        why = self._throttle.waiting(rec.id)
+        return rec.pending_view(why, throttled=bool(why))
+
+    def _throttle_started(self, rec: JobRecord) -> None:
+        if rec.array_limit and rec.array_id is not None:
+            self._refresh_views(self._throttle.started(rec.array_id, rec.array_limit, rec.id))
+
+    def _refresh_views(self, job_ids: set[str]) -> None:
+        """Tasks an array's throttle window moved past: their pending views change."""
+        for job_id in job_ids:
+            self._requeue_view(self.jobs[job_id])
+        if job_ids:
+            self.state.dirty = True
+
+    def _dependency_unmet(self, rec: JobRecord) -> str:
+        if not rec.depends_on:
+            return ""
+        unmet = []
+        for kind, dep in rec.depends_on:
+            d = self.jobs[dep].job
+            done = d.state in (S.SUCCEEDED, S.CANCELLED, S.TIMED_OUT) or d.finished
+            if not done:
+                unmet.append(f"{kind}:{dep}")
+        return f"waiting for {', '.join(unmet)}" if unmet else ""
+
+    def _dependency_failed(self, rec: JobRecord) -> str:
+        for kind, dep in rec.depends_on:
+            d = self.jobs[dep].job
+            if kind == "afterok" and d.finished and d.state is not S.SUCCEEDED:
+                return f"dependency afterok:{dep} ended {d.state.value}"
+        return ""
+
+    def _enqueue(self, rec: JobRecord) -> None:
+        if rec.array_limit and rec.array_id is not None:
+            moved = self._throttle.queued(rec.array_id, rec.array_limit, rec.id, rec.seq)
+            self._refresh_views(moved - {rec.id})
+        self.state.put_pending(self._view(rec))
+        self.state.dirty = True
+
+    def _requeue_view(self, rec: JobRecord) -> None:
+        if self.state.is_pending(rec.id):
+            self.state.put_pending(self._view(rec))
+
+    def _dequeue(self, rec: JobRecord) -> None:
+        if self.state.unpend(rec.id) and rec.array_limit:
+            self._refresh_views(self._throttle.unqueued(rec.id, rec.seq))

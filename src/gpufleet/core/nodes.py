@@ -1,0 +1,155 @@
+"""What happens on a node's events: up (new, back, or described anew), lost, a health report,
+an admin's drain; and the hold on a node restored from the store until its agent is back.
+
+The node's state changes through ``ClusterState``; its jobs are stopped and requeued by the
+``JobMaster``."""
+
+from __future__ import annotations
+
+from gpufleet.core.cluster_state import ClusterState
+from gpufleet.core.commands import Command, NodeEvent
+from gpufleet.core.errors import ControllerError
+from gpufleet.core.events import NodeDrain, NodeHealth, NodeLost, NodeUp
+from gpufleet.core.jobmaster import JobMaster
+from gpufleet.core.state import NodeRuntime
+from gpufleet.model.job import JobState
+
+S = JobState
+
+# The ``why`` of the drain and resume the controller makes itself on a node's health reports
+# (the service audits these; an admin's drains carry the admin's own words).
+HEALTH_DRAIN = "failed its health checks"
+HEALTH_RESUME = "passed its health checks again"
+
+
+class NodeLifecycle:
+    def __init__(self, state: ClusterState, jobmaster: JobMaster) -> None:
+        self.state = state
+        self.jm = jobmaster
+
+    def hold_restored(
+        self, name: str, why: str, *, drained: bool = False, health_drained: bool = False
+    ) -> None:
+        n = self.state.nodes.get(name)
+        if n is None or n.lost:
+            return
+        n.healthy = False  # NodeUp(healthy=True) lifts the hold
+        n.drained = drained
+        n.health_drained = drained and health_drained
+        n.why = why
+        self.state.node_changed(name)
+        self.state.dirty = True
+
+    def _trust(self, name: str, why: str, now: float, out: list[Command]) -> None:
+        said = self.state.trust(name, why, now)
+        if said is not None:
+            out.append(said)
+
+    def up(self, ev: NodeUp, now: float, out: list[Command]) -> None:
+        st, name = self.state, ev.spec.name
+        old = st.nodes.get(name)
+        if old is not None and not old.lost and old.spec == ev.spec:
+            old.healthy = ev.healthy
+            old.datasets = ev.datasets
+            st.node_changed(name)
+            self._trust(name, "registered again", now, out)
+        elif old is not None and not old.lost:
+            # the same node, described anew (a label, its memory): what runs there keeps its
+            # devices; ranks on devices the node no longer has are gone
+            new = NodeRuntime.of(ev.spec, ev.healthy, ev.datasets)
+            new.drained, new.why = old.drained, old.why
+            new.health_drained = old.health_drained
+            st.put_node(new)
+            if old.suspect:
+                new.suspect = True
+                self._trust(name, "registered again", now, out)
+            for rec in self.jm.jobs_on(name):
+                lost = False
+                for r, p in enumerate(rec.allocation):
+                    if p.node != name or r in rec.exited:
+                        continue
+                    if all(d < ev.spec.gpus for d in p.gpus):
+                        st.take(p)
+                    else:
+                        rec.exited[r] = -1
+                        lost = True
+                if lost:
+                    self.jm.stop(
+                        rec, S.NODE_LOST, f"node {name} no longer has the devices of a rank", out
+                    )
+                    if not rec.live_ranks():
+                        self.jm.attempt_over(rec, now, out)
+        else:
+            # a new node, or one that comes back: it has stopped all its tasks (fencing)
+            st.put_node(NodeRuntime.of(ev.spec, ev.healthy, ev.datasets))
+            if old is not None:
+                out.append(NodeEvent(name, "resumed", now, "registered again"))
+        st.node_changed(name)
+        st.dirty = True
+
+    def lost(self, ev: NodeLost, now: float, out: list[Command]) -> None:
+        node = self.state.nodes.get(ev.node)
+        if node is None or node.lost:
+            return
+        node.lost = True
+        node.why = ev.why
+        self.state.node_changed(ev.node)
+        out.append(NodeEvent(ev.node, "lost", now, ev.why))
+        for rec in self.jm.jobs_on(ev.node):
+            # ranks on the lost node will never report: count them as gone
+            for r, p in enumerate(rec.allocation):
+                if p.node == ev.node and r not in rec.exited:
+                    rec.exited[r] = -1
+            self.jm.stop(rec, S.NODE_LOST, f"node {ev.node} lost: {ev.why}", out)
+            if not rec.live_ranks():
+                self.jm.attempt_over(rec, now, out)
+        self.state.dirty = True
+
+    def health(self, ev: NodeHealth, now: float, out: list[Command]) -> None:
+        """A failed check marks the node unhealthy and drains it (nothing new is placed there;
+        the jobs on its bad GPUs are requeued, not charged); it returns to service only once
+        it passes its checks again, and then only from a drain the controller set itself: an
+        admin's drain stays until the admin resumes the node."""
+        node = self.state.nodes.get(ev.node)
+        if node is None:
+            return
+        was, was_bad = node.healthy, node.bad_gpus
+        node.healthy = ev.healthy
+        node.bad_gpus = frozenset(ev.bad_gpus) if not ev.healthy else frozenset()
+        node.why = ev.why
+        if was != ev.healthy or node.bad_gpus != was_bad:
+            out.append(NodeEvent(ev.node, "healthy" if ev.healthy else "unhealthy", now, ev.why))
+        if not ev.healthy and not node.drained:
+            node.drained = node.health_drained = True
+            out.append(NodeEvent(ev.node, "drained", now, f"{HEALTH_DRAIN}: {ev.why}"))
+        elif ev.healthy and node.health_drained:
+            node.drained = node.health_drained = False
+            node.why = HEALTH_RESUME
+            out.append(NodeEvent(ev.node, "resumed", now, HEALTH_RESUME))
+        self.state.node_changed(ev.node)
+        if not ev.healthy:
+            for rec in self.jm.jobs_on(ev.node):
+                hit = not ev.bad_gpus or any(
+                    p.node == ev.node and set(p.gpus) & set(ev.bad_gpus) for p in rec.allocation
+                )
+                if hit:
+                    self.jm.stop(rec, S.NODE_LOST, f"node {ev.node} unhealthy: {ev.why}", out)
+        self.state.dirty = True
+
+    def drain(self, ev: NodeDrain, now: float, out: list[Command]) -> None:
+        """An admin's drain or resume. A resume clears any drain, the controller's own too;
+        ``force`` also puts a node whose checks still fail back into service (until its agent
+        reports a new failure)."""
+        node = self.state.nodes.get(ev.node)
+        if node is None:
+            raise ControllerError(f"unknown node {ev.node}")
+        node.drained = ev.drain
+        node.health_drained = False  # an admin's word replaces the controller's
+        node.why = ev.why
+        out.append(NodeEvent(ev.node, "drained" if ev.drain else "resumed", now, ev.why))
+        if not ev.drain and ev.force and not node.healthy:
+            node.healthy = True
+            node.bad_gpus = frozenset()
+            out.append(NodeEvent(ev.node, "healthy", now, f"forced by admin: {ev.why}"))
+        self.state.node_changed(ev.node)
+        self.state.dirty = True
