@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpufleet.core.launch_env import rank_env
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import JobState
 
@@ -26,8 +27,14 @@ class Launch:
     job_id: str
     attempt: int
     allocation: Allocation  # one placement per rank, rank order
-    env: tuple[tuple[tuple[str, str], ...], ...]  # per rank: the launcher's environment
+    seq: int  # the job's number (its MASTER_PORT is drawn from it)
     skip: frozenset[int] = frozenset()  # ranks counted as gone before this was handed on
+
+    @property
+    def env(self) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """Per rank, the launcher's environment; made when an executor asks (the simulator's
+        never does, and made for every start it cost the replay 2 %)."""
+        return rank_env(self.job_id, self.seq, self.attempt, self.allocation)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ from gpufleet.core.events import (
     TaskStarted,
     TimerFired,
 )
-from gpufleet.core.launch_env import rank_env
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.job import Job, JobState
@@ -133,7 +132,7 @@ class JobMaster:
         gone = frozenset(r for r in rec.exited if 0 <= r < len(launch.allocation))
         if gone == launch.skip:
             return launch
-        return Launch(launch.job_id, launch.attempt, launch.allocation, launch.env, gone)
+        return Launch(launch.job_id, launch.attempt, launch.allocation, launch.seq, gone)
 
     def jobs_on(self, node: str) -> list[JobRecord]:
         return [self.jobs[jid] for jid in self.state.running_on(node)]
@@ -316,11 +315,7 @@ class JobMaster:
         for p in st.allocation:
             self.state.take(p)
         self._to(rec, S.STARTING, now, f"attempt {j.attempt}", out)
-        out.append(
-            Launch(
-                j.id, j.attempt, st.allocation, rank_env(j.id, rec.seq, j.attempt, st.allocation)
-            )
-        )
+        out.append(Launch(j.id, j.attempt, st.allocation, rec.seq))
         if j.spec.time_limit_s is not None:
             out.append(SetTimer(now + j.spec.time_limit_s, "timelimit", j.id, j.attempt))
         if self.launch_timeout_s is not None:
