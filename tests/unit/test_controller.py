@@ -511,3 +511,12 @@ def test_the_same_events_give_the_same_commands() -> None:
 def test_a_back_off_that_is_not_positive_and_capped_is_refused(base: float, cap: float) -> None:
     with pytest.raises(ValueError, match="retry back-off: need 0 < base"):
         Harness(backoff_base_s=base, backoff_max_s=cap)
+
+
+def test_pending_jobs_are_the_snapshots_pending_without_a_snapshot() -> None:
+    h = Harness(cluster_spec(1, 8))
+    for i in range(5):
+        h.submit(float(i), f"j{i}", gpus=4)
+    h(6.0, JobCancelled("j3"))
+    assert [p.id for p in h.c.pending_jobs()] == [p.id for p in h.c.snapshot(7.0).pending]
+    assert {p.id for p in h.c.pending_jobs()} == {"j2", "j4"}  # j0 and j1 run, j3 cancelled
