@@ -190,7 +190,9 @@ BACKFILL = Scenario(
         _job("r1", 0, 12, gpus=4, time_limit_s=14),  # node-0
         _job("r2", 2, 16, gpus=2, time_limit_s=30),  # node-1 GPUs 0-1
         # an 8-GPU gang cannot start: reserved at r2's limit (t=32)
-        _job("gang", 4, 4, gpus=4, workers=2, time_limit_s=10),
+        # its rank on node-1 runs 2 s longer: s2 then finds node-0 free first, in both (had
+        # both ranks ended at once, where s2 lands would hang on which exit came first live)
+        _job("gang", 4, 4, Rule(6, rank=1), gpus=4, workers=2, time_limit_s=10),
         _job("s1", 6, 4, gpus=2, time_limit_s=6),  # ends before the reservation: backfilled
         # would run past the reservation on its devices: waits, though node-0 is free at 12
         _job("s2", 8, 2, gpus=2, time_limit_s=40),
