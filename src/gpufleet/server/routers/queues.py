@@ -22,7 +22,7 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
     c = svc.ctrl
     used = c.queue_used(q.name)
     shares = c.dominant_shares()
-    pending = sum(1 for p in c.snapshot(svc.clock.now()).pending if p.spec.queue == q.name)
+    pending = sum(1 for p in c.pending_jobs() if p.spec.queue == q.name)  # no snapshot per queue
     running = sum(1 for r in c.running.values() if r.spec.queue == q.name)
     return s.QueueOut(
         name=q.name,
