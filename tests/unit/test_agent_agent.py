@@ -37,6 +37,8 @@ class FakeController:
         self.final: set[tuple[str, int, int, str]] = set()
         self.stale: list[dict[str, Any]] = []
         self.foreign_jobs: set[str] = set()  # logs for these: 403, not this node's rank
+        self.rejoining: set[str] = set()  # rebuilt from its store: asks these to register again
+        self.refuse_registrations = False  # its store takes no writes: 503
         self.requests = 0
 
     def handler(self, request: httpx.Request) -> httpx.Response:
@@ -45,7 +47,10 @@ class FakeController:
             raise httpx.ConnectError("controller unreachable", request=request)
         path = request.url.path.removeprefix("/api/v1/agent/")
         body = json.loads(request.content) if request.content else None
+        if path == "register" and self.refuse_registrations:
+            return httpx.Response(503, json={"detail": "database or disk is full"})
         if path == "register":
+            self.rejoining.discard(body["node"])
             self.registered[body["node"]] = body
             self.registrations.append(body)
             return httpx.Response(200, json={"lease_s": self.lease_s, "heartbeat_s": 1.0})
@@ -54,7 +59,10 @@ class FakeController:
             return httpx.Response(409, json={"detail": f"node {node} is not registered"})
         if what == "heartbeat":
             self.heartbeats.append(body)
-            return httpx.Response(200, json={"lease_s": self.lease_s, "stale": self.stale})
+            again = node in self.rejoining
+            return httpx.Response(
+                200, json={"lease_s": self.lease_s, "stale": self.stale, "register_again": again}
+            )
         if what == "commands":
             out, self.commands = self.commands, []
             return httpx.Response(200, json={"commands": out})
@@ -222,6 +230,32 @@ def test_a_controller_that_forgot_the_node_gets_a_new_registration(
     assert agent.heartbeat_once()
     assert len(ctl.registrations) == 2
     assert ctl.registrations[-1]["running"] == [{"job": "j1", "attempt": 0, "rank": 0}]
+
+
+def test_a_rebuilt_controller_that_cannot_store_the_registration_keeps_the_lease(
+    agent: Agent, ctl: FakeController, clock: ManualClock
+) -> None:
+    """The controller rebuilt its state from the store and asks for a registration that its
+    store cannot take yet: the heartbeats it answers keep the lease, nothing is fenced, and
+    the registration that finally goes through lists the task."""
+    agent.register_once()  # lease until T0 + 5
+    ctl.launch(SLEEP)
+    agent.commands_once(wait_s=0)
+    agent.tick_once()
+    ctl.rejoining.add("n1")
+    ctl.refuse_registrations = True
+    for _ in range(4):  # 12 s: more than twice the lease, a heartbeat every 3 s
+        clock.advance(3.0)
+        assert agent.heartbeat_once()  # answered: the lease goes on
+        agent.tick_once()
+        assert agent.runner.live() and not agent.state.fenced
+    assert len(ctl.registrations) == 1  # every try at registering again was refused
+    ctl.refuse_registrations = False
+    clock.advance(3.0)
+    assert agent.heartbeat_once()
+    assert len(ctl.registrations) == 2 and "n1" not in ctl.rejoining
+    assert ctl.registrations[-1]["running"] == [{"job": "j1", "attempt": 0, "rank": 0}]
+    assert agent.runner.live() and not any(e["kind"] == "exited" for e in ctl.events)
 
 
 def test_a_frozen_node_says_nothing(

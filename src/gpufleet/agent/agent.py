@@ -275,6 +275,11 @@ class Agent:
         with self._lock:
             self._do(self.state.on_heartbeat_ok(res, now))
             self._publish_lease()
+        if (
+            res.register_again
+        ):  # the controller rebuilt its state: register again, keeping the lease
+            log.warning("registering again: the controller rebuilt its state from the store")
+            self.register_once()  # a failure is retried at the next heartbeat's request
         return True
 
     def _stale(self, epoch: int) -> bool:

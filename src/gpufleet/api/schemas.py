@@ -262,6 +262,9 @@ class Heartbeat(Input):
 class HeartbeatResult(Strict):
     lease_s: float
     stale: list[TaskRef] = []  # tasks the agent must stop: their attempt is no longer current
+    # register again (the lease goes on meanwhile): the controller rebuilt its state from the
+    # store and reconciles what the agent runs at its registration
+    register_again: bool = False
 
 
 class AgentCommand(Strict):

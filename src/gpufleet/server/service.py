@@ -116,6 +116,13 @@ class NodeLink:
     # before then, so node loss is timed from here, on a clock that NTP does not step
     answered_at: float = field(default_factory=time.monotonic)
     epoch: int = 0  # its registration's number (rising, across our restarts too)
+    # registered with this process before a rebuild from the store, and not yet again: its
+    # heartbeats keep its lease (this process never declared its node lost, and places
+    # nothing there until the reconcile) and ask it to register again. Without this, a store
+    # that took the rebuild's reads and probe but not the registration's writes (a full disk
+    # whose WAL had room for the probe) let the lease lapse, and the watchdog killed tasks
+    # that the rebuilt memory rightly held as running: their jobs ran a second attempt.
+    rejoining: bool = False
 
 
 class ControllerService:
@@ -260,6 +267,7 @@ class ControllerService:
             # is placed on their nodes (the reconcile of their registration would undo it)
             old = self.links.get(n.name)
             if old is not None and rebuild:  # what the agent told us at its registration
+                old.rejoining = old.registered or old.rejoining
                 old.last_seen, old.registered, old.reported = now, False, False
                 old.answered_at = self._monotonic()
             else:
@@ -277,7 +285,7 @@ class ControllerService:
             )
         for name, link in self.links.items():
             if name not in ctrl.nodes:  # registered, but its node row never committed
-                link.registered = False
+                link.registered = link.rejoining = False
         self._install(ctrl)
         if rebuild:
             # what was queued was committed, but every agent registers again now and the
@@ -628,27 +636,35 @@ class ControllerService:
             epoch=max(time.time_ns(), self._last_epoch + 1),
         )
         self._last_epoch = link.epoch
+        old = self.links.get(req.node)
         self.links[req.node] = link
-        self.store.upsert_node(
-            NodeRecord(
-                spec,
-                req.address,
-                dict(req.labels),
-                last_heartbeat=now,
-                driver_version=req.driver_version,
-                cuda_version=req.cuda_version,
-                gpu_info=tuple(g.model_dump() for g in req.gpus),
+        try:
+            self.store.upsert_node(
+                NodeRecord(
+                    spec,
+                    req.address,
+                    dict(req.labels),
+                    last_heartbeat=now,
+                    driver_version=req.driver_version,
+                    cuda_version=req.cuda_version,
+                    gpu_info=tuple(g.model_dump() for g in req.gpus),
+                )
             )
-        )
-        # one event: the node up, what its tasks did while nobody listened, then the reconcile
-        # of what it still runs, with no scheduling pass in between
-        await self.event(
-            NodeRegistered(
-                spec,
-                tuple((r.job, r.attempt, r.rank) for r in req.running),
-                tuple(task_event(req.node, e) for e in req.events),
+            # one event: the node up, what its tasks did while nobody listened, then the
+            # reconcile of what it still runs, with no scheduling pass in between
+            await self.event(
+                NodeRegistered(
+                    spec,
+                    tuple((r.job, r.attempt, r.rank) for r in req.running),
+                    tuple(task_event(req.node, e) for e in req.events),
+                )
             )
-        )
+        except BaseException:
+            # a registration that did not commit changed nothing: the link before it (and
+            # the lease its heartbeats keep, ``rejoining``) stands
+            if old is not None and self.links.get(req.node) is link:
+                self.links[req.node] = old
+            raise
         link.registered = True  # reconciled: its heartbeats and long-polls are taken now
         link.answered_at = self._monotonic()  # the registration's answer renews the lease
         return s.RegisterResult(
@@ -662,16 +678,20 @@ class ControllerService:
         self.check_own(node, "running", hb.running)
         link = self.links.get(node)
         if self.down:
-            # the store blinked: the process is alive and launches nothing meanwhile, so a
-            # registered agent keeps its lease (its tasks run on); nothing is judged stale
+            # the store blinked: the process is alive and launches nothing meanwhile, so an
+            # agent it answered keeps its lease (its tasks run on); nothing is judged stale
             # from memory that is being rebuilt. After the rebuild it registers again.
-            if link is None or not link.registered:
+            if link is None or not (link.registered or link.rejoining):
                 self.down.check()
             assert link is not None  # down.check() raised otherwise
-            link.last_seen = self.clock.now()
-            link.answered_at = self._monotonic()
-            return s.HeartbeatResult(lease_s=self.lease_s, stale=[])
+            return self._keep_lease(link, register=False)
         rt = self.ctrl.nodes.get(node)
+        if link is not None and link.rejoining and not link.registered:
+            if rt is not None and not rt.lost:
+                # rebuilt from the store, and its registration (the reconcile) has not
+                # committed yet: the lease goes on, and the agent is asked to register again
+                return self._keep_lease(link, register=True)
+            link.rejoining = False  # its node was declared lost meanwhile: refused below
         if link is None or not link.registered or rt is None or rt.lost:
             raise RequestError(
                 409,
@@ -692,6 +712,11 @@ class ControllerService:
         current = self.ctrl.current_rank
         stale = [t for t in hb.running if current(t.job, t.attempt, t.rank, node) is None]
         return s.HeartbeatResult(lease_s=self.lease_s, stale=stale)
+
+    def _keep_lease(self, link: NodeLink, *, register: bool) -> s.HeartbeatResult:
+        link.last_seen = self.clock.now()
+        link.answered_at = self._monotonic()
+        return s.HeartbeatResult(lease_s=self.lease_s, stale=[], register_again=register)
 
     async def agent_events(self, node: str, events: list[s.AgentEvent]) -> None:
         """Believed even before a node registers again after our restart: an exit that
