@@ -507,6 +507,43 @@ def test_job_events_carry_their_attempt(api: Api) -> None:
     ]
 
 
+def test_a_failed_job_with_no_retry_left_has_ended_for_listings(api: Api) -> None:
+    """Seen by a new user: a FAILED job stayed in the default (active) listing for ever."""
+    agent = api.agent("node-0")
+    register(agent, "node-0")
+    alice = api.user("alice")
+    (failed,) = alice.submit({**SPEC, "name": "fails"})
+    (retried,) = alice.submit({**SPEC, "name": "retries", "max_retries": 1})
+    cmds = wait_for(
+        "both launched", lambda: len(c := agent.commands("node-0", wait_s=0.2)) > 1 and c
+    )
+    started(agent, "node-0", cmds)
+    agent.events(
+        "node-0",
+        [s.AgentEvent(kind="exited", job=c.job, attempt=1, rank=0, exit_code=1) for c in cmds],
+    )
+    wait_for("the retry waits", lambda: alice.job(retried).state == "PENDING")
+    assert alice.job(failed).state == "FAILED"
+    assert [j.id for j in alice.jobs()] == [retried]  # the one still to run again
+    assert [j.id for j in alice.jobs(all_states=True)] == [retried, failed]
+    assert [j.id for j in alice.jobs(state="failed")] == [failed]
+
+
+def test_accounting_bills_running_jobs_up_to_now_never_to_a_future_until(api: Api) -> None:
+    """Seen by a new user: `accounting -E` a year ahead billed 1.1 GPU-h as 13,759.8."""
+    agent = api.agent("node-0")
+    register(agent, "node-0")
+    alice = api.user("alice")
+    (job,) = alice.submit({**SPEC, "gpus_per_worker": 2})
+    started(agent, "node-0", agent.commands("node-0", wait_s=5))
+    api.clock.advance(1800.0)  # half an hour on 2 GPUs, still running: 1 GPU-hour so far
+    for until in (None, T0 + 1800.0, T0 + 365 * 86400.0):
+        (row,) = alice.accounting(since=T0 - 3600.0, until=until)
+        assert row.gpu_hours == pytest.approx(1.0), until
+    assert alice.accounting(since=T0 + 86400.0, until=T0 + 2 * 86400.0) == []  # ahead of now
+    assert alice.job(job).state == "RUNNING"
+
+
 # ----- audit --------------------------------------------------------------------------------
 
 

@@ -413,6 +413,16 @@ def test_cancel_many_reports_each_and_fails_if_one_failed(api: FakeApi) -> None:
     assert [q.url.path for q in api.requests] == [f"/api/v1/jobs/{i}/cancel" for i in "123"]
 
 
+def test_cancel_of_a_running_job_says_it_is_being_stopped_not_its_old_state(
+    api: FakeApi,
+) -> None:
+    """The answer comes before the tasks have exited: RUNNING read as if the cancel failed."""
+    api.on("POST", "/jobs/4/cancel", job("4", state="RUNNING"))
+    r = cli("cancel", "4")
+    assert r.code == 0
+    assert r.stdout == "job 4: cancelling (its tasks are being stopped)\n"
+
+
 def test_cancel_json(api: FakeApi) -> None:
     api.on("POST", "/jobs/1/cancel", job("1", state="CANCELLED"))
     r = cli("cancel", "--json", "1")

@@ -447,7 +447,10 @@ def cancel(
         out.emit_json(done)
     else:
         for j in done:
-            print(f"job {j.id}: {j.state}")
+            if j.state in ("STARTING", "RUNNING"):  # the kill is on its way to the tasks
+                print(f"job {j.id}: cancelling (its tasks are being stopped)")
+            else:
+                print(f"job {j.id}: {j.state}")
     if failed:
         raise typer.Exit(1)
 

@@ -48,7 +48,7 @@ class Query:
             return False
         if self.state is not None:
             return j.state is self.state
-        return self.all or not j.state.terminal
+        return self.all or not j.finished  # FAILED with no retry left has ended too
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,7 +96,9 @@ async def accounting(
     start, end = since or 0.0, until or svc.clock.now()
     if start > end:
         raise FieldErrors([("query.until", f"must not be before since ({start:g}), got {end:g}")])
-    rows = st.accounting(start, end, by)
+    # what runs now is billed up to now, never up to a future --until (as sacct)
+    now = svc.clock.now()
+    rows = st.accounting(start, min(end, now), by) if start <= now else []
     out = [s.AccountingRow(key=r.key, jobs=r.jobs, gpu_hours=r.gpu_hours) for r in rows]
     if who.role == "user" and by == "user":
         out = [r for r in out if r.key == who.user]
