@@ -91,9 +91,12 @@ def test_a_sigkill_points_at_the_oom_killer(probe_cluster: LocalCluster) -> None
 
 
 def test_a_healthy_node_through_probe_jobs(probe_cluster: LocalCluster) -> None:
-    code, doc = cli(probe_cluster, "node", "node-1", "--python", sys.executable)
+    code, doc = cli(probe_cluster, "node", "node-1", "--python", sys.executable, "-p", "probes")
     found = by_code(doc)
     assert code == 0 and doc["severity"] != "error", doc
+    with probe_cluster.admin() as a:  # the probe jobs ran in the queue named
+        names = {j.name for j in a.jobs(all_states=True, queue="probes")}
+    assert "doctor-node" in names, names
     assert found["clock"]["severity"] == "ok"
     # measured against real-cluster defaults (100 MB/s): a busy test machine may fall short
     assert "storage" in found or found["storage_slow"]["severity"] == "warning"

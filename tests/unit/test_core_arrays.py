@@ -122,3 +122,34 @@ def test_the_limit_holds_through_failures_retries_and_cancels() -> None:
         else:
             finish(c, t, victim, code=rnd.choice((0, 0, 1)))
     assert all(c.jobs[i].job.finished for i in ids) and peak == 3
+
+
+def test_afterok_on_an_arrays_id_waits_for_every_task_as_slurm() -> None:
+    """Seen by a new user: ``afterok:ID`` on an array waited for task 0 only."""
+    c = Controller(profile(), cluster_spec(1, 8))
+    ids = submit_array(c, 0.0, 3, limit=0)
+    c.handle(0.0, JobSubmitted("after", spec("after", gpus=1), 0.0, (("afterok", ids[0]),)))
+    finish(c, 1.0, ids[0])  # the first task: the array is not done
+    assert c.jobs["after"].job.state is S.PENDING
+    r = c.reason("after")
+    assert r.code is ReasonCode.DEPENDENCY
+    assert r.message == "waiting for afterok:1 (2 of 3 array tasks)"
+    finish(c, 2.0, ids[2])
+    assert c.jobs["after"].job.state is S.PENDING
+    out = finish(c, 3.0, ids[1])  # the last one: now it runs
+    assert [x.job_id for x in out if isinstance(x, Launch)] == ["after"]
+
+
+def test_afterok_on_an_array_is_cancelled_when_any_task_fails() -> None:
+    c = Controller(profile(), cluster_spec(1, 8))
+    ids = submit_array(c, 0.0, 3, limit=0)
+    c.handle(0.0, JobSubmitted("after", spec("after", gpus=1), 0.0, (("afterok", ids[0]),)))
+    c.handle(0.0, JobSubmitted("any", spec("any", gpus=1), 0.0, (("afterany", ids[0]),)))
+    finish(c, 1.0, ids[1], code=2)
+    rec = c.jobs["after"].job
+    assert rec.state is S.CANCELLED
+    assert rec.history[-1][2] == "dependency afterok:1 (array task 2) ended FAILED"
+    assert c.jobs["any"].job.state is S.PENDING  # afterany: still waits for the others
+    finish(c, 2.0, ids[0])
+    out = finish(c, 3.0, ids[2])
+    assert [x.job_id for x in out if isinstance(x, Launch)] == ["any"]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.io.specs import load_queues
+from gpufleet.io.specs import example, load_queues
 from gpufleet.model.errors import SpecError
+from gpufleet.model.job import JobSpec
 from gpufleet.sim.metrics import jain_index
 from gpufleet.sim.replay import (
     ProfileChoice,
@@ -289,3 +290,10 @@ def test_jain_index() -> None:
     assert jain_index([2.0, 2.0, 2.0]) == pytest.approx(1.0)
     assert jain_index([1.0, 0.0]) == pytest.approx(0.5)
     assert jain_index([]) is None
+
+
+def test_the_demo_cluster_has_the_queue_a_job_names_by_default() -> None:
+    """The README's submit lines name no queue: on the demo cluster they must not fail with
+    "unknown queue 'default'"."""
+    names = [q.name for q in load_queues(example("demo-queues.yaml"))]
+    assert JobSpec("x", "ana").queue in names and {"vision", "nlp"} <= set(names)

@@ -47,13 +47,16 @@ def node(
     probe_controller: Annotated[
         str, typer.Option("--probe-controller", help="The controller's URL as the nodes reach it.")
     ] = "",
+    queue: Annotated[
+        str, typer.Option("--queue", "-p", help="Queue for the probe jobs (sbatch's partition).")
+    ] = Settings().queue,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
     """GPU not recognized (driver module, device nodes, permissions, NVML), slow communication
     (bandwidth, latency, MTU, route), storage bottleneck, clock out of sync."""
-    settings = Settings(python=python, probe_controller=probe_controller)
+    settings = Settings(python=python, probe_controller=probe_controller, queue=queue)
     with connect(server, token) as c:
         findings = node_doctor.diagnose(c, name, settings, local=local, log=out.note)
     finish(findings, json_out)

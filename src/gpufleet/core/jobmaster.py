@@ -63,6 +63,9 @@ class JobMaster:
         self.jobs: dict[str, JobRecord] = {}
         self.seq = 0
         self._dependents: dict[str, list[str]] = {}
+        # an array's id (its first task's) → its tasks' ids: as in Slurm, a dependency on an
+        # array's id is on every task of it (afterok: all succeeded), not on its first task
+        self._arrays: dict[str, dict[str, None]] = {}
         self._throttle = ArrayThrottle()
 
     # ----- restart -----------------------------------------------------------------------
@@ -82,6 +85,7 @@ class JobMaster:
                 array_limit=r.array_limit,
             )
             self.jobs[r.job.id] = rec
+            self._join_array(rec)
             self.seq = max(self.seq, r.seq)
             for _, dep in r.depends_on:
                 self._dependents.setdefault(dep, []).append(r.job.id)
@@ -157,6 +161,7 @@ class JobMaster:
             array_limit=ev.array_limit if ev.array_id is not None else 0,
         )
         self.jobs[ev.job_id] = rec
+        self._join_array(rec)
         for _, dep in ev.depends_on:
             self._dependents.setdefault(dep, []).append(ev.job_id)
         out.append(Transition(ev.job_id, 0, None, S.PENDING, now, "submitted"))
@@ -388,7 +393,10 @@ class JobMaster:
             self._finished(rec, now, out)
 
     def _finished(self, rec: JobRecord, now: float, out: list[Command]) -> None:
-        for dep_id in self._dependents.get(rec.id, ()):
+        waiting = self._dependents.get(rec.id, [])
+        if rec.array_id is not None and rec.array_id != rec.id:  # on its whole array too
+            waiting = [*waiting, *self._dependents.get(rec.array_id, ())]
+        for dep_id in waiting:
             dep = self.jobs[dep_id]
             if dep.job.state is not S.PENDING:
                 continue
@@ -435,18 +443,33 @@ class JobMaster:
             return ""
         unmet = []
         for kind, dep in rec.depends_on:
-            d = self.jobs[dep].job
-            done = d.state in (S.SUCCEEDED, S.CANCELLED, S.TIMED_OUT) or d.finished
-            if not done:
-                unmet.append(f"{kind}:{dep}")
+            left = sum(not d.finished for d in self._depended_on(dep))
+            if left:
+                tasks = self._arrays.get(dep)
+                of = f" ({left} of {len(tasks)} array tasks)" if tasks and len(tasks) > 1 else ""
+                unmet.append(f"{kind}:{dep}{of}")
         return f"waiting for {', '.join(unmet)}" if unmet else ""
 
     def _dependency_failed(self, rec: JobRecord) -> str:
         for kind, dep in rec.depends_on:
-            d = self.jobs[dep].job
-            if kind == "afterok" and d.finished and d.state is not S.SUCCEEDED:
-                return f"dependency afterok:{dep} ended {d.state.value}"
+            if kind != "afterok":
+                continue
+            for d in self._depended_on(dep):
+                if d.finished and d.state is not S.SUCCEEDED:
+                    task = f" (array task {d.id})" if d.id != dep else ""
+                    return f"dependency afterok:{dep}{task} ended {d.state.value}"
         return ""
+
+    def _depended_on(self, dep: str) -> list[Job]:
+        """The jobs a dependency on ``dep`` waits for: every task when it is an array's id."""
+        tasks = self._arrays.get(dep)
+        if not tasks:
+            return [self.jobs[dep].job]
+        return [self.jobs[t].job for t in tasks if t in self.jobs]
+
+    def _join_array(self, rec: JobRecord) -> None:
+        if rec.array_id is not None:
+            self._arrays.setdefault(rec.array_id, {})[rec.id] = None
 
     def _enqueue(self, rec: JobRecord) -> None:
         if rec.array_limit and rec.array_id is not None:
