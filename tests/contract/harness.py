@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from scenarios import (
     Cancel,
     Job,
     KillAgent,
+    ReturnAgent,
     Scenario,
 )
 
@@ -34,7 +36,9 @@ from gpufleet.core.commands import Command, Launch, Transition
 from gpufleet.core.events import (
     JobCancelled,
     NodeLost,
+    NodeRegistered,
     TaskExited,
+    TaskFenced,
     TaskStarted,
 )
 from gpufleet.model.arrays import parse_array
@@ -93,15 +97,26 @@ def tasks(job: Job) -> list[tuple[str, int | None]]:
 
 class RecordingSimulation(Simulation):
     """The simulator with the scenario's ranks (their durations and exit codes per attempt),
-    its cancels and node losses, and a record of what the controller commanded."""
+    its cancels, node losses and returns, and a record of what the controller commanded."""
 
     def __init__(self, sc: Scenario) -> None:
         self.scenario = sc
         self.steps: list[Step] = []
         self.where: dict[tuple[str, int], Where] = {}
         self.plan: dict[str, tuple[Job, int | None]] = {}
-        # a killed agent's node: from then on its ranks neither start nor report their exit
-        self.killed = {a.node: a.at for a in sc.actions if isinstance(a, KillAgent)}
+        # a killed agent's node, from its kill until its agent returns (if it does): its
+        # ranks neither start nor report their exit meanwhile
+        self.dead: dict[str, tuple[float, float]] = {}
+        for a in sc.actions:
+            if isinstance(a, KillAgent):
+                back = min(
+                    (r.at for r in sc.actions if isinstance(r, ReturnAgent) and r.node == a.node),
+                    default=float("inf"),
+                )
+                assert back > a.lost_at, f"{a.node} returns before it is declared lost"
+                self.dead[a.node] = (a.at, back)
+        # per node: the ranks that ran there when its agent went away (fenced meanwhile)
+        self.cut: dict[str, list[tuple[str, int, int]]] = {n: [] for n in self.dead}
         trace = []
         for job in sc.jobs:
             base = JobSpec.from_dict(dict(job.spec), source=sc.name)
@@ -125,6 +140,22 @@ class RecordingSimulation(Simulation):
                     self._push(act.at, JobCancelled(name))
             elif isinstance(act, KillAgent):
                 self._push(act.lost_at, NodeLost(act.node, "agent killed"))
+        self.returns = sorted(
+            (a for a in sc.actions if isinstance(a, ReturnAgent)), key=lambda a: a.at
+        )
+        self._specs = {n.name: n for n in cluster_spec(sc).nodes}
+
+    def run_scenario(self) -> None:
+        """To the end, with each agent's return registered at its time: what it reports (the
+        ranks its watchdog fenced) is known only once the run has reached it."""
+        for ret in self.returns:
+            self.run(until=ret.at - 1e-9)
+            fenced = tuple(
+                TaskFenced(ret.node, job, attempt, rank, "lease lapsed")
+                for job, attempt, rank in self.cut[ret.node]
+            )
+            self._push(ret.at, NodeRegistered(self._specs[ret.node], (), fenced))
+        self.run()
 
     def apply(self, commands: Sequence[Command]) -> None:
         t = self.now
@@ -137,12 +168,15 @@ class RecordingSimulation(Simulation):
                 job, index = self.plan[c.job_id]
                 for rank, p in enumerate(c.allocation):
                     step = job.step(c.attempt, rank, index)
-                    dead_at = self.killed.get(p.node, float("inf"))
-                    if t < dead_at:
-                        self._push(t, TaskStarted(c.job_id, c.attempt, rank))
-                    if t + step.seconds < dead_at:
+                    dead_at, back_at = self.dead.get(p.node, (float("inf"), float("inf")))
+                    if dead_at <= t < back_at:
+                        continue  # a launch to a dead agent: never started
+                    self._push(t, TaskStarted(c.job_id, c.attempt, rank))
+                    if t >= back_at or t + step.seconds < dead_at:
                         end = TaskExited(c.job_id, c.attempt, rank, step.exit_code)
                         self._push(t + step.seconds, end)
+                    else:  # running when its agent went away: it never reports its end
+                        self.cut[p.node].append((c.job_id, c.attempt, rank))
                 self.busy_gpus += sum(len(p.gpus) for p in c.allocation)
             else:
                 super().apply([c])
@@ -159,7 +193,7 @@ def _profile() -> Profile:
 
 def run_sim(sc: Scenario) -> Decisions:
     sim = RecordingSimulation(sc)
-    sim.run()
+    sim.run_scenario()
     return decide(sim.plan, sim.steps, sim.where)
 
 
@@ -260,6 +294,8 @@ def run_live(sc: Scenario, scale: float, data_dir: Path) -> Decisions:
         with cluster.admin() as c, cluster.admin() as watcher:
             return _drive(sc, scale, cluster, c, watcher)
     finally:
+        for name in cluster.agent_procs:  # one left stopped would not hear the SIGTERM
+            cluster.kill_agent(name, signal.SIGCONT)
         cluster.stop()
 
 
@@ -268,6 +304,7 @@ def _drive(
 ) -> Decisions:
     ids: dict[str, str] = {}  # scenario name → live id
     names: dict[str, str] = {}
+    frozen: dict[str, bool] = {}  # a node whose agent went away: stopped (True) or killed
     timeline: list[tuple[float, int, object]] = [(j.at, 0, j) for j in sc.jobs]
     timeline += [(a.at, 1, a) for a in sc.actions]
     timeline.sort(key=lambda x: (x[0], x[1]))
@@ -289,7 +326,13 @@ def _drive(
                 for name, _ in tasks(sc.job(what.job)):
                     c.cancel(ids[name])
             elif isinstance(what, KillAgent):
-                cluster.kill_agent(what.node)
+                cluster.kill_agent(what.node, signal.SIGSTOP if what.freeze else signal.SIGKILL)
+                frozen[what.node] = what.freeze
+            elif isinstance(what, ReturnAgent):
+                if frozen.pop(what.node):
+                    cluster.kill_agent(what.node, signal.SIGCONT)
+                else:
+                    cluster.start_agent(int(what.node.removeprefix("node-")))
 
         def done() -> bool:
             return all(c.job(i).state in TERMINAL for i in ids.values())

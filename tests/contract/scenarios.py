@@ -1,5 +1,5 @@
 """The contract scenarios, as data: a cluster, its queues, jobs with what each rank of each
-attempt does, and actions (cancel, kill a node's agent) at scenario times.
+attempt does, and actions (cancel, kill or freeze a node's agent, bring it back) at scenario times.
 
 Times are scenario seconds; the live run scales them by ``SCALE`` real seconds each. Every event
 that decides an order is at least ``2`` scenario seconds (1 real second) from the next, so that
@@ -65,15 +65,30 @@ class Cancel:
 
 @dataclass(frozen=True)
 class KillAgent:
-    """SIGKILL a node's agent at ``at``; the simulator loses the node at ``lost_at``, when the
-    live controller notices (node grace after the last heartbeat, on its next check)."""
+    """SIGKILL a node's agent at ``at`` (``freeze``: SIGSTOP it, a hung node); the simulator
+    loses the node at ``lost_at``, when the live controller notices (node grace after the last
+    heartbeat, on its next check)."""
 
     at: float
     node: str
     lost_at: float
+    freeze: bool = False
 
 
-Action = Cancel | KillAgent
+@dataclass(frozen=True)
+class ReturnAgent:
+    """The node's agent comes back at ``at``, after its node was declared lost: restarted
+    (after a SIGKILL) or continued (SIGCONT, after a freeze). It registers again: live, as soon
+    as it is up (a restarted agent first starts its process: allow it a few real seconds
+    before the next decision that hangs on the node); in the simulator, a ``NodeRegistered``
+    at ``at`` that runs nothing and reports the ranks it ran when it went away as fenced (its
+    watchdog stopped them when its lease lapsed, before the node was declared lost)."""
+
+    at: float
+    node: str
+
+
+Action = Cancel | KillAgent | ReturnAgent
 
 
 @dataclass(frozen=True)
@@ -164,6 +179,59 @@ LAUNCH_DEADLINE = Scenario(
     jobs=(_DEAD_NODE_JOBS[0], _job("n2", 4, 8, gpus=2)),
     actions=(KillAgent(2, "node-0", _lost_at(2)),),
     launch_timeout_s=4,
+)
+
+# An agent back after its node was declared lost. a runs on node-0 when its agent is killed
+# (3); node-1 is full (b), so when node-0 is declared lost (12) a is requeued, not charged, and
+# waits. The agent is restarted at 16: it registers again with nothing running (its watchdog
+# stopped the old rank when the lease lapsed; the old attempt is never resumed) and node-0
+# takes a's attempt 2 at once. d (28)
+# then lands beside it on node-0's other two GPUs. Spacing: the restarted agent has until 28
+# (6 real seconds; b holds node-1 to 40) to register; a's attempt 2 runs past d's arrival
+# whenever it started.
+AGENT_RETURNS = Scenario(
+    "agent_returns",
+    nodes=2,
+    gpus_per_node=4,
+    jobs=(
+        _job("a", 0, 20, Rule(60, attempt=1), gpus=2),
+        _job("b", 2, 38, gpus=4),
+        _job("d", 28, 4, gpus=2),
+    ),
+    actions=(KillAgent(3, "node-0", _lost_at(3)), ReturnAgent(16, "node-0")),
+)
+
+# A 2-node gang split across a lost node and a surviving one. The gang runs on node-0 and
+# node-1; node-0's agent hangs (SIGSTOP, 3) and is declared lost (12): the rank on node-1 is
+# stopped and the attempt ends NODE_LOST, requeued without using the job's one retry, and the
+# gang restarts as a whole on node-1 and node-2. Attempt 2's rank 1 fails (exit 3): that takes
+# the retry (FAILED, back-off 4 s), and attempt 3 runs to success; had the node loss used the
+# retry, attempt 2 would have ended the job FAILED. node-0's agent wakes at 26, after attempt
+# 3 started (~20; its watchdog stopped attempt 1's rank when the lease lapsed, and it reports
+# that stale end): it registers again and late (32, 4 GPUs, while the gang holds node-1 and
+# node-2 to ~36) runs on it.
+GANG_SPLIT_LOSS = Scenario(
+    "gang_split_loss",
+    nodes=3,
+    gpus_per_node=4,
+    jobs=(
+        Job(
+            "gang",
+            0,
+            _spec("gang", gpus=4, workers=2, max_retries=1),
+            (
+                Rule(60, attempt=1),
+                Rule(4, exit_code=3, attempt=2, rank=1),
+                Rule(60, attempt=2),
+                Rule(16),
+            ),
+        ),
+        _job("late", 32, 2, gpus=4),
+    ),
+    actions=(
+        KillAgent(3, "node-0", _lost_at(3), freeze=True),
+        ReturnAgent(26, "node-0"),
+    ),
 )
 
 RECLAIM = Scenario(
@@ -267,4 +335,6 @@ SCENARIOS: tuple[Scenario, ...] = (
     FAIR_SHARE,
     CANCEL,
     TIME_LIMIT,
+    AGENT_RETURNS,
+    GANG_SPLIT_LOSS,
 )

@@ -7,8 +7,8 @@ import os
 import subprocess
 
 import pytest
-from harness import command
-from scenarios import SCENARIOS, Job, Rule
+from harness import command, run_sim
+from scenarios import AGENT_RETURNS, GANG_SPLIT_LOSS, SCENARIOS, Job, Rule, Scenario
 
 
 def _exit_code(job: Job, attempt: int, rank: int, index: int | None) -> int:
@@ -48,3 +48,35 @@ def test_every_scenario_job_has_a_rule_for_any_attempt() -> None:
         for job in sc.jobs:
             last = job.rules[-1]
             assert (last.attempt, last.rank, last.index) == (None, None, None), job.name
+
+
+# What the node-loss scenarios must decide, not only decide alike: the contract compares the two
+# sides, so a fault in the core that both share would pass it. The simulator alone, in no time.
+EXPECTED = {
+    AGENT_RETURNS.name: [
+        "start order: a#1, b#1, a#2, d#1",
+        "a: PENDING STARTING RUNNING NODE_LOST PENDING STARTING RUNNING SUCCEEDED",
+        "b: PENDING STARTING RUNNING SUCCEEDED",
+        "d: PENDING STARTING RUNNING SUCCEEDED",
+        "a attempt 1: node-0[0,1] -> NODE_LOST",
+        "a attempt 2: node-0[0,1] -> SUCCEEDED",  # a new attempt on the returned node
+        "b attempt 1: node-1[0,1,2,3] -> SUCCEEDED",
+        "d attempt 1: node-0[2,3] -> SUCCEEDED",
+    ],
+    GANG_SPLIT_LOSS.name: [
+        "start order: gang#1, gang#2, gang#3, late#1",
+        # the loss is not charged: attempt 2's failure still has the one retry
+        "gang: PENDING STARTING RUNNING NODE_LOST PENDING STARTING RUNNING FAILED PENDING "
+        "STARTING RUNNING SUCCEEDED",
+        "late: PENDING STARTING RUNNING SUCCEEDED",
+        "gang attempt 1: node-0[0,1,2,3] node-1[0,1,2,3] -> NODE_LOST",
+        "gang attempt 2: node-1[0,1,2,3] node-2[0,1,2,3] -> FAILED",
+        "gang attempt 3: node-1[0,1,2,3] node-2[0,1,2,3] -> SUCCEEDED",
+        "late attempt 1: node-0[0,1,2,3] -> SUCCEEDED",  # the node is back in service
+    ],
+}
+
+
+@pytest.mark.parametrize("scenario", [AGENT_RETURNS, GANG_SPLIT_LOSS], ids=lambda sc: sc.name)
+def test_a_lost_node_s_scenarios_decide_as_their_comments_say(scenario: Scenario) -> None:
+    assert run_sim(scenario).lines() == EXPECTED[scenario.name]
