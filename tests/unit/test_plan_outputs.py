@@ -112,7 +112,8 @@ def test_topology_conf_of_a_tiny_three_tier_rail_fabric() -> None:
 
 def test_hostlist_compresses_runs_as_slurm_writes_them() -> None:
     names = ["a-000", "a-001", "a-002", "a-005", "b-1", "login", "x9", "x10"]
-    assert hostlist(names) == "a-[000-002,005],b-1,login,x9,x10"
+    # zero-padded numbers keep their width; plain ones join whatever their length (Slurm)
+    assert hostlist(names) == "a-[000-002,005],b-1,login,x[9-10]"
     assert hostlist(["gpu-007"]) == "gpu-007"
 
 

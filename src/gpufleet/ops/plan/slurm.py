@@ -10,49 +10,12 @@ hop apart rail by rail, which is what Slurm's tree should keep a job under.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-
 from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.hostlist import compress as hostlist
 from gpufleet.ops.plan.cluster_yaml import FRONTEND
 from gpufleet.ops.plan.fabric import FabricPlan
 
 CORE = "core"
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
-
-
-def hostlist(names: Sequence[str]) -> str:
-    """Slurm's compressed form, in the given order: ``gpu-[000-031,040],login``."""
-    parts: list[str] = []
-    key: tuple[str, int] | None = None
-    runs: list[list[int]] = []
-
-    def flush() -> None:
-        if key is None:
-            return
-        prefix, width = key
-        text = [f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in runs]
-        single = len(runs) == 1 and runs[0][0] == runs[0][1]
-        parts.append(f"{prefix}{text[0]}" if single else f"{prefix}[{','.join(text)}]")
-
-    for name in names:
-        m = _NUMBERED.match(name)
-        if m is None:
-            flush()
-            key, runs = None, []
-            parts.append(name)
-            continue
-        this = (m.group(1), len(m.group(2)))
-        n = int(m.group(2))
-        if this == key and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        elif this == key:
-            runs.append([n, n])
-        else:
-            flush()
-            key, runs = this, [[n, n]]
-    flush()
-    return ",".join(parts)
 
 
 def topology_conf(cluster: ClusterSpec, fabric: FabricPlan) -> str:
