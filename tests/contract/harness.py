@@ -130,7 +130,9 @@ class RecordingSimulation(Simulation):
                 spec = base if index is None else dataclasses.replace(base, name=name)
                 head = ts[0][0] if index is not None else None
                 seconds = job.step(1, 0, index).seconds
-                trace.append(TraceJob(name, spec, job.at, seconds, deps, None, head, limit or 0))
+                trace.append(
+                    TraceJob(name, spec, job.at, seconds, deps, None, head, limit or 0, index)
+                )
         # the live controller's settings, as the scenario gives them to it
         cfg = SimConfig(launch_timeout_s=sc.launch_timeout_s, retry_backoff_s=sc.backoff_s)
         super().__init__(cluster_spec(sc), _profile(), trace, cfg)

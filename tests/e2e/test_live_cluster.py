@@ -24,6 +24,7 @@ from livehelp import NODE_GRACE_S, TERMINAL, read_log, wait_for, wait_state
 
 from gpufleet.api.schemas import JobOut
 from gpufleet.client import ApiError, Client
+from gpufleet.model.hostlist import expand
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.server.store import Store
 
@@ -129,7 +130,7 @@ def test_gang_starts_all_or_nothing_and_each_rank_sees_its_environment(
         assert env["LOCAL_WORLD_SIZE"] == "1"
         assert env["NODE_RANK"] == env["SLURM_NODEID"] == str(nodes.index(p.node))
         assert env["SLURM_JOB_ID"] == job
-        assert env["SLURM_JOB_NODELIST"] == ",".join(nodes)
+        assert expand(env["SLURM_JOB_NODELIST"]) == nodes
         assert env["MASTER_ADDR"] == "127.0.0.1"
         assert env["CUDA_VISIBLE_DEVICES"] == ",".join(str(g) for g in p.gpus) == "0,1,2,3,4,5,6,7"
         assert env["GPUFLEET_ATTEMPT"] == "1"
@@ -170,7 +171,7 @@ def test_a_gang_sharing_nodes_gets_disjoint_gpus_and_local_ranks(
         assert env["CUDA_VISIBLE_DEVICES"] == ",".join(str(g) for g in p.gpus)
         assert len(p.gpus) == 4
         assert env["NODE_RANK"] == str(nodes.index(p.node))
-        assert env["SLURM_JOB_NODELIST"] == ",".join(nodes)
+        assert expand(env["SLURM_JOB_NODELIST"]) == nodes
     for envs in by_node.values():
         assert sorted(e["LOCAL_RANK"] for e in envs) == ["0", "1"]
         assert all(e["LOCAL_WORLD_SIZE"] == "2" for e in envs)

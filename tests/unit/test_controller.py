@@ -101,7 +101,7 @@ def test_submit_launches_with_the_launchers_environment() -> None:
         assert e["WORLD_SIZE"] == "4" and e["MASTER_ADDR"] == "n00"
         assert e["LOCAL_WORLD_SIZE"] == "2" and 29500 <= int(e["MASTER_PORT"]) < 31500
         assert e["SLURM_JOB_ID"] == "train" and e["SLURM_NTASKS"] == "4"
-        assert e["SLURM_NNODES"] == "2" and e["SLURM_JOB_NODELIST"] == "n00,n01"
+        assert e["SLURM_NNODES"] == "2" and e["SLURM_JOB_NODELIST"] == "n[00-01]"
         assert e["SLURM_JOB_NUM_NODES"] == "2" and e["GPUFLEET_ATTEMPT"] == "1"
         assert e["SLURM_PROCID"] == e["RANK"] and e["SLURM_LOCALID"] == e["LOCAL_RANK"]
         assert e["SLURM_NODEID"] == e["NODE_RANK"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.core.launch_env import rank_env
+from gpufleet.core.launch_env import JobFacts, rank_env
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import JobState
 
@@ -35,6 +35,11 @@ class Launch:
         """Per rank, the launcher's environment; made when an executor asks (the simulator's
         never does, and made for every start it cost the replay 2 %)."""
         return rank_env(self.job_id, self.seq, self.attempt, self.allocation)
+
+    def environment(self, facts: JobFacts) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """Per rank, the whole environment a task is given: the ranks and the job's facts
+        (its name, queue, CPUs, memory, array; ``Controller.launch_facts``)."""
+        return rank_env(self.job_id, self.seq, self.attempt, self.allocation, facts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from gpufleet.core.events import (
     TimerFired,
 )
 from gpufleet.core.jobmaster import JobMaster, RestoredJob
+from gpufleet.core.launch_env import JobFacts
 from gpufleet.core.nodes import HEALTH_DRAIN, HEALTH_RESUME, NodeLifecycle
 from gpufleet.core.state import JobRecord, NodeRuntime
 from gpufleet.model.allocation import Placement
@@ -238,6 +239,9 @@ class Controller:
 
     def deliverable(self, launch: Launch) -> Launch | None:
         return self.jobmaster.deliverable(launch)
+
+    def launch_facts(self, job_id: str) -> JobFacts:
+        return self.jobmaster.launch_facts(job_id)
 
     # ----- reading -----------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ class JobSubmitted:
     oracle_duration_s: float | None = None  # the simulator's knowledge, for the sjf oracle
     array_id: str | None = None  # a task of this array (Slurm's 1042 of 1042_3)
     array_limit: int = 0  # at most this many of the array's tasks run at once (0: no limit)
+    array_index: int | None = None  # its index in the array (SLURM_ARRAY_TASK_ID)
 
 
 @dataclass(frozen=True, slots=True)

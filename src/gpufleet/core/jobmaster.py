@@ -22,6 +22,7 @@ from gpufleet.core.events import (
     TaskStarted,
     TimerFired,
 )
+from gpufleet.core.launch_env import ArrayFacts, JobFacts
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.job import Job, JobState
@@ -43,6 +44,7 @@ class RestoredJob:
     depends_on: tuple[tuple[str, str], ...] = ()
     array_id: str | None = None
     array_limit: int = 0
+    array_index: int | None = None
 
 
 class JobMaster:
@@ -83,6 +85,7 @@ class JobMaster:
                 depends_on=r.depends_on,
                 array_id=r.array_id,
                 array_limit=r.array_limit,
+                array_index=r.array_index,
             )
             self.jobs[r.job.id] = rec
             self._join_array(rec)
@@ -138,6 +141,17 @@ class JobMaster:
             return launch
         return Launch(launch.job_id, launch.attempt, launch.allocation, launch.seq, gone)
 
+    def launch_facts(self, job_id: str) -> JobFacts:
+        """What a launch's environment says of the job (``core.launch_env``). An array's
+        indices are those of its tasks held in memory: after a restart, the ones still to run."""
+        rec = self.jobs[job_id]
+        array = None
+        if rec.array_id is not None and rec.array_index is not None:
+            tasks = (self.jobs[t] for t in self._arrays.get(rec.array_id, ()) if t in self.jobs)
+            ix = sorted({t.array_index for t in tasks if t.array_index is not None})
+            array = ArrayFacts(rec.array_id, rec.array_index, tuple(ix))
+        return JobFacts.of(rec.job.spec, array)
+
     def jobs_on(self, node: str) -> list[JobRecord]:
         return [self.jobs[jid] for jid in self.state.running_on(node)]
 
@@ -159,6 +173,7 @@ class JobMaster:
             oracle_duration_s=ev.oracle_duration_s,
             array_id=ev.array_id,
             array_limit=ev.array_limit if ev.array_id is not None else 0,
+            array_index=ev.array_index if ev.array_id is not None else None,
         )
         self.jobs[ev.job_id] = rec
         self._join_array(rec)

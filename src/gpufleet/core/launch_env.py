@@ -1,28 +1,147 @@
-"""The environment each rank of a gang gets: PyTorch's launcher variables and Slurm's."""
+"""The environment each rank of a gang gets: what PyTorch's launcher (torchrun) gives its
+workers, and what Slurm gives the tasks of a job step, so that code written for either (and the
+libraries that detect them: Lightning, Accelerate, DeepSpeed, submitit) finds what it reads.
+
+The gang's ranks are the tasks of one step, as ``srun`` would start them across the job's
+allocation: Slurm's per-task variables (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID) and its
+job-wide ones (SLURM_NTASKS, SLURM_TASKS_PER_NODE in Slurm's ``2(x3)`` form, the node list in
+its hostlist syntax). Values Slurm counts in whole CPUs and megabytes are given so."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from itertools import pairwise
+
 from gpufleet.model.allocation import Allocation, nodes_of
+from gpufleet.model.hostlist import compress
+from gpufleet.model.job import JobSpec
+from gpufleet.model.resources import MILLI
 
 MASTER_PORT_BASE = 29500
 MASTER_PORT_SPAN = 2000
+CLUSTER_NAME = "gpufleet"  # SLURM_CLUSTER_NAME when the cluster spec names none
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayFacts:
+    array_id: str  # the array's id: its first task's job id, as Slurm's ArrayJobId
+    index: int  # this task's
+    indices: tuple[int, ...]  # every task's, ascending
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What a launch's environment says of the job beyond where its ranks run."""
+
+    name: str
+    user: str
+    queue: str
+    cpus_per_task: int  # whole CPUs, as Slurm counts them (a fraction rounds up)
+    mem_per_task_mib: int
+    gpus_per_task: int
+    max_restarts: int
+    array: ArrayFacts | None = None
+    cluster: str = CLUSTER_NAME
+
+    @staticmethod
+    def of(spec: JobSpec, array: ArrayFacts | None = None, cluster: str = "") -> JobFacts:
+        return JobFacts(
+            spec.name,
+            spec.user,
+            spec.queue,
+            max(1, math.ceil(spec.cpu_milli / MILLI)),
+            spec.memory_mib,
+            spec.gpus_per_worker,
+            spec.max_retries,
+            array,
+            cluster or CLUSTER_NAME,
+        )
+
+
+def per_node_counts(values: list[int]) -> str:
+    """Slurm's compressed form of a value per node: ``2(x3),1``."""
+    out: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        n = j - i
+        out.append(f"{values[i]}(x{n})" if n > 1 else str(values[i]))
+        i = j
+    return ",".join(out)
+
+
+def _array_env(a: ArrayFacts) -> dict[str, str]:
+    ix = a.indices or (a.index,)
+    gaps = {b - x for x, b in pairwise(ix)}
+    return {
+        "SLURM_ARRAY_JOB_ID": a.array_id,
+        "SLURM_ARRAY_TASK_ID": str(a.index),
+        "SLURM_ARRAY_TASK_COUNT": str(len(ix)),
+        "SLURM_ARRAY_TASK_MIN": str(ix[0]),
+        "SLURM_ARRAY_TASK_MAX": str(ix[-1]),
+        "SLURM_ARRAY_TASK_STEP": str(gaps.pop() if len(gaps) == 1 else 1),
+    }
+
+
+def _job_env(job_id: str, attempt: int, f: JobFacts) -> dict[str, str]:
+    env = {
+        "SLURM_JOB_NAME": f.name,
+        "SLURM_JOB_PARTITION": f.queue,
+        "SLURM_JOB_USER": f.user,
+        "SLURM_CLUSTER_NAME": f.cluster,
+        "SLURM_CPUS_PER_TASK": str(f.cpus_per_task),
+        # torchrun's worker variables beyond the ranks: one role, the job is the run
+        "ROLE_NAME": "default",
+        "TORCHELASTIC_RUN_ID": job_id,
+        "TORCHELASTIC_RESTART_COUNT": str(attempt - 1),
+        "TORCHELASTIC_MAX_RESTARTS": str(f.max_restarts),
+        # no elastic agent holds a store: rank 0 serves MASTER_ADDR:MASTER_PORT itself
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
+    }
+    if f.gpus_per_task:
+        env["SLURM_GPUS_PER_TASK"] = str(f.gpus_per_task)
+    if attempt > 1:  # Slurm sets it only for a job that was requeued
+        env["SLURM_RESTART_COUNT"] = str(attempt - 1)
+    if f.array is not None:
+        env.update(_array_env(f.array))
+    return env
 
 
 def rank_env(
-    job_id: str, seq: int, attempt: int, allocation: Allocation
+    job_id: str,
+    seq: int,
+    attempt: int,
+    allocation: Allocation,
+    facts: JobFacts | None = None,
 ) -> tuple[tuple[tuple[str, str], ...], ...]:
     """One environment per rank. MASTER_ADDR is the first node's *name*; the executor that
-    knows addresses rewrites it. CUDA_VISIBLE_DEVICES is the agent's to set (it knows UUIDs)."""
+    knows addresses rewrites it. CUDA_VISIBLE_DEVICES is the agent's to set (it knows UUIDs).
+    Without ``facts`` only what the placements say (the ranks, the nodes)."""
     nodes = nodes_of(allocation)
     node_rank = {n: i for i, n in enumerate(nodes)}
     world = len(allocation)
     port = MASTER_PORT_BASE + (seq * 7 + attempt) % MASTER_PORT_SPAN
+    tasks_on = {n: 0 for n in nodes}
+    gpus_on: dict[str, set[int]] = {n: set() for n in nodes}
+    for p in allocation:
+        tasks_on[p.node] += 1
+        gpus_on[p.node].update(p.gpus)
+    counts = [tasks_on[n] for n in nodes]
+    nodelist = compress(nodes)
+    job = _job_env(job_id, attempt, facts) if facts is not None else {}
+    if facts is not None:
+        cpus = [c * facts.cpus_per_task for c in counts]
+        job["SLURM_TASKS_PER_NODE"] = job["SLURM_STEP_TASKS_PER_NODE"] = per_node_counts(counts)
+        job["SLURM_JOB_CPUS_PER_NODE"] = per_node_counts(cpus)
     local_counter: dict[str, int] = {}
     out = []
     for rank, p in enumerate(allocation):
         local = local_counter.get(p.node, 0)
         local_counter[p.node] = local + 1
-        per_node = sum(1 for q in allocation if q.node == p.node)
+        per_node = tasks_on[p.node]
         env = {
             "MASTER_ADDR": nodes[0],
             "MASTER_PORT": str(port),
@@ -31,16 +150,40 @@ def rank_env(
             "LOCAL_RANK": str(local),
             "LOCAL_WORLD_SIZE": str(per_node),
             "NODE_RANK": str(node_rank[p.node]),
+            "GROUP_RANK": str(node_rank[p.node]),
+            "GROUP_WORLD_SIZE": str(len(nodes)),
+            "ROLE_RANK": str(rank),
+            "ROLE_WORLD_SIZE": str(world),
             "GPUFLEET_JOB_ID": job_id,
             "GPUFLEET_ATTEMPT": str(attempt),
             "SLURM_JOB_ID": job_id,
+            "SLURM_JOBID": job_id,
             "SLURM_PROCID": str(rank),
             "SLURM_NTASKS": str(world),
+            "SLURM_NPROCS": str(world),
             "SLURM_LOCALID": str(local),
             "SLURM_NODEID": str(node_rank[p.node]),
+            "SLURMD_NODENAME": p.node,
             "SLURM_NNODES": str(len(nodes)),
-            "SLURM_JOB_NODELIST": ",".join(nodes),
+            "SLURM_JOB_NODELIST": nodelist,
+            "SLURM_NODELIST": nodelist,
             "SLURM_JOB_NUM_NODES": str(len(nodes)),
+            # the gang is one step of the job, as srun starts it
+            "SLURM_STEP_ID": "0",
+            "SLURM_STEPID": "0",
+            "SLURM_STEP_NUM_TASKS": str(world),
+            "SLURM_STEP_NUM_NODES": str(len(nodes)),
+            "SLURM_STEP_NODELIST": nodelist,
+            # tasks per node as placed (sbatch sets it from --ntasks-per-node; a gang whose
+            # nodes hold different counts gets its own node's)
+            "SLURM_NTASKS_PER_NODE": str(per_node if len(set(counts)) > 1 else counts[0]),
+            **job,
         }
+        if facts is not None:
+            gpus = sorted(gpus_on[p.node])
+            env["SLURM_CPUS_ON_NODE"] = str(per_node * facts.cpus_per_task)
+            env["SLURM_MEM_PER_NODE"] = str(per_node * facts.mem_per_task_mib)
+            env["SLURM_GPUS_ON_NODE"] = str(len(gpus))
+            env["SLURM_JOB_GPUS"] = env["SLURM_STEP_GPUS"] = ",".join(map(str, gpus))
         out.append(tuple(sorted(env.items())))
     return tuple(out)

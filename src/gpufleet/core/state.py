@@ -100,6 +100,7 @@ class JobRecord:
     nominated: bool = False  # victims were preempted for it: it goes first until it starts
     array_id: str | None = None
     array_limit: int = 0  # Slurm's %N throttle of its array (0: none)
+    array_index: int | None = None  # its task's index (SLURM_ARRAY_TASK_ID)
 
     @property
     def id(self) -> str:

@@ -50,7 +50,8 @@ class AgentExecutor:
         spec = self.core.jobs[c.job_id].job.spec
         head = self.links.get(c.allocation[0].node)
         epochs = {p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))}
-        for rank, (p, env) in enumerate(zip(c.allocation, c.env, strict=True)):
+        envs = c.environment(self.core.launch_facts(c.job_id))
+        for rank, (p, env) in enumerate(zip(c.allocation, envs, strict=True)):
             if rank in c.skip:
                 continue
             e = dict(env)

@@ -525,6 +525,7 @@ class ControllerService:
                         nj.depends_on,
                         array_id=array,
                         array_limit=nj.array_limit or 0,
+                        array_index=nj.array_index,
                     )
                 )
             events += w.events

@@ -52,6 +52,7 @@ class TraceJob:
     checkpoint_interval_s: float | None = None  # None: the trace's (SimConfig), else none
     array_id: str | None = None  # a task of this array (Slurm's 1042 of 1042_3)
     array_limit: int = 0  # at most this many of the array's tasks run at once (0: no limit)
+    array_index: int | None = None  # its index in the array (SLURM_ARRAY_TASK_ID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +175,7 @@ class Simulation:
                     oracle_duration_s=j.duration_s,
                     array_id=j.array_id,
                     array_limit=j.array_limit,
+                    array_index=j.array_index,
                 ),
             )
         for f in self.config.failures:

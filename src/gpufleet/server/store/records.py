@@ -151,6 +151,7 @@ class StoredJob:
             self.depends_on,
             self.array_id,
             self.array_limit or 0,
+            self.array_index,
         )
 
 
