@@ -1,10 +1,12 @@
 """The controller's pending jobs, with the ``PendingIndex`` a cycle reads instead of scanning
 them all: each queue's jobs apart, and counts of the jobs that are not plain (waiting, wanting
-fractional GPUs, nominated). Every change costs O(1); a snapshot re-makes only the tuples of
-the queues that changed."""
+fractional GPUs, nominated). The jobs are kept in arrival order as they come and go (a bisect
+and a list insert or delete, in C); a snapshot re-makes only the tuples of the queues that
+changed."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from gpufleet.model.resources import MILLI
@@ -15,11 +17,50 @@ def _arrival(p: PendingJob) -> tuple[float, int]:
     return (p.submit_time, p.seq)
 
 
+class _Sorted:
+    """Jobs kept by arrival (``(submit_time, seq)``; equal keys in the order they came), with
+    their keys side by side so that finding a place is a ``bisect`` with no Python key call: a
+    job put back with its old arrival (a preempted one) goes where it belongs, not last, and
+    nothing is ever sorted again."""
+
+    __slots__ = ("jobs", "keys")
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[float, int]] = []
+        self.jobs: list[PendingJob] = []
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def add(self, p: PendingJob) -> None:
+        key = _arrival(p)
+        i = bisect_right(self.keys, key)  # after equals: as appended, then sorted stably
+        self.keys.insert(i, key)
+        self.jobs.insert(i, p)
+
+    def _find(self, p: PendingJob) -> int:
+        """Where the job of ``p``'s id and arrival is."""
+        keys, jobs, job_id = self.keys, self.jobs, p.id
+        i = bisect_left(keys, _arrival(p))
+        while jobs[i].id != job_id:
+            i += 1
+        return i
+
+    def replace(self, p: PendingJob) -> None:
+        """``p`` in the place of its job's view of the same arrival."""
+        self.jobs[self._find(p)] = p
+
+    def remove(self, p: PendingJob) -> None:
+        i = self._find(p)
+        del self.keys[i]
+        del self.jobs[i]
+
+
 class PendingBook:
     def __init__(self) -> None:
         self._jobs: dict[str, PendingJob] = {}
-        self._queues: dict[str, dict[str, PendingJob]] = {}
-        self._unsorted: set[str | None] = set()  # queues (None: all jobs) out of arrival order
+        self._all = _Sorted()
+        self._queues: dict[str, _Sorted] = {}
         self._tuple: tuple[PendingJob, ...] | None = None
         self._queue_tuples: dict[str, tuple[PendingJob, ...]] = {}
         self._index: PendingIndex | None = None
@@ -43,45 +84,48 @@ class PendingBook:
         if old is not None and (old.spec.queue != p.spec.queue or _arrival(old) != _arrival(p)):
             self.remove(p.id)  # not the same place any more: put it anew
             old = None
+        q = p.spec.queue
         if old is None:
-            self._note_order(None, self._jobs, p)
-            self._note_order(p.spec.queue, self._queues.get(p.spec.queue), p)
+            self._all.add(p)
+            queue = self._queues.get(q)
+            if queue is None:
+                queue = self._queues[q] = _Sorted()
+            queue.add(p)
         else:
             self._count(old, -1)
+            self._all.replace(p)
+            self._queues[q].replace(p)
         self._jobs[p.id] = p
-        self._queues.setdefault(p.spec.queue, {})[p.id] = p
         self._count(p, 1)
-        self._changed(p.spec.queue)
+        self._changed(q)
 
     def remove(self, job_id: str) -> bool:
         old = self._jobs.pop(job_id, None)
         if old is None:
             return False
         self._count(old, -1)
-        self._drop(old)
-        self._changed(old.spec.queue)
+        self._all.remove(old)
+        q = old.spec.queue
+        queue = self._queues[q]
+        queue.remove(old)
+        if not queue:
+            del self._queues[q]
+        self._changed(q)
         return True
 
     def jobs(self) -> tuple[PendingJob, ...]:
         """Every pending job, sorted by (submit_time, seq)."""
         if self._tuple is None:
-            if None in self._unsorted:
-                self._jobs = {p.id: p for p in sorted(self._jobs.values(), key=_arrival)}
-                self._unsorted.discard(None)
-            self._tuple = tuple(self._jobs.values())
+            self._tuple = tuple(self._all.jobs)
         return self._tuple
 
     def index(self) -> PendingIndex:
         if self._index is None:
             by_queue: dict[str, tuple[PendingJob, ...]] = {}
-            for q, jobs in self._queues.items():
+            for q, queue in self._queues.items():
                 t = self._queue_tuples.get(q)
                 if t is None:
-                    if q in self._unsorted:
-                        jobs = {p.id: p for p in sorted(jobs.values(), key=_arrival)}
-                        self._queues[q] = jobs
-                        self._unsorted.discard(q)
-                    t = self._queue_tuples[q] = tuple(jobs.values())
+                    t = self._queue_tuples[q] = tuple(queue.jobs)
                 by_queue[q] = t
             self._index = PendingIndex(
                 by_queue,
@@ -91,23 +135,6 @@ class PendingBook:
                 len(self._priorities) <= 1,
             )
         return self._index
-
-    def _note_order(
-        self, key: str | None, jobs: dict[str, PendingJob] | None, p: PendingJob
-    ) -> None:
-        """Mark ``jobs`` unsorted if ``p``, put last, does not come after the last one."""
-        if jobs:
-            last = next(reversed(jobs.values()))
-            if _arrival(last) > _arrival(p):
-                self._unsorted.add(key)
-
-    def _drop(self, p: PendingJob) -> None:
-        q = p.spec.queue
-        jobs = self._queues[q]
-        del jobs[p.id]
-        if not jobs:
-            del self._queues[q]
-            self._unsorted.discard(q)
 
     def _changed(self, queue: str) -> None:
         self._tuple = None

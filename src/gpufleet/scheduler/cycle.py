@@ -75,6 +75,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         ):
             # place_gang's own first test (no state, no random number), without the shape key:
             # a full cluster sends most jobs here, and free devices only go within a cycle
+            # (the walk below makes the same test before it calls this)
             return False
         limit = s.time_limit_s
         long = res.reservation is not None and (
@@ -114,6 +115,12 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
     # read once: the walk below runs per examined job, a hundred or more a cycle when full
     max_depth, backfills = profile.max_depth, profile.backfill.backfills
     preempts = bool(profile.preempt)
+    # the one preempt plugin's victims_key, asked here first: a job whose key is known to have
+    # no candidates left (``none_for``) skips step 5 (a full LAS cluster sends most jobs there,
+    # and those of its last level outrank nobody)
+    one_key = _keyers(profile, preempt_memo)[0] if len(profile.preempt) == 1 else None
+    none_for = preempt_memo.none_for
+    order = profile.order
     for job in chain(nominated, rest):
         if max_depth and len(examined) >= max_depth:
             break
@@ -138,12 +145,21 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             borrowers.append(job)
             continue
 
-        # 3. place (4. backfill)
-        if place(job, adm):
+        # 3. place (4. backfill); place's own first test first, without a call
+        s = job.spec
+        if not (
+            s.gpus_per_worker
+            and s.gpu_milli >= MILLI
+            and s.workers * s.gpus_per_worker > ws.free_full
+        ) and place(job, adm):
             continue
 
         # 5. preempt
-        if preempts and preemptors < MAX_PREEMPTORS_PER_CYCLE:
+        if (
+            preempts
+            and preemptors < MAX_PREEMPTORS_PER_CYCLE
+            and (one_key is None or one_key(job, adm, snap, usage, order) not in none_for)
+        ):
             chosen = _preempt(job, adm, snap, usage, ws, profile, rng, victims_taken, preempt_memo)
             if chosen:
                 preemptors += 1
@@ -471,6 +487,19 @@ class _PreemptMemo:
         self.keyers: list[Callable[..., Hashable | None] | None] | None = None  # victims_key's
         # the candidates by all plugins' keys, with len(taken) then (taken only grows)
         self.cands: dict[tuple[Hashable, ...], tuple[int, list[RunningJob]]] = {}
+        # with one plugin, the keys whose candidates ran out (they only go: they stay out)
+        self.none_for: set[Hashable] = set()
+
+
+def _keyers(
+    profile: Profile, memo: _PreemptMemo | None
+) -> list[Callable[..., Hashable | None] | None]:
+    """Each preempt plugin's ``victims_key``, if it has one (once per cycle with ``memo``)."""
+    if memo is None:
+        return [getattr(plugin, "victims_key", None) for plugin in profile.preempt]
+    if memo.keyers is None:
+        memo.keyers = [getattr(plugin, "victims_key", None) for plugin in profile.preempt]
+    return memo.keyers
 
 
 def _victims_of(
@@ -536,12 +565,7 @@ def _preempt(
     memo: _PreemptMemo | None = None,
 ) -> list[RunningJob]:
     """The fewest victims, cheapest first, whose stopping lets ``job`` start; [] if none do."""
-    if memo is None:
-        keyers = [getattr(plugin, "victims_key", None) for plugin in profile.preempt]
-    elif memo.keyers is None:
-        keyers = memo.keyers = [getattr(plugin, "victims_key", None) for plugin in profile.preempt]
-    else:
-        keyers = memo.keyers
+    keyers = _keyers(profile, memo)
     order = profile.order
     if len(keyers) == 1:  # the usual profile, asked per job a full cluster sends here
         keyer = keyers[0]
@@ -563,6 +587,8 @@ def _preempt(
             cands = _candidates(keys, job, adm, snap, usage, profile, taken, memo)
             memo.cands[all_keys] = (len(taken), cands)
         if not cands:
+            if len(keys) == 1:
+                memo.none_for.add(keys[0])
             return []
         # the job's shape decides (in this cycle) whether it is a first-fit gang, and its room
         gang = (all_keys, shape_of(s))
