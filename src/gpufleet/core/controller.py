@@ -240,6 +240,9 @@ class Controller:
     def deliverable(self, launch: Launch) -> Launch | None:
         return self.jobmaster.deliverable(launch)
 
+    def ran_on(self, job_id: str, attempt: int, rank: int) -> str | None:
+        return self.jobmaster.ran_on(job_id, attempt, rank)
+
     def launch_facts(self, job_id: str) -> JobFacts:
         return self.jobmaster.launch_facts(job_id)
 

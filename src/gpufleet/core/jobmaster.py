@@ -89,6 +89,8 @@ class JobMaster:
             )
             self.jobs[r.job.id] = rec
             self._join_array(rec)
+            if r.allocation:
+                rec.ran_on[r.job.attempt] = tuple(p.node for p in r.allocation)
             self.seq = max(self.seq, r.seq)
             for _, dep in r.depends_on:
                 self._dependents.setdefault(dep, []).append(r.job.id)
@@ -129,6 +131,13 @@ class JobMaster:
             return None
         placed = rec.allocation[rank].node
         return placed if placed != node else None
+
+    def ran_on(self, job_id: str, attempt: int, rank: int) -> str | None:
+        """The node that rank of that attempt was placed on, any attempt this process started
+        or restored; ``None`` when it knows of no such rank."""
+        rec = self.jobs.get(job_id)
+        nodes = rec.ran_on.get(attempt) if rec is not None else None
+        return nodes[rank] if nodes is not None and 0 <= rank < len(nodes) else None
 
     def deliverable(self, launch: Launch) -> Launch | None:
         """``launch`` as it still holds: ``None`` once a later attempt superseded it; without
@@ -327,6 +336,7 @@ class JobMaster:
         j.attempt += 1
         j.start_time = now
         rec.allocation = st.allocation
+        rec.ran_on[j.attempt] = tuple(p.node for p in st.allocation)
         rec.borrowing = st.borrowing
         rec.started_ranks = set()
         rec.exited = {}

@@ -101,6 +101,9 @@ class JobRecord:
     array_id: str | None = None
     array_limit: int = 0  # Slurm's %N throttle of its array (0: none)
     array_index: int | None = None  # its task's index (SLURM_ARRAY_TASK_ID)
+    # each attempt's node per rank, for the attempts this process started (or restored): an
+    # agent may still send an older attempt's logs, and only the node that ran it may
+    ran_on: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
