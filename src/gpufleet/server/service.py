@@ -56,6 +56,7 @@ from gpufleet.server.config import check_fencing
 from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
+from gpufleet.server.reads import ClusterReads
 from gpufleet.server.store import (
     NewJob,
     NodeRecord,
@@ -118,7 +119,9 @@ class NodeLink:
     epoch: int = 0  # its registration's number (rising, across our restarts too)
 
 
-class ControllerService:
+class ControllerService(ClusterReads):
+    """The read methods the routers call are ``ClusterReads``'s (reads.py)."""
+
     def __init__(
         self,
         store: Any,
