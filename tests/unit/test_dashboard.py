@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from gpufleet.core.controller import Controller
 from gpufleet.core.events import JobSubmitted, NodeHealth, NodeLost
 from gpufleet.server.auth import Principal
 from gpufleet.server.dashboard.history import METRICS, MetricsHistory
+from gpufleet.server.reads import ClusterReads
 from gpufleet.server.routers.dashboard import ASSETS, STATIC, cluster_view
 from gpufleet.server.service import NodeLink
 
@@ -113,7 +113,14 @@ def test_history_memory_is_preallocated_per_node() -> None:
 # ----- the cluster view ----------------------------------------------------------------------
 
 
-def service() -> SimpleNamespace:
+class Svc(ClusterReads):
+    """What cluster_view needs of the service: its read methods, links and clock."""
+
+    def __init__(self, ctrl: Controller, links: dict[str, NodeLink], clock: ManualClock) -> None:
+        self.ctrl, self.links, self.clock = ctrl, links, clock
+
+
+def service() -> Svc:
     ctrl = Controller(profile(), cluster_spec(3, 8))
     ctrl.handle(
         10.0,
@@ -128,7 +135,7 @@ def service() -> SimpleNamespace:
         )
         for name in ctrl.nodes
     }
-    return SimpleNamespace(ctrl=ctrl, links=links, clock=ManualClock(30.0))
+    return Svc(ctrl, links, ManualClock(30.0))
 
 
 def test_cluster_view_holds_each_node_and_gpu_with_values_and_allocation() -> None:

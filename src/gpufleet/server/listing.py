@@ -85,18 +85,17 @@ async def _page(svc: ControllerService, q: Query) -> Page:
             if len(stored) == need:  # a row dropped below must not end the listing early
                 scanned = stored[-1].seq
             for st in stored:
-                rec = svc.ctrl.jobs.get(st.id)
+                rec = svc.job(st.id)
                 rec = _copy(rec) if rec is not None else record(st)
                 if q.keep(rec):
                     found.append(rec)
         else:  # every unfinished job is in memory
-            older = [r for r in svc.ctrl.jobs.values() if r.seq <= top and q.keep(r)]
+            older = [r for r in svc.job_records() if r.seq <= top and q.keep(r)]
             older.sort(key=lambda r: -r.seq)
             found += [_copy(r) for r in older[: want - len(found)]]
     page = found[: q.limit]
     cursor = page[-1].seq if len(found) > q.limit else scanned
-    reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
-    mine = {r.job.id: reasons.get(r.job.id) for r in page}
+    mine = {r.job.id: svc.reason(r.job.id) for r in page}
     body = await asyncio.to_thread(_serialize, page, mine)
     return Page(body, cursor)
 
@@ -104,7 +103,7 @@ async def _page(svc: ControllerService, q: Query) -> Page:
 def _newer(svc: ControllerService, cut: int, q: Query) -> Iterator[JobRecord]:
     # in seq order, but for the finished jobs a submission's dependency brought back from the
     # store (service.submit): those are skipped, not a reason to stop
-    for r in reversed(svc.ctrl.jobs.values()):
+    for r in svc.jobs_newest_first():
         if r.seq > cut and q.keep(r):
             yield r
 

@@ -56,6 +56,7 @@ from gpufleet.server.config import check_fencing
 from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
+from gpufleet.server.reads import ClusterReads
 from gpufleet.server.store import (
     NewJob,
     NodeRecord,
@@ -125,7 +126,9 @@ class NodeLink:
     rejoining: bool = False
 
 
-class ControllerService:
+class ControllerService(ClusterReads):
+    """The read methods the routers call are ``ClusterReads``'s (reads.py)."""
+
     def __init__(
         self,
         store: Any,

@@ -103,7 +103,7 @@ async def logs(
     node: Name, body: s.LogChunk, who: Principal = AGENT, svc: ControllerService = Depends(service)
 ) -> None:
     require_node(node, who)
-    rec = svc.ctrl.jobs.get(body.job)
+    rec = svc.job(body.job)
     if (
         rec is None
         or body.rank >= len(rec.allocation)  # never negative: the schema bounds it

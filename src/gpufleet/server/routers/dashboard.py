@@ -92,9 +92,9 @@ def _gpu_values(metrics: Any) -> dict[int, dict[str, float]]:
 def cluster_view(svc: ControllerService, who: Principal) -> dict[str, Any]:
     """Each node with its state and, per GPU, the last heartbeat's values, the share allocated
     and the jobs holding it (a user's token sees only their own jobs' ids)."""
-    ctrl = svc.ctrl
+    running = svc.running_jobs()
     holders: dict[tuple[str, int], list[str]] = {}
-    for jid, r in ctrl.running.items():
+    for jid, r in running.items():
         if who.role == "user" and r.spec.user != who.user:
             continue
         for p in r.allocation:
@@ -103,8 +103,7 @@ def cluster_view(svc: ControllerService, who: Principal) -> dict[str, Any]:
     nodes = []
     states: dict[str, int] = {}
     gpus_total = gpus_alloc = 0.0
-    for name in sorted(ctrl.nodes):
-        n = ctrl.nodes[name]
+    for name, n in svc.nodes_by_name():
         link = svc.links.get(name)
         values = {} if n.lost or link is None else _gpu_values(link.metrics)
         gpus = []
@@ -148,8 +147,8 @@ def cluster_view(svc: ControllerService, who: Principal) -> dict[str, Any]:
         "states": states,
         "gpus_total": gpus_total,
         "gpus_allocated": gpus_alloc,
-        "running_jobs": len(ctrl.running),
-        "pending_jobs": ctrl.pending_count,
+        "running_jobs": len(running),
+        "pending_jobs": svc.pending_count,
     }
 
 
@@ -260,7 +259,7 @@ async def history(
 ) -> dict[str, Any]:
     """The node's GPU metrics over time (from its heartbeats, oldest first) and its newest
     events (lost, drained, resumed, unhealthy, healthy)."""
-    n = svc.ctrl.nodes.get(name)
+    n = svc.node(name)
     if n is None:
         raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
     hist: MetricsHistory = request.app.state.history

@@ -27,7 +27,7 @@ USERS = require("user", "admin")
 
 
 def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
-    rec = svc.ctrl.jobs.get(job_id)
+    rec = svc.job(job_id)
     if rec is None:
         # after a restart the controller holds only unfinished jobs: the rest are in the store
         stored = svc.store.job(job_id)
@@ -67,14 +67,10 @@ async def submit(
         spec = JobSpec.from_dict(raw, source="request", path="spec")
     except SpecError as e:
         raise FieldErrors([(f"body.{e.field}", e.reason)]) from None
-    if svc.ctrl.queues and spec.queue not in svc.ctrl.queues:
+    known = svc.configured_queues()
+    if known and spec.queue not in known:
         raise FieldErrors(
-            [
-                (
-                    "body.spec.queue",
-                    f"unknown queue {spec.queue!r} (known: {', '.join(sorted(svc.ctrl.queues))})",
-                )
-            ]
+            [("body.spec.queue", f"unknown queue {spec.queue!r} (known: {', '.join(known)})")]
         )
     deps = tuple((d.type, d.job) for d in body.depends_on)
     jobs: list[NewJob]
@@ -169,8 +165,7 @@ async def show(
     job_id: Name, who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> Any:
     rec = _owned(svc, job_id, who)
-    reasons = svc.ctrl.last.reasons if svc.ctrl.last else {}
-    return job_out(rec, reasons.get(job_id), events=svc.store.job_events(job_id))
+    return job_out(rec, svc.reason(job_id), events=svc.store.job_events(job_id))
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=s.JobOut)

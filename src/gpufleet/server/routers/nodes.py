@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from gpufleet.api import schemas as s
 from gpufleet.api.bounds import Name
+from gpufleet.core.state import NodeRuntime
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
@@ -16,10 +17,9 @@ from gpufleet.server.views import node_out
 router = APIRouter(tags=["nodes"])
 
 
-def _out(svc: ControllerService, name: str) -> s.NodeOut:
-    n = svc.ctrl.nodes[name]
+def _out(svc: ControllerService, name: str, n: NodeRuntime) -> s.NodeOut:
     link = svc.links.get(name)
-    jobs = [jid for jid, r in svc.ctrl.running.items() if any(p.node == name for p in r.allocation)]
+    jobs = svc.node_jobs(name)
     if link is None:
         return node_out(n, None, jobs)
     return node_out(
@@ -37,7 +37,7 @@ def _out(svc: ControllerService, name: str) -> s.NodeOut:
 async def nodes(
     _: Principal = require("user", "admin"), svc: ControllerService = Depends(service)
 ) -> Any:
-    return [_out(svc, name) for name in sorted(svc.ctrl.nodes)]
+    return [_out(svc, name, n) for name, n in svc.nodes_by_name()]
 
 
 async def _drain(
@@ -49,7 +49,7 @@ async def _drain(
     st: Any,
     force: bool = False,
 ) -> s.NodeOut:
-    if name not in svc.ctrl.nodes:
+    if svc.node(name) is None:
         raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
     detail: dict[str, Any] = {"reason": why}
     if force:
@@ -57,7 +57,9 @@ async def _drain(
     action = "node.drain" if drain else "node.resume"
     # the audit entry commits with the drain: no answer for a half-done one
     await svc.drain(name, drain, why, force=force, audit=(who.name, who.role, action, name, detail))
-    return _out(svc, name)
+    n = svc.node(name)
+    assert n is not None  # nodes are never forgotten, only lost
+    return _out(svc, name, n)
 
 
 @router.post("/nodes/{name}/drain", response_model=s.NodeOut)

@@ -19,11 +19,8 @@ router = APIRouter(tags=["queues"])
 
 
 def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
-    c = svc.ctrl
-    used = c.queue_used(q.name)
-    shares = c.dominant_shares()
-    pending = sum(1 for p in c.pending_jobs() if p.spec.queue == q.name)  # no snapshot per queue
-    running = sum(1 for r in c.running.values() if r.spec.queue == q.name)
+    load = svc.queue_load(q.name)
+    used = load.used
     return s.QueueOut(
         name=q.name,
         cohort=q.cohort,
@@ -31,10 +28,10 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
         quota_gpus=None if not q.limited else q.quota.gpu_milli / MILLI,
         used_gpus=used.gpu_milli / MILLI,
         borrowing=q.limited and not used.fits_in(q.quota),
-        pending=pending,
-        running=running,
-        dominant_share=shares.get(q.name, 0.0),
-        fair_share_usage=c.ledger.values.get(q.name, 0.0),
+        pending=load.pending,
+        running=load.running,
+        dominant_share=load.dominant_share,
+        fair_share_usage=load.fair_share_usage,
     )
 
 
@@ -42,12 +39,7 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
 async def queues(
     _: Principal = require("user", "admin"), svc: ControllerService = Depends(service)
 ) -> Any:
-    c = svc.ctrl
-    # a queue with jobs, or with past usage the fair share still counts (its jobs may have
-    # ended before a restart)
-    names = set(c.queues) | {r.job.spec.queue for r in c.jobs.values()}
-    names |= {q for q, u in c.ledger.values.items() if u > 0}
-    return [queue_out(svc, svc.ctrl.queues.get(n) or QueueSpec(n)) for n in sorted(names)]
+    return [queue_out(svc, svc.queue(n)) for n in svc.queue_names()]
 
 
 @router.put("/queues/{name}", response_model=s.QueueOut)
@@ -57,7 +49,7 @@ async def update(
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),
 ) -> Any:
-    q = svc.ctrl.queues.get(name) or QueueSpec(name)
+    q = svc.queue(name)
     if body.weight is not None:
         q = replace(q, weight=body.weight)
     if body.cohort is not None:

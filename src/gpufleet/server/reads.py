@@ -1,0 +1,114 @@
+"""What the API shows of the core's state: the service's read methods. The routers (and
+listing.py) call these and never reach into the controller (tests/unit/test_layers.py checks),
+so what they may read is written in one place, and a change of the core's insides stops here.
+
+Nothing here changes any state. Each method reads ``self.ctrl`` anew: a rebuild after a failed
+turn replaces the controller (``ControllerService._install``), so nothing is held on to. They
+run on the event loop, like every other access to the core: a caller that wants work off the
+loop copies what it needs first (listing.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpufleet.model.queue import QueueSpec
+
+if TYPE_CHECKING:
+    from gpufleet.core.controller import Controller
+    from gpufleet.core.state import JobRecord, NodeRuntime
+    from gpufleet.model.reason import Reason
+    from gpufleet.model.resources import Resources
+    from gpufleet.scheduler.snapshot import RunningJob
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLoad:
+    """A queue's use of the cluster, as GET /queues shows it."""
+
+    used: Resources
+    pending: int
+    running: int
+    dominant_share: float
+    fair_share_usage: float  # its decayed usage, which the fair share orders by
+
+
+class ClusterReads:
+    """A mixin of ``ControllerService`` (and of a test's stand-in): it needs ``ctrl``."""
+
+    ctrl: Controller
+
+    # ----- jobs ----------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobRecord | None:
+        """The job's record if this process holds it: every unfinished job, and those that
+        ended since it started (older ones are in the store only)."""
+        return self.ctrl.jobs.get(job_id)
+
+    def job_records(self) -> Iterable[JobRecord]:
+        """Every record held, in seq order."""
+        return self.ctrl.jobs.values()
+
+    def jobs_newest_first(self) -> Iterator[JobRecord]:
+        """The records held, newest (highest seq) first; lazily, so a page stops early."""
+        return reversed(self.ctrl.jobs.values())
+
+    def reason(self, job_id: str) -> Reason | None:
+        """Why the job waits (and when it may start), as of the last scheduling pass."""
+        last = self.ctrl.last
+        return None if last is None else last.reasons.get(job_id)
+
+    def running_jobs(self) -> Mapping[str, RunningJob]:
+        """The running jobs by id, with their placements."""
+        return self.ctrl.running
+
+    @property
+    def pending_count(self) -> int:
+        return self.ctrl.pending_count
+
+    # ----- nodes ---------------------------------------------------------------------------
+
+    def node(self, name: str) -> NodeRuntime | None:
+        return self.ctrl.nodes.get(name)
+
+    def nodes_by_name(self) -> list[tuple[str, NodeRuntime]]:
+        """Every node the controller knows, sorted by name."""
+        nodes = self.ctrl.nodes
+        return [(name, nodes[name]) for name in sorted(nodes)]
+
+    def node_jobs(self, name: str) -> list[str]:
+        """The ids of the running jobs with a rank on the node."""
+        return [
+            jid for jid, r in self.ctrl.running.items() if any(p.node == name for p in r.allocation)
+        ]
+
+    # ----- queues --------------------------------------------------------------------------
+
+    def configured_queues(self) -> list[str]:
+        """The queues the cluster declares or an admin set, sorted; none: any queue is taken."""
+        return sorted(self.ctrl.queues)
+
+    def queue(self, name: str) -> QueueSpec:
+        """The queue as configured, or the default one a job may name without configuring."""
+        return self.ctrl.queues.get(name) or QueueSpec(name)
+
+    def queue_names(self) -> list[str]:
+        """The queues worth showing, sorted: the configured ones, those with jobs, and those
+        with past usage the fair share still counts (their jobs may have ended before a
+        restart)."""
+        c = self.ctrl
+        names = set(c.queues) | {r.job.spec.queue for r in c.jobs.values()}
+        names |= {q for q, u in c.ledger.values.items() if u > 0}
+        return sorted(names)
+
+    def queue_load(self, name: str) -> QueueLoad:
+        c = self.ctrl
+        return QueueLoad(
+            used=c.queue_used(name),
+            # counted from the core's pending views: no snapshot per queue
+            pending=sum(1 for p in c.pending_jobs() if p.spec.queue == name),
+            running=sum(1 for r in c.running.values() if r.spec.queue == name),
+            dominant_share=c.dominant_shares().get(name, 0.0),
+            fair_share_usage=c.ledger.values.get(name, 0.0),
+        )
