@@ -305,7 +305,24 @@ def test_403_an_agent_reports_only_for_its_own_node(api: Api) -> None:
     assert cmd.kind == "launch" and cmd.job == job
     chunk = s.LogChunk(job=job, attempt=cmd.attempt, rank=0, stream="stdout", offset=0, data="x")
     msg = refused(403, lambda: agent0.logs("node-0", chunk))
-    assert f"node node-0 does not run rank 0 of job {job}" in msg
+    assert f"node node-0 did not run rank 0 of job {job} (attempt 1)" in msg
+
+    # the job moves to node-0 (node-1 fenced its task): node-1 may still ship attempt 1's
+    # log, its tail explains the move; attempt 2's belongs to node-0 alone
+    api.admin.resume("node-0")
+    api.admin.drain("node-1")
+    started(agent1, "node-1", [cmd])
+    fenced = s.AgentEvent(
+        kind="exited", job=job, attempt=1, rank=0, exit_code=143, why="lease", cause="fenced"
+    )
+    agent1.events("node-1", [fenced])
+    (again,) = wait_for("attempt 2", lambda: agent0.commands("node-0", wait_s=0.2))
+    assert again.attempt == 2
+    agent1.logs("node-1", chunk)  # attempt 1, from the node that ran it
+    later = chunk.model_copy(update={"attempt": 2})
+    agent0.logs("node-0", later)
+    assert "did not run rank 0" in refused(403, lambda: agent0.logs("node-0", chunk))
+    assert "(attempt 2)" in refused(403, lambda: agent1.logs("node-1", later))
 
     # other roles on agent endpoints, and agents on user endpoints
     alice = api.user("alice")

@@ -46,6 +46,10 @@ class ClusterReads:
         ended since it started (older ones are in the store only)."""
         return self.ctrl.jobs.get(job_id)
 
+    def ran_on(self, job_id: str, attempt: int, rank: int) -> str | None:
+        """The node that ran that rank of that attempt (``Controller.ran_on``)."""
+        return self.ctrl.ran_on(job_id, attempt, rank)
+
     def job_records(self) -> Iterable[JobRecord]:
         """Every record held, in seq order."""
         return self.ctrl.jobs.values()

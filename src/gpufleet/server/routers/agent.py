@@ -103,13 +103,13 @@ async def logs(
     node: Name, body: s.LogChunk, who: Principal = AGENT, svc: ControllerService = Depends(service)
 ) -> None:
     require_node(node, who)
-    rec = svc.job(body.job)
-    if (
-        rec is None
-        or body.rank >= len(rec.allocation)  # never negative: the schema bounds it
-        or rec.allocation[body.rank].node != node
-    ):
-        raise HTTPException(403, f"node {node} does not run rank {body.rank} of job {body.job}")
+    # the node that ran that rank of that attempt, an older one too: its log's tail may come
+    # after the job moved on (a lost node back, a requeue), and it is what explains the move
+    if svc.ran_on(body.job, body.attempt, body.rank) != node:
+        raise HTTPException(
+            403,
+            f"node {node} did not run rank {body.rank} of job {body.job} (attempt {body.attempt})",
+        )
     try:
         svc.logs.append(
             body.job, body.attempt, body.rank, body.stream, body.offset, body.data, body.final
