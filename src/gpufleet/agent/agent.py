@@ -10,6 +10,7 @@ is bounded, every HTTP call has a timeout; a network error is a failed step, nev
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import Counter
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from gpufleet.agent.backoff import Backoff
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend, metrics_payload
 from gpufleet.agent.health import HealthChecker, HealthLimits
@@ -74,8 +76,12 @@ class Agent:
         *,
         clock: Clock | None = None,
         runner: TaskRunner | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.client = client
+        # the retry waits' jitter (backoff.py): agents that lost the controller together do
+        # not come back in step; a test gives its own
+        self._rng = rng or random.Random()
         self.backend = backend
         self.config = config
         self.clock = clock or MonotonicClock()
@@ -380,7 +386,7 @@ class Agent:
             log.exception("%s failed unexpectedly; retrying", what)
 
     def _heartbeat_loop(self) -> None:
-        backoff = 0.5
+        backoff = Backoff(0.5, _BACKOFF_MAX_S, self._rng)
         while not self._stop.is_set():
             try:
                 ok = self.heartbeat_once()
@@ -388,14 +394,14 @@ class Agent:
                 self._crashed("heartbeat", e)
                 ok = False
             if ok or self.state.registered:
-                backoff = 0.5
+                backoff.reset()
                 wait = self.heartbeat_s
             else:  # not registered yet: retry sooner than a heartbeat period
-                wait, backoff = backoff, min(backoff * 2, _BACKOFF_MAX_S)
+                wait = backoff.next()
             self._stop.wait(wait)
 
     def _commands_loop(self) -> None:
-        backoff = 0.5
+        backoff = Backoff(0.5, _BACKOFF_MAX_S, self._rng)
         while not self._stop.is_set():
             try:
                 if not self.state.registered or self.backend.frozen(self.clock.now()):
@@ -403,18 +409,16 @@ class Agent:
                     continue
                 self.commands_once()
                 self._ok("commands")
-                backoff = 0.5
+                backoff.reset()
             except (httpx.HTTPError, ApiError) as e:
                 self._failed("commands", e)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                self._stop.wait(backoff.next())
             except Exception as e:
                 self._crashed("commands", e)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                self._stop.wait(backoff.next())
 
     def _ship_loop(self) -> None:
-        backoff = 0.2
+        backoff = Backoff(0.2, _BACKOFF_MAX_S, self._rng)
         while not self._stop.is_set():
             try:
                 shipped = self.ship_once()
@@ -422,11 +426,10 @@ class Agent:
                 self._crashed("shipping", e)
                 shipped = False
             if shipped:
-                backoff = 0.2
+                backoff.reset()
                 self._wake_ship.wait(0.25)  # new log bytes are picked up at this pace
             else:
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                self._stop.wait(backoff.next())
             self._wake_ship.clear()
 
     def stop(self, *, kill_tasks: bool = True, grace_s: float = 5.0, flush_s: float = 5.0) -> None:
