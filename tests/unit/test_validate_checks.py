@@ -320,6 +320,14 @@ def test_prometheus_text_is_parsed_with_labels() -> None:
     assert samples[1][1]["UUID"] == "GPU-0"
 
 
+def test_an_unparsable_exposition_is_a_warning_that_says_why() -> None:
+    nodes = [node("a", 2)]
+    ctx = ctx_for(nodes, ("monitoring",))
+    ctx._metrics = 'broken{Hostname="a" 1\n'
+    (row,) = monitoring.exporter_checks(ctx, nodes)
+    assert row.status is Status.WARN and "not Prometheus' text format" in row.detail
+
+
 def test_metrics_must_cover_every_gpu_of_every_node() -> None:
     nodes = [node("a", 2), node("b", 2)]
     ctx = ctx_for(nodes, ("monitoring",))

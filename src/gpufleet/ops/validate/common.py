@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpufleet.ops.validate.checks import Check, Status, skipped
+from prometheus_client.parser import text_string_to_metric_families
 
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+from gpufleet.ops.validate.checks import Check, Status, skipped
 
 
 def grouped_skips(layer: str, name: str, reasons: Mapping[str, str]) -> list[Check]:
@@ -31,24 +29,17 @@ def section(result: Mapping[str, Any] | None, *path: str) -> dict[str, Any]:
 
 
 def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """The samples of a Prometheus text exposition: (name, labels, value)."""
-    out = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        labels = {
-            k: v.replace('\\"', '"').replace("\\\\", "\\")
-            for k, v in _LABEL.findall(m.group(2) or "")
-        }
-        out.append((m.group(1), labels, value))
-    return out
+    """The samples of a Prometheus text exposition: (name, labels, value), read by
+    prometheus_client's own parser (escapes, HELP/TYPE, NaN and ±Inf as Prometheus reads
+    them). ValueError says where a malformed exposition goes wrong."""
+    try:
+        return [
+            (s.name, dict(s.labels), float(s.value))
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+        ]
+    except ValueError as e:
+        raise ValueError(f"the metrics are not Prometheus' text format: {e}") from e
 
 
 def worst(checks: Iterable[Check]) -> Status:

@@ -121,7 +121,11 @@ def ecc_errors(ctx: Context) -> list[Check]:
     if text is None:
         return []
     dbe: dict[str, float] = {}
-    for name, labels, value in parse_prometheus(text):
+    try:
+        samples = parse_prometheus(text)
+    except ValueError:  # the monitoring layer reports an unparsable exposition
+        return []
+    for name, labels, value in samples:
         if name == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL":
             host = labels.get("Hostname", "")
             dbe[host] = dbe.get(host, 0.0) + value

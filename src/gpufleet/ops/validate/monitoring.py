@@ -59,7 +59,10 @@ def exporter_checks(ctx: Context, nodes: list[NodeOut]) -> list[Check]:
                 f"{ctx.metrics_error}: Prometheus cannot scrape the controller",
             )
         ]
-    samples = parse_prometheus(text)
+    try:
+        samples = parse_prometheus(text)
+    except ValueError as e:
+        return [warned(LAYER, "/metrics", "controller", "unparsable", "exported", str(e))]
     ages = {
         lb.get("Hostname"): v
         for name, lb, v in samples
