@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[all,dev]'
 	@# PyTorch (CPU) for the DDP end-to-end test, when this machine can install it; else skipped
 	-$(BIN)/pip install -q torch==2.13.0 || echo "torch not installed: the DDP test will be skipped"
 	touch $(STAMP)
