@@ -10,7 +10,9 @@ is published for each GPU whose agent sends it.
 One controller serves every node's GPUs, so a scrape of ``/metrics`` carries them all under one
 ``instance``. ``/metrics?node=NAME`` serves only that node's GPU series, and
 ``/metrics?gpus=false`` everything else: scraped that way (monitoring/__init__.py writes the
-config) ``instance`` means a node, as it does with one dcgm-exporter per node. The job holding a GPU is added as dcgm-exporter's HPC job
+config) ``instance`` means a node, as it does with one dcgm-exporter per node.
+
+The job holding a GPU is added as dcgm-exporter's HPC job
 mapping does: ``hpc_job`` (not ``job``, which Prometheus reserves for the scrape job and would
 rename to ``exported_job``), plus ``queue`` and ``user``; a GPU shared by two jobs has a series
 for each, as dcgm-exporter gives it. A node whose agent is lost shows no GPU series, as a dead
