@@ -11,8 +11,10 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_health import Server, serve, wait_for
@@ -156,3 +158,169 @@ def test_promtool_accepts_the_scrape_config_the_package_writes(tmp_path: Path) -
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SUCCESS" in r.stdout and "8 rules found" in r.stdout
+
+
+# ----- dashboards against a live cluster ----------------------------------------------------
+
+# NVIDIA's "NVIDIA DCGM Exporter Dashboard" (dcgm-exporter's grafana/dcgm-exporter-dashboard.json,
+# Grafana id 12239): its panels' PromQL, written here from what the dashboard queries (title →
+# expression), with its template variables: $Hostname and $gpu in the versions that pick by
+# host, $instance in those that pick by scrape target.
+NVIDIA_PANELS: dict[str, str] = {
+    "GPU Temperature": 'max(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"}) '
+    "by (Hostname, gpu, uuid)",
+    "GPU Avg. Temp": 'avg(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"})',
+    "GPU Power Usage": 'max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) '
+    "by (Hostname, gpu, uuid)",
+    "GPU Power Total": 'sum(max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) '
+    "by (gpu))",
+    "GPU SM Clocks": 'max(DCGM_FI_DEV_SM_CLOCK{Hostname=~"$Hostname", gpu=~"$gpu"} * 1000000) '
+    "by (Hostname, UUID, gpu)",
+    "GPU Utilization": 'max(DCGM_FI_PROF_GR_ENGINE_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) '
+    "by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)",
+    "Tensor Core Utilization": "max(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+    '{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)',
+    "GPU Framebuffer Mem Used": 'max(DCGM_FI_DEV_FB_USED{Hostname=~"$Hostname", gpu=~"$gpu"}) '
+    "by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)",
+    # the versions with an instance picker
+    "GPU Temperature (by instance)": 'DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"}',
+    "GPU Power Usage (by instance)": 'DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"}',
+    "GPU Utilization (by instance)": 'DCGM_FI_DEV_GPU_UTIL{instance=~"$instance", gpu=~"$gpu"}',
+    "GPU Framebuffer Mem Used (by instance)": 'DCGM_FI_DEV_FB_USED{instance=~"$instance", '
+    'gpu=~"$gpu"}',
+}
+NVIDIA_VARIABLES = {  # name → (metric, label) of label_values(metric, label)
+    "Hostname": ("DCGM_FI_DEV_FB_FREE", "Hostname"),
+    "instance": ("DCGM_FI_DEV_GPU_TEMP", "instance"),
+    "gpu": ("DCGM_FI_DEV_FB_FREE", "gpu"),
+}
+LIVE_NODES = ["node-0", "node-1"]
+
+
+def _fill(q: str, values: dict[str, str]) -> str:
+    q = q.replace("$__rate_interval", "1m")
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m.group(1), ".*"), q)
+
+
+@needs_prometheus
+def test_nvidias_dashboard_and_gpufleets_own_show_data_from_a_live_cluster(
+    tmp_path: Path,
+) -> None:
+    """A LocalCluster (real controller and agents, simulated GPUs) scraped per node by a real
+    Prometheus: every panel of NVIDIA's DCGM dashboard and of gpufleet's own returns data, and
+    NVIDIA's instance picker lists the nodes."""
+    from gpufleet.ops.localcluster import LocalCluster, wait_until
+
+    c = LocalCluster(
+        tmp_path / "cluster",
+        agents=2,
+        gpus="4xH100",
+        leaves=1,
+        heartbeat_s=0.5,
+        schedule_interval_s=0.5,
+    )
+    c.start_controller()
+    c.start_agent(0, "--inject", "xid79@gpu3:0s")  # the GPU errors panel has a row
+    c.start_agent(1)
+    prom: LocalPrometheus | None = None
+    try:
+        c.wait_nodes(2)
+        sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
+        with c.user("alice") as u:
+            (busy,) = u.submit({"name": "busy", "gpus_per_worker": 3, "command": sleep})
+            (idle,) = u.submit(  # a sliver of a GPU: allocated, under 5 % busy
+                {"name": "idle", "gpus_per_worker": 1, "gpu_milli": 20, "command": sleep}
+            )
+            wait_until(
+                "both running",
+                lambda: {u.job(busy).state, u.job(idle).state} == {"RUNNING"},
+                60,
+            )
+            # the whole cluster: waits behind the two (pending, with a Reason)
+            u.submit({"name": "big", "workers": 2, "gpus_per_worker": 4, "command": sleep})
+        prom = LocalPrometheus(
+            tmp_path / "prom", c.url.removeprefix("http://"), nodes=LIVE_NODES, interval_s=1
+        )
+        wait_for("prometheus ready", prom.ready, 60)
+        up = wait_for("3 targets up", lambda: len(t := prom.targets_up()) == 3 and t, 60)
+        assert {t["labels"]["instance"] for t in up if t["labels"]["job"] == "gpufleet-gpus"} == {
+            *LIVE_NODES
+        }
+        # enough samples for rate() and increase() over the panels' 1 m windows
+        wait_for(
+            "rates",
+            lambda: prom.api("query", query="rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[1m])")[
+                "result"
+            ],
+            60,
+        )
+
+        # NVIDIA's variables: the instance picker lists the nodes, not the controller
+        values: dict[str, list[str]] = {}
+        for var, (metric, label) in NVIDIA_VARIABLES.items():
+            values[var] = prom.api(f"label/{label}/values", **{"match[]": metric})
+        assert sorted(values["Hostname"]) == sorted(values["instance"]) == LIVE_NODES
+        assert sorted(values["gpu"]) == ["0", "1", "2", "3"]
+        # labels as dcgm-exporter writes them
+        (s,) = prom.api("query", query='DCGM_FI_DEV_GPU_TEMP{instance="node-1", gpu="0"}')["result"]
+        m = s["metric"]
+        assert m["modelName"] == "NVIDIA H100 80GB HBM3" and m["Hostname"] == m["hostname"]
+        assert m["DCGM_FI_DRIVER_VERSION"] and m["device"] == "nvidia0"
+        # every panel, for every value of each picker and for "All"
+        for title, q in NVIDIA_PANELS.items():
+            for pick in [{}, *({"instance": n, "Hostname": n} for n in LIVE_NODES)]:
+                res = prom.api("query", query=_fill(q, pick))["result"]
+                assert res, f"NVIDIA panel {title!r} ({pick or 'All'}) has no data"
+        # each series once: the per-node scrapes and the cluster's do not overlap
+        (n,) = prom.api("query", query="count(DCGM_FI_DEV_GPU_TEMP)")["result"]
+        assert n["value"][1] == "8"
+
+        # gpufleet's own dashboard: every panel with queries shows data
+        def panel_has_data(p: dict[str, object]) -> bool:
+            targets = p.get("targets") or []
+            assert isinstance(targets, list)
+            return any(prom.api("query", query=_fill(t["expr"], {}))["result"] for t in targets)
+
+        dash = json.loads(DASHBOARD.read_text())
+        panels = [p for p in dash["panels"] if p.get("targets")]
+        assert len(panels) >= 25
+        empty = lambda: [p["title"] for p in panels if not panel_has_data(p)]  # noqa: E731
+        wait_for("every gpufleet panel has data", lambda: not empty(), 30)
+        # the fair-share share sums to 1 over the queues; the events panel is 0, not empty
+        share = prom.api("query", query=_fill(_expr(dash, "Fair share", 1), {}))["result"]
+        assert share and abs(sum(float(r["value"][1]) for r in share) - 1) < 1e-6
+        ev = prom.api("query", query=_fill(_expr(dash, "Node health events", 0), {}))["result"]
+        assert ev
+    finally:
+        if prom is not None:
+            prom.stop()
+        c.stop()
+
+
+def _expr(dash: dict[str, Any], title: str, i: int) -> str:
+    (p,) = [p for p in dash["panels"] if p.get("title") == title]
+    return str(p["targets"][i]["expr"])
+
+
+@needs_promtool
+def test_promtool_accepts_the_per_node_configs(tmp_path: Path) -> None:
+    """The package's example (static targets and file_sd) and a per-node config it writes."""
+    from gpufleet.monitoring import EXAMPLE_CONFIG, file_sd_targets, prometheus_config
+
+    assert PROMTOOL is not None
+    sd = tmp_path / "gpufleet-nodes.json"
+    sd.write_text(file_sd_targets("ctl:8600", ["gpu-a", "gpu-b"]))
+    assert json.loads(sd.read_text())[1] == {
+        "targets": ["ctl:8600"],
+        "labels": {"__param_node": "gpu-b"},
+    }
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(
+        prometheus_config("ctl:8600", token="s3cret", nodes=["gpu-a"], node_targets_file=sd)
+    )
+    for f in (cfg, EXAMPLE_CONFIG):
+        r = subprocess.run(
+            [PROMTOOL, "check", "config", str(f)], capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "8 rules found" in r.stdout

@@ -306,3 +306,185 @@ def test_nvml_names_map_to_the_catalog(nvml_name: str, mib: int, catalog: str) -
 def test_importing_the_agent_needs_no_nvml() -> None:
     code = "import sys, gpufleet.agent, gpufleet.agent.nvml; assert 'pynvml' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+
+
+# ----- the rest of dcgm-exporter's default counters ------------------------------------------
+
+
+class FullNvml(FakeNvml):
+    """A newer pynvml: memory info v2, codec utilization, field values, vGPU licence."""
+
+    nvmlMemory_v2 = 0x02000028
+    NVML_FI_DEV_MEMORY_TEMP = 82
+
+    def nvmlDeviceGetMemoryInfo(self, h: Any, version: int | None = None) -> SimpleNamespace:
+        g = self._gpu(h, "mem")
+        if version is None:
+            return SimpleNamespace(total=g["total"], used=g["used"], free=g["total"] - g["used"])
+        assert version == self.nvmlMemory_v2
+        reserved = 512 * MIB
+        return SimpleNamespace(
+            version=version,
+            total=g["total"],
+            reserved=reserved,
+            used=g["used"] - reserved,
+            free=g["total"] - g["used"],
+        )
+
+    def nvmlDeviceGetEncoderUtilization(self, h: Any) -> list[int]:
+        self._gpu(h, "enc")
+        return [3, 167000]
+
+    def nvmlDeviceGetDecoderUtilization(self, h: Any) -> list[int]:
+        self._gpu(h, "dec")
+        return [11, 167000]
+
+    def nvmlDeviceGetGridLicensableFeatures_v4(self, h: Any) -> SimpleNamespace:
+        g = self._gpu(h, "grid")
+        if "licensed" not in g:
+            raise NVMLError(NOT_SUPPORTED)  # bare metal without vGPU software
+        feature = SimpleNamespace(featureState=1 if g["licensed"] else 0)
+        return SimpleNamespace(
+            isGridLicenseSupported=1, licensableFeaturesCount=1, gridLicensableFeatures=[feature]
+        )
+
+
+@pytest.fixture
+def full() -> FullNvml:
+    return FullNvml([h100(0, kib={138: 1000, 139: 2000, 82: 71}), h100(1, licensed=True)])
+
+
+def test_the_default_counters_nvml_has_are_read(full: FullNvml) -> None:
+    b = NvmlBackend(full, profiling=None)
+    x0, x1 = b.sample(1.0)
+    assert x0.name == "NVIDIA H100 80GB HBM3" and x0.labels()["modelName"] == x0.name
+    assert x0.model == "H100-SXM"  # the catalog's name stays for scheduling
+    assert (x0.enc_util, x0.dec_util) == (3, 11)
+    assert (x0.fb_reserved, x0.fb_used, x0.fb_free) == (512, 512, 80535)  # v2: used excludes it
+    assert x0.memory_temp == 71.0
+    assert x0.nvlink_bandwidth_total == 3000 * 1024  # tx + rx, bytes
+    assert x0.vgpu_license_status is None and x1.vgpu_license_status == 1
+    d = x0.dcgm()
+    assert d["DCGM_FI_DEV_ENC_UTIL"] == 3 and d["DCGM_FI_DEV_FB_RESERVED"] == 512
+    assert d["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] == 0x4
+    assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" not in d  # the deprecated name
+    assert not any(k.startswith("DCGM_FI_PROF_") and "NVLINK" not in k for k in d)  # no DCGM
+
+
+def test_each_new_field_fails_alone_and_leaves_only_itself_out(full: FullNvml) -> None:
+    b = NvmlBackend(full, profiling=None)
+    for fn in ("enc", "dec", "grid"):
+        full.failing[(fn, 1)] = 999
+    full.failing[("fields", 1)] = NOT_SUPPORTED  # memory temp and NVLink counters
+    x = b.sample(1.0)[1]
+    assert x.enc_util is None and x.dec_util is None and x.vgpu_license_status is None
+    assert x.memory_temp is None and x.nvlink_bandwidth_total is None
+    assert x.fb_reserved == 512 and x.gpu_util == 97  # the rest is still read
+    d = x.dcgm()
+    assert "DCGM_FI_DEV_ENC_UTIL" not in d and "DCGM_FI_DEV_MEMORY_TEMP" not in d
+    # an older pynvml without memory info v2 or the codec calls: absent, never an error
+    del FullNvml.nvmlMemory_v2
+    try:
+        x = NvmlBackend(full, profiling=None).sample(2.0)[0]
+        assert x.fb_reserved is None and x.fb_used == 1024
+    finally:
+        FullNvml.nvmlMemory_v2 = 0x02000028
+
+
+class FakeProfiling:
+    def __init__(self, values: dict[str, dict[str, float]]) -> None:
+        self.values = values
+        self.closed = False
+
+    def read(self) -> dict[str, dict[str, float]]:
+        if self.values is None:
+            raise RuntimeError("host engine went away")
+        return self.values
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_profiling_fields_come_from_dcgm_by_uuid(full: FullNvml) -> None:
+    prof = FakeProfiling(
+        {
+            "GPU-fake-1": {"gr_engine_active": 0.9, "pipe_tensor_active": 0.4, "bogus": 1.0},
+            "#0": {"dram_active": 0.5, "pcie_tx_bytes": 1e9, "pcie_rx_bytes": 2e9},
+        }
+    )
+    b = NvmlBackend(full, profiling=prof)
+    x0, x1 = b.sample(1.0)
+    assert (x1.gr_engine_active, x1.pipe_tensor_active, x1.dram_active) == (0.9, 0.4, None)
+    d0 = x0.dcgm()
+    assert d0["DCGM_FI_PROF_DRAM_ACTIVE"] == 0.5 and d0["DCGM_FI_PROF_PCIE_RX_BYTES"] == 2e9
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in d0  # DCGM left it blank: no fake zero
+    prof.values = None  # type: ignore[assignment]
+    assert b.sample(2.0)[0].dram_active is None  # a failed read leaves them out
+    b.close()
+    assert prof.closed
+
+
+def test_without_dcgm_installed_there_is_no_profiler() -> None:
+    from gpufleet.agent import dcgm
+
+    assert dcgm._import_bindings(dirs=()) is None
+    assert dcgm.DcgmProfiling.open(bindings=None) is None or dcgm._import_bindings() is not None
+
+
+def test_the_dcgm_reader_against_fake_bindings() -> None:
+    from gpufleet.agent.dcgm import DcgmProfiling
+
+    blank = 140737488355328.0
+
+    class Series:
+        def __init__(self, *vals: float) -> None:
+            self.values = [SimpleNamespace(value=v, isBlank=v == blank) for v in vals]
+
+    class Group:
+        def __init__(self, handle: Any, groupName: str, groupType: int) -> None:
+            self.samples = self
+            self.watched: list[Any] = []
+
+        def GetGpuIds(self) -> list[int]:
+            return [0, 1]
+
+        def WatchFields(self, fg: Any, freq_us: int, keep_s: float, keep_n: int) -> None:
+            self.watched.append(fg.ids)
+
+        def GetLatest(self, fg: Any) -> SimpleNamespace:
+            return SimpleNamespace(
+                values={
+                    0: {1001: Series(0.5, 0.75), 1004: Series(blank), 1010: Series(3.5e9)},
+                    1: {1005: Series(0.25)},
+                }
+            )
+
+    class Handle:
+        def __init__(self, ipAddress: str, opMode: int) -> None:
+            self.address = ipAddress
+
+        def GetSystem(self) -> Any:
+            def attrs(gpu_id: int) -> SimpleNamespace:
+                if gpu_id == 1:
+                    raise RuntimeError("no attributes")
+                return SimpleNamespace(identifiers=SimpleNamespace(uuid=b"GPU-fake-0"))
+
+            return SimpleNamespace(discovery=SimpleNamespace(GetGpuAttributes=attrs))
+
+    pydcgm = SimpleNamespace(
+        DcgmHandle=Handle,
+        DcgmGroup=Group,
+        DcgmFieldGroup=lambda handle, name, fieldIds: SimpleNamespace(ids=fieldIds),
+    )
+    p = DcgmProfiling.open(bindings=SimpleNamespace(pydcgm=pydcgm, structs=SimpleNamespace()))
+    assert p is not None
+    assert p.read() == {
+        "GPU-fake-0": {"gr_engine_active": 0.75, "pcie_rx_bytes": 3.5e9},
+        "#1": {"dram_active": 0.25},
+    }
+
+    def refuse(ipAddress: str, opMode: int) -> None:
+        raise RuntimeError("Host engine connection invalid/disconnected")
+
+    pydcgm.DcgmHandle = refuse
+    assert DcgmProfiling.open(bindings=SimpleNamespace(pydcgm=pydcgm, structs=None)) is None

@@ -191,3 +191,62 @@ def test_freeze_window_is_relative_to_the_start() -> None:
     s = sim(1, start=500.0)
     s.inject("freeze:10s+5s")
     assert [s.frozen(t) for t in (509.9, 510.0, 514.9, 515.0)] == [False, True, True, False]
+
+
+def test_simulated_gpus_report_nvmls_names_which_map_back_to_the_catalog() -> None:
+    from gpufleet.agent.nvml import catalog_name
+    from gpufleet.agent.simgpu import NVML_NAMES
+    from gpufleet.model.catalog import GPU_MODELS
+
+    s = SimulatedGpus.from_spec("2xH100")
+    assert s.discover()[0].name == "NVIDIA H100 80GB HBM3"
+    x = s.sample(1.0)[0]
+    assert (x.model, x.name, x.labels()["modelName"]) == (
+        "H100-SXM",
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H100 80GB HBM3",
+    )
+    for m in GPU_MODELS:
+        if m.name != "MI300X":
+            assert catalog_name(NVML_NAMES[m.name], int(m.memory_gib * 1024)) == m.name
+
+
+def test_every_default_counter_is_modelled_and_follows_the_load() -> None:
+    s = sim(2)
+    s.set_load({0: 1.0}, 0.0)
+    busy, idle = s.sample(300.0)
+    for x in (busy, idle):
+        for name in (
+            "enc_util",
+            "dec_util",
+            "fb_reserved",
+            "memory_temp",
+            "nvlink_bandwidth_total",
+            "vgpu_license_status",
+            "gr_engine_active",
+            "pipe_tensor_active",
+            "dram_active",
+            "pcie_tx_bytes",
+            "pcie_rx_bytes",
+        ):
+            assert getattr(x, name) is not None, name
+    assert busy.gr_engine_active and idle.gr_engine_active == 0
+    assert busy.pipe_tensor_active and 0 < busy.pipe_tensor_active < 1
+    assert busy.dram_active and 0 < busy.dram_active <= 1
+    assert busy.pcie_rx_bytes and idle.pcie_rx_bytes and busy.pcie_rx_bytes > idle.pcie_rx_bytes
+    assert busy.dec_util and busy.dec_util > (idle.dec_util or 0)
+    assert busy.memory_temp and idle.memory_temp and busy.memory_temp > idle.memory_temp
+    # NVML v2: reserved + used + free is the memory; the NVLink byte counter only grows
+    assert busy.fb_reserved is not None and busy.fb_used is not None and busy.fb_free is not None
+    assert busy.fb_reserved + busy.fb_used + busy.fb_free == 80 * 1024
+    assert busy.nvlink_bandwidth_total and idle.nvlink_bandwidth_total == 0
+    later = s.sample(400.0)[0]
+    assert later.nvlink_bandwidth_total is not None
+    rate = (later.nvlink_bandwidth_total - busy.nvlink_bandwidth_total) / 100
+    assert rate == pytest.approx(2 * (busy.nvlink_tx_bytes or 0), rel=1e-6)
+
+
+def test_gddr_boards_have_no_memory_temperature_and_pcie_boards_no_nvlink_counter() -> None:
+    x = SimulatedGpus.from_spec("1xL40S").sample(1.0)[0]
+    assert x.memory_temp is None and x.nvlink_bandwidth_total is None
+    assert "DCGM_FI_DEV_MEMORY_TEMP" not in x.dcgm()

@@ -36,6 +36,7 @@ from gpufleet.server.logs import LogStore
 from gpufleet.server.metrics import (
     CRITICAL_XIDS,
     DCGM_METRICS,
+    DEFAULT_COUNTERS,
     FleetCollector,
     metric_names,
 )
@@ -130,12 +131,14 @@ def test_the_text_parses_and_keeps_dcgm_exporters_names_and_types(fleet: Fleet) 
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        *DEFAULT_COUNTERS,
     ):
         assert len(series(text, name)) == 16, name  # 2 nodes x 8 GPUs
     # every field the agent sends is published, under a type dcgm-exporter gives it
     assert set(DCGM_FIELDS.values()) <= set(DCGM_METRICS)
+    assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" not in text  # the deprecated name
     for f in text_string_to_metric_families(text):
         assert f.type in ("gauge", "counter", "histogram"), f.name
 
@@ -145,9 +148,20 @@ def test_gpu_labels_are_dcgm_exporters_plus_the_job_holding_the_gpu(fleet: Fleet
     by_gpu = {(lb["Hostname"], lb["gpu"]): (lb, v) for lb, v in rows}
     held = {d for p in fleet.ctrl.jobs["j1"].allocation for d in p.gpus}
     for (host, gpu), (lb, v) in by_gpu.items():
-        assert {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"} <= set(lb)
+        assert {
+            "gpu",
+            "UUID",
+            "pci_bus_id",
+            "device",
+            "modelName",
+            "Hostname",
+            "hostname",
+            "DCGM_FI_DRIVER_VERSION",
+        } <= set(lb)
         assert lb["UUID"].startswith("GPU-") and lb["device"] == f"nvidia{gpu}"
-        assert lb["modelName"] == "H100-SXM"
+        assert lb["modelName"] == "NVIDIA H100 80GB HBM3"  # NVML's name, as dcgm-exporter's
+        assert lb["hostname"] == lb["Hostname"] == host
+        assert lb["DCGM_FI_DRIVER_VERSION"] == "550.54.15"
         if host == "n00" and int(gpu) in held:
             assert (lb["hpc_job"], lb["queue"], lb["user"]) == ("j1", "vision", "alice")
             assert v == 100.0  # the simulated GPU is as busy as its allocation
@@ -348,3 +362,81 @@ def test_pending_jobs_the_collector_never_saw_committed_are_counted(tmp_path: Pa
     counts, _ = _pending_from_the_snapshot(f, T0 + 5)
     pend = {(lb["queue"], lb["reason"]): v for lb, v in series(f.text(), "gpufleet_jobs_pending")}
     assert pend == counts and sum(counts.values()) >= 1
+
+
+# dcgm-exporter's etc/default-counters.csv (3.x and later), as (field, Prometheus type): written
+# here from what that file lists, so a rename or a changed type on either side fails this test
+DCGM_EXPORTER_DEFAULT_COUNTERS = {
+    "DCGM_FI_DEV_SM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEMORY_TEMP": "gauge",
+    "DCGM_FI_DEV_GPU_TEMP": "gauge",
+    "DCGM_FI_DEV_POWER_USAGE": "gauge",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",
+    "DCGM_FI_DEV_GPU_UTIL": "gauge",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge",
+    "DCGM_FI_DEV_ENC_UTIL": "gauge",
+    "DCGM_FI_DEV_DEC_UTIL": "gauge",
+    "DCGM_FI_DEV_XID_ERRORS": "gauge",
+    "DCGM_FI_DEV_FB_FREE": "gauge",
+    "DCGM_FI_DEV_FB_USED": "gauge",
+    "DCGM_FI_DEV_FB_RESERVED": "gauge",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "counter",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "gauge",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "gauge",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "gauge",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "gauge",
+}
+
+
+def test_every_default_counter_of_dcgm_exporter_is_emitted_with_its_type(fleet: Fleet) -> None:
+    assert len(DCGM_EXPORTER_DEFAULT_COUNTERS) == 25
+    assert set(DEFAULT_COUNTERS) == set(DCGM_EXPORTER_DEFAULT_COUNTERS)
+    text = fleet.text()
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    for name, kind in DCGM_EXPORTER_DEFAULT_COUNTERS.items():
+        assert DCGM_METRICS[name][0] == kind, name
+        assert types.get(name) == kind, name  # emitted, with dcgm-exporter's type
+        assert len(series(text, name)) == 16, name  # for every GPU of both nodes
+
+
+def test_a_field_the_agent_leaves_out_is_not_emitted_for_that_gpu(fleet: Fleet) -> None:
+    """A real GPU without DCGM sends no profiling fields: no series, never a zero."""
+    g = fleet.svc.links["n01"].metrics["gpus"][3]
+    for k in [k for k in g["values"] if k.startswith("DCGM_FI_PROF_")]:
+        del g["values"][k]
+    rows = series(fleet.text(), "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
+    assert len(rows) == 15
+    assert ("n01", "3") not in {(lb["Hostname"], lb["gpu"]) for lb, _ in rows}
+
+
+def test_a_scrape_per_node_serves_that_nodes_gpus_and_the_rest_apart(fleet: Fleet) -> None:
+    whole = fleet.text()
+    n00 = fleet.coll.render("n00").decode()
+    rest = fleet.coll.render(gpus=False).decode()
+    for text, hosts in ((whole, {"n00", "n01"}), (n00, {"n00"}), (rest, set())):
+        got = {lb["Hostname"] for lb, _ in series(text, "DCGM_FI_DEV_GPU_TEMP")}
+        assert got == hosts
+    assert {lb["Hostname"] for lb, _ in series(n00, "gpufleet_gpu_healthy")} == {"n00"}
+    assert "gpufleet_nodes" not in n00 and "gpufleet_host_" not in n00  # GPU series only
+    assert "gpufleet_nodes" in rest and "gpufleet_gpu_healthy" not in rest
+    # the per-node scrapes and the rest add up to the whole, sample for sample
+    n01 = fleet.coll.render("n01").decode()
+
+    def samples(t: str) -> list[str]:
+        return sorted(ln for ln in t.splitlines() if ln and not ln.startswith("#"))
+
+    def stable(lines: list[str]) -> list[str]:
+        return [ln for ln in lines if not ln.startswith("gpufleet_metrics_render_seconds")]
+
+    assert stable(samples(whole)) == stable(sorted(samples(n00) + samples(n01) + samples(rest)))
+    with pytest.raises(KeyError):
+        fleet.coll.render("nobody")
+    fleet.ctrl.handle(T0 + 4, NodeLost("n01"), schedule=False)
+    assert fleet.coll.render("n01") == b""  # a lost node shows no GPU series

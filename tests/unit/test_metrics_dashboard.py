@@ -23,7 +23,7 @@ PROMQL_WORDS = {
     *("sum", "min", "max", "avg", "count", "stddev", "topk", "bottomk", "quantile"),
     *("rate", "irate", "increase", "delta", "histogram_quantile", "abs", "clamp_min"),
     *("by", "without", "on", "ignoring", "group_left", "group_right"),
-    *("and", "or", "unless", "bool", "offset", "label_values"),
+    *("and", "or", "unless", "bool", "offset", "label_values", "vector"),
 }
 
 

@@ -3,7 +3,10 @@
 A ``GpuSample`` field is named after the dcgm-exporter metric it becomes (``gpu_temp`` →
 ``DCGM_FI_DEV_GPU_TEMP``), so the controller can publish NVIDIA's names and labels unchanged and
 existing Grafana dashboards work. A field a backend cannot read is ``None`` and is left out of
-the payload, as dcgm-exporter leaves out a field the device does not support.
+the payload, as dcgm-exporter leaves out a field the device does not support: never a made-up
+zero. The sample holds every counter of dcgm-exporter's default set (``etc/default-counters.csv``:
+NVML's fields, and the profiling ``DCGM_FI_PROF_*`` ones that only DCGM measures), plus the
+few of its optional ones the health checks and gpufleet's dashboard use.
 """
 
 from __future__ import annotations
@@ -23,9 +26,13 @@ class GpuUnavailable(RuntimeError):
 DCGM_FIELDS: dict[str, str] = {
     "gpu_util": "DCGM_FI_DEV_GPU_UTIL",  # %
     "mem_copy_util": "DCGM_FI_DEV_MEM_COPY_UTIL",  # %
+    "enc_util": "DCGM_FI_DEV_ENC_UTIL",  # %
+    "dec_util": "DCGM_FI_DEV_DEC_UTIL",  # %
     "fb_used": "DCGM_FI_DEV_FB_USED",  # MiB
     "fb_free": "DCGM_FI_DEV_FB_FREE",  # MiB
+    "fb_reserved": "DCGM_FI_DEV_FB_RESERVED",  # MiB (NVML's memory info v2)
     "gpu_temp": "DCGM_FI_DEV_GPU_TEMP",  # °C
+    "memory_temp": "DCGM_FI_DEV_MEMORY_TEMP",  # °C (HBM parts)
     "power_usage": "DCGM_FI_DEV_POWER_USAGE",  # W
     "total_energy_consumption": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",  # mJ since boot
     "sm_clock": "DCGM_FI_DEV_SM_CLOCK",  # MHz
@@ -41,10 +48,32 @@ DCGM_FIELDS: dict[str, str] = {
     "row_remap_pending": "DCGM_FI_DEV_ROW_REMAP_PENDING",
     "row_remap_failure": "DCGM_FI_DEV_ROW_REMAP_FAILURE",
     "xid_errors": "DCGM_FI_DEV_XID_ERRORS",  # gauge: the last XID seen (0: none yet)
-    "clock_throttle_reasons": "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",  # NVML bitmask
+    # NVML bitmask; dcgm-exporter's current name (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS is deprecated)
+    "clock_throttle_reasons": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "nvlink_bandwidth_total": "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",  # counter, bytes (tx + rx)
+    "vgpu_license_status": "DCGM_FI_DEV_VGPU_LICENSE_STATUS",  # 1 licensed, 0 not
     "nvlink_tx_bytes": "DCGM_FI_PROF_NVLINK_TX_BYTES",  # bytes/s
     "nvlink_rx_bytes": "DCGM_FI_PROF_NVLINK_RX_BYTES",  # bytes/s
+    # DCGM's profiling fields (DCP): ratios 0..1, rates in bytes/s; only DCGM measures them
+    "gr_engine_active": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "sm_active": "DCGM_FI_PROF_SM_ACTIVE",
+    "sm_occupancy": "DCGM_FI_PROF_SM_OCCUPANCY",
+    "pipe_tensor_active": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "dram_active": "DCGM_FI_PROF_DRAM_ACTIVE",
+    "pcie_tx_bytes": "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "pcie_rx_bytes": "DCGM_FI_PROF_PCIE_RX_BYTES",
 }
+
+# The GpuSample fields that come from DCGM's profiling module (DcgmProfiling), not from NVML.
+PROF_FIELDS: tuple[str, ...] = (
+    "gr_engine_active",
+    "sm_active",
+    "sm_occupancy",
+    "pipe_tensor_active",
+    "dram_active",
+    "pcie_tx_bytes",
+    "pcie_rx_bytes",
+)
 
 # NVML clock-event (throttle) reason bits, for backends that synthesize them.
 THROTTLE_GPU_IDLE = 0x1
@@ -57,13 +86,18 @@ THROTTLE_HW_THERMAL = 0x40
 class GpuSample:
     index: int
     uuid: str
-    model: str
+    model: str  # the catalog's name ("H100-SXM")
     pci_bus_id: str = ""
+    name: str = ""  # NVML's device name ("NVIDIA H100 80GB HBM3"): dcgm-exporter's modelName
     gpu_util: float | None = None
     mem_copy_util: float | None = None
+    enc_util: float | None = None
+    dec_util: float | None = None
     fb_used: int | None = None
     fb_free: int | None = None
+    fb_reserved: int | None = None
     gpu_temp: float | None = None
+    memory_temp: float | None = None
     power_usage: float | None = None
     total_energy_consumption: int | None = None
     sm_clock: int | None = None
@@ -80,9 +114,18 @@ class GpuSample:
     row_remap_failure: int | None = None
     xid_errors: tuple[int, ...] = ()  # XIDs seen since the previous sample, oldest first
     clock_throttle_reasons: int | None = None
+    nvlink_bandwidth_total: int | None = None
+    vgpu_license_status: int | None = None
     nvlink_tx_bytes: float | None = None
     nvlink_rx_bytes: float | None = None
     nvlink_up: int | None = None  # links up now (health compares with discovery)
+    gr_engine_active: float | None = None
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    pipe_tensor_active: float | None = None
+    dram_active: float | None = None
+    pcie_tx_bytes: float | None = None
+    pcie_rx_bytes: float | None = None
 
     def dcgm(self, last_xid: int = 0) -> dict[str, float | int]:
         """The dcgm-exporter metrics of this sample; ``last_xid`` carries the gauge forward."""
@@ -99,11 +142,12 @@ class GpuSample:
         return out
 
     def labels(self) -> dict[str, str]:
-        """dcgm-exporter's labels; the controller adds ``Hostname``."""
+        """dcgm-exporter's labels (``modelName`` is NVML's name, as dcgm-exporter writes it); the
+        controller adds ``Hostname``, ``hostname``, ``device`` and ``DCGM_FI_DRIVER_VERSION``."""
         return {
             "gpu": str(self.index),
             "UUID": self.uuid,
-            "modelName": self.model,
+            "modelName": self.name or self.model,
             "pci_bus_id": self.pci_bus_id,
         }
 

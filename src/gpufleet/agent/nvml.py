@@ -4,15 +4,19 @@ The module is passed in (tests hand over a fake) and imported only when none is 
 file imports on a machine without a driver. Every NVML read is guarded: a call the device does
 not support, or that fails, leaves its field ``None``; a monitoring read never stops the agent.
 A GPU whose calls answer "GPU is lost" drops out of ``sample`` (the health check sees it gone).
+DCGM's profiling fields (``DCGM_FI_PROF_*``), which NVML does not have, come from
+``agent/dcgm.py`` where DCGM is installed, and are left out where it is not.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from gpufleet.agent.gpu import GpuSample, GpuUnavailable
+from gpufleet.agent.dcgm import DcgmProfiling
+from gpufleet.agent.gpu import PROF_FIELDS, GpuSample, GpuUnavailable
 from gpufleet.api.schemas import GpuInfo
 from gpufleet.model.catalog import GPU_MODELS, GpuModel, find
 
@@ -23,6 +27,10 @@ _MAX_EVENTS_PER_SAMPLE = 256  # bounded drain of the XID event set
 _GPU_IS_LOST = 15  # NVML_ERROR_GPU_IS_LOST, when the module lacks the constant
 _VENDOR_WORDS = frozenset({"NVIDIA", "TESLA", "QUADRO", "AMD"})
 _MEMORY_TOLERANCE = 0.15  # NVML reports a little less than the marketing size
+_AUTO: Any = object()
+# NVML field ids (nvml.h) where the module lacks the constant
+_FI_DEV_MEMORY_TEMP = 82
+_GRID_LICENSE_LICENSED = 1  # NVML_GRID_LICENSE_STATE_LICENSED (featureState of a feature)
 
 
 def catalog_name(raw: str, memory_mib: int | None = None) -> str:
@@ -76,9 +84,11 @@ def _text(v: Any) -> str:
 
 
 class NvmlBackend:
-    """Real GPUs. ``nvml`` is a pynvml-like module; ``None`` imports nvidia-ml-py's."""
+    """Real GPUs. ``nvml`` is a pynvml-like module; ``None`` imports nvidia-ml-py's.
+    ``profiling``: DCGM's profiling reader (``DcgmProfiling``), ``None`` for none; by default
+    the local DCGM host engine's when DCGM is installed."""
 
-    def __init__(self, nvml: Any | None = None) -> None:
+    def __init__(self, nvml: Any | None = None, profiling: Any = _AUTO) -> None:
         if nvml is None:
             nvml = _import_pynvml()
         self.nv = nvml
@@ -95,8 +105,10 @@ class NvmlBackend:
         self._lost: set[int] = set()
         self._events: Any = None
         self._nvlink_prev: dict[int, tuple[float, int, int]] = {}
+        self._names: dict[int, str] = {}
         self.discover()
         self._events = self._open_xid_events()
+        self.profiling: Any = DcgmProfiling.open() if profiling is _AUTO else profiling
 
     # ----- guarded calls ------------------------------------------------------------------
 
@@ -137,6 +149,7 @@ class NvmlBackend:
                 index=i,
                 uuid=_text(uuid),
                 model=catalog_name(_text(name), memory_mib) if name is not None else "unknown",
+                name=_text(name).strip() if name is not None else "",
                 memory_mib=memory_mib,
                 pci_bus_id=_text(pci.busId) if pci is not None else "",
                 pcie_gen=int(self._call(i, "nvmlDeviceGetCurrPcieLinkGeneration", h) or 0),
@@ -177,12 +190,27 @@ class NvmlBackend:
 
     def sample(self, now: float) -> list[GpuSample]:
         xids = self._drain_xids()
+        prof = self._profiling()
         out = []
         for i, h in self._handles.items():
             s = self._sample_one(i, h, now, tuple(xids.get(i, ())))
             if i not in self._lost:
-                out.append(s)
+                p = prof.get(s.uuid) or prof.get(f"#{i}")
+                out.append(replace(s, **p) if p else s)
         return out
+
+    def _profiling(self) -> dict[str, dict[str, float]]:
+        if self.profiling is None:
+            return {}
+        try:
+            got = self.profiling.read()
+        except Exception as e:  # a profiling read never stops the agent
+            log.debug("DCGM profiling read failed: %s", e)
+            return {}
+        return {
+            gpu: {k: float(v) for k, v in values.items() if k in PROF_FIELDS}
+            for gpu, values in got.items()
+        }
 
     def _sample_one(self, i: int, h: Any, now: float, xids: tuple[int, ...]) -> GpuSample:
         nv = self.nv
@@ -194,19 +222,30 @@ class NvmlBackend:
         corrected = self._const("NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)
         uncorrected = self._const("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
         rows = self._call(i, "nvmlDeviceGetRemappedRows", h)  # (corr, unc, pending, failure)
-        tx, rx = self._nvlink_rates(i, h, now)
+        tx, rx, nvlink_total = self._nvlink_rates(i, h, now)
+        # memory info v2 splits out what the driver reserves (used then excludes it)
+        mem2 = self._memory_v2(i, h)
+        if mem2 is not None:
+            mem = mem2
         return GpuSample(
             index=i,
             uuid=info.uuid,
             model=info.model,
+            name=info.name,
             pci_bus_id=info.pci_bus_id,
             gpu_util=_num(util, "gpu"),
             mem_copy_util=_num(util, "memory"),
+            enc_util=_item(self._call(i, "nvmlDeviceGetEncoderUtilization", h), 0),
+            dec_util=_item(self._call(i, "nvmlDeviceGetDecoderUtilization", h), 0),
             fb_used=int(mem.used // MIB) if mem is not None else None,
             fb_free=int(mem.free // MIB) if mem is not None else None,
+            fb_reserved=(
+                int(mem2.reserved // MIB) if getattr(mem2, "reserved", None) is not None else None
+            ),
             gpu_temp=_opt_float(
                 self._call(i, "nvmlDeviceGetTemperature", h, self._const("NVML_TEMPERATURE_GPU", 0))
             ),
+            memory_temp=self._memory_temp(i, h),
             power_usage=power_mw / 1000.0 if power_mw is not None else None,
             total_energy_consumption=_opt_int(
                 self._call(i, "nvmlDeviceGetTotalEnergyConsumption", h)
@@ -237,10 +276,49 @@ class NvmlBackend:
             row_remap_failure=_item(rows, 3),
             xid_errors=xids,
             clock_throttle_reasons=self._throttle(i, h),
+            nvlink_bandwidth_total=nvlink_total,
+            vgpu_license_status=self._vgpu_license(i, h),
             nvlink_tx_bytes=tx,
             nvlink_rx_bytes=rx,
             nvlink_up=self._nvlink_up(i, h) if hasattr(nv, "nvmlDeviceGetNvLinkState") else None,
         )
+
+    def _memory_v2(self, i: int, h: Any) -> Any:
+        """NVML's memory info v2 (total = reserved + used + free), or None where unsupported."""
+        version = getattr(self.nv, "nvmlMemory_v2", None)
+        if version is None:
+            return None
+        m = self._call(i, "nvmlDeviceGetMemoryInfo", h, version)
+        return m if getattr(m, "reserved", None) is not None else None
+
+    def _memory_temp(self, i: int, h: Any) -> float | None:
+        """The HBM's temperature (NVML's field NVML_FI_DEV_MEMORY_TEMP); GDDR boards have none."""
+        fid = int(getattr(self.nv, "NVML_FI_DEV_MEMORY_TEMP", _FI_DEV_MEMORY_TEMP))
+        values = self._call(i, "nvmlDeviceGetFieldValues", h, [fid])
+        if not values:
+            return None
+        v = _field_value(values[0])
+        return float(v) if v is not None and v > 0 else None  # 0: the board has no sensor
+
+    def _vgpu_license(self, i: int, h: Any) -> int | None:
+        """1 when the GPU holds a vGPU licence, 0 when it can but does not; None where the GPU
+        has no licensable features (bare metal without vGPU software: NVML_ERROR_NOT_SUPPORTED).
+        """
+        for name in (
+            "nvmlDeviceGetGridLicensableFeatures_v4",
+            "nvmlDeviceGetGridLicensableFeatures_v3",
+            "nvmlDeviceGetGridLicensableFeatures",
+        ):
+            if hasattr(self.nv, name):
+                got = self._call(i, name, h)
+                break
+        else:
+            return None
+        if got is None or not getattr(got, "isGridLicenseSupported", 0):
+            return None
+        count = int(getattr(got, "licensableFeaturesCount", 0))
+        feats = list(getattr(got, "gridLicensableFeatures", ()))[:count]
+        return int(any(getattr(f, "featureState", 0) == _GRID_LICENSE_LICENSED for f in feats))
 
     def _retired(self, i: int, h: Any, cause: int) -> int | None:
         pages = self._call(i, "nvmlDeviceGetRetiredPages", h, cause)
@@ -256,24 +334,28 @@ class NvmlBackend:
                 return _opt_int(self._call(i, name, h))
         return None
 
-    def _nvlink_rates(self, i: int, h: Any, now: float) -> tuple[float | None, float | None]:
-        """Bytes/s from NVML's cumulative NVLink data counters (KiB), so the first is None."""
+    def _nvlink_rates(
+        self, i: int, h: Any, now: float
+    ) -> tuple[float | None, float | None, int | None]:
+        """Bytes/s from NVML's cumulative NVLink data counters (KiB), so the first is None,
+        and the counters' sum in bytes (DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL)."""
         tx_id = getattr(self.nv, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None)
         rx_id = getattr(self.nv, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", None)
         if tx_id is None or rx_id is None or not self._info[i].nvlink_up:
-            return None, None
+            return None, None, None
         values = self._call(i, "nvmlDeviceGetFieldValues", h, [tx_id, rx_id])
         if values is None or len(values) < 2:
-            return None, None
+            return None, None, None
         tx, rx = (_field_value(v) for v in values[:2])
         if tx is None or rx is None:
-            return None, None
+            return None, None, None
+        total = (tx + rx) * 1024
         prev = self._nvlink_prev.get(i)
         self._nvlink_prev[i] = (now, tx, rx)
         if prev is None or now <= prev[0] or tx < prev[1] or rx < prev[2]:
-            return None, None
+            return None, None, total
         dt = now - prev[0]
-        return (tx - prev[1]) * 1024 / dt, (rx - prev[2]) * 1024 / dt
+        return (tx - prev[1]) * 1024 / dt, (rx - prev[2]) * 1024 / dt, total
 
     # ----- XID events ---------------------------------------------------------------------
 
@@ -337,6 +419,12 @@ class NvmlBackend:
         if self._events is not None:
             self._call(None, "nvmlEventSetFree", self._events)
             self._events = None
+        if self.profiling is not None:
+            try:
+                self.profiling.close()
+            except Exception as e:
+                log.debug("DCGM close failed: %s", e)
+            self.profiling = None
         self._call(None, "nvmlShutdown")
 
 

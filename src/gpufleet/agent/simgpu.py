@@ -2,7 +2,12 @@
 
 The load drives everything: utilization is the share of the GPU the running tasks hold,
 power = idle + (TDP − idle) × utilization, the temperature relaxes toward ambient + a rise
-proportional to power with a first-order time constant, and energy is power integrated.
+proportional to power with a first-order time constant, and energy is power integrated. The
+profiling ratios (DCGM's ``PROF_*``: graphics engine, SMs, tensor pipes, DRAM) are fixed shares
+of the utilization, PCIe and NVLink traffic rates proportional to it (their byte counters are
+the rates integrated), the HBM runs a little warmer than the die's rise. The GPUs report
+NVML's device names (``NVML_NAMES``), so the controller's ``modelName`` is what a real node's
+dcgm-exporter writes.
 Time is passed in (``sample(now)``, ``set_load(load, now)``); nothing here reads a clock, so a
 test steps an hour in a microsecond. Between two calls the load is constant, which makes the
 exponential and the integral exact, not approximations.
@@ -37,6 +42,41 @@ _CLOCKS_MHZ = {  # (max SM, memory) from the vendors' specifications; others get
     "A100-40GB": (1410, 1215),
 }
 _DEFAULT_CLOCKS = (1700, 1500)
+# catalog name → NVML's device name (what nvidia-smi and dcgm-exporter's modelName show)
+NVML_NAMES: dict[str, str] = {
+    "B200": "NVIDIA B200",
+    "H200": "NVIDIA H200",
+    "H100-SXM": "NVIDIA H100 80GB HBM3",
+    "H100-PCIe": "NVIDIA H100 PCIe",
+    "H800": "NVIDIA H800",
+    "A100-40GB": "NVIDIA A100-SXM4-40GB",
+    "A100-80GB": "NVIDIA A100-SXM4-80GB",
+    "A800": "NVIDIA A800-SXM4-80GB",
+    "L40S": "NVIDIA L40S",
+    "L40": "NVIDIA L40",
+    "A10": "NVIDIA A10",
+    "T4": "Tesla T4",
+    "V100-16GB": "Tesla V100-SXM2-16GB",
+    "V100-32GB": "Tesla V100-SXM2-32GB",
+    "P100": "Tesla P100-PCIE-16GB",
+    "RTX-A6000": "NVIDIA RTX A6000",
+    "RTX-4090": "NVIDIA GeForce RTX 4090",
+    "MI300X": "AMD Instinct MI300X",
+}
+# GDDR boards: NVML has no memory temperature for them (only HBM parts report one)
+_GDDR = frozenset({"L40S", "L40", "A10", "T4", "RTX-A6000", "RTX-4090"})
+# shares of the utilization that DCGM's profiling fields show under a typical training load
+_PROF_SHARES = {
+    "gr_engine_active": 0.98,
+    "sm_active": 0.85,
+    "sm_occupancy": 0.40,
+    "pipe_tensor_active": 0.45,
+    "dram_active": 0.55,
+}
+_PCIE_RX_BPS = 4e9  # host → GPU at full load (input pipeline), bytes/s
+_PCIE_TX_BPS = 1e9  # GPU → host (checkpoints, logs)
+_PCIE_IDLE_BPS = 2e5  # the driver's own traffic
+_HBM_EXTRA_RISE = 0.15  # the HBM's rise over ambient, relative to the die's
 _DRIVER_ENV = "GPUFLEET_SIM_DRIVER_VERSION"
 _CUDA_ENV = "GPUFLEET_SIM_CUDA_VERSION"
 _IDLE_SM_MHZ = 345
@@ -59,6 +99,7 @@ class _Gpu:
     uuid: str
     temp_c: float
     energy_mj: float = 0.0
+    nvlink_bytes: float = 0.0  # tx + rx since boot
     load: float = 0.0
     dbe: int = 0
     remapped_unc: int = 0
@@ -181,6 +222,13 @@ class SimulatedGpus:
             target = self._steady_temp(p, g.hot)
             g.temp_c = target + (g.temp_c - target) * decay
             g.energy_mj += p * dt * 1000.0
+            g.nvlink_bytes += 2 * self._nvlink_rate(g) * dt
+
+    def _nvlink_rate(self, g: _Gpu) -> float:
+        """Bytes/s each way: a busy gang moves about a third of the per-direction bandwidth."""
+        if g.nvlink_down or not self._links:
+            return 0.0
+        return self.model.nvlink_gbs * 1e9 / 2 * min(1.0, max(0.0, g.load)) / 3
 
     def _advance(self, now: float) -> None:
         """Run the model to ``now``, applying each fault at its own instant."""
@@ -207,6 +255,7 @@ class SimulatedGpus:
                 index=g.index,
                 uuid=g.uuid,
                 model=self.model.name,
+                name=self.nvml_name,
                 memory_mib=self._memory_mib,
                 pci_bus_id=self._bus_id(g.index),
                 pcie_gen=5 if self.model.name in ("B200", "H200", "H100-SXM", "H100-PCIe") else 4,
@@ -216,6 +265,10 @@ class SimulatedGpus:
             for g in self._gpus
             if not g.offbus
         ]
+
+    @property
+    def nvml_name(self) -> str:
+        return NVML_NAMES.get(self.model.name, "NVIDIA " + self.model.name)
 
     @property
     def _memory_mib(self) -> int:
@@ -239,7 +292,8 @@ class SimulatedGpus:
         th = self.thermal
         util = min(1.0, max(0.0, g.load))
         total = self._memory_mib
-        used = int(_FB_RESERVED_MIB + util * (total - _FB_RESERVED_MIB) * 0.9)
+        # NVML's memory info v2: total = reserved (the driver's) + used + free
+        used = int(util * (total - _FB_RESERVED_MIB) * 0.9)
         max_sm, mem_clock = _CLOCKS_MHZ.get(self.model.name, _DEFAULT_CLOCKS)
         sm = int(_IDLE_SM_MHZ + (max_sm - _IDLE_SM_MHZ) * util)
         throttle = THROTTLE_GPU_IDLE if util == 0 else 0
@@ -247,19 +301,25 @@ class SimulatedGpus:
             sm = int(sm * 0.6)
             throttle |= THROTTLE_HW_THERMAL | THROTTLE_SW_THERMAL
         links = 0 if g.nvlink_down else self._links
-        # NVLink traffic: a busy gang moves about a third of the per-direction bandwidth
-        per_direction = self.model.nvlink_gbs * 1e9 / 2 if links else 0.0
+        nvlink = self._nvlink_rate(g)
         xids, g.pending_xids = tuple(g.pending_xids), []
+        hbm = self.model.name not in _GDDR
+        prof = {k: round(share * util, 4) for k, share in _PROF_SHARES.items()}
         return GpuSample(
             index=g.index,
             uuid=g.uuid,
             model=self.model.name,
+            name=self.nvml_name,
             pci_bus_id=self._bus_id(g.index),
             gpu_util=100.0 * util,
             mem_copy_util=60.0 * util,
+            enc_util=0.0,  # training and inference leave NVENC idle
+            dec_util=round(5.0 * util, 2),  # input pipelines that decode on the GPU
             fb_used=used,
-            fb_free=total - used,
+            fb_free=total - _FB_RESERVED_MIB - used,
+            fb_reserved=_FB_RESERVED_MIB,
             gpu_temp=g.temp_c,
+            memory_temp=(g.temp_c + (g.temp_c - th.ambient_c) * _HBM_EXTRA_RISE if hbm else None),
             power_usage=self._power(g.load),
             total_energy_consumption=int(g.energy_mj),
             sm_clock=sm,
@@ -273,9 +333,18 @@ class SimulatedGpus:
             row_remap_failure=0,
             xid_errors=xids,
             clock_throttle_reasons=throttle,
-            nvlink_tx_bytes=per_direction * util / 3,
-            nvlink_rx_bytes=per_direction * util / 3,
+            nvlink_bandwidth_total=int(g.nvlink_bytes) if self._links else None,
+            vgpu_license_status=0,  # bare metal: no vGPU licence, as dcgm-exporter reports it
+            nvlink_tx_bytes=nvlink,
+            nvlink_rx_bytes=nvlink,
             nvlink_up=links,
+            gr_engine_active=prof["gr_engine_active"],
+            sm_active=prof["sm_active"],
+            sm_occupancy=prof["sm_occupancy"],
+            pipe_tensor_active=prof["pipe_tensor_active"],
+            dram_active=prof["dram_active"],
+            pcie_tx_bytes=_PCIE_IDLE_BPS + _PCIE_TX_BPS * util,
+            pcie_rx_bytes=_PCIE_IDLE_BPS + _PCIE_RX_BPS * util,
         )
 
     def visible_devices(self, indices: Sequence[int]) -> str:

@@ -206,7 +206,8 @@ class ErrorOut(Strict):
 class GpuInfo(Input):
     index: SmallCount
     uuid: OptName
-    model: OptName
+    model: OptName  # the catalog's name ("H100-SXM")
+    name: OptName = ""  # NVML's device name ("NVIDIA H100 80GB HBM3"), dcgm-exporter's modelName
     memory_mib: Count
     pci_bus_id: OptName = ""
     pcie_gen: SmallCount = 0

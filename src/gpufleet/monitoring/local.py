@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ def _free_port() -> int:
 
 class LocalPrometheus:
     """``prometheus`` scraping ``target`` (host:port) every ``interval_s``, rules evaluated as
-    often, its data in ``data_dir``. ``stop()`` (or the context manager) ends it."""
+    often, its data in ``data_dir``; with ``nodes``, each node's GPU series as a target of its
+    own (``instance`` = the node). ``stop()`` (or the context manager) ends it."""
 
     def __init__(
         self,
@@ -35,6 +37,7 @@ class LocalPrometheus:
         interval_s: float = 1.0,
         rules: Path | None = RULES,
         binary: str | None = None,
+        nodes: Sequence[str] | None = None,
     ) -> None:
         exe = binary or shutil.which("prometheus")
         if exe is None:
@@ -50,6 +53,7 @@ class LocalPrometheus:
                 scrape_interval_s=interval_s,
                 evaluation_interval_s=interval_s,
                 token=token,
+                nodes=nodes,
             )
         )
         self.port = _free_port()

@@ -2,8 +2,17 @@
 scheduler, read from the controller's state at scrape time.
 
 GPU series keep NVIDIA's dcgm-exporter names, types and labels (``gpu``, ``UUID``,
-``pci_bus_id``, ``device``, ``modelName``, ``Hostname``, ``DCGM_FI_DRIVER_VERSION``), so NVIDIA's
-Grafana dashboard works as it is. The job holding a GPU is added as dcgm-exporter's HPC job
+``pci_bus_id``, ``device``, ``modelName`` — NVML's device name, "NVIDIA H100 80GB HBM3" —,
+``Hostname`` and the newer ``hostname``, ``DCGM_FI_DRIVER_VERSION``), so NVIDIA's Grafana
+dashboard works as it is; every counter of dcgm-exporter's default set (``DEFAULT_COUNTERS``)
+is published for each GPU whose agent sends it.
+
+One controller serves every node's GPUs, so a scrape of ``/metrics`` carries them all under one
+``instance``. ``/metrics?node=NAME`` serves only that node's GPU series, and
+``/metrics?gpus=false`` everything else: scraped that way (monitoring/__init__.py writes the
+config) ``instance`` means a node, as it does with one dcgm-exporter per node.
+
+The job holding a GPU is added as dcgm-exporter's HPC job
 mapping does: ``hpc_job`` (not ``job``, which Prometheus reserves for the scrape job and would
 rename to ``exported_job``), plus ``queue`` and ``user``; a GPU shared by two jobs has a series
 for each, as dcgm-exporter gives it. A node whose agent is lost shows no GPU series, as a dead
@@ -108,14 +117,15 @@ DCGM_METRICS: dict[str, tuple[str, str]] = {
     ),
     "DCGM_FI_DEV_ROW_REMAP_PENDING": ("gauge", "Whether remapping of rows is pending"),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("gauge", "Whether remapping of rows has failed"),
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": (
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": (
         "gauge",
-        "Current clock throttle reasons (bitmask of NVML's nvmlClocksThrottleReasons).",
+        "Current clock event (throttle) reasons (bitmask of NVML's nvmlClocksEventReasons).",
     ),
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": (
         "counter",
         "Total number of NVLink bandwidth counters for all lanes.",
     ),
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": ("gauge", "vGPU License status"),
     "DCGM_FI_PROF_NVLINK_TX_BYTES": (
         "gauge",
         "The rate of data transmitted over NVLink, not including protocol headers, in bytes "
@@ -151,6 +161,36 @@ DCGM_METRICS: dict[str, tuple[str, str]] = {
         "data payloads - in bytes per second.",
     ),
 }
+
+# dcgm-exporter's default counters (etc/default-counters.csv of dcgm-exporter 3.x and later, the
+# profiling ones included), each published under its name with its type from DCGM_METRICS.
+DEFAULT_COUNTERS: tuple[str, ...] = (
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_MEM_CLOCK",
+    "DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "DCGM_FI_DEV_ENC_UTIL",
+    "DCGM_FI_DEV_DEC_UTIL",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_RESERVED",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_PROF_PCIE_RX_BYTES",
+)
 
 # The host's figures in the heartbeat (agent/host.py) → (name, type, help).
 HOST_METRICS: dict[str, tuple[str, str, str]] = {
@@ -312,6 +352,7 @@ class FleetCollector(Collector):
         # rendering them is most of a scrape's work); only those the last scrape used are kept
         self._labels: dict[tuple[tuple[str, str], ...], Labels] = {}
         self._labels_prev: dict[tuple[tuple[str, str], ...], Labels] = {}
+        self._node_labels: dict[str, dict[tuple[tuple[str, str], ...], Labels]] = {}
 
     def _lab(self, pairs: tuple[tuple[str, str], ...]) -> Labels:
         lb = self._labels.get(pairs)
@@ -349,8 +390,10 @@ class FleetCollector(Collector):
 
     # ----- read at scrape time --------------------------------------------------------------
 
-    def render(self) -> bytes:
-        """The text of one scrape. The cyclic garbage collector waits meanwhile: a big scrape
+    def render(self, node: str | None = None, gpus: bool = True) -> bytes:
+        """The text of one scrape: everything; with ``node``, only that node's GPU series
+        (``KeyError`` for a node the controller does not know); with ``gpus=False``,
+        everything but the GPU series. The cyclic garbage collector waits meanwhile: a big scrape
         makes some 200,000 short-lived tuples, and the collections they would set off over
         the controller's whole heap cost three times the scrape itself (bench/metrics_scrape.py);
         nothing here makes a cycle, and reference counting frees the rest as usual."""
@@ -358,7 +401,7 @@ class FleetCollector(Collector):
         was = gc.isenabled()
         gc.disable()
         try:
-            body = render(self.families())
+            body = render(self.families(node, gpus))
         finally:
             if was:
                 gc.enable()
@@ -370,10 +413,25 @@ class FleetCollector(Collector):
             if f.samples:
                 yield to_metric(f)
 
-    def families(self) -> list[Family]:
+    def families(self, node: str | None = None, gpus: bool = True) -> list[Family]:
+        if node is not None:
+            if node not in self.svc.ctrl.nodes:
+                self._node_labels.pop(node, None)
+                raise KeyError(node)
+            # a node's scrape keeps its own label cache, so scrapes per node and of the whole
+            # cluster, in any mix, each find what they rendered last time
+            saved = self._labels, self._labels_prev
+            self._labels, self._labels_prev = {}, self._node_labels.get(node, {})
+            try:
+                return self._gpus(node)[0]
+            finally:
+                self._node_labels[node] = self._labels
+                self._labels, self._labels_prev = saved
         now = self.svc.clock.now()
         self._labels_prev, self._labels = self._labels, {}
         gpu_fams, util = self._gpus()
+        if not gpus:
+            gpu_fams = []
         return [
             *gpu_fams,
             *self._allocation(util),
@@ -393,7 +451,7 @@ class FleetCollector(Collector):
                     out.setdefault((p.node, d), []).append(jl)
         return out
 
-    def _gpus(self) -> tuple[list[Family], dict[tuple[str, int], float]]:
+    def _gpus(self, only: str | None = None) -> tuple[list[Family], dict[tuple[str, int], float]]:
         ctrl, links = self.svc.ctrl, self.svc.links
         fams = {name: Family(name, kind, help_) for name, (kind, help_) in DCGM_METRICS.items()}
         xid_info = Family(
@@ -409,11 +467,16 @@ class FleetCollector(Collector):
         holders = self._holders()
         samples_of = {name: f.samples for name, f in fams.items()}
         util: dict[tuple[str, int], float] = {}
-        for name in sorted(ctrl.nodes):
+        for name in sorted(ctrl.nodes) if only is None else [only]:
             node = ctrl.nodes[name]
             link = links.get(name)
             if node.lost or link is None:
                 continue
+            node_labels = (
+                ("Hostname", name),
+                ("hostname", name),
+                ("DCGM_FI_DRIVER_VERSION", link.driver_version),
+            )
             gpus = link.metrics.get("gpus") if isinstance(link.metrics, dict) else None
             if not isinstance(gpus, list):
                 gpus = []
@@ -436,7 +499,7 @@ class FleetCollector(Collector):
                     ("pci_bus_id", str(lab.get("pci_bus_id", ""))),
                     ("device", f"nvidia{idx_text}"),
                     ("modelName", str(lab.get("modelName", ""))),
-                    ("Hostname", name),
+                    *node_labels,
                 )
                 seen[idx] = uuid
                 jobs = holders.get((name, idx))
@@ -756,6 +819,7 @@ __all__ = [
     "CONTENT_TYPE",
     "CRITICAL_XIDS",
     "DCGM_METRICS",
+    "DEFAULT_COUNTERS",
     "HOST_METRICS",
     "Family",
     "FleetCollector",

@@ -17,8 +17,9 @@ router = APIRouter(tags=["meta"])
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(request: Request) -> Response:
-    """Rendered on the controller's loop, so it reads one consistent state."""
+async def metrics(request: Request, node: str | None = None, gpus: bool = True) -> Response:
+    """Rendered on the controller's loop, so it reads one consistent state. ``node``: only
+    that node's GPU series (a scrape target per node); ``gpus=false``: all but GPU series."""
     token: str = request.app.state.metrics_token
     if token:
         scheme, _, secret = request.headers.get("authorization", "").partition(" ")
@@ -30,7 +31,11 @@ async def metrics(request: Request) -> Response:
                 headers={"WWW-Authenticate": "Bearer"},
             )
     collector: FleetCollector = request.app.state.metrics
-    return Response(collector.render(), media_type=CONTENT_TYPE)
+    try:
+        body = collector.render(node, gpus)
+    except KeyError:
+        raise HTTPException(404, f"no node {node!r} in this cluster") from None
+    return Response(body, media_type=CONTENT_TYPE)
 
 
 def install(app: FastAPI, service: ControllerService, config: ServerConfig) -> FleetCollector:
