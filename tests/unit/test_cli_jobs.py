@@ -192,7 +192,8 @@ def test_a_bad_script_names_its_line_and_sends_nothing(api: FakeApi, tmp_path: P
     f.write_text("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gres=gpu:3\n#SBATCH --ntasks-per-node=2\n")
     r = cli("submit", "--dry-run", "--json", str(f))
     assert r.code == 2 and r.stdout == ""
-    assert f"{f}: line 3, line 4: --gres=gpu:3 does not divide" in r.stderr
+    assert f"{f}: line 2, line 3, line 4: --gres=gpu:3 does not divide" in r.stderr
+    assert "gpufleet cannot run this yet" in r.stderr
     assert api.requests == []
 
 
@@ -528,3 +529,33 @@ def test_accounting_json_and_input_checks(api: FakeApi) -> None:
     assert cli("accounting", "--since", "last tuesday").code == 2
     assert cli("accounting", "--since", "1d", "--until", "7d").code == 2
     assert len(api.requests) == 1
+
+
+def test_parse_only_prints_what_sbatch_makes_of_a_script(api: FakeApi, tmp_path: Path) -> None:
+    f = tmp_path / "train.sbatch"
+    f.write_text(SCRIPT.replace("--partition=vision", "--partition=vision,nlp --mem=0"))
+    r = cli("submit", "--parse-only", "--json", "-J", "cli", str(f), env={"GPUFLEET_SERVER": None})
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["accepted"] is True and doc["job_name"] == "cli"  # the flag wins, as in sbatch
+    assert (doc["nodes"], doc["ntasks"], doc["ntasks_per_node"]) == ([2, 2], 8, 4)
+    assert doc["gpus_per_node"] == [{"type": None, "count": 8}]
+    assert doc["partitions"] == ["vision", "nlp"] and doc["mem_per_node_mb"] == 0
+    assert (doc["time_limit"], doc["array"], doc["output"]) == (120, "0-3", "slurm-%A_%a.out")
+    assert api.requests == []
+
+
+def test_parse_only_lists_every_problem_and_exits_2(api: FakeApi, tmp_path: Path) -> None:
+    f = tmp_path / "bad.sh"
+    f.write_text("#!/bin/bash\n#SBATCH --frob=1\n#SBATCH --time=1h extra\n")
+    r = cli("submit", "--parse-only", "--json", str(f))
+    assert r.code == 2
+    assert r.json() == {
+        "accepted": False,
+        "errors": [
+            f"{f}:2: unrecognized option '--frob=1'",
+            f"{f}:3: Invalid directive found in batch script: extra",
+            f"{f}:3: --time=1h: Invalid time specification '1h': expected minutes, MM:SS, "
+            "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
+        ],
+    }

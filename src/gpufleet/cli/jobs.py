@@ -115,6 +115,13 @@ def submit(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would be submitted; contact nothing.")
     ] = False,
+    parse_only: Annotated[
+        bool,
+        typer.Option(
+            "--parse-only",
+            help="Print what sbatch makes of an #SBATCH script (Slurm's fields); submit nothing.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
@@ -124,6 +131,10 @@ def submit(
     Options come first, as with sbatch: everything from the command (or script) on is its own
     arguments. Flags override the file's or the script's values, as sbatch's options do.
     """
+    if parse_only:
+        _parse_only(command or [], json_out, name=name, queue=queue, time_limit=time_limit,
+                    array=array, dependency=dependency)  # fmt: skip
+        return
     overrides = _overrides(
         name=name,
         queue=queue,
@@ -188,6 +199,54 @@ def submit(
         print(f"Submitted job {ids[0]}")
     else:
         print(f"Submitted {len(ids)} jobs: {' '.join(ids)}")
+
+
+def _parse_only(
+    args: list[str],
+    json_out: bool,
+    *,
+    name: str | None,
+    queue: str | None,
+    time_limit: str | None,
+    array: str | None,
+    dependency: str | None,
+) -> None:
+    """Print the SlurmRequest sbatch would make of the script; exit 2 when sbatch refuses it.
+    The flags that are sbatch's own options override the script's, as on sbatch's command line."""
+    if not args:
+        out.fail("--parse-only needs an #SBATCH script", code=2)
+    script = Path(args[0])
+    options = [
+        f"--{opt}={val}"
+        for opt, val in (
+            ("job-name", name),
+            ("partition", queue),
+            ("time", time_limit),
+            ("array", array),
+            ("dependency", dependency),
+        )
+        if val is not None
+    ]
+    try:
+        text = script.read_text(encoding="utf-8")
+    except OSError as e:
+        out.fail(f"{script}: cannot read: {e}", code=2)
+    try:
+        req = sbatch.read_request(text, source=str(script), options=options)
+    except sbatch.SbatchError as e:
+        if json_out:
+            out.emit_json({"accepted": False, "errors": str(e).splitlines()})
+            raise typer.Exit(2) from None
+        out.fail(str(e), "sbatch would refuse this script", code=2)
+    if json_out:
+        out.emit_json({"accepted": True, **req.to_dict()})
+        return
+    for w in req.warnings:
+        out.warn(w)
+    doc = {
+        k: x for k, x in req.to_dict().items() if x not in (None, (), [], {}) and k != "warnings"
+    }
+    sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
 
 
 def _overrides(
@@ -264,12 +323,6 @@ def _submissions(args: list[str], file: Path | None, overrides: dict[str, Any]) 
         job = sbatch.parse_sbatch(script, args[1:])
         for w in job.warnings:
             out.warn(w)
-        for flag, path in (("--output", job.output), ("--error", job.error)):
-            if path:
-                out.warn(
-                    f"{script}: {flag}={path} is not written: gpufleet keeps each worker's output "
-                    "(read it with gpufleet logs JOB)"
-                )
         sub = Submission(dict(job.spec), job.array, list(job.depends_on), str(script))
         return [_merge(sub, overrides)]
     spec = {"name": Path(args[0]).name, "command": list(args)}

@@ -1,71 +1,142 @@
-"""Read an ``#SBATCH`` script as it is: its directives become a JobSpec mapping, an array, and
-dependencies; its text becomes the command. Every refusal names the file and the line.
+"""Read an ``#SBATCH`` script as sbatch reads it, then map it onto gpufleet's JobSpec.
 
-Slurm's model maps onto gpufleet's gang: ``nodes × ntasks-per-node`` tasks are the workers, each
-with the same whole number of GPUs (per-node GPUs must divide among a node's tasks), and
-``--cpus-per-task`` CPUs. A directive gpufleet does not know is an error, never a silent default.
+Two steps, kept apart:
+
+1. :func:`read_request` reads the script exactly as sbatch does (Slurm's ``src/sbatch/opt.c``):
+   directives are the lines that start with ``#SBATCH`` (or ``#SLURM``) before the first command
+   line; each is split into words as sbatch's ``get_argument`` splits them (quotes group, a
+   backslash escapes, an unquoted ``#`` ends the line); the words of all lines are read with
+   sbatch's option table and getopt_long (:mod:`gpufleet.io.slurm_opts`); command-line options
+   come after and win. The result is a :class:`SlurmRequest` in Slurm's own terms. Every option
+   sbatch accepts is accepted; only what sbatch refuses is refused, every problem at once.
+2. :class:`_Build` maps the request onto a JobSpec (``nodes × tasks per node`` workers, GPUs,
+   CPUs and memory per worker). What a JobSpec cannot express yet is refused here, at submit
+   time, saying what gpufleet cannot do; options gpufleet does not act on get one warning each.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from gpufleet.io import slurm_values as v
+from gpufleet.io.slurm_opts import OPTIONS, Given, Problem, Word, getopt
 from gpufleet.model import catalog
 from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.validate import text_problem
 
-Arg = Literal["required", "optional"]  # "optional": only in the --opt=value form, as getopt
+# Interpreters that take the program text after ``-c``; the script runs as ``INTERP -c TEXT``.
+C_INTERPRETERS = {"sh", "bash", "dash", "zsh", "ksh", "python", "python3"}
+SHELLS = C_INTERPRETERS - {"python", "python3"}
+_SPACE = " \t\n\v\f\r"  # C's isspace
 
-# long name → (short letter, argument). Only what gpufleet can honour, or knowingly ignores.
-OPTIONS: dict[str, tuple[str | None, Arg]] = {
-    "job-name": ("J", "required"),
-    "nodes": ("N", "required"),
-    "ntasks": ("n", "required"),
-    "ntasks-per-node": (None, "required"),
-    "gres": (None, "required"),
-    "gpus": ("G", "required"),
-    "gpus-per-node": (None, "required"),
-    "gpus-per-task": (None, "required"),
-    "cpus-per-task": ("c", "required"),
-    "mem": (None, "required"),
-    "mem-per-cpu": (None, "required"),
-    "mem-per-gpu": (None, "required"),
-    "time": ("t", "required"),
-    "partition": ("p", "required"),
-    "array": ("a", "required"),
-    "dependency": ("d", "required"),
-    "output": ("o", "required"),
-    "error": ("e", "required"),
-    "priority": (None, "required"),
-    "nice": (None, "optional"),
-    "constraint": ("C", "required"),
-    # accepted so that scripts run as they are, but they change nothing here: a warning says so
-    "qos": ("q", "required"),
-    "account": ("A", "required"),
-    "exclusive": (None, "optional"),
-    "mail-type": (None, "required"),
-    "mail-user": (None, "required"),
-    "comment": (None, "required"),
-}
+# What gpufleet acts on; every other option sbatch accepts is read, kept, and warned about.
+HONOURED = {
+    "job-name", "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "gres",
+    "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
+    "partition", "array", "dependency", "priority", "nice", "constraint",
+}  # fmt: skip
 NO_EFFECT = {
     "qos": "gpufleet has no QOS; the queue (--partition) and --priority decide",
     "account": "fair share is per queue (--partition) in gpufleet",
     "exclusive": "gpufleet places by GPUs, CPUs and memory; ask for a whole node's GPUs instead",
+    "oversubscribe": "gpufleet places by GPUs, CPUs and memory",
     "mail-type": "gpufleet sends no mail",
     "mail-user": "gpufleet sends no mail",
     "comment": "gpufleet keeps no job comment",
+    "output": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
+    "error": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
+    "open-mode": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
+    "chdir": "the script runs in the job's own directory on the node",
+    "export": "the job gets gpufleet's environment, not the submitter's",
+    "signal": "gpufleet sends no warning signal before the time limit",
+    "requeue": "gpufleet retries by --retries, not by Slurm's requeue",
+    "no-requeue": "gpufleet retries by --retries, not by Slurm's requeue",
+    "nodelist": "gpufleet chooses the nodes",
+    "exclude": "gpufleet chooses the nodes",
+    "time-min": "gpufleet does not shorten a job's time limit to start it sooner",
+    "hint": "gpufleet does not bind CPUs",
 }
-SHORT = {short: long for long, (short, _) in OPTIONS.items() if short}
-# Interpreters that take the program text after ``-c``; the script runs as ``INTERP -c TEXT``.
-C_INTERPRETERS = {"sh", "bash", "dash", "zsh", "ksh", "python", "python3"}
-SHELLS = C_INTERPRETERS - {"python", "python3"}
+DEFAULT_NO_EFFECT = "gpufleet does not act on it"
+
+
+# ----- the request, in Slurm's terms -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmRequest:
+    """What sbatch makes of a script and its command-line options, in Slurm's own fields.
+
+    Counts are as sbatch computes them before the controller sees the job (``ntasks`` from
+    ``--nodes × --ntasks-per-node``, one per node by default); memory in MB with 0 meaning all
+    of each node's; time limits in minutes (``UNLIMITED`` for none, None when not given).
+    """
+
+    script: str
+    job_name: str
+    nodes: tuple[int, int]  # (min, max); max == min for a fixed count, 0 for no maximum
+    nodes_set: bool
+    ntasks: int
+    ntasks_set: bool
+    ntasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    cpus_per_gpu: int | None = None
+    gres: tuple[v.Gres, ...] = ()  # per node, every kind (gpu, shard, nvme, …)
+    gpus: tuple[v.Gpus, ...] = ()  # --gpus: for the whole job
+    gpus_per_node: tuple[v.Gpus, ...] = ()  # --gpus-per-node and --gres=gpu…
+    gpus_per_task: tuple[v.Gpus, ...] = ()
+    gpus_per_socket: tuple[v.Gpus, ...] = ()
+    ntasks_per_gpu: int | None = None
+    mem_per_node_mb: int | None = None  # --mem; 0: all of each node's memory
+    mem_per_cpu_mb: int | None = None
+    mem_per_gpu_mb: int | None = None
+    time_limit: v.TimeLimit | None = None  # minutes
+    time_min: v.TimeLimit | None = None
+    partitions: tuple[str, ...] = ()
+    array: str | None = None
+    dependency: str | None = None
+    dependencies: tuple[v.Dependency, ...] = ()
+    dependency_any: bool = False  # joined by "?": any one of them
+    output: str = "slurm-%j.out"
+    error: str = "slurm-%j.out"
+    input: str | None = None
+    constraint: str | None = None
+    nodelist: str | None = None  # Slurm's hostlist syntax, as written
+    exclude: str | None = None
+    exclusive: str | None = None  # exclusive, user, mcs, topo, oversubscribe
+    signal: v.Signal | None = None
+    requeue: bool | None = None
+    chdir: str | None = None
+    export: str | None = None
+    open_mode: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    mail_type: tuple[str, ...] = ()
+    mail_user: str | None = None
+    hint: tuple[str, ...] = ()
+    priority: int | str | None = None
+    nice: int | None = None
+    hold: bool = False
+    het_components: int = 1  # "#SBATCH hetjob" lines start more components (not read)
+    other: tuple[tuple[str, str | None], ...] = ()  # every other option given, as given
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping (time limits also as [D-]HH:MM:SS)."""
+        d = asdict(self)
+        d["other"] = dict(self.other)
+        for k in ("time_limit", "time_min"):
+            limit = getattr(self, k)
+            d[f"{k}_text"] = None if limit is None else v.format_minutes(limit)
+        out: dict[str, Any] = json.loads(json.dumps(d))  # tuples become lists
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +147,28 @@ class SbatchJob:
     output: str | None = None
     error: str | None = None
     warnings: tuple[str, ...] = ()
+    request: SlurmRequest | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    value: str | None  # None for a flag given without a value
-    line: int
-    text: str  # as written, for messages: "--gres=gpu:8"
+class SbatchError(SpecError):
+    """sbatch would refuse the script: every problem, each with its file and line."""
+
+    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+        first = problems[0]
+        reason = first.message if len(problems) == 1 else f"{len(problems)} problems"
+        super().__init__(reason, source=source, field=f"line {first.line}")
+        self.problems = tuple(problems)
+        self.args = ("\n".join(_where(source, p.line) + p.message for p in problems),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _where(source: str, line: int) -> str:
+    return f"{source}:{line}: " if line else f"{source}: command line: "
+
+
+# ----- reading the script ------------------------------------------------------------------
 
 
 def looks_like_sbatch(path: Path) -> bool:
@@ -94,7 +180,403 @@ def looks_like_sbatch(path: Path) -> bool:
     return any(True for _ in _header(text))
 
 
-def parse_sbatch(path: str | Path, args: Sequence[str] = ()) -> SbatchJob:
+def _header(text: str) -> Iterator[tuple[int, str, str]]:
+    """(line number, magic word, the text after it) for each directive line, as sbatch finds
+    them: lines that start with ``#SBATCH`` (or ``#SLURM``), up to the first line that is
+    neither blank nor a comment."""
+    for n, line in enumerate(text.split("\n"), start=1):
+        for magic in ("#SBATCH", "#SLURM"):
+            if line.startswith(magic):
+                yield n, magic, line[len(magic) :]
+                break
+        else:
+            stripped = line.lstrip(_SPACE)
+            if stripped and not stripped.startswith("#"):
+                return
+
+
+def split_directive(rest: str) -> tuple[list[str], str]:
+    """The words of one directive line as sbatch's get_argument splits them, and a problem
+    ("" when none): quotes (' or ") group, a backslash keeps the next character, an unquoted
+    ``#`` ends the line."""
+    words: list[str] = []
+    i, n = 0, len(rest)
+    while True:
+        while i < n and rest[i] in _SPACE:
+            i += 1
+        if i >= n:
+            return words, ""
+        if rest[i] == ":":
+            return words, f"Unexpected `:` in [{rest.strip()}]"
+        word: list[str] = []
+        quote = ""
+        escape = False
+        while i < n and (quote or rest[i] not in _SPACE):
+            c = rest[i]
+            if escape:
+                escape = False
+            elif c == "\\":
+                escape = True
+                i += 1
+                continue
+            elif quote:
+                if c == quote:
+                    quote = ""
+                    i += 1
+                    continue
+            elif c in "\"'":
+                quote = c
+                i += 1
+                continue
+            elif c == "#":
+                break
+            word.append(c)
+            i += 1
+        if quote:
+            return words, f"Unmatched `{quote}` in [{rest.strip()}]"
+        if not word:
+            return words, ""  # an unquoted "#": the rest of the line is a comment
+        words.append("".join(word))
+
+
+def _words(text: str, source: str) -> tuple[list[Word], list[Problem], list[str], int]:
+    """(words of the first component's directives, problems, warnings, components)."""
+    words: list[Word] = []
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    component = 0
+    for n, magic, rest in _header(text):
+        if magic == "#SLURM" and not any("#SLURM" in w for w in warnings):
+            warnings.append(
+                f"{source}:{n}: #SLURM: sbatch reads it as #SBATCH, with an error asking to "
+                "change it to #SBATCH"
+            )
+        low = rest.lower()
+        for sep in ("packjob", "hetjob"):  # sbatch blanks the first separator word out
+            k = low.find(sep)
+            if k >= 0:
+                rest = rest[:k] + " " * len(sep) + rest[k + len(sep) :]
+                component += 1
+                break
+        line_words, problem = split_directive(rest)
+        if problem:
+            problems.append(Problem(n, problem))
+        if component == 0:
+            words.extend(Word(w, n) for w in line_words)
+    return words, problems, warnings, component + 1
+
+
+def read_request(
+    text: str,
+    *,
+    source: str,
+    options: Sequence[str] = (),
+    max_array_size: int = MAX_ARRAY_SIZE,
+) -> SlurmRequest:
+    """What sbatch makes of ``text`` (the script at ``source``) and of command-line
+    ``options`` (which win over the script's), or a SbatchError listing every problem."""
+    problems: list[Problem] = []
+    if not text.startswith("#!"):
+        problems.append(
+            Problem(
+                1,
+                "This does not look like a batch script. The first line must start "
+                "with #! followed by the path to an interpreter.",
+            )
+        )
+    if "\r\n" in text:
+        n = text[: text.index("\r\n")].count("\n") + 1
+        problems.append(Problem(n, "Batch script contains DOS line breaks (\\r\\n)"))
+    if "\0" in text:
+        n = text[: text.index("\0")].count("\n") + 1
+        problems.append(Problem(n, "The batch script contains a NULL character"))
+    words, found, warnings, components = _words(text, source)
+    problems += found
+    given, found_opts, stop = getopt(words)
+    problems += found_opts
+    problems += [Problem(w.line, f"Invalid directive found in batch script: {w.text}")
+                 for w in words[stop:]]  # fmt: skip
+    cli = [Word(o, 0) for o in options]
+    cli_given, cli_problems, cli_stop = getopt(cli)
+    problems += cli_problems
+    if cli_stop < len(cli):
+        problems.append(Problem(0, f"unexpected argument {cli[cli_stop].text!r}"))
+    req, found = _apply(given + cli_given, source, max_array_size)
+    problems += found
+    if components > 1:
+        warnings.append(
+            f"{source}: a heterogeneous job ({components} components): gpufleet reads only "
+            "the first component's directives"
+        )
+    if problems:
+        raise SbatchError(source, sorted(problems, key=lambda p: (p.line == 0, p.line)))
+    return replace(req, warnings=tuple(warnings) + req.warnings, het_components=components)
+
+
+# ----- options → request --------------------------------------------------------------------
+
+
+def _apply(
+    given: Sequence[Given], source: str, max_array_size: int
+) -> tuple[SlurmRequest, list[Problem]]:
+    """Set each option in order (a later one wins, as in sbatch), check each value as sbatch
+    does, then work out the counts as sbatch's _opt_verify does."""
+    last: dict[str, Given] = {}
+    problems: list[Problem] = []
+    f: dict[str, Any] = {}
+    mail: list[str] = []
+
+    def bad(g: Given, e: Exception | str) -> None:
+        problems.append(Problem(g.line, f"{g.text}: {e}"))
+
+    for g in given:
+        key, val = g.option.key, g.value
+        last[key] = g
+        try:
+            _set(f, key, val, mail)
+        except ValueError as e:
+            bad(g, e)
+    if mail:
+        f["mail_type"] = ("NONE",) if "NONE" in mail[-1:] else tuple(dict.fromkeys(mail))
+
+    def both(a: str, b: str, message: str) -> None:
+        if a in last and b in last:
+            problems.append(Problem(max(last[a].line, last[b].line), message))
+
+    mems = [k for k in ("mem", "mem-per-cpu", "mem-per-gpu") if k in last]
+    if len(mems) > 1:
+        problems.append(
+            Problem(
+                max(last[k].line for k in mems),
+                "--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive",
+            )
+        )
+    both("exclusive", "oversubscribe", "--exclusive and --oversubscribe are mutually exclusive")
+    both("cpus-per-task", "cpus-per-gpu", "--cpus-per-task and --cpus-per-gpu are mutually "
+         "exclusive")  # fmt: skip
+    both("core-spec", "thread-spec", "-S/--core-spec and --thread-spec are mutually exclusive")
+    both("bb", "bbf", "Cannot specify both --burst-buffer and --bbf")
+    for other in ("gpus-per-task", "gpus-per-socket", "ntasks-per-node", "tres-per-task"):
+        both("ntasks-per-gpu", other, f"--{other} is mutually exclusive with --ntasks-per-gpu")
+    for root_only in ("uid", "gid"):
+        if root_only in last:
+            problems.append(
+                Problem(last[root_only].line, f"--{root_only} only permitted by root user")
+            )
+    if "array" in last and f.get("array") is not None:
+        try:
+            parse_array(f["array"], max_size=max_array_size)
+        except SpecError as e:
+            bad(last["array"], f"Invalid --array specification: {e.reason}")
+    if "hint" in last and any(k in last for k in ("ntasks-per-core", "threads-per-core")):
+        f["hint"] = ()  # sbatch ignores --hint beside these
+
+    req = _verify(f, source)
+    warnings = tuple(
+        f"{_where(source, g.line)}{g.text} has no effect here: "
+        f"{NO_EFFECT.get(key, DEFAULT_NO_EFFECT)}"
+        for key, g in sorted(last.items(), key=lambda kv: kv[1].line)
+        if key not in HONOURED
+    )
+    return replace(req, warnings=warnings), problems
+
+
+_KEEP_TEXT = {
+    "job-name": "job_name", "array": "array", "constraint": "constraint",
+    "nodelist": "nodelist", "exclude": "exclude", "chdir": "chdir", "export": "export",
+    "account": "account", "qos": "qos", "mail-user": "mail_user", "input": "input",
+}  # fmt: skip
+_COUNTS = {
+    "ntasks": "ntasks", "ntasks-per-node": "ntasks_per_node", "cpus-per-task": "cpus_per_task",
+    "cpus-per-gpu": "cpus_per_gpu", "ntasks-per-gpu": "ntasks_per_gpu",
+}  # fmt: skip
+_MEMORY = {"mem": "mem_per_node_mb", "mem-per-cpu": "mem_per_cpu_mb",
+           "mem-per-gpu": "mem_per_gpu_mb"}  # fmt: skip
+_GPUS = {"gpus": "gpus", "gpus-per-node": "gpus_per_node_opt", "gpus-per-task": "gpus_per_task",
+         "gpus-per-socket": "gpus_per_socket"}  # fmt: skip
+_POSITIVE = {"ntasks-per-core", "ntasks-per-socket", "ntasks-per-tres", "cores-per-socket",
+             "sockets-per-node", "threads-per-core", "mincpus", "thread-spec"}  # fmt: skip
+
+
+def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
+    """Check one option's value as sbatch does (ValueError with its reason) and keep it."""
+    text = val or ""
+    if key in _KEEP_TEXT:
+        f[_KEEP_TEXT[key]] = text
+    elif key in _COUNTS:
+        f[_COUNTS[key]] = v.parse_int(text)
+    elif key in _MEMORY:
+        f[_MEMORY[key]] = v.mbytes(text)
+    elif key in _GPUS:
+        f[_GPUS[key]] = v.gpu_list(text)
+    elif key in _POSITIVE:
+        f.setdefault("other", {})[key] = str(v.parse_int(text))
+    elif key == "nodes":
+        f["nodes"] = v.node_count(text)
+    elif key in ("time", "time-min"):
+        f[key.replace("-", "_")] = v.time_minutes(text)
+    elif key == "partition":
+        f["partitions"] = tuple(p for p in text.split(",") if p)
+    elif key == "gres":
+        f["gres"] = v.gres_list(text)
+    elif key == "dependency":
+        f["dependency"] = text
+        f["dependencies"], f["dependency_any"] = v.dependencies(text) if text else ((), False)
+    elif key in ("output", "error"):
+        f[key] = "/dev/null" if text.lower() == "none" else text
+    elif key == "exclusive":
+        f["exclusive"] = v.exclusive(val)
+    elif key == "oversubscribe":
+        f["exclusive"] = "oversubscribe"
+    elif key == "signal":
+        f["signal"] = v.signal(text)
+    elif key in ("requeue", "no-requeue"):
+        f["requeue"] = key == "requeue"
+    elif key == "open-mode":
+        f["open_mode"] = v.open_mode(text)
+    elif key == "mail-type":
+        mail.extend(v.mail_types(text))
+    elif key == "hint":
+        f["hint"] = v.hint(text)
+    elif key == "priority":
+        f["priority"] = v.priority(text)
+    elif key == "nice":
+        f["nice"] = v.nice(val)
+    elif key == "hold":
+        f["hold"] = True
+    else:
+        _check_other(key, val)
+        f.setdefault("other", {})[key] = val
+
+
+def _check_other(key: str, val: str | None) -> None:
+    """The checks sbatch makes on options gpufleet only keeps."""
+    text = val or ""
+    if key in ("delay-boot",):
+        v.time_seconds(text)
+    elif key in ("tmp",):
+        v.mbytes(text)
+    elif key == "core-spec":
+        v.parse_int(text, positive=False)
+    elif key == "wait-all-nodes":
+        if v.parse_int(text, positive=False) > 1:
+            raise ValueError("Invalid --wait-all-nodes specification")
+    elif key == "kill-on-invalid-dep" and text.lower() not in ("yes", "no"):
+        raise ValueError("Invalid --kill-on-invalid-dep specification")
+    elif key == "no-kill" and val is not None and text.lower() not in ("set", "off", "no"):
+        raise ValueError("Invalid --no-kill specification")
+    elif key == "switches":
+        count, _, wait = text.partition("@")
+        v.parse_int(count)
+        if wait:
+            v.time_seconds(wait)
+    elif key == "get-user-env" and val is not None:
+        if not re.fullmatch(r"-?\d*[SsLl]?", text):
+            raise ValueError("Invalid --get-user-env specification")
+    elif key == "gres-flags":
+        for tok in text.split(","):
+            if tok.lower() not in (
+                "disable-binding",
+                "enforce-binding",
+                "multiple-tasks-per-sharing",
+                "one-task-per-sharing",
+            ):
+                raise ValueError(f"Invalid --gres-flags specification: {tok}")
+
+
+def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
+    """The counts sbatch works out before it sends the job (its _opt_verify)."""
+    warnings: list[str] = []
+    nodes_set = "nodes" in f
+    lo, hi = f.get("nodes", (1, 0))
+    nodelist = f.get("nodelist")
+    if nodelist:
+        count = v.hostlist_count(nodelist)
+        if count is not None:
+            lo = max(count, lo) if nodes_set else count
+            nodes_set = True
+    per_node = f.get("ntasks_per_node")
+    ntasks_set = "ntasks" in f
+    ntasks = f.get("ntasks", 1)
+    if per_node and not ntasks_set and (hi == 0 or lo == hi):
+        ntasks, ntasks_set = lo * per_node, True
+    elif nodes_set and (lo == hi or hi == 0) and not ntasks_set:
+        ntasks = max(lo, 1)  # one task per node
+    elif nodes_set and ntasks_set:
+        if hi and ntasks < hi:
+            hi = ntasks
+        if ntasks < lo:
+            warnings.append(
+                f"{source}: can't run {ntasks} processes on {lo} nodes, setting nnodes to "
+                f"{ntasks} (as sbatch does)"
+            )
+            lo = hi = ntasks
+    if nodes_set and hi == 0:
+        hi = lo
+    if not nodes_set and ntasks_set and per_node:
+        lo = hi = -(-ntasks // per_node)  # as slurm_opt_create_job_desc
+    gres = f.get("gres", ())
+    from_gres = tuple(v.Gpus(g.type, g.count) for g in gres if g.name == "gpu")
+    array = f.get("array")
+    output = f.get("output") or ("slurm-%A_%a.out" if array else "slurm-%j.out")
+    name = f.get("job_name") or Path(source).name
+    return SlurmRequest(
+        script=source,
+        job_name=name,
+        nodes=(lo, hi if nodes_set else lo),
+        nodes_set=nodes_set,
+        ntasks=ntasks,
+        ntasks_set=ntasks_set,
+        ntasks_per_node=per_node,
+        cpus_per_task=f.get("cpus_per_task"),
+        cpus_per_gpu=f.get("cpus_per_gpu"),
+        gres=gres,
+        gpus=f.get("gpus", ()),
+        gpus_per_node=f.get("gpus_per_node_opt", ()) + from_gres,
+        gpus_per_task=f.get("gpus_per_task", ()),
+        gpus_per_socket=f.get("gpus_per_socket", ()),
+        ntasks_per_gpu=f.get("ntasks_per_gpu"),
+        mem_per_node_mb=f.get("mem_per_node_mb"),
+        mem_per_cpu_mb=f.get("mem_per_cpu_mb"),
+        mem_per_gpu_mb=f.get("mem_per_gpu_mb"),
+        time_limit=f.get("time"),
+        time_min=f.get("time_min"),
+        partitions=f.get("partitions", ()),
+        array=array,
+        dependency=f.get("dependency"),
+        dependencies=f.get("dependencies", ()),
+        dependency_any=f.get("dependency_any", False),
+        output=output,
+        error=f.get("error") or output,
+        input=f.get("input"),
+        constraint=f.get("constraint"),
+        nodelist=nodelist,
+        exclude=f.get("exclude"),
+        exclusive=f.get("exclusive"),
+        signal=f.get("signal"),
+        requeue=f.get("requeue"),
+        chdir=f.get("chdir"),
+        export=f.get("export"),
+        open_mode=f.get("open_mode"),
+        account=f.get("account"),
+        qos=f.get("qos"),
+        mail_type=f.get("mail_type", ()),
+        mail_user=f.get("mail_user"),
+        hint=f.get("hint", ()),
+        priority=f.get("priority"),
+        nice=f.get("nice"),
+        hold=f.get("hold", False),
+        other=tuple(f.get("other", {}).items()),
+        warnings=tuple(warnings),
+    )
+
+
+# ----- the script as a job -----------------------------------------------------------------
+
+
+def parse_sbatch(
+    path: str | Path, args: Sequence[str] = (), *, options: Sequence[str] = ()
+) -> SbatchJob:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -102,119 +584,46 @@ def parse_sbatch(path: str | Path, args: Sequence[str] = ()) -> SbatchJob:
         raise SpecError("no such file", source=str(p)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read: {e}", source=str(p)) from None
-    return parse_sbatch_text(text, source=str(p), args=args)
+    return parse_sbatch_text(text, source=str(p), args=args, options=options)
 
 
 def parse_sbatch_text(
-    text: str, *, source: str, args: Sequence[str] = (), max_array_size: int = MAX_ARRAY_SIZE
+    text: str,
+    *,
+    source: str,
+    args: Sequence[str] = (),
+    options: Sequence[str] = (),
+    max_array_size: int = MAX_ARRAY_SIZE,
 ) -> SbatchJob:
+    """The script as a gpufleet job: sbatch's reading, then the JobSpec mapping."""
+    req = read_request(text, source=source, options=options, max_array_size=max_array_size)
     for n, line in enumerate(text.splitlines(), start=1):
         # the script becomes an exec argument: refused here, with its line, not at the server
         problem = text_problem(line, max_len=len(line) + 1)
         if problem:
             raise SpecError(f"the script {problem}", source=source, field=f"line {n}")
-    seen = _read_directives(text, source)
-    job = _Build(seen, source, max_array_size).job(_command(text, source, args))
-    return replace(job, warnings=job.warnings + _launcher_warnings(text, source))
+    job = _Build(req, source, _lines(text, options), max_array_size).job(
+        _command(text, source, args)
+    )
+    return replace(job, warnings=req.warnings + job.warnings + _launcher_warnings(text, source))
+
+
+def _lines(text: str, options: Sequence[str]) -> dict[str, Given]:
+    """The last time each option was given (for messages that name the line)."""
+    words, _, _, _ = _words(text, "")
+    given, _, _ = getopt(words + [Word(o, 0) for o in options])
+    return {g.option.key: g for g in given}
 
 
 def _launcher_warnings(text: str, source: str) -> tuple[str, ...]:
     """Slurm runs a batch script once and ``srun`` fans it out; gpufleet runs the script on
     every worker already (with RANK, SLURM_PROCID, …), so a nested launcher would fan out twice."""
     return tuple(
-        f"{source}: line {n}: gpufleet runs this script once per worker (task), as srun "
+        f"{source}:{n}: gpufleet runs this script once per worker (task), as srun "
         "would: run the program without srun"
         for n, line in enumerate(text.splitlines(), start=1)
         if re.match(r"\s*(exec\s+)?srun\b", line)
     )
-
-
-# ----- reading the header -----------------------------------------------------------------
-
-
-def _header(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, the text after ``#SBATCH``) for each directive before the first command.
-
-    As in Slurm, directives stop at the first line that is neither blank nor a comment."""
-    for n, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if line.startswith("#SBATCH") and (len(line) == 7 or line[7].isspace()):
-            yield n, line[7:]
-        elif stripped and not stripped.startswith("#"):
-            return
-
-
-def _read_directives(text: str, source: str) -> dict[str, _Seen]:
-    seen: dict[str, _Seen] = {}
-    unknown: list[tuple[str, int]] = []
-    for n, rest in _header(text):
-        try:
-            words = shlex.split(rest, comments=True)
-        except ValueError as e:
-            raise SpecError(
-                f"cannot split #SBATCH line: {e}", source=source, field=f"line {n}"
-            ) from None
-        i = 0
-        while i < len(words):
-            w = words[i]
-            name, value, took = _option(w, words[i + 1] if i + 1 < len(words) else None)
-            if name is None:
-                unknown.append((w.partition("=")[0], n))
-                # an unknown option's value would read as a stray word: skip it too
-                took = i + 1 < len(words) and not words[i + 1].startswith("-") and "=" not in w
-            elif name == "":
-                raise SpecError(
-                    f"unexpected {w!r}: #SBATCH lines hold options such as --nodes=2",
-                    source=source,
-                    field=f"line {n}",
-                )
-            else:
-                if OPTIONS[name][1] == "required" and value is None:
-                    raise SpecError(f"{w} needs a value", source=source, field=f"line {n}")
-                shown = f"{w} {value}" if took else w
-                seen[name] = _Seen(value, n, shown)  # a later directive wins, as in Slurm
-            i += 2 if took else 1
-    if unknown:
-        listed = ", ".join(f"{w} (line {n})" for w, n in unknown)
-        raise SpecError(
-            f"unknown #SBATCH directive{'s' if len(unknown) > 1 else ''} {listed}; "
-            f"gpufleet understands --{', --'.join(OPTIONS)} (delete or change the others)",
-            source=source,
-            field=f"line {unknown[0][1]}",
-        )
-    return seen
-
-
-def _option(word: str, nxt: str | None) -> tuple[str | None, str | None, bool]:
-    """(long name or None when unknown or "" when not an option, value, took the next word)."""
-    if word.startswith("--"):
-        key, eq, value = word[2:].partition("=")
-        name = _long(key)
-        if name is None:
-            return None, None, False
-        if eq:
-            return name, value, False
-        if OPTIONS[name][1] == "required" and nxt is not None:
-            return name, nxt, True
-        return name, None, False
-    if word.startswith("-") and len(word) > 1:
-        name = SHORT.get(word[1])
-        if name is None:
-            return None, None, False
-        if len(word) > 2:  # -N2, like getopt
-            return name, word[2:].removeprefix("="), False
-        if OPTIONS[name][1] == "required" and nxt is not None:
-            return name, nxt, True
-        return name, None, False
-    return "", None, False
-
-
-def _long(key: str) -> str | None:
-    """The option ``key`` names, allowing an unambiguous prefix as getopt does (``--part``)."""
-    if key in OPTIONS:
-        return key
-    matches = [k for k in OPTIONS if k.startswith(key)] if key else []
-    return matches[0] if len(matches) == 1 else None
 
 
 def _command(text: str, source: str, args: Sequence[str]) -> list[str]:
@@ -226,8 +635,9 @@ def _command(text: str, source: str, args: Sequence[str]) -> list[str]:
     prog = Path(interp[-1] if Path(interp[0]).name == "env" else interp[0]).name
     if prog not in C_INTERPRETERS:
         raise SpecError(
-            f"interpreter {prog!r} is not supported: gpufleet runs the script's text with "
-            f"INTERPRETER -c; use one of {', '.join(sorted(C_INTERPRETERS))}",
+            f"gpufleet cannot run this yet: interpreter {prog!r} is not supported; gpufleet "
+            f"runs the script's text with INTERPRETER -c, for one of "
+            f"{', '.join(sorted(C_INTERPRETERS))}",
             source=source,
             field="line 1",
         )
@@ -236,51 +646,39 @@ def _command(text: str, source: str, args: Sequence[str]) -> list[str]:
     return [*interp, "-c", text, *name, *args]
 
 
-# ----- directives → spec ------------------------------------------------------------------
+CANNOT = "gpufleet cannot run this yet: "
 
 
+@dataclass
 class _Build:
-    def __init__(
-        self, seen: dict[str, _Seen], source: str, max_array_size: int = MAX_ARRAY_SIZE
-    ) -> None:
-        self.seen = seen
-        self.source = source
-        self.max_array_size = max_array_size
+    """A SlurmRequest as a JobSpec mapping: ``nodes × tasks per node`` workers, each with the
+    same GPUs, CPUs and memory. What a JobSpec cannot express is refused, saying so."""
+
+    req: SlurmRequest
+    source: str
+    seen: dict[str, Given] = field(default_factory=dict)
+    max_array_size: int = MAX_ARRAY_SIZE
+    notes: list[str] = field(default_factory=list)
 
     def err(self, message: str, *names: str) -> SpecError:
         lines = sorted({self.seen[n].line for n in names if n in self.seen})
-        field = ", ".join(f"line {x}" for x in lines) if lines else ""
-        return SpecError(message, source=self.source, field=field)
-
-    def get(self, name: str) -> str | None:
-        s = self.seen.get(name)
-        return s.value if s else None
+        where = ", ".join(f"line {x}" if x else "command line" for x in lines)
+        return SpecError(message, source=self.source, field=where)
 
     def text(self, name: str) -> str:
-        return self.seen[name].text
-
-    def count(self, name: str) -> int | None:
-        v = self.get(name)
-        if v is None:
-            return None
-        if name == "nodes" and re.fullmatch(r"(\d+)-\1", v):  # "2-2" is exactly 2
-            v = v.split("-")[0]
-        if not v.isdigit() or int(v) < 1:
-            ranged = name == "nodes" and "-" in v
-            hint = " (a node range is not supported: give one number)" if ranged else ""
-            raise self.err(f"{self.text(name)}: expected a positive whole number{hint}", name)
-        return int(v)
+        return self.seen[name].text if name in self.seen else f"--{name}"
 
     def job(self, command: list[str]) -> SbatchJob:
-        spec: dict[str, Any] = {}
-        if (name := self.get("job-name")) is not None:
-            spec["name"] = name
-        else:  # Slurm's default job name is the script's file name
-            spec["name"] = Path(self.source).name
-        if (part := self.get("partition")) is not None:
-            if "," in part:
-                raise self.err(f"{self.text('partition')}: give one partition", "partition")
-            spec["queue"] = part
+        r = self.req
+        spec: dict[str, Any] = {"name": r.job_name}
+        if r.partitions:
+            spec["queue"] = r.partitions[0]
+            if len(r.partitions) > 1:
+                self.note(
+                    "partition",
+                    f"gpufleet queues the job in the first partition, {r.partitions[0]}; "
+                    "the others are not considered yet",
+                )
         nodes, per_node = self.layout()
         workers = nodes * per_node
         spec["workers"] = workers
@@ -288,7 +686,9 @@ class _Build:
             spec["topology"] = {"level": "node", "required": True}
         gpus, models = self.gpus(per_node, workers)
         spec["gpus_per_worker"] = gpus
-        cpus = self.count("cpus-per-task")
+        cpus = r.cpus_per_task
+        if r.cpus_per_gpu is not None:
+            cpus = r.cpus_per_gpu * max(gpus, 1)
         if cpus is not None:
             spec["cpus"] = cpus
         mem = self.memory(per_node, cpus or 1, gpus)
@@ -297,126 +697,136 @@ class _Build:
         models = self.constraint(models)
         if models:
             spec["gpu_models"] = models
-        if (t := self.get("time")) is not None:
-            try:
-                limit = parse_time(t)
-            except ValueError as e:
-                raise self.err(f"{self.text('time')}: {e}", "time") from None
-            if limit is not None:
-                spec["time_limit_s"] = limit
+        if r.time_limit is not None and r.time_limit != v.UNLIMITED:
+            spec["time_limit_s"] = float(r.time_limit * 60)
         priority = self.priority()
         if priority is not None:
             spec["priority"] = priority
         spec["command"] = command
-        array = self.get("array")
-        if array is not None:
+        if r.array is not None:
             try:  # the size is checked from the text, nothing is expanded
-                parse_array(array, max_size=self.max_array_size)
+                parse_array(r.array, max_size=self.max_array_size)
             except SpecError as e:
                 raise self.err(f"{self.text('array')}: {e.reason}", "array") from None
-        deps: tuple[tuple[str, str], ...] = ()
-        if (d := self.get("dependency")) is not None:
-            try:
-                deps = parse_dependency(d)
-            except ValueError as e:
-                raise self.err(f"{self.text('dependency')}: {e}", "dependency") from None
-        warnings = tuple(
-            f"{self.source}: line {s.line}: {s.text} has no effect: {NO_EFFECT[n]}"
-            for n, s in self.seen.items()
-            if n in NO_EFFECT
-        )
         return SbatchJob(
-            spec, array, deps, self.get("output"), self.get("error"), warnings=warnings
+            spec,
+            r.array,
+            self.dependencies(),
+            r.output,
+            r.error,
+            warnings=tuple(self.notes),
+            request=r,
         )
 
+    def note(self, name: str, message: str) -> None:
+        g = self.seen.get(name)
+        self.notes.append(f"{_where(self.source, g.line if g else 0)}{message}")
+
     def layout(self) -> tuple[int, int]:
-        """(nodes, tasks per node) from --nodes, --ntasks-per-node and --ntasks."""
-        nodes, per, total = self.count("nodes"), self.count("ntasks-per-node"), self.count("ntasks")
-        if total is not None:
-            if nodes is not None and per is not None and nodes * per != total:
+        """(nodes, tasks per node) from sbatch's counts."""
+        r = self.req
+        lo, hi = r.nodes
+        if lo != hi:
+            raise self.err(
+                f"{CANNOT}{self.text('nodes')} asks for {lo} to {hi} nodes; a gpufleet job "
+                "has a fixed number of nodes (give one number)",
+                "nodes",
+            )
+        nodes = lo or 1
+        if r.ntasks_per_node is not None:
+            per = r.ntasks_per_node
+            if r.ntasks != nodes * per:
                 raise self.err(
-                    f"{self.text('ntasks')} is not {self.text('nodes')} × "
-                    f"{self.text('ntasks-per-node')} = {nodes * per}",
+                    f"{CANNOT}{self.text('ntasks')} is not {nodes} nodes × "
+                    f"{self.text('ntasks-per-node')} = {nodes * per}: every gpufleet node "
+                    "runs the same number of tasks",
                     "ntasks",
                     "nodes",
                     "ntasks-per-node",
                 )
-            if per is None:
-                nodes = nodes or 1  # Slurm packs tasks onto as few nodes as it can
-                if total % nodes:
-                    raise self.err(
-                        f"{self.text('ntasks')} do not divide evenly over {self.text('nodes')}: "
-                        "every gpufleet worker gets the same resources",
-                        "ntasks",
-                        "nodes",
-                    )
-                per = total // nodes
-            elif nodes is None:
-                if total % per:
-                    raise self.err(
-                        f"{self.text('ntasks')} is not a multiple of "
-                        f"{self.text('ntasks-per-node')}",
-                        "ntasks",
-                        "ntasks-per-node",
-                    )
-                nodes = total // per
-        return nodes or 1, per or 1
+            return nodes, per
+        if r.ntasks % nodes:
+            raise self.err(
+                f"{CANNOT}{self.text('ntasks')} do not divide evenly over {nodes} nodes: "
+                "every gpufleet worker gets the same resources",
+                "ntasks",
+                "nodes",
+            )
+        return nodes, r.ntasks // nodes
 
     def gpus(self, per_node: int, workers: int) -> tuple[int, list[str]]:
         """(GPUs per worker, GPU models named in the request)."""
-        given = [n for n in ("gres", "gpus-per-node", "gpus", "gpus-per-task") if n in self.seen]
-        if len(given) > 1:
+        r = self.req
+        other = [g for g in r.gres if g.name != "gpu"]
+        if other:
             raise self.err(
-                "give GPUs one way: " + " and ".join(self.text(n) for n in given) + " both ask",
-                *given,
+                f"{CANNOT}{self.text('gres')}: generic resources other than GPUs "
+                f"({', '.join(g.name for g in other)}) are not scheduled",
+                "gres",
             )
+        ways = {
+            "gpus-per-node": r.gpus_per_node,
+            "gpus": r.gpus,
+            "gpus-per-task": r.gpus_per_task,
+            "gpus-per-socket": r.gpus_per_socket,
+        }
+        given = [k for k, x in ways.items() if x]
+        names = [n for n in ("gres", "gpus-per-node", "gpus", "gpus-per-task") if n in self.seen]
+        if len(given) > 1 or len(r.gpus_per_node) > 1:
+            raise self.err(
+                CANNOT + "GPUs are asked for more than one way ("
+                + " and ".join(self.text(n) for n in names) + "); give them one way",
+                *names,
+            )  # fmt: skip
         if not given:
             return 0, []  # Slurm gives no GPU unless asked
-        name = given[0]
-        value = self.get(name) or ""
-        try:
-            model, n = parse_gres(value) if name == "gres" else parse_gpu_count(value)
-        except ValueError as e:
-            raise self.err(f"{self.text(name)}: {e}", name) from None
-        models = [self.model(model, name)] if model else []
-        if name == "gpus-per-task":
-            return n, models
-        share, what = (per_node, "tasks per node") if name != "gpus" else (workers, "tasks")
-        if n % share:
-            names = (
-                ("ntasks-per-node", "ntasks")
-                if name != "gpus"
-                else ("nodes", "ntasks-per-node", "ntasks")
-            )
-            layout = [x for x in names if x in self.seen]
+        way = given[0]
+        if way == "gpus-per-socket":
+            raise self.err(f"{CANNOT}{self.text(way)}: GPUs per socket", way)
+        if len(ways[way]) > 1:
+            raise self.err(f"{CANNOT}{self.text(way)}: GPUs of several types at once", way)
+        g = ways[way][0]
+        name = way if way != "gpus-per-node" or "gpus-per-node" in self.seen else "gres"
+        models = [self.model(g.type, name)] if g.type else []
+        if way == "gpus-per-task":
+            return g.count, models
+        share, what = (per_node, "tasks per node") if way != "gpus" else (workers, "tasks")
+        if g.count % share:
+            layout = [x for x in ("nodes", "ntasks-per-node", "ntasks") if x in self.seen]
             raise self.err(
-                f"{self.text(name)} does not divide among {share} {what}: every gpufleet worker "
-                f"(one per task) gets the same whole number of GPUs; change {self.text(name)} "
-                "or the number of tasks",
+                f"{self.text(name)} does not divide among {share} {what}: {CANNOT}every "
+                "gpufleet worker (one per task) gets the same whole number of GPUs, and a "
+                "node's GPUs are not shared among its tasks yet",
                 name,
                 *layout,
             )
-        return n // share, models
+        return g.count // share, models
 
     def model(self, name: str, directive: str) -> str:
         m = catalog.find(name)
         if m is None:
             known = ", ".join(g.name for g in catalog.GPU_MODELS)
             raise self.err(
-                f"{self.text(directive)}: {name!r} is not a GPU model (known: {known})", directive
+                f"{CANNOT}{self.text(directive)}: the site's GPU type {name!r} is not mapped to "
+                f"gpufleet's GPU models yet (its catalog knows {known})",
+                directive,
             )
         return m.name
 
     def constraint(self, models: list[str]) -> list[str]:
-        c = self.get("constraint")
+        c = self.req.constraint
         if c is None:
             return models
-        if re.search(r"[&\[\]*!,]", c):
-            raise self.err(
-                f"{self.text('constraint')}: only GPU models joined by | are supported",
+        words = [x.strip() for x in c.split("|")]
+        found = [catalog.find(x) for x in words]
+        if re.search(r"[&\[\]*!,()]", c) or not all(found):
+            self.note(
                 "constraint",
+                f"{self.text('constraint')} has no effect here: node features are not matched "
+                "yet (only GPU model names joined by | narrow the GPU models)",
             )
-        named = [self.model(x.strip(), "constraint") for x in c.split("|") if x.strip()]
+            return models
+        named = [m.name for m in found if m is not None]
         if models and not set(models) <= set(named):
             raise self.err(
                 f"{self.text('constraint')} excludes the GPU type the GPU request names",
@@ -428,111 +838,83 @@ class _Build:
             )
         return models or named
 
-    def memory(self, per_node: int, cpus: int, gpus: int) -> int | None:
-        given = [n for n in ("mem", "mem-per-cpu", "mem-per-gpu") if n in self.seen]
-        if len(given) > 1:
-            raise self.err(
-                " and ".join(self.text(n) for n in given) + " are mutually exclusive", *given
-            )
-        if not given:
-            return None
-        name = given[0]
-        try:
-            mib = parse_memory(self.get(name) or "")
-        except ValueError as e:
-            raise self.err(f"{self.text(name)}: {e}", name) from None
-        if mib == 0:
-            raise self.err(
-                f"{self.text(name)}: 0 means a whole node's memory in Slurm; give an amount", name
-            )
-        if name == "mem":
-            return mib // per_node  # --mem is per node; a node's tasks share it
-        if name == "mem-per-cpu":
-            return mib * cpus
-        if gpus == 0:
-            raise self.err(f"{self.text(name)} but the job asks for no GPU", name)
-        return mib * gpus
+    def memory(self, per_node: int, cpus: float, gpus: int) -> int | None:
+        r = self.req
+        if r.mem_per_node_mb is not None:
+            if r.mem_per_node_mb == 0:
+                raise self.err(
+                    f"{CANNOT}{self.text('mem')} asks for all of each node's memory; give "
+                    "an amount",
+                    "mem",
+                )
+            return r.mem_per_node_mb // per_node  # --mem is per node; its tasks share it
+        if r.mem_per_cpu_mb is not None:
+            return math.ceil(r.mem_per_cpu_mb * cpus)
+        if r.mem_per_gpu_mb is not None:
+            if gpus == 0:
+                raise self.err(
+                    f"{CANNOT}{self.text('mem-per-gpu')} but the job asks for no GPU",
+                    "mem-per-gpu",
+                )
+            return r.mem_per_gpu_mb * gpus
+        return None
 
     def priority(self) -> int | None:
-        p, nice = self.get("priority"), self.seen.get("nice")
+        r = self.req
         out: int | None = None
-        if p is not None:
-            if not re.fullmatch(r"-?\d+", p):
-                raise self.err(f"{self.text('priority')}: expected a whole number", "priority")
-            out = int(p)
-        if nice is not None:
-            v = nice.value if nice.value is not None else "100"  # Slurm's default adjustment
-            if not re.fullmatch(r"[+-]?\d+", v):
-                raise self.err(f"{nice.text}: expected a whole number", "nice")
-            out = (out or 0) - int(v)
+        if isinstance(r.priority, int):
+            out = r.priority
+        elif r.priority is not None:
+            self.note("priority", f"{self.text('priority')} has no effect here")
+        if r.nice is not None:
+            out = (out or 0) - r.nice
         return out
 
+    def dependencies(self) -> tuple[tuple[str, str], ...]:
+        r = self.req
+        if r.dependency is None:
+            return ()
+        unsupported = sorted(
+            {d.type for d in r.dependencies if d.type not in DEPENDENCY_TYPES or d.minutes}
+        )
+        if r.dependency_any or unsupported:
+            what = "'?' (any of)" if r.dependency_any else ", ".join(unsupported)
+            raise self.err(
+                f"{CANNOT}{self.text('dependency')}: {what} is not supported "
+                f"(gpufleet knows {' and '.join(DEPENDENCY_TYPES)}, every one must hold)",
+                "dependency",
+            )
+        return tuple((d.type, d.job) for d in r.dependencies if d.job is not None)
 
-# ----- value formats (also used by the CLI's flags) ---------------------------------------
 
-# Slurm's formats: the seconds each field counts for
-_TIME_FORMATS: tuple[tuple[str, tuple[int, ...]], ...] = (
-    (r"(\d+)", (60,)),  # minutes
-    (r"(\d+):(\d+)", (60, 1)),  # minutes:seconds
-    (r"(\d+):(\d+):(\d+)", (3600, 60, 1)),  # hours:minutes:seconds
-    (r"(\d+)-(\d+)", (86400, 3600)),  # days-hours
-    (r"(\d+)-(\d+):(\d+)", (86400, 3600, 60)),  # days-hours:minutes
-    (r"(\d+)-(\d+):(\d+):(\d+)", (86400, 3600, 60, 1)),  # days-hours:minutes:seconds
-)
+# ----- value formats used by the CLI's own flags -------------------------------------------
 
 
 def parse_time(text: str) -> float | None:
     """Seconds from any of Slurm's time formats; None for no limit (0, UNLIMITED, INFINITE)."""
-    t = text.strip()
-    if t.upper() in ("UNLIMITED", "INFINITE"):
+    secs = v.time_seconds(text.strip())
+    if secs == v.UNLIMITED:
         return None
-    for pattern, weights in _TIME_FORMATS:
-        m = re.fullmatch(pattern, t)
-        if m:
-            s = sum(int(x) * w for x, w in zip(m.groups(), weights, strict=True))
-            return float(s) or None  # Slurm: a limit of 0 means none
-    raise ValueError(
-        "expected minutes, minutes:seconds, hours:minutes:seconds, days-hours, "
-        "days-hours:minutes or days-hours:minutes:seconds"
-    )
+    return float(secs) or None  # Slurm: a limit of 0 means none
 
 
 _MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 
 def parse_memory(text: str) -> int:
-    """MiB from Slurm's memory sizes: a number with K, M, G or T; a bare number is MB."""
+    """MiB from a memory size: a number with K, M, G or T; a bare number is MB."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt])?(?:i?[Bb])?", text.strip())
     if not m:
         raise ValueError("expected a size such as 4096, 500M, 64G or 1T (a bare number is MB)")
     return math.ceil(float(m[1]) * _MEM_UNITS[(m[2] or "M").upper()])
 
 
-def parse_gres(text: str) -> tuple[str | None, int]:
-    """(GPU type or None, count) from ``gpu[:type][:N]``; other resources are refused."""
-    parts = [p for p in text.split(",") if p]
-    if len(parts) != 1 or not parts[0].startswith("gpu") or parts[0][3:4] not in ("", ":"):
-        raise ValueError("only GPUs are supported: gpu:N or gpu:TYPE:N")
-    fields = parts[0].split(":")[1:]
-    n = int(fields.pop()) if fields and fields[-1].isdigit() else 1  # Slurm's default count
-    if len(fields) > 1 or n < 1:
-        raise ValueError("expected gpu:N or gpu:TYPE:N with N ≥ 1")
-    return (fields[0] if fields else None), n
-
-
-def parse_gpu_count(text: str) -> tuple[str | None, int]:
-    """(GPU type or None, count) from ``[type:]N``."""
-    m = re.fullmatch(r"(?:([\w.-]+):)?(\d+)", text.strip())
-    if not m or int(m[2]) < 1:
-        raise ValueError("expected N or TYPE:N with N ≥ 1")
-    return m[1], int(m[2])
-
-
 DEPENDENCY_TYPES = ("afterok", "afterany")
 
 
 def parse_dependency(text: str) -> tuple[tuple[str, str], ...]:
-    """``afterok:12:13,afterany:14`` → ((afterok, 12), (afterok, 13), (afterany, 14))."""
+    """``afterok:12:13,afterany:14`` → ((afterok, 12), (afterok, 13), (afterany, 14)): the
+    kinds gpufleet supports."""
     if "?" in text:
         raise ValueError("'?' (any of) is not supported: every dependency must hold")
     out: list[tuple[str, str]] = []
@@ -546,3 +928,6 @@ def parse_dependency(text: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"{item!r}: expected {kind}:JOB[:JOB…]")
         out.extend((kind, j) for j in ids)
     return tuple(out)
+
+
+OPTION_COUNT = len(OPTIONS)

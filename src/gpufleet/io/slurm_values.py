@@ -1,0 +1,418 @@
+"""The values of sbatch's options, read with Slurm's own rules (``src/common/parse_time.c``,
+``proc_args.c``, ``slurm_opt.c``): what sbatch accepts is accepted, what it refuses raises
+ValueError with sbatch's reason."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+UNLIMITED: Literal["UNLIMITED"] = "UNLIMITED"
+TimeLimit = int | Literal["UNLIMITED"]  # minutes, as Slurm keeps them
+
+_C_SPACE = " \t\n\v\f\r"
+
+
+def _strtol(text: str) -> tuple[int | None, str]:
+    """C's strtol: leading blanks, a sign, digits; (None, text) when there are no digits."""
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?\d+)", text)
+    if not m:
+        return None, text
+    return int(m[1]), text[m.end() :]
+
+
+# ----- time --------------------------------------------------------------------------------
+
+
+def _valid_timespec(s: str) -> bool:
+    """Slurm's _is_valid_timespec: digits, at most one '-' (before any ':'), at most two ':'."""
+    digit = dash = colon = 0
+    in_digits = False
+    for ch in s:
+        if "0" <= ch <= "9":
+            if not in_digits:
+                digit += 1
+                in_digits = True
+        elif ch == "-":
+            in_digits = False
+            dash += 1
+            if colon:
+                return False
+        elif ch == ":":
+            in_digits = False
+            colon += 1
+        else:
+            return False
+    if not digit or dash > 1 or colon > 2:
+        return False
+    need = {1: 3, 2: 4} if dash else {1: 2, 2: 3}
+    return digit >= need.get(colon, 0)
+
+
+def _scan_ints(s: str, seps: str) -> list[int]:
+    """sscanf("%d<sep>%d..."): the numbers read before the first mismatch."""
+    out: list[int] = []
+    pos = 0
+    for k in range(len(seps) + 1):
+        m = re.match(r"[ \t]*([+-]?\d+)", s[pos:])
+        if not m:
+            break
+        out.append(int(m[1]))
+        pos += m.end()
+        if k == len(seps) or not s[pos:].startswith(seps[k]):
+            break
+        pos += 1
+    return out
+
+
+def time_seconds(text: str) -> int | Literal["UNLIMITED"]:
+    """Slurm's time_str2secs: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; -1,
+    INFINITE and UNLIMITED are no limit. ValueError when sbatch refuses the text."""
+    if text.lower() in ("-1", "infinite", "unlimited"):
+        return UNLIMITED
+    if not text or not _valid_timespec(text):
+        raise ValueError(
+            f"Invalid time specification {text!r}: expected minutes, MM:SS, HH:MM:SS, D-HH, "
+            "D-HH:MM or D-HH:MM:SS"
+        )
+    if "-" in text:
+        d, h, m, s = ([*_scan_ints(text, "-::"), 0, 0, 0, 0])[:4]
+        total = d * 86400 + h * 3600 + m * 60 + s
+    else:
+        v = _scan_ints(text, "::")
+        if len(v) == 3:
+            total = v[0] * 3600 + v[1] * 60 + v[2]
+        else:
+            v = [*v, 0, 0]
+            total = v[0] * 60 + v[1]
+    if total < 0:
+        raise ValueError(f"Invalid time specification {text!r}: negative")
+    return total
+
+
+def time_minutes(text: str) -> TimeLimit:
+    """A --time or --time-min value in minutes as sbatch keeps it: seconds round up, and 0 is
+    no limit (UNLIMITED)."""
+    secs = time_seconds(text)
+    if secs == UNLIMITED:
+        return UNLIMITED
+    mins = (secs + 59) // 60
+    return mins if mins else UNLIMITED
+
+
+def format_minutes(limit: TimeLimit) -> str:
+    """Slurm's mins2time_str: [D-]HH:MM:SS, or UNLIMITED."""
+    if limit == UNLIMITED:
+        return UNLIMITED
+    d, rest = divmod(limit, 1440)
+    h, m = divmod(rest, 60)
+    return f"{d}-{h:02d}:{m:02d}:00" if d else f"{h:02d}:{m:02d}:00"
+
+
+# ----- counts and sizes --------------------------------------------------------------------
+
+
+def parse_int(text: str, *, positive: bool = True) -> int:
+    """Slurm's parse_int: a whole number, > 0 when ``positive`` (else >= 0)."""
+    n, rest = _strtol(text)
+    if n is None or rest or n < 0 or (positive and n == 0):
+        raise ValueError(f"Invalid numeric value {text!r}")
+    if n > 2**31 - 1:
+        raise ValueError(f"Numeric argument ({n}) too big")
+    return n
+
+
+def mbytes(text: str) -> int:
+    """Slurm's str_to_mbytes: MB from a whole number with an optional K, M, G or T (then an
+    optional B); a bare number is MB. ``1.5G`` and ``16GiB`` are refused, as sbatch does."""
+    n, rest = _strtol(text)
+    if n is None or n < 0:
+        raise ValueError(f"Invalid memory specification {text!r}")
+    if not rest:
+        return n
+    unit, tail = rest[0].upper(), rest[1:]
+    if unit not in "KMGT" or tail not in ("", "B", "b"):
+        raise ValueError(f"Invalid memory specification {text!r}: a whole number with K, M, G or T")
+    if unit == "K":
+        return (n + 1023) // 1024
+    return n * {"M": 1, "G": 1024, "T": 1024 * 1024}[unit]
+
+
+def _node_num(text: str) -> int:
+    n, rest = _strtol(text)
+    if n is None:
+        raise ValueError(f"{text!r} is not a valid node count")
+    if rest[:1] in ("k", "K"):
+        n, rest = n * 1024, rest[1:]
+    if rest[:1] in ("m", "M"):
+        n, rest = n * 1024 * 1024, rest[1:]
+    if rest.strip(_C_SPACE):
+        raise ValueError(f"{text!r} is not a valid node count")
+    return n
+
+
+def node_count(text: str) -> tuple[int, int]:
+    """(min, max) from --nodes: N, MIN-MAX, or a list of sizes (1,2,4 or 2-8:2); max 0 means
+    no maximum."""
+    if "," in text or ":" in text:
+        sizes: list[int] = []
+        for part in text.split(","):
+            rng, _, step = part.partition(":")
+            lo_s, dash, hi_s = rng.partition("-")
+            lo = _node_num(lo_s)
+            hi = _node_num(hi_s) if dash else lo
+            st = parse_int(step) if step else 1
+            if hi < lo:
+                raise ValueError(f"{part!r} is not a valid node count")
+            sizes.extend(range(lo, hi + 1, st))
+        if not sizes:
+            raise ValueError(f"{text!r} is not a valid node count")
+        return min(sizes), max(sizes)
+    if "-" in text:
+        lo_s, _, hi_s = text.partition("-")
+        lo = _node_num(lo_s) if lo_s.strip() else -1
+        lo = max(lo, 1) if lo < 0 else lo
+        hi = _node_num(hi_s)
+    else:
+        lo = hi = _node_num(text)
+        if lo < 0:
+            raise ValueError(f"{text!r} is not a valid node count")
+    if hi != 0 and hi < lo:
+        raise ValueError(f"Maximum node count {hi} is less than minimum node count {lo}")
+    return lo, hi
+
+
+# ----- GPUs --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Gpus:
+    """GPUs of one type (None: any type), as the site names it."""
+
+    type: str | None
+    count: int
+
+
+def gpu_list(text: str) -> tuple[Gpus, ...]:
+    """--gpus, --gpus-per-node, --gpus-per-task, --gpus-per-socket: ``[type:]count[,…]``."""
+    out: list[Gpus] = []
+    for item in text.split(","):
+        typ, _, count = item.strip().rpartition(":")
+        if not re.fullmatch(r"\d+", count.strip()):
+            raise ValueError(f"Invalid GPU specification {text!r}: expected [type:]count")
+        out.append(Gpus(typ or None, int(count)))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Gres:
+    name: str  # gpu, shard, nvme, …
+    type: str | None
+    count: int
+
+
+def gres_list(text: str) -> tuple[Gres, ...]:
+    """--gres: ``name[:type][:count][,…]`` (count 1 when left out), or ``none``."""
+    if text.lower() == "none":
+        return ()
+    out: list[Gres] = []
+    for item in text.split(","):
+        item = item.strip().removeprefix("gres/")
+        fields = item.split(":")
+        name = fields.pop(0)
+        if not re.fullmatch(r"[\w.-]+", name):
+            raise ValueError(f"Invalid generic resource (gres) specification {text!r}")
+        count = 1
+        if fields and re.fullmatch(r"\d+[kKmMgG]?", fields[-1]):
+            c = fields.pop()
+            mult = {"k": 1024, "m": 1024**2, "g": 1024**3}.get(c[-1].lower(), 1)
+            count = int(c.rstrip("kKmMgG")) * mult
+        if len(fields) > 1 or (fields and not fields[0]):
+            raise ValueError(f"Invalid generic resource (gres) specification {text!r}")
+        out.append(Gres(name, fields[0] if fields else None, count))
+    return tuple(out)
+
+
+# ----- dependencies ------------------------------------------------------------------------
+
+DEPENDENCY_TYPES = (
+    "after",
+    "afterany",
+    "afterburstbuffer",
+    "aftercorr",
+    "afternotok",
+    "afterok",
+    "singleton",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    type: str  # afterok, afterany, …, singleton
+    job: str | None  # "123", "123_4"; None for singleton
+    minutes: int | None = None  # after:JOB+MIN: start MIN minutes after JOB began
+
+
+def dependencies(text: str) -> tuple[tuple[Dependency, ...], bool]:
+    """(each dependency, any_of) from Slurm's syntax: ``type:job[:job…]`` items joined by ``,``
+    (all must hold) or ``?`` (any one); ``singleton``."""
+    if "," in text and "?" in text:
+        raise ValueError(f"Invalid dependency {text!r}: mixes ',' and '?'")
+    any_of = "?" in text
+    out: list[Dependency] = []
+    for item in re.split(r"[,?]", text):
+        kind, _, rest = item.strip().partition(":")
+        kind = kind.lower()
+        if kind == "singleton" and not rest:
+            out.append(Dependency("singleton", None))
+            continue
+        if kind not in DEPENDENCY_TYPES or kind == "singleton" or not rest:
+            raise ValueError(
+                f"Invalid dependency {item!r}: expected TYPE:JOB[:JOB…] with TYPE one of "
+                f"{', '.join(DEPENDENCY_TYPES)}"
+            )
+        for job in rest.split(":"):
+            m = re.fullmatch(r"(\d+(?:_\d+|_\*)?)(?:\+(\d+))?", job.strip())
+            if not m or (m[2] and kind != "after"):
+                raise ValueError(f"Invalid dependency {item!r}: bad job id {job!r}")
+            out.append(Dependency(kind, m[1], int(m[2]) if m[2] else None))
+    return tuple(out), any_of
+
+
+# ----- the others --------------------------------------------------------------------------
+
+_SIGNALS = {
+    "HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8,
+    "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15,
+    "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19, "TSTP": 20, "TTIN": 21, "TTOU": 22,
+    "URG": 23, "XCPU": 24, "XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29,
+    "PWR": 30, "SYS": 31,
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    number: int
+    seconds: int  # sent this long before the time limit
+    batch_only: bool  # B: to the batch shell only
+    reservation: bool  # R: also at the end of a reservation
+
+
+def signal(text: str) -> Signal:
+    """--signal=[{R|B}:]SIG[@TIME] (Slurm's get_signal_opts); TIME defaults to 60 s."""
+    s = text
+    resv = batch = False
+    if s[:1].upper() == "R":
+        resv, s = True, s[1:]
+    if s[:1].upper() == "B":
+        batch, s = True, s[1:]
+    if s[:1].upper() == "R":
+        resv, s = True, s[1:]
+    s = s.removeprefix(":")
+    sig, at, when = s.partition("@")
+    name = sig.upper().removeprefix("SIG")
+    if sig.isdigit():
+        num = int(sig)
+    elif name in _SIGNALS:
+        num = _SIGNALS[name]
+    else:
+        raise ValueError(f"Invalid --signal specification {text!r}")
+    if not 1 <= num <= 0xFFFF:
+        raise ValueError(f"Invalid --signal specification {text!r}")
+    secs = 60
+    if at:
+        n, rest = _strtol(when)
+        if n is None or rest or not 0 <= n <= 0xFFFF:
+            raise ValueError(f"Invalid --signal specification {text!r}")
+        secs = n
+    return Signal(num, secs, batch, resv)
+
+
+MAIL_TYPES = (
+    "NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
+    "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS",
+)  # fmt: skip
+
+
+def mail_types(text: str) -> tuple[str, ...]:
+    """--mail-type: Slurm ignores unknown words, but refuses a list with no known one."""
+    words = [w.upper() for w in text.split(",") if w]
+    if "NONE" in words:
+        return ("NONE",)
+    known = tuple(w for w in words if w in MAIL_TYPES)
+    if not known:
+        raise ValueError(f"--mail-type={text} invalid")
+    return known
+
+
+def exclusive(value: str | None) -> str:
+    v = (value or "exclusive").lower()
+    if v not in ("exclusive", "oversubscribe", "user", "mcs", "topo"):
+        raise ValueError(f"Invalid --exclusive specification {value!r}")
+    return v
+
+
+def open_mode(text: str) -> str:
+    if text[:1] in ("a", "A"):
+        return "append"
+    if text[:1] in ("t", "T"):
+        return "truncate"
+    raise ValueError(f"Invalid --open-mode specification {text!r}")
+
+
+def hint(text: str) -> tuple[str, ...]:
+    words = tuple(w for w in re.split(r",(?!\d)", text))
+    for w in words:
+        if w.lower() not in ("compute_bound", "memory_bound", "multithread", "nomultithread"):
+            raise ValueError(f'unrecognized --hint argument "{w}", see --hint=help')
+    return words
+
+
+def priority(text: str) -> int | str:
+    if text.upper() == "TOP":
+        return "TOP"
+    n, _ = _strtol(text)  # strtoll: what follows the digits is ignored
+    n = n or 0
+    if n < 0:
+        raise ValueError("Priority must be >= 0")
+    if n >= 0xFFFFFFFE:
+        raise ValueError("Priority must be < 4294967294")
+    return n
+
+
+def nice(value: str | None) -> int:
+    if value is None:
+        return 100
+    n, _ = _strtol(value)
+    n = n or 0
+    if abs(n) > 2147483645:
+        raise ValueError("Invalid --nice value, out of range")
+    return n
+
+
+def hostlist_count(text: str) -> int | None:
+    """How many distinct hosts a hostlist names (``node[01-04,07],gpu5``); None for a file."""
+    if "/" in text:
+        return None
+    hosts: set[str] = set()
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", text):
+        parts = re.split(r"\[([^\]]*)\]", item)
+        names = [""]
+        for k, part in enumerate(parts):
+            if k % 2 == 0:
+                names = [n + part for n in names]
+                continue
+            expanded: list[str] = []
+            for rng in part.split(","):
+                lo, dash, hi = rng.partition("-")
+                if dash and lo.isdigit() and hi.isdigit():
+                    width = len(lo)
+                    expanded += [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
+                else:
+                    expanded.append(rng)
+            names = [n + e for n in names for e in expanded]
+            if len(names) > 100_000:
+                return None
+        hosts.update(n.strip() for n in names if n.strip())
+    return len(hosts)
