@@ -516,3 +516,9 @@ def test_the_request_is_json_ready() -> None:
     d = read_request(DDP, source="ddp.sbatch").to_dict()
     assert d["nodes"] == [4, 4] and d["time_limit_text"] == "2-00:00:00"
     assert d["gpus_per_node"] == [{"type": None, "count": 4}]
+
+
+def test_a_huge_node_range_is_read_without_expanding_it() -> None:
+    """``-w n[0-999999999]`` once built a billion names before counting them."""
+    r = request("-w n[0-999999999]")
+    assert r.nodelist == "n[0-999999999]"

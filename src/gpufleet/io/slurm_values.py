@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from gpufleet.model.hostlist import expand
+
 UNLIMITED: Literal["UNLIMITED"] = "UNLIMITED"
 TimeLimit = int | Literal["UNLIMITED"]  # minutes, as Slurm keeps them
 
@@ -392,27 +394,12 @@ def nice(value: str | None) -> int:
 
 
 def hostlist_count(text: str) -> int | None:
-    """How many distinct hosts a hostlist names (``node[01-04,07],gpu5``); None for a file."""
+    """How many distinct hosts a hostlist names (``node[01-04,07],gpu5``); None for a file or
+    a list that Slurm's own hostlist reader would take and this one cannot count (bounded:
+    ``n[0-999999999]`` is not expanded, ``model.hostlist`` counts before it allocates)."""
     if "/" in text:
         return None
-    hosts: set[str] = set()
-    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", text):
-        parts = re.split(r"\[([^\]]*)\]", item)
-        names = [""]
-        for k, part in enumerate(parts):
-            if k % 2 == 0:
-                names = [n + part for n in names]
-                continue
-            expanded: list[str] = []
-            for rng in part.split(","):
-                lo, dash, hi = rng.partition("-")
-                if dash and lo.isdigit() and hi.isdigit():
-                    width = len(lo)
-                    expanded += [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
-                else:
-                    expanded.append(rng)
-            names = [n + e for n in names for e in expanded]
-            if len(names) > 100_000:
-                return None
-        hosts.update(n.strip() for n in names if n.strip())
-    return len(hosts)
+    try:
+        return len(set(expand(text.replace(" ", ""))))
+    except ValueError:
+        return None
