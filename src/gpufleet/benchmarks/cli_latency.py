@@ -2,8 +2,9 @@
 controller and one agent (``LocalCluster``), a few jobs (some run and write output, some wait),
 then each command run ``--n`` times as its own process (``python -m gpufleet.cli.main …``, with
 ``GPUFLEET_SERVER`` and ``GPUFLEET_TOKEN_FILE`` set: the admin's token), timing the wall clock
-from spawn to exit. Prints the median and p90 milliseconds per command, and the load average
-before and after (the machine may be shared).
+from spawn to exit. Prints the median, p90 and least wall milliseconds per command, the median
+CPU time (user + system: what other work on a shared machine does not add to), and the load
+average before and after.
 
     .venv/bin/python bench/cli_latency.py [--n 20] [--warmup 2] [--json]
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,21 +31,28 @@ from gpufleet.ops.localcluster import LocalCluster, wait_until
 CLI = [sys.executable, "-m", "gpufleet.cli.main"]
 
 
-def _time(argv: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _time(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) milliseconds of one run; CPU is what load does not add."""
+    c0, t0 = _cpu(), time.perf_counter()
     r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, _cpu() - c0
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(argv[3:])} failed ({r.returncode}): {r.stderr.decode()}")
-    return dt * 1000
+    return dt * 1000, dc * 1000
 
 
-def _stats(ms: list[float]) -> dict[str, float]:
-    ms = sorted(ms)
+def _stats(runs: list[tuple[float, float]]) -> dict[str, float]:
+    ms = sorted(w for w, _ in runs)
     return {
         "median_ms": round(statistics.median(ms), 1),
         "p90_ms": round(ms[int(0.9 * (len(ms) - 1))], 1),
         "min_ms": round(ms[0], 1),
+        "cpu_median_ms": round(statistics.median(c for _, c in runs), 1),
     }
 
 
@@ -111,9 +120,12 @@ def main() -> int:
         print(json.dumps(r, indent=2))
         return 0
     print(f"{r['cpus']} CPUs, load average {r['load_before']} before, {r['load_after']} after")
-    print(f"{'command':22} {'median':>8} {'p90':>8} {'min':>8}   (ms, n={r['n']})")
+    print(f"{'command':22} {'median':>8} {'p90':>8} {'min':>8} {'CPU':>8}   (ms, n={r['n']})")
     cmds = r["commands"]
     assert isinstance(cmds, dict)
     for name, st in cmds.items():
-        print(f"{name:22} {st['median_ms']:8.1f} {st['p90_ms']:8.1f} {st['min_ms']:8.1f}")
+        print(
+            f"{name:22} {st['median_ms']:8.1f} {st['p90_ms']:8.1f} {st['min_ms']:8.1f} "
+            f"{st['cpu_median_ms']:8.1f}"
+        )
     return 0

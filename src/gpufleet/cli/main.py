@@ -36,11 +36,14 @@ class Lazy:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     def build(self) -> dict[str, _click.Command]:
-        """The module's click commands: this one, or all that ``register`` adds."""
+        """The module's click command of this name (a group for a typer app)."""
         obj = getattr(importlib.import_module(self.module), self.attr)
         host = typer.Typer()
         if self.register:
             obj(host)
+            # build only this one: each costs a look at its signature and parameters
+            host.registered_commands = [c for c in host.registered_commands if c.name == self.name]
+            host.registered_groups = [g for g in host.registered_groups if g.name == self.name]
         elif isinstance(obj, typer.Typer):
             host.add_typer(obj, name=self.name, help=self.help, **self.kwargs)
         else:
