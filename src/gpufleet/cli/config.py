@@ -22,7 +22,6 @@ from typing import Annotated, Any
 import httpx
 import pydantic
 import typer
-import yaml
 
 from gpufleet.cli.output import fail
 from gpufleet.client.http import ApiError, Client
@@ -62,10 +61,16 @@ def config_path(env: Mapping[str, str] = os.environ) -> Path:
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    except (OSError, yaml.YAMLError) as e:
+    except OSError as e:
+        fail(f"cannot read the config file {path}: {e}", "fix or remove it", code=2)
+    import yaml  # only when there is a file: a setup by environment never loads it (issue 12)
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
         fail(f"cannot read the config file {path}: {e}", "fix or remove it", code=2)
     if data is None:
         return {}

@@ -11,17 +11,22 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from gpufleet.api import schemas as s
 from gpufleet.cli import output as out
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
 from gpufleet.client.http import ApiError, Client
 from gpufleet.io import sbatch
-from gpufleet.io.specs import load_yaml
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec, JobState
+
+
+def load_yaml(path: Path) -> Any:
+    from gpufleet.io.specs import load_yaml  # yaml: only for -f FILE (issue 12)
+
+    return load_yaml(path)
+
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 sleep = time.sleep  # tests replace it: following logs never sleeps in a unit test
@@ -178,6 +183,8 @@ def submit(
             out.emit_json(doc)
         else:
             out.note("dry run: this would be submitted (nothing was sent)")
+            import yaml  # only here: most commands never need it (issue 12)
+
             sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
         return
     ids: list[str] = []

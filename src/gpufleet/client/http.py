@@ -54,6 +54,11 @@ def tls_verify(
         raise ValueError(f"CA file {path}: cannot load it ({e})") from None
 
 
+def _trusts_no_one() -> ssl.SSLContext:
+    """Verifies certificates and host names, against no CA at all: every https peer fails."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
 class _Base:
     def __init__(
         self,
@@ -65,12 +70,18 @@ class _Base:
         timeout: float = 30.0,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        verify = tls_verify(ca)
+        if verify is True and not base_url.lower().startswith("https://"):
+            # a plain-http server: loading the trusted CAs (httpx builds the context up front)
+            # costs a command tens of ms for nothing; an https URL met on the way (a Link) is
+            # refused by this context that trusts no one, never sent unverified
+            verify = _trusts_no_one()
         self.http = httpx.Client(
             base_url=base_url.rstrip("/"),
             headers=headers,
             transport=transport,
             timeout=timeout,
-            verify=tls_verify(ca),
+            verify=verify,
         )
 
     def close(self) -> None:
