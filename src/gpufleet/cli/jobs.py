@@ -253,6 +253,8 @@ def _parse_only(
     doc = {
         k: x for k, x in req.to_dict().items() if x not in (None, (), [], {}) and k != "warnings"
     }
+    import yaml  # only for this human-readable print (the CLI's import cost, issue 12)
+
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
 
 
