@@ -36,7 +36,7 @@ def test_the_extras_split_the_install_and_all_holds_every_runtime_one() -> None:
     assert not base & (opt["server"] | opt["postgres"] | opt["sim"])
 
 
-def test_the_agent_imports_with_only_the_base_install() -> None:
+def test_the_agent_and_a_users_cli_run_with_only_the_base_install() -> None:
     _, opt = extras()
     others = opt["server"] | opt["postgres"] | opt["sim"]
     blocked = sorted(MODULE_OF.get(d, d) for d in others)
@@ -44,7 +44,13 @@ def test_the_agent_imports_with_only_the_base_install() -> None:
         "import sys\n"
         f"for m in {blocked!r}: sys.modules[m] = None  # ImportError on import\n"
         "import gpufleet.agent.main, gpufleet.agent.__main__, gpufleet.client\n"
+        "from gpufleet.cli.main import app\n"
+        "for argv in (['agent', '--help'], ['jobs', '--help'], ['submit', '--help']):\n"
+        "    try:\n"
+        "        app(argv)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, (argv, e.code)\n"
         "print('ok')\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "ok", r.stderr[-2000:]
