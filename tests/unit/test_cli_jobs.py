@@ -316,10 +316,10 @@ def test_jobs_lists_like_squeue(api: FakeApi, monkeypatch: Any) -> None:
             ),
         ],
     )
-    r = cli("jobs", "--user", "ana", "--state", "running", "--all")
+    r = cli("jobs", "--user", "ana", "--all")
     assert r.code == 0, r.stderr
     q = api.requests[0].url.params
-    assert (q["user"], q["state"], q["all"], q["limit"]) == ("ana", "RUNNING", "true", "200")
+    assert (q["user"], q["all"], q["limit"]) == ("ana", "true", "200") and "state" not in q
     lines = r.stdout.splitlines()
     assert lines[0].split() == [
         "JOBID",
@@ -346,7 +346,62 @@ def test_jobs_json_is_one_document(api: FakeApi) -> None:
 
 def test_jobs_refuses_an_unknown_state(api: FakeApi) -> None:
     r = cli("jobs", "--state", "WAITING")
-    assert r.code == 2 and "PENDING" in r.stderr and api.requests == []
+    assert r.code == 2 and "PD/PENDING" in r.stderr and "WAITING" in r.stderr
+    assert api.requests == []
+
+
+def test_jobs_takes_squeues_state_codes_one_for_the_server_many_filtered(api: FakeApi) -> None:
+    api.on("GET", "/jobs", [job("1", state="RUNNING")])
+    assert cli("jobs", "-t", "R").code == 0
+    assert api.requests[-1].url.params["state"] == "RUNNING"
+    rows = [
+        job("1", state="RUNNING"),
+        job("2"),
+        job("3", state="FAILED"),
+        job("4", state="CANCELLED"),
+    ]
+    api.on("GET", "/jobs", rows)
+    r = cli("jobs", "-t", "pd,F,timeout", "--json")
+    q = api.requests[-1].url.params
+    assert "state" not in q and q["all"] == "true"  # a finished state: finished jobs listed
+    assert [j["id"] for j in r.json()] == ["2", "3"]
+
+
+def test_jobs_in_squeues_format_without_header(api: FakeApi, monkeypatch: Any) -> None:
+    monkeypatch.setattr("gpufleet.cli.slurm_style.time.time", lambda: NOW)
+    placement = [
+        {"node": "n01", "gpus": [0], "gpu_milli": 1000, "cpu_milli": 1000, "memory_mib": 1024}
+    ]
+    api.on(
+        "GET",
+        "/jobs",
+        [
+            job("12", name="a-very-long-name", state="RUNNING", start_time=NOW - 3725,
+                placement=placement),
+            job("13", reason={"code": "Priority", "message": "behind 2 jobs"}),
+        ],
+    )  # fmt: skip
+    r = cli("jobs", "-o", "%.5i|%6j|%t|%.10M|%R", "-h")
+    assert r.code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "   12|a-very|R|   1:02:05|n01",
+        "   13|job13 |PD|      0:00|(Priority)",
+    ]
+    r = cli("jobs", "-o", "%i %Z")
+    assert r.code == 2 and "unknown field %Z" in r.stderr
+
+
+def test_jobs_of_given_ids_and_names_and_mine(api: FakeApi, monkeypatch: Any) -> None:
+    api.on("GET", "/jobs/5", job("5", name="train"))
+    api.on("GET", "/jobs/6", httpx.Response(404, json={"detail": "no job 6"}))
+    r = cli("jobs", "-j", "5,6", "--json")
+    assert r.code == 1 and [j["id"] for j in r.json()] == ["5"]
+    assert "job 6: Invalid job id specified (404)" in r.stderr
+    api.on("GET", "/jobs", [job("7", name="train"), job("8", name="eval")])
+    monkeypatch.setattr("getpass.getuser", lambda: "ana")
+    r = cli("jobs", "-n", "eval", "--me", "--json")
+    assert [j["id"] for j in r.json()] == ["8"]
+    assert api.requests[-1].url.params["user"] == "ana"
 
 
 def test_show_gives_state_placement_reason_start_and_events(api: FakeApi, monkeypatch: Any) -> None:

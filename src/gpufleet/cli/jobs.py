@@ -365,7 +365,26 @@ def _merge(sub: Submission, overrides: dict[str, Any]) -> Submission:
 def jobs(
     user: Annotated[str | None, typer.Option("--user", "-u")] = None,
     queue: Annotated[str | None, typer.Option("--queue", "-p")] = None,
-    state: Annotated[str | None, typer.Option("--state", "-t", help="e.g. PENDING")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state", "-t", help="States, as squeue: PD,R,CD,F,TO,CA,NF,PR (or names), or all."
+        ),
+    ] = None,
+    job_ids: Annotated[
+        str | None, typer.Option("--jobs", "-j", help="Only these job ids (comma list).")
+    ] = None,
+    names: Annotated[
+        str | None, typer.Option("--name", "-n", help="Only jobs of these names (comma list).")
+    ] = None,
+    me: Annotated[bool, typer.Option("--me", help="Only my jobs (this Unix user's).")] = False,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", "-o", help="squeue's format, e.g. '%.18i %.9P %.8j %.2t %R'."),
+    ] = None,
+    noheader: Annotated[
+        bool, typer.Option("--noheader", "-h", help="No header line (squeue's -h).")
+    ] = False,
     all_states: Annotated[bool, typer.Option("--all", "-a", help="Include finished jobs.")] = False,
     limit: Annotated[
         int, typer.Option("--limit", min=1, max=10000, help="At most this many, newest first.")
@@ -374,26 +393,67 @@ def jobs(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """List jobs, like squeue: waiting jobs show their Reason, running ones their nodes."""
+    """List jobs, like squeue: waiting jobs show their Reason, running ones their nodes.
+    squeue's -t, -j, -n, --me, -o and -h work as squeue's."""
+    from gpufleet.cli import slurm_style  # squeue's codes and format, only when asked
+
+    wanted: set[str] | None = None
     if state is not None:
-        state = state.upper()
-        if state not in JobState.__members__:
-            out.fail(f"--state {state}: expected one of {', '.join(JobState.__members__)}", code=2)
+        try:
+            wanted = slurm_style.states(state)
+        except ValueError as e:
+            out.fail(f"--state: {e}", code=2)
+        if wanted is None:  # -t all
+            all_states = True
+        elif any(JobState[w].terminal or w == "FAILED" for w in wanted):
+            all_states = True  # finished states are asked for: list them too
+    if me:
+        import getpass
+
+        user = getpass.getuser()
+    one = next(iter(wanted)) if wanted is not None and len(wanted) == 1 else None
+    failed = False
     with connect(server, token) as c:
-        rows = c.jobs(user=user, queue=queue, state=state, limit=limit, all_states=all_states)
+        if job_ids is not None:
+            rows = []
+            for jid in (x.strip() for x in job_ids.split(",") if x.strip()):
+                try:
+                    rows.append(c.job(jid))
+                except ApiError as e:
+                    if e.status == 401 or e.status >= 500:
+                        raise
+                    failed = True
+                    out.error(f"job {jid}: Invalid job id specified ({e.status})")
+        else:
+            rows = c.jobs(user=user, queue=queue, state=one, limit=limit, all_states=all_states)
+    if wanted is not None:
+        rows = [j for j in rows if j.state in wanted]
+    if names is not None:
+        keep = {n.strip() for n in names.split(",")}
+        rows = [j for j in rows if j.name in keep]
+    if user is not None and job_ids is not None:  # a listing is filtered by the server
+        rows = [j for j in rows if j.user == user]
     if json_out:
         out.emit_json(rows)
-        return
-    now = time.time()
-    out.table(
-        ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"],
-        [
-            [j.id, j.name, j.user, j.queue, j.state, _gpus(j), _run_time(j, now), _where(j)]
-            for j in rows
-        ],
-        right=["GPUS", "TIME"],
-        empty="no jobs" + ("" if all_states else " (--all shows finished ones)"),
-    )
+    elif fmt is not None or noheader:
+        try:
+            text = slurm_style.render(fmt or slurm_style.DEFAULT_FORMAT, rows, header=not noheader)
+        except ValueError as e:
+            out.fail(str(e), code=2)
+        sys.stdout.write(text)
+    else:
+        now = time.time()
+        out.table(
+            ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"],
+            [
+                [j.id, j.name, j.user, j.queue, j.state, _gpus(j), _run_time(j, now), _where(j)]
+                for j in rows
+            ],
+            right=["GPUS", "TIME"],
+            empty="no jobs" + ("" if all_states else " (--all shows finished ones)"),
+        )
+    if failed:
+        raise typer.Exit(1)
 
 
 def _gpus(j: s.JobOut) -> str:

@@ -1,0 +1,150 @@
+"""Slurm's habits for listing jobs: squeue's state codes (``-t PD,R``) and its ``-o`` format
+(``%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R``), as squeue reads and prints them.
+
+A format field is ``%[[.]size]type``: ``size`` is the field's width (values longer are cut to
+it, as squeue cuts them), ``.`` justifies right; any other text is printed as it is."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from gpufleet.api import schemas as s
+
+# gpufleet's states → squeue's compact and long names
+CODES = {
+    "PENDING": ("PD", "PENDING"),
+    "STARTING": ("CF", "CONFIGURING"),
+    "RUNNING": ("R", "RUNNING"),
+    "SUCCEEDED": ("CD", "COMPLETED"),
+    "FAILED": ("F", "FAILED"),
+    "CANCELLED": ("CA", "CANCELLED"),
+    "TIMED_OUT": ("TO", "TIMEOUT"),
+    "PREEMPTED": ("PR", "PREEMPTED"),
+    "NODE_LOST": ("NF", "NODE_FAIL"),
+}
+_BY_NAME: dict[str, str] = {}
+for ours, (code, long) in CODES.items():
+    for name in (ours, code, long):
+        _BY_NAME[name] = ours
+DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"  # squeue's own default
+_FIELD = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
+
+
+def states(text: str) -> set[str] | None:
+    """``-t`` as squeue takes it: a comma list of codes or names, any case, or ``all``
+    (None). ValueError names what is not a state."""
+    wanted: set[str] = set()
+    bad = []
+    for part in (p.strip().upper() for p in text.split(",")):
+        if part == "ALL":
+            return None
+        if part in _BY_NAME:
+            wanted.add(_BY_NAME[part])
+        elif part:
+            bad.append(part)
+    if bad or not wanted:
+        known = ", ".join(f"{c}/{n}" for c, n in CODES.values())
+        raise ValueError(f"invalid job state {', '.join(bad) or text!r}: one of {known}, or all")
+    return wanted
+
+
+def _elapsed(j: s.JobOut, now: float) -> float | None:
+    if j.start_time is None:
+        return None
+    end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
+    return end - j.start_time
+
+
+def slurm_time(seconds: float | None) -> str:
+    """Slurm's [days-]hours:minutes:seconds, minutes:seconds under an hour; UNLIMITED."""
+    if seconds is None:
+        return "UNLIMITED"
+    t = int(seconds)
+    d, rest = divmod(t, 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    if d:
+        return f"{d}-{h:02d}:{m:02d}:{sec:02d}"
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def _iso(t: float | None) -> str:
+    return "N/A" if t is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+def _nodes(j: s.JobOut) -> list[str]:
+    return list(dict.fromkeys(p.node for p in j.placement))
+
+
+def _reason(j: s.JobOut) -> str:
+    if j.state == "PENDING":
+        return f"({j.reason.code})" if j.reason is not None else "(None)"
+    return ",".join(_nodes(j))
+
+
+def _fields(now: float) -> dict[str, Callable[[s.JobOut], str]]:
+    spec = lambda j, k, d="": str(j.spec.get(k, d))  # noqa: E731
+    return {
+        "i": lambda j: j.id,
+        "A": lambda j: j.id,
+        "j": lambda j: j.name,
+        "u": lambda j: j.user,
+        "P": lambda j: j.queue,
+        "t": lambda j: CODES.get(j.state, (j.state, ""))[0],
+        "T": lambda j: CODES.get(j.state, ("", j.state))[1],
+        "M": lambda j: slurm_time(_elapsed(j, now) or 0.0),
+        "l": lambda j: slurm_time(j.spec.get("time_limit_s")),
+        "D": lambda j: str(len(_nodes(j)) or 1),
+        "R": _reason,
+        "r": lambda j: j.reason.code if j.reason is not None else "None",
+        "N": lambda j: ",".join(_nodes(j)),
+        "C": lambda j: str(j.workers * int(float(spec(j, "cpus", 1)) + 0.999)),
+        "b": lambda j: f"gres/gpu:{j.gpus:g}" if j.gpus else "N/A",
+        "S": lambda j: _iso(j.start_time),
+        "V": lambda j: _iso(j.submit_time),
+        "Q": lambda j: spec(j, "priority", 0),
+        "%": lambda j: "%",
+    }
+
+
+def render(fmt: str, jobs: list[s.JobOut], *, header: bool, now: float | None = None) -> str:
+    """squeue's table for ``jobs`` in ``fmt``; ValueError names an unknown field letter."""
+    fields = _fields(time.time() if now is None else now)
+    titles = {
+        "i": "JOBID", "A": "JOBID", "j": "NAME", "u": "USER", "P": "PARTITION", "t": "ST",
+        "T": "STATE", "M": "TIME", "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)",
+        "r": "REASON", "N": "NODELIST", "C": "CPUS", "b": "TRES_PER_NODE", "S": "START_TIME",
+        "V": "SUBMIT_TIME", "Q": "PRIORITY", "%": "%",
+    }  # fmt: skip
+    parts: list[tuple[str, bool, int, str]] = []  # (literal | letter, right, width, kind)
+    pos = 0
+    for m in _FIELD.finditer(fmt):
+        if m.start() > pos:
+            parts.append((fmt[pos : m.start()], False, 0, "text"))
+        letter = m.group(3)
+        if letter not in fields:
+            raise ValueError(f"-o: unknown field %{letter} (known: {' '.join(sorted(fields))})")
+        parts.append((letter, m.group(1) == ".", int(m.group(2) or 0), "field"))
+        pos = m.end()
+    if pos < len(fmt):
+        parts.append((fmt[pos:], False, 0, "text"))
+
+    def line(value: Callable[[str], str]) -> str:
+        out = []
+        for what, right, width, kind in parts:
+            if kind == "text":
+                out.append(what)
+                continue
+            v = value(what)
+            if width:
+                v = v[:width]
+                v = v.rjust(width) if right else v.ljust(width)
+            out.append(v)
+        return "".join(out).rstrip()
+
+    lines = [line(lambda k: titles[k])] if header else []
+    for j in jobs:
+        lines.append(line(lambda k, j=j: fields[k](j)))  # type: ignore[misc]
+    return "\n".join(lines) + ("\n" if lines else "")
