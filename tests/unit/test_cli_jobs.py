@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
 from test_cli_support import NOW, FakeApi, api, cli, job
 
 from gpufleet.cli import jobs as jobs_cli
@@ -614,3 +615,29 @@ def test_parse_only_lists_every_problem_and_exits_2(api: FakeApi, tmp_path: Path
             "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
         ],
     }
+
+
+def test_times_as_sacct_takes_them() -> None:
+    """Slurm's parse_time forms for -S/-E, beside gpufleet's own."""
+    from datetime import datetime
+
+    now = datetime(2026, 3, 10, 14, 30, 0).timestamp()
+    day = datetime(2026, 3, 10).timestamp()
+    when = jobs_cli.parse_when
+    assert when("now", now) == now
+    assert when("now-1hour", now) == now - 3600
+    assert when("now-3days", now) == when("now-3d", now) == now - 3 * 86400
+    assert when("now+30min", now) == now + 1800 and when("now-90", now) == now - 90
+    assert when("now-2weeks", now) == now - 14 * 86400
+    assert when("today", now) == day and when("tomorrow", now) == day + 86400
+    assert when("midnight", now) == day + 86400  # the next one, as Slurm
+    assert when("teatime", now) == day + 16 * 3600
+    assert when("noon", now) == day + 86400 + 12 * 3600  # today's has passed
+    assert when("16:45", now) == day + 16 * 3600 + 45 * 60
+    assert when("03/01", now) == datetime(2026, 3, 1).timestamp()
+    assert when("03/01/25", now) == when("030125", now) == datetime(2025, 3, 1).timestamp()
+    assert when("2025-03-01T12:00", now) == datetime(2025, 3, 1, 12).timestamp()
+    assert when("7d", now) == now - 7 * 86400  # gpufleet's: 7 days ago
+    for bad in ("now-1fortnight", "13/45", "last tuesday"):
+        with pytest.raises(typer.BadParameter):
+            when(bad, now)
