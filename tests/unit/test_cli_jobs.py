@@ -641,3 +641,24 @@ def test_times_as_sacct_takes_them() -> None:
     for bad in ("now-1fortnight", "13/45", "last tuesday"):
         with pytest.raises(typer.BadParameter):
             when(bad, now)
+
+
+def test_cancel_selects_as_scancel_does(api: FakeApi) -> None:
+    api.on(
+        "GET",
+        "/jobs",
+        [
+            job("1", name="train", state="RUNNING"),
+            job("2", name="eval"),
+            job("3", name="train"),
+        ],
+    )
+    for i in "13":
+        api.on("POST", f"/jobs/{i}/cancel", job(i, state="CANCELLED"))
+    r = cli("cancel", "-u", "ana", "-n", "train", "--json")
+    assert r.code == 0 and [j["id"] for j in r.json()] == ["1", "3"]
+    assert api.requests[0].url.params["user"] == "ana"
+    r = cli("cancel", "-n", "train", "-t", "PD", "3", "2", "1", "--json")  # only ids matching
+    assert r.code == 0 and [j["id"] for j in r.json()] == ["3"]
+    r = cli("cancel")
+    assert r.code == 2 and "job ids, or -u/-n/-t/--me" in r.stderr

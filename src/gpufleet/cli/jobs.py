@@ -548,16 +548,53 @@ def _gpu_list(p: s.PlacementOut) -> str:
 
 
 def cancel(
-    job_ids: Annotated[list[str], typer.Argument(help="Job ids.", metavar="JOB...")],
+    job_ids: Annotated[
+        list[str] | None, typer.Argument(help="Job ids.", metavar="[JOB...]", show_default=False)
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="Every job of this user (scancel -u).")
+    ] = None,
+    names: Annotated[
+        str | None, typer.Option("--name", "-n", help="Jobs of these names (comma list).")
+    ] = None,
+    state: Annotated[
+        str | None, typer.Option("--state", "-t", help="Only jobs in these states: PD, R, …")
+    ] = None,
+    me: Annotated[bool, typer.Option("--me", help="Every job of mine (this Unix user's).")] = False,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Cancel jobs; one that cannot be cancelled is reported and the others still are."""
+    """Cancel jobs, by id or as scancel selects them (-u, -n, -t, --me; with ids, only those
+    that match); one that cannot be cancelled is reported and the others still are."""
+    ids = list(job_ids or [])
+    if me:
+        import getpass
+
+        user = getpass.getuser()
+    filtered = user is not None or names is not None or state is not None
+    if not ids and not filtered:
+        out.fail("name the jobs to cancel: job ids, or -u/-n/-t/--me as scancel", code=2)
+    wanted: set[str] | None = None
+    if state is not None:
+        from gpufleet.cli import slurm_style
+
+        try:
+            wanted = slurm_style.states(state)
+        except ValueError as e:
+            out.fail(f"--state: {e}", code=2)
     done: list[s.JobOut] = []
     failed = 0
     with connect(server, token) as c:
-        for jid in job_ids:
+        if filtered:  # scancel's filters select among the jobs that have not ended
+            keep = {n.strip() for n in names.split(",")} if names is not None else None
+            chosen = [
+                j.id
+                for j in c.jobs(user=user, limit=10_000)
+                if (keep is None or j.name in keep) and (wanted is None or j.state in wanted)
+            ]
+            ids = [i for i in ids if i in set(chosen)] if ids else chosen
+        for jid in ids:
             try:
                 done.append(c.cancel(jid))
             except ApiError as e:
