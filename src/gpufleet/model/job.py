@@ -158,8 +158,12 @@ class JobSpec:
             milli = MILLI
         cpus = f.number("cpus", 1.0, **_floats("cpus"))
         if f.has("memory_mib"):
+            if f.has("memory_gib"):
+                raise f.error("memory_gib", "give memory_mib or memory_gib, not both")
+            f.raw("memory_gib")  # null: not given
             mem = f.integer("memory_mib", **_ints("memory_mib"))
         else:
+            f.raw("memory_mib")  # null: not given, as for every other key
             mem = round(f.number("memory_gib", 4.0, **_floats("memory_gib")) * 1024)
         models = tuple(
             catalog.lookup(m, source=source, field=f.field("gpu_models")).name
