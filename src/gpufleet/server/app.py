@@ -171,4 +171,10 @@ METRICS_SCHEME = {
     }
 }
 # the operations that answer 409 (documented in the OpenAPI schema with the other errors)
-CONFLICTS = {("POST", f"{API}/jobs/{{job_id}}/cancel"), ("POST", f"{API}/tokens")}
+# (a submission whose idempotency key was used for a different one; cancelling an ended job;
+# a token name taken)
+CONFLICTS = {
+    ("POST", f"{API}/jobs"),
+    ("POST", f"{API}/jobs/{{job_id}}/cancel"),
+    ("POST", f"{API}/tokens"),
+}
