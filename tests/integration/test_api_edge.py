@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,17 +250,75 @@ def test_every_operation_documents_its_errors_with_the_error_shape(edge: Edge) -
             continue
         for method, op in methods.items():
             ops += 1
-            want = {"401", "403", "422", "503"}
+            # every operation of the API takes a token: the bearer scheme says so
+            assert op["security"] == [{"bearer": []}], (method, path)
+            want = {"401", "403", "429", "503"}
+            if op.get("parameters") or "requestBody" in op:
+                want.add("422")  # and only then: nothing else is read
             if "{" in path:
                 want.add("404")
             if "requestBody" in op:
                 want.add("413")
-            assert want <= set(op["responses"]), (method, path, sorted(op["responses"]))
-            for code in want:
+            errors = {c for c in op["responses"] if c >= "400"}
+            assert want <= errors <= want | {"409"}, (method, path, sorted(errors))
+            for code in errors:
                 assert op["responses"][code]["content"]["application/json"]["schema"] == ref
     assert ops > 20
     cancel = doc["paths"]["/api/v1/jobs/{job_id}/cancel"]["post"]["responses"]
     assert "409" in cancel
+    assert doc["components"]["securitySchemes"]["bearer"] == {
+        **doc["components"]["securitySchemes"]["bearer"],
+        "type": "http",
+        "scheme": "bearer",
+    }
+    # public: the health check (and this document, which is no operation); /metrics has its
+    # own optional token
+    assert "security" not in doc["paths"]["/healthz"]["get"]
+    assert doc["paths"]["/metrics"]["get"]["security"] == [{}, {"metricsToken": []}]
+
+
+def test_operations_have_names_a_generated_client_can_use(edge: Edge) -> None:
+    doc = edge.http.get("/openapi.json").json()
+    ids = {
+        f"{method.upper()} {path}": op["operationId"]
+        for path, methods in doc["paths"].items()
+        for method, op in methods.items()
+    }
+    assert len(set(ids.values())) == len(ids)  # unique
+    assert all(re.fullmatch(r"[a-z]+(?:[A-Z][a-z]+)+", i) for i in ids.values()), ids
+    assert ids["POST /api/v1/jobs"] == "submitJob"
+    assert ids["GET /api/v1/jobs"] == "listJobs"
+    assert ids["GET /api/v1/jobs/{job_id}"] == "getJob"
+    assert ids["POST /api/v1/jobs/{job_id}/cancel"] == "cancelJob"
+    assert ids["GET /api/v1/jobs/{job_id}/logs"] == "getJobLogs"
+    assert ids["GET /api/v1/nodes"] == "listNodes"
+    assert ids["POST /api/v1/nodes/{name}/drain"] == "drainNode"
+    assert all(op.get("tags") for methods in doc["paths"].values() for op in methods.values())
+
+
+def test_the_422_returned_is_the_422_documented(edge: Edge) -> None:
+    doc = edge.http.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    submit = doc["paths"]["/api/v1/jobs"]["post"]
+    documented = submit["responses"]["422"]["content"]["application/json"]["schema"]
+    assert documented == {"$ref": "#/components/schemas/ErrorOut"}
+    assert set(schemas["ErrorOut"]["properties"]) == {"detail", "errors"}
+    r = edge.send("POST", "/jobs", body(spec={**SPEC, "workers": 0}))
+    err = refused(r, 422, "body.spec.workers")
+    assert set(r.json()) == {"detail", "errors"}
+    assert err.errors[0].message == "must be at least 1, got 0"
+    # the job spec is typed: its schema is the model's, with its bounds and enums
+    spec = schemas["JobSpecIn"]
+    assert submit["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/JobSubmit"
+    }
+    assert schemas["JobSubmit"]["properties"]["spec"] == {"$ref": "#/components/schemas/JobSpecIn"}
+    assert spec["properties"]["workers"]["anyOf"][0] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 4096,
+    }
+    assert schemas["TopologyLevel"]["enum"] == ["node", "leaf", "pod", "any"]
 
 
 def test_errors_of_every_kind_share_the_shape(edge: Edge) -> None:

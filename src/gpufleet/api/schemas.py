@@ -19,6 +19,7 @@ from gpufleet.api.bounds import (
     SmallCount,
     Text,
 )
+from gpufleet.api.jobspec import JobSpecIn, JobSpecOut, documented_as
 
 Role = Literal["user", "admin", "agent"]
 MAX_LIST = 10_000  # tasks, events and dependencies in one request
@@ -44,9 +45,9 @@ class Dependency(Input):
 
 
 class JobSubmit(Input):
-    # a JobSpec mapping, validated by JobSpec.from_dict; every string and number in it is
-    # checked first, so that all such problems are reported together
-    spec: Annotated[dict[str, Any], CleanJson]
+    # a JobSpec mapping (its schema: jobspec.JobSpecIn), read by JobSpec.from_dict; every
+    # string and number in it is checked first, so that all such problems are reported together
+    spec: Annotated[dict[str, Any], CleanJson, documented_as(JobSpecIn, "validation")]
     array: Text | None = Field(
         None,
         description="Slurm-style array: '0-9', '1,3,5', '0-15%4'; at most the controller's "
@@ -77,10 +78,23 @@ class ReasonOut(Strict):
     start_bound: str = ""  # "reserved" (at the latest) | "planned" (if jobs run to their limits)
 
 
+JobStateName = Literal[
+    "PENDING",
+    "STARTING",
+    "RUNNING",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELLED",
+    "TIMED_OUT",
+    "PREEMPTED",
+    "NODE_LOST",
+]
+
+
 class EventOut(Strict):
     time: float
     attempt: int
-    state: str
+    state: JobStateName
     why: str = ""
 
 
@@ -89,7 +103,7 @@ class JobOut(Strict):
     name: str
     user: str
     queue: str
-    state: str
+    state: JobStateName
     attempt: int
     retries_used: int
     submit_time: float
@@ -97,7 +111,8 @@ class JobOut(Strict):
     end_time: float | None = None
     gpus: float
     workers: int
-    spec: dict[str, Any]
+    # the stored shape (its schema: jobspec.JobSpecOut); a plain mapping for the SDK's callers
+    spec: Annotated[dict[str, Any], documented_as(JobSpecOut, "serialization")]
     placement: list[PlacementOut] = []
     reason: ReasonOut | None = None
     events: list[EventOut] | None = None  # only in GET /jobs/{id}

@@ -25,6 +25,43 @@ MAX_CPUS = 100_000.0
 MAX_MEMORY_GIB = float(1 << 20)  # 1 PiB
 MAX_TIME_LIMIT_S = 1e9  # about 31 years
 
+# The bounds (inclusive) that ``JobSpec.from_dict`` holds each number of a spec to, by its key.
+# The API's schema of a job spec (``gpufleet.api.jobspec``) is built from this table and from
+# ``SPEC_TEXT``, and tests/unit/test_model_jobspec_schema.py checks both against what from_dict
+# accepts and refuses, so the published schema and the rules cannot drift apart.
+SPEC_BOUNDS: dict[str, tuple[float, float]] = {  # ints where the key is an integer
+    "workers": (1, 4096),  # gang size
+    "gpus_per_worker": (0, 64),
+    "gpu_milli": (1, MILLI),
+    "cpus": (0, MAX_CPUS),
+    "memory_mib": (0, round(MAX_MEMORY_GIB * 1024)),
+    "memory_gib": (0, MAX_MEMORY_GIB),
+    "time_limit_s": (0, MAX_TIME_LIMIT_S),
+    "priority": (-1_000_000, 1_000_000),
+    "max_retries": (0, 100),
+}
+# The longest each string of a spec may be (characters).
+SPEC_TEXT: dict[str, int] = {
+    "name": MAX_NAME,
+    "user": MAX_NAME,
+    "queue": MAX_NAME,
+    "dataset": MAX_TEXT,
+    "gpu_models": MAX_NAME,  # each
+    "command": MAX_ARG,  # each argument, or the one shell line
+    "env": MAX_ENV_VALUE,  # each value (keys are names)
+}
+
+
+def _ints(key: str) -> dict[str, int]:
+    lo, hi = SPEC_BOUNDS[key]
+    assert isinstance(lo, int) and isinstance(hi, int)
+    return {"minimum": lo, "maximum": hi}
+
+
+def _floats(key: str) -> dict[str, float]:
+    lo, hi = SPEC_BOUNDS[key]
+    return {"minimum": lo, "maximum": hi}
+
 
 class TopologyLevel(StrEnum):
     """How far up ``cluster → pod → leaf → node`` a gang may spread."""
@@ -107,33 +144,37 @@ class JobSpec:
     @staticmethod
     def from_dict(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
         f = Fields(data, source=source, path=path)
-        name = f.text("name", required=True)
-        user = f.text("user", required=True)
-        queue = f.text("queue", "default")
-        workers = f.integer("workers", 1, minimum=1, maximum=4096)
-        gpus = f.integer("gpus_per_worker", 1, minimum=0, maximum=64)
-        milli = f.integer("gpu_milli", MILLI, minimum=1, maximum=MILLI)
+        name = f.text("name", required=True, max_len=SPEC_TEXT["name"])
+        user = f.text("user", required=True, max_len=SPEC_TEXT["user"])
+        queue = f.text("queue", "default", max_len=SPEC_TEXT["queue"])
+        workers = f.integer("workers", 1, **_ints("workers"))
+        gpus = f.integer("gpus_per_worker", 1, **_ints("gpus_per_worker"))
+        milli = f.integer("gpu_milli", MILLI, **_ints("gpu_milli"))
         if milli < MILLI and gpus != 1:
             raise f.error(
                 "gpu_milli", f"a GPU share below 1000 needs gpus_per_worker: 1, got {gpus}"
             )
         if gpus == 0:
             milli = MILLI
-        cpus = f.number("cpus", 1.0, minimum=0, maximum=MAX_CPUS)
+        cpus = f.number("cpus", 1.0, **_floats("cpus"))
         if f.has("memory_mib"):
-            mem = f.integer("memory_mib", minimum=0, maximum=round(MAX_MEMORY_GIB * 1024))
+            if f.has("memory_gib"):
+                raise f.error("memory_gib", "give memory_mib or memory_gib, not both")
+            f.raw("memory_gib")  # null: not given
+            mem = f.integer("memory_mib", **_ints("memory_mib"))
         else:
-            mem = round(f.number("memory_gib", 4.0, minimum=0, maximum=MAX_MEMORY_GIB) * 1024)
+            f.raw("memory_mib")  # null: not given, as for every other key
+            mem = round(f.number("memory_gib", 4.0, **_floats("memory_gib")) * 1024)
         models = tuple(
             catalog.lookup(m, source=source, field=f.field("gpu_models")).name
             for m in f.names("gpu_models")
         )
-        limit = f.number("time_limit_s", 0.0, minimum=0, maximum=MAX_TIME_LIMIT_S) or None
-        priority = f.integer("priority", 0, minimum=-1_000_000, maximum=1_000_000)
+        limit = f.number("time_limit_s", 0.0, **_floats("time_limit_s")) or None
+        priority = f.integer("priority", 0, **_ints("priority"))
         preemptible = f.flag("preemptible", True)
         topology = _read_topology(f)
-        dataset = f.text("dataset", "", max_len=MAX_TEXT)
-        retries = f.integer("max_retries", 0, minimum=0, maximum=100)
+        dataset = f.text("dataset", "", max_len=SPEC_TEXT["dataset"])
+        retries = f.integer("max_retries", 0, **_ints("max_retries"))
         if gpus == 0 and models:
             raise f.error(
                 "gpu_models", "a CPU-only job (gpus_per_worker: 0) cannot ask for GPU models"
@@ -185,21 +226,21 @@ def _read_command(f: Fields) -> tuple[str, ...]:
         return ()
     raw = f.data["command"]
     if isinstance(raw, str):
-        return ("/bin/sh", "-c", f.text("command", max_len=MAX_ARG))
+        return ("/bin/sh", "-c", f.text("command", max_len=SPEC_TEXT["command"]))
     items = f.items("command")
     if not all(isinstance(x, str) for x in items) or not items:
         raise f.error("command", "must be a string or a non-empty list of strings")
     if len(items) > MAX_ITEMS:
         raise f.error("command", f"must have at most {MAX_ITEMS} arguments, got {len(items)}")
     for i, x in enumerate(items):
-        f.checked(f"command[{i}]", x, MAX_ARG)
+        f.checked(f"command[{i}]", x, SPEC_TEXT["command"])
     if sum(len(x) for x in items) > MAX_COMMAND:
         raise f.error("command", f"must be at most {MAX_COMMAND} characters in all")
     return tuple(items)
 
 
 def _read_env(f: Fields) -> tuple[tuple[str, str], ...]:
-    env = f.labels("env", max_key=MAX_NAME, max_value=MAX_ENV_VALUE)
+    env = f.labels("env", max_key=MAX_NAME, max_value=SPEC_TEXT["env"])
     for k in env:
         # execve takes "KEY=VALUE": a key with '=' (or none at all) would set another variable
         if not k or "=" in k:

@@ -138,7 +138,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
-    @app.get("/healthz", tags=["meta"])
+    @app.get("/healthz", tags=["meta"], operation_id="getHealth")
     async def healthz() -> dict[str, Any]:
         return {
             "ok": True,
@@ -158,9 +158,23 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
             },
         }
 
-    errors.document(app, API, CONFLICTS)
+    errors.document(app, API, CONFLICTS, {("GET", "/metrics"): {401, 404}}, METRICS_SCHEME)
     return app
 
 
+# /metrics: open, or behind the controller's metrics token when it has one (routers/metrics.py)
+METRICS_SCHEME = {
+    "metricsToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the controller's metrics token (extra.metrics_token), when it has one",
+    }
+}
 # the operations that answer 409 (documented in the OpenAPI schema with the other errors)
-CONFLICTS = {("POST", f"{API}/jobs/{{job_id}}/cancel"), ("POST", f"{API}/tokens")}
+# (a submission whose idempotency key was used for a different one; cancelling an ended job;
+# a token name taken)
+CONFLICTS = {
+    ("POST", f"{API}/jobs"),
+    ("POST", f"{API}/jobs/{{job_id}}/cancel"),
+    ("POST", f"{API}/tokens"),
+}

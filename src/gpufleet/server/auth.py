@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpufleet.server.ratelimit import FailedAuthLimiter
 
@@ -90,11 +91,23 @@ def _principal(row: Any) -> Principal:
     return Principal(row.name, row.role, row.user, row.node)
 
 
-async def principal(request: Request) -> Principal:
-    """async: no thread-pool hop per request (routers/deps.py)."""
-    header = request.headers.get("authorization", "")
-    scheme, _, secret = header.partition(" ")
-    if scheme.lower() != "bearer" or not secret:
+# The OpenAPI schema's ``bearer`` scheme: FastAPI lists it on every operation that depends on
+# it (``require``), and only on those. It reads the header; ``principal`` says what is wrong.
+BEARER = HTTPBearer(
+    scheme_name="bearer",
+    description="a user, admin or agent token ('gpufleet token create'); "
+    "an admin token is created at the controller's first start (admin.token)",
+    auto_error=False,
+)
+
+
+async def principal(
+    request: Request, credentials: HTTPAuthorizationCredentials | None
+) -> Principal:
+    """async: no thread-pool hop per request (routers/deps.py). ``credentials``: the bearer
+    token of the Authorization header (None: none, or another scheme)."""
+    secret = credentials.credentials if credentials is not None else ""
+    if not secret.strip():
         raise HTTPException(
             401,
             "missing bearer token: send 'Authorization: Bearer <token>' "
@@ -124,8 +137,10 @@ async def principal(request: Request) -> Principal:
 def require(*roles: str) -> Any:
     # one dependency, not a role check on top of ``principal``: FastAPI solves each dependency
     # per request, and this one is on every request
-    async def check(request: Request) -> Principal:
-        p = await principal(request)
+    async def check(
+        request: Request, credentials: HTTPAuthorizationCredentials | None = Security(BEARER)
+    ) -> Principal:
+        p = await principal(request, credentials)
         if p.role not in roles:
             raise HTTPException(
                 403, f"{_a(p.role)} {p.role} token may not do this (needs: {', '.join(roles)})"

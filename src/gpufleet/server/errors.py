@@ -98,13 +98,42 @@ _WHAT = {
 }
 
 
-def document(app: FastAPI, prefix: str, conflicts: set[tuple[str, str]]) -> None:
-    """List on every operation under ``prefix`` the errors it may return, with ErrorOut as
-    their body (``conflicts``: the (method, path) that answer 409). FastAPI includes routers
-    lazily, so this edits the generated schema rather than the routes."""
+def _refer(node: Any, mark: str) -> None:
+    """Replace, in place, each ``{mark: NAME}`` below ``node`` with a $ref to that component."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, dict) and mark in v:
+                node[k] = {"$ref": f"#/components/schemas/{v[mark]}"}
+            else:
+                _refer(v, mark)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if isinstance(v, dict) and mark in v:
+                node[i] = {"$ref": f"#/components/schemas/{v[mark]}"}
+            else:
+                _refer(v, mark)
+
+
+def document(
+    app: FastAPI,
+    prefix: str,
+    conflicts: set[tuple[str, str]],
+    extra: Mapping[tuple[str, str], set[int]] | None = None,
+    schemes: Mapping[str, dict[str, Any]] | None = None,
+) -> None:
+    """List on every operation the errors it may return, with ErrorOut as their body: 401,
+    403 and 429 where it takes a bearer token (its ``security``), 503 under ``prefix`` (the
+    store), 422 where it reads parameters or a body, 404 with path parameters, 413 with a
+    body, 409 for the (method, path) in ``conflicts``, and what ``extra`` adds; ``schemes``:
+    security schemes that operations name by hand (``openapi_extra``). Also: the
+    models of fields documented as one (``jobspec.documented_as``), and a check that every
+    operation has its own operationId. FastAPI includes routers lazily, so this edits the
+    generated schema rather than the routes."""
+    from gpufleet.api.jobspec import DOCUMENTED, MARK
     from gpufleet.api.schemas import ErrorOut
 
     build = app.openapi
+    extra = extra or {}
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
@@ -116,12 +145,30 @@ def document(app: FastAPI, prefix: str, conflicts: set[tuple[str, str]]) -> None
         components["ErrorOut"] = shapes
         for name in ("HTTPValidationError", "ValidationError"):
             components.pop(name, None)
+        for name, (model, mode) in DOCUMENTED.items():  # fields documented as a model
+            shape = model.model_json_schema(ref_template="#/components/schemas/{model}", mode=mode)
+            components.update(shape.pop("$defs", {}))
+            components[name] = shape
+        _refer(schema, MARK)
+        schema["components"].setdefault("securitySchemes", {}).update(schemes or {})
         ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+        ids: dict[str, str] = {}
         for path, ops in schema.get("paths", {}).items():
-            if not path.startswith(prefix):
-                continue
             for method, op in ops.items():
-                codes = {401, 403, 422, 429, 503}
+                where = f"{method.upper()} {path}"
+                op_id = op.get("operationId", "")
+                if not op_id or op_id in ids:
+                    raise RuntimeError(f"{where}: operationId {op_id!r} missing or not unique")
+                ids[op_id] = where
+                codes = set(extra.get((method.upper(), path), set()))
+                if any("bearer" in s for s in op.get("security", [])):
+                    codes |= {401, 403, 429}
+                if path.startswith(prefix):
+                    codes.add(503)
+                if op.get("parameters") or "requestBody" in op:
+                    codes.add(422)
+                else:
+                    op.get("responses", {}).pop("422", None)
                 if any(p.get("in") == "path" for p in op.get("parameters", [])):
                     codes.add(404)
                 if "requestBody" in op:

@@ -18,7 +18,7 @@ from gpufleet.server.store import LastAdminToken
 router = APIRouter(tags=["admin"])
 
 
-@router.post("/tokens", response_model=s.TokenOut, status_code=201)
+@router.post("/tokens", response_model=s.TokenOut, status_code=201, operation_id="createToken")
 async def create_token(
     body: s.TokenCreate,
     request: Request,
@@ -41,12 +41,12 @@ async def create_token(
     return s.TokenOut(name=body.name, role=body.role, user=body.user, node=body.node, token=secret)
 
 
-@router.get("/tokens", response_model=list[s.TokenOut])
+@router.get("/tokens", response_model=list[s.TokenOut], operation_id="listTokens")
 async def tokens(_: Principal = require("admin"), st: Any = Depends(store)) -> Any:
     return [s.TokenOut(name=t.name, role=t.role, user=t.user, node=t.node) for t in st.tokens()]
 
 
-@router.delete("/tokens/{name}", status_code=204)
+@router.delete("/tokens/{name}", status_code=204, operation_id="revokeToken")
 async def revoke(
     name: Name,
     request: Request,
@@ -64,7 +64,7 @@ async def revoke(
     st.audit(who.name, who.role, "token.revoke", name, {}, time=svc.clock.now())
 
 
-@router.get("/audit", response_model=list[s.AuditOut])
+@router.get("/audit", response_model=list[s.AuditOut], operation_id="getAuditLog")
 async def audit(
     _: Principal = require("admin"),
     st: Any = Depends(store),
@@ -84,7 +84,7 @@ async def audit(
     ]
 
 
-@router.get("/accounting", response_model=list[s.AccountingRow])
+@router.get("/accounting", response_model=list[s.AccountingRow], operation_id="getAccounting")
 async def accounting(
     who: Principal = require("user", "admin"),
     st: Any = Depends(store),

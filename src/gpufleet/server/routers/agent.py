@@ -40,7 +40,7 @@ def node_spec(req: s.AgentRegister) -> NodeSpec:
     )
 
 
-@router.post("/register", response_model=s.RegisterResult)
+@router.post("/register", response_model=s.RegisterResult, operation_id="registerAgent")
 async def register(
     body: s.AgentRegister,
     who: Principal = AGENT,
@@ -60,7 +60,7 @@ async def register(
     return res
 
 
-@router.post("/{node}/heartbeat", response_model=s.HeartbeatResult)
+@router.post("/{node}/heartbeat", response_model=s.HeartbeatResult, operation_id="sendHeartbeat")
 async def heartbeat(
     node: Name,
     body: s.Heartbeat,
@@ -74,7 +74,7 @@ async def heartbeat(
         raise HTTPException(e.status, str(e)) from None
 
 
-@router.get("/{node}/commands", response_model=s.CommandBatch)
+@router.get("/{node}/commands", response_model=s.CommandBatch, operation_id="pollCommands")
 async def commands(
     node: Name,
     who: Principal = AGENT,
@@ -87,7 +87,7 @@ async def commands(
     return s.CommandBatch(commands=await svc.outbox.take(node, wait, ack))
 
 
-@router.post("/{node}/events", status_code=204)
+@router.post("/{node}/events", status_code=204, operation_id="sendTaskEvents")
 async def events(
     node: Name,
     body: s.AgentEvents,
@@ -98,7 +98,7 @@ async def events(
     await svc.agent_events(node, body.events)
 
 
-@router.post("/{node}/logs", status_code=204)
+@router.post("/{node}/logs", status_code=204, operation_id="sendTaskLogs")
 async def logs(
     node: Name, body: s.LogChunk, who: Principal = AGENT, svc: ControllerService = Depends(service)
 ) -> None:

@@ -68,7 +68,7 @@ async def asset(name: str) -> Response:
     return _asset(name)
 
 
-@api.get("/dashboard/me")
+@api.get("/dashboard/me", operation_id="getDashboardMe")
 async def me(who: Principal = USERS, svc: ControllerService = Depends(service)) -> dict[str, Any]:
     """The token's identity, and the controller's clock (the page reckons ages against it)."""
     return {"name": who.name, "role": who.role, "user": who.user, "time": svc.clock.now()}
@@ -152,7 +152,7 @@ def cluster_view(svc: ControllerService, who: Principal) -> dict[str, Any]:
     }
 
 
-@api.get("/dashboard/cluster")
+@api.get("/dashboard/cluster", operation_id="getDashboardCluster")
 async def cluster(
     who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> dict[str, Any]:
@@ -239,7 +239,7 @@ async def fetch_alerts(url: str, who: Principal, timeout_s: float) -> dict[str, 
     return out
 
 
-@api.get("/dashboard/alerts")
+@api.get("/dashboard/alerts", operation_id="getDashboardAlerts")
 async def alerts(request: Request, who: Principal = USERS) -> dict[str, Any]:
     """The firing and pending alerts of the Prometheus given with ``--prometheus`` (name,
     state, severity, node, GPU, summary, since); ``configured: false`` without one, and an
@@ -248,7 +248,7 @@ async def alerts(request: Request, who: Principal = USERS) -> dict[str, Any]:
     return await fetch_alerts(url, who, PROMETHEUS_TIMEOUT_S)
 
 
-@api.get("/nodes/{name}/history")
+@api.get("/nodes/{name}/history", operation_id="getNodeHistory")
 async def history(
     name: Name,
     request: Request,

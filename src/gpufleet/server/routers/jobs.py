@@ -41,7 +41,7 @@ def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
     return rec
 
 
-@router.post("/jobs", response_model=s.SubmitResult, status_code=201)
+@router.post("/jobs", response_model=s.SubmitResult, status_code=201, operation_id="submitJob")
 async def submit(
     body: s.JobSubmit,
     request: Request,
@@ -116,6 +116,7 @@ _NEXT = {
 @router.get(
     "/jobs",
     response_model=list[s.JobOut],
+    operation_id="listJobs",
     responses={200: {"headers": _NEXT}},
 )
 async def list_jobs(
@@ -160,7 +161,7 @@ async def list_jobs(
     return Response(page.body, media_type="application/json", headers=headers)
 
 
-@router.get("/jobs/{job_id}", response_model=s.JobOut)
+@router.get("/jobs/{job_id}", response_model=s.JobOut, operation_id="getJob")
 async def show(
     job_id: Name, who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> Any:
@@ -168,7 +169,7 @@ async def show(
     return job_out(rec, svc.reason(job_id), events=svc.store.job_events(job_id))
 
 
-@router.post("/jobs/{job_id}/cancel", response_model=s.JobOut)
+@router.post("/jobs/{job_id}/cancel", response_model=s.JobOut, operation_id="cancelJob")
 async def cancel(
     job_id: Name,
     who: Principal = USERS,
@@ -185,7 +186,7 @@ async def cancel(
     return job_out(rec, None)
 
 
-@router.get("/jobs/{job_id}/logs", response_model=s.LogOut)
+@router.get("/jobs/{job_id}/logs", response_model=s.LogOut, operation_id="getJobLogs")
 async def logs(
     job_id: Name,
     who: Principal = USERS,

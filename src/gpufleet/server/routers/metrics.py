@@ -16,7 +16,14 @@ from gpufleet.server.service import ControllerService
 router = APIRouter(tags=["meta"])
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    operation_id="getMetrics",
+    # open, or the metrics token when the controller has one
+    openapi_extra={"security": [{}, {"metricsToken": []}]},
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def metrics(request: Request, node: str | None = None, gpus: bool = True) -> Response:
     """Rendered on the controller's loop, so it reads one consistent state. ``node``: only
     that node's GPU series (a scrape target per node); ``gpus=false``: all but GPU series."""

@@ -33,7 +33,7 @@ def _out(svc: ControllerService, name: str, n: NodeRuntime) -> s.NodeOut:
     )
 
 
-@router.get("/nodes", response_model=list[s.NodeOut])
+@router.get("/nodes", response_model=list[s.NodeOut], operation_id="listNodes")
 async def nodes(
     _: Principal = require("user", "admin"), svc: ControllerService = Depends(service)
 ) -> Any:
@@ -62,7 +62,7 @@ async def _drain(
     return _out(svc, name, n)
 
 
-@router.post("/nodes/{name}/drain", response_model=s.NodeOut)
+@router.post("/nodes/{name}/drain", response_model=s.NodeOut, operation_id="drainNode")
 async def drain(
     name: Name,
     body: s.DrainRequest,
@@ -73,7 +73,7 @@ async def drain(
     return await _drain(name, True, body.reason, who, svc, st)
 
 
-@router.post("/nodes/{name}/resume", response_model=s.NodeOut)
+@router.post("/nodes/{name}/resume", response_model=s.NodeOut, operation_id="resumeNode")
 async def resume(
     name: Name,
     who: Principal = require("admin"),

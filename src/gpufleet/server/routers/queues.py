@@ -35,14 +35,14 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
     )
 
 
-@router.get("/queues", response_model=list[s.QueueOut])
+@router.get("/queues", response_model=list[s.QueueOut], operation_id="listQueues")
 async def queues(
     _: Principal = require("user", "admin"), svc: ControllerService = Depends(service)
 ) -> Any:
     return [queue_out(svc, svc.queue(n)) for n in svc.queue_names()]
 
 
-@router.put("/queues/{name}", response_model=s.QueueOut)
+@router.put("/queues/{name}", response_model=s.QueueOut, operation_id="updateQueue")
 async def update(
     name: Name,
     body: s.QueueUpdate,

@@ -1,0 +1,176 @@
+"""The job spec as the OpenAPI schema shows it: its keys, their types, bounds, defaults and
+enums, for people and for generated clients.
+
+``gpufleet.model.job.JobSpec.from_dict`` stays the one reader of a submitted spec (the same
+one for YAML files, ``#SBATCH`` scripts and the CLI): it reports each problem naming its field
+(``body.spec.workers``) and holds the rules a schema cannot say (a GPU share needs one GPU per
+worker, a CPU-only job names no GPU model, the size of a whole command). The models here are
+built from the same tables (``SPEC_BOUNDS``, ``SPEC_TEXT``, ``TopologyLevel``, the JobSpec's
+defaults), and tests/unit/test_model_jobspec_schema.py walks their JSON schema against what
+``from_dict`` accepts and refuses, so the two cannot drift apart.
+
+``JobSpecIn`` describes the request (``JobSubmit.spec``): the body is read as a JSON object,
+every string and number in it checked (``bounds.CleanJson``, all problems at once), and then
+``from_dict`` reads it. ``JobSpecOut`` is the spec as a job shows it (``JobOut.spec``, the
+store's own shape: milli-CPUs, MiB, the environment as pairs). ``documented_as`` puts either
+in the OpenAPI schema for a field whose value stays the plain JSON object."""
+
+from __future__ import annotations
+
+from dataclasses import fields as dataclass_fields
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from gpufleet.model.catalog import GPU_MODELS
+from gpufleet.model.job import SPEC_BOUNDS, SPEC_TEXT, JobSpec, TopologyLevel
+from gpufleet.model.resources import MILLI
+from gpufleet.model.validate import MAX_COMMAND, MAX_ENV, MAX_ITEMS, MAX_NAME
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclass_fields(JobSpec)}
+
+
+def _bounded(key: str, default: Any, doc: str) -> Any:
+    lo, hi = SPEC_BOUNDS[key]
+    return Field(default, ge=lo, le=hi, description=doc)
+
+
+def _text(key: str, **kw: Any) -> Any:
+    return Field(min_length=1, max_length=SPEC_TEXT[key], **kw)
+
+
+NOT_BLANK = "not blank; no NUL byte or lone surrogate"
+# the environment: names without '=' (execve's KEY=VALUE), values as text
+ENV_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "maxProperties": MAX_ITEMS,
+    "propertyNames": {"minLength": 1, "maxLength": MAX_NAME, "pattern": "^[^=]*$"},
+    "additionalProperties": {
+        "anyOf": [
+            {"type": "string", "maxLength": SPEC_TEXT["env"]},
+            {"type": "number"},
+            {"type": "boolean"},
+            {"type": "null"},
+        ]
+    },
+}
+
+
+class TopologyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="TopologyIn")
+
+    level: TopologyLevel | None = TopologyLevel.ANY
+    required: bool | None = Field(False, description="true: wait for it; false: preferred")
+
+
+class JobSpecIn(BaseModel):
+    """A job as a user asks for it. A key given as null takes its default."""
+
+    model_config = ConfigDict(extra="forbid", title="JobSpecIn")
+
+    name: str = _text("name", description=NOT_BLANK)
+    user: Annotated[str, _text("user")] | None = Field(
+        None, description="whose job it is: a user token's own user (the default)"
+    )
+    queue: Annotated[str, _text("queue")] | None = _DEFAULTS["queue"]
+    workers: int | None = _bounded(
+        "workers", _DEFAULTS["workers"], "gang size: all start together or none does"
+    )
+    gpus_per_worker: int | None = _bounded(
+        "gpus_per_worker", _DEFAULTS["gpus_per_worker"], "0: a CPU-only job"
+    )
+    gpu_milli: int | None = _bounded(
+        "gpu_milli",
+        _DEFAULTS["gpu_milli"],
+        f"share of each GPU in thousandths; below {MILLI} needs gpus_per_worker 1",
+    )
+    cpus: float | None = _bounded(
+        "cpus", _DEFAULTS["cpu_milli"] / MILLI, "CPU cores per worker (to the thousandth)"
+    )
+    memory_mib: int | None = _bounded(
+        "memory_mib", None, "memory per worker in MiB; give this or memory_gib, not both"
+    )
+    memory_gib: float | None = _bounded(
+        "memory_gib", _DEFAULTS["memory_mib"] / 1024, "memory per worker in GiB"
+    )
+    gpu_models: (
+        Annotated[str, Field(description="names separated by ',' or '|'")]
+        | Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=SPEC_TEXT["gpu_models"])]],
+            Field(max_length=MAX_ITEMS),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="allowed GPU models (any when empty), by name or alias: "
+        + ", ".join(m.name for m in GPU_MODELS),
+    )
+    time_limit_s: float | None = _bounded("time_limit_s", None, "seconds; 0 or null: none")
+    priority: int | None = _bounded("priority", _DEFAULTS["priority"], "higher runs first")
+    preemptible: bool | None = _DEFAULTS["preemptible"]
+    topology: TopologyLevel | TopologyIn | None = Field(
+        None, description="a level alone, or level and required (default: any, preferred)"
+    )
+    dataset: Annotated[str, _text("dataset")] | None = None
+    max_retries: int | None = _bounded("max_retries", _DEFAULTS["max_retries"], "after a failure")
+    command: (
+        Annotated[str, _text("command", description="one shell line (/bin/sh -c)")]
+        | Annotated[
+            list[Annotated[str, Field(max_length=SPEC_TEXT["command"])]],
+            Field(min_length=1, max_length=MAX_ITEMS),
+        ]
+        | None
+    ) = Field(None, description=f"the program and its arguments; at most {MAX_COMMAND} in all")
+    env: Annotated[dict[str, Any], WithJsonSchema(ENV_SCHEMA)] | None = Field(
+        None,
+        description=f"environment of every task; at most {MAX_ENV} characters in all; "
+        "a number or true/false is passed as its text",
+    )
+
+
+class TopologyOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="TopologyOut")
+
+    level: TopologyLevel = TopologyLevel.ANY
+    required: bool = False
+
+
+class JobSpecOut(BaseModel):
+    """A job's spec as the controller keeps it: milli-CPUs and MiB per worker, models by their
+    catalog name, the environment as [name, value] pairs."""
+
+    model_config = ConfigDict(extra="forbid", title="JobSpecOut")
+
+    name: str
+    user: str
+    queue: str = _DEFAULTS["queue"]
+    workers: int = _DEFAULTS["workers"]
+    gpus_per_worker: int = _DEFAULTS["gpus_per_worker"]
+    gpu_milli: int = _DEFAULTS["gpu_milli"]
+    cpu_milli: int = _DEFAULTS["cpu_milli"]
+    memory_mib: int = _DEFAULTS["memory_mib"]
+    gpu_models: list[str] = []
+    time_limit_s: float | None = None
+    priority: int = _DEFAULTS["priority"]
+    preemptible: bool = _DEFAULTS["preemptible"]
+    topology: TopologyOut = TopologyOut()
+    dataset: str = ""
+    max_retries: int = _DEFAULTS["max_retries"]
+    command: list[str] = []
+    env: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = []
+
+
+# models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)
+DOCUMENTED: dict[str, tuple[type[BaseModel], Literal["validation", "serialization"]]] = {}
+
+
+MARK = "x-gpufleet-model"  # the OpenAPI schema's writer (server/errors.py) makes it a $ref
+
+
+def documented_as(model: type[BaseModel], mode: Literal["validation", "serialization"]) -> Any:
+    """An annotation: the field's schema is ``model``'s (a component of the OpenAPI schema).
+    Pydantic resolves a ``$ref`` it did not make itself, so the field carries a mark that the
+    OpenAPI schema's writer replaces with the reference."""
+    name = str(model.model_config.get("title") or model.__name__)
+    DOCUMENTED[name] = (model, mode)
+    return WithJsonSchema({MARK: name})

@@ -1,0 +1,194 @@
+"""The job spec's published schema (``api/jobspec.JobSpecIn``, what the OpenAPI document and
+generated clients show) and the rules of ``JobSpec.from_dict`` (what the controller enforces)
+agree: the same keys, the same required one, bounds that from_dict accepts at their edge and
+refuses one step past it, the same string lengths, enums and defaults. A change to either
+fails here until the other follows."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, get_args
+
+import pytest
+
+from gpufleet.api.jobspec import JobSpecIn, JobSpecOut
+from gpufleet.api.schemas import JobStateName
+from gpufleet.model.errors import SpecError
+from gpufleet.model.job import SPEC_BOUNDS, SPEC_TEXT, JobSpec, JobState, TopologyLevel
+from gpufleet.server.store.codec import _SPEC_KEYS, spec_to_dict
+
+BASE: dict[str, Any] = {"name": "n", "user": "u"}
+SCHEMA = JobSpecIn.model_json_schema()
+PROPS: dict[str, Any] = SCHEMA["properties"]
+
+
+def read(**kw: Any) -> JobSpec:
+    return JobSpec.from_dict({**BASE, **kw})
+
+
+def refusal(**kw: Any) -> SpecError:
+    with pytest.raises(SpecError) as e:
+        read(**kw)
+    return e.value
+
+
+def branch(key: str, json_type: str) -> dict[str, Any]:
+    """The part of ``key``'s schema of ``json_type`` (a nullable key is an anyOf)."""
+    p = PROPS[key]
+    for b in p.get("anyOf", [p]):
+        if b.get("type") == json_type:
+            return dict(b)
+    raise AssertionError(f"{key}: no {json_type} in {p}")
+
+
+def test_the_schema_has_the_keys_from_dict_reads() -> None:
+    err = refusal(not_a_key=1)
+    allowed = err.reason.split("allowed: ")[1].rstrip(")").split(", ")
+    assert sorted(PROPS) == sorted(allowed)
+    assert SCHEMA["additionalProperties"] is False  # unknown keys: refused by both
+
+
+def test_name_is_the_one_required_key() -> None:
+    assert SCHEMA["required"] == ["name"]
+    assert refusal(name=None).field == "name"
+    # user is required of the model but filled from the token by the API
+    assert read().user == "u"
+
+
+@pytest.mark.parametrize("key", sorted(SPEC_BOUNDS))
+def test_numeric_bounds_agree_at_their_edges(key: str) -> None:
+    lo, hi = SPEC_BOUNDS[key]
+    json_type = "integer" if isinstance(lo, int) and isinstance(hi, int) else "number"
+    if key in ("cpus", "memory_gib", "time_limit_s"):
+        json_type = "number"
+    b = branch(key, json_type)
+    assert (b["minimum"], b["maximum"]) == (lo, hi), (key, b)
+    read(**{key: lo})
+    read(**{key: hi})
+    if json_type == "integer":
+        below, above = lo - 1, hi + 1
+    else:
+        below, above = math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf)
+    for bad in (below, above):
+        assert refusal(**{key: bad}).field == key, (key, bad)
+
+
+@pytest.mark.parametrize("key", ["name", "user", "queue", "dataset"])
+def test_string_lengths_agree(key: str) -> None:
+    s = PROPS[key] if key == "name" else branch(key, "string")
+    assert (s["minLength"], s["maxLength"]) == (1, SPEC_TEXT[key])
+    read(**{key: "x" * SPEC_TEXT[key]})
+    assert refusal(**{key: "x" * (SPEC_TEXT[key] + 1)}).field == key
+    assert refusal(**{key: ""}).field == key
+
+
+def test_command_and_models_and_env_bounds_agree() -> None:
+    line = branch("command", "string")
+    argv = branch("command", "array")
+    assert line["maxLength"] == argv["items"]["maxLength"] == SPEC_TEXT["command"]
+    assert argv["minItems"] == 1
+    read(command="x" * SPEC_TEXT["command"])
+    assert refusal(command="x" * (SPEC_TEXT["command"] + 1)).field == "command"
+    assert refusal(command=["a", "x" * (SPEC_TEXT["command"] + 1)]).field == "command[1]"
+    assert refusal(command=[]).field == "command"
+    assert len(read(command=["a"] * argv["maxItems"]).command) == argv["maxItems"]
+    assert refusal(command=["a"] * (argv["maxItems"] + 1)).field == "command"
+
+    models = branch("gpu_models", "array")
+    assert models["items"]["maxLength"] == SPEC_TEXT["gpu_models"]
+    read(gpu_models=["H100-SXM"] * models["maxItems"])
+    assert refusal(gpu_models=["H100-SXM"] * (models["maxItems"] + 1)).field == "gpu_models"
+    assert read(gpu_models="H100-SXM|A100-80GB").gpu_models == ("H100-SXM", "A100-80GB")
+
+    env = branch("env", "object")
+    names, values = env["propertyNames"], env["additionalProperties"]["anyOf"]
+    assert values[0] == {"type": "string", "maxLength": SPEC_TEXT["env"]}
+    assert read(env={"K": "v" * SPEC_TEXT["env"], "N": 3, "B": True}).env == (
+        ("B", "True"),
+        ("K", "v" * SPEC_TEXT["env"]),
+        ("N", "3"),
+    )
+    assert refusal(env={"K": "v" * (SPEC_TEXT["env"] + 1)}).field == "env.K"
+    assert names["pattern"] == "^[^=]*$" and refusal(env={"A=B": "x"}).field == "env.A=B"
+    assert names["minLength"] == 1 and refusal(env={"": "x"}).field == "env."
+    assert names["maxLength"] == 256
+    read(env={"k" * names["maxLength"]: "x"})
+    assert refusal(env={"k" * (names["maxLength"] + 1): "x"}).field.startswith("env.")
+    assert env["maxProperties"] == 1024
+    assert refusal(env={f"K{i}": "x" for i in range(env["maxProperties"] + 1)}).field == "env"
+    assert refusal(env={"K": ["a"]}).field == "env"  # a value is plain, never a list
+
+
+def test_topology_enum_agrees_both_ways() -> None:
+    levels = JobSpecIn.model_json_schema()["$defs"]["TopologyLevel"]["enum"]
+    assert levels == [x.value for x in TopologyLevel]
+    for level in levels:
+        assert read(topology=level).topology.level.value == level
+        assert read(topology={"level": level, "required": True}).topology.required
+    assert refusal(topology="rack").field == "topology.level"
+    assert refusal(topology={"level": "leaf", "strict": True}).field == "topology.strict"
+    shape = JobSpecIn.model_json_schema()["$defs"]["TopologyIn"]
+    assert set(shape["properties"]) == {"level", "required"}
+    assert shape["additionalProperties"] is False
+
+
+def test_defaults_agree_with_what_an_absent_key_means() -> None:
+    plain = read()
+    for key, p in PROPS.items():
+        if "default" not in p or key in ("user",):
+            continue
+        given = read(**{key: p["default"]})
+        assert given == plain, (key, p["default"])
+        assert read(**{key: None}) == plain, key  # null: the default too
+
+
+def test_wrong_json_types_are_refused_for_each_typed_key() -> None:
+    wrong = {"integer": "1", "number": "1.5", "boolean": "yes", "string": 7}
+    for key, p in PROPS.items():
+        types = {b.get("type") for b in p.get("anyOf", [p])}
+        for t in sorted(types & set(wrong)):
+            if ({"string"} <= types and t != "string") or key in ("env", "gpu_models"):
+                continue  # a union with a string (gpu_models "A,B", a shell command)
+            assert refusal(**{key: wrong[t]}).field.startswith(key), (key, t)
+
+
+def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
+    # one whole spec that the schema allows, with every key given, is accepted as it is
+    full = {
+        "name": "n",
+        "user": "u",
+        "queue": "q",
+        "workers": 2,
+        "gpus_per_worker": 1,
+        "gpu_milli": 500,
+        "cpus": 1.5,
+        "memory_gib": 2.5,
+        "gpu_models": ["H100-SXM"],
+        "time_limit_s": 60,
+        "priority": -3,
+        "preemptible": False,
+        "topology": {"level": "leaf", "required": True},
+        "dataset": "/data",
+        "max_retries": 2,
+        "command": ["echo", "hi"],
+        "env": {"A": "1"},
+    }
+    JobSpecIn.model_validate(full)
+    spec = JobSpec.from_dict(full)
+    assert set(full) | {"memory_mib"} == set(PROPS)
+    assert spec.memory_mib == 2560 and read(memory_mib=2560).memory_mib == 2560
+    both = refusal(memory_mib=1, memory_gib=1)  # as the schema's description says
+    assert (both.field, both.reason) == ("memory_gib", "give memory_mib or memory_gib, not both")
+
+
+def test_the_spec_a_job_shows_is_its_stored_shape() -> None:
+    assert set(JobSpecOut.model_fields) == set(_SPEC_KEYS)
+    spec = replace(read(command=["a"], env={"K": "v"}), time_limit_s=5.0)
+    out = JobSpecOut.model_validate(spec_to_dict(spec))
+    assert out.model_dump() == spec_to_dict(spec)
+    assert JobSpecOut.model_validate(BASE).model_dump() == spec_to_dict(JobSpec("n", "u"))
+
+
+def test_job_states_in_the_schema_are_the_models() -> None:
+    assert set(get_args(JobStateName)) == {s.value for s in JobState}
