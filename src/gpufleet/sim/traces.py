@@ -17,6 +17,10 @@ Formats (``load_trace(path, fmt)``):
   ``--checkpoint-interval``, else none). ``name`` defaults to the id and ``user`` to ``trace``.
   In CSV, list cells (``gpu_models``, ``depends_on``) are ``|``-separated, ``topology`` is
   ``leaf`` or ``leaf:required``, ``env`` is ``K=V|K=V``; empty cells are absent.
+  A history (``gpufleet history export``) adds what happened, which the replay does not read
+  but keeps beside each job (``TraceJob.recorded``) to be compared with its own outcome:
+  ``start_time`` (the first attempt's start), ``end_time``, ``state`` (the final one) and
+  ``attempts``, all optional; its ``duration_s`` is ``end_time - start_time``.
 - ``openb`` — Alibaba's openb pod list with its timing columns: a pod is a one-worker job that
   arrives at ``creation_time`` and runs ``deletion_time - scheduled_time`` seconds (a pod the real
   cluster never scheduled runs ``deletion_time - creation_time``). Fractional ``gpu_milli`` and
@@ -55,7 +59,7 @@ from gpufleet.model.checkpoint import check_interval
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec
 from gpufleet.model.resources import MILLI
-from gpufleet.sim.engine import TraceJob
+from gpufleet.sim.engine import Recorded, TraceJob
 
 FORMATS = ("philly", "tiresias", "jobs", "openb")
 DEFAULT_GPUS_PER_NODE = 8
@@ -148,7 +152,19 @@ def _finish(jobs: list[TraceJob], source: str) -> list[TraceJob]:
     t0 = jobs[0].submit_time
     if t0 == 0:
         return jobs
-    return [replace(j, submit_time=j.submit_time - t0) for j in jobs]
+    return [
+        replace(j, submit_time=j.submit_time - t0, recorded=_shifted(j.recorded, t0)) for j in jobs
+    ]
+
+
+def _shifted(rec: Recorded | None, t0: float) -> Recorded | None:
+    if rec is None:
+        return None
+    return replace(
+        rec,
+        start_time=None if rec.start_time is None else rec.start_time - t0,
+        end_time=None if rec.end_time is None else rec.end_time - t0,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,7 +447,15 @@ def _header(path: Path) -> list[str]:
 
 
 # CSV cells are text: how to read each JobSpec field from one (everything else stays text)
-_CSV_INTS = ("workers", "gpus_per_worker", "gpu_milli", "memory_mib", "priority", "max_retries")
+_CSV_INTS = (
+    "workers",
+    "gpus_per_worker",
+    "gpu_milli",
+    "memory_mib",
+    "priority",
+    "max_retries",
+    "attempts",
+)
 _CSV_FLOATS = (
     "cpus",
     "memory_gib",
@@ -439,6 +463,8 @@ _CSV_FLOATS = (
     "submit_time",
     "duration_s",
     "checkpoint_interval_s",
+    "start_time",
+    "end_time",
 )
 _CSV_FLAGS = ("preemptible",)
 _CSV_LISTS = ("gpu_models", "depends_on")
@@ -569,6 +595,7 @@ def _job_from_record(record: Any, *, source: str, line: int) -> TraceJob:
         source=source,
         field=f"{where}: checkpoint_interval_s",
     )
+    recorded = _recorded(data, submit, err)
     data.setdefault("name", jid)
     data.setdefault("user", "trace")
     try:
@@ -577,7 +604,39 @@ def _job_from_record(record: Any, *, source: str, line: int) -> TraceJob:
         # Fields names "line 3.workers": say "line 3: workers", as the CSV loaders do
         column = e.field[len(where) + 1 :] if e.field.startswith(where + ".") else e.field
         raise SpecError(e.reason, source=source, field=f"{where}: {column}") from None
-    return TraceJob(jid, spec, submit, duration, deps, interval)
+    return TraceJob(jid, spec, submit, duration, deps, interval, recorded=recorded)
+
+
+RECORDED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT")
+
+
+def _recorded(
+    data: dict[str, Any], submit: float, err: Callable[[str, str], SpecError]
+) -> Recorded | None:
+    """A history's own columns (popped from ``data``), checked against each other."""
+    keys = ("start_time", "end_time", "state", "attempts")
+    if not any(k in data for k in keys):
+        return None
+    times: dict[str, float | None] = {}
+    for key in ("start_time", "end_time"):
+        v = data.pop(key, None)
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+        ):
+            raise err(key, f"must be a number, got {v!r}")
+        times[key] = None if v is None else float(v)
+    start, end = times["start_time"], times["end_time"]
+    if start is not None and start < submit:
+        raise err("start_time", f"is before the job's submit_time ({start:g} < {submit:g})")
+    if end is not None and start is not None and end < start:
+        raise err("end_time", f"is before the job's start_time ({end:g} < {start:g})")
+    state = data.pop("state", "")
+    if not isinstance(state, str) or (state and state not in RECORDED_STATES):
+        raise err("state", f"must be one of {', '.join(RECORDED_STATES)}, got {state!r}")
+    attempts = data.pop("attempts", 0)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        raise err("attempts", f"must be a whole number ≥ 0, got {attempts!r}")
+    return Recorded(start, end, state, attempts)
 
 
 def _dependencies(raw: Any, err: Callable[[str, str], SpecError]) -> tuple[tuple[str, str], ...]:
