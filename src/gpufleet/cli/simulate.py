@@ -156,7 +156,10 @@ def _load_workload(
     else:
         cluster = uniform_cluster(nodes, gpus_per_node, leaves)
     node_gpus = max((n.gpus for n in cluster.nodes), default=gpus_per_node) or gpus_per_node
-    jobs = load_trace(trace, fmt, gpus_per_node=node_gpus)
+    notes: list[str] = []
+    jobs = load_trace(trace, fmt, gpus_per_node=node_gpus, notes=notes)
+    for note in notes:
+        _warn(note)
     jobs = apply_time_limits(jobs, limits, slack_s=restart_overhead)
     if queues_file is not None:
         cluster = with_queues(cluster, load_queues(queues_file))
@@ -226,7 +229,12 @@ def _show_progress(as_json: bool) -> bool:
 
 # the options replay and compare share, as typer parameters
 TraceOpt = typer.Option(..., "--trace", help="the trace file")
-FormatOpt = typer.Option(..., "--format", help="philly | openb | tiresias | jobs")
+FormatOpt = typer.Option(
+    ...,
+    "--format",
+    help="philly | openb | tiresias | jobs (gpufleet history export) | sacct (sacct "
+    "--parsable2) | pai (Alibaba PAI 2020: pai_job_table.csv) | helios (cluster_log.csv)",
+)
 ClusterOpt = typer.Option(
     None, "--cluster", help="cluster spec (YAML), or an openb node list (.csv)"
 )
