@@ -4,6 +4,7 @@ time limits; jobs larger than the cluster are reported, not dropped."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -297,3 +298,48 @@ def test_the_demo_cluster_has_the_queue_a_job_names_by_default() -> None:
     "unknown queue 'default'"."""
     names = [q.name for q in load_queues(example("demo-queues.yaml"))]
     assert JobSpec("x", "ana").queue in names and {"vision", "nlp"} <= set(names)
+
+
+# ----- a history's own columns (gpufleet history export) ------------------------------------
+
+
+HISTORY_LINE = {"id": "1", "submit_time": 100.0, "duration_s": 5.0, "gpus_per_worker": 2}
+
+
+@pytest.mark.parametrize(
+    ("extra", "column", "words"),
+    [
+        ({"start_time": 99.0}, "start_time", "before the job's submit_time"),
+        ({"start_time": 101.0, "end_time": 100.5}, "end_time", "before the job's start_time"),
+        ({"start_time": "soon"}, "start_time", "must be a number"),
+        ({"state": "RUNNING"}, "state", "must be one of SUCCEEDED"),
+        ({"attempts": -1}, "attempts", "whole number"),
+        ({"attempts": 1.5}, "attempts", "whole number"),
+    ],
+)
+def test_history_columns_are_checked_with_file_line_and_column(
+    tmp_path: Path, extra: dict[str, object], column: str, words: str
+) -> None:
+    good = json.dumps(HISTORY_LINE)
+    p = write(tmp_path, "h.jsonl", good + "\n" + json.dumps({**HISTORY_LINE, "id": "2", **extra}))
+    e = refused(p, "jobs")
+    assert (e.source, e.field) == (str(p), f"line 2: {column}")
+    assert words in e.reason
+
+
+def test_history_columns_are_kept_and_shifted_with_the_submit_times(tmp_path: Path) -> None:
+    lines = [
+        {**HISTORY_LINE, "start_time": 102.0, "end_time": 107.0, "state": "SUCCEEDED"},
+        {**HISTORY_LINE, "id": "2", "submit_time": 90.0, "attempts": 3},
+        {**HISTORY_LINE, "id": "3", "submit_time": 95.0},
+    ]
+    p = write(tmp_path, "h.jsonl", "\n".join(json.dumps(x) for x in lines))
+    jobs = {j.id: j for j in load_trace(p, "jobs")}
+    assert jobs["1"].recorded is not None
+    assert (jobs["1"].submit_time, jobs["1"].recorded.start_time) == (10.0, 12.0)
+    assert (jobs["1"].recorded.end_time, jobs["1"].recorded.state) == (17.0, "SUCCEEDED")
+    assert jobs["2"].recorded is not None and jobs["2"].recorded.attempts == 3
+    assert jobs["2"].recorded.start_time is None
+    assert jobs["3"].recorded is None  # a plain jobs file, as before
+    # the spec never sees them
+    assert jobs["1"].spec == replace(jobs["3"].spec, name="1")

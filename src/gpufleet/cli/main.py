@@ -102,6 +102,12 @@ COMMANDS: list[Lazy] = [
             "add_help_option": False,
         },
     ),
+    Lazy(
+        "history",
+        "gpufleet.cli.history",
+        "app",
+        "Export the cluster's job history as a trace the simulator replays.",
+    ),
     Lazy("simulate", "gpufleet.cli.simulate", "app", "Replay workloads through the scheduler."),
     Lazy("bench", "gpufleet.cli.bench", "app", "Measure the scheduler's speed."),
     Lazy("spec", "gpufleet.cli.spec", "app", "Check cluster and job specs."),

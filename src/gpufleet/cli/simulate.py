@@ -156,7 +156,10 @@ def _load_workload(
     else:
         cluster = uniform_cluster(nodes, gpus_per_node, leaves)
     node_gpus = max((n.gpus for n in cluster.nodes), default=gpus_per_node) or gpus_per_node
-    jobs = load_trace(trace, fmt, gpus_per_node=node_gpus)
+    notes: list[str] = []
+    jobs = load_trace(trace, fmt, gpus_per_node=node_gpus, notes=notes)
+    for note in notes:
+        _warn(note)
     jobs = apply_time_limits(jobs, limits, slack_s=restart_overhead)
     if queues_file is not None:
         cluster = with_queues(cluster, load_queues(queues_file))
@@ -226,7 +229,12 @@ def _show_progress(as_json: bool) -> bool:
 
 # the options replay and compare share, as typer parameters
 TraceOpt = typer.Option(..., "--trace", help="the trace file")
-FormatOpt = typer.Option(..., "--format", help="philly | openb | tiresias | jobs")
+FormatOpt = typer.Option(
+    ...,
+    "--format",
+    help="philly | openb | tiresias | jobs (gpufleet history export) | sacct (sacct "
+    "--parsable2) | pai (Alibaba PAI 2020: pai_job_table.csv) | helios (cluster_log.csv)",
+)
 ClusterOpt = typer.Option(
     None, "--cluster", help="cluster spec (YAML), or an openb node list (.csv)"
 )
@@ -427,6 +435,123 @@ def compare(
         con = _stdout()
         con.print(title, style="bold")
         con.print(report.compare_table(runs))
+
+
+# ---------------------------------------------------------------------------------------------
+# whatif
+
+
+@app.command("whatif", cls=_OneLineUsageErrors)
+def whatif(
+    history: Path = typer.Option(
+        ..., "--history", help="the jobs to replay: gpufleet history export FILE (or --format)"
+    ),
+    changes: list[str] = typer.Option(
+        [],
+        "--change",
+        help="nodes+=N | nodes-=N | nodes=N | order=NAME | placement=NAME | backfill=NAME | "
+        "admit=NAME | preempt=A,B|none; repeatable, applied together",
+    ),
+    fmt: str = typer.Option("jobs", "--format", help="the history's format, as for replay"),
+    cluster: Path | None = ClusterOpt,
+    nodes: int = NodesOpt,
+    gpus_per_node: int = GpusOpt,
+    leaves: int = LeavesOpt,
+    order: str = typer.Option("fairshare", "--order", help="baseline order (the live default)"),
+    placement: str = typer.Option("topology", "--placement", help="baseline placement"),
+    backfill: str = BackfillOpt,
+    preempt: str = typer.Option("reclaim", "--preempt", help="baseline preemption plugins"),
+    admit: str = AdmitOpt,
+    queues: Path | None = QueuesOpt,
+    equal_shares: bool = EqualOpt,
+    time_limit: str = LimitOpt,
+    seed: int = SeedOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Replay a history as it is and with changes (more nodes, another order, …): the deltas
+    of JCT, waits and utilization. The baseline profile is the live controller's default."""
+    from gpufleet.sim.whatif import apply_changes, deltas, parse_change
+
+    with _refusals():
+        if not changes:
+            raise SpecError(
+                "name a change: --change nodes+=16, --change order=las", field="--change"
+            )
+        parsed = [parse_change(c) for c in changes]
+        base = ProfileChoice(order, placement, backfill, _names(preempt), admit)
+        check_profile(base)
+        wl = _load_workload(
+            trace=history,
+            fmt=fmt,
+            cluster_file=cluster,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            leaves=leaves,
+            queues_file=queues,
+            equal_shares=equal_shares,
+            time_limit=time_limit,
+            restart_overhead=0.0,
+            mtbf=None,
+            repair=3600.0,
+            fail_file=None,
+            seed=seed,
+        )
+        new_cluster, new_choice = apply_changes(wl.cluster, base, parsed)
+        (before,) = _run_all(wl, [base], _show_progress(as_json))
+        changed = replace(wl, cluster=new_cluster)
+        (after,) = _run_all(changed, [new_choice], _show_progress(as_json))
+        _warn_unfinished([before, after])
+        rows = deltas(before.metrics, after.metrics)
+        if as_json:
+            print(
+                json.dumps(
+                    {
+                        "changes": [c.text for c in parsed],
+                        "baseline": {"profile": before.label, "nodes": len(wl.cluster.nodes)},
+                        "whatif": {"profile": after.label, "nodes": len(new_cluster.nodes)},
+                        "deltas": {d.key: d.to_json() for d in rows},
+                    }
+                )
+            )
+            return
+        from rich.table import Table
+
+        table = Table(title_justify="left")
+        for col in ("figure", "baseline", "what-if", "delta"):
+            table.add_column(col, justify="left" if col == "figure" else "right")
+        for d in rows:
+            table.add_row(d.label, _figure(d, d.baseline), _figure(d, d.whatif), _delta(d))
+        con = _stdout()
+        con.print(
+            f"{history.name} · {len(wl.jobs):,} jobs · baseline {before.label} on "
+            f"{_nodes(wl.cluster)} · what-if {', '.join(c.text for c in parsed)}: "
+            f"{after.label} on {_nodes(new_cluster)}",
+            style="bold",
+        )
+        con.print(table)
+
+
+def _figure(d: Any, v: float | None) -> str:
+    if v is None:
+        return "–"
+    if d.key == "utilization":
+        return f"{100 * v:.1f} %"
+    return report.duration(v) if d.unit == "s" else f"{v:g}"
+
+
+def _delta(d: Any) -> Text:
+    if d.delta is None:
+        return Text("–")
+    if d.unit == "s":
+        body = ("+" if d.delta >= 0 else "−") + report.duration(abs(d.delta))
+    elif d.key == "utilization":
+        body = f"{100 * d.delta:+.1f} pt"
+    else:
+        body = f"{d.delta:+g}"
+    if d.delta_pct is not None:
+        body += f" ({d.delta_pct:+.0f} %)".replace("-", "−")
+    style = "" if d.better is None else ("green" if d.better else "red")
+    return Text(body, style=style)
 
 
 # ---------------------------------------------------------------------------------------------

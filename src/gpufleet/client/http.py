@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -184,6 +184,23 @@ class Client(_Base):
                 u = httpx.URL(nxt)
                 path = str(u.copy_set_param("limit", max(1, limit - len(out))))
         return out[:limit]
+
+    def all_jobs(
+        self, *, user: str | None = None, queue: str | None = None, page: int = PAGE_MAX
+    ) -> Iterator[s.JobOut]:
+        """Every job the token may see, in every state, newest first, one page at a time
+        (following ``Link: <…>; rel="next"``): for exports too large for one list."""
+        params: dict[str, Any] | None = {
+            "user": user,
+            "queue": queue,
+            "limit": max(1, min(page, PAGE_MAX)),
+            "all": "true",
+        }
+        path: str | None = API + "/jobs"
+        while path is not None:
+            r = self._send("GET", path, params=params)
+            yield from (s.JobOut.model_validate(x) for x in r.json())
+            path, params = r.links.get("next", {}).get("url"), None
 
     def job(self, job_id: str) -> s.JobOut:
         return self._one(s.JobOut, "GET", f"/jobs/{job_id}")

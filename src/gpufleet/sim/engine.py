@@ -41,6 +41,18 @@ _INTERRUPTED = frozenset({JobState.PREEMPTED, JobState.NODE_LOST, JobState.FAILE
 
 
 @dataclass(frozen=True, slots=True)
+class Recorded:
+    """What a job's history says happened to it (``jobs`` files exported from a live cluster):
+    its first start, its end, its final state and how many attempts it took. The simulator does
+    not read it; a replay's outcome is compared with it."""
+
+    start_time: float | None = None
+    end_time: float | None = None
+    state: str = ""
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class TraceJob:
     """One job of a workload: what was asked, when, and how long it really runs."""
 
@@ -53,6 +65,7 @@ class TraceJob:
     array_id: str | None = None  # a task of this array (Slurm's 1042 of 1042_3)
     array_limit: int = 0  # at most this many of the array's tasks run at once (0: no limit)
     array_index: int | None = None  # its index in the array (SLURM_ARRAY_TASK_ID)
+    recorded: Recorded | None = None  # what happened to it live, when the trace says
 
 
 @dataclass(frozen=True, slots=True)

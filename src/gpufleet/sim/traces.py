@@ -17,6 +17,10 @@ Formats (``load_trace(path, fmt)``):
   ``--checkpoint-interval``, else none). ``name`` defaults to the id and ``user`` to ``trace``.
   In CSV, list cells (``gpu_models``, ``depends_on``) are ``|``-separated, ``topology`` is
   ``leaf`` or ``leaf:required``, ``env`` is ``K=V|K=V``; empty cells are absent.
+  A history (``gpufleet history export``) adds what happened, which the replay does not read
+  but keeps beside each job (``TraceJob.recorded``) to be compared with its own outcome:
+  ``start_time`` (the first attempt's start), ``end_time``, ``state`` (the final one) and
+  ``attempts``, all optional; its ``duration_s`` is ``end_time - start_time``.
 - ``openb`` — Alibaba's openb pod list with its timing columns: a pod is a one-worker job that
   arrives at ``creation_time`` and runs ``deletion_time - scheduled_time`` seconds (a pod the real
   cluster never scheduled runs ``deletion_time - creation_time``). Fractional ``gpu_milli`` and
@@ -55,9 +59,9 @@ from gpufleet.model.checkpoint import check_interval
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec
 from gpufleet.model.resources import MILLI
-from gpufleet.sim.engine import TraceJob
+from gpufleet.sim.engine import Recorded, TraceJob
 
-FORMATS = ("philly", "tiresias", "jobs", "openb")
+FORMATS = ("philly", "tiresias", "jobs", "openb", "sacct", "pai", "helios")
 DEFAULT_GPUS_PER_NODE = 8
 MAX_GPUS_PER_JOB = 4096 * 64  # JobSpec's own bounds: 4096 workers × 64 GPUs
 
@@ -124,14 +128,27 @@ def apply_time_limits(
 
 
 def load_trace(
-    path: str | Path, fmt: str, *, gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+    path: str | Path,
+    fmt: str,
+    *,
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
+    notes: list[str] | None = None,
 ) -> list[TraceJob]:
-    """The jobs of ``path`` in format ``fmt``, sorted by submit time, first at t = 0."""
+    """The jobs of ``path`` in format ``fmt``, sorted by submit time, first at t = 0.
+
+    ``notes``: what an importer left out and why (jobs that never ran, CPU-only jobs, steps),
+    one line each, for the caller to show."""
+    from gpufleet.sim import importers
+
+    said = notes if notes is not None else []
     loaders: dict[str, Callable[[Path], list[TraceJob]]] = {
         "philly": lambda p: load_philly(p, gpus_per_node=gpus_per_node),
         "tiresias": lambda p: load_tiresias(p, gpus_per_node=gpus_per_node),
         "jobs": load_jobs,
         "openb": load_openb_jobs,
+        "sacct": lambda p: importers.load_sacct(p, notes=said),
+        "pai": lambda p: importers.load_pai(p, gpus_per_node=gpus_per_node, notes=said),
+        "helios": lambda p: importers.load_helios(p, notes=said),
     }
     loader = loaders.get(fmt)
     if loader is None:
@@ -148,7 +165,19 @@ def _finish(jobs: list[TraceJob], source: str) -> list[TraceJob]:
     t0 = jobs[0].submit_time
     if t0 == 0:
         return jobs
-    return [replace(j, submit_time=j.submit_time - t0) for j in jobs]
+    return [
+        replace(j, submit_time=j.submit_time - t0, recorded=_shifted(j.recorded, t0)) for j in jobs
+    ]
+
+
+def _shifted(rec: Recorded | None, t0: float) -> Recorded | None:
+    if rec is None:
+        return None
+    return replace(
+        rec,
+        start_time=None if rec.start_time is None else rec.start_time - t0,
+        end_time=None if rec.end_time is None else rec.end_time - t0,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,13 +187,21 @@ def _finish(jobs: list[TraceJob], source: str) -> list[TraceJob]:
 class _Row:
     """One CSV row and where it came from; the readers raise SpecError naming the column."""
 
-    def __init__(self, source: str, line: int, cells: dict[str, str]) -> None:
+    def __init__(
+        self,
+        source: str,
+        line: int,
+        cells: dict[str, str],
+        names: Mapping[str, str] | None = None,
+    ) -> None:
         self.source = source
         self.line = line
         self.cells = cells
+        self.names = names or {}  # a column's name as the file writes it, by its key
 
     def error(self, column: str, message: str) -> SpecError:
-        return SpecError(message, source=self.source, field=f"line {self.line}: {column}")
+        name = self.names.get(column, column)
+        return SpecError(message, source=self.source, field=f"line {self.line}: {name}")
 
     def text(self, column: str, *, required: bool = True) -> str:
         v = self.cells.get(column, "")
@@ -216,18 +253,29 @@ def _csv_rows(
     optional: Sequence[str] = (),
     *,
     other_columns: bool = False,
+    delimiter: str = ",",
+    fold_case: bool = False,
+    default_header: Sequence[str] | None = None,
 ) -> Iterator[_Row]:
     """The data rows of a CSV file, after checking its header (``other_columns``: columns
-    beyond ``required`` and ``optional`` are let through, for the caller to judge)."""
+    beyond ``required`` and ``optional`` are let through, for the caller to judge;
+    ``fold_case``: header names are compared in lower case, as the cells are then keyed;
+    ``default_header``: a file whose first row is not this header has none, and is read
+    with it, its first row being data)."""
     source = str(path)
     with _open(path) as fh:
-        reader = csv.reader(fh)
+        reader = csv.reader(fh, delimiter=delimiter)
         try:
-            header = [h.strip() for h in next(reader)]
+            first = next(reader)
         except StopIteration:
             raise SpecError("the file is empty (no header row)", source=source) from None
         except (csv.Error, UnicodeDecodeError) as exc:
             raise SpecError(f"not a CSV file: {exc}", source=source, field="line 1") from None
+        header = [h.strip().lower() if fold_case else h.strip() for h in first]
+        names = {h.strip().lower(): h.strip() for h in first} if fold_case else None
+        pending: list[list[str]] = []
+        if default_header is not None and header[: len(default_header)] != list(default_header):
+            header, pending = list(default_header), [first]
         missing = [c for c in required if c not in header]
         if missing:
             raise SpecError(
@@ -250,7 +298,7 @@ def _csv_rows(
                 f"duplicate column(s) {', '.join(dupes)}", source=source, field="line 1"
             )
         try:
-            for values in reader:
+            for values in _chain(pending, reader):
                 if not values or all(not v.strip() for v in values):
                     continue
                 if len(values) != len(header):
@@ -260,11 +308,16 @@ def _csv_rows(
                         field=f"line {reader.line_num}",
                     )
                 cells = {h: v.strip() for h, v in zip(header, values, strict=True)}
-                yield _Row(source, reader.line_num, cells)
+                yield _Row(source, reader.line_num, cells, names)
         except (csv.Error, UnicodeDecodeError) as exc:
             raise SpecError(
                 f"unreadable CSV: {exc}", source=source, field=f"line {reader.line_num + 1}"
             ) from None
+
+
+def _chain(first: list[list[str]], rest: Iterator[list[str]]) -> Iterator[list[str]]:
+    yield from first
+    yield from rest
 
 
 def _gpu_job(
@@ -431,7 +484,15 @@ def _header(path: Path) -> list[str]:
 
 
 # CSV cells are text: how to read each JobSpec field from one (everything else stays text)
-_CSV_INTS = ("workers", "gpus_per_worker", "gpu_milli", "memory_mib", "priority", "max_retries")
+_CSV_INTS = (
+    "workers",
+    "gpus_per_worker",
+    "gpu_milli",
+    "memory_mib",
+    "priority",
+    "max_retries",
+    "attempts",
+)
 _CSV_FLOATS = (
     "cpus",
     "memory_gib",
@@ -439,6 +500,8 @@ _CSV_FLOATS = (
     "submit_time",
     "duration_s",
     "checkpoint_interval_s",
+    "start_time",
+    "end_time",
 )
 _CSV_FLAGS = ("preemptible",)
 _CSV_LISTS = ("gpu_models", "depends_on")
@@ -447,6 +510,7 @@ _CSV_LISTS = ("gpu_models", "depends_on")
 def load_jobs(path: str | Path) -> list[TraceJob]:
     """gpufleet's JSONL or CSV job history (by the file's suffix; JSONL unless ``.csv``)."""
     p = Path(path)
+    _not_another_format(p)
     records = _csv_records(p) if p.suffix.lower() == ".csv" else _jsonl_records(p)
     jobs: list[TraceJob] = []
     seen: dict[str, int] = {}
@@ -470,6 +534,28 @@ def load_jobs(path: str | Path) -> list[TraceJob]:
     out = _finish(jobs, str(p))
     _check_dependency_order(out, seen, str(p))
     return out
+
+
+def _not_another_format(path: Path) -> None:
+    """The two files people hand ``--format jobs`` by mistake, said plainly."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            first = fh.readline().strip()
+    except OSError:
+        return  # the loader says why
+    if first.lower().startswith("jobid|"):
+        raise SpecError(
+            "this is sacct output (--parsable2): read it with --format sacct",
+            source=str(path),
+            field="line 1",
+        )
+    if first.startswith("[") and path.suffix.lower() != ".csv":
+        raise SpecError(
+            "this is a JSON list (gpufleet jobs --json?), not one job per line: write the "
+            "history with `gpufleet history export FILE`",
+            source=str(path),
+            field="line 1",
+        )
 
 
 def _check_dependency_order(
@@ -569,6 +655,7 @@ def _job_from_record(record: Any, *, source: str, line: int) -> TraceJob:
         source=source,
         field=f"{where}: checkpoint_interval_s",
     )
+    recorded = _recorded(data, submit, err)
     data.setdefault("name", jid)
     data.setdefault("user", "trace")
     try:
@@ -577,7 +664,39 @@ def _job_from_record(record: Any, *, source: str, line: int) -> TraceJob:
         # Fields names "line 3.workers": say "line 3: workers", as the CSV loaders do
         column = e.field[len(where) + 1 :] if e.field.startswith(where + ".") else e.field
         raise SpecError(e.reason, source=source, field=f"{where}: {column}") from None
-    return TraceJob(jid, spec, submit, duration, deps, interval)
+    return TraceJob(jid, spec, submit, duration, deps, interval, recorded=recorded)
+
+
+RECORDED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT")
+
+
+def _recorded(
+    data: dict[str, Any], submit: float, err: Callable[[str, str], SpecError]
+) -> Recorded | None:
+    """A history's own columns (popped from ``data``), checked against each other."""
+    keys = ("start_time", "end_time", "state", "attempts")
+    if not any(k in data for k in keys):
+        return None
+    times: dict[str, float | None] = {}
+    for key in ("start_time", "end_time"):
+        v = data.pop(key, None)
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+        ):
+            raise err(key, f"must be a number, got {v!r}")
+        times[key] = None if v is None else float(v)
+    start, end = times["start_time"], times["end_time"]
+    if start is not None and start < submit:
+        raise err("start_time", f"is before the job's submit_time ({start:g} < {submit:g})")
+    if end is not None and start is not None and end < start:
+        raise err("end_time", f"is before the job's start_time ({end:g} < {start:g})")
+    state = data.pop("state", "")
+    if not isinstance(state, str) or (state and state not in RECORDED_STATES):
+        raise err("state", f"must be one of {', '.join(RECORDED_STATES)}, got {state!r}")
+    attempts = data.pop("attempts", 0)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        raise err("attempts", f"must be a whole number ≥ 0, got {attempts!r}")
+    return Recorded(start, end, state, attempts)
 
 
 def _dependencies(raw: Any, err: Callable[[str, str], SpecError]) -> tuple[tuple[str, str], ...]:

@@ -1,0 +1,163 @@
+"""What-if on a history: the same jobs replayed on a changed cluster or profile, and the deltas.
+
+A change is ``KEY OP VALUE``:
+
+- ``nodes+=N`` / ``nodes-=N`` / ``nodes=N``: N more nodes, copies of the cluster's last node
+  (its model, GPUs, CPUs, memory, leaf and pod; named ``whatif-0000``, …), N fewer (the last
+  ones), or exactly N (as many copies or removals as that takes);
+- ``order=NAME``, ``placement=NAME``, ``backfill=NAME``, ``admit=NAME``: another plugin;
+- ``preempt=A,B`` (or ``preempt=none``): other preemption plugins.
+
+All changes apply together, to one scenario, compared with the baseline (the history replayed
+as it is given). Both runs share the jobs, time limits and seed, so the deltas are the changes'.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.errors import SpecError
+from gpufleet.sim.metrics import ReplayMetrics
+from gpufleet.sim.replay import ProfileChoice, check_profile
+
+PLUGIN_KEYS = {"order": "order", "placement": "placement", "backfill": "backfill", "admit": "admit"}
+KEYS = ("nodes", *PLUGIN_KEYS, "preempt")
+# the figures a what-if compares: key in ReplayMetrics, label, unit, whether lower is better
+FIGURES = (
+    ("avg_jct_s", "avg JCT", "s", True),
+    ("p95_jct_s", "p95 JCT", "s", True),
+    ("avg_wait_s", "avg wait", "s", True),
+    ("p95_wait_s", "p95 wait", "s", True),
+    ("utilization", "utilization", "", False),
+    ("makespan_s", "makespan", "s", True),
+    ("preemptions", "preemptions", "", True),
+)
+_CHANGE = re.compile(r"\s*([a-z_]+)\s*(\+=|-=|=)\s*(.*?)\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    key: str
+    op: str  # "=", "+=" or "-="
+    value: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.key}{self.op}{self.value}"
+
+
+def parse_change(text: str) -> Change:
+    m = _CHANGE.fullmatch(text)
+    if not m:
+        raise SpecError(f"expected KEY=VALUE, nodes+=N or nodes-=N, got {text!r}", field="--change")
+    key, op, value = m[1], m[2], m[3]
+    if key not in KEYS:
+        raise SpecError(f"{text!r}: the key must be one of {', '.join(KEYS)}", field="--change")
+    if op != "=" and key != "nodes":
+        raise SpecError(f"{text!r}: only nodes takes += and -=", field="--change")
+    if not value:
+        raise SpecError(f"{text!r}: no value", field="--change")
+    if key == "nodes" and not value.isdigit():
+        raise SpecError(f"{text!r}: the number of nodes must be a whole number", field="--change")
+    return Change(key, op, value)
+
+
+def apply_changes(
+    cluster: ClusterSpec, choice: ProfileChoice, changes: Sequence[Change]
+) -> tuple[ClusterSpec, ProfileChoice]:
+    for c in changes:
+        if c.key == "nodes":
+            n, now = int(c.value), len(cluster.nodes)
+            target = {"=": n, "+=": now + n, "-=": now - n}[c.op]
+            cluster = resize(cluster, target, c.text)
+        elif c.key == "preempt":
+            names = tuple(x.strip() for x in c.value.split(",") if x.strip() not in ("", "none"))
+            choice = replace(choice, preempt=names)
+        else:
+            choice = replace(choice, **{PLUGIN_KEYS[c.key]: c.value})
+    try:
+        check_profile(choice)
+    except SpecError as e:
+        raise SpecError(e.reason, field="--change") from None
+    return cluster, choice
+
+
+def resize(cluster: ClusterSpec, nodes: int, why: str) -> ClusterSpec:
+    if nodes < 1:
+        raise SpecError(
+            f"{why!r} leaves {nodes} nodes of {len(cluster.nodes)}; at least 1 must remain",
+            field="--change",
+        )
+    have = list(cluster.nodes)
+    if nodes <= len(have):
+        return replace(cluster, nodes=tuple(have[:nodes]))
+    last = have[-1]
+    taken = {n.name for n in have}
+    extra = []
+    i = 0
+    while len(have) + len(extra) < nodes:
+        name = f"whatif-{i:04d}"
+        i += 1
+        if name not in taken:
+            extra.append(replace(last, name=name))
+    return replace(cluster, nodes=tuple(have + extra))
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    key: str
+    label: str
+    unit: str
+    baseline: float | None
+    whatif: float | None
+    lower_is_better: bool
+
+    @property
+    def delta(self) -> float | None:
+        if self.baseline is None or self.whatif is None:
+            return None
+        return self.whatif - self.baseline
+
+    @property
+    def delta_pct(self) -> float | None:
+        d = self.delta
+        if d is None or not self.baseline:
+            return None
+        return 100.0 * d / abs(self.baseline)
+
+    @property
+    def better(self) -> bool | None:
+        d = self.delta
+        if d is None or d == 0:
+            return None
+        return (d < 0) == self.lower_is_better
+
+    def to_json(self) -> dict[str, object]:
+        r = lambda v: None if v is None else round(v, 6)  # noqa: E731
+        return {
+            "baseline": r(self.baseline),
+            "whatif": r(self.whatif),
+            "delta": r(self.delta),
+            "delta_pct": r(self.delta_pct),
+            "better": self.better,
+        }
+
+
+def deltas(base: ReplayMetrics, new: ReplayMetrics) -> list[Delta]:
+    out = []
+    for key, label, unit, lower in FIGURES:
+        a, b = getattr(base, key), getattr(new, key)
+        out.append(
+            Delta(
+                key,
+                label,
+                unit,
+                None if a is None else float(a),
+                None if b is None else float(b),
+                lower,
+            )
+        )
+    return out
