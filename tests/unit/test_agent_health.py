@@ -82,7 +82,7 @@ def test_metrics_payload_uses_dcgm_names_and_labels() -> None:
     assert g1["labels"] == {
         "gpu": "1",
         "UUID": samples[1].uuid,
-        "modelName": "H100-SXM",
+        "modelName": "NVIDIA H100 80GB HBM3",  # NVML's name, as dcgm-exporter writes it
         "pci_bus_id": samples[1].pci_bus_id,
     }
     assert g1["values"]["DCGM_FI_DEV_XID_ERRORS"] == 79 and g1["xids"] == [79]
@@ -95,5 +95,5 @@ def test_metrics_payload_uses_dcgm_names_and_labels() -> None:
 
 
 def test_every_sample_field_but_identity_maps_to_a_dcgm_name() -> None:
-    identity = {"index", "uuid", "model", "pci_bus_id", "nvlink_up"}
+    identity = {"index", "uuid", "model", "name", "pci_bus_id", "nvlink_up"}
     assert set(GpuSample.__dataclass_fields__) - identity == set(DCGM_FIELDS)
