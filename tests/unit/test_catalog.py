@@ -136,3 +136,14 @@ def test_pcie_cards_without_bridges_have_no_nvlink() -> None:
     for name in ("L40S", "L40", "A10", "T4", "P100", "RTX-4090"):
         assert lookup(name).nvlink_gbs == 0
         assert lookup(name).form_factor == "PCIe"
+
+
+def test_a_site_gpu_type_name_means_the_models_family() -> None:
+    from gpufleet.model.catalog import family
+
+    names = lambda t: [m.name for m in family(t)]  # noqa: E731
+    assert names("a100") == names("A100") == ["A100-40GB", "A100-80GB"]
+    assert names("h100") == ["H100-SXM", "H100-PCIe"]
+    assert names("a100-80gb") == ["A100-80GB"] and names("l40") == ["L40"]
+    assert names("a6000") == ["RTX-A6000"]  # an alias of one model
+    assert names("1080ti") == [] and names("") == []

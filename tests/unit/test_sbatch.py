@@ -81,7 +81,7 @@ def test_a_training_script_maps_onto_a_gang(tmp_path: Path) -> None:
     assert s["gpus_per_worker"] == 2  # 8 GPUs per node among 4 tasks
     assert s["cpus"] == 12
     assert s["memory_mib"] == 512 * 1024 // 4  # --mem is per node
-    assert s["gpu_models"] == ["H100-SXM"]
+    assert s["gpu_models"] == ["H100-SXM", "H100-PCIe"]  # h100: every H100, as Slurm sites name it
     assert s["time_limit_s"] == 36 * 3600
     assert "topology" not in s
     assert job.array == "0-15%4"
@@ -397,10 +397,18 @@ def test_nodes_and_tasks_become_workers_and_gpus_divide() -> None:
 
 
 def test_gres_and_constraint_name_gpu_models_from_the_catalog() -> None:
-    assert script("--gres=gpu:a100:2").spec["gpu_models"] == ["A100-80GB"]
-    assert script("--gpus=h100:1").spec["gpu_models"] == ["H100-SXM"]
+    """A site's GPU type is the model's family, whatever its memory (Slurm's GRES names):
+    a100 is every A100; a name that is one model exactly is that model."""
+    assert script("--gres=gpu:a100:2").spec["gpu_models"] == ["A100-40GB", "A100-80GB"]
+    assert script("--gres=gpu:a100-40gb:2").spec["gpu_models"] == ["A100-40GB"]
+    assert script("--gpus=h100:1").spec["gpu_models"] == ["H100-SXM", "H100-PCIe"]
+    assert script("--gpus=v100:1").spec["gpu_models"] == ["V100-16GB", "V100-32GB"]
     s = script("--gres=gpu:1", "--constraint=a100|h100").spec
-    assert s["gpu_models"] == ["A100-80GB", "H100-SXM"]
+    assert s["gpu_models"] == ["A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe"]
+    s = script("--gres=gpu:a100:1", "--constraint=a100-80gb").spec  # both narrow: the overlap
+    assert s["gpu_models"] == ["A100-80GB"]
+    e = refused("--gres=gpu:a100:1", "--constraint=h100")
+    assert "excludes the GPU type" in str(e)
     job = script("-C 'a100&ib'", "--gres=gpu:1")
     assert "gpu_models" not in job.spec
     assert any("node features are not matched yet" in w for w in job.warnings)

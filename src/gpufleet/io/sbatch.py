@@ -787,7 +787,7 @@ class _Build:
             raise self.err(f"{CANNOT}{self.text(way)}: GPUs of several types at once", way)
         g = ways[way][0]
         name = way if way != "gpus-per-node" or "gpus-per-node" in self.seen else "gres"
-        models = [self.model(g.type, name)] if g.type else []
+        models = self.models(g.type, name) if g.type else []
         if way == "gpus-per-task":
             return g.count, models
         share, what = (per_node, "tasks per node") if way != "gpus" else (workers, "tasks")
@@ -802,23 +802,25 @@ class _Build:
             )
         return g.count // share, models
 
-    def model(self, name: str, directive: str) -> str:
-        m = catalog.find(name)
-        if m is None:
+    def models(self, name: str, directive: str) -> list[str]:
+        """The catalog models a site's GPU type means (``a100``: every A100, as Slurm sites
+        name their GRES types)."""
+        kin = catalog.family(name)
+        if not kin:
             known = ", ".join(g.name for g in catalog.GPU_MODELS)
             raise self.err(
                 f"{CANNOT}{self.text(directive)}: the site's GPU type {name!r} is not mapped to "
                 f"gpufleet's GPU models yet (its catalog knows {known})",
                 directive,
             )
-        return m.name
+        return [m.name for m in kin]
 
     def constraint(self, models: list[str]) -> list[str]:
         c = self.req.constraint
         if c is None:
             return models
         words = [x.strip() for x in c.split("|")]
-        found = [catalog.find(x) for x in words]
+        found = [catalog.family(x) for x in words]
         if re.search(r"[&\[\]*!,()]", c) or not all(found):
             self.note(
                 "constraint",
@@ -826,8 +828,9 @@ class _Build:
                 "yet (only GPU model names joined by | narrow the GPU models)",
             )
             return models
-        named = [m.name for m in found if m is not None]
-        if models and not set(models) <= set(named):
+        named = list(dict.fromkeys(m.name for kin in found for m in kin))
+        both = [m for m in models if m in named]
+        if models and not both:
             raise self.err(
                 f"{self.text('constraint')} excludes the GPU type the GPU request names",
                 "constraint",
@@ -836,7 +839,7 @@ class _Build:
                 "gpus-per-node",
                 "gpus-per-task",
             )
-        return models or named
+        return both or named
 
     def memory(self, per_node: int, cpus: float, gpus: int) -> int | None:
         r = self.req

@@ -324,6 +324,23 @@ def find(name: str) -> GpuModel | None:
     return _BY_NAME.get(name.strip().upper())
 
 
+def family(name: str) -> tuple[GpuModel, ...]:
+    """The catalog models a site's GPU type name means, as Slurm's GRES types are named (the
+    model in lower case, whatever its memory or form): ``a100`` is every A100, ``h100`` both
+    H100s, ``v100`` both V100s; a name that is one model exactly (``a100-40gb``, ``l40s``) or an
+    alias of one is that model. Empty when the catalog knows no such GPU."""
+    key = name.strip().upper()
+    if not key:
+        return ()
+    kin = tuple(
+        m for m in GPU_MODELS if m.name.upper() == key or m.name.upper().startswith(key + "-")
+    )
+    if kin:
+        return kin
+    m = find(key)
+    return (m,) if m is not None else ()
+
+
 def lookup(name: str, *, source: str = "", field: str = "gpu_model") -> GpuModel:
     """The catalog entry for ``name``; an unknown name is a SpecError listing the known ones."""
     m = find(name)
