@@ -443,6 +443,41 @@ def test_array_submit(api: Api) -> None:
     ]
 
 
+def test_cancel_of_an_arrays_id_ends_every_task_and_id_n_one_as_scancel(
+    api: Api, tmp_path: Path
+) -> None:
+    """Seen by a new user: only an array's first task was cancelled by its id."""
+    from typer.testing import CliRunner
+
+    from gpufleet.cli.main import app
+
+    alice = api.user("alice")
+    ids = alice.submit({**SPEC, "name": "sweep"}, array="0-4")
+    assert [alice.job(i).array_index for i in ids] == [0, 1, 2, 3, 4]
+    assert {alice.job(i).array_id for i in ids} == {ids[0]}
+    tok = tmp_path / "alice.token"
+    tok.write_text(alice.http.headers["authorization"].split()[1])
+    tok.chmod(0o600)
+
+    def scancel(*args: str) -> str:
+        r = CliRunner().invoke(
+            app, ["cancel", *args, "--server", api.url, "--token-file", str(tok)]
+        )
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    assert scancel(f"{ids[0]}_3") == f"job {ids[3]}: CANCELLED\n"
+    assert [alice.job(i).state for i in ids] == ["PENDING"] * 3 + ["CANCELLED", "PENDING"]
+    scancel(ids[0])
+    assert [alice.job(i).state for i in ids] == ["CANCELLED"] * 5
+    # the array's first task has ended already: its id still means the rest of the array
+    more = alice.submit({**SPEC, "name": "more"}, array="0-2")
+    alice.cancel(more[0])
+    out = scancel(more[0])
+    assert "has already ended" not in out
+    assert [alice.job(i).state for i in more] == ["CANCELLED"] * 3
+
+
 def test_an_array_throttle_runs_at_most_its_limit(api: Api) -> None:
     agent = api.agent("node-0")
     register(agent, "node-0", gpus=8)

@@ -116,6 +116,9 @@ class JobOut(Strict):
     placement: list[PlacementOut] = []
     reason: ReasonOut | None = None
     events: list[EventOut] | None = None  # only in GET /jobs/{id}
+    # a task of an array: the array's id (its first task's, as Slurm's ArrayJobId) and index
+    array_id: str | None = None
+    array_index: int | None = None
 
 
 class LogOut(Strict):

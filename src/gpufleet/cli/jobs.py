@@ -594,14 +594,66 @@ def cancel(
                 if (keep is None or j.name in keep) and (wanted is None or j.state in wanted)
             ]
             ids = [i for i in ids if i in set(chosen)] if ids else chosen
-        for jid in ids:
+        listed: list[s.JobOut] | None = None
+
+        def tasks_of(array: str, index: int | None = None) -> list[str]:
+            nonlocal listed
+            if listed is None:  # the jobs still to end, once
+                listed = c.jobs(limit=10_000)
+            return [
+                t.id
+                for t in listed
+                if t.array_id == array and (index is None or t.array_index == index)
+            ]
+
+        def one(jid: str, *, quiet_409: bool = False) -> s.JobOut | ApiError | None:
+            """The job as cancelled; the 409 of a job that ended, when asked to keep it quiet;
+            None for a refusal (reported)."""
+            nonlocal failed
             try:
-                done.append(c.cancel(jid))
+                return c.cancel(jid)
             except ApiError as e:
                 if e.status == 401 or e.status >= 500:
                     raise  # not about this job: connect() says what to do
+                if quiet_409 and e.status == 409:
+                    return e
                 failed += 1
                 out.error(f"job {jid}: {str(e).removeprefix(f'{e.status}: ')} ({e.status})")
+                return None
+
+        def each(jids: list[str]) -> None:
+            for x in jids:
+                got = one(x)
+                if isinstance(got, s.JobOut):
+                    done.append(got)
+
+        for jid in ids:
+            head, sep, index = jid.partition("_")
+            if sep and head.isdigit() and index.isdigit():  # scancel's ARRAY_INDEX
+                found = tasks_of(head, int(index))
+                if not found:
+                    failed += 1
+                    out.error(f"job {jid}: no such array task still to end")
+                each(found)
+                continue
+            got = one(jid, quiet_409=True)
+            array: str | None = None
+            if isinstance(got, s.JobOut):
+                done.append(got)
+                array = got.array_id
+            elif isinstance(got, ApiError):  # it ended; an array's first task, perhaps
+                try:
+                    array = c.job(jid).array_id
+                except ApiError:
+                    array = None
+                if array != jid or not tasks_of(jid):
+                    failed += 1
+                    msg = str(got).removeprefix(f"{got.status}: ")
+                    out.error(f"job {jid}: {msg} ({got.status})")
+                    continue
+            if array == jid:  # an array's id cancels every task of it still to end (scancel)
+                seen = {x.id for x in done}
+                each([t for t in tasks_of(jid) if t not in seen])
     if json_out:
         out.emit_json(done)
     else:

@@ -118,7 +118,14 @@ def _stored(svc: ControllerService, q: Query, top: int, n: int) -> list[StoredJo
 def _copy(rec: JobRecord) -> JobRecord:
     """What a response shows of a record the loop goes on changing: its job's fields (the
     spec is immutable, the allocation a tuple)."""
-    return JobRecord(copy.copy(rec.job), rec.seq, rec.allocation, rec.borrowing)
+    return JobRecord(
+        copy.copy(rec.job),
+        rec.seq,
+        rec.allocation,
+        rec.borrowing,
+        array_id=rec.array_id,
+        array_index=rec.array_index,
+    )
 
 
 def record(stored: StoredJob) -> JobRecord:
@@ -129,6 +136,8 @@ def record(stored: StoredJob) -> JobRecord:
         stored.allocation,
         stored.borrowing,
         depends_on=stored.depends_on,
+        array_id=stored.array_id,
+        array_index=stored.array_index,
     )
 
 

@@ -80,6 +80,8 @@ def job_out(
         ]
         if events is not None
         else None,
+        array_id=rec.array_id,
+        array_index=rec.array_index,
     )
 
 
