@@ -427,6 +427,24 @@ def test_an_idempotency_key_gives_back_the_same_job(api: Api) -> None:
     assert len(submits) == 5  # each accepted request is audited, retries included
 
 
+def test_submit_with_a_warning_signal_launches_with_it(api: Api) -> None:
+    agent = api.agent("node-0")
+    register(agent, "node-0", gpus=8)
+    alice = api.user("alice")
+    (jid,) = alice.submit({**SPEC, "time_limit_s": 600, "signal": "B:USR1@90", "requeue": False})
+    job = alice.job(jid)
+    assert job.spec["signal"] == {"signal": 10, "before_s": 90, "batch_only": True}
+    assert job.spec["requeue"] is False
+    (cmd,) = agent.commands("node-0", wait_s=5)
+    assert (cmd.signal, cmd.signal_before_s, cmd.signal_batch_only) == (10, 90, True)
+    assert cmd.time_limit_s == 600
+    (plain,) = alice.submit(SPEC)
+    assert alice.job(plain).spec["signal"] is None and alice.job(plain).spec["requeue"] is True
+    started(agent, "node-0", [cmd])
+    (cmd2,) = agent.commands("node-0", wait_s=5)
+    assert (cmd2.job, cmd2.signal, cmd2.signal_before_s) == (plain, 0, 0.0)
+
+
 def test_array_submit(api: Api) -> None:
     alice = api.user("alice")
     ids = alice.submit({**SPEC, "name": "sweep"}, array="0-6:3,10")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.model.allocation import Placement
 from gpufleet.model.cluster import NodeSpec
-from gpufleet.model.job import JobSpec, JobState, Topology, TopologyLevel
+from gpufleet.model.job import JobSpec, JobState, Topology, TopologyLevel, WarningSignal
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
 from gpufleet.server.store import (
@@ -50,6 +50,8 @@ FULL_SPEC = JobSpec(
     max_retries=3,
     command=("torchrun", "train.py", "--lr=0.1"),
     env=(("A", "1"), ("NCCL_DEBUG", "INFO")),
+    signal=WarningSignal(10, 90, batch_only=True),
+    requeue=False,
 )
 
 
@@ -91,6 +93,9 @@ specs = st.builds(
     max_retries=st.integers(0, 100),
     command=st.lists(text, max_size=4).map(tuple),
     env=st.lists(st.tuples(text, text), max_size=3).map(tuple),
+    signal=st.none()
+    | st.builds(WarningSignal, st.integers(1, 64), st.integers(0, 65535), st.booleans()),
+    requeue=st.booleans(),
 )
 
 

@@ -149,6 +149,7 @@ def spec(
     dataset: str = "",
     preemptible: bool = True,
     retries: int = 0,
+    requeue: bool = True,
 ) -> JobSpec:
     return JobSpec(
         name=name,
@@ -166,6 +167,7 @@ def spec(
         topology=Topology(TopologyLevel(topology), required),
         dataset=dataset,
         max_retries=retries,
+        requeue=requeue,
     )
 
 

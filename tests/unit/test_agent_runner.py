@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import signal
 import stat
 import sys
 import time
@@ -357,3 +358,116 @@ def test_a_restarted_agent_kills_the_tasks_left_behind(tmp_path: Path, clock: Ma
     exited(old.wait(10.0))  # only the test's old runner may reap it
     assert _gone(pid)
     assert new.kill_orphans() == []
+
+
+# ----- the warning signal (Slurm's --signal=[B:]SIG@T) -------------------------------------
+
+# Each process writes one line to ``<dir>/<who>.<SIGNAL>`` per signal it gets. The parent (the
+# rank's main process) starts a child in its own process group and says 'ready' once both trap.
+_TRAP = """
+import os, signal, subprocess, sys, time
+d, who = {d!r}, sys.argv[1] if len(sys.argv) > 1 else "main"
+def on(sig, frame):
+    with open(os.path.join(d, who + "." + signal.Signals(sig).name), "a") as f:
+        f.write(str(os.getpid()) + "\\n")
+signal.signal(signal.SIGUSR1, on)
+signal.signal(signal.SIGUSR2, on)
+if who == "main":
+    c = subprocess.Popen([sys.executable, "-c", CODE, "child"])
+    while not os.path.exists(os.path.join(d, "child.ready")):
+        time.sleep(0.01)
+    print(os.getpid(), c.pid, flush=True)
+    print("ready", flush=True)
+else:
+    open(os.path.join(d, "child.ready"), "w").close()
+time.sleep(60)
+"""
+
+
+def trap_code(d: Path) -> str:
+    body = _TRAP.format(d=str(d))
+    return f"CODE = {body!r}\n{body}"  # the child runs the same program
+
+
+def lines(p: Path) -> int:
+    return len(p.read_text().splitlines()) if p.exists() else 0
+
+
+def probe(d: Path, pids: dict[str, int], n: int) -> None:
+    """Send SIGUSR2 to each process and wait until it has handled its ``n``-th one. A SIGUSR1
+    sent before it was delivered no later (the kernel delivers the lower-numbered pending signal
+    first) and Python runs pending handlers in signal-number order, so after this every SIGUSR1
+    sent before the probe has left its marker: the absence of one is proof, without a sleep."""
+    for pid in pids.values():
+        os.kill(pid, signal.SIGUSR2)
+    for who in pids:
+        wait_for(lambda who=who: lines(d / f"{who}.SIGUSR2") >= n)  # type: ignore[misc]
+
+
+def start_trapping(
+    runner: TaskRunner, d: Path, **kw: object
+) -> tuple[tuple[str, int, int], dict[str, int]]:
+    runner.launch(cmd(trap_code(d), **kw))
+    key = ("j1", 0, 0)
+    ready(runner, key)
+    out, _ = runner.log_paths(key)
+    main, child = (int(x) for x in out.read_text().split()[:2])
+    return key, {"main": main, "child": child}
+
+
+@pytest.mark.parametrize("batch_only", [False, True])
+def test_the_warning_signal_arrives_t_seconds_before_the_limit_and_once(
+    runner: TaskRunner, clock: ManualClock, tmp_path: Path, batch_only: bool
+) -> None:
+    d = tmp_path / "marks"
+    d.mkdir()
+    _, pids = start_trapping(
+        runner,
+        d,
+        time_limit_s=100,
+        signal=signal.SIGUSR1,
+        signal_before_s=30,
+        signal_batch_only=batch_only,
+    )
+    clock.advance(69.9)
+    assert runner.poll() == []
+    probe(d, pids, 1)
+    assert not list(d.glob("*.SIGUSR1"))  # not before limit − T
+    clock.advance(0.1)
+    assert runner.poll() == []  # at limit − T: sent, nothing stopped
+    wait_for(lambda: lines(d / "main.SIGUSR1") == 1)
+    probe(d, pids, 2)
+    # the group: the rank's process and its child; B: the rank's own process only
+    assert lines(d / "child.SIGUSR1") == (0 if batch_only else 1)
+    assert (d / "main.SIGUSR1").read_text().split() == [str(pids["main"])]
+    clock.advance(29.9)
+    assert runner.poll() == []
+    probe(d, pids, 3)
+    assert lines(d / "main.SIGUSR1") == 1  # once per attempt
+    clock.advance(0.1)
+    runner.poll()  # the time limit's kill, unchanged: SIGTERM to the group
+    ev = exited(runner.wait(10.0))
+    assert (ev.exit_code, ev.why) == (143, "time limit (100 s) exceeded; killed by SIGTERM")
+    wait_for(lambda: _gone(pids["child"]))
+
+
+def test_a_limit_shorter_than_t_sends_the_warning_at_the_start(
+    runner: TaskRunner, clock: ManualClock, tmp_path: Path
+) -> None:
+    d = tmp_path / "marks"
+    d.mkdir()
+    start_trapping(runner, d, time_limit_s=20, signal=signal.SIGUSR1, signal_before_s=60)
+    assert runner.poll() == []  # the first poll after the start
+    wait_for(lambda: lines(d / "main.SIGUSR1") == 1 and lines(d / "child.SIGUSR1") == 1)
+
+
+def test_no_warning_without_a_signal_or_without_a_time_limit(
+    runner: TaskRunner, clock: ManualClock, tmp_path: Path
+) -> None:
+    d = tmp_path / "marks"
+    d.mkdir()
+    _, pids = start_trapping(runner, d, signal=signal.SIGUSR1, signal_before_s=30)
+    clock.advance(10_000)
+    assert runner.poll() == []
+    probe(d, pids, 1)
+    assert not list(d.glob("*.SIGUSR1"))

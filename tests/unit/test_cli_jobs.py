@@ -94,6 +94,24 @@ def test_flags_override_the_script_as_sbatch_options_do(api: FakeApi, tmp_path: 
     assert r.json()["spec"]["queue"] == "nlp" and r.json()["array"] == "0-1"
 
 
+def test_signal_and_no_requeue_flags_set_the_spec_and_override_the_script(
+    api: FakeApi, tmp_path: Path
+) -> None:
+    r = cli("submit", "--dry-run", "--json", "--signal", "B:USR1@90", "--no-requeue", "--", "x")
+    assert r.code == 0, r.stderr
+    spec = r.json()["spec"]
+    assert (spec["signal"], spec["requeue"]) == ("B:USR1@90", False)
+    f = tmp_path / "train.sbatch"
+    f.write_text(
+        SCRIPT.replace("#SBATCH --time", "#SBATCH --signal=USR2 --requeue\n#SBATCH --time")
+    )
+    spec = cli("submit", "--dry-run", "--json", str(f)).json()["spec"]
+    assert spec["signal"] == {"signal": 12, "before_s": 60, "batch_only": False}
+    assert spec["requeue"] is True
+    spec = cli("submit", "--dry-run", "--json", "--signal", "10@30", "--no-requeue", str(f)).json()
+    assert (spec["spec"]["signal"], spec["spec"]["requeue"]) == ("10@30", False)
+
+
 def test_dry_run_json_on_a_script_prints_the_spec_and_sends_nothing(
     api: FakeApi, tmp_path: Path
 ) -> None:
@@ -178,6 +196,7 @@ def test_a_refusal_midway_through_a_file_says_what_was_submitted(
         (["submit", "--dependency", "afternotok:1", "--", "x"], "not supported"),
         (["submit", "--strict-topology", "--", "x"], "--topology"),
         (["submit", "--topology", "rack", "--", "x"], "topology.level"),
+        (["submit", "--signal", "USR3@10", "--", "x"], "signal: expected [B:]SIG[@SECONDS]"),
     ],
 )
 def test_bad_submissions_exit_2_and_send_nothing(api: FakeApi, args: list[str], why: str) -> None:

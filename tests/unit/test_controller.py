@@ -223,6 +223,39 @@ def test_node_lost_requeues_without_using_retries() -> None:
     assert h.c.jobs["g"].job.retries_used == 0
 
 
+def test_a_no_requeue_job_fails_when_its_node_is_lost() -> None:
+    h = Harness(cluster_spec(3, 8))
+    h.submit(0.0, "g", gpus=8, workers=2, requeue=False)
+    h.start_all(1.0, "g")
+    first = [p.node for p in h.launch("g").allocation]
+    out = h.exit_killed(6.0, h(5.0, NodeLost(first[0])))
+    assert moves(out, "g") == [(S.RUNNING, S.FAILED)]  # never NODE_LOST → PENDING
+    [t] = of(out, Transition)
+    assert t.why.startswith(
+        "node lost and the job asked not to be requeued (--no-requeue) (node "
+    ), t.why
+    assert h.c.jobs["g"].job.finished and h.c.jobs["g"].job.end_time == 6.0
+    assert of(out, Launch) == [] and h.attempt("g") == 1
+
+
+def test_a_no_requeue_job_with_retries_is_charged_one_for_a_lost_node() -> None:
+    h = Harness(cluster_spec(3, 8))
+    h.submit(0.0, "g", gpus=8, requeue=False, retries=1)
+    h.start_all(1.0, "g")
+    [node] = [p.node for p in h.launch("g").allocation]
+    out = h(5.0, NodeLost(node))  # its one rank was there: the attempt is over at once
+    assert moves(out, "g")[:2] == [(S.RUNNING, S.FAILED), (S.FAILED, S.PENDING)]
+    assert h.c.jobs["g"].job.retries_used == 1
+
+
+def test_a_no_requeue_job_that_missed_its_launch_deadline_fails() -> None:
+    h = Harness(cluster_spec(1, 8), launch_timeout_s=30.0)
+    h.submit(0.0, "j", gpus=1, requeue=False)
+    out = h(30.0, TimerFired("launch", "j", 1))
+    assert moves(out, "j") == [(S.STARTING, S.FAILED)]
+    assert "did not start within the launch deadline" in of(out, Transition)[0].why
+
+
 def test_an_unhealthy_node_stops_the_jobs_on_its_bad_gpus_only() -> None:
     h = Harness(cluster_spec(1, 8))
     h.submit(0.0, "a", gpus=4)

@@ -15,7 +15,15 @@ import pytest
 from gpufleet.api.jobspec import JobSpecIn, JobSpecOut
 from gpufleet.api.schemas import JobStateName
 from gpufleet.model.errors import SpecError
-from gpufleet.model.job import SPEC_BOUNDS, SPEC_TEXT, JobSpec, JobState, TopologyLevel
+from gpufleet.model.job import (
+    SIGNAL_BEFORE_S,
+    SPEC_BOUNDS,
+    SPEC_TEXT,
+    JobSpec,
+    JobState,
+    TopologyLevel,
+    WarningSignal,
+)
 from gpufleet.server.store.codec import _SPEC_KEYS, spec_to_dict
 
 BASE: dict[str, Any] = {"name": "n", "user": "u"}
@@ -33,9 +41,27 @@ def refusal(**kw: Any) -> SpecError:
     return e.value
 
 
+def prop(key: str) -> dict[str, Any]:
+    """``key``'s schema; ``outer.inner`` is a key of the object form of ``outer``."""
+    if "." not in key:
+        return dict(PROPS[key])
+    outer, inner = key.split(".")
+    [ref] = [b["$ref"] for b in PROPS[outer]["anyOf"] if "$ref" in b]
+    return dict(SCHEMA["$defs"][ref.rsplit("/", 1)[1]]["properties"][inner])
+
+
+def nested(key: str, value: Any) -> dict[str, Any]:
+    """The spec keys that give ``key`` the value (a nested key within a valid object)."""
+    if "." not in key:
+        return {key: value}
+    outer, inner = key.split(".")
+    assert outer == "signal", key
+    return {outer: {"signal": "USR1", inner: value}}
+
+
 def branch(key: str, json_type: str) -> dict[str, Any]:
     """The part of ``key``'s schema of ``json_type`` (a nullable key is an anyOf)."""
-    p = PROPS[key]
+    p = prop(key)
     for b in p.get("anyOf", [p]):
         if b.get("type") == json_type:
             return dict(b)
@@ -64,14 +90,14 @@ def test_numeric_bounds_agree_at_their_edges(key: str) -> None:
         json_type = "number"
     b = branch(key, json_type)
     assert (b["minimum"], b["maximum"]) == (lo, hi), (key, b)
-    read(**{key: lo})
-    read(**{key: hi})
+    read(**nested(key, lo))
+    read(**nested(key, hi))
     if json_type == "integer":
         below, above = lo - 1, hi + 1
     else:
         below, above = math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf)
     for bad in (below, above):
-        assert refusal(**{key: bad}).field == key, (key, bad)
+        assert refusal(**nested(key, bad)).field == key, (key, bad)
 
 
 @pytest.mark.parametrize("key", ["name", "user", "queue", "dataset"])
@@ -173,6 +199,8 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "max_retries": 2,
         "command": ["echo", "hi"],
         "env": {"A": "1"},
+        "signal": {"signal": "USR1", "before_s": 90, "batch_only": True},
+        "requeue": False,
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)
@@ -188,6 +216,33 @@ def test_the_spec_a_job_shows_is_its_stored_shape() -> None:
     out = JobSpecOut.model_validate(spec_to_dict(spec))
     assert out.model_dump() == spec_to_dict(spec)
     assert JobSpecOut.model_validate(BASE).model_dump() == spec_to_dict(JobSpec("n", "u"))
+
+
+def test_the_warning_signal_agrees_in_both_forms() -> None:
+    shape = SCHEMA["$defs"]["SignalIn"]
+    assert set(shape["properties"]) == {"signal", "before_s", "batch_only"}
+    assert shape["required"] == ["signal"] and shape["additionalProperties"] is False
+    assert shape["properties"]["before_s"]["default"] == SIGNAL_BEFORE_S
+    assert shape["properties"]["batch_only"]["default"] is False
+    usr1 = WarningSignal(10, 90, True)
+    assert read(signal="B:USR1@90").signal == usr1
+    assert read(signal={"signal": "sigusr1", "before_s": 90, "batch_only": True}).signal == usr1
+    assert read(signal={"signal": 10}).signal == WarningSignal(10, SIGNAL_BEFORE_S, False)
+    assert read(signal="12").signal == WarningSignal(12, SIGNAL_BEFORE_S, False)
+    assert read(signal="term@0").signal == WarningSignal(15, 0, False)
+    text = branch("signal", "string")
+    assert refusal(signal="U" * (text["maxLength"] + 1)).field == "signal"
+    for bad in ("USR3", "B:", "USR1@", "USR1@-1", "USR1@65536", "R:USR1", "65", "0"):
+        assert refusal(signal=bad).field == "signal", bad
+    for bad_name in ("NOPE", "", True, 1.5):
+        assert refusal(signal={"signal": bad_name}).field == "signal.signal", bad_name
+    assert refusal(signal={"before_s": 3}).field == "signal.signal"
+    assert refusal(signal={"signal": "USR1", "at": 3}).field == "signal.at"
+    assert refusal(signal={"signal": "USR1", "batch_only": "yes"}).field == "signal.batch_only"
+    # the stored shape reads back as the same spec
+    spec = read(signal="B:USR2@30", requeue=False)
+    again = JobSpec.from_dict({**BASE, **{k: spec_to_dict(spec)[k] for k in ("signal", "requeue")}})
+    assert again == spec
 
 
 def test_job_states_in_the_schema_are_the_models() -> None:

@@ -25,7 +25,7 @@ from gpufleet.io.slurm_opts import find_long
 from gpufleet.io.slurm_values import Dependency, Gpus, Signal, time_minutes
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.errors import SpecError
-from gpufleet.model.job import JobSpec
+from gpufleet.model.job import JobSpec, WarningSignal
 
 
 def script(*directives: str, body: str = "python train.py\n", shebang: str = "#!/bin/bash"):
@@ -49,6 +49,54 @@ def sbatch_refuses(*directives: str) -> SbatchError:
     with pytest.raises(SbatchError) as e:
         request(*directives)
     return e.value
+
+
+# ----- --signal and --requeue ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("directive", "signal"),
+    [
+        ("--signal=B:USR1@90", {"signal": 10, "before_s": 90, "batch_only": True}),
+        ("--signal=10@30", {"signal": 10, "before_s": 30, "batch_only": False}),
+        ("--signal=USR2", {"signal": 12, "before_s": 60, "batch_only": False}),  # Slurm's 60 s
+        ("--signal=sigterm@0", {"signal": 15, "before_s": 0, "batch_only": False}),
+    ],
+)
+def test_signal_becomes_the_specs_warning_signal(directive: str, signal: dict[str, object]) -> None:
+    job = script("--time=10", directive)
+    assert job.spec["signal"] == signal
+    assert not job.warnings  # acted on: no "has no effect"
+    spec = JobSpec.from_dict({"user": "u", **job.spec})
+    assert spec.signal == WarningSignal(
+        int(signal["signal"]),  # type: ignore[call-overload]
+        int(signal["before_s"]),  # type: ignore[call-overload]
+        bool(signal["batch_only"]),
+    )
+
+
+def test_a_signal_without_a_time_limit_says_it_has_no_effect() -> None:
+    job = script("--signal=USR1@30")
+    assert job.spec["signal"] == {"signal": 10, "before_s": 30, "batch_only": False}
+    assert job.warnings == (
+        "job.sh:2: --signal=USR1@30 has no effect without a time limit (--time)",
+    )
+
+
+def test_signals_gpufleet_cannot_send_are_refused_naming_the_line() -> None:
+    e = refused("--time=10", "--signal=R:USR1@30")
+    assert e.field == "line 3" and "reservation" in e.reason
+    e = refused("--time=10", "--signal=100@30")  # sbatch takes up to 65535
+    assert e.field == "line 3" and "1 to 64" in e.reason
+
+
+def test_requeue_and_no_requeue_set_the_specs_flag() -> None:
+    assert "requeue" not in script("--time=10").spec
+    assert script("--requeue").spec["requeue"] is True
+    job = script("--no-requeue")
+    assert job.spec["requeue"] is False and not job.warnings
+    assert JobSpec.from_dict({"user": "u", **job.spec}).requeue is False
+    assert script("--requeue", "--no-requeue").spec["requeue"] is False  # the last one wins
 
 
 # ----- a realistic script end to end --------------------------------------------------------
@@ -198,8 +246,11 @@ def test_multi_node_ddp() -> None:
     assert r.signal == Signal(10, 90, batch_only=True, reservation=False)
     noted = {w.split(": ")[1].split("=")[0].split(" ")[0] for w in r.warnings}
     assert noted == {
-        "--exclusive", "--output", "--account", "--qos", "--signal", "--requeue",
-    }  # fmt: skip
+        "--exclusive",
+        "--output",
+        "--account",
+        "--qos",
+    }  # --signal, --requeue: acted on
     assert all(w.startswith("ddp.sbatch:") for w in r.warnings)
 
 

@@ -2,9 +2,15 @@
 and kills by signal to the whole group.
 
 Nothing here blocks on a task. ``poll(now)`` reaps what has exited and acts on deadlines
-(time limit → SIGTERM; grace over → SIGKILL), so a test steps a ``ManualClock`` instead of
-sleeping through a grace period. Exits are reported as the shell does: a task killed by a
-signal exits ``128 + signal``.
+(warning signal → the job's signal; time limit → SIGTERM; grace over → SIGKILL), so a test
+steps a ``ManualClock`` instead of sleeping through a grace period. Exits are reported as the
+shell does: a task killed by a signal exits ``128 + signal``.
+
+The warning signal is Slurm's ``--signal=[B:]SIG@T``: SIG goes out once per attempt, T seconds
+before the time limit (at the first poll after the start when the limit is shorter than T), to
+the task's whole process group; with ``B:`` only to its main process, the command the rank runs
+(gpufleet runs the command once per rank and has no batch shell apart from it, so B: means that
+rank's own process, not the children it started). The time limit's kill follows unchanged.
 """
 
 from __future__ import annotations
@@ -81,6 +87,10 @@ class _Task:
     term_at: float | None = None  # when the SIGTERM went out
     kill_at: float | None = None  # when SIGKILL follows it
     killed_hard: bool = False
+    warn_signal: int = 0  # the job's warning signal (0: none)
+    warn_before_s: float = 0.0
+    warn_batch_only: bool = False
+    warned_at: float | None = None  # when it went out (once per attempt)
 
 
 class LatestAttempts:
@@ -250,6 +260,9 @@ class TaskRunner:
             gpu_milli=cmd.gpu_milli,
             pidfile=pidfile,
             tmp=tmp,
+            warn_signal=cmd.signal,
+            warn_before_s=cmd.signal_before_s,
+            warn_batch_only=cmd.signal_batch_only,
         )
         log.info("started %s/%d rank %d as %s: pid %d", *key, account.name, proc.pid)
         return RunnerEvent("started", key)
@@ -321,11 +334,34 @@ class TaskRunner:
                 log.info("exited %s/%d rank %d: %s", *key, out[-1].why or "code 0")
                 continue
             limit = t.time_limit_s
+            warn = t.warn_signal and t.warned_at is None and t.stop_why is None
+            if (
+                warn
+                and limit is not None
+                and now >= t.started_at + max(0.0, limit - t.warn_before_s)
+            ):
+                self._warn(t, now)
             if t.stop_why is None and limit is not None and now >= t.started_at + limit:
                 self.kill(key, t.grace_s, f"time limit ({limit:g} s) exceeded", now)
             if t.kill_at is not None and now >= t.kill_at:
                 self._kill_hard(t)
         return out
+
+    def _warn(self, t: _Task, now: float) -> None:
+        t.warned_at = now
+        sig = t.warn_signal
+        if t.warn_batch_only:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(t.proc.pid, sig)  # the leader only; its pid is not reaped before poll
+        else:
+            _signal_group(t.proc.pid, sig)
+        log.info(
+            "%s/%d rank %d: %s to its %s, %g s before the time limit",
+            *t.key,
+            signal_name(sig),
+            "main process" if t.warn_batch_only else "process group",
+            t.warn_before_s,
+        )
 
     def wait(self, timeout_s: float, step_s: float = 0.02) -> list[RunnerEvent]:
         """Poll until nothing is live or ``timeout_s`` of real time has passed."""

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gpufleet.model.catalog import GPU_MODELS
-from gpufleet.model.job import SPEC_BOUNDS, SPEC_TEXT, JobSpec, TopologyLevel
+from gpufleet.model.job import SIGNALS, SPEC_BOUNDS, SPEC_TEXT, JobSpec, TopologyLevel
 from gpufleet.model.resources import MILLI
 from gpufleet.model.validate import MAX_COMMAND, MAX_ENV, MAX_ITEMS, MAX_NAME
 
@@ -61,6 +61,27 @@ class TopologyIn(BaseModel):
 
     level: TopologyLevel | None = TopologyLevel.ANY
     required: bool | None = Field(False, description="true: wait for it; false: preferred")
+
+
+_SIG_LO, _SIG_HI = SPEC_BOUNDS["signal.signal"]
+SIGNAL_DOC = "a signal by number or by name, with or without SIG, any case: " + ", ".join(SIGNALS)
+
+
+class SignalIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="SignalIn")
+
+    signal: (
+        Annotated[int, Field(ge=_SIG_LO, le=_SIG_HI)]
+        | Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+    ) = Field(description=SIGNAL_DOC)
+    before_s: int | None = _bounded(
+        "signal.before_s", 60, "seconds before the time limit (at the start if it is shorter)"
+    )
+    batch_only: bool | None = Field(
+        False,
+        description="true (Slurm's B:): to each task's main process only, not its children; "
+        "false: to each task's whole process group",
+    )
 
 
 class JobSpecIn(BaseModel):
@@ -126,6 +147,36 @@ class JobSpecIn(BaseModel):
         description=f"environment of every task; at most {MAX_ENV} characters in all; "
         "a number or true/false is passed as its text",
     )
+    signal: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_NAME,
+                description="Slurm's form [B:]SIG[@SECONDS], e.g. B:USR1@90 (SECONDS: 60 when "
+                "not given)",
+            ),
+        ]
+        | SignalIn
+        | None
+    ) = Field(
+        None,
+        description="a warning signal before the time limit (Slurm's --signal), sent once per "
+        "attempt; no effect without a time limit",
+    )
+    requeue: bool | None = Field(
+        _DEFAULTS["requeue"],
+        description="requeue the job when a node it runs on is lost (Slurm's --requeue); "
+        "false (--no-requeue): the job fails instead",
+    )
+
+
+class SignalOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="SignalOut")
+
+    signal: int
+    before_s: int = 60
+    batch_only: bool = False
 
 
 class TopologyOut(BaseModel):
@@ -158,6 +209,8 @@ class JobSpecOut(BaseModel):
     max_retries: int = _DEFAULTS["max_retries"]
     command: list[str] = []
     env: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = []
+    signal: SignalOut | None = None
+    requeue: bool = _DEFAULTS["requeue"]
 
 
 # models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)

@@ -297,6 +297,11 @@ class AgentCommand(Strict):
     gpu_milli: int = 1000
     time_limit_s: float | None = None
     grace_s: float = 10.0
+    # the job's warning signal (Slurm's --signal; 0: none): sent signal_before_s before the
+    # time limit, to the task's process group, or with signal_batch_only to its main process
+    signal: int = 0
+    signal_before_s: float = 0.0
+    signal_batch_only: bool = False
     why: str = ""
     # the Unix account a root agent runs the task as (the job's user), and the one it uses
     # when the node has no such account (empty: refuse); see gpufleet.agent.accounts

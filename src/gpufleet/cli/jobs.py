@@ -106,6 +106,22 @@ def submit(
     ] = False,
     dataset: Annotated[str | None, typer.Option("--dataset")] = None,
     retries: Annotated[int | None, typer.Option("--retries", min=0, help="Max retries.")] = None,
+    signal: Annotated[
+        str | None,
+        typer.Option(
+            "--signal",
+            help="[B:]SIG[@SECONDS], as sbatch: send SIG (default 60 s) before the time limit to "
+            "each task's process group; B: to each task's own process only.",
+        ),
+    ] = None,
+    requeue: Annotated[
+        bool | None,
+        typer.Option(
+            "--requeue/--no-requeue",
+            show_default=False,
+            help="Requeue after a lost node (the default), or fail instead.",
+        ),
+    ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable).")] = None,
     array: Annotated[
         str | None, typer.Option("--array", "-a", help="Indexes: 0-9, 1,3,5, 0-15%4.")
@@ -157,6 +173,8 @@ def submit(
         dataset=dataset,
         retries=retries,
         env=env,
+        signal=signal,
+        requeue=requeue,
     )
     try:
         subs = _submissions(command or [], file, overrides)
@@ -276,6 +294,8 @@ def _overrides(
     dataset: str | None,
     retries: int | None,
     env: list[str] | None,
+    signal: str | None = None,
+    requeue: bool | None = None,
 ) -> dict[str, Any]:
     """The spec fields the flags set, in JobSpec's names; bad values exit 2."""
     o: dict[str, Any] = {
@@ -290,6 +310,8 @@ def _overrides(
         "preemptible": preemptible,
         "dataset": dataset,
         "max_retries": retries,
+        "signal": signal,  # read (and refused, naming it) by JobSpec.from_dict
+        "requeue": requeue,
     }
     if gpu_share is not None and gpus is None:
         o["gpus_per_worker"] = 1  # a share is of one GPU

@@ -33,6 +33,9 @@ from gpufleet.scheduler.snapshot import PendingJob
 S = JobState
 
 
+NO_REQUEUE = "node lost and the job asked not to be requeued (--no-requeue)"
+
+
 @dataclass(frozen=True, slots=True)
 class RestoredJob:
     """What the store gives back for one job at restart."""
@@ -391,6 +394,10 @@ class JobMaster:
             j.attained_gpu_s += (now - j.start_time) * j.spec.total_gpu_milli / MILLI
         self.state.unrun(j.id)
         self.state.unuse(j.spec.queue, j.spec.total_resources)
+        if ending is S.NODE_LOST and not j.spec.requeue:
+            # Slurm's --no-requeue: a node failure ends the job (NODE_FAIL there); here the
+            # attempt failed, and only the retries the job asked for (max_retries) follow
+            ending, why = S.FAILED, f"{NO_REQUEUE} ({why})"
         if rec.array_limit:
             self._refresh_views(self._throttle.stopped(rec.id))
         if j.state is S.STARTING and ending in (S.SUCCEEDED, S.TIMED_OUT):

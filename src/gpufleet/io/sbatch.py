@@ -30,6 +30,7 @@ from gpufleet.io.slurm_opts import OPTIONS, Given, Problem, Word, getopt
 from gpufleet.model import catalog
 from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
 from gpufleet.model.errors import SpecError
+from gpufleet.model.job import SPEC_BOUNDS
 from gpufleet.model.validate import text_problem
 
 # Interpreters that take the program text after ``-c``; the script runs as ``INTERP -c TEXT``.
@@ -41,7 +42,8 @@ _SPACE = " \t\n\v\f\r"  # C's isspace
 HONOURED = {
     "job-name", "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "gres",
     "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
-    "partition", "array", "dependency", "priority", "nice", "constraint",
+    "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
+    "no-requeue",
 }  # fmt: skip
 NO_EFFECT = {
     "qos": "gpufleet has no QOS; the queue (--partition) and --priority decide",
@@ -56,9 +58,6 @@ NO_EFFECT = {
     "open-mode": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
     "chdir": "the script runs in the job's own directory on the node",
     "export": "the job gets gpufleet's environment, not the submitter's",
-    "signal": "gpufleet sends no warning signal before the time limit",
-    "requeue": "gpufleet retries by --retries, not by Slurm's requeue",
-    "no-requeue": "gpufleet retries by --retries, not by Slurm's requeue",
     "nodelist": "gpufleet chooses the nodes",
     "exclude": "gpufleet chooses the nodes",
     "time-min": "gpufleet does not shorten a job's time limit to start it sooner",
@@ -702,6 +701,11 @@ class _Build:
         priority = self.priority()
         if priority is not None:
             spec["priority"] = priority
+        warning = self.signal()
+        if warning is not None:
+            spec["signal"] = warning
+        if r.requeue is not None:
+            spec["requeue"] = r.requeue
         spec["command"] = command
         if r.array is not None:
             try:  # the size is checked from the text, nothing is expanded
@@ -872,6 +876,31 @@ class _Build:
         if r.nice is not None:
             out = (out or 0) - r.nice
         return out
+
+    def signal(self) -> dict[str, Any] | None:
+        """--signal=[B:]SIG[@T] as the spec's ``signal``: B: sends it to each task's own process
+        (gpufleet has no separate batch shell: the script runs once per task)."""
+        w = self.req.signal
+        if w is None:
+            return None
+        lo, hi = SPEC_BOUNDS["signal.signal"]
+        if w.reservation:
+            raise self.err(
+                f"{CANNOT}{self.text('signal')}: R: (at the end of a reservation): gpufleet has "
+                "no reservations",
+                "signal",
+            )
+        if not lo <= w.number <= hi:
+            raise self.err(
+                f"{CANNOT}{self.text('signal')}: signal {w.number} is not one a Linux node can "
+                f"send ({lo} to {hi})",
+                "signal",
+            )
+        if self.req.time_limit is None or self.req.time_limit == v.UNLIMITED:
+            self.note(
+                "signal", f"{self.text('signal')} has no effect without a time limit (--time)"
+            )
+        return {"signal": w.number, "before_s": w.seconds, "batch_only": w.batch_only}
 
     def dependencies(self) -> tuple[tuple[str, str], ...]:
         r = self.req

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpufleet.model.hostlist import expand
+from gpufleet.model.job import SIGNALS
 
 UNLIMITED: Literal["UNLIMITED"] = "UNLIMITED"
 TimeLimit = int | Literal["UNLIMITED"]  # minutes, as Slurm keeps them
@@ -284,13 +285,7 @@ def dependencies(text: str) -> tuple[tuple[Dependency, ...], bool]:
 
 # ----- the others --------------------------------------------------------------------------
 
-_SIGNALS = {
-    "HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8,
-    "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15,
-    "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19, "TSTP": 20, "TTIN": 21, "TTOU": 22,
-    "URG": 23, "XCPU": 24, "XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29,
-    "PWR": 30, "SYS": 31,
-}  # fmt: skip
+_SIGNALS = SIGNALS  # Slurm's names, as the job spec reads them
 
 
 @dataclass(frozen=True, slots=True)

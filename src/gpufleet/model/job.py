@@ -39,7 +39,20 @@ SPEC_BOUNDS: dict[str, tuple[float, float]] = {  # ints where the key is an inte
     "time_limit_s": (0, MAX_TIME_LIMIT_S),
     "priority": (-1_000_000, 1_000_000),
     "max_retries": (0, 100),
+    # the warning signal (``signal``, Slurm's --signal=[B:]SIG[@T]): its number (Linux's
+    # 1..64; a name is read as its number) and how long before the time limit it goes out
+    "signal.signal": (1, 64),
+    "signal.before_s": (0, 0xFFFF),  # Slurm's bound on T
 }
+# Slurm's signal names (its sig_name2num; with or without SIG, any case) and their Linux numbers
+SIGNALS: dict[str, int] = {
+    "HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8,
+    "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15,
+    "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19, "TSTP": 20, "TTIN": 21, "TTOU": 22,
+    "URG": 23, "XCPU": 24, "XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29,
+    "PWR": 30, "SYS": 31,
+}  # fmt: skip
+SIGNAL_BEFORE_S = 60  # Slurm's default T when only SIG is given
 # The longest each string of a spec may be (characters).
 SPEC_TEXT: dict[str, int] = {
     "name": MAX_NAME,
@@ -96,6 +109,24 @@ class Topology:
 
 
 @dataclass(frozen=True, slots=True)
+class WarningSignal:
+    """Slurm's ``--signal=[B:]SIG[@T]``: send ``number`` ``before_s`` seconds before the time
+    limit (once per attempt; at the start when the limit is shorter), to the whole process
+    group of every task, or with ``batch_only`` to each task's main process alone (gpufleet runs
+    the command once per rank: B: means that rank's own process, not its children)."""
+
+    number: int
+    before_s: int = SIGNAL_BEFORE_S
+    batch_only: bool = False
+
+    def describe(self) -> str:
+        names = {n: k for k, n in SIGNALS.items()}
+        sig = f"SIG{names[self.number]}" if self.number in names else f"signal {self.number}"
+        to = "each task's main process" if self.batch_only else "each task's process group"
+        return f"{sig} to {to} {self.before_s} s before the time limit"
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     name: str
     user: str
@@ -114,6 +145,9 @@ class JobSpec:
     max_retries: int = 0
     command: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    signal: WarningSignal | None = None  # a warning before the time limit (Slurm's --signal)
+    # requeued after a lost node (the default); False: the job fails instead (--no-requeue)
+    requeue: bool = True
 
     @property
     def worker_resources(self) -> Resources:
@@ -181,6 +215,8 @@ class JobSpec:
             )
         command = _read_command(f)
         env = _read_env(f)
+        warning = _read_signal(f)
+        requeue = f.flag("requeue", True)
         f.finish()
         return JobSpec(
             name,
@@ -200,6 +236,8 @@ class JobSpec:
             retries,
             command,
             env,
+            warning,
+            requeue,
         )
 
 
@@ -218,6 +256,69 @@ def _read_topology(f: Fields) -> Topology:
     required = t.flag("required", False)
     t.finish()
     return Topology(level, required)
+
+
+def parse_signal(text: str) -> WarningSignal:
+    """``[B:]SIG[@T]`` as Slurm's --signal reads it (SIG a name or a number; T 60 s when not
+    given). ValueError says what is wrong. Slurm's ``R:`` (at the end of a reservation) has no
+    meaning in gpufleet, which has no reservations, and is refused."""
+    s = text.strip()
+    batch = s[:2].upper() == "B:"
+    if batch:
+        s = s[2:]
+    if s[:2].upper() in ("R:", "RB") or s[:3].upper() == "BR:":
+        raise ValueError("R: (at the end of a reservation) is not supported: gpufleet has none")
+    sig, at, when = s.partition("@")
+    number = signal_number(sig)
+    before = SIGNAL_BEFORE_S
+    if at:
+        lo, hi = SPEC_BOUNDS["signal.before_s"]
+        if not when.isdigit() or not lo <= int(when) <= hi:
+            raise ValueError(f"@{when}: the time before the limit must be {lo} to {hi} seconds")
+        before = int(when)
+    return WarningSignal(number, before, batch)
+
+
+def signal_number(sig: str | int) -> int:
+    """A signal by name (USR1, SIGUSR1, any case) or number, as its number; ValueError if none."""
+    lo, hi = SPEC_BOUNDS["signal.signal"]
+    if isinstance(sig, str):
+        s = sig.strip()
+        if not s.isdigit():
+            name = s.upper().removeprefix("SIG")
+            if name not in SIGNALS:
+                raise ValueError(f"{sig!r} is not a signal (a name such as USR1, or {lo} to {hi})")
+            return SIGNALS[name]
+        sig = int(s)
+    if not lo <= sig <= hi:
+        raise ValueError(f"a signal number must be {lo} to {hi}, got {sig}")
+    return sig
+
+
+def _read_signal(f: Fields) -> WarningSignal | None:
+    raw = f.raw("signal")
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            return parse_signal(f.checked("signal", raw, MAX_NAME))
+        except ValueError as e:
+            raise f.error("signal", f"expected [B:]SIG[@SECONDS]: {e}") from None
+    s = Fields(raw, source=f.source, path=f.field("signal"))
+    sig = s.raw("signal")
+    if sig is None:
+        raise s.error("signal", "is required")
+    if isinstance(sig, bool) or not isinstance(sig, str | int):
+        raise s.error("signal", f"must be a signal's name or number, got {sig!r}")
+    try:
+        number = signal_number(s.checked("signal", sig, MAX_NAME) if isinstance(sig, str) else sig)
+    except ValueError as e:
+        raise s.error("signal", str(e)) from None
+    lo, hi = SPEC_BOUNDS["signal.before_s"]
+    before = s.integer("before_s", SIGNAL_BEFORE_S, minimum=int(lo), maximum=int(hi))
+    batch = s.flag("batch_only", False)
+    s.finish()
+    return WarningSignal(number, before, batch)
 
 
 def _read_command(f: Fields) -> tuple[str, ...]:

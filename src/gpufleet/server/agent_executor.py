@@ -55,6 +55,7 @@ class AgentExecutor:
             if rank in c.skip:
                 continue
             e = dict(env)
+            warning = spec.signal
             if head is not None:
                 e["MASTER_ADDR"] = head.address
             self.outbox.put(
@@ -70,6 +71,9 @@ class AgentExecutor:
                     gpu_milli=p.gpu_milli,
                     time_limit_s=spec.time_limit_s,
                     grace_s=self.grace_kill_s,
+                    signal=warning.number if warning else 0,
+                    signal_before_s=warning.before_s if warning else 0.0,
+                    signal_batch_only=warning.batch_only if warning else False,
                     run_as=spec.user,
                     fallback_account=self.fallback_account,
                     epoch=epochs.get(p.node, 0),

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.cluster import NodeSpec
-from gpufleet.model.job import JobSpec, Topology, TopologyLevel
+from gpufleet.model.job import JobSpec, Topology, TopologyLevel, WarningSignal
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
 
@@ -48,6 +48,8 @@ _SPEC_KEYS = (
     "max_retries",
     "command",
     "env",
+    "signal",
+    "requeue",
 )
 
 
@@ -70,6 +72,14 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "max_retries": spec.max_retries,
         "command": list(spec.command),
         "env": [[k, v] for k, v in spec.env],
+        "signal": None
+        if spec.signal is None
+        else {
+            "signal": spec.signal.number,
+            "before_s": spec.signal.before_s,
+            "batch_only": spec.signal.batch_only,
+        },
+        "requeue": spec.requeue,
     }
 
 
@@ -102,6 +112,14 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         kw["command"] = tuple(str(c) for c in d["command"])
     if "env" in d:
         kw["env"] = tuple((str(k), str(v)) for k, v in d["env"])
+    if d.get("signal") is not None:
+        w = d["signal"]
+        _check_keys("job spec signal", w, ("signal", "before_s", "batch_only"))
+        kw["signal"] = WarningSignal(
+            int(w["signal"]), int(w.get("before_s", 60)), bool(w.get("batch_only", False))
+        )
+    if "requeue" in d:
+        kw["requeue"] = bool(d["requeue"])
     return JobSpec(**kw)
 
 
