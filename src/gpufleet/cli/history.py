@@ -197,16 +197,9 @@ def export(
     token: TokenOpt = None,
 ) -> None:
     """Write the jobs that ran and ended as a trace: gpufleet simulate replay --format jobs."""
-    from gpufleet.cli.jobs import parse_when
+    from gpufleet.cli.jobs import parse_period
 
-    now = time.time()
-    try:
-        t0 = parse_when(since, now) if since else None
-        t1 = parse_when(until, now) if until else None
-    except typer.BadParameter as e:
-        out.fail(f"--since/--until {e.message}", code=2)
-    if t0 is not None and t1 is not None and t1 <= t0:
-        out.fail("--until must be after --since", code=2)
+    t0, t1 = parse_period(since, until, time.time())
     with connect(server, token) as c:
         ex = collect(c, c.all_jobs(), t0, t1)
     try:

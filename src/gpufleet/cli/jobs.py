@@ -419,20 +419,13 @@ def jobs(
     squeue's -t, -j, -n, --me, -o and -h work as squeue's."""
     from gpufleet.cli import slurm_style  # squeue's codes and format, only when asked
 
-    wanted: set[str] | None = None
-    if state is not None:
-        try:
-            wanted = slurm_style.states(state)
-        except ValueError as e:
-            out.fail(f"--state: {e}", code=2)
-        if wanted is None:  # -t all
-            all_states = True
-        elif any(JobState[w].terminal or w == "FAILED" for w in wanted):
-            all_states = True  # finished states are asked for: list them too
-    if me:
-        import getpass
-
-        user = getpass.getuser()
+    wanted = _slurm_states(state)
+    if state is not None and (
+        wanted is None  # -t all
+        or any(JobState[w].terminal or w == "FAILED" for w in wanted)
+    ):
+        all_states = True  # finished states are asked for: list them too
+    user = _me(user, me)
     one = next(iter(wanted)) if wanted is not None and len(wanted) == 1 else None
     failed = False
     with connect(server, token) as c:
@@ -590,21 +583,11 @@ def cancel(
     """Cancel jobs, by id or as scancel selects them (-u, -n, -t, --me; with ids, only those
     that match); one that cannot be cancelled is reported and the others still are."""
     ids = list(job_ids or [])
-    if me:
-        import getpass
-
-        user = getpass.getuser()
+    user = _me(user, me)
     filtered = user is not None or names is not None or state is not None
     if not ids and not filtered:
         out.fail("name the jobs to cancel: job ids, or -u/-n/-t/--me as scancel", code=2)
-    wanted: set[str] | None = None
-    if state is not None:
-        from gpufleet.cli import slurm_style
-
-        try:
-            wanted = slurm_style.states(state)
-        except ValueError as e:
-            out.fail(f"--state: {e}", code=2)
+    wanted = _slurm_states(state)
     done: list[s.JobOut] = []
     failed = 0
     with connect(server, token) as c:
@@ -766,6 +749,42 @@ def _slurm_delta(unit: str) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def parse_period(
+    since: str | None, until: str | None, now: float
+) -> tuple[float | None, float | None]:
+    """``--since``/``--until`` as times (None: not given); a CLI error when unreadable or
+    backwards."""
+    try:
+        t0 = parse_when(since, now) if since else None
+        t1 = parse_when(until, now) if until else None
+    except typer.BadParameter as e:
+        out.fail(f"--since/--until {e.message}", code=2)
+    if t0 is not None and t1 is not None and t1 <= t0:
+        out.fail("--until must be after --since", code=2)
+    return t0, t1
+
+
+def _slurm_states(state: str | None) -> set[str] | None:
+    """``-t`` as squeue and scancel take it (None: every state); a CLI error when unknown."""
+    if state is None:
+        return None
+    from gpufleet.cli import slurm_style  # squeue's codes, only when asked
+
+    try:
+        return slurm_style.states(state)
+    except ValueError as e:
+        out.fail(f"--state: {e}", code=2)
+
+
+def _me(user: str | None, me: bool) -> str | None:
+    """``--me``: this Unix user's jobs, as Slurm's commands mean it."""
+    if not me:
+        return user
+    import getpass
+
+    return getpass.getuser()
+
+
 def parse_when(text: str, now: float) -> float:
     """A point in time as sacct's -S/-E take it (Slurm's parse_time): ``now[+-N[unit]]``,
     ``today``, ``midnight``, ``noon``, ``teatime``, ``tomorrow``, ``HH:MM[:SS]``, ``MM/DD[/YY]``,
@@ -822,13 +841,7 @@ def accounting(
     if by not in ("user", "queue"):
         out.fail(f"--by {by}: expected user or queue", code=2)
     now = time.time()
-    try:
-        t0 = parse_when(since, now) if since else None
-        t1 = parse_when(until, now) if until else None
-    except typer.BadParameter as e:
-        out.fail(f"--since/--until {e.message}", code=2)
-    if t0 is not None and t1 is not None and t1 <= t0:
-        out.fail("--until must be after --since", code=2)
+    t0, t1 = parse_period(since, until, now)
     with connect(server, token) as c:
         rows = c.accounting(since=t0, until=t1, by=by)
     if json_out:
