@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from gpufleet import __version__
+from gpufleet.api.dashboard import HealthOut
 from gpufleet.core.clock import Clock
 from gpufleet.io.specs import load_cluster, load_queues
 from gpufleet.scheduler.framework import Profile
@@ -138,7 +139,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
-    @app.get("/healthz", tags=["meta"], operation_id="getHealth")
+    @app.get("/healthz", tags=["meta"], response_model=HealthOut, operation_id="getHealth")
     async def healthz() -> dict[str, Any]:
         return {
             "ok": True,
