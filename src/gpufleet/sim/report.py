@@ -4,7 +4,9 @@
 and ``timeline[-LABEL].csv`` (pending, running and busy GPUs after each event), and for all runs
 together ``jct_cdf.png``, ``queue_length.png`` and ``utilization.png``. ``write_fill_outputs``
 writes the published CSV layout (``allocation_ratio.csv``, ``fragmentation_ratio.csv``) and
-``allocation_vs_arrived.png``. Plots use matplotlib's Agg backend: no display needed.
+``allocation_vs_arrived.png``. Plots use matplotlib's Agg backend: no display needed. The
+replay plots are built by ``*_figure(runs)`` functions, so the what-if page (sim/whatif_report.py)
+embeds the same plots (``png_bytes``) rather than drawing its own.
 """
 
 from __future__ import annotations
