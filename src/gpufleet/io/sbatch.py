@@ -20,10 +20,10 @@ import json
 import math
 import re
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpufleet.io import slurm_values as v
 from gpufleet.io.slurm_opts import OPTIONS, Given, Problem, Word, getopt
@@ -32,6 +32,8 @@ from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import SPEC_BOUNDS
 from gpufleet.model.validate import text_problem
+
+_T = TypeVar("_T")
 
 # Interpreters that take the program text after ``-c``; the script runs as ``INTERP -c TEXT``.
 C_INTERPRETERS = {"sh", "bash", "dash", "zsh", "ksh", "python", "python3"}
@@ -170,6 +172,12 @@ def _where(source: str, line: int) -> str:
 # ----- reading the script ------------------------------------------------------------------
 
 
+def read_script(path: str | Path) -> str:
+    """A script's text as sbatch reads it: bytes as they are (no newline translation, so a DOS
+    line break is seen and refused as sbatch refuses it). OSError/UnicodeDecodeError as raised."""
+    return Path(path).read_bytes().decode("utf-8")
+
+
 def looks_like_sbatch(path: Path) -> bool:
     """True when ``path`` is a readable file whose header carries an ``#SBATCH`` directive."""
     try:
@@ -293,8 +301,8 @@ def read_request(
     problems += found
     given, found_opts, stop = getopt(words)
     problems += found_opts
-    problems += [Problem(w.line, f"Invalid directive found in batch script: {w.text}")
-                 for w in words[stop:]]  # fmt: skip
+    if stop < len(words):  # sbatch stops reading options there and names that word only
+        problems.append(Problem(words[stop].line, _invalid_directive(words, stop)))
     cli = [Word(o, 0) for o in options]
     cli_given, cli_problems, cli_stop = getopt(cli)
     problems += cli_problems
@@ -310,6 +318,15 @@ def read_request(
     if problems:
         raise SbatchError(source, sorted(problems, key=lambda p: (p.line == 0, p.line)))
     return replace(req, warnings=tuple(warnings) + req.warnings, het_components=components)
+
+
+def _invalid_directive(words: Sequence[Word], stop: int) -> str:
+    w = words[stop]
+    message = f"Invalid directive found in batch script: {w.text}"
+    later = [x for x in words[stop + 1 :] if x.text.startswith("-")]
+    if later:  # they look like options, but sbatch never reads them: say so once
+        message += f" (the options after it, from line {later[0].line}, are not read)"
+    return message
 
 
 # ----- options → request --------------------------------------------------------------------
@@ -405,7 +422,7 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
     elif key in _COUNTS:
         f[_COUNTS[key]] = v.parse_int(text)
     elif key in _MEMORY:
-        f[_MEMORY[key]] = v.mbytes(text)
+        f[_MEMORY[key]] = _spec(key, v.mbytes, text)
     elif key in _GPUS:
         f[_GPUS[key]] = v.gpu_list(text)
     elif key in _POSITIVE:
@@ -413,7 +430,7 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
     elif key == "nodes":
         f["nodes"] = v.node_count(text)
     elif key in ("time", "time-min"):
-        f[key.replace("-", "_")] = v.time_minutes(text)
+        f[key.replace("-", "_")] = _spec(key, v.time_minutes, text)
     elif key == "partition":
         f["partitions"] = tuple(p for p in text.split(",") if p)
     elif key == "gres":
@@ -448,13 +465,27 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
         f.setdefault("other", {})[key] = val
 
 
+_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+_SIZE_FORMS = "a whole number of MB, or one with K, M, G or T (16G)"
+
+
+def _spec(key: str, parse: Callable[[str], _T], text: str) -> _T:
+    """``parse(text)``, or sbatch's own refusal, "Invalid --KEY specification", and the forms
+    it takes (the option and its value are already in front of the message)."""
+    try:
+        return parse(text)
+    except ValueError:
+        forms = _SIZE_FORMS if parse is v.mbytes else _TIME_FORMS
+        raise ValueError(f"Invalid --{key} specification: expected {forms}") from None
+
+
 def _check_other(key: str, val: str | None) -> None:
     """The checks sbatch makes on options gpufleet only keeps."""
     text = val or ""
     if key in ("delay-boot",):
-        v.time_seconds(text)
+        _spec(key, v.time_seconds, text)
     elif key in ("tmp",):
-        v.mbytes(text)
+        _spec(key, v.mbytes, text)
     elif key == "core-spec":
         v.parse_int(text, positive=False)
     elif key == "wait-all-nodes":
@@ -578,7 +609,7 @@ def parse_sbatch(
 ) -> SbatchJob:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_script(p)
     except FileNotFoundError:
         raise SpecError("no such file", source=str(p)) from None
     except (OSError, UnicodeDecodeError) as e:

@@ -1,0 +1,86 @@
+"""The #SBATCH reader against a corpus of scripts in the styles sites and projects publish:
+each script's fields as sbatch makes them (tests/unit/sbatch_corpus/expected.yaml, worked out
+from Slurm's documentation and source) against what ``read_request`` makes of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufleet.benchmarks.sbatch_corpus import FIELDS, check, fields, run, score, table
+from gpufleet.io.sbatch import SbatchError, parse_sbatch, read_request, read_script
+
+CORPUS = Path(__file__).parent / "sbatch_corpus"
+EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load((CORPUS / "expected.yaml").read_text())
+
+
+def test_every_script_has_an_expectation_and_the_corpus_is_big_enough() -> None:
+    scripts = {p.name for p in CORPUS.iterdir() if p.name[0] != "." and p.suffix != ".yaml"}
+    assert scripts == set(EXPECTED)
+    assert len(scripts) >= 50
+    refused = [k for k, e in EXPECTED.items() if e.get("accepted") is False]
+    assert 5 <= len(refused) < len(scripts) / 3
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_reader_makes_of_each_script_what_sbatch_makes_of_it(name: str) -> None:
+    r = check(CORPUS / name, EXPECTED[name] or {})
+    assert r.wrong == {}, f"{name}: (got, sbatch) per field: {r.wrong}; errors: {r.errors}"
+
+
+def test_the_corpus_score(capsys: pytest.CaptureFixture[str]) -> None:
+    results = run(CORPUS)
+    with capsys.disabled():
+        print(f"\nsbatch corpus ({len(results)} scripts):\n{table(results)}")
+    assert score(results) >= 0.95
+    assert not [r.script for r in results if r.expected_accepted and not r.accepted]
+
+
+def test_a_wrong_field_is_seen_so_the_score_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "a.sh").write_text("#!/bin/bash\n#SBATCH --time=10\n#SBATCH -N 2\ntrue\n")
+    (tmp_path / "expected.yaml").write_text("a.sh:\n  time: 11\n  nodes: '2'\n  ntasks: 2\n")
+    [r] = run(tmp_path)
+    assert set(r.wrong) == {"time"} and r.wrong["time"] == (10, 11)
+    assert score([r]) == pytest.approx((len(FIELDS) + 1 - 1) / (len(FIELDS) + 1))
+
+
+@pytest.mark.parametrize(
+    "name", sorted(k for k, e in EXPECTED.items() if e.get("accepted") is False)
+)
+def test_refusals_are_short_and_name_the_file_and_line(name: str) -> None:
+    path = CORPUS / name
+    with pytest.raises(SbatchError) as e:
+        read_request(read_script(path), source=str(path))
+    for line in str(e.value).splitlines():
+        assert line.startswith(f"{path}:"), line
+        assert len(line) - len(str(path)) < 180, line  # no list of every option
+        assert line.count("'--") < 12, line  # glibc's possibilities, not the table
+
+
+def test_a_dos_script_is_refused_from_its_file_too(tmp_path: Path) -> None:
+    """Reading the file must not turn \\r\\n into \\n before sbatch's check sees it."""
+    f = tmp_path / "win.sh"
+    f.write_bytes(b"#!/bin/bash\r\n#SBATCH --time=10\r\ntrue\r\n")
+    with pytest.raises(SbatchError, match="DOS line breaks"):
+        parse_sbatch(f)
+    assert "\r\n" in read_script(f)
+
+
+def test_options_after_a_stray_word_are_named_once_not_each() -> None:
+    text = "#!/bin/bash\n#SBATCH --nice 5\n#SBATCH --time=10\n#SBATCH -N 2\ntrue\n"
+    with pytest.raises(SbatchError) as e:
+        read_request(text, source="j.sh")
+    assert str(e.value).splitlines() == [
+        "j.sh:2: Invalid directive found in batch script: 5 (the options after it, from "
+        "line 3, are not read)"
+    ]
+
+
+def test_fields_of_a_request() -> None:
+    text = "#!/bin/bash\n#SBATCH -N 2-4 --gpus-per-node=a100:2 --mem-per-gpu=10G -t 1-0\ntrue\n"
+    got = fields(read_request(text, source="dir/x.sh"))
+    assert got["nodes"] == "2-4" and got["gpus"] == "node:a100:2"
+    assert (got["mem"], got["time"], got["name"]) == ("gpu:10240", 1440, "x.sh")
