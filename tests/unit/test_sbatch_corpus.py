@@ -84,3 +84,25 @@ def test_fields_of_a_request() -> None:
     got = fields(read_request(text, source="dir/x.sh"))
     assert got["nodes"] == "2-4" and got["gpus"] == "node:a100:2"
     assert (got["mem"], got["time"], got["name"]) == ("gpu:10240", 1440, "x.sh")
+
+
+@pytest.mark.parametrize(
+    ("directive", "nodes", "gpus"),
+    [
+        ("-N 2-", (2, 2), ()),  # _str_to_nodes: no digits after '-' is no maximum
+        ("--gpus-per-node=a100", (1, 1), ("a100", 1)),  # a type alone is one GPU
+        ("--oom-kill-step", (1, 1), ()),  # Slurm 24.11, optional value
+        ("--oom-kill-step=0", (1, 1), ()),
+    ],
+)
+def test_what_newer_or_looser_sbatch_accepts(
+    directive: str, nodes: tuple[int, int], gpus: tuple[str, int]
+) -> None:
+    req = read_request(f"#!/bin/bash\n#SBATCH {directive}\ntrue\n", source="x.sh")
+    assert req.nodes == nodes
+    assert [(g.type, g.count) for g in req.gpus_per_node] == ([gpus] if gpus else [])
+
+
+def test_a_bad_oom_kill_step_is_refused() -> None:
+    with pytest.raises(SbatchError, match="Invalid --oom-kill-step specification"):
+        read_request("#!/bin/bash\n#SBATCH --oom-kill-step=2\ntrue\n", source="x.sh")

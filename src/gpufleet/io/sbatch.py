@@ -488,6 +488,8 @@ def _check_other(key: str, val: str | None) -> None:
         _spec(key, v.mbytes, text)
     elif key == "core-spec":
         v.parse_int(text, positive=False)
+    elif key == "oom-kill-step" and val is not None and text not in ("0", "1"):
+        raise ValueError("Invalid --oom-kill-step specification: expected 0 or 1")
     elif key == "wait-all-nodes":
         if v.parse_int(text, positive=False) > 1:
             raise ValueError("Invalid --wait-all-nodes specification")

@@ -115,6 +115,7 @@ ntasks-per-gpu - r
 ntasks-per-node - r
 ntasks-per-socket - r
 ntasks-per-tres - r
+oom-kill-step - o
 open-mode - r
 output o r
 overcommit O n
