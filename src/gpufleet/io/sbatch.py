@@ -387,7 +387,10 @@ def _apply(
     if "hint" in last and any(k in last for k in ("ntasks-per-core", "threads-per-core")):
         f["hint"] = ()  # sbatch ignores --hint beside these
 
-    req = _verify(f, source)
+    req, nodes_problem = _verify(f, source)
+    if nodes_problem:
+        at = max((last[k] for k in ("nodes", "nodelist") if k in last), key=lambda g: g.line)
+        problems.append(Problem(at.line, nodes_problem))
     warnings = tuple(
         f"{_where(source, g.line)}{g.text} has no effect here: "
         f"{NO_EFFECT.get(key, DEFAULT_NO_EFFECT)}"
@@ -516,9 +519,11 @@ def _check_other(key: str, val: str | None) -> None:
                 raise ValueError(f"Invalid --gres-flags specification: {tok}")
 
 
-def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
-    """The counts sbatch works out before it sends the job (its _opt_verify)."""
+def _verify(f: dict[str, Any], source: str) -> tuple[SlurmRequest, str]:
+    """The counts sbatch works out before it sends the job (its _opt_verify), and its refusal
+    of a node count the node list does not fit ("" when none)."""
     warnings: list[str] = []
+    problem = ""
     nodes_set = "nodes" in f
     lo, hi = f.get("nodes", (1, 0))
     nodelist = f.get("nodelist")
@@ -527,6 +532,8 @@ def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
         if count is not None:
             lo = max(count, lo) if nodes_set else count
             nodes_set = True
+            if hi and lo > hi:  # -w names more nodes than -N allows
+                problem = f"invalid number of nodes (-N {lo}-{hi}): the node list names {count}"
     per_node = f.get("ntasks_per_node")
     ntasks_set = "ntasks" in f
     ntasks = f.get("ntasks", 1)
@@ -600,7 +607,7 @@ def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
         hold=f.get("hold", False),
         other=tuple(f.get("other", {}).items()),
         warnings=tuple(warnings),
-    )
+    ), problem
 
 
 # ----- the script as a job -----------------------------------------------------------------
