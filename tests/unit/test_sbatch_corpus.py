@@ -106,3 +106,13 @@ def test_what_newer_or_looser_sbatch_accepts(
 def test_a_bad_oom_kill_step_is_refused() -> None:
     with pytest.raises(SbatchError, match="Invalid --oom-kill-step specification"):
         read_request("#!/bin/bash\n#SBATCH --oom-kill-step=2\ntrue\n", source="x.sh")
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("", "Batch script is empty!"), (" \n\t\n", "Batch script contains only whitespace!")],
+)
+def test_an_empty_script_is_refused_with_sbatchs_words(text: str, why: str) -> None:
+    with pytest.raises(SbatchError) as e:
+        read_request(text, source="e.sh")
+    assert str(e.value) == f"e.sh:1: {why}"

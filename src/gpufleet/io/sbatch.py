@@ -283,6 +283,9 @@ def read_request(
     """What sbatch makes of ``text`` (the script at ``source``) and of command-line
     ``options`` (which win over the script's), or a SbatchError listing every problem."""
     problems: list[Problem] = []
+    if not text.strip(_SPACE):  # sbatch's _get_script_buffer, in its order
+        why = "Batch script contains only whitespace!" if text else "Batch script is empty!"
+        raise SbatchError(source, [Problem(1, why)])
     if not text.startswith("#!"):
         problems.append(
             Problem(
@@ -368,8 +371,8 @@ def _apply(
             )
         )
     both("exclusive", "oversubscribe", "--exclusive and --oversubscribe are mutually exclusive")
-    both("cpus-per-task", "cpus-per-gpu", "--cpus-per-task and --cpus-per-gpu are mutually "
-         "exclusive")  # fmt: skip
+    both("cpus-per-task", "cpus-per-gpu", "--cpus-per-task, --tres-per-task=cpu:#, and "
+         "--cpus-per-gpu are mutually exclusive")  # fmt: skip
     both("core-spec", "thread-spec", "-S/--core-spec and --thread-spec are mutually exclusive")
     both("bb", "bbf", "Cannot specify both --burst-buffer and --bbf")
     for other in ("gpus-per-task", "gpus-per-socket", "ntasks-per-node", "tres-per-task"):
