@@ -116,3 +116,24 @@ def test_an_empty_script_is_refused_with_sbatchs_words(text: str, why: str) -> N
     with pytest.raises(SbatchError) as e:
         read_request(text, source="e.sh")
     assert str(e.value) == f"e.sh:1: {why}"
+
+
+def _warnings(*directives: str) -> tuple[str, ...]:
+    text = "#!/bin/bash\n" + "".join(f"#SBATCH {d}\n" for d in directives) + "true\n"
+    return read_request(text, source="w.sh").warnings
+
+
+def test_what_newer_sbatch_refuses_in_its_gres_check_is_said_not_refused() -> None:
+    """Scripts written for an older Slurm still read; the warning names the line."""
+    [w] = _warnings("--gpus-per-task=1", "--cpus-per-task=8")
+    assert w.startswith("w.sh:2: --gpus-per-task=1 without -n/--ntasks or --gpus")
+    assert _warnings("-n 2", "--gpus-per-task=1") == ()
+    assert _warnings("-N 2", "--ntasks-per-node=4", "--gpus-per-task=1") == ()  # tasks set
+    [w] = _warnings("-n 4", "--gres=gpu:a100:4", "--gpus-per-task=1")
+    assert w.startswith("w.sh:4: GPUs asked for with and without a type")
+    assert _warnings("-n 4", "--gres=gpu:a100:4", "--gpus-per-task=a100:1") == ()
+
+
+def test_sbatchs_own_warning_about_the_node_count_is_kept() -> None:
+    [w] = _warnings("-N 4", "-n 2")
+    assert "can't run 2 processes on 4 nodes, setting nnodes to 2" in w

@@ -400,7 +400,31 @@ def _apply(
         for key, g in sorted(last.items(), key=lambda kv: kv[1].line)
         if key not in HONOURED
     )
-    return replace(req, warnings=warnings), problems
+    return replace(req, warnings=req.warnings + _gres_warnings(req, last, source) + warnings), (
+        problems
+    )
+
+
+def _gres_warnings(req: SlurmRequest, last: dict[str, Given], source: str) -> tuple[str, ...]:
+    """What newer sbatch refuses in its GRES check and older sbatch took: said, not refused, so
+    a script written for an older Slurm still reads."""
+    out: list[str] = []
+    if req.gpus_per_task and not req.ntasks_set and not req.gpus:
+        g = last["gpus-per-task"]
+        out.append(
+            f"{_where(source, g.line)}{g.text} without -n/--ntasks or --gpus: sbatch 23.11 and "
+            "later refuse this ('--gpus-per-task or --tres-per-task used without either --gpus "
+            "or -n/--ntasks is not allowed')"
+        )
+    gpus = req.gpus + req.gpus_per_node + req.gpus_per_task + req.gpus_per_socket
+    if len({g.type is None for g in gpus}) > 1:
+        kinds = ("gres", "gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket")
+        g = max((last[k] for k in kinds if k in last), key=lambda x: x.line)
+        out.append(
+            f"{_where(source, g.line)}GPUs asked for with and without a type: newer sbatch "
+            "refuses this ('Invalid GRES specification (with and without type identification)')"
+        )
+    return tuple(out)
 
 
 _KEEP_TEXT = {
