@@ -137,3 +137,23 @@ def test_what_newer_sbatch_refuses_in_its_gres_check_is_said_not_refused() -> No
 def test_sbatchs_own_warning_about_the_node_count_is_kept() -> None:
     [w] = _warnings("-N 4", "-n 2")
     assert "can't run 2 processes on 4 nodes, setting nnodes to 2" in w
+
+
+@pytest.mark.parametrize(
+    ("directive", "message"),
+    [
+        (
+            "--workdir=/scratch",
+            "unrecognized option '--workdir=/scratch' (removed in Slurm 17.11: use --chdir)",
+        ),
+        (
+            "--gpus-per-nodes=2",
+            "unrecognized option '--gpus-per-nodes=2' (did you mean --gpus-per-node?)",
+        ),
+        ("--memory=4G", "unrecognized option '--memory=4G'"),
+    ],
+)
+def test_an_unknown_option_says_what_to_write_when_it_can(directive: str, message: str) -> None:
+    with pytest.raises(SbatchError) as e:
+        read_request(f"#!/bin/bash\n#SBATCH {directive}\ntrue\n", source="u.sh")
+    assert str(e.value) == f"u.sh:2: {message}"
