@@ -12,6 +12,7 @@ import yaml
 
 from gpufleet.benchmarks.sbatch_corpus import FIELDS, check, fields, run, score, table
 from gpufleet.io.sbatch import SbatchError, parse_sbatch, read_request, read_script
+from gpufleet.model.errors import SpecError
 
 CORPUS = Path(__file__).parent / "sbatch_corpus"
 EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load((CORPUS / "expected.yaml").read_text())
@@ -157,3 +158,14 @@ def test_an_unknown_option_says_what_to_write_when_it_can(directive: str, messag
     with pytest.raises(SbatchError) as e:
         read_request(f"#!/bin/bash\n#SBATCH {directive}\ntrue\n", source="u.sh")
     assert str(e.value) == f"u.sh:2: {message}"
+
+
+def test_a_latin1_script_reads_as_sbatch_reads_it(tmp_path: Path) -> None:
+    """sbatch takes any bytes; gpufleet reads the directives, and says at submit time, with the
+    line, that it cannot run text that is not Unicode."""
+    f = tmp_path / "latin1.sh"
+    f.write_bytes(b"#!/bin/bash\n# r\xe9sum\xe9 du calcul\n#SBATCH --time=10\ntrue\n")
+    assert read_request(read_script(f), source=str(f)).time_limit == 10
+    with pytest.raises(SpecError) as e:
+        parse_sbatch(f)
+    assert e.value.field == "line 2" and "valid Unicode" in str(e.value)

@@ -174,8 +174,9 @@ def _where(source: str, line: int) -> str:
 
 def read_script(path: str | Path) -> str:
     """A script's text as sbatch reads it: bytes as they are (no newline translation, so a DOS
-    line break is seen and refused as sbatch refuses it). OSError/UnicodeDecodeError as raised."""
-    return Path(path).read_bytes().decode("utf-8")
+    line break is seen and refused as sbatch refuses it; bytes that are not UTF-8, a Latin-1
+    comment, are kept as lone surrogates: sbatch reads such a script). OSError as raised."""
+    return Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
 
 
 def looks_like_sbatch(path: Path) -> bool:
