@@ -249,7 +249,17 @@ def split_directive(rest: str) -> tuple[list[str], str]:
 
 def _words(text: str, source: str) -> tuple[list[Word], list[Problem], list[str], int]:
     """(words of the first component's directives, problems, warnings, components)."""
+    words, problems, warnings, later = _component_words(text, source)
+    return words, problems, warnings, len(later) + 1
+
+
+def _component_words(
+    text: str, source: str
+) -> tuple[list[Word], list[Problem], list[str], list[list[Word]]]:
+    """(words of the first component's directives, problems, warnings, the words of each
+    later component of a heterogeneous job)."""
     words: list[Word] = []
+    later: list[list[Word]] = []
     problems: list[Problem] = []
     warnings: list[str] = []
     component = 0
@@ -269,9 +279,10 @@ def _words(text: str, source: str) -> tuple[list[Word], list[Problem], list[str]
         line_words, problem = split_directive(rest)
         if problem:
             problems.append(Problem(n, problem))
-        if component == 0:
-            words.extend(Word(w, n) for w in line_words)
-    return words, problems, warnings, component + 1
+        while len(later) < component:
+            later.append([])
+        (later[component - 1] if component else words).extend(Word(w, n) for w in line_words)
+    return words, problems, warnings, later
 
 
 def read_request(
@@ -301,10 +312,17 @@ def read_request(
     if "\0" in text:
         n = text[: text.index("\0")].count("\n") + 1
         problems.append(Problem(n, "The batch script contains a NULL character"))
-    words, found, warnings, components = _words(text, source)
+    words, found, warnings, later = _component_words(text, source)
+    components = len(later) + 1
     problems += found
     given, found_opts, stop = getopt(words)
     problems += found_opts
+    for other in later:  # sbatch reads every component: what it refuses there, it refuses
+        other_given, found_opts, other_stop = getopt(other)
+        problems += found_opts
+        if other_stop < len(other):
+            problems.append(Problem(other[other_stop].line, _invalid_directive(other, other_stop)))
+        problems += _apply(other_given, source, max_array_size)[1]
     if stop < len(words):  # sbatch stops reading options there and names that word only
         problems.append(Problem(words[stop].line, _invalid_directive(words, stop)))
     cli = [Word(o, 0) for o in options]
