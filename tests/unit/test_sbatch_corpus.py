@@ -94,6 +94,7 @@ def test_fields_of_a_request() -> None:
         ("--gpus-per-node=a100", (1, 1), ("a100", 1)),  # a type alone is one GPU
         ("--oom-kill-step", (1, 1), ()),  # Slurm 24.11, optional value
         ("--oom-kill-step=0", (1, 1), ()),
+        ("--gres-flags=allow-task-sharing", (1, 1), ()),  # Slurm 23.11
     ],
 )
 def test_what_newer_or_looser_sbatch_accepts(

@@ -557,6 +557,7 @@ def _check_other(key: str, val: str | None) -> None:
     elif key == "gres-flags":
         for tok in text.split(","):
             if tok.lower() not in (
+                "allow-task-sharing",  # Slurm 23.11
                 "disable-binding",
                 "enforce-binding",
                 "multiple-tasks-per-sharing",
