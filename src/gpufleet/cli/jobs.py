@@ -253,8 +253,8 @@ def _parse_only(
         if val is not None
     ]
     try:
-        text = script.read_text(encoding="utf-8")
-    except OSError as e:
+        text = sbatch.read_script(script)  # bytes as they are: a DOS line break is refused
+    except (OSError, UnicodeDecodeError) as e:
         out.fail(f"{script}: cannot read: {e}", code=2)
     try:
         req = sbatch.read_request(text, source=str(script), options=options)
