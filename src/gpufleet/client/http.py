@@ -12,6 +12,7 @@ import httpx
 from pydantic import BaseModel
 
 from gpufleet.api import schemas as s
+from gpufleet.api import secrets as sec
 
 M = TypeVar("M", bound=BaseModel)
 API = "/api/v1"
@@ -255,6 +256,24 @@ class Client(_Base):
 
     def revoke_token(self, name: str) -> None:
         self._call("DELETE", f"/tokens/{name}")
+
+    def create_secret(self, req: sec.SecretCreate) -> sec.SecretOut:
+        """The value goes in the request body only (never a URL or argv)."""
+        return self._one(sec.SecretOut, "POST", "/secrets", json=req.model_dump())
+
+    def secrets(self, scope: str | None = None) -> list[sec.SecretOut]:
+        params = {"scope": scope} if scope else None
+        return self._many(sec.SecretOut, "GET", "/secrets", params=params)
+
+    def delete_secret(
+        self, name: str, scope: str = "user", *, user: str | None = None, queue: str | None = None
+    ) -> None:
+        params = {
+            "scope": scope,
+            **({"user": user} if user else {}),
+            **({"queue": queue} if queue else {}),
+        }
+        self._call("DELETE", f"/secrets/{name}", params=params)
 
     def audit(self, limit: int = 100) -> list[s.AuditOut]:
         return self._many(s.AuditOut, "GET", "/audit", params={"limit": limit})
