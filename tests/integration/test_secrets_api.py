@@ -13,7 +13,6 @@ import pytest
 import sqlalchemy as sa
 from test_api import T0, Api, refused, register, serve, wait_for
 
-from gpufleet.api import schemas as s
 from gpufleet.api.secrets import SecretCreate
 from gpufleet.core.clock import ManualClock
 from gpufleet.server.store import Store
@@ -69,9 +68,8 @@ def test_create_list_replace_and_remove_never_show_a_value(api: Api) -> None:
 
 def test_scopes_and_who_may_make_or_see_them(api: Api) -> None:
     alice, bob = api.user("alice"), api.user("bob")
-    for scope, kw in (("queue", {"queue": "default"}), ("cluster", {})):
-        msg = refused(403, lambda: alice.create_secret(mk("shared", scope=scope, **kw)))
-        assert "admin token" in msg
+    for req in (mk("shared", scope="queue", queue="default"), mk("shared", scope="cluster")):
+        assert "admin token" in refused(403, lambda r=req: alice.create_secret(r))
     assert "not bob's" in refused(403, lambda: alice.create_secret(mk("k", user="bob")))
     assert "whose secret" in refused(422, lambda: api.admin.create_secret(mk("k")))
     assert "needs its queue" in refused(
