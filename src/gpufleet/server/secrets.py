@@ -25,7 +25,7 @@ from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.secrets_box import DecryptError, Sealed, SecretBox, describe
 from gpufleet.server.store import StoreUnavailable
-from gpufleet.server.store.secrets import SecretExists, SecretInfo
+from gpufleet.server.store.secrets import SealedRow, SecretExists, SecretInfo
 
 log = logging.getLogger("gpufleet.controller")
 Key = tuple[str, str, str]  # (scope, owner, name)
@@ -160,15 +160,18 @@ class SecretService:
         refused: list[Refused] = []
         used: set[Key] = set()
         audits: list[tuple[str, str, str, str, dict[str, Any]]] = []
+        try:  # one read for the whole answer
+            rows = self.store.secret_rows(
+                {(t.scope, t.owner, t.name) for c in cmds for t in c.secrets}
+            )
+        except StoreUnavailable as e:
+            log.warning("poll of %s: launches with secrets wait: %s", node, e)
+            return _prefix(cmds), []
         for c in cmds:
             if not c.secrets:
                 out.append(c)
                 continue
-            try:
-                filled, why = self._open(c)
-            except StoreUnavailable as e:
-                log.warning("poll of %s: launches with secrets wait: %s", node, e)
-                break
+            filled, why = self._open(c, rows)
             if why:
                 refused.append(Refused(c.job, c.attempt, c.rank, c.seq, why))
                 continue
@@ -185,14 +188,13 @@ class SecretService:
                 self.store.secrets_used(used, audits, self.clock.now())
             except StoreUnavailable as e:  # the audit entry must be written before the use
                 log.warning("poll of %s: launches with secrets wait: %s", node, e)
-                first = next(i for i, c in enumerate(out) if c.secrets)
-                return out[:first], refused
+                return _prefix(out), refused
         return out, refused
 
-    def _open(self, c: s.AgentCommand) -> tuple[s.AgentCommand, str]:
+    def _open(self, c: s.AgentCommand, rows: dict[Key, SealedRow]) -> tuple[s.AgentCommand, str]:
         filled: list[s.TaskSecret] = []
         for t in c.secrets:
-            row = self.store.secret(t.scope, t.owner, t.name)
+            row = rows.get((t.scope, t.owner, t.name))
             what = f"secret {t.name!r} ({describe(t.scope, t.owner)})"
             if row is None:
                 return c, f"{what} no longer exists: it was deleted after the job was submitted"
@@ -205,6 +207,12 @@ class SecretService:
                 return c, f"{what} cannot be opened by the controller: {e}"
             filled.append(t.model_copy(update={"value": value}))
         return c.model_copy(update={"secrets": filled}), ""
+
+
+def _prefix(cmds: list[s.AgentCommand]) -> list[s.AgentCommand]:
+    """The commands before the first that carries secrets (the rest wait, unacknowledged)."""
+    first = next((i for i, c in enumerate(cmds) if c.secrets), len(cmds))
+    return cmds[:first]
 
 
 def refs_for_launch(spec: JobSpec) -> list[s.TaskSecret]:

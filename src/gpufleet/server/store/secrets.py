@@ -11,6 +11,8 @@ import sqlalchemy as sa
 from gpufleet.server.store.records import StoreError
 from gpufleet.server.store.schema import secrets
 
+Key = tuple[str, str, str]  # (scope, owner, name)
+
 
 class SecretExists(StoreError):
     """A secret of that scope, owner and name exists already (and replacing was not asked)."""
@@ -73,6 +75,18 @@ def get(conn: sa.Connection, scope: str, owner: str, name: str) -> SealedRow | N
         sa.select(secrets).where(c.scope == scope, c.owner == owner, c.name == name)
     ).first()
     return None if r is None else SealedRow(_info(r), r.key_id, bytes(r.nonce), bytes(r.ciphertext))
+
+
+def get_many(conn: sa.Connection, keys: Collection[Key]) -> dict[Key, SealedRow]:
+    """The rows of these (scope, owner, name) that exist, in one query."""
+    if not keys:
+        return {}
+    c = secrets.c
+    q = sa.select(secrets).where(sa.tuple_(c.scope, c.owner, c.name).in_(list(keys)))
+    rows = (
+        SealedRow(_info(r), r.key_id, bytes(r.nonce), bytes(r.ciphertext)) for r in conn.execute(q)
+    )
+    return {(r.info.scope, r.info.owner, r.info.name): r for r in rows}
 
 
 def exists(

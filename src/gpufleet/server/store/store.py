@@ -362,6 +362,13 @@ class Store:
         with self._read() as c:
             return _secrets.get(c, scope, owner, name)
 
+    def secret_rows(
+        self, keys: Collection[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], _secrets.SealedRow]:
+        """The sealed rows of these (scope, owner, name) that exist, in one read."""
+        with self._read() as c:
+            return _secrets.get_many(c, keys)
+
     def secrets_exist(self, keys: Collection[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
         """Which of these (scope, owner, name) exist."""
         with self._read() as c:
