@@ -123,6 +123,24 @@ def test_a_job_is_refused_at_submit_naming_each_secret_it_may_not_use(api: Api) 
     (job,) = alice.submit({**SPEC, "secrets": refs[:1]})
     spec = api.admin.job(job).spec
     assert spec["secrets"] == [{"name": "mine", "scope": "user", "env": "MINE", "file": ""}]
+    # a queue's secret: for the jobs of that queue only; the cluster's: for every job
+    api.admin.create_secret(mk("q-key", scope="queue", queue="default"))
+    api.admin.create_secret(mk("o-key", scope="queue", queue="other"))
+    api.admin.create_secret(mk("mine", scope="cluster"))  # bob has no "mine" of his own
+    (job,) = bob.submit(
+        {**SPEC, "secrets": [{"name": "q-key", "env": "Q"}, {"name": "mine", "env": "M"}]}
+    )
+    assert [(r["name"], r["scope"]) for r in api.admin.job(job).spec["secrets"]] == [
+        ("q-key", "queue"),
+        ("mine", "cluster"),
+    ]
+    msg = refused(
+        422,
+        lambda: bob.submit({**SPEC, "secrets": [{"name": "o-key", "scope": "queue", "env": "O"}]}),
+    )
+    assert "'o-key'" in msg and "queue default's" in msg
+    (job,) = bob.submit({**SPEC, "queue": "other", "secrets": [{"name": "o-key", "env": "O"}]})
+    assert api.admin.job(job).spec["secrets"][0]["scope"] == "queue"
 
 
 def test_a_launch_carries_the_values_only_in_the_answer_that_hands_it_over(

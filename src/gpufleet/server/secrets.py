@@ -66,13 +66,23 @@ class SecretService:
     # ----- /secrets -----------------------------------------------------------------------
 
     def owner_of(
-        self, who: Principal, scope: str, user: str | None, queue: str | None, *, write: bool
+        self,
+        who: Principal,
+        scope: str,
+        user: str | None,
+        queue: str | None,
+        *,
+        write: bool,
+        where: str = "body",
     ) -> str:
-        """The owner a request means, or 403/422 for one this caller may not name."""
+        """The owner a request means, or 403/422 for one this caller may not name (``where``:
+        body or query, for the 422's field)."""
         if scope == "user":
             if who.role == "admin":
                 if not user:
-                    raise FieldErrors([("user", "an admin token must say whose secret (--user)")])
+                    raise FieldErrors(
+                        [(f"{where}.user", "an admin token must say whose secret (--user)")]
+                    )
                 return user
             if user not in (None, who.user):
                 raise HTTPException(403, f"this token's secrets are {who.user}'s, not {user}'s")
@@ -83,7 +93,9 @@ class SecretService:
             )
         if scope == "queue":
             if not queue:
-                raise FieldErrors([("queue", "a queue-scoped secret needs its queue (--queue)")])
+                raise FieldErrors(
+                    [(f"{where}.queue", "a queue-scoped secret needs its queue (--queue)")]
+                )
             return queue
         return ""
 

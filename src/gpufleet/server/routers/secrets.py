@@ -68,5 +68,5 @@ async def remove(
     queue: Name | None = Query(None, description="scope queue: whose queue"),
 ) -> None:
     svc = _svc(request)
-    owner = svc.owner_of(who, scope, user, queue, write=True)
+    owner = svc.owner_of(who, scope, user, queue, write=True, where="query")
     svc.remove(who, scope, owner, name)
