@@ -108,3 +108,20 @@ def test_a_restarted_agent_removes_the_secrets_left_behind(tmp_path: Path) -> No
     assert new.kill_orphans() == [("left", 0, 0)]
     old.wait(10.0)
     assert not d.exists() and not stray.exists()
+
+
+def test_a_poll_answer_that_does_not_parse_is_reported_without_its_values() -> None:
+    """A newer controller's field (here ``rotation`` on a secret) must not put the value in
+    the agent's log through pydantic's message, which quotes its input."""
+    import httpx
+
+    from gpufleet.client.http import AgentClient, CommandsUnreadable
+
+    secret = {"name": "k", "scope": "user", "owner": "a", "env": "K", "value": VALUE, "rotation": 2}
+    launch = {"kind": "launch", "job": "j", "attempt": 1, "rank": 0, "secrets": [secret]}
+    answer = httpx.Response(200, json={"commands": [launch]})
+    c = AgentClient("http://ctl.test", "tok", transport=httpx.MockTransport(lambda r: answer))
+    with pytest.raises(CommandsUnreadable) as e:
+        c.commands("n", wait_s=0)
+    assert "commands.0.secrets.0.rotation" in str(e.value) and VALUE not in str(e.value)
+    assert e.value.__cause__ is None and e.value.__suppress_context__
