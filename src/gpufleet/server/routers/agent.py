@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -17,6 +18,8 @@ from gpufleet.server.secrets import SecretService, refused_events
 from gpufleet.server.service import ControllerService, RequestError
 
 router = APIRouter(prefix="/agent", tags=["agent"])
+log = logging.getLogger("gpufleet.controller")
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 AGENT = require("agent")
 
 
@@ -88,8 +91,25 @@ async def commands(
     svc.commands_allowed(node)
     cmds = await svc.outbox.take(node, wait, ack)
     if any(c.secrets for c in cmds):
+        _plain_http(request, node)
         cmds = await _hand_over(request.app.state.secrets, svc, node, cmds)
     return s.CommandBatch(commands=cmds)
+
+
+_WARNED: set[str] = set()
+
+
+def _plain_http(request: Request, node: str) -> None:
+    """Say once per node when secrets leave for another machine without TLS."""
+    host = request.client.host if request.client else ""
+    if request.url.scheme == "http" and node not in _WARNED and host not in LOOPBACK:
+        _WARNED.add(node)
+        log.warning(
+            "handing secrets to node %s (%s) over plain HTTP: serve the controller with "
+            "--tls-cert/--tls-key so that they travel encrypted",
+            node,
+            host,
+        )
 
 
 async def _hand_over(
