@@ -123,6 +123,17 @@ def submit(
         ),
     ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable).")] = None,
+    secret: Annotated[
+        list[str] | None,
+        typer.Option("--secret", help="NAME[:VAR]: a secret as a variable (repeatable)."),
+    ] = None,
+    secret_file: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--secret-file",
+            help="NAME[:FILE]: a secret as a file in $GPUFLEET_SECRETS_DIR (repeatable).",
+        ),
+    ] = None,
     array: Annotated[
         str | None, typer.Option("--array", "-a", help="Indexes: 0-9, 1,3,5, 0-15%4.")
     ] = None,
@@ -176,6 +187,10 @@ def submit(
         signal=signal,
         requeue=requeue,
     )
+    if secret or secret_file:
+        from gpufleet.cli.secret import refs
+
+        overrides["secrets"] = refs(secret, secret_file)
     try:
         subs = _submissions(command or [], file, overrides)
         for sub in subs:

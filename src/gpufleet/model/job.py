@@ -8,6 +8,7 @@ from typing import Any
 
 from gpufleet.model import catalog
 from gpufleet.model.resources import MILLI, Resources
+from gpufleet.model.secrets import SecretRef, read_secrets
 from gpufleet.model.validate import (
     MAX_ARG,
     MAX_COMMAND,
@@ -148,6 +149,8 @@ class JobSpec:
     signal: WarningSignal | None = None  # a warning before the time limit (Slurm's --signal)
     # requeued after a lost node (the default); False: the job fails instead (--no-requeue)
     requeue: bool = True
+    # the secrets its tasks get (references only; values are opened at launch)
+    secrets: tuple[SecretRef, ...] = ()
 
     @property
     def worker_resources(self) -> Resources:
@@ -217,6 +220,7 @@ class JobSpec:
         env = _read_env(f)
         warning = _read_signal(f)
         requeue = f.flag("requeue", True)
+        secrets = read_secrets(f, {k for k, _ in env})
         f.finish()
         return JobSpec(
             name,
@@ -238,6 +242,7 @@ class JobSpec:
             env,
             warning,
             requeue,
+            secrets,
         )
 
 

@@ -14,6 +14,7 @@ from gpufleet.api import schemas as s
 from gpufleet.core.commands import Command, DropLaunches, Kill, Launch
 from gpufleet.core.controller import Controller
 from gpufleet.server.outbox import Outbox
+from gpufleet.server.secrets import refs_for_launch
 
 
 class Link(Protocol):
@@ -77,6 +78,7 @@ class AgentExecutor:
                     run_as=spec.user,
                     fallback_account=self.fallback_account,
                     epoch=epochs.get(p.node, 0),
+                    secrets=refs_for_launch(spec),  # references: opened at the hand-over
                 ),
             )
 
