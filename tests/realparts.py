@@ -103,6 +103,8 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "iperf3": _binary("iperf3", "iperf3"),
     "fio": _binary("fio", "fio"),
     "setpriv": _binary("setpriv", "util-linux"),
+    "haproxy": _binary("haproxy", "haproxy"),
+    "nginx": _binary("nginx", "nginx"),
 }
 
 

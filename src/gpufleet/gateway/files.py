@@ -1,0 +1,52 @@
+"""Small file and process helpers the proxy drivers share."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def children(pid: int) -> set[int]:
+    """PIDs whose parent is ``pid`` (from /proc; Linux only)."""
+    out: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # the command name is in parentheses and may hold spaces: split after the last ")"
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            out.add(int(entry))
+    return out
+
+
+def check_output(cmd: list[str]) -> tuple[int, str]:
+    """Run a proxy's config check: its exit status and its own combined output."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""

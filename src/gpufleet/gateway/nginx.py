@@ -1,0 +1,158 @@
+"""The gateway on Debian's nginx: config checked with ``nginx -t``, graceful reload by SIGHUP.
+
+nginx reloads gracefully (new workers take the inherited listening sockets; old workers finish
+their requests), but an old worker closes its idle keep-alive client connections at once, so a
+client that sends on such a connection at that instant sees it closed and must retry on a new
+one (as browsers and HTTP libraries do for idempotent requests). HAProxy avoids that race
+(``idle-close-on-response``); this is why HAProxy is preferred when both are installed.
+Request counts come from the access log (one line per request: port and status).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from gpufleet.gateway.base import Gateway, ServiceStats
+from gpufleet.gateway.files import check_output, children, tail, write_atomic
+from gpufleet.gateway.routes import ConfigError, GatewayError, ServiceRoute, validate
+
+RELOAD_WAIT_S = 10.0
+
+
+def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
+    d = run_dir
+    lines = [
+        "daemon off;",
+        "master_process on;",
+        "worker_processes 1;",
+        f"pid {d}/nginx.pid;",
+        f"error_log {d}/error.log notice;",
+        "events { worker_connections 4096; }",
+        "http {",
+        f"  client_body_temp_path {d}/tmp/body;",
+        f"  proxy_temp_path {d}/tmp/proxy;",
+        f"  fastcgi_temp_path {d}/tmp/fastcgi;",
+        f"  uwsgi_temp_path {d}/tmp/uwsgi;",
+        f"  scgi_temp_path {d}/tmp/scgi;",
+        "  log_format gw '$server_port $status';",
+        f"  access_log {d}/access.log gw;",
+        "  keepalive_timeout 30s;",
+        "  proxy_http_version 1.1;",
+        '  proxy_set_header Connection "";',
+        "  proxy_set_header Host $http_host;",
+        "  proxy_set_header X-Forwarded-For $remote_addr;",
+        "  proxy_request_buffering off;",
+        "  proxy_buffering off;",
+        "  proxy_connect_timeout 2s;",
+        "  proxy_read_timeout 600s;",
+        "  client_max_body_size 0;",
+        # a refused connection: the next backend (non-idempotent requests only if never sent)
+        "  proxy_next_upstream error timeout;",
+    ]
+    for s in services:
+        if s.backends:
+            lines.append(f"  upstream be_{s.name} {{")
+            lines += [f"    server {b.address} weight={b.weight};" for b in s.backends]
+            lines += ["    keepalive 32;", "  }"]
+        lines += [
+            "  server {",
+            f"    listen {bind_host}:{s.listen_port};",
+            "    location / {",
+            f'      if ($http_authorization != "Bearer {s.token}") {{',
+            f"        add_header WWW-Authenticate 'Bearer realm=\"{s.name}\"' always;",
+            "        return 401;",
+            "      }",
+            f"      proxy_pass http://be_{s.name};" if s.backends else "      return 503;",
+            "    }",
+            "  }",
+        ]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+class NginxGateway(Gateway):
+    kind = "nginx"
+
+    def __init__(
+        self, bind_host: str = "127.0.0.1", run_dir: Path | None = None, binary: str = "nginx"
+    ) -> None:
+        super().__init__(bind_host)
+        found = shutil.which(binary)
+        if found is None:
+            raise GatewayError(f"{binary} not found (Debian: apt-get install -y nginx)")
+        self.binary = found
+        self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="gpufleet-nginx-"))
+        self.cfg = self.run_dir / "nginx.conf"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.services: list[ServiceRoute] = []
+
+    def _cmd(self, cfg: Path, *extra: str) -> list[str]:
+        return [self.binary, "-p", str(self.run_dir), "-c", str(cfg), *extra]
+
+    def start(self) -> None:
+        (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        write_atomic(self.cfg, render([], self.bind_host, self.run_dir))
+        with open(self.run_dir / "stderr.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                self._cmd(self.cfg), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._wait_workers(set(), "start")
+
+    def apply(self, services: list[ServiceRoute]) -> None:
+        validate(services)
+        if self.proc is None:
+            raise GatewayError("nginx gateway not started")
+        candidate = self.run_dir / "nginx.conf.new"
+        write_atomic(candidate, render(services, self.bind_host, self.run_dir))
+        rc, out = check_output(self._cmd(candidate, "-t", "-q"))
+        if rc != 0:
+            raise ConfigError(f"nginx refused the new config (old one still serving):\n{out}")
+        before = children(self.proc.pid)
+        os.replace(candidate, self.cfg)
+        self.proc.send_signal(signal.SIGHUP)
+        self._wait_workers(before, "reload")
+        self.services = list(services)
+
+    def _wait_workers(self, before: set[int], what: str) -> None:
+        deadline = time.monotonic() + RELOAD_WAIT_S
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise GatewayError(f"nginx exited during {what}:\n{self._log()}")
+            if children(self.proc.pid) - before:
+                return
+            time.sleep(0.02)
+        raise GatewayError(f"nginx {what}: no new worker after {RELOAD_WAIT_S:g} s:\n{self._log()}")
+
+    def _log(self) -> str:
+        return tail(self.run_dir / "error.log") + "\n" + tail(self.run_dir / "stderr.log")
+
+    def stats(self) -> dict[str, ServiceStats]:
+        by_port = {s.listen_port: s.name for s in self.services}
+        counts: dict[str, list[int]] = {s.name: [0, 0, 0] for s in self.services}
+        try:
+            text = (self.run_dir / "access.log").read_text()
+        except FileNotFoundError:
+            text = ""
+        for line in text.splitlines():
+            port, _, status = line.partition(" ")
+            name = by_port.get(int(port)) if port.isdigit() else None
+            if name is None:
+                continue
+            c = counts[name]
+            c[0] += 1
+            c[1] += status.startswith("4")
+            c[2] += status.startswith("5")
+        return {n: ServiceStats(*c) for n, c in counts.items()}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
