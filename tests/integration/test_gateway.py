@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
-from tests.integration.gateway_parts import BackendProcess, Client, LoadLoop, free_port
 from tests.realparts import require
 
+from gpufleet.benchmarks.http_backends import BackendProcess, Client, LoadLoop, free_port
 from gpufleet.gateway import (
     Backend,
     ConfigError,

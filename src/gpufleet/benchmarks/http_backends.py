@@ -1,5 +1,5 @@
-"""Real parts for the gateway tests and benchmark: backend HTTP server processes that answer
-with their id, a free port, and a client that counts what failed."""
+"""Real parts for the gateway's tests and benchmark: backend HTTP server processes that answer
+with their id, a free port, and a blocking client that counts what failed."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 BACKEND = r"""
+import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -18,6 +19,12 @@ ID = sys.argv[1].encode()
 
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # headers and body go out as two writes: without this, Nagle holds the body back
+        # for the client's delayed ACK (40 ms)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _answer(self):
         n = int(self.headers.get("content-length") or 0)
@@ -34,6 +41,7 @@ class H(BaseHTTPRequestHandler):
         pass
 
 ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer.request_queue_size = 1024  # socketserver's 5 drops SYNs under load (1 s stall)
 ThreadingHTTPServer.handle_error = lambda *a: None  # resets from a reloading proxy are expected
 s = ThreadingHTTPServer(("127.0.0.1", 0), H)
 print(s.server_address[1], flush=True)
