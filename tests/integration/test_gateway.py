@@ -4,6 +4,7 @@ request, a killed backend, and refused configs that leave the old one serving.""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
@@ -80,6 +81,32 @@ def test_round_robin_spreads_requests(gateway: Gateway, backends: list[BackendPr
         assert set(seen) == {"b0", "b1", "b2"}, seen
         assert max(seen.values()) - min(seen.values()) <= 2, seen
     assert counted(gateway, lambda st: st.requests >= 60)
+
+
+def test_weights_share_requests(gateway: Gateway, backends: list[BackendProcess]) -> None:
+    port = free_port()
+    weighted = (Backend.parse(backends[0].address, 3), Backend.parse(backends[1].address, 1))
+    gateway.apply([ServiceRoute("llm", port, TOKEN, weighted)])
+    seen = answers(port, 40)
+    assert abs(seen["b0"] - 30) <= 2 and seen["b0"] + seen["b1"] == 40, seen
+
+
+def test_request_bodies_reach_the_backend(gateway: Gateway, backends: list[BackendProcess]) -> None:
+    port = free_port()
+    gateway.apply([route(port, backends[:1])])
+    body = bytes(range(256)) * 4096  # 1 MiB
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", "/", body=body, headers=headers)  # Content-Length
+        assert conn.getresponse().read() == b"b0 1048576"
+        chunks = (body[i : i + 65536] for i in range(0, len(body), 65536))
+        conn.request("POST", "/", body=chunks, headers=headers, encode_chunked=True)
+        assert conn.getresponse().read() == b"b0 1048576"
+        conn.request("POST", "/", body=b"x" * 10, headers=headers)  # the same connection after
+        assert conn.getresponse().read() == b"b0 10"
+    finally:
+        conn.close()
 
 
 def test_missing_or_wrong_token_is_401(gateway: Gateway, backends: list[BackendProcess]) -> None:

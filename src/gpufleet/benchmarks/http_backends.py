@@ -27,8 +27,15 @@ class H(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _answer(self):
-        n = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(n)
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            body = b""
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                body += self.rfile.read(size)
+                self.rfile.readline()
+            while self.rfile.readline() not in (b"\r\n", b""):
+                pass  # trailers
+        else:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
         out = ID + b" " + str(len(body)).encode()
         self.send_response(200)
         self.send_header("content-length", str(len(out)))

@@ -2,8 +2,8 @@
 nginx is installed (the demo). It runs on its own event loop thread in this process.
 
 What it does: one listener per service; the bearer token checked before anything reaches a
-backend; round-robin over the backends; bodies streamed both ways (Content-Length, chunked, or
-until close); idle backend connections kept for reuse; a request whose backend refused the
+backend; weighted round-robin over the backends; bodies streamed both ways (Content-Length,
+chunked, or until close); idle backend connections kept for reuse; a request whose backend refused the
 connection goes to the next backend (it was never sent, so that is safe for any method); a
 request on a reused backend connection that turns out closed is retried once on a new one when
 it has no body. ``apply`` swaps the backend list in place: connections already open keep going.
@@ -54,6 +54,17 @@ class _Listener:
     server: asyncio.Server
     next: int = 0
     counters: _Counters = field(default_factory=_Counters)
+    order: tuple[Backend, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.set_route(self.route)
+
+    def set_route(self, route: ServiceRoute) -> None:
+        """Swap the backends in place; the round-robin order repeats each by its weight,
+        interleaved (weights 2 and 1: a b a, not a a b)."""
+        self.route = route
+        top = max((b.weight for b in route.backends), default=0)
+        self.order = tuple(b for w in range(top) for b in route.backends if b.weight > w)
 
 
 @dataclass
@@ -224,7 +235,7 @@ class BuiltinGateway(Gateway):
             if name in opened:
                 self.listeners[name] = _Listener(s, opened[name])
             else:
-                self.listeners[name].route = s
+                self.listeners[name].set_route(s)
         live = {b.address for s in services for b in s.backends}
         for address in [a for a in self.pool if a not in live]:
             for _, w in self.pool.pop(address):
@@ -290,7 +301,7 @@ class BuiltinGateway(Gateway):
         writer: asyncio.StreamWriter,
     ) -> tuple[int, bool]:
         """Send one request to a backend and its answer back: (status, client may keep-alive)."""
-        backends = lst.route.backends
+        backends = lst.order
         out_head = [head.first]
         for k, v in head.headers:
             if k.lower() not in HOP:
@@ -301,7 +312,7 @@ class BuiltinGateway(Gateway):
         body = _has_body(head)
         conn: _Conn | None = None
         resp: _Head | None = None
-        for _attempt in range(len(backends) + 1):
+        for _attempt in range(len(lst.route.backends) + 1):
             if not backends:
                 break
             b = backends[lst.next % len(backends)]
