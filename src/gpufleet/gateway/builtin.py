@@ -3,10 +3,11 @@ nginx is installed (the demo). It runs on its own event loop thread in this proc
 
 What it does: one listener per service; the bearer token checked before anything reaches a
 backend; weighted round-robin over the backends; bodies streamed both ways (Content-Length,
-chunked, or until close); idle backend connections kept for reuse; a request whose backend refused the
-connection goes to the next backend (it was never sent, so that is safe for any method); a
-request on a reused backend connection that turns out closed is retried once on a new one when
-it has no body. ``apply`` swaps the backend list in place: connections already open keep going.
+chunked, or until close); idle backend connections kept for reuse; a request whose backend
+refused the connection goes to the next backend (it was never sent, so that is safe for any
+method); a request on a reused backend connection that turns out closed is retried once on a
+new one when it has no body. ``apply`` swaps the backend list in place: connections already
+open keep going.
 Not done: HTTP/2, Upgrade (WebSocket), request timeouts beyond the OS's.
 """
 
