@@ -35,6 +35,9 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
         "    master-worker",
         f"    stats socket {run_dir}/admin.sock mode 600 level admin expose-fd listeners",
         "    maxconn 8000",
+        # an old worker still holding requests after this long is stopped: bounds how many
+        # generations frequent reloads can leave behind (longer than timeout server)
+        "    hard-stop-after 15m",
         "",
         "defaults",
         "    mode http",

@@ -30,7 +30,7 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
     lines = [
         "daemon off;",
         "master_process on;",
-        "worker_processes 1;",
+        "worker_processes auto;",
         f"pid {d}/nginx.pid;",
         f"error_log {d}/error.log notice;",
         "events { worker_connections 4096; }",
@@ -58,6 +58,8 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
     for s in services:
         if s.backends:
             lines.append(f"  upstream be_{s.name} {{")
+            # shared memory: one round-robin (and weights) across all workers, not one each
+            lines.append(f"    zone be_{s.name} 64k;")
             lines += [f"    server {b.address} weight={b.weight};" for b in s.backends]
             lines += ["    keepalive 32;", "  }"]
         lines += [
