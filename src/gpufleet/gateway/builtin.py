@@ -8,7 +8,7 @@ refused the connection goes to the next backend (it was never sent, so that is s
 method); a request on a reused backend connection that turns out closed is retried once on a
 new one when it has no body. ``apply`` swaps the backend list in place: connections already
 open keep going.
-Not done: HTTP/2, Upgrade (WebSocket), request timeouts beyond the OS's.
+Not done: HTTP/2, Upgrade (WebSocket), a timeout on a backend that accepted but does not answer.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from gpufleet.gateway.routes import Backend, ConfigError, GatewayError, ServiceR
 HEAD_LIMIT = 64 * 1024
 POOL_PER_BACKEND = 64
 CHUNK = 64 * 1024
+IDLE_S = 60.0  # a client connection with no request head for this long is closed
+CONNECT_S = 2.0  # a backend that does not accept within this is skipped like a refusing one
 HOP = {
     b"connection",
     b"keep-alive",
@@ -261,7 +263,10 @@ class BuiltinGateway(Gateway):
     ) -> None:
         peer = writer.get_extra_info("peername")
         while True:
-            head = await _read_head(reader)
+            try:
+                head = await asyncio.wait_for(_read_head(reader), IDLE_S)
+            except TimeoutError:
+                return
             if head is None:
                 return
             lst = self.listeners.get(name)
@@ -370,8 +375,10 @@ class BuiltinGateway(Gateway):
                 return (r, w), True
             w.close()
         try:
-            r, w = await asyncio.open_connection(b.host, b.port, limit=HEAD_LIMIT)
-        except OSError:
+            r, w = await asyncio.wait_for(
+                asyncio.open_connection(b.host, b.port, limit=HEAD_LIMIT), CONNECT_S
+            )
+        except (OSError, TimeoutError):
             return None, False
         return (r, w), False
 

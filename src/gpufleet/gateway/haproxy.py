@@ -85,6 +85,7 @@ class HAProxyGateway(Gateway):
         if found is None:
             raise GatewayError(f"{binary} not found (Debian: apt-get install -y haproxy)")
         self.binary = found
+        self.own_dir = run_dir is None  # a directory we made is removed by stop()
         self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="gpufleet-haproxy-"))
         self.cfg = self.run_dir / "haproxy.cfg"
         self.log = self.run_dir / "haproxy.log"
@@ -101,7 +102,11 @@ class HAProxyGateway(Gateway):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self._wait_workers(set(), "start")
+        try:
+            self._wait_workers(set(), "start")
+        except GatewayError:
+            self.stop()  # a master that never got a worker up is not left behind
+            raise
 
     def apply(self, services: list[ServiceRoute]) -> None:
         validate(services)
@@ -173,6 +178,8 @@ class HAProxyGateway(Gateway):
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.proc = None
+        if self.own_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 def _ask(path: Path, command: str) -> str:

@@ -89,6 +89,7 @@ class NginxGateway(Gateway):
         if found is None:
             raise GatewayError(f"{binary} not found (Debian: apt-get install -y nginx)")
         self.binary = found
+        self.own_dir = run_dir is None  # a directory we made is removed by stop()
         self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="gpufleet-nginx-"))
         self.cfg = self.run_dir / "nginx.conf"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -104,7 +105,11 @@ class NginxGateway(Gateway):
             self.proc = subprocess.Popen(
                 self._cmd(self.cfg), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-        self._wait_workers(set(), "start")
+        try:
+            self._wait_workers(set(), "start")
+        except GatewayError:
+            self.stop()  # a master that never got a worker up is not left behind
+            raise
 
     def apply(self, services: list[ServiceRoute]) -> None:
         validate(services)
@@ -158,3 +163,5 @@ class NginxGateway(Gateway):
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.proc = None
+        if self.own_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
