@@ -10,6 +10,7 @@ with ``Connection: close`` (``option idle-close-on-response``) before it exits.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -85,14 +86,22 @@ class HAProxyGateway(Gateway):
         if found is None:
             raise GatewayError(f"{binary} not found (Debian: apt-get install -y haproxy)")
         self.binary = found
-        self.own_dir = run_dir is None  # a directory we made is removed by stop()
-        self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="gpufleet-haproxy-"))
-        self.cfg = self.run_dir / "haproxy.cfg"
-        self.log = self.run_dir / "haproxy.log"
+        self.own_dir = run_dir is None  # made by start(), removed by stop()
+        self.run_dir = Path(run_dir) if run_dir is not None else Path()
         self.proc: subprocess.Popen[bytes] | None = None
         self.services: list[ServiceRoute] = []
 
+    @property
+    def cfg(self) -> Path:
+        return self.run_dir / "haproxy.cfg"
+
+    @property
+    def log(self) -> Path:
+        return self.run_dir / "haproxy.log"
+
     def start(self) -> None:
+        if self.own_dir:
+            self.run_dir = Path(tempfile.mkdtemp(prefix="gpufleet-haproxy-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(self.cfg, render([], self.bind_host, self.run_dir))
         with open(self.log, "ab") as log:
@@ -175,7 +184,12 @@ class HAProxyGateway(Gateway):
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            # the master stops its workers and reaps them; whatever is left, SIGKILL
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.proc = None
         if self.own_dir:

@@ -10,6 +10,7 @@ Request counts come from the access log (one line per request: port and status).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -89,16 +90,21 @@ class NginxGateway(Gateway):
         if found is None:
             raise GatewayError(f"{binary} not found (Debian: apt-get install -y nginx)")
         self.binary = found
-        self.own_dir = run_dir is None  # a directory we made is removed by stop()
-        self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="gpufleet-nginx-"))
-        self.cfg = self.run_dir / "nginx.conf"
+        self.own_dir = run_dir is None  # made by start(), removed by stop()
+        self.run_dir = Path(run_dir) if run_dir is not None else Path()
         self.proc: subprocess.Popen[bytes] | None = None
         self.services: list[ServiceRoute] = []
+
+    @property
+    def cfg(self) -> Path:
+        return self.run_dir / "nginx.conf"
 
     def _cmd(self, cfg: Path, *extra: str) -> list[str]:
         return [self.binary, "-p", str(self.run_dir), "-c", str(cfg), *extra]
 
     def start(self) -> None:
+        if self.own_dir:
+            self.run_dir = Path(tempfile.mkdtemp(prefix="gpufleet-nginx-"))
         (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
         write_atomic(self.cfg, render([], self.bind_host, self.run_dir))
         with open(self.run_dir / "stderr.log", "ab") as log:
@@ -160,7 +166,12 @@ class NginxGateway(Gateway):
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            # the master stops its workers and reaps them; whatever is left, SIGKILL
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.proc = None
         if self.own_dir:
