@@ -10,8 +10,8 @@ from gpufleet.gateway.routes import ServiceRoute
 
 @dataclass(frozen=True)
 class ServiceStats:
-    """Counters for one service since its proxy process started (they restart from 0 when a
-    reload starts a new process: a rate reader treats a decrease as a reset)."""
+    """Counters for one service since the gateway started; they survive apply(). A rate reader
+    should still treat a decrease as a reset (a restarted gateway starts from 0)."""
 
     requests: int  # requests received, including ones refused with 401
     status_4xx: int  # responses 400-499 sent to clients (the 401s of the token check among them)

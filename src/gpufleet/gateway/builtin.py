@@ -230,6 +230,7 @@ class BuiltinGateway(Gateway):
                     " (old config still serving)"
                 ) from e
         wanted = {s.name: s for s in services}
+        counters = {n: lst.counters for n, lst in self.listeners.items()}
         for name in list(self.listeners):
             if name not in wanted or name in opened:
                 # stop accepting; connections already open finish on their own
@@ -237,6 +238,8 @@ class BuiltinGateway(Gateway):
         for name, s in wanted.items():
             if name in opened:
                 self.listeners[name] = _Listener(s, opened[name])
+                if name in counters:  # a new port: the service's counters go on
+                    self.listeners[name].counters = counters[name]
             else:
                 self.listeners[name].set_route(s)
         live = {b.address for s in services for b in s.backends}

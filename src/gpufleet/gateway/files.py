@@ -50,3 +50,30 @@ def tail(path: Path, n: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return ""
+
+
+class LogCounter:
+    """Counts an access log's lines ``KEY STATUS`` per key (requests, 4xx, 5xx), reading only
+    what was appended since the last call. A log survives reloads, so the counts do too."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.counts: dict[str, list[int]] = {}
+
+    def read(self) -> dict[str, list[int]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return self.counts
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        self.offset += end
+        for line in data[:end].decode(errors="replace").splitlines():
+            key, _, status = line.strip().partition(" ")
+            c = self.counts.setdefault(key, [0, 0, 0])
+            c[0] += 1
+            c[1] += status.startswith("4")
+            c[2] += status.startswith("5")
+        return self.counts

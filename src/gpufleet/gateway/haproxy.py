@@ -6,13 +6,13 @@ over the live one and sends SIGUSR2 to the master. The master re-executes itself
 takes the listening sockets over from the old one (``expose-fd listeners``), so no SYN is refused,
 and the old worker finishes the requests it holds, answering idle keep-alive clients once more
 with ``Connection: close`` (``option idle-close-on-response``) before it exits.
+Counters come from a one-line-per-request log on stdout (``access.log``): every worker of every
+reload writes it, where ``show stat`` counters start at 0 in each new worker.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import os
 import shutil
 import signal
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from gpufleet.gateway.base import Gateway, ServiceStats
-from gpufleet.gateway.files import check_output, tail, write_atomic
+from gpufleet.gateway.files import LogCounter, check_output, tail, write_atomic
 from gpufleet.gateway.routes import ConfigError, GatewayError, ServiceRoute, validate
 
 RELOAD_WAIT_S = 10.0
@@ -36,12 +36,16 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
         "    master-worker",
         f"    stats socket {run_dir}/admin.sock mode 600 level admin expose-fd listeners",
         "    maxconn 8000",
+        # one line per request to stdout (our access.log): the counters, across reloads
+        "    log stdout format raw local0 info",
         # an old worker still holding requests after this long is stopped: bounds how many
         # generations frequent reloads can leave behind (longer than timeout server)
         "    hard-stop-after 15m",
         "",
         "defaults",
         "    mode http",
+        "    log global",
+        '    log-format "%ft %ST"',
         "    timeout connect 2s",
         "    timeout client 120s",
         # model inference can take minutes per request
@@ -90,6 +94,7 @@ class HAProxyGateway(Gateway):
         self.run_dir = Path(run_dir) if run_dir is not None else Path()
         self.proc: subprocess.Popen[bytes] | None = None
         self.services: list[ServiceRoute] = []
+        self.access = LogCounter(self.run_dir / "access.log")
 
     @property
     def cfg(self) -> Path:
@@ -104,11 +109,12 @@ class HAProxyGateway(Gateway):
             self.run_dir = Path(tempfile.mkdtemp(prefix="gpufleet-haproxy-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(self.cfg, render([], self.bind_host, self.run_dir))
-        with open(self.log, "ab") as log:
+        self.access = LogCounter(self.run_dir / "access.log")
+        with open(self.log, "ab") as log, open(self.access.path, "ab") as access:
             self.proc = subprocess.Popen(
                 [self.binary, "-W", "-f", str(self.cfg), "-S", f"{self.run_dir}/master.sock"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                stdout=access,
+                stderr=log,
                 start_new_session=True,
             )
         try:
@@ -169,18 +175,12 @@ class HAProxyGateway(Gateway):
         )
 
     def stats(self) -> dict[str, ServiceStats]:
-        text = _ask(self.run_dir / "admin.sock", "show stat")
-        out: dict[str, ServiceStats] = {}
-        rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
-        for row in rows:
-            px = row.get("pxname", "")
-            if row.get("svname") == "FRONTEND" and px.startswith("svc_"):
-                out[px[4:]] = ServiceStats(
-                    requests=int(row.get("req_tot") or 0),
-                    status_4xx=int(row.get("hrsp_4xx") or 0),
-                    status_5xx=int(row.get("hrsp_5xx") or 0),
-                )
-        return out
+        """From the access log (one line per request, every worker of every reload writes it:
+        HAProxy's own counters restart at 0 in each new worker)."""
+        counts = self.access.read()
+        return {
+            s.name: ServiceStats(*counts.get(f"svc_{s.name}", [0, 0, 0])) for s in self.services
+        }
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from gpufleet.gateway.base import Gateway, ServiceStats
-from gpufleet.gateway.files import check_output, children, tail, write_atomic
+from gpufleet.gateway.files import LogCounter, check_output, children, tail, write_atomic
 from gpufleet.gateway.routes import ConfigError, GatewayError, ServiceRoute, validate
 
 RELOAD_WAIT_S = 10.0
@@ -94,6 +94,7 @@ class NginxGateway(Gateway):
         self.run_dir = Path(run_dir) if run_dir is not None else Path()
         self.proc: subprocess.Popen[bytes] | None = None
         self.services: list[ServiceRoute] = []
+        self.access = LogCounter(self.run_dir / "access.log")
 
     @property
     def cfg(self) -> Path:
@@ -106,6 +107,7 @@ class NginxGateway(Gateway):
         if self.own_dir:
             self.run_dir = Path(tempfile.mkdtemp(prefix="gpufleet-nginx-"))
         (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        self.access = LogCounter(self.run_dir / "access.log")
         write_atomic(self.cfg, render([], self.bind_host, self.run_dir))
         with open(self.run_dir / "stderr.log", "ab") as log:
             self.proc = subprocess.Popen(
@@ -147,22 +149,10 @@ class NginxGateway(Gateway):
         return tail(self.run_dir / "error.log") + "\n" + tail(self.run_dir / "stderr.log")
 
     def stats(self) -> dict[str, ServiceStats]:
-        by_port = {s.listen_port: s.name for s in self.services}
-        counts: dict[str, list[int]] = {s.name: [0, 0, 0] for s in self.services}
-        try:
-            text = (self.run_dir / "access.log").read_text()
-        except FileNotFoundError:
-            text = ""
-        for line in text.splitlines():
-            port, _, status = line.partition(" ")
-            name = by_port.get(int(port)) if port.isdigit() else None
-            if name is None:
-                continue
-            c = counts[name]
-            c[0] += 1
-            c[1] += status.startswith("4")
-            c[2] += status.startswith("5")
-        return {n: ServiceStats(*c) for n, c in counts.items()}
+        counts = self.access.read()  # keyed by listen port
+        return {
+            s.name: ServiceStats(*counts.get(str(s.listen_port), [0, 0, 0])) for s in self.services
+        }
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
