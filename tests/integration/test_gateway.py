@@ -91,7 +91,7 @@ def test_weights_share_requests(gateway: Gateway, backends: list[BackendProcess]
     assert abs(seen["b0"] - 30) <= 2 and seen["b0"] + seen["b1"] == 40, seen
 
 
-def test_request_bodies_reach_the_backend(gateway: Gateway, backends: list[BackendProcess]) -> None:
+def test_bodies_stream_both_ways(gateway: Gateway, backends: list[BackendProcess]) -> None:
     port = free_port()
     gateway.apply([route(port, backends[:1])])
     body = bytes(range(256)) * 4096  # 1 MiB
@@ -105,6 +105,11 @@ def test_request_bodies_reach_the_backend(gateway: Gateway, backends: list[Backe
         assert conn.getresponse().read() == b"b0 1048576"
         conn.request("POST", "/", body=b"x" * 10, headers=headers)  # the same connection after
         assert conn.getresponse().read() == b"b0 10"
+        conn.request("GET", "/stream/64", headers=headers)  # a chunked 4 MiB answer
+        resp = conn.getresponse()
+        assert resp.read() == b"s" * 65536 * 64
+        conn.request("GET", "/", headers=headers)
+        assert conn.getresponse().read() == b"b0 0"
     finally:
         conn.close()
 

@@ -37,6 +37,14 @@ class H(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
         out = ID + b" " + str(len(body)).encode()
+        if self.path.startswith("/stream/"):  # /stream/N: N chunks of 64 KiB, chunked
+            self.send_response(200)
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for _ in range(int(self.path.split("/")[2])):
+                self.wfile.write(b"10000\r\n" + b"s" * 65536 + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+            return
         self.send_response(200)
         self.send_header("content-length", str(len(out)))
         self.end_headers()
