@@ -25,6 +25,7 @@ from gpufleet.server.listing import Listings
 from gpufleet.server.logs import LogStore
 from gpufleet.server.routers import admin, agent, dashboard, jobs, metrics, nodes, queues
 from gpufleet.server.service import ControllerService, RequestError
+from gpufleet.server.stepenv import load_secret
 from gpufleet.server.store import StoreUnavailable
 from gpufleet.server.store_down import RETRY_AFTER_S
 
@@ -92,6 +93,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         retry_backoff_s=config.retry_backoff_s,
         retry_backoff_max_s=config.retry_backoff_max_s,
         fallback_account=config.fallback_account,
+        step_secret=load_secret(config.data_dir),
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q
