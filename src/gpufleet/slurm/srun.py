@@ -32,6 +32,9 @@ OUTSIDE = (
     "sbatch (no SLURM_JOB_ID or GPUFLEET_STEP_HOSTS here)"
 )
 CONNECT_TIMEOUT_S = 10.0
+# a batch script may run srun before the other nodes' step daemons listen (every rank starts
+# at once): a refused connection is tried again until this long after srun started
+DAEMON_WAIT_S = float(os.environ.get("GPUFLEET_STEP_WAIT_S", "60"))
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
              signal.SIGUSR1, signal.SIGUSR2)  # fmt: skip
 USAGE = "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]]"
@@ -82,6 +85,16 @@ def exit_code(status: int) -> int:
     return 128 + -status if status < 0 else status
 
 
+def _dial(addr: str, port: int, deadline: float) -> socket.socket:
+    while True:
+        try:
+            return socket.create_connection((addr, port), timeout=CONNECT_TIMEOUT_S)
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)  # not listening yet: its rank is still starting
+
+
 class Remote:
     """One step daemon's connection: authenticated, its node's facts, then the step's
     events into srun's queue."""
@@ -95,7 +108,7 @@ class Remote:
 
     def connect(self, key: bytes) -> None:
         try:
-            sock = socket.create_connection((self.addr, self.port), timeout=CONNECT_TIMEOUT_S)
+            sock = _dial(self.addr, self.port, time.monotonic() + DAEMON_WAIT_S)
             self.sock = sock
             wire.client_auth(sock, key)
             info = wire.recv(sock)
