@@ -190,3 +190,35 @@ def test_srun_trains_the_ddp_example_across_two_nodes(tmp_path: Path) -> None:
         r = job.srun("-N2", "--ntasks-per-node=1", sys.executable, ddp.__file__, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "WORLD_SIZE=2 RANK=0" in r.stdout
+
+
+def test_output_bytes_come_back_exactly_long_lines_and_not_utf8(tmp_path: Path) -> None:
+    code = (
+        "import os, sys; o = sys.stdout.buffer\n"
+        "if os.environ['SLURM_PROCID'] != '1': sys.exit()\n"  # the remote task speaks
+        "o.write(b'x' * 200000 + b'\\n');"
+        "o.write(b'\\xff\\xfe raw\\n'); o.write(b'no newline at the end')"
+    )
+    with fake_job(tmp_path, nodes=2) as job:
+        for flags in ([], ["-u"]):
+            r = subprocess.run(
+                [sys.executable, "-m", "gpufleet.slurm.srun", *flags, "-N2"]
+                + [sys.executable, "-c", code],
+                env=job.env(0),
+                capture_output=True,
+                timeout=60,
+            )
+            assert r.returncode == 0, r.stderr
+            assert r.stdout == b"x" * 200000 + b"\n\xff\xfe raw\nno newline at the end"
+
+
+def test_a_stranger_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    import socket
+    import struct
+
+    with fake_job(tmp_path, nodes=2) as job:
+        with socket.create_connection(("127.0.0.1", job.ports[1]), timeout=10) as s:
+            s.recv(4096)  # the challenge
+            s.sendall(struct.pack("!I", 100 << 20))  # "here come 100 MiB"
+            assert s.recv(4096) == b""  # closed, nothing allocated for it
+        assert job.srun("true").returncode == 0  # and it serves on

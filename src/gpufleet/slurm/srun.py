@@ -62,6 +62,15 @@ def next_step_id(env: Mapping[str, str]) -> int:
         os.close(fd)
 
 
+def split_common(
+    tasks: Sequence[tuple[int, dict[str, str]]],
+) -> tuple[dict[str, str], list[tuple[int, dict[str, str]]]]:
+    """What every task's environment shares (sent once), and each task's own values."""
+    first = tasks[0][1]
+    common = {k: v for k, v in first.items() if all(e.get(k) == v for _, e in tasks[1:])}
+    return common, [(p, {k: v for k, v in e.items() if common.get(k) != v}) for p, e in tasks]
+
+
 def ranges(ids: Sequence[int]) -> str:
     out: list[str] = []
     ids = sorted(ids)
@@ -212,11 +221,14 @@ class Step:
                 self.node_of[p] = str(nodes[slot]["name"])
         cwd = os.getcwd()
         for slot, r in self.remotes.items():
+            common, own = split_common(envs[slot])
             msg = {
                 "t": "launch",
                 "argv": self.o.command,
                 "cwd": cwd,
-                "tasks": [{"procid": p, "env": e} for p, e in envs[slot]],
+                "unbuffered": self.o.unbuffered,
+                "env": common,
+                "tasks": [{"procid": p, "env": e} for p, e in own],
             }
             if r.send(msg):
                 threading.Thread(target=r.pump, args=(self.q,), daemon=True).start()

@@ -80,7 +80,9 @@ def _env(v: Any) -> dict[str, str]:
     return v  # type: ignore[no-any-return]
 
 
-def _launch(msg: dict[str, Any]) -> tuple[list[str], str, list[tuple[int, dict[str, str]]]]:
+def _launch(
+    msg: dict[str, Any],
+) -> tuple[list[str], str, list[tuple[int, dict[str, str]]], bool]:
     if msg.get("t") != "launch":
         raise wire.WireError(f"expected a launch, got {msg.get('t')!r}")
     argv = _strings(msg.get("argv"), "argv")
@@ -90,12 +92,13 @@ def _launch(msg: dict[str, Any]) -> tuple[list[str], str, list[tuple[int, dict[s
         raise wire.WireError("a launch needs argv, cwd and tasks")
     if not 0 < len(tasks) <= MAX_TASKS:
         raise wire.WireError(f"a launch holds 1 to {MAX_TASKS} tasks")
+    common = _env(msg.get("env", {}))  # the step's environment, once; each task's over it
     out = []
     for t in tasks:
         if not isinstance(t, dict) or not isinstance(t.get("procid"), int):
             raise wire.WireError("each task needs a procid and an env")
-        out.append((t["procid"], _env(t.get("env"))))
-    return argv, cwd, out
+        out.append((t["procid"], {**common, **_env(t.get("env"))}))
+    return argv, cwd, out, msg.get("unbuffered") is True
 
 
 class StepDaemon:
@@ -127,9 +130,9 @@ class StepDaemon:
                 conn.settimeout(wire.AUTH_TIMEOUT_S)
                 wire.serve_auth(conn, self.key)
                 wire.send(conn, {"t": "node", **self.info})
-                argv, cwd, tasks = _launch(wire.recv(conn))
+                argv, cwd, tasks, unbuffered = _launch(wire.recv(conn))
                 conn.settimeout(None)
-                self._run(conn, argv, cwd, tasks)
+                self._run(conn, argv, cwd, tasks, unbuffered)
         except (OSError, wire.WireError) as e:
             log.info("connection closed: %s", e)
         finally:
@@ -141,6 +144,7 @@ class StepDaemon:
         argv: list[str],
         cwd: str,
         tasks: list[tuple[int, dict[str, str]]],
+        unbuffered: bool,
     ) -> None:
         send_lock = threading.Lock()
         gone = threading.Event()
@@ -154,7 +158,7 @@ class StepDaemon:
             except (OSError, wire.WireError):
                 gone.set()
 
-        ts = TaskSet(emit)
+        ts = TaskSet(emit, unbuffered=unbuffered)
         with self.lock:
             if self.stopping.is_set():
                 return

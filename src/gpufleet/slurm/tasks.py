@@ -17,7 +17,9 @@ from typing import Any
 
 Emit = Callable[[dict[str, Any]], None]
 READ_CHUNK = 1 << 16
-MAX_LINE = 1 << 18  # a "line" longer than this is sent in pieces (a progress bar's \r run)
+# output goes in messages of at most this many bytes (JSON may escape each byte into six,
+# well under wire.MAX_MESSAGE); a longer line goes in pieces (a progress bar's \r run)
+PIECE = 1 << 16
 DRAIN_S = 2.0  # how long a finished task's output may trail it (a child holding the pipe)
 
 _SETPRIV = shutil.which("setpriv")
@@ -93,7 +95,7 @@ class TaskSet:
                     continue
                 buf += chunk
                 cut = buf.rfind(b"\n") + 1
-                if cut == 0 and len(buf) >= MAX_LINE:
+                if cut == 0 and len(buf) >= PIECE:
                     cut = len(buf)
                 if cut:
                     self._out(procid, fd, buf[:cut])
@@ -106,7 +108,10 @@ class TaskSet:
             pipe.close()
 
     def _out(self, procid: int, fd: int, data: bytes) -> None:
-        self.emit({"t": "out", "task": procid, "fd": fd, "data": decode(data)})
+        while data:
+            cut = len(data) if len(data) <= PIECE else data.rfind(b"\n", 0, PIECE) + 1 or PIECE
+            self.emit({"t": "out", "task": procid, "fd": fd, "data": decode(data[:cut])})
+            data = data[cut:]
 
     def _reap(self, t: _Task) -> None:
         status = t.proc.wait()

@@ -14,7 +14,8 @@ import socket
 import struct
 from typing import Any
 
-MAX_MESSAGE = 1 << 20  # a launch carries an environment per task; output comes in lines
+MAX_MESSAGE = 8 << 20  # a launch: the step's environment once, each task's own values
+AUTH_MESSAGE = 4096  # before both sides proved they hold the key: a challenge, an answer
 _LEN = struct.Struct("!I")
 NONCE_BYTES = 32
 AUTH_TIMEOUT_S = 10.0
@@ -79,10 +80,10 @@ def _exactly(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def recv(sock: socket.socket) -> dict[str, Any]:
+def recv(sock: socket.socket, limit: int = MAX_MESSAGE) -> dict[str, Any]:
     (n,) = _LEN.unpack(_exactly(sock, _LEN.size))
-    if n > MAX_MESSAGE:
-        raise WireError(f"message of {n} bytes over the limit of {MAX_MESSAGE}")
+    if n > limit:
+        raise WireError(f"message of {n} bytes over the limit of {limit}")
     try:
         msg = json.loads(_exactly(sock, n))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -107,7 +108,7 @@ def serve_auth(sock: socket.socket, key: bytes) -> None:
     """The step daemon's side: challenge, check srun's answer, answer srun's challenge."""
     ours = nonce()
     send(sock, {"v": 1, "challenge": ours.hex()})
-    msg = recv(sock)
+    msg = recv(sock, AUTH_MESSAGE)
     theirs = _hex(msg, "challenge")
     answer = msg.get("mac")
     if not isinstance(answer, str) or not hmac.compare_digest(answer, mac(key, "srun", ours)):
@@ -118,13 +119,13 @@ def serve_auth(sock: socket.socket, key: bytes) -> None:
 
 def client_auth(sock: socket.socket, key: bytes) -> None:
     """srun's side: answer the challenge and check that the daemon holds the key too."""
-    msg = recv(sock)
+    msg = recv(sock, AUTH_MESSAGE)
     if msg.get("v") != 1:
         raise WireError(f"not a gpufleet step daemon (protocol {msg.get('v')!r})")
     theirs = _hex(msg, "challenge")
     ours = nonce()
     send(sock, {"mac": mac(key, "srun", theirs), "challenge": ours.hex()})
-    reply = recv(sock)
+    reply = recv(sock, AUTH_MESSAGE)
     if "error" in reply:
         raise WireError(f"the step daemon refused: {reply['error']}")
     answer = reply.get("mac")
