@@ -13,6 +13,7 @@ import psutil
 import pytest
 from slurmnodes import fake_job
 
+PY_C = (sys.executable, "-c")
 SHOW = 'echo "$SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES"'
 
 
@@ -202,8 +203,7 @@ def test_output_bytes_come_back_exactly_long_lines_and_not_utf8(tmp_path: Path) 
     with fake_job(tmp_path, nodes=2) as job:
         for flags in ([], ["-u"]):
             r = subprocess.run(
-                [sys.executable, "-m", "gpufleet.slurm.srun", *flags, "-N2"]
-                + [sys.executable, "-c", code],
+                [sys.executable, "-m", "gpufleet.slurm.srun", *flags, "-N2", *PY_C, code],
                 env=job.env(0),
                 capture_output=True,
                 timeout=60,
