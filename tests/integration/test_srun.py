@@ -222,3 +222,18 @@ def test_a_stranger_is_refused_before_anything_is_read(tmp_path: Path) -> None:
             s.sendall(struct.pack("!I", 100 << 20))  # "here come 100 MiB"
             assert s.recv(4096) == b""  # closed, nothing allocated for it
         assert job.srun("true").returncode == 0  # and it serves on
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("torch") is None, reason="needs torch")
+def test_srun_one_torchrun_per_node_trains_the_ddp_example(tmp_path: Path) -> None:
+    import gpufleet.examples.ddp_train as ddp
+
+    torchrun = (
+        f"exec {sys.executable} -m torch.distributed.run --nnodes=2 --nproc-per-node=1 "
+        "--node-rank=$SLURM_NODEID --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT "
+        f"{ddp.__file__}"
+    )
+    with fake_job(tmp_path, nodes=2) as job:
+        r = job.srun("-l", "--ntasks-per-node=1", "sh", "-c", torchrun, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0: WORLD_SIZE=2 RANK=0" in r.stdout
