@@ -237,3 +237,19 @@ def test_srun_one_torchrun_per_node_trains_the_ddp_example(tmp_path: Path) -> No
         r = job.srun("-l", "--ntasks-per-node=1", "sh", "-c", torchrun, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0: WORLD_SIZE=2 RANK=0" in r.stdout
+
+
+def test_ctrl_c_once_reports_twice_ends_the_step(tmp_path: Path) -> None:
+    with fake_job(tmp_path, nodes=2) as job:
+        p = job.popen_srun("-l", "sh", "-c", "echo up; exec sleep 3331")
+        assert p.stdout is not None and p.stderr is not None
+        p.stdout.readline(), p.stdout.readline()
+        p.send_signal(signal.SIGINT)
+        assert p.stderr.readline() == "srun: interrupt (one more within 1 sec to abort)\n"
+        assert p.stderr.readline() == "srun: StepId=77.0 tasks 0-1: running\n"
+        p.send_signal(signal.SIGINT)
+        p.send_signal(signal.SIGINT)  # one of these two lands within the second of another
+        _, err = p.communicate(timeout=60)
+    assert "sending Ctrl-C to StepId=77.0" in err
+    assert p.returncode == 128 + signal.SIGINT
+    assert not _sleepers()

@@ -174,6 +174,7 @@ class Step:
         self.counted: dict[int, bool] = {}
         self.killing = False
         self.signals: list[int] = []
+        self.last_interrupt: float | None = None
         self.job = env.get("SLURM_JOB_ID", "")
         self.step_id = 0
 
@@ -252,7 +253,7 @@ class Step:
         waited_out = False
         while len(self.status) < ntasks:
             while self.signals:
-                self.forward(self.signals.pop(0))
+                self.on_signal(self.signals.pop(0))
             try:
                 ev = self.q.get(timeout=0.2)
             except queue.Empty:
@@ -309,6 +310,28 @@ class Step:
         threading.Thread(target=self.local.terminate, args=(KILL_WAIT_S,), daemon=True).start()
         for r in self.remotes.values():
             r.send({"t": "signal", "sig": int(signal.SIGTERM)})
+
+    def on_signal(self, sig: int) -> None:
+        """As srun: one Ctrl-C reports the tasks' states, a second within a second sends
+        them SIGINT and ends the step; any other signal is forwarded to every task."""
+        if sig != signal.SIGINT:
+            self.forward(sig)
+            return
+        now = time.monotonic()
+        if self.last_interrupt is not None and now - self.last_interrupt <= 1.0:
+            err(f"sending Ctrl-C to StepId={self.job}.{self.step_id}")
+            self.forward(sig)
+            self.abort()
+            return
+        self.last_interrupt = now
+        err("interrupt (one more within 1 sec to abort)")
+        running = [p for p in self.node_of if p not in self.status]
+        if running:
+            err(f"StepId={self.job}.{self.step_id} tasks {ranges(running)}: running")
+        for done, word in ((True, "exited"), (False, "exited abnormally")):
+            ids = [p for p, st in self.status.items() if (st == 0) == done]
+            if ids:
+                err(f"StepId={self.job}.{self.step_id} tasks {ranges(ids)}: {word}")
 
     def forward(self, sig: int) -> None:
         if sig in (signal.SIGINT, signal.SIGTERM):

@@ -9,96 +9,39 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # srun options that ask for nothing a gpufleet step can honour differently: accepted, with one
 # warning naming them (placement inside the allocation is block; binding is the node's)
-IGNORED = (
-    "--cpu-bind",
-    "--cpu_bind",
-    "--mem-bind",
-    "--mem",
-    "--mem-per-cpu",
-    "--mem-per-gpu",
-    "-t",
-    "--time",
-    "--time-min",
-    "--exclusive",
-    "--overlap",
-    "--exact",
-    "--whole",
-    "-A",
-    "--account",
-    "-p",
-    "--partition",
-    "-q",
-    "--qos",
-    "--comment",
-    "--gres-flags",
-    "--gpu-bind",
-    "--gpu-freq",
-    "--cpu-freq",
-    "--hint",
-    "--threads-per-core",
-    "--network",
-    "--propagate",
-    "--prolog",
-    "--epilog",
-    "--task-prolog",
-    "--task-epilog",
-    "--accel-bind",
-    "--mcs-label",
-    "--reservation",
-    "--gres",
-    "--gpus-per-node",
-    "--mem-per-task",
-    "--het-group",
-    "-v",
-    "--verbose",
-    "-Q",
-    "--quiet",
-    "--slurmd-debug",
-    "--kill-command",
-    "--quit-on-interrupt",
-    "-X",
-    "--disable-status",
-    "--no-allocate",
-    "-Z",
-    "--open-mode",
-    "--prefer",
-    "--spread-job",
-    "--switches",
-    "--thread-spec",
-    "--core-spec",
-    "--cores-per-socket",
-    "--sockets-per-node",
-    "--ntasks-per-core",
-    "--ntasks-per-socket",
-    "--ntasks-per-gpu",
-    "-B",
-    "--extra-node-info",
-    "--profile",
-    "--acctg-freq",
-    "--jobid",
-    "--job-name-prefix",
-    "--send-libs",
-    "--tres-per-task",
+IGNORED = _words(
+    """
+    --cpu-bind --cpu_bind --mem-bind --mem_bind --mem --mem-per-cpu --mem-per-gpu -t --time
+    --time-min --exclusive --overlap --exact --whole -A --account -p --partition -q --qos
+    --comment --gres-flags --gpu-bind --gpu-freq --cpu-freq --hint --threads-per-core --network
+    --propagate --prolog --epilog --task-prolog --task-epilog --accel-bind --mcs-label
+    --reservation --gres --gpus-per-node --mem-per-task --het-group -v --verbose -Q --quiet
+    --slurmd-debug --kill-command --quit-on-interrupt -X --disable-status --no-allocate -Z
+    --open-mode --prefer --spread-job --switches --thread-spec --core-spec --cores-per-socket
+    --sockets-per-node --ntasks-per-core --ntasks-per-socket --ntasks-per-gpu -B
+    --extra-node-info --profile --acctg-freq --jobid --job-name-prefix --send-libs
+    --tres-per-task --mail-type --mail-user --mincpus --msg-timeout --nice -d --dependency -I
+    --immediate -k --no-kill --tmp --wckey -L --licenses --priority --signal --contiguous
+    --deadline --delay-boot --resv-ports -G --gpus --cpus-per-gpu --test-only
+    --cluster-constraint -M --clusters --container -H --hold -F --nodefile -s --oversubscribe
+    --power --reboot --tres-bind --use-min-nodes --x11
+    """
 )
-_FLAGS = {  # the ignored ones that take no value
-    "--exclusive",
-    "--overlap",
-    "--exact",
-    "--whole",
-    "-v",
-    "--verbose",
-    "-Q",
-    "--quiet",
-    "--quit-on-interrupt",
-    "-X",
-    "--disable-status",
-    "--no-allocate",
-    "-Z",
-    "--spread-job",
-    "--send-libs",
-}
+_FLAGS = _words(  # the ignored ones that take no value, or only an attached one (-I60)
+    """
+    --exclusive --overlap --exact --whole -v --verbose -Q --quiet --quit-on-interrupt -X
+    --disable-status --no-allocate -Z --spread-job --send-libs -k --no-kill --contiguous
+    --test-only -H --hold -s --oversubscribe --reboot --use-min-nodes -I --immediate --nice
+    --resv-ports --x11
+    """
+)
 # asked of a step gpufleet cannot give: srun's own refusal, with why
 REFUSED = {
     "-o": "output goes back to srun (and the job's log); redirect srun's own output instead",
