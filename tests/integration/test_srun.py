@@ -253,3 +253,19 @@ def test_ctrl_c_once_reports_twice_ends_the_step(tmp_path: Path) -> None:
     assert "sending Ctrl-C to StepId=77.0" in err
     assert p.returncode == 128 + signal.SIGINT
     assert not _sleepers()
+
+
+def test_a_reader_gone_ends_the_step(tmp_path: Path) -> None:
+    with fake_job(tmp_path, nodes=2) as job:
+        pipe = subprocess.run(
+            f"{sys.executable} -m gpufleet.slurm.srun sh -c 'yes | head -c 10000000; "
+            "exec sleep 3331' | head -1",
+            shell=True,
+            env=job.env(0),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert pipe.stdout == "y\n"
+    assert "Terminating StepId=77.0" in pipe.stderr and "Traceback" not in pipe.stderr
+    assert not _sleepers()

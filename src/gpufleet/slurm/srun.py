@@ -277,8 +277,12 @@ class Step:
                     lines = data.splitlines(keepends=True)
                     data = b"".join(prefix + line for line in lines)
                 stream = errs if ev.get("fd") == 2 else out
-                stream.write(data)
-                stream.flush()
+                try:
+                    stream.write(data)
+                    stream.flush()
+                except OSError:  # a reader gone (`srun … | head`): the step ends, as on SIGPIPE
+                    if not self.killing:
+                        self.abort()
             elif kind == "exit":
                 p = int(ev["task"])
                 if p in self.status or p not in self.node_of:
