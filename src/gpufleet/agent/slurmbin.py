@@ -6,14 +6,17 @@ it stays 0700)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
+import stat
 import sys
 import tempfile
 from pathlib import Path
 
 COMMANDS = {"srun": "gpufleet.slurm.srun", "scontrol": "gpufleet.slurm.scontrol"}
 BIN = "slurm-bin"
+log = logging.getLogger(__name__)
 
 
 def install(data_dir: Path, python: str = sys.executable) -> Path:
@@ -31,4 +34,23 @@ def install(data_dir: Path, python: str = sys.executable) -> Path:
         os.chmod(tmp, 0o755)
         os.replace(tmp, d / name)
     os.chmod(data_dir, 0o711)
+    closed = unreachable(d)
+    if closed is not None and os.geteuid() == 0:  # tasks run as other accounts
+        log.warning(
+            "%s is not passable by others (o+x): jobs' accounts cannot run the srun and "
+            "scontrol in %s",
+            closed,
+            d,
+        )
     return d
+
+
+def unreachable(path: Path) -> Path | None:
+    """The first directory above ``path`` that others may not pass through, if any."""
+    for p in reversed(path.resolve().parents):
+        try:
+            if not p.stat().st_mode & stat.S_IXOTH:
+                return p
+        except OSError:
+            return p
+    return None
