@@ -149,6 +149,28 @@ def test_stepd_sigterm_kills_its_tasks_and_exits_0(tmp_path: Path) -> None:
         p.communicate(timeout=30)
 
 
+def test_stepd_sigterm_lets_tasks_end_then_kills_the_stubborn(tmp_path: Path) -> None:
+    script = (
+        'if [ "$SLURM_PROCID" = 2 ]; then trap "" TERM; '
+        'elif [ "$SLURM_PROCID" = 3 ]; then trap "echo got-term; exit 0" TERM; fi; '
+        "echo up; sleep 3331 & wait"
+    )
+    with fake_job(tmp_path, nodes=2, tasks_per_node=2) as job:
+        p = job.popen_srun("-l", "sh", "-c", script)
+        assert p.stdout is not None
+        for _ in range(4):
+            p.stdout.readline()
+        daemon = job.daemons[0]
+        tasks = psutil.Process(daemon.pid).children(recursive=True)
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(60) == 0
+        _, alive = psutil.wait_procs(tasks, timeout=30)
+        assert not alive  # task 2 ignored SIGTERM: killed after the wait
+        p.send_signal(signal.SIGTERM)  # the local tasks end too: srun says all it got
+        out, _ = p.communicate(timeout=60)
+    assert "3: got-term" in out.splitlines()  # SIGTERM first: a task could checkpoint
+
+
 def test_outside_a_job_srun_refuses(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "GPUFLEET_"))}
     r = subprocess.run(

@@ -4,8 +4,8 @@ tasks ``srun`` asks for there (Slurm's slurmstepd, as far as a job needs it).
 ``python -m gpufleet.slurm.stepd``, configured from its environment: ``GPUFLEET_STEP_HOSTS``
 (its own entry is ``GPUFLEET_STEP_SLOT``'s, else ``RANK``'s), ``GPUFLEET_STEP_KEY``. It already
 runs as the job's user with the job's environment; tasks run so too, with the environment srun
-sends. An srun that goes away (killed, its connection lost) takes its tasks with it; SIGTERM
-kills every task and exits 0."""
+sends. An srun that goes away (killed, its connection lost) takes its tasks with it (SIGKILL);
+SIGTERM ends every task (SIGTERM, SIGKILL after ``KILL_WAIT_S``) and exits 0."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -202,9 +203,14 @@ class StepDaemon:
         self.stopping.set()
         with self.lock:
             steps = list(self.steps)
+        # SIGTERM first (a job cancelled or out of time may checkpoint), SIGKILL after the wait
+        for ts in steps:
+            ts.signal(signal.SIGTERM)
+        deadline = time.monotonic() + KILL_WAIT_S
+        for ts in steps:
+            ts.wait(max(0.0, deadline - time.monotonic()))
         for ts in steps:
             ts.signal(signal.SIGKILL)
-        for ts in steps:
             ts.wait(KILL_WAIT_S)
 
 
