@@ -158,8 +158,6 @@ def task_envs(
         step["SLURM_CPUS_PER_TASK"] = str(o.cpus_per_task)
     if o.gpus_per_task:
         step["SLURM_GPUS_PER_TASK"] = str(o.gpus_per_task)
-    if o.job_name:
-        step["SLURM_STEP_NAME"] = o.job_name
     out: dict[int, list[tuple[int, dict[str, str]]]] = {}
     procid = 0
     for node_id, slot in enumerate(used):

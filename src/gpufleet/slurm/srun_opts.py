@@ -84,7 +84,7 @@ class Options:
     kill_on_bad_exit: bool = False
     unbuffered: bool = False
     export: str = "ALL"
-    job_name: str = ""
+    job_name: str = ""  # -J names the step; no task variable shows it (as in Slurm)
     wait_s: int = 0
     overcommit: bool = False
     distribution: str = "block"
