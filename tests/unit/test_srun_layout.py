@@ -79,3 +79,10 @@ def test_export() -> None:
     assert base_env(env, "NONE") == {"PATH": "/bin", "SLURM_JOB_ID": "1"}
     assert base_env(env, "A,B=2") == {"PATH": "/bin", "SLURM_JOB_ID": "1", "A": "1", "B": "2"}
     assert base_env(env, "ALL,B=2") == {**env, "B": "2"}
+
+
+def test_labels_as_srun_writes_them() -> None:
+    from gpufleet.slurm.srun import labelled
+
+    assert labelled(b"a\nb\n", 3, 2) == b"03: a\n03: b\n"
+    assert labelled(b"partial", 12, 2) == b"12: partial\n"

@@ -71,6 +71,16 @@ def split_common(
     return common, [(p, {k: v for k, v in e.items() if common.get(k) != v}) for p, e in tasks]
 
 
+def labelled(data: bytes, task: int, width: int) -> bytes:
+    """As srun's -l: every line prefixed with the task id, zero-padded to the width of the
+    highest; a piece that does not end its line is ended (a label always starts a line)."""
+    prefix = f"{task:0{width}d}: ".encode()
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return b"".join(prefix + line + b"\n" for line in lines)
+
+
 def ranges(ids: Sequence[int]) -> str:
     out: list[str] = []
     ids = sorted(ids)
@@ -273,9 +283,7 @@ class Step:
             if kind == "out":
                 data = encode(str(ev.get("data", "")))
                 if self.o.label:
-                    prefix = f"{ev['task']:>{width}}: ".encode()
-                    lines = data.splitlines(keepends=True)
-                    data = b"".join(prefix + line for line in lines)
+                    data = labelled(data, int(ev["task"]), width)
                 stream = errs if ev.get("fd") == 2 else out
                 try:
                     stream.write(data)
