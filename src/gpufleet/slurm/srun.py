@@ -299,6 +299,8 @@ class Step:
                 self.status[p] = st
                 # a task srun itself ended (-K, --wait, its stop) is not counted against it
                 self.counted[p] = not (self.killing and st < 0)
+                if st != 0 and self.counted[p]:  # as srun: said when it happens
+                    err(f"error: {self.node_of[p]}: task {p}: {describe(st)}")
                 first_exit = first_exit if first_exit is not None else time.monotonic()
                 if st != 0 and self.o.kill_on_bad_exit and not self.killing:
                     self.abort()
@@ -353,17 +355,13 @@ class Step:
             r.send({"t": "signal", "sig": sig})
 
     def report(self) -> int:
-        groups: dict[tuple[str, int], list[int]] = {}
-        for p, st in sorted(self.status.items()):
-            if st != 0 and self.counted.get(p, True):
-                groups.setdefault((self.node_of[p], st), []).append(p)
-        for (node, st), ids in sorted(groups.items(), key=lambda kv: kv[1][0]):
-            word = "task" if len(ids) == 1 else "tasks"
-            err(f"error: {node}: {word} {ranges(ids)}: {describe(st)}")
-        codes = [exit_code(st) for p, st in self.status.items() if self.counted.get(p, True)]
-        if not codes and self.status:  # every task ended by srun's stop: say how
-            codes = [exit_code(st) for st in self.status.values()]
-        return max(codes, default=0)
+        """srun's exit code: 128 + the highest signal that ended a task, else the highest
+        exit code; tasks srun ended itself count only when nothing else does."""
+        counted = [st for p, st in self.status.items() if self.counted.get(p, True)]
+        if not counted:
+            counted = list(self.status.values())
+        signals = [-st for st in counted if st < 0]
+        return 128 + max(signals) if signals else max(counted, default=0)
 
     def close(self) -> None:
         for r in self.remotes.values():
