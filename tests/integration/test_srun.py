@@ -291,3 +291,19 @@ def test_a_reader_gone_ends_the_step(tmp_path: Path) -> None:
     assert pipe.stdout == "y\n"
     assert "Terminating StepId=77.0" in pipe.stderr and "Traceback" not in pipe.stderr
     assert not _sleepers()
+
+
+def test_no_step_daemon_there_is_said_plainly(tmp_path: Path) -> None:
+    with fake_job(tmp_path, nodes=2) as job:
+        job.daemons[0].kill()
+        job.daemons[0].wait(30)
+        env = {**job.env(0), "GPUFLEET_STEP_WAIT_S": "0"}
+        r = subprocess.run(
+            [sys.executable, "-m", "gpufleet.slurm.srun", "true"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert r.returncode == 1
+    assert f"node slot 1 (127.0.0.1:{job.ports[1]}): no step daemon listens there" in r.stderr

@@ -134,6 +134,12 @@ class Remote:
             if info.get("t") != "node" or not isinstance(info.get("name"), str):
                 raise wire.WireError("expected the node's facts")
             self.info = info
+        except ConnectionRefusedError:
+            self.error = (
+                f"no step daemon listens there after {DAEMON_WAIT_S:g} s (its rank ended, or "
+                "the job is not a batch job, whose other ranks serve srun)"
+            )
+            self.close()
         except (OSError, wire.WireError) as e:
             self.error = str(e) or type(e).__name__
             self.close()
