@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gpufleet.agent import slurmbin
 from gpufleet.agent.agent import Agent, AgentConfig
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend
@@ -109,6 +110,7 @@ def run_agent(
         task_env=dict(task_env or {}),
     )
     agent = Agent(client, backend, config, clock=clock)
+    agent.runner.step_bin = str(slurmbin.install(data))
     # tasks a previous agent left behind run unsupervised: stop them and say so
     for key in agent.runner.kill_orphans():
         why = "killed: the agent restarted and cannot supervise it"

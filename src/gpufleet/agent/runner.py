@@ -36,7 +36,7 @@ import psutil  # type: ignore[import-untyped]
 from gpufleet.agent import sandbox, secrets
 from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
-from gpufleet.agent.taskenv import check_no_nul, task_env
+from gpufleet.agent.taskenv import check_no_nul, task_env, with_step_commands
 from gpufleet.api.schemas import AgentCommand, AgentEvent
 from gpufleet.core.clock import Clock
 
@@ -142,6 +142,7 @@ class TaskRunner:
                 self.agent.name,
                 self.agent.uid,
             )
+        self.step_bin = ""  # where srun/scontrol are (slurmbin.install); "" for none
         self._live: dict[Key, _Task] = {}
         self._latest = LatestAttempts()
 
@@ -210,6 +211,7 @@ class TaskRunner:
         argv, tmpdir = sandbox.wrap(list(cmd.command), account, tmp)
         launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
         env = task_env(account, tmpdir, self.node_env, launch_env, self.visible_devices(cmd.gpus))
+        with_step_commands(env, self.step_bin)
         workdir = env.get("GPUFLEET_WORKDIR")
         if workdir and Path(workdir).is_dir():
             cwd = workdir

@@ -20,6 +20,10 @@ from gpufleet.model.resources import MILLI
 
 MASTER_PORT_BASE = 29500
 MASTER_PORT_SPAN = 2000
+# a batch job's step daemons listen here: below MASTER_PORT's range and the kernel's
+# ephemeral ports (32768 on), drawn from the job's number as MASTER_PORT is
+STEP_PORT_BASE = 27500
+STEP_PORT_SPAN = 2000
 CLUSTER_NAME = "gpufleet"  # SLURM_CLUSTER_NAME when the cluster spec names none
 
 
@@ -57,6 +61,10 @@ class JobFacts:
             array,
             cluster or CLUSTER_NAME,
         )
+
+
+def step_port(seq: int, attempt: int) -> int:
+    return STEP_PORT_BASE + (seq * 7 + attempt) % STEP_PORT_SPAN
 
 
 def per_node_counts(values: list[int]) -> str:
