@@ -189,6 +189,7 @@ class Step:
         self.status: dict[int, int] = {}
         self.counted: dict[int, bool] = {}
         self.killing = False
+        self.ctrl_c_sent: float | None = None  # when a double Ctrl-C sent SIGINT
         self.signals: list[int] = []
         self.last_interrupt: float | None = None
         self.job = env.get("SLURM_JOB_ID", "")
@@ -338,10 +339,15 @@ class Step:
             self.forward(sig)
             return
         now = time.monotonic()
-        if self.last_interrupt is not None and now - self.last_interrupt <= 1.0:
-            err(f"sending Ctrl-C to StepId={self.job}.{self.step_id}")
-            self.forward(sig)
+        if self.ctrl_c_sent is not None and now - self.ctrl_c_sent <= 1.0:
+            err("forcing job termination")  # a third within a second: as srun, no more waiting
             self.abort()
+            return
+        if self.last_interrupt is not None and now - self.last_interrupt <= 1.0:
+            # the tasks get SIGINT and end by it; SIGTERM now would race it and win on some
+            err(f"sending Ctrl-C to StepId={self.job}.{self.step_id}")
+            self.ctrl_c_sent = now
+            self.forward(sig)
             return
         self.last_interrupt = now
         err("interrupt (one more within 1 sec to abort)")
