@@ -183,20 +183,22 @@ class _Parser:
         t = self.take()
         if t == "(":
             inner = self.expr()
-            if self.take() != ")":
+            if self.peek() != ")":
                 raise ValueError(f"{self.text!r}: '(' without its ')'")
+            self.take()
             return inner
         if t == "[":
             names = [self.name()]
             while self.peek() == "|":
                 self.take()
                 names.append(self.name())
-            close = self.take()
+            close = self.peek()
             if close != "]":
                 raise ValueError(
                     f"{self.text!r}: inside [...] only names joined by | are supported, got "
-                    f"{close!r}"
+                    f"{close or 'the end'!r}"
                 )
+            self.take()
             return Match(tuple(names))
         if not _is_name(t):
             raise ValueError(f"{self.text!r}: expected a feature name, got {t!r}")
