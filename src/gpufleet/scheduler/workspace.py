@@ -216,6 +216,7 @@ class Workspace:
         # being placed already uses (empty between placements)
         self.allow: dict[Select, frozenset[int]] = {}
         self.barred: set[int] = set()
+        self._last_allowed: tuple[Select, frozenset[int]] | None = None
         ok, model, full, node_leaf = self.ok, self.model, self.full, self.node_leaf
         buckets, leaf_buckets, model_free = self.buckets, self.leaf_buckets, self.model_free
         free_full = 0
@@ -260,11 +261,15 @@ class Workspace:
 
     def allowed(self, sel: Select) -> frozenset[int]:
         """The nodes that pass every node filter for ``sel`` (worked out once per Select)."""
+        last = self._last_allowed
+        if last is not None and last[0] is sel:  # a placement asks again and again: no hash
+            return last[1]
         out = self.allow.get(sel)
         if out is None:
             from gpufleet.scheduler import filters  # the plugins import this module
 
             out = self.allow[sel] = filters.eligible(sel, self._static)
+        self._last_allowed = (sel, out)
         return out
 
     def idle(self, i: int) -> bool:
