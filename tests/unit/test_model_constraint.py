@@ -88,3 +88,11 @@ def test_hostlists_are_expanded_and_bounded() -> None:
     assert s.nodelist == ("gpu-01", "gpu-02", "gpu-03", "login")
     with pytest.raises(Exception, match="more than"):
         JobSpec.from_dict({"name": "j", "user": "u", "exclude": "n[0-999999999]"})
+
+
+def test_one_worker_per_node_cannot_be_one_node() -> None:
+    with pytest.raises(Exception, match="cannot keep 2 workers under one node"):
+        JobSpec.from_dict(
+            {"name": "j", "user": "u", "workers": 2, "distinct_nodes": True,
+             "topology": {"level": "node", "required": True}}
+        )  # fmt: skip

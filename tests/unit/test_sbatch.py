@@ -484,6 +484,7 @@ def test_nodelist_exclude_and_exclusive() -> None:
     assert s["exclusive"] is True and not job.warnings
     assert script("-N 3", "-w n1").spec["nodelist"] == ["n1"]  # the others are added
     assert "exclusive" not in script("--exclusive=user").spec
+    assert "file of node names" in refused("-w ./hosts.txt").reason
     spec = JobSpec.from_dict({**s, "user": "u"})
     assert spec.nodelist == ("gpu-01", "gpu-02") and spec.exclusive
 

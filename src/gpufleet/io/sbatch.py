@@ -831,6 +831,12 @@ class _Build:
         out: dict[str, Any] = {}
         for key in ("nodelist", "exclude"):
             text = getattr(r, key)
+            if text and "/" in text:
+                raise self.err(
+                    f"{CANNOT}{self.text(key)}: a file of node names (Slurm reads a name with / "
+                    "as one); give the names",
+                    key,
+                )
             if text:
                 try:
                     names = hostlist.expand(text, max_hosts=MAX_NODE_NAMES)

@@ -255,6 +255,13 @@ class JobSpec:
         warning = _read_signal(f)
         requeue = f.flag("requeue", True)
         alloc = _read_allocation(f, workers, gpus)
+        one_per_node = alloc.get("distinct_nodes") or alloc.get("exclusive")
+        if one_per_node and workers > 1 and topology == Topology(TopologyLevel.NODE, True):
+            raise f.error(
+                "topology",
+                "one worker per node (distinct_nodes or exclusive) cannot keep "
+                f"{workers} workers under one node",
+            )
         f.finish()
         spec = JobSpec(
             name,
