@@ -492,7 +492,8 @@ def test_nodelist_exclude_and_exclusive() -> None:
 def test_a_partition_list_queues_in_the_first_with_a_warning() -> None:
     job = script("-p gpu,gpu-preempt")
     assert job.spec["queue"] == "gpu"
-    assert any("first partition, gpu" in w for w in job.warnings)
+    assert any("the first the controller knows (here the first partition, gpu)" in w
+               for w in job.warnings)  # fmt: skip
 
 
 def test_a_one_node_job_is_one_worker_with_its_tasks() -> None:

@@ -675,8 +675,9 @@ class _Build:
             if len(r.partitions) > 1:
                 self.note(
                     "partition",
-                    f"gpufleet queues the job in the first partition, {r.partitions[0]}; "
-                    "the others are not considered yet",
+                    f"gpufleet queues the job in one partition: the first the controller knows "
+                    f"(here the first partition, {r.partitions[0]}); it is not moved between "
+                    "them",
                 )
         by_node, workers, per = self.layout()
         spec["workers"] = workers
