@@ -485,6 +485,8 @@ def test_nodelist_exclude_and_exclusive() -> None:
     assert script("-N 3", "-w n1").spec["nodelist"] == ["n1"]  # the others are added
     assert "exclusive" not in script("--exclusive=user").spec
     assert "file of node names" in refused("-w ./hosts.txt").reason
+    job = script("-n 4", "--exclusive")
+    assert any("each of the 4 tasks takes a whole node" in w for w in job.warnings)
     spec = JobSpec.from_dict({**s, "user": "u"})
     assert spec.nodelist == ("gpu-01", "gpu-02") and spec.exclusive
 

@@ -706,6 +706,14 @@ class _Build:
         elif mem is not None:
             spec["memory_mib"] = mem
         spec.update(self.nodes_terms())
+        whole = [k for k in ("exclusive", "whole_node_memory") if spec.get(k)]
+        if whole and not by_node and workers > 1:  # Slurm would let the tasks share a node
+            self.note(
+                "exclusive" if "exclusive" in whole else "mem",
+                f"without --nodes each of the {workers} tasks takes a whole node "
+                f"({'--exclusive' if 'exclusive' in whole else '--mem=0'}); give --nodes=1 "
+                f"--ntasks-per-node={workers} to run them on one",
+            )
         if r.time_limit is not None and r.time_limit != v.UNLIMITED:
             spec["time_limit_s"] = float(r.time_limit * 60)
         priority = self.priority()
