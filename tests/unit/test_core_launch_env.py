@@ -156,3 +156,8 @@ def test_tasks_per_worker_count_as_tasks() -> None:
         assert x["SLURM_NNODES"] == "2"
     assert [x["SLURM_PROCID"] for x in e] == ["0", "4"]  # each worker's first task
     assert [x["SLURM_NODEID"] for x in e] == ["0", "1"]
+    # torchrun's view stays that of the processes started: one per worker
+    assert [(x["RANK"], x["WORLD_SIZE"], x["LOCAL_WORLD_SIZE"]) for x in e] == [
+        ("0", "2", "1"),
+        ("1", "2", "1"),
+    ]

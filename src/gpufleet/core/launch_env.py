@@ -163,8 +163,8 @@ def rank_env(
     local_counter: dict[str, int] = {}
     out = []
     for rank, p in enumerate(allocation):
-        local = local_counter.get(p.node, 0)
-        local_counter[p.node] = local + tpw
+        local = local_counter.get(p.node, 0)  # this worker's process, among the node's
+        local_counter[p.node] = local + 1
         per_node = tasks_on[p.node]
         env = {
             "MASTER_ADDR": nodes[0],
@@ -172,7 +172,7 @@ def rank_env(
             "WORLD_SIZE": str(world),
             "RANK": str(rank),
             "LOCAL_RANK": str(local),
-            "LOCAL_WORLD_SIZE": str(per_node),
+            "LOCAL_WORLD_SIZE": str(per_node // tpw),  # torchrun's: processes started
             "NODE_RANK": str(node_rank[p.node]),
             "GROUP_RANK": str(node_rank[p.node]),
             "GROUP_WORLD_SIZE": str(len(nodes)),
@@ -185,7 +185,7 @@ def rank_env(
             "SLURM_PROCID": str(rank * tpw),
             "SLURM_NTASKS": str(ntasks),
             "SLURM_NPROCS": str(ntasks),
-            "SLURM_LOCALID": str(local),
+            "SLURM_LOCALID": str(local * tpw),
             "SLURM_NODEID": str(node_rank[p.node]),
             "SLURMD_NODENAME": p.node,
             "SLURM_NNODES": str(len(nodes)),
