@@ -44,6 +44,9 @@ def two_nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalC
 
 
 def test_nodes_features_and_gpu_types_on_a_live_cluster(two_nodes: LocalCluster) -> None:
+    with two_nodes.admin() as admin:
+        shown = {n.name: (n.features, n.gres_type) for n in admin.nodes()}
+    assert shown == {"node-0": (["ib", "nvme"], "h100"), "node-1": (["eth"], "gmem80")}
     alice = two_nodes.user("alice")
     spec = parse_sbatch_text(SCRIPT, source="two.sbatch").spec
     (job,) = alice.submit(spec)

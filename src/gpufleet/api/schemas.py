@@ -145,6 +145,8 @@ class NodeOut(Strict):
     pod: str
     why: str = ""
     labels: dict[str, str] = {}
+    features: list[str] = []  # Slurm's node features (what -C matches)
+    gres_type: str = ""  # the GPU type name --gres=gpu:TYPE matches here
     last_heartbeat: float | None = None
     jobs: list[str] = []
     # what the agent registered with (``gpufleet validate`` compares nodes with these)
