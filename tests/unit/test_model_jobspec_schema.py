@@ -212,6 +212,14 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "signal": {"signal": "USR1", "before_s": 90, "batch_only": True},
         "requeue": False,
         "secrets": [{"name": "api-key", "env": "API_KEY"}, {"name": "c", "file": "c.pem"}],
+        "distinct_nodes": True,
+        "tasks_per_worker": 4,
+        "nodelist": "n[1-2]",
+        "exclude": ["n3", "n[5-6]"],
+        "constraint": "[ib|eth]&nvme",
+        "exclusive": True,
+        "whole_node_memory": True,
+        "gres_type": "a100",
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)

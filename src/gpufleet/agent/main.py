@@ -85,6 +85,8 @@ def run_agent(
     transport: httpx.BaseTransport | None = None,
     clock: Clock | None = None,
     ca: str | Path | None = None,
+    features: Sequence[str] = (),
+    gres_type: str = "",
 ) -> int:
     """Run a node agent until ``stop`` is set or the process gets SIGTERM/SIGINT; returns the
     exit status. Raises ValueError for a bad ``simulate``/``inject`` spec and
@@ -100,6 +102,8 @@ def run_agent(
         leaf=leaf,
         pod=pod,
         labels=dict(labels or {}),
+        features=tuple(features),
+        gres_type=gres_type,
         heartbeat_s=heartbeat_s,
         poll_wait_s=poll_wait_s,
         fence_grace_s=fence_grace_s,

@@ -23,7 +23,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gpufleet.model.catalog import GPU_MODELS
-from gpufleet.model.job import SIGNALS, SPEC_BOUNDS, SPEC_TEXT, JobSpec, TopologyLevel
+from gpufleet.model.job import (
+    MAX_NODE_NAMES,
+    SIGNALS,
+    SPEC_BOUNDS,
+    SPEC_TEXT,
+    JobSpec,
+    TopologyLevel,
+)
 from gpufleet.model.resources import MILLI
 from gpufleet.model.secrets import (
     ENV_PATTERN,
@@ -62,6 +69,15 @@ ENV_SCHEMA: dict[str, Any] = {
         ]
     },
 }
+
+
+_NodeNames = (
+    Annotated[str, Field(min_length=1, max_length=SPEC_TEXT["nodelist"])]
+    | Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=SPEC_TEXT["nodelist"])]],
+        Field(max_length=MAX_ITEMS),
+    ]
+)
 
 
 class TopologyIn(BaseModel):
@@ -208,6 +224,48 @@ class JobSpecIn(BaseModel):
         description="secrets its tasks get, each as a variable (env) or a file (file); "
         "each must exist and be the job's to use when it is submitted",
     )
+    distinct_nodes: bool | None = Field(
+        _DEFAULTS["distinct_nodes"],
+        description="every worker on a node of its own (Slurm's --nodes: one worker per node)",
+    )
+    tasks_per_worker: int | None = _bounded(
+        "tasks_per_worker",
+        _DEFAULTS["tasks_per_worker"],
+        "tasks that share one worker's GPUs, CPUs and memory (Slurm's --ntasks-per-node); "
+        "the launch environment counts workers × tasks_per_worker tasks",
+    )
+    nodelist: _NodeNames | None = Field(
+        None,
+        description="nodes the job must include, one worker each (Slurm's -w): a hostlist "
+        f"such as gpu-[01-04] or a list of them; at most {MAX_NODE_NAMES} names expanded",
+    )
+    exclude: _NodeNames | None = Field(
+        None,
+        description=f"nodes the job must not use (Slurm's -x); a hostlist or a list of them; "
+        f"at most {MAX_NODE_NAMES} names expanded",
+    )
+    constraint: str | None = Field(
+        None,
+        min_length=1,
+        max_length=SPEC_TEXT["constraint"],
+        description="node features every worker's node must have (Slurm's -C): names with & "
+        "(and), | (or), parentheses, and one [a|b] (every node the same choice); no counts",
+    )
+    exclusive: bool | None = Field(
+        _DEFAULTS["exclusive"],
+        description="each worker takes a whole idle node: all its GPUs, CPUs and memory "
+        "(Slurm's --exclusive)",
+    )
+    whole_node_memory: bool | None = Field(
+        _DEFAULTS["whole_node_memory"],
+        description="each worker takes all of its node's memory (Slurm's --mem=0)",
+    )
+    gres_type: str | None = Field(
+        None,
+        max_length=SPEC_TEXT["gres_type"],
+        description="the site's GPU type name (Slurm's --gres=gpu:TYPE:N), matched on each "
+        "node's gres_type (default: the lower-case model family, a100, h100, …)",
+    )
 
 
 class SignalOut(BaseModel):
@@ -260,6 +318,14 @@ class JobSpecOut(BaseModel):
     signal: SignalOut | None = None
     requeue: bool = _DEFAULTS["requeue"]
     secrets: list[SecretRefOut] = []
+    distinct_nodes: bool = _DEFAULTS["distinct_nodes"]
+    tasks_per_worker: int = _DEFAULTS["tasks_per_worker"]
+    nodelist: list[str] = []
+    exclude: list[str] = []
+    constraint: str = ""
+    exclusive: bool = _DEFAULTS["exclusive"]
+    whole_node_memory: bool = _DEFAULTS["whole_node_memory"]
+    gres_type: str = ""
 
 
 # models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)

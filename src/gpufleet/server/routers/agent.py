@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from gpufleet.api import schemas as s
 from gpufleet.api.bounds import Name
 from gpufleet.model import catalog
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.cluster import NodeSpec, check_features
 from gpufleet.model.resources import MILLI
 from gpufleet.server.auth import Principal, require, require_node
 from gpufleet.server.routers.deps import service, service_any, store
@@ -24,6 +24,10 @@ AGENT = require("agent")
 
 
 def node_spec(req: s.AgentRegister) -> NodeSpec:
+    try:
+        features = check_features(req.features)
+    except ValueError as e:
+        raise HTTPException(422, f"features: {e}") from None
     model = ""
     if req.gpus:
         m = catalog.find(req.gpu_model)
@@ -41,6 +45,8 @@ def node_spec(req: s.AgentRegister) -> NodeSpec:
         "",
         0,
         tuple(sorted(req.labels.items())),
+        features,
+        req.gres_type.strip().lower() if req.gpus else "",
     )
 
 
