@@ -620,9 +620,9 @@ def sweep(
     ray_address: str | None = typer.Option(
         None,
         "--ray",
-        help="run each run as a task on this Ray cluster (ray.init(address=…): auto, "
-        "HOST:PORT or ray://HOST:PORT) instead of local processes; needs gpufleet[ray] here "
-        "and gpufleet on the cluster's Python",
+        help="run each run as a task on this Ray cluster instead of local processes: "
+        "ray.init(address=…), i.e. the head's HOST:PORT or auto; needs gpufleet[ray] here and "
+        "gpufleet in the cluster's Python",
     ),
     cluster: Path | None = ClusterOpt,
     gpus_per_node: int = GpusOpt,

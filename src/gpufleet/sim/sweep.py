@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -281,6 +282,7 @@ class RayCluster:
         ray = _ray()
         import logging
 
+        _check_reachable(self.address)
         try:
             ray.init(
                 address=self.address,
@@ -311,6 +313,21 @@ class RayCluster:
             return _in_order(points, results)
         finally:
             ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """A HOST:PORT where nothing listens fails now: ray.init would retry for minutes."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise SpecError(
+            f"nothing answers at {address} ({exc.strerror or exc}); is the head started "
+            "(ray start --head)?",
+            field="--ray",
+        ) from None
 
 
 def _ray() -> Any:
