@@ -621,8 +621,8 @@ def sweep(
         None,
         "--ray",
         help="run each run as a task on this Ray cluster instead of local processes: "
-        "ray.init(address=…), i.e. the head's HOST:PORT or auto; needs gpufleet[ray] here and "
-        "gpufleet in the cluster's Python",
+        "ray.init(address=…), i.e. the head's HOST:PORT or auto; needs ray here (pip install "
+        "gpufleet's ray extra) and gpufleet in the cluster's Python",
     ),
     cluster: Path | None = ClusterOpt,
     gpus_per_node: int = GpusOpt,
