@@ -128,6 +128,7 @@ def test_bad_options_are_reported_all_at_once(tmp_path: Path) -> None:
             *("sweep", "--trace", str(jobs_file(tmp_path)), "--format", "jobs"),
             *("--profiles", "fifo,nosuch", "--order", "fifo", "--nodes", "2,zero"),
             *("--seeds", "1,1", "--workers", "0", "--out", str(tmp_path / "no" / "x.csv")),
+            *("--leaves", "3", "--time-limit", "soon"),
         ],
     )
     assert r.exit_code == 2
@@ -139,8 +140,14 @@ def test_bad_options_are_reported_all_at_once(tmp_path: Path) -> None:
         "--seeds: 1 is named twice",
         "--workers: must be at least 1, got 0",
         "--out: no folder",
+        "--nodes: 2 nodes: must be 1 to the number of nodes (2), got 3",
+        "--time-limit:",
     ):
         assert words in message, message
+    r = CliRunner().invoke(
+        app, ["sweep", "--trace", "t.csv", "--format", "nope", "--order", "fifo", "--nodes", "1"]
+    )
+    assert r.exit_code == 2 and "--format: must be one of philly" in " ".join(r.output.split())
 
 
 # ---------------------------------------------------------------------------------------------

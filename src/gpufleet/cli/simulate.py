@@ -691,6 +691,18 @@ def sweep(
             )
         if out is not None and not out.parent.is_dir():
             problems.append(SpecError(f"no folder {str(out.parent)!r}", field="--out"))
+        if fmt not in FORMATS:
+            problems.append(
+                SpecError(f"must be one of {', '.join(FORMATS)}, got {fmt!r}", field="--format")
+            )
+        try:
+            TimeLimit.parse(time_limit)
+        except SpecError as exc:
+            problems.append(exc)
+        if cluster is None:  # each node count's layout, before the trace is read
+            problems += sw.clusters_for(
+                uniform_cluster(1), counts, uniform=(gpus_per_node, leaves)
+            )[1]
         if problems:
             raise sw.Problems(problems)
         wl = _load_workload(
