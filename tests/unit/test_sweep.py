@@ -99,7 +99,9 @@ def test_counts_are_parsed_and_every_problem_is_named() -> None:
 def test_each_capacity_is_laid_out_as_replay_or_resized_from_a_file() -> None:
     base = uniform_cluster(4, 8, 2)
     same, problems = clusters_for(base, [4, 6, 1], uniform=(8, 2))
-    assert [p.reason for p in problems] == ["1 nodes: must be 1 to the number of nodes (1), got 2"]
+    assert [str(p) for p in problems] == [
+        "--leaves: with --nodes 1: must be 1 to the number of nodes (1), got 2"
+    ]
     assert same[4] == base and len(same[6].nodes) == 6
     assert {n.leaf for n in same[6].nodes} == {"leaf-0", "leaf-1"}  # spread, as replay does
     resized, problems = clusters_for(base, [2, 6], uniform=None)
@@ -140,7 +142,7 @@ def test_bad_options_are_reported_all_at_once(tmp_path: Path) -> None:
         "--seeds: 1 is named twice",
         "--workers: must be at least 1, got 0",
         "--out: no folder",
-        "--nodes: 2 nodes: must be 1 to the number of nodes (2), got 3",
+        "--leaves: with --nodes 2: must be 1 to the number of nodes (2), got 3",
         "--time-limit:",
     ):
         assert words in message, message

@@ -132,7 +132,8 @@ def clusters_for(
             else:
                 out[n] = resize(base, n, f"--nodes {n}")
         except SpecError as exc:
-            problems.append(SpecError(f"{n} nodes: {exc.reason}", field="--nodes"))
+            # the option at fault (--leaves, --gpus-per-node), for this count of --nodes
+            problems.append(SpecError(f"with --nodes {n}: {exc.reason}", field=exc.field))
     return out, problems
 
 
