@@ -77,6 +77,7 @@ def ray_head() -> Iterator[str]:
         *_ray_cli(),
         *("start", "--head", "--block", f"--port={port}", "--num-cpus=2"),
         *("--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp}"),
+        "--object-store-memory=104857600",  # 100 MiB, not 30 % of RAM in /dev/shm
     ]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     with log.open("wb") as out:
