@@ -50,7 +50,15 @@ _SPEC_KEYS = (
     "env",
     "signal",
     "requeue",
+    "batch",
+    "workdir",
+    "output",
+    "error",
+    "open_mode",
+    "submit_env",
 )
+# kept with the job, never shown: the environment captured at submit (sbatch's --export)
+HIDDEN_SPEC_KEYS = ("submit_env",)
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
@@ -80,6 +88,12 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
             "batch_only": spec.signal.batch_only,
         },
         "requeue": spec.requeue,
+        "batch": spec.batch,
+        "workdir": spec.workdir,
+        "output": spec.output,
+        "error": spec.error,
+        "open_mode": spec.open_mode,
+        "submit_env": [[k, v] for k, v in spec.submit_env],
     }
 
 
@@ -118,8 +132,14 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         kw["signal"] = WarningSignal(
             int(w["signal"]), int(w.get("before_s", 60)), bool(w.get("batch_only", False))
         )
-    if "requeue" in d:
-        kw["requeue"] = bool(d["requeue"])
+    for key in ("requeue", "batch"):
+        if key in d:
+            kw[key] = bool(d[key])
+    for key in ("workdir", "output", "error", "open_mode"):
+        if key in d:
+            kw[key] = str(d[key])
+    if "submit_env" in d:
+        kw["submit_env"] = tuple((str(k), str(v)) for k, v in d["submit_env"])
     return JobSpec(**kw)
 
 
