@@ -39,19 +39,20 @@ _GROUP_SIGNALS = (
 _DRAIN_S = 0.2  # after the command exits: output its children still write is not waited for
 
 
-def enter(workdir: str) -> None:
-    """chdir to ``workdir``, or to /tmp saying why, as slurmstepd does."""
+def enter(workdir: str) -> str:
+    """chdir to ``workdir``, or to /tmp as slurmstepd does; what it says then (to the job's
+    stderr), else ""."""
     if not workdir:
-        return
+        return ""
     try:
         os.chdir(workdir)
     except OSError as e:
-        sys.stderr.write(
+        os.chdir("/tmp")
+        return (
             f"slurmstepd: error: couldn't chdir to `{workdir}': {e.strerror}: "
             "going to /tmp instead\n"
         )
-        sys.stderr.flush()
-        os.chdir("/tmp")
+    return ""
 
 
 def open_output(path: str, append: bool) -> int:
@@ -67,7 +68,9 @@ def _die_with_parent() -> None:
 
 
 def run(config: dict[str, Any], command: list[str]) -> int:
-    enter(str(config.get("workdir") or ""))
+    said = enter(str(config.get("workdir") or ""))
+    sys.stderr.write(said)  # gpufleet's log of the task's stderr
+    sys.stderr.flush()
     output, error = str(config.get("output") or ""), str(config.get("error") or "")
     if not output:
         try:
@@ -86,6 +89,7 @@ def run(config: dict[str, Any], command: list[str]) -> int:
             f"slurmstepd: error: Could not open {which} file {e.filename}: {e.strerror}\n"
         )
         return EXIT_IO
+    _write_all(files["err"], said.encode())  # and the job's own stderr file, as Slurm's
     for sig in _GROUP_SIGNALS:  # the group's signals are the command's; a handler is reset by exec
         signal.signal(sig, lambda *_: None)
     out_r, out_w = os.pipe()
