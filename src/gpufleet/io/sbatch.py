@@ -613,11 +613,11 @@ def _lines(text: str, options: Sequence[str]) -> dict[str, Given]:
 
 
 def _launcher_warnings(text: str, source: str) -> tuple[str, ...]:
-    """Slurm runs a batch script once and ``srun`` fans it out; gpufleet runs the script on
-    every worker already (with RANK, SLURM_PROCID, …), so a nested launcher would fan out twice."""
+    """Slurm runs a batch script once and ``srun`` fans it out; so does gpufleet (the script on
+    the first node), whose ``srun`` is its own (gpufleet.slurm), not Slurm's."""
     return tuple(
-        f"{source}:{n}: gpufleet runs this script once per worker (task), as srun "
-        "would: run the program without srun"
+        f"{source}:{n}: srun: gpufleet runs the script once, on the first node, as Slurm "
+        "does; srun there needs gpufleet's own srun on the job's PATH"
         for n, line in enumerate(text.splitlines(), start=1)
         if re.match(r"\s*(exec\s+)?srun\b", line)
     )
