@@ -14,8 +14,9 @@ group: a signal to the group reaches the command and is ignored here, and when t
 has exited the output still in the pipes is copied and this exits as the command did (by the
 same signal, if one killed it). Without output files it becomes the command (exec).
 
-``python -m gpufleet.agent.taskstart CONFIG -- COMMAND...`` (CONFIG: a JSON object with
-``workdir``, ``output``, ``error``, ``append``)."""
+``python -I .../gpufleet/agent/taskstart.py CONFIG -- COMMAND...`` (CONFIG: a JSON object
+with ``workdir``, ``output``, ``error``, ``append``): run as a file, it imports only the
+standard library."""
 
 from __future__ import annotations
 
@@ -150,7 +151,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: python -m gpufleet.agent.taskstart CONFIG -- COMMAND...\n")
+        sys.stderr.write("usage: python taskstart.py CONFIG -- COMMAND...\n")
         return 2
     return run(json.loads(argv[0]), argv[2:])
 
