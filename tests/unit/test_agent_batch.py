@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -134,10 +135,47 @@ def test_the_submitters_environment_is_the_base_but_not_the_accounts_keys(
     assert run(runner, c).exit_code == 0 and logs(runner, c)[0] == "venv tool\n"
 
 
+def catches(pid: int, sig: int) -> bool:
+    """Whether ``pid`` has a handler for ``sig`` (its SigCgt mask in /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    (mask,) = [ln.split()[1] for ln in status.splitlines() if ln.startswith("SigCgt:")]
+    return bool(int(mask, 16) >> (sig - 1) & 1)
+
+
+def until(pred: Callable[[], bool], runner: TaskRunner) -> None:
+    for _ in range(1000):
+        if pred():
+            return
+        assert runner.wait(0.01) == []  # nothing ends meanwhile
+    raise AssertionError("not within 10 s")
+
+
 def test_a_step_host_runs_the_step_daemon_until_stopped(runner: TaskRunner) -> None:
     c = cmd([], rank=1, role="step")
     assert runner.launch(c)[0].kind == "started"
-    assert runner.wait(0.5) == []  # it holds its node
+    pid = runner._live[("b1", 1, 1)].proc.pid
+    until(lambda: catches(pid, signal.SIGTERM), runner)  # it holds its node, until stopped
     runner.kill(("b1", 1, 1), 5.0, "batch script ended")
     [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
     assert ev.exit_code == 0, logs(runner, c)
+
+
+def test_a_batch_only_warning_reaches_the_script_not_its_output_copier(
+    runner: TaskRunner, tmp_path: Path
+) -> None:
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGUSR1, lambda *_: (print('warned', flush=True), sys.exit(5)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    c = cmd([PY, "-c", code], role="batch", workdir=str(tmp_path), output="o.txt",
+            time_limit_s=100.0, signal=int(signal.SIGUSR1), signal_before_s=90.0,
+            signal_batch_only=True)  # fmt: skip
+    assert runner.launch(c)[0].kind == "started"
+    out, _ = runner.log_paths(("b1", 1, 0))
+    until(lambda: b"ready" in out.read_bytes(), runner)
+    runner.clock.advance(11.0)  # type: ignore[attr-defined]
+    [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
+    assert ev.exit_code == 5  # the script's own exit, after its handler ran
+    assert (tmp_path / "o.txt").read_text() == "ready\nwarned\n"
