@@ -179,3 +179,15 @@ def test_a_batch_only_warning_reaches_the_script_not_its_output_copier(
     [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
     assert ev.exit_code == 5  # the script's own exit, after its handler ran
     assert (tmp_path / "o.txt").read_text() == "ready\nwarned\n"
+
+
+def test_input_is_the_scripts_stdin(runner: TaskRunner, tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("fed\n")
+    c = cmd(["/bin/sh", "-c", "read x; echo got $x"], role="batch", workdir=str(tmp_path),
+            output="o.txt", input="in.txt")  # fmt: skip
+    assert run(runner, c).exit_code == 0
+    assert (tmp_path / "o.txt").read_text() == "got fed\n"
+    c = cmd(["/bin/true"], attempt=2, role="batch", workdir=str(tmp_path), output="o.txt",
+            input="missing.txt")  # fmt: skip
+    assert run(runner, c).exit_code == 1
+    assert "Could not open stdin file missing.txt" in logs(runner, c)[1]

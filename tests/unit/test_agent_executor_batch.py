@@ -64,9 +64,10 @@ def test_a_batch_jobs_ranks() -> None:
 
 
 def test_sbatchs_default_output_and_error() -> None:
-    _, _, box = launches(batch=True, error="e-%j.txt", open_mode="append")
+    _, _, box = launches(batch=True, error="e-%j.txt", open_mode="append", input="in-%x.txt")
     (r0,) = taken(box, "n00")
     assert (r0.output, r0.error, r0.append) == ("slurm-j7.out", "e-j7.txt", True)
+    assert r0.input == "in-train.txt"
 
 
 def test_a_plain_jobs_launch_is_unchanged() -> None:

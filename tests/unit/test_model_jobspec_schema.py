@@ -206,6 +206,7 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "output": "out-%j.txt",
         "error": "err-%j.txt",
         "open_mode": "append",
+        "input": "in.txt",
         "submit_env": {"PATH": "/venv/bin:/usr/bin"},
     }
     JobSpecIn.model_validate(full)
@@ -231,7 +232,7 @@ def test_the_spec_a_job_shows_is_its_stored_shape() -> None:
     assert JobSpecOut.model_validate(BASE).model_dump() == shown(JobSpec("n", "u"))
 
 
-@pytest.mark.parametrize("key", ["workdir", "output", "error"])
+@pytest.mark.parametrize("key", ["workdir", "output", "error", "input"])
 def test_batch_paths_bounds_agree(key: str) -> None:
     s = branch(key, "string")
     assert (s["minLength"], s["maxLength"]) == (1, SPEC_TEXT[key])
@@ -245,6 +246,7 @@ def test_batch_paths_bounds_agree(key: str) -> None:
 def test_batch_fields_are_checked() -> None:
     assert refusal(workdir="rel/dir").field == "workdir"
     assert refusal(output="o.txt").field == "output"  # the batch script's file: batch only
+    assert refusal(input="i.txt").field == "input"
     assert refusal(batch=True, open_mode="sometimes").field == "open_mode"
     assert refusal(open_mode="append").field == "open_mode"
     env = branch("submit_env", "object")

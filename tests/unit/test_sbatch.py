@@ -139,6 +139,8 @@ def test_a_training_script_maps_onto_a_gang(tmp_path: Path) -> None:
     assert job.warnings == ()  # --output and --error are honoured: no warning
     assert (s["batch"], s["output"], s["error"]) == (True, "logs/%x-%j.out", "logs/%x-%j.err")
     assert "open_mode" not in s and "workdir" not in s  # the CLI adds the submit directory
+    assert script("--input=in-%j.txt", "--open-mode=a").spec["input"] == "in-%j.txt"
+    assert script("--open-mode=a").spec["open_mode"] == "append"
     spec = JobSpec.from_dict({**s, "user": "ana"})  # what the CLI sends is a valid JobSpec
     assert spec.total_gpu_milli == 16_000 and spec.command[2] == TRAIN
 

@@ -209,7 +209,7 @@ class TaskRunner:
         account = resolve(cmd.run_as, cmd.fallback_account, as_root=self.as_root, agent=self.agent)
         command = list(STEP_DAEMON) if cmd.role == "step" else list(cmd.command)
         check_no_nul({}, command)
-        check_no_nul({}, [cmd.workdir, cmd.output, cmd.error])
+        check_no_nul({}, [cmd.workdir, cmd.output, cmd.error, cmd.input])
         out_path, err_path = self.log_paths(key)
         sandbox.private_dir(out_path.parent.parent)  # the agent's own: never the task's
         sandbox.private_dir(out_path.parent)
@@ -447,6 +447,7 @@ def _started(cmd: AgentCommand, command: list[str]) -> list[str]:
         "output": cmd.output,
         "error": cmd.error,
         "append": cmd.append,
+        "input": cmd.input,
     }
     return [sys.executable, "-I", TASKSTART, json.dumps(config), "--", *command]
 

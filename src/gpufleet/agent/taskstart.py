@@ -15,7 +15,7 @@ has exited the output still in the pipes is copied and this exits as the command
 same signal, if one killed it). Without output files it becomes the command (exec).
 
 ``python -I .../gpufleet/agent/taskstart.py CONFIG -- COMMAND...`` (CONFIG: a JSON object
-with ``workdir``, ``output``, ``error``, ``append``): run as a file, it imports only the
+with ``workdir``, ``output``, ``error``, ``append``, ``input``): run as a file, it imports only the
 standard library."""
 
 from __future__ import annotations
@@ -73,6 +73,17 @@ def run(config: dict[str, Any], command: list[str]) -> int:
     sys.stderr.write(said)  # gpufleet's log of the task's stderr
     sys.stderr.flush()
     output, error = str(config.get("output") or ""), str(config.get("error") or "")
+    stdin = subprocess.DEVNULL
+    if config.get("input"):  # sbatch's --input: opened as the user too
+        try:
+            stdin = os.open(str(config["input"]), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            sys.stderr.write(
+                f"slurmstepd: error: Could not open stdin file {e.filename}: {e.strerror}\n"
+            )
+            return EXIT_IO
+        if not output:
+            os.dup2(stdin, 0)
     if not output:
         try:
             os.execvp(command[0], command)
@@ -98,7 +109,7 @@ def run(config: dict[str, Any], command: list[str]) -> int:
     try:
         proc = subprocess.Popen(
             command,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=out_w,
             stderr=err_w,
             preexec_fn=_die_with_parent,

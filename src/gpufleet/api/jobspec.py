@@ -201,6 +201,11 @@ class JobSpecIn(BaseModel):
         description="batch only: truncate or append to the output files on the first attempt "
         "(a requeued or retried attempt appends)",
     )
+    input: Annotated[str, _text("input")] | None = Field(
+        None,
+        description="batch only: the script's stdin file (sbatch's --input, the same patterns), "
+        "relative to workdir; default /dev/null",
+    )
     submit_env: Annotated[dict[str, Any], WithJsonSchema(SUBMIT_ENV_SCHEMA)] | None = Field(
         None,
         description="the submitter's environment, captured at submit (sbatch's --export; the "
@@ -254,6 +259,7 @@ class JobSpecOut(BaseModel):
     output: str = ""
     error: str = ""
     open_mode: Literal["truncate", "append"] = "truncate"
+    input: str = ""
     # submit_env is never shown (server/views.spec_dict)
 
 

@@ -315,6 +315,7 @@ class AgentCommand(Strict):
     output: str = ""
     error: str = ""
     append: bool = False
+    input: str = ""  # the batch script's stdin file (sbatch's --input); "": /dev/null
     # the submitter's environment (sbatch's --export), under the launch's own variables
     user_env: dict[str, str] = {}
     epoch: int = 0  # the registration of the node it was sent under (0: not said)

@@ -43,7 +43,7 @@ HONOURED = {
     "job-name", "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "gres",
     "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
     "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
-    "no-requeue", "output", "error", "open-mode", "chdir", "export", "export-file",
+    "no-requeue", "output", "error", "open-mode", "chdir", "export", "export-file", "input",
 }  # fmt: skip
 NO_EFFECT = {
     "qos": "gpufleet has no QOS; the queue (--partition) and --priority decide",
@@ -713,6 +713,8 @@ class _Build:
             spec["error"] = r.error
         if r.open_mode is not None:
             spec["open_mode"] = r.open_mode
+        if r.input:
+            spec["input"] = "/dev/null" if r.input.lower() == "none" else r.input
         if r.array is not None:
             try:  # the size is checked from the text, nothing is expanded
                 parse_array(r.array, max_size=self.max_array_size)

@@ -66,6 +66,7 @@ SPEC_TEXT: dict[str, int] = {
     "workdir": MAX_TEXT,
     "output": MAX_TEXT,
     "error": MAX_TEXT,
+    "input": MAX_TEXT,
 }
 OPEN_MODES = ("truncate", "append")  # sbatch's --open-mode
 
@@ -160,6 +161,7 @@ class JobSpec:
     output: str = ""  # the batch script's stdout file (sbatch's --output pattern)
     error: str = ""  # its stderr file; "": with the output
     open_mode: str = "truncate"  # of those files on the first attempt (later ones append)
+    input: str = ""  # the batch script's stdin file (sbatch's --input); "": /dev/null
     # the submitter's environment, captured at submit (sbatch's --export); never shown
     submit_env: tuple[tuple[str, str], ...] = ()
 
@@ -231,7 +233,7 @@ class JobSpec:
         env = _read_env(f)
         warning = _read_signal(f)
         requeue = f.flag("requeue", True)
-        batch, workdir, output, error, open_mode = _read_batch(f)
+        batch, workdir, output, error, open_mode, stdin = _read_batch(f)
         submit_env = _read_env(f, "submit_env")
         f.finish()
         return JobSpec(
@@ -259,6 +261,7 @@ class JobSpec:
             output,
             error,
             open_mode,
+            stdin,
             submit_env,
         )
 
@@ -375,7 +378,7 @@ def _read_env(f: Fields, key: str = "env") -> tuple[tuple[str, str], ...]:
     return tuple(sorted(env.items()))
 
 
-def _read_batch(f: Fields) -> tuple[bool, str, str, str, str]:
+def _read_batch(f: Fields) -> tuple[bool, str, str, str, str, str]:
     """``batch``, ``workdir`` and the batch script's files (``output``, ``error``,
     ``open_mode``), which only a batch job has: a plain job's every rank logs to gpufleet."""
     batch = f.flag("batch", False)
@@ -384,17 +387,19 @@ def _read_batch(f: Fields) -> tuple[bool, str, str, str, str]:
         raise f.error("workdir", f"must be an absolute path, got {workdir!r}")
     output = f.text("output", "", max_len=SPEC_TEXT["output"])
     error = f.text("error", "", max_len=SPEC_TEXT["error"])
+    stdin = f.text("input", "", max_len=SPEC_TEXT["input"])
     open_mode = f.text("open_mode", "truncate", max_len=MAX_NAME)
     if open_mode not in OPEN_MODES:
         raise f.error("open_mode", f"must be one of {', '.join(OPEN_MODES)}; got {open_mode!r}")
     for key, given in (
         ("output", output),
         ("error", error),
+        ("input", stdin),
         ("open_mode", open_mode != "truncate"),
     ):
         if given and not batch:
             raise f.error(key, "is the batch script's file; it needs batch: true")
-    return batch, workdir, output, error, open_mode
+    return batch, workdir, output, error, open_mode, stdin
 
 
 class JobState(StrEnum):

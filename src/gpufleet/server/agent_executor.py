@@ -126,5 +126,6 @@ def _batch_fields(
         "role": "batch",
         "output": expand(output, f),
         "error": expand(spec.error, f) if spec.error else "",
+        "input": expand(spec.input, f) if spec.input else "",
         "append": spec.open_mode == "append" or attempt > 1,
     }

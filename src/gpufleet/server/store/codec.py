@@ -55,6 +55,7 @@ _SPEC_KEYS = (
     "output",
     "error",
     "open_mode",
+    "input",
     "submit_env",
 )
 # kept with the job, never shown: the environment captured at submit (sbatch's --export)
@@ -93,6 +94,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "output": spec.output,
         "error": spec.error,
         "open_mode": spec.open_mode,
+        "input": spec.input,
         "submit_env": [[k, v] for k, v in spec.submit_env],
     }
 
@@ -135,7 +137,7 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
     for key in ("requeue", "batch"):
         if key in d:
             kw[key] = bool(d[key])
-    for key in ("workdir", "output", "error", "open_mode"):
+    for key in ("workdir", "output", "error", "open_mode", "input"):
         if key in d:
             kw[key] = str(d[key])
     if "submit_env" in d:
