@@ -178,7 +178,7 @@ def test_a_batch_only_warning_reaches_the_script_not_its_output_copier(
     runner.clock.advance(11.0)  # type: ignore[attr-defined]
     [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
     assert ev.exit_code == 5  # the script's own exit, after its handler ran
-    assert (tmp_path / "o.txt").read_text() == "ready\nwarned\n"
+    assert (tmp_path / "o.txt").read_text() == "ready\nwarned\n", logs(runner, c)
 
 
 def test_input_is_the_scripts_stdin(runner: TaskRunner, tmp_path: Path) -> None:

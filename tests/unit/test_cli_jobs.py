@@ -630,9 +630,20 @@ def test_parse_only_lists_every_problem_and_exits_2(api: FakeApi, tmp_path: Path
         "errors": [
             f"{f}:2: unrecognized option '--frob=1'",
             f"{f}:3: Invalid directive found in batch script: extra",
-            f"{f}:3: --time=1h: Invalid time specification '1h': expected minutes, MM:SS, "
+            f"{f}:3: --time=1h: Invalid --time specification: expected minutes, MM:SS, "
             "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
         ],
+    }
+
+
+def test_parse_only_refuses_dos_line_breaks_as_sbatch_does(api: FakeApi, tmp_path: Path) -> None:
+    f = tmp_path / "win.sh"
+    f.write_bytes(b"#!/bin/bash\r\n#SBATCH --time=10\r\ntrue\r\n")
+    r = cli("submit", "--parse-only", "--json", str(f))
+    assert r.code == 2
+    assert r.json() == {
+        "accepted": False,
+        "errors": [f"{f}:1: Batch script contains DOS line breaks (\\r\\n)"],
     }
 
 

@@ -334,7 +334,7 @@ def test_a_bad_time_is_refused_as_sbatch_does(text: str) -> None:
     with pytest.raises(ValueError):
         parse_time(text)
     e = sbatch_refuses(f"--time='{text}'")
-    assert e.field == "line 2" and "Invalid time specification" in str(e)
+    assert e.field == "line 2" and "Invalid --time specification" in str(e)
 
 
 # ----- refusals: what sbatch refuses, every problem at once ---------------------------------
@@ -355,9 +355,10 @@ def test_every_problem_is_reported_at_once_with_file_and_line() -> None:
         "dir/job.sh:4: option '--ntasks-per=2' is ambiguous; possibilities: "
         "'--ntasks-per-core' '--ntasks-per-gpu' '--ntasks-per-node' '--ntasks-per-socket' "
         "'--ntasks-per-tres'",
-        "dir/job.sh:5: --time=1h: Invalid time specification '1h': expected minutes, MM:SS, "
+        "dir/job.sh:5: --time=1h: Invalid --time specification: expected minutes, MM:SS, "
         "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
-        "dir/job.sh:6: --mem=lots: Invalid memory specification 'lots'",
+        "dir/job.sh:6: --mem=lots: Invalid --mem specification: expected a whole number of MB, "
+        "or one with K, M, G or T (16G)",
         "dir/job.sh:7: option '--job-name' requires an argument",
     ]
     assert e.field == "line 3" and e.source == "dir/job.sh"
@@ -382,7 +383,7 @@ def test_every_problem_is_reported_at_once_with_file_and_line() -> None:
         (["--nodes=0x"], "not a valid node count"),
         (["--ntasks=0"], "Invalid numeric value"),
         (["--cpus-per-task=two"], "Invalid numeric value"),
-        (["--mem=1.5G"], "Invalid memory specification"),
+        (["--mem=1.5G"], "Invalid --mem specification"),
         (["--array=9-0"], "Invalid --array specification"),
         (["--mail-type=SOMETIMES"], "invalid"),
         (["--open-mode=x"], "Invalid --open-mode"),

@@ -34,7 +34,7 @@ from typing import IO, Literal
 
 import psutil  # type: ignore[import-untyped]
 
-from gpufleet.agent import sandbox, taskstart
+from gpufleet.agent import sandbox, secrets, taskstart
 from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.taskenv import check_no_nul, task_env
@@ -217,8 +217,9 @@ class TaskRunner:
         sandbox.fresh_tmp(tmp, account)
         helped = bool(cmd.workdir or cmd.output)
         argv, tmpdir = sandbox.wrap(_started(cmd, command) if helped else command, account, tmp)
+        launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
         env = task_env(
-            account, tmpdir, self.node_env, cmd.env, self.visible_devices(cmd.gpus), cmd.user_env
+            account, tmpdir, self.node_env, launch_env, self.visible_devices(cmd.gpus), cmd.user_env
         )
         if helped:  # taskstart enters the working directory as the task's user, not as root
             cwd = "/"
@@ -423,6 +424,13 @@ class TaskRunner:
                 log.warning("killed orphaned task %s/%d rank %d (pid %d)", *key, pid)
             pidfile.unlink(missing_ok=True)
             sandbox.remove_tree(self.tmp_path(key))
+        # secrets a previous agent delivered to tasks it no longer runs (a pid file lost, a
+        # crash between the delivery and the start): no task of ours may still read them
+        live = {self.tmp_path(k) for k in self._live}
+        for d in secrets.leftovers(self.data_dir):
+            if d.parent not in live:
+                sandbox.remove_tree(d)
+                log.warning("removed the secrets left in %s", d)
         return killed
 
 

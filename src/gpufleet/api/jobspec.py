@@ -25,6 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from gpufleet.model.catalog import GPU_MODELS
 from gpufleet.model.job import SIGNALS, SPEC_BOUNDS, SPEC_TEXT, JobSpec, TopologyLevel
 from gpufleet.model.resources import MILLI
+from gpufleet.model.secrets import (
+    ENV_PATTERN,
+    FILE_PATTERN,
+    MAX_ENV_NAME,
+    MAX_SECRET_NAME,
+    MAX_SECRETS,
+    NAME_PATTERN,
+)
 from gpufleet.model.validate import MAX_COMMAND, MAX_ENV, MAX_ITEMS, MAX_NAME
 
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclass_fields(JobSpec)}
@@ -87,6 +95,31 @@ class SignalIn(BaseModel):
         False,
         description="true (Slurm's B:): to each task's main process only, not its children; "
         "false: to each task's whole process group",
+    )
+
+
+class SecretRefIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="SecretRefIn")
+
+    name: str = Field(min_length=1, max_length=MAX_SECRET_NAME, pattern=NAME_PATTERN)
+    scope: Literal["user", "queue", "cluster"] | None = Field(
+        None,
+        description="whose secret: the job's user's, its queue's or the cluster's (default: "
+        "the first of these that has one of this name)",
+    )
+    env: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_ENV_NAME,
+        pattern=ENV_PATTERN,
+        description="the environment variable that gets the value (not GPUFLEET_…)",
+    )
+    file: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_SECRET_NAME,
+        pattern=FILE_PATTERN,
+        description="or: the file in $GPUFLEET_SECRETS_DIR that holds it (mode 0400)",
     )
 
 
@@ -175,6 +208,12 @@ class JobSpecIn(BaseModel):
         description="requeue the job when a node it runs on is lost (Slurm's --requeue); "
         "false (--no-requeue): the job fails instead",
     )
+    secrets: list[SecretRefIn] | None = Field(
+        None,
+        max_length=MAX_SECRETS,
+        description="secrets its tasks get, each as a variable (env) or a file (file); "
+        "each must exist and be the job's to use when it is submitted",
+    )
     batch: bool | None = Field(
         _DEFAULTS["batch"],
         description="Slurm's batch job (what an #SBATCH script becomes): the command runs on "
@@ -229,6 +268,15 @@ class TopologyOut(BaseModel):
     required: bool = False
 
 
+class SecretRefOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="SecretRefOut")
+
+    name: str
+    scope: str = ""
+    env: str = ""
+    file: str = ""
+
+
 class JobSpecOut(BaseModel):
     """A job's spec as the controller keeps it: milli-CPUs and MiB per worker, models by their
     catalog name, the environment as [name, value] pairs."""
@@ -254,6 +302,7 @@ class JobSpecOut(BaseModel):
     env: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = []
     signal: SignalOut | None = None
     requeue: bool = _DEFAULTS["requeue"]
+    secrets: list[SecretRefOut] = []
     batch: bool = _DEFAULTS["batch"]
     workdir: str = ""
     output: str = ""

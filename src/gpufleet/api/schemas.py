@@ -286,6 +286,18 @@ class HeartbeatResult(Strict):
     register_again: bool = False
 
 
+class TaskSecret(Strict):
+    """A secret a launch carries. In the controller's outbox only its reference; the value is
+    filled in the poll's answer that hands the launch to its agent (server/secrets.py)."""
+
+    name: str
+    scope: str
+    owner: str
+    env: str = ""  # as this environment variable, or
+    file: str = ""  # as this file in the task's $GPUFLEET_SECRETS_DIR
+    value: str = Field("", repr=False)
+
+
 class AgentCommand(Strict):
     kind: Literal["launch", "kill"]
     job: str
@@ -322,6 +334,7 @@ class AgentCommand(Strict):
     # its number in the node's queue: the next poll acknowledges it (``ack``), else it comes
     # again (a long-poll's answer can be lost with its connection)
     seq: int = 0
+    secrets: list[TaskSecret] = []
 
 
 class CommandBatch(Strict):

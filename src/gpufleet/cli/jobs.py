@@ -126,6 +126,17 @@ def submit(
         ),
     ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable).")] = None,
+    secret: Annotated[
+        list[str] | None,
+        typer.Option("--secret", help="NAME[:VAR]: a secret as a variable (repeatable)."),
+    ] = None,
+    secret_file: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--secret-file",
+            help="NAME[:FILE]: a secret as a file in $GPUFLEET_SECRETS_DIR (repeatable).",
+        ),
+    ] = None,
     chdir: Annotated[
         str | None,
         typer.Option("--chdir", "-D", help="sbatch's: the script's directory (default: here)."),
@@ -198,6 +209,10 @@ def submit(
         signal=signal,
         requeue=requeue,
     )
+    if secret or secret_file:
+        from gpufleet.cli.secret import refs
+
+        overrides["secrets"] = refs(secret, secret_file)
     given = {"chdir": chdir, "export": export, "export-file": export_file, "output": output,
              "error": error, "open-mode": open_mode}  # fmt: skip
     batch_opts = [f"--{k}={v}" for k, v in given.items() if v is not None]
@@ -278,8 +293,8 @@ def _parse_only(
         if val is not None
     ]
     try:
-        text = script.read_text(encoding="utf-8")
-    except OSError as e:
+        text = sbatch.read_script(script)  # bytes as they are: a DOS line break is refused
+    except (OSError, UnicodeDecodeError) as e:
         out.fail(f"{script}: cannot read: {e}", code=2)
     try:
         req = sbatch.read_request(text, source=str(script), options=options)

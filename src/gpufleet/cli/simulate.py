@@ -40,6 +40,7 @@ from gpufleet.sim.replay import (
     with_queues,
 )
 from gpufleet.sim.traces import FORMATS, TimeLimit, apply_time_limits, load_trace
+from gpufleet.sim.whatif import DEFAULT_GPU_HOUR_PRICE_USD
 
 app = typer.Typer(no_args_is_help=True)
 T = TypeVar("T")
@@ -466,11 +467,24 @@ def whatif(
     equal_shares: bool = EqualOpt,
     time_limit: str = LimitOpt,
     seed: int = SeedOpt,
+    gpu_hour_price: float = typer.Option(
+        DEFAULT_GPU_HOUR_PRICE_USD,
+        "--gpu-hour-price",
+        metavar="USD",
+        help="what one GPU-hour costs, flat for every GPU model (the catalog has no prices); "
+        "cost = the cluster's GPUs × makespan × this",
+    ),
+    report_file: Path | None = typer.Option(
+        None,
+        "--report",
+        metavar="FILE.html",
+        help="also write one self-contained HTML page: the changes, the deltas and the plots",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay a history as it is and with changes (more nodes, another order, …): the deltas
-    of JCT, waits and utilization. The baseline profile is the live controller's default."""
-    from gpufleet.sim.whatif import apply_changes, deltas, parse_change
+    of JCT, waits, utilization and cost. The baseline profile is the live controller's default."""
+    from gpufleet.sim.whatif import WhatIf, apply_changes, check_price, parse_change
 
     with _refusals():
         if not changes:
@@ -478,8 +492,11 @@ def whatif(
                 "name a change: --change nodes+=16, --change order=las", field="--change"
             )
         parsed = [parse_change(c) for c in changes]
+        check_price(gpu_hour_price)
         base = ProfileChoice(order, placement, backfill, _names(preempt), admit)
         check_profile(base)
+        if report_file is not None:
+            _check_writable(report_file)
         wl = _load_workload(
             trace=history,
             fmt=fmt,
@@ -501,57 +518,66 @@ def whatif(
         changed = replace(wl, cluster=new_cluster)
         (after,) = _run_all(changed, [new_choice], _show_progress(as_json))
         _warn_unfinished([before, after])
-        rows = deltas(before.metrics, after.metrics)
+        result = WhatIf(
+            history=history.name,
+            jobs=len(wl.jobs),
+            changes=tuple(parsed),
+            before=before,
+            after=after,
+            baseline_nodes=len(wl.cluster.nodes),
+            whatif_nodes=len(new_cluster.nodes),
+            price=gpu_hour_price,
+        )
+        from gpufleet.sim import whatif_report
+
+        if report_file is not None:
+            whatif_report.write(report_file, result)
         if as_json:
-            print(
-                json.dumps(
-                    {
-                        "changes": [c.text for c in parsed],
-                        "baseline": {"profile": before.label, "nodes": len(wl.cluster.nodes)},
-                        "whatif": {"profile": after.label, "nodes": len(new_cluster.nodes)},
-                        "deltas": {d.key: d.to_json() for d in rows},
-                    }
-                )
-            )
+            print(json.dumps(result.to_json()))
             return
         from rich.table import Table
 
         table = Table(title_justify="left")
         for col in ("figure", "baseline", "what-if", "delta"):
             table.add_column(col, justify="left" if col == "figure" else "right")
-        for d in rows:
+        for d in result.deltas:
             table.add_row(d.label, _figure(d, d.baseline), _figure(d, d.whatif), _delta(d))
+        table.caption = f"cost: the cluster's GPUs × makespan × ${gpu_hour_price:,.2f}/GPU-h"
         con = _stdout()
+        # Text, not markup: a file name may hold [brackets]
         con.print(
-            f"{history.name} · {len(wl.jobs):,} jobs · baseline {before.label} on "
-            f"{_nodes(wl.cluster)} · what-if {', '.join(c.text for c in parsed)}: "
-            f"{after.label} on {_nodes(new_cluster)}",
-            style="bold",
+            Text(
+                f"{history.name} · {len(wl.jobs):,} jobs · baseline {before.label} on "
+                f"{_nodes(wl.cluster)} · what-if {', '.join(c.text for c in parsed)}: "
+                f"{after.label} on {_nodes(new_cluster)}",
+                style="bold",
+            )
         )
         con.print(table)
+        con.print(Text(whatif_report.verdict(result)))
+        if report_file is not None:
+            con.print(Text(f"report: {report_file}"))
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a report path that cannot be written before the replays run, not after."""
+    if path.is_dir():
+        raise SpecError("is a directory; name a file, e.g. whatif.html", field="--report")
+    if not path.parent.is_dir():
+        raise SpecError(f"no directory {str(path.parent)!r}", field="--report")
 
 
 def _figure(d: Any, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if d.key == "utilization":
-        return f"{100 * v:.1f} %"
-    return report.duration(v) if d.unit == "s" else f"{v:g}"
+    from gpufleet.sim.whatif_report import figure_text
+
+    return figure_text(d, v)
 
 
 def _delta(d: Any) -> Text:
-    if d.delta is None:
-        return Text("–")
-    if d.unit == "s":
-        body = ("+" if d.delta >= 0 else "−") + report.duration(abs(d.delta))
-    elif d.key == "utilization":
-        body = f"{100 * d.delta:+.1f} pt"
-    else:
-        body = f"{d.delta:+g}"
-    if d.delta_pct is not None:
-        body += f" ({d.delta_pct:+.0f} %)".replace("-", "−")
+    from gpufleet.sim.whatif_report import delta_text
+
     style = "" if d.better is None else ("green" if d.better else "red")
-    return Text(body, style=style)
+    return Text(delta_text(d), style=style)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,10 +20,10 @@ import json
 import math
 import re
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpufleet.io import slurm_values as v
 from gpufleet.io.slurm_opts import OPTIONS, Given, Problem, Word, getopt
@@ -32,6 +32,8 @@ from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import SPEC_BOUNDS
 from gpufleet.model.validate import text_problem
+
+_T = TypeVar("_T")
 
 # Interpreters that take the program text after ``-c``; the script runs as ``INTERP -c TEXT``.
 C_INTERPRETERS = {"sh", "bash", "dash", "zsh", "ksh", "python", "python3"}
@@ -166,6 +168,13 @@ def _where(source: str, line: int) -> str:
 # ----- reading the script ------------------------------------------------------------------
 
 
+def read_script(path: str | Path) -> str:
+    """A script's text as sbatch reads it: bytes as they are (no newline translation, so a DOS
+    line break is seen and refused as sbatch refuses it; bytes that are not UTF-8, a Latin-1
+    comment, are kept as lone surrogates: sbatch reads such a script). OSError as raised."""
+    return Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
+
+
 def looks_like_sbatch(path: Path) -> bool:
     """True when ``path`` is a readable file whose header carries an ``#SBATCH`` directive."""
     try:
@@ -236,7 +245,17 @@ def split_directive(rest: str) -> tuple[list[str], str]:
 
 def _words(text: str, source: str) -> tuple[list[Word], list[Problem], list[str], int]:
     """(words of the first component's directives, problems, warnings, components)."""
+    words, problems, warnings, later = _component_words(text, source)
+    return words, problems, warnings, len(later) + 1
+
+
+def _component_words(
+    text: str, source: str
+) -> tuple[list[Word], list[Problem], list[str], list[list[Word]]]:
+    """(words of the first component's directives, problems, warnings, the words of each
+    later component of a heterogeneous job)."""
     words: list[Word] = []
+    later: list[list[Word]] = []
     problems: list[Problem] = []
     warnings: list[str] = []
     component = 0
@@ -256,9 +275,10 @@ def _words(text: str, source: str) -> tuple[list[Word], list[Problem], list[str]
         line_words, problem = split_directive(rest)
         if problem:
             problems.append(Problem(n, problem))
-        if component == 0:
-            words.extend(Word(w, n) for w in line_words)
-    return words, problems, warnings, component + 1
+        while len(later) < component:
+            later.append([])
+        (later[component - 1] if component else words).extend(Word(w, n) for w in line_words)
+    return words, problems, warnings, later
 
 
 def read_request(
@@ -271,6 +291,9 @@ def read_request(
     """What sbatch makes of ``text`` (the script at ``source``) and of command-line
     ``options`` (which win over the script's), or a SbatchError listing every problem."""
     problems: list[Problem] = []
+    if not text.strip(_SPACE):  # sbatch's _get_script_buffer, in its order
+        why = "Batch script contains only whitespace!" if text else "Batch script is empty!"
+        raise SbatchError(source, [Problem(1, why)])
     if not text.startswith("#!"):
         problems.append(
             Problem(
@@ -285,12 +308,19 @@ def read_request(
     if "\0" in text:
         n = text[: text.index("\0")].count("\n") + 1
         problems.append(Problem(n, "The batch script contains a NULL character"))
-    words, found, warnings, components = _words(text, source)
+    words, found, warnings, later = _component_words(text, source)
+    components = len(later) + 1
     problems += found
     given, found_opts, stop = getopt(words)
     problems += found_opts
-    problems += [Problem(w.line, f"Invalid directive found in batch script: {w.text}")
-                 for w in words[stop:]]  # fmt: skip
+    for other in later:  # sbatch reads every component: what it refuses there, it refuses
+        other_given, found_opts, other_stop = getopt(other)
+        problems += found_opts
+        if other_stop < len(other):
+            problems.append(Problem(other[other_stop].line, _invalid_directive(other, other_stop)))
+        problems += _apply(other_given, source, max_array_size)[1]
+    if stop < len(words):  # sbatch stops reading options there and names that word only
+        problems.append(Problem(words[stop].line, _invalid_directive(words, stop)))
     cli = [Word(o, 0) for o in options]
     cli_given, cli_problems, cli_stop = getopt(cli)
     problems += cli_problems
@@ -306,6 +336,15 @@ def read_request(
     if problems:
         raise SbatchError(source, sorted(problems, key=lambda p: (p.line == 0, p.line)))
     return replace(req, warnings=tuple(warnings) + req.warnings, het_components=components)
+
+
+def _invalid_directive(words: Sequence[Word], stop: int) -> str:
+    w = words[stop]
+    message = f"Invalid directive found in batch script: {w.text}"
+    later = [x for x in words[stop + 1 :] if x.text.startswith("-")]
+    if later:  # they look like options, but sbatch never reads them: say so once
+        message += f" (the options after it, from line {later[0].line}, are not read)"
+    return message
 
 
 # ----- options → request --------------------------------------------------------------------
@@ -347,8 +386,8 @@ def _apply(
             )
         )
     both("exclusive", "oversubscribe", "--exclusive and --oversubscribe are mutually exclusive")
-    both("cpus-per-task", "cpus-per-gpu", "--cpus-per-task and --cpus-per-gpu are mutually "
-         "exclusive")  # fmt: skip
+    both("cpus-per-task", "cpus-per-gpu", "--cpus-per-task, --tres-per-task=cpu:#, and "
+         "--cpus-per-gpu are mutually exclusive")  # fmt: skip
     both("core-spec", "thread-spec", "-S/--core-spec and --thread-spec are mutually exclusive")
     both("bb", "bbf", "Cannot specify both --burst-buffer and --bbf")
     for other in ("gpus-per-task", "gpus-per-socket", "ntasks-per-node", "tres-per-task"):
@@ -366,14 +405,41 @@ def _apply(
     if "hint" in last and any(k in last for k in ("ntasks-per-core", "threads-per-core")):
         f["hint"] = ()  # sbatch ignores --hint beside these
 
-    req = _verify(f, source)
+    req, nodes_problem = _verify(f, source)
+    if nodes_problem:
+        at = max((last[k] for k in ("nodes", "nodelist") if k in last), key=lambda g: g.line)
+        problems.append(Problem(at.line, nodes_problem))
     warnings = tuple(
         f"{_where(source, g.line)}{g.text} has no effect here: "
         f"{NO_EFFECT.get(key, DEFAULT_NO_EFFECT)}"
         for key, g in sorted(last.items(), key=lambda kv: kv[1].line)
         if key not in HONOURED
     )
-    return replace(req, warnings=warnings), problems
+    return replace(req, warnings=req.warnings + _gres_warnings(req, last, source) + warnings), (
+        problems
+    )
+
+
+def _gres_warnings(req: SlurmRequest, last: dict[str, Given], source: str) -> tuple[str, ...]:
+    """What newer sbatch refuses in its GRES check and older sbatch took: said, not refused, so
+    a script written for an older Slurm still reads."""
+    out: list[str] = []
+    if req.gpus_per_task and not req.ntasks_set and not req.gpus:
+        g = last["gpus-per-task"]
+        out.append(
+            f"{_where(source, g.line)}{g.text} without -n/--ntasks or --gpus: sbatch 23.11 and "
+            "later refuse this ('--gpus-per-task or --tres-per-task used without either --gpus "
+            "or -n/--ntasks is not allowed')"
+        )
+    gpus = req.gpus + req.gpus_per_node + req.gpus_per_task + req.gpus_per_socket
+    if len({g.type is None for g in gpus}) > 1:
+        kinds = ("gres", "gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket")
+        g = max((last[k] for k in kinds if k in last), key=lambda x: x.line)
+        out.append(
+            f"{_where(source, g.line)}GPUs asked for with and without a type: newer sbatch "
+            "refuses this ('Invalid GRES specification (with and without type identification)')"
+        )
+    return tuple(out)
 
 
 _KEEP_TEXT = {
@@ -402,7 +468,7 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
     elif key in _COUNTS:
         f[_COUNTS[key]] = v.parse_int(text)
     elif key in _MEMORY:
-        f[_MEMORY[key]] = v.mbytes(text)
+        f[_MEMORY[key]] = _spec(key, v.mbytes, text)
     elif key in _GPUS:
         f[_GPUS[key]] = v.gpu_list(text)
     elif key in _POSITIVE:
@@ -410,7 +476,7 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
     elif key == "nodes":
         f["nodes"] = v.node_count(text)
     elif key in ("time", "time-min"):
-        f[key.replace("-", "_")] = v.time_minutes(text)
+        f[key.replace("-", "_")] = _spec(key, v.time_minutes, text)
     elif key == "partition":
         f["partitions"] = tuple(p for p in text.split(",") if p)
     elif key == "gres":
@@ -445,15 +511,31 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
         f.setdefault("other", {})[key] = val
 
 
+_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+_SIZE_FORMS = "a whole number of MB, or one with K, M, G or T (16G)"
+
+
+def _spec(key: str, parse: Callable[[str], _T], text: str) -> _T:
+    """``parse(text)``, or sbatch's own refusal, "Invalid --KEY specification", and the forms
+    it takes (the option and its value are already in front of the message)."""
+    try:
+        return parse(text)
+    except ValueError:
+        forms = _SIZE_FORMS if parse is v.mbytes else _TIME_FORMS
+        raise ValueError(f"Invalid --{key} specification: expected {forms}") from None
+
+
 def _check_other(key: str, val: str | None) -> None:
     """The checks sbatch makes on options gpufleet only keeps."""
     text = val or ""
     if key in ("delay-boot",):
-        v.time_seconds(text)
+        _spec(key, v.time_seconds, text)
     elif key in ("tmp",):
-        v.mbytes(text)
+        _spec(key, v.mbytes, text)
     elif key == "core-spec":
         v.parse_int(text, positive=False)
+    elif key == "oom-kill-step" and val is not None and text not in ("0", "1"):
+        raise ValueError("Invalid --oom-kill-step specification: expected 0 or 1")
     elif key == "wait-all-nodes":
         if v.parse_int(text, positive=False) > 1:
             raise ValueError("Invalid --wait-all-nodes specification")
@@ -472,6 +554,7 @@ def _check_other(key: str, val: str | None) -> None:
     elif key == "gres-flags":
         for tok in text.split(","):
             if tok.lower() not in (
+                "allow-task-sharing",  # Slurm 23.11
                 "disable-binding",
                 "enforce-binding",
                 "multiple-tasks-per-sharing",
@@ -480,9 +563,11 @@ def _check_other(key: str, val: str | None) -> None:
                 raise ValueError(f"Invalid --gres-flags specification: {tok}")
 
 
-def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
-    """The counts sbatch works out before it sends the job (its _opt_verify)."""
+def _verify(f: dict[str, Any], source: str) -> tuple[SlurmRequest, str]:
+    """The counts sbatch works out before it sends the job (its _opt_verify), and its refusal
+    of a node count the node list does not fit ("" when none)."""
     warnings: list[str] = []
+    problem = ""
     nodes_set = "nodes" in f
     lo, hi = f.get("nodes", (1, 0))
     nodelist = f.get("nodelist")
@@ -491,6 +576,8 @@ def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
         if count is not None:
             lo = max(count, lo) if nodes_set else count
             nodes_set = True
+            if hi and lo > hi:  # -w names more nodes than -N allows
+                problem = f"invalid number of nodes (-N {lo}-{hi}): the node list names {count}"
     per_node = f.get("ntasks_per_node")
     ntasks_set = "ntasks" in f
     ntasks = f.get("ntasks", 1)
@@ -565,7 +652,7 @@ def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
         hold=f.get("hold", False),
         other=tuple(f.get("other", {}).items()),
         warnings=tuple(warnings),
-    )
+    ), problem
 
 
 # ----- the script as a job -----------------------------------------------------------------
@@ -576,7 +663,7 @@ def parse_sbatch(
 ) -> SbatchJob:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_script(p)
     except FileNotFoundError:
         raise SpecError("no such file", source=str(p)) from None
     except (OSError, UnicodeDecodeError) as e:

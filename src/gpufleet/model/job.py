@@ -8,6 +8,7 @@ from typing import Any
 
 from gpufleet.model import catalog
 from gpufleet.model.resources import MILLI, Resources
+from gpufleet.model.secrets import SecretRef, read_secrets
 from gpufleet.model.validate import (
     MAX_ARG,
     MAX_COMMAND,
@@ -154,6 +155,8 @@ class JobSpec:
     signal: WarningSignal | None = None  # a warning before the time limit (Slurm's --signal)
     # requeued after a lost node (the default); False: the job fails instead (--no-requeue)
     requeue: bool = True
+    # the secrets its tasks get (references only; values are opened at launch)
+    secrets: tuple[SecretRef, ...] = ()
     # Slurm's batch job: the command (the script) runs on rank 0 alone, every other rank runs
     # the step daemon; the job's outcome is the script's (see core/jobmaster.py)
     batch: bool = False
@@ -233,6 +236,7 @@ class JobSpec:
         env = _read_env(f)
         warning = _read_signal(f)
         requeue = f.flag("requeue", True)
+        secrets = read_secrets(f, {k for k, _ in env})
         batch, workdir, output, error, open_mode, stdin = _read_batch(f)
         submit_env = _read_env(f, "submit_env")
         f.finish()
@@ -256,6 +260,7 @@ class JobSpec:
             env,
             warning,
             requeue,
+            secrets,
             batch,
             workdir,
             output,

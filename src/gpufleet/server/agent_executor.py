@@ -17,6 +17,7 @@ from gpufleet.core.launch_env import JobFacts
 from gpufleet.model.fname import FileFacts, expand
 from gpufleet.model.job import JobSpec
 from gpufleet.server.outbox import Outbox
+from gpufleet.server.secrets import refs_for_launch
 
 
 class Link(Protocol):
@@ -87,6 +88,7 @@ class AgentExecutor:
                     workdir=spec.workdir,
                     **batch,  # type: ignore[arg-type]
                     epoch=epochs.get(p.node, 0),
+                    secrets=refs_for_launch(spec),  # references: opened at the hand-over
                 ),
             )
 

@@ -16,6 +16,7 @@ from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import JobSpec, Topology, TopologyLevel, WarningSignal
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
+from gpufleet.model.secrets import ref_from_dict, ref_to_dict
 
 
 class CodecError(ValueError):
@@ -50,6 +51,7 @@ _SPEC_KEYS = (
     "env",
     "signal",
     "requeue",
+    "secrets",
     "batch",
     "workdir",
     "output",
@@ -89,6 +91,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
             "batch_only": spec.signal.batch_only,
         },
         "requeue": spec.requeue,
+        "secrets": [ref_to_dict(r) for r in spec.secrets],
         "batch": spec.batch,
         "workdir": spec.workdir,
         "output": spec.output,
@@ -142,6 +145,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
             kw[key] = str(d[key])
     if "submit_env" in d:
         kw["submit_env"] = tuple((str(k), str(v)) for k, v in d["submit_env"])
+    if d.get("secrets"):
+        kw["secrets"] = tuple(ref_from_dict(r) for r in d["secrets"])
     return JobSpec(**kw)
 
 
