@@ -364,7 +364,7 @@ class TaskRunner:
         if t.warn_batch_only:
             for pid in _main_processes(t):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)  # the leader only; its pid is not reaped before poll
+                    os.kill(pid, sig)  # its main process only (not reaped before poll)
         else:
             _signal_group(t.proc.pid, sig)
         log.info(
