@@ -34,7 +34,7 @@ from gpufleet.model.secrets import (
     SCOPES,
     SecretRef,
 )
-from gpufleet.server.store.codec import _SPEC_KEYS, spec_from_dict, spec_to_dict
+from gpufleet.server.store.codec import _SPEC_KEYS, HIDDEN_SPEC_KEYS, spec_from_dict, spec_to_dict
 
 BASE: dict[str, Any] = {"name": "n", "user": "u"}
 SCHEMA = JobSpecIn.model_json_schema()
@@ -220,6 +220,13 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "exclusive": True,
         "whole_node_memory": True,
         "gres_type": "a100",
+        "batch": True,
+        "workdir": "/home/u/run",
+        "output": "out-%j.txt",
+        "error": "err-%j.txt",
+        "open_mode": "append",
+        "input": "in.txt",
+        "submit_env": {"PATH": "/venv/bin:/usr/bin"},
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)
@@ -229,12 +236,44 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
     assert (both.field, both.reason) == ("memory_gib", "give memory_mib or memory_gib, not both")
 
 
+def shown(spec: JobSpec) -> dict[str, Any]:
+    d = spec_to_dict(spec)
+    for key in HIDDEN_SPEC_KEYS:
+        del d[key]
+    return d
+
+
 def test_the_spec_a_job_shows_is_its_stored_shape() -> None:
-    assert set(JobSpecOut.model_fields) == set(_SPEC_KEYS)
+    assert set(JobSpecOut.model_fields) == set(_SPEC_KEYS) - set(HIDDEN_SPEC_KEYS)
     spec = replace(read(command=["a"], env={"K": "v"}), time_limit_s=5.0)
-    out = JobSpecOut.model_validate(spec_to_dict(spec))
-    assert out.model_dump() == spec_to_dict(spec)
-    assert JobSpecOut.model_validate(BASE).model_dump() == spec_to_dict(JobSpec("n", "u"))
+    out = JobSpecOut.model_validate(shown(spec))
+    assert out.model_dump() == shown(spec)
+    assert JobSpecOut.model_validate(BASE).model_dump() == shown(JobSpec("n", "u"))
+
+
+@pytest.mark.parametrize("key", ["workdir", "output", "error", "input"])
+def test_batch_paths_bounds_agree(key: str) -> None:
+    s = branch(key, "string")
+    assert (s["minLength"], s["maxLength"]) == (1, SPEC_TEXT[key])
+    start = "/" if key == "workdir" else ""
+    read(batch=True, **{key: start + "x" * (SPEC_TEXT[key] - len(start))})
+    assert (
+        refusal(batch=True, **{key: start + "x" * (SPEC_TEXT[key] + 1 - len(start))}).field == key
+    )
+
+
+def test_batch_fields_are_checked() -> None:
+    assert refusal(workdir="rel/dir").field == "workdir"
+    assert refusal(output="o.txt").field == "output"  # the batch script's file: batch only
+    assert refusal(input="i.txt").field == "input"
+    assert refusal(batch=True, open_mode="sometimes").field == "open_mode"
+    assert refusal(open_mode="append").field == "open_mode"
+    env = branch("submit_env", "object")
+    assert env["additionalProperties"] == {"type": "string", "maxLength": SPEC_TEXT["submit_env"]}
+    big = {f"V{i}": "x" * 1000 for i in range(300)}  # about 300 KB: over MAX_ENV
+    assert refusal(submit_env=big).field == "submit_env"
+    real = {f"V{i}": "x" * 1000 for i in range(100)}  # about 100 KB: a real environment
+    assert len(read(submit_env=real).submit_env) == 100
 
 
 def test_the_warning_signal_agrees_in_both_forms() -> None:
@@ -308,4 +347,4 @@ def test_the_secrets_agree_in_both_forms() -> None:
     spec = read(secrets=[{"name": "a", "scope": "queue", "env": "A"}, {"name": "b", "file": "b"}])
     assert spec.secrets == (SecretRef("a", "queue", "A", ""), SecretRef("b", "", "", "b"))
     assert spec_from_dict(spec_to_dict(spec)) == spec
-    assert JobSpecOut.model_validate(spec_to_dict(spec)).model_dump() == spec_to_dict(spec)
+    assert JobSpecOut.model_validate(shown(spec)).model_dump() == shown(spec)

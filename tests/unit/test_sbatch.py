@@ -137,10 +137,11 @@ def test_a_training_script_maps_onto_a_gang(tmp_path: Path) -> None:
     assert job.depends_on == (("afterok", "12"), ("afterok", "13"), ("afterany", "14"))
     assert (job.output, job.error) == ("logs/%x-%j.out", "logs/%x-%j.err")
     assert s["command"] == ["/bin/bash", "-c", TRAIN, "train.sbatch", "--lr", "3e-4"]
-    assert [w.split(": ", 1)[1].split(" ")[0] for w in job.warnings] == [
-        "--output=logs/%x-%j.out",
-        "--error=logs/%x-%j.err",
-    ]  # one warning each: gpufleet keeps the output itself
+    assert job.warnings == ()  # --output and --error are honoured: no warning
+    assert (s["batch"], s["output"], s["error"]) == (True, "logs/%x-%j.out", "logs/%x-%j.err")
+    assert "open_mode" not in s and "workdir" not in s  # the CLI adds the submit directory
+    assert script("--input=in-%j.txt", "--open-mode=a").spec["input"] == "in-%j.txt"
+    assert script("--open-mode=a").spec["open_mode"] == "append"
     spec = JobSpec.from_dict({**s, "user": "ana"})  # what the CLI sends is a valid JobSpec
     assert spec.total_gpu_milli == 16_000 and spec.command[2] == TRAIN
 
@@ -247,10 +248,9 @@ def test_multi_node_ddp() -> None:
     assert r.signal == Signal(10, 90, batch_only=True, reservation=False)
     noted = {w.split(": ")[1].split("=")[0].split(" ")[0] for w in r.warnings}
     assert noted == {
-        "--output",
         "--account",
         "--qos",
-    }  # --signal, --requeue, --exclusive: acted on
+    }  # --signal, --requeue, --exclusive, --output: acted on
     s = parse_sbatch_text(DDP, source="ddp.sbatch").spec
     assert (s["workers"], s["tasks_per_worker"], s["gpus_per_worker"]) == (4, 4, 4)
     assert s["distinct_nodes"] and s["exclusive"] and s["whole_node_memory"]

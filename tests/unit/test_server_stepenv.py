@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import stat
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpufleet.agent import slurmbin
@@ -44,10 +44,10 @@ def test_every_rank_gets_the_hosts_its_slot_and_the_attempts_key() -> None:
 
 
 def test_which_jobs_serve_steps() -> None:
-    spec = JobSpec("j", "alice", "default")
-    assert serves_steps(spec, (at("a"), at("b")))
-    if getattr(spec, "batch", None) is None:  # before JobSpec.batch: gangs of 2 or more
-        assert not serves_steps(spec, (at("a"),))
+    spec = JobSpec("j", "alice", "default", workers=2)
+    assert not serves_steps(spec)  # a plain gang: its command runs on every rank
+    assert serves_steps(replace(spec, batch=True))
+    assert serves_steps(replace(spec, workers=1, batch=True))  # srun on its one node
 
 
 def test_the_secret_is_made_once_and_private(tmp_path: Path) -> None:

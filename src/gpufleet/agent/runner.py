@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,7 @@ from typing import IO, Literal
 
 import psutil  # type: ignore[import-untyped]
 
-from gpufleet.agent import sandbox, secrets
+from gpufleet.agent import sandbox, secrets, taskstart
 from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.taskenv import check_no_nul, task_env, with_step_commands
@@ -49,6 +50,9 @@ EXIT_REFUSED = 125  # the agent refused the launch or could not start it (as doc
 FENCED = "fenced:"
 EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
+# what a batch job's other ranks run (see gpufleet.slurm.stepd), with the agent's interpreter
+STEP_DAEMON = (sys.executable, "-I", "-m", "gpufleet.slurm.stepd")
+TASKSTART = taskstart.__file__
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # becomes a directory name
 
 
@@ -91,6 +95,8 @@ class _Task:
     warn_before_s: float = 0.0
     warn_batch_only: bool = False
     warned_at: float | None = None  # when it went out (once per attempt)
+    # the command runs under taskstart's output copier (the group's leader), as its child
+    behind_copier: bool = False
 
 
 class LatestAttempts:
@@ -184,7 +190,7 @@ class TaskRunner:
             # a stale attempt never runs: the job has moved on to a newer one here
             why = f"refused: stale attempt {cmd.attempt} (this node ran attempt {latest})"
             return [RunnerEvent("exited", key, EXIT_REFUSED, why)]
-        if not cmd.command:
+        if not cmd.command and cmd.role != "step":
             return [RunnerEvent("exited", key, EXIT_REFUSED, "refused: empty command")]
         self._latest.put(cmd.job, cmd.attempt)
         try:
@@ -202,19 +208,23 @@ class TaskRunner:
 
     def _start(self, cmd: AgentCommand, key: Key, now: float) -> RunnerEvent:
         account = resolve(cmd.run_as, cmd.fallback_account, as_root=self.as_root, agent=self.agent)
-        check_no_nul({}, cmd.command)
+        command = list(STEP_DAEMON) if cmd.role == "step" else list(cmd.command)
+        check_no_nul({}, command)
+        check_no_nul({}, [cmd.workdir, cmd.output, cmd.error, cmd.input])
         out_path, err_path = self.log_paths(key)
         sandbox.private_dir(out_path.parent.parent)  # the agent's own: never the task's
         sandbox.private_dir(out_path.parent)
         tmp = self.tmp_path(key)
         sandbox.fresh_tmp(tmp, account)
-        argv, tmpdir = sandbox.wrap(list(cmd.command), account, tmp)
+        helped = bool(cmd.workdir or cmd.output)
+        argv, tmpdir = sandbox.wrap(_started(cmd, command) if helped else command, account, tmp)
         launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
-        env = task_env(account, tmpdir, self.node_env, launch_env, self.visible_devices(cmd.gpus))
+        env = task_env(
+            account, tmpdir, self.node_env, launch_env, self.visible_devices(cmd.gpus), cmd.user_env
+        )
         with_step_commands(env, self.step_bin)
-        workdir = env.get("GPUFLEET_WORKDIR")
-        if workdir and Path(workdir).is_dir():
-            cwd = workdir
+        if helped:  # taskstart enters the working directory as the task's user, not as root
+            cwd = "/"
         elif sandbox.switches(account):  # as a login does; the agent's directory is not its
             cwd = account.home if Path(account.home).is_dir() else str(tmp)
         else:
@@ -226,12 +236,11 @@ class TaskRunner:
             os.close(out_fd)
             raise
         with open(out_fd, "ab") as out, open(err_fd, "ab") as err:
-            missing = (
-                _unrunnable(cmd.command[0], env.get("PATH"), cwd) if argv != cmd.command else None
-            )
+            where = cmd.workdir if cmd.workdir and Path(cmd.workdir).is_dir() else cwd
+            missing = _unrunnable(command[0], env.get("PATH"), where) if argv != command else None
             if missing is not None:  # say so as Popen would, not as setpriv's exit 127
                 sandbox.remove_tree(tmp)
-                return self._spawn_failed(key, cmd, missing, err)
+                return self._spawn_failed(key, command, missing, err)
             try:
                 proc = subprocess.Popen(
                     argv,
@@ -245,7 +254,7 @@ class TaskRunner:
                 )
             except OSError as e:
                 sandbox.remove_tree(tmp)
-                return self._spawn_failed(key, cmd, e, err)
+                return self._spawn_failed(key, command, e, err)
         pidfile = out_path.with_name(f"rank{cmd.rank}.pid")
         try:
             _write_pidfile(pidfile, proc.pid)
@@ -266,6 +275,7 @@ class TaskRunner:
             warn_signal=cmd.signal,
             warn_before_s=cmd.signal_before_s,
             warn_batch_only=cmd.signal_batch_only,
+            behind_copier=bool(cmd.output),
         )
         log.info("started %s/%d rank %d as %s: pid %d", *key, account.name, proc.pid)
         return RunnerEvent("started", key)
@@ -284,7 +294,7 @@ class TaskRunner:
             log.warning("could not write the reason to %s: %s", err_path, e)
 
     @staticmethod
-    def _spawn_failed(key: Key, cmd: AgentCommand, e: OSError, err: IO[bytes]) -> RunnerEvent:
+    def _spawn_failed(key: Key, command: list[str], e: OSError, err: IO[bytes]) -> RunnerEvent:
         code = (
             EXIT_NOT_FOUND
             if isinstance(e, FileNotFoundError)
@@ -292,7 +302,7 @@ class TaskRunner:
             if isinstance(e, PermissionError)
             else EXIT_REFUSED
         )
-        why = f"cannot start {cmd.command[0]!r}: {e.strerror or e}"
+        why = f"cannot start {command[0]!r}: {e.strerror or e}"
         err.write(f"gpufleet-agent: {why}\n".encode())  # the user reads it with the logs
         return RunnerEvent("exited", key, code, why)
 
@@ -354,8 +364,9 @@ class TaskRunner:
         t.warned_at = now
         sig = t.warn_signal
         if t.warn_batch_only:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(t.proc.pid, sig)  # the leader only; its pid is not reaped before poll
+            for pid in _main_processes(t):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)  # its main process only (not reaped before poll)
         else:
             _signal_group(t.proc.pid, sig)
         log.info(
@@ -423,6 +434,32 @@ class TaskRunner:
                 sandbox.remove_tree(d)
                 log.warning("removed the secrets left in %s", d)
         return killed
+
+
+def _main_processes(t: _Task) -> list[int]:
+    """The task's main process: the leader, or under the output copier its child (Slurm's
+    B: signals the batch script, not what copies its output)."""
+    if not t.behind_copier:
+        return [t.proc.pid]
+    try:
+        return [c.pid for c in psutil.Process(t.proc.pid).children()]
+    except psutil.Error:
+        return []
+
+
+def _started(cmd: AgentCommand, command: list[str]) -> list[str]:
+    """``command`` behind taskstart, which enters the working directory and opens the batch
+    script's output files as the task's user. Run as a file (it imports only the standard
+    library: importing the gpufleet.agent package would cost a task ~0.6 s to start),
+    isolated (-I: the job's PYTHON* variables are not the agent's interpreter's)."""
+    config = {
+        "workdir": cmd.workdir,
+        "output": cmd.output,
+        "error": cmd.error,
+        "append": cmd.append,
+        "input": cmd.input,
+    }
+    return [sys.executable, "-I", TASKSTART, json.dumps(config), "--", *command]
 
 
 def _unrunnable(program: str, path: str | None, cwd: str) -> OSError | None:

@@ -79,6 +79,11 @@ _NodeNames = (
     ]
 )
 
+SUBMIT_ENV_SCHEMA: dict[str, Any] = {
+    **ENV_SCHEMA,
+    "additionalProperties": {"type": "string", "maxLength": SPEC_TEXT["submit_env"]},
+}
+
 
 class TopologyIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="TopologyIn")
@@ -266,6 +271,43 @@ class JobSpecIn(BaseModel):
         description="the site's GPU type name (Slurm's --gres=gpu:TYPE:N), matched on each "
         "node's gres_type (default: the lower-case model family, a100, h100, …)",
     )
+    batch: bool | None = Field(
+        _DEFAULTS["batch"],
+        description="Slurm's batch job (what an #SBATCH script becomes): the command runs on "
+        "worker 0 alone, the other workers hold their nodes for srun; the job ends, and "
+        "succeeds or fails, with the command",
+    )
+    workdir: Annotated[str, _text("workdir")] | None = Field(
+        None,
+        description="an absolute directory the tasks start in (sbatch's --chdir; the submit "
+        "directory for a script); when the job's user cannot enter it there, /tmp, as slurmd "
+        "does; default: the user's home",
+    )
+    output: Annotated[str, _text("output")] | None = Field(
+        None,
+        description="batch only: the script's stdout file, relative to workdir, with sbatch's "
+        "patterns (%j %J %A %a %x %N %u %s %t %n %%, %5j zero-padded); default slurm-%j.out "
+        "(slurm-%A_%a.out for an array task)",
+    )
+    error: Annotated[str, _text("error")] | None = Field(
+        None, description="batch only: the script's stderr file (default: with the output)"
+    )
+    open_mode: Literal["truncate", "append"] | None = Field(
+        _DEFAULTS["open_mode"],
+        description="batch only: truncate or append to the output files on the first attempt "
+        "(a requeued or retried attempt appends)",
+    )
+    input: Annotated[str, _text("input")] | None = Field(
+        None,
+        description="batch only: the script's stdin file (sbatch's --input, the same patterns), "
+        "relative to workdir; default /dev/null",
+    )
+    submit_env: Annotated[dict[str, Any], WithJsonSchema(SUBMIT_ENV_SCHEMA)] | None = Field(
+        None,
+        description="the submitter's environment, captured at submit (sbatch's --export; the "
+        "CLI fills it): the base of every task's environment, under env and the launch's own "
+        f"variables; at most {MAX_ENV} characters in all; never shown by the API",
+    )
 
 
 class SignalOut(BaseModel):
@@ -326,6 +368,13 @@ class JobSpecOut(BaseModel):
     exclusive: bool = _DEFAULTS["exclusive"]
     whole_node_memory: bool = _DEFAULTS["whole_node_memory"]
     gres_type: str = ""
+    batch: bool = _DEFAULTS["batch"]
+    workdir: str = ""
+    output: str = ""
+    error: str = ""
+    open_mode: Literal["truncate", "append"] = "truncate"
+    input: str = ""
+    # submit_env is never shown (server/views.spec_dict)
 
 
 # models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)

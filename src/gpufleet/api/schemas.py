@@ -325,6 +325,17 @@ class AgentCommand(Strict):
     # when the node has no such account (empty: refuse); see gpufleet.agent.accounts
     run_as: str = ""
     fallback_account: str = ""
+    # a batch job's rank (Slurm's shape): "batch" runs the script, "step" the agent's step
+    # daemon (gpufleet.slurm.stepd) instead of the command; "task": a plain job's rank
+    role: Literal["task", "batch", "step"] = "task"
+    workdir: str = ""  # where the task starts, entered as its user (/tmp if it cannot)
+    # the batch script's files (patterns expanded; relative to workdir), opened as its user
+    output: str = ""
+    error: str = ""
+    append: bool = False
+    input: str = ""  # the batch script's stdin file (sbatch's --input); "": /dev/null
+    # the submitter's environment (sbatch's --export), under the launch's own variables
+    user_env: dict[str, str] = {}
     epoch: int = 0  # the registration of the node it was sent under (0: not said)
     # its number in the node's queue: the next poll acknowledges it (``ack``), else it comes
     # again (a long-poll's answer can be lost with its connection)

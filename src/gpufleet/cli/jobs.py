@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from gpufleet.io import sbatch
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec, JobState
+from gpufleet.model.validate import MAX_ENV, MAX_ENV_VALUE, MAX_ITEMS, text_problem
 
 
 def load_yaml(path: Path) -> Any:
@@ -135,6 +138,25 @@ def submit(
             help="NAME[:FILE]: a secret as a file in $GPUFLEET_SECRETS_DIR (repeatable).",
         ),
     ] = None,
+    chdir: Annotated[
+        str | None,
+        typer.Option("--chdir", "-D", help="sbatch's: the script's directory (default: here)."),
+    ] = None,
+    export: Annotated[
+        str | None, typer.Option("--export", help="sbatch's: ALL (default), NONE, A,B=v.")
+    ] = None,
+    export_file: Annotated[
+        str | None, typer.Option("--export-file", help="sbatch's: NAME=value definitions.")
+    ] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="sbatch's: the script's stdout file.")
+    ] = None,
+    error: Annotated[
+        str | None, typer.Option("--error", "-e", help="sbatch's: the script's stderr file.")
+    ] = None,
+    open_mode: Annotated[
+        str | None, typer.Option("--open-mode", help="sbatch's: truncate (default) or append.")
+    ] = None,
     array: Annotated[
         str | None, typer.Option("--array", "-a", help="Indexes: 0-9, 1,3,5, 0-15%4.")
     ] = None,
@@ -192,8 +214,11 @@ def submit(
         from gpufleet.cli.secret import refs
 
         overrides["secrets"] = refs(secret, secret_file)
+    given = {"chdir": chdir, "export": export, "export-file": export_file, "output": output,
+             "error": error, "open-mode": open_mode}  # fmt: skip
+    batch_opts = [f"--{k}={v}" for k, v in given.items() if v is not None]
     try:
-        subs = _submissions(command or [], file, overrides)
+        subs = _submissions(command or [], file, overrides, batch_opts)
         for sub in subs:
             if user:
                 sub.spec["user"] = user
@@ -355,7 +380,15 @@ def _overrides(
     return {k: v for k, v in o.items() if v is not None}
 
 
-def _submissions(args: list[str], file: Path | None, overrides: dict[str, Any]) -> list[Submission]:
+def _submissions(
+    args: list[str], file: Path | None, overrides: dict[str, Any], batch_opts: list[str] = ()
+) -> list[Submission]:
+    script = Path(args[0]) if args else None
+    if batch_opts and not (script and script.is_file() and sbatch.looks_like_sbatch(script)):
+        raise SpecError(
+            f"{batch_opts[0].split('=')[0]} is sbatch's, for an #SBATCH script; a job YAML sets "
+            "batch, workdir, output, error, open_mode and submit_env itself"
+        )
     if file is not None:
         if args:
             raise SpecError("give either -f FILE or a command, not both")
@@ -368,12 +401,14 @@ def _submissions(args: list[str], file: Path | None, overrides: dict[str, Any]) 
     if script.suffix in (".sbatch", ".slurm") and not script.is_file():
         raise SpecError("no such file", source=str(script))  # a typo, not a command to run
     if script.is_file() and sbatch.looks_like_sbatch(script):
-        job = sbatch.parse_sbatch(script, args[1:])
+        job = sbatch.parse_sbatch(script, args[1:], options=batch_opts)
         for w in job.warnings:
             out.warn(w)
         sub = Submission(dict(job.spec), job.array, list(job.depends_on), str(script))
         if job.request is not None and "queue" not in overrides:
             sub.partitions = list(job.request.partitions)
+        if job.request is not None:
+            _submit_context(sub, job.request)
         return [_merge(sub, overrides)]
     spec = {"name": Path(args[0]).name, "command": list(args)}
     return [_merge(Submission(spec), overrides)]
@@ -393,6 +428,44 @@ def _choose_partitions(c: Any, subs: list[Submission]) -> None:
             f"{sub.source}: queued in {chosen}, the first of -p {','.join(sub.partitions)} the "
             "controller knows; the job is not moved between them"
         )
+
+
+def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:
+    """What sbatch takes from where it runs: the working directory (the submit directory, or
+    --chdir relative to it) and the environment (--export, --export-file), never GPUFLEET_*."""
+    from gpufleet.io import export as ex
+
+    here = os.getcwd()
+    sub.spec["workdir"] = ex.workdir(req.chdir, here)
+    text = None
+    if req.export_file is not None:
+        path = f"/dev/fd/{req.export_file}" if req.export_file.isdigit() else req.export_file
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpecError(f"cannot read it: {e}", field="--export-file") from None
+    env = ex.capture(
+        req.export, os.environ, submit_dir=here, submit_host=socket.gethostname(), export_file=text
+    )
+    for k in [k for k, v in env.items() if text_problem(k + v, len(k) + len(v))]:
+        out.warn(f"not exported: {k} (its value is not valid text)")
+        del env[k]
+    size = sum(len(k) + len(v) for k, v in env.items())
+    if size > MAX_ENV or len(env) > MAX_ITEMS:
+        raise SpecError(
+            f"the environment to export is {len(env)} variables, {size} characters: over "
+            f"gpufleet's bound ({MAX_ITEMS} variables, {MAX_ENV} characters); export less "
+            "(--export=NONE, or --export=VAR1,VAR2)",
+            field="--export",
+        )
+    for k, v in env.items():
+        if len(v) > MAX_ENV_VALUE:
+            raise SpecError(
+                f"{k} is {len(v)} characters, over gpufleet's {MAX_ENV_VALUE} for one variable; "
+                f"unset it or leave it out (--export=NONE, or a list without it)",
+                field="--export",
+            )
+    sub.spec["submit_env"] = env
 
 
 def _yaml_jobs(file: Path) -> list[dict[str, Any]]:

@@ -48,7 +48,8 @@ HONOURED = {
     "job-name", "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "gres",
     "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
     "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
-    "no-requeue", "exclusive", "nodelist", "exclude",
+    "no-requeue", "exclusive", "nodelist", "exclude", "output", "error", "open-mode", "chdir",
+    "export", "export-file", "input",
 }  # fmt: skip
 NO_EFFECT = {
     "qos": "gpufleet has no QOS; the queue (--partition) and --priority decide",
@@ -57,11 +58,6 @@ NO_EFFECT = {
     "mail-type": "gpufleet sends no mail",
     "mail-user": "gpufleet sends no mail",
     "comment": "gpufleet keeps no job comment",
-    "output": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
-    "error": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
-    "open-mode": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
-    "chdir": "the script runs in the job's own directory on the node",
-    "export": "the job gets gpufleet's environment, not the submitter's",
     "time-min": "gpufleet does not shorten a job's time limit to start it sooner",
     "hint": "gpufleet does not bind CPUs",
 }
@@ -116,6 +112,7 @@ class SlurmRequest:
     requeue: bool | None = None
     chdir: str | None = None
     export: str | None = None
+    export_file: str | None = None
     open_mode: str | None = None
     account: str | None = None
     qos: str | None = None
@@ -450,6 +447,7 @@ _KEEP_TEXT = {
     "job-name": "job_name", "array": "array", "constraint": "constraint",
     "nodelist": "nodelist", "exclude": "exclude", "chdir": "chdir", "export": "export",
     "account": "account", "qos": "qos", "mail-user": "mail_user", "input": "input",
+    "export-file": "export_file",
 }  # fmt: skip
 _COUNTS = {
     "ntasks": "ntasks", "ntasks-per-node": "ntasks_per_node", "cpus-per-task": "cpus_per_task",
@@ -643,6 +641,7 @@ def _verify(f: dict[str, Any], source: str) -> tuple[SlurmRequest, str]:
         requeue=f.get("requeue"),
         chdir=f.get("chdir"),
         export=f.get("export"),
+        export_file=f.get("export_file"),
         open_mode=f.get("open_mode"),
         account=f.get("account"),
         qos=f.get("qos"),
@@ -702,11 +701,11 @@ def _lines(text: str, options: Sequence[str]) -> dict[str, Given]:
 
 
 def _launcher_warnings(text: str, source: str) -> tuple[str, ...]:
-    """Slurm runs a batch script once and ``srun`` fans it out; gpufleet runs the script on
-    every worker already (with RANK, SLURM_PROCID, …), so a nested launcher would fan out twice."""
+    """Slurm runs a batch script once and ``srun`` fans it out; so does gpufleet (the script on
+    the first node), whose ``srun`` is its own (gpufleet.slurm), not Slurm's."""
     return tuple(
-        f"{source}:{n}: gpufleet runs this script once per worker (task), as srun "
-        "would: run the program without srun"
+        f"{source}:{n}: srun: gpufleet runs the script once, on the first node, as Slurm "
+        "does; srun there needs gpufleet's own srun on the job's PATH"
         for n, line in enumerate(text.splitlines(), start=1)
         if re.match(r"\s*(exec\s+)?srun\b", line)
     )
@@ -812,6 +811,16 @@ class _Build:
         if r.requeue is not None:
             spec["requeue"] = r.requeue
         spec["command"] = command
+        # Slurm's batch job: the script once, on the first node, its output in its files (the
+        # working directory and the environment are the submitter's: the CLI adds them)
+        spec["batch"] = True
+        spec["output"] = r.output
+        if "error" in self.seen:
+            spec["error"] = r.error
+        if r.open_mode is not None:
+            spec["open_mode"] = r.open_mode
+        if r.input:
+            spec["input"] = "/dev/null" if r.input.lower() == "none" else r.input
         if r.array is not None:
             try:  # the size is checked from the text, nothing is expanded
                 parse_array(r.array, max_size=self.max_array_size)

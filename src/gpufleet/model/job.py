@@ -70,7 +70,13 @@ SPEC_TEXT: dict[str, int] = {
     "gres_type": MAX_NAME,
     "nodelist": MAX_TEXT,  # each entry, a name or a hostlist before expansion
     "exclude": MAX_TEXT,
+    "submit_env": MAX_ENV_VALUE,  # each value of the captured environment
+    "workdir": MAX_TEXT,
+    "output": MAX_TEXT,
+    "error": MAX_TEXT,
+    "input": MAX_TEXT,
 }
+OPEN_MODES = ("truncate", "append")  # sbatch's --open-mode
 
 
 def _ints(key: str) -> dict[str, int]:
@@ -189,6 +195,17 @@ class JobSpec:
             or self.gres_type
         )
 
+    # Slurm's batch job: the command (the script) runs on rank 0 alone, every other rank runs
+    # the step daemon; the job's outcome is the script's (see core/jobmaster.py)
+    batch: bool = False
+    workdir: str = ""  # where the tasks start (absolute); "": the job user's home
+    output: str = ""  # the batch script's stdout file (sbatch's --output pattern)
+    error: str = ""  # its stderr file; "": with the output
+    open_mode: str = "truncate"  # of those files on the first attempt (later ones append)
+    input: str = ""  # the batch script's stdin file (sbatch's --input); "": /dev/null
+    # the submitter's environment, captured at submit (sbatch's --export); never shown
+    submit_env: tuple[tuple[str, str], ...] = ()
+
     @property
     def worker_resources(self) -> Resources:
         return Resources(self.gpus_per_worker * self.gpu_milli, self.cpu_milli, self.memory_mib)
@@ -266,6 +283,8 @@ class JobSpec:
                 "one worker per node (distinct_nodes or exclusive) cannot keep "
                 f"{workers} workers under one node",
             )
+        batch, workdir, output, error, open_mode, stdin = _read_batch(f)
+        submit_env = _read_env(f, "submit_env")
         f.finish()
         spec = JobSpec(
             name,
@@ -288,6 +307,13 @@ class JobSpec:
             warning,
             requeue,
             secrets,
+            batch=batch,
+            workdir=workdir,
+            output=output,
+            error=error,
+            open_mode=open_mode,
+            input=stdin,
+            submit_env=submit_env,
         )
         return replace(spec, **alloc) if alloc else spec
 
@@ -455,15 +481,41 @@ def _read_command(f: Fields) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _read_env(f: Fields) -> tuple[tuple[str, str], ...]:
-    env = f.labels("env", max_key=MAX_NAME, max_value=SPEC_TEXT["env"])
+def _read_env(f: Fields, key: str = "env") -> tuple[tuple[str, str], ...]:
+    env = f.labels(key, max_key=MAX_NAME, max_value=SPEC_TEXT[key])
     for k in env:
         # execve takes "KEY=VALUE": a key with '=' (or none at all) would set another variable
         if not k or "=" in k:
-            raise f.error(f"env.{k}", "an environment variable name must be non-empty, without '='")
+            raise f.error(
+                f"{key}.{k}", "an environment variable name must be non-empty, without '='"
+            )
     if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV:
-        raise f.error("env", f"must be at most {MAX_ENV} characters in all")
+        raise f.error(key, f"must be at most {MAX_ENV} characters in all")
     return tuple(sorted(env.items()))
+
+
+def _read_batch(f: Fields) -> tuple[bool, str, str, str, str, str]:
+    """``batch``, ``workdir`` and the batch script's files (``output``, ``error``,
+    ``open_mode``), which only a batch job has: a plain job's every rank logs to gpufleet."""
+    batch = f.flag("batch", False)
+    workdir = f.text("workdir", "", max_len=SPEC_TEXT["workdir"])
+    if workdir and not workdir.startswith("/"):
+        raise f.error("workdir", f"must be an absolute path, got {workdir!r}")
+    output = f.text("output", "", max_len=SPEC_TEXT["output"])
+    error = f.text("error", "", max_len=SPEC_TEXT["error"])
+    stdin = f.text("input", "", max_len=SPEC_TEXT["input"])
+    open_mode = f.text("open_mode", "truncate", max_len=MAX_NAME)
+    if open_mode not in OPEN_MODES:
+        raise f.error("open_mode", f"must be one of {', '.join(OPEN_MODES)}; got {open_mode!r}")
+    for key, given in (
+        ("output", output),
+        ("error", error),
+        ("input", stdin),
+        ("open_mode", open_mode != "truncate"),
+    ):
+        if given and not batch:
+            raise f.error(key, "is the batch script's file; it needs batch: true")
+    return batch, workdir, output, error, open_mode, stdin
 
 
 class JobState(StrEnum):

@@ -10,10 +10,11 @@ import hmac
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from gpufleet.core.launch_env import step_port
 from gpufleet.model.allocation import Allocation
+from gpufleet.model.job import JobSpec
 from gpufleet.secretfile import SecretFileError, read_secret, write_secret
 
 SECRET_FILE = "step.key"
@@ -38,11 +39,10 @@ def load_secret(data_dir: Path) -> bytes:
     return key
 
 
-def serves_steps(spec: Any, allocation: Allocation) -> bool:
-    """Whether a job's ranks get the step environment: a batch job's (``spec.batch``),
-    or, where the spec has no such field, every gang of more than one worker."""
-    batch = getattr(spec, "batch", None)
-    return bool(batch) if batch is not None else len(allocation) > 1
+def serves_steps(spec: JobSpec) -> bool:
+    """Whether a job's ranks get the step environment: a batch job's, whose script may run
+    ``srun`` (its other ranks are the step daemons it reaches)."""
+    return spec.batch
 
 
 def step_key(secret: bytes, job_id: str, attempt: int) -> str:

@@ -65,7 +65,16 @@ _SPEC_KEYS = (
     "requeue",
     "secrets",
     *ALLOC_KEYS,
+    "batch",
+    "workdir",
+    "output",
+    "error",
+    "open_mode",
+    "input",
+    "submit_env",
 )
+# kept with the job, never shown: the environment captured at submit (sbatch's --export)
+HIDDEN_SPEC_KEYS = ("submit_env",)
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
@@ -97,6 +106,13 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "requeue": spec.requeue,
         "secrets": [ref_to_dict(r) for r in spec.secrets],
         **_alloc_to_dict(spec),
+        "batch": spec.batch,
+        "workdir": spec.workdir,
+        "output": spec.output,
+        "error": spec.error,
+        "open_mode": spec.open_mode,
+        "input": spec.input,
+        "submit_env": [[k, v] for k, v in spec.submit_env],
     }
 
 
@@ -143,8 +159,14 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         kw["signal"] = WarningSignal(
             int(w["signal"]), int(w.get("before_s", 60)), bool(w.get("batch_only", False))
         )
-    if "requeue" in d:
-        kw["requeue"] = bool(d["requeue"])
+    for key in ("requeue", "batch"):
+        if key in d:
+            kw[key] = bool(d[key])
+    for key in ("workdir", "output", "error", "open_mode", "input"):
+        if key in d:
+            kw[key] = str(d[key])
+    if "submit_env" in d:
+        kw["submit_env"] = tuple((str(k), str(v)) for k, v in d["submit_env"])
     if d.get("secrets"):
         kw["secrets"] = tuple(ref_from_dict(r) for r in d["secrets"])
     for key in ("distinct_nodes", "exclusive", "whole_node_memory"):
