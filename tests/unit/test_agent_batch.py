@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -151,7 +152,15 @@ def until(pred: Callable[[], bool], runner: TaskRunner) -> None:
 
 
 def test_a_step_host_runs_the_step_daemon_until_stopped(runner: TaskRunner) -> None:
-    c = cmd([], rank=1, role="step")
+    with socket.socket() as s:  # a free port for the daemon's own entry
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    steps = {
+        "GPUFLEET_STEP_HOSTS": f"127.0.0.1:{port - 1},127.0.0.1:{port}",
+        "GPUFLEET_STEP_SLOT": "1",
+        "GPUFLEET_STEP_KEY": "ab" * 32,
+    }
+    c = cmd([], rank=1, role="step", env=steps)
     assert runner.launch(c)[0].kind == "started"
     pid = runner._live[("b1", 1, 1)].proc.pid
     until(lambda: catches(pid, signal.SIGTERM), runner)  # it holds its node, until stopped
