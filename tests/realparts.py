@@ -103,6 +103,9 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "iperf3": _binary("iperf3", "iperf3"),
     "fio": _binary("fio", "fio"),
     "setpriv": _binary("setpriv", "util-linux"),
+    "podman": _binary("podman", "podman runc"),
+    "runc": _binary("runc", "runc"),
+    "busybox": _binary("busybox", "busybox-static"),
 }
 
 

@@ -33,12 +33,13 @@ from typing import IO, Literal
 
 import psutil  # type: ignore[import-untyped]
 
-from gpufleet.agent import sandbox
-from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
+from gpufleet.agent import containers, sandbox
+from gpufleet.agent.accounts import Account, LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
-from gpufleet.agent.taskenv import check_no_nul, task_env
+from gpufleet.agent.taskenv import SECURE_PATH, check_no_nul, task_env
 from gpufleet.api.schemas import AgentCommand, AgentEvent
 from gpufleet.core.clock import Clock
+from gpufleet.model.container import container_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class _Task:
     warn_before_s: float = 0.0
     warn_batch_only: bool = False
     warned_at: float | None = None  # when it went out (once per attempt)
+    container: str = ""  # its container's name, when it runs in one
 
 
 class LatestAttempts:
@@ -127,6 +129,7 @@ class TaskRunner:
         node_env: Mapping[str, str] | None = None,
         *,
         as_root: bool | None = None,
+        container_runtime: containers.Runtime | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.visible_devices = visible_devices
@@ -144,6 +147,8 @@ class TaskRunner:
             )
         self._live: dict[Key, _Task] = {}
         self._latest = LatestAttempts()
+        self.container_runtime = container_runtime
+        self._cleanups: list[subprocess.Popen[bytes]] = []  # `podman rm -f` still running
 
     # ----- queries ------------------------------------------------------------------------
 
@@ -207,24 +212,38 @@ class TaskRunner:
         sandbox.private_dir(out_path.parent)
         tmp = self.tmp_path(key)
         sandbox.fresh_tmp(tmp, account)
-        argv, tmpdir = sandbox.wrap(list(cmd.command), account, tmp)
-        env = task_env(account, tmpdir, self.node_env, cmd.env, self.visible_devices(cmd.gpus))
+        env_stdin: int | None = None
+        name = ""
+        if cmd.container is not None:
+            argv, env, env_stdin, name = self._in_container(cmd, key, account, tmp)
+        else:
+            argv, tmpdir = sandbox.wrap(list(cmd.command), account, tmp)
+            env = task_env(account, tmpdir, self.node_env, cmd.env, self.visible_devices(cmd.gpus))
         workdir = env.get("GPUFLEET_WORKDIR")
-        if workdir and Path(workdir).is_dir():
+        if name:
+            cwd = str(tmp)  # the runtime's; the task's is the container's workdir
+        elif workdir and Path(workdir).is_dir():
             cwd = workdir
         elif sandbox.switches(account):  # as a login does; the agent's directory is not its
             cwd = account.home if Path(account.home).is_dir() else str(tmp)
         else:
             cwd = str(out_path.parent)
-        out_fd = sandbox.open_log(out_path, account)
+        try:
+            out_fd = sandbox.open_log(out_path, account)
+        except BaseException:
+            _close(env_stdin)
+            raise
         try:
             err_fd = sandbox.open_log(err_path, account)
         except BaseException:
             os.close(out_fd)
+            _close(env_stdin)
             raise
         with open(out_fd, "ab") as out, open(err_fd, "ab") as err:
             missing = (
-                _unrunnable(cmd.command[0], env.get("PATH"), cwd) if argv != cmd.command else None
+                _unrunnable(cmd.command[0], env.get("PATH"), cwd)
+                if argv != cmd.command and not name
+                else None
             )
             if missing is not None:  # say so as Popen would, not as setpriv's exit 127
                 sandbox.remove_tree(tmp)
@@ -232,7 +251,9 @@ class TaskRunner:
             try:
                 proc = subprocess.Popen(
                     argv,
-                    stdin=subprocess.DEVNULL,
+                    # a container's environment: an unlinked file read as the runtime's stdin
+                    # (its --env-file /dev/stdin), never a value on a command line
+                    stdin=subprocess.DEVNULL if env_stdin is None else env_stdin,
                     stdout=out,
                     stderr=err,
                     env=env,
@@ -243,6 +264,8 @@ class TaskRunner:
             except OSError as e:
                 sandbox.remove_tree(tmp)
                 return self._spawn_failed(key, cmd, e, err)
+            finally:
+                _close(env_stdin)
         pidfile = out_path.with_name(f"rank{cmd.rank}.pid")
         try:
             _write_pidfile(pidfile, proc.pid)
@@ -263,9 +286,119 @@ class TaskRunner:
             warn_signal=cmd.signal,
             warn_before_s=cmd.signal_before_s,
             warn_batch_only=cmd.signal_batch_only,
+            container=name,
         )
         log.info("started %s/%d rank %d as %s: pid %d", *key, account.name, proc.pid)
         return RunnerEvent("started", key)
+
+    def _in_container(
+        self, cmd: AgentCommand, key: Key, account: Account, tmp: Path
+    ) -> tuple[list[str], dict[str, str], int, str]:
+        """The runtime's command line, its process environment, the env file (a descriptor:
+        an unlinked file, the runtime's stdin) and the container's name."""
+        rt = self.container_runtime
+        if rt is None:
+            raise LaunchRefused(
+                "refused: the job runs in a container image but this node has no container "
+                f"runtime ({', '.join(containers.ORDER)})"
+            )
+        try:
+            spec = container_from_dict(cmd.container or {})
+        except (KeyError, TypeError, ValueError) as e:
+            raise LaunchRefused(f"refused: a bad container in the launch: {e}") from None
+        gpus = tuple(cmd.gpus)
+        cdi = containers.nvidia_cdi() if gpus else False
+        nodes = [] if cdi else containers.nvidia_device_nodes(gpus)
+        # in the container the job's GPUs are its only ones, numbered from 0; without a device
+        # (the simulated backend) they are what a bare task is told
+        visible = (
+            ",".join(str(i) for i in range(len(gpus)))
+            if cdi or any(n.rsplit("/", 1)[-1][6:].isdigit() for n in nodes)
+            else self.visible_devices(cmd.gpus)
+        )
+        env = task_env(account, "/tmp", self.node_env, cmd.env, visible)
+        switch = getattr(rt, "switches_user", False)
+        try:
+            text = containers.env_file_text(env)
+        except ValueError as e:
+            raise LaunchRefused(f"refused: {e}") from None
+        fd = _unlinked_file(tmp.parent, text.encode())
+        name = containers.container_name(*key)
+        task = containers.ContainerTask(
+            name=name,
+            image=spec.image,
+            command=list(cmd.command),
+            uid=account.uid,
+            gid=account.gid,
+            env_file="/dev/stdin",
+            workdir=spec.workdir,
+            mounts=spec.mounts,
+            gpus=gpus,
+            tmp=str(tmp),
+            rootless=not self.as_root,
+            ulimits=_ulimits(),
+            cdi=cdi,
+            device_nodes=nodes,
+        )
+        try:
+            argv = rt.argv(task)
+            if switch:  # an unprivileged runtime: started as the job's account
+                argv, _ = sandbox.wrap(argv, account, tmp)
+            else:  # it switches to the job's uid itself; dies with the agent all the same
+                argv = [*sandbox.PDEATHSIG, *argv]
+        except BaseException:
+            os.close(fd)
+            raise
+        # the runtime's own process: only what it needs to find itself (the task's
+        # environment is in the env file); a user-switching runtime gets the task's too
+        proc_env = dict(env) if switch else {"PATH": SECURE_PATH, "HOME": "/root"}
+        return argv, proc_env, fd, name
+
+    def _remove_container(self, name: str) -> None:
+        """``runtime rm -f`` in the background (reaped at a later poll): the container may
+        outlive its client after a SIGKILL."""
+        rt = self.container_runtime
+        rm = rt.cleanup_argv(name) if rt is not None else None
+        if rm is None:
+            return
+        try:
+            self._cleanups.append(
+                subprocess.Popen(
+                    rm,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        except OSError as e:
+            log.warning("could not remove container %s: %s", name, e)
+
+    def sweep_containers(self, timeout_s: float = 60.0) -> list[str]:
+        """Remove gpufleet's containers that no live task of this agent runs (left by an agent
+        that died, or by a client killed before its container); blocking, at startup."""
+        rt = self.container_runtime
+        ls = rt.list_argv() if rt is not None else None
+        if rt is None or ls is None:
+            return []
+        try:
+            names = subprocess.run(
+                ls, capture_output=True, text=True, timeout=timeout_s, check=True
+            ).stdout.split()
+        except (OSError, subprocess.SubprocessError) as e:
+            log.warning("could not list containers: %s", e)
+            return []
+        mine = {t.container for t in self._live.values()}
+        removed = []
+        for n in names:
+            rm = rt.cleanup_argv(n)
+            if n in mine or rm is None:
+                continue
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(rm, capture_output=True, timeout=timeout_s, check=False)
+                removed.append(n)
+                log.warning("removed orphaned container %s", n)
+        return removed
 
     def _note(self, key: Key, why: str) -> None:
         """The reason a task did not start, in its stderr log (best effort: the disk may be
@@ -316,6 +449,8 @@ class TaskRunner:
         if not t.killed_hard:
             t.killed_hard = True
             _signal_group(t.proc.pid, signal.SIGKILL)
+            if t.container:  # the runtime's client cannot pass a SIGKILL on
+                self._remove_container(t.container)
 
     # ----- poll ---------------------------------------------------------------------------
 
@@ -323,12 +458,15 @@ class TaskRunner:
         """Reap exited tasks and act on deadlines. Never blocks."""
         now = self.clock.now() if now is None else now
         out = []
+        self._cleanups = [p for p in self._cleanups if p.poll() is None]
         for key, t in list(self._live.items()):
             rc = _exit_status(t.proc)
             if rc is not None:
                 del self._live[key]
                 with contextlib.suppress(OSError):
                     t.pidfile.unlink()
+                if t.container and (t.stop_why is not None or rc < 0):
+                    self._remove_container(t.container)  # its client was stopped: make sure
                 sandbox.remove_tree(t.tmp)
                 out.append(RunnerEvent("exited", key, *self._describe(t, rc)))
                 log.info("exited %s/%d rank %d: %s", *key, out[-1].why or "code 0")
@@ -413,6 +551,56 @@ class TaskRunner:
             pidfile.unlink(missing_ok=True)
             sandbox.remove_tree(self.tmp_path(key))
         return killed
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _unlinked_file(directory: Path, data: bytes) -> int:
+    """A descriptor of a file holding ``data`` that no name reaches (0600, the agent's)."""
+    fd = os.open(directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _ulimits() -> list[tuple[str, int, int]]:
+    """The agent's own open-file and process limits, for the container: runtimes default to
+    limits above what the host allows (runc then fails to set them). Each is held to the
+    kernel's own ceiling (fs.nr_open, kernel.pid_max), which some kernels enforce below the
+    limit a process reports."""
+    import resource
+
+    out = []
+    for name, which, ceiling in (
+        ("nofile", resource.RLIMIT_NOFILE, "/proc/sys/fs/nr_open"),
+        ("nproc", resource.RLIMIT_NPROC, "/proc/sys/kernel/pid_max"),
+    ):
+        soft, hard = resource.getrlimit(which)
+        try:
+            top = int(Path(ceiling).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            top = None
+        if top is not None:
+            hard = top if hard == resource.RLIM_INFINITY else min(hard, top)
+            soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
+        out.append(
+            (
+                name,
+                -1 if soft == resource.RLIM_INFINITY else soft,
+                -1 if hard == resource.RLIM_INFINITY else hard,
+            )
+        )
+    return out
 
 
 def _unrunnable(program: str, path: str | None, cwd: str) -> OSError | None:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gpufleet.model.catalog import GPU_MODELS
+from gpufleet.model.container import MAX_IMAGE, MAX_MOUNTS, MAX_PATH
 from gpufleet.model.job import SIGNALS, SPEC_BOUNDS, SPEC_TEXT, JobSpec, TopologyLevel
 from gpufleet.model.resources import MILLI
 from gpufleet.model.validate import MAX_COMMAND, MAX_ENV, MAX_ITEMS, MAX_NAME
@@ -82,6 +83,43 @@ class SignalIn(BaseModel):
         description="true (Slurm's B:): to each task's main process only, not its children; "
         "false: to each task's whole process group",
     )
+
+
+_PATH = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PATH,
+        pattern="^/[^:,]*$",
+        description="an absolute path, without ':' or ','",
+    ),
+]
+
+
+class MountIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="MountIn")
+
+    source: _PATH = Field(description="the path on the node")
+    target: _PATH = Field(description="the path in the container")
+    read_only: bool | None = False
+
+
+class ContainerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="ContainerIn")
+
+    image: str = Field(
+        min_length=1,
+        max_length=MAX_IMAGE,
+        pattern=r"^[^\s-][^\s]*$",
+        description="the image, as the node's runtime names it (e.g. docker://nvcr.io#nvidia/"
+        "pytorch:24.05, localhost/app:1, /shared/app.sqsh)",
+    )
+    mounts: (
+        Annotated[str, Field(description="pyxis's form SRC[:DST[:ro]],…")]
+        | Annotated[list[MountIn], Field(max_length=MAX_MOUNTS)]
+        | None
+    ) = None
+    workdir: _PATH | None = Field(None, description="where its tasks start (default: the image's)")
 
 
 class JobSpecIn(BaseModel):
@@ -169,6 +207,31 @@ class JobSpecIn(BaseModel):
         description="requeue the job when a node it runs on is lost (Slurm's --requeue); "
         "false (--no-requeue): the job fails instead",
     )
+    container: (
+        Annotated[str, Field(min_length=1, max_length=MAX_IMAGE, description="the image alone")]
+        | ContainerIn
+        | None
+    ) = Field(
+        None,
+        description="run every task in this container image, with the node's runtime "
+        "(apptainer, enroot, podman or docker); pyxis's --container-*",
+    )
+
+
+class MountOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="MountOut")
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+class ContainerOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="ContainerOut")
+
+    image: str
+    mounts: list[MountOut] = []
+    workdir: str = ""
 
 
 class SignalOut(BaseModel):
@@ -211,6 +274,7 @@ class JobSpecOut(BaseModel):
     env: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = []
     signal: SignalOut | None = None
     requeue: bool = _DEFAULTS["requeue"]
+    container: ContainerOut | None = None
 
 
 # models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from gpufleet.model import catalog
+from gpufleet.model.container import ContainerSpec, read_container
 from gpufleet.model.resources import MILLI, Resources
 from gpufleet.model.validate import (
     MAX_ARG,
@@ -148,6 +149,7 @@ class JobSpec:
     signal: WarningSignal | None = None  # a warning before the time limit (Slurm's --signal)
     # requeued after a lost node (the default); False: the job fails instead (--no-requeue)
     requeue: bool = True
+    container: ContainerSpec | None = None  # the image its tasks run in (model/container.py)
 
     @property
     def worker_resources(self) -> Resources:
@@ -217,6 +219,7 @@ class JobSpec:
         env = _read_env(f)
         warning = _read_signal(f)
         requeue = f.flag("requeue", True)
+        container = read_container(f)
         f.finish()
         return JobSpec(
             name,
@@ -238,6 +241,7 @@ class JobSpec:
             env,
             warning,
             requeue,
+            container=container,
         )
 
 

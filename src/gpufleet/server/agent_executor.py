@@ -76,6 +76,7 @@ class AgentExecutor:
                     signal_batch_only=warning.batch_only if warning else False,
                     run_as=spec.user,
                     fallback_account=self.fallback_account,
+                    container=None if spec.container is None else spec.container.to_dict(),
                     epoch=epochs.get(p.node, 0),
                 ),
             )

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.container import container_from_dict
 from gpufleet.model.job import JobSpec, Topology, TopologyLevel, WarningSignal
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
@@ -50,6 +51,7 @@ _SPEC_KEYS = (
     "env",
     "signal",
     "requeue",
+    "container",
 )
 
 
@@ -80,6 +82,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
             "batch_only": spec.signal.batch_only,
         },
         "requeue": spec.requeue,
+        "container": None if spec.container is None else spec.container.to_dict(),
     }
 
 
@@ -120,6 +123,10 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         )
     if "requeue" in d:
         kw["requeue"] = bool(d["requeue"])
+    if d.get("container") is not None:
+        c = d["container"]
+        _check_keys("job spec container", c, ("image", "mounts", "workdir"))
+        kw["container"] = container_from_dict(c)
     return JobSpec(**kw)
 
 

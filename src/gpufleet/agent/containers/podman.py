@@ -1,0 +1,60 @@
+"""podman (exercised by a real runtime in the test suite: Debian's podman 4.3 with runc).
+
+``podman run`` stays in the foreground: its stdout and stderr are the task's logs, its exit
+status the container's (125 when podman itself failed, 126/127 as a shell says). ``--init``
+gives the task a PID 1 that passes SIGTERM on (podman proxies signals to the container), so a
+cancel or a time limit stops the container; ``--rm`` removes it when it ends, and the runner
+runs ``podman rm -f`` after a SIGKILL, which podman cannot pass on.
+"""
+
+from __future__ import annotations
+
+from gpufleet.agent.containers import NAME_PREFIX, ContainerTask, Runtime
+
+
+class Podman(Runtime):
+    NAME = "podman"
+    BINARIES = ("podman",)
+    # runc: crun fails on cgroup v1 kernels such as this project's dev boxes; runc works on both
+    oci_runtime = "runc"
+
+    def argv(self, task: ContainerTask) -> list[str]:
+        a = [self.binary, "run", "--rm", "--init", "--name", task.name]
+        if self.oci_runtime:
+            a += ["--runtime", self.oci_runtime]
+        a += ["--user", f"{task.uid}:{task.gid}"]
+        if task.rootless:
+            a += ["--userns=keep-id"]
+        a += ["--network", "host", "--ipc", "host", "--security-opt", "no-new-privileges"]
+        a += ["--env-file", task.env_file]
+        for name, soft, hard in task.ulimits:
+            a += ["--ulimit", f"{name}={soft}:{hard}"]
+        if task.tmp:
+            a += ["--mount", f"type=bind,source={task.tmp},target=/tmp"]
+        for m in task.mounts:
+            a += ["--mount", f"type=bind,source={m.source},target={m.target}" + _ro(m.read_only)]
+        if task.workdir:
+            a += ["--workdir", task.workdir]
+        if task.cdi:
+            a += [x for g in task.gpus for x in ("--device", f"nvidia.com/gpu={g}")]
+        else:
+            a += [x for d in task.device_nodes for x in ("--device", d)]
+        return [*a, "--", task.image, *task.command]
+
+    def cleanup_argv(self, name: str) -> list[str]:
+        return [self.binary, "rm", "--force", "--time", "0", "--ignore", name]
+
+    def list_argv(self) -> list[str]:
+        return [
+            self.binary,
+            "ps",
+            "--all",
+            "--filter",
+            f"name=^{NAME_PREFIX}",
+            "--format",
+            "{{.Names}}",
+        ]
+
+
+def _ro(read_only: bool) -> str:
+    return ",ro=true" if read_only else ""

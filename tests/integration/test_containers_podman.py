@@ -1,0 +1,199 @@
+"""A job with a container image runs in a real podman container (runc), through the real agent's
+task runner as root: its output is captured as a bare task's, it runs as the job's uid, sees its
+environment (never written where a name reaches it), its mount and workdir, its exit code comes
+back, and a cancel, a SIGKILL after the grace and the orphan sweep leave no container behind.
+
+The image is built here from a static busybox (no registry is reachable). Podman on two cores
+takes seconds per container: four container runs in all."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.realparts import require
+
+from gpufleet.agent.containers import container_name
+from gpufleet.agent.containers.podman import Podman
+from gpufleet.agent.runner import TaskRunner
+from gpufleet.api.schemas import AgentCommand
+from gpufleet.model.container import ContainerSpec, Mount
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a root agent runs podman"),
+]
+IMAGE = "localhost/gpufleet-test:1"
+TOOLS = ("sh", "id", "cat", "env", "pwd", "sleep", "echo", "ls", "true")
+
+
+def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def leftovers() -> list[str]:
+    out = podman("ps", "--all", "--filter", "name=^gpufleet-", "--format", "{{.Names}}")
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    require("podman", "runc", "busybox")
+    if podman("image", "exists", IMAGE).returncode == 0:
+        return IMAGE
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        (root / "bin").mkdir()
+        shutil.copy2(shutil.which("busybox") or "/bin/busybox", root / "bin" / "busybox")
+        for t in TOOLS:
+            (root / "bin" / t).symlink_to("busybox")
+        for sub in ("tmp", "work", "mnt"):
+            (root / sub).mkdir(mode=0o1777)
+            os.chmod(root / sub, 0o1777)
+        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+        done = subprocess.run(
+            ["podman", "import", "-", IMAGE], stdin=tar.stdout, capture_output=True, timeout=120
+        )
+        tar.wait()
+        assert done.returncode == 0, done.stderr
+    return IMAGE
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[TaskRunner]:
+    r = TaskRunner(
+        tmp_path / "data",
+        lambda gpus: ",".join(str(g) for g in gpus),
+        as_root=True,
+        container_runtime=Podman.detect(),
+    )
+    yield r
+    for key in r.live():
+        r.kill(key, 0, "test over")
+    r.wait(30)
+
+
+def launch(runner: TaskRunner, job: str, command: list[str], **kw: object) -> AgentCommand:
+    cmd = AgentCommand(kind="launch", job=job, attempt=1, rank=0, command=command, **kw)  # type: ignore[arg-type]
+    [ev] = runner.launch(cmd)
+    assert ev.kind == "started", ev
+    return cmd
+
+
+def finish(runner: TaskRunner, timeout_s: float = 90) -> tuple[int, str]:
+    events = runner.wait(timeout_s)
+    exits = [e for e in events if e.kind == "exited"]
+    assert exits, "the task did not end"
+    deadline = time.monotonic() + 60
+    while runner._cleanups and time.monotonic() < deadline:  # `podman rm -f` in the background
+        runner.poll()
+        time.sleep(0.2)
+    return exits[0].exit_code, exits[0].why
+
+
+def test_a_container_task_runs_as_the_job_with_its_env_mount_and_workdir(
+    image: str, runner: TaskRunner, tmp_path: Path
+) -> None:
+    nobody = pwd.getpwnam("nobody")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "input.txt").write_text("from the host\n")
+    secret = "s3cr3t-" + os.urandom(6).hex()
+    spec = ContainerSpec(image, (Mount(str(shared), "/mnt/data", read_only=True),), "/work")
+    script = (
+        'echo "uid=$(id -u) gid=$(id -g)"; echo "pwd=$(pwd)"; echo "secret=$SECRET"; '
+        'echo "rank=$RANK cuda=$CUDA_VISIBLE_DEVICES tmp=$TMPDIR"; cat /mnt/data/input.txt; '
+        "echo x > /tmp/t && echo tmp-ok; echo y > /mnt/data/w 2>/dev/null || echo ro-ok; "
+        "echo to-stderr >&2; exit 3"
+    )
+    launch(
+        runner,
+        "ctr1",
+        ["/bin/sh", "-c", script],
+        env={"SECRET": secret, "RANK": "0"},
+        gpus=[1, 3],
+        run_as="nobody",
+        container=spec.to_dict(),
+    )
+    # the environment is on no command line and in no file a name reaches
+    for p in psutil_cmdlines():
+        assert secret not in p
+    data = tmp_path / "data"
+    for f in data.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
+    code, why = finish(runner)
+    out_path, err_path = runner.log_paths(("ctr1", 1, 0))
+    out, err = out_path.read_text(), err_path.read_text()
+    assert code == 3 and why == "exited with code 3", (code, why, err)
+    assert f"uid={nobody.pw_uid} gid={nobody.pw_gid}" in out
+    assert "pwd=/work" in out
+    assert f"secret={secret}" in out
+    # no GPU device on this node: the simulated GPUs are named as for a bare task
+    assert "rank=0 cuda=1,3 tmp=/tmp" in out
+    assert "from the host" in out and "tmp-ok" in out and "ro-ok" in out
+    assert err.strip().endswith("to-stderr")
+    assert out_path.stat().st_uid == nobody.pw_uid
+    assert not (shared / "w").exists()
+    assert leftovers() == []
+
+
+def psutil_cmdlines() -> list[str]:
+    import psutil  # type: ignore[import-untyped]
+
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        out.append(" ".join(p.info["cmdline"] or []))
+    return out
+
+
+def test_cancel_and_sigkill_stop_the_container(image: str, runner: TaskRunner) -> None:
+    spec = ContainerSpec(image).to_dict()
+    launch(runner, "ctr2", ["/bin/sh", "-c", "echo up; exec sleep 300"], container=spec)
+    name = container_name("ctr2", 1, 0)
+    wait_running(name)
+    runner.kill(("ctr2", 1, 0), 60, "cancelled by the user")
+    code, why = finish(runner)
+    assert code == 143 and why.startswith("cancelled by the user"), (code, why)
+    assert leftovers() == []
+    # a task that ignores SIGTERM: the SIGKILL after the grace reaches podman, not the container;
+    # the runner removes the container itself
+    script = "trap '' TERM; echo up; while :; do sleep 1; done"
+    launch(runner, "ctr3", ["/bin/sh", "-c", script], container=spec)
+    wait_running(container_name("ctr3", 1, 0))
+    runner.kill(("ctr3", 1, 0), 0, "time limit (1 s) exceeded")
+    code, why = finish(runner)
+    assert code == 137 and why.startswith("time limit"), (code, why)
+    assert leftovers() == []
+
+
+def wait_running(name: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = podman("ps", "--filter", f"name=^{name}$", "--format", "{{.Names}}").stdout
+        if name in out.split():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"container {name} did not start in {timeout_s:g} s")
+
+
+def test_the_orphan_sweep_removes_containers_nobody_supervises(
+    image: str, runner: TaskRunner
+) -> None:
+    name = container_name("orphan", 1, 0)
+    started = podman(
+        "run", "-d", "--runtime", "runc", "--name", name,
+        *[x for u in ("nofile=1024:1024", "nproc=1024:1024") for x in ("--ulimit", u)],
+        image, "sleep", "300",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert name in leftovers()
+    assert runner.sweep_containers() == [name]
+    assert leftovers() == []
