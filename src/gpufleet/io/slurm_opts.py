@@ -59,6 +59,9 @@ comment - r
 constraint C r
 container - r
 container-id - r
+container-image - r
+container-mounts - r
+container-workdir - r
 context - r
 contiguous - n
 core-spec S r

@@ -17,6 +17,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import explain
+from gpufleet.scheduler.containers import has_runtime
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import levels_for, place_gang
@@ -693,7 +694,11 @@ def _never_fits_now(
     if s.workers == 1 or not s.topology.required:
         room = 0
         for n in snap.nodes:
-            if n.schedulable and (not s.gpu_models or n.gpu_model in s.gpu_models):
+            if (
+                n.schedulable
+                and (not s.gpu_models or n.gpu_model in s.gpu_models)
+                and (s.container is None or has_runtime(n.labels))
+            ):
                 room += min(
                     n.gpus // s.gpus_per_worker if s.gpus_per_worker else s.workers,
                     n.cpu_total // s.cpu_milli if s.cpu_milli else s.workers,

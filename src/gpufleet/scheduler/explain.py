@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from gpufleet.model.job import TopologyLevel
 from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.containers import NO_RUNTIME
 from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
@@ -58,7 +59,9 @@ def never_reason(job: PendingJob, empty: Workspace) -> Reason:
     models = ", ".join(s.gpu_models) if s.gpu_models else "any model"
     total = empty.free_gpus(req)
     need = s.workers * s.gpus_per_worker
-    if req.gpus and total < need:
+    if req.container and not any(empty.runtime):
+        msg = NO_RUNTIME
+    elif req.gpus and total < need:
         msg = f"needs {_gpus(need)} ({s.describe()}) of {models}; the cluster has {total}"
     elif s.topology.required and s.topology.level is not TopologyLevel.ANY and s.workers > 1:
         msg = (

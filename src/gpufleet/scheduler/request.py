@@ -16,6 +16,7 @@ class WorkerRequest:
     memory_mib: int
     models: tuple[str, ...]  # allowed GPU models; empty = any
     dataset: str = ""
+    container: bool = False  # runs in an image: only on a node with a container runtime
 
     @property
     def whole(self) -> bool:
@@ -30,6 +31,7 @@ class WorkerRequest:
             spec.memory_mib,
             spec.gpu_models,
             spec.dataset,
+            spec.container is not None,
         )
 
 
@@ -51,4 +53,5 @@ def shape_of(spec: JobSpec) -> Shape:
         spec.dataset,
         t.level,
         t.required,
+        spec.container is not None,
     )

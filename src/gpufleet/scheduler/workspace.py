@@ -18,6 +18,7 @@ from typing import overload
 
 from gpufleet.model.allocation import Placement
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.containers import has_runtime
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import NodeView
 
@@ -120,6 +121,7 @@ class Workspace:
                 or a.gpu_model != b.gpu_model
                 or a.schedulable != b.schedulable
                 or len(a.gpu_free) != len(b.gpu_free)
+                or a.labels != b.labels
             ):
                 return cls(nodes)
         for i in changed:
@@ -174,11 +176,13 @@ class Workspace:
         self.by_name: dict[str, int] = {}
         self.model: list[str] = []
         self.ok: list[bool] = []
+        self.runtime: list[bool] = []  # has a container runtime (scheduler/containers.py)
         for i in range(n):
             v = nodes[i]
             self.by_name[v.name] = i
             self.model.append(v.gpu_model)
             self.ok.append(v.schedulable)
+            self.runtime.append(has_runtime(v.labels))
             leaf = leaf_ix.get(v.leaf)
             if leaf is None:
                 leaf = leaf_ix[v.leaf] = len(self.leaf_names)
@@ -273,6 +277,8 @@ class Workspace:
         """How many workers of ``req`` node ``i`` could take now (an exact count)."""
         if not self.ok[i] or (req.models and self.model[i] not in req.models):
             return 0
+        if req.container and not self.runtime[i]:
+            return 0
         n = 10**9
         if req.cpu_milli:
             n = self.cpu[i] // req.cpu_milli
@@ -328,7 +334,10 @@ class Workspace:
                             yield from self._fitting(lb[k], req)
 
     def _host_fits(self, i: int, req: WorkerRequest) -> bool:
-        """CPU and memory for one worker on node ``i`` (behind the fence: less what is kept)."""
+        """CPU and memory for one worker on node ``i`` (behind the fence: less what is kept),
+        and a container runtime for a job that runs in an image."""
+        if req.container and not self.runtime[i]:
+            return False
         cpu, mem = self.cpu[i], self.mem[i]
         if self.fence:
             cpu -= self.reserved_cpu.get(i, 0)
