@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.realparts import require
+from tests.containerimage import build_image
 
-from gpufleet.agent.containers import container_name
+from gpufleet.agent.containers import OWNER_LABEL, container_name
 from gpufleet.agent.containers.podman import Podman
 from gpufleet.agent.runner import TaskRunner
 from gpufleet.api.schemas import AgentCommand
@@ -30,8 +28,6 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a root agent runs podman"),
 ]
-IMAGE = "localhost/gpufleet-test:1"
-TOOLS = ("sh", "id", "cat", "env", "pwd", "sleep", "echo", "ls", "true")
 
 
 def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -45,25 +41,7 @@ def leftovers() -> list[str]:
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    require("podman", "runc", "busybox")
-    if podman("image", "exists", IMAGE).returncode == 0:
-        return IMAGE
-    with tempfile.TemporaryDirectory() as d:
-        root = Path(d)
-        (root / "bin").mkdir()
-        shutil.copy2(shutil.which("busybox") or "/bin/busybox", root / "bin" / "busybox")
-        for t in TOOLS:
-            (root / "bin" / t).symlink_to("busybox")
-        for sub in ("tmp", "work", "mnt"):
-            (root / sub).mkdir(mode=0o1777)
-            os.chmod(root / sub, 0o1777)
-        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-        done = subprocess.run(
-            ["podman", "import", "-", IMAGE], stdin=tar.stdout, capture_output=True, timeout=120
-        )
-        tar.wait()
-        assert done.returncode == 0, done.stderr
-    return IMAGE
+    return build_image()
 
 
 @pytest.fixture
@@ -188,12 +166,17 @@ def test_the_orphan_sweep_removes_containers_nobody_supervises(
     image: str, runner: TaskRunner
 ) -> None:
     name = container_name("orphan", 1, 0)
-    started = podman(
-        "run", "-d", "--runtime", "runc", "--name", name,
-        *[x for u in ("nofile=1024:1024", "nproc=1024:1024") for x in ("--ulimit", u)],
-        image, "sleep", "300",
-    )  # fmt: skip
-    assert started.returncode == 0, started.stderr
-    assert name in leftovers()
-    assert runner.sweep_containers() == [name]
+    other = container_name("others", 1, 0)  # another agent's (another data directory)
+    for n, owner in ((name, runner.container_owner), (other, "someone-else")):
+        # created, not started: the sweep removes both (and costs no container run)
+        started = podman(
+            "create", "--name", n, "--label", f"{OWNER_LABEL}={owner}", image, "sleep", "300"
+        )
+        assert started.returncode == 0, started.stderr
+    assert sorted(leftovers()) == sorted([name, other])
+    try:
+        assert runner.sweep_containers() == [name]
+        assert leftovers() == [other]
+    finally:
+        podman("rm", "--force", "--time", "0", other)
     assert leftovers() == []

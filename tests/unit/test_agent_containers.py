@@ -65,6 +65,9 @@ def test_podman_runs_the_job_as_its_uid_with_its_gpus_mounts_and_workdir() -> No
         "/dev/nvidiactl",
     ]
     assert "--userns=keep-id" in Podman("podman").argv(_with(rootless=True))
+    labelled = Podman("podman").argv(_with(owner="abc"))
+    assert labelled[labelled.index("--label") + 1] == "io.gpufleet.agent=abc"
+    assert "label=io.gpufleet.agent=abc" in Podman("podman").list_argv("abc")
     assert Podman("podman").cleanup_argv("gpufleet-j1-2-0") == [
         "podman", "rm", "--force", "--time", "0", "--ignore", "gpufleet-j1-2-0",
     ]  # fmt: skip

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -148,6 +149,10 @@ class TaskRunner:
         self._live: dict[Key, _Task] = {}
         self._latest = LatestAttempts()
         self.container_runtime = container_runtime
+        # this agent's mark on its containers (OWNER_LABEL): the same after a restart
+        self.container_owner = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[
+            :16
+        ]
         self._cleanups: list[subprocess.Popen[bytes]] = []  # `podman rm -f` still running
 
     # ----- queries ------------------------------------------------------------------------
@@ -339,6 +344,7 @@ class TaskRunner:
             ulimits=_ulimits(),
             cdi=cdi,
             device_nodes=nodes,
+            owner=self.container_owner,
         )
         try:
             argv = rt.argv(task)
@@ -378,7 +384,7 @@ class TaskRunner:
         """Remove gpufleet's containers that no live task of this agent runs (left by an agent
         that died, or by a client killed before its container); blocking, at startup."""
         rt = self.container_runtime
-        ls = rt.list_argv() if rt is not None else None
+        ls = rt.list_argv(self.container_owner) if rt is not None else None
         if rt is None or ls is None:
             return []
         try:

@@ -22,6 +22,9 @@ from gpufleet.model.container import Mount
 
 ORDER = ("apptainer", "singularity", "enroot", "podman", "docker")
 NAME_PREFIX = "gpufleet-"
+# the label that says which agent started a container (its data directory, hashed): the orphan
+# sweep of one agent leaves another's alone (LocalCluster runs several on one host)
+OWNER_LABEL = "io.gpufleet.agent"
 Which = Callable[[str], str | None]
 
 
@@ -43,6 +46,7 @@ class ContainerTask:
     ulimits: Sequence[tuple[str, int, int]] = ()  # (name, soft, hard): the agent's own
     cdi: bool = False  # the node has a CDI spec for nvidia.com/gpu
     device_nodes: Sequence[str] = field(default=())  # /dev/nvidia* to pass without CDI
+    owner: str = ""  # the agent's OWNER_LABEL value
 
 
 class Runtime:
@@ -69,9 +73,9 @@ class Runtime:
         """The command that removes ``name``'s container (None: nothing outlives the client)."""
         return None
 
-    def list_argv(self) -> list[str] | None:
-        """A command printing the names of gpufleet's containers, one a line (the orphan
-        sweep); None when the runtime keeps none."""
+    def list_argv(self, owner: str) -> list[str] | None:
+        """A command printing the names of the containers ``owner`` started, one a line (the
+        orphan sweep); None when the runtime keeps none."""
         return None
 
 

@@ -4,7 +4,7 @@ by a real runtime in the test suite: its argv is unit-tested only."""
 
 from __future__ import annotations
 
-from gpufleet.agent.containers import NAME_PREFIX, ContainerTask, Runtime
+from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime
 from gpufleet.agent.containers.podman import _ro
 
 
@@ -14,6 +14,8 @@ class Docker(Runtime):
 
     def argv(self, task: ContainerTask) -> list[str]:
         a = [self.binary, "run", "--rm", "--init", "--name", task.name]
+        if task.owner:
+            a += ["--label", f"{OWNER_LABEL}={task.owner}"]
         a += ["--user", f"{task.uid}:{task.gid}"]
         a += ["--network", "host", "--ipc", "host", "--security-opt", "no-new-privileges"]
         a += ["--env-file", task.env_file]
@@ -33,13 +35,15 @@ class Docker(Runtime):
     def cleanup_argv(self, name: str) -> list[str]:
         return [self.binary, "rm", "--force", name]
 
-    def list_argv(self) -> list[str]:
+    def list_argv(self, owner: str) -> list[str]:
         return [
             self.binary,
             "ps",
             "--all",
             "--filter",
             f"name=^{NAME_PREFIX}",
+            "--filter",
+            f"label={OWNER_LABEL}={owner}",
             "--format",
             "{{.Names}}",
         ]

@@ -9,7 +9,7 @@ runs ``podman rm -f`` after a SIGKILL, which podman cannot pass on.
 
 from __future__ import annotations
 
-from gpufleet.agent.containers import NAME_PREFIX, ContainerTask, Runtime
+from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime
 
 
 class Podman(Runtime):
@@ -20,6 +20,8 @@ class Podman(Runtime):
 
     def argv(self, task: ContainerTask) -> list[str]:
         a = [self.binary, "run", "--rm", "--init", "--name", task.name]
+        if task.owner:
+            a += ["--label", f"{OWNER_LABEL}={task.owner}"]
         if self.oci_runtime:
             a += ["--runtime", self.oci_runtime]
         a += ["--user", f"{task.uid}:{task.gid}"]
@@ -44,13 +46,15 @@ class Podman(Runtime):
     def cleanup_argv(self, name: str) -> list[str]:
         return [self.binary, "rm", "--force", "--time", "0", "--ignore", name]
 
-    def list_argv(self) -> list[str]:
+    def list_argv(self, owner: str) -> list[str]:
         return [
             self.binary,
             "ps",
             "--all",
             "--filter",
             f"name=^{NAME_PREFIX}",
+            "--filter",
+            f"label={OWNER_LABEL}={owner}",
             "--format",
             "{{.Names}}",
         ]
