@@ -46,6 +46,7 @@ def image() -> str:
 
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[TaskRunner]:
+    (tmp_path / "data").mkdir()
     r = TaskRunner(
         tmp_path / "data",
         lambda gpus: ",".join(str(g) for g in gpus),
@@ -174,6 +175,8 @@ def test_the_orphan_sweep_removes_containers_nobody_supervises(
         )
         assert started.returncode == 0, started.stderr
     assert sorted(leftovers()) == sorted([name, other])
+    assert runner.sweep_containers() == []  # this agent never started a container: no look
+    (runner.data_dir / "containers.used").touch()  # as its first container task does
     try:
         assert runner.sweep_containers() == [name]
         assert leftovers() == [other]

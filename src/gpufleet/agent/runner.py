@@ -327,6 +327,8 @@ class TaskRunner:
             text = containers.env_file_text(env)
         except ValueError as e:
             raise LaunchRefused(f"refused: {e}") from None
+        # the orphan sweep looks for containers only where this agent ever started one
+        self._containers_used().touch(mode=0o600, exist_ok=True)
         fd = _unlinked_file(tmp.parent, text.encode())
         name = containers.container_name(*key)
         task = containers.ContainerTask(
@@ -360,6 +362,9 @@ class TaskRunner:
         proc_env = dict(env) if switch else {"PATH": SECURE_PATH, "HOME": "/root"}
         return argv, proc_env, fd, name
 
+    def _containers_used(self) -> Path:
+        return self.data_dir / "containers.used"
+
     def _remove_container(self, name: str) -> None:
         """``runtime rm -f`` in the background (reaped at a later poll): the container may
         outlive its client after a SIGKILL."""
@@ -385,7 +390,7 @@ class TaskRunner:
         that died, or by a client killed before its container); blocking, at startup."""
         rt = self.container_runtime
         ls = rt.list_argv(self.container_owner) if rt is not None else None
-        if rt is None or ls is None:
+        if rt is None or ls is None or not self._containers_used().exists():
             return []
         try:
             names = subprocess.run(
