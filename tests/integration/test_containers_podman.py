@@ -145,11 +145,16 @@ def test_cancel_and_sigkill_stop_the_container(image: str, runner: TaskRunner) -
     # a task that ignores SIGTERM: the SIGKILL after the grace reaches podman, not the container;
     # the runner removes the container itself
     script = "trap '' TERM; echo up; while :; do sleep 1; done"
-    launch(runner, "ctr3", ["/bin/sh", "-c", script], container=spec)
+    cmd = AgentCommand(
+        kind="launch", job="ctr3", attempt=1, rank=0, command=["/bin/sh", "-c", script],
+        container=spec, time_limit_s=1, grace_s=0,
+    )  # fmt: skip
+    [ev] = runner.launch(cmd, now=0.0)  # started at 0 on the runner's clock: the next poll
+    assert ev.kind == "started", ev  # (the clock's now) is past the time limit
     wait_running(container_name("ctr3", 1, 0))
-    runner.kill(("ctr3", 1, 0), 0, "time limit (1 s) exceeded")
     code, why = finish(runner)
-    assert code == 137 and why.startswith("time limit"), (code, why)
+    assert code == 137, (code, why)
+    assert why == "time limit (1 s) exceeded; killed by SIGKILL after 0 s grace", why
     assert leftovers() == []
 
 

@@ -330,6 +330,12 @@ class TaskRunner:
         # the orphan sweep looks for containers only where this agent ever started one
         self._containers_used().touch(mode=0o600, exist_ok=True)
         fd = _unlinked_file(tmp.parent, text.encode())
+        if switch and sandbox.switches(account):  # the runtime, as the job, reopens /dev/stdin
+            try:
+                os.fchown(fd, account.uid, account.gid)
+            except BaseException:
+                os.close(fd)
+                raise
         name = containers.container_name(*key)
         task = containers.ContainerTask(
             name=name,
@@ -341,7 +347,9 @@ class TaskRunner:
             workdir=spec.workdir,
             mounts=spec.mounts,
             gpus=gpus,
-            tmp=str(tmp),
+            # a runtime started as the job sees the task's /tmp where the bare runner puts it
+            # (the agent's directory above it is not the job's to enter)
+            tmp="/tmp" if switch and sandbox.switches(account) else str(tmp),
             rootless=not self.as_root,
             ulimits=_ulimits(),
             cdi=cdi,
@@ -359,7 +367,12 @@ class TaskRunner:
             raise
         # the runtime's own process: only what it needs to find itself (the task's
         # environment is in the env file); a user-switching runtime gets the task's too
-        proc_env = dict(env) if switch else {"PATH": SECURE_PATH, "HOME": "/root"}
+        proc_env = (
+            dict(env)
+            if switch
+            else {"PATH": SECURE_PATH, "HOME": self.agent.home}
+            | {k: v for k, v in os.environ.items() if k == "XDG_RUNTIME_DIR"}  # rootless podman
+        )
         return argv, proc_env, fd, name
 
     def _containers_used(self) -> Path:
