@@ -295,3 +295,24 @@ def test_the_container_agrees_in_both_forms() -> None:
     assert dup.field == "container.mounts" and "same target" in dup.reason
     again = JobSpec.from_dict({**BASE, "container": spec_to_dict(spec)["container"]})
     assert again == spec
+
+
+def test_the_container_patterns_agree_with_what_from_dict_accepts() -> None:
+    import re
+
+    image = SCHEMA["$defs"]["ContainerIn"]["properties"]["image"]["pattern"]
+    path = SCHEMA["$defs"]["MountIn"]["properties"]["source"]["pattern"]
+    for text in ("ok:1", "docker://nvcr.io#nvidia/x:1", "/s/app.sif", "-v", "a b", "a\tb", "x-"):
+        accepted = True
+        try:
+            read(container={"image": text})
+        except SpecError:
+            accepted = False
+        assert accepted == bool(re.search(image, text)), text
+    for text in ("/a", "/a/b c", "/", "a", "/a:b", "/a,b", ""):
+        accepted = True
+        try:
+            read(container={"image": "i", "mounts": [{"source": text, "target": "/t"}]})
+        except SpecError:
+            accepted = False
+        assert accepted == bool(re.search(path, text)), text

@@ -85,6 +85,7 @@ class SignalIn(BaseModel):
     )
 
 
+IMAGE_PATTERN = r"^[^\s-][^\s]*$"  # no white space, not an option (model/container.py)
 _PATH = Annotated[
     str,
     Field(
@@ -110,7 +111,7 @@ class ContainerIn(BaseModel):
     image: str = Field(
         min_length=1,
         max_length=MAX_IMAGE,
-        pattern=r"^[^\s-][^\s]*$",
+        pattern=IMAGE_PATTERN,
         description="the image, as the node's runtime names it (e.g. docker://nvcr.io#nvidia/"
         "pytorch:24.05, localhost/app:1, /shared/app.sqsh)",
     )
@@ -208,7 +209,15 @@ class JobSpecIn(BaseModel):
         "false (--no-requeue): the job fails instead",
     )
     container: (
-        Annotated[str, Field(min_length=1, max_length=MAX_IMAGE, description="the image alone")]
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_IMAGE,
+                pattern=IMAGE_PATTERN,
+                description="the image alone",
+            ),
+        ]
         | ContainerIn
         | None
     ) = Field(
