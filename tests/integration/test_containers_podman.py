@@ -171,17 +171,36 @@ def wait_running(name: str, timeout_s: float = 60) -> None:
 def test_the_orphan_sweep_removes_containers_nobody_supervises(
     image: str, runner: TaskRunner
 ) -> None:
+    # an agent that died left a task in a container: the next agent on its data directory
+    # kills the runtime's client (SIGKILL) and removes the container the pid file names
+    launch(
+        runner,
+        "ctr4",
+        ["/bin/sh", "-c", "exec sleep 300"],
+        container=ContainerSpec(image).to_dict(),
+    )
+    wait_running(container_name("ctr4", 1, 0))
+    pidfile = runner.log_paths(("ctr4", 1, 0))[0].with_name("rank0.pid")
+    assert "cleanup" in pidfile.read_text()
+    after = TaskRunner(
+        runner.data_dir, lambda g: "", as_root=True, container_runtime=Podman.detect()
+    )
+    assert after.kill_orphans() == [("ctr4", 1, 0)]
+    assert leftovers() == []
+    runner.wait(30)
     name = container_name("orphan", 1, 0)
     other = container_name("others", 1, 0)  # another agent's (another data directory)
     for n, owner in ((name, runner.container_owner), (other, "someone-else")):
-        # created, not started: the sweep removes both (and costs no container run)
+        # created, not started (no container run): the sweep removes this agent's alone
         started = podman(
             "create", "--name", n, "--label", f"{OWNER_LABEL}={owner}", image, "sleep", "300"
         )
         assert started.returncode == 0, started.stderr
     assert sorted(leftovers()) == sorted([name, other])
-    assert runner.sweep_containers() == []  # this agent never started a container: no look
-    (runner.data_dir / "containers.used").touch()  # as its first container task does
+    fresh = TaskRunner(
+        runner.data_dir.parent / "fresh", lambda g: "", container_runtime=Podman.detect()
+    )
+    assert fresh.sweep_containers() == []  # an agent that never started a container: no look
     try:
         assert runner.sweep_containers() == [name]
         assert leftovers() == [other]

@@ -170,3 +170,24 @@ def test_a_node_without_a_runtime_refuses_an_image_job(tmp_path: Path) -> None:
     assert (ev.kind, ev.exit_code) == ("exited", EXIT_REFUSED)
     assert "no container runtime (apptainer, singularity, enroot, podman, docker)" in ev.why
     assert "no container runtime" in r.log_paths(ev.key)[1].read_text()
+
+
+def test_the_watchdog_removes_a_container_its_pid_file_names(tmp_path: Path) -> None:
+    import json
+    import time
+
+    from gpufleet.agent.watchdog import remove_container
+
+    done = tmp_path / "removed"
+    pidfile = tmp_path / "rank0.pid"
+    pidfile.write_text(json.dumps({"pid": 1, "create_time": 0, "cleanup": ["touch", str(done)]}))
+    remove_container(pidfile)
+    deadline = time.monotonic() + 30
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert done.exists()
+    bare = tmp_path / "rank1.pid"
+    bare.write_text(json.dumps({"pid": 1, "create_time": 0}))
+    remove_container(bare)  # a bare task's: nothing to run, no error
+    bare.write_text(json.dumps({"pid": 1, "create_time": 0, "cleanup": "rm -rf /"}))
+    remove_container(bare)  # not an argv: ignored

@@ -272,8 +272,12 @@ class TaskRunner:
             finally:
                 _close(env_stdin)
         pidfile = out_path.with_name(f"rank{cmd.rank}.pid")
+        rt = self.container_runtime
+        # what removes its container when a SIGKILL stops the runtime's client, for whoever
+        # kills it (the watchdog, a restarted agent's kill_orphans)
+        cleanup = rt.cleanup_argv(name) if name and rt is not None else None
         try:
-            _write_pidfile(pidfile, proc.pid)
+            _write_pidfile(pidfile, proc.pid, cleanup)
         except BaseException:  # it must not run on unsupervised
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait(timeout=5)
@@ -572,6 +576,10 @@ class TaskRunner:
             if same and _signal_group(pid, signal.SIGKILL):
                 killed.append(key)
                 log.warning("killed orphaned task %s/%d rank %d (pid %d)", *key, pid)
+            cleanup = rec.get("cleanup")
+            if isinstance(cleanup, list) and all(isinstance(a, str) for a in cleanup):
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    subprocess.run(cleanup, capture_output=True, timeout=60, check=False)
             pidfile.unlink(missing_ok=True)
             sandbox.remove_tree(self.tmp_path(key))
         return killed
@@ -665,11 +673,14 @@ def _signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
-def _write_pidfile(path: Path, pid: int) -> None:
+def _write_pidfile(path: Path, pid: int, cleanup: list[str] | None = None) -> None:
     try:
         created = psutil.Process(pid).create_time()
     except psutil.Error:
         created = 0.0
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": pid, "create_time": created}))
+    rec: dict[str, object] = {"pid": pid, "create_time": created}
+    if cleanup:
+        rec["cleanup"] = cleanup
+    tmp.write_text(json.dumps(rec))
     tmp.replace(path)
