@@ -34,10 +34,10 @@ from typing import IO, Literal
 
 import psutil  # type: ignore[import-untyped]
 
-from gpufleet.agent import containers, sandbox
+from gpufleet.agent import containers, sandbox, secrets
 from gpufleet.agent.accounts import Account, LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
-from gpufleet.agent.taskenv import SECURE_PATH, check_no_nul, task_env
+from gpufleet.agent.taskenv import SECURE_PATH, check_no_nul, task_env, with_step_commands
 from gpufleet.api.schemas import AgentCommand, AgentEvent
 from gpufleet.core.clock import Clock
 from gpufleet.model.container import container_from_dict
@@ -146,6 +146,7 @@ class TaskRunner:
                 self.agent.name,
                 self.agent.uid,
             )
+        self.step_bin = ""  # where srun/scontrol are (slurmbin.install); "" for none
         self._live: dict[Key, _Task] = {}
         self._latest = LatestAttempts()
         self.container_runtime = container_runtime
@@ -220,10 +221,16 @@ class TaskRunner:
         env_stdin: int | None = None
         name = ""
         if cmd.container is not None:
-            argv, env, env_stdin, name = self._in_container(cmd, key, account, tmp)
+            # the task's /tmp is its directory in the container too: file secrets land there
+            launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, "/tmp", account)}
+            argv, env, env_stdin, name = self._in_container(cmd, key, account, tmp, launch_env)
         else:
             argv, tmpdir = sandbox.wrap(list(cmd.command), account, tmp)
-            env = task_env(account, tmpdir, self.node_env, cmd.env, self.visible_devices(cmd.gpus))
+            launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
+            env = task_env(
+                account, tmpdir, self.node_env, launch_env, self.visible_devices(cmd.gpus)
+            )
+            with_step_commands(env, self.step_bin)
         workdir = env.get("GPUFLEET_WORKDIR")
         if name:
             cwd = str(tmp)  # the runtime's; the task's is the container's workdir
@@ -301,7 +308,7 @@ class TaskRunner:
         return RunnerEvent("started", key)
 
     def _in_container(
-        self, cmd: AgentCommand, key: Key, account: Account, tmp: Path
+        self, cmd: AgentCommand, key: Key, account: Account, tmp: Path, launch_env: dict[str, str]
     ) -> tuple[list[str], dict[str, str], int, str]:
         """The runtime's command line, its process environment, the env file (a descriptor:
         an unlinked file, the runtime's stdin) and the container's name."""
@@ -325,7 +332,7 @@ class TaskRunner:
             if cdi or any(n.rsplit("/", 1)[-1][6:].isdigit() for n in nodes)
             else self.visible_devices(cmd.gpus)
         )
-        env = task_env(account, "/tmp", self.node_env, cmd.env, visible)
+        env = task_env(account, "/tmp", self.node_env, launch_env, visible)
         switch = getattr(rt, "switches_user", False)
         try:
             text = containers.env_file_text(env)
@@ -582,6 +589,13 @@ class TaskRunner:
                     subprocess.run(cleanup, capture_output=True, timeout=60, check=False)
             pidfile.unlink(missing_ok=True)
             sandbox.remove_tree(self.tmp_path(key))
+        # secrets a previous agent delivered to tasks it no longer runs (a pid file lost, a
+        # crash between the delivery and the start): no task of ours may still read them
+        live = {self.tmp_path(k) for k in self._live}
+        for d in secrets.leftovers(self.data_dir):
+            if d.parent not in live:
+                sandbox.remove_tree(d)
+                log.warning("removed the secrets left in %s", d)
         return killed
 
 

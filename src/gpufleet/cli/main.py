@@ -113,6 +113,12 @@ COMMANDS: list[Lazy] = [
     Lazy("spec", "gpufleet.cli.spec", "app", "Check cluster and job specs."),
     Lazy("doctor", "gpufleet.cli.doctor", "app", "Diagnose the cluster, a node or a job."),
     Lazy("token", "gpufleet.cli.admin", "register", register=True),
+    Lazy(
+        "secret",
+        "gpufleet.cli.secret",
+        "app",
+        "Create, list and remove job secrets (values from stdin or a file, never argv).",
+    ),
 ]
 _BY_NAME = {c.name: c for c in COMMANDS}
 

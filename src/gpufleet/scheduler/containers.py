@@ -1,7 +1,7 @@
-"""The container rule of placement: a job that names an image runs only on a node whose agent
-has a container runtime (it says which at registration; the controller keeps them as the node's
-label ``LABEL``, a fact of the node like its other labels). A job whose image no node can run
-waits, saying so (``NO_RUNTIME``)."""
+"""The container rule of placement (its filter: ``plugins/filter_container.py``): a job that
+names an image runs only on a node whose agent has a container runtime (it says which at
+registration; the controller keeps them as the node's label ``LABEL``, a fact of the node like
+its other labels). A job whose image no node can run waits, saying so (``NO_RUNTIME``)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import explain
-from gpufleet.scheduler.containers import has_runtime
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import levels_for, place_gang
@@ -429,6 +428,7 @@ def _first_fit_gang(
     return (
         req.whole
         and req.gpus > 0
+        and req.select is None
         and req.cpu_milli == 0
         and req.memory_mib == 0
         and not req.dataset
@@ -691,14 +691,10 @@ def _never_fits_now(
     job: PendingJob, snap: Snapshot, profile: Profile, memo: _NeverFits | None
 ) -> bool:
     s = job.spec
-    if s.workers == 1 or not s.topology.required:
+    if (s.workers == 1 or not s.topology.required) and not s.selects_nodes:
         room = 0
         for n in snap.nodes:
-            if (
-                n.schedulable
-                and (not s.gpu_models or n.gpu_model in s.gpu_models)
-                and (s.container is None or has_runtime(n.labels))
-            ):
+            if n.schedulable and (not s.gpu_models or n.gpu_model in s.gpu_models):
                 room += min(
                     n.gpus // s.gpus_per_worker if s.gpus_per_worker else s.workers,
                     n.cpu_total // s.cpu_milli if s.cpu_milli else s.workers,
