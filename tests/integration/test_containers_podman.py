@@ -1,6 +1,6 @@
 """A job with a container image runs in a real podman container (runc), through the real agent's
 task runner as root: its output is captured as a bare task's, it runs as the job's uid, sees its
-environment (never written where a name reaches it), its mount and workdir, its exit code comes
+environment and secrets (never written where a name reaches them), its mount and workdir, its exit code comes
 back, and a cancel, a SIGKILL after the grace and the orphan sweep leave no container behind.
 
 The image is built here from a static busybox (no registry is reachable). Podman on two cores
@@ -21,7 +21,7 @@ from tests.containerimage import build_image
 from gpufleet.agent.containers import OWNER_LABEL, container_name
 from gpufleet.agent.containers.podman import Podman
 from gpufleet.agent.runner import TaskRunner
-from gpufleet.api.schemas import AgentCommand
+from gpufleet.api.schemas import AgentCommand, TaskSecret
 from gpufleet.model.container import ContainerSpec, Mount
 
 pytestmark = [
@@ -90,8 +90,14 @@ def test_a_container_task_runs_as_the_job_with_its_env_mount_and_workdir(
         'echo "uid=$(id -u) gid=$(id -g)"; echo "pwd=$(pwd)"; echo "secret=$SECRET"; '
         'echo "rank=$RANK cuda=$CUDA_VISIBLE_DEVICES tmp=$TMPDIR"; cat /mnt/data/input.txt; '
         "echo x > /tmp/t && echo tmp-ok; echo y > /mnt/data/w 2>/dev/null || echo ro-ok; "
+        'echo "token=$API_TOKEN"; cat "$GPUFLEET_SECRETS_DIR/c.pem"; echo; '
         "echo to-stderr >&2; exit 3"
     )
+    token, pem = "tok-" + os.urandom(6).hex(), "pem-" + os.urandom(6).hex()
+    sealed = [
+        TaskSecret(name="t", scope="user", owner="nobody", env="API_TOKEN", value=token),
+        TaskSecret(name="c", scope="user", owner="nobody", file="c.pem", value=pem),
+    ]
     launch(
         runner,
         "ctr1",
@@ -100,14 +106,16 @@ def test_a_container_task_runs_as_the_job_with_its_env_mount_and_workdir(
         gpus=[1, 3],
         run_as="nobody",
         container=spec.to_dict(),
+        secrets=sealed,
     )
     # the environment is on no command line and in no file a name reaches
     for p in psutil_cmdlines():
-        assert secret not in p
+        assert secret not in p and token not in p
     data = tmp_path / "data"
     for f in data.rglob("*"):
-        if f.is_file():
+        if f.is_file() and f.name != "c.pem":  # the file secret: the task's own, 0600
             assert secret.encode() not in f.read_bytes(), f
+            assert token.encode() not in f.read_bytes(), f
     code, why = finish(runner)
     out_path, err_path = runner.log_paths(("ctr1", 1, 0))
     out, err = out_path.read_text(), err_path.read_text()
@@ -118,6 +126,7 @@ def test_a_container_task_runs_as_the_job_with_its_env_mount_and_workdir(
     # no GPU device on this node: the simulated GPUs are named as for a bare task
     assert "rank=0 cuda=1,3 tmp=/tmp" in out
     assert "from the host" in out and "tmp-ok" in out and "ro-ok" in out
+    assert f"token={token}" in out and pem in out  # secrets: a variable and a file in /tmp
     assert err.strip().endswith("to-stderr")
     assert out_path.stat().st_uid == nobody.pw_uid
     assert not (shared / "w").exists()
