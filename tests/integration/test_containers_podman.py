@@ -1,10 +1,12 @@
 """A job with a container image runs in a real podman container (runc), through the real agent's
 task runner as root: its output is captured as a bare task's, it runs as the job's uid, sees its
-environment and secrets (never written where a name reaches them), its mount and workdir, its exit code comes
-back, and a cancel, a SIGKILL after the grace and the orphan sweep leave no container behind.
+environment and secrets (never written where a name reaches them), its mount and workdir, its
+exit code comes back, and a cancel, a time limit's SIGKILL and the orphan sweep leave no
+container behind.
 
 The image is built here from a static busybox (no registry is reachable). Podman on two cores
-takes seconds per container: four container runs in all."""
+takes seconds per container: four container runs here, one more in
+tests/e2e/test_containers_live.py."""
 
 from __future__ import annotations
 
