@@ -54,3 +54,10 @@ def test_a_bad_container_option_is_refused_on_its_line(
         script(*directives)
     assert says in str(e.value)
     assert e.value.source == "job.sh" and e.value.field.startswith("line ")
+
+
+def test_pyxis_options_gpufleet_does_not_act_on_are_read_with_a_warning() -> None:
+    job = script("--container-image=i", "--container-name=x", "--no-container-mount-home")
+    assert job.spec["container"]["image"] == "i"
+    assert len(job.warnings) == 2
+    assert all("has no effect here" in w for w in job.warnings)
