@@ -43,7 +43,7 @@ def which(*present: str):  # type: ignore[no-untyped-def]
 
 
 def test_podman_runs_the_job_as_its_uid_with_its_gpus_mounts_and_workdir() -> None:
-    argv = Podman("/usr/bin/podman").argv(TASK)
+    argv = Podman("/usr/bin/podman", "runc").argv(TASK)
     assert argv[:6] == ["/usr/bin/podman", "run", "--rm", "--init", "--name", "gpufleet-j1-2-0"]
     joined = " ".join(argv)
     assert "--runtime runc" in joined and "--user 1001:1002" in joined
@@ -65,6 +65,7 @@ def test_podman_runs_the_job_as_its_uid_with_its_gpus_mounts_and_workdir() -> No
         "/dev/nvidiactl",
     ]
     assert "--userns=keep-id" in Podman("podman").argv(_with(rootless=True))
+    assert "--runtime" not in Podman("podman", "").argv(TASK)  # no runc: podman's default
     labelled = Podman("podman").argv(_with(owner="abc"))
     assert labelled[labelled.index("--label") + 1] == "io.gpufleet.agent=abc"
     assert "label=io.gpufleet.agent=abc" in Podman("podman").list_argv("abc")

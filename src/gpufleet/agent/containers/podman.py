@@ -9,14 +9,22 @@ runs ``podman rm -f`` after a SIGKILL, which podman cannot pass on.
 
 from __future__ import annotations
 
+import shutil
+
 from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime
 
 
 class Podman(Runtime):
     NAME = "podman"
     BINARIES = ("podman",)
-    # runc: crun fails on cgroup v1 kernels such as this project's dev boxes; runc works on both
-    oci_runtime = "runc"
+
+    def __init__(self, binary: str, oci_runtime: str | None = None) -> None:
+        super().__init__(binary)
+        # runc when the node has it: crun (Debian's default) fails on cgroup v1 kernels such as
+        # this project's dev boxes, runc works on both; else podman's own default
+        self.oci_runtime = (
+            "runc" if oci_runtime is None and shutil.which("runc") else (oci_runtime or "")
+        )
 
     def argv(self, task: ContainerTask) -> list[str]:
         a = [self.binary, "run", "--rm", "--init", "--name", task.name]
