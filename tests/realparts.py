@@ -112,6 +112,9 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "fio": _binary("fio", "fio"),
     "setpriv": _binary("setpriv", "util-linux"),
     "ray": _ray,
+    "podman": _binary("podman", "podman runc"),
+    "runc": _binary("runc", "runc"),
+    "busybox": _binary("busybox", "busybox-static"),
 }
 
 

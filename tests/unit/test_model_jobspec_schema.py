@@ -227,6 +227,11 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "open_mode": "append",
         "input": "in.txt",
         "submit_env": {"PATH": "/venv/bin:/usr/bin"},
+        "container": {
+            "image": "localhost/app:1",
+            "mounts": [{"source": "/data", "target": "/mnt", "read_only": True}],
+            "workdir": "/mnt",
+        },
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)
@@ -348,3 +353,67 @@ def test_the_secrets_agree_in_both_forms() -> None:
     assert spec.secrets == (SecretRef("a", "queue", "A", ""), SecretRef("b", "", "", "b"))
     assert spec_from_dict(spec_to_dict(spec)) == spec
     assert JobSpecOut.model_validate(shown(spec)).model_dump() == shown(spec)
+
+
+def test_the_container_agrees_in_both_forms() -> None:
+    shape = SCHEMA["$defs"]["ContainerIn"]
+    assert set(shape["properties"]) == {"image", "mounts", "workdir"}
+    assert shape["required"] == ["image"] and shape["additionalProperties"] is False
+    mount = SCHEMA["$defs"]["MountIn"]
+    assert set(mount["properties"]) == {"source", "target", "read_only"}
+    assert mount["required"] == ["source", "target"]
+    image_max = shape["properties"]["image"]["maxLength"]
+    path_max = mount["properties"]["source"]["maxLength"]
+    mounts_max = branch("container.mounts", "array")["maxItems"]
+    ok = read(container={"image": "x" * image_max, "workdir": "/" + "w" * (path_max - 1)})
+    assert ok.container is not None and ok.container.mounts == ()
+    assert read(container="img:1").container == read(container={"image": "img:1"}).container
+    assert refusal(container={"image": "x" * (image_max + 1)}).field == "container.image"
+    assert refusal(container={"image": "-v"}).field == "container.image"
+    assert refusal(container={"image": "a b"}).field == "container.image"
+    assert refusal(container={"mounts": []}).field == "container.image"
+    m = {"source": "/a", "target": "/b"}
+    assert len(read(container={"image": "i", "mounts": [m] * 1}).container.mounts) == 1  # type: ignore[union-attr]
+    many = [{"source": "/a", "target": f"/t{i}"} for i in range(mounts_max + 1)]
+    assert refusal(container={"image": "i", "mounts": many}).field == "container.mounts"
+    for bad in ("rel", "/a:b", "/a,b", "/a\0b", ""):
+        e = refusal(container={"image": "i", "mounts": [{"source": bad, "target": "/t"}]})
+        assert e.field == "container.mounts[0].source", bad
+    e = refusal(container={"image": "i", "mounts": [{"source": "/s", "target": "/t", "ro": 1}]})
+    assert e.field == "container.mounts[0].ro"
+    # every problem at once, each named
+    e = refusal(container={"mounts": [{"source": "x", "target": "y"}], "workdir": "w", "k": 1})
+    assert e.field == "container" and e.reason.startswith("5 problems: ")
+    for where in ("container.k", "container.image", "container.workdir", "mounts[0].source"):
+        assert where in e.reason, where
+    assert "container.mounts[0].target" in e.reason
+    # pyxis's comma-separated form, and the stored shape reads back as the same spec
+    spec = read(container={"image": "i", "mounts": "/d:/data:ro,/s", "workdir": "/data/"})
+    assert spec.container is not None
+    assert [m.pyxis() for m in spec.container.mounts] == ["/d:/data:ro", "/s:/s"]
+    assert spec.container.workdir == "/data"
+    dup = refusal(container={"image": "i", "mounts": "/a:/t,/b:/t/"})
+    assert dup.field == "container.mounts" and "same target" in dup.reason
+    again = JobSpec.from_dict({**BASE, "container": spec_to_dict(spec)["container"]})
+    assert again == spec
+
+
+def test_the_container_patterns_agree_with_what_from_dict_accepts() -> None:
+    import re
+
+    image = SCHEMA["$defs"]["ContainerIn"]["properties"]["image"]["pattern"]
+    path = SCHEMA["$defs"]["MountIn"]["properties"]["source"]["pattern"]
+    for text in ("ok:1", "docker://nvcr.io#nvidia/x:1", "/s/app.sif", "-v", "a b", "a\tb", "x-"):
+        accepted = True
+        try:
+            read(container={"image": text})
+        except SpecError:
+            accepted = False
+        assert accepted == bool(re.search(image, text)), text
+    for text in ("/a", "/a/b c", "/", "a", "/a:b", "/a,b", ""):
+        accepted = True
+        try:
+            read(container={"image": "i", "mounts": [{"source": text, "target": "/t"}]})
+        except SpecError:
+            accepted = False
+        assert accepted == bool(re.search(path, text)), text

@@ -93,6 +93,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-gib", type=float, help="memory to offer (default: all)")
     p.add_argument("--expected-gpus", type=int, help="GPUs this node should have")
     p.add_argument("--temp-max-c", type=float, default=90.0)
+    p.add_argument(
+        "--container-runtime",
+        default="",
+        choices=["", "apptainer", "singularity", "enroot", "podman", "docker", "none"],
+        help="the runtime for jobs with a container image (default: the first found of "
+        "apptainer, singularity, enroot, podman, docker; none: refuse such jobs)",
+    )
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -147,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             poll_wait_s=args.poll_wait_s,
             fence_grace_s=args.fence_grace_s,
             task_env=dict(args.task_env),
+            container_runtime=args.container_runtime,
             ca=args.ca,
         )
     except (ValueError, GpuUnavailable) as e:

@@ -81,6 +81,7 @@ def run_agent(
     fence_grace_s: float = 2.0,
     shutdown_grace_s: float = 5.0,
     task_env: Mapping[str, str] | None = None,
+    container_runtime: str = "",
     stop: threading.Event | None = None,
     transport: httpx.BaseTransport | None = None,
     clock: Clock | None = None,
@@ -112,6 +113,7 @@ def run_agent(
         expected_gpus=expected_gpus,
         limits=HealthLimits(temp_max_c=temp_max_c),
         task_env=dict(task_env or {}),
+        container_runtime=container_runtime,
     )
     agent = Agent(client, backend, config, clock=clock)
     agent.runner.step_bin = str(slurmbin.install(data))
@@ -119,6 +121,7 @@ def run_agent(
     for key in agent.runner.kill_orphans():
         why = "killed: the agent restarted and cannot supervise it"
         agent.events.put(RunnerEvent("exited", key, 128 + signal.SIGKILL, why).wire())
+    agent.runner.sweep_containers()  # and their containers, which outlive a killed client
     # fencing that does not need this process to be alive (or awake): its own process
     agent.watchdog = WatchdogHandle(data)
     agent.watchdog.start()

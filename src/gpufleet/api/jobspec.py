@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gpufleet.model.catalog import GPU_MODELS
+from gpufleet.model.container import MAX_IMAGE, MAX_MOUNTS, MAX_PATH
 from gpufleet.model.job import (
     MAX_NODE_NAMES,
     SIGNALS,
@@ -136,6 +137,44 @@ class SecretRefIn(BaseModel):
         pattern=FILE_PATTERN,
         description="or: the file in $GPUFLEET_SECRETS_DIR that holds it (mode 0400)",
     )
+
+
+IMAGE_PATTERN = r"^[^\s-][^\s]*$"  # no white space, not an option (model/container.py)
+_PATH = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PATH,
+        pattern="^/[^:,]*$",
+        description="an absolute path, without ':' or ','",
+    ),
+]
+
+
+class MountIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="MountIn")
+
+    source: _PATH = Field(description="the path on the node")
+    target: _PATH = Field(description="the path in the container")
+    read_only: bool | None = False
+
+
+class ContainerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="ContainerIn")
+
+    image: str = Field(
+        min_length=1,
+        max_length=MAX_IMAGE,
+        pattern=IMAGE_PATTERN,
+        description="the image, as the node's runtime names it (e.g. docker://nvcr.io#nvidia/"
+        "pytorch:24.05, localhost/app:1, /shared/app.sqsh)",
+    )
+    mounts: (
+        Annotated[str, Field(description="pyxis's form SRC[:DST[:ro]],…")]
+        | Annotated[list[MountIn], Field(max_length=MAX_MOUNTS)]
+        | None
+    ) = None
+    workdir: _PATH | None = Field(None, description="where its tasks start (default: the image's)")
 
 
 class JobSpecIn(BaseModel):
@@ -308,6 +347,39 @@ class JobSpecIn(BaseModel):
         "CLI fills it): the base of every task's environment, under env and the launch's own "
         f"variables; at most {MAX_ENV} characters in all; never shown by the API",
     )
+    container: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_IMAGE,
+                pattern=IMAGE_PATTERN,
+                description="the image alone",
+            ),
+        ]
+        | ContainerIn
+        | None
+    ) = Field(
+        None,
+        description="run every task in this container image, with the node's runtime "
+        "(apptainer, enroot, podman or docker); pyxis's --container-*",
+    )
+
+
+class MountOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="MountOut")
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+class ContainerOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="ContainerOut")
+
+    image: str
+    mounts: list[MountOut] = []
+    workdir: str = ""
 
 
 class SignalOut(BaseModel):
@@ -375,6 +447,7 @@ class JobSpecOut(BaseModel):
     open_mode: Literal["truncate", "append"] = "truncate"
     input: str = ""
     # submit_env is never shown (server/views.spec_dict)
+    container: ContainerOut | None = None
 
 
 # models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)

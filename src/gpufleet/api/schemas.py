@@ -251,6 +251,8 @@ class AgentRegister(Input):
     gres_type: OptName = ""
     driver_version: OptName = ""
     cuda_version: OptName = ""
+    # the container runtimes it has (apptainer, enroot, podman, docker), the one it uses first
+    container_runtimes: list[OptName] = Field(default=[], max_length=8)
     # tasks it still runs (after a controller restart)
     running: list[TaskRef] = Field(default=[], max_length=MAX_LIST)
     # task events not yet acknowledged (exits while the controller was away): applied before
@@ -336,6 +338,8 @@ class AgentCommand(Strict):
     input: str = ""  # the batch script's stdin file (sbatch's --input); "": /dev/null
     # the submitter's environment (sbatch's --export), under the launch's own variables
     user_env: dict[str, str] = {}
+    # the job's container (model.container.ContainerSpec.to_dict), run by the node's runtime
+    container: dict[str, Any] | None = None
     epoch: int = 0  # the registration of the node it was sent under (0: not said)
     # its number in the node's queue: the next poll acknowledges it (``ack``), else it comes
     # again (a long-poll's answer can be lost with its connection)

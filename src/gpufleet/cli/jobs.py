@@ -157,6 +157,26 @@ def submit(
     open_mode: Annotated[
         str | None, typer.Option("--open-mode", help="sbatch's: truncate (default) or append.")
     ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            "--container-image",
+            help="Run in this container image (the node's apptainer, enroot, podman or docker).",
+        ),
+    ] = None,
+    mount: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mount",
+            "--container-mounts",
+            help="SRC:DST[:ro] bind-mounted into the container (repeatable, or comma-separated).",
+        ),
+    ] = None,
+    container_workdir: Annotated[
+        str | None,
+        typer.Option("--container-workdir", help="Where the tasks start in the container."),
+    ] = None,
     array: Annotated[
         str | None, typer.Option("--array", "-a", help="Indexes: 0-9, 1,3,5, 0-15%4.")
     ] = None,
@@ -217,6 +237,9 @@ def submit(
     given = {"chdir": chdir, "export": export, "export-file": export_file, "output": output,
              "error": error, "open-mode": open_mode}  # fmt: skip
     batch_opts = [f"--{k}={v}" for k, v in given.items() if v is not None]
+    container = _container(image, mount, container_workdir)
+    if container is not None:
+        overrides["container"] = container
     try:
         subs = _submissions(command or [], file, overrides, batch_opts)
         for sub in subs:
@@ -316,6 +339,19 @@ def _parse_only(
     import yaml  # only for this human-readable print (the CLI's import cost, issue 12)
 
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+
+
+def _container(
+    image: str | None, mounts: list[str] | None, workdir: str | None
+) -> dict[str, Any] | None:
+    """--image, --mount and --container-workdir as the spec's ``container`` (read, and refused
+    naming the field, by JobSpec.from_dict); the flags replace a file's container whole."""
+    if image is None:
+        if mounts or workdir:
+            flag = "--mount" if mounts else "--container-workdir"
+            out.fail(f"{flag} needs --image", "name the container image with --image", code=2)
+        return None
+    return {"image": image, "mounts": ",".join(mounts) if mounts else None, "workdir": workdir}
 
 
 def _overrides(

@@ -32,9 +32,10 @@ from gpufleet.io.slurm_opts import OPTIONS, Given, Problem, Word, getopt
 from gpufleet.model import hostlist
 from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
 from gpufleet.model.constraint import parse as parse_constraint
+from gpufleet.model.container import read_container
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import MAX_NODE_NAMES, SPEC_BOUNDS
-from gpufleet.model.validate import text_problem
+from gpufleet.model.validate import Fields, text_problem
 
 _T = TypeVar("_T")
 
@@ -50,6 +51,7 @@ HONOURED = {
     "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
     "no-requeue", "exclusive", "nodelist", "exclude", "output", "error", "open-mode", "chdir",
     "export", "export-file", "input",
+    "container-image", "container-mounts", "container-workdir",  # NVIDIA pyxis's (SPANK)
 }  # fmt: skip
 NO_EFFECT = {
     "qos": "gpufleet has no QOS; the queue (--partition) and --priority decide",
@@ -122,6 +124,10 @@ class SlurmRequest:
     priority: int | str | None = None
     nice: int | None = None
     hold: bool = False
+    # pyxis's --container-image, --container-mounts (SRC:DST[:FLAGS],...), --container-workdir
+    container_image: str | None = None
+    container_mounts: str | None = None
+    container_workdir: str | None = None
     het_components: int = 1  # "#SBATCH hetjob" lines start more components (not read)
     other: tuple[tuple[str, str | None], ...] = ()  # every other option given, as given
     warnings: tuple[str, ...] = ()
@@ -448,6 +454,8 @@ _KEEP_TEXT = {
     "nodelist": "nodelist", "exclude": "exclude", "chdir": "chdir", "export": "export",
     "account": "account", "qos": "qos", "mail-user": "mail_user", "input": "input",
     "export-file": "export_file",
+    "container-image": "container_image", "container-mounts": "container_mounts",
+    "container-workdir": "container_workdir",
 }  # fmt: skip
 _COUNTS = {
     "ntasks": "ntasks", "ntasks-per-node": "ntasks_per_node", "cpus-per-task": "cpus_per_task",
@@ -639,6 +647,9 @@ def _verify(f: dict[str, Any], source: str) -> tuple[SlurmRequest, str]:
         exclusive=f.get("exclusive"),
         signal=f.get("signal"),
         requeue=f.get("requeue"),
+        container_image=f.get("container_image"),
+        container_mounts=f.get("container_mounts"),
+        container_workdir=f.get("container_workdir"),
         chdir=f.get("chdir"),
         export=f.get("export"),
         export_file=f.get("export_file"),
@@ -810,6 +821,9 @@ class _Build:
             spec["signal"] = warning
         if r.requeue is not None:
             spec["requeue"] = r.requeue
+        container = self.container()
+        if container is not None:
+            spec["container"] = container
         spec["command"] = command
         # Slurm's batch job: the script once, on the first node, its output in its files (the
         # working directory and the environment are the submitter's: the CLI adds them)
@@ -993,6 +1007,27 @@ class _Build:
         if r.nice is not None:
             out = (out or 0) - r.nice
         return out
+
+    def container(self) -> dict[str, Any] | None:
+        """pyxis's --container-image, --container-mounts and --container-workdir as the spec's
+        ``container``, checked here so that a problem names its line."""
+        r = self.req
+        names = ("container-image", "container-mounts", "container-workdir")
+        if r.container_image is None:
+            given = [n for n in names[1:] if n in self.seen]
+            if given:
+                raise self.err(f"{self.text(given[0])} needs --container-image", *given)
+            return None
+        c = {
+            "image": r.container_image,
+            "mounts": r.container_mounts or None,
+            "workdir": r.container_workdir or None,
+        }
+        try:
+            read_container(Fields({"container": c}, source=self.source, path=""))
+        except SpecError as e:
+            raise self.err(f"{e.field}: {e.reason}", *names) from None
+        return c
 
     def signal(self) -> dict[str, Any] | None:
         """--signal=[B:]SIG[@T] as the spec's ``signal``: B: sends it to each task's own process

@@ -8,6 +8,7 @@ from typing import Any
 
 from gpufleet.model import catalog, hostlist
 from gpufleet.model.constraint import parse as parse_constraint
+from gpufleet.model.container import ContainerSpec, read_container
 from gpufleet.model.resources import MILLI, Resources
 from gpufleet.model.secrets import SecretRef, read_secrets
 from gpufleet.model.validate import (
@@ -177,6 +178,7 @@ class JobSpec:
     exclusive: bool = False
     whole_node_memory: bool = False
     gres_type: str = ""
+    container: ContainerSpec | None = None  # the image its tasks run in (model/container.py)
 
     @property
     def tasks(self) -> int:
@@ -193,6 +195,7 @@ class JobSpec:
             or self.exclusive
             or self.whole_node_memory
             or self.gres_type
+            or self.container is not None
         )
 
     # Slurm's batch job: the command (the script) runs on rank 0 alone, every other rank runs
@@ -285,6 +288,7 @@ class JobSpec:
             )
         batch, workdir, output, error, open_mode, stdin = _read_batch(f)
         submit_env = _read_env(f, "submit_env")
+        container = read_container(f)
         f.finish()
         spec = JobSpec(
             name,
@@ -314,6 +318,7 @@ class JobSpec:
             open_mode=open_mode,
             input=stdin,
             submit_env=submit_env,
+            container=container,
         )
         return replace(spec, **alloc) if alloc else spec
 

@@ -34,7 +34,7 @@ class FilterPlugin(Protocol):
 _FILTERS: list[tuple[str, FilterPlugin]] | None = None
 # the order reasons are looked for in: the most specific first
 ORDER = ("filter/exclude", "filter/gres_type", "filter/constraint", "filter/nodelist",
-         "filter/exclusive", "filter/distinct")  # fmt: skip
+         "filter/container", "filter/exclusive", "filter/distinct")  # fmt: skip
 
 
 def plugins() -> list[tuple[str, FilterPlugin]]:

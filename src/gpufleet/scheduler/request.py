@@ -23,6 +23,7 @@ class Select:
     gres_type: str = ""
     exclusive: bool = False  # a whole idle node per worker
     whole_mem: bool = False  # all of the node's memory per worker
+    container: bool = False  # runs in an image: a node with a container runtime
 
     @staticmethod
     def of(spec: JobSpec) -> Select | None:
@@ -36,6 +37,7 @@ class Select:
             spec.gres_type if spec.gpus_per_worker else "",
             spec.exclusive,
             spec.whole_node_memory,
+            spec.container is not None,
         )
 
     @property
@@ -101,4 +103,5 @@ def shape_of(spec: JobSpec) -> Shape:
         spec.gres_type,
         spec.exclusive,
         spec.whole_node_memory,
+        spec.container is not None,
     )

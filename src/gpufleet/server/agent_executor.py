@@ -99,6 +99,7 @@ class AgentExecutor:
                     user_env=user_env,
                     workdir=spec.workdir,
                     **batch,  # type: ignore[arg-type]
+                    container=None if spec.container is None else spec.container.to_dict(),
                     epoch=epochs.get(p.node, 0),
                     secrets=refs_for_launch(spec),  # references: opened at the hand-over
                 ),

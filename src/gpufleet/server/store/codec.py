@@ -13,6 +13,7 @@ from typing import Any
 
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.container import container_from_dict
 from gpufleet.model.job import JobSpec, Topology, TopologyLevel, WarningSignal
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
@@ -72,6 +73,7 @@ _SPEC_KEYS = (
     "open_mode",
     "input",
     "submit_env",
+    "container",
 )
 # kept with the job, never shown: the environment captured at submit (sbatch's --export)
 HIDDEN_SPEC_KEYS = ("submit_env",)
@@ -113,6 +115,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "open_mode": spec.open_mode,
         "input": spec.input,
         "submit_env": [[k, v] for k, v in spec.submit_env],
+        "container": None if spec.container is None else spec.container.to_dict(),
     }
 
 
@@ -180,6 +183,10 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
     for key in ("constraint", "gres_type"):
         if key in d:
             kw[key] = str(d[key])
+    if d.get("container") is not None:
+        c = d["container"]
+        _check_keys("job spec container", c, ("image", "mounts", "workdir"))
+        kw["container"] = container_from_dict(c)
     return JobSpec(**kw)
 
 
