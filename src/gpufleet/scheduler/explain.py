@@ -16,6 +16,7 @@ from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import filters
 from gpufleet.scheduler.estimate import RESERVED, StartPlan
+from gpufleet.scheduler.framework import Code
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
@@ -211,6 +212,10 @@ def explain_all(
             unfenced_cache[k] = place_gang(job.spec, probe, profile.place, rng)[0] is not None
         return unfenced_cache[k]
 
+    def never_admitted(job: PendingJob) -> Reason | None:
+        status = profile.admit.admit(job, usage).status
+        return status.reason if status.code is Code.UNRESOLVABLE else None
+
     def never(job: PendingJob) -> Reason | None:
         nonlocal empty
         k = shape_of(job.spec)
@@ -227,12 +232,17 @@ def explain_all(
             code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
             res.reasons[job.id] = Reason(code, job.waiting_for)
         else:
-            # a job that could not fit even on an empty cluster will not once its back-off is
-            # over: that is what its user must hear (and it has no estimated start)
-            res.reasons[job.id] = never(job) or Reason(
-                ReasonCode.BACKOFF,
-                f"retry back-off for {in_words(job.eligible_time - snap.now)} more",
-                {"until": job.eligible_time},
+            # a job that could not fit even on an empty cluster, or that its queue can never
+            # admit, will not start once its back-off is over either: that is what its user
+            # must hear (and it has no estimated start)
+            res.reasons[job.id] = (
+                never(job)
+                or never_admitted(job)
+                or Reason(
+                    ReasonCode.BACKOFF,
+                    f"retry back-off for {in_words(job.eligible_time - snap.now)} more",
+                    {"until": job.eligible_time},
+                )
             )
 
     reservation = res.reservation
