@@ -14,6 +14,7 @@ import typer
 
 from gpufleet.api import schemas as s
 from gpufleet.cli import output as out
+from gpufleet.cli import selection
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
 from gpufleet.client.http import ApiError, Client
 from gpufleet.io import sbatch
@@ -420,34 +421,21 @@ def jobs(
     from gpufleet.cli import slurm_style  # squeue's codes and format, only when asked
 
     wanted = _slurm_states(state)
-    if state is not None and (
-        wanted is None  # -t all
-        or any(JobState[w].terminal or w == "FAILED" for w in wanted)
-    ):
+    if state is not None and selection.lists_ended(wanted):
         all_states = True  # finished states are asked for: list them too
     user = _me(user, me)
-    one = next(iter(wanted)) if wanted is not None and len(wanted) == 1 else None
-    failed = False
     with connect(server, token) as c:
-        if job_ids is not None:
-            rows = []
-            for jid in (x.strip() for x in job_ids.split(",") if x.strip()):
-                try:
-                    rows.append(c.job(jid))
-                except ApiError as e:
-                    if e.status == 401 or e.status >= 500:
-                        raise
-                    failed = True
-                    out.error(f"job {jid}: Invalid job id specified ({e.status})")
-        else:
-            rows = c.jobs(user=user, queue=queue, state=one, limit=limit, all_states=all_states)
-    if wanted is not None:
-        rows = [j for j in rows if j.state in wanted]
-    if names is not None:
-        keep = {n.strip() for n in names.split(",")}
-        rows = [j for j in rows if j.name in keep]
-    if user is not None and job_ids is not None:  # a listing is filtered by the server
-        rows = [j for j in rows if j.user == user]
+        rows, failed = selection.select(
+            c,
+            user=user,
+            queue=queue,
+            wanted=wanted,
+            job_ids=job_ids,
+            names=names,
+            limit=limit,
+            all_states=all_states,
+            report=out.error,
+        )
     if json_out:
         out.emit_json(rows)
     elif fmt is not None or noheader:
@@ -588,77 +576,16 @@ def cancel(
     if not ids and not filtered:
         out.fail("name the jobs to cancel: job ids, or -u/-n/-t/--me as scancel", code=2)
     wanted = _slurm_states(state)
-    done: list[s.JobOut] = []
-    failed = 0
     with connect(server, token) as c:
-        if filtered:  # scancel's filters select among the jobs that have not ended
-            keep = {n.strip() for n in names.split(",")} if names is not None else None
-            chosen = [
-                j.id
-                for j in c.jobs(user=user, limit=10_000)
-                if (keep is None or j.name in keep) and (wanted is None or j.state in wanted)
-            ]
-            ids = [i for i in ids if i in set(chosen)] if ids else chosen
-        listed: list[s.JobOut] | None = None
-
-        def tasks_of(array: str, index: int | None = None) -> list[str]:
-            nonlocal listed
-            if listed is None:  # the jobs still to end, once
-                listed = c.jobs(limit=10_000)
-            return [
-                t.id
-                for t in listed
-                if t.array_id == array and (index is None or t.array_index == index)
-            ]
-
-        def one(jid: str, *, quiet_409: bool = False) -> s.JobOut | ApiError | None:
-            """The job as cancelled; the 409 of a job that ended, when asked to keep it quiet;
-            None for a refusal (reported)."""
-            nonlocal failed
-            try:
-                return c.cancel(jid)
-            except ApiError as e:
-                if e.status == 401 or e.status >= 500:
-                    raise  # not about this job: connect() says what to do
-                if quiet_409 and e.status == 409:
-                    return e
-                failed += 1
-                out.error(f"job {jid}: {str(e).removeprefix(f'{e.status}: ')} ({e.status})")
-                return None
-
-        def each(jids: list[str]) -> None:
-            for x in jids:
-                got = one(x)
-                if isinstance(got, s.JobOut):
-                    done.append(got)
-
-        for jid in ids:
-            head, sep, index = jid.partition("_")
-            if sep and head.isdigit() and index.isdigit():  # scancel's ARRAY_INDEX
-                found = tasks_of(head, int(index))
-                if not found:
-                    failed += 1
-                    out.error(f"job {jid}: no such array task still to end")
-                each(found)
-                continue
-            got = one(jid, quiet_409=True)
-            array: str | None = None
-            if isinstance(got, s.JobOut):
-                done.append(got)
-                array = got.array_id
-            elif isinstance(got, ApiError):  # it ended; an array's first task, perhaps
-                try:
-                    array = c.job(jid).array_id
-                except ApiError:
-                    array = None
-                if array != jid or not tasks_of(jid):
-                    failed += 1
-                    msg = str(got).removeprefix(f"{got.status}: ")
-                    out.error(f"job {jid}: {msg} ({got.status})")
-                    continue
-            if array == jid:  # an array's id cancels every task of it still to end (scancel)
-                seen = {x.id for x in done}
-                each([t for t in tasks_of(jid) if t not in seen])
+        done, failed = selection.cancel(
+            c,
+            ids,
+            user=user,
+            names=names,
+            wanted=wanted,
+            any_state=state is not None,
+            report=out.error,
+        )
     if json_out:
         out.emit_json(done)
     else:

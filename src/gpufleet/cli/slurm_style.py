@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from gpufleet.api import schemas as s
+if TYPE_CHECKING:  # the shims render plain rows with these names, without pydantic (issue 12)
+    from gpufleet.api import schemas as s
 
 # gpufleet's states → squeue's compact and long names
 CODES = {
