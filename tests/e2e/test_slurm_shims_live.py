@@ -4,9 +4,12 @@ then sbatch, squeue, scancel, sinfo and sacct run as their own processes, as a p
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -144,3 +147,135 @@ def test_sinfo(live: tuple[LocalCluster, dict[str, str]]) -> None:
     assert sum(int(line.split()[3]) for line in lines[1:] if line.startswith("default*")) == 2
     nodes = sh(env, "sinfo", "-N", "-h", "-o", "%N %P").stdout.split()
     assert len(nodes) == 4 and nodes[1] == "default*"
+
+
+# ----- submitit: a tool that drives Slurm through these commands ---------------------------
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+@pytest.fixture
+def by_value() -> Iterator[None]:
+    """The job's Python cannot import this test module: its functions travel by value."""
+    import cloudpickle
+
+    module = sys.modules[_square.__module__]
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        yield
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+
+
+def _merged(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_submitit_parses_what_the_shims_print(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path
+) -> None:
+    """submitit's own parsers read sbatch's, sacct's answers (no job needs to run srun)."""
+    from submitit.slurm.slurm import SlurmExecutor, SlurmInfoWatcher
+
+    _, env = live
+    out = sh(env, "sbatch", "--wrap", "true").stdout
+    job = SlurmExecutor._get_job_id_from_submission_command(out)
+    assert out.strip() == f"Submitted batch job {job}"
+    wait_for("the job's end", lambda: sacct_state(env, job) == "COMPLETED" or None, 60)
+    arr = sh(env, "sbatch", "--parsable", "--array=0-1", "--wrap", "exit 3").stdout.strip()
+    for i in (0, 1):
+        wait_for(
+            "the failed task", lambda i=i: sacct_state(env, f"{arr}_{i}") == "FAILED" or None, 60
+        )
+    watcher = SlurmInfoWatcher()
+    watcher.register_job(job)
+    watcher.register_job(f"{arr}_0")
+    watcher.register_job(f"{arr}_1")
+    command = watcher._make_command()
+    assert command is not None and command[0] == "sacct"
+    info = watcher.read_info(sh(env, *command).stdout)
+    assert info[job]["State"] == "COMPLETED"
+    assert info[f"{arr}_0"]["State"] == info[f"{arr}_1"]["State"] == "FAILED"
+    assert info[f"{arr}_1"]["JobID"] == f"{arr}_1"
+    with _environ(env, None):
+        watcher.update()  # submitit runs that sacct itself
+    assert all(watcher.is_done(j, mode="cache") for j in (job, f"{arr}_0", f"{arr}_1"))
+    # an unknown id: sacct lists nothing (submitit then waits), no error
+    assert sh(env, "sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", "987654").stdout == (
+        "JobID|State|NodeList\n"
+    )
+
+
+def test_submitit_without_srun(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path, by_value: None
+) -> None:
+    """submitit's SlurmExecutor with ``use_srun=False`` (its script runs the function itself):
+    a function goes in through sbatch, its state comes back through sacct, its result through
+    submitit's own files, and cancel through scancel."""
+    import submitit
+
+    _, env = live
+    bindir = tmp_path / "nosrun"
+    bindir.mkdir()
+    if not _merged("gpufleet.slurm.srun"):
+        # submitit refuses to start without an srun on PATH; this job never calls it
+        (bindir / "srun").write_text("#!/bin/sh\necho 'srun: not in this test' >&2\nexit 1\n")
+        (bindir / "srun").chmod(0o755)
+    with _environ(env, bindir):
+        ex = submitit.SlurmExecutor(folder=tmp_path / "jobs")
+        ex.update_parameters(use_srun=False, time=5, gpus_per_node=1)
+        job = ex.submit(_square, 7)
+        assert job.result() == 49
+        assert job.state == "COMPLETED"
+        ex.update_parameters(nodes=3, gpus_per_node=8)
+        stuck = ex.submit(_square, 1)  # more GPUs than the cluster has: it waits
+        assert stuck.state == "PENDING"
+        stuck.cancel()
+        wait_for(
+            "cancelled",
+            lambda: (
+                stuck.watcher.get_state(stuck.job_id, mode="force").startswith("CANCELLED") or None
+            ),
+            30,
+        )
+
+
+@pytest.mark.skipif(
+    not _merged("gpufleet.slurm.srun"),
+    reason="needs srun inside a batch job (the srun and batch helpers' work): runs once merged",
+)
+def test_submitit_as_is(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path, by_value: None
+) -> None:
+    """submitit unmodified: its script runs ``srun --unbuffered --output <folder>/%j_%t_log.out``
+    inside the batch job (srun and --output: the srun and batch helpers' work)."""
+    import submitit
+
+    _, env = live
+    with _environ(env, None):
+        ex = submitit.AutoExecutor(folder=tmp_path / "jobs", cluster="slurm")
+        ex.update_parameters(timeout_min=5, slurm_gpus_per_node=1)
+        job = ex.submit(_square, 12)
+        assert job.result() == 144
+        assert job.state == "COMPLETED"
+        assert job.paths.stdout.exists()  # the --output pattern, written by the batch step
+
+
+@contextmanager
+def _environ(env: dict[str, str], extra_path: Path | None) -> Iterator[None]:
+    """submitit runs sbatch/sacct/scancel from this process's environment."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    if extra_path is not None:
+        os.environ["PATH"] = f"{extra_path}{os.pathsep}{os.environ['PATH']}"
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
