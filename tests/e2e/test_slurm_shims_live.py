@@ -231,7 +231,12 @@ def test_submitit_without_srun(
         ex.update_parameters(use_srun=False, time=5, gpus_per_node=1)
         job = ex.submit(_square, 7)
         assert job.result() == 49
-        assert job.state == "COMPLETED"
+        # the result file can come before the job's end: sacct says COMPLETED once it ended
+        wait_for(
+            "COMPLETED",
+            lambda: job.watcher.get_state(job.job_id, mode="force") == "COMPLETED" or None,
+            30,
+        )
         ex.update_parameters(nodes=3, gpus_per_node=8)
         stuck = ex.submit(_square, 1)  # more GPUs than the cluster has: it waits
         assert stuck.state == "PENDING"
@@ -262,7 +267,12 @@ def test_submitit_as_is(
         ex.update_parameters(timeout_min=5, slurm_gpus_per_node=1)
         job = ex.submit(_square, 12)
         assert job.result() == 144
-        assert job.state == "COMPLETED"
+        # the result file can come before the job's end: sacct says COMPLETED once it ended
+        wait_for(
+            "COMPLETED",
+            lambda: job.watcher.get_state(job.job_id, mode="force") == "COMPLETED" or None,
+            30,
+        )
         assert job.paths.stdout.exists()  # the --output pattern, written by the batch step
 
 
@@ -279,3 +289,50 @@ def _environ(env: dict[str, str], extra_path: Path | None) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+# ----- gpufleet jobs: the fast path prints what the typer command prints ------------------
+
+_LEAN = (
+    "import sys; from gpufleet.cli.entry import main; main(); "
+    "sys.stderr.write('typer imported' if 'typer' in sys.modules else 'lean')"
+)
+
+
+def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
+    live: tuple[LocalCluster, dict[str, str]],
+) -> None:
+    _, env = live
+    sh(env, "sbatch", "-J", "fastpath", "--wrap", "true")
+    pending = sh(env, "sbatch", "--parsable", "-N", "3", "--gpus=24", "--wrap", "true").stdout
+    env = {**env, "COLUMNS": "200"}
+    try:
+        for argv in (
+            ["jobs"],
+            ["jobs", "--all"],
+            ["jobs", "--all", "--json"],
+            ["jobs", "-t", "CD,PD", "-o", "%.8i %j %T %R"],
+            ["jobs", "--noheader", "-n", "fastpath", "-t", "all"],
+            ["jobs", "-j", pending.strip(), "--json"],
+            ["jobs", "-u", "nobody-here"],
+        ):
+            lean = sh(env, sys.executable, "-c", _LEAN, *argv)
+            assert lean.stderr.endswith("lean"), (argv, lean.stderr)
+            full = sh(env, sys.executable, "-m", "gpufleet.cli.main", *argv)
+            assert _steady(lean.stdout) == _steady(full.stdout), argv
+            assert lean.stderr.removesuffix("lean") == full.stderr, argv
+        # what the fast path does not serve, typer does, with its own message
+        for argv, code in ((["jobs", "-j", "999999"], 1), (["jobs", "-o", "%Z"], 2)):
+            lean = sh(env, sys.executable, "-c", _LEAN, *argv, ok=False)
+            full = sh(env, sys.executable, "-m", "gpufleet.cli.main", *argv, ok=False)
+            assert lean.returncode == full.returncode == code, argv
+            assert lean.stdout == full.stdout and lean.stderr == full.stderr, argv
+    finally:
+        sh(env, "scancel", pending.strip())
+
+
+def _steady(text: str) -> str:
+    """The listing without the run times of jobs still running (they tick between the runs)."""
+    import re
+
+    return re.sub(r"\b\d+s\b|\b\d+m \d+s\b|\d+:\d\d\b", "T", text)

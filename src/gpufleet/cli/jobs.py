@@ -11,8 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from gpufleet.api import schemas as s
+from gpufleet.cli import listing, selection
 from gpufleet.cli import output as out
-from gpufleet.cli import selection
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
 from gpufleet.client.http import ApiError, Client
 from gpufleet.io import sbatch
@@ -416,7 +416,6 @@ def jobs(
 ) -> None:
     """List jobs, like squeue: waiting jobs show their Reason, running ones their nodes.
     squeue's -t, -j, -n, --me, -o and -h work as squeue's."""
-    from gpufleet.cli import slurm_style  # squeue's codes and format, only when asked
 
     wanted = _slurm_states(state)
     if state is not None and selection.lists_ended(wanted):
@@ -434,50 +433,17 @@ def jobs(
             all_states=all_states,
             report=out.error,
         )
-    if json_out:
-        out.emit_json(rows)
-    elif fmt is not None or noheader:
-        try:
-            text = slurm_style.render(fmt or slurm_style.DEFAULT_FORMAT, rows, header=not noheader)
-        except ValueError as e:
-            out.fail(str(e), code=2)
-        sys.stdout.write(text)
-    else:
-        now = time.time()
-        out.table(
-            ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"],
-            [
-                [j.id, j.name, j.user, j.queue, j.state, _gpus(j), _run_time(j, now), _where(j)]
-                for j in rows
-            ],
-            right=["GPUS", "TIME"],
-            empty="no jobs" + ("" if all_states else " (--all shows finished ones)"),
+    try:
+        listing.print_jobs(
+            rows, json_out=json_out, fmt=fmt, noheader=noheader, all_states=all_states
         )
+    except ValueError as e:
+        out.fail(str(e), code=2)
     if failed:
         raise typer.Exit(1)
 
 
-def _gpus(j: s.JobOut) -> str:
-    if j.workers > 1:
-        return f"{out.number(j.gpus)} ({j.workers}×{out.number(j.gpus / j.workers)})"
-    return out.number(j.gpus)
-
-
-def _run_time(j: s.JobOut, now: float) -> str:
-    if j.start_time is None:
-        return "-"
-    end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
-    return out.duration(end - j.start_time)
-
-
-def _nodes(j: s.JobOut) -> str:
-    return ",".join(dict.fromkeys(p.node for p in j.placement))
-
-
-def _where(j: s.JobOut) -> str:
-    if j.state == JobState.PENDING.value and j.reason is not None:
-        return f"({j.reason.code}) {j.reason.message}"
-    return _nodes(j)
+_gpus, _run_time, _nodes, _where = listing.gpus, listing.run_time, listing.nodes, listing.where
 
 
 def show(

@@ -13,8 +13,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
-import typer
-from pydantic import BaseModel
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -43,6 +41,8 @@ def error(message: str, hint: str | None = None) -> None:
 def fail(message: str, hint: str | None = None, *, code: int = 1) -> NoReturn:
     """``error()``, then exit: 1 when refused or failed, 2 for bad input."""
     error(message, hint)
+    import typer  # here: the listing's fast path (cli/listing.py) never fails through it
+
     raise typer.Exit(code)
 
 
@@ -56,7 +56,7 @@ def note(message: str) -> None:
 
 
 def plain(obj: Any) -> Any:
-    if isinstance(obj, BaseModel):
+    if hasattr(obj, "model_dump"):  # a pydantic model (not imported here: issue 12)
         return obj.model_dump(mode="json")
     if isinstance(obj, list | tuple):
         return [plain(x) for x in obj]
