@@ -295,7 +295,8 @@ def _environ(env: dict[str, str], extra_path: Path | None) -> Iterator[None]:
 
 _LEAN = (
     "import sys; from gpufleet.cli.entry import main; main(); "
-    "sys.stderr.write('typer imported' if 'typer' in sys.modules else 'lean')"
+    "heavy = [m for m in ('typer', 'httpx', 'pydantic') if m in sys.modules]; "
+    "sys.stderr.write(f'imported {heavy}' if heavy else 'lean')"
 )
 
 

@@ -109,3 +109,15 @@ def test_squeue_capital_o_is_squeues_fields() -> None:
     assert squeue.fields_format("JobID:10,State,Name:.8") == "%10i %20T %.8j"
     with pytest.raises(Usage, match="invalid field Bogus"):
         squeue.fields_format("JobID,Bogus")
+
+
+def test_the_shims_import_neither_typer_nor_httpx_nor_pydantic_nor_rich() -> None:
+    code = (
+        "import sys\n"
+        "import gpufleet.shims.sacct, gpufleet.shims.scancel, gpufleet.shims.sinfo\n"
+        "import gpufleet.shims.squeue, gpufleet.shims.sbatch\n"
+        "heavy = ('typer', 'httpx', 'pydantic', 'rich', 'yaml')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"

@@ -1,6 +1,6 @@
 """How long everyday CLI commands take, as a person typing them sees it (issue 12): a real
 controller and one agent (``LocalCluster``), a few jobs (some run and write output, some wait),
-then each command run ``--n`` times as its own process (``python -m gpufleet.cli.main …``, with
+then each command run ``--n`` times as its own process (``python -m gpufleet.cli …``, with
 ``GPUFLEET_SERVER`` and ``GPUFLEET_TOKEN_FILE`` set: the admin's token), timing the wall clock
 from spawn to exit. Prints the median, p90 and least wall milliseconds per command, the median
 CPU time (user + system: what other work on a shared machine does not add to), and the load
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from gpufleet.ops.localcluster import LocalCluster, wait_until
 
-CLI = [sys.executable, "-m", "gpufleet.cli.main"]
+CLI = [sys.executable, "-m", "gpufleet.cli"]  # as the console script runs (cli/entry.py)
 
 
 def _cpu() -> float:

@@ -9,11 +9,10 @@ runs as before and says what it says. Both print through ``print_jobs``."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import Any
-
-from gpufleet.cli import output as out
 
 # jobs's options: the name its parameter has in cli/jobs.py, and whether it takes a value
 OPTIONS: dict[str, tuple[str, bool]] = {
@@ -34,12 +33,16 @@ OPTIONS: dict[str, tuple[str, bool]] = {
 
 
 def gpus(j: Any) -> str:
+    from gpufleet.cli import output as out  # rich: only for the table (issue 12)
+
     if j.workers > 1:
         return f"{out.number(j.gpus)} ({j.workers}×{out.number(j.gpus / j.workers)})"
     return out.number(j.gpus)
 
 
 def run_time(j: Any, now: float) -> str:
+    from gpufleet.cli import output as out
+
     if j.start_time is None:
         return "-"
     end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
@@ -61,13 +64,16 @@ def print_jobs(
 ) -> None:
     """The listing as ``gpufleet jobs`` prints it; ValueError names a bad ``-o`` field."""
     if json_out:
-        out.emit_json(rows)
+        plain = [r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in rows]
+        sys.stdout.write(json.dumps(plain, indent=2, ensure_ascii=False) + "\n")  # as emit_json
     elif fmt is not None or noheader:
         from gpufleet.cli import slurm_style
 
         text = slurm_style.render(fmt or slurm_style.DEFAULT_FORMAT, rows, header=not noheader)
         sys.stdout.write(text)
     else:
+        from gpufleet.cli import output as out
+
         now = time.time()
         out.table(
             ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"],
