@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from gpufleet.cli import slurm_style
+from gpufleet.client.errors import ApiError
 from gpufleet.shims.common import Parser, Usage, connect, hms, iso, run, users
 
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"  # sacct's own
@@ -285,8 +286,8 @@ def main(argv: list[str] | None = None) -> None:
                 for jid in sorted(plain | {t for t, _ in tasks}, key=_id_key):
                     try:
                         j = c.job(jid)
-                    except Exception as e:  # an unknown id lists nothing, as sacct
-                        if getattr(e, "status", None) in (404, 422, 400):
+                    except ApiError as e:  # an unknown id lists nothing, as sacct
+                        if e.status in (400, 404, 422):
                             continue
                         raise
                     if j.get("array_id") == j.id:  # an array: every task of it
