@@ -8,7 +8,7 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -337,3 +337,34 @@ def _steady(text: str) -> str:
     import re
 
     return re.sub(r"\b\d+s\b|\b\d+m \d+s\b|\d+:\d\d\b", "T", text)
+
+
+def test_shims_and_the_fast_path_over_https(
+    tmp_path: Path, new_cluster: Callable[..., LocalCluster]
+) -> None:
+    """The lean client verifies an https controller against GPUFLEET_CA, and refuses without."""
+    from localca import LocalCA
+
+    ca = LocalCA.make(tmp_path / "ca")
+    cert, key = ca.server_cert(tmp_path / "ca")
+    c = new_cluster(agents=1, tls_cert=cert, tls_key=key, ca=ca.cert_file)
+    bindir = tmp_path / "bin"
+    install(bindir)
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
+        GPUFLEET_SERVER=c.url,
+        GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
+        GPUFLEET_CONFIG=str(tmp_path / "none.yaml"),
+        GPUFLEET_CA=str(ca.cert_file),
+    )
+    env.pop("GPUFLEET_TOKEN", None)
+    job = sh(env, "sbatch", "--parsable", "--wrap", "true").stdout.strip()
+    assert sh(env, "squeue", "-h", "-t", "all", "-o", "%i").stdout.split() == [job]
+    lean = sh(env, sys.executable, "-c", _LEAN, "jobs", "--all", "-o", "%i", "-h")
+    assert (lean.stdout.split(), lean.stderr) == ([job], "lean")
+    env.pop("GPUFLEET_CA")
+    r = sh(env, "squeue", ok=False)
+    assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr, r.stderr
+    assert r.stderr.startswith("squeue: error: the gpufleet controller has a certificate")
+    assert "squeue: hint: set GPUFLEET_CA" in r.stderr

@@ -71,7 +71,13 @@ def run(prog: str, body: Callable[[], int]) -> NoReturn:
         die(prog, f"{str(e).removeprefix(f'{e.status}: ')} ({e.status})", hint)
     except BrokenPipeError:  # squeue | head
         raise SystemExit(0) from None
-    except OSError as e:  # refused, unreachable, timed out
+    except OSError as e:  # refused, unreachable, timed out, a certificate not vouched for
+        if "CERTIFICATE_VERIFY_FAILED" in str(e):
+            die(
+                prog,
+                f"the gpufleet controller has a certificate this CA does not vouch for ({e})",
+                "set GPUFLEET_CA to the cluster's CA certificate",
+            )
         die(
             prog,
             f"cannot reach the gpufleet controller: {e}",
