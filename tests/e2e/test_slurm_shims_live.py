@@ -74,6 +74,10 @@ def test_sbatch_squeue_scancel_sacct(
     huge = sh(
         env, "sbatch", "--parsable", "--gpus=24", "-N", "3", "-J", "huge", str(script)
     ).stdout.strip()
+    # the command line's --gpus and -J over the script's #SBATCH --gpus=1 and -J shimjob
+    req = sh(env, "sacct", "-j", huge, "-o", "JobName,ReqTRES%60", "-n", "-P").stdout
+    name, tres = req.strip().split("|")
+    assert name == "huge" and "gres/gpu=24" in tres.split(","), req
     wait_for("the first job's end", lambda: sacct_state(env, done) == "COMPLETED" or None, 60)
 
     q = sh(env, "squeue").stdout.splitlines()
