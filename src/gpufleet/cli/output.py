@@ -126,8 +126,8 @@ def plain_table(
     costs a listing some 20 ms, issue 12), in the case that is simple: output to a pipe or a
     file, plain values of one cell per character, a table narrower than the console. None
     otherwise (rich then prints it). tests/unit/test_cli_output.py compares the two."""
-    if sys.stdout.isatty():
-        return None
+    if sys.stdout.isatty() or os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE"):
+        return None  # rich styles the header
     cells = [list(columns)]
     for r in rows:
         if len(r) != len(columns):
