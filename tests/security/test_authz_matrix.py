@@ -24,6 +24,7 @@ import pytest
 import uvicorn
 
 from gpufleet.api import schemas as s
+from gpufleet.api.secrets import SecretCreate
 from gpufleet.client import Client
 from gpufleet.client.http import AgentClient
 from gpufleet.core.clock import ManualClock
@@ -79,6 +80,11 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/tokens"): rule(201, *ADMIN),
     ("DELETE", "/api/v1/tokens/{name}"): rule(204, *ADMIN),
     ("GET", "/api/v1/audit"): rule(200, *ADMIN),
+    # a secret of alice's (the body's or query's user): hers and an admin's to make and remove;
+    # queue and cluster secrets are an admin's (tests/integration/test_secrets_api.py)
+    ("POST", "/api/v1/secrets"): rule(201, *OWNER),
+    ("GET", "/api/v1/secrets"): rule(200, *USERS),  # a user sees no other user's
+    ("DELETE", "/api/v1/secrets/{name}"): rule(204, *OWNER),
     ("GET", "/api/v1/accounting"): rule(200, *USERS),  # a user's rows are their own
     ("GET", "/api/v1/dashboard/me"): rule(200, *USERS),
     ("GET", "/api/v1/dashboard/cluster"): rule(200, *USERS),
@@ -150,12 +156,19 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         name = f"victim-{w.fresh()}"
         w.admin.create_token(s.TokenCreate(name=name, role="user", user="carol"))
         url = url.replace("{name}", name)
+    elif path == "/api/v1/secrets/{name}":
+        name = f"victim-{w.fresh()}"
+        w.admin.create_secret(SecretCreate(name=name, value="v", user="alice"))
+        url = url.replace("{name}", name)
+        q = {"scope": "user", "user": "alice"}
     elif path == "/api/v1/queues/{name}":
         url = url.replace("{name}", "default")
     elif "{name}" in path:
         url = url.replace("{name}", "node-2")
     if (method, path) == ("POST", "/api/v1/jobs"):
         body = {"spec": {**SPEC, "gpus_per_worker": 16}}  # never placed: nothing changes
+    elif (method, path) == ("POST", "/api/v1/secrets"):
+        body = {"name": f"new-{w.fresh()}", "value": "v", "user": "alice"}
     elif (method, path) == ("POST", "/api/v1/tokens"):
         body = {"name": f"new-{w.fresh()}", "role": "user", "user": "dave"}
     elif path.endswith("/drain"):
@@ -296,3 +309,11 @@ def test_a_user_sees_only_their_own_jobs_in_listings(world: World) -> None:
         r = httpx.get(world.url + "/api/v1/jobs", params={"all": "true"}, headers=h)
         users = {j["user"] for j in r.json()}
         assert users == {caller} and mine in {j["id"] for j in r.json()}
+
+
+def test_a_user_sees_no_other_users_secrets(world: World) -> None:
+    """What ``GET /secrets`` answers bob (200) holds none of alice's."""
+    world.admin.create_secret(SecretCreate(name=f"hers-{world.fresh()}", value="v", user="alice"))
+    h = {"Authorization": f"Bearer {world.tokens['bob']}"}
+    r = httpx.get(world.url + "/api/v1/secrets", headers=h)
+    assert r.status_code == 200 and not any(x["owner"] == "alice" for x in r.json())

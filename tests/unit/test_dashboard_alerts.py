@@ -249,3 +249,15 @@ def test_at_most_max_alerts_and_how_many_more(
     monkeypatch.setattr(dashboard, "MAX_ALERTS", 2)
     out = dash(prom.url).get().json()
     assert len(out["alerts"]) == 2 and out["more"] == 2
+
+
+def test_an_activeat_that_is_not_a_string_is_taken_for_none() -> None:
+    # the answer is checked against its model on the way out: a Prometheus that sends a
+    # number here must not turn the page's alerts into a 500
+    from gpufleet.api.dashboard import AlertOut
+    from gpufleet.server.auth import Principal
+
+    payload = {"data": {"alerts": [{**alert("A", "firing", "critical"), "activeAt": 17}]}}
+    (out,) = dashboard.alerts_view(payload, Principal("a", "admin"))
+    assert (out["active_at"], out["since"]) == ("", None)
+    AlertOut.model_validate(out)

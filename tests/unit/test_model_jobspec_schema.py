@@ -7,6 +7,7 @@ fails here until the other follows."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from typing import Any, get_args
 
@@ -24,7 +25,16 @@ from gpufleet.model.job import (
     TopologyLevel,
     WarningSignal,
 )
-from gpufleet.server.store.codec import _SPEC_KEYS, spec_to_dict
+from gpufleet.model.secrets import (
+    ENV_PATTERN,
+    FILE_PATTERN,
+    MAX_SECRET_NAME,
+    MAX_SECRETS,
+    NAME_PATTERN,
+    SCOPES,
+    SecretRef,
+)
+from gpufleet.server.store.codec import _SPEC_KEYS, spec_from_dict, spec_to_dict
 
 BASE: dict[str, Any] = {"name": "n", "user": "u"}
 SCHEMA = JobSpecIn.model_json_schema()
@@ -201,6 +211,15 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "env": {"A": "1"},
         "signal": {"signal": "USR1", "before_s": 90, "batch_only": True},
         "requeue": False,
+        "secrets": [{"name": "api-key", "env": "API_KEY"}, {"name": "c", "file": "c.pem"}],
+        "distinct_nodes": True,
+        "tasks_per_worker": 4,
+        "nodelist": "n[1-2]",
+        "exclude": ["n3", "n[5-6]"],
+        "constraint": "[ib|eth]&nvme",
+        "exclusive": True,
+        "whole_node_memory": True,
+        "gres_type": "a100",
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)
@@ -247,3 +266,46 @@ def test_the_warning_signal_agrees_in_both_forms() -> None:
 
 def test_job_states_in_the_schema_are_the_models() -> None:
     assert set(get_args(JobStateName)) == {s.value for s in JobState}
+
+
+def test_the_secrets_agree_in_both_forms() -> None:
+    shape = SCHEMA["$defs"]["SecretRefIn"]
+    props = shape["properties"]
+    assert set(props) == {"name", "scope", "env", "file"} and shape["required"] == ["name"]
+    assert shape["additionalProperties"] is False
+    assert branch("secrets", "array")["maxItems"] == MAX_SECRETS
+    scopes = next(b for b in props["scope"]["anyOf"] if "enum" in b)["enum"]
+    assert tuple(scopes) == SCOPES
+    for s in scopes:
+        assert read(secrets=[{"name": "k", "scope": s, "env": "K"}]).secrets[0].scope == s
+    assert refusal(secrets=[{"name": "k", "scope": "node", "env": "K"}]).field == "secrets[0].scope"
+    name = props["name"]
+    assert (name["maxLength"], name["pattern"]) == (MAX_SECRET_NAME, NAME_PATTERN)
+    read(secrets=[{"name": "k" * MAX_SECRET_NAME, "env": "K"}])
+    for bad in ("k" * (MAX_SECRET_NAME + 1), ".hidden", "a/b", "-x", "a b"):
+        assert refusal(secrets=[{"name": bad, "env": "K"}]).field == "secrets[0].name", bad
+        assert not re.match(NAME_PATTERN, bad) or len(bad) > MAX_SECRET_NAME
+    env, file = (
+        next(b for b in props[k]["anyOf"] if b.get("type") == "string") for k in ("env", "file")
+    )
+    assert env["pattern"] == ENV_PATTERN and file["pattern"] == FILE_PATTERN
+    for bad in ("1X", "A-B", "A=B"):
+        assert refusal(secrets=[{"name": "k", "env": bad}]).field == "secrets[0].env", bad
+    for bad in ("..", "a/b", ".k"):
+        assert refusal(secrets=[{"name": "k", "file": bad}]).field == "secrets[0].file", bad
+    # rules the schema cannot say: one of env and file; no variable set twice
+    assert refusal(secrets=[{"name": "k"}]).field == "secrets[0].env"
+    assert refusal(secrets=[{"name": "k", "env": "K", "file": "k"}]).field == "secrets[0].file"
+    assert refusal(secrets=[{"name": "k", "env": "GPUFLEET_X"}]).field == "secrets[0].env"
+    two = [{"name": "a", "env": "K"}, {"name": "b", "env": "K"}]
+    assert refusal(secrets=two).field == "secrets[1].env"
+    assert refusal(env={"K": "1"}, secrets=two[:1]).field == "secrets[0].env"
+    files = [{"name": "a", "file": "f"}, {"name": "b", "file": "f"}]
+    assert refusal(secrets=files).field == "secrets[1].file"
+    many = [{"name": f"k{i}", "env": f"K{i}"} for i in range(MAX_SECRETS + 1)]
+    assert refusal(secrets=many).field == "secrets"
+    # the stored shape reads back as the same spec, and JobSpecOut shows it
+    spec = read(secrets=[{"name": "a", "scope": "queue", "env": "A"}, {"name": "b", "file": "b"}])
+    assert spec.secrets == (SecretRef("a", "queue", "A", ""), SecretRef("b", "", "", "b"))
+    assert spec_from_dict(spec_to_dict(spec)) == spec
+    assert JobSpecOut.model_validate(spec_to_dict(spec)).model_dump() == spec_to_dict(spec)

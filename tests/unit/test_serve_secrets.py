@@ -118,3 +118,14 @@ def test_the_controller_checks_its_tls_files_first(
     r = cli("controller", "--data-dir", str(data), *(a.format(d=tmp_path) for a in args))
     assert r.code == 2 and why.format(d=tmp_path) in r.stderr, r.stderr
     assert not data.exists()
+
+
+def test_the_controller_refuses_a_secrets_key_file_others_may_read(tmp_path: Path) -> None:
+    from gpufleet.server.secrets_box import new_key_text
+
+    key = private(tmp_path / "secrets.key", new_key_text(), 0o640)
+    r = cli("controller", "--data-dir", str(tmp_path / "data"), "--secrets-key-file", str(key))
+    assert r.code == 2
+    assert f"secrets key file {key}: permissions 0640 are too open" in r.stderr
+    assert f"chmod 600 {key}" in r.stderr
+    assert not (tmp_path / "data" / "gpufleet.db").exists()  # refused before the store opens

@@ -64,6 +64,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pod", default="pod-0")
     p.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE")
     p.add_argument(
+        "--feature",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME…]",
+        help="a node feature -C/--constraint matches (Slurm's Features=); repeatable",
+    )
+    p.add_argument(
+        "--gres-type",
+        default="",
+        metavar="TYPE",
+        help="the site's GPU type name --gres=gpu:TYPE matches (default: the model's, a100, …)",
+    )
+    p.add_argument(
         "--task-env",
         action="append",
         default=[],
@@ -122,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             leaf=args.leaf,
             pod=args.pod,
             labels=dict(args.label),
+            features=[x for f in args.feature for x in f.split(",") if x],
+            gres_type=args.gres_type,
             heartbeat_s=args.heartbeat_s,
             inject=args.inject,
             address=args.address,

@@ -55,6 +55,8 @@ class AgentConfig:
     leaf: str = "leaf-0"
     pod: str = "pod-0"
     labels: dict[str, str] = field(default_factory=dict)
+    features: tuple[str, ...] = ()  # Slurm's node features, as declared by the site
+    gres_type: str = ""  # the site's GPU type name; "": the model's usual one
     heartbeat_s: float = 5.0  # the most; the controller may ask for shorter
     poll_wait_s: float = 20.0
     tick_s: float = 0.1
@@ -238,6 +240,8 @@ class Agent:
             leaf=c.leaf,
             pod=c.pod,
             labels=dict(c.labels),
+            features=list(c.features),
+            gres_type=c.gres_type,
             driver_version=driver,
             cuda_version=cuda,
             running=running,

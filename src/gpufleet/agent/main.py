@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gpufleet.agent import slurmbin
 from gpufleet.agent.agent import Agent, AgentConfig
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend
@@ -84,6 +85,8 @@ def run_agent(
     transport: httpx.BaseTransport | None = None,
     clock: Clock | None = None,
     ca: str | Path | None = None,
+    features: Sequence[str] = (),
+    gres_type: str = "",
 ) -> int:
     """Run a node agent until ``stop`` is set or the process gets SIGTERM/SIGINT; returns the
     exit status. Raises ValueError for a bad ``simulate``/``inject`` spec and
@@ -99,6 +102,8 @@ def run_agent(
         leaf=leaf,
         pod=pod,
         labels=dict(labels or {}),
+        features=tuple(features),
+        gres_type=gres_type,
         heartbeat_s=heartbeat_s,
         poll_wait_s=poll_wait_s,
         fence_grace_s=fence_grace_s,
@@ -109,6 +114,7 @@ def run_agent(
         task_env=dict(task_env or {}),
     )
     agent = Agent(client, backend, config, clock=clock)
+    agent.runner.step_bin = str(slurmbin.install(data))
     # tasks a previous agent left behind run unsupervised: stop them and say so
     for key in agent.runner.kill_orphans():
         why = "killed: the agent restarted and cannot supervise it"

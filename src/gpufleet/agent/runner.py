@@ -33,10 +33,10 @@ from typing import IO, Literal
 
 import psutil  # type: ignore[import-untyped]
 
-from gpufleet.agent import sandbox
+from gpufleet.agent import sandbox, secrets
 from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
-from gpufleet.agent.taskenv import check_no_nul, task_env
+from gpufleet.agent.taskenv import check_no_nul, task_env, with_step_commands
 from gpufleet.api.schemas import AgentCommand, AgentEvent
 from gpufleet.core.clock import Clock
 
@@ -142,6 +142,7 @@ class TaskRunner:
                 self.agent.name,
                 self.agent.uid,
             )
+        self.step_bin = ""  # where srun/scontrol are (slurmbin.install); "" for none
         self._live: dict[Key, _Task] = {}
         self._latest = LatestAttempts()
 
@@ -208,7 +209,9 @@ class TaskRunner:
         tmp = self.tmp_path(key)
         sandbox.fresh_tmp(tmp, account)
         argv, tmpdir = sandbox.wrap(list(cmd.command), account, tmp)
-        env = task_env(account, tmpdir, self.node_env, cmd.env, self.visible_devices(cmd.gpus))
+        launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
+        env = task_env(account, tmpdir, self.node_env, launch_env, self.visible_devices(cmd.gpus))
+        with_step_commands(env, self.step_bin)
         workdir = env.get("GPUFLEET_WORKDIR")
         if workdir and Path(workdir).is_dir():
             cwd = workdir
@@ -412,6 +415,13 @@ class TaskRunner:
                 log.warning("killed orphaned task %s/%d rank %d (pid %d)", *key, pid)
             pidfile.unlink(missing_ok=True)
             sandbox.remove_tree(self.tmp_path(key))
+        # secrets a previous agent delivered to tasks it no longer runs (a pid file lost, a
+        # crash between the delivery and the start): no task of ours may still read them
+        live = {self.tmp_path(k) for k in self._live}
+        for d in secrets.leftovers(self.data_dir):
+            if d.parent not in live:
+                sandbox.remove_tree(d)
+                log.warning("removed the secrets left in %s", d)
         return killed
 
 

@@ -42,6 +42,13 @@ def task_env(
     return env
 
 
+def with_step_commands(env: dict[str, str], bindir: str) -> None:
+    """A task that can reach step daemons (a batch job's) finds ``srun`` and ``scontrol``
+    first on its PATH, whatever PATH the job brought."""
+    if bindir and "GPUFLEET_STEP_HOSTS" in env:
+        env["PATH"] = f"{bindir}:{env['PATH']}" if env.get("PATH") else bindir
+
+
 def check_no_nul(env: Mapping[str, str], command: Sequence[str]) -> None:
     """A NUL byte cannot reach exec(2): say which field holds it (Popen says only
     'embedded null byte')."""

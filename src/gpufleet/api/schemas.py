@@ -145,6 +145,8 @@ class NodeOut(Strict):
     pod: str
     why: str = ""
     labels: dict[str, str] = {}
+    features: list[str] = []  # Slurm's node features (what -C matches)
+    gres_type: str = ""  # the GPU type name --gres=gpu:TYPE matches here
     last_heartbeat: float | None = None
     jobs: list[str] = []
     # what the agent registered with (``gpufleet validate`` compares nodes with these)
@@ -243,6 +245,10 @@ class AgentRegister(Input):
     leaf: Name = "leaf-0"
     pod: Name = "pod-0"
     labels: dict[Name, Text] = Field(default={}, max_length=1024)
+    # Slurm's node features (what -C matches) and the site's GPU type name (--gres=gpu:TYPE;
+    # "" = the model's usual name, h100, a100, …)
+    features: list[Name] = Field(default=[], max_length=64)
+    gres_type: OptName = ""
     driver_version: OptName = ""
     cuda_version: OptName = ""
     # tasks it still runs (after a controller restart)
@@ -286,6 +292,18 @@ class HeartbeatResult(Strict):
     register_again: bool = False
 
 
+class TaskSecret(Strict):
+    """A secret a launch carries. In the controller's outbox only its reference; the value is
+    filled in the poll's answer that hands the launch to its agent (server/secrets.py)."""
+
+    name: str
+    scope: str
+    owner: str
+    env: str = ""  # as this environment variable, or
+    file: str = ""  # as this file in the task's $GPUFLEET_SECRETS_DIR
+    value: str = Field("", repr=False)
+
+
 class AgentCommand(Strict):
     kind: Literal["launch", "kill"]
     job: str
@@ -311,6 +329,7 @@ class AgentCommand(Strict):
     # its number in the node's queue: the next poll acknowledges it (``ack``), else it comes
     # again (a long-poll's answer can be lost with its connection)
     seq: int = 0
+    secrets: list[TaskSecret] = []
 
 
 class CommandBatch(Strict):

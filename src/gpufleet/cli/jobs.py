@@ -54,6 +54,7 @@ class Submission:
     array: str | None = None
     depends_on: list[tuple[str, str]] = field(default_factory=list)
     source: str = "command line"
+    partitions: list[str] = field(default_factory=list)  # sbatch's -p a,b: any of them
 
     def body(self) -> dict[str, Any]:
         """What ``POST /jobs`` receives."""
@@ -122,6 +123,17 @@ def submit(
         ),
     ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable).")] = None,
+    secret: Annotated[
+        list[str] | None,
+        typer.Option("--secret", help="NAME[:VAR]: a secret as a variable (repeatable)."),
+    ] = None,
+    secret_file: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--secret-file",
+            help="NAME[:FILE]: a secret as a file in $GPUFLEET_SECRETS_DIR (repeatable).",
+        ),
+    ] = None,
     array: Annotated[
         str | None, typer.Option("--array", "-a", help="Indexes: 0-9, 1,3,5, 0-15%4.")
     ] = None,
@@ -175,6 +187,10 @@ def submit(
         signal=signal,
         requeue=requeue,
     )
+    if secret or secret_file:
+        from gpufleet.cli.secret import refs
+
+        overrides["secrets"] = refs(secret, secret_file)
     try:
         subs = _submissions(command or [], file, overrides)
         for sub in subs:
@@ -206,6 +222,7 @@ def submit(
         return
     ids: list[str] = []
     with connect(server, token) as c:
+        _choose_partitions(c, subs)
         for i, sub in enumerate(subs):
             # one key per job of a file, so that the server does not take them for one retried
             key = f"{idempotency_key}#{i}" if idempotency_key and len(subs) > 1 else idempotency_key
@@ -252,8 +269,8 @@ def _parse_only(
         if val is not None
     ]
     try:
-        text = script.read_text(encoding="utf-8")
-    except OSError as e:
+        text = sbatch.read_script(script)  # bytes as they are: a DOS line break is refused
+    except (OSError, UnicodeDecodeError) as e:
         out.fail(f"{script}: cannot read: {e}", code=2)
     try:
         req = sbatch.read_request(text, source=str(script), options=options)
@@ -354,9 +371,27 @@ def _submissions(args: list[str], file: Path | None, overrides: dict[str, Any]) 
         for w in job.warnings:
             out.warn(w)
         sub = Submission(dict(job.spec), job.array, list(job.depends_on), str(script))
+        if job.request is not None and "queue" not in overrides:
+            sub.partitions = list(job.request.partitions)
         return [_merge(sub, overrides)]
     spec = {"name": Path(args[0]).name, "command": list(args)}
     return [_merge(Submission(spec), overrides)]
+
+
+def _choose_partitions(c: Any, subs: list[Submission]) -> None:
+    """sbatch's ``-p a,b``: the job may run in any of them; gpufleet queues it in the first
+    one the controller knows (else the first), chosen here once, and says so."""
+    multi = [s for s in subs if len(s.partitions) > 1]
+    if not multi:
+        return
+    known = {q.name for q in c.queues()}
+    for sub in multi:
+        chosen = next((p for p in sub.partitions if p in known), sub.partitions[0])
+        sub.spec["queue"] = chosen
+        out.warn(
+            f"{sub.source}: queued in {chosen}, the first of -p {','.join(sub.partitions)} the "
+            "controller knows; the job is not moved between them"
+        )
 
 
 def _yaml_jobs(file: Path) -> list[dict[str, Any]]:

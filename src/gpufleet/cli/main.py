@@ -119,6 +119,12 @@ COMMANDS: list[Lazy] = [
         "Install Slurm's commands (sbatch, squeue, scancel, sinfo, sacct) over gpufleet.",
     ),
     Lazy("token", "gpufleet.cli.admin", "register", register=True),
+    Lazy(
+        "secret",
+        "gpufleet.cli.secret",
+        "app",
+        "Create, list and remove job secrets (values from stdin or a file, never argv).",
+    ),
 ]
 _BY_NAME = {c.name: c for c in COMMANDS}
 

@@ -78,6 +78,12 @@ def controller(
         help="the Unix account a job runs as on a node that has no account of its user "
         "(default: none; such a job is refused, and its Reason says so)",
     ),
+    secrets_key_file: Path = typer.Option(
+        None,
+        "--secrets-key-file",
+        help="the key that seals job secrets: a 0600 file of 32 base64 bytes (default: env "
+        "GPUFLEET_SECRETS_KEY, else secrets.key in the data dir, made on first start)",
+    ),
 ) -> None:
     """Run the controller: REST API under /api/v1, scheduling, the store."""
     import uvicorn
@@ -119,6 +125,7 @@ def controller(
             max_body_bytes=max_body_bytes,
             max_array_size=max_array_size,
             fallback_account=fallback_account,
+            secrets_key_file=secrets_key_file,
         )
         private_umask()  # the store, logs, admin.token and their directories: ours alone
         app = create_app(cfg)

@@ -1,6 +1,9 @@
-"""``gpufleet simulate replay|compare|fill``: workloads through the scheduler core, offline.
+"""``gpufleet simulate replay|compare|whatif|sweep|fill``: workloads through the scheduler
+core, offline.
 
-Bad input (a file, a row, a flag's value) prints one ``error:`` line on stderr and exits 2.
+Bad input (a file, a row, a flag's value) prints one ``error:`` line on stderr and exits 2; a
+sweep whose runs partly failed prints the others' results, one ``error:`` line per failed run,
+and exits 1.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from gpufleet.sim.replay import (
     with_queues,
 )
 from gpufleet.sim.traces import FORMATS, TimeLimit, apply_time_limits, load_trace
+from gpufleet.sim.whatif import DEFAULT_GPU_HOUR_PRICE_USD
 
 app = typer.Typer(no_args_is_help=True)
 T = TypeVar("T")
@@ -466,11 +470,24 @@ def whatif(
     equal_shares: bool = EqualOpt,
     time_limit: str = LimitOpt,
     seed: int = SeedOpt,
+    gpu_hour_price: float = typer.Option(
+        DEFAULT_GPU_HOUR_PRICE_USD,
+        "--gpu-hour-price",
+        metavar="USD",
+        help="what one GPU-hour costs, flat for every GPU model (the catalog has no prices); "
+        "cost = the cluster's GPUs × makespan × this",
+    ),
+    report_file: Path | None = typer.Option(
+        None,
+        "--report",
+        metavar="FILE.html",
+        help="also write one self-contained HTML page: the changes, the deltas and the plots",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay a history as it is and with changes (more nodes, another order, …): the deltas
-    of JCT, waits and utilization. The baseline profile is the live controller's default."""
-    from gpufleet.sim.whatif import apply_changes, deltas, parse_change
+    of JCT, waits, utilization and cost. The baseline profile is the live controller's default."""
+    from gpufleet.sim.whatif import WhatIf, apply_changes, check_price, parse_change
 
     with _refusals():
         if not changes:
@@ -478,8 +495,11 @@ def whatif(
                 "name a change: --change nodes+=16, --change order=las", field="--change"
             )
         parsed = [parse_change(c) for c in changes]
+        check_price(gpu_hour_price)
         base = ProfileChoice(order, placement, backfill, _names(preempt), admit)
         check_profile(base)
+        if report_file is not None:
+            _check_writable(report_file)
         wl = _load_workload(
             trace=history,
             fmt=fmt,
@@ -501,57 +521,270 @@ def whatif(
         changed = replace(wl, cluster=new_cluster)
         (after,) = _run_all(changed, [new_choice], _show_progress(as_json))
         _warn_unfinished([before, after])
-        rows = deltas(before.metrics, after.metrics)
+        result = WhatIf(
+            history=history.name,
+            jobs=len(wl.jobs),
+            changes=tuple(parsed),
+            before=before,
+            after=after,
+            baseline_nodes=len(wl.cluster.nodes),
+            whatif_nodes=len(new_cluster.nodes),
+            price=gpu_hour_price,
+        )
+        from gpufleet.sim import whatif_report
+
+        if report_file is not None:
+            whatif_report.write(report_file, result)
         if as_json:
-            print(
-                json.dumps(
-                    {
-                        "changes": [c.text for c in parsed],
-                        "baseline": {"profile": before.label, "nodes": len(wl.cluster.nodes)},
-                        "whatif": {"profile": after.label, "nodes": len(new_cluster.nodes)},
-                        "deltas": {d.key: d.to_json() for d in rows},
-                    }
-                )
-            )
+            print(json.dumps(result.to_json()))
             return
         from rich.table import Table
 
         table = Table(title_justify="left")
         for col in ("figure", "baseline", "what-if", "delta"):
             table.add_column(col, justify="left" if col == "figure" else "right")
-        for d in rows:
+        for d in result.deltas:
             table.add_row(d.label, _figure(d, d.baseline), _figure(d, d.whatif), _delta(d))
+        table.caption = f"cost: the cluster's GPUs × makespan × ${gpu_hour_price:,.2f}/GPU-h"
         con = _stdout()
+        # Text, not markup: a file name may hold [brackets]
         con.print(
-            f"{history.name} · {len(wl.jobs):,} jobs · baseline {before.label} on "
-            f"{_nodes(wl.cluster)} · what-if {', '.join(c.text for c in parsed)}: "
-            f"{after.label} on {_nodes(new_cluster)}",
-            style="bold",
+            Text(
+                f"{history.name} · {len(wl.jobs):,} jobs · baseline {before.label} on "
+                f"{_nodes(wl.cluster)} · what-if {', '.join(c.text for c in parsed)}: "
+                f"{after.label} on {_nodes(new_cluster)}",
+                style="bold",
+            )
         )
         con.print(table)
+        con.print(Text(whatif_report.verdict(result)))
+        if report_file is not None:
+            con.print(Text(f"report: {report_file}"))
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a report path that cannot be written before the replays run, not after."""
+    if path.is_dir():
+        raise SpecError("is a directory; name a file, e.g. whatif.html", field="--report")
+    if not path.parent.is_dir():
+        raise SpecError(f"no directory {str(path.parent)!r}", field="--report")
 
 
 def _figure(d: Any, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if d.key == "utilization":
-        return f"{100 * v:.1f} %"
-    return report.duration(v) if d.unit == "s" else f"{v:g}"
+    from gpufleet.sim.whatif_report import figure_text
+
+    return figure_text(d, v)
 
 
 def _delta(d: Any) -> Text:
-    if d.delta is None:
-        return Text("–")
-    if d.unit == "s":
-        body = ("+" if d.delta >= 0 else "−") + report.duration(abs(d.delta))
-    elif d.key == "utilization":
-        body = f"{100 * d.delta:+.1f} pt"
-    else:
-        body = f"{d.delta:+g}"
-    if d.delta_pct is not None:
-        body += f" ({d.delta_pct:+.0f} %)".replace("-", "−")
+    from gpufleet.sim.whatif_report import delta_text
+
     style = "" if d.better is None else ("green" if d.better else "red")
-    return Text(body, style=style)
+    return Text(delta_text(d), style=style)
+
+
+# ---------------------------------------------------------------------------------------------
+# sweep
+
+
+@app.command("sweep", cls=_OneLineUsageErrors)
+def sweep(
+    trace: Path = TraceOpt,
+    fmt: str = FormatOpt,
+    profiles: list[str] = typer.Option(
+        [],
+        "--profiles",
+        help="comma list of ORDER[+PLACEMENT][+BACKFILL][+PREEMPT…], as for compare; repeatable",
+    ),
+    orders: list[str] = typer.Option(
+        [], "--order", help="an order to sweep (repeatable), with the other flags' plugins"
+    ),
+    capacities: str = typer.Option(
+        "64",
+        "--nodes",
+        "--capacity",
+        help="comma list of node counts, e.g. 16,32,64. Without --cluster: identical nodes laid "
+        "out as replay's --nodes; with it: the file's cluster grown by copies of its last node "
+        "or shrunk by dropping its last nodes (as whatif's nodes=N)",
+    ),
+    seeds: str = typer.Option(
+        "0",
+        "--seeds",
+        help="comma list of seeds. A seed reaches the only random draws of a replay: --placement "
+        "random and the failures of --mtbf. Traces are replayed as given (no sampling or "
+        "jitter): without those two, every seed gives the same figures",
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", help="local processes at once (default: the CPU count; 1: in this one)"
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray",
+        help="run each run as a task on this Ray cluster instead of local processes: "
+        "ray.init(address=…), i.e. the head's HOST:PORT or auto; needs ray here (pip install "
+        "gpufleet's ray extra) and gpufleet in the cluster's Python",
+    ),
+    cluster: Path | None = ClusterOpt,
+    gpus_per_node: int = GpusOpt,
+    leaves: int = LeavesOpt,
+    placement: str = PlacementOpt,
+    backfill: str = BackfillOpt,
+    preempt: str = PreemptOpt,
+    admit: str = AdmitOpt,
+    las_thresholds: str = LasOpt,
+    queues: Path | None = QueuesOpt,
+    equal_shares: bool = EqualOpt,
+    time_limit: str = LimitOpt,
+    restart_overhead: float = OverheadOpt,
+    mtbf: float | None = MtbfOpt,
+    repair: float = RepairOpt,
+    fail: Path | None = FailOpt,
+    checkpoint_interval: float | None = CheckpointOpt,
+    as_json: bool = JsonOpt,
+    out: Path | None = typer.Option(
+        None, "--out", help="also write the results here: FILE.csv one row per run, else JSON"
+    ),
+) -> None:
+    """Replay one workload over profiles × node counts × seeds, in parallel (local processes
+    or Ray): a row per run and the mean and spread over seeds of each profile and capacity."""
+    from gpufleet.sim import sweep as sw
+    from gpufleet.sim import sweep_report
+
+    with _refusals():
+        problems: list[SpecError] = []
+        base = ProfileChoice(
+            "fifo", placement, backfill, _names(preempt), admit, _options(las_thresholds)
+        )
+        choices: list[ProfileChoice] = []
+        for o in orders:
+            try:
+                check_profile(replace(base, order=o))
+                choices.append(replace(base, order=o))
+            except SpecError as exc:
+                problems.append(SpecError(f"{o!r}: {exc.reason}", field="--order"))
+        for text in profiles:
+            for p in (x for x in text.split(",") if x.strip()):
+                try:
+                    choices.append(parse_profile(p, base))
+                except SpecError as exc:
+                    problems.append(exc)
+        if not choices and not problems:
+            problems.append(
+                SpecError(
+                    "name the profiles: --profiles fifo+easy,las+none or --order A --order B",
+                    field="--profiles",
+                )
+            )
+        labels = [c.label for c in choices]
+        twice = sorted({x for x in labels if labels.count(x) > 1})
+        if twice:
+            problems.append(SpecError(f"{', '.join(twice)} named twice", field="--profiles"))
+        counts, bad = sw.parse_counts(capacities, "--nodes", minimum=1)
+        problems += bad
+        seed_list, bad = sw.parse_counts(seeds, "--seeds", minimum=0)
+        problems += bad
+        if workers is not None and workers < 1:
+            problems.append(SpecError(f"must be at least 1, got {workers}", field="--workers"))
+        if workers is not None and ray_address is not None:
+            problems.append(
+                SpecError("the Ray cluster's CPUs set how many run at once", field="--workers")
+            )
+        if out is not None and not out.parent.is_dir():
+            problems.append(SpecError(f"no folder {str(out.parent)!r}", field="--out"))
+        if fmt not in FORMATS:
+            problems.append(
+                SpecError(f"must be one of {', '.join(FORMATS)}, got {fmt!r}", field="--format")
+            )
+        try:
+            TimeLimit.parse(time_limit)
+        except SpecError as exc:
+            problems.append(exc)
+        if cluster is None:  # each node count's layout, before the trace is read
+            problems += sw.clusters_for(
+                uniform_cluster(1), counts, uniform=(gpus_per_node, leaves)
+            )[1]
+        if problems:
+            raise sw.Problems(problems)
+        wl = _load_workload(
+            trace=trace,
+            fmt=fmt,
+            cluster_file=cluster,
+            nodes=counts[0],
+            gpus_per_node=gpus_per_node,
+            leaves=min(leaves, counts[0]),  # each count's leaves are checked below
+            queues_file=queues,
+            equal_shares=equal_shares,
+            time_limit=time_limit,
+            restart_overhead=restart_overhead,
+            mtbf=mtbf,
+            repair=repair,
+            fail_file=fail,
+            seed=0,
+            checkpoint_interval=checkpoint_interval,
+        )
+        uniform = None if cluster is not None else (gpus_per_node, leaves)
+        clusters, problems = sw.clusters_for(wl.cluster, counts, uniform=uniform)
+        problems += sw.check_failures(wl.config, clusters)
+        if problems:
+            raise sw.Problems(problems)
+        if len(seed_list) > 1 and not sw.seeds_matter(choices, wl.config):
+            _warn(
+                "--seeds: nothing in these runs draws a random number (no --placement random, "
+                "no --mtbf): every seed gives the same figures"
+            )
+        workload = sw.SweepWorkload(wl.jobs, wl.config, clusters)
+        points = sw.grid(choices, counts, seed_list)
+        runner: sw.Runner
+        if ray_address is not None:
+            runner = sw.RayCluster(ray_address)
+        elif workers == 1:
+            runner = sw.InProcess()
+        else:
+            runner = sw.LocalProcesses(workers) if workers else sw.LocalProcesses()
+        results = _sweep_with_progress(runner, workload, points, _show_progress(as_json))
+        for r in results:
+            if r.metrics is not None:
+                _warn_unfinished([_as_run(r)])
+        if out is not None:
+            sweep_report.write_out(out, results)
+        failed = [r for r in results if not r.ok]
+        if as_json:
+            print(json.dumps(sw.sweep_json(results)))
+        else:
+            con = _stdout()
+            con.print(
+                f"{trace.name} · {len(wl.jobs):,} jobs · {len(choices)} profile(s) × "
+                f"{len(counts)} capacit{'y' if len(counts) == 1 else 'ies'} × "
+                f"{len(seed_list)} seed(s) = {len(points)} runs",
+                style="bold",
+            )
+            con.print(sweep_report.runs_table(results))
+            con.print("over the seeds: mean ± sample standard deviation", style="bold")
+            con.print(sweep_report.aggregate_table(sw.aggregate(results)))
+        for r in failed:
+            _stderr().print(Text("error: ", style="bold red") + Text(f"{r.point.label}: {r.error}"))
+        if failed:
+            raise typer.Exit(1)
+
+
+def _as_run(r: Any) -> ReplayRun:
+    """A sweep's run as the unfinished-jobs warning names it."""
+    return ReplayRun(r.point.label, r.metrics, [], [], r.cycles, 0)
+
+
+def _sweep_with_progress(runner: Any, workload: Any, points: Sequence[Any], show: bool) -> Any:
+    if not show:
+        return runner.run(workload, points)
+    with Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} runs"),
+        TimeElapsedColumn(),
+        console=_stderr(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("sweep", total=len(points))
+        return runner.run(workload, points, lambda _r: bar.advance(task))
 
 
 # ---------------------------------------------------------------------------------------------

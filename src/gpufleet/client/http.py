@@ -9,14 +9,19 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from gpufleet.api import schemas as s
+from gpufleet.api import secrets as sec
 from gpufleet.client.errors import ApiError
 
 M = TypeVar("M", bound=BaseModel)
 API = "/api/v1"
 PAGE_MAX = 1000  # the server's largest page of GET /jobs (server/listing.py)
+
+
+class CommandsUnreadable(ValueError):
+    """A poll's answer that does not parse; its message quotes no value."""
 
 
 def tls_verify(
@@ -238,6 +243,24 @@ class Client(_Base):
     def revoke_token(self, name: str) -> None:
         self._call("DELETE", f"/tokens/{name}")
 
+    def create_secret(self, req: sec.SecretCreate) -> sec.SecretOut:
+        """The value goes in the request body only (never a URL or argv)."""
+        return self._one(sec.SecretOut, "POST", "/secrets", json=req.model_dump())
+
+    def secrets(self, scope: str | None = None) -> list[sec.SecretOut]:
+        params = {"scope": scope} if scope else None
+        return self._many(sec.SecretOut, "GET", "/secrets", params=params)
+
+    def delete_secret(
+        self, name: str, scope: str = "user", *, user: str | None = None, queue: str | None = None
+    ) -> None:
+        params = {
+            "scope": scope,
+            **({"user": user} if user else {}),
+            **({"queue": queue} if queue else {}),
+        }
+        self._call("DELETE", f"/secrets/{name}", params=params)
+
     def audit(self, limit: int = 100) -> list[s.AuditOut]:
         return self._many(s.AuditOut, "GET", "/audit", params={"limit": limit})
 
@@ -269,13 +292,22 @@ class AgentClient(_Base):
         """Long-poll: returns as soon as there are commands, or empty after ``wait_s``. Each
         poll acknowledges what the previous one brought; an answer lost on the way comes again
         (the agent runs a redelivered launch once), so nothing sent is lost with a connection."""
-        batch = self._one(
-            s.CommandBatch,
-            "GET",
-            f"/agent/{node}/commands",
-            params={"wait": wait_s, "ack": self._acked.get(node, 0)},
-            timeout=wait_s + 10.0,
-        )
+        try:
+            batch = self._one(
+                s.CommandBatch,
+                "GET",
+                f"/agent/{node}/commands",
+                params={"wait": wait_s, "ack": self._acked.get(node, 0)},
+                timeout=wait_s + 10.0,
+            )
+        except ValidationError as e:
+            # pydantic's message quotes the input, and a launch carries its job's secrets:
+            # say where and what, never the value (a newer controller's field, say)
+            where = "; ".join(
+                f"{'.'.join(map(str, x['loc']))}: {x['msg']}"
+                for x in e.errors(include_input=False, include_url=False)[:5]
+            )
+            raise CommandsUnreadable(f"the controller's commands do not parse: {where}") from None
         if batch.commands:
             self._acked[node] = max(self._acked.get(node, 0), *(c.seq for c in batch.commands))
         return batch.commands

@@ -9,9 +9,11 @@ Two steps, kept apart:
    sbatch's option table and getopt_long (:mod:`gpufleet.io.slurm_opts`); command-line options
    come after and win. The result is a :class:`SlurmRequest` in Slurm's own terms. Every option
    sbatch accepts is accepted; only what sbatch refuses is refused, every problem at once.
-2. :class:`_Build` maps the request onto a JobSpec (``nodes × tasks per node`` workers, GPUs,
-   CPUs and memory per worker). What a JobSpec cannot express yet is refused here, at submit
-   time, saying what gpufleet cannot do; options gpufleet does not act on get one warning each.
+2. :class:`_Build` maps the request onto a JobSpec: with ``--nodes`` (or ``--ntasks-per-node``)
+   one worker per node on distinct nodes, its tasks sharing the node's GPUs, CPUs and memory;
+   with only ``--ntasks``, one worker per task. What a JobSpec cannot express yet is refused
+   here, at submit time, saying what gpufleet cannot do; options gpufleet does not act on get
+   one warning each.
 """
 
 from __future__ import annotations
@@ -20,18 +22,21 @@ import json
 import math
 import re
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpufleet.io import slurm_values as v
 from gpufleet.io.slurm_opts import OPTIONS, Given, Problem, Word, getopt
-from gpufleet.model import catalog
+from gpufleet.model import hostlist
 from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
+from gpufleet.model.constraint import parse as parse_constraint
 from gpufleet.model.errors import SpecError
-from gpufleet.model.job import SPEC_BOUNDS
+from gpufleet.model.job import MAX_NODE_NAMES, SPEC_BOUNDS
 from gpufleet.model.validate import text_problem
+
+_T = TypeVar("_T")
 
 # Interpreters that take the program text after ``-c``; the script runs as ``INTERP -c TEXT``.
 C_INTERPRETERS = {"sh", "bash", "dash", "zsh", "ksh", "python", "python3"}
@@ -43,12 +48,11 @@ HONOURED = {
     "job-name", "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "gres",
     "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
     "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
-    "no-requeue",
+    "no-requeue", "exclusive", "nodelist", "exclude",
 }  # fmt: skip
 NO_EFFECT = {
     "qos": "gpufleet has no QOS; the queue (--partition) and --priority decide",
     "account": "fair share is per queue (--partition) in gpufleet",
-    "exclusive": "gpufleet places by GPUs, CPUs and memory; ask for a whole node's GPUs instead",
     "oversubscribe": "gpufleet places by GPUs, CPUs and memory",
     "mail-type": "gpufleet sends no mail",
     "mail-user": "gpufleet sends no mail",
@@ -58,8 +62,6 @@ NO_EFFECT = {
     "open-mode": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
     "chdir": "the script runs in the job's own directory on the node",
     "export": "the job gets gpufleet's environment, not the submitter's",
-    "nodelist": "gpufleet chooses the nodes",
-    "exclude": "gpufleet chooses the nodes",
     "time-min": "gpufleet does not shorten a job's time limit to start it sooner",
     "hint": "gpufleet does not bind CPUs",
 }
@@ -170,6 +172,13 @@ def _where(source: str, line: int) -> str:
 # ----- reading the script ------------------------------------------------------------------
 
 
+def read_script(path: str | Path) -> str:
+    """A script's text as sbatch reads it: bytes as they are (no newline translation, so a DOS
+    line break is seen and refused as sbatch refuses it; bytes that are not UTF-8, a Latin-1
+    comment, are kept as lone surrogates: sbatch reads such a script). OSError as raised."""
+    return Path(path).read_bytes().decode("utf-8", errors="surrogateescape")
+
+
 def looks_like_sbatch(path: Path) -> bool:
     """True when ``path`` is a readable file whose header carries an ``#SBATCH`` directive."""
     try:
@@ -240,7 +249,17 @@ def split_directive(rest: str) -> tuple[list[str], str]:
 
 def _words(text: str, source: str) -> tuple[list[Word], list[Problem], list[str], int]:
     """(words of the first component's directives, problems, warnings, components)."""
+    words, problems, warnings, later = _component_words(text, source)
+    return words, problems, warnings, len(later) + 1
+
+
+def _component_words(
+    text: str, source: str
+) -> tuple[list[Word], list[Problem], list[str], list[list[Word]]]:
+    """(words of the first component's directives, problems, warnings, the words of each
+    later component of a heterogeneous job)."""
     words: list[Word] = []
+    later: list[list[Word]] = []
     problems: list[Problem] = []
     warnings: list[str] = []
     component = 0
@@ -260,9 +279,10 @@ def _words(text: str, source: str) -> tuple[list[Word], list[Problem], list[str]
         line_words, problem = split_directive(rest)
         if problem:
             problems.append(Problem(n, problem))
-        if component == 0:
-            words.extend(Word(w, n) for w in line_words)
-    return words, problems, warnings, component + 1
+        while len(later) < component:
+            later.append([])
+        (later[component - 1] if component else words).extend(Word(w, n) for w in line_words)
+    return words, problems, warnings, later
 
 
 def read_request(
@@ -275,6 +295,9 @@ def read_request(
     """What sbatch makes of ``text`` (the script at ``source``) and of command-line
     ``options`` (which win over the script's), or a SbatchError listing every problem."""
     problems: list[Problem] = []
+    if not text.strip(_SPACE):  # sbatch's _get_script_buffer, in its order
+        why = "Batch script contains only whitespace!" if text else "Batch script is empty!"
+        raise SbatchError(source, [Problem(1, why)])
     if not text.startswith("#!"):
         problems.append(
             Problem(
@@ -289,12 +312,19 @@ def read_request(
     if "\0" in text:
         n = text[: text.index("\0")].count("\n") + 1
         problems.append(Problem(n, "The batch script contains a NULL character"))
-    words, found, warnings, components = _words(text, source)
+    words, found, warnings, later = _component_words(text, source)
+    components = len(later) + 1
     problems += found
     given, found_opts, stop = getopt(words)
     problems += found_opts
-    problems += [Problem(w.line, f"Invalid directive found in batch script: {w.text}")
-                 for w in words[stop:]]  # fmt: skip
+    for other in later:  # sbatch reads every component: what it refuses there, it refuses
+        other_given, found_opts, other_stop = getopt(other)
+        problems += found_opts
+        if other_stop < len(other):
+            problems.append(Problem(other[other_stop].line, _invalid_directive(other, other_stop)))
+        problems += _apply(other_given, source, max_array_size)[1]
+    if stop < len(words):  # sbatch stops reading options there and names that word only
+        problems.append(Problem(words[stop].line, _invalid_directive(words, stop)))
     cli = [Word(o, 0) for o in options]
     cli_given, cli_problems, cli_stop = getopt(cli)
     problems += cli_problems
@@ -310,6 +340,15 @@ def read_request(
     if problems:
         raise SbatchError(source, sorted(problems, key=lambda p: (p.line == 0, p.line)))
     return replace(req, warnings=tuple(warnings) + req.warnings, het_components=components)
+
+
+def _invalid_directive(words: Sequence[Word], stop: int) -> str:
+    w = words[stop]
+    message = f"Invalid directive found in batch script: {w.text}"
+    later = [x for x in words[stop + 1 :] if x.text.startswith("-")]
+    if later:  # they look like options, but sbatch never reads them: say so once
+        message += f" (the options after it, from line {later[0].line}, are not read)"
+    return message
 
 
 # ----- options → request --------------------------------------------------------------------
@@ -351,8 +390,8 @@ def _apply(
             )
         )
     both("exclusive", "oversubscribe", "--exclusive and --oversubscribe are mutually exclusive")
-    both("cpus-per-task", "cpus-per-gpu", "--cpus-per-task and --cpus-per-gpu are mutually "
-         "exclusive")  # fmt: skip
+    both("cpus-per-task", "cpus-per-gpu", "--cpus-per-task, --tres-per-task=cpu:#, and "
+         "--cpus-per-gpu are mutually exclusive")  # fmt: skip
     both("core-spec", "thread-spec", "-S/--core-spec and --thread-spec are mutually exclusive")
     both("bb", "bbf", "Cannot specify both --burst-buffer and --bbf")
     for other in ("gpus-per-task", "gpus-per-socket", "ntasks-per-node", "tres-per-task"):
@@ -370,14 +409,41 @@ def _apply(
     if "hint" in last and any(k in last for k in ("ntasks-per-core", "threads-per-core")):
         f["hint"] = ()  # sbatch ignores --hint beside these
 
-    req = _verify(f, source)
+    req, nodes_problem = _verify(f, source)
+    if nodes_problem:
+        at = max((last[k] for k in ("nodes", "nodelist") if k in last), key=lambda g: g.line)
+        problems.append(Problem(at.line, nodes_problem))
     warnings = tuple(
         f"{_where(source, g.line)}{g.text} has no effect here: "
         f"{NO_EFFECT.get(key, DEFAULT_NO_EFFECT)}"
         for key, g in sorted(last.items(), key=lambda kv: kv[1].line)
         if key not in HONOURED
     )
-    return replace(req, warnings=warnings), problems
+    return replace(req, warnings=req.warnings + _gres_warnings(req, last, source) + warnings), (
+        problems
+    )
+
+
+def _gres_warnings(req: SlurmRequest, last: dict[str, Given], source: str) -> tuple[str, ...]:
+    """What newer sbatch refuses in its GRES check and older sbatch took: said, not refused, so
+    a script written for an older Slurm still reads."""
+    out: list[str] = []
+    if req.gpus_per_task and not req.ntasks_set and not req.gpus:
+        g = last["gpus-per-task"]
+        out.append(
+            f"{_where(source, g.line)}{g.text} without -n/--ntasks or --gpus: sbatch 23.11 and "
+            "later refuse this ('--gpus-per-task or --tres-per-task used without either --gpus "
+            "or -n/--ntasks is not allowed')"
+        )
+    gpus = req.gpus + req.gpus_per_node + req.gpus_per_task + req.gpus_per_socket
+    if len({g.type is None for g in gpus}) > 1:
+        kinds = ("gres", "gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket")
+        g = max((last[k] for k in kinds if k in last), key=lambda x: x.line)
+        out.append(
+            f"{_where(source, g.line)}GPUs asked for with and without a type: newer sbatch "
+            "refuses this ('Invalid GRES specification (with and without type identification)')"
+        )
+    return tuple(out)
 
 
 _KEEP_TEXT = {
@@ -405,7 +471,7 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
     elif key in _COUNTS:
         f[_COUNTS[key]] = v.parse_int(text)
     elif key in _MEMORY:
-        f[_MEMORY[key]] = v.mbytes(text)
+        f[_MEMORY[key]] = _spec(key, v.mbytes, text)
     elif key in _GPUS:
         f[_GPUS[key]] = v.gpu_list(text)
     elif key in _POSITIVE:
@@ -413,7 +479,7 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
     elif key == "nodes":
         f["nodes"] = v.node_count(text)
     elif key in ("time", "time-min"):
-        f[key.replace("-", "_")] = v.time_minutes(text)
+        f[key.replace("-", "_")] = _spec(key, v.time_minutes, text)
     elif key == "partition":
         f["partitions"] = tuple(p for p in text.split(",") if p)
     elif key == "gres":
@@ -448,15 +514,31 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
         f.setdefault("other", {})[key] = val
 
 
+_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+_SIZE_FORMS = "a whole number of MB, or one with K, M, G or T (16G)"
+
+
+def _spec(key: str, parse: Callable[[str], _T], text: str) -> _T:
+    """``parse(text)``, or sbatch's own refusal, "Invalid --KEY specification", and the forms
+    it takes (the option and its value are already in front of the message)."""
+    try:
+        return parse(text)
+    except ValueError:
+        forms = _SIZE_FORMS if parse is v.mbytes else _TIME_FORMS
+        raise ValueError(f"Invalid --{key} specification: expected {forms}") from None
+
+
 def _check_other(key: str, val: str | None) -> None:
     """The checks sbatch makes on options gpufleet only keeps."""
     text = val or ""
     if key in ("delay-boot",):
-        v.time_seconds(text)
+        _spec(key, v.time_seconds, text)
     elif key in ("tmp",):
-        v.mbytes(text)
+        _spec(key, v.mbytes, text)
     elif key == "core-spec":
         v.parse_int(text, positive=False)
+    elif key == "oom-kill-step" and val is not None and text not in ("0", "1"):
+        raise ValueError("Invalid --oom-kill-step specification: expected 0 or 1")
     elif key == "wait-all-nodes":
         if v.parse_int(text, positive=False) > 1:
             raise ValueError("Invalid --wait-all-nodes specification")
@@ -475,6 +557,7 @@ def _check_other(key: str, val: str | None) -> None:
     elif key == "gres-flags":
         for tok in text.split(","):
             if tok.lower() not in (
+                "allow-task-sharing",  # Slurm 23.11
                 "disable-binding",
                 "enforce-binding",
                 "multiple-tasks-per-sharing",
@@ -483,9 +566,11 @@ def _check_other(key: str, val: str | None) -> None:
                 raise ValueError(f"Invalid --gres-flags specification: {tok}")
 
 
-def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
-    """The counts sbatch works out before it sends the job (its _opt_verify)."""
+def _verify(f: dict[str, Any], source: str) -> tuple[SlurmRequest, str]:
+    """The counts sbatch works out before it sends the job (its _opt_verify), and its refusal
+    of a node count the node list does not fit ("" when none)."""
     warnings: list[str] = []
+    problem = ""
     nodes_set = "nodes" in f
     lo, hi = f.get("nodes", (1, 0))
     nodelist = f.get("nodelist")
@@ -494,6 +579,8 @@ def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
         if count is not None:
             lo = max(count, lo) if nodes_set else count
             nodes_set = True
+            if hi and lo > hi:  # -w names more nodes than -N allows
+                problem = f"invalid number of nodes (-N {lo}-{hi}): the node list names {count}"
     per_node = f.get("ntasks_per_node")
     ntasks_set = "ntasks" in f
     ntasks = f.get("ntasks", 1)
@@ -567,7 +654,7 @@ def _verify(f: dict[str, Any], source: str) -> SlurmRequest:
         hold=f.get("hold", False),
         other=tuple(f.get("other", {}).items()),
         warnings=tuple(warnings),
-    )
+    ), problem
 
 
 # ----- the script as a job -----------------------------------------------------------------
@@ -578,7 +665,7 @@ def parse_sbatch(
 ) -> SbatchJob:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_script(p)
     except FileNotFoundError:
         raise SpecError("no such file", source=str(p)) from None
     except (OSError, UnicodeDecodeError) as e:
@@ -675,27 +762,45 @@ class _Build:
             if len(r.partitions) > 1:
                 self.note(
                     "partition",
-                    f"gpufleet queues the job in the first partition, {r.partitions[0]}; "
-                    "the others are not considered yet",
+                    f"gpufleet queues the job in one partition: the first the controller knows "
+                    f"(here the first partition, {r.partitions[0]}); it is not moved between "
+                    "them",
                 )
-        nodes, per_node = self.layout()
-        workers = nodes * per_node
+        by_node, workers, per = self.layout()
         spec["workers"] = workers
-        if nodes == 1 and workers > 1:  # Slurm puts every task of a 1-node job on that node
-            spec["topology"] = {"level": "node", "required": True}
-        gpus, models = self.gpus(per_node, workers)
+        if by_node:
+            if workers > 1:
+                spec["distinct_nodes"] = True
+            if per > 1:
+                spec["tasks_per_worker"] = per
+        elif workers > 1:  # Slurm packs the tasks of a job without --nodes where it can
+            spec["topology"] = {"level": "node", "required": False}
+        gpus, gres_type = self.gpus(by_node, workers, per)
         spec["gpus_per_worker"] = gpus
-        cpus = r.cpus_per_task
+        if gres_type:
+            spec["gres_type"] = gres_type
+        cpus: int | None = None
         if r.cpus_per_gpu is not None:
             cpus = r.cpus_per_gpu * max(gpus, 1)
+        elif r.cpus_per_task is not None or per > 1:
+            cpus = (r.cpus_per_task or 1) * per  # a worker's tasks, cpus-per-task each
         if cpus is not None:
             spec["cpus"] = cpus
-        mem = self.memory(per_node, cpus or 1, gpus)
-        if mem is not None:
+        mem = self.memory(by_node, workers, cpus or 1, gpus)
+        if mem == 0 and r.mem_per_node_mb == 0:
+            spec["whole_node_memory"] = True
+            spec["memory_mib"] = 0
+        elif mem is not None:
             spec["memory_mib"] = mem
-        models = self.constraint(models)
-        if models:
-            spec["gpu_models"] = models
+        spec.update(self.nodes_terms())
+        whole = [k for k in ("exclusive", "whole_node_memory") if spec.get(k)]
+        if whole and not by_node and workers > 1:  # Slurm would let the tasks share a node
+            self.note(
+                "exclusive" if "exclusive" in whole else "mem",
+                f"without --nodes each of the {workers} tasks takes a whole node "
+                f"({'--exclusive' if 'exclusive' in whole else '--mem=0'}); give --nodes=1 "
+                f"--ntasks-per-node={workers} to run them on one",
+            )
         if r.time_limit is not None and r.time_limit != v.UNLIMITED:
             spec["time_limit_s"] = float(r.time_limit * 60)
         priority = self.priority()
@@ -726,8 +831,10 @@ class _Build:
         g = self.seen.get(name)
         self.notes.append(f"{_where(self.source, g.line if g else 0)}{message}")
 
-    def layout(self) -> tuple[int, int]:
-        """(nodes, tasks per node) from sbatch's counts."""
+    def layout(self) -> tuple[bool, int, int]:
+        """(by node, workers, tasks per worker), from sbatch's counts: with --nodes (or
+        --ntasks-per-node, or -w) one worker per node and the node's tasks in it; with only
+        --ntasks one worker per task."""
         r = self.req
         lo, hi = r.nodes
         if lo != hi:
@@ -737,29 +844,29 @@ class _Build:
                 "nodes",
             )
         nodes = lo or 1
-        if r.ntasks_per_node is not None:
-            per = r.ntasks_per_node
-            if r.ntasks != nodes * per:
-                raise self.err(
-                    f"{CANNOT}{self.text('ntasks')} is not {nodes} nodes × "
-                    f"{self.text('ntasks-per-node')} = {nodes * per}: every gpufleet node "
-                    "runs the same number of tasks",
-                    "ntasks",
-                    "nodes",
-                    "ntasks-per-node",
-                )
-            return nodes, per
+        by_node = r.nodes_set or r.ntasks_per_node is not None
+        if not by_node:
+            return False, max(r.ntasks, 1), 1
         if r.ntasks % nodes:
             raise self.err(
                 f"{CANNOT}{self.text('ntasks')} do not divide evenly over {nodes} nodes: "
-                "every gpufleet worker gets the same resources",
+                "every gpufleet node runs the same number of tasks",
                 "ntasks",
                 "nodes",
             )
-        return nodes, r.ntasks // nodes
+        per = max(r.ntasks // nodes, 1)
+        if r.ntasks_per_node is not None and per > r.ntasks_per_node:
+            raise self.err(
+                f"{self.text('ntasks')} needs {per} tasks per node, more than "
+                f"{self.text('ntasks-per-node')}",
+                "ntasks",
+                "nodes",
+                "ntasks-per-node",
+            )
+        return True, nodes, per
 
-    def gpus(self, per_node: int, workers: int) -> tuple[int, list[str]]:
-        """(GPUs per worker, GPU models named in the request)."""
+    def gpus(self, by_node: bool, workers: int, per: int) -> tuple[int, str]:
+        """(GPUs per worker, the site's GPU type name or "")."""
         r = self.req
         other = [g for g in r.gres if g.name != "gpu"]
         if other:
@@ -783,7 +890,7 @@ class _Build:
                 *names,
             )  # fmt: skip
         if not given:
-            return 0, []  # Slurm gives no GPU unless asked
+            return 0, ""  # Slurm gives no GPU unless asked
         way = given[0]
         if way == "gpus-per-socket":
             raise self.err(f"{CANNOT}{self.text(way)}: GPUs per socket", way)
@@ -791,70 +898,71 @@ class _Build:
             raise self.err(f"{CANNOT}{self.text(way)}: GPUs of several types at once", way)
         g = ways[way][0]
         name = way if way != "gpus-per-node" or "gpus-per-node" in self.seen else "gres"
-        models = self.models(g.type, name) if g.type else []
+        gres_type = (g.type or "").lower()
         if way == "gpus-per-task":
-            return g.count, models
-        share, what = (per_node, "tasks per node") if way != "gpus" else (workers, "tasks")
-        if g.count % share:
-            layout = [x for x in ("nodes", "ntasks-per-node", "ntasks") if x in self.seen]
+            return g.count * per, gres_type  # a worker's tasks, each its own GPUs
+        if way == "gpus-per-node":
+            if not by_node and workers > 1:
+                raise self.err(
+                    f"{CANNOT}{self.text(name)} is per node, and without --nodes the node "
+                    f"count of {self.text('ntasks')} is Slurm's choice; give --nodes (or "
+                    "--gpus-per-task)",
+                    name,
+                    "ntasks",
+                )
+            return g.count, gres_type  # the node's GPUs, shared by its tasks
+        if g.count % workers:  # --gpus: for the whole job
+            what = "nodes" if by_node else "tasks"
             raise self.err(
-                f"{self.text(name)} does not divide among {share} {what}: {CANNOT}every "
-                "gpufleet worker (one per task) gets the same whole number of GPUs, and a "
-                "node's GPUs are not shared among its tasks yet",
+                f"{CANNOT}{self.text(name)} does not divide among {workers} {what}: every "
+                "gpufleet worker gets the same number of GPUs",
                 name,
-                *layout,
+                *[x for x in ("nodes", "ntasks-per-node", "ntasks") if x in self.seen],
             )
-        return g.count // share, models
+        return g.count // workers, gres_type
 
-    def models(self, name: str, directive: str) -> list[str]:
-        """The catalog models a site's GPU type means (``a100``: every A100, as Slurm sites
-        name their GRES types)."""
-        kin = catalog.family(name)
-        if not kin:
-            known = ", ".join(g.name for g in catalog.GPU_MODELS)
-            raise self.err(
-                f"{CANNOT}{self.text(directive)}: the site's GPU type {name!r} is not mapped to "
-                f"gpufleet's GPU models yet (its catalog knows {known})",
-                directive,
-            )
-        return [m.name for m in kin]
-
-    def constraint(self, models: list[str]) -> list[str]:
-        c = self.req.constraint
-        if c is None:
-            return models
-        words = [x.strip() for x in c.split("|")]
-        found = [catalog.family(x) for x in words]
-        if re.search(r"[&\[\]*!,()]", c) or not all(found):
+    def nodes_terms(self) -> dict[str, Any]:
+        """-w, -x, -C and --exclusive as the spec's nodelist, exclude, constraint, exclusive."""
+        r = self.req
+        out: dict[str, Any] = {}
+        for key in ("nodelist", "exclude"):
+            text = getattr(r, key)
+            if text and "/" in text:
+                raise self.err(
+                    f"{CANNOT}{self.text(key)}: a file of node names (Slurm reads a name with / "
+                    "as one); give the names",
+                    key,
+                )
+            if text:
+                try:
+                    names = hostlist.expand(text, max_hosts=MAX_NODE_NAMES)
+                except ValueError as e:
+                    raise self.err(f"{self.text(key)}: {e}", key) from None
+                out[key] = list(dict.fromkeys(names))
+        if r.constraint:
+            try:
+                out["constraint"] = parse_constraint(r.constraint).text()
+            except ValueError as e:
+                raise self.err(f"{CANNOT}{self.text('constraint')}: {e}", "constraint") from None
+        if r.exclusive == "exclusive":
+            out["exclusive"] = True
+        elif r.exclusive is not None:
             self.note(
-                "constraint",
-                f"{self.text('constraint')} has no effect here: node features are not matched "
-                "yet (only GPU model names joined by | narrow the GPU models)",
+                "exclusive",
+                f"{self.text('exclusive')} has no effect here: only whole-node --exclusive is "
+                "honoured (gpufleet has no user/MCS/topology sharing rules)",
             )
-            return models
-        named = list(dict.fromkeys(m.name for kin in found for m in kin))
-        both = [m for m in models if m in named]
-        if models and not both:
-            raise self.err(
-                f"{self.text('constraint')} excludes the GPU type the GPU request names",
-                "constraint",
-                "gres",
-                "gpus",
-                "gpus-per-node",
-                "gpus-per-task",
-            )
-        return both or named
+        return out
 
-    def memory(self, per_node: int, cpus: float, gpus: int) -> int | None:
+    def memory(self, by_node: bool, workers: int, cpus: float, gpus: int) -> int | None:
+        """MiB per worker: --mem per node (0: all of it), --mem-per-cpu × its CPUs,
+        --mem-per-gpu × its GPUs."""
         r = self.req
         if r.mem_per_node_mb is not None:
-            if r.mem_per_node_mb == 0:
-                raise self.err(
-                    f"{CANNOT}{self.text('mem')} asks for all of each node's memory; give "
-                    "an amount",
-                    "mem",
-                )
-            return r.mem_per_node_mb // per_node  # --mem is per node; its tasks share it
+            if r.mem_per_node_mb == 0 or by_node:
+                return r.mem_per_node_mb
+            # without --nodes the tasks may share a node: each task a share of one node's
+            return max(r.mem_per_node_mb // max(workers, 1), 1)
         if r.mem_per_cpu_mb is not None:
             return math.ceil(r.mem_per_cpu_mb * cpus)
         if r.mem_per_gpu_mb is not None:

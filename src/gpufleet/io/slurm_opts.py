@@ -16,6 +16,7 @@ reading follows getopt_long in sbatch's ``+`` mode:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -115,6 +116,7 @@ ntasks-per-gpu - r
 ntasks-per-node - r
 ntasks-per-socket - r
 ntasks-per-tres - r
+oom-kill-step - o
 open-mode - r
 output o r
 overcommit O n
@@ -181,13 +183,34 @@ class Problem:
     message: str
 
 
+# Options older sbatch took, which public scripts still carry: what to write now.
+REMOVED = {
+    "workdir": "removed in Slurm 17.11: use --chdir",
+    "share": "the old name of --oversubscribe",
+    "checkpoint": "checkpointing was removed from Slurm",
+    "checkpoint-dir": "checkpointing was removed from Slurm",
+    "power": "removed in Slurm 23.11",
+    "jobid": "sbatch no longer takes a job id",
+}
+
+
+def _hint(key: str) -> str:
+    """A short pointer for an unknown option: what replaced it, or the option it is close to
+    (glibc's message comes first, unchanged)."""
+    name = key.partition("=")[0]
+    if name in REMOVED:
+        return f" ({REMOVED[name]})"
+    close = difflib.get_close_matches(name, BY_NAME, n=1, cutoff=0.8)
+    return f" (did you mean --{close[0]}?)" if close else ""
+
+
 def find_long(key: str) -> tuple[Option | None, str]:
     """The option ``--key`` names (an exact name, or a prefix of one option), or a reason."""
     if key in BY_NAME:
         return BY_NAME[key], ""
     matches = [o for o in OPTIONS if o.name.startswith(key)]
     if not matches:
-        return None, f"unrecognized option '--{key}'"
+        return None, f"unrecognized option '--{key}'{_hint(key)}"
     first = matches[0]
     # glibc: candidates that all set the same thing the same way are one option
     if all((o.key, o.arg) == (first.key, first.arg) for o in matches):

@@ -144,8 +144,8 @@ def mbytes(text: str) -> int:
 
 def _node_num(text: str) -> int:
     n, rest = _strtol(text)
-    if n is None:
-        raise ValueError(f"{text!r} is not a valid node count")
+    if n is None:  # _str_to_nodes: no digits is 0, and only a non-blank rest is refused
+        n, rest = 0, text
     if rest[:1] in ("k", "K"):
         n, rest = n * 1024, rest[1:]
     if rest[:1] in ("m", "M"):
@@ -202,6 +202,8 @@ def gpu_list(text: str) -> tuple[Gpus, ...]:
     out: list[Gpus] = []
     for item in text.split(","):
         typ, _, count = item.strip().rpartition(":")
+        if not typ and re.fullmatch(r"[A-Za-z][\w.-]*", count):
+            typ, count = count, "1"  # a type alone is one GPU, as --gres=gpu:TYPE is
         if not re.fullmatch(r"\d+", count.strip()):
             raise ValueError(f"Invalid GPU specification {text!r}: expected [type:]count")
         out.append(Gpus(typ or None, int(count)))

@@ -7,6 +7,7 @@ grace and the fallback account."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -14,6 +15,8 @@ from gpufleet.api import schemas as s
 from gpufleet.core.commands import Command, DropLaunches, Kill, Launch
 from gpufleet.core.controller import Controller
 from gpufleet.server.outbox import Outbox
+from gpufleet.server.secrets import refs_for_launch
+from gpufleet.server.stepenv import serves_steps, step_env
 
 
 class Link(Protocol):
@@ -30,12 +33,15 @@ class AgentExecutor:
         *,
         grace_kill_s: float,
         fallback_account: str = "",
+        step_secret: bytes = b"",
     ) -> None:
         self.core = core
         self.outbox = outbox
         self.links = links
         self.grace_kill_s = grace_kill_s
         self.fallback_account = fallback_account
+        # keys srun's step daemons check; a process-lifetime one when none is given (tests)
+        self.step_secret = step_secret or secrets.token_bytes(32)
 
     def apply(self, commands: Sequence[Command]) -> None:
         for c in commands:
@@ -51,10 +57,17 @@ class AgentExecutor:
         head = self.links.get(c.allocation[0].node)
         epochs = {p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))}
         envs = c.environment(self.core.launch_facts(c.job_id))
+        steps = (
+            step_env(c.job_id, c.seq, c.attempt, c.allocation, self.links, self.step_secret)
+            if serves_steps(spec, c.allocation)
+            else None
+        )
         for rank, (p, env) in enumerate(zip(c.allocation, envs, strict=True)):
             if rank in c.skip:
                 continue
             e = dict(env)
+            if steps is not None:
+                e.update(steps[rank])
             warning = spec.signal
             if head is not None:
                 e["MASTER_ADDR"] = head.address
@@ -77,6 +90,7 @@ class AgentExecutor:
                     run_as=spec.user,
                     fallback_account=self.fallback_account,
                     epoch=epochs.get(p.node, 0),
+                    secrets=refs_for_launch(spec),  # references: opened at the hand-over
                 ),
             )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from gpufleet import __version__
+from gpufleet.api.dashboard import HealthOut
 from gpufleet.core.clock import Clock
 from gpufleet.io.specs import load_cluster, load_queues
 from gpufleet.scheduler.framework import Profile
@@ -23,8 +25,20 @@ from gpufleet.server.bodylimit import BodyLimit
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.listing import Listings
 from gpufleet.server.logs import LogStore
-from gpufleet.server.routers import admin, agent, dashboard, jobs, metrics, nodes, queues
+from gpufleet.server.routers import (
+    admin,
+    agent,
+    dashboard,
+    jobs,
+    metrics,
+    nodes,
+    queues,
+    secrets,
+)
+from gpufleet.server.secrets import SecretService
+from gpufleet.server.secrets_box import load_box
 from gpufleet.server.service import ControllerService, RequestError
+from gpufleet.server.stepenv import load_secret
 from gpufleet.server.store import StoreUnavailable
 from gpufleet.server.store_down import RETRY_AFTER_S
 
@@ -61,6 +75,8 @@ _NO_OTEL: dict[str, Any] = (
 def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None = None) -> FastAPI:
     clock = clock or WallClock()
     private_dir(config.data_dir)
+    # before the store: a key others may read stops the start (SecretKeyError, a ValueError)
+    box = load_box(config.secrets_key_file, config.data_dir, os.environ)
     if store is None:
         from gpufleet.server.store import Store
 
@@ -92,6 +108,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         retry_backoff_s=config.retry_backoff_s,
         retry_backoff_max_s=config.retry_backoff_max_s,
         fallback_account=config.fallback_account,
+        step_secret=load_secret(config.data_dir),
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q
@@ -118,7 +135,8 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     app.state.tokens = TokenCache(store, clock.now)
     app.state.listings = Listings()
     app.state.config = config
-    for r in (jobs.router, nodes.router, queues.router, admin.router, agent.router):
+    app.state.secrets = SecretService(store, box, clock)
+    for r in (jobs.router, nodes.router, queues.router, admin.router, agent.router, secrets.router):
         app.include_router(r, prefix=API)
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
@@ -138,7 +156,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
-    @app.get("/healthz", tags=["meta"], operation_id="getHealth")
+    @app.get("/healthz", tags=["meta"], response_model=HealthOut, operation_id="getHealth")
     async def healthz() -> dict[str, Any]:
         return {
             "ok": True,
@@ -177,4 +195,5 @@ CONFLICTS = {
     ("POST", f"{API}/jobs"),
     ("POST", f"{API}/jobs/{{job_id}}/cancel"),
     ("POST", f"{API}/tokens"),
+    ("POST", f"{API}/secrets"),
 }

@@ -48,6 +48,9 @@ class ServerConfig:
     # a root agent runs a job as its user's Unix account; one the node lacks runs as this
     # account instead (empty: such a job is refused with a Reason that says so)
     fallback_account: str = ""
+    # the key that seals job secrets (a 0600 file of base64); None: $GPUFLEET_SECRETS_KEY,
+    # else data_dir/secrets.key, made on first start (server/secrets_box.py)
+    secrets_key_file: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

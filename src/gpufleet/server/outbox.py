@@ -43,6 +43,12 @@ class Outbox:
         if q:
             q[:] = [c for c in q if c.kind != "launch" or (c.job, c.attempt, c.rank) in keep]
 
+    def discard(self, node: str, seqs: set[int]) -> None:
+        """Forget these commands (launches refused before they were handed over)."""
+        q = self._queues.get(node)
+        if q:
+            q[:] = [c for c in q if c.seq not in seqs]
+
     def ack(self, node: str, seq: int) -> None:
         """The agent received every command up to ``seq``: forget them."""
         q = self._queues.get(node)

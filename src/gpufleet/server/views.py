@@ -111,6 +111,8 @@ def node_out(
         pod=sp.pod,
         why=n.why,
         labels=dict(sp.labels),
+        features=list(sp.features),
+        gres_type=sp.gpu_type,
         last_heartbeat=last_seen,
         jobs=jobs,
         address=address,

@@ -4,21 +4,23 @@
 and ``timeline[-LABEL].csv`` (pending, running and busy GPUs after each event), and for all runs
 together ``jct_cdf.png``, ``queue_length.png`` and ``utilization.png``. ``write_fill_outputs``
 writes the published CSV layout (``allocation_ratio.csv``, ``fragmentation_ratio.csv``) and
-``allocation_vs_arrived.png``. Plots use matplotlib's Agg backend: no display needed.
+``allocation_vs_arrived.png``. Plots use matplotlib's Agg backend: no display needed. The
+replay plots are built by ``*_figure(runs)`` functions, so the what-if page (sim/whatif_report.py)
+embeds the same plots (``png_bytes``) rather than drawing its own.
 """
 
 from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.table import Table
 
-from gpufleet.sim.metrics import ReplayMetrics
+from gpufleet.sim.metrics import JobRow, ReplayMetrics
 from gpufleet.sim.replay import ReplayRun
 
 if TYPE_CHECKING:
@@ -246,6 +248,19 @@ def _save(fig: Figure, path: Path) -> None:
     plt.close(fig)
 
 
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG bytes (for a self-contained HTML page), and the figure closed."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def binned(
     timeline: Sequence[tuple[float, int, int, int]], column: int, bins: int = PLOT_BINS
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -272,24 +287,42 @@ def _hours(xs: np.ndarray) -> np.ndarray:
     return xs / 3600.0
 
 
-def plot_jct_cdf(path: Path, runs: Sequence[ReplayRun]) -> None:
+def _cdf_figure(
+    runs: Sequence[ReplayRun], value: Callable[[JobRow], float | None], what: str
+) -> Figure:
     fig, ax = _figure()
+    low = None
     for r in runs:
-        jct = np.sort([row.jct_s for row in r.rows if row.jct_s is not None])
-        if jct.size:
-            ax.step(jct, np.arange(1, jct.size + 1) / jct.size, where="post", label=r.label)
-    ax.set_xscale("log")
-    ax.set_xlabel("job completion time (s, log scale)")
+        xs = np.sort([v for v in map(value, r.rows) if v is not None])
+        if xs.size:
+            ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", label=r.label)
+            low = float(xs[0]) if low is None else min(low, float(xs[0]))
+    if low is not None and low > 0:
+        ax.set_xscale("log")
+    elif low is not None:
+        ax.set_xscale("symlog", linthresh=1.0)  # log past 1 s, and waits of 0 s stay on it
+    ax.set_xlabel(f"{what} (s, log scale)")
     ax.set_ylabel("fraction of jobs")
-    ax.set_title("JCT CDF")
+    ax.set_title(f"{what} CDF")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    _save(fig, path)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    return fig
 
 
-def _plot_timeline(
-    path: Path, runs: Sequence[ReplayRun], column: int, ylabel: str, title: str, scale: bool
-) -> None:
+def jct_cdf_figure(runs: Sequence[ReplayRun]) -> Figure:
+    return _cdf_figure(runs, lambda row: row.jct_s, "job completion time")
+
+
+def wait_cdf_figure(runs: Sequence[ReplayRun]) -> Figure:
+    return _cdf_figure(runs, lambda row: row.wait_s, "wait time")
+
+
+def timeline_figure(
+    runs: Sequence[ReplayRun], column: int, ylabel: str, title: str, scale: bool
+) -> Figure:
+    """Column 1 (pending jobs), 2 (running jobs) or 3 (busy GPUs; ``scale``: % of the
+    cluster's GPUs) of each run's timeline over simulated time."""
     fig, ax = _figure()
     for r in runs:
         x, y = binned(r.timeline, column)
@@ -301,7 +334,15 @@ def _plot_timeline(
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-    _save(fig, path)
+    return fig
+
+
+def queue_length_figure(runs: Sequence[ReplayRun]) -> Figure:
+    return timeline_figure(runs, 1, "pending jobs", "queue length over time", False)
+
+
+def utilization_figure(runs: Sequence[ReplayRun]) -> Figure:
+    return timeline_figure(runs, 3, "busy GPUs (%)", "GPU utilization over time", True)
 
 
 def write_replay_outputs(out: Path, runs: Sequence[ReplayRun]) -> list[Path]:
@@ -314,13 +355,9 @@ def write_replay_outputs(out: Path, runs: Sequence[ReplayRun]) -> list[Path]:
         write_jobs_csv(jobs, r)
         write_timeline_csv(timeline, r)
         written += [jobs, timeline]
-    plot_jct_cdf(out / "jct_cdf.png", runs)
-    _plot_timeline(
-        out / "queue_length.png", runs, 1, "pending jobs", "queue length over time", False
-    )
-    _plot_timeline(
-        out / "utilization.png", runs, 3, "busy GPUs (%)", "GPU utilization over time", True
-    )
+    _save(jct_cdf_figure(runs), out / "jct_cdf.png")
+    _save(queue_length_figure(runs), out / "queue_length.png")
+    _save(utilization_figure(runs), out / "utilization.png")
     return [*written, out / "jct_cdf.png", out / "queue_length.png", out / "utilization.png"]
 
 

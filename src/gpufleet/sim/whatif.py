@@ -10,18 +10,28 @@ A change is ``KEY OP VALUE``:
 
 All changes apply together, to one scenario, compared with the baseline (the history replayed
 as it is given). Both runs share the jobs, time limits and seed, so the deltas are the changes'.
+
+Cost, per run (a cluster is paid for whether its GPUs are busy or not):
+
+- cluster GPU-hours = the cluster's GPUs × makespan (the first submission to the last end);
+- allocated GPU-hours = GPU-seconds held by jobs (work redone after a preemption or a node loss
+  included), idle GPU-hours = cluster − allocated;
+- cost = cluster GPU-hours × a flat price per GPU-hour (``--gpu-hour-price``, USD; the GPU
+  catalog has no prices, and what a GPU-hour costs depends on the site, not the model alone).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.errors import SpecError
 from gpufleet.sim.metrics import ReplayMetrics
-from gpufleet.sim.replay import ProfileChoice, check_profile
+from gpufleet.sim.replay import ProfileChoice, ReplayRun, check_profile
 
 PLUGIN_KEYS = {"order": "order", "placement": "placement", "backfill": "backfill", "admit": "admit"}
 KEYS = ("nodes", *PLUGIN_KEYS, "preempt")
@@ -35,6 +45,15 @@ FIGURES = (
     ("makespan_s", "makespan", "s", True),
     ("preemptions", "preemptions", "", True),
 )
+# the cost figures (see cost_figures), same layout
+COST_FIGURES = (
+    ("cluster_gpu_hours", "GPU-hours (cluster)", "GPU-h", True),
+    ("allocated_gpu_hours", "GPU-hours allocated", "GPU-h", True),
+    ("idle_gpu_hours", "GPU-hours idle", "GPU-h", True),
+    ("cost_usd", "cost", "USD", True),
+)
+# a flat, round default in the range of on-demand A100 prices; a site sets its own
+DEFAULT_GPU_HOUR_PRICE_USD = 2.0
 _CHANGE = re.compile(r"\s*([a-z_]+)\s*(\+=|-=|=)\s*(.*?)\s*")
 
 
@@ -146,7 +165,31 @@ class Delta:
         }
 
 
-def deltas(base: ReplayMetrics, new: ReplayMetrics) -> list[Delta]:
+def check_price(price: float) -> float:
+    if not (math.isfinite(price) and price >= 0):
+        raise SpecError(
+            f"must be a price in USD of at least 0, got {price:g}", field="--gpu-hour-price"
+        )
+    return price
+
+
+def cost_figures(m: ReplayMetrics, price: float) -> dict[str, float]:
+    """The run's GPU-hours (cluster, allocated, idle) and what the cluster's cost."""
+    cluster = m.gpus * m.makespan_s / 3600
+    allocated = sum(q.gpu_seconds for q in m.queues.values()) / 3600
+    return {
+        "cluster_gpu_hours": cluster,
+        "allocated_gpu_hours": allocated,
+        # a fractional share rounded up can make allocated a hair above the cluster's
+        "idle_gpu_hours": max(0.0, cluster - allocated),
+        "cost_usd": cluster * price,
+    }
+
+
+def deltas(
+    base: ReplayMetrics, new: ReplayMetrics, price: float = DEFAULT_GPU_HOUR_PRICE_USD
+) -> list[Delta]:
+    """The scheduling figures, then the cost figures, baseline against what-if."""
     out = []
     for key, label, unit, lower in FIGURES:
         a, b = getattr(base, key), getattr(new, key)
@@ -160,4 +203,38 @@ def deltas(base: ReplayMetrics, new: ReplayMetrics) -> list[Delta]:
                 lower,
             )
         )
+    ca, cb = cost_figures(base, price), cost_figures(new, price)
+    for key, label, unit, lower in COST_FIGURES:
+        out.append(Delta(key, label, unit, ca[key], cb[key], lower))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    """A what-if's two runs and what it is shown with; one source for ``--json`` and the report."""
+
+    history: str  # the history file's name
+    jobs: int
+    changes: tuple[Change, ...]
+    before: ReplayRun
+    after: ReplayRun
+    baseline_nodes: int
+    whatif_nodes: int
+    price: float
+
+    @property
+    def deltas(self) -> list[Delta]:
+        return deltas(self.before.metrics, self.after.metrics, self.price)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "changes": [c.text for c in self.changes],
+            "baseline": self._side(self.before, self.baseline_nodes),
+            "whatif": self._side(self.after, self.whatif_nodes),
+            "gpu_hour_price_usd": self.price,
+            "deltas": {d.key: d.to_json() for d in self.deltas},
+        }
+
+    @staticmethod
+    def _side(run: ReplayRun, nodes: int) -> dict[str, Any]:
+        return {"profile": run.label, "nodes": nodes, "gpus": run.gpus}

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from gpufleet.api import schemas as s
 from gpufleet.api.bounds import Name
 from gpufleet.model import catalog
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.cluster import NodeSpec, check_features
 from gpufleet.model.resources import MILLI
 from gpufleet.server.auth import Principal, require, require_node
 from gpufleet.server.routers.deps import service, service_any, store
+from gpufleet.server.secrets import SecretService, refused_events
 from gpufleet.server.service import ControllerService, RequestError
 
 router = APIRouter(prefix="/agent", tags=["agent"])
+log = logging.getLogger("gpufleet.controller")
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 AGENT = require("agent")
 
 
 def node_spec(req: s.AgentRegister) -> NodeSpec:
+    try:
+        features = check_features(req.features)
+    except ValueError as e:
+        raise HTTPException(422, f"features: {e}") from None
     model = ""
     if req.gpus:
         m = catalog.find(req.gpu_model)
@@ -37,6 +45,8 @@ def node_spec(req: s.AgentRegister) -> NodeSpec:
         "",
         0,
         tuple(sorted(req.labels.items())),
+        features,
+        req.gres_type.strip().lower() if req.gpus else "",
     )
 
 
@@ -77,6 +87,7 @@ async def heartbeat(
 @router.get("/{node}/commands", response_model=s.CommandBatch, operation_id="pollCommands")
 async def commands(
     node: Name,
+    request: Request,
     who: Principal = AGENT,
     svc: ControllerService = Depends(service_any),
     wait: float = Query(20.0, ge=0, le=60, allow_inf_nan=False),
@@ -84,7 +95,40 @@ async def commands(
 ) -> Any:
     require_node(node, who)
     svc.commands_allowed(node)
-    return s.CommandBatch(commands=await svc.outbox.take(node, wait, ack))
+    cmds = await svc.outbox.take(node, wait, ack)
+    if any(c.secrets for c in cmds):
+        _plain_http(request, node)
+        cmds = await _hand_over(request.app.state.secrets, svc, node, cmds)
+    return s.CommandBatch(commands=cmds)
+
+
+_WARNED: set[str] = set()
+
+
+def _plain_http(request: Request, node: str) -> None:
+    """Say once per node when secrets leave for another machine without TLS."""
+    host = request.client.host if request.client else ""
+    if request.url.scheme == "http" and node not in _WARNED and host not in LOOPBACK:
+        _WARNED.add(node)
+        log.warning(
+            "handing secrets to node %s (%s) over plain HTTP: serve the controller with "
+            "--tls-cert/--tls-key so that they travel encrypted",
+            node,
+            host,
+        )
+
+
+async def _hand_over(
+    secrets: SecretService, svc: ControllerService, node: str, cmds: list[s.AgentCommand]
+) -> list[s.AgentCommand]:
+    """Open the secrets of the launches in this answer (only here: the outbox keeps their
+    references); a launch whose secret is gone fails with a Reason that says so."""
+    users = {c.job: rec.job.spec.user for c in cmds if (rec := svc.job(c.job)) is not None}
+    out, refused = secrets.hand_over(node, cmds, users)
+    if refused:
+        await svc.agent_events(node, refused_events(refused))
+        svc.outbox.discard(node, {r.seq for r in refused})
+    return out
 
 
 @router.post("/{node}/events", status_code=204, operation_id="sendTaskEvents")

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 
+from gpufleet.api import dashboard as views
 from gpufleet.api.bounds import Finite, Name
 from gpufleet.model.resources import MILLI
 from gpufleet.server.auth import Principal, require
@@ -68,7 +69,11 @@ async def asset(name: str) -> Response:
     return _asset(name)
 
 
-@api.get("/dashboard/me", operation_id="getDashboardMe")
+# the views leave out what they do not know rather than send null (see api/dashboard.py)
+_AS_IS = {"response_model_exclude_unset": True}
+
+
+@api.get("/dashboard/me", response_model=views.DashboardMe, operation_id="getDashboardMe")
 async def me(who: Principal = USERS, svc: ControllerService = Depends(service)) -> dict[str, Any]:
     """The token's identity, and the controller's clock (the page reckons ages against it)."""
     return {"name": who.name, "role": who.role, "user": who.user, "time": svc.clock.now()}
@@ -152,7 +157,12 @@ def cluster_view(svc: ControllerService, who: Principal) -> dict[str, Any]:
     }
 
 
-@api.get("/dashboard/cluster", operation_id="getDashboardCluster")
+@api.get(
+    "/dashboard/cluster",
+    response_model=views.ClusterView,
+    operation_id="getDashboardCluster",
+    **_AS_IS,
+)
 async def cluster(
     who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> dict[str, Any]:
@@ -197,7 +207,9 @@ def alerts_view(payload: Any, who: Principal) -> list[dict[str, Any]]:
                 "summary": notes.get("summary", ""),
                 "description": notes.get("description", ""),
                 "labels": labels,
-                "active_at": a.get("activeAt") or "",
+                # a string or nothing (a Prometheus that sends something else is answered as
+                # if it sent nothing, not with a 500 from the response's check)
+                "active_at": a["activeAt"] if isinstance(a.get("activeAt"), str) else "",
                 "since": _epoch(a.get("activeAt")),
             }
         )
@@ -239,7 +251,9 @@ async def fetch_alerts(url: str, who: Principal, timeout_s: float) -> dict[str, 
     return out
 
 
-@api.get("/dashboard/alerts", operation_id="getDashboardAlerts")
+@api.get(
+    "/dashboard/alerts", response_model=views.AlertsOut, operation_id="getDashboardAlerts", **_AS_IS
+)
 async def alerts(request: Request, who: Principal = USERS) -> dict[str, Any]:
     """The firing and pending alerts of the Prometheus given with ``--prometheus`` (name,
     state, severity, node, GPU, summary, since); ``configured: false`` without one, and an
@@ -248,7 +262,9 @@ async def alerts(request: Request, who: Principal = USERS) -> dict[str, Any]:
     return await fetch_alerts(url, who, PROMETHEUS_TIMEOUT_S)
 
 
-@api.get("/nodes/{name}/history", operation_id="getNodeHistory")
+@api.get(
+    "/nodes/{name}/history", response_model=views.NodeHistoryOut, operation_id="getNodeHistory"
+)
 async def history(
     name: Name,
     request: Request,

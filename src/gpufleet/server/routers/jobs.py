@@ -72,6 +72,7 @@ async def submit(
         raise FieldErrors(
             [("body.spec.queue", f"unknown queue {spec.queue!r} (known: {', '.join(known)})")]
         )
+    spec = request.app.state.secrets.resolve(spec)  # each secret exists and is the job's to use
     deps = tuple((d.type, d.job) for d in body.depends_on)
     jobs: list[NewJob]
     if array is not None:

@@ -16,6 +16,7 @@ from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import JobSpec, Topology, TopologyLevel, WarningSignal
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
+from gpufleet.model.secrets import ref_from_dict, ref_to_dict
 
 
 class CodecError(ValueError):
@@ -30,6 +31,18 @@ def _check_keys(kind: str, data: Mapping[str, Any], allowed: Iterable[str]) -> N
         raise CodecError(f"{kind}: unknown key {unknown[0]!r}")
 
 
+# the allocation shape's fields (Slurm's -N/--ntasks-per-node/-w/-x/-C/--exclusive/--mem=0/
+# --gres=gpu:TYPE); a row written before them reads as their defaults
+ALLOC_KEYS = (
+    "distinct_nodes",
+    "tasks_per_worker",
+    "nodelist",
+    "exclude",
+    "constraint",
+    "exclusive",
+    "whole_node_memory",
+    "gres_type",
+)
 _SPEC_KEYS = (
     "name",
     "user",
@@ -50,6 +63,8 @@ _SPEC_KEYS = (
     "env",
     "signal",
     "requeue",
+    "secrets",
+    *ALLOC_KEYS,
 )
 
 
@@ -80,7 +95,17 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
             "batch_only": spec.signal.batch_only,
         },
         "requeue": spec.requeue,
+        "secrets": [ref_to_dict(r) for r in spec.secrets],
+        **_alloc_to_dict(spec),
     }
+
+
+def _alloc_to_dict(spec: JobSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ALLOC_KEYS:
+        value = getattr(spec, key)
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
@@ -120,6 +145,19 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         )
     if "requeue" in d:
         kw["requeue"] = bool(d["requeue"])
+    if d.get("secrets"):
+        kw["secrets"] = tuple(ref_from_dict(r) for r in d["secrets"])
+    for key in ("distinct_nodes", "exclusive", "whole_node_memory"):
+        if key in d:
+            kw[key] = bool(d[key])
+    if "tasks_per_worker" in d:
+        kw["tasks_per_worker"] = int(d["tasks_per_worker"])
+    for key in ("nodelist", "exclude"):
+        if key in d:
+            kw[key] = tuple(str(x) for x in d[key])
+    for key in ("constraint", "gres_type"):
+        if key in d:
+            kw[key] = str(d[key])
     return JobSpec(**kw)
 
 
@@ -164,12 +202,14 @@ def node_spec_to_dict(n: NodeSpec) -> dict[str, Any]:
         "pool": n.pool,
         "nvlink_domain": n.nvlink_domain,
         "labels": [[k, v] for k, v in n.labels],
+        "features": list(n.features),
+        "gres_type": n.gres_type,
     }
 
 
 def node_spec_from_dict(d: Mapping[str, Any]) -> NodeSpec:
     keys = ("name", "gpu_model", "gpus", "cpu_milli", "memory_mib", "leaf", "pod", "pool")
-    _check_keys("node spec", d, (*keys, "nvlink_domain", "labels"))
+    _check_keys("node spec", d, (*keys, "nvlink_domain", "labels", "features", "gres_type"))
     return NodeSpec(
         str(d["name"]),
         str(d["gpu_model"]),
@@ -181,6 +221,8 @@ def node_spec_from_dict(d: Mapping[str, Any]) -> NodeSpec:
         str(d.get("pool", "")),
         int(d.get("nvlink_domain", 0)),
         tuple((str(k), str(v)) for k, v in d.get("labels", ())),
+        tuple(str(x) for x in d.get("features", ())),
+        str(d.get("gres_type", "")),
     )
 
 

@@ -160,3 +160,24 @@ fairshare_usage = sa.Table(
     sa.Column("usage", sa.Double, nullable=False),
     sa.Column("as_of", sa.Double, nullable=False),
 )
+
+# Job secrets (server/secrets.py): each value sealed with AES-GCM (server/secrets_box.py),
+# bound to (scope, owner, name); never a plaintext column. owner: the user (scope user), the
+# queue (scope queue), "" (scope cluster). key_id: the key that sealed it (rotation later).
+secrets = sa.Table(
+    "secrets",
+    metadata,
+    sa.Column("id", SeqType, primary_key=True, autoincrement=True),
+    sa.Column("scope", sa.String(8), nullable=False),
+    sa.Column("owner", sa.String(NAME_MAX), nullable=False),
+    sa.Column("name", sa.String(NAME_MAX), nullable=False),
+    sa.Column("key_id", sa.String(32), nullable=False),
+    sa.Column("nonce", sa.LargeBinary, nullable=False),
+    sa.Column("ciphertext", sa.LargeBinary, nullable=False),
+    sa.Column("created_by", sa.String(NAME_MAX), nullable=False),
+    sa.Column("created_time", sa.Double, nullable=False),
+    sa.Column("updated_time", sa.Double, nullable=False),
+    sa.Column("last_used_time", sa.Double),
+    sa.UniqueConstraint("scope", "owner", "name"),
+    sa.CheckConstraint("scope IN ('user', 'queue', 'cluster')", name="scope"),
+)

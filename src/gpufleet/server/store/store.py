@@ -18,6 +18,7 @@ from gpufleet.model.job import JobState
 from gpufleet.model.queue import QueueSpec
 from gpufleet.server.store import accounting as _accounting
 from gpufleet.server.store import auth, fairshare, jobs, nodes
+from gpufleet.server.store import secrets as _secrets
 from gpufleet.server.store.accounting import GroupBy
 from gpufleet.server.store.engine import WRITE, make_engine, upgrade
 from gpufleet.server.store.records import (
@@ -337,6 +338,64 @@ class Store:
                 limit=limit,
                 newest_first=newest_first,
             )
+
+    # ----- job secrets (sealed values only: server/secrets.py seals and opens them) ---------
+
+    def put_secret(
+        self,
+        info: _secrets.SecretInfo,
+        key_id: str,
+        nonce: bytes,
+        ciphertext: bytes,
+        *,
+        replace: bool = False,
+        audit: AuditRow | None = None,
+    ) -> bool:
+        """True: a new secret; False: it replaced one (``replace``); SecretExists otherwise.
+        ``audit``: committed with it."""
+        with self._write() as c:
+            new = _secrets.put(c, info, key_id, nonce, ciphertext, replace=replace)
+            auth.add_audits(c, info.updated_time, [audit] if audit else [])
+            return new
+
+    def secret(self, scope: str, owner: str, name: str) -> _secrets.SealedRow | None:
+        with self._read() as c:
+            return _secrets.get(c, scope, owner, name)
+
+    def secret_rows(
+        self, keys: Collection[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], _secrets.SealedRow]:
+        """The sealed rows of these (scope, owner, name) that exist, in one read."""
+        with self._read() as c:
+            return _secrets.get_many(c, keys)
+
+    def secrets_exist(self, keys: Collection[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+        """Which of these (scope, owner, name) exist."""
+        with self._read() as c:
+            return _secrets.exists(c, keys)
+
+    def secrets(
+        self, *, scope: str | None = None, owners: Collection[str] | None = None
+    ) -> list[_secrets.SecretInfo]:
+        with self._read() as c:
+            return _secrets.listing(c, scope=scope, owners=owners)
+
+    def delete_secret(
+        self, scope: str, owner: str, name: str, *, now: float, audit: AuditRow | None = None
+    ) -> bool:
+        with self._write() as c:
+            gone = _secrets.delete(c, scope, owner, name)
+            if gone:
+                auth.add_audits(c, now, [audit] if audit else [])
+            return gone
+
+    def secrets_used(
+        self, keys: Collection[tuple[str, str, str]], audits: Sequence[AuditRow], now: float
+    ) -> None:
+        """Their last use, and who used which for which job (never a value), in one commit."""
+        with self._write() as c:
+            _secrets.used(c, keys, now)
+            auth.add_audits(c, now, audits)
 
     # ----- accounting ----------------------------------------------------------------------
 

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --time=5:30
+hostname

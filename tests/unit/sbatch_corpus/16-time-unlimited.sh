@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --time=UNLIMITED
+#SBATCH --partition=infinite
+./serve

@@ -1,0 +1,5 @@
+#!/bin/bash
+#SBATCH --mem=16GB
+#SBATCH --time=30
+#SBATCH --tmp=100G
+python prep.py

@@ -1,0 +1,3 @@
+#SBATCH --time=10
+#SBATCH --job-name=noshebang
+python train.py

@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --time=1:30
+#SBATCH --partition=short
+./quick_test

@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --time=90:00
+#SBATCH --mem=16g
+./job

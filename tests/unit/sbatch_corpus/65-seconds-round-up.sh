@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --time="00:00:30"
+#SBATCH --mem=512K
+./job

@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH -J=myname
+#SBATCH -t 30
+./job

@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH--time=5
+#SBATCH  --job-name=tight
+./job
