@@ -254,9 +254,19 @@ def test_submitit_without_srun(
         )
 
 
+def _batch_jobs() -> bool:
+    """The batch helper's JobSpec field ``batch``: the script once, as Slurm's batch step, with
+    the step daemons that put ``srun`` on its PATH (agent/taskenv.py)."""
+    import dataclasses
+
+    from gpufleet.model.job import JobSpec
+
+    return "batch" in {f.name for f in dataclasses.fields(JobSpec)}
+
+
 @pytest.mark.skipif(
-    not _merged("gpufleet.slurm.srun"),
-    reason="needs srun inside a batch job (the srun and batch helpers' work): runs once merged",
+    not (_merged("gpufleet.slurm.srun") and _batch_jobs()),
+    reason="needs srun inside a batch job (srun: merged; batch jobs: the batch helper's work)",
 )
 def test_submitit_as_is(
     live: tuple[LocalCluster, dict[str, str]], tmp_path: Path, by_value: None

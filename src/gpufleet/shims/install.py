@@ -37,7 +37,7 @@ def text(module: str, python: str = sys.executable) -> str:
     return (
         f"#!{python}\n{MARK}: written by `gpufleet slurm-shims install`; "
         "`gpufleet slurm-shims uninstall DIR` removes it\n"
-        f"from {module} import main\n\nmain()\n"
+        f"import sys\n\nfrom {module} import main\n\nsys.exit(main())\n"
     )
 
 
