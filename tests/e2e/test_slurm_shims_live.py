@@ -151,6 +151,8 @@ def test_sinfo(live: tuple[LocalCluster, dict[str, str]]) -> None:
     assert sum(int(line.split()[3]) for line in lines[1:] if line.startswith("default*")) == 2
     nodes = sh(env, "sinfo", "-N", "-h", "-o", "%N %P").stdout.split()
     assert len(nodes) == 4 and nodes[1] == "default*"
+    gres = sh(env, "sinfo", "-h", "-o", "%G %f").stdout.split()
+    assert gres[0].startswith("gpu:") and gres[0].endswith(":8"), gres
 
 
 # ----- submitit: a tool that drives Slurm through these commands ---------------------------

@@ -54,11 +54,13 @@ def _fields() -> dict[str, Callable[[Any], str]]:
         "c": lambda r: f"{min(n['cpu_cores'] for n in r[2]):g}",
         "m": lambda r: str(int(min(n["memory_gib"] for n in r[2]) * 1024)),
         "G": lambda r: (
-            f"gpu:{r[2][0]['gpu_model']}:{r[2][0]['gpus']}" if r[2][0]["gpus"] else "(null)"
+            f"gpu:{r[2][0].get('gres_type') or r[2][0]['gpu_model']}:{r[2][0]['gpus']}"
+            if r[2][0]["gpus"]
+            else "(null)"
         ),
         "C": lambda r: _cpus(r[2]),
         "E": lambda r: first("why")(r) or "none",
-        "f": lambda r: ",".join(sorted(r[2][0].get("labels") or {})) or "(null)",
+        "f": lambda r: ",".join(r[2][0].get("features") or []) or "(null)",
         "%": lambda r: "%",
     }
 
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
         with connect("sinfo") as c:
             nodes = sorted(c.nodes(), key=lambda n: n["name"])
             queues = [q["name"] for q in c.queues()]
+        if DEFAULT_QUEUE not in queues:  # listed once a job used it; always there to submit to
+            queues.append(DEFAULT_QUEUE)
         if a.partition:
             keep = {q.strip() for q in a.partition.split(",")}
             queues = [q for q in queues if q in keep]
