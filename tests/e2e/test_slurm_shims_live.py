@@ -103,6 +103,7 @@ def test_sbatch_squeue_scancel_sacct(
     assert acct.splitlines() == [
         "JobID|JobName|State|ExitCode|Partition",
         f"{done}|shimjob|COMPLETED|0:0|default",
+        f"{done}.batch|batch|COMPLETED|0:0|",  # a batch job's batch step, as sacct lists it
     ]
 
     sh(env, "scancel", waiting, huge)
@@ -136,7 +137,8 @@ def test_sbatch_array_and_dependency(live: tuple[LocalCluster, dict[str, str]]) 
             f"task {i}", lambda i=i: sacct_state(env, f"{first}_{i}") == "COMPLETED" or None, 60
         )
     rows = sh(env, "sacct", "-j", first, "-o", "JobID,State", "-p", "-n").stdout.splitlines()
-    assert rows == [f"{first}_{i}|COMPLETED|" for i in range(3)]
+    # each task and its batch step, as sacct lists an array of batch jobs
+    assert rows == [f"{first}_{i}{step}|COMPLETED|" for i in range(3) for step in ("", ".batch")]
     after = sh(
         env, "sbatch", "--parsable", "-d", f"afterok:{first}", "--wrap", "true"
     ).stdout.strip()

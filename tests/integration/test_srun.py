@@ -66,6 +66,26 @@ def test_one_task_exits_3_srun_exits_3_with_slurms_line(tmp_path: Path) -> None:
     assert "srun: error: node1: task 2: Exited with exit code 3" in r.stderr.splitlines()
 
 
+def test_output_and_error_files_by_task_as_srun_writes_them(tmp_path: Path) -> None:
+    """submitit's form: -o/-e patterns with %j and %t, one file per task; -o alone takes
+    stderr too; a task id sends only that task's output to srun's own stdout."""
+    say = 'echo "out $SLURM_PROCID"; echo "err $SLURM_PROCID" >&2'
+    with fake_job(tmp_path, nodes=2, tasks_per_node=2) as job:
+        r = job.srun("-o", f"{tmp_path}/%j_%t_log.out", "-e", f"{tmp_path}/%j_%t_log.err",
+                     "sh", "-c", say)  # fmt: skip
+        both = job.srun("--output", f"{tmp_path}/n%n.log", "-l", "sh", "-c", say)
+        one = job.srun("-o", "2", "sh", "-c", say)
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    for t in range(4):
+        assert (tmp_path / f"77_{t}_log.out").read_text() == f"out {t}\n"
+        assert (tmp_path / f"77_{t}_log.err").read_text() == f"err {t}\n"
+    for n, tasks in ((0, (0, 1)), (1, (2, 3))):  # a node's tasks share its file, labelled
+        lines = (tmp_path / f"n{n}.log").read_text().splitlines()
+        assert sorted(lines) == sorted(f"{t}: {w} {t}" for t in tasks for w in ("out", "err"))
+    assert both.stdout == ""
+    assert (one.stdout, one.stderr) == ("out 2\n", "err 2\n")  # the other tasks: nowhere
+
+
 def test_a_signalled_task_is_reported_as_srun_reports_it(tmp_path: Path) -> None:
     with fake_job(tmp_path, nodes=2) as job:
         r = job.srun("sh", "-c", 'test "$SLURM_PROCID" = 1 && kill -9 $$; exit 2')

@@ -63,8 +63,12 @@ def test_unsupported_options_warn_once_or_are_refused() -> None:
     assert o.command == ["x"]
     assert o.warnings == ["ignoring --mem, -t, --cpu-bind, --exclusive (a gpufleet step runs "
                           "on the job's allocation as it is)"]  # fmt: skip
-    with pytest.raises(SrunError, match="option -o is not supported here"):
-        parse(["-o", "out.txt", "x"], {})
+    with pytest.raises(SrunError, match="option -i is not supported here"):
+        parse(["-i", "in.txt", "x"], {})
+    o = parse(["-o", "%j_%t.out", "--error=e%2t", "--open-mode=append", "x"], {})
+    assert (o.output, o.error, o.append, o.command) == ("%j_%t.out", "e%2t", True, ["x"])
+    o = parse(["x"], {"SLURM_STDOUTMODE": "o", "SLURM_STDERRMODE": "none"})  # srun's input vars
+    assert (o.output, o.error, o.append) == ("o", "none", False)
     with pytest.raises(SrunError, match="only --mpi=none"):
         parse(["--mpi=pmix", "x"], {})
     with pytest.raises(SrunError, match="unrecognized option '--bogus'"):

@@ -21,7 +21,6 @@ from gpufleet.io import sbatch
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec, JobState
-from gpufleet.model.validate import MAX_ENV, MAX_ENV_VALUE, MAX_ITEMS, text_problem
 
 
 def load_yaml(path: Path) -> Any:
@@ -468,38 +467,19 @@ def _choose_partitions(c: Any, subs: list[Submission]) -> None:
 def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:
     """What sbatch takes from where it runs: the working directory (the submit directory, or
     --chdir relative to it) and the environment (--export, --export-file), never GPUFLEET_*."""
-    from gpufleet.io import export as ex
+    from gpufleet.io.export import submit_context
 
-    here = os.getcwd()
-    sub.spec["workdir"] = ex.workdir(req.chdir, here)
-    text = None
-    if req.export_file is not None:
-        path = f"/dev/fd/{req.export_file}" if req.export_file.isdigit() else req.export_file
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise SpecError(f"cannot read it: {e}", field="--export-file") from None
-    env = ex.capture(
-        req.export, os.environ, submit_dir=here, submit_host=socket.gethostname(), export_file=text
+    where, env, warnings = submit_context(
+        req.chdir,
+        req.export,
+        req.export_file,
+        environ=os.environ,
+        cwd=os.getcwd(),
+        host=socket.gethostname(),
     )
-    for k in [k for k, v in env.items() if text_problem(k + v, len(k) + len(v))]:
-        out.warn(f"not exported: {k} (its value is not valid text)")
-        del env[k]
-    size = sum(len(k) + len(v) for k, v in env.items())
-    if size > MAX_ENV or len(env) > MAX_ITEMS:
-        raise SpecError(
-            f"the environment to export is {len(env)} variables, {size} characters: over "
-            f"gpufleet's bound ({MAX_ITEMS} variables, {MAX_ENV} characters); export less "
-            "(--export=NONE, or --export=VAR1,VAR2)",
-            field="--export",
-        )
-    for k, v in env.items():
-        if len(v) > MAX_ENV_VALUE:
-            raise SpecError(
-                f"{k} is {len(v)} characters, over gpufleet's {MAX_ENV_VALUE} for one variable; "
-                f"unset it or leave it out (--export=NONE, or a list without it)",
-                field="--export",
-            )
+    for w in warnings:
+        out.warn(w)
+    sub.spec["workdir"] = where
     sub.spec["submit_env"] = env
 
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpufleet.model.errors import SpecError
+from gpufleet.model.validate import MAX_ENV, MAX_ENV_VALUE, MAX_ITEMS, text_problem
 
 NEVER_PREFIX = "GPUFLEET_"
 # a comma starts the next item only before a NAME, NAME=… or the end (a value may hold commas)
@@ -91,3 +92,45 @@ def workdir(chdir: str | None, submit_dir: str) -> str:
     if not chdir:
         return submit_dir
     return str(Path(submit_dir, chdir)) if not chdir.startswith("/") else chdir
+
+
+def submit_context(
+    chdir: str | None,
+    export: str | None,
+    export_file: str | None,
+    *,
+    environ: Mapping[str, str],
+    cwd: str,
+    host: str,
+) -> tuple[str, dict[str, str], list[str]]:
+    """What a batch job takes from where it is submitted, as sbatch: (the working directory,
+    the environment to send, warnings); ``gpufleet submit`` and the ``sbatch`` shim both call
+    this. Over gpufleet's bounds: a SpecError that says what to export instead."""
+    text = None
+    if export_file is not None:
+        path = f"/dev/fd/{export_file}" if export_file.isdigit() else export_file
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpecError(f"cannot read it: {e}", field="--export-file") from None
+    env = capture(export, environ, submit_dir=cwd, submit_host=host, export_file=text)
+    warnings = []
+    for k in [k for k, v in env.items() if text_problem(k + v, len(k) + len(v))]:
+        warnings.append(f"not exported: {k} (its value is not valid text)")
+        del env[k]
+    size = sum(len(k) + len(v) for k, v in env.items())
+    if size > MAX_ENV or len(env) > MAX_ITEMS:
+        raise SpecError(
+            f"the environment to export is {len(env)} variables, {size} characters: over "
+            f"gpufleet's bound ({MAX_ITEMS} variables, {MAX_ENV} characters); export less "
+            "(--export=NONE, or --export=VAR1,VAR2)",
+            field="--export",
+        )
+    for k, v in env.items():
+        if len(v) > MAX_ENV_VALUE:
+            raise SpecError(
+                f"{k} is {len(v)} characters, over gpufleet's {MAX_ENV_VALUE} for one variable; "
+                f"unset it or leave it out (--export=NONE, or a list without it)",
+                field="--export",
+            )
+    return workdir(chdir, cwd), env, warnings

@@ -72,11 +72,33 @@ def _submit(argv: list[str]) -> int:
         job = reader.parse_sbatch_text(text, source=source, args=args, options=options)
     except SpecError as e:
         raise Usage(str(e)) from None
+    spec = dict(job.spec)
+    warnings = list(job.warnings)
+    if job.request is not None:  # the submit directory and environment, as gpufleet submit
+        import os
+        import socket
+
+        from gpufleet.io.export import submit_context
+
+        r = job.request
+        try:
+            where, env, more = submit_context(
+                r.chdir,
+                r.export,
+                r.export_file,
+                environ=os.environ,
+                cwd=os.getcwd(),
+                host=socket.gethostname(),
+            )
+        except SpecError as e:
+            raise Usage(str(e)) from None
+        spec["workdir"], spec["submit_env"] = where, env
+        warnings += more
     if "quiet" not in own:
-        for w in job.warnings:
+        for w in warnings:
             sys.stderr.write(f"sbatch: warning: {w}\n")
     with connect("sbatch") as c:
-        ids = c.submit(dict(job.spec), array=job.array, depends_on=job.depends_on)
+        ids = c.submit(spec, array=job.array, depends_on=job.depends_on)
     if "parsable" in own:
         print(ids[0])
     else:

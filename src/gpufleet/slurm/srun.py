@@ -19,8 +19,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from gpufleet.model import fname
 from gpufleet.slurm import wire
 from gpufleet.slurm.layout import base_env, capacities, plan, task_envs
 from gpufleet.slurm.srun_opts import Options, SrunError, parse
@@ -186,6 +187,8 @@ class Step:
         self.local = TaskSet(self.q.put, unbuffered=o.unbuffered)
         self.remotes: dict[int, Remote] = {}
         self.node_of: dict[int, str] = {}  # procid → node name
+        self.slot_of: dict[int, int] = {}  # procid → its node's place in the step
+        self.files: dict[str, BinaryIO] = {}  # the -o/-e files, by expanded name
         self.status: dict[int, int] = {}
         self.counted: dict[int, bool] = {}
         self.killing = False
@@ -237,6 +240,7 @@ class Step:
         for slot, tasks in envs.items():
             for p, _ in tasks:
                 self.node_of[p] = str(nodes[slot]["name"])
+                self.slot_of[p] = slot
         cwd = os.getcwd()
         for slot, r in self.remotes.items():
             common, own = split_common(envs[slot])
@@ -291,7 +295,9 @@ class Step:
                 data = encode(str(ev.get("data", "")))
                 if self.o.label:
                     data = labelled(data, int(ev["task"]), width)
-                stream = errs if ev.get("fd") == 2 else out
+                stream = self.sink(int(ev["task"]), ev.get("fd") == 2, out, errs)
+                if stream is None:
+                    continue
                 try:
                     stream.write(data)
                     stream.flush()
@@ -323,6 +329,43 @@ class Step:
                     if self.o.kill_on_bad_exit and not self.killing:
                         self.abort()
         return self.report()
+
+    def sink(self, task: int, is_err: bool, out: BinaryIO, errs: BinaryIO) -> BinaryIO | None:
+        """Where a task's output goes, as srun's -o/-e say: a file named by the pattern for
+        that task (stderr with stdout unless -e names its own), nowhere ("none"), srun's own
+        stream for one task id only (a number), or srun's own streams."""
+        pattern = self.o.error if is_err and self.o.error is not None else self.o.output
+        own = errs if is_err else out
+        if pattern is None:
+            return own
+        if pattern == "none":
+            return None
+        if pattern.isdigit():
+            return own if int(pattern) == task else None
+        name = fname.expand(pattern, self.facts(task))
+        f = self.files.get(name)
+        if f is None:
+            try:
+                f = self.files[name] = open(name, "ab" if self.o.append else "wb")  # noqa: SIM115
+            except OSError as e:
+                err(f"error: Could not open stdout file {name}: {e.strerror or e}")
+                self.files[name] = f = open(os.devnull, "wb")  # noqa: SIM115
+        return f
+
+    def facts(self, task: int) -> fname.FileFacts:
+        e = self.env
+        index = e.get("SLURM_ARRAY_TASK_ID", "")
+        return fname.FileFacts(
+            job_id=self.job,
+            name=e.get("SLURM_JOB_NAME", ""),
+            user=e.get("SLURM_JOB_USER") or e.get("USER", ""),
+            node=self.node_of.get(task, ""),
+            array_id=e.get("SLURM_ARRAY_JOB_ID") or None,
+            array_index=int(index) if index.isdigit() else None,
+            step=str(self.step_id),
+            task=task,
+            node_index=self.slot_of.get(task, 0),
+        )
 
     def abort(self) -> None:
         """End the step: SIGTERM to every task, SIGKILL after the kill wait."""
@@ -378,6 +421,9 @@ class Step:
     def close(self) -> None:
         for r in self.remotes.values():
             r.close()
+        for f in self.files.values():
+            with contextlib.suppress(OSError):
+                f.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

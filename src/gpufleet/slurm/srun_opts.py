@@ -24,7 +24,7 @@ IGNORED = _words(
     --propagate --prolog --epilog --task-prolog --task-epilog --accel-bind --mcs-label
     --reservation --gres --gpus-per-node --mem-per-task --het-group -v --verbose -Q --quiet
     --slurmd-debug --kill-command --quit-on-interrupt -X --disable-status --no-allocate -Z
-    --open-mode --prefer --spread-job --switches --thread-spec --core-spec --cores-per-socket
+    --prefer --spread-job --switches --thread-spec --core-spec --cores-per-socket
     --sockets-per-node --ntasks-per-core --ntasks-per-socket --ntasks-per-gpu -B
     --extra-node-info --profile --acctg-freq --jobid --job-name-prefix --send-libs
     --tres-per-task --mail-type --mail-user --mincpus --msg-timeout --nice -d --dependency -I
@@ -44,10 +44,6 @@ _FLAGS = _words(  # the ignored ones that take no value, or only an attached one
 )
 # asked of a step gpufleet cannot give: srun's own refusal, with why
 REFUSED = {
-    "-o": "output goes back to srun (and the job's log); redirect srun's own output instead",
-    "--output": "output goes back to srun (and the job's log); redirect srun's own output",
-    "-e": "errors go back to srun (and the job's log); redirect srun's own stderr instead",
-    "--error": "errors go back to srun (and the job's log); redirect srun's own stderr",
     "-i": "no input is forwarded to tasks: they read /dev/null",
     "--input": "no input is forwarded to tasks: they read /dev/null",
     "--pty": "no pseudo-terminal: gpufleet's srun runs inside batch jobs only",
@@ -88,6 +84,11 @@ class Options:
     wait_s: int = 0
     overcommit: bool = False
     distribution: str = "block"
+    # where the tasks' stdout and stderr go (srun's -o/-e FILENAME patterns, "none", or a task
+    # id: only that task's, to srun's own); None: to srun's own stdout and stderr
+    output: str | None = None
+    error: str | None = None
+    append: bool = False  # --open-mode=append; else the files are truncated
     command: list[str] = field(default_factory=list)
     # which of ntasks/nodes/ntasks_per_node came from the command line (not the environment)
     explicit: set[str] = field(default_factory=set)
@@ -132,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-W", "--wait")
     p.add_argument("-O", "--overcommit", action="store_true")
     p.add_argument("-m", "--distribution")
+    p.add_argument("-o", "--output")
+    p.add_argument("-e", "--error")
+    p.add_argument("--open-mode")
     p.add_argument("-h", "--help", action="store_true")
     p.add_argument("--usage", action="store_true")
     p.add_argument("-V", "--version", action="store_true")
@@ -142,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
 _WITH_VALUE = {
     "-n", "-N", "-c", "-J", "-W", "-m", "--ntasks", "--nodes", "--ntasks-per-node",
     "--gpus-per-task", "--cpus-per-task", "--export", "--job-name", "--mpi", "--wait",
-    "--distribution",
+    "--distribution", "-o", "-e", "--output", "--error", "--open-mode",
 }  # fmt: skip
 
 
@@ -230,6 +234,12 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> Options:
     dist = (ns.distribution or env.get("SLURM_DISTRIBUTION") or "block").split(":")[0]
     if dist not in ("block", "*"):
         raise SrunError(f"--distribution={dist}: only block is supported")
+    o.output = ns.output or env.get("SLURM_STDOUTMODE") or None
+    o.error = ns.error or env.get("SLURM_STDERRMODE") or None
+    mode = ns.open_mode or env.get("SLURM_OPEN_MODE") or "truncate"
+    if mode not in ("a", "append", "t", "truncate"):
+        raise SrunError(f"Invalid --open-mode argument: {mode}. Ignored")
+    o.append = mode in ("a", "append")
     command = list(ns.command)
     if command[:1] == ["--"]:
         command = command[1:]
