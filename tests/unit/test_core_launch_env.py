@@ -95,6 +95,17 @@ def test_torchruns_worker_variables() -> None:
     assert [x["LOCAL_WORLD_SIZE"] for x in e] == ["2", "2", "2", "2", "1"]
 
 
+def test_a_batch_jobs_ranks_are_slurms_not_torchruns() -> None:
+    """A batch job's script is Slurm's batch step: no torchrun worker variables (Lightning
+    takes a TORCHELASTIC_RUN_ID for a torchrun launch and ignores Slurm's)."""
+    e = envs(JobFacts.of(replace(spec("train", gpus=2), batch=True)))
+    for x in e:
+        assert not [k for k in x if k.startswith(("TORCHELASTIC_", "ROLE_", "GROUP_"))]
+        assert "LOCAL_WORLD_SIZE" not in x and "NODE_RANK" not in x
+        assert x["SLURM_NTASKS"] == x["WORLD_SIZE"] == "5" and x["MASTER_PORT"]
+    assert [x["SLURM_PROCID"] for x in e] == [x["RANK"] for x in e] == ["0", "1", "2", "3", "4"]
+
+
 def test_what_lightning_reads_of_slurm_is_consistent() -> None:
     """PyTorch Lightning's SLURMEnvironment refuses ``SLURM_NTASKS`` > 1 without
     ``SLURM_NTASKS_PER_NODE`` ("You set --ntasks=… not supported"), and takes its world size,

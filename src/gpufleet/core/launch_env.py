@@ -30,7 +30,14 @@ MASTER_PORT_SPAN = 2000
 # ephemeral ports (32768 on), drawn from the job's number as MASTER_PORT is
 STEP_PORT_BASE = 27500
 STEP_PORT_SPAN = 2000
-CLUSTER_NAME = "gpufleet"  # SLURM_CLUSTER_NAME when the cluster spec names none
+CLUSTER_NAME = "gpufleet"
+# what torchrun gives its workers beyond the ranks, world size and master (left out of a batch
+# job's environment: Slurm starts its tasks, not torchrun)
+TORCHRUN_ONLY = (
+    "ROLE_NAME", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+    "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+)  # fmt: skip  # SLURM_CLUSTER_NAME when the cluster spec names none
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +61,10 @@ class JobFacts:
     array: ArrayFacts | None = None
     cluster: str = CLUSTER_NAME
     tasks_per_worker: int = 1
+    # torchrun's worker variables (TORCHELASTIC_*, ROLE_*, GROUP_*): a plain gang's ranks are
+    # started as torchrun starts workers; a batch job's script is Slurm's batch step, and a
+    # TORCHELASTIC_RUN_ID would tell Lightning it was launched by torchrun, not Slurm
+    torchrun: bool = True
 
     @staticmethod
     def of(spec: JobSpec, array: ArrayFacts | None = None, cluster: str = "") -> JobFacts:
@@ -70,6 +81,7 @@ class JobFacts:
             array,
             cluster or CLUSTER_NAME,
             tpw,
+            torchrun=not spec.batch,
         )
 
 
@@ -125,6 +137,9 @@ def _job_env(job_id: str, attempt: int, f: JobFacts) -> dict[str, str]:
         # no elastic agent holds a store: rank 0 serves MASTER_ADDR:MASTER_PORT itself
         "TORCHELASTIC_USE_AGENT_STORE": "False",
     }
+    if not f.torchrun:
+        for k in TORCHRUN_ONLY:
+            env.pop(k, None)
     if f.gpus_per_task:
         env["SLURM_GPUS_PER_TASK"] = str(f.gpus_per_task)
     if attempt > 1:  # Slurm sets it only for a job that was requeued
@@ -217,5 +232,8 @@ def rank_env(
             env["SLURM_MEM_PER_NODE"] = str(max(mem_on[p.node], per_node * facts.mem_per_task_mib))
             env["SLURM_GPUS_ON_NODE"] = str(len(gpus))
             env["SLURM_JOB_GPUS"] = env["SLURM_STEP_GPUS"] = ",".join(map(str, gpus))
+            if not facts.torchrun:
+                for k in TORCHRUN_ONLY:
+                    env.pop(k, None)
         out.append(tuple(sorted(env.items())))
     return tuple(out)
