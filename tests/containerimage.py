@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.realparts import require
+from realparts import require
 
 IMAGE = "localhost/gpufleet-test:1"
 TOOLS = ("sh", "id", "cat", "env", "pwd", "sleep", "echo", "ls", "true")

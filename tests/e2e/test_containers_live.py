@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.containerimage import build_image
 
+from containerimage import build_image
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
 

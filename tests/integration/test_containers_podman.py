@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.containerimage import build_image
 
+from containerimage import build_image
 from gpufleet.agent.containers import OWNER_LABEL, container_name
 from gpufleet.agent.containers.podman import Podman
 from gpufleet.agent.runner import TaskRunner
