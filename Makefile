@@ -10,8 +10,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[all,dev]'
-	@# PyTorch (CPU) for the DDP end-to-end test, when this machine can install it; else skipped
-	-$(BIN)/pip install -q torch==2.13.0 || echo "torch not installed: the DDP test will be skipped"
+	@# PyTorch (CPU) for the DDP end-to-end tests and Lightning for srun's, when this machine
+	@# can install them; else skipped. Together, so that Lightning never pulls another torch.
+	-$(BIN)/pip install -q torch==2.13.0 'lightning>=2.4,<3' || \
+	  echo "torch/lightning not installed: the DDP and Lightning tests will be skipped"
 	touch $(STAMP)
 
 demo: $(STAMP)

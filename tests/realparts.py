@@ -95,6 +95,14 @@ def _chromium() -> str | None:
     return None
 
 
+def _ray() -> str | None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "ray is not installed (pip install -e '.[ray]'; .[all] has it)"
+    return None
+
+
 CHECKS: dict[str, Callable[[], str | None]] = {
     "postgres": _postgres,
     "prometheus": _binary("prometheus", "prometheus"),
@@ -103,6 +111,10 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "iperf3": _binary("iperf3", "iperf3"),
     "fio": _binary("fio", "fio"),
     "setpriv": _binary("setpriv", "util-linux"),
+    "ray": _ray,
+    "podman": _binary("podman", "podman runc"),
+    "runc": _binary("runc", "runc"),
+    "busybox": _binary("busybox", "busybox-static"),
     "haproxy": _binary("haproxy", "haproxy"),
     "nginx": _binary("nginx", "nginx"),
 }

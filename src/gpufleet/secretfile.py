@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 PRIVATE_UMASK = 0o077
@@ -71,6 +70,8 @@ def write_secret(path: str | Path, text: str, *, replace: bool = False) -> Path:
     it over the old one, so readers see the old secret or the new one, never a partial file."""
     p = Path(path).expanduser()
     if replace:  # a fresh name nobody can have planted (mkstemp: O_EXCL, 0600)
+        import tempfile  # here: reading a token (every command) never needs it (issue 12)
+
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
         target = Path(tmp)
     else:

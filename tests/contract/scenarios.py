@@ -325,6 +325,26 @@ TIME_LIMIT = Scenario(
     ),
 )
 
+BATCH = Scenario(
+    "batch",
+    nodes=2,
+    gpus_per_node=4,
+    jobs=(
+        # a batch job's outcome is its script's (rank 0): b1 ends at 3 when its script exits
+        # 0, its step daemon on the other node stopped, which is no failure; b2's script
+        # exits 3 at 2 s: FAILED while its step daemon still runs. The step daemons' rule
+        # (60 s) never comes: they only end when stopped.
+        Job("b1", 0, _spec("b1", gpus=4, workers=2, batch=True), (Rule(3, rank=0), Rule(60))),
+        Job(
+            "b2",
+            1,
+            _spec("b2", gpus=4, workers=2, batch=True),
+            (Rule(2, exit_code=3, rank=0), Rule(60)),
+        ),
+        _job("w", 2, 2, gpus=4),  # after b2, which is first in line: starts at 5
+    ),
+)
+
 SCENARIOS: tuple[Scenario, ...] = (
     GANG_RETRY,
     NODE_LOSS,
@@ -337,4 +357,5 @@ SCENARIOS: tuple[Scenario, ...] = (
     TIME_LIMIT,
     AGENT_RETURNS,
     GANG_SPLIT_LOSS,
+    BATCH,
 )

@@ -74,12 +74,23 @@ def test_what_the_controller_and_agents_create_is_private(
     named = [ctl / "gpufleet.db", ctl / "gpufleet.db-wal", ctl / "admin.token", ctl / "logs"]
     assert all(p.exists() for p in named), sorted(p.name for p in ctl.iterdir())
     shared: list[str] = []
-    for root in (ctl, c.data_dir / "node-0"):
-        assert mode(root) == 0o700
+    node = c.data_dir / "node-0"
+    assert mode(ctl) == 0o700
+    # the agent's directory only lets others pass (not list) to srun's and scontrol's
+    # scripts in slurm-bin (0755, the agent's own: users run them, cannot change them)
+    assert mode(node) == 0o711
+    public = node / "slurm-bin"
+    assert mode(public) == 0o755 and sorted(p.name for p in public.iterdir()) == [
+        "scontrol",
+        "srun",
+    ]
+    for root in (ctl, node):
         for dirpath, dirs, files in os.walk(root):
+            if Path(dirpath) == public:
+                continue
             for name in [*dirs, *files]:
                 p = Path(dirpath) / name
-                if mode(p) & 0o077:
+                if p != public and mode(p) & 0o077:
                     shared.append(f"{p} {mode(p):04o}")
     assert shared == []
     logs = list((ctl / "logs").rglob("rank0.stdout"))

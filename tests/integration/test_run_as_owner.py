@@ -12,6 +12,7 @@ import pwd
 import shutil
 import stat
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.agent.slurmbin import unreachable
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -180,3 +182,39 @@ def test_a_user_without_an_account_on_the_node_is_refused_saying_how_to_fix_it(
     assert "'no-account-gf'" in why and "--fallback-account" in why
     err = wait_for("the reason in the stderr log", lambda: log_of(ghost, job, "stderr"))
     assert "has no Unix account on this node" in str(err)
+
+
+def test_a_jobs_owner_finds_srun_and_scontrol_on_path(users: list[str]) -> None:
+    """The agent's slurm-bin is reachable by a job's own account (the data dir passable, the
+    scripts 0755 and root's), first on the PATH of a job that has step hosts. Its own cluster,
+    outside /tmp: a task's /tmp is its own, which hides a data dir under pytest's."""
+    root = Path(tempfile.mkdtemp(prefix="gpufleet-slurmbin-", dir="/var/tmp"))
+    root.chmod(0o711)
+    c = LocalCluster(root / "cluster", agents=1, gpus="2xH100", **FAST)  # type: ignore[arg-type]
+    try:
+        c.start()
+        bindir = c.data_dir / "node-0" / "slurm-bin"
+        assert unreachable(bindir) is None
+        out = _path_job(c.user(users[0]))
+    finally:
+        c.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert out == [f"srun ok {bindir}/srun", f"scontrol ok {bindir}/scontrol", "#!"], out
+
+
+def _path_job(alice: Client) -> list[str]:
+    script = (
+        'for c in srun scontrol; do p=$(command -v $c) && test -x "$p" && test -r "$p" '
+        '&& echo "$c ok $p"; done; head -c 2 "$(command -v srun)"; echo'
+    )
+    (job,) = alice.submit(
+        {
+            "name": "path",
+            "workers": 2,
+            "gpus_per_worker": 1,
+            "command": ["/bin/sh", "-c", script],
+            "time_limit_s": 120,
+        }
+    )
+    state(alice, job, {"SUCCEEDED"})
+    return log_of(alice, job).splitlines()

@@ -82,8 +82,29 @@ def test_submit_a_script_as_it_is_with_array_and_dependency(api: FakeApi, tmp_pa
     assert body["array"] == "0-3"
     assert body["depends_on"] == [{"type": "afterok", "job": "12"}]
     spec = body["spec"]
-    assert (spec["workers"], spec["gpus_per_worker"], spec["queue"]) == (8, 2, "vision")
+    # 2 nodes, one worker each on its own, their 4 tasks sharing the node's 8 GPUs
+    assert (spec["workers"], spec["gpus_per_worker"], spec["queue"]) == (2, 8, "vision")
+    assert spec["distinct_nodes"] is True and spec["tasks_per_worker"] == 4
     assert spec["command"] == ["/bin/bash", "-c", SCRIPT, "train.sbatch", "--epochs", "3"]
+
+
+def test_a_partition_list_queues_in_the_first_the_controller_knows(
+    api: FakeApi, tmp_path: Path
+) -> None:
+    f = tmp_path / "p.sbatch"
+    f.write_text("#!/bin/bash\n#SBATCH -p big,gpu-preempt,gpu\ntrue\n")
+    queue = {"cohort": "", "weight": 1.0, "quota_gpus": None, "used_gpus": 0.0,
+             "borrowing": False, "pending": 0, "running": 0, "dominant_share": 0.0,
+             "fair_share_usage": 0.0}  # fmt: skip
+    api.on("GET", "/queues", [{"name": n, **queue} for n in ("gpu", "gpu-preempt")])
+    api.on("POST", "/jobs", submitted("30"))
+    r = cli("submit", str(f))
+    assert r.code == 0, r.stderr
+    assert api.body()["spec"]["queue"] == "gpu-preempt"  # big is unknown: the next listed
+    assert "queued in gpu-preempt, the first of -p big,gpu-preempt,gpu" in r.stderr
+    r = cli("submit", "-p", "big", str(f))  # the flag wins over the script: no choice made
+    assert r.code == 0, r.stderr
+    assert api.body()["spec"]["queue"] == "big"
 
 
 def test_flags_override_the_script_as_sbatch_options_do(api: FakeApi, tmp_path: Path) -> None:
@@ -209,10 +230,11 @@ def test_bad_submissions_exit_2_and_send_nothing(api: FakeApi, args: list[str], 
 
 def test_a_bad_script_names_its_line_and_sends_nothing(api: FakeApi, tmp_path: Path) -> None:
     f = tmp_path / "bad.sh"
-    f.write_text("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gres=gpu:3\n#SBATCH --ntasks-per-node=2\n")
+    f.write_text("#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus=3\n#SBATCH --ntasks-per-node=2\n")
     r = cli("submit", "--dry-run", "--json", str(f))
     assert r.code == 2 and r.stdout == ""
-    assert f"{f}: line 2, line 3, line 4: --gres=gpu:3 does not divide" in r.stderr
+    assert f"{f}: line 2, line 3, line 4: gpufleet cannot" in r.stderr
+    assert "--gpus=3 does not divide among 2 nodes" in r.stderr
     assert "gpufleet cannot run this yet" in r.stderr
     assert api.requests == []
 

@@ -4,6 +4,8 @@ values those systems give (Slurm's ``2(x3)`` counts, its hostlist syntax, whole 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from builders import cluster_spec, profile, spec
 
 from gpufleet.core.commands import Launch
@@ -93,6 +95,17 @@ def test_torchruns_worker_variables() -> None:
     assert [x["LOCAL_WORLD_SIZE"] for x in e] == ["2", "2", "2", "2", "1"]
 
 
+def test_a_batch_jobs_ranks_are_slurms_not_torchruns() -> None:
+    """A batch job's script is Slurm's batch step: no torchrun worker variables (Lightning
+    takes a TORCHELASTIC_RUN_ID for a torchrun launch and ignores Slurm's)."""
+    e = envs(JobFacts.of(replace(spec("train", gpus=2), batch=True)))
+    for x in e:
+        assert not [k for k in x if k.startswith(("TORCHELASTIC_", "ROLE_", "GROUP_"))]
+        assert "LOCAL_WORLD_SIZE" not in x and "NODE_RANK" not in x
+        assert x["SLURM_NTASKS"] == x["WORLD_SIZE"] == "5" and x["MASTER_PORT"]
+    assert [x["SLURM_PROCID"] for x in e] == [x["RANK"] for x in e] == ["0", "1", "2", "3", "4"]
+
+
 def test_what_lightning_reads_of_slurm_is_consistent() -> None:
     """PyTorch Lightning's SLURMEnvironment refuses ``SLURM_NTASKS`` > 1 without
     ``SLURM_NTASKS_PER_NODE`` ("You set --ntasks=… not supported"), and takes its world size,
@@ -133,3 +146,29 @@ def test_the_controller_gives_a_launch_its_jobs_facts() -> None:
         assert e["SLURM_JOB_PARTITION"] == "nlp" and e["SLURM_ARRAY_JOB_ID"] == "7"
         assert e["SLURM_ARRAY_TASK_ID"] == str(ids.index(i) * 2)
         assert e["SLURM_ARRAY_TASK_COUNT"] == "3" and e["SLURM_ARRAY_TASK_STEP"] == "2"
+
+
+def test_tasks_per_worker_count_as_tasks() -> None:
+    """--nodes=2 --ntasks-per-node=4 --gres=gpu:8 -c 6: two workers, each a node's 4 tasks."""
+    s = replace(spec("ddp", gpus=8, workers=2, cpus=24, mem_gib=64), tasks_per_worker=4)
+    s = replace(s, distinct_nodes=True)
+    facts = JobFacts.of(s)
+    alloc = (
+        Placement("gpu-01", tuple(range(8)), 1000, 24_000, 64 * 1024),
+        Placement("gpu-02", tuple(range(8)), 1000, 24_000, 64 * 1024),
+    )
+    e = [dict(x) for x in rank_env("5", 1, 1, alloc, facts)]
+    for x in e:
+        assert x["SLURM_NTASKS"] == "8" and x["SLURM_NPROCS"] == "8"
+        assert x["SLURM_TASKS_PER_NODE"] == "4(x2)" and x["SLURM_NTASKS_PER_NODE"] == "4"
+        assert x["SLURM_GPUS_ON_NODE"] == "8" and x["SLURM_CPUS_ON_NODE"] == "24"
+        assert x["SLURM_CPUS_PER_TASK"] == "6" and x["SLURM_MEM_PER_NODE"] == str(64 * 1024)
+        assert "SLURM_GPUS_PER_TASK" not in x  # the node's GPUs are shared by its tasks
+        assert x["SLURM_NNODES"] == "2"
+    assert [x["SLURM_PROCID"] for x in e] == ["0", "4"]  # each worker's first task
+    assert [x["SLURM_NODEID"] for x in e] == ["0", "1"]
+    # torchrun's view stays that of the processes started: one per worker
+    assert [(x["RANK"], x["WORLD_SIZE"], x["LOCAL_WORLD_SIZE"]) for x in e] == [
+        ("0", "2", "1"),
+        ("1", "2", "1"),
+    ]

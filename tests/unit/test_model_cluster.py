@@ -235,3 +235,28 @@ def test_the_error_is_a_value_error_and_can_be_relocated() -> None:
     moved = SpecError("bad", field="x").at("other.yaml")
     assert moved.source == "other.yaml" and str(moved) == "other.yaml: x: bad"
     assert err.at("other.yaml").source == SRC  # kept when already located
+
+
+def test_node_features_and_the_sites_gpu_type_names() -> None:
+    CS = ClusterSpec
+    spec = CS.from_dict(
+        {
+            "pools": [
+                {"name": "a", "count": 1, "gpu_model": "A100-40GB", "gpus": 4, "cpu_cores": 8,
+                 "memory_gib": 64, "features": ["ib", "gmem40"]},
+                {"name": "b", "count": 1, "gpu_model": "L40S", "gpus": 4, "cpu_cores": 8,
+                 "memory_gib": 64, "gres_type": "GMEM48"},
+            ],
+            "nodes": [{"name": "cpu1", "cpu_cores": 8, "memory_gib": 64}],
+        }
+    )  # fmt: skip
+    a, b, cpu = spec.nodes
+    assert a.features == ("ib", "gmem40") and a.gpu_type == "a100"  # Slurm's usual name
+    assert b.gres_type == "gmem48" and b.gpu_type == "gmem48"  # the site's own name wins
+    assert cpu.gpu_type == "" and cpu.features == ()
+    with pytest.raises(SpecError, match="features"):
+        CS.from_dict({"nodes": [{"name": "x", "cpu_cores": 1, "memory_gib": 1,
+                                 "features": ["a b"]}]})  # fmt: skip
+    with pytest.raises(SpecError, match="no GPU type"):
+        CS.from_dict({"nodes": [{"name": "x", "cpu_cores": 1, "memory_gib": 1,
+                                 "gres_type": "a100"}]})  # fmt: skip

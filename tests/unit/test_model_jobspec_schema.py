@@ -34,7 +34,7 @@ from gpufleet.model.secrets import (
     SCOPES,
     SecretRef,
 )
-from gpufleet.server.store.codec import _SPEC_KEYS, spec_from_dict, spec_to_dict
+from gpufleet.server.store.codec import _SPEC_KEYS, HIDDEN_SPEC_KEYS, spec_from_dict, spec_to_dict
 
 BASE: dict[str, Any] = {"name": "n", "user": "u"}
 SCHEMA = JobSpecIn.model_json_schema()
@@ -212,6 +212,26 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "signal": {"signal": "USR1", "before_s": 90, "batch_only": True},
         "requeue": False,
         "secrets": [{"name": "api-key", "env": "API_KEY"}, {"name": "c", "file": "c.pem"}],
+        "distinct_nodes": True,
+        "tasks_per_worker": 4,
+        "nodelist": "n[1-2]",
+        "exclude": ["n3", "n[5-6]"],
+        "constraint": "[ib|eth]&nvme",
+        "exclusive": True,
+        "whole_node_memory": True,
+        "gres_type": "a100",
+        "batch": True,
+        "workdir": "/home/u/run",
+        "output": "out-%j.txt",
+        "error": "err-%j.txt",
+        "open_mode": "append",
+        "input": "in.txt",
+        "submit_env": {"PATH": "/venv/bin:/usr/bin"},
+        "container": {
+            "image": "localhost/app:1",
+            "mounts": [{"source": "/data", "target": "/mnt", "read_only": True}],
+            "workdir": "/mnt",
+        },
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)
@@ -221,12 +241,44 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
     assert (both.field, both.reason) == ("memory_gib", "give memory_mib or memory_gib, not both")
 
 
+def shown(spec: JobSpec) -> dict[str, Any]:
+    d = spec_to_dict(spec)
+    for key in HIDDEN_SPEC_KEYS:
+        del d[key]
+    return d
+
+
 def test_the_spec_a_job_shows_is_its_stored_shape() -> None:
-    assert set(JobSpecOut.model_fields) == set(_SPEC_KEYS)
+    assert set(JobSpecOut.model_fields) == set(_SPEC_KEYS) - set(HIDDEN_SPEC_KEYS)
     spec = replace(read(command=["a"], env={"K": "v"}), time_limit_s=5.0)
-    out = JobSpecOut.model_validate(spec_to_dict(spec))
-    assert out.model_dump() == spec_to_dict(spec)
-    assert JobSpecOut.model_validate(BASE).model_dump() == spec_to_dict(JobSpec("n", "u"))
+    out = JobSpecOut.model_validate(shown(spec))
+    assert out.model_dump() == shown(spec)
+    assert JobSpecOut.model_validate(BASE).model_dump() == shown(JobSpec("n", "u"))
+
+
+@pytest.mark.parametrize("key", ["workdir", "output", "error", "input"])
+def test_batch_paths_bounds_agree(key: str) -> None:
+    s = branch(key, "string")
+    assert (s["minLength"], s["maxLength"]) == (1, SPEC_TEXT[key])
+    start = "/" if key == "workdir" else ""
+    read(batch=True, **{key: start + "x" * (SPEC_TEXT[key] - len(start))})
+    assert (
+        refusal(batch=True, **{key: start + "x" * (SPEC_TEXT[key] + 1 - len(start))}).field == key
+    )
+
+
+def test_batch_fields_are_checked() -> None:
+    assert refusal(workdir="rel/dir").field == "workdir"
+    assert refusal(output="o.txt").field == "output"  # the batch script's file: batch only
+    assert refusal(input="i.txt").field == "input"
+    assert refusal(batch=True, open_mode="sometimes").field == "open_mode"
+    assert refusal(open_mode="append").field == "open_mode"
+    env = branch("submit_env", "object")
+    assert env["additionalProperties"] == {"type": "string", "maxLength": SPEC_TEXT["submit_env"]}
+    big = {f"V{i}": "x" * 1000 for i in range(300)}  # about 300 KB: over MAX_ENV
+    assert refusal(submit_env=big).field == "submit_env"
+    real = {f"V{i}": "x" * 1000 for i in range(100)}  # about 100 KB: a real environment
+    assert len(read(submit_env=real).submit_env) == 100
 
 
 def test_the_warning_signal_agrees_in_both_forms() -> None:
@@ -300,4 +352,68 @@ def test_the_secrets_agree_in_both_forms() -> None:
     spec = read(secrets=[{"name": "a", "scope": "queue", "env": "A"}, {"name": "b", "file": "b"}])
     assert spec.secrets == (SecretRef("a", "queue", "A", ""), SecretRef("b", "", "", "b"))
     assert spec_from_dict(spec_to_dict(spec)) == spec
-    assert JobSpecOut.model_validate(spec_to_dict(spec)).model_dump() == spec_to_dict(spec)
+    assert JobSpecOut.model_validate(shown(spec)).model_dump() == shown(spec)
+
+
+def test_the_container_agrees_in_both_forms() -> None:
+    shape = SCHEMA["$defs"]["ContainerIn"]
+    assert set(shape["properties"]) == {"image", "mounts", "workdir"}
+    assert shape["required"] == ["image"] and shape["additionalProperties"] is False
+    mount = SCHEMA["$defs"]["MountIn"]
+    assert set(mount["properties"]) == {"source", "target", "read_only"}
+    assert mount["required"] == ["source", "target"]
+    image_max = shape["properties"]["image"]["maxLength"]
+    path_max = mount["properties"]["source"]["maxLength"]
+    mounts_max = branch("container.mounts", "array")["maxItems"]
+    ok = read(container={"image": "x" * image_max, "workdir": "/" + "w" * (path_max - 1)})
+    assert ok.container is not None and ok.container.mounts == ()
+    assert read(container="img:1").container == read(container={"image": "img:1"}).container
+    assert refusal(container={"image": "x" * (image_max + 1)}).field == "container.image"
+    assert refusal(container={"image": "-v"}).field == "container.image"
+    assert refusal(container={"image": "a b"}).field == "container.image"
+    assert refusal(container={"mounts": []}).field == "container.image"
+    m = {"source": "/a", "target": "/b"}
+    assert len(read(container={"image": "i", "mounts": [m] * 1}).container.mounts) == 1  # type: ignore[union-attr]
+    many = [{"source": "/a", "target": f"/t{i}"} for i in range(mounts_max + 1)]
+    assert refusal(container={"image": "i", "mounts": many}).field == "container.mounts"
+    for bad in ("rel", "/a:b", "/a,b", "/a\0b", ""):
+        e = refusal(container={"image": "i", "mounts": [{"source": bad, "target": "/t"}]})
+        assert e.field == "container.mounts[0].source", bad
+    e = refusal(container={"image": "i", "mounts": [{"source": "/s", "target": "/t", "ro": 1}]})
+    assert e.field == "container.mounts[0].ro"
+    # every problem at once, each named
+    e = refusal(container={"mounts": [{"source": "x", "target": "y"}], "workdir": "w", "k": 1})
+    assert e.field == "container" and e.reason.startswith("5 problems: ")
+    for where in ("container.k", "container.image", "container.workdir", "mounts[0].source"):
+        assert where in e.reason, where
+    assert "container.mounts[0].target" in e.reason
+    # pyxis's comma-separated form, and the stored shape reads back as the same spec
+    spec = read(container={"image": "i", "mounts": "/d:/data:ro,/s", "workdir": "/data/"})
+    assert spec.container is not None
+    assert [m.pyxis() for m in spec.container.mounts] == ["/d:/data:ro", "/s:/s"]
+    assert spec.container.workdir == "/data"
+    dup = refusal(container={"image": "i", "mounts": "/a:/t,/b:/t/"})
+    assert dup.field == "container.mounts" and "same target" in dup.reason
+    again = JobSpec.from_dict({**BASE, "container": spec_to_dict(spec)["container"]})
+    assert again == spec
+
+
+def test_the_container_patterns_agree_with_what_from_dict_accepts() -> None:
+    import re
+
+    image = SCHEMA["$defs"]["ContainerIn"]["properties"]["image"]["pattern"]
+    path = SCHEMA["$defs"]["MountIn"]["properties"]["source"]["pattern"]
+    for text in ("ok:1", "docker://nvcr.io#nvidia/x:1", "/s/app.sif", "-v", "a b", "a\tb", "x-"):
+        accepted = True
+        try:
+            read(container={"image": text})
+        except SpecError:
+            accepted = False
+        assert accepted == bool(re.search(image, text)), text
+    for text in ("/a", "/a/b c", "/", "a", "/a:b", "/a,b", ""):
+        accepted = True
+        try:
+            read(container={"image": "i", "mounts": [{"source": text, "target": "/t"}]})
+        except SpecError:
+            accepted = False
+        assert accepted == bool(re.search(path, text)), text

@@ -32,8 +32,9 @@ def test_the_extras_split_the_install_and_all_holds_every_runtime_one() -> None:
     assert opt["agent"] == set()  # the base install is the agent's
     assert {"fastapi", "sqlalchemy", "alembic", "uvicorn"} <= opt["server"]
     assert opt["postgres"] == {"psycopg"} and opt["sim"] == {"numpy", "matplotlib"}
-    assert opt["all"] == {"gpufleet"}  # gpufleet[server,postgres,sim]
-    assert not base & (opt["server"] | opt["postgres"] | opt["sim"])
+    assert opt["all"] == {"gpufleet"}  # gpufleet[server,postgres,sim,ray]
+    assert opt["ray"] == {"ray"}  # simulate sweep --ray only, imported only then
+    assert not base & (opt["server"] | opt["postgres"] | opt["sim"] | opt["ray"])
 
 
 def test_the_agent_and_a_users_cli_run_with_only_the_base_install() -> None:

@@ -125,21 +125,23 @@ def test_a_training_script_maps_onto_a_gang(tmp_path: Path) -> None:
     job = parse_sbatch(f, ["--lr", "3e-4"])
     s = job.spec
     assert s["name"] == "pretrain" and s["queue"] == "vision"
-    assert s["workers"] == 8  # 2 nodes × 4 tasks
-    assert s["gpus_per_worker"] == 2  # 8 GPUs per node among 4 tasks
-    assert s["cpus"] == 12
-    assert s["memory_mib"] == 512 * 1024 // 4  # --mem is per node
-    assert s["gpu_models"] == ["H100-SXM", "H100-PCIe"]  # h100: every H100, as Slurm sites name it
+    assert s["workers"] == 2 and s["distinct_nodes"] is True  # 2 nodes, one worker each
+    assert s["tasks_per_worker"] == 4  # its 4 tasks share the node's resources
+    assert s["gpus_per_worker"] == 8  # --gres is per node
+    assert s["cpus"] == 48  # 4 tasks × 12 CPUs
+    assert s["memory_mib"] == 512 * 1024  # --mem is per node
+    assert s["gres_type"] == "h100" and "gpu_models" not in s  # the site's name, as it is
     assert s["time_limit_s"] == 36 * 3600
     assert "topology" not in s
     assert job.array == "0-15%4"
     assert job.depends_on == (("afterok", "12"), ("afterok", "13"), ("afterany", "14"))
     assert (job.output, job.error) == ("logs/%x-%j.out", "logs/%x-%j.err")
     assert s["command"] == ["/bin/bash", "-c", TRAIN, "train.sbatch", "--lr", "3e-4"]
-    assert [w.split(": ", 1)[1].split(" ")[0] for w in job.warnings] == [
-        "--output=logs/%x-%j.out",
-        "--error=logs/%x-%j.err",
-    ]  # one warning each: gpufleet keeps the output itself
+    assert job.warnings == ()  # --output and --error are honoured: no warning
+    assert (s["batch"], s["output"], s["error"]) == (True, "logs/%x-%j.out", "logs/%x-%j.err")
+    assert "open_mode" not in s and "workdir" not in s  # the CLI adds the submit directory
+    assert script("--input=in-%j.txt", "--open-mode=a").spec["input"] == "in-%j.txt"
+    assert script("--open-mode=a").spec["open_mode"] == "append"
     spec = JobSpec.from_dict({**s, "user": "ana"})  # what the CLI sends is a valid JobSpec
     assert spec.total_gpu_milli == 16_000 and spec.command[2] == TRAIN
 
@@ -246,11 +248,14 @@ def test_multi_node_ddp() -> None:
     assert r.signal == Signal(10, 90, batch_only=True, reservation=False)
     noted = {w.split(": ")[1].split("=")[0].split(" ")[0] for w in r.warnings}
     assert noted == {
-        "--exclusive",
-        "--output",
         "--account",
         "--qos",
-    }  # --signal, --requeue: acted on
+    }  # --signal, --requeue, --exclusive, --output: acted on
+    s = parse_sbatch_text(DDP, source="ddp.sbatch").spec
+    assert (s["workers"], s["tasks_per_worker"], s["gpus_per_worker"]) == (4, 4, 4)
+    assert s["distinct_nodes"] and s["exclusive"] and s["whole_node_memory"]
+    assert s["cpus"] == 64 and s["memory_mib"] == 0
+    assert JobSpec.from_dict({**s, "user": "u"}).tasks == 16
     assert all(w.startswith("ddp.sbatch:") for w in r.warnings)
 
 
@@ -431,50 +436,75 @@ def test_what_sbatch_accepts_is_not_refused_at_parse_time() -> None:
 
 
 def test_nodes_and_tasks_become_workers_and_gpus_divide() -> None:
+    # (directives, workers, tasks per worker, GPUs per worker, distinct nodes)
     cases = [
-        (["--nodes=2", "--ntasks-per-node=8", "--gres=gpu:8"], 16, 1),
-        (["-N 2", "--gpus-per-node=8"], 2, 8),
-        (["-N2", "--ntasks-per-node=2", "--gpus-per-node=h100:8"], 4, 4),
-        (["--ntasks=4", "--gpus=8"], 4, 2),
-        (["-n 16", "-N 4", "--gres=gpu:4"], 16, 1),
-        (["--ntasks=8", "--ntasks-per-node=4", "--gres=gpu:8"], 8, 2),
-        (["-N 3", "--gpus-per-task=2"], 3, 2),
-        (["-G 4"], 1, 4),
-        (["--gres=gpu"], 1, 1),
-        (["--nodes=2-2", "--gres=gpu:a100:1"], 2, 1),
+        (["--nodes=2", "--ntasks-per-node=8", "--gres=gpu:8"], 2, 8, 8, True),
+        (["-N 2", "--gpus-per-node=8"], 2, 1, 8, True),
+        (["-N2", "--ntasks-per-node=2", "--gpus-per-node=h100:8"], 2, 2, 8, True),
+        (["--ntasks=4", "--gpus=8"], 4, 1, 2, False),  # no --nodes: one worker per task
+        (["-n 16", "-N 4", "--gres=gpu:4"], 4, 4, 4, True),
+        (["--ntasks=8", "--ntasks-per-node=4", "--gres=gpu:8"], 2, 4, 8, True),
+        (["-N 3", "--gpus-per-task=2"], 3, 1, 2, True),
+        (["-N 2", "--ntasks-per-node=4", "--gpus-per-task=1"], 2, 4, 4, True),
+        (["-n 4", "--gpus-per-task=1"], 4, 1, 1, False),
+        (["-N 2", "--gpus=6"], 2, 1, 3, True),
+        (["-G 4"], 1, 1, 4, False),
+        (["--gres=gpu"], 1, 1, 1, False),
+        (["--nodes=2-2", "--gres=gpu:a100:1"], 2, 1, 1, True),
+        (["--gres=gpu:8", "--ntasks-per-node=3"], 1, 3, 8, False),  # the node's 8, shared by 3
     ]
-    for directives, workers, gpus in cases:
+    for directives, workers, per, gpus, distinct in cases:
         s = script(*directives).spec
-        assert (s["workers"], s["gpus_per_worker"]) == (workers, gpus), directives
+        got = (
+            s["workers"],
+            s.get("tasks_per_worker", 1),
+            s["gpus_per_worker"],
+            s.get("distinct_nodes", False),
+        )
+        assert got == (workers, per, gpus, distinct), directives
 
 
-def test_gres_and_constraint_name_gpu_models_from_the_catalog() -> None:
-    """A site's GPU type is the model's family, whatever its memory (Slurm's GRES names):
-    a100 is every A100; a name that is one model exactly is that model."""
-    assert script("--gres=gpu:a100:2").spec["gpu_models"] == ["A100-40GB", "A100-80GB"]
-    assert script("--gres=gpu:a100-40gb:2").spec["gpu_models"] == ["A100-40GB"]
-    assert script("--gpus=h100:1").spec["gpu_models"] == ["H100-SXM", "H100-PCIe"]
-    assert script("--gpus=v100:1").spec["gpu_models"] == ["V100-16GB", "V100-32GB"]
-    s = script("--gres=gpu:1", "--constraint=a100|h100").spec
-    assert s["gpu_models"] == ["A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe"]
-    s = script("--gres=gpu:a100:1", "--constraint=a100-80gb").spec  # both narrow: the overlap
-    assert s["gpu_models"] == ["A100-80GB"]
-    e = refused("--gres=gpu:a100:1", "--constraint=h100")
-    assert "excludes the GPU type" in str(e)
-    job = script("-C 'a100&ib'", "--gres=gpu:1")
-    assert "gpu_models" not in job.spec
-    assert any("node features are not matched yet" in w for w in job.warnings)
+def test_gpu_types_and_constraints_are_the_sites_names() -> None:
+    """--gres=gpu:TYPE is matched on the nodes' GPU type names (a100: whatever the site calls
+    a100), and -C on their features: neither goes through the catalog."""
+    assert script("--gres=gpu:a100:2").spec["gres_type"] == "a100"
+    assert script("--gres=gpu:1080ti:1").spec["gres_type"] == "1080ti"
+    assert script("--gpus=H100:1").spec["gres_type"] == "h100"
+    s = script("-C '[ib|eth]&gmem48'", "--gres=gpu:1").spec
+    assert s["constraint"] == "[ib|eth]&gmem48" and "gpu_models" not in s
+    assert script("--constraint=a100|h100").spec["constraint"] == "a100|h100"
+    e = refused("-C 'ib*2'")
+    assert "node counts" in e.reason and e.field.startswith("line ")
+
+
+def test_nodelist_exclude_and_exclusive() -> None:
+    job = script("-w gpu-[01-02]", "-x 'gpu-[05,07]'", "--exclusive")
+    s = job.spec
+    assert s["nodelist"] == ["gpu-01", "gpu-02"] and s["exclude"] == ["gpu-05", "gpu-07"]
+    assert s["workers"] == 2 and s["distinct_nodes"]  # -w names 2 nodes: sbatch asks for 2
+    assert s["exclusive"] is True and not job.warnings
+    assert script("-N 3", "-w n1").spec["nodelist"] == ["n1"]  # the others are added
+    assert "exclusive" not in script("--exclusive=user").spec
+    assert "file of node names" in refused("-w ./hosts.txt").reason
+    job = script("-n 4", "--exclusive")
+    assert any("each of the 4 tasks takes a whole node" in w for w in job.warnings)
+    spec = JobSpec.from_dict({**s, "user": "u"})
+    assert spec.nodelist == ("gpu-01", "gpu-02") and spec.exclusive
 
 
 def test_a_partition_list_queues_in_the_first_with_a_warning() -> None:
     job = script("-p gpu,gpu-preempt")
     assert job.spec["queue"] == "gpu"
-    assert any("first partition, gpu" in w for w in job.warnings)
+    assert any("the first the controller knows (here the first partition, gpu)" in w
+               for w in job.warnings)  # fmt: skip
 
 
-def test_a_one_node_gang_must_stay_on_that_node() -> None:
+def test_a_one_node_job_is_one_worker_with_its_tasks() -> None:
     s = script("--nodes=1", "--ntasks-per-node=4", "--gres=gpu:4").spec
-    assert s["topology"] == {"level": "node", "required": True}
+    assert (s["workers"], s["tasks_per_worker"], s["gpus_per_worker"]) == (1, 4, 4)
+    assert "topology" not in s and "distinct_nodes" not in s
+    s = script("-n 4").spec  # tasks without --nodes: packed where they can be, as Slurm does
+    assert s["topology"] == {"level": "node", "required": False}
 
 
 @pytest.mark.parametrize(
@@ -485,13 +515,20 @@ def test_a_one_node_gang_must_stay_on_that_node() -> None:
         (["--mem=64G"], 65536),
         (["--mem=2T"], 2 * 1024 * 1024),
         (["--mem=64g"], 65536),
-        (["--mem=64G", "--ntasks-per-node=4"], 16384),
+        (["--mem=64G", "--ntasks-per-node=4"], 65536),  # the node's, shared by its tasks
+        (["--mem=64G", "-n 4"], 16384),  # no --nodes: each task a share
+        (["--mem-per-cpu=1G", "-c 2", "-N 2", "--ntasks-per-node=4"], 8192),
         (["--mem-per-cpu=2G", "-c 8"], 16384),
         (["--mem-per-gpu=32G", "--gpus-per-task=2"], 65536),
     ],
 )
 def test_memory_per_worker(directives: list[str], mib: int) -> None:
     assert script(*directives).spec["memory_mib"] == mib
+
+
+def test_more_tasks_per_node_than_allowed_are_refused() -> None:
+    e = refused("--ntasks=6", "--nodes=2", "--ntasks-per-node=2")
+    assert "needs 3 tasks per node" in e.reason
 
 
 def test_cpus_per_gpu_become_cpus_per_worker() -> None:
@@ -527,12 +564,10 @@ def test_dependency_forms() -> None:
     [
         (["--nodes=2-4"], "2 to 4 nodes"),
         (["--ntasks=5", "--nodes=2"], "do not divide evenly"),
-        (["--ntasks=6", "--nodes=2", "--ntasks-per-node=2"], "is not 2 nodes × "),
         (["--gres=gpu:2", "--gpus=2"], "more than one way"),
         (["--gres=nvme:1"], "other than GPUs"),
-        (["--gres=gpu:1080ti:1"], "the site's GPU type '1080ti' is not mapped"),
-        (["--gres=gpu:8", "--ntasks-per-node=3"], "does not divide among 3 tasks per node"),
-        (["--mem=0"], "all of each node's memory"),
+        (["-N 2", "--gpus=3"], "does not divide among 2 nodes"),
+        (["-n 2", "--gres=gpu:2"], "is per node"),
         (["--mem-per-gpu=1G"], "no GPU"),
         (["--dependency=afternotok:1"], "afternotok is not supported"),
         (["--dependency=afterok:1?afterok:2"], "'?' (any of)"),

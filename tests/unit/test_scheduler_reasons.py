@@ -173,6 +173,17 @@ def test_never_schedulable_beyond_the_queue_ceiling() -> None:
     )
 
 
+def test_a_job_in_back_off_that_its_queue_can_never_admit_says_so() -> None:
+    """Its back-off ends, its queue's ceiling does not: NeverSchedulable, not BackOff (found
+    by the property test: a BackOff job with no estimated start)."""
+    qs = [queue("a", 8)]
+    res = cycle(cluster(5, 8), [job("j", gpus=8, workers=2, queue="a", eligible=50.0)], queues=qs)
+    r = reason_of(res, "j", ReasonCode.NEVER)
+    assert r.message.startswith("needs 16 GPUs but queue a can never hold more than 8 GPUs")
+    res = cycle(cluster(5, 8), [job("j", gpus=8, queue="a", eligible=50.0)], queues=qs)
+    assert reason_of(res, "j", ReasonCode.BACKOFF).estimated_start == 50.0  # 8 GPUs: it can
+
+
 def test_never_schedulable_even_when_quota_also_blocks() -> None:
     """A job the cluster can never hold says so, not merely that its queue is full."""
     busy = [running("a0", ("n00", range(8)), queue="a")]

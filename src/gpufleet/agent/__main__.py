@@ -64,6 +64,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pod", default="pod-0")
     p.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE")
     p.add_argument(
+        "--feature",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME…]",
+        help="a node feature -C/--constraint matches (Slurm's Features=); repeatable",
+    )
+    p.add_argument(
+        "--gres-type",
+        default="",
+        metavar="TYPE",
+        help="the site's GPU type name --gres=gpu:TYPE matches (default: the model's, a100, …)",
+    )
+    p.add_argument(
         "--task-env",
         action="append",
         default=[],
@@ -80,6 +93,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-gib", type=float, help="memory to offer (default: all)")
     p.add_argument("--expected-gpus", type=int, help="GPUs this node should have")
     p.add_argument("--temp-max-c", type=float, default=90.0)
+    p.add_argument(
+        "--container-runtime",
+        default="",
+        choices=["", "apptainer", "singularity", "enroot", "podman", "docker", "none"],
+        help="the runtime for jobs with a container image (default: the first found of "
+        "apptainer, singularity, enroot, podman, docker; none: refuse such jobs)",
+    )
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -122,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             leaf=args.leaf,
             pod=args.pod,
             labels=dict(args.label),
+            features=[x for f in args.feature for x in f.split(",") if x],
+            gres_type=args.gres_type,
             heartbeat_s=args.heartbeat_s,
             inject=args.inject,
             address=args.address,
@@ -132,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             poll_wait_s=args.poll_wait_s,
             fence_grace_s=args.fence_grace_s,
             task_env=dict(args.task_env),
+            container_runtime=args.container_runtime,
             ca=args.ca,
         )
     except (ValueError, GpuUnavailable) as e:

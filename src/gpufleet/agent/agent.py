@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from gpufleet.agent import containers
 from gpufleet.agent.backoff import Backoff
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend, metrics_payload
@@ -55,6 +56,8 @@ class AgentConfig:
     leaf: str = "leaf-0"
     pod: str = "pod-0"
     labels: dict[str, str] = field(default_factory=dict)
+    features: tuple[str, ...] = ()  # Slurm's node features, as declared by the site
+    gres_type: str = ""  # the site's GPU type name; "": the model's usual one
     heartbeat_s: float = 5.0  # the most; the controller may ask for shorter
     poll_wait_s: float = 20.0
     tick_s: float = 0.1
@@ -65,6 +68,8 @@ class AgentConfig:
     limits: HealthLimits = field(default_factory=HealthLimits)
     max_events: int = 10_000
     task_env: dict[str, str] = field(default_factory=dict)  # given to every task (--task-env)
+    # --container-runtime: "" the first found (agent/containers ORDER), "none" no containers
+    container_runtime: str = ""
 
 
 class Agent:
@@ -87,7 +92,11 @@ class Agent:
         self.clock = clock or MonotonicClock()
         self.state = AgentState(fence_grace_s=config.fence_grace_s)
         self.runner = runner or TaskRunner(
-            config.data_dir, backend.visible_devices, self.clock, config.task_env
+            config.data_dir,
+            backend.visible_devices,
+            self.clock,
+            config.task_env,
+            container_runtime=containers.choose(config.container_runtime),
         )
         self.gpus = backend.discover()
         self.health = HealthChecker(self.gpus, config.limits, config.expected_gpus)
@@ -238,8 +247,11 @@ class Agent:
             leaf=c.leaf,
             pod=c.pod,
             labels=dict(c.labels),
+            features=list(c.features),
+            gres_type=c.gres_type,
             driver_version=driver,
             cuda_version=cuda,
+            container_runtimes=[rt.NAME] if (rt := self.runner.container_runtime) else [],
             running=running,
             events=unacked,
         )

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gpufleet.agent import slurmbin
 from gpufleet.agent.agent import Agent, AgentConfig
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend
@@ -80,10 +81,13 @@ def run_agent(
     fence_grace_s: float = 2.0,
     shutdown_grace_s: float = 5.0,
     task_env: Mapping[str, str] | None = None,
+    container_runtime: str = "",
     stop: threading.Event | None = None,
     transport: httpx.BaseTransport | None = None,
     clock: Clock | None = None,
     ca: str | Path | None = None,
+    features: Sequence[str] = (),
+    gres_type: str = "",
 ) -> int:
     """Run a node agent until ``stop`` is set or the process gets SIGTERM/SIGINT; returns the
     exit status. Raises ValueError for a bad ``simulate``/``inject`` spec and
@@ -99,6 +103,8 @@ def run_agent(
         leaf=leaf,
         pod=pod,
         labels=dict(labels or {}),
+        features=tuple(features),
+        gres_type=gres_type,
         heartbeat_s=heartbeat_s,
         poll_wait_s=poll_wait_s,
         fence_grace_s=fence_grace_s,
@@ -107,12 +113,15 @@ def run_agent(
         expected_gpus=expected_gpus,
         limits=HealthLimits(temp_max_c=temp_max_c),
         task_env=dict(task_env or {}),
+        container_runtime=container_runtime,
     )
     agent = Agent(client, backend, config, clock=clock)
+    agent.runner.step_bin = str(slurmbin.install(data))
     # tasks a previous agent left behind run unsupervised: stop them and say so
     for key in agent.runner.kill_orphans():
         why = "killed: the agent restarted and cannot supervise it"
         agent.events.put(RunnerEvent("exited", key, 128 + signal.SIGKILL, why).wire())
+    agent.runner.sweep_containers()  # and their containers, which outlive a killed client
     # fencing that does not need this process to be alive (or awake): its own process
     agent.watchdog = WatchdogHandle(data)
     agent.watchdog.start()

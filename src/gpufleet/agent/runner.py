@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -33,12 +35,13 @@ from typing import IO, Literal
 
 import psutil  # type: ignore[import-untyped]
 
-from gpufleet.agent import sandbox, secrets
-from gpufleet.agent.accounts import LaunchRefused, own_account, resolve
+from gpufleet.agent import containers, sandbox, secrets, taskstart
+from gpufleet.agent.accounts import Account, LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
-from gpufleet.agent.taskenv import check_no_nul, task_env
+from gpufleet.agent.taskenv import SECURE_PATH, check_no_nul, task_env, with_step_commands
 from gpufleet.api.schemas import AgentCommand, AgentEvent
 from gpufleet.core.clock import Clock
+from gpufleet.model.container import container_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,9 @@ EXIT_REFUSED = 125  # the agent refused the launch or could not start it (as doc
 FENCED = "fenced:"
 EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
+# what a batch job's other ranks run (see gpufleet.slurm.stepd), with the agent's interpreter
+STEP_DAEMON = (sys.executable, "-I", "-m", "gpufleet.slurm.stepd")
+TASKSTART = taskstart.__file__
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # becomes a directory name
 
 
@@ -91,6 +97,9 @@ class _Task:
     warn_before_s: float = 0.0
     warn_batch_only: bool = False
     warned_at: float | None = None  # when it went out (once per attempt)
+    # the command runs under taskstart's output copier (the group's leader), as its child
+    behind_copier: bool = False
+    container: str = ""  # its container's name, when it runs in one
 
 
 class LatestAttempts:
@@ -127,6 +136,7 @@ class TaskRunner:
         node_env: Mapping[str, str] | None = None,
         *,
         as_root: bool | None = None,
+        container_runtime: containers.Runtime | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.visible_devices = visible_devices
@@ -142,8 +152,15 @@ class TaskRunner:
                 self.agent.name,
                 self.agent.uid,
             )
+        self.step_bin = ""  # where srun/scontrol are (slurmbin.install); "" for none
         self._live: dict[Key, _Task] = {}
         self._latest = LatestAttempts()
+        self.container_runtime = container_runtime
+        # this agent's mark on its containers (OWNER_LABEL): the same after a restart
+        self.container_owner = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[
+            :16
+        ]
+        self._cleanups: list[subprocess.Popen[bytes]] = []  # `podman rm -f` still running
 
     # ----- queries ------------------------------------------------------------------------
 
@@ -183,7 +200,7 @@ class TaskRunner:
             # a stale attempt never runs: the job has moved on to a newer one here
             why = f"refused: stale attempt {cmd.attempt} (this node ran attempt {latest})"
             return [RunnerEvent("exited", key, EXIT_REFUSED, why)]
-        if not cmd.command:
+        if not cmd.command and cmd.role != "step":
             return [RunnerEvent("exited", key, EXIT_REFUSED, "refused: empty command")]
         self._latest.put(cmd.job, cmd.attempt)
         try:
@@ -201,39 +218,63 @@ class TaskRunner:
 
     def _start(self, cmd: AgentCommand, key: Key, now: float) -> RunnerEvent:
         account = resolve(cmd.run_as, cmd.fallback_account, as_root=self.as_root, agent=self.agent)
-        check_no_nul({}, cmd.command)
+        command = list(STEP_DAEMON) if cmd.role == "step" else list(cmd.command)
+        check_no_nul({}, command)
+        check_no_nul({}, [cmd.workdir, cmd.output, cmd.error, cmd.input])
         out_path, err_path = self.log_paths(key)
         sandbox.private_dir(out_path.parent.parent)  # the agent's own: never the task's
         sandbox.private_dir(out_path.parent)
         tmp = self.tmp_path(key)
         sandbox.fresh_tmp(tmp, account)
-        argv, tmpdir = sandbox.wrap(list(cmd.command), account, tmp)
-        launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
-        env = task_env(account, tmpdir, self.node_env, launch_env, self.visible_devices(cmd.gpus))
-        workdir = env.get("GPUFLEET_WORKDIR")
-        if workdir and Path(workdir).is_dir():
-            cwd = workdir
+        helped = bool(cmd.workdir or cmd.output)
+        env_stdin: int | None = None
+        name = ""
+        if cmd.container is not None:
+            # the task's /tmp is its directory in the container too: file secrets land there
+            launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, "/tmp", account)}
+            argv, env, env_stdin, name = self._in_container(cmd, key, account, tmp, launch_env)
+        else:
+            wrapped = _started(cmd, command) if helped else command
+            argv, tmpdir = sandbox.wrap(wrapped, account, tmp)
+            launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
+            visible = self.visible_devices(cmd.gpus)
+            env = task_env(account, tmpdir, self.node_env, launch_env, visible, cmd.user_env)
+            with_step_commands(env, self.step_bin)
+        if name:
+            cwd = str(tmp)  # the runtime's; the task's is the container's workdir
+        elif helped:  # taskstart enters the working directory as the task's user, not as root
+            cwd = "/"
         elif sandbox.switches(account):  # as a login does; the agent's directory is not its
             cwd = account.home if Path(account.home).is_dir() else str(tmp)
         else:
             cwd = str(out_path.parent)
-        out_fd = sandbox.open_log(out_path, account)
+        try:
+            out_fd = sandbox.open_log(out_path, account)
+        except BaseException:
+            _close(env_stdin)
+            raise
         try:
             err_fd = sandbox.open_log(err_path, account)
         except BaseException:
             os.close(out_fd)
+            _close(env_stdin)
             raise
         with open(out_fd, "ab") as out, open(err_fd, "ab") as err:
+            where = cmd.workdir if cmd.workdir and Path(cmd.workdir).is_dir() else cwd
             missing = (
-                _unrunnable(cmd.command[0], env.get("PATH"), cwd) if argv != cmd.command else None
+                _unrunnable(command[0], env.get("PATH"), where)
+                if argv != command and not name
+                else None
             )
             if missing is not None:  # say so as Popen would, not as setpriv's exit 127
                 sandbox.remove_tree(tmp)
-                return self._spawn_failed(key, cmd, missing, err)
+                return self._spawn_failed(key, command, missing, err)
             try:
                 proc = subprocess.Popen(
                     argv,
-                    stdin=subprocess.DEVNULL,
+                    # a container's environment: an unlinked file read as the runtime's stdin
+                    # (its --env-file /dev/stdin), never a value on a command line
+                    stdin=subprocess.DEVNULL if env_stdin is None else env_stdin,
                     stdout=out,
                     stderr=err,
                     env=env,
@@ -243,10 +284,16 @@ class TaskRunner:
                 )
             except OSError as e:
                 sandbox.remove_tree(tmp)
-                return self._spawn_failed(key, cmd, e, err)
+                return self._spawn_failed(key, command, e, err)
+            finally:
+                _close(env_stdin)
         pidfile = out_path.with_name(f"rank{cmd.rank}.pid")
+        rt = self.container_runtime
+        # what removes its container when a SIGKILL stops the runtime's client, for whoever
+        # kills it (the watchdog, a restarted agent's kill_orphans)
+        cleanup = rt.cleanup_argv(name) if name and rt is not None else None
         try:
-            _write_pidfile(pidfile, proc.pid)
+            _write_pidfile(pidfile, proc.pid, cleanup)
         except BaseException:  # it must not run on unsupervised
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait(timeout=5)
@@ -264,9 +311,139 @@ class TaskRunner:
             warn_signal=cmd.signal,
             warn_before_s=cmd.signal_before_s,
             warn_batch_only=cmd.signal_batch_only,
+            behind_copier=bool(cmd.output),
+            container=name,
         )
         log.info("started %s/%d rank %d as %s: pid %d", *key, account.name, proc.pid)
         return RunnerEvent("started", key)
+
+    def _in_container(
+        self, cmd: AgentCommand, key: Key, account: Account, tmp: Path, launch_env: dict[str, str]
+    ) -> tuple[list[str], dict[str, str], int, str]:
+        """The runtime's command line, its process environment, the env file (a descriptor:
+        an unlinked file, the runtime's stdin) and the container's name."""
+        rt = self.container_runtime
+        if rt is None:
+            raise LaunchRefused(
+                "refused: the job runs in a container image but this node has no container "
+                f"runtime ({', '.join(containers.ORDER)})"
+            )
+        try:
+            spec = container_from_dict(cmd.container or {})
+        except (KeyError, TypeError, ValueError) as e:
+            raise LaunchRefused(f"refused: a bad container in the launch: {e}") from None
+        gpus = tuple(cmd.gpus)
+        cdi = containers.nvidia_cdi() if gpus else False
+        nodes = [] if cdi else containers.nvidia_device_nodes(gpus)
+        # in the container the job's GPUs are its only ones, numbered from 0; without a device
+        # (the simulated backend) they are what a bare task is told
+        visible = (
+            ",".join(str(i) for i in range(len(gpus)))
+            if cdi or any(n.rsplit("/", 1)[-1][6:].isdigit() for n in nodes)
+            else self.visible_devices(cmd.gpus)
+        )
+        env = task_env(account, "/tmp", self.node_env, launch_env, visible)
+        switch = getattr(rt, "switches_user", False)
+        try:
+            text = containers.env_file_text(env)
+        except ValueError as e:
+            raise LaunchRefused(f"refused: {e}") from None
+        # the orphan sweep looks for containers only where this agent ever started one
+        self._containers_used().touch(mode=0o600, exist_ok=True)
+        fd = _unlinked_file(tmp.parent, text.encode())
+        if switch and sandbox.switches(account):  # the runtime, as the job, reopens /dev/stdin
+            try:
+                os.fchown(fd, account.uid, account.gid)
+            except BaseException:
+                os.close(fd)
+                raise
+        name = containers.container_name(*key)
+        task = containers.ContainerTask(
+            name=name,
+            image=spec.image,
+            command=list(cmd.command),
+            uid=account.uid,
+            gid=account.gid,
+            env_file="/dev/stdin",
+            workdir=spec.workdir,
+            mounts=spec.mounts,
+            gpus=gpus,
+            # a runtime started as the job sees the task's /tmp where the bare runner puts it
+            # (the agent's directory above it is not the job's to enter)
+            tmp="/tmp" if switch and sandbox.switches(account) else str(tmp),
+            rootless=not self.as_root,
+            ulimits=_ulimits(),
+            cdi=cdi,
+            device_nodes=nodes,
+            owner=self.container_owner,
+        )
+        try:
+            argv = rt.argv(task)
+            if switch:  # an unprivileged runtime: started as the job's account
+                argv, _ = sandbox.wrap(argv, account, tmp)
+            else:  # it switches to the job's uid itself; dies with the agent all the same
+                argv = [*sandbox.PDEATHSIG, *argv]
+        except BaseException:
+            os.close(fd)
+            raise
+        # the runtime's own process: only what it needs to find itself (the task's
+        # environment is in the env file); a user-switching runtime gets the task's too
+        proc_env = (
+            dict(env)
+            if switch
+            else {"PATH": SECURE_PATH, "HOME": self.agent.home}
+            | {k: v for k, v in os.environ.items() if k == "XDG_RUNTIME_DIR"}  # rootless podman
+        )
+        return argv, proc_env, fd, name
+
+    def _containers_used(self) -> Path:
+        return self.data_dir / "containers.used"
+
+    def _remove_container(self, name: str) -> None:
+        """``runtime rm -f`` in the background (reaped at a later poll): the container may
+        outlive its client after a SIGKILL."""
+        rt = self.container_runtime
+        rm = rt.cleanup_argv(name) if rt is not None else None
+        if rm is None:
+            return
+        try:
+            self._cleanups.append(
+                subprocess.Popen(
+                    rm,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        except OSError as e:
+            log.warning("could not remove container %s: %s", name, e)
+
+    def sweep_containers(self, timeout_s: float = 60.0) -> list[str]:
+        """Remove gpufleet's containers that no live task of this agent runs (left by an agent
+        that died, or by a client killed before its container); blocking, at startup."""
+        rt = self.container_runtime
+        ls = rt.list_argv(self.container_owner) if rt is not None else None
+        if rt is None or ls is None or not self._containers_used().exists():
+            return []
+        try:
+            names = subprocess.run(
+                ls, capture_output=True, text=True, timeout=timeout_s, check=True
+            ).stdout.split()
+        except (OSError, subprocess.SubprocessError) as e:
+            log.warning("could not list containers: %s", e)
+            return []
+        mine = {t.container for t in self._live.values()}
+        removed = []
+        for n in names:
+            rm = rt.cleanup_argv(n)
+            if n in mine or rm is None:
+                continue
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(rm, capture_output=True, timeout=timeout_s, check=False)
+                removed.append(n)
+                log.warning("removed orphaned container %s", n)
+        return removed
 
     def _note(self, key: Key, why: str) -> None:
         """The reason a task did not start, in its stderr log (best effort: the disk may be
@@ -282,7 +459,7 @@ class TaskRunner:
             log.warning("could not write the reason to %s: %s", err_path, e)
 
     @staticmethod
-    def _spawn_failed(key: Key, cmd: AgentCommand, e: OSError, err: IO[bytes]) -> RunnerEvent:
+    def _spawn_failed(key: Key, command: list[str], e: OSError, err: IO[bytes]) -> RunnerEvent:
         code = (
             EXIT_NOT_FOUND
             if isinstance(e, FileNotFoundError)
@@ -290,7 +467,7 @@ class TaskRunner:
             if isinstance(e, PermissionError)
             else EXIT_REFUSED
         )
-        why = f"cannot start {cmd.command[0]!r}: {e.strerror or e}"
+        why = f"cannot start {command[0]!r}: {e.strerror or e}"
         err.write(f"gpufleet-agent: {why}\n".encode())  # the user reads it with the logs
         return RunnerEvent("exited", key, code, why)
 
@@ -317,6 +494,8 @@ class TaskRunner:
         if not t.killed_hard:
             t.killed_hard = True
             _signal_group(t.proc.pid, signal.SIGKILL)
+            if t.container:  # the runtime's client cannot pass a SIGKILL on
+                self._remove_container(t.container)
 
     # ----- poll ---------------------------------------------------------------------------
 
@@ -324,12 +503,15 @@ class TaskRunner:
         """Reap exited tasks and act on deadlines. Never blocks."""
         now = self.clock.now() if now is None else now
         out = []
+        self._cleanups = [p for p in self._cleanups if p.poll() is None]
         for key, t in list(self._live.items()):
             rc = _exit_status(t.proc)
             if rc is not None:
                 del self._live[key]
                 with contextlib.suppress(OSError):
                     t.pidfile.unlink()
+                if t.container and (t.stop_why is not None or rc < 0):
+                    self._remove_container(t.container)  # its client was stopped: make sure
                 sandbox.remove_tree(t.tmp)
                 out.append(RunnerEvent("exited", key, *self._describe(t, rc)))
                 log.info("exited %s/%d rank %d: %s", *key, out[-1].why or "code 0")
@@ -352,8 +534,9 @@ class TaskRunner:
         t.warned_at = now
         sig = t.warn_signal
         if t.warn_batch_only:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(t.proc.pid, sig)  # the leader only; its pid is not reaped before poll
+            for pid in _main_processes(t):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)  # its main process only (not reaped before poll)
         else:
             _signal_group(t.proc.pid, sig)
         log.info(
@@ -411,6 +594,10 @@ class TaskRunner:
             if same and _signal_group(pid, signal.SIGKILL):
                 killed.append(key)
                 log.warning("killed orphaned task %s/%d rank %d (pid %d)", *key, pid)
+            cleanup = rec.get("cleanup")
+            if isinstance(cleanup, list) and all(isinstance(a, str) for a in cleanup):
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    subprocess.run(cleanup, capture_output=True, timeout=60, check=False)
             pidfile.unlink(missing_ok=True)
             sandbox.remove_tree(self.tmp_path(key))
         # secrets a previous agent delivered to tasks it no longer runs (a pid file lost, a
@@ -421,6 +608,82 @@ class TaskRunner:
                 sandbox.remove_tree(d)
                 log.warning("removed the secrets left in %s", d)
         return killed
+
+
+def _main_processes(t: _Task) -> list[int]:
+    """The task's main process: the leader, or under the output copier its child (Slurm's
+    B: signals the batch script, not what copies its output)."""
+    if not t.behind_copier:
+        return [t.proc.pid]
+    try:
+        return [c.pid for c in psutil.Process(t.proc.pid).children()]
+    except psutil.Error:
+        return []
+
+
+def _started(cmd: AgentCommand, command: list[str]) -> list[str]:
+    """``command`` behind taskstart, which enters the working directory and opens the batch
+    script's output files as the task's user. Run as a file (it imports only the standard
+    library: importing the gpufleet.agent package would cost a task ~0.6 s to start),
+    isolated (-I: the job's PYTHON* variables are not the agent's interpreter's)."""
+    config = {
+        "workdir": cmd.workdir,
+        "output": cmd.output,
+        "error": cmd.error,
+        "append": cmd.append,
+        "input": cmd.input,
+    }
+    return [sys.executable, "-I", TASKSTART, json.dumps(config), "--", *command]
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _unlinked_file(directory: Path, data: bytes) -> int:
+    """A descriptor of a file holding ``data`` that no name reaches (0600, the agent's)."""
+    fd = os.open(directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _ulimits() -> list[tuple[str, int, int]]:
+    """The agent's own open-file and process limits, for the container: runtimes default to
+    limits above what the host allows (runc then fails to set them). Each is held to the
+    kernel's own ceiling (fs.nr_open, kernel.pid_max), which some kernels enforce below the
+    limit a process reports."""
+    import resource
+
+    out = []
+    for name, which, ceiling in (
+        ("nofile", resource.RLIMIT_NOFILE, "/proc/sys/fs/nr_open"),
+        ("nproc", resource.RLIMIT_NPROC, "/proc/sys/kernel/pid_max"),
+    ):
+        soft, hard = resource.getrlimit(which)
+        try:
+            top = int(Path(ceiling).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            top = None
+        if top is not None:
+            hard = top if hard == resource.RLIM_INFINITY else min(hard, top)
+            soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
+        out.append(
+            (
+                name,
+                -1 if soft == resource.RLIM_INFINITY else soft,
+                -1 if hard == resource.RLIM_INFINITY else hard,
+            )
+        )
+    return out
 
 
 def _unrunnable(program: str, path: str | None, cwd: str) -> OSError | None:
@@ -461,11 +724,14 @@ def _signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
-def _write_pidfile(path: Path, pid: int) -> None:
+def _write_pidfile(path: Path, pid: int, cleanup: list[str] | None = None) -> None:
     try:
         created = psutil.Process(pid).create_time()
     except psutil.Error:
         created = 0.0
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": pid, "create_time": created}))
+    rec: dict[str, object] = {"pid": pid, "create_time": created}
+    if cleanup:
+        rec["cleanup"] = cleanup
+    tmp.write_text(json.dumps(rec))
     tmp.replace(path)

@@ -3,9 +3,10 @@
 Nothing of the agent's own environment reaches a job (an agent started from a shell with
 ``GPUFLEET_TOKEN`` exported would hand its token to every job): the base is what sudo's
 ``secure_path`` and a login give — PATH, HOME, USER, LOGNAME, SHELL of the account the task
-runs as, TMPDIR — then what the node's admin set for every task (``--task-env``), then the
-job's spec and the launch (the controller merges them: Slurm and torchrun variables), and the
-GPUs the agent gives it last.
+runs as, TMPDIR — then the submitter's environment captured at submit (sbatch's --export: its
+PATH replaces the base's, the account's own keys stay), then what the node's admin set for
+every task (``--task-env``), then the job's spec and the launch (the controller merges them:
+Slurm and torchrun variables), and the GPUs the agent gives it last.
 """
 
 from __future__ import annotations
@@ -29,17 +30,33 @@ def base_env(account: Account, tmpdir: str) -> dict[str, str]:
     }
 
 
+# what stays the task's own account's whatever the submitter's environment said (Slurm sets
+# them for the job's user); TMPDIR is the task's private directory
+ACCOUNT_KEYS = frozenset({"HOME", "USER", "LOGNAME", "SHELL", "TMPDIR"})
+
+
 def task_env(
     account: Account,
     tmpdir: str,
     node_env: Mapping[str, str],
     launch_env: Mapping[str, str],
     visible_devices: str,
+    user_env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    env = {**base_env(account, tmpdir), **node_env, **launch_env}
+    """``user_env``: the submitter's environment captured at submit (sbatch's --export),
+    which replaces the login-like base (its PATH included) but not the account's own keys."""
+    captured = {k: v for k, v in (user_env or {}).items() if k not in ACCOUNT_KEYS}
+    env = {**base_env(account, tmpdir), **captured, **node_env, **launch_env}
     env["CUDA_VISIBLE_DEVICES"] = visible_devices  # the agent's, last
     check_no_nul(env, [])
     return env
+
+
+def with_step_commands(env: dict[str, str], bindir: str) -> None:
+    """A task that can reach step daemons (a batch job's) finds ``srun`` and ``scontrol``
+    first on its PATH, whatever PATH the job brought."""
+    if bindir and "GPUFLEET_STEP_HOSTS" in env:
+        env["PATH"] = f"{bindir}:{env['PATH']}" if env.get("PATH") else bindir
 
 
 def check_no_nul(env: Mapping[str, str], command: Sequence[str]) -> None:

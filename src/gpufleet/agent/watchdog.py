@@ -146,6 +146,26 @@ def find_tasks(data_dir: Path, agent_pid: int | None) -> dict[Ident, Path | None
     return found
 
 
+def remove_container(pidfile: Path) -> None:
+    """Start the removal of a task's container (its pid file's ``cleanup``, written by the
+    runner): a SIGKILL stops the runtime's client, not the container it started."""
+    try:
+        cleanup = json.loads(pidfile.read_text()).get("cleanup")
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(cleanup, list) or not cleanup or not all(isinstance(a, str) for a in cleanup):
+        return
+    log.warning("removing the container of %s: %s", pidfile, " ".join(cleanup))
+    with contextlib.suppress(OSError):
+        subprocess.Popen(
+            cleanup,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
@@ -185,6 +205,7 @@ def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
     """Enforce the lease until the agent stops cleanly, or until it is gone and nothing it left
     is alive past the lease."""
     fence = Fence()
+    cleaned: set[Ident] = set()  # tasks whose container removal went out
     agent_gone = False
     owner = agent_pid
     while True:
@@ -212,6 +233,9 @@ def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
                 if pidfile is not None:
                     mark_fenced(pidfile, why)
             signal_group(ident[0], sig)
+            if sig == signal.SIGKILL and pidfile is not None and ident not in cleaned:
+                cleaned.add(ident)
+                remove_container(pidfile)
         if agent_gone and fence.lapsed(now, lease) and not fence.kill_at and not tasks:
             return 0
         time.sleep(STEP_S)

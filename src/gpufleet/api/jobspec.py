@@ -23,7 +23,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gpufleet.model.catalog import GPU_MODELS
-from gpufleet.model.job import SIGNALS, SPEC_BOUNDS, SPEC_TEXT, JobSpec, TopologyLevel
+from gpufleet.model.container import MAX_IMAGE, MAX_MOUNTS, MAX_PATH
+from gpufleet.model.job import (
+    MAX_NODE_NAMES,
+    SIGNALS,
+    SPEC_BOUNDS,
+    SPEC_TEXT,
+    JobSpec,
+    TopologyLevel,
+)
 from gpufleet.model.resources import MILLI
 from gpufleet.model.secrets import (
     ENV_PATTERN,
@@ -61,6 +69,20 @@ ENV_SCHEMA: dict[str, Any] = {
             {"type": "null"},
         ]
     },
+}
+
+
+_NodeNames = (
+    Annotated[str, Field(min_length=1, max_length=SPEC_TEXT["nodelist"])]
+    | Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=SPEC_TEXT["nodelist"])]],
+        Field(max_length=MAX_ITEMS),
+    ]
+)
+
+SUBMIT_ENV_SCHEMA: dict[str, Any] = {
+    **ENV_SCHEMA,
+    "additionalProperties": {"type": "string", "maxLength": SPEC_TEXT["submit_env"]},
 }
 
 
@@ -115,6 +137,44 @@ class SecretRefIn(BaseModel):
         pattern=FILE_PATTERN,
         description="or: the file in $GPUFLEET_SECRETS_DIR that holds it (mode 0400)",
     )
+
+
+IMAGE_PATTERN = r"^[^\s-][^\s]*$"  # no white space, not an option (model/container.py)
+_PATH = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PATH,
+        pattern="^/[^:,]*$",
+        description="an absolute path, without ':' or ','",
+    ),
+]
+
+
+class MountIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="MountIn")
+
+    source: _PATH = Field(description="the path on the node")
+    target: _PATH = Field(description="the path in the container")
+    read_only: bool | None = False
+
+
+class ContainerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="ContainerIn")
+
+    image: str = Field(
+        min_length=1,
+        max_length=MAX_IMAGE,
+        pattern=IMAGE_PATTERN,
+        description="the image, as the node's runtime names it (e.g. docker://nvcr.io#nvidia/"
+        "pytorch:24.05, localhost/app:1, /shared/app.sqsh)",
+    )
+    mounts: (
+        Annotated[str, Field(description="pyxis's form SRC[:DST[:ro]],…")]
+        | Annotated[list[MountIn], Field(max_length=MAX_MOUNTS)]
+        | None
+    ) = None
+    workdir: _PATH | None = Field(None, description="where its tasks start (default: the image's)")
 
 
 class JobSpecIn(BaseModel):
@@ -208,6 +268,118 @@ class JobSpecIn(BaseModel):
         description="secrets its tasks get, each as a variable (env) or a file (file); "
         "each must exist and be the job's to use when it is submitted",
     )
+    distinct_nodes: bool | None = Field(
+        _DEFAULTS["distinct_nodes"],
+        description="every worker on a node of its own (Slurm's --nodes: one worker per node)",
+    )
+    tasks_per_worker: int | None = _bounded(
+        "tasks_per_worker",
+        _DEFAULTS["tasks_per_worker"],
+        "tasks that share one worker's GPUs, CPUs and memory (Slurm's --ntasks-per-node); "
+        "the launch environment counts workers × tasks_per_worker tasks",
+    )
+    nodelist: _NodeNames | None = Field(
+        None,
+        description="nodes the job must include, one worker each (Slurm's -w): a hostlist "
+        f"such as gpu-[01-04] or a list of them; at most {MAX_NODE_NAMES} names expanded",
+    )
+    exclude: _NodeNames | None = Field(
+        None,
+        description=f"nodes the job must not use (Slurm's -x); a hostlist or a list of them; "
+        f"at most {MAX_NODE_NAMES} names expanded",
+    )
+    constraint: str | None = Field(
+        None,
+        min_length=1,
+        max_length=SPEC_TEXT["constraint"],
+        description="node features every worker's node must have (Slurm's -C): names with & "
+        "(and), | (or), parentheses, and one [a|b] (every node the same choice); no counts",
+    )
+    exclusive: bool | None = Field(
+        _DEFAULTS["exclusive"],
+        description="each worker takes a whole idle node: all its GPUs, CPUs and memory "
+        "(Slurm's --exclusive)",
+    )
+    whole_node_memory: bool | None = Field(
+        _DEFAULTS["whole_node_memory"],
+        description="each worker takes all of its node's memory (Slurm's --mem=0)",
+    )
+    gres_type: str | None = Field(
+        None,
+        max_length=SPEC_TEXT["gres_type"],
+        description="the site's GPU type name (Slurm's --gres=gpu:TYPE:N), matched on each "
+        "node's gres_type (default: the lower-case model family, a100, h100, …)",
+    )
+    batch: bool | None = Field(
+        _DEFAULTS["batch"],
+        description="Slurm's batch job (what an #SBATCH script becomes): the command runs on "
+        "worker 0 alone, the other workers hold their nodes for srun; the job ends, and "
+        "succeeds or fails, with the command",
+    )
+    workdir: Annotated[str, _text("workdir")] | None = Field(
+        None,
+        description="an absolute directory the tasks start in (sbatch's --chdir; the submit "
+        "directory for a script); when the job's user cannot enter it there, /tmp, as slurmd "
+        "does; default: the user's home",
+    )
+    output: Annotated[str, _text("output")] | None = Field(
+        None,
+        description="batch only: the script's stdout file, relative to workdir, with sbatch's "
+        "patterns (%j %J %A %a %x %N %u %s %t %n %%, %5j zero-padded); default slurm-%j.out "
+        "(slurm-%A_%a.out for an array task)",
+    )
+    error: Annotated[str, _text("error")] | None = Field(
+        None, description="batch only: the script's stderr file (default: with the output)"
+    )
+    open_mode: Literal["truncate", "append"] | None = Field(
+        _DEFAULTS["open_mode"],
+        description="batch only: truncate or append to the output files on the first attempt "
+        "(a requeued or retried attempt appends)",
+    )
+    input: Annotated[str, _text("input")] | None = Field(
+        None,
+        description="batch only: the script's stdin file (sbatch's --input, the same patterns), "
+        "relative to workdir; default /dev/null",
+    )
+    submit_env: Annotated[dict[str, Any], WithJsonSchema(SUBMIT_ENV_SCHEMA)] | None = Field(
+        None,
+        description="the submitter's environment, captured at submit (sbatch's --export; the "
+        "CLI fills it): the base of every task's environment, under env and the launch's own "
+        f"variables; at most {MAX_ENV} characters in all; never shown by the API",
+    )
+    container: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_IMAGE,
+                pattern=IMAGE_PATTERN,
+                description="the image alone",
+            ),
+        ]
+        | ContainerIn
+        | None
+    ) = Field(
+        None,
+        description="run every task in this container image, with the node's runtime "
+        "(apptainer, enroot, podman or docker); pyxis's --container-*",
+    )
+
+
+class MountOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="MountOut")
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+class ContainerOut(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="ContainerOut")
+
+    image: str
+    mounts: list[MountOut] = []
+    workdir: str = ""
 
 
 class SignalOut(BaseModel):
@@ -260,6 +432,22 @@ class JobSpecOut(BaseModel):
     signal: SignalOut | None = None
     requeue: bool = _DEFAULTS["requeue"]
     secrets: list[SecretRefOut] = []
+    distinct_nodes: bool = _DEFAULTS["distinct_nodes"]
+    tasks_per_worker: int = _DEFAULTS["tasks_per_worker"]
+    nodelist: list[str] = []
+    exclude: list[str] = []
+    constraint: str = ""
+    exclusive: bool = _DEFAULTS["exclusive"]
+    whole_node_memory: bool = _DEFAULTS["whole_node_memory"]
+    gres_type: str = ""
+    batch: bool = _DEFAULTS["batch"]
+    workdir: str = ""
+    output: str = ""
+    error: str = ""
+    open_mode: Literal["truncate", "append"] = "truncate"
+    input: str = ""
+    # submit_env is never shown (server/views.spec_dict)
+    container: ContainerOut | None = None
 
 
 # models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)

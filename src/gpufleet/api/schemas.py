@@ -145,6 +145,8 @@ class NodeOut(Strict):
     pod: str
     why: str = ""
     labels: dict[str, str] = {}
+    features: list[str] = []  # Slurm's node features (what -C matches)
+    gres_type: str = ""  # the GPU type name --gres=gpu:TYPE matches here
     last_heartbeat: float | None = None
     jobs: list[str] = []
     # what the agent registered with (``gpufleet validate`` compares nodes with these)
@@ -243,8 +245,14 @@ class AgentRegister(Input):
     leaf: Name = "leaf-0"
     pod: Name = "pod-0"
     labels: dict[Name, Text] = Field(default={}, max_length=1024)
+    # Slurm's node features (what -C matches) and the site's GPU type name (--gres=gpu:TYPE;
+    # "" = the model's usual name, h100, a100, …)
+    features: list[Name] = Field(default=[], max_length=64)
+    gres_type: OptName = ""
     driver_version: OptName = ""
     cuda_version: OptName = ""
+    # the container runtimes it has (apptainer, enroot, podman, docker), the one it uses first
+    container_runtimes: list[OptName] = Field(default=[], max_length=8)
     # tasks it still runs (after a controller restart)
     running: list[TaskRef] = Field(default=[], max_length=MAX_LIST)
     # task events not yet acknowledged (exits while the controller was away): applied before
@@ -319,6 +327,19 @@ class AgentCommand(Strict):
     # when the node has no such account (empty: refuse); see gpufleet.agent.accounts
     run_as: str = ""
     fallback_account: str = ""
+    # a batch job's rank (Slurm's shape): "batch" runs the script, "step" the agent's step
+    # daemon (gpufleet.slurm.stepd) instead of the command; "task": a plain job's rank
+    role: Literal["task", "batch", "step"] = "task"
+    workdir: str = ""  # where the task starts, entered as its user (/tmp if it cannot)
+    # the batch script's files (patterns expanded; relative to workdir), opened as its user
+    output: str = ""
+    error: str = ""
+    append: bool = False
+    input: str = ""  # the batch script's stdin file (sbatch's --input); "": /dev/null
+    # the submitter's environment (sbatch's --export), under the launch's own variables
+    user_env: dict[str, str] = {}
+    # the job's container (model.container.ContainerSpec.to_dict), run by the node's runtime
+    container: dict[str, Any] | None = None
     epoch: int = 0  # the registration of the node it was sent under (0: not said)
     # its number in the node's queue: the next poll acknowledges it (``ack``), else it comes
     # again (a long-poll's answer can be lost with its connection)

@@ -15,17 +15,16 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import httpx
 import pydantic
 import typer
 
+from gpufleet.cli import settings
 from gpufleet.cli.output import fail
+from gpufleet.cli.settings import Settings, config_path  # noqa: F401 (re-exported)
 from gpufleet.client.http import ApiError, Client
-from gpufleet.secretfile import SecretFileError, read_secret
 
 ServerOpt = Annotated[
     str | None, typer.Option("--server", help="Controller URL (env GPUFLEET_SERVER).")
@@ -40,73 +39,7 @@ TokenOpt = Annotated[
         show_default=False,
     ),
 ]
-_KEYS = ("server", "token", "token_file", "ca")
 cli_ca: str | None = None  # ``gpufleet --ca FILE``: set by the root command for this run
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    server: str
-    token: str | None
-    config_path: Path
-    ca: str | None = None
-
-
-def config_path(env: Mapping[str, str] = os.environ) -> Path:
-    if env.get("GPUFLEET_CONFIG"):
-        return Path(env["GPUFLEET_CONFIG"]).expanduser()
-    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
-    return base / "gpufleet" / "config.yaml"
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        fail(f"cannot read the config file {path}: {e}", "fix or remove it", code=2)
-    import yaml  # only when there is a file: a setup by environment never loads it (issue 12)
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        fail(f"cannot read the config file {path}: {e}", "fix or remove it", code=2)
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        fail(f"{path}: expected a mapping with server: and token:", "fix the file", code=2)
-    unknown = sorted(set(data) - set(_KEYS))
-    if unknown:
-        fail(f"{path}: unknown key {unknown[0]!r}", f"allowed keys: {', '.join(_KEYS)}", code=2)
-    if data.get("token") is not None:
-        mode = path.stat().st_mode & 0o777
-        if mode & 0o077:
-            fail(
-                f"{path} holds a token but its permissions {mode:04o} are too open",
-                f"run: chmod 600 {path}",
-                code=2,
-            )
-    return {k: str(v) for k, v in data.items() if v is not None}
-
-
-def _token_from_file(path: str, origin: str) -> str:
-    try:
-        return read_secret(path)
-    except SecretFileError as e:
-        fail(f"{origin}: {e}", "fix the file or point at another one", code=2)
-
-
-def _token(token_file: str | None, env: Mapping[str, str], file: dict[str, str]) -> str | None:
-    if token_file:
-        return _token_from_file(token_file, "--token-file")
-    if env.get("GPUFLEET_TOKEN"):
-        return env["GPUFLEET_TOKEN"].strip()
-    if env.get("GPUFLEET_TOKEN_FILE"):
-        return _token_from_file(env["GPUFLEET_TOKEN_FILE"], "GPUFLEET_TOKEN_FILE")
-    if file.get("token_file"):
-        return _token_from_file(file["token_file"], "the config file's token_file")
-    return file.get("token")
 
 
 def resolve(
@@ -116,19 +49,10 @@ def resolve(
     ca: str | None = None,
 ) -> Settings:
     """The settings a command runs with; exits 2 with what to do when no server is known."""
-    path = config_path(env)
-    file = _read_file(path)
-    url = server or env.get("GPUFLEET_SERVER") or file.get("server")
-    if not url:
-        fail(
-            "no gpufleet server is configured",
-            f"pass --server URL, set GPUFLEET_SERVER, or write 'server: URL' in {path}",
-            code=2,
-        )
-    if "://" not in url:
-        url = f"http://{url}"
-    ca = ca or cli_ca or env.get("GPUFLEET_CA") or file.get("ca")
-    return Settings(url, _token(token_file, env, file), path, ca)
+    try:
+        return settings.resolve(server, token_file, env, ca or cli_ca)
+    except settings.SettingsError as e:
+        fail(e.message, e.hint, code=2)
 
 
 def _default_factory(settings: Settings) -> Client:

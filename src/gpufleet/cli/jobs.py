@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import re
+import os
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from gpufleet.api import schemas as s
+from gpufleet.cli import listing, selection
 from gpufleet.cli import output as out
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
 from gpufleet.client.http import ApiError, Client
@@ -55,6 +56,7 @@ class Submission:
     array: str | None = None
     depends_on: list[tuple[str, str]] = field(default_factory=list)
     source: str = "command line"
+    partitions: list[str] = field(default_factory=list)  # sbatch's -p a,b: any of them
 
     def body(self) -> dict[str, Any]:
         """What ``POST /jobs`` receives."""
@@ -134,6 +136,45 @@ def submit(
             help="NAME[:FILE]: a secret as a file in $GPUFLEET_SECRETS_DIR (repeatable).",
         ),
     ] = None,
+    chdir: Annotated[
+        str | None,
+        typer.Option("--chdir", "-D", help="sbatch's: the script's directory (default: here)."),
+    ] = None,
+    export: Annotated[
+        str | None, typer.Option("--export", help="sbatch's: ALL (default), NONE, A,B=v.")
+    ] = None,
+    export_file: Annotated[
+        str | None, typer.Option("--export-file", help="sbatch's: NAME=value definitions.")
+    ] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="sbatch's: the script's stdout file.")
+    ] = None,
+    error: Annotated[
+        str | None, typer.Option("--error", "-e", help="sbatch's: the script's stderr file.")
+    ] = None,
+    open_mode: Annotated[
+        str | None, typer.Option("--open-mode", help="sbatch's: truncate (default) or append.")
+    ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            "--container-image",
+            help="Run in this container image (the node's apptainer, enroot, podman or docker).",
+        ),
+    ] = None,
+    mount: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mount",
+            "--container-mounts",
+            help="SRC:DST[:ro] bind-mounted into the container (repeatable, or comma-separated).",
+        ),
+    ] = None,
+    container_workdir: Annotated[
+        str | None,
+        typer.Option("--container-workdir", help="Where the tasks start in the container."),
+    ] = None,
     array: Annotated[
         str | None, typer.Option("--array", "-a", help="Indexes: 0-9, 1,3,5, 0-15%4.")
     ] = None,
@@ -191,8 +232,14 @@ def submit(
         from gpufleet.cli.secret import refs
 
         overrides["secrets"] = refs(secret, secret_file)
+    given = {"chdir": chdir, "export": export, "export-file": export_file, "output": output,
+             "error": error, "open-mode": open_mode}  # fmt: skip
+    batch_opts = [f"--{k}={v}" for k, v in given.items() if v is not None]
+    container = _container(image, mount, container_workdir)
+    if container is not None:
+        overrides["container"] = container
     try:
-        subs = _submissions(command or [], file, overrides)
+        subs = _submissions(command or [], file, overrides, batch_opts)
         for sub in subs:
             if user:
                 sub.spec["user"] = user
@@ -222,6 +269,7 @@ def submit(
         return
     ids: list[str] = []
     with connect(server, token) as c:
+        _choose_partitions(c, subs)
         for i, sub in enumerate(subs):
             # one key per job of a file, so that the server does not take them for one retried
             key = f"{idempotency_key}#{i}" if idempotency_key and len(subs) > 1 else idempotency_key
@@ -291,6 +339,19 @@ def _parse_only(
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
 
 
+def _container(
+    image: str | None, mounts: list[str] | None, workdir: str | None
+) -> dict[str, Any] | None:
+    """--image, --mount and --container-workdir as the spec's ``container`` (read, and refused
+    naming the field, by JobSpec.from_dict); the flags replace a file's container whole."""
+    if image is None:
+        if mounts or workdir:
+            flag = "--mount" if mounts else "--container-workdir"
+            out.fail(f"{flag} needs --image", "name the container image with --image", code=2)
+        return None
+    return {"image": image, "mounts": ",".join(mounts) if mounts else None, "workdir": workdir}
+
+
 def _overrides(
     *,
     name: str | None,
@@ -353,7 +414,15 @@ def _overrides(
     return {k: v for k, v in o.items() if v is not None}
 
 
-def _submissions(args: list[str], file: Path | None, overrides: dict[str, Any]) -> list[Submission]:
+def _submissions(
+    args: list[str], file: Path | None, overrides: dict[str, Any], batch_opts: list[str] = ()
+) -> list[Submission]:
+    script = Path(args[0]) if args else None
+    if batch_opts and not (script and script.is_file() and sbatch.looks_like_sbatch(script)):
+        raise SpecError(
+            f"{batch_opts[0].split('=')[0]} is sbatch's, for an #SBATCH script; a job YAML sets "
+            "batch, workdir, output, error, open_mode and submit_env itself"
+        )
     if file is not None:
         if args:
             raise SpecError("give either -f FILE or a command, not both")
@@ -366,13 +435,52 @@ def _submissions(args: list[str], file: Path | None, overrides: dict[str, Any]) 
     if script.suffix in (".sbatch", ".slurm") and not script.is_file():
         raise SpecError("no such file", source=str(script))  # a typo, not a command to run
     if script.is_file() and sbatch.looks_like_sbatch(script):
-        job = sbatch.parse_sbatch(script, args[1:])
+        job = sbatch.parse_sbatch(script, args[1:], options=batch_opts)
         for w in job.warnings:
             out.warn(w)
         sub = Submission(dict(job.spec), job.array, list(job.depends_on), str(script))
+        if job.request is not None and "queue" not in overrides:
+            sub.partitions = list(job.request.partitions)
+        if job.request is not None:
+            _submit_context(sub, job.request)
         return [_merge(sub, overrides)]
     spec = {"name": Path(args[0]).name, "command": list(args)}
     return [_merge(Submission(spec), overrides)]
+
+
+def _choose_partitions(c: Any, subs: list[Submission]) -> None:
+    """sbatch's ``-p a,b``: the job may run in any of them; gpufleet queues it in the first
+    one the controller knows (else the first), chosen here once, and says so."""
+    multi = [s for s in subs if len(s.partitions) > 1]
+    if not multi:
+        return
+    known = {q.name for q in c.queues()}
+    for sub in multi:
+        chosen = next((p for p in sub.partitions if p in known), sub.partitions[0])
+        sub.spec["queue"] = chosen
+        out.warn(
+            f"{sub.source}: queued in {chosen}, the first of -p {','.join(sub.partitions)} the "
+            "controller knows; the job is not moved between them"
+        )
+
+
+def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:
+    """What sbatch takes from where it runs: the working directory (the submit directory, or
+    --chdir relative to it) and the environment (--export, --export-file), never GPUFLEET_*."""
+    from gpufleet.io.export import submit_context
+
+    where, env, warnings = submit_context(
+        req.chdir,
+        req.export,
+        req.export_file,
+        environ=os.environ,
+        cwd=os.getcwd(),
+        host=socket.gethostname(),
+    )
+    for w in warnings:
+        out.warn(w)
+    sub.spec["workdir"] = where
+    sub.spec["submit_env"] = env
 
 
 def _yaml_jobs(file: Path) -> list[dict[str, Any]]:
@@ -432,81 +540,34 @@ def jobs(
 ) -> None:
     """List jobs, like squeue: waiting jobs show their Reason, running ones their nodes.
     squeue's -t, -j, -n, --me, -o and -h work as squeue's."""
-    from gpufleet.cli import slurm_style  # squeue's codes and format, only when asked
 
     wanted = _slurm_states(state)
-    if state is not None and (
-        wanted is None  # -t all
-        or any(JobState[w].terminal or w == "FAILED" for w in wanted)
-    ):
+    if state is not None and selection.lists_ended(wanted):
         all_states = True  # finished states are asked for: list them too
     user = _me(user, me)
-    one = next(iter(wanted)) if wanted is not None and len(wanted) == 1 else None
-    failed = False
     with connect(server, token) as c:
-        if job_ids is not None:
-            rows = []
-            for jid in (x.strip() for x in job_ids.split(",") if x.strip()):
-                try:
-                    rows.append(c.job(jid))
-                except ApiError as e:
-                    if e.status == 401 or e.status >= 500:
-                        raise
-                    failed = True
-                    out.error(f"job {jid}: Invalid job id specified ({e.status})")
-        else:
-            rows = c.jobs(user=user, queue=queue, state=one, limit=limit, all_states=all_states)
-    if wanted is not None:
-        rows = [j for j in rows if j.state in wanted]
-    if names is not None:
-        keep = {n.strip() for n in names.split(",")}
-        rows = [j for j in rows if j.name in keep]
-    if user is not None and job_ids is not None:  # a listing is filtered by the server
-        rows = [j for j in rows if j.user == user]
-    if json_out:
-        out.emit_json(rows)
-    elif fmt is not None or noheader:
-        try:
-            text = slurm_style.render(fmt or slurm_style.DEFAULT_FORMAT, rows, header=not noheader)
-        except ValueError as e:
-            out.fail(str(e), code=2)
-        sys.stdout.write(text)
-    else:
-        now = time.time()
-        out.table(
-            ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"],
-            [
-                [j.id, j.name, j.user, j.queue, j.state, _gpus(j), _run_time(j, now), _where(j)]
-                for j in rows
-            ],
-            right=["GPUS", "TIME"],
-            empty="no jobs" + ("" if all_states else " (--all shows finished ones)"),
+        rows, failed = selection.select(
+            c,
+            user=user,
+            queue=queue,
+            wanted=wanted,
+            job_ids=job_ids,
+            names=names,
+            limit=limit,
+            all_states=all_states,
+            report=out.error,
         )
+    try:
+        listing.print_jobs(
+            rows, json_out=json_out, fmt=fmt, noheader=noheader, all_states=all_states
+        )
+    except ValueError as e:
+        out.fail(str(e), code=2)
     if failed:
         raise typer.Exit(1)
 
 
-def _gpus(j: s.JobOut) -> str:
-    if j.workers > 1:
-        return f"{out.number(j.gpus)} ({j.workers}×{out.number(j.gpus / j.workers)})"
-    return out.number(j.gpus)
-
-
-def _run_time(j: s.JobOut, now: float) -> str:
-    if j.start_time is None:
-        return "-"
-    end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
-    return out.duration(end - j.start_time)
-
-
-def _nodes(j: s.JobOut) -> str:
-    return ",".join(dict.fromkeys(p.node for p in j.placement))
-
-
-def _where(j: s.JobOut) -> str:
-    if j.state == JobState.PENDING.value and j.reason is not None:
-        return f"({j.reason.code}) {j.reason.message}"
-    return _nodes(j)
+_gpus, _run_time, _nodes, _where = listing.gpus, listing.run_time, listing.nodes, listing.where
 
 
 def show(
@@ -603,77 +664,16 @@ def cancel(
     if not ids and not filtered:
         out.fail("name the jobs to cancel: job ids, or -u/-n/-t/--me as scancel", code=2)
     wanted = _slurm_states(state)
-    done: list[s.JobOut] = []
-    failed = 0
     with connect(server, token) as c:
-        if filtered:  # scancel's filters select among the jobs that have not ended
-            keep = {n.strip() for n in names.split(",")} if names is not None else None
-            chosen = [
-                j.id
-                for j in c.jobs(user=user, limit=10_000)
-                if (keep is None or j.name in keep) and (wanted is None or j.state in wanted)
-            ]
-            ids = [i for i in ids if i in set(chosen)] if ids else chosen
-        listed: list[s.JobOut] | None = None
-
-        def tasks_of(array: str, index: int | None = None) -> list[str]:
-            nonlocal listed
-            if listed is None:  # the jobs still to end, once
-                listed = c.jobs(limit=10_000)
-            return [
-                t.id
-                for t in listed
-                if t.array_id == array and (index is None or t.array_index == index)
-            ]
-
-        def one(jid: str, *, quiet_409: bool = False) -> s.JobOut | ApiError | None:
-            """The job as cancelled; the 409 of a job that ended, when asked to keep it quiet;
-            None for a refusal (reported)."""
-            nonlocal failed
-            try:
-                return c.cancel(jid)
-            except ApiError as e:
-                if e.status == 401 or e.status >= 500:
-                    raise  # not about this job: connect() says what to do
-                if quiet_409 and e.status == 409:
-                    return e
-                failed += 1
-                out.error(f"job {jid}: {str(e).removeprefix(f'{e.status}: ')} ({e.status})")
-                return None
-
-        def each(jids: list[str]) -> None:
-            for x in jids:
-                got = one(x)
-                if isinstance(got, s.JobOut):
-                    done.append(got)
-
-        for jid in ids:
-            head, sep, index = jid.partition("_")
-            if sep and head.isdigit() and index.isdigit():  # scancel's ARRAY_INDEX
-                found = tasks_of(head, int(index))
-                if not found:
-                    failed += 1
-                    out.error(f"job {jid}: no such array task still to end")
-                each(found)
-                continue
-            got = one(jid, quiet_409=True)
-            array: str | None = None
-            if isinstance(got, s.JobOut):
-                done.append(got)
-                array = got.array_id
-            elif isinstance(got, ApiError):  # it ended; an array's first task, perhaps
-                try:
-                    array = c.job(jid).array_id
-                except ApiError:
-                    array = None
-                if array != jid or not tasks_of(jid):
-                    failed += 1
-                    msg = str(got).removeprefix(f"{got.status}: ")
-                    out.error(f"job {jid}: {msg} ({got.status})")
-                    continue
-            if array == jid:  # an array's id cancels every task of it still to end (scancel)
-                seen = {x.id for x in done}
-                each([t for t in tasks_of(jid) if t not in seen])
+        done, failed = selection.cancel(
+            c,
+            ids,
+            user=user,
+            names=names,
+            wanted=wanted,
+            any_state=state is not None,
+            report=out.error,
+        )
     if json_out:
         out.emit_json(done)
     else:
@@ -750,19 +750,6 @@ def _ended(j: s.JobOut) -> bool:
 
 # ----- accounting -------------------------------------------------------------------------
 
-_AGO = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400, "weeks": 7 * 86400}
-_NAMED_HOURS = {"midnight": 0, "elevenses": 11, "noon": 12, "fika": 15, "teatime": 16}
-
-
-def _slurm_delta(unit: str) -> int | None:
-    """Slurm's ``now+N<unit>``: a unit is any prefix of seconds/minutes/hours/days/weeks
-    (``s``, ``min``, ``hour``, ``days``…); none means seconds."""
-    if not unit:
-        return 1
-    hits = [v for k, v in _UNITS.items() if k.startswith(unit)]
-    return hits[0] if len(hits) == 1 else None
-
 
 def parse_period(
     since: str | None, until: str | None, now: float
@@ -801,44 +788,13 @@ def _me(user: str | None, me: bool) -> str | None:
 
 
 def parse_when(text: str, now: float) -> float:
-    """A point in time as sacct's -S/-E take it (Slurm's parse_time): ``now[+-N[unit]]``,
-    ``today``, ``midnight``, ``noon``, ``teatime``, ``tomorrow``, ``HH:MM[:SS]``, ``MM/DD[/YY]``,
-    ``MMDD[YY]``, ``YYYY-MM-DD[THH:MM[:SS]]``; and gpufleet's ``7d``/``12h``/``30m`` ago,
-    ``yesterday``, epoch seconds."""
-    t = text.strip().lower()
-    if m := re.fullmatch(r"(\d+(?:\.\d+)?)([smhdw])", t):
-        return now - float(m[1]) * _AGO[m[2]]
-    if m := re.fullmatch(r"now(?:([+-])(\d+)([a-z]*))?", t):
-        if m[1] is None:
-            return now
-        unit = _slurm_delta(m[3])
-        if unit is not None:
-            return now + (1 if m[1] == "+" else -1) * int(m[2]) * unit
-    day = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    if t in ("today", "yesterday", "tomorrow"):
-        return day.timestamp() + {"today": 0, "yesterday": -86400, "tomorrow": 86400}[t]
-    if t in _NAMED_HOURS:  # Slurm: the next such hour from now
-        at = day.replace(hour=_NAMED_HOURS[t]).timestamp()
-        return at if at > now else at + 86400
-    if m := re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", t):  # today at, or tomorrow if past
-        at = day.replace(hour=int(m[1]), minute=int(m[2]), second=int(m[3] or 0)).timestamp()
-        return at if at > now else at + 86400
-    if m := re.fullmatch(r"(\d{2})[/.](\d{2})(?:[/.](\d{2}))?|(\d{2})(\d{2})(\d{2})?", t):
-        month, mday, yy = (m[1], m[2], m[3]) if m[1] else (m[4], m[5], m[6])
-        try:
-            year = 2000 + int(yy) if yy else day.year
-            return day.replace(year=year, month=int(month), day=int(mday)).timestamp()
-        except ValueError:
-            pass
-    if re.fullmatch(r"\d{9,}(\.\d+)?", t):
-        return float(t)
+    """A point in time as sacct's -S/-E take it (``cli/when.py``); BadParameter when unread."""
+    from gpufleet.cli import when
+
     try:
-        return datetime.fromisoformat(text.strip()).timestamp()  # naive → local time
-    except ValueError:
-        raise typer.BadParameter(
-            f"{text!r}: expected now-1hour, now-3days, today, midnight, 14:30, 03/01, "
-            "2025-03-01[T12:00], 7d, 12h or epoch seconds"
-        ) from None
+        return when.parse_when(text, now)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
 def accounting(

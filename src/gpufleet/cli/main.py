@@ -112,6 +112,12 @@ COMMANDS: list[Lazy] = [
     Lazy("bench", "gpufleet.cli.bench", "app", "Measure the scheduler's speed."),
     Lazy("spec", "gpufleet.cli.spec", "app", "Check cluster and job specs."),
     Lazy("doctor", "gpufleet.cli.doctor", "app", "Diagnose the cluster, a node or a job."),
+    Lazy(
+        "slurm-shims",
+        "gpufleet.cli.shims",
+        "app",
+        "Install Slurm's commands (sbatch, squeue, scancel, sinfo, sacct) over gpufleet.",
+    ),
     Lazy("token", "gpufleet.cli.admin", "register", register=True),
     Lazy(
         "secret",

@@ -11,17 +11,15 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
-from pydantic import BaseModel
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported where it prints: a listing to a pipe never needs it
+    from rich.console import Console
 
 
 def stdout() -> Console:
+    from rich.console import Console
+
     tty = sys.stdout.isatty()
     # piped output keeps whole rows (grep, less -S) instead of wrapping at 80 columns
     width = None if tty else int(os.environ.get("COLUMNS", "0") or 0) or 240
@@ -29,11 +27,15 @@ def stdout() -> Console:
 
 
 def stderr() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, highlight=False, soft_wrap=True)
 
 
 def error(message: str, hint: str | None = None) -> None:
     """``error: …`` and what to do, on stderr."""
+    from rich.text import Text
+
     err = stderr()
     err.print(Text("error: ", style="bold red") + Text(message))
     if hint:
@@ -43,20 +45,26 @@ def error(message: str, hint: str | None = None) -> None:
 def fail(message: str, hint: str | None = None, *, code: int = 1) -> NoReturn:
     """``error()``, then exit: 1 when refused or failed, 2 for bad input."""
     error(message, hint)
+    import typer  # here: the listing's fast path (cli/listing.py) never fails through it
+
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
+    from rich.text import Text
+
     stderr().print(Text("warning: ", style="yellow") + Text(message))
 
 
 def note(message: str) -> None:
     """A remark for people that must not mix with the data on stdout."""
+    from rich.text import Text
+
     stderr().print(Text(message, style="dim"))
 
 
 def plain(obj: Any) -> Any:
-    if isinstance(obj, BaseModel):
+    if hasattr(obj, "model_dump"):  # a pydantic model (not imported here: issue 12)
         return obj.model_dump(mode="json")
     if isinstance(obj, list | tuple):
         return [plain(x) for x in obj]
@@ -82,6 +90,24 @@ def table(
     if not rows:
         note(empty)
         return
+    text = plain_table(columns, rows, right) if title is None else None
+    if text is not None:
+        sys.stdout.write(text)
+        return
+    rich_table(columns, rows, title=title, right=right)
+
+
+def rich_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str | None = None,
+    right: Iterable[str] = (),
+) -> None:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(
         box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False
     )
@@ -93,8 +119,46 @@ def table(
     stdout().print(t)
 
 
+def plain_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], right: Iterable[str] = ()
+) -> str | None:
+    """What ``table`` prints, byte for byte, without rendering it through rich (its rendering
+    costs a listing some 20 ms, issue 12), in the case that is simple: output to a pipe or a
+    file, plain values of one cell per character, a table narrower than the console. None
+    otherwise (rich then prints it). tests/unit/test_cli_output.py compares the two."""
+    if sys.stdout.isatty() or os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE"):
+        return None  # rich styles the header
+    cells = [list(columns)]
+    for r in rows:
+        if len(r) != len(columns):
+            return None
+        line = []
+        for x in r:
+            if not (x is None or type(x) in (str, int, float)):
+                return None  # a rich Text, with its style
+            v = "" if x is None else str(x)
+            if v != v.strip() or not all(" " <= c < "\u0300" and c.isprintable() for c in v):
+                return None
+            line.append(v)
+        cells.append(line)
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    total = sum(widths) + 3 * (len(widths) - 1)
+    if total > (int(os.environ.get("COLUMNS", "0") or 0) or 240):
+        return None  # rich folds the cells
+    on_right = [c in set(right) for c in columns]
+
+    def row(r: list[str]) -> str:
+        return "   ".join(
+            v.rjust(w) if rj else v.ljust(w) for v, w, rj in zip(r, widths, on_right, strict=True)
+        )
+
+    return "\n".join([row(cells[0]), "\u2500" * total, *(row(r) for r in cells[1:])]) + "\n"
+
+
 def fields(pairs: Iterable[tuple[str, Any]]) -> None:
     """``key: value`` lines, aligned, for one object (``show``)."""
+    from rich.text import Text
+
     pairs = [(k, v) for k, v in pairs if v not in (None, "")]
     width = max((len(k) for k, _ in pairs), default=0)
     out = stdout()

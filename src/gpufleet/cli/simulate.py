@@ -1,6 +1,9 @@
-"""``gpufleet simulate replay|compare|fill``: workloads through the scheduler core, offline.
+"""``gpufleet simulate replay|compare|whatif|sweep|fill``: workloads through the scheduler
+core, offline.
 
-Bad input (a file, a row, a flag's value) prints one ``error:`` line on stderr and exits 2.
+Bad input (a file, a row, a flag's value) prints one ``error:`` line on stderr and exits 2; a
+sweep whose runs partly failed prints the others' results, one ``error:`` line per failed run,
+and exits 1.
 """
 
 from __future__ import annotations
@@ -578,6 +581,210 @@ def _delta(d: Any) -> Text:
 
     style = "" if d.better is None else ("green" if d.better else "red")
     return Text(delta_text(d), style=style)
+
+
+# ---------------------------------------------------------------------------------------------
+# sweep
+
+
+@app.command("sweep", cls=_OneLineUsageErrors)
+def sweep(
+    trace: Path = TraceOpt,
+    fmt: str = FormatOpt,
+    profiles: list[str] = typer.Option(
+        [],
+        "--profiles",
+        help="comma list of ORDER[+PLACEMENT][+BACKFILL][+PREEMPT…], as for compare; repeatable",
+    ),
+    orders: list[str] = typer.Option(
+        [], "--order", help="an order to sweep (repeatable), with the other flags' plugins"
+    ),
+    capacities: str = typer.Option(
+        "64",
+        "--nodes",
+        "--capacity",
+        help="comma list of node counts, e.g. 16,32,64. Without --cluster: identical nodes laid "
+        "out as replay's --nodes; with it: the file's cluster grown by copies of its last node "
+        "or shrunk by dropping its last nodes (as whatif's nodes=N)",
+    ),
+    seeds: str = typer.Option(
+        "0",
+        "--seeds",
+        help="comma list of seeds. A seed reaches the only random draws of a replay: --placement "
+        "random and the failures of --mtbf. Traces are replayed as given (no sampling or "
+        "jitter): without those two, every seed gives the same figures",
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", help="local processes at once (default: the CPU count; 1: in this one)"
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray",
+        help="run each run as a task on this Ray cluster instead of local processes: "
+        "ray.init(address=…), i.e. the head's HOST:PORT or auto; needs ray here (pip install "
+        "gpufleet's ray extra) and gpufleet in the cluster's Python",
+    ),
+    cluster: Path | None = ClusterOpt,
+    gpus_per_node: int = GpusOpt,
+    leaves: int = LeavesOpt,
+    placement: str = PlacementOpt,
+    backfill: str = BackfillOpt,
+    preempt: str = PreemptOpt,
+    admit: str = AdmitOpt,
+    las_thresholds: str = LasOpt,
+    queues: Path | None = QueuesOpt,
+    equal_shares: bool = EqualOpt,
+    time_limit: str = LimitOpt,
+    restart_overhead: float = OverheadOpt,
+    mtbf: float | None = MtbfOpt,
+    repair: float = RepairOpt,
+    fail: Path | None = FailOpt,
+    checkpoint_interval: float | None = CheckpointOpt,
+    as_json: bool = JsonOpt,
+    out: Path | None = typer.Option(
+        None, "--out", help="also write the results here: FILE.csv one row per run, else JSON"
+    ),
+) -> None:
+    """Replay one workload over profiles × node counts × seeds, in parallel (local processes
+    or Ray): a row per run and the mean and spread over seeds of each profile and capacity."""
+    from gpufleet.sim import sweep as sw
+    from gpufleet.sim import sweep_report
+
+    with _refusals():
+        problems: list[SpecError] = []
+        base = ProfileChoice(
+            "fifo", placement, backfill, _names(preempt), admit, _options(las_thresholds)
+        )
+        choices: list[ProfileChoice] = []
+        for o in orders:
+            try:
+                check_profile(replace(base, order=o))
+                choices.append(replace(base, order=o))
+            except SpecError as exc:
+                problems.append(SpecError(f"{o!r}: {exc.reason}", field="--order"))
+        for text in profiles:
+            for p in (x for x in text.split(",") if x.strip()):
+                try:
+                    choices.append(parse_profile(p, base))
+                except SpecError as exc:
+                    problems.append(exc)
+        if not choices and not problems:
+            problems.append(
+                SpecError(
+                    "name the profiles: --profiles fifo+easy,las+none or --order A --order B",
+                    field="--profiles",
+                )
+            )
+        labels = [c.label for c in choices]
+        twice = sorted({x for x in labels if labels.count(x) > 1})
+        if twice:
+            problems.append(SpecError(f"{', '.join(twice)} named twice", field="--profiles"))
+        counts, bad = sw.parse_counts(capacities, "--nodes", minimum=1)
+        problems += bad
+        seed_list, bad = sw.parse_counts(seeds, "--seeds", minimum=0)
+        problems += bad
+        if workers is not None and workers < 1:
+            problems.append(SpecError(f"must be at least 1, got {workers}", field="--workers"))
+        if workers is not None and ray_address is not None:
+            problems.append(
+                SpecError("the Ray cluster's CPUs set how many run at once", field="--workers")
+            )
+        if out is not None and not out.parent.is_dir():
+            problems.append(SpecError(f"no folder {str(out.parent)!r}", field="--out"))
+        if fmt not in FORMATS:
+            problems.append(
+                SpecError(f"must be one of {', '.join(FORMATS)}, got {fmt!r}", field="--format")
+            )
+        try:
+            TimeLimit.parse(time_limit)
+        except SpecError as exc:
+            problems.append(exc)
+        if cluster is None:  # each node count's layout, before the trace is read
+            problems += sw.clusters_for(
+                uniform_cluster(1), counts, uniform=(gpus_per_node, leaves)
+            )[1]
+        if problems:
+            raise sw.Problems(problems)
+        wl = _load_workload(
+            trace=trace,
+            fmt=fmt,
+            cluster_file=cluster,
+            nodes=counts[0],
+            gpus_per_node=gpus_per_node,
+            leaves=min(leaves, counts[0]),  # each count's leaves are checked below
+            queues_file=queues,
+            equal_shares=equal_shares,
+            time_limit=time_limit,
+            restart_overhead=restart_overhead,
+            mtbf=mtbf,
+            repair=repair,
+            fail_file=fail,
+            seed=0,
+            checkpoint_interval=checkpoint_interval,
+        )
+        uniform = None if cluster is not None else (gpus_per_node, leaves)
+        clusters, problems = sw.clusters_for(wl.cluster, counts, uniform=uniform)
+        problems += sw.check_failures(wl.config, clusters)
+        if problems:
+            raise sw.Problems(problems)
+        if len(seed_list) > 1 and not sw.seeds_matter(choices, wl.config):
+            _warn(
+                "--seeds: nothing in these runs draws a random number (no --placement random, "
+                "no --mtbf): every seed gives the same figures"
+            )
+        workload = sw.SweepWorkload(wl.jobs, wl.config, clusters)
+        points = sw.grid(choices, counts, seed_list)
+        runner: sw.Runner
+        if ray_address is not None:
+            runner = sw.RayCluster(ray_address)
+        elif workers == 1:
+            runner = sw.InProcess()
+        else:
+            runner = sw.LocalProcesses(workers) if workers else sw.LocalProcesses()
+        results = _sweep_with_progress(runner, workload, points, _show_progress(as_json))
+        for r in results:
+            if r.metrics is not None:
+                _warn_unfinished([_as_run(r)])
+        if out is not None:
+            sweep_report.write_out(out, results)
+        failed = [r for r in results if not r.ok]
+        if as_json:
+            print(json.dumps(sw.sweep_json(results)))
+        else:
+            con = _stdout()
+            con.print(
+                f"{trace.name} · {len(wl.jobs):,} jobs · {len(choices)} profile(s) × "
+                f"{len(counts)} capacit{'y' if len(counts) == 1 else 'ies'} × "
+                f"{len(seed_list)} seed(s) = {len(points)} runs",
+                style="bold",
+            )
+            con.print(sweep_report.runs_table(results))
+            con.print("over the seeds: mean ± sample standard deviation", style="bold")
+            con.print(sweep_report.aggregate_table(sw.aggregate(results)))
+        for r in failed:
+            _stderr().print(Text("error: ", style="bold red") + Text(f"{r.point.label}: {r.error}"))
+        if failed:
+            raise typer.Exit(1)
+
+
+def _as_run(r: Any) -> ReplayRun:
+    """A sweep's run as the unfinished-jobs warning names it."""
+    return ReplayRun(r.point.label, r.metrics, [], [], r.cycles, 0)
+
+
+def _sweep_with_progress(runner: Any, workload: Any, points: Sequence[Any], show: bool) -> Any:
+    if not show:
+        return runner.run(workload, points)
+    with Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} runs"),
+        TimeElapsedColumn(),
+        console=_stderr(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("sweep", total=len(points))
+        return runner.run(workload, points, lambda _r: bar.advance(task))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
-from gpufleet.api import schemas as s
+if TYPE_CHECKING:  # the shims render plain rows with these names, without pydantic (issue 12)
+    from gpufleet.api import schemas as s
 
 # gpufleet's states → squeue's compact and long names
 CODES = {
@@ -29,6 +31,7 @@ for ours, (code, long) in CODES.items():
     for name in (ours, code, long):
         _BY_NAME[name] = ours
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"  # squeue's own default
+T = TypeVar("T")
 _FIELD = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
 
 
@@ -109,15 +112,30 @@ def _fields(now: float) -> dict[str, Callable[[s.JobOut], str]]:
     }
 
 
+TITLES = {
+    "i": "JOBID", "A": "JOBID", "j": "NAME", "u": "USER", "P": "PARTITION", "t": "ST",
+    "T": "STATE", "M": "TIME", "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)",
+    "r": "REASON", "N": "NODELIST", "C": "CPUS", "b": "TRES_PER_NODE", "S": "START_TIME",
+    "V": "SUBMIT_TIME", "Q": "PRIORITY", "%": "%",
+}  # fmt: skip
+
+
 def render(fmt: str, jobs: list[s.JobOut], *, header: bool, now: float | None = None) -> str:
     """squeue's table for ``jobs`` in ``fmt``; ValueError names an unknown field letter."""
     fields = _fields(time.time() if now is None else now)
-    titles = {
-        "i": "JOBID", "A": "JOBID", "j": "NAME", "u": "USER", "P": "PARTITION", "t": "ST",
-        "T": "STATE", "M": "TIME", "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)",
-        "r": "REASON", "N": "NODELIST", "C": "CPUS", "b": "TRES_PER_NODE", "S": "START_TIME",
-        "V": "SUBMIT_TIME", "Q": "PRIORITY", "%": "%",
-    }  # fmt: skip
+    return format_rows(fmt, jobs, fields, TITLES, header=header)
+
+
+def format_rows(
+    fmt: str,
+    rows: Sequence[T],
+    fields: Mapping[str, Callable[[T], str]],
+    titles: Mapping[str, str],
+    *,
+    header: bool,
+) -> str:
+    """``rows`` in a ``%[.][size]letter`` format, as squeue and sinfo print; ValueError names
+    an unknown field letter."""
     parts: list[tuple[str, bool, int, str]] = []  # (literal | letter, right, width, kind)
     pos = 0
     for m in _FIELD.finditer(fmt):
@@ -145,6 +163,6 @@ def render(fmt: str, jobs: list[s.JobOut], *, header: bool, now: float | None = 
         return "".join(out).rstrip()
 
     lines = [line(lambda k: titles[k])] if header else []
-    for j in jobs:
-        lines.append(line(lambda k, j=j: fields[k](j)))  # type: ignore[misc]
+    for r in rows:
+        lines.append(line(lambda k, r=r: fields[k](r)))  # type: ignore[misc]
     return "\n".join(lines) + ("\n" if lines else "")

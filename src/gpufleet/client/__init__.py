@@ -1,7 +1,25 @@
 """The typed Python SDK of the REST API (httpx). The CLI and the agent talk to a server only
 through this; tests inject ``transport=`` (an ``httpx.MockTransport`` or an ASGI transport)
-instead of patching."""
+instead of patching.
 
-from gpufleet.client.http import AgentClient, ApiError, Client
+``Client`` and its kin are imported on first use (PEP 562), so that the package's light
+modules (``errors``, ``lean``: the Slurm shims') do not pay for httpx and pydantic (issue 12)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.client.errors import ApiError
+
+if TYPE_CHECKING:
+    from gpufleet.client.http import AgentClient, Client
 
 __all__ = ["AgentClient", "ApiError", "Client"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("AgentClient", "Client"):
+        from gpufleet.client import http
+
+        return getattr(http, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,33 +13,15 @@ from pydantic import BaseModel, ValidationError
 
 from gpufleet.api import schemas as s
 from gpufleet.api import secrets as sec
+from gpufleet.client.errors import ApiError
 
 M = TypeVar("M", bound=BaseModel)
 API = "/api/v1"
 PAGE_MAX = 1000  # the server's largest page of GET /jobs (server/listing.py)
 
 
-class ApiError(Exception):
-    """A refused request: the HTTP status and the server's explanation."""
-
-    def __init__(self, status: int, detail: Any) -> None:
-        self.status = status
-        self.detail = detail
-        super().__init__(f"{status}: {_detail_text(detail)}")
-
-
 class CommandsUnreadable(ValueError):
     """A poll's answer that does not parse; its message quotes no value."""
-
-
-def _detail_text(detail: Any) -> str:
-    if isinstance(detail, list):  # FastAPI validation errors
-        parts = []
-        for d in detail:
-            loc = ".".join(str(x) for x in d.get("loc", ()) if x != "body")
-            parts.append(f"{loc}: {d.get('msg', d)}" if loc else str(d.get("msg", d)))
-        return "; ".join(parts)
-    return str(detail)
 
 
 def tls_verify(

@@ -282,12 +282,34 @@ class JobMaster:
         rec.exited[ev.rank] = ev.exit_code
         self.state.free(rec.allocation[ev.rank])
         self.state.dirty = True
-        if rec.ending is None and ev.exit_code != 0:
-            why = ev.why or f"rank {ev.rank} exited with code {ev.exit_code}"
-            rec.failure = why
-            self.stop(rec, S.FAILED, why, out, reason_kill="gang member failed")
+        if rec.ending is None:
+            if rec.job.spec.batch:
+                self._batch_rank_exited(rec, ev, out)
+            elif ev.exit_code != 0:
+                why = ev.why or f"rank {ev.rank} exited with code {ev.exit_code}"
+                rec.failure = why
+                self.stop(rec, S.FAILED, why, out, reason_kill="gang member failed")
         if not rec.live_ranks():
             self.attempt_over(rec, now, out)
+
+    def _batch_rank_exited(self, rec: JobRecord, ev: TaskExited, out: list[Command]) -> None:
+        """A batch job's outcome is its script's, as Slurm's: rank 0 runs the script, and its
+        exit ends the job (its code the job's); the step daemons of the other ranks are then
+        stopped, which is no failure. A step daemon that ends by itself while the script runs
+        fails the job, whatever its code, as a lost node does in Slurm."""
+        if ev.rank == 0:
+            if ev.exit_code == 0:
+                self.stop(rec, S.SUCCEEDED, "the batch script exited 0", out, "batch script ended")
+                return
+            why = ev.why or f"the batch script exited with code {ev.exit_code}"
+            rec.failure = why
+            self.stop(rec, S.FAILED, why, out, reason_kill="batch script failed")
+            return
+        node = rec.allocation[ev.rank].node
+        how = ev.why or f"exited with code {ev.exit_code}"
+        why = f"the step daemon of rank {ev.rank} on {node} ended while the batch script ran: {how}"
+        rec.failure = why
+        self.stop(rec, S.FAILED, why, out, reason_kill="a step daemon of the job ended")
 
     def task_fenced(self, ev: TaskFenced, now: float, out: list[Command]) -> None:
         """The node stopped the rank for its own sake: gone, as a reconcile would find."""

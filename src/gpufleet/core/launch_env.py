@@ -5,7 +5,13 @@ libraries that detect them: Lightning, Accelerate, DeepSpeed, submitit) finds wh
 The gang's ranks are the tasks of one step, as ``srun`` would start them across the job's
 allocation: Slurm's per-task variables (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID) and its
 job-wide ones (SLURM_NTASKS, SLURM_TASKS_PER_NODE in Slurm's ``2(x3)`` form, the node list in
-its hostlist syntax). Values Slurm counts in whole CPUs and megabytes are given so."""
+its hostlist syntax). Values Slurm counts in whole CPUs and megabytes are given so.
+
+A worker may stand for several tasks (``tasks_per_worker``: Slurm's --ntasks-per-node, the
+node's tasks sharing its GPUs, CPUs and memory): the task counts (SLURM_NTASKS,
+SLURM_TASKS_PER_NODE, SLURM_NTASKS_PER_NODE) count tasks, workers × tasks_per_worker, and a
+worker's SLURM_PROCID is its first task's; the per-node amounts (SLURM_CPUS_ON_NODE,
+SLURM_GPUS_ON_NODE, SLURM_MEM_PER_NODE) are what the node's placements hold."""
 
 from __future__ import annotations
 
@@ -20,7 +26,18 @@ from gpufleet.model.resources import MILLI
 
 MASTER_PORT_BASE = 29500
 MASTER_PORT_SPAN = 2000
-CLUSTER_NAME = "gpufleet"  # SLURM_CLUSTER_NAME when the cluster spec names none
+# a batch job's step daemons listen here: below MASTER_PORT's range and the kernel's
+# ephemeral ports (32768 on), drawn from the job's number as MASTER_PORT is
+STEP_PORT_BASE = 27500
+STEP_PORT_SPAN = 2000
+CLUSTER_NAME = "gpufleet"
+# what torchrun gives its workers beyond the ranks, world size and master (left out of a batch
+# job's environment: Slurm starts its tasks, not torchrun)
+TORCHRUN_ONLY = (
+    "ROLE_NAME", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+    "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+)  # fmt: skip  # SLURM_CLUSTER_NAME when the cluster spec names none
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,20 +60,39 @@ class JobFacts:
     max_restarts: int
     array: ArrayFacts | None = None
     cluster: str = CLUSTER_NAME
+    tasks_per_worker: int = 1
+    # torchrun's worker variables (TORCHELASTIC_*, ROLE_*, GROUP_*): a plain gang's ranks are
+    # started as torchrun starts workers; a batch job's script is Slurm's batch step, and a
+    # TORCHELASTIC_RUN_ID would tell Lightning it was launched by torchrun, not Slurm
+    torchrun: bool = True
 
     @staticmethod
     def of(spec: JobSpec, array: ArrayFacts | None = None, cluster: str = "") -> JobFacts:
+        tpw = spec.tasks_per_worker
         return JobFacts(
             spec.name,
             spec.user,
             spec.queue,
-            max(1, math.ceil(spec.cpu_milli / MILLI)),
-            spec.memory_mib,
-            spec.gpus_per_worker,
+            max(1, math.ceil(spec.cpu_milli / MILLI / tpw)),
+            spec.memory_mib // tpw,
+            # a node's GPUs shared by its tasks have no per-task count (Slurm sets none)
+            spec.gpus_per_worker if tpw == 1 else 0,
             spec.max_retries,
             array,
             cluster or CLUSTER_NAME,
+            tpw,
+            torchrun=not spec.batch,
         )
+
+
+def step_port(seq: int, attempt: int) -> int:
+    return STEP_PORT_BASE + (seq * 7 + attempt) % STEP_PORT_SPAN
+
+
+def _cpus(milli: int, tasks_cpus: int) -> int:
+    """Whole CPUs on a node: what its placements hold (all of it for --exclusive), at least a
+    whole CPU per task as Slurm counts them."""
+    return max(math.ceil(milli / MILLI), tasks_cpus)
 
 
 def per_node_counts(values: list[int]) -> str:
@@ -101,6 +137,9 @@ def _job_env(job_id: str, attempt: int, f: JobFacts) -> dict[str, str]:
         # no elastic agent holds a store: rank 0 serves MASTER_ADDR:MASTER_PORT itself
         "TORCHELASTIC_USE_AGENT_STORE": "False",
     }
+    if not f.torchrun:
+        for k in TORCHRUN_ONLY:
+            env.pop(k, None)
     if f.gpus_per_task:
         env["SLURM_GPUS_PER_TASK"] = str(f.gpus_per_task)
     if attempt > 1:  # Slurm sets it only for a job that was requeued
@@ -123,23 +162,31 @@ def rank_env(
     nodes = nodes_of(allocation)
     node_rank = {n: i for i, n in enumerate(nodes)}
     world = len(allocation)
+    tpw = facts.tasks_per_worker if facts is not None else 1
+    ntasks = world * tpw
     port = MASTER_PORT_BASE + (seq * 7 + attempt) % MASTER_PORT_SPAN
     tasks_on = {n: 0 for n in nodes}
     gpus_on: dict[str, set[int]] = {n: set() for n in nodes}
+    cpu_on = {n: 0 for n in nodes}
+    mem_on = {n: 0 for n in nodes}
     for p in allocation:
-        tasks_on[p.node] += 1
+        tasks_on[p.node] += tpw
         gpus_on[p.node].update(p.gpus)
+        cpu_on[p.node] += p.cpu_milli
+        mem_on[p.node] += p.memory_mib
     counts = [tasks_on[n] for n in nodes]
     nodelist = compress(nodes)
     job = _job_env(job_id, attempt, facts) if facts is not None else {}
     if facts is not None:
-        cpus = [c * facts.cpus_per_task for c in counts]
+        cpus = [
+            _cpus(cpu_on[n], c * facts.cpus_per_task) for n, c in zip(nodes, counts, strict=True)
+        ]
         job["SLURM_TASKS_PER_NODE"] = job["SLURM_STEP_TASKS_PER_NODE"] = per_node_counts(counts)
         job["SLURM_JOB_CPUS_PER_NODE"] = per_node_counts(cpus)
     local_counter: dict[str, int] = {}
     out = []
     for rank, p in enumerate(allocation):
-        local = local_counter.get(p.node, 0)
+        local = local_counter.get(p.node, 0)  # this worker's process, among the node's
         local_counter[p.node] = local + 1
         per_node = tasks_on[p.node]
         env = {
@@ -148,7 +195,7 @@ def rank_env(
             "WORLD_SIZE": str(world),
             "RANK": str(rank),
             "LOCAL_RANK": str(local),
-            "LOCAL_WORLD_SIZE": str(per_node),
+            "LOCAL_WORLD_SIZE": str(per_node // tpw),  # torchrun's: processes started
             "NODE_RANK": str(node_rank[p.node]),
             "GROUP_RANK": str(node_rank[p.node]),
             "GROUP_WORLD_SIZE": str(len(nodes)),
@@ -158,10 +205,10 @@ def rank_env(
             "GPUFLEET_ATTEMPT": str(attempt),
             "SLURM_JOB_ID": job_id,
             "SLURM_JOBID": job_id,
-            "SLURM_PROCID": str(rank),
-            "SLURM_NTASKS": str(world),
-            "SLURM_NPROCS": str(world),
-            "SLURM_LOCALID": str(local),
+            "SLURM_PROCID": str(rank * tpw),
+            "SLURM_NTASKS": str(ntasks),
+            "SLURM_NPROCS": str(ntasks),
+            "SLURM_LOCALID": str(local * tpw),
             "SLURM_NODEID": str(node_rank[p.node]),
             "SLURMD_NODENAME": p.node,
             "SLURM_NNODES": str(len(nodes)),
@@ -171,7 +218,7 @@ def rank_env(
             # the gang is one step of the job, as srun starts it
             "SLURM_STEP_ID": "0",
             "SLURM_STEPID": "0",
-            "SLURM_STEP_NUM_TASKS": str(world),
+            "SLURM_STEP_NUM_TASKS": str(ntasks),
             "SLURM_STEP_NUM_NODES": str(len(nodes)),
             "SLURM_STEP_NODELIST": nodelist,
             # tasks per node as placed (sbatch sets it from --ntasks-per-node; a gang whose
@@ -181,9 +228,12 @@ def rank_env(
         }
         if facts is not None:
             gpus = sorted(gpus_on[p.node])
-            env["SLURM_CPUS_ON_NODE"] = str(per_node * facts.cpus_per_task)
-            env["SLURM_MEM_PER_NODE"] = str(per_node * facts.mem_per_task_mib)
+            env["SLURM_CPUS_ON_NODE"] = str(_cpus(cpu_on[p.node], per_node * facts.cpus_per_task))
+            env["SLURM_MEM_PER_NODE"] = str(max(mem_on[p.node], per_node * facts.mem_per_task_mib))
             env["SLURM_GPUS_ON_NODE"] = str(len(gpus))
             env["SLURM_JOB_GPUS"] = env["SLURM_STEP_GPUS"] = ",".join(map(str, gpus))
+            if not facts.torchrun:
+                for k in TORCHRUN_ONLY:
+                    env.pop(k, None)
         out.append(tuple(sorted(env.items())))
     return tuple(out)

@@ -78,6 +78,8 @@ class NodeRuntime:
                 self.schedulable,
                 s.labels,
                 self.datasets,
+                frozenset(s.features),
+                s.gpu_type,
             )
         return self._view
 

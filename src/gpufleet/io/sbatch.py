@@ -9,9 +9,11 @@ Two steps, kept apart:
    sbatch's option table and getopt_long (:mod:`gpufleet.io.slurm_opts`); command-line options
    come after and win. The result is a :class:`SlurmRequest` in Slurm's own terms. Every option
    sbatch accepts is accepted; only what sbatch refuses is refused, every problem at once.
-2. :class:`_Build` maps the request onto a JobSpec (``nodes × tasks per node`` workers, GPUs,
-   CPUs and memory per worker). What a JobSpec cannot express yet is refused here, at submit
-   time, saying what gpufleet cannot do; options gpufleet does not act on get one warning each.
+2. :class:`_Build` maps the request onto a JobSpec: with ``--nodes`` (or ``--ntasks-per-node``)
+   one worker per node on distinct nodes, its tasks sharing the node's GPUs, CPUs and memory;
+   with only ``--ntasks``, one worker per task. What a JobSpec cannot express yet is refused
+   here, at submit time, saying what gpufleet cannot do; options gpufleet does not act on get
+   one warning each.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from typing import Any, TypeVar
 
 from gpufleet.io import slurm_values as v
 from gpufleet.io.slurm_opts import OPTIONS, Given, Problem, Word, getopt
-from gpufleet.model import catalog
+from gpufleet.model import hostlist
 from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
+from gpufleet.model.constraint import parse as parse_constraint
+from gpufleet.model.container import read_container
 from gpufleet.model.errors import SpecError
-from gpufleet.model.job import SPEC_BOUNDS
-from gpufleet.model.validate import text_problem
+from gpufleet.model.job import MAX_NODE_NAMES, SPEC_BOUNDS
+from gpufleet.model.validate import Fields, text_problem
 
 _T = TypeVar("_T")
 
@@ -45,23 +49,17 @@ HONOURED = {
     "job-name", "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "gres",
     "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
     "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
-    "no-requeue",
+    "no-requeue", "exclusive", "nodelist", "exclude", "output", "error", "open-mode", "chdir",
+    "export", "export-file", "input",
+    "container-image", "container-mounts", "container-workdir",  # NVIDIA pyxis's (SPANK)
 }  # fmt: skip
 NO_EFFECT = {
     "qos": "gpufleet has no QOS; the queue (--partition) and --priority decide",
     "account": "fair share is per queue (--partition) in gpufleet",
-    "exclusive": "gpufleet places by GPUs, CPUs and memory; ask for a whole node's GPUs instead",
     "oversubscribe": "gpufleet places by GPUs, CPUs and memory",
     "mail-type": "gpufleet sends no mail",
     "mail-user": "gpufleet sends no mail",
     "comment": "gpufleet keeps no job comment",
-    "output": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
-    "error": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
-    "open-mode": "gpufleet keeps each worker's output (read it with gpufleet logs JOB)",
-    "chdir": "the script runs in the job's own directory on the node",
-    "export": "the job gets gpufleet's environment, not the submitter's",
-    "nodelist": "gpufleet chooses the nodes",
-    "exclude": "gpufleet chooses the nodes",
     "time-min": "gpufleet does not shorten a job's time limit to start it sooner",
     "hint": "gpufleet does not bind CPUs",
 }
@@ -116,6 +114,7 @@ class SlurmRequest:
     requeue: bool | None = None
     chdir: str | None = None
     export: str | None = None
+    export_file: str | None = None
     open_mode: str | None = None
     account: str | None = None
     qos: str | None = None
@@ -125,6 +124,10 @@ class SlurmRequest:
     priority: int | str | None = None
     nice: int | None = None
     hold: bool = False
+    # pyxis's --container-image, --container-mounts (SRC:DST[:FLAGS],...), --container-workdir
+    container_image: str | None = None
+    container_mounts: str | None = None
+    container_workdir: str | None = None
     het_components: int = 1  # "#SBATCH hetjob" lines start more components (not read)
     other: tuple[tuple[str, str | None], ...] = ()  # every other option given, as given
     warnings: tuple[str, ...] = ()
@@ -450,6 +453,9 @@ _KEEP_TEXT = {
     "job-name": "job_name", "array": "array", "constraint": "constraint",
     "nodelist": "nodelist", "exclude": "exclude", "chdir": "chdir", "export": "export",
     "account": "account", "qos": "qos", "mail-user": "mail_user", "input": "input",
+    "export-file": "export_file",
+    "container-image": "container_image", "container-mounts": "container_mounts",
+    "container-workdir": "container_workdir",
 }  # fmt: skip
 _COUNTS = {
     "ntasks": "ntasks", "ntasks-per-node": "ntasks_per_node", "cpus-per-task": "cpus_per_task",
@@ -641,8 +647,12 @@ def _verify(f: dict[str, Any], source: str) -> tuple[SlurmRequest, str]:
         exclusive=f.get("exclusive"),
         signal=f.get("signal"),
         requeue=f.get("requeue"),
+        container_image=f.get("container_image"),
+        container_mounts=f.get("container_mounts"),
+        container_workdir=f.get("container_workdir"),
         chdir=f.get("chdir"),
         export=f.get("export"),
+        export_file=f.get("export_file"),
         open_mode=f.get("open_mode"),
         account=f.get("account"),
         qos=f.get("qos"),
@@ -702,11 +712,11 @@ def _lines(text: str, options: Sequence[str]) -> dict[str, Given]:
 
 
 def _launcher_warnings(text: str, source: str) -> tuple[str, ...]:
-    """Slurm runs a batch script once and ``srun`` fans it out; gpufleet runs the script on
-    every worker already (with RANK, SLURM_PROCID, …), so a nested launcher would fan out twice."""
+    """Slurm runs a batch script once and ``srun`` fans it out; so does gpufleet (the script on
+    the first node), whose ``srun`` is its own (gpufleet.slurm), not Slurm's."""
     return tuple(
-        f"{source}:{n}: gpufleet runs this script once per worker (task), as srun "
-        "would: run the program without srun"
+        f"{source}:{n}: srun: gpufleet runs the script once, on the first node, as Slurm "
+        "does; srun there needs gpufleet's own srun on the job's PATH"
         for n, line in enumerate(text.splitlines(), start=1)
         if re.match(r"\s*(exec\s+)?srun\b", line)
     )
@@ -762,27 +772,45 @@ class _Build:
             if len(r.partitions) > 1:
                 self.note(
                     "partition",
-                    f"gpufleet queues the job in the first partition, {r.partitions[0]}; "
-                    "the others are not considered yet",
+                    f"gpufleet queues the job in one partition: the first the controller knows "
+                    f"(here the first partition, {r.partitions[0]}); it is not moved between "
+                    "them",
                 )
-        nodes, per_node = self.layout()
-        workers = nodes * per_node
+        by_node, workers, per = self.layout()
         spec["workers"] = workers
-        if nodes == 1 and workers > 1:  # Slurm puts every task of a 1-node job on that node
-            spec["topology"] = {"level": "node", "required": True}
-        gpus, models = self.gpus(per_node, workers)
+        if by_node:
+            if workers > 1:
+                spec["distinct_nodes"] = True
+            if per > 1:
+                spec["tasks_per_worker"] = per
+        elif workers > 1:  # Slurm packs the tasks of a job without --nodes where it can
+            spec["topology"] = {"level": "node", "required": False}
+        gpus, gres_type = self.gpus(by_node, workers, per)
         spec["gpus_per_worker"] = gpus
-        cpus = r.cpus_per_task
+        if gres_type:
+            spec["gres_type"] = gres_type
+        cpus: int | None = None
         if r.cpus_per_gpu is not None:
             cpus = r.cpus_per_gpu * max(gpus, 1)
+        elif r.cpus_per_task is not None or per > 1:
+            cpus = (r.cpus_per_task or 1) * per  # a worker's tasks, cpus-per-task each
         if cpus is not None:
             spec["cpus"] = cpus
-        mem = self.memory(per_node, cpus or 1, gpus)
-        if mem is not None:
+        mem = self.memory(by_node, workers, cpus or 1, gpus)
+        if mem == 0 and r.mem_per_node_mb == 0:
+            spec["whole_node_memory"] = True
+            spec["memory_mib"] = 0
+        elif mem is not None:
             spec["memory_mib"] = mem
-        models = self.constraint(models)
-        if models:
-            spec["gpu_models"] = models
+        spec.update(self.nodes_terms())
+        whole = [k for k in ("exclusive", "whole_node_memory") if spec.get(k)]
+        if whole and not by_node and workers > 1:  # Slurm would let the tasks share a node
+            self.note(
+                "exclusive" if "exclusive" in whole else "mem",
+                f"without --nodes each of the {workers} tasks takes a whole node "
+                f"({'--exclusive' if 'exclusive' in whole else '--mem=0'}); give --nodes=1 "
+                f"--ntasks-per-node={workers} to run them on one",
+            )
         if r.time_limit is not None and r.time_limit != v.UNLIMITED:
             spec["time_limit_s"] = float(r.time_limit * 60)
         priority = self.priority()
@@ -793,7 +821,20 @@ class _Build:
             spec["signal"] = warning
         if r.requeue is not None:
             spec["requeue"] = r.requeue
+        container = self.container()
+        if container is not None:
+            spec["container"] = container
         spec["command"] = command
+        # Slurm's batch job: the script once, on the first node, its output in its files (the
+        # working directory and the environment are the submitter's: the CLI adds them)
+        spec["batch"] = True
+        spec["output"] = r.output
+        if "error" in self.seen:
+            spec["error"] = r.error
+        if r.open_mode is not None:
+            spec["open_mode"] = r.open_mode
+        if r.input:
+            spec["input"] = "/dev/null" if r.input.lower() == "none" else r.input
         if r.array is not None:
             try:  # the size is checked from the text, nothing is expanded
                 parse_array(r.array, max_size=self.max_array_size)
@@ -813,8 +854,10 @@ class _Build:
         g = self.seen.get(name)
         self.notes.append(f"{_where(self.source, g.line if g else 0)}{message}")
 
-    def layout(self) -> tuple[int, int]:
-        """(nodes, tasks per node) from sbatch's counts."""
+    def layout(self) -> tuple[bool, int, int]:
+        """(by node, workers, tasks per worker), from sbatch's counts: with --nodes (or
+        --ntasks-per-node, or -w) one worker per node and the node's tasks in it; with only
+        --ntasks one worker per task."""
         r = self.req
         lo, hi = r.nodes
         if lo != hi:
@@ -824,29 +867,29 @@ class _Build:
                 "nodes",
             )
         nodes = lo or 1
-        if r.ntasks_per_node is not None:
-            per = r.ntasks_per_node
-            if r.ntasks != nodes * per:
-                raise self.err(
-                    f"{CANNOT}{self.text('ntasks')} is not {nodes} nodes × "
-                    f"{self.text('ntasks-per-node')} = {nodes * per}: every gpufleet node "
-                    "runs the same number of tasks",
-                    "ntasks",
-                    "nodes",
-                    "ntasks-per-node",
-                )
-            return nodes, per
+        by_node = r.nodes_set or r.ntasks_per_node is not None
+        if not by_node:
+            return False, max(r.ntasks, 1), 1
         if r.ntasks % nodes:
             raise self.err(
                 f"{CANNOT}{self.text('ntasks')} do not divide evenly over {nodes} nodes: "
-                "every gpufleet worker gets the same resources",
+                "every gpufleet node runs the same number of tasks",
                 "ntasks",
                 "nodes",
             )
-        return nodes, r.ntasks // nodes
+        per = max(r.ntasks // nodes, 1)
+        if r.ntasks_per_node is not None and per > r.ntasks_per_node:
+            raise self.err(
+                f"{self.text('ntasks')} needs {per} tasks per node, more than "
+                f"{self.text('ntasks-per-node')}",
+                "ntasks",
+                "nodes",
+                "ntasks-per-node",
+            )
+        return True, nodes, per
 
-    def gpus(self, per_node: int, workers: int) -> tuple[int, list[str]]:
-        """(GPUs per worker, GPU models named in the request)."""
+    def gpus(self, by_node: bool, workers: int, per: int) -> tuple[int, str]:
+        """(GPUs per worker, the site's GPU type name or "")."""
         r = self.req
         other = [g for g in r.gres if g.name != "gpu"]
         if other:
@@ -870,7 +913,7 @@ class _Build:
                 *names,
             )  # fmt: skip
         if not given:
-            return 0, []  # Slurm gives no GPU unless asked
+            return 0, ""  # Slurm gives no GPU unless asked
         way = given[0]
         if way == "gpus-per-socket":
             raise self.err(f"{CANNOT}{self.text(way)}: GPUs per socket", way)
@@ -878,70 +921,71 @@ class _Build:
             raise self.err(f"{CANNOT}{self.text(way)}: GPUs of several types at once", way)
         g = ways[way][0]
         name = way if way != "gpus-per-node" or "gpus-per-node" in self.seen else "gres"
-        models = self.models(g.type, name) if g.type else []
+        gres_type = (g.type or "").lower()
         if way == "gpus-per-task":
-            return g.count, models
-        share, what = (per_node, "tasks per node") if way != "gpus" else (workers, "tasks")
-        if g.count % share:
-            layout = [x for x in ("nodes", "ntasks-per-node", "ntasks") if x in self.seen]
+            return g.count * per, gres_type  # a worker's tasks, each its own GPUs
+        if way == "gpus-per-node":
+            if not by_node and workers > 1:
+                raise self.err(
+                    f"{CANNOT}{self.text(name)} is per node, and without --nodes the node "
+                    f"count of {self.text('ntasks')} is Slurm's choice; give --nodes (or "
+                    "--gpus-per-task)",
+                    name,
+                    "ntasks",
+                )
+            return g.count, gres_type  # the node's GPUs, shared by its tasks
+        if g.count % workers:  # --gpus: for the whole job
+            what = "nodes" if by_node else "tasks"
             raise self.err(
-                f"{self.text(name)} does not divide among {share} {what}: {CANNOT}every "
-                "gpufleet worker (one per task) gets the same whole number of GPUs, and a "
-                "node's GPUs are not shared among its tasks yet",
+                f"{CANNOT}{self.text(name)} does not divide among {workers} {what}: every "
+                "gpufleet worker gets the same number of GPUs",
                 name,
-                *layout,
+                *[x for x in ("nodes", "ntasks-per-node", "ntasks") if x in self.seen],
             )
-        return g.count // share, models
+        return g.count // workers, gres_type
 
-    def models(self, name: str, directive: str) -> list[str]:
-        """The catalog models a site's GPU type means (``a100``: every A100, as Slurm sites
-        name their GRES types)."""
-        kin = catalog.family(name)
-        if not kin:
-            known = ", ".join(g.name for g in catalog.GPU_MODELS)
-            raise self.err(
-                f"{CANNOT}{self.text(directive)}: the site's GPU type {name!r} is not mapped to "
-                f"gpufleet's GPU models yet (its catalog knows {known})",
-                directive,
-            )
-        return [m.name for m in kin]
-
-    def constraint(self, models: list[str]) -> list[str]:
-        c = self.req.constraint
-        if c is None:
-            return models
-        words = [x.strip() for x in c.split("|")]
-        found = [catalog.family(x) for x in words]
-        if re.search(r"[&\[\]*!,()]", c) or not all(found):
+    def nodes_terms(self) -> dict[str, Any]:
+        """-w, -x, -C and --exclusive as the spec's nodelist, exclude, constraint, exclusive."""
+        r = self.req
+        out: dict[str, Any] = {}
+        for key in ("nodelist", "exclude"):
+            text = getattr(r, key)
+            if text and "/" in text:
+                raise self.err(
+                    f"{CANNOT}{self.text(key)}: a file of node names (Slurm reads a name with / "
+                    "as one); give the names",
+                    key,
+                )
+            if text:
+                try:
+                    names = hostlist.expand(text, max_hosts=MAX_NODE_NAMES)
+                except ValueError as e:
+                    raise self.err(f"{self.text(key)}: {e}", key) from None
+                out[key] = list(dict.fromkeys(names))
+        if r.constraint:
+            try:
+                out["constraint"] = parse_constraint(r.constraint).text()
+            except ValueError as e:
+                raise self.err(f"{CANNOT}{self.text('constraint')}: {e}", "constraint") from None
+        if r.exclusive == "exclusive":
+            out["exclusive"] = True
+        elif r.exclusive is not None:
             self.note(
-                "constraint",
-                f"{self.text('constraint')} has no effect here: node features are not matched "
-                "yet (only GPU model names joined by | narrow the GPU models)",
+                "exclusive",
+                f"{self.text('exclusive')} has no effect here: only whole-node --exclusive is "
+                "honoured (gpufleet has no user/MCS/topology sharing rules)",
             )
-            return models
-        named = list(dict.fromkeys(m.name for kin in found for m in kin))
-        both = [m for m in models if m in named]
-        if models and not both:
-            raise self.err(
-                f"{self.text('constraint')} excludes the GPU type the GPU request names",
-                "constraint",
-                "gres",
-                "gpus",
-                "gpus-per-node",
-                "gpus-per-task",
-            )
-        return both or named
+        return out
 
-    def memory(self, per_node: int, cpus: float, gpus: int) -> int | None:
+    def memory(self, by_node: bool, workers: int, cpus: float, gpus: int) -> int | None:
+        """MiB per worker: --mem per node (0: all of it), --mem-per-cpu × its CPUs,
+        --mem-per-gpu × its GPUs."""
         r = self.req
         if r.mem_per_node_mb is not None:
-            if r.mem_per_node_mb == 0:
-                raise self.err(
-                    f"{CANNOT}{self.text('mem')} asks for all of each node's memory; give "
-                    "an amount",
-                    "mem",
-                )
-            return r.mem_per_node_mb // per_node  # --mem is per node; its tasks share it
+            if r.mem_per_node_mb == 0 or by_node:
+                return r.mem_per_node_mb
+            # without --nodes the tasks may share a node: each task a share of one node's
+            return max(r.mem_per_node_mb // max(workers, 1), 1)
         if r.mem_per_cpu_mb is not None:
             return math.ceil(r.mem_per_cpu_mb * cpus)
         if r.mem_per_gpu_mb is not None:
@@ -963,6 +1007,27 @@ class _Build:
         if r.nice is not None:
             out = (out or 0) - r.nice
         return out
+
+    def container(self) -> dict[str, Any] | None:
+        """pyxis's --container-image, --container-mounts and --container-workdir as the spec's
+        ``container``, checked here so that a problem names its line."""
+        r = self.req
+        names = ("container-image", "container-mounts", "container-workdir")
+        if r.container_image is None:
+            given = [n for n in names[1:] if n in self.seen]
+            if given:
+                raise self.err(f"{self.text(given[0])} needs --container-image", *given)
+            return None
+        c = {
+            "image": r.container_image,
+            "mounts": r.container_mounts or None,
+            "workdir": r.container_workdir or None,
+        }
+        try:
+            read_container(Fields({"container": c}, source=self.source, path=""))
+        except SpecError as e:
+            raise self.err(f"{e.field}: {e.reason}", *names) from None
+        return c
 
     def signal(self) -> dict[str, Any] | None:
         """--signal=[B:]SIG[@T] as the spec's ``signal``: B: sends it to each task's own process

@@ -41,7 +41,10 @@ def _table(rows: str) -> tuple[Option, ...]:
     return tuple(out)
 
 
-# name, short letter ("-": none), argument (r: required, o: optional, n: none), [option it sets]
+# name, short letter ("-": none), argument (r: required, o: optional, n: none), [option it sets].
+# With them NVIDIA pyxis's (a SPANK plugin that adds them to sbatch where it is installed):
+# container-entrypoint … container-writable and no-container-*; gpufleet acts on
+# container-image, container-mounts and container-workdir.
 OPTIONS: tuple[Option, ...] = _table("""
 account A r
 acctg-freq - r
@@ -59,6 +62,17 @@ comment - r
 constraint C r
 container - r
 container-id - r
+container-entrypoint - n
+container-env - r
+container-image - r
+container-mount-home - n
+container-mounts - r
+container-name - r
+container-readonly - n
+container-remap-root - n
+container-save - r
+container-workdir - r
+container-writable - n
 context - r
 contiguous - n
 core-spec S r
@@ -107,6 +121,9 @@ network - r
 nice - o
 no-kill k o
 no-requeue - n
+no-container-entrypoint - n
+no-container-mount-home - n
+no-container-remap-root - n
 nodefile F r
 nodelist w r
 nodes N r

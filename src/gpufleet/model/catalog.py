@@ -341,6 +341,21 @@ def family(name: str) -> tuple[GpuModel, ...]:
     return (m,) if m is not None else ()
 
 
+def gres_name(model: str) -> str:
+    """Slurm's usual GRES type name for a catalog model: its family in lower case (``H100-SXM``
+    → ``h100``, ``A100-40GB`` → ``a100``, ``L40S`` → ``l40s``, ``RTX-A6000`` → ``rtxa6000``).
+    A site may name its types otherwise (the node's ``gres_type``); this is the default."""
+    if not model:
+        return ""
+    name = model.strip().lower()
+    for suffix in ("-sxm", "-pcie"):
+        name = name.removesuffix(suffix)
+    head, sep, tail = name.rpartition("-")
+    if sep and tail.endswith("gb") and tail[:-2].isdigit():
+        name = head
+    return name.replace("-", "")
+
+
 def lookup(name: str, *, source: str = "", field: str = "gpu_model") -> GpuModel:
     """The catalog entry for ``name``; an unknown name is a SpecError listing the known ones."""
     m = find(name)

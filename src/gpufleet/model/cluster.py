@@ -15,6 +15,8 @@
         memory_gib: 2048
         nvlink_domain: 8          # GPUs per NVLink domain (default: all GPUs of the node)
         labels: {zone: a}
+        features: [ib, nvme]      # Slurm's node features (what -C/--constraint matches)
+        gres_type: h100           # the site's GPU type name (default: the model's family)
         leaves: [leaf-1, leaf-2]  # nodes are spread evenly over these, in order
     queues:
       - name: vision
@@ -25,6 +27,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +54,13 @@ class NodeSpec:
     pool: str = ""
     nvlink_domain: int = 0  # GPUs per NVLink domain; 0 = the whole node
     labels: tuple[tuple[str, str], ...] = ()
+    features: tuple[str, ...] = ()  # Slurm's node features (-C/--constraint)
+    gres_type: str = ""  # the site's GPU type name; "" = the catalog's default for the model
+
+    @property
+    def gpu_type(self) -> str:
+        """The GPU type name ``--gres=gpu:TYPE`` matches on this node."""
+        return self.gres_type or catalog.gres_name(self.gpu_model)
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -169,14 +179,59 @@ def _read_pool(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) ->
     count = f.integer("count", minimum=0)
     model, gpus, cpu, mem, nvl = _gpu_fields(f)
     labels = tuple(sorted(f.labels("labels").items()))
+    features, gres_type = _features(f, gpus)
     prefix = f.text("prefix", pool)
     places = _placement(f, count, leaf_pod)
     f.finish()
     width = max(3, len(str(count - 1)))
     return [
-        NodeSpec(f"{prefix}-{i:0{width}d}", model, gpus, cpu, mem, leaf, pod, pool, nvl, labels)
+        NodeSpec(
+            f"{prefix}-{i:0{width}d}",
+            model,
+            gpus,
+            cpu,
+            mem,
+            leaf,
+            pod,
+            pool,
+            nvl,
+            labels,
+            features,
+            gres_type,
+        )
         for i, (leaf, pod) in enumerate(places)
     ]
+
+
+MAX_FEATURES = 64
+_FEATURE = re.compile(r"[A-Za-z0-9_.:+/-]{1,64}")
+
+
+def check_features(names: Iterable[str]) -> tuple[str, ...]:
+    """Feature names as Slurm's -C can name them (letters, digits, _ . : + / -); ValueError
+    names the first bad one."""
+    out = tuple(dict.fromkeys(names))
+    if len(out) > MAX_FEATURES:
+        raise ValueError(f"at most {MAX_FEATURES} features, got {len(out)}")
+    for n in out:
+        if not _FEATURE.fullmatch(n):
+            raise ValueError(
+                f"feature {n!r}: 1 to 64 letters, digits or _ . : + / - (no spaces, & | [ ] ( ))"
+            )
+    return out
+
+
+def _features(f: Fields, gpus: int) -> tuple[tuple[str, ...], str]:
+    try:
+        features = check_features(f.names("features"))
+    except ValueError as e:
+        raise f.error("features", str(e)) from None
+    gres_type = f.text("gres_type", "").strip().lower()
+    if gres_type and not gpus:
+        raise f.error("gres_type", "a node without GPUs has no GPU type")
+    if gres_type and not _FEATURE.fullmatch(gres_type):
+        raise f.error("gres_type", f"{gres_type!r}: letters, digits or _ . : + / -")
+    return features, gres_type
 
 
 def _read_node(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) -> NodeSpec:
@@ -184,6 +239,7 @@ def _read_node(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) ->
     name = f.text("name", required=True)
     model, gpus, cpu, mem, nvl = _gpu_fields(f)
     labels = tuple(sorted(f.labels("labels").items()))
+    features, gres_type = _features(f, gpus)
     ((leaf, pod),) = _placement(f, 1, leaf_pod)
     f.finish()
-    return NodeSpec(name, model, gpus, cpu, mem, leaf, pod, "", nvl, labels)
+    return NodeSpec(name, model, gpus, cpu, mem, leaf, pod, "", nvl, labels, features, gres_type)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from gpufleet.model import catalog
+from gpufleet.model import catalog, hostlist
+from gpufleet.model.constraint import parse as parse_constraint
+from gpufleet.model.container import ContainerSpec, read_container
 from gpufleet.model.resources import MILLI, Resources
 from gpufleet.model.secrets import SecretRef, read_secrets
 from gpufleet.model.validate import (
@@ -44,7 +46,9 @@ SPEC_BOUNDS: dict[str, tuple[float, float]] = {  # ints where the key is an inte
     # 1..64; a name is read as its number) and how long before the time limit it goes out
     "signal.signal": (1, 64),
     "signal.before_s": (0, 0xFFFF),  # Slurm's bound on T
+    "tasks_per_worker": (1, 4096),  # tasks sharing one worker's resources (Slurm's per node)
 }
+MAX_NODE_NAMES = 4096  # names in nodelist or exclude, after hostlist expansion
 # Slurm's signal names (its sig_name2num; with or without SIG, any case) and their Linux numbers
 SIGNALS: dict[str, int] = {
     "HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8,
@@ -63,7 +67,17 @@ SPEC_TEXT: dict[str, int] = {
     "gpu_models": MAX_NAME,  # each
     "command": MAX_ARG,  # each argument, or the one shell line
     "env": MAX_ENV_VALUE,  # each value (keys are names)
+    "constraint": 1024,
+    "gres_type": MAX_NAME,
+    "nodelist": MAX_TEXT,  # each entry, a name or a hostlist before expansion
+    "exclude": MAX_TEXT,
+    "submit_env": MAX_ENV_VALUE,  # each value of the captured environment
+    "workdir": MAX_TEXT,
+    "output": MAX_TEXT,
+    "error": MAX_TEXT,
+    "input": MAX_TEXT,
 }
+OPEN_MODES = ("truncate", "append")  # sbatch's --open-mode
 
 
 def _ints(key: str) -> dict[str, int]:
@@ -151,6 +165,49 @@ class JobSpec:
     requeue: bool = True
     # the secrets its tasks get (references only; values are opened at launch)
     secrets: tuple[SecretRef, ...] = ()
+    # Slurm's allocation shape: every worker on its own node (--nodes); the tasks that share
+    # one worker's resources (--ntasks-per-node); nodes the job must include (-w) or must not
+    # use (-x); a node feature expression (-C); whole nodes (--exclusive); all of each node's
+    # memory (--mem=0); the site's GPU type name (--gres=gpu:TYPE:N), matched on the nodes'
+    # gres_type, not on the catalog
+    distinct_nodes: bool = False
+    tasks_per_worker: int = 1
+    nodelist: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    constraint: str = ""
+    exclusive: bool = False
+    whole_node_memory: bool = False
+    gres_type: str = ""
+    container: ContainerSpec | None = None  # the image its tasks run in (model/container.py)
+
+    @property
+    def tasks(self) -> int:
+        return self.workers * self.tasks_per_worker
+
+    @property
+    def selects_nodes(self) -> bool:
+        """Whether anything beyond resources decides which nodes may take a worker."""
+        return bool(
+            self.distinct_nodes
+            or self.nodelist
+            or self.exclude
+            or self.constraint
+            or self.exclusive
+            or self.whole_node_memory
+            or self.gres_type
+            or self.container is not None
+        )
+
+    # Slurm's batch job: the command (the script) runs on rank 0 alone, every other rank runs
+    # the step daemon; the job's outcome is the script's (see core/jobmaster.py)
+    batch: bool = False
+    workdir: str = ""  # where the tasks start (absolute); "": the job user's home
+    output: str = ""  # the batch script's stdout file (sbatch's --output pattern)
+    error: str = ""  # its stderr file; "": with the output
+    open_mode: str = "truncate"  # of those files on the first attempt (later ones append)
+    input: str = ""  # the batch script's stdin file (sbatch's --input); "": /dev/null
+    # the submitter's environment, captured at submit (sbatch's --export); never shown
+    submit_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def worker_resources(self) -> Resources:
@@ -221,8 +278,19 @@ class JobSpec:
         warning = _read_signal(f)
         requeue = f.flag("requeue", True)
         secrets = read_secrets(f, {k for k, _ in env})
+        alloc = _read_allocation(f, workers, gpus)
+        one_per_node = alloc.get("distinct_nodes") or alloc.get("exclusive")
+        if one_per_node and workers > 1 and topology == Topology(TopologyLevel.NODE, True):
+            raise f.error(
+                "topology",
+                "one worker per node (distinct_nodes or exclusive) cannot keep "
+                f"{workers} workers under one node",
+            )
+        batch, workdir, output, error, open_mode, stdin = _read_batch(f)
+        submit_env = _read_env(f, "submit_env")
+        container = read_container(f)
         f.finish()
-        return JobSpec(
+        spec = JobSpec(
             name,
             user,
             queue,
@@ -243,7 +311,80 @@ class JobSpec:
             warning,
             requeue,
             secrets,
+            batch=batch,
+            workdir=workdir,
+            output=output,
+            error=error,
+            open_mode=open_mode,
+            input=stdin,
+            submit_env=submit_env,
+            container=container,
         )
+        return replace(spec, **alloc) if alloc else spec
+
+
+def _read_allocation(f: Fields, workers: int, gpus: int) -> dict[str, Any]:
+    """The allocation fields (only those given), every problem at once."""
+    out: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    distinct = f.flag("distinct_nodes", False)
+    if distinct:
+        out["distinct_nodes"] = True
+    tasks = f.integer("tasks_per_worker", 1, **_ints("tasks_per_worker"))
+    if tasks != 1:
+        out["tasks_per_worker"] = tasks
+    for key in ("nodelist", "exclude"):
+        raw = f.raw(key)
+        if raw is None:
+            continue
+        items = [raw] if isinstance(raw, str) else raw
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            problems.append((key, "must be a hostlist string or a list of them"))
+            continue
+        names: list[str] = []
+        for x in items:
+            f.checked(key, x, SPEC_TEXT[key])
+            try:
+                names += hostlist.expand(x, max_hosts=MAX_NODE_NAMES - len(names))
+            except ValueError as e:
+                problems.append((key, str(e)))
+        names = list(dict.fromkeys(n for n in names if n))
+        if names:
+            out[key] = tuple(names)
+    listed = out.get("nodelist", ())
+    if listed and len(listed) > workers:
+        problems.append(
+            (
+                "nodelist",
+                f"names {len(listed)} nodes but the job has {workers} worker(s); each "
+                "listed node must get one",
+            )
+        )
+    both = set(listed) & set(out.get("exclude", ()))
+    if both:
+        problems.append(("exclude", f"excludes {', '.join(sorted(both))}, which nodelist requires"))
+    f.raw("constraint")  # null: not given
+    if f.has("constraint"):
+        text = f.text("constraint", max_len=SPEC_TEXT["constraint"])
+        try:
+            out["constraint"] = parse_constraint(text).text()
+        except ValueError as e:
+            problems.append(("constraint", str(e)))
+    if f.flag("exclusive", False):
+        out["exclusive"] = True
+    if f.flag("whole_node_memory", False):
+        out["whole_node_memory"] = True
+    gres_type = f.text("gres_type", "", max_len=SPEC_TEXT["gres_type"]).strip().lower()
+    if gres_type:
+        if gpus == 0:
+            problems.append(("gres_type", "a CPU-only job cannot ask for a GPU type"))
+        out["gres_type"] = gres_type
+    if problems:
+        key, message = problems[0]
+        if len(problems) > 1:
+            message += "".join(f"; {f.field(k)}: {m}" for k, m in problems[1:])
+        raise f.error(key, message)
+    return out
 
 
 def _read_topology(f: Fields) -> Topology:
@@ -345,15 +486,41 @@ def _read_command(f: Fields) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _read_env(f: Fields) -> tuple[tuple[str, str], ...]:
-    env = f.labels("env", max_key=MAX_NAME, max_value=SPEC_TEXT["env"])
+def _read_env(f: Fields, key: str = "env") -> tuple[tuple[str, str], ...]:
+    env = f.labels(key, max_key=MAX_NAME, max_value=SPEC_TEXT[key])
     for k in env:
         # execve takes "KEY=VALUE": a key with '=' (or none at all) would set another variable
         if not k or "=" in k:
-            raise f.error(f"env.{k}", "an environment variable name must be non-empty, without '='")
+            raise f.error(
+                f"{key}.{k}", "an environment variable name must be non-empty, without '='"
+            )
     if sum(len(k) + len(v) for k, v in env.items()) > MAX_ENV:
-        raise f.error("env", f"must be at most {MAX_ENV} characters in all")
+        raise f.error(key, f"must be at most {MAX_ENV} characters in all")
     return tuple(sorted(env.items()))
+
+
+def _read_batch(f: Fields) -> tuple[bool, str, str, str, str, str]:
+    """``batch``, ``workdir`` and the batch script's files (``output``, ``error``,
+    ``open_mode``), which only a batch job has: a plain job's every rank logs to gpufleet."""
+    batch = f.flag("batch", False)
+    workdir = f.text("workdir", "", max_len=SPEC_TEXT["workdir"])
+    if workdir and not workdir.startswith("/"):
+        raise f.error("workdir", f"must be an absolute path, got {workdir!r}")
+    output = f.text("output", "", max_len=SPEC_TEXT["output"])
+    error = f.text("error", "", max_len=SPEC_TEXT["error"])
+    stdin = f.text("input", "", max_len=SPEC_TEXT["input"])
+    open_mode = f.text("open_mode", "truncate", max_len=MAX_NAME)
+    if open_mode not in OPEN_MODES:
+        raise f.error("open_mode", f"must be one of {', '.join(OPEN_MODES)}; got {open_mode!r}")
+    for key, given in (
+        ("output", output),
+        ("error", error),
+        ("input", stdin),
+        ("open_mode", open_mode != "truncate"),
+    ):
+        if given and not batch:
+            raise f.error(key, "is the batch script's file; it needs batch: true")
+    return batch, workdir, output, error, open_mode, stdin
 
 
 class JobState(StrEnum):

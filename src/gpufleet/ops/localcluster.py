@@ -86,6 +86,9 @@ class LocalCluster:
     controller: subprocess.Popen[bytes] | None = None
     agent_procs: dict[str, AgentProc] = field(default_factory=dict)
     admin_token: str = ""
+    # the agents' interpreter (default: this one): a root agent runs a batch job's helpers
+    # (agent/taskstart.py, the step daemon) with it as the job's user, who must be able to
+    agent_python: str = ""
 
     @property
     def url(self) -> str:
@@ -181,7 +184,7 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         token_file = write_secret(self.data_dir / f"{name}.token", token, replace=True)
         args = [
-            sys.executable,
+            self.agent_python or sys.executable,
             "-m",
             "gpufleet.agent",
             "--controller",

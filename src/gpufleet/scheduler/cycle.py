@@ -428,6 +428,7 @@ def _first_fit_gang(
     return (
         req.whole
         and req.gpus > 0
+        and req.select is None
         and req.cpu_milli == 0
         and req.memory_mib == 0
         and not req.dataset
@@ -690,7 +691,7 @@ def _never_fits_now(
     job: PendingJob, snap: Snapshot, profile: Profile, memo: _NeverFits | None
 ) -> bool:
     s = job.spec
-    if s.workers == 1 or not s.topology.required:
+    if (s.workers == 1 or not s.topology.required) and not s.selects_nodes:
         room = 0
         for n in snap.nodes:
             if n.schedulable and (not s.gpu_models or n.gpu_model in s.gpu_models):

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from gpufleet.model.job import TopologyLevel
 from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler import filters
 from gpufleet.scheduler.estimate import RESERVED, StartPlan
+from gpufleet.scheduler.framework import Code
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
@@ -54,6 +56,10 @@ def _empty_cluster(snap: Snapshot) -> Workspace:
 
 def never_reason(job: PendingJob, empty: Workspace) -> Reason:
     s = job.spec
+    if s.selects_nodes:  # a node filter that rules the job out says why, by its own terms
+        found = filters.never(s, empty.nodes)
+        if found is not None:
+            return found[1]
     req = WorkerRequest.of(s)
     models = ", ".join(s.gpu_models) if s.gpu_models else "any model"
     total = empty.free_gpus(req)
@@ -76,9 +82,29 @@ def never_reason(job: PendingJob, empty: Workspace) -> Reason:
     return Reason(ReasonCode.NEVER, msg, {"needed_gpus": need, "cluster_gpus": total})
 
 
+def _node_reason(job: PendingJob, ws: Workspace, req: WorkerRequest) -> Reason | None:
+    """Why a job with one worker per node (-N, --exclusive) waits: too few nodes fit now."""
+    s = job.spec
+    sel = req.select
+    if sel is None or not sel.one_per_node:
+        return None
+    fit = sum(1 for i in range(ws.n) if ws.devices_for(i, req) is not None)
+    if fit >= s.workers:
+        return None
+    what = "idle whole nodes (--exclusive)" if sel.exclusive else "distinct nodes"
+    return Reason(
+        ReasonCode.RESOURCES,
+        f"needs {s.workers} {what}, {fit} fit now",
+        {"needed_nodes": s.workers, "nodes": fit},
+    )
+
+
 def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
     s = job.spec
     req = WorkerRequest.of(s)
+    by_node = _node_reason(job, ws, req)
+    if by_node is not None:
+        return by_node
     need = s.workers * s.gpus_per_worker
     data: dict[str, object] = {"needed_gpus": need}
     if req.gpus == 0 or not req.whole:
@@ -186,6 +212,10 @@ def explain_all(
             unfenced_cache[k] = place_gang(job.spec, probe, profile.place, rng)[0] is not None
         return unfenced_cache[k]
 
+    def never_admitted(job: PendingJob) -> Reason | None:
+        status = profile.admit.admit(job, usage).status
+        return status.reason if status.code is Code.UNRESOLVABLE else None
+
     def never(job: PendingJob) -> Reason | None:
         nonlocal empty
         k = shape_of(job.spec)
@@ -202,12 +232,17 @@ def explain_all(
             code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
             res.reasons[job.id] = Reason(code, job.waiting_for)
         else:
-            # a job that could not fit even on an empty cluster will not once its back-off is
-            # over: that is what its user must hear (and it has no estimated start)
-            res.reasons[job.id] = never(job) or Reason(
-                ReasonCode.BACKOFF,
-                f"retry back-off for {in_words(job.eligible_time - snap.now)} more",
-                {"until": job.eligible_time},
+            # a job that could not fit even on an empty cluster, or that its queue can never
+            # admit, will not start once its back-off is over either: that is what its user
+            # must hear (and it has no estimated start)
+            res.reasons[job.id] = (
+                never(job)
+                or never_admitted(job)
+                or Reason(
+                    ReasonCode.BACKOFF,
+                    f"retry back-off for {in_words(job.eligible_time - snap.now)} more",
+                    {"until": job.eligible_time},
+                )
             )
 
     reservation = res.reservation

@@ -2,10 +2,17 @@
 
 The placement plugin chooses a node per worker; this module decides which domains to try
 (one node, then one leaf, then one pod, then anywhere, as the job and plugin ask), assigns the
-workers tentatively and rolls back when the gang does not fit whole."""
+workers tentatively and rolls back when the gang does not fit whole.
+
+A job with node filters (``WorkerRequest.select``: Slurm's -N distinct nodes, -w, -x, -C,
+--exclusive) goes through the same steps: the workspace only offers nodes that pass the filters;
+the nodes of ``-w`` take one worker each first; a distinct-node gang bars each node it takes
+for the rest of its workers (at every topology level, so no two workers share a node); a
+matching OR ``[a|b]`` is tried one choice at a time."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from random import Random
 
 from gpufleet.model.allocation import Allocation, Placement
@@ -22,6 +29,12 @@ def levels_for(spec: JobSpec, prefers_topology: bool) -> tuple[str, ...]:
     """Domain levels to try, tightest first."""
     if spec.workers == 1:
         return ("any",)
+    if spec.distinct_nodes or spec.exclusive:  # one worker per node: never a one-node gang
+        return tuple(x for x in _levels_for(spec, prefers_topology) if x != "node")
+    return _levels_for(spec, prefers_topology)
+
+
+def _levels_for(spec: JobSpec, prefers_topology: bool) -> tuple[str, ...]:
     t = spec.topology
     if t.level is TopologyLevel.ANY:
         return LEVELS if prefers_topology else ("any",)
@@ -43,6 +56,7 @@ def domains(level: str, req: WorkerRequest, workers: int, ws: Workspace) -> list
                 req.cpu_milli * workers,
                 req.memory_mib * workers,
                 req.models,
+                select=req.select,
             )
             out: list[Domain] = []
             for i in ws.candidates(big):
@@ -76,14 +90,19 @@ def place_in(
     rng: Random,
 ) -> Allocation | None:
     placed: list[tuple[int, Placement]] = []
+    bar = req.select is not None and req.select.one_per_node
     for _ in range(workers):
         choice = plugin.choose(req, ws, domain, rng)
         if choice is None:
             for i, p in reversed(placed):
                 ws.release(i, p)
+                if bar:
+                    ws.barred.discard(i)
             return None
         i, devices = choice
         placed.append((i, ws.assign(i, devices, req)))
+        if bar:
+            ws.barred.add(i)
     return tuple(p for _, p in placed)
 
 
@@ -97,9 +116,72 @@ def place_gang(
     if req.whole and req.gpus and ws.free_gpus(req) < req.gpus * workers:
         return None, "any"
     levels = levels_for(spec, plugin.prefers_topology)
+    if not levels:  # one worker per node, yet all under one node
+        return None, "node"
+    if req.select is not None:
+        return _place_selected(spec, req, levels, ws, plugin, rng)
     for level in levels:
         for domain in domains(level, req, workers, ws):
             alloc = place_in(domain, req, workers, ws, plugin, rng)
             if alloc is not None:
                 return alloc, level
+    return None, levels[0]
+
+
+def _place_selected(
+    spec: JobSpec,
+    req: WorkerRequest,
+    levels: tuple[str, ...],
+    ws: Workspace,
+    plugin: PlacePlugin,
+    rng: Random,
+) -> tuple[Allocation | None, str]:
+    """``place_gang`` for a job with node filters, one choice of its matching OR at a time."""
+    assert req.select is not None
+    try:
+        for sel in req.select.choices():
+            alloc, level = _place_filtered(spec, replace(req, select=sel), levels, ws, plugin, rng)
+            if alloc is not None:
+                return alloc, level
+        return None, levels[0]
+    finally:
+        ws.barred.clear()
+
+
+def _place_filtered(
+    spec: JobSpec,
+    req: WorkerRequest,
+    levels: tuple[str, ...],
+    ws: Workspace,
+    plugin: PlacePlugin,
+    rng: Random,
+) -> tuple[Allocation | None, str]:
+    sel = req.select
+    assert sel is not None
+    bar = sel.one_per_node
+    pinned: list[tuple[int, Placement]] = []
+
+    def undo() -> None:
+        for i, p in reversed(pinned):
+            ws.release(i, p)
+        ws.barred.clear()
+
+    for name in sel.nodelist:  # -w: one worker on each listed node, first
+        i = ws.by_name.get(name)
+        devices = None if i is None else ws.devices_for(i, req)
+        if i is None or devices is None:
+            undo()
+            return None, levels[0]
+        pinned.append((i, ws.assign(i, devices, req)))
+        if bar:
+            ws.barred.add(i)
+    rest = spec.workers - len(pinned)
+    if rest == 0:
+        return tuple(p for _, p in pinned), "any"
+    for level in levels:
+        for domain in domains(level, req, rest, ws):
+            alloc = place_in(domain, req, rest, ws, plugin, rng)
+            if alloc is not None:
+                return tuple(p for _, p in pinned) + alloc, level
+    undo()
     return None, levels[0]

@@ -33,6 +33,8 @@ class NodeView:
     schedulable: bool = True  # healthy, not drained, not lost
     labels: tuple[tuple[str, str], ...] = ()
     datasets: frozenset[str] = frozenset()  # datasets cached on the node (locality)
+    features: frozenset[str] = frozenset()  # Slurm's node features (-C)
+    gres_type: str = ""  # the GPU type name --gres=gpu:TYPE matches here
 
     @property
     def gpus(self) -> int:

@@ -18,7 +18,7 @@ from typing import overload
 
 from gpufleet.model.allocation import Placement
 from gpufleet.model.resources import MILLI
-from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.request import Select, WorkerRequest
 from gpufleet.scheduler.snapshot import NodeView
 
 Key = tuple[str, int]  # (gpu model, leaf index)
@@ -119,6 +119,8 @@ class Workspace:
                 or a.pod != b.pod
                 or a.gpu_model != b.gpu_model
                 or a.schedulable != b.schedulable
+                or a.features != b.features
+                or a.gres_type != b.gres_type
                 or len(a.gpu_free) != len(b.gpu_free)
             ):
                 return cls(nodes)
@@ -134,6 +136,7 @@ class Workspace:
             prev.full[i] = _full(v.gpu_free)
             prev._index_in_place(i)
         prev.views = nodes
+        prev._static = nodes
         return prev
 
     def _index_in_place(self, i: int) -> None:
@@ -159,6 +162,7 @@ class Workspace:
         """``views`` as the workspace shows them; names, fabric places, models and health read
         from ``nodes`` (the same nodes, maybe with other free capacity)."""
         self.views = views
+        self._static = nodes  # names, features, totals (not free capacity)
         self.n = n = len(gfree)
         # free milli per device, one tuple per node: assign/release replace a node's tuple, so
         # copy() shares them (a what-if copy costs a few list copies, not one per node)
@@ -207,6 +211,12 @@ class Workspace:
         self.reserved_cpu: dict[int, int] = {}  # CPU milli and MiB kept the same way
         self.reserved_mem: dict[int, int] = {}
         self.fence = False
+        # Node filters (Slurm's -w/-x/-C/--gres type): per Select, the nodes that pass them
+        # (static facts: shared by copies); ``barred`` holds the nodes a distinct-node gang
+        # being placed already uses (empty between placements)
+        self.allow: dict[Select, frozenset[int]] = {}
+        self.barred: set[int] = set()
+        self._last_allowed: tuple[Select, frozenset[int]] | None = None
         ok, model, full, node_leaf = self.ok, self.model, self.full, self.node_leaf
         buckets, leaf_buckets, model_free = self.buckets, self.leaf_buckets, self.model_free
         free_full = 0
@@ -244,15 +254,54 @@ class Workspace:
             return self.models
         return [m for m in req.models if m in self.buckets]
 
+    @property
+    def nodes(self) -> Sequence[NodeView]:
+        """The nodes' static facts (names, features, totals), by index."""
+        return self._static
+
+    def allowed(self, sel: Select) -> frozenset[int]:
+        """The nodes that pass every node filter for ``sel`` (worked out once per Select)."""
+        last = self._last_allowed
+        if last is not None and last[0] is sel:  # a placement asks again and again: no hash
+            return last[1]
+        out = self.allow.get(sel)
+        if out is None:
+            from gpufleet.scheduler import filters  # the plugins import this module
+
+            out = self.allow[sel] = filters.eligible(sel, self._static)
+        self._last_allowed = (sel, out)
+        return out
+
+    def idle(self, i: int) -> bool:
+        v = self._static[i]
+        return (
+            self.cpu[i] >= v.cpu_total
+            and self.mem[i] >= v.mem_total
+            and all(x >= MILLI for x in self.gfree[i])
+        )
+
+    def selected(self, i: int, sel: Select) -> bool:
+        """Whether node ``i`` may take one more worker of a job with ``sel`` now."""
+        if i in self.barred or i not in self.allowed(sel):
+            return False
+        if sel.exclusive:
+            return self.idle(i)
+        return not sel.whole_mem or self.mem[i] >= self._static[i].mem_total
+
     def devices_for(self, i: int, req: WorkerRequest) -> tuple[int, ...] | None:
         """Device indices on node ``i`` for one worker (lowest-index fully free devices for whole
         GPUs; the tightest device that fits for a fraction), or None when it does not fit."""
         if not self.ok[i] or not self._host_fits(i, req):
             return None
+        sel = req.select
+        if sel is not None and not self.selected(i, sel):
+            return None
+        if req.gpus and req.models and self.model[i] not in req.models:
+            return None
+        if sel is not None and sel.exclusive:
+            return tuple(range(len(self.gfree[i])))  # the whole node (idle: checked above)
         if req.gpus == 0:
             return ()
-        if req.models and self.model[i] not in req.models:
-            return None
         g = self.gfree[i]
         if req.whole:
             if self.full[i] - (self.reserved.get(i, 0) if self.fence else 0) < req.gpus:
@@ -273,6 +322,11 @@ class Workspace:
         """How many workers of ``req`` node ``i`` could take now (an exact count)."""
         if not self.ok[i] or (req.models and self.model[i] not in req.models):
             return 0
+        if req.select is not None:
+            if not self.selected(i, req.select):
+                return 0
+            if req.select.one_per_node:
+                return 1 if self.devices_for(i, req) is not None else 0
         n = 10**9
         if req.cpu_milli:
             n = self.cpu[i] // req.cpu_milli
@@ -337,7 +391,10 @@ class Workspace:
 
     def _fitting(self, nodes: Iterable[int], req: WorkerRequest) -> Iterator[int]:
         fenced = self.reserved if self.fence else None
+        sel = req.select
         for i in nodes:
+            if sel is not None and not self.selected(i, sel):
+                continue
             if self._host_fits(i, req):
                 if fenced and self.full[i] - fenced.get(i, 0) < req.gpus:
                     continue
@@ -394,6 +451,7 @@ class Workspace:
         c.reserved_mem = self.reserved_mem.copy()
         c.model_free = self.model_free.copy()
         c.fence = False
+        c.barred = set()
         return c
 
     # ----- writing -------------------------------------------------------------------------
@@ -401,15 +459,20 @@ class Workspace:
     def assign(self, i: int, devices: tuple[int, ...], req: WorkerRequest) -> Placement:
         self._unindex(i)
         g = list(self.gfree[i])
-        milli = req.gpu_milli
+        milli, cpu, mem = req.gpu_milli, req.cpu_milli, req.memory_mib
+        sel = req.select
+        if sel is not None and sel.exclusive:  # the whole node: every device, CPU and byte
+            milli, cpu, mem = MILLI, self.cpu[i], self.mem[i]
+        elif sel is not None and sel.whole_mem:
+            mem = self.mem[i]
         for d in devices:
             g[d] -= milli
         t = self.gfree[i] = tuple(g)
         self.full[i] = _full(t)
-        self.cpu[i] -= req.cpu_milli
-        self.mem[i] -= req.memory_mib
+        self.cpu[i] -= cpu
+        self.mem[i] -= mem
         self._index(i)
-        return Placement(self.views[i].name, devices, milli, req.cpu_milli, req.memory_mib)
+        return Placement(self.views[i].name, devices, milli, cpu, mem)
 
     def release(self, i: int, p: Placement) -> None:
         self._unindex(i)

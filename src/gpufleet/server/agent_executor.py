@@ -7,14 +7,19 @@ grace and the fallback account."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from gpufleet.api import schemas as s
 from gpufleet.core.commands import Command, DropLaunches, Kill, Launch
 from gpufleet.core.controller import Controller
+from gpufleet.core.launch_env import JobFacts
+from gpufleet.model.fname import FileFacts, expand
+from gpufleet.model.job import JobSpec
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.secrets import refs_for_launch
+from gpufleet.server.stepenv import serves_steps, step_env
 
 
 class Link(Protocol):
@@ -31,12 +36,15 @@ class AgentExecutor:
         *,
         grace_kill_s: float,
         fallback_account: str = "",
+        step_secret: bytes = b"",
     ) -> None:
         self.core = core
         self.outbox = outbox
         self.links = links
         self.grace_kill_s = grace_kill_s
         self.fallback_account = fallback_account
+        # keys srun's step daemons check; a process-lifetime one when none is given (tests)
+        self.step_secret = step_secret or secrets.token_bytes(32)
 
     def apply(self, commands: Sequence[Command]) -> None:
         for c in commands:
@@ -51,12 +59,23 @@ class AgentExecutor:
         spec = self.core.jobs[c.job_id].job.spec
         head = self.links.get(c.allocation[0].node)
         epochs = {p.node: link.epoch for p in c.allocation if (link := self.links.get(p.node))}
-        envs = c.environment(self.core.launch_facts(c.job_id))
+        facts = self.core.launch_facts(c.job_id)
+        envs = c.environment(facts)
+        user_env = dict(spec.submit_env)
+        steps = (
+            step_env(c.job_id, c.seq, c.attempt, c.allocation, self.links, self.step_secret)
+            if serves_steps(spec)
+            else None
+        )
         for rank, (p, env) in enumerate(zip(c.allocation, envs, strict=True)):
             if rank in c.skip:
                 continue
             e = dict(env)
+            if steps is not None:
+                e.update(steps[rank])
             warning = spec.signal
+            batch = _batch_fields(spec, c.job_id, c.attempt, rank, p.node, facts)
+            step = batch.get("role") == "step"  # the agent runs its own step daemon
             if head is not None:
                 e["MASTER_ADDR"] = head.address
             self.outbox.put(
@@ -66,7 +85,7 @@ class AgentExecutor:
                     job=c.job_id,
                     attempt=c.attempt,
                     rank=rank,
-                    command=list(spec.command) or ["/bin/true"],
+                    command=[] if step else list(spec.command) or ["/bin/true"],
                     env={**dict(spec.env), **e},
                     gpus=list(p.gpus),
                     gpu_milli=p.gpu_milli,
@@ -77,6 +96,10 @@ class AgentExecutor:
                     signal_batch_only=warning.batch_only if warning else False,
                     run_as=spec.user,
                     fallback_account=self.fallback_account,
+                    user_env=user_env,
+                    workdir=spec.workdir,
+                    **batch,  # type: ignore[arg-type]
+                    container=None if spec.container is None else spec.container.to_dict(),
                     epoch=epochs.get(p.node, 0),
                     secrets=refs_for_launch(spec),  # references: opened at the hand-over
                 ),
@@ -96,3 +119,28 @@ class AgentExecutor:
                     grace_s=self.grace_kill_s,
                 ),
             )
+
+
+def _batch_fields(
+    spec: JobSpec, job_id: str, attempt: int, rank: int, node: str, facts: JobFacts
+) -> dict[str, object]:
+    """A batch job's rank: rank 0 runs the script with its output files (sbatch's defaults
+    when none is given; a later attempt appends, as a requeued Slurm job's does), the others
+    the step daemon."""
+    if not spec.batch:
+        return {}
+    if rank != 0:
+        return {"role": "step"}
+    a = facts.array
+    name = spec.name
+    if a is not None and name.endswith(f"_{a.index}"):  # the task's name; %x is the array's
+        name = name[: -len(f"_{a.index}")]
+    f = FileFacts(job_id, name, spec.user, node, a.array_id if a else None, a.index if a else None)
+    output = spec.output or ("slurm-%A_%a.out" if a is not None else "slurm-%j.out")
+    return {
+        "role": "batch",
+        "output": expand(output, f),
+        "error": expand(spec.error, f) if spec.error else "",
+        "input": expand(spec.input, f) if spec.input else "",
+        "append": spec.open_mode == "append" or attempt > 1,
+    }

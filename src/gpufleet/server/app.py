@@ -38,6 +38,7 @@ from gpufleet.server.routers import (
 from gpufleet.server.secrets import SecretService
 from gpufleet.server.secrets_box import load_box
 from gpufleet.server.service import ControllerService, RequestError
+from gpufleet.server.stepenv import load_secret
 from gpufleet.server.store import StoreUnavailable
 from gpufleet.server.store_down import RETRY_AFTER_S
 
@@ -107,6 +108,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         retry_backoff_s=config.retry_backoff_s,
         retry_backoff_max_s=config.retry_backoff_max_s,
         fallback_account=config.fallback_account,
+        step_secret=load_secret(config.data_dir),
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -149,11 +150,13 @@ class ControllerService(ClusterReads):
         retry_backoff_max_s: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
         fallback_account: str = "",
+        step_secret: bytes = b"",
         min_pass_gap_s: float = MIN_PASS_GAP_S,
     ) -> None:
         check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s)
         self.store = store
         self.fallback_account = fallback_account
+        self.step_secret = step_secret or secrets.token_bytes(32)  # srun's step keys
         self.clock = clock
         self._profile = profile
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
@@ -214,6 +217,7 @@ class ControllerService(ClusterReads):
             self.links,
             grace_kill_s=self.grace_kill_s,
             fallback_account=self.fallback_account,
+            step_secret=self.step_secret,
         )
         journal = StoreJournal(self.store, ctrl, self._audits_of, self.down.committed)
         return Driver(ctrl, executor, journal, self._rule, start=self.clock.now())

@@ -16,9 +16,14 @@ if TYPE_CHECKING:
 
 
 def spec_dict(rec: JobRecord) -> dict[str, Any]:
-    from gpufleet.server.store.codec import spec_to_dict
+    """The spec a job shows, to its owner and admins alike: never the environment captured at
+    submit (it may hold the submitter's credentials)."""
+    from gpufleet.server.store.codec import HIDDEN_SPEC_KEYS, spec_to_dict
 
-    return spec_to_dict(rec.job.spec)
+    d = spec_to_dict(rec.job.spec)
+    for key in HIDDEN_SPEC_KEYS:
+        del d[key]
+    return d
 
 
 def iso8601(t: float) -> str:
@@ -111,6 +116,8 @@ def node_out(
         pod=sp.pod,
         why=n.why,
         labels=dict(sp.labels),
+        features=list(sp.features),
+        gres_type=sp.gpu_type,
         last_heartbeat=last_seen,
         jobs=jobs,
         address=address,

@@ -10,8 +10,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from gpufleet.api import schemas as s
 from gpufleet.api.bounds import Name
 from gpufleet.model import catalog
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.cluster import NodeSpec, check_features
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.containers import LABEL
 from gpufleet.server.auth import Principal, require, require_node
 from gpufleet.server.routers.deps import service, service_any, store
 from gpufleet.server.secrets import SecretService, refused_events
@@ -24,6 +25,10 @@ AGENT = require("agent")
 
 
 def node_spec(req: s.AgentRegister) -> NodeSpec:
+    try:
+        features = check_features(req.features)
+    except ValueError as e:
+        raise HTTPException(422, f"features: {e}") from None
     model = ""
     if req.gpus:
         m = catalog.find(req.gpu_model)
@@ -40,8 +45,18 @@ def node_spec(req: s.AgentRegister) -> NodeSpec:
         req.pod,
         "",
         0,
-        tuple(sorted(req.labels.items())),
+        tuple(sorted(runtime_labels(req).items())),
+        features,
+        req.gres_type.strip().lower() if req.gpus else "",
     )
+
+
+def runtime_labels(req: s.AgentRegister) -> dict[str, str]:
+    """The node's labels, and its container runtimes as the label the scheduler reads."""
+    labels = dict(req.labels)
+    if req.container_runtimes:
+        labels[LABEL] = ",".join(req.container_runtimes)
+    return labels
 
 
 @router.post("/register", response_model=s.RegisterResult, operation_id="registerAgent")

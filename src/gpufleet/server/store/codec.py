@@ -13,6 +13,7 @@ from typing import Any
 
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.container import container_from_dict
 from gpufleet.model.job import JobSpec, Topology, TopologyLevel, WarningSignal
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
@@ -31,6 +32,18 @@ def _check_keys(kind: str, data: Mapping[str, Any], allowed: Iterable[str]) -> N
         raise CodecError(f"{kind}: unknown key {unknown[0]!r}")
 
 
+# the allocation shape's fields (Slurm's -N/--ntasks-per-node/-w/-x/-C/--exclusive/--mem=0/
+# --gres=gpu:TYPE); a row written before them reads as their defaults
+ALLOC_KEYS = (
+    "distinct_nodes",
+    "tasks_per_worker",
+    "nodelist",
+    "exclude",
+    "constraint",
+    "exclusive",
+    "whole_node_memory",
+    "gres_type",
+)
 _SPEC_KEYS = (
     "name",
     "user",
@@ -52,7 +65,18 @@ _SPEC_KEYS = (
     "signal",
     "requeue",
     "secrets",
+    *ALLOC_KEYS,
+    "batch",
+    "workdir",
+    "output",
+    "error",
+    "open_mode",
+    "input",
+    "submit_env",
+    "container",
 )
+# kept with the job, never shown: the environment captured at submit (sbatch's --export)
+HIDDEN_SPEC_KEYS = ("submit_env",)
 
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
@@ -83,7 +107,24 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         },
         "requeue": spec.requeue,
         "secrets": [ref_to_dict(r) for r in spec.secrets],
+        **_alloc_to_dict(spec),
+        "batch": spec.batch,
+        "workdir": spec.workdir,
+        "output": spec.output,
+        "error": spec.error,
+        "open_mode": spec.open_mode,
+        "input": spec.input,
+        "submit_env": [[k, v] for k, v in spec.submit_env],
+        "container": None if spec.container is None else spec.container.to_dict(),
     }
+
+
+def _alloc_to_dict(spec: JobSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ALLOC_KEYS:
+        value = getattr(spec, key)
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
@@ -121,10 +162,31 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         kw["signal"] = WarningSignal(
             int(w["signal"]), int(w.get("before_s", 60)), bool(w.get("batch_only", False))
         )
-    if "requeue" in d:
-        kw["requeue"] = bool(d["requeue"])
+    for key in ("requeue", "batch"):
+        if key in d:
+            kw[key] = bool(d[key])
+    for key in ("workdir", "output", "error", "open_mode", "input"):
+        if key in d:
+            kw[key] = str(d[key])
+    if "submit_env" in d:
+        kw["submit_env"] = tuple((str(k), str(v)) for k, v in d["submit_env"])
     if d.get("secrets"):
         kw["secrets"] = tuple(ref_from_dict(r) for r in d["secrets"])
+    for key in ("distinct_nodes", "exclusive", "whole_node_memory"):
+        if key in d:
+            kw[key] = bool(d[key])
+    if "tasks_per_worker" in d:
+        kw["tasks_per_worker"] = int(d["tasks_per_worker"])
+    for key in ("nodelist", "exclude"):
+        if key in d:
+            kw[key] = tuple(str(x) for x in d[key])
+    for key in ("constraint", "gres_type"):
+        if key in d:
+            kw[key] = str(d[key])
+    if d.get("container") is not None:
+        c = d["container"]
+        _check_keys("job spec container", c, ("image", "mounts", "workdir"))
+        kw["container"] = container_from_dict(c)
     return JobSpec(**kw)
 
 
@@ -169,12 +231,14 @@ def node_spec_to_dict(n: NodeSpec) -> dict[str, Any]:
         "pool": n.pool,
         "nvlink_domain": n.nvlink_domain,
         "labels": [[k, v] for k, v in n.labels],
+        "features": list(n.features),
+        "gres_type": n.gres_type,
     }
 
 
 def node_spec_from_dict(d: Mapping[str, Any]) -> NodeSpec:
     keys = ("name", "gpu_model", "gpus", "cpu_milli", "memory_mib", "leaf", "pod", "pool")
-    _check_keys("node spec", d, (*keys, "nvlink_domain", "labels"))
+    _check_keys("node spec", d, (*keys, "nvlink_domain", "labels", "features", "gres_type"))
     return NodeSpec(
         str(d["name"]),
         str(d["gpu_model"]),
@@ -186,6 +250,8 @@ def node_spec_from_dict(d: Mapping[str, Any]) -> NodeSpec:
         str(d.get("pool", "")),
         int(d.get("nvlink_domain", 0)),
         tuple((str(k), str(v)) for k, v in d.get("labels", ())),
+        tuple(str(x) for x in d.get("features", ())),
+        str(d.get("gres_type", "")),
     )
 
 

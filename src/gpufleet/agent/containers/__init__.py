@@ -1,0 +1,157 @@
+"""Container runtimes: a task whose job names an image runs under the node's runtime.
+
+One module per runtime, each a ``Runtime`` with ``detect()`` (its binary, or None),
+``argv(task)`` (the command line that runs the task in its container, in the foreground, so the
+runner supervises it as it does a bare task: its process group, logs, exit code) and
+``cleanup_argv(name)`` (what removes a task's container after a kill: killing the runtime's
+client with SIGKILL may leave the container running). The agent uses the runtime it is told to
+(``--container-runtime``) or the first found in ``ORDER``.
+
+Only podman is exercised by a real runtime in the test suite; the others' command lines are
+checked by unit tests alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.model.container import Mount
+
+ORDER = ("apptainer", "singularity", "enroot", "podman", "docker")
+NAME_PREFIX = "gpufleet-"
+# the label that says which agent started a container (its data directory, hashed): the orphan
+# sweep of one agent leaves another's alone (LocalCluster runs several on one host)
+OWNER_LABEL = "io.gpufleet.agent"
+Which = Callable[[str], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerTask:
+    """Everything a runtime needs to run one rank in its container."""
+
+    name: str  # gpufleet-JOB-ATTEMPT-RANK: what cleanup and the orphan sweep find it by
+    image: str
+    command: Sequence[str]
+    uid: int
+    gid: int
+    env_file: str  # KEY=VALUE lines (podman, docker: --env-file; values never on the argv)
+    workdir: str = ""  # "" : the image's
+    mounts: Sequence[Mount] = ()
+    gpus: Sequence[int] = ()  # the job's GPUs on this node (indices)
+    tmp: str = ""  # the task's private directory, mounted on /tmp (as a bare task's)
+    rootless: bool = False  # the agent is not root
+    ulimits: Sequence[tuple[str, int, int]] = ()  # (name, soft, hard): the agent's own
+    cdi: bool = False  # the node has a CDI spec for nvidia.com/gpu
+    device_nodes: Sequence[str] = field(default=())  # /dev/nvidia* to pass without CDI
+    owner: str = ""  # the agent's OWNER_LABEL value
+
+
+class Runtime:
+    """A container runtime (one module each). Subclasses set NAME and build the argv."""
+
+    NAME = ""
+    BINARIES: tuple[str, ...] = ()
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+
+    @classmethod
+    def detect(cls, which: Which = shutil.which) -> Runtime | None:
+        for b in cls.BINARIES or (cls.NAME,):
+            path = which(b)
+            if path:
+                return cls(path)
+        return None
+
+    def argv(self, task: ContainerTask) -> list[str]:
+        raise NotImplementedError
+
+    def cleanup_argv(self, name: str) -> list[str] | None:
+        """The command that removes ``name``'s container (None: nothing outlives the client)."""
+        return None
+
+    def list_argv(self, owner: str) -> list[str] | None:
+        """A command printing the names of the containers ``owner`` started, one a line (the
+        orphan sweep); None when the runtime keeps none."""
+        return None
+
+
+def runtimes() -> dict[str, type[Runtime]]:
+    from gpufleet.agent.containers import apptainer, docker, enroot, podman
+
+    return {
+        "apptainer": apptainer.Apptainer,
+        "singularity": apptainer.Singularity,
+        "enroot": enroot.Enroot,
+        "podman": podman.Podman,
+        "docker": docker.Docker,
+    }
+
+
+def detect_all(which: Which = shutil.which) -> list[Runtime]:
+    """Every runtime this node has, in ``ORDER``."""
+    found = []
+    for name in ORDER:
+        rt = runtimes()[name].detect(which)
+        if rt is not None:
+            found.append(rt)
+    return found
+
+
+def choose(configured: str = "", which: Which = shutil.which) -> Runtime | None:
+    """The runtime named (ValueError when unknown or not installed), else the first found."""
+    if configured:
+        if configured == "none":
+            return None
+        kinds = runtimes()
+        if configured not in kinds:
+            raise ValueError(
+                f"unknown container runtime {configured!r}: one of {', '.join(ORDER)} or none"
+            )
+        rt = kinds[configured].detect(which)
+        if rt is None:
+            raise ValueError(f"container runtime {configured!r} is not installed on this node")
+        return rt
+    found = detect_all(which)
+    return found[0] if found else None
+
+
+def container_name(job: str, attempt: int, rank: int) -> str:
+    return f"{NAME_PREFIX}{job}-{attempt}-{rank}"
+
+
+def nvidia_cdi(dirs: Sequence[str] = ("/etc/cdi", "/var/run/cdi")) -> bool:
+    """Whether a CDI spec names nvidia.com/gpu devices (nvidia-ctk cdi generate writes one)."""
+    for d in dirs:
+        p = Path(d)
+        if not p.is_dir():
+            continue
+        for spec in [*p.glob("*.yaml"), *p.glob("*.json")]:
+            try:
+                text = spec.read_text(errors="replace")[:1_000_000]
+            except OSError:
+                continue
+            if "nvidia.com/gpu" in text.replace('"', "").replace(" ", ""):
+                return True
+    return False
+
+
+def nvidia_device_nodes(gpus: Sequence[int], dev: str = "/dev") -> list[str]:
+    """The device nodes of ``gpus`` and the driver's shared ones, those that exist."""
+    shared = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+    nodes = [f"{dev}/nvidia{g}" for g in gpus] + [f"{dev}/{s}" for s in shared]
+    return [n for n in nodes if Path(n).exists()]
+
+
+def env_file_text(env: dict[str, str]) -> str:
+    """``KEY=VALUE`` lines, as podman's and docker's --env-file read them; ValueError for a
+    value such a file cannot hold (a newline)."""
+    for k, v in env.items():
+        if "\n" in v or "\n" in k:
+            raise ValueError(
+                f"env[{k!r}] contains a newline, which a container runtime's env file cannot hold"
+            )
+    return "".join(f"{k}={v}\n" for k, v in env.items())

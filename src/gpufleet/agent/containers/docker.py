@@ -1,0 +1,49 @@
+"""docker: the same shape as podman's command line (``docker run`` in the foreground, signals
+proxied, ``--rm``), GPUs with ``--gpus device=…`` (the NVIDIA container toolkit). Not exercised
+by a real runtime in the test suite: its argv is unit-tested only."""
+
+from __future__ import annotations
+
+from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime
+from gpufleet.agent.containers.podman import _ro
+
+
+class Docker(Runtime):
+    NAME = "docker"
+    BINARIES = ("docker",)
+
+    def argv(self, task: ContainerTask) -> list[str]:
+        a = [self.binary, "run", "--rm", "--init", "--name", task.name]
+        if task.owner:
+            a += ["--label", f"{OWNER_LABEL}={task.owner}"]
+        a += ["--user", f"{task.uid}:{task.gid}"]
+        a += ["--network", "host", "--ipc", "host", "--security-opt", "no-new-privileges"]
+        a += ["--env-file", task.env_file]
+        for name, soft, hard in task.ulimits:
+            a += ["--ulimit", f"{name}={soft}:{hard}"]
+        if task.tmp:
+            a += ["--mount", f"type=bind,source={task.tmp},target=/tmp"]
+        for m in task.mounts:
+            a += ["--mount", f"type=bind,source={m.source},target={m.target}" + _ro(m.read_only)]
+        if task.workdir:
+            a += ["--workdir", task.workdir]
+        if task.gpus:
+            # the quotes are part of the value: docker splits --gpus at commas otherwise
+            a += ["--gpus", '"device=' + ",".join(str(g) for g in task.gpus) + '"']
+        return [*a, "--", task.image, *task.command]
+
+    def cleanup_argv(self, name: str) -> list[str]:
+        return [self.binary, "rm", "--force", name]
+
+    def list_argv(self, owner: str) -> list[str]:
+        return [
+            self.binary,
+            "ps",
+            "--all",
+            "--filter",
+            f"name=^{NAME_PREFIX}",
+            "--filter",
+            f"label={OWNER_LABEL}={owner}",
+            "--format",
+            "{{.Names}}",
+        ]

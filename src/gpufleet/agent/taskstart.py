@@ -1,0 +1,171 @@
+"""The first thing a task runs, as its own user: it enters the working directory and opens
+the batch script's output files with the user's own rights, then runs the command.
+
+The agent (root) never opens a path the user controls: the files of ``--output``/``--error``
+are opened here, after the switch to the user's account, so a symlink there reaches only
+what the user could write anyway. A directory the user cannot enter is Slurm's case too:
+slurmstepd says ``couldn't chdir to …: going to /tmp instead`` on the job's stderr and runs
+the script in /tmp; so does this.
+
+With output files the command's stdout and stderr come through pipes and are copied both to
+those files and to the agent's own logs (``gpufleet logs`` keeps working; the user's file is
+the copy Slurm users look for). This process then stays, the leader of the task's process
+group: a signal to the group reaches the command and is ignored here, and when the command
+has exited the output still in the pipes is copied and this exits as the command did (by the
+same signal, if one killed it). Without output files it becomes the command (exec).
+
+``python -I .../gpufleet/agent/taskstart.py CONFIG -- COMMAND...`` (CONFIG: a JSON object
+with ``workdir``, ``output``, ``error``, ``append``, ``input``): run as a file, it imports only the
+standard library."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from typing import Any
+
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+EXIT_IO = 1  # Slurm fails the batch step when it cannot open its output
+# the signals that reach the whole group (a kill, a warning): the command's, not this one's
+_GROUP_SIGNALS = (
+    signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+    signal.SIGUSR2, signal.SIGALRM,
+)  # fmt: skip
+_DRAIN_S = 0.2  # after the command exits: output its children still write is not waited for
+
+
+def enter(workdir: str) -> str:
+    """chdir to ``workdir``, or to /tmp as slurmstepd does; what it says then (to the job's
+    stderr), else ""."""
+    if not workdir:
+        return ""
+    try:
+        os.chdir(workdir)
+    except OSError as e:
+        os.chdir("/tmp")
+        return (
+            f"slurmstepd: error: couldn't chdir to `{workdir}': {e.strerror}: "
+            "going to /tmp instead\n"
+        )
+    return ""
+
+
+def open_output(path: str, append: bool) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | os.O_CLOEXEC
+    return os.open(path, flags, 0o644)
+
+
+def _die_with_parent() -> None:
+    # the command dies with this process, as this one dies with the agent (setpriv's
+    # --pdeathsig): a task never runs on unsupervised
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run(config: dict[str, Any], command: list[str]) -> int:
+    said = enter(str(config.get("workdir") or ""))
+    sys.stderr.write(said)  # gpufleet's log of the task's stderr
+    sys.stderr.flush()
+    output, error = str(config.get("output") or ""), str(config.get("error") or "")
+    stdin = subprocess.DEVNULL
+    if config.get("input"):  # sbatch's --input: opened as the user too
+        try:
+            stdin = os.open(str(config["input"]), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            sys.stderr.write(
+                f"slurmstepd: error: Could not open stdin file {e.filename}: {e.strerror}\n"
+            )
+            return EXIT_IO
+        if not output:
+            os.dup2(stdin, 0)
+    if not output:
+        try:
+            os.execvp(command[0], command)
+        except OSError as e:
+            sys.stderr.write(f"gpufleet-agent: cannot start {command[0]!r}: {e.strerror}\n")
+            return EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+    append = bool(config.get("append"))
+    files: dict[str, int] = {}
+    try:
+        files["out"] = open_output(output, append)
+        files["err"] = files["out"] if not error or error == output else open_output(error, append)
+    except OSError as e:
+        which = "stdout" if "out" not in files else "stderr"
+        sys.stderr.write(
+            f"slurmstepd: error: Could not open {which} file {e.filename}: {e.strerror}\n"
+        )
+        return EXIT_IO
+    _write_all(files["err"], said.encode())  # and the job's own stderr file, as Slurm's
+    for sig in _GROUP_SIGNALS:  # the group's signals are the command's; a handler is reset by exec
+        signal.signal(sig, lambda *_: None)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdin=stdin,
+            stdout=out_w,
+            stderr=err_w,
+            preexec_fn=_die_with_parent,
+            restore_signals=True,
+        )
+    except OSError as e:
+        os.write(files["err"], f"cannot start {command[0]!r}: {e.strerror}\n".encode())
+        sys.stderr.write(f"gpufleet-agent: cannot start {command[0]!r}: {e.strerror}\n")
+        return EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+    os.close(out_w)
+    os.close(err_w)
+    copies = {
+        out_r: (sys.stdout.fileno(), files["out"]),
+        err_r: (sys.stderr.fileno(), files["err"]),
+    }
+    rc = _copy(proc, copies)
+    if rc < 0:
+        signal.signal(-rc, signal.SIG_DFL)
+        os.kill(os.getpid(), -rc)
+        return 128 - rc
+    return rc
+
+
+def _copy(proc: subprocess.Popen[bytes], copies: dict[int, tuple[int, int]]) -> int:
+    """Copy each pipe to both its targets until the command has exited and its pipes are
+    quiet; the command's exit status."""
+    open_fds = set(copies)
+    while open_fds:
+        done = proc.poll() is not None
+        ready, _, _ = select.select(list(open_fds), [], [], _DRAIN_S if done else 0.5)
+        if not ready and done:
+            break
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if not data:
+                open_fds.discard(fd)
+                continue
+            for target in copies[fd]:
+                _write_all(target, data)
+    return proc.wait()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass  # a full disk loses the copy, not the job
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] != "--":
+        sys.stderr.write("usage: python taskstart.py CONFIG -- COMMAND...\n")
+        return 2
+    return run(json.loads(argv[0]), argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,79 @@
+"""Writing the shims into a directory (``gpufleet slurm-shims install DIR``): one small
+executable per command, run by this Python, each marked so that ``uninstall`` removes only
+its own files and ``install`` never overwrites a real Slurm command."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+MARK = "# gpufleet slurm shim"
+SHIMS = {
+    "sbatch": "gpufleet.shims.sbatch",
+    "squeue": "gpufleet.shims.squeue",
+    "scancel": "gpufleet.shims.scancel",
+    "sinfo": "gpufleet.shims.sinfo",
+    "sacct": "gpufleet.shims.sacct",
+}
+# the srun helper's commands (inside a job the agent puts them on PATH): linked when present
+POINTERS = {"srun": "gpufleet.slurm.srun", "scontrol": "gpufleet.slurm.scontrol"}
+
+
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def commands() -> dict[str, str]:
+    """Every command to write, with the module whose ``main()`` runs it."""
+    return {**SHIMS, **{n: m for n, m in POINTERS.items() if _exists(m)}}
+
+
+def text(module: str, python: str = sys.executable) -> str:
+    return (
+        f"#!{python}\n{MARK}: written by `gpufleet slurm-shims install`; "
+        "`gpufleet slurm-shims uninstall DIR` removes it\n"
+        f"import sys\n\nfrom {module} import main\n\nsys.exit(main())\n"
+    )
+
+
+def ours(path: Path) -> bool:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return MARK in f.read(400)
+    except OSError:
+        return False
+
+
+def install(directory: Path, *, force: bool = False) -> list[Path]:
+    """Write the shims; ValueError names the files that are not ours (kept, unless ``force``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    todo = commands()
+    foreign = [directory / n for n in todo if (directory / n).exists() and not ours(directory / n)]
+    if foreign and not force:
+        names = ", ".join(str(p) for p in foreign)
+        raise ValueError(f"{names}: not a gpufleet shim (a real Slurm command?); kept")
+    written = []
+    for name, module in todo.items():
+        path = directory / name
+        tmp = path.with_name(f".{name}.tmp{os.getpid()}")
+        tmp.write_text(text(module), encoding="utf-8")
+        tmp.chmod(0o755)
+        tmp.replace(path)
+        written.append(path)
+    return written
+
+
+def uninstall(directory: Path) -> list[Path]:
+    """Remove the shims written here; anything else stays."""
+    removed = []
+    for name in [*SHIMS, *POINTERS]:
+        path = directory / name
+        if path.is_file() and ours(path):
+            path.unlink()
+            removed.append(path)
+    return removed

@@ -1,0 +1,63 @@
+"""``scancel`` over gpufleet: job ids (an array's id, ``ID_N``), ``-u``, ``-n``, ``-t``,
+``--me``; silent when it worked, as scancel is."""
+
+from __future__ import annotations
+
+from gpufleet.cli import selection, slurm_style
+from gpufleet.shims.common import Parser, Usage, connect, error, run, users
+
+
+def parser() -> Parser:
+    p = Parser("scancel", "Cancel gpufleet jobs as scancel does.")
+    p.add_argument("job_ids", nargs="*", metavar="JOB_ID[_ARRAY_ID]")
+    p.add_argument("-u", "--user", help="every job of this user")
+    p.add_argument("--me", action="store_true", help="every job of mine (this Unix user's)")
+    p.add_argument("-n", "--name", "--jobname", dest="name", help="jobs of these names")
+    p.add_argument("-t", "--state", help="only jobs in these states: PD, R, …")
+    p.add_argument("-s", "--signal", help="(not supported: gpufleet cancels the whole job)")
+    p.add_argument("-Q", "--quiet", action="store_true", help="no error messages")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parser().parse_args(argv)
+
+    def body() -> int:
+        if a.signal is not None:
+            raise Usage(
+                f"--signal {a.signal}: gpufleet cannot signal a job's tasks from outside; "
+                "scancel without --signal cancels the job"
+            )
+        try:
+            wanted = slurm_style.states(a.state) if a.state is not None else None
+        except ValueError as e:
+            raise Usage(f"--state: {e}") from None
+        who = users(a.user, a.me)
+        if who is not None and len(who) > 1:
+            raise Usage("-u: one user at a time")
+        user = next(iter(who)) if who else None
+        ids = [i.strip() for x in a.job_ids for i in x.split(",") if i.strip()]
+        if not ids and user is None and a.name is None and a.state is None:
+            raise Usage("No job identification provided")
+        with connect("scancel") as c:
+
+            def report(msg: str) -> None:
+                if not a.quiet:
+                    error("scancel", f"Kill job error on {msg}")
+
+            _, failed = selection.cancel(
+                c,
+                ids,
+                user=user,
+                names=a.name,
+                wanted=wanted,
+                any_state=a.state is not None,
+                report=report,
+            )
+        return 1 if failed else 0
+
+    run("scancel", body)
+
+
+if __name__ == "__main__":
+    main()

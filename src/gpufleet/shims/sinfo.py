@@ -1,0 +1,141 @@
+"""``sinfo`` over gpufleet: every queue is a partition over every node (gpufleet's queues share
+the nodes), one line per partition and node state, in sinfo's formats."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gpufleet.cli.slurm_style import format_rows
+from gpufleet.shims.common import Parser, Usage, connect, run
+
+DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"  # sinfo's own
+NODE_FORMAT = "%#N %.6D %#P %.6t"  # sinfo -N
+DEFAULT_QUEUE = "default"  # where a job without a queue goes (model.job), sinfo's '*'
+# gpufleet's node states → sinfo's compact and long names ('*': not responding)
+STATES = {
+    "idle": ("idle", "idle"),
+    "mixed": ("mix", "mixed"),
+    "allocated": ("alloc", "allocated"),
+    "drained": ("drain", "drained"),
+    "suspect": ("unk*", "unknown*"),
+    "unhealthy": ("fail", "fail"),
+    "lost": ("down*", "down*"),
+}
+TITLES = {
+    "P": "PARTITION", "a": "AVAIL", "l": "TIMELIMIT", "D": "NODES", "t": "STATE", "T": "STATE",
+    "N": "NODELIST", "n": "HOSTNAMES", "c": "CPUS", "m": "MEMORY", "G": "GRES",
+    "C": "CPUS(A/I/O/T)", "E": "REASON", "f": "AVAIL_FEATURES", "%": "%",
+}  # fmt: skip
+
+
+def _compress(names: list[str]) -> str:
+    from gpufleet.model.hostlist import compress  # only sinfo needs it
+
+    return compress(sorted(names)) if names else ""
+
+
+def _fields() -> dict[str, Callable[[Any], str]]:
+    """Each row: (partition, default?, nodes of one state)."""
+
+    def first(key: str) -> Callable[[Any], str]:
+        return lambda r: str(r[2][0][key]) if r[2] else ""
+
+    return {
+        "P": lambda r: r[0] + ("*" if r[1] else ""),
+        "a": lambda r: "up",
+        "l": lambda r: "infinite",
+        "D": lambda r: str(len(r[2])),
+        "t": lambda r: STATES.get(r[2][0]["state"], (r[2][0]["state"], ""))[0],
+        "T": lambda r: STATES.get(r[2][0]["state"], ("", r[2][0]["state"]))[1],
+        "N": lambda r: _compress([n["name"] for n in r[2]]),
+        "n": lambda r: ",".join(n["name"] for n in r[2]),
+        "c": lambda r: f"{min(n['cpu_cores'] for n in r[2]):g}",
+        "m": lambda r: str(int(min(n["memory_gib"] for n in r[2]) * 1024)),
+        "G": lambda r: (
+            f"gpu:{r[2][0].get('gres_type') or r[2][0]['gpu_model']}:{r[2][0]['gpus']}"
+            if r[2][0]["gpus"]
+            else "(null)"
+        ),
+        "C": lambda r: _cpus(r[2]),
+        "E": lambda r: first("why")(r) or "none",
+        "f": lambda r: ",".join(r[2][0].get("features") or []) or "(null)",
+        "%": lambda r: "%",
+    }
+
+
+def _cpus(nodes: list[Any]) -> str:
+    total = sum(n["cpu_cores"] for n in nodes)
+    idle = sum(n["cpu_free"] for n in nodes)
+    return f"{total - idle:g}/{idle:g}/0/{total:g}"
+
+
+def parser() -> Parser:
+    p = Parser("sinfo", "gpufleet's partitions (queues) and nodes as sinfo shows them.")
+    p.add_argument("-N", "--Node", action="store_true", help="one line per node")
+    p.add_argument("-o", "--format", help="sinfo's %%-format")
+    p.add_argument("-h", "--noheader", action="store_true", help="no header line")
+    p.add_argument("-p", "--partition", help="comma list of partitions")
+    p.add_argument("-t", "--states", help="comma list of node states: idle,mix,alloc,…")
+    p.add_argument("-a", "--all", action="store_true", help="(every partition: always)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parser().parse_args(argv)
+
+    def body() -> int:
+        with connect("sinfo") as c:
+            nodes = sorted(c.nodes(), key=lambda n: n["name"])
+            queues = [q["name"] for q in c.queues()]
+        if DEFAULT_QUEUE not in queues:  # listed once a job used it; always there to submit to
+            queues.append(DEFAULT_QUEUE)
+        if a.partition:
+            keep = {q.strip() for q in a.partition.split(",")}
+            queues = [q for q in queues if q in keep]
+        if a.states:
+            keep = {s.strip().lower().rstrip("*") for s in a.states.split(",")}
+            nodes = [
+                n
+                for n in nodes
+                if keep & {n["state"], *(x.rstrip("*") for x in STATES.get(n["state"], ()))}
+            ]
+        rows: list[tuple[str, bool, list[Any]]] = []
+        for q in sorted(queues, key=lambda q: (q != DEFAULT_QUEUE, q)):
+            if a.Node:
+                rows += [(q, q == DEFAULT_QUEUE, [n]) for n in nodes]
+                continue
+            groups: dict[str, list[Any]] = {}
+            for n in nodes:
+                groups.setdefault(n["state"], []).append(n)
+            rows += [(q, q == DEFAULT_QUEUE, g) for g in groups.values()]
+            if not groups:
+                rows.append((q, q == DEFAULT_QUEUE, []))
+        fmt = a.format or (NODE_FORMAT if a.Node else DEFAULT_FORMAT)
+        # %#X: as wide as the widest value (sinfo's own)
+        widest = {
+            "P": max([len("PARTITION"), *(len(r[0]) + r[1] for r in rows)]),
+            "N": max([len("NODELIST"), *(len(n["name"]) for n in nodes)]) if a.Node else 9,
+        }
+        for letter, width in widest.items():
+            fmt = fmt.replace(f"%#{letter}", f"%{width}{letter}")
+        fields = _fields()
+        empty = {k: v for k, v in fields.items() if k in "PalD%"}
+        table = {k: (v if k in empty else _or_blank(v)) for k, v in fields.items()}
+        try:
+            sys.stdout.write(format_rows(fmt, rows, table, TITLES, header=not a.noheader))
+        except ValueError as e:
+            raise Usage(str(e)) from None
+        return 0
+
+    run("sinfo", body)
+
+
+def _or_blank(f: Callable[[Any], str]) -> Callable[[Any], str]:
+    """A partition without nodes shows 0 nodes and n/a, as sinfo does."""
+    return lambda r: f(r) if r[2] else "n/a"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,388 @@
+"""The Slurm shims against a live cluster (issue 12): ``gpufleet slurm-shims install DIR``,
+then sbatch, squeue, scancel, sinfo and sacct run as their own processes, as a person or a tool
+(submitit) runs them, with the CLI's settings in the environment (the admin's token file)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from livehelp import dump_logs, make_cluster, wait_for
+
+from gpufleet.ops.localcluster import LocalCluster
+from gpufleet.shims.install import install
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
+    base = tmp_path_factory.mktemp("shims")
+    c = make_cluster(base / "cluster", 2).start()
+    bindir = base / "bin"
+    install(bindir)
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
+        GPUFLEET_SERVER=c.url,
+        GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
+        GPUFLEET_CONFIG=str(base / "none.yaml"),
+    )
+    env.pop("GPUFLEET_TOKEN", None)
+    try:
+        yield c, env
+    except BaseException:
+        dump_logs(c)
+        raise
+    finally:
+        c.stop()
+
+
+def sh(
+    env: dict[str, str], *argv: str, ok: bool = True, **kw: object
+) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, **kw)  # type: ignore[call-overload]
+    if ok:
+        assert r.returncode == 0, f"{argv}: {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def sacct_state(env: dict[str, str], job: str) -> str:
+    r = sh(env, "sacct", "-j", job, "-o", "JobID,State", "--parsable2", "-n", "-X")
+    rows = dict(line.split("|") for line in r.stdout.splitlines())
+    return rows.get(job, "")
+
+
+def test_sbatch_squeue_scancel_sacct(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path
+) -> None:
+    _, env = live
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH -J shimjob\n#SBATCH --gpus=1\n#SBATCH -t 5\necho hi\n")
+    out = sh(env, "sbatch", str(script)).stdout
+    assert out.startswith("Submitted batch job "), out
+    done = out.split()[-1]
+    # the command line wins over the script's #SBATCH lines, as sbatch
+    waiting = sh(env, "sbatch", "--parsable", "-J", "sleeper", "--wrap", "sleep 600").stdout.strip()
+    assert waiting.isdigit()
+    huge = sh(
+        env, "sbatch", "--parsable", "--gpus=24", "-N", "3", "-J", "huge", str(script)
+    ).stdout.strip()
+    # the command line's --gpus and -J over the script's #SBATCH --gpus=1 and -J shimjob
+    req = sh(env, "sacct", "-j", huge, "-o", "JobName,ReqTRES%60", "-n", "-P").stdout
+    name, tres = req.strip().split("|")
+    assert name == "huge" and "gres/gpu=24" in tres.split(","), req
+    wait_for("the first job's end", lambda: sacct_state(env, done) == "COMPLETED" or None, 60)
+
+    q = sh(env, "squeue").stdout.splitlines()
+    assert q[0].split() == [
+        "JOBID",
+        "PARTITION",
+        "NAME",
+        "USER",
+        "ST",
+        "TIME",
+        "NODES",
+        "NODELIST(REASON)",
+    ]
+    listed = {line.split()[0]: line.split() for line in q[1:]}
+    assert done not in listed  # ended: squeue lists jobs still to end
+    assert listed[waiting][2] == "sleeper"
+    q = sh(env, "squeue", "-h", "-j", waiting, "-o", "%i|%j|%T").stdout
+    assert q.split("|")[:2] == [waiting, "sleeper"]
+    q = sh(env, "squeue", "--noheader", "-O", "JobID:12,Name:10", "-t", "all", "-j", done).stdout
+    assert q.split() == [done, "shimjob"]
+
+    acct = sh(env, "sacct", "-j", done, "-o", "JobID,JobName,State,ExitCode,Partition", "-P").stdout
+    assert acct.splitlines() == [
+        "JobID|JobName|State|ExitCode|Partition",
+        f"{done}|shimjob|COMPLETED|0:0|default",
+        f"{done}.batch|batch|COMPLETED|0:0|",  # a batch job's batch step, as sacct lists it
+    ]
+
+    sh(env, "scancel", waiting, huge)
+    wait_for("cancelled", lambda: sacct_state(env, waiting).startswith("CANCELLED") or None, 30)
+    assert sacct_state(env, huge).startswith("CANCELLED")
+    bad = sh(env, "scancel", "999999", ok=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("scancel: error: "), bad.stderr
+
+
+def test_sbatch_refusals_name_the_problem(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path
+) -> None:
+    _, env = live
+    script = tmp_path / "bad.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=x\n#SBATCH --bogus\ntrue\n")
+    r = sh(env, "sbatch", str(script), ok=False)
+    assert r.returncode == 1
+    assert "bad.sh:2: " in r.stderr and "bad.sh:3: " in r.stderr, r.stderr
+    assert all(line.startswith("sbatch: error: ") for line in r.stderr.splitlines()), r.stderr
+    r = sh(env, "sbatch", "--wrap", "true", str(script), ok=False)
+    assert "Script arguments not permitted with --wrap option" in r.stderr
+
+
+def test_sbatch_array_and_dependency(live: tuple[LocalCluster, dict[str, str]]) -> None:
+    _, env = live
+    first = sh(
+        env, "sbatch", "--parsable", "--array=0-2", "-J", "arr", "--wrap", "true"
+    ).stdout.strip()
+    for i in range(3):
+        wait_for(
+            f"task {i}", lambda i=i: sacct_state(env, f"{first}_{i}") == "COMPLETED" or None, 60
+        )
+    rows = sh(env, "sacct", "-j", first, "-o", "JobID,State", "-p", "-n").stdout.splitlines()
+    # each task and its batch step, as sacct lists an array of batch jobs
+    assert rows == [f"{first}_{i}{step}|COMPLETED|" for i in range(3) for step in ("", ".batch")]
+    after = sh(
+        env, "sbatch", "--parsable", "-d", f"afterok:{first}", "--wrap", "true"
+    ).stdout.strip()
+    wait_for("the dependent job", lambda: sacct_state(env, after) == "COMPLETED" or None, 60)
+
+
+def test_sinfo(live: tuple[LocalCluster, dict[str, str]]) -> None:
+    _, env = live
+    lines = sh(env, "sinfo").stdout.splitlines()
+    assert lines[0].split() == ["PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST"]
+    assert lines[1].split()[:3] == ["default*", "up", "infinite"]
+    assert sum(int(line.split()[3]) for line in lines[1:] if line.startswith("default*")) == 2
+    nodes = sh(env, "sinfo", "-N", "-h", "-o", "%N %P").stdout.split()
+    assert len(nodes) == 4 and nodes[1] == "default*"
+    gres = sh(env, "sinfo", "-h", "-o", "%G %f").stdout.split()
+    assert gres[0].startswith("gpu:") and gres[0].endswith(":8"), gres
+
+
+# ----- submitit: a tool that drives Slurm through these commands ---------------------------
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+@pytest.fixture
+def by_value() -> Iterator[None]:
+    """The job's Python cannot import this test module: its functions travel by value."""
+    import cloudpickle
+
+    module = sys.modules[_square.__module__]
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        yield
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+
+
+def _merged(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_submitit_parses_what_the_shims_print(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path
+) -> None:
+    """submitit's own parsers read sbatch's, sacct's answers (no job needs to run srun)."""
+    from submitit.slurm.slurm import SlurmExecutor, SlurmInfoWatcher
+
+    _, env = live
+    out = sh(env, "sbatch", "--wrap", "true").stdout
+    job = SlurmExecutor._get_job_id_from_submission_command(out)
+    assert out.strip() == f"Submitted batch job {job}"
+    wait_for("the job's end", lambda: sacct_state(env, job) == "COMPLETED" or None, 60)
+    arr = sh(env, "sbatch", "--parsable", "--array=0-1", "--wrap", "exit 3").stdout.strip()
+    for i in (0, 1):
+        wait_for(
+            "the failed task", lambda i=i: sacct_state(env, f"{arr}_{i}") == "FAILED" or None, 60
+        )
+    watcher = SlurmInfoWatcher()
+    watcher.register_job(job)
+    watcher.register_job(f"{arr}_0")
+    watcher.register_job(f"{arr}_1")
+    command = watcher._make_command()
+    assert command is not None and command[0] == "sacct"
+    info = watcher.read_info(sh(env, *command).stdout)
+    assert info[job]["State"] == "COMPLETED"
+    assert info[f"{arr}_0"]["State"] == info[f"{arr}_1"]["State"] == "FAILED"
+    assert info[f"{arr}_1"]["JobID"] == f"{arr}_1"
+    with _environ(env, None):
+        watcher.update()  # submitit runs that sacct itself
+    assert all(watcher.is_done(j, mode="cache") for j in (job, f"{arr}_0", f"{arr}_1"))
+    # an unknown id: sacct lists nothing (submitit then waits), no error
+    assert sh(env, "sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", "987654").stdout == (
+        "JobID|State|NodeList\n"
+    )
+
+
+def test_submitit_without_srun(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path, by_value: None
+) -> None:
+    """submitit's SlurmExecutor with ``use_srun=False`` (its script runs the function itself):
+    a function goes in through sbatch, its state comes back through sacct, its result through
+    submitit's own files, and cancel through scancel."""
+    import submitit
+
+    _, env = live
+    bindir = tmp_path / "nosrun"
+    bindir.mkdir()
+    if not _merged("gpufleet.slurm.srun"):
+        # submitit refuses to start without an srun on PATH; this job never calls it
+        (bindir / "srun").write_text("#!/bin/sh\necho 'srun: not in this test' >&2\nexit 1\n")
+        (bindir / "srun").chmod(0o755)
+    with _environ(env, bindir):
+        ex = submitit.SlurmExecutor(folder=tmp_path / "jobs")
+        ex.update_parameters(use_srun=False, time=5, gpus_per_node=1)
+        job = ex.submit(_square, 7)
+        assert job.result() == 49
+        # the result file can come before the job's end: sacct says COMPLETED once it ended
+        wait_for(
+            "COMPLETED",
+            lambda: job.watcher.get_state(job.job_id, mode="force") == "COMPLETED" or None,
+            30,
+        )
+        ex.update_parameters(nodes=3, gpus_per_node=8)
+        stuck = ex.submit(_square, 1)  # more GPUs than the cluster has: it waits
+        assert stuck.state == "PENDING"
+        stuck.cancel()
+        wait_for(
+            "cancelled",
+            lambda: (
+                stuck.watcher.get_state(stuck.job_id, mode="force").startswith("CANCELLED") or None
+            ),
+            30,
+        )
+
+
+def _batch_jobs() -> bool:
+    """The batch helper's JobSpec field ``batch``: the script once, as Slurm's batch step, with
+    the step daemons that put ``srun`` on its PATH (agent/taskenv.py)."""
+    import dataclasses
+
+    from gpufleet.model.job import JobSpec
+
+    return "batch" in {f.name for f in dataclasses.fields(JobSpec)}
+
+
+@pytest.mark.skipif(
+    not (_merged("gpufleet.slurm.srun") and _batch_jobs()),
+    reason="needs srun inside a batch job (srun: merged; batch jobs: the batch helper's work)",
+)
+def test_submitit_as_is(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path, by_value: None
+) -> None:
+    """submitit unmodified: its script runs ``srun --unbuffered --output <folder>/%j_%t_log.out``
+    inside the batch job (srun and --output: the srun and batch helpers' work)."""
+    import submitit
+
+    _, env = live
+    with _environ(env, None):
+        ex = submitit.AutoExecutor(folder=tmp_path / "jobs", cluster="slurm")
+        ex.update_parameters(timeout_min=5, slurm_gpus_per_node=1)
+        job = ex.submit(_square, 12)
+        assert job.result() == 144
+        # the result file can come before the job's end: sacct says COMPLETED once it ended
+        wait_for(
+            "COMPLETED",
+            lambda: job.watcher.get_state(job.job_id, mode="force") == "COMPLETED" or None,
+            30,
+        )
+        assert job.paths.stdout.exists()  # the --output pattern, written by the batch step
+
+
+@contextmanager
+def _environ(env: dict[str, str], extra_path: Path | None) -> Iterator[None]:
+    """submitit runs sbatch/sacct/scancel from this process's environment."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    if extra_path is not None:
+        os.environ["PATH"] = f"{extra_path}{os.pathsep}{os.environ['PATH']}"
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+# ----- gpufleet jobs: the fast path prints what the typer command prints ------------------
+
+_LEAN = (
+    "import sys; from gpufleet.cli.entry import main; main(); "
+    "heavy = [m for m in ('typer', 'httpx', 'pydantic') if m in sys.modules]; "
+    "sys.stderr.write(f'imported {heavy}' if heavy else 'lean')"
+)
+
+
+def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
+    live: tuple[LocalCluster, dict[str, str]],
+) -> None:
+    _, env = live
+    sh(env, "sbatch", "-J", "fastpath", "--wrap", "true")
+    pending = sh(env, "sbatch", "--parsable", "-N", "3", "--gpus=24", "--wrap", "true").stdout
+    env = {**env, "COLUMNS": "200"}
+    try:
+        for argv in (
+            ["jobs"],
+            ["jobs", "--all"],
+            ["jobs", "--all", "--json"],
+            ["jobs", "-t", "CD,PD", "-o", "%.8i %j %T %R"],
+            ["jobs", "--noheader", "-n", "fastpath", "-t", "all"],
+            ["jobs", "-j", pending.strip(), "--json"],
+            ["jobs", "-u", "nobody-here"],
+        ):
+            lean = sh(env, sys.executable, "-c", _LEAN, *argv)
+            assert lean.stderr.endswith("lean"), (argv, lean.stderr)
+            full = sh(env, sys.executable, "-m", "gpufleet.cli.main", *argv)
+            assert _steady(lean.stdout) == _steady(full.stdout), argv
+            assert lean.stderr.removesuffix("lean") == full.stderr, argv
+        # what the fast path does not serve, typer does, with its own message
+        for argv, code in ((["jobs", "-j", "999999"], 1), (["jobs", "-o", "%Z"], 2)):
+            lean = sh(env, sys.executable, "-c", _LEAN, *argv, ok=False)
+            full = sh(env, sys.executable, "-m", "gpufleet.cli.main", *argv, ok=False)
+            assert lean.returncode == full.returncode == code, argv
+            assert lean.stdout == full.stdout and lean.stderr == full.stderr, argv
+    finally:
+        sh(env, "scancel", pending.strip())
+
+
+def _steady(text: str) -> str:
+    """The listing without the run times of jobs still running (they tick between the runs)."""
+    import re
+
+    return re.sub(r"\b\d+s\b|\b\d+m \d+s\b|\d+:\d\d\b", "T", text)
+
+
+def test_shims_and_the_fast_path_over_https(
+    tmp_path: Path, new_cluster: Callable[..., LocalCluster]
+) -> None:
+    """The lean client verifies an https controller against GPUFLEET_CA, and refuses without."""
+    from localca import LocalCA
+
+    ca = LocalCA.make(tmp_path / "ca")
+    cert, key = ca.server_cert(tmp_path / "ca")
+    c = new_cluster(agents=1, tls_cert=cert, tls_key=key, ca=ca.cert_file)
+    bindir = tmp_path / "bin"
+    install(bindir)
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
+        GPUFLEET_SERVER=c.url,
+        GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
+        GPUFLEET_CONFIG=str(tmp_path / "none.yaml"),
+        GPUFLEET_CA=str(ca.cert_file),
+    )
+    env.pop("GPUFLEET_TOKEN", None)
+    job = sh(env, "sbatch", "--parsable", "--wrap", "true").stdout.strip()
+    assert sh(env, "squeue", "-h", "-t", "all", "-o", "%i").stdout.split() == [job]
+    lean = sh(env, sys.executable, "-c", _LEAN, "jobs", "--all", "-o", "%i", "-h")
+    assert (lean.stdout.split(), lean.stderr) == ([job], "lean")
+    env.pop("GPUFLEET_CA")
+    r = sh(env, "squeue", ok=False)
+    assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr, r.stderr
+    assert r.stderr.startswith("squeue: error: the gpufleet controller has a certificate")
+    assert "squeue: hint: set GPUFLEET_CA" in r.stderr

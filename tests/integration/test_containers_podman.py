@@ -1,0 +1,220 @@
+"""A job with a container image runs in a real podman container (runc), through the real agent's
+task runner as root: its output is captured as a bare task's, it runs as the job's uid, sees its
+environment and secrets (never written where a name reaches them), its mount and workdir, its
+exit code comes back, and a cancel, a time limit's SIGKILL and the orphan sweep leave no
+container behind.
+
+The image is built here from a static busybox (no registry is reachable). Podman on two cores
+takes seconds per container: four container runs here, one more in
+tests/e2e/test_containers_live.py."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from containerimage import build_image
+from gpufleet.agent.containers import OWNER_LABEL, container_name
+from gpufleet.agent.containers.podman import Podman
+from gpufleet.agent.runner import TaskRunner
+from gpufleet.api.schemas import AgentCommand, TaskSecret
+from gpufleet.model.container import ContainerSpec, Mount
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a root agent runs podman"),
+]
+
+
+def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def leftovers() -> list[str]:
+    out = podman("ps", "--all", "--filter", "name=^gpufleet-", "--format", "{{.Names}}")
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return build_image()
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[TaskRunner]:
+    (tmp_path / "data").mkdir()
+    r = TaskRunner(
+        tmp_path / "data",
+        lambda gpus: ",".join(str(g) for g in gpus),
+        as_root=True,
+        container_runtime=Podman.detect(),
+    )
+    yield r
+    for key in r.live():
+        r.kill(key, 0, "test over")
+    r.wait(30)
+
+
+def launch(runner: TaskRunner, job: str, command: list[str], **kw: object) -> AgentCommand:
+    cmd = AgentCommand(kind="launch", job=job, attempt=1, rank=0, command=command, **kw)  # type: ignore[arg-type]
+    [ev] = runner.launch(cmd)
+    assert ev.kind == "started", ev
+    return cmd
+
+
+def finish(runner: TaskRunner, timeout_s: float = 90) -> tuple[int, str]:
+    events = runner.wait(timeout_s)
+    exits = [e for e in events if e.kind == "exited"]
+    assert exits, "the task did not end"
+    deadline = time.monotonic() + 60
+    while runner._cleanups and time.monotonic() < deadline:  # `podman rm -f` in the background
+        runner.poll()
+        time.sleep(0.2)
+    return exits[0].exit_code, exits[0].why
+
+
+def test_a_container_task_runs_as_the_job_with_its_env_mount_and_workdir(
+    image: str, runner: TaskRunner, tmp_path: Path
+) -> None:
+    nobody = pwd.getpwnam("nobody")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "input.txt").write_text("from the host\n")
+    secret = "s3cr3t-" + os.urandom(6).hex()
+    spec = ContainerSpec(image, (Mount(str(shared), "/mnt/data", read_only=True),), "/work")
+    script = (
+        'echo "uid=$(id -u) gid=$(id -g)"; echo "pwd=$(pwd)"; echo "secret=$SECRET"; '
+        'echo "rank=$RANK cuda=$CUDA_VISIBLE_DEVICES tmp=$TMPDIR"; cat /mnt/data/input.txt; '
+        "echo x > /tmp/t && echo tmp-ok; echo y > /mnt/data/w 2>/dev/null || echo ro-ok; "
+        'echo "token=$API_TOKEN"; cat "$GPUFLEET_SECRETS_DIR/c.pem"; echo; '
+        "echo to-stderr >&2; exit 3"
+    )
+    token, pem = "tok-" + os.urandom(6).hex(), "pem-" + os.urandom(6).hex()
+    sealed = [
+        TaskSecret(name="t", scope="user", owner="nobody", env="API_TOKEN", value=token),
+        TaskSecret(name="c", scope="user", owner="nobody", file="c.pem", value=pem),
+    ]
+    launch(
+        runner,
+        "ctr1",
+        ["/bin/sh", "-c", script],
+        env={"SECRET": secret, "RANK": "0"},
+        gpus=[1, 3],
+        run_as="nobody",
+        container=spec.to_dict(),
+        secrets=sealed,
+    )
+    # the environment is on no command line and in no file a name reaches
+    for p in psutil_cmdlines():
+        assert secret not in p and token not in p
+    data = tmp_path / "data"
+    for f in data.rglob("*"):
+        if f.is_file() and f.name != "c.pem":  # the file secret: the task's own, 0600
+            assert secret.encode() not in f.read_bytes(), f
+            assert token.encode() not in f.read_bytes(), f
+    code, why = finish(runner)
+    out_path, err_path = runner.log_paths(("ctr1", 1, 0))
+    out, err = out_path.read_text(), err_path.read_text()
+    assert code == 3 and why == "exited with code 3", (code, why, err)
+    assert f"uid={nobody.pw_uid} gid={nobody.pw_gid}" in out
+    assert "pwd=/work" in out
+    assert f"secret={secret}" in out
+    # no GPU device on this node: the simulated GPUs are named as for a bare task
+    assert "rank=0 cuda=1,3 tmp=/tmp" in out
+    assert "from the host" in out and "tmp-ok" in out and "ro-ok" in out
+    assert f"token={token}" in out and pem in out  # secrets: a variable and a file in /tmp
+    assert err.strip().endswith("to-stderr")
+    assert out_path.stat().st_uid == nobody.pw_uid
+    assert not (shared / "w").exists()
+    assert leftovers() == []
+
+
+def psutil_cmdlines() -> list[str]:
+    import psutil  # type: ignore[import-untyped]
+
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        out.append(" ".join(p.info["cmdline"] or []))
+    return out
+
+
+def test_cancel_and_sigkill_stop_the_container(image: str, runner: TaskRunner) -> None:
+    spec = ContainerSpec(image).to_dict()
+    launch(runner, "ctr2", ["/bin/sh", "-c", "echo up; exec sleep 300"], container=spec)
+    name = container_name("ctr2", 1, 0)
+    wait_running(name)
+    runner.kill(("ctr2", 1, 0), 60, "cancelled by the user")
+    code, why = finish(runner)
+    assert code == 143 and why.startswith("cancelled by the user"), (code, why)
+    assert leftovers() == []
+    # a task that ignores SIGTERM: the SIGKILL after the grace reaches podman, not the container;
+    # the runner removes the container itself
+    script = "trap '' TERM; echo up; while :; do sleep 1; done"
+    cmd = AgentCommand(
+        kind="launch", job="ctr3", attempt=1, rank=0, command=["/bin/sh", "-c", script],
+        container=spec, time_limit_s=1, grace_s=0,
+    )  # fmt: skip
+    [ev] = runner.launch(cmd, now=0.0)  # started at 0 on the runner's clock: the next poll
+    assert ev.kind == "started", ev  # (the clock's now) is past the time limit
+    wait_running(container_name("ctr3", 1, 0))
+    code, why = finish(runner)
+    assert code == 137, (code, why)
+    assert why == "time limit (1 s) exceeded; killed by SIGKILL after 0 s grace", why
+    assert leftovers() == []
+
+
+def wait_running(name: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = podman("ps", "--filter", f"name=^{name}$", "--format", "{{.Names}}").stdout
+        if name in out.split():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"container {name} did not start in {timeout_s:g} s")
+
+
+def test_the_orphan_sweep_removes_containers_nobody_supervises(
+    image: str, runner: TaskRunner
+) -> None:
+    # an agent that died left a task in a container: the next agent on its data directory
+    # kills the runtime's client (SIGKILL) and removes the container the pid file names
+    launch(
+        runner,
+        "ctr4",
+        ["/bin/sh", "-c", "exec sleep 300"],
+        container=ContainerSpec(image).to_dict(),
+    )
+    wait_running(container_name("ctr4", 1, 0))
+    pidfile = runner.log_paths(("ctr4", 1, 0))[0].with_name("rank0.pid")
+    assert "cleanup" in pidfile.read_text()
+    after = TaskRunner(
+        runner.data_dir, lambda g: "", as_root=True, container_runtime=Podman.detect()
+    )
+    assert after.kill_orphans() == [("ctr4", 1, 0)]
+    assert leftovers() == []
+    runner.wait(30)
+    name = container_name("orphan", 1, 0)
+    other = container_name("others", 1, 0)  # another agent's (another data directory)
+    for n, owner in ((name, runner.container_owner), (other, "someone-else")):
+        # created, not started (no container run): the sweep removes this agent's alone
+        started = podman(
+            "create", "--name", n, "--label", f"{OWNER_LABEL}={owner}", image, "sleep", "300"
+        )
+        assert started.returncode == 0, started.stderr
+    assert sorted(leftovers()) == sorted([name, other])
+    fresh = TaskRunner(
+        runner.data_dir.parent / "fresh", lambda g: "", container_runtime=Podman.detect()
+    )
+    assert fresh.sweep_containers() == []  # an agent that never started a container: no look
+    try:
+        assert runner.sweep_containers() == [name]
+        assert leftovers() == [other]
+    finally:
+        podman("rm", "--force", "--time", "0", other)
+    assert leftovers() == []

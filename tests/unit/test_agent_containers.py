@@ -1,0 +1,194 @@
+"""The container runtimes' command lines (podman's is also run for real in
+tests/integration/test_containers_podman.py; apptainer's, enroot's and docker's only here),
+the order they are found in, and the env file that keeps values off every command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufleet.agent.containers import (
+    ContainerTask,
+    choose,
+    container_name,
+    detect_all,
+    env_file_text,
+    nvidia_cdi,
+    nvidia_device_nodes,
+)
+from gpufleet.agent.containers.apptainer import Apptainer
+from gpufleet.agent.containers.docker import Docker
+from gpufleet.agent.containers.enroot import Enroot
+from gpufleet.agent.containers.podman import Podman
+from gpufleet.model.container import Mount
+
+TASK = ContainerTask(
+    name="gpufleet-j1-2-0",
+    image="localhost/app:1",
+    command=["python", "train.py"],
+    uid=1001,
+    gid=1002,
+    env_file="/dev/stdin",
+    workdir="/work",
+    mounts=(Mount("/data", "/mnt/data", True), Mount("/scratch", "/scratch")),
+    gpus=(1, 3),
+    tmp="/var/lib/gpufleet/j1/2/rank0.tmpdir",
+    ulimits=(("nofile", 1024, 4096),),
+)
+
+
+def which(*present: str):  # type: ignore[no-untyped-def]
+    return lambda b: f"/usr/bin/{b}" if b in present else None
+
+
+def test_podman_runs_the_job_as_its_uid_with_its_gpus_mounts_and_workdir() -> None:
+    argv = Podman("/usr/bin/podman", "runc").argv(TASK)
+    assert argv[:6] == ["/usr/bin/podman", "run", "--rm", "--init", "--name", "gpufleet-j1-2-0"]
+    joined = " ".join(argv)
+    assert "--runtime runc" in joined and "--user 1001:1002" in joined
+    assert "--userns=keep-id" not in joined  # a root agent
+    assert "--env-file /dev/stdin" in joined and "--ulimit nofile=1024:4096" in joined
+    assert "--mount type=bind,source=/var/lib/gpufleet/j1/2/rank0.tmpdir,target=/tmp" in joined
+    assert "--mount type=bind,source=/data,target=/mnt/data,ro=true" in joined
+    assert "--mount type=bind,source=/scratch,target=/scratch --workdir /work" in joined
+    assert argv[-4:] == ["--", "localhost/app:1", "python", "train.py"]
+    assert "--device" not in argv  # no CDI spec and no device node given
+    cdi = Podman("podman").argv(_with(cdi=True))
+    assert [cdi[i + 1] for i, a in enumerate(cdi) if a == "--device"] == [
+        "nvidia.com/gpu=1",
+        "nvidia.com/gpu=3",
+    ]
+    nodes = Podman("podman").argv(_with(device_nodes=("/dev/nvidia1", "/dev/nvidiactl")))
+    assert [nodes[i + 1] for i, a in enumerate(nodes) if a == "--device"] == [
+        "/dev/nvidia1",
+        "/dev/nvidiactl",
+    ]
+    assert "--userns=keep-id" in Podman("podman").argv(_with(rootless=True))
+    assert "--runtime" not in Podman("podman", "").argv(TASK)  # no runc: podman's default
+    labelled = Podman("podman").argv(_with(owner="abc"))
+    assert labelled[labelled.index("--label") + 1] == "io.gpufleet.agent=abc"
+    assert "label=io.gpufleet.agent=abc" in Podman("podman").list_argv("abc")
+    assert Podman("podman").cleanup_argv("gpufleet-j1-2-0") == [
+        "podman", "rm", "--force", "--time", "0", "--ignore", "gpufleet-j1-2-0",
+    ]  # fmt: skip
+
+
+def test_docker_passes_the_jobs_gpus_with_its_own_flag() -> None:
+    argv = Docker("docker").argv(TASK)
+    assert argv[:4] == ["docker", "run", "--rm", "--init"]
+    assert argv[argv.index("--gpus") + 1] == '"device=1,3"'
+    assert "--user" in argv and argv[argv.index("--user") + 1] == "1001:1002"
+    assert argv[-4:] == ["--", "localhost/app:1", "python", "train.py"]
+    assert "--gpus" not in Docker("docker").argv(_with(gpus=()))
+    assert Docker("docker").cleanup_argv("n") == ["docker", "rm", "--force", "n"]
+
+
+def test_apptainer_exec_with_nv_and_containall() -> None:
+    argv = Apptainer("apptainer").argv(TASK)
+    assert argv[:6] == [
+        "apptainer",
+        "exec",
+        "--containall",
+        "--cleanenv",
+        "--env-file",
+        "/dev/stdin",
+    ]
+    assert "--nv" in argv
+    assert argv[argv.index("/data:/mnt/data:ro") - 1 :][:2] == ["--bind", "/data:/mnt/data:ro"]
+    assert argv[argv.index("--pwd") + 1] == "/work"
+    assert argv[-3:] == ["docker://localhost/app:1", "python", "train.py"]
+    pyxis = Apptainer("apptainer").argv(_with(image="docker://nvcr.io#nvidia/pytorch:24.05"))
+    assert "docker://nvcr.io/nvidia/pytorch:24.05" in pyxis
+    assert "/shared/app.sif" in Apptainer("a").argv(_with(image="/shared/app.sif", gpus=()))
+    assert "--nv" not in Apptainer("a").argv(_with(gpus=()))
+    assert Apptainer("a").cleanup_argv("n") is None  # nothing outlives its process
+
+
+def test_enroot_start_with_mounts_and_a_workdir() -> None:
+    argv = Enroot("enroot").argv(TASK)
+    assert argv[:2] == ["enroot", "start"]
+    assert argv[argv.index("/data:/mnt/data:ro") - 1 :][:2] == ["--mount", "/data:/mnt/data:ro"]
+    i = argv.index("localhost/app:1")
+    assert argv[i + 1 :] == ["/bin/sh", "-c", 'cd "$0" && exec "$@"', "/work", "python", "train.py"]
+
+
+def test_runtimes_are_found_in_order_and_a_named_one_must_exist() -> None:
+    assert [r.NAME for r in detect_all(which("docker", "podman", "apptainer"))] == [
+        "apptainer",
+        "podman",
+        "docker",
+    ]
+    assert choose("", which("docker", "podman")).NAME == "podman"  # type: ignore[union-attr]
+    assert choose("", which()) is None
+    assert choose("none", which("podman")) is None
+    assert choose("docker", which("docker", "podman")).NAME == "docker"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="not installed"):
+        choose("enroot", which("podman"))
+    with pytest.raises(ValueError, match="unknown container runtime 'lxc'"):
+        choose("lxc", which("podman"))
+    assert container_name("j1", 2, 0) == "gpufleet-j1-2-0"
+
+
+def test_env_file_lines_and_a_value_it_cannot_hold() -> None:
+    assert env_file_text({"A": "1", "B": "x y=z"}) == "A=1\nB=x y=z\n"
+    with pytest.raises(ValueError, match="newline"):
+        env_file_text({"A": "two\nlines"})
+
+
+def test_gpu_devices_by_cdi_spec_or_device_nodes(tmp_path: Path) -> None:
+    cdi = tmp_path / "cdi"
+    cdi.mkdir()
+    assert not nvidia_cdi([str(cdi), str(tmp_path / "none")])
+    (cdi / "nvidia.yaml").write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: []\n")
+    assert nvidia_cdi([str(cdi)])
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for n in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (dev / n).touch()
+    assert nvidia_device_nodes([1], str(dev)) == [
+        f"{dev}/nvidia1",
+        f"{dev}/nvidiactl",
+        f"{dev}/nvidia-uvm",
+    ]
+
+
+def _with(**kw: object) -> ContainerTask:
+    from dataclasses import replace
+
+    return replace(TASK, **kw)  # type: ignore[arg-type]
+
+
+def test_a_node_without_a_runtime_refuses_an_image_job(tmp_path: Path) -> None:
+    from gpufleet.agent.runner import EXIT_REFUSED, TaskRunner
+    from gpufleet.api.schemas import AgentCommand
+
+    r = TaskRunner(tmp_path, lambda g: "", as_root=False, container_runtime=None)
+    cmd = AgentCommand(
+        kind="launch", job="j", attempt=1, rank=0, command=["true"], container={"image": "i"}
+    )
+    [ev] = r.launch(cmd)
+    assert (ev.kind, ev.exit_code) == ("exited", EXIT_REFUSED)
+    assert "no container runtime (apptainer, singularity, enroot, podman, docker)" in ev.why
+    assert "no container runtime" in r.log_paths(ev.key)[1].read_text()
+
+
+def test_the_watchdog_removes_a_container_its_pid_file_names(tmp_path: Path) -> None:
+    import json
+    import time
+
+    from gpufleet.agent.watchdog import remove_container
+
+    done = tmp_path / "removed"
+    pidfile = tmp_path / "rank0.pid"
+    pidfile.write_text(json.dumps({"pid": 1, "create_time": 0, "cleanup": ["touch", str(done)]}))
+    remove_container(pidfile)
+    deadline = time.monotonic() + 30
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert done.exists()
+    bare = tmp_path / "rank1.pid"
+    bare.write_text(json.dumps({"pid": 1, "create_time": 0}))
+    remove_container(bare)  # a bare task's: nothing to run, no error
+    bare.write_text(json.dumps({"pid": 1, "create_time": 0, "cleanup": "rm -rf /"}))
+    remove_container(bare)  # not an argv: ignored

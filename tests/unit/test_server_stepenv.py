@@ -1,0 +1,78 @@
+"""The step environment the controller gives a batch job's ranks, and the srun/scontrol
+directory the agent puts on their PATH."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gpufleet.agent import slurmbin
+from gpufleet.agent.taskenv import with_step_commands
+from gpufleet.core.launch_env import MASTER_PORT_BASE, MASTER_PORT_SPAN, STEP_PORT_BASE
+from gpufleet.model.allocation import Placement
+from gpufleet.model.job import JobSpec
+from gpufleet.server.stepenv import load_secret, serves_steps, step_env, step_key
+
+
+@dataclass
+class Link:
+    address: str
+
+
+def at(node: str) -> Placement:
+    return Placement(node, (0,), 1000, 1000, 1024)
+
+
+def test_every_rank_gets_the_hosts_its_slot_and_the_attempts_key() -> None:
+    alloc = (at("a"), at("b"), at("b"))
+    links = {"a": Link("10.0.0.1"), "b": Link("fe80::2")}
+    envs = step_env("j7", 3, 1, alloc, links, b"s" * 32)
+    port = int(envs[0]["GPUFLEET_STEP_HOSTS"].split(",")[0].rpartition(":")[2])
+    assert STEP_PORT_BASE <= port < MASTER_PORT_BASE  # never MASTER_PORT's range
+    assert not MASTER_PORT_BASE <= port < MASTER_PORT_BASE + MASTER_PORT_SPAN
+    # two slots on one node listen on two ports
+    assert envs[0]["GPUFLEET_STEP_HOSTS"] == (
+        f"10.0.0.1:{port},[fe80::2]:{port},[fe80::2]:{port + 1}"
+    )
+    assert [e["GPUFLEET_STEP_SLOT"] for e in envs] == ["0", "1", "2"]
+    keys = {e["GPUFLEET_STEP_KEY"] for e in envs}
+    assert keys == {step_key(b"s" * 32, "j7", 1)}
+    assert step_key(b"s" * 32, "j7", 2) not in keys  # a new attempt, a new key
+    assert step_key(b"t" * 32, "j7", 1) not in keys
+
+
+def test_which_jobs_serve_steps() -> None:
+    spec = JobSpec("j", "alice", "default", workers=2)
+    assert not serves_steps(spec)  # a plain gang: its command runs on every rank
+    assert serves_steps(replace(spec, batch=True))
+    assert serves_steps(replace(spec, workers=1, batch=True))  # srun on its one node
+
+
+def test_the_secret_is_made_once_and_private(tmp_path: Path) -> None:
+    first = load_secret(tmp_path)
+    assert len(first) == 32 and load_secret(tmp_path) == first
+    assert stat.S_IMODE((tmp_path / "step.key").stat().st_mode) == 0o600
+
+
+def test_srun_and_scontrol_on_a_step_jobs_path_only(tmp_path: Path) -> None:
+    bindir = slurmbin.install(tmp_path)
+    assert stat.S_IMODE(bindir.stat().st_mode) == 0o755
+    assert stat.S_IMODE((bindir / "srun").stat().st_mode) == 0o755
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o711  # passable, not listable
+    env = {"PATH": "/usr/bin:/bin", "GPUFLEET_STEP_HOSTS": "h:1"}
+    with_step_commands(env, str(bindir))
+    assert env["PATH"] == f"{bindir}:/usr/bin:/bin"
+    plain = {"PATH": "/usr/bin:/bin"}
+    with_step_commands(plain, str(bindir))
+    assert plain["PATH"] == "/usr/bin:/bin"
+    r = subprocess.run(
+        ["scontrol", "show", "hostnames", "n[1-2]"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert r.stdout == "n1\nn2\n", r.stderr
