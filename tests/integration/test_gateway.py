@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
-from tests.realparts import require
 
 from gpufleet.benchmarks.http_backends import BackendProcess, Client, LoadLoop, free_port
 from gpufleet.gateway import (
@@ -23,6 +22,7 @@ from gpufleet.gateway import (
     ServiceStats,
     make_gateway,
 )
+from realparts import require
 
 TOKEN = "tok-" + "a1b2c3d4e5f6a7b8c9d0"
 
