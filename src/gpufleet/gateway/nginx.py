@@ -101,7 +101,9 @@ class NginxGateway(Gateway):
         return self.run_dir / "nginx.conf"
 
     def _cmd(self, cfg: Path, *extra: str) -> list[str]:
-        return [self.binary, "-p", str(self.run_dir), "-c", str(cfg), *extra]
+        # -e: the log before the config is read, else the compiled-in /var/log/nginx (root's)
+        log = str(self.run_dir / "error.log")
+        return [self.binary, "-p", str(self.run_dir), "-e", log, "-c", str(cfg), *extra]
 
     def start(self) -> None:
         if self.own_dir:
