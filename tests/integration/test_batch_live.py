@@ -14,7 +14,6 @@ import pwd
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-import gpufleet
 from gpufleet.api.schemas import TokenCreate
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.server.store.codec import HIDDEN_SPEC_KEYS
+from userpython import user_python
 
 pytestmark = [
     pytest.mark.e2e,
@@ -68,30 +67,9 @@ def user() -> Iterator[pwd.struct_passwd]:
 
 @pytest.fixture(scope="module")
 def agent_python(user: pwd.struct_passwd) -> Iterator[str]:
-    """An interpreter the job's user can run, for the agents: a root agent runs a batch job's
-    helpers (taskstart, the step daemon) with its own interpreter as the job's user, as
-    slurmstepd is installed for every user. A dev box's may sit in root's home (pyenv): then
-    a venv of the system's Python of the same version, seeing this one's packages."""
-    as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
-    probe = subprocess.run(
-        [*as_user, "/bin/sh", "-c", '"$0" -c "import gpufleet"', sys.executable],
-        capture_output=True,
-    )
-    if probe.returncode == 0:
-        yield sys.executable
-        return
-    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
-    if not system.exists():
-        pytest.skip(f"the job's user cannot run {sys.executable}, and there is no {system}")
-    venv = Path("/var/tmp") / f"gfpy-{uuid.uuid4().hex[:6]}"
-    subprocess.run([str(system), "-m", "venv", "--without-pip", str(venv)], check=True)
-    (pth,) = venv.glob("lib/python*/site-packages")
-    src = Path(gpufleet.__file__).parents[1]
-    (pth / "gpufleet-test.pth").write_text(f"{src}\n{sysconfig.get_paths()['purelib']}\n")
-    try:
-        yield str(venv / "bin" / "python")
-    finally:
-        shutil.rmtree(venv, ignore_errors=True)
+    """An interpreter the job's user can run, for the agents (tests/userpython.py)."""
+    with user_python(user.pw_uid, user.pw_gid) as python:
+        yield python
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ import pytest
 from gpufleet.agent.slurmbin import unreachable
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
+from userpython import user_python
 
 pytestmark = [
     pytest.mark.e2e,
@@ -190,15 +191,23 @@ def test_a_jobs_owner_finds_srun_and_scontrol_on_path(users: list[str]) -> None:
     outside /tmp: a task's /tmp is its own, which hides a data dir under pytest's."""
     root = Path(tempfile.mkdtemp(prefix="gpufleet-slurmbin-", dir="/var/tmp"))
     root.chmod(0o711)
-    c = LocalCluster(root / "cluster", agents=1, gpus="2xH100", **FAST)  # type: ignore[arg-type]
-    try:
-        c.start()
-        bindir = c.data_dir / "node-0" / "slurm-bin"
-        assert unreachable(bindir) is None
-        out = _path_job(c.user(users[0]))
-    finally:
-        c.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    owner = pwd.getpwnam(users[0])
+    with user_python(owner.pw_uid, owner.pw_gid) as python:
+        c = LocalCluster(
+            root / "cluster",
+            agents=1,
+            gpus="2xH100",
+            agent_python=python,
+            **FAST,  # type: ignore[arg-type]
+        )
+        try:
+            c.start()
+            bindir = c.data_dir / "node-0" / "slurm-bin"
+            assert unreachable(bindir) is None
+            out = _path_job(c.user(users[0]))
+        finally:
+            c.stop()
+            shutil.rmtree(root, ignore_errors=True)
     assert out == [f"srun ok {bindir}/srun", f"scontrol ok {bindir}/scontrol", "#!"], out
 
 
@@ -212,6 +221,7 @@ def _path_job(alice: Client) -> list[str]:
             "name": "path",
             "workers": 2,
             "gpus_per_worker": 1,
+            "batch": True,  # its script may run srun: its other rank is the step daemon
             "command": ["/bin/sh", "-c", script],
             "time_limit_s": 120,
         }
