@@ -3,8 +3,10 @@ job's helpers (taskstart, the step daemon, srun) with its own interpreter as the
 as slurmstepd is installed for every user. On a dev box or CI the test's interpreter may not
 be reachable by other accounts: pyenv keeps it in root's home (0700), and a clone made in
 ``mktemp -d`` sits under a 0700 directory. Then: a venv of the system's Python of the same
-version that sees this checkout's source and packages, with the directories on the way to them
-made passable (o+x: passed through, never listed) for as long as the tests need, and restored."""
+version holding a copy of this checkout's gpufleet (a task's /tmp is its own: a clone under
+/tmp is not there for the helpers that run inside the task) and seeing this one's packages (the
+agent's own imports, outside the task), with the directories on the way to them made passable
+(o+x: passed through, never listed) for as long as the tests need, and restored."""
 
 from __future__ import annotations
 
@@ -62,9 +64,12 @@ def user_python(uid: int, gid: int) -> Iterator[str]:
     subprocess.run([str(system), "-m", "venv", "--without-pip", str(venv)], check=True)
     try:
         (site,) = venv.glob("lib/python*/site-packages")
-        (site / "gpufleet-test.pth").write_text(f"{src}\n{purelib}\n")
+        shutil.copytree(
+            src / "gpufleet", site / "gpufleet", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        (site / "gpufleet-test.pth").write_text(f"{purelib}\n")
         python = str(venv / "bin" / "python")
-        with passable([src, purelib]):
+        with passable([purelib]):
             if not _runs(python, uid, gid):
                 raise RuntimeError(f"{python} cannot import gpufleet as uid {uid}")
             yield python
