@@ -29,8 +29,16 @@ def _as(uid: int, gid: int) -> list[str]:
 
 
 def _runs(python: str, uid: int, gid: int) -> bool:
-    probe = [*_as(uid, gid), python, "-I", "-c", "import gpufleet.slurm.stepd"]
+    """Whether ``uid`` can run ``python`` and import gpufleet with it, from a shell of its own:
+    setpriv itself still holds root's capabilities when it execs (it would get through a 0700
+    directory that the account's own exec, as taskstart's, cannot)."""
+    code = 'exec "$0" -I -c "import gpufleet.slurm.stepd"'
+    probe = [*_as(uid, gid), "/bin/sh", "-c", code, python]
     return subprocess.run(probe, capture_output=True, cwd="/").returncode == 0
+
+
+def _under_tmp(path: Path) -> bool:
+    return Path("/tmp") in path.resolve().parents
 
 
 @contextmanager
@@ -52,7 +60,8 @@ def passable(paths: list[Path]) -> Iterator[None]:
 
 @contextmanager
 def user_python(uid: int, gid: int) -> Iterator[str]:
-    if _runs(sys.executable, uid, gid):
+    here = Path(gpufleet.__file__)
+    if not _under_tmp(here) and _runs(sys.executable, uid, gid):
         yield sys.executable
         return
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
