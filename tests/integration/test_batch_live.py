@@ -191,8 +191,12 @@ def test_export_none_and_a_list_as_sbatch(cluster: LocalCluster, token: str, pro
     c = cluster.client(token)
     job = submit(cluster, token, proj, script, "--export=NONE")
     assert ended(c, job) == "SUCCEEDED"
-    secure = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    assert (proj / "env.out").read_text() == f"venv=unset setting=unset path={secure}\n"
+    # the account's secure path, after the agent's srun and scontrol (a batch job's, first)
+    secure = f"{cluster.data_dir}/node-0/slurm-bin:" + (
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    )
+    said = (proj / "env.out").read_text()
+    assert said == f"venv=unset setting=unset path={secure}\n"
     job = submit(cluster, token, proj, script, "--export=VIRTUAL_ENV,EXTRA=1")
     assert ended(c, job) == "SUCCEEDED"
     venv = proj / "venv"
