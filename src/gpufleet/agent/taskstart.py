@@ -41,9 +41,13 @@ _DRAIN_S = 0.2  # after the command exits: output its children still write is no
 
 
 def enter(workdir: str) -> str:
-    """chdir to ``workdir``, or to /tmp as slurmstepd does; what it says then (to the job's
-    stderr), else ""."""
-    if not workdir:
+    """chdir to ``workdir`` (none: the account's home), or to /tmp as slurmstepd does; what
+    it says then (to the job's stderr), else ""."""
+    if not workdir:  # none given (a job from the API): the account's home, as a login's
+        try:
+            os.chdir(os.environ.get("HOME") or "/tmp")
+        except OSError:
+            os.chdir("/tmp")
         return ""
     try:
         os.chdir(workdir)
