@@ -35,6 +35,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluste
         GPUFLEET_CONFIG=str(base / "none.yaml"),
     )
     env.pop("GPUFLEET_TOKEN", None)
+    # jobs are submitted from here (sbatch's submit directory, where slurm-%j.out goes)
+    submit = base / "submit"
+    submit.mkdir()
+    env["PWD"] = str(submit)
     try:
         yield c, env
     except BaseException:
@@ -47,6 +51,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluste
 def sh(
     env: dict[str, str], *argv: str, ok: bool = True, **kw: object
 ) -> subprocess.CompletedProcess[str]:
+    kw.setdefault("cwd", env.get("PWD"))
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, **kw)  # type: ignore[call-overload]
     if ok:
         assert r.returncode == 0, f"{argv}: {r.returncode}\n{r.stdout}\n{r.stderr}"
@@ -297,14 +302,16 @@ def test_submitit_as_is(
 @contextmanager
 def _environ(env: dict[str, str], extra_path: Path | None) -> Iterator[None]:
     """submitit runs sbatch/sacct/scancel from this process's environment."""
-    saved = dict(os.environ)
+    saved, cwd = dict(os.environ), os.getcwd()
     os.environ.clear()
     os.environ.update(env)
     if extra_path is not None:
         os.environ["PATH"] = f"{extra_path}{os.pathsep}{os.environ['PATH']}"
+    os.chdir(env["PWD"])  # the submit directory, as sh() uses
     try:
         yield
     finally:
+        os.chdir(cwd)
         os.environ.clear()
         os.environ.update(saved)
 
@@ -322,8 +329,29 @@ def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
     live: tuple[LocalCluster, dict[str, str]],
 ) -> None:
     _, env = live
-    sh(env, "sbatch", "-J", "fastpath", "--wrap", "true")
+    done = sh(env, "sbatch", "--parsable", "-J", "fastpath", "--wrap", "true").stdout.strip()
     pending = sh(env, "sbatch", "--parsable", "-N", "3", "--gpus=24", "--wrap", "true").stdout
+    # both listings must see one state: the first job ended, the second's reason decided
+    settled = f"{done} COMPLETED None\n{pending.strip()} PENDING NeverSchedulable\n"
+    wait_for(
+        "a settled queue",
+        lambda: (
+            sh(
+                env,
+                "squeue",
+                "-h",
+                "-t",
+                "all",
+                "-j",
+                f"{done},{pending.strip()}",
+                "-o",
+                "%i %T %r",
+            ).stdout
+            == settled
+            or None
+        ),
+        30,
+    )
     env = {**env, "COLUMNS": "200"}
     try:
         for argv in (
@@ -375,6 +403,7 @@ def test_shims_and_the_fast_path_over_https(
         GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
         GPUFLEET_CONFIG=str(tmp_path / "none.yaml"),
         GPUFLEET_CA=str(ca.cert_file),
+        PWD=str(tmp_path),  # the submit directory (sh runs there)
     )
     env.pop("GPUFLEET_TOKEN", None)
     job = sh(env, "sbatch", "--parsable", "--wrap", "true").stdout.strip()

@@ -39,6 +39,7 @@ class ClusterState:
         self._end_key_of: dict[str, tuple[float, int]] = {}
         self._ends_tuple: tuple[tuple[float, Allocation], ...] | None = None
         self._run_seq = 0
+        self._seq_of: dict[str, int] = {}  # each running job's start order
         self._node_views: tuple[NodeView, ...] | None = None
         self._workspace: Workspace | None = None  # Workspace(self._node_views), kept for cycles
         # the views in node order, and the nodes whose free capacity changed since they were
@@ -133,6 +134,7 @@ class ClusterState:
         self.running[view.id] = view
         self._running_tuple = None
         self._run_seq += 1
+        self._seq_of[view.id] = self._run_seq
         end = view.expected_end
         if end is not None:
             key = (end, self._run_seq)
@@ -142,9 +144,32 @@ class ClusterState:
             self._end_key_of[view.id] = key
             self._ends_tuple = None
 
+    def restate(self, view: RunningJob) -> None:
+        """A running job's view changed (ranks exited, its stop began), its start order kept:
+        in ``running`` and among the expected ends, where ties go by start order."""
+        old = self.running.get(view.id)
+        if old is None:
+            return
+        self.running[view.id] = view  # an existing key keeps its place
+        self._running_tuple = None
+        key = self._end_key_of.pop(view.id, None)
+        if key is not None:
+            i = bisect.bisect_left(self._end_keys, key)
+            del self._end_keys[i]
+            del self._ends[i]
+        end = view.expected_end
+        if end is not None:
+            key = (end, self._seq_of[view.id])
+            i = bisect.bisect_left(self._end_keys, key)
+            self._end_keys.insert(i, key)
+            self._ends.insert(i, (end, view.allocation))
+            self._end_key_of[view.id] = key
+        self._ends_tuple = None
+
     def unrun(self, job_id: str) -> None:
         if self.running.pop(job_id, None) is None:
             return
+        del self._seq_of[job_id]
         self._running_tuple = None
         key = self._end_key_of.pop(job_id, None)
         if key is not None:

@@ -322,4 +322,4 @@ class Controller:
         for st in res.starts:
             self.jobmaster.start(st, now, out)
         for pre in res.preemptions:
-            self.jobmaster.preempt(pre, out)
+            self.jobmaster.preempt(pre, now, out)

@@ -210,7 +210,7 @@ class JobMaster:
             rec.job.end_time = now
             self._finished(rec, now, out)
         elif st in (S.STARTING, S.RUNNING):
-            self.stop(rec, S.CANCELLED, ev.why, out)
+            self.stop(rec, S.CANCELLED, ev.why, out, now=now)
         elif st is S.FAILED and not rec.job.finished:
             self._dequeue(rec)
             rec.job.retries_used = rec.job.spec.max_retries
@@ -224,7 +224,13 @@ class JobMaster:
         if rec is None or rec.job.attempt != ev.attempt:
             return
         if ev.kind == "timelimit" and rec.job.state in (S.STARTING, S.RUNNING):
-            self.stop(rec, S.TIMED_OUT, f"time limit {rec.job.spec.time_limit_s:g} s reached", out)
+            self.stop(
+                rec,
+                S.TIMED_OUT,
+                f"time limit {rec.job.spec.time_limit_s:g} s reached",
+                out,
+                now=now,
+            )
         elif ev.kind == "backoff" and rec.job.state is S.PENDING:
             self.state.dirty = True
         elif ev.kind == "launch" and rec.job.state is S.STARTING:
@@ -253,7 +259,7 @@ class JobMaster:
         for r in silent:  # never started: nothing there to wait for (the Kill makes sure)
             rec.exited[r] = -1
             self.state.free(rec.allocation[r])
-        self.stop(rec, S.NODE_LOST, why, out)
+        self.stop(rec, S.NODE_LOST, why, out, now=now)
         out.append(Kill(rec.id, rec.job.attempt, tuple(silent), "launch deadline passed"))
         if not rec.live_ranks():
             self.attempt_over(rec, now, out)
@@ -282,34 +288,44 @@ class JobMaster:
         rec.exited[ev.rank] = ev.exit_code
         self.state.free(rec.allocation[ev.rank])
         self.state.dirty = True
+        self._restate(rec)
         if rec.ending is None:
             if rec.job.spec.batch:
-                self._batch_rank_exited(rec, ev, out)
+                self._batch_rank_exited(rec, ev, now, out)
             elif ev.exit_code != 0:
                 why = ev.why or f"rank {ev.rank} exited with code {ev.exit_code}"
                 rec.failure = why
-                self.stop(rec, S.FAILED, why, out, reason_kill="gang member failed")
+                self.stop(rec, S.FAILED, why, out, reason_kill="gang member failed", now=now)
         if not rec.live_ranks():
             self.attempt_over(rec, now, out)
 
-    def _batch_rank_exited(self, rec: JobRecord, ev: TaskExited, out: list[Command]) -> None:
+    def _batch_rank_exited(
+        self, rec: JobRecord, ev: TaskExited, now: float, out: list[Command]
+    ) -> None:
         """A batch job's outcome is its script's, as Slurm's: rank 0 runs the script, and its
         exit ends the job (its code the job's); the step daemons of the other ranks are then
         stopped, which is no failure. A step daemon that ends by itself while the script runs
         fails the job, whatever its code, as a lost node does in Slurm."""
         if ev.rank == 0:
             if ev.exit_code == 0:
-                self.stop(rec, S.SUCCEEDED, "the batch script exited 0", out, "batch script ended")
+                self.stop(
+                    rec,
+                    S.SUCCEEDED,
+                    "the batch script exited 0",
+                    out,
+                    "batch script ended",
+                    now=now,
+                )
                 return
             why = ev.why or f"the batch script exited with code {ev.exit_code}"
             rec.failure = why
-            self.stop(rec, S.FAILED, why, out, reason_kill="batch script failed")
+            self.stop(rec, S.FAILED, why, out, reason_kill="batch script failed", now=now)
             return
         node = rec.allocation[ev.rank].node
         how = ev.why or f"exited with code {ev.exit_code}"
         why = f"the step daemon of rank {ev.rank} on {node} ended while the batch script ran: {how}"
         rec.failure = why
-        self.stop(rec, S.FAILED, why, out, reason_kill="a step daemon of the job ended")
+        self.stop(rec, S.FAILED, why, out, reason_kill="a step daemon of the job ended", now=now)
 
     def task_fenced(self, ev: TaskFenced, now: float, out: list[Command]) -> None:
         """The node stopped the rank for its own sake: gone, as a reconcile would find."""
@@ -321,7 +337,7 @@ class JobMaster:
         rec.exited[ev.rank] = -1
         self.state.free(rec.allocation[ev.rank])
         why = f"node {ev.node} no longer runs rank(s) [{ev.rank}]"
-        self.stop(rec, S.NODE_LOST, f"{why}: {ev.why}" if ev.why else why, out)
+        self.stop(rec, S.NODE_LOST, f"{why}: {ev.why}" if ev.why else why, out, now=now)
         if not rec.live_ranks():
             self.attempt_over(rec, now, out)
         self.state.dirty = True
@@ -346,7 +362,7 @@ class JobMaster:
             for rank in lost:
                 rec.exited[rank] = -1
                 self.state.free(rec.allocation[rank])
-            self.stop(rec, S.NODE_LOST, f"node {node} no longer runs rank(s) {lost}", out)
+            self.stop(rec, S.NODE_LOST, f"node {node} no longer runs rank(s) {lost}", out, now=now)
             if not rec.live_ranks():
                 self.attempt_over(rec, now, out)
         self.state.dirty = True
@@ -367,6 +383,7 @@ class JobMaster:
         rec.exited = {}
         rec.ending = None
         rec.ending_why = ""
+        rec.stopping_since = None
         for p in st.allocation:
             self.state.take(p)
         self._to(rec, S.STARTING, now, f"attempt {j.attempt}", out)
@@ -379,10 +396,10 @@ class JobMaster:
         self.state.use(j.spec.queue, j.spec.total_resources)
         self._throttle_started(rec)
 
-    def preempt(self, pre: Preempt, out: list[Command]) -> None:
+    def preempt(self, pre: Preempt, now: float, out: list[Command]) -> None:
         victim = self.jobs[pre.job_id]
         if victim.job.state in (S.STARTING, S.RUNNING) and victim.ending is None:
-            self.stop(victim, S.PREEMPTED, pre.reason, out, reason_kill="preempted")
+            self.stop(victim, S.PREEMPTED, pre.reason, out, reason_kill="preempted", now=now)
         preemptor = self.jobs.get(pre.for_job)
         if preemptor is not None and not preemptor.nominated:
             preemptor.nominated = True  # the room being made is its: next cycles go first
@@ -397,16 +414,29 @@ class JobMaster:
         why: str,
         out: list[Command],
         reason_kill: str | None = None,
+        *,
+        now: float,
     ) -> None:
         """End the attempt as ``ending`` once every live rank has been stopped. A cancel wins
         over an ending already under way (a failed rank, a preemption): the user asked for the
-        job to stop, not to be retried or requeued."""
+        job to stop, not to be retried or requeued. From now on the scheduler counts on its
+        devices as freed now (a blocked job reserves them; nothing backfills ahead of it)."""
         if rec.ending is None or ending is S.CANCELLED:
             rec.ending = ending
             rec.ending_why = why
+        if rec.stopping_since is None:
+            rec.stopping_since = now
         live = tuple(r for r in rec.live_ranks())
         if live:
             out.append(Kill(rec.id, rec.job.attempt, live, reason_kill or ending.value.lower()))
+        self._restate(rec)
+
+    def _restate(self, rec: JobRecord) -> None:
+        """The scheduler's view of a running attempt anew: only its live ranks hold devices
+        (an exited rank's are free already, and must not be released twice by a reservation),
+        and a stop under way ends it now."""
+        if rec.live_ranks() and rec.id in self.state.running:
+            self.state.restate(rec.running_view())
 
     def attempt_over(self, rec: JobRecord, now: float, out: list[Command]) -> None:
         j = rec.job

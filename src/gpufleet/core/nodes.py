@@ -75,7 +75,11 @@ class NodeLifecycle:
                         lost = True
                 if lost:
                     self.jm.stop(
-                        rec, S.NODE_LOST, f"node {name} no longer has the devices of a rank", out
+                        rec,
+                        S.NODE_LOST,
+                        f"node {name} no longer has the devices of a rank",
+                        out,
+                        now=now,
                     )
                     if not rec.live_ranks():
                         self.jm.attempt_over(rec, now, out)
@@ -100,7 +104,7 @@ class NodeLifecycle:
             for r, p in enumerate(rec.allocation):
                 if p.node == ev.node and r not in rec.exited:
                     rec.exited[r] = -1
-            self.jm.stop(rec, S.NODE_LOST, f"node {ev.node} lost: {ev.why}", out)
+            self.jm.stop(rec, S.NODE_LOST, f"node {ev.node} lost: {ev.why}", out, now=now)
             if not rec.live_ranks():
                 self.jm.attempt_over(rec, now, out)
         self.state.dirty = True
@@ -133,7 +137,9 @@ class NodeLifecycle:
                     p.node == ev.node and set(p.gpus) & set(ev.bad_gpus) for p in rec.allocation
                 )
                 if hit:
-                    self.jm.stop(rec, S.NODE_LOST, f"node {ev.node} unhealthy: {ev.why}", out)
+                    self.jm.stop(
+                        rec, S.NODE_LOST, f"node {ev.node} unhealthy: {ev.why}", out, now=now
+                    )
         self.state.dirty = True
 
     def drain(self, ev: NodeDrain, now: float, out: list[Command]) -> None:

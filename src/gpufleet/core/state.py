@@ -96,6 +96,7 @@ class JobRecord:
     exited: dict[int, int] = field(default_factory=dict)  # rank → exit code
     ending: JobState | None = None  # where the attempt goes once every rank has exited
     ending_why: str = ""
+    stopping_since: float | None = None  # when the stop of this attempt began
     depends_on: tuple[tuple[str, str], ...] = ()
     oracle_duration_s: float | None = None
     failure: str = ""
@@ -131,6 +132,15 @@ class JobRecord:
 
     def running_view(self) -> RunningJob:
         j = self.job
+        live = self.allocation
+        if self.exited:
+            live = tuple(p for r, p in enumerate(self.allocation) if r not in self.exited)
         return RunningJob(
-            j.id, j.spec, self.allocation, j.start_time or 0.0, self.borrowing, j.attained_gpu_s
+            j.id,
+            j.spec,
+            live,
+            j.start_time or 0.0,
+            self.borrowing,
+            j.attained_gpu_s,
+            self.stopping_since,
         )

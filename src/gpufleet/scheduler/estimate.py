@@ -92,7 +92,10 @@ class StartPlan:
         holds: list[tuple[float, float, str, Resources]] = []  # (start, end, queue, resources)
         stopping = {p.job_id for p in res.preemptions}
         for r in snap.running:
-            end = now if r.id in stopping else _end(r.start_time, r.spec.time_limit_s, assumed)
+            if r.id in stopping or r.stopping_since is not None:
+                end = now
+            else:
+                end = _end(r.start_time, r.spec.time_limit_s, assumed)
             holds.append((-INF, end, r.spec.queue, r.spec.total_resources))
         by_id = {p.id: p for p in snap.pending}
         for s in res.starts:

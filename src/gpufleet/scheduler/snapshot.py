@@ -49,6 +49,9 @@ class RunningJob:
     start_time: float
     borrowing: bool = False  # admitted beyond its queue's nominal quota
     attained_gpu_s: float = 0.0  # service received in earlier attempts (LAS)
+    # its stop began then (its outcome decided, its ranks being killed): its devices count as
+    # freed from then on, for a reservation and an estimate, whatever its time limit
+    stopping_since: float | None = None
 
     def attained(self, now: float) -> float:
         """GPU-seconds of service so far, this attempt included."""
@@ -56,6 +59,8 @@ class RunningJob:
 
     @property
     def expected_end(self) -> float | None:
+        if self.stopping_since is not None:
+            return self.stopping_since
         limit = self.spec.time_limit_s
         return None if limit is None else self.start_time + limit
 
