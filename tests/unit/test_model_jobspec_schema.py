@@ -17,6 +17,7 @@ from gpufleet.api.jobspec import JobSpecIn, JobSpecOut
 from gpufleet.api.schemas import JobStateName
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import (
+    MAX_QUEUES,
     SIGNAL_BEFORE_S,
     SPEC_BOUNDS,
     SPEC_TEXT,
@@ -195,6 +196,7 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "name": "n",
         "user": "u",
         "queue": "q",
+        "queues": ["p", "q"],
         "workers": 2,
         "gpus_per_worker": 1,
         "gpu_milli": 500,
@@ -417,3 +419,34 @@ def test_the_container_patterns_agree_with_what_from_dict_accepts() -> None:
         except SpecError:
             accepted = False
         assert accepted == bool(re.search(path, text)), text
+
+
+def test_the_queues_agree_in_both_forms() -> None:
+    # Slurm's -p a,b: a list or one comma-separated string, in the order given
+    assert read(queues="a,b").queues == ("a", "b") == read(queues=["a", "b"]).queues
+    assert read(queues="a,b").queue == "a"  # the first, until the job starts
+    assert read(queues="a,b", queue="b").queue == "b"  # one of them (a started job's record)
+    assert read(queues=["a"]) == read(queue="a")  # one queue is just ``queue``
+    assert read(queues=None) == read()
+    assert read(queues="a,b").partitions == ("a", "b")
+    assert replace(read(queues="a,b"), queue="b").partitions == ("b", "a")
+    assert read(queue="x").partitions == ("x",)
+    assert refusal(queues="a,b", queue="c").field == "queue"
+    # every problem at once, naming the field
+    bad = refusal(queues=["a", "a", "", "b,c"])
+    assert bad.field == "queues"
+    assert "'a' is named twice" in bad.reason and "comma" in bad.reason, bad.reason
+    assert refusal(queues=[]).field == "queues"
+    assert refusal(queues=[1]).field == "queues"
+    many = [f"q{i}" for i in range(MAX_QUEUES + 1)]
+    read(queues=many[:MAX_QUEUES])
+    assert refusal(queues=many).field == "queues"
+    long = "x" * (SPEC_TEXT["queues"] + 1)
+    assert refusal(queues=["a", long]).field == "queues[1]"
+    items = branch("queues", "array")
+    assert items["maxItems"] == MAX_QUEUES and items["minItems"] == 1
+    assert items["items"]["maxLength"] == SPEC_TEXT["queues"]
+    # stored and read back as the same spec
+    spec = read(queues="a,b")
+    assert spec_from_dict(spec_to_dict(spec)) == spec
+    assert spec_from_dict(spec_to_dict(read())).queues == ()

@@ -26,6 +26,7 @@ from gpufleet.model.catalog import GPU_MODELS
 from gpufleet.model.container import MAX_IMAGE, MAX_MOUNTS, MAX_PATH
 from gpufleet.model.job import (
     MAX_NODE_NAMES,
+    MAX_QUEUES,
     SIGNALS,
     SPEC_BOUNDS,
     SPEC_TEXT,
@@ -186,7 +187,25 @@ class JobSpecIn(BaseModel):
     user: Annotated[str, _text("user")] | None = Field(
         None, description="whose job it is: a user token's own user (the default)"
     )
-    queue: Annotated[str, _text("queue")] | None = _DEFAULTS["queue"]
+    queue: Annotated[str, _text("queue")] | None = Field(
+        _DEFAULTS["queue"],
+        description="the queue (Slurm's partition); with queues: one of them (default: the "
+        "first of queues)",
+    )
+    queues: (
+        Annotated[str, Field(min_length=1, max_length=MAX_QUEUES * (SPEC_TEXT["queues"] + 1))]
+        | Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=SPEC_TEXT["queues"])]],
+            Field(min_length=1, max_length=MAX_QUEUES),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="the queues the job may start in (Slurm's -p a,b): a list of names or one "
+        "comma-separated string, none twice, at most "
+        f"{MAX_QUEUES}; it starts in the first that admits it without borrowing, else the "
+        "first that admits it by borrowing, and is shown with the queue it runs in first",
+    )
     workers: int | None = _bounded(
         "workers", _DEFAULTS["workers"], "gang size: all start together or none does"
     )
@@ -448,6 +467,7 @@ class JobSpecOut(BaseModel):
     input: str = ""
     # submit_env is never shown (server/views.spec_dict)
     container: ContainerOut | None = None
+    queues: list[str] = []
 
 
 # models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)

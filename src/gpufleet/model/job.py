@@ -49,6 +49,7 @@ SPEC_BOUNDS: dict[str, tuple[float, float]] = {  # ints where the key is an inte
     "tasks_per_worker": (1, 4096),  # tasks sharing one worker's resources (Slurm's per node)
 }
 MAX_NODE_NAMES = 4096  # names in nodelist or exclude, after hostlist expansion
+MAX_QUEUES = 64  # the queues (Slurm's partitions) one job may name in ``queues``
 # Slurm's signal names (its sig_name2num; with or without SIG, any case) and their Linux numbers
 SIGNALS: dict[str, int] = {
     "HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8,
@@ -63,6 +64,7 @@ SPEC_TEXT: dict[str, int] = {
     "name": MAX_NAME,
     "user": MAX_NAME,
     "queue": MAX_NAME,
+    "queues": MAX_NAME,  # each
     "dataset": MAX_TEXT,
     "gpu_models": MAX_NAME,  # each
     "command": MAX_ARG,  # each argument, or the one shell line
@@ -208,6 +210,19 @@ class JobSpec:
     input: str = ""  # the batch script's stdin file (sbatch's --input); "": /dev/null
     # the submitter's environment, captured at submit (sbatch's --export); never shown
     submit_env: tuple[tuple[str, str], ...] = ()
+    # Slurm's partition list (sbatch -p a,b): every queue the job may start in, in the order
+    # given; () is just ``queue``. A job with several starts in the first of them that admits
+    # it now without borrowing, else the first that admits it by borrowing (scheduler/cycle.py
+    # step 2); ``queue`` is the one it runs (or last ran) in, ``queues[0]`` until it starts.
+    queues: tuple[str, ...] = ()
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """Slurm's job partition string, as a tuple: the queues the job may use, the one it
+        runs (or last ran) in first (``a,b`` while pending, ``b,a`` once started in b)."""
+        if not self.queues:
+            return (self.queue,)
+        return (self.queue, *(q for q in self.queues if q != self.queue))
 
     @property
     def worker_resources(self) -> Resources:
@@ -240,7 +255,16 @@ class JobSpec:
         f = Fields(data, source=source, path=path)
         name = f.text("name", required=True, max_len=SPEC_TEXT["name"])
         user = f.text("user", required=True, max_len=SPEC_TEXT["user"])
-        queue = f.text("queue", "default", max_len=SPEC_TEXT["queue"])
+        queues = _read_queues(f)
+        if f.has("queue"):
+            queue = f.text("queue", "default", max_len=SPEC_TEXT["queue"])
+            if queues and queue not in queues:
+                raise f.error("queue", f"{queue!r} is not one of queues ({', '.join(queues)})")
+        else:
+            f.raw("queue")  # null: not given
+            queue = queues[0] if queues else "default"
+        if len(queues) == 1:
+            queues = ()  # one queue is just ``queue``
         workers = f.integer("workers", 1, **_ints("workers"))
         gpus = f.integer("gpus_per_worker", 1, **_ints("gpus_per_worker"))
         milli = f.integer("gpu_milli", MILLI, **_ints("gpu_milli"))
@@ -319,8 +343,39 @@ class JobSpec:
             input=stdin,
             submit_env=submit_env,
             container=container,
+            queues=queues,
         )
         return replace(spec, **alloc) if alloc else spec
+
+
+def _read_queues(f: Fields) -> tuple[str, ...]:
+    """``queues``: a list of queue names or one comma-separated string (Slurm's ``-p a,b``);
+    each a name as ``queue`` is, at most ``MAX_QUEUES``, none twice; every problem at once."""
+    raw = f.raw("queues")
+    if raw is None:
+        return ()
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise f.error("queues", "must be a list of queue names or one comma-separated string")
+    problems: list[str] = []
+    if len(items) > MAX_QUEUES:
+        raise f.error("queues", f"must name at most {MAX_QUEUES} queues, got {len(items)}")
+    names: list[str] = []
+    for i, x in enumerate(items):
+        name = f.checked(f"queues[{i}]", x, SPEC_TEXT["queues"]).strip()
+        if not name:
+            problems.append(f"queues[{i}] is empty")
+        elif "," in name:
+            problems.append(f"queues[{i}] {name!r} holds a comma (give one name per item)")
+        elif name in names:
+            problems.append(f"{name!r} is named twice")
+        else:
+            names.append(name)
+    if problems:
+        raise f.error("queues", "; ".join(problems))
+    if not names:
+        raise f.error("queues", "names no queue")
+    return tuple(names)
 
 
 def _read_allocation(f: Fields, workers: int, gpus: int) -> dict[str, Any]:

@@ -74,6 +74,7 @@ _SPEC_KEYS = (
     "input",
     "submit_env",
     "container",
+    "queues",
 )
 # kept with the job, never shown: the environment captured at submit (sbatch's --export)
 HIDDEN_SPEC_KEYS = ("submit_env",)
@@ -116,6 +117,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "input": spec.input,
         "submit_env": [[k, v] for k, v in spec.submit_env],
         "container": None if spec.container is None else spec.container.to_dict(),
+        "queues": list(spec.queues),
     }
 
 
@@ -168,6 +170,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
     for key in ("workdir", "output", "error", "open_mode", "input"):
         if key in d:
             kw[key] = str(d[key])
+    if d.get("queues"):
+        kw["queues"] = tuple(str(q) for q in d["queues"])
     if "submit_env" in d:
         kw["submit_env"] = tuple((str(k), str(v)) for k, v in d["submit_env"])
     if d.get("secrets"):
