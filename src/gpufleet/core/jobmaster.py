@@ -8,7 +8,7 @@ changes the cluster's state only through ``ClusterState``'s methods."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpufleet.core.arrays import ArrayThrottle
 from gpufleet.core.cluster_state import ClusterState
@@ -374,6 +374,11 @@ class JobMaster:
         self._dequeue(rec)
         rec.nominated = False
         j = rec.job
+        if st.queue and st.queue != j.spec.queue and st.queue in j.spec.queues:
+            # a job of several queues (Slurm's -p a,b) runs in the one that admitted it: its
+            # record's queue from now on (usage, accounting, squeue's b,a), until a requeue
+            # lets it start in any of them again
+            j.spec = replace(j.spec, queue=st.queue)
         j.attempt += 1
         j.start_time = now
         rec.allocation = st.allocation

@@ -17,6 +17,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import explain
+from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Reservation, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import levels_for, place_gang
@@ -91,7 +92,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         ws.fence = False
         if alloc is None:
             return False
-        res.starts.append(Start(job.id, alloc, adm.borrowing))
+        res.starts.append(Start(job.id, alloc, adm.borrowing, s.queue))
         usage.add(job.spec.queue, job.spec.total_resources)
         started.append((job, alloc))
         return True
@@ -128,8 +129,10 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
             break  # nothing left to place: the rest wait for resources
         examined.add(job.id)
 
-        # 2. admit
-        if admit_all or job.spec.queue not in limited:
+        # 2. admit (a job of several queues: as the job of the first that admits it)
+        if job.spec.queues:
+            job, adm = admit_any(job, profile.admit, usage, admit_all)
+        elif admit_all or job.spec.queue not in limited:
             adm = ADMITTED
         else:
             adm = profile.admit.admit(job, usage)
@@ -180,7 +183,11 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
 
     # 3'. the borrowers, in order, with what is left
     for job in borrowers:
-        adm = profile.admit.admit(job, usage)  # the cohort's idle quota may be gone by now
+        # the cohort's idle quota may be gone by now (a job of several queues: another may lend)
+        if job.spec.queues:
+            job, adm = admit_any(job, profile.admit, usage, admit_all)
+        else:
+            adm = profile.admit.admit(job, usage)
         if not adm.status.ok:
             quota_blocked[job.id] = adm
             if adm.status.reason is not None:

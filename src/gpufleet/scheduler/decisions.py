@@ -92,6 +92,9 @@ class Start:
     job_id: str
     allocation: Allocation
     borrowing: bool = False
+    # the queue it starts in: its spec's queue, or for a job of several queues (Slurm's
+    # -p a,b) the one that admitted it; "" (a Start made by hand): its spec's queue
+    queue: str = ""
 
 
 @dataclass(frozen=True, slots=True)

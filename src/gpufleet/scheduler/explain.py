@@ -15,6 +15,7 @@ from gpufleet.model.job import TopologyLevel
 from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import filters
+from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.framework import Code
 from gpufleet.scheduler.gang import place_gang
@@ -212,8 +213,10 @@ def explain_all(
             unfenced_cache[k] = place_gang(job.spec, probe, profile.place, rng)[0] is not None
         return unfenced_cache[k]
 
+    ask_all = not getattr(profile.admit, "admits_unlimited", False)
+
     def never_admitted(job: PendingJob) -> Reason | None:
-        status = profile.admit.admit(job, usage).status
+        status = admit_any(job, profile.admit, usage, ask_all)[1].status
         return status.reason if status.code is Code.UNRESOLVABLE else None
 
     def never(job: PendingJob) -> Reason | None:
@@ -293,7 +296,7 @@ def explain_all(
     # a cycle, so a job refused earlier in it is refused by these numbers too.)
     # Only the cycle's own reasons can be Quota ones; visit them in the order they were given.
     by_id: dict[str, PendingJob] | None = None
-    final: dict[tuple[str, object], Reason | None] = {}
+    final: dict[tuple[object, object], Reason | None] = {}
     # So is one held behind the head of a profile that does not backfill: it would wait for
     # ever, the head's start would not help it.
     for job_id in cycle_reasons:
@@ -310,9 +313,9 @@ def explain_all(
                 continue
             if why.code is ReasonCode.HELD:
                 continue
-            k = (blocked.spec.queue, blocked.spec.total_resources)
+            k = (blocked.spec.queues or blocked.spec.queue, blocked.spec.total_resources)
             if k not in final:
-                final[k] = profile.admit.admit(blocked, usage).status.reason
+                final[k] = admit_any(blocked, profile.admit, usage, ask_all)[1].status.reason
             now_why = final[k]
             if now_why is not None and now_why.code is ReasonCode.QUOTA:
                 res.reasons[job_id] = now_why

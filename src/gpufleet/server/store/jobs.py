@@ -63,6 +63,7 @@ _UPDATE = (
         attained_gpu_s=sa.bindparam("b_attained_gpu_s"),
         allocation=sa.bindparam("b_allocation", type_=sa.JSON),
         borrowing=sa.bindparam("b_borrowing"),
+        queue=sa.func.coalesce(sa.bindparam("b_queue", type_=sa.String), jobs.c.queue),
     )
 )
 _UPDATE_STATE = (
@@ -267,6 +268,7 @@ def _update_row(u: JobUpdate) -> dict[str, Any]:
         "b_attained_gpu_s": u.attained_gpu_s,
         "b_allocation": allocation_to_list(u.allocation),
         "b_borrowing": u.borrowing,
+        "b_queue": u.queue,
     }
 
 
@@ -343,10 +345,14 @@ def events(conn: sa.Connection, job_id: str) -> list[JobEvent]:
 
 
 def _stored(r: sa.Row[Any]) -> StoredJob:
+    spec = spec_from_dict(r.spec)
+    if r.queue != spec.queue and r.queue in spec.queues:
+        # a job of several queues started in another than its spec names: the row's queue
+        spec = replace(spec, queue=r.queue)
     return StoredJob(
         r.id,
         r.seq,
-        spec_from_dict(r.spec),
+        spec,
         JobState(r.state),
         r.attempt,
         r.retries_used,

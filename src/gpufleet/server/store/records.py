@@ -79,6 +79,9 @@ class JobUpdate:
     attained_gpu_s: float
     allocation: Allocation = ()
     borrowing: bool = False
+    # the queue it runs (or last ran) in: of a job of several queues, the one it started in
+    # (the row's queue column; None: unchanged)
+    queue: str | None = None
 
     @staticmethod
     def of(job: Job, allocation: Allocation = (), borrowing: bool = False) -> JobUpdate:
@@ -93,6 +96,7 @@ class JobUpdate:
             job.attained_gpu_s,
             allocation,
             borrowing,
+            job.spec.queue,
         )
 
     @staticmethod
