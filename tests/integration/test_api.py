@@ -404,6 +404,14 @@ def test_422_unknown_queue_when_queues_are_configured(api: Api) -> None:
     assert len(api.stored_ids()) == n
     (job,) = alice.submit({**SPEC, "queue": "vision"})
     assert alice.job(job).queue == "vision"
+    # a partition list (sbatch -p a,b): every name it lists is checked, all problems at once
+    msg = refused(422, lambda: alice.submit({**SPEC, "queues": "nlp,vision,x"}))
+    assert (
+        "spec.queues[0]: unknown queue 'nlp'" in msg and "spec.queues[2]: unknown queue 'x'" in msg
+    )
+    assert len(api.stored_ids()) == n + 1
+    (job,) = alice.submit({**SPEC, "queues": ["vision", "default"]})
+    assert alice.job(job).spec["queues"] == ["vision", "default"]
 
 
 # ----- idempotency, arrays, dependencies ----------------------------------------------------

@@ -52,6 +52,7 @@ FULL_SPEC = JobSpec(
     env=(("A", "1"), ("NCCL_DEBUG", "INFO")),
     signal=WarningSignal(10, 90, batch_only=True),
     requeue=False,
+    queues=("vision", "spare"),
 )
 
 
@@ -276,6 +277,21 @@ def test_transitions_append_events_and_update_rows(store: Store) -> None:
         (S.STARTING, S.RUNNING, 1, 11.0, "every rank"),
     ]
     assert ev[0].seq < ev[1].seq < ev[2].seq
+
+
+def test_a_job_of_several_queues_keeps_the_one_it_started_in(store: Store) -> None:
+    # Slurm's -p a,b: the row's queue is the one the job started in, and a restart reads it
+    jid = one(store, queue="a", queues=("a", "b"))
+    store.apply_transitions([], [JobUpdate(jid, S.STARTING, 1, 0, 5.0, None, 0.0, 0.0)])
+    row = store.job(jid)
+    assert row is not None and row.spec.queue == "a"  # no queue given: unchanged
+    up = JobUpdate(jid, S.STARTING, 1, 0, 5.0, None, 0.0, 0.0, queue="b")
+    store.apply_transitions([], [up])
+    row = store.job(jid)
+    assert row is not None and (row.spec.queue, row.spec.queues) == ("b", ("a", "b"))
+    assert [j.id for j in store.list_jobs(queue="b")] == [jid]
+    (active,) = store.load_jobs_for_restart().jobs
+    assert active.spec.partitions == ("b", "a")
 
 
 def test_transitions_of_an_unknown_job_apply_nothing(store: Store) -> None:
