@@ -88,23 +88,24 @@ def test_submit_a_script_as_it_is_with_array_and_dependency(api: FakeApi, tmp_pa
     assert spec["command"] == ["/bin/bash", "-c", SCRIPT, "train.sbatch", "--epochs", "3"]
 
 
-def test_a_partition_list_queues_in_the_first_the_controller_knows(
-    api: FakeApi, tmp_path: Path
-) -> None:
+def test_a_partition_list_is_sent_as_the_jobs_queues(api: FakeApi, tmp_path: Path) -> None:
     f = tmp_path / "p.sbatch"
     f.write_text("#!/bin/bash\n#SBATCH -p big,gpu-preempt,gpu\ntrue\n")
-    queue = {"cohort": "", "weight": 1.0, "quota_gpus": None, "used_gpus": 0.0,
-             "borrowing": False, "pending": 0, "running": 0, "dominant_share": 0.0,
-             "fair_share_usage": 0.0}  # fmt: skip
-    api.on("GET", "/queues", [{"name": n, **queue} for n in ("gpu", "gpu-preempt")])
     api.on("POST", "/jobs", submitted("30"))
     r = cli("submit", str(f))
     assert r.code == 0, r.stderr
-    assert api.body()["spec"]["queue"] == "gpu-preempt"  # big is unknown: the next listed
-    assert "queued in gpu-preempt, the first of -p big,gpu-preempt,gpu" in r.stderr
-    r = cli("submit", "-p", "big", str(f))  # the flag wins over the script: no choice made
+    spec = api.body()["spec"]
+    assert spec["queues"] == ["big", "gpu-preempt", "gpu"] and "queue" not in spec
+    assert "partition" not in r.stderr  # no warning: the controller chooses, as Slurm does
+    r = cli("submit", "-p", "big", str(f))  # the flag wins over the script
     assert r.code == 0, r.stderr
-    assert api.body()["spec"]["queue"] == "big"
+    spec = api.body()["spec"]
+    assert spec["queue"] == "big" and "queues" not in spec
+    r = cli("submit", "--dry-run", "--json", "-p", "a,b", "--", "true")  # the flag's own list
+    assert r.code == 0, r.stderr
+    assert r.json()["spec"]["queues"] == "a,b" and "queue" not in r.json()["spec"]
+    r = cli("submit", "--dry-run", "-p", "a,a", "--", "true")
+    assert r.code == 2 and "'a' is named twice" in r.stderr
 
 
 def test_flags_override_the_script_as_sbatch_options_do(api: FakeApi, tmp_path: Path) -> None:

@@ -492,11 +492,14 @@ def test_nodelist_exclude_and_exclusive() -> None:
     assert spec.nodelist == ("gpu-01", "gpu-02") and spec.exclusive
 
 
-def test_a_partition_list_queues_in_the_first_with_a_warning() -> None:
+def test_a_partition_list_is_the_jobs_queues_without_a_warning() -> None:
     job = script("-p gpu,gpu-preempt")
-    assert job.spec["queue"] == "gpu"
-    assert any("the first the controller knows (here the first partition, gpu)" in w
-               for w in job.warnings)  # fmt: skip
+    assert job.spec["queues"] == ["gpu", "gpu-preempt"] and "queue" not in job.spec
+    assert not any("partition" in w for w in job.warnings)
+    spec = JobSpec.from_dict({**job.spec, "user": "u"})
+    assert (spec.queue, spec.queues) == ("gpu", ("gpu", "gpu-preempt"))
+    assert script("-p gpu").spec["queue"] == "gpu" and "queues" not in script("-p gpu").spec
+    assert script("-p gpu,gpu").spec["queue"] == "gpu"  # a name twice is that one
 
 
 def test_a_one_node_job_is_one_worker_with_its_tasks() -> None:

@@ -343,3 +343,18 @@ def test_history_columns_are_kept_and_shifted_with_the_submit_times(tmp_path: Pa
     assert jobs["3"].recorded is None  # a plain jobs file, as before
     # the spec never sees them
     assert jobs["1"].spec == replace(jobs["3"].spec, name="1")
+
+
+def test_a_partition_list_round_trips_through_a_history(tmp_path: Path) -> None:
+    # gpufleet history export writes queue (the one the job ran in) and queues (its list)
+    from gpufleet.cli.history import COLUMNS, _cell
+
+    assert COLUMNS.index("queues") == COLUMNS.index("queue") + 1
+    assert _cell("queues", ["a", "b"]) == "a|b"
+    line = {**HISTORY_LINE, "queue": "b", "queues": ["a", "b"]}
+    p = write(tmp_path, "h.jsonl", json.dumps(line))
+    (j,) = load_trace(p, "jobs")
+    assert (j.spec.queue, j.spec.queues, j.spec.partitions) == ("b", ("a", "b"), ("b", "a"))
+    c = write(tmp_path, "h.csv", "id,submit_time,duration_s,queue,queues\nx,0,1,b,a|b\n")
+    (j,) = load_trace(c, "jobs")
+    assert (j.spec.queue, j.spec.queues) == ("b", ("a", "b"))

@@ -2,12 +2,13 @@
 
 The file is the simulator's ``jobs`` format (``gpufleet simulate replay --format jobs``): JSONL,
 or CSV when FILE ends in ``.csv``. One record per job that ran and has ended: its id, name,
-user, queue, gang shape (``workers``, ``gpus_per_worker``, ``gpu_milli``), ``cpus`` and
-``memory_mib`` per worker, GPU models, time limit, priority, preemptibility, topology and
-retries, then what happened: ``submit_time``, ``start_time`` (the first attempt's start),
-``end_time``, ``state`` (the final one), ``attempts`` and ``duration_s`` = end − first start
-(a retried job's failed attempts and back-off are inside it). Times are the controller's clock,
-seconds since the epoch; the loader shifts them so that the first submission is at t = 0.
+user, queue (and ``queues``, a partition list, with queue the one it ran in), gang shape
+(``workers``, ``gpus_per_worker``, ``gpu_milli``), ``cpus`` and ``memory_mib`` per worker, GPU
+models, time limit, priority, preemptibility, topology and retries, then what happened:
+``submit_time``, ``start_time`` (the first attempt's start), ``end_time``, ``state`` (the final
+one), ``attempts`` and ``duration_s`` = end − first start (a retried job's failed attempts and
+back-off are inside it). Times are the controller's clock, seconds since the epoch; the loader
+shifts them so that the first submission is at t = 0.
 
 Left out, and counted on stderr: jobs that never started (cancelled while pending: they held
 no GPU, and there is no duration to replay) and jobs that have not ended yet (pending, running,
@@ -47,6 +48,7 @@ COLUMNS = (
     "name",
     "user",
     "queue",
+    "queues",
     "workers",
     "gpus_per_worker",
     "gpu_milli",
@@ -94,6 +96,10 @@ def history_record(job: s.JobOut, started: float) -> dict[str, Any]:
         "name": job.name,
         "user": job.user,
         "queue": job.queue,
+    }
+    if sp.get("queues"):  # Slurm's partition list: queue is the one it ran in
+        rec["queues"] = list(sp["queues"])
+    rec |= {
         "workers": job.workers,
         "gpus_per_worker": sp.get("gpus_per_worker", 1),
         "gpu_milli": sp.get("gpu_milli", 1000),
@@ -174,7 +180,7 @@ def write_history(path: Path, records: Sequence[dict[str, Any]]) -> None:
 def _cell(column: str, v: Any) -> str:
     if v is None:
         return ""
-    if column == "gpu_models":
+    if column in ("gpu_models", "queues"):
         return "|".join(v)
     if column == "topology":
         return v["level"] + (":required" if v["required"] else "")

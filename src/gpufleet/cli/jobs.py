@@ -56,7 +56,6 @@ class Submission:
     array: str | None = None
     depends_on: list[tuple[str, str]] = field(default_factory=list)
     source: str = "command line"
-    partitions: list[str] = field(default_factory=list)  # sbatch's -p a,b: any of them
 
     def body(self) -> dict[str, Any]:
         """What ``POST /jobs`` receives."""
@@ -77,7 +76,12 @@ def submit(
     ] = None,
     name: Annotated[str | None, typer.Option("--name", "-J", help="Job name.")] = None,
     queue: Annotated[
-        str | None, typer.Option("--queue", "-p", help="Queue (sbatch's partition).")
+        str | None,
+        typer.Option(
+            "--queue",
+            "-p",
+            help="Queue (sbatch's partition); a,b: any of them, the first that admits the job.",
+        ),
     ] = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="Gang size.")] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", min=0, help="GPUs per worker.")] = None,
@@ -269,7 +273,6 @@ def submit(
         return
     ids: list[str] = []
     with connect(server, token) as c:
-        _choose_partitions(c, subs)
         for i, sub in enumerate(subs):
             # one key per job of a file, so that the server does not take them for one retried
             key = f"{idempotency_key}#{i}" if idempotency_key and len(subs) > 1 else idempotency_key
@@ -389,6 +392,8 @@ def _overrides(
         "signal": signal,  # read (and refused, naming it) by JobSpec.from_dict
         "requeue": requeue,
     }
+    if queue is not None and "," in queue:  # sbatch's -p a,b: the job may use any of them
+        o["queue"], o["queues"] = None, queue
     if gpu_share is not None and gpus is None:
         o["gpus_per_worker"] = 1  # a share is of one GPU
     if mem is not None:
@@ -439,29 +444,11 @@ def _submissions(
         for w in job.warnings:
             out.warn(w)
         sub = Submission(dict(job.spec), job.array, list(job.depends_on), str(script))
-        if job.request is not None and "queue" not in overrides:
-            sub.partitions = list(job.request.partitions)
         if job.request is not None:
             _submit_context(sub, job.request)
         return [_merge(sub, overrides)]
     spec = {"name": Path(args[0]).name, "command": list(args)}
     return [_merge(Submission(spec), overrides)]
-
-
-def _choose_partitions(c: Any, subs: list[Submission]) -> None:
-    """sbatch's ``-p a,b``: the job may run in any of them; gpufleet queues it in the first
-    one the controller knows (else the first), chosen here once, and says so."""
-    multi = [s for s in subs if len(s.partitions) > 1]
-    if not multi:
-        return
-    known = {q.name for q in c.queues()}
-    for sub in multi:
-        chosen = next((p for p in sub.partitions if p in known), sub.partitions[0])
-        sub.spec["queue"] = chosen
-        out.warn(
-            f"{sub.source}: queued in {chosen}, the first of -p {','.join(sub.partitions)} the "
-            "controller knows; the job is not moved between them"
-        )
 
 
 def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:
@@ -496,6 +483,9 @@ def _yaml_jobs(file: Path) -> list[dict[str, Any]]:
 
 def _merge(sub: Submission, overrides: dict[str, Any]) -> Submission:
     env = {**sub.spec.get("env", {}), **overrides.get("env", {})}
+    if "queue" in overrides or "queues" in overrides:  # -p replaces the file's queues
+        sub.spec.pop("queue", None)
+        sub.spec.pop("queues", None)
     sub.spec.update(overrides)
     if env:
         sub.spec["env"] = env

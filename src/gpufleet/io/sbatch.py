@@ -768,14 +768,13 @@ class _Build:
         r = self.req
         spec: dict[str, Any] = {"name": r.job_name}
         if r.partitions:
-            spec["queue"] = r.partitions[0]
-            if len(r.partitions) > 1:
-                self.note(
-                    "partition",
-                    f"gpufleet queues the job in one partition: the first the controller knows "
-                    f"(here the first partition, {r.partitions[0]}); it is not moved between "
-                    "them",
-                )
+            # -p a,b: the job may start in any of them (Slurm: the one offering the earliest
+            # start; gpufleet: the first that admits it, scheduler/admission.py)
+            parts = list(dict.fromkeys(r.partitions))
+            if len(parts) > 1:
+                spec["queues"] = parts
+            else:
+                spec["queue"] = parts[0]
         by_node, workers, per = self.layout()
         spec["workers"] = workers
         if by_node:

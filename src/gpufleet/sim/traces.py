@@ -15,8 +15,8 @@ Formats (``load_trace(path, fmt)``):
   (``["afterok:ID", …]``) and ``checkpoint_interval_s`` (seconds of work between the job's
   checkpoints: a preempted job resumes from its last; absent = the CLI's
   ``--checkpoint-interval``, else none). ``name`` defaults to the id and ``user`` to ``trace``.
-  In CSV, list cells (``gpu_models``, ``depends_on``) are ``|``-separated, ``topology`` is
-  ``leaf`` or ``leaf:required``, ``env`` is ``K=V|K=V``; empty cells are absent.
+  In CSV, list cells (``gpu_models``, ``depends_on``, ``queues``) are ``|``-separated,
+  ``topology`` is ``leaf`` or ``leaf:required``, ``env`` is ``K=V|K=V``; empty cells are absent.
   A history (``gpufleet history export``) adds what happened, which the replay does not read
   but keeps beside each job (``TraceJob.recorded``) to be compared with its own outcome:
   ``start_time`` (the first attempt's start), ``end_time``, ``state`` (the final one) and
@@ -504,7 +504,7 @@ _CSV_FLOATS = (
     "end_time",
 )
 _CSV_FLAGS = ("preemptible",)
-_CSV_LISTS = ("gpu_models", "depends_on")
+_CSV_LISTS = ("gpu_models", "depends_on", "queues")
 
 
 def load_jobs(path: str | Path) -> list[TraceJob]:
