@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # the shims render plain rows with these names, without pydantic (issue 12)
     from gpufleet.api import schemas as s
@@ -87,6 +87,19 @@ def _reason(j: s.JobOut) -> str:
     return ",".join(_nodes(j))
 
 
+def partitions(j: Any) -> str:
+    """Slurm's job partition string: the job's queues (``a,b`` for ``-p a,b``), the one it runs
+    or last ran in first (``b,a`` once started in b), as sbatch's man page says of it."""
+    queues = j.spec.get("queues") or ()
+    return ",".join([j.queue, *(q for q in queues if q != j.queue)])
+
+
+def in_partitions(j: Any, wanted: set[str]) -> bool:
+    """squeue's and sacct's ``-p``: a job of any of ``wanted`` (of its list, for a job of
+    several queues)."""
+    return j.queue in wanted or any(q in wanted for q in (j.spec.get("queues") or ()))
+
+
 def _fields(now: float) -> dict[str, Callable[[s.JobOut], str]]:
     spec = lambda j, k, d="": str(j.spec.get(k, d))  # noqa: E731
     return {
@@ -94,7 +107,7 @@ def _fields(now: float) -> dict[str, Callable[[s.JobOut], str]]:
         "A": lambda j: j.id,
         "j": lambda j: j.name,
         "u": lambda j: j.user,
-        "P": lambda j: j.queue,
+        "P": partitions,
         "t": lambda j: CODES.get(j.state, (j.state, ""))[0],
         "T": lambda j: CODES.get(j.state, ("", j.state))[1],
         "M": lambda j: slurm_time(_elapsed(j, now) or 0.0),

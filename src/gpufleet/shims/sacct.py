@@ -95,7 +95,7 @@ def fields(now: float) -> dict[str, tuple[Callable[[Any], str], int, bool]]:
         "jobid": (_job_id, 12, False),
         "jobidraw": (lambda j: str(j.id), 12, False),
         "jobname": (lambda j: j.name, 10, True),
-        "partition": (lambda j: j.queue, 10, True),
+        "partition": (slurm_style.partitions, 10, True),
         "account": (lambda j: j.queue, 10, True),
         "user": (lambda j: j.user, 9, False),
         "state": (_state, 10, True),
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
             j
             for j in jobs
             if (who is None or j.user in who)
-            and (queues is None or j.queue in queues)
+            and (queues is None or slurm_style.in_partitions(j, queues))
             and (names is None or j.name in names)
             and (wanted is None or j.state in wanted)
             and (t0 is None or j.end_time is None or j.end_time >= t0)

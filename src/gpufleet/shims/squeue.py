@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> None:
             rows, failed = selection.select(
                 c,
                 user=next(iter(who)) if who and len(who) == 1 else None,
-                queue=next(iter(queues)) if queues and len(queues) == 1 else None,
+                # no queue asked of the server: a pending job of several queues is listed
+                # under each of them (squeue -p b shows a job of -p a,b)
+                queue=None,
                 wanted=wanted,
                 job_ids=a.jobs,
                 names=a.name,
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
                 report=problems.append,
             )
         rows = [j for j in rows if (who is None or j.user in who)]
-        rows = [j for j in rows if (queues is None or j.queue in queues)]
+        rows = [j for j in rows if (queues is None or slurm_style.in_partitions(j, queues))]
         for msg in problems:
             sys.stderr.write(f"squeue: error: {msg}\n")
         try:
