@@ -10,7 +10,8 @@ import pytest
 from gpufleet.core.controller import Controller
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.model.job import JobSpec
-from gpufleet.model.resources import MILLI
+from gpufleet.model.queue import QueueSpec
+from gpufleet.model.resources import MILLI, Resources
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.journal import StoreJournal
 from gpufleet.server.store import NewJob, Store
@@ -84,3 +85,30 @@ def test_a_restart_mid_run_loads_what_the_controller_holds(store: Store) -> None
     assert fresh.pending_count == ctrl.pending_count
     gpus = {i: r.job.spec.total_gpu_milli // MILLI for i, r in fresh.jobs.items()}
     assert gpus == {i: ctrl.jobs[i].job.spec.total_gpu_milli // MILLI for i in live}
+
+
+def test_a_job_of_several_queues_restarts_in_the_queue_it_runs_in(store: Store) -> None:
+    # Slurm's -p a,b: a is full, so j runs in b; the store and a restarted controller agree
+    quota = {"a": 8, "b": 8}
+    queues = [QueueSpec(n, Resources(g * MILLI, 10**9, 10**9)) for n, g in quota.items()]
+    cluster = ClusterSpec.build("sim", _cluster().nodes, queues)
+    specs = [
+        (JobSpec("x", "alice", "a", gpus_per_worker=8), 0.0, 500.0),
+        (JobSpec("j", "bob", "a", gpus_per_worker=8, queues=("a", "b")), 1.0, 500.0),
+    ]
+    ids = store.add_jobs([NewJob(s, t) for s, t, _ in specs])
+    trace = [TraceJob(i, s, t, d) for i, (s, t, d) in zip(ids, specs, strict=True)]
+    sim = Simulation(cluster, Profile.build(), trace, SimConfig())
+    sim.driver.journal = StoreJournal(store, sim.controller)
+    sim.run(until=100.0)
+    ctrl = sim.controller
+    j = ids[1]
+    assert ctrl.jobs[j].job.spec.queue == "b"
+    row = store.job(j)
+    assert row is not None and row.spec.queue == "b" and row.spec.partitions == ("b", "a")
+    fresh = Controller(Profile.build())
+    fresh.queues = {q.name: q for q in queues}
+    fresh.restore(cluster.nodes, store.load_jobs_for_restart().restored_jobs())
+    assert fresh.jobs[j].job.spec.queue == "b"
+    for q in quota:
+        assert fresh.queue_used(q) == ctrl.queue_used(q) == Resources(8 * MILLI, 1000, 4096)
