@@ -469,6 +469,11 @@ def test_show_gives_state_placement_reason_start_and_events(api: FakeApi, monkey
     assert "Events" in r.stdout and "submitted" in r.stdout
     assert "python t.py" in r.stdout
     assert cli("show", "7", "--json").json()["reason"]["code"] == "Resources"
+    assert "Queues:" not in r.stdout  # one queue: no partition list
+    spec = {"name": "job7", "user": "ana", "queues": ["a", "b"]}
+    api.on("GET", "/jobs/7", job("7", queue="b", state="RUNNING", spec=spec))
+    r = cli("show", "7")
+    assert "Queues: b,a" in " ".join(r.stdout.split()), r.stdout  # the one it runs in first
 
 
 def test_show_says_how_sure_the_estimated_start_is(api: FakeApi, monkeypatch: Any) -> None:

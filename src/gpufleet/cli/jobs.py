@@ -576,12 +576,18 @@ def show(
     spec = j.spec
     retries = f"{j.retries_used} of {spec.get('max_retries', 0)}"
     command = spec.get("command")
+    queues = spec.get("queues") or []
     out.fields(
         [
             ("Job", j.id),
             ("Name", j.name),
             ("User", j.user),
             ("Queue", j.queue),
+            # Slurm's partition string: the one it runs (or last ran) in first
+            (
+                "Queues",
+                ",".join([j.queue, *(q for q in queues if q != j.queue)]) if queues else None,
+            ),
             ("State", j.state),
             ("Attempt", f"{j.attempt} (retries used {retries})"),
             ("GPUs", _gpus(j)),
