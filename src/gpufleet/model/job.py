@@ -213,7 +213,10 @@ class JobSpec:
     # Slurm's partition list (sbatch -p a,b): every queue the job may start in, in the order
     # given; () is just ``queue``. A job with several starts in the first of them that admits
     # it now without borrowing, else the first that admits it by borrowing (scheduler/cycle.py
-    # step 2); ``queue`` is the one it runs (or last ran) in, ``queues[0]`` until it starts.
+    # step 2); ``queue`` is the one it runs (or last ran) in: at submit, the first of them
+    # unless given. Until it starts (and again after a requeue), the order plugins order it
+    # as a job of ``queue`` (its fair share), where Slurm considers higher-priority partitions
+    # first.
     queues: tuple[str, ...] = ()
 
     @property
