@@ -345,6 +345,20 @@ BATCH = Scenario(
     ),
 )
 
+PARTITIONS = Scenario(
+    "partition_list",
+    nodes=2,
+    gpus_per_node=4,
+    queues=({"name": "a", "quota": {"gpus": 4}}, {"name": "b", "quota": {"gpus": 4}}),
+    jobs=(
+        _job("x", 0, 12, gpus=4, queue="a"),  # a at its quota until 12
+        # Slurm's -p a,b: a is full, so it starts in b at once
+        _job("j", 2, 4, gpus=4, queue="a", queues=["a", "b"]),
+        # both full: it waits for b's job to end (at 6), and starts in b, not after x in a
+        _job("k", 3, 2, gpus=4, queue="a", queues=["a", "b"]),
+    ),
+)
+
 SCENARIOS: tuple[Scenario, ...] = (
     GANG_RETRY,
     NODE_LOSS,
@@ -358,4 +372,5 @@ SCENARIOS: tuple[Scenario, ...] = (
     AGENT_RETURNS,
     GANG_SPLIT_LOSS,
     BATCH,
+    PARTITIONS,
 )

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 from harness import command, run_sim
-from scenarios import AGENT_RETURNS, GANG_SPLIT_LOSS, SCENARIOS, Job, Rule, Scenario
+from scenarios import AGENT_RETURNS, GANG_SPLIT_LOSS, PARTITIONS, SCENARIOS, Job, Rule, Scenario
 
 
 def _exit_code(job: Job, attempt: int, rank: int, index: int | None) -> int:
@@ -74,9 +74,20 @@ EXPECTED = {
         "gang attempt 3: node-1[0,1,2,3] node-2[0,1,2,3] -> SUCCEEDED",
         "late attempt 1: node-0[0,1,2,3] -> SUCCEEDED",  # the node is back in service
     ],
+    PARTITIONS.name: [
+        "start order: x#1, j#1, k#1",
+        "j: PENDING STARTING RUNNING SUCCEEDED",
+        "k: PENDING STARTING RUNNING SUCCEEDED",
+        "x: PENDING STARTING RUNNING SUCCEEDED",
+        "j attempt 1: node-1[0,1,2,3] -> SUCCEEDED",  # in b: a is full
+        "k attempt 1: node-1[0,1,2,3] -> SUCCEEDED",  # in b again, once j is done (x runs on)
+        "x attempt 1: node-0[0,1,2,3] -> SUCCEEDED",
+    ],
 }
 
 
-@pytest.mark.parametrize("scenario", [AGENT_RETURNS, GANG_SPLIT_LOSS], ids=lambda sc: sc.name)
-def test_a_lost_node_s_scenarios_decide_as_their_comments_say(scenario: Scenario) -> None:
+@pytest.mark.parametrize(
+    "scenario", [AGENT_RETURNS, GANG_SPLIT_LOSS, PARTITIONS], ids=lambda sc: sc.name
+)
+def test_these_scenarios_decide_as_their_comments_say(scenario: Scenario) -> None:
     assert run_sim(scenario).lines() == EXPECTED[scenario.name]
