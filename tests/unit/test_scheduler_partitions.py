@@ -110,3 +110,29 @@ def test_a_requeued_job_may_start_in_another_of_its_queues() -> None:
     res = cycle(cluster(4, 8), [again], full("b", 1), queues=qs)
     (s,) = res.starts
     assert s.queue == "a"
+
+
+def test_its_estimated_start_is_the_first_at_which_any_of_its_queues_admits_it() -> None:
+    # a is held until 1000, b until 100: the job of a,b should start at 100, in b
+    qs = [queue("a", 8), queue("b", 8)]
+    held = [
+        running("x", ("n00", range(8)), queue="a", limit=1000),
+        running("y", ("n01", range(8)), queue="b", limit=100),
+    ]
+    res = cycle(cluster(3, 8), [multi("j", ("a", "b"), gpus=8, limit=50)], held, queues=qs)
+    r = res.reasons["j"]
+    assert r.code is ReasonCode.QUOTA and r.estimated_start == 100.0
+
+
+def test_the_plan_charges_a_job_started_this_cycle_to_the_queue_it_started_in() -> None:
+    # j starts in b (a is full) until 50: k, of b, waits for it, though n02 is free now
+    qs = [queue("a", 8), queue("b", 8)]
+    held = [running("x", ("n00", range(8)), queue="a", limit=1000)]
+    pending = [
+        multi("j", ("a", "b"), gpus=8, limit=50, submit=0),
+        job("k", gpus=8, queue="b", limit=10, submit=1),
+    ]
+    res = cycle(cluster(3, 8), pending, held, queues=qs)
+    assert [(s.job_id, s.queue) for s in res.starts] == [("j", "b")]
+    assert res.reasons["k"].code is ReasonCode.QUOTA
+    assert res.reasons["k"].estimated_start == 50.0

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from gpufleet.model.reason import ReasonCode
 from gpufleet.model.resources import Resources
+from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage, capacity_of
 
@@ -76,6 +77,7 @@ class StartPlan:
         self.snap, self.profile, self.res = snap, profile, res
         self._plan: dict[str, Estimate] | None = None
         self._limited = QueueUsage.of(snap).limited
+        self._ask_all = not getattr(profile.admit, "admits_unlimited", False)
         self._cap = snap.capacity or capacity_of(snap.nodes)
 
     def get(self, job_id: str) -> Estimate | None:
@@ -100,9 +102,8 @@ class StartPlan:
         by_id = {p.id: p for p in snap.pending}
         for s in res.starts:
             spec = by_id[s.job_id].spec
-            holds.append(
-                (now, _end(now, spec.time_limit_s, assumed), spec.queue, spec.total_resources)
-            )
+            queue = s.queue or spec.queue  # a job of several queues: the one it started in
+            holds.append((now, _end(now, spec.time_limit_s, assumed), queue, spec.total_resources))
         for _, end, _, need in holds:
             gpus.hold(now, end, need.gpu_milli)
 
@@ -124,13 +125,14 @@ class StartPlan:
             why = reasons.raw(job.id)
             if why is None or why.code in _NO_START:
                 continue
-            at = self._first_start(job, max(now, job.eligible_time), gpus, holds, cap, assumed)
-            if at is None:
+            found = self._first_start(job, max(now, job.eligible_time), gpus, holds, cap, assumed)
+            if found is None:
                 continue
+            at, queue = found
             spec = job.spec
             end = _end(at, spec.time_limit_s, assumed)
             gpus.hold(at, end, spec.total_resources.gpu_milli)
-            holds.append((at, end, spec.queue, spec.total_resources))
+            holds.append((at, end, queue, spec.total_resources))
             plan[job.id] = Estimate(at, PLANNED)
         return plan
 
@@ -144,7 +146,7 @@ class StartPlan:
         usage = QueueUsage.of(self.snap)
         for s in self.res.starts:
             spec = by_id[s.job_id].spec
-            usage.add(spec.queue, spec.total_resources)
+            usage.add(s.queue or spec.queue, spec.total_resources)
         nominated = [p for p in left if p.nominated]
         rest = (p for p in self.profile.order.order(left, self.snap, usage) if not p.nominated)
         return chain(nominated, rest)
@@ -157,14 +159,21 @@ class StartPlan:
         holds: list[tuple[float, float, str, Resources]],
         cap: int,
         assumed: float | None,
-    ) -> float | None:
+    ) -> tuple[float, str] | None:
         """The first moment from ``earliest`` with ``job``'s GPUs free for its whole limit,
-        at which its queue's quota admits it: one pass over the profile's steps."""
+        at which its queue's quota admits it (a job of several queues: any of them), and the
+        queue it would start in: one pass over the profile's steps."""
         spec = job.spec
         need = spec.total_resources.gpu_milli
         if need > cap:
             return None
-        limited = spec.queue in self._limited
+        queue = spec.queue
+        if spec.queues:
+            limited = all(q in self._limited for q in spec.queues)
+            if not limited:  # the first unlimited one admits it whenever it fits
+                queue = next(q for q in spec.queues if q not in self._limited)
+        else:
+            limited = queue in self._limited
         times, used = gpus.times, gpus.used
         k = max(0, bisect.bisect_right(times, earliest) - 1)
         start: float | None = None  # the candidate, while every step since it has room
@@ -174,25 +183,31 @@ class StartPlan:
             else:
                 if start is None:
                     start = max(times[k], earliest)
-                    if limited and not self._admitted_at(job, start, holds):
-                        start = None
-                        k += 1
-                        continue
+                    if limited:
+                        admitted = self._admitted_at(job, start, holds)
+                        if admitted is None:
+                            start = None
+                            k += 1
+                            continue
+                        queue = admitted
                 nxt = times[k + 1] if k + 1 < len(times) else INF
                 if nxt >= _end(start, spec.time_limit_s, assumed):
-                    return start if start != INF else None
+                    return (start, queue) if start != INF else None
             k += 1
         return None
 
     def _admitted_at(
         self, job: PendingJob, t: float, holds: list[tuple[float, float, str, Resources]]
-    ) -> bool:
+    ) -> str | None:
+        """The queue that admits ``job`` at ``t`` (of several, the one admission chooses), or
+        None."""
         used: dict[str, Resources] = {}
         for start, end, queue, res in holds:
             if start <= t < end:
                 used[queue] = used.get(queue, Resources()) + res
         usage = QueueUsage(self.snap.queues, (), self._cap, used)
-        return self.profile.admit.admit(job, usage).status.ok
+        as_q, adm = admit_any(job, self.profile.admit, usage, self._ask_all)
+        return as_q.spec.queue if adm.status.ok else None
 
 
 def _end(start: float, limit: float | None, assumed: float | None) -> float:
