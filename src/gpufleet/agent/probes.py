@@ -254,7 +254,7 @@ class ProbeState:
                 return Transition(
                     "liveness",
                     False,
-                    f"liveness probe failed {self.failures} times in a row: {why}",
+                    f"liveness probe failed {_times(self.failures)} in a row: {why}",
                     now,
                 )
             return None
@@ -355,6 +355,10 @@ class Probes:
 
 
 # ----- running probes for real ---------------------------------------------------------------
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 def _short(why: str) -> str:
