@@ -25,6 +25,7 @@ from gpufleet.agent import sandbox
 from gpufleet.agent.accounts import Account
 from gpufleet.agent.probes import (
     Due,
+    Key,
     PortBook,
     ProbeExecutor,
     ProbeResult,
@@ -40,6 +41,8 @@ from gpufleet.agent.probes import (
     tcp_probe,
     tick,
 )
+from gpufleet.agent.runner import TaskRunner
+from gpufleet.api.schemas import AgentCommand
 from gpufleet.core.clock import ManualClock
 
 SHORT = 0.2  # every real probe's timeout here
@@ -432,3 +435,91 @@ def test_free_port_is_bindable_and_the_book_never_hands_one_port_to_two_replicas
     assert book.take(("b", 1, 0)) == 4001  # the kernel gave 4000 back twice: not reused
     book.release(("a", 1, 0))
     assert book.port_of(("a", 1, 0)) is None and book.port_of(("b", 1, 0)) == 4001
+
+
+# ----- against a task the runner started ---------------------------------------------------------
+
+HTTP_TASK = r"""
+import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/ready" else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+"""
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[TaskRunner]:
+    r = TaskRunner(tmp_path / "data", lambda gpus: "", ManualClock(0.0))
+    yield r
+    for k in r.live():  # never leave a process behind
+        r.kill(k, 0, "test over")
+    r.wait(5.0)
+
+
+def launch(runner: TaskRunner, command: list[str], port: int, **kw: object) -> Key:
+    cmd = AgentCommand.model_validate(
+        {
+            "kind": "launch",
+            "job": "svc9",
+            "attempt": 1,
+            "rank": 0,
+            "command": command,
+            "env": {"PORT": str(port)},
+            **kw,
+        }
+    )
+    (ev,) = runner.launch(cmd)
+    assert ev.kind == "started", ev.why
+    return ev.key
+
+
+def test_probes_of_a_task_the_runner_started_use_its_port_and_environment(
+    runner: TaskRunner,
+) -> None:
+    port = PortBook("127.0.0.1").take(KEY)
+    key = launch(runner, [sys.executable, "-c", HTTP_TASK], port)
+    target = runner.probe_target(key, "127.0.0.1")
+    assert target is not None and target.port_for(spec()) == port
+    ready = ProbeSpec.from_dict({"path": "/ready", "timeout_s": 1.0}, "readiness")
+    deadline = time.monotonic() + 10.0
+    while (got := run_probe(ready, target)) != (True, "HTTP 200"):  # until it listens
+        assert got[1] == "connect refused", got
+        assert time.monotonic() < deadline, "the task never listened on its $PORT"
+        time.sleep(0.05)
+    assert run_probe(ProbeSpec.from_dict({"path": "/x"}, "readiness"), target) == (
+        False,
+        "HTTP 404",
+    )
+    check = ProbeSpec.from_dict(
+        {
+            "command": [
+                "sh",
+                "-c",
+                f'test "$PORT" = {port} && test -d "$TMPDIR"',
+            ]
+        },
+        "liveness",
+    )
+    assert run_probe(check, target) == (True, "exit 0")
+    assert runner.probe_target(("nope", 1, 0), "127.0.0.1") is None
+
+
+@_NEEDS_ROOT
+def test_a_command_probe_of_a_task_run_as_its_owner_runs_as_that_owner(
+    runner: TaskRunner, account: Account
+) -> None:
+    if not runner.as_root:
+        pytest.skip("the runner is not root")
+    key = launch(runner, ["sleep", "30"], 4321, run_as=account.name)
+    target = runner.probe_target(key, "127.0.0.1")
+    assert target is not None and target.account == account
+    probe = ProbeSpec.from_dict(
+        {"command": ["sh", "-c", f'test "$(id -u)" = {account.uid} && test "$PORT" = 4321']},
+        "liveness",
+    )
+    assert run_probe(probe, target) == (True, "exit 0")

@@ -159,6 +159,9 @@ class ProbeTarget:
     account: Account | None = None
     tmp: Path | None = None
     cwd: str = "/"
+    # why command probes cannot run against this replica ("" they can): one in a container
+    # needs the runtime's exec, never a command on the node
+    refuse_commands: str = ""
 
     def port_for(self, spec: ProbeSpec) -> int | None:
         if spec.port is not None:
@@ -523,6 +526,8 @@ def run_probe(spec: ProbeSpec, target: ProbeTarget) -> tuple[bool, str]:
     """One probe, for real: (ok, why). Never raises."""
     try:
         if spec.type == "command":
+            if target.refuse_commands:
+                return False, _short(target.refuse_commands)
             return command_probe(spec.command, target, spec.timeout_s)
         port = target.port_for(spec)
         if port is None:
