@@ -523,3 +523,17 @@ def test_a_command_probe_of_a_task_run_as_its_owner_runs_as_that_owner(
         "liveness",
     )
     assert run_probe(probe, target) == (True, "exit 0")
+
+
+def test_a_command_probe_ends_with_its_command_even_if_a_child_holds_its_output(
+    tmp_path: Path,
+) -> None:
+    """The exit decides; what it left running in its group is killed."""
+    pid_file = tmp_path / "pid"
+    script = f"sleep 30 & echo $! > {pid_file}; echo 'bye' >&2; exit 4"
+    assert command_probe(["sh", "-c", script], ProbeTarget(), 5.0) == (False, "exit 4: bye")
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5.0
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the probe's child still runs"
+        time.sleep(0.01)

@@ -63,6 +63,7 @@ KINDS: tuple[str, ...] = ("readiness", "liveness")
 TYPES: tuple[str, ...] = ("http", "tcp", "command")
 _TAIL = 4096  # bytes of a command probe's output kept (its last line is the reason)
 _WHY_MAX = 200  # characters of a reason
+_STEP_S = 0.05  # a command probe's exit is looked for this often
 
 
 # ----- the probe's description ---------------------------------------------------------------
@@ -310,10 +311,12 @@ class Probes:
         """A replica started at ``started_at`` (a redelivered add changes nothing)."""
         if key in self._targets:
             return
+        specs = list(specs)
+        kinds = [s.kind for s in specs]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError(f"more than one probe of a kind for {key}: {kinds}")
         self._targets[key] = target
         for spec in specs:
-            if (key, spec.kind) in self._states:
-                raise ValueError(f"two {spec.kind} probes for {key}")
             self._states[(key, spec.kind)] = ProbeState(spec, started_at)
 
     def remove(self, key: Key) -> None:
@@ -480,27 +483,40 @@ def command_probe(
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     tails = {out_fd: b"", err_fd: b""}
     open_fds = set(tails)
+    # poll, not select: the agent holds many descriptors, and select fails above 1023
+    poller = select.poll()
+    for fd in open_fds:
+        poller.register(fd, select.POLLIN)
     rc: int | None = None
+
+    def read(wait_ms: int) -> bool:
+        """Read what the pipes hold (waiting up to ``wait_ms``); whether anything came."""
+        events = poller.poll(wait_ms) if open_fds else []
+        for fd, _ in events:
+            data = os.read(fd, 65536)
+            if not data:
+                open_fds.discard(fd)
+                poller.unregister(fd)
+            else:
+                tails[fd] = (tails[fd] + data)[-_TAIL:]
+        return bool(events)
+
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+        while (left := deadline - time.monotonic()) > 0:
+            # the leader's exit ends the probe even if something it started still holds
+            # its pipes; the exit is seen without reaping it (see the finally)
+            rc = _exit_status(proc.pid)
+            if rc is not None:
+                while read(0):  # what it wrote before it exited
+                    pass
                 break
-            if open_fds:
-                ready, _, _ = select.select(list(open_fds), [], [], left)
-                for fd in ready:
-                    data = os.read(fd, 65536)
-                    if not data:
-                        open_fds.discard(fd)
-                    else:
-                        tails[fd] = (tails[fd] + data)[-_TAIL:]
-                continue
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                rc = proc.wait(timeout=left)
-            break
+            wait_ms = max(1, int(min(left, _STEP_S) * 1000))
+            if not open_fds:
+                time.sleep(wait_ms / 1000)
+            read(wait_ms)
     finally:
         # the whole group: a timed-out probe's children, a finished one's stragglers. Its
-        # leader is not reaped yet, so the group's id cannot have been reused.
+        # leader is not reaped until after this, so the group's id cannot have been reused.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -513,6 +529,18 @@ def command_probe(
     err = _last_line(tails[err_fd]) or _last_line(tails[out_fd])
     how = f"exit {rc}" if rc > 0 else f"killed by signal {-rc}"
     return False, _short(f"{how}: {err}" if err else how)
+
+
+def _exit_status(pid: int) -> int | None:
+    """The exit status of child ``pid`` once it has exited (as Popen's: -N for a signal),
+    without reaping it (``WNOWAIT``); None while it runs."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
 def _last_line(data: bytes) -> str:
@@ -616,10 +644,10 @@ def free_port(address: str = "") -> int:
     is small, and its cost is bounded — the replica fails to bind and exits, or never becomes
     ready or live, and the controller replaces it with a new attempt, which gets a new port.
     ``PortBook`` closes the race among this agent's own replicas."""
-    infos = socket.getaddrinfo(address or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, _, _, _, sockaddr = infos[0]
-    if not address:  # the wildcard: IPv4's, where the node has it
-        family, sockaddr = socket.AF_INET, ("0.0.0.0", 0)
+    family, sockaddr = socket.AF_INET, ("0.0.0.0", 0)
+    if address:
+        infos = socket.getaddrinfo(address, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, sockaddr = infos[0]
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind(sockaddr)
         return int(s.getsockname()[1])
