@@ -644,7 +644,8 @@ def free_port(address: str = "") -> int:
     is small, and its cost is bounded — the replica fails to bind and exits, or never becomes
     ready or live, and the controller replaces it with a new attempt, which gets a new port.
     ``PortBook`` closes the race among this agent's own replicas."""
-    family, sockaddr = socket.AF_INET, ("0.0.0.0", 0)
+    family: socket.AddressFamily = socket.AF_INET
+    sockaddr: Any = ("0.0.0.0", 0)
     if address:
         infos = socket.getaddrinfo(address, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, _, _, _, sockaddr = infos[0]
