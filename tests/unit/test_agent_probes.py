@@ -292,8 +292,8 @@ def test_tick_starts_what_is_due_and_reports_what_came_back(executor: ProbeExecu
     with socket.create_server(("127.0.0.1", 0)) as lsn:
         target = ProbeTarget(env={"PORT": str(lsn.getsockname()[1])})
         book.add(KEY, [spec(timeout_s=SHORT)], target, 0.0)
-        assert tick(book, executor, 0.0) == []  # sent; nothing back yet, or already back
-        results = []
+        results = tick(book, executor, 0.0)  # sent; back already, or not yet
+        assert book.due(0.0) == []  # in flight, or done and due a period later
         while not results:
             results = book.results(executor.completed(wait_s=5.0))
     assert results == [ReplicaProbe("svc1", 1, "readiness", True, "ready: connected")]
@@ -537,3 +537,12 @@ def test_a_command_probe_ends_with_its_command_even_if_a_child_holds_its_output(
     while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "the probe's child still runs"
         time.sleep(0.01)
+
+
+def test_a_spec_cannot_aim_the_agent_elsewhere_or_smuggle_bytes() -> None:
+    with pytest.raises(ValueError, match="unknown probe field"):
+        ProbeSpec.from_dict({"path": "/", "host": "169.254.169.254"}, "readiness")
+    with pytest.raises(ValueError, match="path"):
+        ProbeSpec.from_dict({"path": "/x HTTP/1.1\r\nHost: evil"}, "readiness")
+    with pytest.raises(ValueError, match="NUL"):
+        ProbeSpec.from_dict({"command": ["sh", "-c", "true\0"]}, "readiness")

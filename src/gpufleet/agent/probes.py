@@ -72,14 +72,14 @@ _STEP_S = 0.05  # a command probe's exit is looked for this often
 @dataclass(frozen=True, slots=True)
 class ProbeSpec:
     """One probe of a replica, as the service's spec describes it (Kubernetes' fields, in
-    seconds). ``port`` None: the replica's ``$PORT``; ``host`` "": the address the agent
-    gives (its own, where the gateway reaches the replica)."""
+    seconds). ``port`` None: the replica's ``$PORT``. There is no ``host`` (Kubernetes'
+    httpGet has one): a probe goes to the address the agent gives (its own, where the gateway
+    reaches the replica), so a job cannot point the agent's own connections elsewhere."""
 
     kind: ProbeKind
     type: ProbeType
     path: str = "/"
     port: int | None = None
-    host: str = ""
     command: tuple[str, ...] = ()
     initial_delay_s: float = 0.0
     period_s: float = 10.0
@@ -100,8 +100,12 @@ class ProbeSpec:
             out.append(f"type: {self.type!r} is not one of {', '.join(TYPES)}")
         if self.type == "command" and not self.command:
             out.append("command: a command probe needs an argv")
-        if self.type == "http" and not self.path.startswith("/"):
+        if not all(isinstance(a, str) and "\0" not in a for a in self.command):
+            out.append("command: each argument a string without NUL bytes")
+        if not isinstance(self.path, str) or not self.path.startswith("/"):
             out.append(f"path: {self.path!r} must start with /")
+        elif len(self.path) > 2048 or any(ord(c) <= 32 or ord(c) == 127 for c in self.path):
+            out.append("path: at most 2048 characters, no spaces or control characters")
         if self.port is not None and (
             not isinstance(self.port, int)
             or isinstance(self.port, bool)
@@ -560,7 +564,7 @@ def run_probe(spec: ProbeSpec, target: ProbeTarget) -> tuple[bool, str]:
         port = target.port_for(spec)
         if port is None:
             return False, "no port: the probe names none and the task has no $PORT"
-        host = spec.host or target.host
+        host = target.host
         if spec.type == "tcp":
             return tcp_probe(host, port, spec.timeout_s)
         return http_probe(host, port, spec.path, spec.timeout_s)
