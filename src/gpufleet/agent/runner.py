@@ -29,7 +29,7 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
@@ -38,6 +38,7 @@ import psutil  # type: ignore[import-untyped]
 from gpufleet.agent import containers, sandbox, secrets, taskstart
 from gpufleet.agent.accounts import Account, LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
+from gpufleet.agent.probes import ProbeTarget
 from gpufleet.agent.taskenv import SECURE_PATH, check_no_nul, task_env, with_step_commands
 from gpufleet.api.schemas import AgentCommand, AgentEvent
 from gpufleet.core.clock import Clock
@@ -100,6 +101,11 @@ class _Task:
     # the command runs under taskstart's output copier (the group's leader), as its child
     behind_copier: bool = False
     container: str = ""  # its container's name, when it runs in one
+    # how it was started, for its command probes (probes.ProbeTarget): its account, its
+    # environment and its working directory as the runner gave them
+    account: Account | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = "/"
 
 
 class LatestAttempts:
@@ -174,6 +180,22 @@ class TaskRunner:
             for g in t.gpus:
                 load[g] = load.get(g, 0.0) + t.gpu_milli / 1000.0
         return load
+
+    def probe_target(self, key: Key, host: str) -> ProbeTarget | None:
+        """What a probe of live task ``key`` runs against (``host``: where it listens, the
+        agent's address); None when it is not live. A command probe runs as the task was
+        started: its account, its environment, its private /tmp, its working directory. In a
+        container that would take the runtime's exec, which is not done yet: refused."""
+        t = self._live.get(key)
+        if t is None:
+            return None
+        if t.container:
+            return ProbeTarget(
+                host=host,
+                env=dict(t.env),
+                refuse_commands="command probes do not run in containers yet",
+            )
+        return ProbeTarget(host=host, env=dict(t.env), account=t.account, tmp=t.tmp, cwd=t.cwd)
 
     def log_paths(self, key: Key) -> tuple[Path, Path]:
         job, attempt, rank = key
@@ -313,6 +335,10 @@ class TaskRunner:
             warn_batch_only=cmd.signal_batch_only,
             behind_copier=bool(cmd.output),
             container=name,
+            account=account,
+            # in a container, env is the runtime's own: its probes need only the port
+            env=env if not name else {k: v for k, v in launch_env.items() if k == "PORT"},
+            cwd=cwd,
         )
         log.info("started %s/%d rank %d as %s: pid %d", *key, account.name, proc.pid)
         return RunnerEvent("started", key)
