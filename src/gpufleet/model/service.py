@@ -283,7 +283,9 @@ class _Reader:
         target = self.get(lambda: f.number("target_qps_per_replica", maximum=MAX_QPS), 1.0)
         if target <= 0 and f.has("target_qps_per_replica"):
             self.problems.append((f.field("target_qps_per_replica"), "must be above 0"))
-        up = self.get(lambda: f.number("upscale_delay_s", 30.0, minimum=0, maximum=MAX_DELAY_S), 0)
+        up = self.get(
+            lambda: f.number("upscale_delay_s", 30.0, minimum=0, maximum=MAX_DELAY_S), 0.0
+        )
         down = self.get(
             lambda: f.number("downscale_delay_s", 600.0, minimum=0, maximum=MAX_DELAY_S), 0.0
         )
@@ -347,7 +349,9 @@ class _Reader:
                 )
             )
         kind = kinds[0] if kinds else "tcp"
-        path, port, command = "/", None, ()
+        path: str = "/"
+        port: int | None = None
+        command: tuple[str, ...] = ()
         if kind == "http":
             h = self.fields(p.data["http"], p.field("http"))
             if h is not None:
@@ -392,7 +396,10 @@ class _Reader:
             self.problems.append((at, f"must have at most {MAX_ITEMS} arguments"))
             return ()
         for i, x in enumerate(items):
-            self.get(lambda i=i, x=x: p.checked(f"command[{i}]", x, MAX_ARG), "")
+            try:
+                p.checked(f"command[{i}]", x, MAX_ARG)
+            except SpecError as e:
+                self.problems.append((e.field, e.reason))
         if sum(len(x) for x in items) > MAX_COMMAND:
             self.problems.append((at, f"must be at most {MAX_COMMAND} characters in all"))
         return tuple(items)
