@@ -46,7 +46,7 @@ T = TypeVar("T")
 class Probe:
     """One probe of a replica: ``http`` (a GET of ``path``: any status 200–399 passes), ``tcp``
     (a connection opens) or ``command`` (exits 0, run beside the replica as its user).
-    ``port`` None: the service's port. The agent's probe runner applies the thresholds and
+    ``port`` None: the replica's port. The agent's probe runner applies the thresholds and
     reports only a change of verdict (core ``ReplicaProbe``)."""
 
     kind: str  # "http" | "tcp" | "command"
@@ -153,7 +153,10 @@ class Autoscale:
 class ServiceSpec:
     name: str
     replica: JobSpec  # the template of every replica: one worker, no time limit, no retries
-    port: int  # where a replica listens, as its process sees it in $PORT
+    # where a replica listens, as its process sees it in $PORT; 0: one is assigned to each
+    # replica, free on its node (replicas of a service often share a node: 8 one-GPU replicas
+    # on an 8-GPU node). A fixed port suits replicas in their own network namespace.
+    port: int = 0
     replicas: int = 1  # the desired count without autoscaling (with it: where it starts)
     autoscale: Autoscale | None = None
     readiness: Probe | None = None
@@ -166,16 +169,14 @@ class ServiceSpec:
         a = self.autoscale
         return self.replicas if a is None else max(a.min, min(a.max, self.replicas))
 
-    def probe_port(self, probe: Probe) -> int:
-        return self.port if probe.port is None else probe.port
-
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": self.name,
             "replica": _job_to_dict(self.replica),
-            "port": self.port,
             "replicas": self.replicas,
         }
+        if self.port:
+            out["port"] = self.port
         if self.autoscale is not None:
             a = self.autoscale
             out |= {
@@ -248,7 +249,7 @@ class _Reader:
                     f"and ending with a letter or digit; got {name!r}"[:300],
                 )
             )
-        port = self.get(lambda: f.integer("port", minimum=1, maximum=65535), 0)
+        port = self.get(lambda: f.integer("port", 0, minimum=1, maximum=65535), 0)
         replicas_given = f.has("replicas")
         replicas = self.get(lambda: f.integer("replicas", 1, minimum=0, maximum=MAX_REPLICAS), 1)
         autoscale = self.autoscale(f)
