@@ -504,3 +504,22 @@ def _n(v: int):  # type: ignore[no-untyped-def]
 def test_replace_keeps_the_dataclass_frozen() -> None:
     spec = service(1)
     assert replace(spec, replicas=2).replicas == 2
+
+
+# ----- the simulator drives the same core ----------------------------------------------------
+
+
+def test_a_simulated_service_keeps_its_replicas() -> None:
+    from gpufleet.sim.engine import Simulation
+
+    sim = Simulation(cluster_spec(2, 8), profile(), [])
+    sim.at(0.0, ServiceCreated(service(2, readiness=None)))
+    sim.at(50.0, TaskExited("web.1", 1, 0, 1, "crashed"))  # a replica crashes
+    sim.run(until=1000.0)
+    assert sorted(b.job_id for b in sim.routes["web"]) == ["web.2", "web.3"]  # replaced
+    svc = sim.controller.services.services["web"]
+    assert sorted(svc.replicas) == ["web.2", "web.3"]
+    assert sim.controller.jobs["web.3"].job.history[0][0] == 60.0  # after the 10 s back-off
+    sim.at(1000.0, ServiceDeleted("web"))
+    sim.run()
+    assert sim.routes["web"] == () and not sim.controller.services.services
