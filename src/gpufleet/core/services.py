@@ -523,6 +523,8 @@ class ServiceMaster:
             live = [r for r in svc.replicas.values() if not r.stopping]
             self._stop(svc, live, "service deleted", now, out)
             if not svc.replicas:
+                if svc.routes != ():
+                    out.append(Routes(svc.name, ()))
                 del self.services[svc.name]
                 self._dirty.add(svc.name)
                 out.append(ServiceEvent(svc.name, "removed", now))
