@@ -523,3 +523,22 @@ def test_a_simulated_service_keeps_its_replicas() -> None:
     sim.at(1000.0, ServiceDeleted("web"))
     sim.run()
     assert sim.routes["web"] == () and not sim.controller.services.services
+
+
+def test_events_the_state_contradicts_are_refused_alone() -> None:
+    auto = Autoscale(1, 3, 10.0)
+    s = Svc(service(1, autoscale=auto))
+    out, refused = s.c.apply_events(
+        1.0,
+        [
+            ServiceCreated(service(1)),  # exists already
+            ServiceScaled("web", 5),  # outside 1-3
+            ServiceLoad("web", float("nan"), 1.0),
+            ServiceScaled("nope", 1),
+            ReplicaProbe("web.1", 1, "startup", True),
+            ServiceScaled("web", 2),  # fine
+        ],
+    )
+    assert len(refused) == 5
+    assert "exists already" in str(refused[0][1]) and "outside its 1-3" in str(refused[1][1])
+    assert len(added(out)) == 1 and s.c.services.services["web"].desired == 2

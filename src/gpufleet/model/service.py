@@ -522,6 +522,8 @@ def _job_to_dict(s: JobSpec) -> dict[str, Any]:
         out["whole_node_memory"] = True
     if s.tasks_per_worker != 1:
         out["tasks_per_worker"] = s.tasks_per_worker
+    if s.submit_env:
+        out["submit_env"] = dict(s.submit_env)
     return out
 
 
