@@ -427,6 +427,22 @@ def test_a_restart_rebuilds_the_service_from_its_record() -> None:
     assert [b.job_id for b in routes(out)[0].backends] == ["web.1", "web.2"]
 
 
+def test_a_restart_kills_again_the_replicas_that_were_being_stopped() -> None:
+    from gpufleet.core.jobmaster import RestoredJob
+
+    s = Svc(service(2, readiness=None))
+    s.start()
+    s.do(ServiceScaled("web", 1))  # web.2 is being stopped; its Kill is lost with the process
+    record = [c for c in s.log if isinstance(c, ServiceRecord)][-1].record
+    assert record is not None
+    c2 = Controller(profile(), cluster_spec(2, 8))
+    jobs = [RestoredJob(r.job, r.seq, r.allocation) for r in s.c.jobs.values()]
+    c2.restore([n.spec for n in s.c.nodes.values()], jobs, services=[record])
+    out = c2.tick(5.0)
+    assert kills(out) == [Kill("web.2", 1, (0,), "cancelled")]
+    assert [b.job_id for b in routes(out)[0].backends] == ["web.1"]
+
+
 # ----- the autoscaler ------------------------------------------------------------------------
 
 AUTO = Autoscale(0, 5, 10.0, upscale_delay_s=30, downscale_delay_s=120)

@@ -261,6 +261,7 @@ class ServiceMaster:
         self.services: dict[str, Service] = {}
         self._replica_of: dict[str, str] = {}  # replica job id → service name
         self._dirty: set[str] = set()
+        self._rekill: set[str] = set()  # restored replicas being stopped: kill them again
 
     # ----- reading (the server's wiring asks these) ----------------------------------------
 
@@ -276,10 +277,12 @@ class ServiceMaster:
         r = self.replica(job_id)
         return r.port if r is not None and r.port else None
 
-    def probes(self, job_id: str) -> tuple[Probe | None, Probe | None, int]:
+    def probes(self, job_id: str) -> tuple[Probe | None, Probe | None, int] | None:
         """(readiness, liveness, port) of the replica's generation: what its agent's probe
-        runner runs (a probe's own port, else the replica's)."""
-        name = self._replica_of[job_id]
+        runner runs (a probe's own port, else the replica's); None for no replica."""
+        name = self._replica_of.get(job_id)
+        if name is None:
+            return None
         svc = self.services[name]
         r = svc.replicas[job_id]
         spec = svc.specs[r.generation]
@@ -319,6 +322,8 @@ class ServiceMaster:
                     r.node = rec.allocation[0].node
                 svc.replicas[r.job_id] = r
                 self._replica_of[r.job_id] = svc.name
+                if not r.live:  # its Kill may have been lost with the old process
+                    self._rekill.add(r.job_id)
             self.services[svc.name] = svc
 
     # ----- events --------------------------------------------------------------------------
@@ -519,6 +524,13 @@ class ServiceMaster:
             self._wake(svc, now + svc.spec.rollout.progress_deadline_s, now, out)
 
     def _reconcile(self, svc: Service, now: float, out: list[Command]) -> None:
+        if self._rekill:
+            for r in [r for r in svc.replicas.values() if r.job_id in self._rekill]:
+                self._rekill.discard(r.job_id)
+                rec = self.jobmaster.jobs.get(r.job_id)
+                if rec is not None and not rec.job.finished:
+                    why = r.failed or ("service deleted" if svc.deleting else "stopped")
+                    self.jobmaster.cancel(JobCancelled(r.job_id, why), now, out)
         if svc.deleting:
             live = [r for r in svc.replicas.values() if not r.stopping]
             self._stop(svc, live, "service deleted", now, out)
