@@ -375,6 +375,22 @@ def test_a_rollout_without_progress_rolls_back_at_the_deadline() -> None:
     assert len(s.routed()) == 2
 
 
+def test_an_update_during_a_rollout_rolls_over_and_keeps_the_last_good_generation() -> None:
+    ro = Rollout(max_surge=_n(1), max_unavailable=_n(0), max_failures=1)
+    s = Svc(service(2, rollout=ro))
+    s.up()
+    s.do(ServiceUpdated(service(2, command="v2", rollout=ro)), at=10.0)
+    (v2,) = [j for j in s.replicas() if s.svc.replicas[j].generation == 2]
+    s.do(ServiceUpdated(service(2, command="v3", rollout=ro)), at=11.0)
+    assert v2 not in s.replicas()  # a not-ready replica of a superseded generation goes
+    assert s.svc.generation == 3 and s.svc.previous == 1
+    (v3,) = [j for j in s.replicas() if s.svc.replicas[j].generation == 3]
+    s.start(v3)
+    s.exit(v3)  # v3 fails too: back to generation 1, the last that rolled out
+    assert s.svc.generation == 1 and events(s.log, "rolled back")
+    assert {s.svc.replicas[j].generation for j in s.replicas()} == {1}
+
+
 def test_a_settings_only_update_rolls_nothing() -> None:
     s = Svc(service(2))
     s.up()
