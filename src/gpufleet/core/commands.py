@@ -6,10 +6,14 @@ after them are carried out: the store is the truth."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpufleet.core.launch_env import JobFacts, rank_env
 from gpufleet.model.allocation import Allocation
-from gpufleet.model.job import JobState
+from gpufleet.model.job import JobSpec, JobState
+
+if TYPE_CHECKING:
+    from gpufleet.core.services import RestoredService
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,4 +79,67 @@ class NodeEvent:
     why: str = ""
 
 
-Command = Transition | Launch | Kill | SetTimer | DropLaunches | NodeEvent
+# ----- services (core/services.py) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAdded:
+    """The ServiceMaster made a replica job (its Transition to PENDING follows): the store keeps
+    the job with this spec and its link to the service and generation."""
+
+    service: str
+    job_id: str
+    generation: int
+    spec: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RouteBackend:
+    """One ready replica: the node it runs on (the server knows its address) and its port."""
+
+    job_id: str
+    node: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """The service's ready replicas changed: the gateway balances over exactly these now
+    (empty: no backend; a deleted service's last Routes is empty)."""
+
+    service: str
+    backends: tuple[RouteBackend, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceEvent:
+    """Something a person wants to see about a service (its history, the audit log)."""
+
+    service: str
+    what: str  # "created", "updated", "scaled", "rollout", "rolled out", "rolled back",
+    # "replica failed", "deleting", "removed"
+    time: float
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRecord:
+    """What the store must hold of a service for a restart to rebuild it (``RestoredService``),
+    written whenever it changed; ``None``: the service is gone, its row is deleted."""
+
+    service: str
+    record: RestoredService | None
+
+
+Command = (
+    Transition
+    | Launch
+    | Kill
+    | SetTimer
+    | DropLaunches
+    | NodeEvent
+    | ReplicaAdded
+    | Routes
+    | ServiceEvent
+    | ServiceRecord
+)

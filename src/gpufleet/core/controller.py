@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpufleet.core.cluster_state import ClusterState
-from gpufleet.core.commands import Command, DropLaunches, Launch
+from gpufleet.core.commands import Command, DropLaunches, Launch, Transition
 from gpufleet.core.errors import ControllerError
 from gpufleet.core.events import (
     Event,
@@ -25,6 +25,12 @@ from gpufleet.core.events import (
     NodeRegistered,
     NodeUp,
     QueueChanged,
+    ReplicaProbe,
+    ServiceCreated,
+    ServiceDeleted,
+    ServiceLoad,
+    ServiceScaled,
+    ServiceUpdated,
     TaskExited,
     TaskFenced,
     TaskStarted,
@@ -33,6 +39,8 @@ from gpufleet.core.events import (
 from gpufleet.core.jobmaster import JobMaster, RestoredJob
 from gpufleet.core.launch_env import JobFacts
 from gpufleet.core.nodes import HEALTH_DRAIN, HEALTH_RESUME, NodeLifecycle
+from gpufleet.core.services import TIMER as SERVICE_TIMER
+from gpufleet.core.services import RestoredService, ServiceMaster
 from gpufleet.core.state import JobRecord, NodeRuntime
 from gpufleet.model.allocation import Placement
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
@@ -50,6 +58,7 @@ __all__ = [
     "Controller",
     "ControllerError",
     "RestoredJob",
+    "RestoredService",
 ]
 
 
@@ -83,6 +92,7 @@ class Controller:
             launch_timeout_s=launch_timeout_s,
         )
         self._nodes = NodeLifecycle(self.state, self.jobmaster)
+        self.services = ServiceMaster(self.state, self.jobmaster)
         self.cycle = 0
         self.last: CycleResult | None = None
         self._quiet = False  # nothing but whole-GPU arrivals since the last cycle
@@ -146,12 +156,13 @@ class Controller:
         for ev in events:
             if not (isinstance(ev, JobSubmitted) and _whole_gpus(ev)):
                 self._quiet = False
-            self._apply(ev, now, out)
+            self._apply_watched(ev, now, out)
         if schedule and self.state.dirty:
             if self._nothing_can_start():
                 self.state.dirty = False  # the cycle would start nothing and explain nothing
             else:
                 self._schedule(now, out)
+        self.services.flush(out)
         return out
 
     def apply_events(
@@ -167,11 +178,29 @@ class Controller:
                 self._quiet = False
             mark = len(out)
             try:
-                self._apply(ev, now, out)
+                self._apply_watched(ev, now, out)
             except ControllerError as e:
                 del out[mark:]  # refused before any change: nothing it said goes out
                 refused.append((ev, e))
+        self.services.flush(out)
         return out, refused
+
+    def _apply_watched(self, ev: Event, now: float, out: list[Command]) -> None:
+        mark = len(out)
+        self._apply(ev, now, out)
+        self._watch(out, mark, now)
+
+    def _watch(self, out: list[Command], mark: int, now: float) -> None:
+        """Every Transition made since ``mark`` is shown to the ServiceMaster (a replica's
+        start, readiness, end); what it does in turn is in ``out`` and is shown too."""
+        if not self.services.services:
+            return
+        i = mark
+        while i < len(out):
+            c = out[i]
+            if isinstance(c, Transition):
+                self.services.job_moved(c, now, out)
+            i += 1
 
     def _at(self, now: float) -> float:
         if now < self.now:
@@ -197,12 +226,22 @@ class Controller:
         """A scheduling pass even when nothing changed (the live controller's interval)."""
         self.state.dirty = True
         self._quiet = False
-        return self.handle(now)
+        out: list[Command] = []
+        if self.services.services:
+            now = self._at(now)
+            self.services.tick(now, out)
+            self._watch(out, 0, now)
+        return out + self.handle(now)
 
     # ----- restart -----------------------------------------------------------------------
 
     def restore(
-        self, nodes: Iterable[NodeSpec], jobs: Iterable[RestoredJob], *, seq: int = 0
+        self,
+        nodes: Iterable[NodeSpec],
+        jobs: Iterable[RestoredJob],
+        *,
+        seq: int = 0,
+        services: Iterable[RestoredService] = (),
     ) -> None:
         """Rebuild the state after a restart from what the store holds; ``seq``: the newest
         job's number in the store (finished jobs are not restored), so that new jobs number
@@ -210,13 +249,16 @@ class Controller:
 
         Nodes come back as they were last known (the watchdog declares them lost if their agents
         do not return within the grace); running attempts keep their allocations and are
-        reconciled when their agents re-register (``reconcile``). Nothing is relaunched."""
+        reconciled when their agents re-register (``reconcile``). Nothing is relaunched.
+        Services come back with their replicas' generations and their rollout; their routes
+        go out again at the first tick."""
         jm = self.jobmaster
         jm.seq = max(jm.seq, seq)
         for spec in nodes:
             if spec.name not in self.state.nodes:
                 self.state.put_node(NodeRuntime.of(spec))
         jm.restore(jobs)
+        self.services.restore(services)
         self.state.dirty = True
 
     def hold_restored_node(
@@ -281,7 +323,10 @@ class Controller:
         elif isinstance(ev, JobCancelled):
             jm.cancel(ev, now, out)
         elif isinstance(ev, TimerFired):
-            jm.timer(ev, now, out)
+            if ev.kind == SERVICE_TIMER:
+                self.services.timer(ev.job_id, now, out)
+            else:
+                jm.timer(ev, now, out)
         elif isinstance(ev, NodeUp):
             nodes.up(ev, now, out)
         elif isinstance(ev, NodeLost):
@@ -294,6 +339,18 @@ class Controller:
             self._registered(ev, now, out)
         elif isinstance(ev, TaskFenced):
             jm.task_fenced(ev, now, out)
+        elif isinstance(ev, ReplicaProbe):
+            self.services.probe(ev, now, out)
+        elif isinstance(ev, ServiceLoad):
+            self.services.load(ev, now, out)
+        elif isinstance(ev, ServiceCreated):
+            self.services.create(ev, now, out)
+        elif isinstance(ev, ServiceUpdated):
+            self.services.update(ev, now, out)
+        elif isinstance(ev, ServiceScaled):
+            self.services.scale(ev, now, out)
+        elif isinstance(ev, ServiceDeleted):
+            self.services.delete(ev, now, out)
         elif isinstance(ev, QueueChanged):
             self.state.queues[ev.spec.name] = ev.spec
             self.state.dirty = True
@@ -319,7 +376,9 @@ class Controller:
         self.last = res
         self.state.dirty = False
         self._quiet = True
+        mark = len(out)
         for st in res.starts:
             self.jobmaster.start(st, now, out)
         for pre in res.preemptions:
             self.jobmaster.preempt(pre, now, out)
+        self._watch(out, mark, now)

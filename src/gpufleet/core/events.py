@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.service import ServiceSpec
 
 # (job id, attempt, rank): one task of one attempt
 TaskKey = tuple[str, int, int]
@@ -116,6 +117,59 @@ class TimerFired:
     attempt: int = 0
 
 
+# ----- services (core/services.py) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceCreated:
+    """A service was stored: its replicas are created (``initial_replicas`` of them)."""
+
+    spec: ServiceSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceUpdated:
+    """A new spec for a service: a changed replica (template, port, probes) rolls out as a new
+    generation; counts, autoscaling, rollout and back-off settings apply at once."""
+
+    spec: ServiceSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceScaled:
+    """Set the desired count (within min and max when the service autoscales)."""
+
+    name: str
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceDeleted:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaProbe:
+    """An agent's probe runner changed its verdict on a replica (thresholds applied there, as
+    the kubelet does): ``readiness`` ok/not ok (in or out of the routes), ``liveness`` not ok
+    (the replica is killed and replaced). A report on another attempt changes nothing."""
+
+    job_id: str
+    attempt: int
+    kind: str  # "readiness" | "liveness"
+    ok: bool
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceLoad:
+    """The gateway's measured request rate of a service (requests per second) at ``now``."""
+
+    name: str
+    qps: float
+    now: float
+
+
 Event = (
     JobSubmitted
     | JobCancelled
@@ -129,4 +183,10 @@ Event = (
     | NodeDrain
     | QueueChanged
     | TimerFired
+    | ServiceCreated
+    | ServiceUpdated
+    | ServiceScaled
+    | ServiceDeleted
+    | ReplicaProbe
+    | ServiceLoad
 )

@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gpufleet.core.commands import Command, Kill, Launch, Transition
+from gpufleet.core.commands import Command, Kill, Launch, RouteBackend, Routes, Transition
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Driver, PassRule
 from gpufleet.core.events import (
@@ -166,6 +166,7 @@ class Simulation:
         self._last_t: float | None = None
         self.cycles = 0
         self.preemptions = 0
+        self.routes: dict[str, tuple[RouteBackend, ...]] = {}  # each service's last Routes
         self._rng = random.Random(self.config.seed)
         self._node_specs = {n.name: n for n in cluster.nodes}
         for j in jobs:
@@ -235,7 +236,11 @@ class Simulation:
             self.timeline.append(
                 (t, self.controller.pending_count, len(self.controller.running), self.busy_gpus)
             )
-            if self._finished_count == len(self.outcomes) and not self._has_job_events():
+            if (
+                self._finished_count == len(self.outcomes)
+                and not self._has_job_events()
+                and not self.controller.services.services  # a service runs until deleted
+            ):
                 break  # the timers left (time limits, back-offs) are all of ended attempts
         self._account(self.now)
 
@@ -257,6 +262,13 @@ class Simulation:
         for c in commands:
             if isinstance(c, Transition):
                 self._record(c)
+            elif isinstance(c, Launch) and c.job_id not in self.work:
+                # a service's replica (core/services.py): it serves until it is stopped
+                for rank in range(len(c.allocation)):
+                    if rank not in c.skip:
+                        self._push(t, TaskStarted(c.job_id, c.attempt, rank))
+            elif isinstance(c, Routes):
+                self.routes[c.service] = c.backends
             elif isinstance(c, Launch):
                 w = self.work[c.job_id]
                 w.attempt = c.attempt
@@ -319,6 +331,11 @@ class Simulation:
         return useful - kept
 
     # ----- helpers -----------------------------------------------------------------------
+
+    def at(self, t: float, *events: Event) -> None:
+        """Events from outside the trace (a service created, a crash, a load sample) at ``t``."""
+        for ev in events:
+            self._push(t, ev)
 
     def _push(self, t: float, ev: Event) -> None:
         self.seq += 1
