@@ -183,6 +183,15 @@ def test_the_script_runs_once_in_the_submit_dir_with_the_submitters_environment(
         assert "submit_env" not in a.job(job).spec
 
 
+def secure_path(cluster: LocalCluster, c: Client, job: str) -> str:
+    """The account's secure path, after the agent's srun and scontrol (a batch job's, first)
+    on the node the job ran on (either node may be free when it is placed)."""
+    (node,) = {p.node for p in c.job(job).placement}
+    return f"{cluster.data_dir}/{node}/slurm-bin:" + (
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    )
+
+
 def test_export_none_and_a_list_as_sbatch(cluster: LocalCluster, token: str, proj: Path) -> None:
     script = (
         "#!/bin/bash\n#SBATCH --output=env.out\n"
@@ -191,14 +200,11 @@ def test_export_none_and_a_list_as_sbatch(cluster: LocalCluster, token: str, pro
     c = cluster.client(token)
     job = submit(cluster, token, proj, script, "--export=NONE")
     assert ended(c, job) == "SUCCEEDED"
-    # the account's secure path, after the agent's srun and scontrol (a batch job's, first)
-    secure = f"{cluster.data_dir}/node-0/slurm-bin:" + (
-        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    )
     said = (proj / "env.out").read_text()
-    assert said == f"venv=unset setting=unset path={secure}\n"
+    assert said == f"venv=unset setting=unset path={secure_path(cluster, c, job)}\n"
     job = submit(cluster, token, proj, script, "--export=VIRTUAL_ENV,EXTRA=1")
     assert ended(c, job) == "SUCCEEDED"
+    secure = secure_path(cluster, c, job)
     venv = proj / "venv"
     assert (proj / "env.out").read_text() == f"venv={venv} setting=unset path={secure}\n"
 
