@@ -132,7 +132,7 @@ def run_cycle(snap: Snapshot, profile: Profile) -> CycleResult:
         # 2. admit (a job of several queues: as the job of the first that admits it)
         if job.spec.queues:
             job, adm = admit_any(job, profile.admit, usage, admit_all)
-        elif admit_all or job.spec.queue not in limited:
+        elif not admit_all and job.spec.queue not in limited:
             adm = ADMITTED
         else:
             adm = profile.admit.admit(job, usage)
