@@ -35,15 +35,17 @@ def test_the_defaults_are_the_anchors() -> None:
     assert (r.initial_delay_s, r.period_s, r.timeout_s) == (0.0, 10.0, 1.0)
     assert (r.failure_threshold, r.success_threshold) == (3, 1)  # Kubernetes'
     assert s.liveness == Probe("tcp")
-    assert s.rollout == Rollout(Amount(25, True), Amount(25, True), 600.0, 3)
+    assert s.rollout == Rollout(Amount(25, True), Amount(0, False), 600.0, 3)
+    assert s.rollout.limits(4) == (1, 0) and s.rollout.limits(1) == (1, 0)  # new ready first
     assert s.restart == Backoff(10.0, 300.0, 600.0, 3)  # CrashLoopBackOff's
 
 
 def test_rollout_limits_round_the_surge_up_and_the_unavailable_down() -> None:
-    r = Rollout()
+    r = Rollout(Amount(25, True), Amount(25, True))  # a Kubernetes Deployment's
     assert r.limits(4) == (1, 1)
     assert r.limits(3) == (1, 0)
     assert r.limits(10) == (3, 2)
+    assert Rollout().limits(10) == (3, 0)  # gpufleet's: none stops before its replacement
     assert Rollout(Amount(0, True), Amount(10, True)).limits(3) == (1, 0)  # never both 0
     assert Rollout(Amount(2), Amount(0)).limits(100) == (2, 0)
 

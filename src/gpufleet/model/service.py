@@ -102,10 +102,14 @@ class Rollout:
     """How an update replaces the replicas: at most ``max_surge`` above the desired count and
     ``max_unavailable`` ready ones below it. It failed, and rolls back by itself, when no new
     replica became ready for ``progress_deadline_s`` (from the update, or from the last one that
-    became ready) or new replicas failed (exited, or failed liveness) ``max_failures`` times."""
+    became ready) or new replicas failed (exited, or failed liveness) ``max_failures`` times.
+
+    The default differs from a Kubernetes Deployment's 25 %/25 %: no ready replica stops before
+    its replacement is ready (``max_unavailable`` 0), at most a quarter of them (at least one)
+    at a time, so a rollout never lowers a service's capacity (SkyServe and Ray Serve roll so)."""
 
     max_surge: Amount = Amount(25, True)
-    max_unavailable: Amount = Amount(25, True)
+    max_unavailable: Amount = Amount(0, False)
     progress_deadline_s: float = 600.0
     max_failures: int = 3
 
