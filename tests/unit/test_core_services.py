@@ -8,7 +8,7 @@ import itertools
 from dataclasses import replace
 
 from builders import cluster_spec, profile
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.core.commands import (
@@ -505,6 +505,7 @@ def test_the_autoscaler_through_the_controller() -> None:
         max_size=60,
     ),
 )
+@example(lo=0, span=1, up=10.0, down=20.0, steps=[(1.0, 0.0), (1.0, 1e-10), (19.0, 0.0)])
 def test_the_autoscaler_stays_within_min_max_and_never_flaps_inside_its_delays(
     lo: int, span: int, up: float, down: float, steps: list[tuple[float, float]]
 ) -> None:

@@ -78,8 +78,10 @@ MAX_LOAD_SAMPLES = 4096
 
 
 def wanted(qps: float, policy: Autoscale) -> int:
-    """The count one measured rate asks for: ceil(rate / target), within min and max."""
-    n = math.ceil(qps / policy.target_qps_per_replica - 1e-9) if qps > 0 else 0
+    """The count one measured rate asks for: ceil(rate / target), within min and max; any
+    request at all asks for one (a rate too small to count after the float tolerance once
+    scaled a service up from zero and, within the down delay, back to zero: a flap)."""
+    n = max(1, math.ceil(qps / policy.target_qps_per_replica - 1e-9)) if qps > 0 else 0
     return max(policy.min, min(policy.max, n))
 
 
