@@ -45,6 +45,7 @@ from gpufleet.core.events import (
     NodeLost,
     NodeRegistered,
     QueueChanged,
+    ReplicaProbe,
     TaskExited,
     TaskFenced,
     TaskStarted,
@@ -664,7 +665,11 @@ class ControllerService(ClusterReads):
                 NodeRegistered(
                     spec,
                     tuple((r.job, r.attempt, r.rank) for r in req.running),
-                    tuple(task_event(req.node, e) for e in req.events),
+                    tuple(
+                        ev
+                        for e in req.events
+                        if not isinstance(ev := task_event(req.node, e), ReplicaProbe)
+                    ),
                 )
             )
         except BaseException:
@@ -675,6 +680,9 @@ class ControllerService(ClusterReads):
             raise
         link.registered = True  # reconciled: its heartbeats and long-polls are taken now
         link.answered_at = self._monotonic()  # the registration's answer renews the lease
+        for e in req.events:  # probe verdicts, after the reconcile: of the tasks it still runs
+            if e.kind == "probe":
+                self.post(task_event(req.node, e))
         return s.RegisterResult(
             lease_s=self.lease_s,
             heartbeat_s=self.heartbeat_s,
@@ -769,8 +777,11 @@ class ControllerService(ClusterReads):
         await self.event(NodeDrain(node, drain, why, force), audit)
 
 
-def task_event(node: str, e: s.AgentEvent) -> TaskStarted | TaskExited | TaskFenced:
-    """An agent's report as the core's event (the node: who reported it)."""
+def task_event(node: str, e: s.AgentEvent) -> TaskStarted | TaskExited | TaskFenced | ReplicaProbe:
+    """An agent's report as the core's event (the node: who reported it; ``check_own`` made
+    sure the rank is the node's own, so a probe report speaks only of its own replicas)."""
+    if e.kind == "probe":
+        return ReplicaProbe(e.job, e.attempt, e.probe, e.ok, e.why)
     if e.kind == "started":
         return TaskStarted(e.job, e.attempt, e.rank, node)
     if e.cause == "fenced":  # stopped for the node's sake: requeued, not charged
