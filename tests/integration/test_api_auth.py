@@ -75,6 +75,13 @@ def test_an_agent_may_not_end_or_start_a_rank_on_another_node(api: Api) -> None:
         events=[exited],
     )
     assert "events[0]:" in refused(403, lambda: a0.register(again))
+    # nor report a probe's verdict on another node's replica (a liveness failure kills it)
+    dead = s.AgentEvent(kind="probe", job=job, attempt=attempt, rank=0, probe="liveness")
+    assert "events[0]: rank 0" in refused(403, lambda: a0.events("node-0", [dead]))
+    # a probe event names its probe, and only a probe event does
+    half = {"kind": "probe", "job": job, "attempt": attempt, "rank": 0}
+    r = a0.http.post("/api/v1/agent/node-0/events", json={"events": [half]})
+    assert r.status_code == 422 and "probe: readiness or liveness" in r.text
     # a negative rank is refused at the edge (the client's own model refuses it too: send it raw)
     negative = {"kind": "exited", "job": job, "attempt": attempt, "rank": -1, "exit_code": 0}
     r = a0.http.post("/api/v1/agent/node-0/events", json={"events": [negative]})
@@ -83,6 +90,9 @@ def test_an_agent_may_not_end_or_start_a_rank_on_another_node(api: Api) -> None:
     assert api.admin.job(job).state == "RUNNING"
     running = s.TaskRef(job=job, attempt=attempt, rank=0)
     assert a1.heartbeat("node-1", s.Heartbeat(running=[running])).stale == []
+    # its own node may report on it: about a job that is no replica, the core hears nothing
+    a1.events("node-1", [dead.model_copy(update={"why": "not a replica"})])
+    assert api.admin.job(job).state == "RUNNING"
     # the node that runs it may end it
     a1.events("node-1", [exited])
     wait_for("succeeded", lambda: api.admin.job(job).state == "SUCCEEDED")

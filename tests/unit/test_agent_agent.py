@@ -14,9 +14,11 @@ import httpx
 import pytest
 
 from gpufleet.agent.agent import Agent, AgentConfig
+from gpufleet.agent.probes import free_port, tcp_probe
 from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.client.http import AgentClient
 from gpufleet.core.clock import ManualClock
+from gpufleet.model.service import Probe
 
 PY = sys.executable
 T0 = 1000.0
@@ -348,3 +350,100 @@ def test_a_launch_that_raises_fails_that_task_and_the_agent_goes_on(
     assert (doomed["kind"], doomed["exit_code"]) == ("exited", 125)
     assert "RuntimeError: disk on fire" in doomed["why"]
     assert agent.state.tasks == {}  # nothing left "launching" forever
+
+
+REPLICA = r"""
+import http.server, os, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # ready while the test's file exists
+        self.send_response(200 if os.path.exists(sys.argv[1]) else 503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+"""
+
+
+def test_a_replicas_probes_start_when_it_runs_report_changes_and_stop_when_it_ends(
+    agent: Agent, ctl: FakeController, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A launch with a port and probes: the task listens on $PORT; the first probe waits for
+    its initial delay on the agent's clock; each verdict change goes to the controller as a
+    ``probe`` event on the event channel, once; a dead replica is probed no more; the exit
+    stops its probes."""
+    agent.config.address = "127.0.0.1"  # where the probes reach the replica
+    ctl.lease_s = 1e6  # the clock jumps by probe periods: no fencing meanwhile
+    ready, alive = tmp_path / "ready", tmp_path / "alive"
+    ready.touch()
+    alive.touch()
+    port = free_port("127.0.0.1")
+    readiness = Probe("http", "/ready", initial_delay_s=2, period_s=1, failure_threshold=1)
+    liveness = Probe(
+        "command", command=("test", "-e", str(alive)), initial_delay_s=2, failure_threshold=2
+    )
+    agent.register_once()
+    ctl.commands.append(
+        {
+            "kind": "launch",
+            "job": "web.1",
+            "attempt": 1,
+            "rank": 0,
+            "command": [PY, "-c", REPLICA, str(ready)],
+            "env": {"PORT": str(port)},
+            "probes": {"readiness": readiness.to_dict(), "liveness": liveness.to_dict()},
+        }
+    )
+    agent.commands_once(wait_s=0)
+    agent.tick_once()
+    key = ("web.1", 1, 0)
+    assert key in agent.probes
+    deadline = time.monotonic() + 10
+    while tcp_probe("127.0.0.1", port, 0.2)[0] is False:  # the real process comes up
+        assert time.monotonic() < deadline, "the replica never listened on its $PORT"
+        time.sleep(0.02)
+
+    def probe_events() -> list[tuple[str, bool, str]]:
+        agent.ship_once()
+        return [(e["probe"], e["ok"], e["why"]) for e in ctl.events if e["kind"] == "probe"]
+
+    clock.advance(1.9)
+    agent.tick_once()
+    assert agent.probe_executor.pending == 0 and probe_events() == []  # not before the delay
+    clock.advance(0.1)
+    until(agent, lambda: bool(probe_events()))
+    assert probe_events() == [("readiness", True, "ready: HTTP 200")]  # liveness: no news
+
+    ready.unlink()
+    clock.advance(10.0)  # both due again
+    until(agent, lambda: len(probe_events()) == 2)
+    assert probe_events()[1] == ("readiness", False, "not ready: 1 failures in a row: HTTP 503")
+
+    alive.unlink()
+    for _ in range(2):  # two failures in a row: dead, said once
+        clock.advance(10.0)
+        until(agent, lambda: agent.probe_executor.pending == 0)
+        agent.tick_once()
+    until(agent, lambda: any(p == "liveness" for p, _, _ in probe_events()))
+    dead = [e for e in probe_events() if e[0] == "liveness"]
+    assert dead == [("liveness", False, "liveness probe failed 2 times in a row: exit 1")]
+    assert [e["rank"] for e in ctl.events if e["kind"] == "probe"] == [0, 0, 0]
+
+    ctl.commands.append({"kind": "kill", "job": "web.1", "attempt": 1, "rank": 0, "why": "dead"})
+    agent.commands_once(wait_s=0)
+    until(agent, lambda: not agent.runner.live())
+    assert key not in agent.probes
+    agent.ship_once()
+    assert ctl.kinds()[-1] == ("exited", "web.1")
+
+
+def test_a_launch_with_bad_probes_is_refused_with_the_reason(
+    agent: Agent, ctl: FakeController
+) -> None:
+    agent.register_once()
+    ctl.launch(SLEEP, probes={"readiness": {"http": {"path": "no-slash"}}})
+    agent.commands_once(wait_s=0)
+    agent.ship_once()
+    assert agent.runner.live() == []
+    (ev,) = ctl.events
+    assert ev["kind"] == "exited" and "probes.readiness.http.path" in ev["why"]

@@ -28,15 +28,16 @@ from gpufleet.agent.probes import (
     Key,
     PortBook,
     ProbeExecutor,
+    ProbeKind,
     ProbeResult,
     Probes,
-    ProbeSpec,
     ProbeState,
     ProbeTarget,
     ReplicaProbe,
     command_probe,
     free_port,
     http_probe,
+    probes_of,
     run_probe,
     tcp_probe,
     tick,
@@ -44,21 +45,35 @@ from gpufleet.agent.probes import (
 from gpufleet.agent.runner import TaskRunner
 from gpufleet.api.schemas import AgentCommand
 from gpufleet.core.clock import ManualClock
+from gpufleet.model.errors import SpecError
+from gpufleet.model.service import Probe
 
 SHORT = 0.2  # every real probe's timeout here
 KEY = ("svc1", 1, 0)
 
 
-def spec(kind: str = "readiness", **kw: object) -> ProbeSpec:
-    fields: dict[str, object] = {"type": "tcp", "period_s": 1.0, **kw}
-    return ProbeSpec.from_dict(fields, kind)
+def mk(kind: str, **kw: object) -> Probe:
+    """The model's probe, from the flat fields these tests name (``type`` defaults as: a
+    ``command`` makes a command probe, a ``path`` an HTTP one, else TCP)."""
+    how = kw.pop("type", "command" if "command" in kw else "http" if "path" in kw else "tcp")
+    path, port, command = kw.pop("path", "/"), kw.pop("port", None), kw.pop("command", None)
+    where: object = {"path": path} if how == "http" else {}
+    if how == "command":
+        where = command
+    elif port is not None:
+        where = {**where, "port": port}  # type: ignore[dict-item]
+    return Probe.from_dict({str(how): where, **kw}, kind=kind)
+
+
+def spec(kind: ProbeKind = "readiness", **kw: object) -> tuple[ProbeKind, Probe]:
+    return kind, mk(kind, **{"type": "tcp", "period_s": 1.0, **kw})
 
 
 # ----- the state machine ------------------------------------------------------------------------
 
 
 def test_first_probe_waits_for_the_initial_delay_then_runs_every_period() -> None:
-    st = ProbeState(spec(initial_delay_s=5, period_s=2), started_at=100.0)
+    st = ProbeState(*spec(initial_delay_s=5, period_s=2), started_at=100.0)
     assert st.next_due(100.0) == 105.0
     assert not st.is_due(104.9)
     assert st.is_due(105.0)
@@ -72,7 +87,7 @@ def test_first_probe_waits_for_the_initial_delay_then_runs_every_period() -> Non
 
 
 def test_readiness_needs_success_threshold_in_a_row_and_failure_threshold_to_lose_it() -> None:
-    st = ProbeState(spec(success_threshold=2, failure_threshold=3), 0.0)
+    st = ProbeState(*spec(success_threshold=2, failure_threshold=3), 0.0)
     assert st.ready is None
     assert st.on_result(True, 1, "HTTP 200") is None
     assert st.on_result(False, 2, "HTTP 503") is None  # breaks the run of successes
@@ -91,7 +106,7 @@ def test_readiness_needs_success_threshold_in_a_row_and_failure_threshold_to_los
 
 
 def test_a_replica_never_ready_is_reported_unready_once_with_its_reason() -> None:
-    st = ProbeState(spec(failure_threshold=2), 0.0)
+    st = ProbeState(*spec(failure_threshold=2), 0.0)
     assert st.on_result(False, 1, "connect refused") is None
     t = st.on_result(False, 2, "connect refused")
     assert t is not None and not t.ok and t.why.endswith("connect refused")
@@ -99,7 +114,7 @@ def test_a_replica_never_ready_is_reported_unready_once_with_its_reason() -> Non
 
 
 def test_liveness_declares_dead_after_failure_threshold_in_a_row_and_stops() -> None:
-    st = ProbeState(spec("liveness", failure_threshold=3), 0.0)
+    st = ProbeState(*spec("liveness", failure_threshold=3), 0.0)
     assert st.on_result(False, 1, "HTTP 500") is None
     assert st.on_result(False, 2, "HTTP 500") is None
     assert st.on_result(True, 3, "HTTP 200") is None  # alive: no news, the count starts again
@@ -112,26 +127,36 @@ def test_liveness_declares_dead_after_failure_threshold_in_a_row_and_stops() -> 
     assert st.on_result(False, 7, "x") is None
 
 
-def test_spec_defaults_and_problems() -> None:
-    s = ProbeSpec.from_dict({"path": "/healthz"}, "readiness")
-    assert (s.type, s.port, s.period_s, s.timeout_s) == ("http", None, 10.0, 1.0)
+def test_a_launch_carries_the_model_probe_and_every_problem_is_named() -> None:
+    """One probe type: the agent reads a launch's probes with the model's own reader."""
+    s = mk("readiness", path="/healthz")
+    assert (s.kind, s.port, s.period_s, s.timeout_s) == ("http", None, 10.0, 1.0)
     assert (s.failure_threshold, s.success_threshold, s.initial_delay_s) == (3, 1, 0.0)
-    assert ProbeSpec.from_dict({"command": ["true"]}, "liveness").command == ("true",)
-    with pytest.raises(ValueError) as e:
-        ProbeSpec.from_dict(
-            {"type": "http", "path": "x", "port": 70000, "timeout_s": 0, "failure_threshold": 0},
-            "readiness",
+    live = mk("liveness", command=["true"])
+    assert probes_of({"readiness": s.to_dict(), "liveness": live.to_dict()}) == [
+        ("readiness", s),
+        ("liveness", live),
+    ]
+    with pytest.raises(SpecError) as e:
+        probes_of(
+            {
+                "readiness": {
+                    "http": {"path": "x", "port": 70000},
+                    "timeout_s": 0,
+                    "failure_threshold": 0,
+                }
+            }
         )
-    for field in ("path", "port", "timeout_s", "failure_threshold"):
-        assert field in str(e.value)  # every problem at once
-    with pytest.raises(ValueError, match="must be 1 for a liveness"):
-        ProbeSpec.from_dict({"type": "tcp", "success_threshold": 2}, "liveness")
-    with pytest.raises(ValueError, match="unknown probe field"):
-        ProbeSpec.from_dict({"type": "tcp", "perod_s": 2}, "readiness")
-    with pytest.raises(ValueError, match="argv"):
-        ProbeSpec.from_dict({"command": "true"}, "readiness")
-    with pytest.raises(ValueError, match="kind"):
-        ProbeSpec.from_dict({"type": "tcp"}, "startup")
+    for field in ("http.path", "http.port", "timeout_s", "failure_threshold"):
+        assert f"probes.readiness.{field}" in str(e.value)  # every problem at once
+    with pytest.raises(SpecError, match="must be 1 for a liveness"):
+        mk("liveness", type="tcp", success_threshold=2)
+    with pytest.raises(SpecError, match="unknown key"):
+        mk("readiness", type="tcp", perod_s=2)
+    with pytest.raises(SpecError, match="argv"):
+        mk("readiness", command="true")
+    with pytest.raises(SpecError, match="startup"):
+        probes_of({"startup": {"tcp": {}}})
 
 
 def test_the_book_marks_in_flight_drops_stale_results_and_reports_records() -> None:
@@ -140,7 +165,7 @@ def test_the_book_marks_in_flight_drops_stale_results_and_reports_records() -> N
     book.add(KEY, [spec(initial_delay_s=1), spec("liveness", failure_threshold=1)], target, 0.0)
     assert book.next_due(0.0) == 0.0  # liveness has no delay
     (live,) = book.due(0.0)
-    assert live.spec.kind == "liveness" and live.target.port_for(live.spec) == 8080
+    assert live.kind == "liveness" and live.target.port_for(live.probe) == 8080
     assert book.due(0.5) == []  # liveness in flight, readiness not due yet
     (ready,) = book.due(1.0)
     out = book.results(
@@ -245,11 +270,11 @@ def test_readiness_and_liveness_through_the_executor_on_the_injected_clock(
     clock = executor.clock
     assert isinstance(clock, ManualClock)
     book = Probes()
-    readiness = ProbeSpec.from_dict(
-        {"path": "/ready", "period_s": 1, "timeout_s": SHORT, "failure_threshold": 2}, "readiness"
+    readiness = mk(
+        "readiness", **{"path": "/ready", "period_s": 1, "timeout_s": SHORT, "failure_threshold": 2}
     )
     target = ProbeTarget(host="127.0.0.1", env={"PORT": str(port)})  # the default port: $PORT
-    book.add(KEY, [readiness], target, started_at=0.0)
+    book.add(KEY, [("readiness", readiness)], target, started_at=0.0)
 
     def turn(expect: int) -> list[ReplicaProbe]:
         sent = book.due(clock.now())
@@ -267,9 +292,9 @@ def test_readiness_and_liveness_through_the_executor_on_the_injected_clock(
     assert (t.kind, t.ok) == ("readiness", False) and t.why.endswith("HTTP 503")
 
     proc.send_signal(signal.SIGSTOP)
-    http_live = ProbeSpec.from_dict({"path": "/", "timeout_s": SHORT, "period_s": 1}, "liveness")
+    http_live = mk("liveness", **{"path": "/", "timeout_s": SHORT, "period_s": 1})
     key2 = ("svc1", 1, 1)
-    book.add(key2, [http_live], target, 2.0)
+    book.add(key2, [("liveness", http_live)], target, 2.0)
     for _ in range(2):
         clock.advance(1.0)
         assert turn(2) == []  # readiness is unready already; liveness counts
@@ -311,9 +336,9 @@ def test_command_probe_exit_codes_environment_and_reason() -> None:
     )
     ok, why = command_probe(["/nonexistent/probe"], target, 5)
     assert not ok and ("No such file" in why or "failed to execute" in why), why
-    spec_ = ProbeSpec.from_dict({"command": ["true"]}, "readiness")
+    spec_ = mk("readiness", **{"command": ["true"]})
     assert run_probe(spec_, target) == (True, "exit 0")
-    assert run_probe(ProbeSpec.from_dict({"type": "tcp"}, "readiness"), ProbeTarget()) == (
+    assert run_probe(mk("readiness", **{"type": "tcp"}), ProbeTarget()) == (
         False,
         "no port: the probe names none and the task has no $PORT",
     )
@@ -351,18 +376,18 @@ def test_one_hanging_probe_does_not_hold_up_the_others(
     submitted after it all come back while it is still pending."""
     proc, port = server
     proc.send_signal(signal.SIGSTOP)
-    hang = ProbeSpec.from_dict({"path": "/", "port": port, "timeout_s": 1.0}, "readiness")
-    executor.submit(Due(("hang", 1, 0), hang, ProbeTarget(), 1))
+    hang = mk("readiness", **{"path": "/", "port": port, "timeout_s": 1.0})
+    executor.submit(Due(("hang", 1, 0), "readiness", hang, ProbeTarget(), 1))
     with socket.create_server(("127.0.0.1", 0)) as lsn:
         fast_port = lsn.getsockname()[1]
         keys = [(f"fast{i}", 1, 0) for i in range(6)]
         for i, key in enumerate(keys):
             s = (
-                ProbeSpec.from_dict({"command": ["true"], "timeout_s": 1.0}, "readiness")
+                mk("readiness", **{"command": ["true"], "timeout_s": 1.0})
                 if i % 2
-                else ProbeSpec.from_dict({"type": "tcp", "port": fast_port}, "readiness")
+                else mk("readiness", **{"type": "tcp", "port": fast_port})
             )
-            executor.submit(Due(key, s, ProbeTarget(), 1))
+            executor.submit(Due(key, "readiness", s, ProbeTarget(), 1))
         first = wait_results(executor, len(keys))
     assert sorted(r.key for r in first[: len(keys)]) == sorted(keys)
     assert all(r.ok for r in first[: len(keys)])
@@ -484,26 +509,26 @@ def test_probes_of_a_task_the_runner_started_use_its_port_and_environment(
     port = PortBook("127.0.0.1").take(KEY)
     key = launch(runner, [sys.executable, "-c", HTTP_TASK], port)
     target = runner.probe_target(key, "127.0.0.1")
-    assert target is not None and target.port_for(spec()) == port
-    ready = ProbeSpec.from_dict({"path": "/ready", "timeout_s": 1.0}, "readiness")
+    assert target is not None and target.port_for(spec()[1]) == port
+    ready = mk("readiness", **{"path": "/ready", "timeout_s": 1.0})
     deadline = time.monotonic() + 10.0
     while (got := run_probe(ready, target)) != (True, "HTTP 200"):  # until it listens
         assert got[1] == "connect refused", got
         assert time.monotonic() < deadline, "the task never listened on its $PORT"
         time.sleep(0.05)
-    assert run_probe(ProbeSpec.from_dict({"path": "/x"}, "readiness"), target) == (
+    assert run_probe(mk("readiness", **{"path": "/x"}), target) == (
         False,
         "HTTP 404",
     )
-    check = ProbeSpec.from_dict(
-        {
+    check = mk(
+        "liveness",
+        **{
             "command": [
                 "sh",
                 "-c",
                 f'test "$PORT" = {port} && test -d "$TMPDIR"',
             ]
         },
-        "liveness",
     )
     assert run_probe(check, target) == (True, "exit 0")
     assert runner.probe_target(("nope", 1, 0), "127.0.0.1") is None
@@ -518,9 +543,9 @@ def test_a_command_probe_of_a_task_run_as_its_owner_runs_as_that_owner(
     key = launch(runner, ["sleep", "30"], 4321, run_as=account.name)
     target = runner.probe_target(key, "127.0.0.1")
     assert target is not None and target.account == account
-    probe = ProbeSpec.from_dict(
-        {"command": ["sh", "-c", f'test "$(id -u)" = {account.uid} && test "$PORT" = 4321']},
+    probe = mk(
         "liveness",
+        **{"command": ["sh", "-c", f'test "$(id -u)" = {account.uid} && test "$PORT" = 4321']},
     )
     assert run_probe(probe, target) == (True, "exit 0")
 
@@ -540,9 +565,9 @@ def test_a_command_probe_ends_with_its_command_even_if_a_child_holds_its_output(
 
 
 def test_a_spec_cannot_aim_the_agent_elsewhere_or_smuggle_bytes() -> None:
-    with pytest.raises(ValueError, match="unknown probe field"):
-        ProbeSpec.from_dict({"path": "/", "host": "169.254.169.254"}, "readiness")
-    with pytest.raises(ValueError, match="path"):
-        ProbeSpec.from_dict({"path": "/x HTTP/1.1\r\nHost: evil"}, "readiness")
-    with pytest.raises(ValueError, match="NUL"):
-        ProbeSpec.from_dict({"command": ["sh", "-c", "true\0"]}, "readiness")
+    with pytest.raises(SpecError, match="unknown key"):
+        mk("readiness", path="/", host="169.254.169.254")
+    with pytest.raises(SpecError, match="path: must have no spaces"):
+        mk("readiness", path="/x HTTP/1.1\r\nHost: evil")
+    with pytest.raises(SpecError, match="NUL"):
+        mk("readiness", command=["sh", "-c", "true\0"])

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from gpufleet.agent.probes import ReplicaProbe
 from gpufleet.agent.runner import EXIT_REFUSED, RunnerEvent
-from gpufleet.agent.state import AgentState, Kill, Launch, Register, Send
+from gpufleet.agent.state import (
+    AgentState,
+    Kill,
+    Launch,
+    Register,
+    Send,
+    StartProbes,
+    StopProbes,
+)
 from gpufleet.api.schemas import AgentCommand, HeartbeatResult, TaskRef
+from gpufleet.model.service import Probe
 
 
 def launch(job: str = "j1", attempt: int = 0, rank: int = 0, **kw: object) -> AgentCommand:
@@ -190,3 +200,34 @@ def test_a_refused_heartbeat_asks_to_register_again() -> None:
     assert [type(a) for a in actions] == [Register]
     assert not st.registered
     assert st.on_heartbeat_failed(1.0, status=503) == []
+
+
+# ----- a service replica's probes --------------------------------------------------------------
+
+
+def test_a_replicas_probes_start_when_it_runs_and_only_its_running_tasks_report() -> None:
+    st = registered()
+    ready = Probe("http", "/ready")
+    st.on_command(launch("web.1", 1, probes={"readiness": ready.to_dict()}), 1.0)
+    key = ("web.1", 1, 0)
+    verdict = ReplicaProbe("web.1", 1, "readiness", True, "ready: HTTP 200")
+    assert st.on_probes([verdict]) == []  # launching: not running yet
+    out = st.on_task(RunnerEvent("started", key))
+    assert out[1:] == [StartProbes(key, (("readiness", ready),))]
+    (send,) = st.on_probes([verdict, ReplicaProbe("other", 1, "liveness", False, "x")])
+    assert isinstance(send, Send)
+    ev = send.event
+    assert (ev.kind, ev.job, ev.attempt, ev.probe, ev.ok) == (
+        "probe",
+        "web.1",
+        1,
+        "readiness",
+        True,
+    )
+    st.on_command(kill("web.1", 1), 2.0)  # being stopped: its verdicts no longer matter
+    assert st.on_probes([verdict]) == []
+    out = st.on_task(RunnerEvent("exited", key, 143, "killed"))
+    assert out[0] == StopProbes(key)
+    # a plain job has no probes to start or stop
+    st.on_command(launch("j9"), 3.0)
+    assert [type(a) for a in st.on_task(RunnerEvent("started", ("j9", 0, 0)))] == [Send]

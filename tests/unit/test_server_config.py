@@ -16,3 +16,13 @@ def test_a_fallback_account_that_is_no_unix_name_is_refused(name: str) -> None:
 @pytest.mark.parametrize("name", ["", "nobody", "svc_gpu", "build-bot", "ci.runner"])
 def test_unix_account_names_are_accepted(name: str) -> None:
     assert ServerConfig(fallback_account=name).fallback_account == name
+
+
+def test_the_gateway_settings_are_checked_naming_the_setting() -> None:
+    with pytest.raises(ValueError, match="gateway 'envoy'"):
+        ServerConfig(gateway="envoy")
+    with pytest.raises(ValueError, match="gateway ports"):
+        ServerConfig(gateway_port_base=65000, gateway_port_span=1000)
+    with pytest.raises(ValueError, match="gateway drain"):
+        ServerConfig(gateway_drain_s=-1)
+    assert ServerConfig(gateway="off").gateway == "off"

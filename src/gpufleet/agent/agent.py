@@ -25,9 +25,20 @@ from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend, metrics_payload
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
+from gpufleet.agent.probes import ProbeExecutor, Probes
+from gpufleet.agent.probes import tick as probe_tick
 from gpufleet.agent.runner import EXIT_REFUSED, FENCED, Key, RunnerEvent, TaskRunner
 from gpufleet.agent.shipping import EventQueue, LogTails
-from gpufleet.agent.state import Action, AgentState, Kill, Launch, Register, Send
+from gpufleet.agent.state import (
+    Action,
+    AgentState,
+    Kill,
+    Launch,
+    Register,
+    Send,
+    StartProbes,
+    StopProbes,
+)
 from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
 from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat, RegisterResult
 from gpufleet.client.http import AgentClient, ApiError
@@ -102,6 +113,10 @@ class Agent:
         self.health = HealthChecker(self.gpus, config.limits, config.expected_gpus)
         self.last_health = Health()
         self.events = EventQueue(config.max_events)
+        # service replicas' readiness and liveness probes: the book under _lock, run on the
+        # agent's clock by a pool of their own (a hanging probe holds only its worker)
+        self.probes = Probes()
+        self.probe_executor = ProbeExecutor(self.clock)
         self.logs = LogTails()
         self.heartbeat_s = config.heartbeat_s
         self._lock = threading.RLock()  # state + runner; never held across HTTP
@@ -142,6 +157,13 @@ class Agent:
                 self._wake_ship.set()
             elif isinstance(a, Register):
                 log.warning("registering again: %s", a.why)
+            elif isinstance(a, StartProbes):
+                # probed where the gateway reaches it: the address this agent registered
+                target = self.runner.probe_target(a.key, self.config.address)
+                if target is not None:
+                    self.probes.add(a.key, a.probes, target, self.clock.now())
+            elif isinstance(a, StopProbes):
+                self.probes.remove(a.key)
 
     def _launch(self, cmd: AgentCommand) -> list[RunnerEvent]:
         """The runner's launch; should it ever raise, that task fails, not the thread that
@@ -190,6 +212,7 @@ class Agent:
         with self._lock:
             self._feed(self.runner.poll(now))
             self._do(self.state.on_tick(now))
+            self._do(self.state.on_probes(probe_tick(self.probes, self.probe_executor, now)))
             load = self.runner.gpu_load()
         with self._gpu_lock:
             self.backend.set_load(load, now)
@@ -465,6 +488,7 @@ class Agent:
         self._wake_ship.set()
         for t in self._threads:
             t.join(timeout=1.0)  # a long-poll in flight ends with its own timeout
+        self.probe_executor.shutdown(wait=False)  # a probe in flight ends at its timeout
         with self._gpu_lock:
             self.backend.close()
         self.client.close()

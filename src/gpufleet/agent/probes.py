@@ -55,102 +55,42 @@ from gpufleet.agent import sandbox
 from gpufleet.agent.accounts import Account
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.core.clock import Clock
+from gpufleet.model.errors import SpecError
+from gpufleet.model.service import Probe
 
 Key = tuple[str, int, int]  # (job, attempt, rank), as the runner's
 ProbeKind = Literal["readiness", "liveness"]
-ProbeType = Literal["http", "tcp", "command"]
 KINDS: tuple[str, ...] = ("readiness", "liveness")
-TYPES: tuple[str, ...] = ("http", "tcp", "command")
 _TAIL = 4096  # bytes of a command probe's output kept (its last line is the reason)
 _WHY_MAX = 200  # characters of a reason
 _STEP_S = 0.05  # a command probe's exit is looked for this often
 
 
 # ----- the probe's description ---------------------------------------------------------------
+# A probe is the service model's ``Probe`` (``model.service``: kind http/tcp/command, path, port,
+# thresholds, read and checked by ``Probe.from_dict``), run as a replica's ``readiness`` or
+# ``liveness`` probe. There is no ``host`` (Kubernetes' httpGet has one): a probe goes to the
+# address the agent gives (its own, where the gateway reaches the replica), so a job cannot
+# point the agent's own connections elsewhere.
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeSpec:
-    """One probe of a replica, as the service's spec describes it (Kubernetes' fields, in
-    seconds). ``port`` None: the replica's ``$PORT``. There is no ``host`` (Kubernetes'
-    httpGet has one): a probe goes to the address the agent gives (its own, where the gateway
-    reaches the replica), so a job cannot point the agent's own connections elsewhere."""
-
-    kind: ProbeKind
-    type: ProbeType
-    path: str = "/"
-    port: int | None = None
-    command: tuple[str, ...] = ()
-    initial_delay_s: float = 0.0
-    period_s: float = 10.0
-    timeout_s: float = 1.0
-    failure_threshold: int = 3
-    success_threshold: int = 1
-
-    def __post_init__(self) -> None:
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    def problems(self) -> list[str]:
-        out = []
-        if self.kind not in KINDS:
-            out.append(f"kind: {self.kind!r} is not one of {', '.join(KINDS)}")
-        if self.type not in TYPES:
-            out.append(f"type: {self.type!r} is not one of {', '.join(TYPES)}")
-        if self.type == "command" and not self.command:
-            out.append("command: a command probe needs an argv")
-        if not all(isinstance(a, str) and "\0" not in a for a in self.command):
-            out.append("command: each argument a string without NUL bytes")
-        if not isinstance(self.path, str) or not self.path.startswith("/"):
-            out.append(f"path: {self.path!r} must start with /")
-        elif len(self.path) > 2048 or any(ord(c) <= 32 or ord(c) == 127 for c in self.path):
-            out.append("path: at most 2048 characters, no spaces or control characters")
-        if self.port is not None and (
-            not isinstance(self.port, int)
-            or isinstance(self.port, bool)
-            or not 1 <= self.port <= 65535
-        ):
-            out.append(f"port: {self.port!r} is not a port number in 1..65535")
-        for name in ("initial_delay_s", "period_s", "timeout_s"):
-            v = getattr(self, name)
-            low = 0 if name == "initial_delay_s" else 0.001
-            if (
-                not isinstance(v, (int, float))
-                or isinstance(v, bool)
-                or not low <= v <= 86400  # NaN fails too
-            ):
-                out.append(f"{name}: {v!r} is not a number of seconds in {low:g}..86400")
-        for name in ("failure_threshold", "success_threshold"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 1000:
-                out.append(f"{name}: {v!r} is not a whole number in 1..1000")
-        if self.kind == "liveness" and self.success_threshold != 1:
-            out.append("success_threshold: must be 1 for a liveness probe (as Kubernetes')")
-        return out
-
-    @staticmethod
-    def from_dict(d: Mapping[str, Any], kind: str | None = None) -> ProbeSpec:
-        """A spec from a plain mapping (the service model's probe); ValueError lists every
-        problem. ``type`` may be left out when ``command`` is given (then "command") or
-        ``path`` is (then "http")."""
-        known = set(ProbeSpec.__slots__)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown probe field(s): {', '.join(unknown)}")
-        fields: dict[str, Any] = dict(d)
-        if kind is not None:
-            fields["kind"] = kind
-        if "type" not in fields:
-            fields["type"] = (
-                "command" if "command" in fields else "http" if "path" in fields else ""
+def probes_of(raw: Mapping[str, Any]) -> list[tuple[ProbeKind, Probe]]:
+    """A launch's probes (``{"readiness": Probe.to_dict(), "liveness": ...}``), read by the
+    model's own reader; SpecError names every problem."""
+    unknown = sorted(set(raw) - set(KINDS))
+    if unknown:
+        raise SpecError(
+            f"unknown probe kind(s) {', '.join(unknown)} (readiness, liveness)",
+            source="launch",
+            field="probes",
+        )
+    out: list[tuple[ProbeKind, Probe]] = []
+    for kind in ("readiness", "liveness"):
+        if raw.get(kind) is not None:
+            out.append(
+                (kind, Probe.from_dict(raw[kind], kind=kind, source="launch", path="probes"))
             )
-        if "command" in fields:
-            cmd = fields["command"]
-            if isinstance(cmd, str) or not all(isinstance(a, str) for a in cmd):
-                raise ValueError("command: an argv, a list of strings")
-            fields["command"] = tuple(cmd)
-        return ProbeSpec(**fields)
+    return out
 
 
 @dataclass(frozen=True)
@@ -168,9 +108,9 @@ class ProbeTarget:
     # needs the runtime's exec, never a command on the node
     refuse_commands: str = ""
 
-    def port_for(self, spec: ProbeSpec) -> int | None:
-        if spec.port is not None:
-            return spec.port
+    def port_for(self, probe: Probe) -> int | None:
+        if probe.port is not None:
+            return probe.port
         raw = self.env.get("PORT", "")
         return int(raw) if raw.isdigit() and 0 < int(raw) < 65536 else None
 
@@ -218,14 +158,15 @@ class ReplicaProbe:
 class ProbeState:
     """One probe of one replica. Pure: time is what the caller passes."""
 
-    def __init__(self, spec: ProbeSpec, started_at: float) -> None:
-        self.spec = spec
-        self._due_at = started_at + spec.initial_delay_s
+    def __init__(self, kind: ProbeKind, probe: Probe, started_at: float) -> None:
+        self.kind = kind
+        self.probe = probe
+        self._due_at = started_at + probe.initial_delay_s
         self.in_flight = False
         self.successes = 0  # consecutive
         self.failures = 0  # consecutive
         # readiness: None until decided (unready), then True/False; liveness: True until dead
-        self.ready: bool | None = None if spec.kind == "readiness" else True
+        self.ready: bool | None = None if kind == "readiness" else True
         self.dead = False
         self.last_why = ""
 
@@ -242,7 +183,7 @@ class ProbeState:
     def on_sent(self, now: float) -> None:
         """The probe went out at ``now``: the next one is due a period after its start."""
         self.in_flight = True
-        self._due_at = now + self.spec.period_s
+        self._due_at = now + self.probe.period_s
 
     def on_result(self, ok: bool, now: float, why: str) -> Transition | None:
         """A probe's result (``now``: when it came back); the transition it causes, if any."""
@@ -254,8 +195,8 @@ class ProbeState:
             self.successes, self.failures = self.successes + 1, 0
         else:
             self.successes, self.failures = 0, self.failures + 1
-        s = self.spec
-        if s.kind == "liveness":
+        s = self.probe
+        if self.kind == "liveness":
             if not ok and self.failures >= s.failure_threshold:
                 self.dead = True
                 self.ready = False
@@ -285,7 +226,8 @@ class Due:
     """A probe to run now: what ``Probes.due`` hands to the executor."""
 
     key: Key
-    spec: ProbeSpec
+    kind: ProbeKind
+    probe: Probe
     target: ProbeTarget
     token: int  # which run: a result for a forgotten replica, or an older run, is dropped
 
@@ -310,18 +252,25 @@ class Probes:
         self._seq = itertools.count(1)
 
     def add(
-        self, key: Key, specs: Iterable[ProbeSpec], target: ProbeTarget, started_at: float
+        self,
+        key: Key,
+        probes: Iterable[tuple[ProbeKind, Probe]],
+        target: ProbeTarget,
+        started_at: float,
     ) -> None:
         """A replica started at ``started_at`` (a redelivered add changes nothing)."""
         if key in self._targets:
             return
-        specs = list(specs)
-        kinds = [s.kind for s in specs]
-        if len(set(kinds)) != len(kinds):
-            raise ValueError(f"more than one probe of a kind for {key}: {kinds}")
+        probes = list(probes)
+        kinds = [k for k, _ in probes]
+        if len(set(kinds)) != len(kinds) or not set(kinds) <= set(KINDS):
+            raise ValueError(f"one readiness and one liveness probe at most for {key}: {kinds}")
         self._targets[key] = target
-        for spec in specs:
-            self._states[(key, spec.kind)] = ProbeState(spec, started_at)
+        for kind, probe in probes:
+            self._states[(key, kind)] = ProbeState(kind, probe, started_at)
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._targets
 
     def remove(self, key: Key) -> None:
         """The replica exited (or was killed): its probes stop; a result still in flight is
@@ -347,7 +296,7 @@ class Probes:
                 st.on_sent(now)
                 token = next(self._seq)
                 self._tokens[(key, kind)] = token
-                out.append(Due(key, st.spec, self._targets[key], token))
+                out.append(Due(key, st.kind, st.probe, self._targets[key], token))
         return out
 
     def results(self, results: Iterable[ProbeResult]) -> list[ReplicaProbe]:
@@ -554,10 +503,10 @@ def _last_line(data: bytes) -> str:
     return ""
 
 
-def run_probe(spec: ProbeSpec, target: ProbeTarget) -> tuple[bool, str]:
+def run_probe(spec: Probe, target: ProbeTarget) -> tuple[bool, str]:
     """One probe, for real: (ok, why). Never raises."""
     try:
-        if spec.type == "command":
+        if spec.kind == "command":
             if target.refuse_commands:
                 return False, _short(target.refuse_commands)
             return command_probe(spec.command, target, spec.timeout_s)
@@ -565,7 +514,7 @@ def run_probe(spec: ProbeSpec, target: ProbeTarget) -> tuple[bool, str]:
         if port is None:
             return False, "no port: the probe names none and the task has no $PORT"
         host = target.host
-        if spec.type == "tcp":
+        if spec.kind == "tcp":
             return tcp_probe(host, port, spec.timeout_s)
         return http_probe(host, port, spec.path, spec.timeout_s)
     except Exception as e:  # a probe's failure is its result, never the agent's
@@ -582,7 +531,7 @@ class ProbeExecutor:
         self,
         clock: Clock | None = None,
         max_workers: int = 32,
-        run: Callable[[ProbeSpec, ProbeTarget], tuple[bool, str]] = run_probe,
+        run: Callable[[Probe, ProbeTarget], tuple[bool, str]] = run_probe,
     ) -> None:
         self.clock = clock or MonotonicClock()
         self._run = run
@@ -598,10 +547,10 @@ class ProbeExecutor:
 
     def _one(self, due: Due) -> None:
         try:
-            ok, why = self._run(due.spec, due.target)
+            ok, why = self._run(due.probe, due.target)
         except Exception as e:
             ok, why = False, _short(f"probe error: {type(e).__name__}: {e}")
-        self._done.put(ProbeResult(due.key, due.spec.kind, due.token, ok, why, self.clock.now()))
+        self._done.put(ProbeResult(due.key, due.kind, due.token, ok, why, self.clock.now()))
 
     def completed(self, wait_s: float = 0.0) -> list[ProbeResult]:
         """What finished, in the order it finished; waits up to ``wait_s`` for the first."""

@@ -18,10 +18,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
+from gpufleet.agent.probes import ProbeKind, ReplicaProbe, probes_of
 from gpufleet.agent.runner import EXIT_REFUSED, FENCED, Key, LatestAttempts, RunnerEvent
 from gpufleet.api.schemas import AgentCommand, AgentEvent, HeartbeatResult, TaskRef
+from gpufleet.model.errors import SpecError
+from gpufleet.model.service import Probe
 
 Phase = Literal["launching", "running", "stopping"]
+_WHY_MAX = 1000  # a probe's reason is short already; bounded all the same
 _REREGISTER_STATUS = (404, 409, 410)  # the controller does not know us (or declared us lost)
 
 
@@ -47,7 +51,20 @@ class Register:
     why: str
 
 
-Action = Launch | Kill | Send | Register
+@dataclass(frozen=True, slots=True)
+class StartProbes:
+    """A service replica runs: probe it (the first probe after its initial delay)."""
+
+    key: Key
+    probes: tuple[tuple[ProbeKind, Probe], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StopProbes:
+    key: Key
+
+
+Action = Launch | Kill | Send | Register | StartProbes | StopProbes
 
 
 def _exited(key: Key, why: str, code: int = EXIT_REFUSED, *, fenced: bool = False) -> Send:
@@ -73,6 +90,8 @@ class AgentState:
         self.registered = False
         self.fenced = False
         self.tasks: dict[Key, Phase] = {}
+        # a service replica's probes, from its launch until it ends (started once it runs)
+        self._probes: dict[Key, tuple[tuple[ProbeKind, Probe], ...]] = {}
         self._latest = LatestAttempts()  # job → newest attempt accepted
         self._done: OrderedDict[Key, None] = OrderedDict()  # recent finished keys (dedup)
         self._remember = remember
@@ -145,6 +164,11 @@ class AgentState:
             return [
                 _exited(key, f"refused: stale attempt {cmd.attempt} (attempt {latest} is newer)")
             ]
+        try:
+            probes = tuple(probes_of(cmd.probes))
+        except SpecError as e:  # the controller checked them: a launch from elsewhere
+            self._forget(key)
+            return [_exited(key, f"refused: the launch's probes: {e}")]
         out: list[Action] = []
         if latest is not None and cmd.attempt > latest:
             for k, phase in sorted(self.tasks.items()):
@@ -153,6 +177,8 @@ class AgentState:
                     out.append(Kill(k, cmd.grace_s, f"superseded by attempt {cmd.attempt}"))
         self._latest.put(cmd.job, cmd.attempt)
         self.tasks[key] = "launching"
+        if probes:
+            self._probes[key] = probes
         out.append(Launch(cmd))
         return out
 
@@ -178,12 +204,40 @@ class AgentState:
 
     def on_task(self, ev: RunnerEvent) -> list[Action]:
         if ev.kind == "started":
+            out: list[Action] = [Send(ev.wire())]
             if self.tasks.get(ev.key) == "launching":
                 self.tasks[ev.key] = "running"
-            return [Send(ev.wire())]
+                probes = self._probes.get(ev.key)
+                if probes:
+                    out.append(StartProbes(ev.key, probes))
+            return out
         self.tasks.pop(ev.key, None)
         self._forget(ev.key)
+        if self._probes.pop(ev.key, None) is not None:
+            return [StopProbes(ev.key), Send(ev.wire())]
         return [Send(ev.wire())]
+
+    def on_probes(self, records: list[ReplicaProbe]) -> list[Action]:
+        """Verdict changes of the probe runner: each reported, for a task that still runs
+        (one being stopped or gone changes nothing the controller wants to hear)."""
+        out: list[Action] = []
+        for r in records:
+            if self.tasks.get((r.job_id, r.attempt, r.rank)) != "running":
+                continue
+            out.append(
+                Send(
+                    AgentEvent(
+                        kind="probe",
+                        job=r.job_id,
+                        attempt=r.attempt,
+                        rank=r.rank,
+                        probe=r.kind,
+                        ok=r.ok,
+                        why=r.why[:_WHY_MAX],
+                    )
+                )
+            )
+        return out
 
     def _forget(self, key: Key) -> None:
         self._done[key] = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpufleet.api.bounds import (
     CleanJson,
@@ -345,6 +345,9 @@ class AgentCommand(Strict):
     # again (a long-poll's answer can be lost with its connection)
     seq: int = 0
     secrets: list[TaskSecret] = []
+    # a service replica's probes, as ``model.service.Probe.to_dict`` writes them (keys
+    # "readiness", "liveness"); its port reaches the task as $PORT in ``env``
+    probes: dict[str, dict[str, Any]] = {}
 
 
 class CommandBatch(Strict):
@@ -352,7 +355,8 @@ class CommandBatch(Strict):
 
 
 class AgentEvent(Input):
-    kind: Literal["started", "exited"]
+    # "probe": a replica's probe runner changed its verdict (``probe``, ``ok``, ``why``)
+    kind: Literal["started", "exited", "probe"]
     job: Name
     attempt: Count
     rank: SmallCount
@@ -361,6 +365,14 @@ class AgentEvent(Input):
     # "fenced": the node stopped (or refused) the task for its own sake, its agent's lease having
     # expired: the job is requeued, not charged a retry
     cause: Literal["", "fenced"] = ""
+    probe: Literal["", "readiness", "liveness"] = ""  # kind "probe": which probe
+    ok: bool = False  # kind "probe": ready (readiness), or alive (liveness: only False is sent)
+
+    @model_validator(mode="after")
+    def _probe_named(self) -> AgentEvent:
+        if (self.kind == "probe") != bool(self.probe):
+            raise ValueError("probe: readiness or liveness for a 'probe' event, and only there")
+        return self
 
 
 class AgentEvents(Input):

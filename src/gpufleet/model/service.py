@@ -79,6 +79,33 @@ class Probe:
         }
         return out
 
+    @staticmethod
+    def from_dict(
+        data: Any, *, kind: str = "readiness", source: str = "request", path: str = ""
+    ) -> Probe:
+        """One probe as ``to_dict`` writes it (a launch carries it so to the agent), as the
+        service's ``readiness`` or ``liveness`` (``kind``: a liveness probe's success
+        threshold must be 1). Every problem at once, each with its path."""
+        if kind not in ("readiness", "liveness"):
+            raise SpecError(
+                f"a probe is a readiness or a liveness probe, not {kind!r}",
+                source=source,
+                field=path,
+            )
+        r = _Reader(source)
+        holder = Fields({kind: data}, source=source, path=path)
+        probe = r.probe(holder, kind)
+        if probe is None and not r.problems:
+            r.problems.append((holder.field(kind), "is required (http, tcp or command)"))
+        if probe is not None and kind == "liveness" and probe.success_threshold != 1:
+            r.problems.append(
+                (holder.field("liveness.success_threshold"), "must be 1 for a liveness probe")
+            )
+        if r.problems:
+            raise _refusal(r.problems, source, path)
+        assert probe is not None
+        return probe
+
 
 @dataclass(frozen=True, slots=True)
 class Amount:
@@ -363,6 +390,11 @@ class _Reader:
                 path = self.get(lambda: h.text("path", "/", max_len=MAX_TEXT), "/")
                 if not path.startswith("/"):
                     self.problems.append((h.field("path"), f"must start with '/', got {path!r}"))
+                elif any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in path):
+                    # it is written into a request line: no room for a second header
+                    self.problems.append(
+                        (h.field("path"), "must have no spaces or control characters")
+                    )
                 port = self.get(lambda: h.integer("port", 0, minimum=1, maximum=65535), 0) or None
                 self.finish(h)
         elif kind == "tcp":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from gpufleet.api import schemas as s
 from gpufleet.core.commands import Command, DropLaunches, Kill, Launch
@@ -67,10 +67,11 @@ class AgentExecutor:
             if serves_steps(spec)
             else None
         )
+        replica_env, probes = self._replica(c.job_id)
         for rank, (p, env) in enumerate(zip(c.allocation, envs, strict=True)):
             if rank in c.skip:
                 continue
-            e = dict(env)
+            e = dict(env) | replica_env
             if steps is not None:
                 e.update(steps[rank])
             warning = spec.signal
@@ -102,8 +103,27 @@ class AgentExecutor:
                     container=None if spec.container is None else spec.container.to_dict(),
                     epoch=epochs.get(p.node, 0),
                     secrets=refs_for_launch(spec),  # references: opened at the hand-over
+                    probes=probes,
                 ),
             )
+
+    def _replica(self, job_id: str) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        """A service replica's environment (``$PORT``; a probe's own port as
+        ``GPUFLEET_READINESS_PORT``/``GPUFLEET_LIVENESS_PORT``, so that the task knows where to
+        answer it) and its probes for the agent's probe runner; nothing for another job."""
+        got = self.core.services.probes(job_id)
+        if got is None:
+            return {}, {}
+        readiness, liveness, port = got
+        env = {"PORT": str(port)} if port else {}
+        probes: dict[str, dict[str, Any]] = {}
+        for kind, probe in (("readiness", readiness), ("liveness", liveness)):
+            if probe is None:
+                continue
+            probes[kind] = probe.to_dict()
+            if probe.port is not None:
+                env[f"GPUFLEET_{kind.upper()}_PORT"] = str(probe.port)
+        return env, probes
 
     def _kill(self, c: Kill) -> None:
         rec = self.core.jobs[c.job_id]

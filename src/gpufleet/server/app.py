@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from gpufleet import __version__
 from gpufleet.api.dashboard import HealthOut
 from gpufleet.core.clock import Clock
+from gpufleet.gateway import make_gateway
 from gpufleet.io.specs import load_cluster, load_queues
 from gpufleet.scheduler.framework import Profile
 from gpufleet.secretfile import private_dir, write_secret
@@ -23,6 +24,8 @@ from gpufleet.server import errors
 from gpufleet.server.auth import TokenCache
 from gpufleet.server.bodylimit import BodyLimit
 from gpufleet.server.config import ServerConfig
+from gpufleet.server.endpoints import EndpointBook
+from gpufleet.server.gateway_executor import ServiceGateway
 from gpufleet.server.listing import Listings
 from gpufleet.server.logs import LogStore
 from gpufleet.server.routers import (
@@ -72,6 +75,24 @@ _NO_OTEL: dict[str, Any] = (
 )
 
 
+def service_gateway(config: ServerConfig) -> ServiceGateway | None:
+    """The services' data path as configured (None: ``gateway = "off"``); no proxy runs
+    before the first service."""
+    if config.gateway == "off":
+        return None
+    return ServiceGateway(
+        make_gateway(config.gateway or None, config.gateway_host),
+        EndpointBook(
+            config.data_dir / "gateway" / "endpoints.json",
+            config.gateway_port_base,
+            config.gateway_port_span,
+        ),
+        {},  # the controller's links, set by ControllerService
+        drain_s=config.gateway_drain_s,
+        stats_s=config.gateway_stats_s,
+    )
+
+
 def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None = None) -> FastAPI:
     clock = clock or WallClock()
     private_dir(config.data_dir)
@@ -109,6 +130,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         retry_backoff_max_s=config.retry_backoff_max_s,
         fallback_account=config.fallback_account,
         step_secret=load_secret(config.data_dir),
+        gateway=service_gateway(config),
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q

@@ -51,9 +51,38 @@ class ServerConfig:
     # the key that seals job secrets (a 0600 file of base64); None: $GPUFLEET_SECRETS_KEY,
     # else data_dir/secrets.key, made on first start (server/secrets_box.py)
     secrets_key_file: Path | None = None
+    # the services' endpoints (server/gateway_executor.py): "" the first installed of haproxy,
+    # nginx, the built-in proxy; one of those by name; "off": services get no endpoint. The
+    # proxy starts with the first service. Each service listens on gateway_host at a port of
+    # its own from the range (kept in data_dir/gateway/endpoints.json, stable across restarts)
+    gateway: str = ""
+    gateway_host: str = "127.0.0.1"
+    gateway_port_base: int = 31500
+    gateway_port_span: int = 1000
+    gateway_drain_s: float = 2.0  # a replica out of the routes is killed this much later
+    gateway_stats_s: float = 5.0  # the request rates are read this often (the autoscaler's)
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.gateway not in ("", "off", "haproxy", "nginx", "builtin"):
+            raise ValueError(
+                f"gateway {self.gateway!r}: one of haproxy, nginx, builtin, off (or empty: the "
+                "first installed)"
+            )
+        if not (
+            self.gateway_port_base >= 1
+            and self.gateway_port_span >= 1
+            and self.gateway_port_base + self.gateway_port_span - 1 <= 65535
+        ):
+            raise ValueError(
+                f"gateway ports: {self.gateway_port_base} and {self.gateway_port_span} more "
+                "must lie within 1-65535"
+            )
+        if not 0 <= self.gateway_drain_s <= 600 or not 0 < self.gateway_stats_s <= 3600:
+            raise ValueError(
+                f"gateway drain {self.gateway_drain_s!r} s (0-600) or stats interval "
+                f"{self.gateway_stats_s!r} s (above 0, at most 3600) out of range"
+            )
         if not 0 <= self.min_pass_gap_s <= self.schedule_interval_s:
             raise ValueError(
                 f"min pass gap: need 0 <= {self.min_pass_gap_s!r} s <= the schedule interval "

@@ -45,6 +45,7 @@ from gpufleet.core.events import (
     NodeLost,
     NodeRegistered,
     QueueChanged,
+    ReplicaProbe,
     TaskExited,
     TaskFenced,
     TaskStarted,
@@ -54,6 +55,7 @@ from gpufleet.model.queue import QueueSpec
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.agent_executor import AgentExecutor
 from gpufleet.server.config import check_fencing
+from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
@@ -152,6 +154,7 @@ class ControllerService(ClusterReads):
         fallback_account: str = "",
         step_secret: bytes = b"",
         min_pass_gap_s: float = MIN_PASS_GAP_S,
+        gateway: ServiceGateway | None = None,
     ) -> None:
         check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s)
         self.store = store
@@ -168,6 +171,11 @@ class ControllerService(ClusterReads):
         self.logs = logs
         self.outbox = Outbox()
         self.links: dict[str, NodeLink] = {}
+        # the services' endpoints (gateway_executor.py); None: services get no data path
+        self.gateway = gateway
+        if gateway is not None:
+            gateway.links = self.links
+        self._sampler: asyncio.Task[None] | None = None
         self._last_epoch = 0
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
@@ -220,7 +228,10 @@ class ControllerService(ClusterReads):
             step_secret=self.step_secret,
         )
         journal = StoreJournal(self.store, ctrl, self._audits_of, self.down.committed)
-        return Driver(ctrl, executor, journal, self._rule, start=self.clock.now())
+        if self.gateway is None:
+            return Driver(ctrl, executor, journal, self._rule, start=self.clock.now())
+        routed = WithGateway(executor, self.gateway, _call_later)
+        return Driver(ctrl, routed, journal, self._rule, start=self.clock.now())
 
     def _install(self, ctrl: Controller) -> None:
         """``ctrl`` from now on, with a driver of its own: a restart's (or a failed turn's)
@@ -241,6 +252,8 @@ class ControllerService(ClusterReads):
         self._wake = asyncio.Event()
         self._restore()
         self._task = asyncio.create_task(self._run(), name="gpufleet-controller-loop")
+        if self.gateway is not None:
+            self._sampler = asyncio.create_task(self._sample(), name="gpufleet-gateway-load")
 
     def _restore(self, *, rebuild: bool = False) -> None:
         """The controller as the store holds it: at start, and after a failed turn (rebuild)
@@ -305,6 +318,29 @@ class ControllerService(ClusterReads):
             self._wake.set()
         if self._task is not None:
             await self._task
+        if self._sampler is not None:
+            self._sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sampler
+        if self.gateway is not None:
+            self.gateway.stop()
+
+    async def _sample(self) -> None:
+        """The gateway's request rates into the core (the autoscaler's input), every
+        ``stats_s`` (on this loop, as ``apply`` is: the two never overlap)."""
+        assert self.gateway is not None
+        gw = self.gateway
+        while not self._stopping:
+            await asyncio.sleep(gw.stats_s)
+            try:
+                loads = gw.sample(self.clock.now())
+            except Exception:
+                log.exception("reading the gateway's request counters failed")
+                continue
+            known = self.ctrl.services.services
+            for ev in loads:
+                if ev.name in known:
+                    self.post(ev)
 
     # ----- requests (each awaits its turn) -------------------------------------------------
 
@@ -664,7 +700,11 @@ class ControllerService(ClusterReads):
                 NodeRegistered(
                     spec,
                     tuple((r.job, r.attempt, r.rank) for r in req.running),
-                    tuple(task_event(req.node, e) for e in req.events),
+                    tuple(
+                        ev
+                        for e in req.events
+                        if not isinstance(ev := task_event(req.node, e), ReplicaProbe)
+                    ),
                 )
             )
         except BaseException:
@@ -675,6 +715,9 @@ class ControllerService(ClusterReads):
             raise
         link.registered = True  # reconciled: its heartbeats and long-polls are taken now
         link.answered_at = self._monotonic()  # the registration's answer renews the lease
+        for e in req.events:  # probe verdicts, after the reconcile: of the tasks it still runs
+            if e.kind == "probe":
+                self.post(task_event(req.node, e))
         return s.RegisterResult(
             lease_s=self.lease_s,
             heartbeat_s=self.heartbeat_s,
@@ -769,13 +812,21 @@ class ControllerService(ClusterReads):
         await self.event(NodeDrain(node, drain, why, force), audit)
 
 
-def task_event(node: str, e: s.AgentEvent) -> TaskStarted | TaskExited | TaskFenced:
-    """An agent's report as the core's event (the node: who reported it)."""
+def task_event(node: str, e: s.AgentEvent) -> TaskStarted | TaskExited | TaskFenced | ReplicaProbe:
+    """An agent's report as the core's event (the node: who reported it; ``check_own`` made
+    sure the rank is the node's own, so a probe report speaks only of its own replicas)."""
+    if e.kind == "probe":
+        return ReplicaProbe(e.job, e.attempt, e.probe, e.ok, e.why)
     if e.kind == "started":
         return TaskStarted(e.job, e.attempt, e.rank, node)
     if e.cause == "fenced":  # stopped for the node's sake: requeued, not charged
         return TaskFenced(node, e.job, e.attempt, e.rank, e.why)
     return TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why)
+
+
+def _call_later(delay_s: float, fn: Callable[[], None]) -> object:
+    """``fn`` on the controller's loop ``delay_s`` from now (a drained replica's Kill)."""
+    return asyncio.get_running_loop().call_later(delay_s, fn)
 
 
 def _audits(submits: list[_Work]) -> list[SubmitAudit]:

@@ -13,6 +13,7 @@ checked by unit tests alone.
 
 from __future__ import annotations
 
+import abc
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ class ContainerTask:
     owner: str = ""  # the agent's OWNER_LABEL value
 
 
-class Runtime:
+class Runtime(abc.ABC):
     """A container runtime (one module each). Subclasses set NAME and build the argv."""
 
     NAME = ""
@@ -66,8 +67,9 @@ class Runtime:
                 return cls(path)
         return None
 
+    @abc.abstractmethod
     def argv(self, task: ContainerTask) -> list[str]:
-        raise NotImplementedError
+        """The runtime's command line that runs ``task``."""
 
     def cleanup_argv(self, name: str) -> list[str] | None:
         """The command that removes ``name``'s container (None: nothing outlives the client)."""
