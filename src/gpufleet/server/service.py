@@ -264,6 +264,7 @@ class ControllerService(ClusterReads):
             [n.spec for n in known],
             [j.to_restored() for j in (*rs.dependencies, *rs.jobs)],
             seq=self.restored_seq,  # new jobs list after every stored one (GET /jobs)
+            services=rs.services,
         )
         now = self.clock.now()
         if as_of is not None:  # who used the cluster before the restart still counts
