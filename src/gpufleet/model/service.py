@@ -468,12 +468,23 @@ class _Reader:
         return Backoff(base, max(top, base), reset, avoid)
 
 
+class ServiceSpecError(SpecError):
+    """A refused service spec; ``problems``: each (field path, message), for an API that
+    reports them one by one."""
+
+    def __init__(self, message: str, problems: list[tuple[str, str]], **kw: str) -> None:
+        super().__init__(message, **kw)
+        self.problems = list(problems)
+
+
 def _refusal(problems: list[tuple[str, str]], source: str, path: str) -> SpecError:
     if len(problems) == 1:
         where, msg = problems[0]
-        return SpecError(msg, source=source, field=where)
+        return ServiceSpecError(msg, problems, source=source, field=where)
     said = "; ".join(f"{where}: {msg}" if where else msg for where, msg in problems)
-    return SpecError(f"{len(problems)} problems: {said}", source=source, field=path)
+    return ServiceSpecError(
+        f"{len(problems)} problems: {said}", problems, source=source, field=path
+    )
 
 
 def _job_to_dict(s: JobSpec) -> dict[str, Any]:

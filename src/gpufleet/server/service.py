@@ -58,6 +58,7 @@ from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.reads import ClusterReads
+from gpufleet.server.service_ops import ServiceRequests
 from gpufleet.server.store import (
     NewJob,
     NodeRecord,
@@ -127,8 +128,9 @@ class NodeLink:
     rejoining: bool = False
 
 
-class ControllerService(ClusterReads):
-    """The read methods the routers call are ``ClusterReads``'s (reads.py)."""
+class ControllerService(ClusterReads, ServiceRequests):
+    """The read methods the routers call are ``ClusterReads``'s (reads.py); the service
+    requests are ``ServiceRequests``' (service_ops.py)."""
 
     def __init__(
         self,
