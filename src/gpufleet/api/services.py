@@ -47,7 +47,7 @@ class ProbeIn(_Doc):
     success_threshold: int = Field(1, ge=1, le=MAX_THRESHOLD, description="1 for liveness")
 
 
-Amount = int | Annotated[str, Field(pattern=r"^\d{1,3}%$")]
+Amount = int | Annotated[str, Field(pattern=r"^[0-9]{1,3}%$")]
 
 
 class RolloutIn(_Doc):

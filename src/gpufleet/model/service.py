@@ -410,8 +410,9 @@ class _Reader:
         if raw is None:
             return default
         at = r.field(key)
-        if isinstance(raw, str) and raw.endswith("%") and raw[:-1].strip().isdigit():
-            pct = int(raw[:-1])
+        digits = raw[:-1].strip() if isinstance(raw, str) and raw.endswith("%") else ""
+        if digits.isascii() and digits.isdigit():  # not int()'s other digits ('²')
+            pct = int(digits)
             if pct <= 100:
                 return Amount(pct, True)
             self.problems.append((at, f"a percentage must be 0% to 100%, got {raw!r}"))

@@ -1,0 +1,70 @@
+"""What the services API checks before anything reaches the core: every problem of a spec
+with its field, the merge patch of an update, names that make valid replica job ids, and the
+places that parse job ids taking a replica's (``web.3``)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from gpufleet.api.services import MAX_SERVICE_NAME, ServiceName, ServiceScale
+from gpufleet.model.errors import SpecError
+from gpufleet.model.service import ServiceSpec, ServiceSpecError
+from gpufleet.server.service_ops import merge_patch
+from gpufleet.shims.sacct import _wanted_ids
+
+BASE = {"name": "web", "replica": {"user": "u", "command": ["serve"]}}
+
+
+def test_a_refusal_lists_each_problem_with_its_field() -> None:
+    with pytest.raises(ServiceSpecError) as e:
+        ServiceSpec.from_dict(
+            {"name": "Bad.Name", "replicas": -2, "replica": {"user": "u", "workers": 3}, "x": 1},
+            path="spec",
+        )
+    fields = [f for f, _ in e.value.problems]
+    assert "spec.name" in fields and "spec.replicas" in fields
+    assert "spec.replica.workers" in fields and "spec.replica.command" in fields
+    assert "spec.x" in fields
+    assert isinstance(e.value, SpecError)  # callers that catch SpecError still do
+
+
+def test_a_percentage_is_ascii_digits_only() -> None:
+    for bad in ("²%", "101%", "x%"):
+        with pytest.raises(SpecError, match=r"rollout\.max_surge"):
+            ServiceSpec.from_dict({**BASE, "rollout": {"max_surge": bad}})
+    ok = ServiceSpec.from_dict({**BASE, "rollout": {"max_surge": "50%"}})
+    assert ok.rollout.max_surge.to_json() == "50%"
+
+
+def test_merge_patch_follows_rfc_7386() -> None:
+    spec = ServiceSpec.from_dict(
+        {**BASE, "replica": {**BASE["replica"], "env": {"A": "1", "B": "2"}}}
+    ).to_dict()
+    patched = merge_patch(spec, {"replica": {"env": {"B": None, "C": "3"}}, "replicas": 4})
+    assert patched["replica"]["env"] == {"A": "1", "C": "3"}
+    assert patched["replicas"] == 4 and patched["replica"]["command"] == ["serve"]
+    assert spec["replica"]["env"] == {"A": "1", "B": "2"}  # the original is left alone
+    assert merge_patch({"a": 1}, ["list"]) == ["list"]
+
+
+def test_a_name_leaves_room_for_the_replica_number_in_a_job_id() -> None:
+    names = TypeAdapter(ServiceName)
+    assert names.validate_python("a" * MAX_SERVICE_NAME)
+    for bad in ("a" * (MAX_SERVICE_NAME + 1), "web.1", "-web", "Web", ""):
+        with pytest.raises(ValidationError):
+            names.validate_python(bad)
+    assert len(f"{'a' * MAX_SERVICE_NAME}.{10**7 - 1}") <= 32  # the store's job id column
+
+
+def test_scale_bounds() -> None:
+    with pytest.raises(ValidationError):
+        ServiceScale.model_validate({"replicas": -1})
+    with pytest.raises(ValidationError):
+        ServiceScale.model_validate({"replicas": 1.5})
+    assert ServiceScale.model_validate({"min": 0, "max": 3}).max == 3
+
+
+def test_sacct_takes_a_replica_id_whole_and_a_step_as_its_job() -> None:
+    plain, tasks = _wanted_ids(["12.batch,web.3,13_2"])
+    assert plain == {"12", "web.3"} and tasks == {("13", 2)}
