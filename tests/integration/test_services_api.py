@@ -207,3 +207,60 @@ def test_a_restarted_controller_keeps_the_service_and_its_replicas(
             assert [r.job_id for r in up.replicas] == ["web.1", "web.2", "web.3"]
     finally:
         store.close()
+
+
+def cli(api: Api, token: str, *args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from gpufleet.cli.main import app
+
+    env = {
+        "GPUFLEET_SERVER": api.url,
+        "GPUFLEET_TOKEN": token,
+        "GPUFLEET_CONFIG": "/nonexistent/gpufleet.yaml",
+        "COLUMNS": "200",
+    }
+    return CliRunner(env=env).invoke(app, list(args), catch_exceptions=False)
+
+
+def test_the_cli_runs_lists_shows_updates_scales_and_removes(api: Api, tmp_path: Path) -> None:
+    token = api.token("user", user="alice")
+    a0 = api.agent("node-0")
+    register(a0, "node-0")
+    r = cli(api, token, "service", "run", "web", "--replicas", "2", "--gpus", "1", "--", "serve")
+    assert r.exit_code == 0, r.output
+    assert "service web: 2 replica(s) (web.1, web.2)" in r.output
+    started(a0, "node-0", launches(a0, "node-0", 2))
+    wait_for("ready", lambda: "2/2" in cli(api, token, "service", "ls").output)
+    r = cli(api, token, "service", "ls", "--json")
+    (row,) = json.loads(r.output)
+    assert (row["name"], row["ready"], row["command"]) == ("web", 2, ["serve"])
+    r = cli(api, token, "service", "show", "web")
+    assert r.exit_code == 0 and "web.1" in r.output and "node-0" in r.output, r.output
+    assert "RUNNING" in r.output and "created" in r.output
+    shown = json.loads(cli(api, token, "service", "show", "web", "--json").output)
+    assert [x["job_id"] for x in shown["replicas"]] == ["web.1", "web.2"]
+
+    r = cli(api, token, "service", "update", "web", "--image", "example/model:v2")
+    assert r.exit_code == 0 and "rolling out generation 2" in r.output, r.output
+    assert api.admin.service("web").image == "example/model:v2"
+    r = cli(api, token, "service", "scale", "web", "1")
+    assert r.exit_code == 0 and "1 replica(s) desired" in r.output, r.output
+
+    f = tmp_path / "svc.yaml"
+    f.write_text(
+        "kind: service\nname: api\nreplicas: 1\nreplica:\n  gpus_per_worker: 1\n"
+        "  command: [serve, --port, '8000']\nreadiness:\n  http: {path: /healthz}\n"
+    )
+    r = cli(api, token, "service", "run", "-f", str(f))
+    assert r.exit_code == 0 and "service api: 1 replica(s)" in r.output, r.output
+    assert api.admin.service("api").spec["readiness"]["http"]["path"] == "/healthz"
+
+    r = cli(api, token, "service", "run", "Bad_Name", "--replicas", "1")
+    assert r.exit_code == 1, r.output  # every problem, each with its field
+    assert "body.spec.name" in r.output and "body.spec.replica.command" in r.output
+    r = cli(api, token, "service", "show", "nope")
+    assert r.exit_code == 1 and "no service nope (404)" in r.output
+    assert "service ls" in r.output  # the hint
+    r = cli(api, token, "service", "rm", "api")
+    assert r.exit_code == 0 and "removing" in r.output
