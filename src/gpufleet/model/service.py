@@ -353,7 +353,9 @@ class _Reader:
         path: str = "/"
         port: int | None = None
         command: tuple[str, ...] = ()
-        if kind == "http":
+        if not kinds:
+            pass  # refused above: nothing kind-specific to read
+        elif kind == "http":
             h = self.fields(p.data["http"], p.field("http"))
             if h is not None:
                 path = self.get(lambda: h.text("path", "/", max_len=MAX_TEXT), "/")
