@@ -264,3 +264,20 @@ def test_the_cli_runs_lists_shows_updates_scales_and_removes(api: Api, tmp_path:
     assert "service ls" in r.output  # the hint
     r = cli(api, token, "service", "rm", "api")
     assert r.exit_code == 0 and "removing" in r.output
+
+
+def test_scaling_an_autoscaled_service_moves_its_bounds(api: Api) -> None:
+    alice = api.user("alice")
+    auto = {**SVC, "name": "llm", "min": 1, "max": 4, "target_qps_per_replica": 5}
+    auto.pop("replicas")
+    out = alice.create_service(auto)
+    assert out.desired == 1 and out.autoscale == {"min": 1, "max": 4, "target_qps_per_replica": 5}
+    out = alice.scale_service("llm", minimum=2, maximum=6)
+    assert out.desired == 2 and out.autoscale is not None and out.autoscale["max"] == 6
+    assert out.generation == 1 and not out.rolling_out  # bounds are settings: no rollout
+    assert "within min and max (2-6)" in refused(422, lambda: alice.scale_service("llm", 7))
+    assert "give replicas" in refused(422, lambda: alice.scale_service("llm"))
+    # a service of a fixed count gets bounds only with a target rate
+    alice.create_service(SVC)
+    msg = refused(422, lambda: alice.scale_service("web", minimum=1, maximum=3))
+    assert "target_qps_per_replica" in msg
