@@ -4,12 +4,21 @@ places that parse job ids taking a replica's (``web.3``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from builders import profile
 from pydantic import TypeAdapter, ValidationError
 
 from gpufleet.api.services import MAX_SERVICE_NAME, ServiceName, ServiceScale
+from gpufleet.core.clock import ManualClock
 from gpufleet.model.errors import SpecError
+from gpufleet.model.queue import QueueSpec
 from gpufleet.model.service import ServiceSpec, ServiceSpecError
+from gpufleet.server.auth import Principal
+from gpufleet.server.errors import FieldErrors
+from gpufleet.server.logs import LogStore
+from gpufleet.server.service import ControllerService, RequestError
 from gpufleet.server.service_ops import merge_patch
 from gpufleet.shims.sacct import _wanted_ids
 
@@ -68,3 +77,30 @@ def test_scale_bounds() -> None:
 def test_sacct_takes_a_replica_id_whole_and_a_step_as_its_job() -> None:
     plain, tasks = _wanted_ids(["12.batch,web.3,13_2"])
     assert plain == {"12", "web.3"} and tasks == {("13", 2)}
+
+
+def test_the_queue_must_be_one_the_cluster_declares_and_a_user_runs_as_itself(
+    tmp_path: Path,
+) -> None:
+    svc = ControllerService(None, profile(), ManualClock(0.0), logs=LogStore(tmp_path))
+    svc.ctrl.queues["vision"] = QueueSpec("vision")
+    alice = Principal("alice-token", "user", user="alice")
+    spec = svc.read_service({**BASE, "replica": {"command": ["x"], "queue": "vision"}}, alice)
+    assert (spec.replica.user, spec.replica.queue) == ("alice", "vision")
+    with pytest.raises(FieldErrors) as e:
+        svc.read_service(
+            {**BASE, "name": "N", "replica": {"command": ["x"], "queue": "nlp"}}, alice
+        )
+    assert [f for f, _ in e.value.problems] == ["body.spec.name", "body.spec.replica.queue"]
+    assert "unknown queue 'nlp' (known: vision)" in str(e.value)
+    with pytest.raises(RequestError) as r:
+        svc.read_service({**BASE, "replica": {"command": ["x"], "user": "bob"}}, alice)
+    assert r.value.status == 403
+    admin = Principal("root", "admin")
+    raw = {**BASE, "replica": {"command": ["x"], "queue": "vision"}}
+    kept = svc.read_service(raw, admin, owner="carol")  # an update keeps the owner
+    assert kept.replica.user == "carol"
+    with pytest.raises(FieldErrors, match="keeps its owner carol"):
+        svc.read_service(
+            {**raw, "replica": {**raw["replica"], "user": "dave"}}, admin, owner="carol"
+        )

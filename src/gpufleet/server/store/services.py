@@ -195,7 +195,9 @@ def events(conn: sa.Connection, name: str, limit: int | None) -> list[ServiceEve
 def next_index(conn: sa.Connection, name: str) -> int:
     """The first replica number a new service of this name may use: after every replica job
     a service of that name ever had (job ids are never reused)."""
-    ids = conn.execute(sa.select(jobs.c.id).where(jobs.c.service == name)).scalars()
+    ids: list[str] = list(
+        conn.execute(sa.select(jobs.c.id).where(jobs.c.service == name)).scalars()
+    )
     top = 0
     for job_id in ids:
         tail = str(job_id).rpartition(".")[2]
