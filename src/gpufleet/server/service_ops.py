@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.api.services import MAX_SERVICE_NAME
+from gpufleet.api.services import MAX_SERVICE_NAME, ServiceOut
 from gpufleet.core.controller import Controller
 from gpufleet.core.events import (
     Event,
@@ -22,6 +22,7 @@ from gpufleet.model.service import ServiceSpec, ServiceSpecError
 from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.journal import AuditRow
+from gpufleet.server.service_views import service_out
 
 
 def _refuse(status: int, message: str) -> Exception:
@@ -122,6 +123,11 @@ class ServiceRequests:
         if who.role == "user" and owner != who.user:
             raise _refuse(403, f"service {name} belongs to {owner}; this token is {who.user}'s")
         return svc
+
+    def service_view(self, svc: Service, events: int | None = None) -> ServiceOut:
+        """What the API shows of it; ``events``: with its newest events (from the store)."""
+        history = None if events is None else self.store.service_events(svc.name, events)
+        return service_out(svc, self.ctrl, history)
 
     def visible_services(self, who: Principal) -> list[Service]:
         svcs = sorted(self.ctrl.services.services.values(), key=lambda s: s.name)

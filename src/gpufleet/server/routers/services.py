@@ -14,7 +14,6 @@ from gpufleet.server.errors import FieldErrors
 from gpufleet.server.routers.deps import service
 from gpufleet.server.service import ControllerService
 from gpufleet.server.service_ops import merge_patch
-from gpufleet.server.service_views import service_out
 
 router = APIRouter(tags=["services"])
 USERS = require("user", "admin")
@@ -45,12 +44,12 @@ async def create(
     svc: ControllerService = Depends(service),
 ) -> Any:
     spec = _secrets(request, svc.read_service(body.spec, who))
-    return service_out(await svc.create_service(spec, who), svc.ctrl)
+    return svc.service_view(await svc.create_service(spec, who))
 
 
 @router.get("/services", response_model=list[a.ServiceOut], operation_id="listServices")
 async def listing(who: Principal = USERS, svc: ControllerService = Depends(service)) -> Any:
-    return [service_out(x, svc.ctrl) for x in svc.visible_services(who)]
+    return [svc.service_view(x) for x in svc.visible_services(who)]
 
 
 @router.get("/services/{name}", response_model=a.ServiceOut, operation_id="getService")
@@ -60,8 +59,7 @@ async def show(
     svc: ControllerService = Depends(service),
     events: int = Query(50, ge=0, le=EVENTS_MAX, description="how many recent events"),
 ) -> Any:
-    x = svc.owned_service(name, who)
-    return service_out(x, svc.ctrl, svc.store.service_events(name, events))
+    return svc.service_view(svc.owned_service(name, who), events)
 
 
 @router.put("/services/{name}", response_model=a.ServiceOut, operation_id="replaceService")
@@ -74,7 +72,7 @@ async def put(
 ) -> Any:
     owner = svc.owned_service(name, who).spec.replica.user
     spec = svc.read_service(_named(body.spec, name), who, owner=owner)
-    return service_out(await svc.update_service(_secrets(request, spec), who), svc.ctrl)
+    return svc.service_view(await svc.update_service(_secrets(request, spec), who))
 
 
 @router.patch("/services/{name}", response_model=a.ServiceOut, operation_id="updateService")
@@ -88,7 +86,7 @@ async def patch(
     current = svc.owned_service(name, who)
     raw = merge_patch(current.spec.to_dict(), _named(body.spec, name))
     spec = svc.read_service(raw, who, owner=current.spec.replica.user)
-    return service_out(await svc.update_service(_secrets(request, spec), who), svc.ctrl)
+    return svc.service_view(await svc.update_service(_secrets(request, spec), who))
 
 
 @router.post("/services/{name}/scale", response_model=a.ServiceOut, operation_id="scaleService")
@@ -99,7 +97,7 @@ async def scale(
     svc: ControllerService = Depends(service),
 ) -> Any:
     x = await svc.scale_service(name, who, body.replicas, body.min, body.max)
-    return service_out(x, svc.ctrl)
+    return svc.service_view(x)
 
 
 @router.delete("/services/{name}", status_code=204, operation_id="deleteService")
