@@ -35,6 +35,7 @@ from gpufleet.server.store import Store
 
 CALLERS = ("none", "bad", "alice", "bob", "admin", "agent-1", "agent-2")
 SPEC: dict[str, Any] = {"name": "m", "gpus_per_worker": 1, "command": ["sleep", "1"]}
+SERVICE: dict[str, Any] = {"replicas": 1, "replica": {"gpus_per_worker": 16, "command": ["x"]}}
 
 
 # Who may call what. ``ok``: the success status; everyone not allowed gets 403 (a token of a
@@ -85,6 +86,14 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/secrets"): rule(201, *OWNER),
     ("GET", "/api/v1/secrets"): rule(200, *USERS),  # a user sees no other user's
     ("DELETE", "/api/v1/secrets/{name}"): rule(204, *OWNER),
+    # a service of alice's (never placed: its replicas need 16 GPUs): hers and an admin's
+    ("POST", "/api/v1/services"): rule(201, *USERS),  # each user runs their own
+    ("GET", "/api/v1/services"): rule(200, *USERS),  # a user sees no other user's
+    ("GET", "/api/v1/services/{name}"): rule(200, *OWNER),
+    ("PUT", "/api/v1/services/{name}"): rule(200, *OWNER),
+    ("PATCH", "/api/v1/services/{name}"): rule(200, *OWNER),
+    ("POST", "/api/v1/services/{name}/scale"): rule(200, *OWNER),
+    ("DELETE", "/api/v1/services/{name}"): rule(204, *OWNER),
     ("GET", "/api/v1/accounting"): rule(200, *USERS),  # a user's rows are their own
     ("GET", "/api/v1/dashboard/me"): rule(200, *USERS),
     ("GET", "/api/v1/dashboard/cluster"): rule(200, *USERS),
@@ -161,12 +170,26 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         w.admin.create_secret(SecretCreate(name=name, value="v", user="alice"))
         url = url.replace("{name}", name)
         q = {"scope": "user", "user": "alice"}
+    elif path.startswith("/api/v1/services/{name}"):
+        name = f"svc-{w.fresh()}"  # alice's, of its own: changed or removed once only
+        w.admin.create_service(
+            {**SERVICE, "name": name, "replica": {**SERVICE["replica"], "user": "alice"}}
+        )
+        url = url.replace("{name}", name)
     elif path == "/api/v1/queues/{name}":
         url = url.replace("{name}", "default")
     elif "{name}" in path:
         url = url.replace("{name}", "node-2")
     if (method, path) == ("POST", "/api/v1/jobs"):
         body = {"spec": {**SPEC, "gpus_per_worker": 16}}  # never placed: nothing changes
+    elif (method, path) == ("POST", "/api/v1/services"):
+        body = {"spec": {**SERVICE, "name": f"new-{w.fresh()}"}}
+    elif (method, path) == ("PUT", "/api/v1/services/{name}"):
+        body = {"spec": {**SERVICE, "replicas": 2}}
+    elif (method, path) == ("PATCH", "/api/v1/services/{name}"):
+        body = {"spec": {"replicas": 2}}
+    elif path == "/api/v1/services/{name}/scale":
+        body = {"replicas": 2}
     elif (method, path) == ("POST", "/api/v1/secrets"):
         body = {"name": f"new-{w.fresh()}", "value": "v", "user": "alice"}
     elif (method, path) == ("POST", "/api/v1/tokens"):

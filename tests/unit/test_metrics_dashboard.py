@@ -15,7 +15,8 @@ from test_metrics import T0, Fleet
 
 from gpufleet.agent.host import host_metrics
 from gpufleet.core.commands import NodeEvent, Transition
-from gpufleet.core.events import NodeHealth
+from gpufleet.core.events import NodeHealth, ServiceCreated, ServiceLoad
+from gpufleet.model.service import ServiceSpec
 from gpufleet.monitoring import DASHBOARD
 from gpufleet.server.metrics import metric_names
 
@@ -64,6 +65,8 @@ def emitted(tmp: Path) -> set[str]:
     for link in f.svc.links.values():
         link.metrics["host"] = host_metrics(tmp)  # what a real agent's psutil finds
     evs = f.ctrl.handle(T0 + 3, NodeHealth("n01", False, "GPU 1: XID 79", (1,)))
+    web = {"name": "web", "replica": {"user": "alice", "gpus_per_worker": 0, "command": ["x"]}}
+    f.ctrl.handle(T0 + 3, ServiceCreated(ServiceSpec.from_dict(web)), ServiceLoad("web", 1, T0))
     f.coll.on_commit(
         T0 + 3,
         [c for c in out if isinstance(c, Transition)],

@@ -125,6 +125,12 @@ COMMANDS: list[Lazy] = [
         "app",
         "Create, list and remove job secrets (values from stdin or a file, never argv).",
     ),
+    Lazy(
+        "service",
+        "gpufleet.cli.service",
+        "app",
+        "Run, list, show, update, scale and remove services.",
+    ),
 ]
 _BY_NAME = {c.name: c for c in COMMANDS}
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpufleet.api import schemas as s
 from gpufleet.api import secrets as sec
+from gpufleet.api import services as svc
 from gpufleet.client.errors import ApiError
 
 M = TypeVar("M", bound=BaseModel)
@@ -260,6 +261,40 @@ class Client(_Base):
             **({"queue": queue} if queue else {}),
         }
         self._call("DELETE", f"/secrets/{name}", params=params)
+
+    def create_service(self, spec: dict[str, Any]) -> svc.ServiceOut:
+        return self._one(svc.ServiceOut, "POST", "/services", json={"spec": spec})
+
+    def services(self) -> list[svc.ServiceOut]:
+        return self._many(svc.ServiceOut, "GET", "/services")
+
+    def service(self, name: str, events: int = 50) -> svc.ServiceOut:
+        return self._one(svc.ServiceOut, "GET", f"/services/{name}", params={"events": events})
+
+    def update_service(
+        self, name: str, spec: dict[str, Any], *, replace: bool = False
+    ) -> svc.ServiceOut:
+        """``replace``: the whole new spec (PUT); else a JSON merge patch of it (PATCH)."""
+        method = "PUT" if replace else "PATCH"
+        return self._one(svc.ServiceOut, method, f"/services/{name}", json={"spec": spec})
+
+    def scale_service(
+        self,
+        name: str,
+        replicas: int | None = None,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> svc.ServiceOut:
+        body = {
+            k: v
+            for k, v in (("replicas", replicas), ("min", minimum), ("max", maximum))
+            if v is not None
+        }
+        return self._one(svc.ServiceOut, "POST", f"/services/{name}/scale", json=body)
+
+    def delete_service(self, name: str) -> None:
+        self._call("DELETE", f"/services/{name}")
 
     def audit(self, limit: int = 100) -> list[s.AuditOut]:
         return self._many(s.AuditOut, "GET", "/audit", params={"limit": limit})

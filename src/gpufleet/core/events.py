@@ -122,9 +122,12 @@ class TimerFired:
 
 @dataclass(frozen=True, slots=True)
 class ServiceCreated:
-    """A service was stored: its replicas are created (``initial_replicas`` of them)."""
+    """A service was stored: its replicas are created (``initial_replicas`` of them).
+    ``first_index``: its first replica's number (after those of an earlier service of the same
+    name, whose jobs the store keeps: a job id is never used twice)."""
 
     spec: ServiceSpec
+    first_index: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -334,7 +334,7 @@ class ServiceMaster:
         spec = ev.spec
         if spec.name in self.services:
             raise ControllerError(f"service {spec.name} exists already")
-        svc = Service({1: spec}, 1, spec.initial_replicas)
+        svc = Service({1: spec}, 1, spec.initial_replicas, next_index=max(1, ev.first_index))
         self.services[spec.name] = svc
         out.append(ServiceEvent(spec.name, "created", now, f"{svc.desired} replica(s)"))
         self._reconcile(svc, now, out)

@@ -384,7 +384,9 @@ class _Reader:
         path: str = "/"
         port: int | None = None
         command: tuple[str, ...] = ()
-        if kind == "http":
+        if not kinds:
+            pass  # refused above: nothing kind-specific to read
+        elif kind == "http":
             h = self.fields(p.data["http"], p.field("http"))
             if h is not None:
                 path = self.get(lambda: h.text("path", "/", max_len=MAX_TEXT), "/")
@@ -446,8 +448,9 @@ class _Reader:
         if raw is None:
             return default
         at = r.field(key)
-        if isinstance(raw, str) and raw.endswith("%") and raw[:-1].strip().isdigit():
-            pct = int(raw[:-1])
+        digits = raw[:-1].strip() if isinstance(raw, str) and raw.endswith("%") else ""
+        if digits.isascii() and digits.isdigit():  # not int()'s other digits ('²')
+            pct = int(digits)
             if pct <= 100:
                 return Amount(pct, True)
             self.problems.append((at, f"a percentage must be 0% to 100%, got {raw!r}"))
@@ -504,12 +507,23 @@ class _Reader:
         return Backoff(base, max(top, base), reset, avoid)
 
 
+class ServiceSpecError(SpecError):
+    """A refused service spec; ``problems``: each (field path, message), for an API that
+    reports them one by one."""
+
+    def __init__(self, message: str, problems: list[tuple[str, str]], **kw: str) -> None:
+        super().__init__(message, **kw)
+        self.problems = list(problems)
+
+
 def _refusal(problems: list[tuple[str, str]], source: str, path: str) -> SpecError:
     if len(problems) == 1:
         where, msg = problems[0]
-        return SpecError(msg, source=source, field=where)
+        return ServiceSpecError(msg, problems, source=source, field=where)
     said = "; ".join(f"{where}: {msg}" if where else msg for where, msg in problems)
-    return SpecError(f"{len(problems)} problems: {said}", source=source, field=path)
+    return ServiceSpecError(
+        f"{len(problems)} problems: {said}", problems, source=source, field=path
+    )
 
 
 def _job_to_dict(s: JobSpec) -> dict[str, Any]:

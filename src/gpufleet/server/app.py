@@ -37,6 +37,7 @@ from gpufleet.server.routers import (
     nodes,
     queues,
     secrets,
+    services,
 )
 from gpufleet.server.secrets import SecretService
 from gpufleet.server.secrets_box import load_box
@@ -158,8 +159,9 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     app.state.listings = Listings()
     app.state.config = config
     app.state.secrets = SecretService(store, box, clock)
-    for r in (jobs.router, nodes.router, queues.router, admin.router, agent.router, secrets.router):
-        app.include_router(r, prefix=API)
+    routers = (jobs, nodes, queues, admin, agent, secrets, services)
+    for r in routers:
+        app.include_router(r.router, prefix=API)
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
 
@@ -218,4 +220,9 @@ CONFLICTS = {
     ("POST", f"{API}/jobs/{{job_id}}/cancel"),
     ("POST", f"{API}/tokens"),
     ("POST", f"{API}/secrets"),
+    # a service of that name exists; a change to a service that is being deleted
+    ("POST", f"{API}/services"),
+    ("PUT", f"{API}/services/{{name}}"),
+    ("PATCH", f"{API}/services/{{name}}"),
+    ("POST", f"{API}/services/{{name}}/scale"),
 }

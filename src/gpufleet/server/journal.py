@@ -1,11 +1,13 @@
-"""The live driver's journal: a step's transitions, node events and audit entries committed to
-the store in one transaction before any of its commands reaches an agent (``core.driver``)."""
+"""The live driver's journal: a step's transitions, node events, audit entries and service
+changes (new replica jobs, service records, their history) committed to the store in one
+transaction before any of its commands reaches an agent (``core.driver``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from gpufleet.core.commands import ReplicaAdded, ServiceEvent, ServiceRecord
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Step
 from gpufleet.server.store import JobUpdate
@@ -30,12 +32,34 @@ class StoreJournal:
     def commit(self, step: Step) -> None:
         transitions, node_events = step.transitions, step.node_events
         audits = self._audits(step) if self._audits is not None else []
-        if not (transitions or node_events or audits):
+        replicas = [c for c in step.commands if isinstance(c, ReplicaAdded)]
+        records = [c for c in step.commands if isinstance(c, ServiceRecord)]
+        history = [c for c in step.commands if isinstance(c, ServiceEvent)]
+        if not (transitions or node_events or audits or records or history):
             return
+        # the controller's own service decisions in the audit log (a user's requests are
+        # audited by the request: ``audits``)
+        audits += [
+            (
+                "controller",
+                "system",
+                f"service.{e.what.replace(' ', '_')}",
+                e.service,
+                {"why": e.why},
+            )
+            for e in history
+        ]
         changed = dict.fromkeys(t.job_id for t in transitions)
         updates = [JobUpdate.of_record(self.core.jobs[j]) for j in changed]
         self.store.apply_transitions(
-            transitions, updates, node_events, audits=audits, time=step.now
+            transitions,
+            updates,
+            node_events,
+            audits=audits,
+            time=step.now,
+            replicas=replicas,
+            services=records,
+            service_events=history,
         )
         if self._on_committed is not None:
             self._on_committed()

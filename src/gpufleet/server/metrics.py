@@ -414,6 +414,8 @@ class FleetCollector(Collector):
                 yield to_metric(f)
 
     def families(self, node: str | None = None, gpus: bool = True) -> list[Family]:
+        from gpufleet.server.metrics_services import service_families  # it imports Family
+
         if node is not None:
             if node not in self.svc.ctrl.nodes:
                 self._node_labels.pop(node, None)
@@ -438,6 +440,7 @@ class FleetCollector(Collector):
             *self._hosts(),
             *self._nodes(now),
             *self._queues(now),
+            *service_families(self.svc.ctrl),
             *self._controller(),
         ]
 

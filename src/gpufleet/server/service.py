@@ -60,6 +60,7 @@ from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.reads import ClusterReads
+from gpufleet.server.service_ops import ServiceRequests
 from gpufleet.server.store import (
     NewJob,
     NodeRecord,
@@ -129,8 +130,9 @@ class NodeLink:
     rejoining: bool = False
 
 
-class ControllerService(ClusterReads):
-    """The read methods the routers call are ``ClusterReads``'s (reads.py)."""
+class ControllerService(ClusterReads, ServiceRequests):
+    """The read methods the routers call are ``ClusterReads``'s (reads.py); the service
+    requests are ``ServiceRequests``' (service_ops.py)."""
 
     def __init__(
         self,
@@ -277,6 +279,7 @@ class ControllerService(ClusterReads):
             [n.spec for n in known],
             [j.to_restored() for j in (*rs.dependencies, *rs.jobs)],
             seq=self.restored_seq,  # new jobs list after every stored one (GET /jobs)
+            services=rs.services,
         )
         now = self.clock.now()
         if as_of is not None:  # who used the cluster before the restart still counts

@@ -238,7 +238,8 @@ def _when(text: str | None, now: float, default: float | None) -> float | None:
 
 
 def _wanted_ids(values: list[str]) -> tuple[set[str], set[tuple[str, int]]]:
-    """(plain ids, (array, task)) from ``-j 12,13_2`` (a step's ``12.batch`` is its job)."""
+    """(plain ids, (array, task)) from ``-j 12,13_2,web.3`` (a step's ``12.batch`` is its
+    job; ``web.3``: a service's replica)."""
     plain: set[str] = set()
     tasks: set[tuple[str, int]] = set()
     for x in (i.strip() for v in values for i in v.split(",") if i.strip()):
@@ -248,7 +249,9 @@ def _wanted_ids(values: list[str]) -> tuple[set[str], set[tuple[str, int]]]:
                 raise Usage(f"Invalid job id: {x}")
             tasks.add((head, int(index)))
         else:
-            plain.add(x.partition(".")[0])
+            # a step (12.batch) is its job's; a service replica's own id has a '.' (web.3)
+            job, dot, _ = x.partition(".")
+            plain.add(job if dot and job.isdigit() else x)
     return plain, tasks
 
 

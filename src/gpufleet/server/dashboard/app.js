@@ -1,6 +1,6 @@
 "use strict";
-// The gpufleet dashboard. Hash routes: #/cluster, #/queues, #/jobs, #/jobs/ID, #/nodes,
-// #/nodes/NAME. Data comes from the controller's REST API with the token kept in
+// The gpufleet dashboard. Hash routes: #/cluster, #/queues, #/jobs, #/jobs/ID, #/services,
+// #/services/NAME, #/nodes, #/nodes/NAME. Data comes from the controller's REST API with the token kept in
 // sessionStorage and sent as a Bearer header; the current page polls every few seconds.
 // Every piece of text goes into the page as a text node, never parsed as HTML, so nothing the
 // API returns can become markup.
@@ -177,7 +177,8 @@ async function onLoginSubmit(ev) {
 
 // ----- routing and polling -------------------------------------------------------------
 
-const PAGES = { cluster: clusterPage, queues: queuesPage, jobs: jobsPage, nodes: nodesPage };
+const PAGES = { cluster: clusterPage, queues: queuesPage, jobs: jobsPage,
+  services: servicesPage, nodes: nodesPage };
 
 function route() {
   if (!app.me) return;
@@ -593,6 +594,73 @@ function eventsTable(events) {
   const rows = events.slice().reverse().map((e) => tr(clock(e.time), String(e.attempt),
     badge(e.state), h("td", { class: "why" }, e.why)));
   return section("Events", table(["Time", "Attempt", "State", "Why"], rows, "no event"));
+}
+
+// ----- services ------------------------------------------------------------------------
+
+const serviceLink = (name) => link(`#/services/${encodeURIComponent(name)}`, name);
+
+function servicesPage(name) {
+  return name ? servicePage(name) : serviceListPage();
+}
+
+function serviceStatus(s) {
+  if (s.deleting) return badge("deleting", "cancelled");
+  if (s.rolling_out) return badge(`rolling out (from ${s.previous_generation})`, "starting");
+  return s.ready >= s.desired ? badge("ready", "running") : badge("starting", "pending");
+}
+
+function serviceListPage() {
+  const list = slot();
+  return {
+    el: page("Services", list),
+    async refresh(current) {
+      const svcs = await api("/services");
+      if (!current()) return;
+      const rows = svcs.map((s) => tr(serviceLink(s.name), s.user, s.queue,
+        `${s.ready}/${s.desired}`, String(s.generation),
+        s.request_rate === null || s.request_rate === undefined ? "–" : num(s.request_rate, 1),
+        serviceStatus(s), h("td", { class: "why" }, s.image || s.command.join(" "))));
+      list.replaceChildren(section(`${svcs.length} service${svcs.length === 1 ? "" : "s"}`,
+        table(["Service", "User", "Queue", "Ready", "Generation", "Req/s", "Status", "Runs"],
+          rows, "no services")));
+    },
+  };
+}
+
+function servicePage(name) {
+  const head = slot();
+  const replicas = slot();
+  const events = slot();
+  return {
+    el: page(`Service ${name}`, h("p", {}, link("#/services", "← all services")), head,
+      replicas, events),
+    async refresh(current) {
+      const s = await api(`/services/${encodeURIComponent(name)}`);
+      if (!current()) return;
+      const auto = s.autoscale;
+      head.replaceChildren(section("Service", h("dl", { class: "facts" },
+        [["Status", serviceStatus(s)], ["User", s.user], ["Queue", s.queue],
+          ["Replicas", `${s.ready} ready, ${s.live} live, ${s.desired} desired`],
+          ["Autoscale", auto ? `${auto.min}–${auto.max} at ${auto.target_qps_per_replica} req/s `
+            + "per replica" : "off"],
+          ["Request rate", s.request_rate === null || s.request_rate === undefined ? "–"
+            : `${num(s.request_rate, 1)} req/s`],
+          ["Generation", String(s.generation)], ["Runs", s.image || s.command.join(" ")],
+          ["Note", s.note || "–"]]
+          .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))));
+      const rows = s.replicas.map((r) => tr(jobLink(r.job_id), String(r.generation),
+        badge(r.stopping ? "stopping" : r.state, r.stopping ? "cancelled" : null),
+        r.node ? nodeLink(r.node) : "–", r.port ? String(r.port) : "–",
+        r.ready ? badge("ready", "running") : badge("not ready", "pending"),
+        r.readiness, r.liveness));
+      replicas.replaceChildren(section("Replicas", table(["Replica", "Generation", "State",
+        "Node", "Port", "Traffic", "Readiness", "Liveness"], rows, "no replicas")));
+      const evs = (s.events || []).slice().reverse().map((e) => tr(clock(e.time), e.what,
+        h("td", { class: "why" }, e.why)));
+      events.replaceChildren(section("Events", table(["Time", "What", "Why"], evs, "no event")));
+    },
+  };
 }
 
 // ----- nodes ---------------------------------------------------------------------------

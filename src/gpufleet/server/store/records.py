@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gpufleet.core.controller import RestoredJob
+from gpufleet.core.controller import RestoredJob, RestoredService
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.cluster import NodeSpec
@@ -237,12 +237,13 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class RestartState:
     """What the controller needs to rebuild itself: every unfinished job (in ``seq`` order),
-    the finished jobs they depend on, the nodes and the queues."""
+    the finished jobs they depend on, the nodes, the queues and the services."""
 
     jobs: tuple[StoredJob, ...]
     dependencies: tuple[StoredJob, ...]
     nodes: tuple[NodeRecord, ...]
     queues: tuple[QueueSpec, ...]
+    services: tuple[RestoredService, ...] = ()
 
     def restored_jobs(self) -> list[RestoredJob]:
         """What ``Controller.restore`` takes: the unfinished jobs and their dependencies."""

@@ -23,6 +23,7 @@ metadata = sa.MetaData(naming_convention=NAMING)
 # SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid); BIGINT elsewhere.
 SeqType = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 NAME_MAX = 128  # user, queue, node and token names
+SERVICE_MAX = 63  # a service's name: a DNS label (model/service.py)
 STATES = ", ".join(f"'{s.value}'" for s in JobState)
 
 counters = sa.Table(
@@ -57,12 +58,16 @@ jobs = sa.Table(
     sa.Column("array_index", sa.Integer),
     sa.Column("array_limit", sa.Integer),  # Slurm's %N: at most N of the array's tasks run
     sa.Column("idempotency_key", sa.String(200), unique=True),
+    # a service's replica (id ``<service>.<n>``): its service and generation; NULL otherwise
+    sa.Column("service", sa.String(SERVICE_MAX)),
+    sa.Column("generation", sa.Integer),
     sa.UniqueConstraint("array_id", "array_index"),
     sa.CheckConstraint(f"state IN ({STATES})", name="state"),
     sa.CheckConstraint("attempt >= 0 AND retries_used >= 0", name="counts"),
     sa.Index(None, "state"),
     sa.Index(None, "user", "seq"),
     sa.Index(None, "queue", "seq"),
+    sa.Index(None, "service"),
 )
 
 job_events = sa.Table(
@@ -180,4 +185,32 @@ secrets = sa.Table(
     sa.Column("last_used_time", sa.Double),
     sa.UniqueConstraint("scope", "owner", "name"),
     sa.CheckConstraint("scope IN ('user', 'queue', 'cluster')", name="scope"),
+)
+
+# Services (core/services.py): one row per service while it exists, the current spec and the
+# ServiceMaster's ``RestoredService`` (generations, rollout, replicas) that a restart reads
+# back. user and queue are the replica template's, copied out to be filtered on.
+services = sa.Table(
+    "services",
+    metadata,
+    sa.Column("name", sa.String(SERVICE_MAX), primary_key=True),
+    sa.Column("user", sa.String(NAME_MAX), nullable=False),
+    sa.Column("queue", sa.String(NAME_MAX), nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("record", sa.JSON, nullable=False),
+    sa.Column("created_time", sa.Double, nullable=False),
+    sa.Column("updated_time", sa.Double, nullable=False),
+    sa.Index(None, "user"),
+)
+
+# A service's history (ServiceEvent): kept after the service is gone, so no foreign key.
+service_events = sa.Table(
+    "service_events",
+    metadata,
+    sa.Column("seq", SeqType, primary_key=True, autoincrement=True),
+    sa.Column("service", sa.String(SERVICE_MAX), nullable=False),
+    sa.Column("time", sa.Double, nullable=False),
+    sa.Column("what", sa.String(32), nullable=False),
+    sa.Column("why", sa.Text, nullable=False),
+    sa.Index(None, "service", "seq"),
 )

@@ -13,12 +13,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from gpufleet.core.commands import NodeEvent, Transition
+from gpufleet.core.commands import NodeEvent, ReplicaAdded, ServiceEvent, ServiceRecord, Transition
 from gpufleet.model.job import JobState
 from gpufleet.model.queue import QueueSpec
 from gpufleet.server.store import accounting as _accounting
 from gpufleet.server.store import auth, fairshare, jobs, nodes
 from gpufleet.server.store import secrets as _secrets
+from gpufleet.server.store import services as _services
 from gpufleet.server.store.accounting import GroupBy
 from gpufleet.server.store.engine import WRITE, make_engine, upgrade
 from gpufleet.server.store.records import (
@@ -127,13 +128,21 @@ class Store:
         *,
         audits: Sequence[AuditRow] = (),
         time: float | None = None,
+        replicas: Sequence[ReplicaAdded] = (),
+        services: Sequence[ServiceRecord] = (),
+        service_events: Sequence[ServiceEvent] = (),
     ) -> None:
         """Make a batch of the controller's commands durable, in one transaction, before the
         commands after them are carried out; ``audits`` (actor, role, action, target, detail):
-        the requests that caused them, so that an action and its audit entry commit together."""
+        the requests that caused them, so that an action and its audit entry commit together.
+        ``replicas``: new replica jobs, inserted before their Transitions to PENDING;
+        ``services``: each changed service's record (None: the service is gone)."""
         with self._write() as c:
+            _services.add_replicas(c, replicas, _now(time))
             jobs.apply_transitions(c, transitions, job_updates)
             nodes.add_node_events(c, node_events)
+            _services.put_records(c, services, _now(time))
+            _services.add_events(c, service_events)
             auth.add_audits(c, _now(time), audits)
 
     def job(self, job_id: str) -> StoredJob | None:
@@ -173,7 +182,11 @@ class Store:
         with self._read(snapshot=True) as c:
             active, deps = jobs.unfinished(c)
             return RestartState(
-                tuple(active), tuple(deps), tuple(nodes.all_nodes(c)), tuple(nodes.all_queues(c))
+                tuple(active),
+                tuple(deps),
+                tuple(nodes.all_nodes(c)),
+                tuple(nodes.all_queues(c)),
+                tuple(r.record for r in _services.all_services(c)),
             )
 
     def save_fairshare_usage(self, values: Mapping[str, float], as_of: float) -> None:
@@ -185,6 +198,28 @@ class Store:
         """The saved ledger and its time (None: never saved)."""
         with self._read() as c:
             return fairshare.load(c)
+
+    # ----- services ------------------------------------------------------------------------
+
+    def services(self, *, user: str | None = None) -> list[_services.ServiceRow]:
+        with self._read() as c:
+            return _services.all_services(c, user)
+
+    def service(self, name: str) -> _services.ServiceRow | None:
+        with self._read() as c:
+            return _services.service(c, name)
+
+    def service_events(
+        self, name: str, limit: int | None = 50
+    ) -> list[_services.ServiceEventRecord]:
+        """The newest ``limit`` events of a service (kept after it is gone), oldest first."""
+        with self._read() as c:
+            return _services.events(c, name, limit)
+
+    def service_next_index(self, name: str) -> int:
+        """The first replica number free for a (new) service of this name."""
+        with self._read() as c:
+            return _services.next_index(c, name)
 
     # ----- nodes ---------------------------------------------------------------------------
 
