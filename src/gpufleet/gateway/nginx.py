@@ -137,13 +137,21 @@ class NginxGateway(Gateway):
         self.services = list(services)
 
     def _wait_workers(self, before: set[int], what: str) -> None:
+        """Until a new worker runs and every old one has stopped accepting: until then an old
+        worker may take a new connection and serve it with the old routes (a replica that
+        left them would get traffic). An old worker retitles itself "worker process is
+        shutting down" as it closes its listening sockets; seen on two polls in a row."""
         deadline = time.monotonic() + RELOAD_WAIT_S
+        settled = False
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise GatewayError(f"nginx exited during {what}:\n{self._log()}")
-            if children(self.proc.pid) - before:
+            now = children(self.proc.pid)
+            done = bool(now - before) and all(_retired(p) for p in now & before)
+            if done and settled:
                 return
+            settled = done
             time.sleep(0.02)
         raise GatewayError(f"nginx {what}: no new worker after {RELOAD_WAIT_S:g} s:\n{self._log()}")
 
@@ -168,3 +176,12 @@ class NginxGateway(Gateway):
         self.proc = None
         if self.own_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _retired(pid: int) -> bool:
+    """An old nginx worker that no longer accepts: gone, or shutting down gracefully."""
+    try:
+        title = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return not title or b"shutting down" in title
