@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 COMMANDS = ("sbatch --wrap", "scancel", "squeue", "gpufleet jobs")
@@ -135,27 +136,24 @@ def main() -> int:
                 mine = got[str(t)].setdefault(name, {"wall": [], "cpu": [], "load": []})
                 for k in ("wall", "cpu", "load"):
                     mine[k] += s[k]
-    result = {
-        "n": a.n * a.rounds,
-        "cpus": os.cpu_count(),
-        "trees": {
-            t: {
-                name: {
-                    **_summary(s["wall"], s["cpu"]),
-                    "load": [round(min(s["load"]), 2), round(max(s["load"]), 2)],
-                }
-                for name, s in cmds.items()
+    summary: dict[str, dict[str, dict[str, Any]]] = {
+        tree: {
+            name: {
+                **_summary(s["wall"], s["cpu"]),
+                "load": [round(min(s["load"]), 2), round(max(s["load"]), 2)],
             }
-            for t, cmds in got.items()
-        },
+            for name, s in cmds.items()
+        }
+        for tree, cmds in got.items()
     }
+    n_total, cpus = a.n * a.rounds, os.cpu_count()
     if a.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps({"n": n_total, "cpus": cpus, "trees": summary}, indent=2))
         return 0
-    print(f"{result['cpus']} CPUs, n={result['n']} per command (ms; load: 1-min average)")
-    for t, cmds in result["trees"].items():  # type: ignore[attr-defined]
-        print(t)
-        for name, st in cmds.items():
+    print(f"{cpus} CPUs, n={n_total} per command (ms; load: 1-min average)")
+    for tree, rows in summary.items():
+        print(tree)
+        for name, st in rows.items():
             print(
                 f"  {name:16} median {st['median_ms']:7.1f}  p90 {st['p90_ms']:7.1f}  "
                 f"CPU {st['cpu_median_ms']:6.1f}  load {st['load'][0]:.2f}-{st['load'][1]:.2f}"
