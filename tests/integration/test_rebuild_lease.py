@@ -91,6 +91,7 @@ def test_a_rebuilt_controller_keeps_an_agents_lease_until_its_registration_commi
             await svc.register(registration("node-0", []), node_spec(registration("node-0", [])))
             spec = JobSpec("victim", "alice", "default", gpus_per_worker=1)
             (job,) = await svc.submit([NewJob(spec)], SubmitAudit("alice", "user", 1, "victim"))
+            await svc.until_held(job)  # answered once stored; held after the turn's step
             await until("launched", lambda: svc.ctrl.jobs[job].job.state is JobState.STARTING)
             await svc.agent_events(
                 "node-0", [s.AgentEvent(kind="started", job=job, attempt=1, rank=0)]

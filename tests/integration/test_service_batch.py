@@ -8,6 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpufleet.core.clock import ManualClock
 from gpufleet.model.job import JobSpec
 from gpufleet.scheduler.framework import Profile
@@ -116,7 +118,9 @@ def passes_per_turn(
             turns, cycles = svc.turns, svc.ctrl.cycle
             for _ in range(6):
                 clock.advance(advance)
-                await svc.submit([NewJob(spec)], SubmitAudit("alice", "user", 1, "one"))
+                (job,) = await svc.submit([NewJob(spec)], SubmitAudit("alice", "user", 1, "one"))
+                # answered once stored; the turn's step (and its pass) follows the answer
+                await svc.until_held(job)
             return svc.turns - turns, svc.ctrl.cycle - cycles
         finally:
             await svc.stop()
@@ -141,3 +145,53 @@ def test_passes_follow_the_pass_rule_on_the_clock_not_the_cpu(db_url: str, tmp_p
     # no gap: every turn with a change schedules, as the simulator does by default
     turns, passes, _ = passes_per_turn(db_url, tmp_path / "none", gap=0.0, advance=0.0)
     assert passes == 6
+
+
+def test_requests_naming_a_just_answered_job_wait_until_the_core_holds_it(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A submission is answered once stored, before its turn's step gives it to the core: a
+    dependent submission and a cancel sent right after the answer act on the job as the core
+    holds it (the dependency is not read from the store as an ended job's)."""
+    store = Store.open(db_url)
+    svc = ControllerService(
+        store,
+        Profile.build(),
+        ManualClock(T0),
+        logs=LogStore(tmp_path / "logs"),
+        min_pass_gap_s=0.0,
+    )
+    spec = JobSpec("first", "alice", "default", gpus_per_worker=1)
+    audit = SubmitAudit("alice", "user", 1, "first")
+
+    async def run() -> tuple[bool, bool, str, str, Any]:
+        await svc.start()
+        try:
+            (a,) = await svc.submit([NewJob(spec)], audit)
+            stored_only = svc.job(a) is None and store.job(a) is not None
+            (b,) = await svc.submit([NewJob(spec, depends_on=(("afterok", a),))], audit)
+            held = svc.job(a) is not None
+            await svc.cancel(a, "cancelled by alice")
+            await svc.until_held(b)
+            rec_a, rec_b = svc.job(a), svc.job(b)
+            assert rec_a is not None and rec_b is not None
+            return stored_only, held, rec_a.job.state.value, rec_b.job.state.value, rec_b
+        finally:
+            await svc.stop()
+
+    try:
+        stored_only, held, state_a, state_b, rec_b = asyncio.run(run())
+        assert stored_only  # answered after the acceptance commit, before the step
+        assert held  # the dependent submission waited for the step
+        # not read from the store into the core ahead of its own JobSubmitted (which the core
+        # would then refuse as a duplicate)
+        assert not [r for r in caplog.records if "refused by the core" in r.getMessage()]
+        assert state_a == "CANCELLED"
+        # as when the job was held at the answer: the dependent ends with its dependency
+        assert state_b == "CANCELLED" and rec_b.depends_on == (("afterok", "1"),)
+        assert [h[2] for h in rec_b.job.history] == [
+            "submitted",
+            "dependency afterok:1 ended CANCELLED",
+        ]
+    finally:
+        store.close()

@@ -135,3 +135,22 @@ def test_a_partition_list_shows_as_slurms_partition_string() -> None:
     out = slurm_style.render("%P", [pending], header=False, now=5000.0)
     assert out == "a,b\n"
     assert slurm_style.in_partitions(pending, {"b"}) and not slurm_style.in_partitions(plain, {"b"})
+
+
+def test_sbatch_reads_a_wrap_script_without_the_whole_model_or_http_client() -> None:
+    """The #SBATCH reader needs the spec's limits (``model/limits.py``), not the model that
+    ``gpufleet.model`` used to import whole; the lean client speaks HTTP itself (issue 12)."""
+    code = (
+        "import sys\n"
+        "import gpufleet.shims.sbatch, gpufleet.shims.common\n"
+        "from gpufleet.io import sbatch\n"
+        "from gpufleet.io.export import submit_context\n"
+        "job = sbatch.parse_sbatch_text('#!/bin/sh\\n#SBATCH -J x --gres=gpu:2 -t 10\\ntrue\\n',"
+        " source='--wrap', args=[], options=['--signal=B:USR1@60', '--nodelist=n[1-3]'])\n"
+        "assert job.spec['name'] == 'x', job.spec\n"
+        "heavy = ('gpufleet.model.job', 'gpufleet.model.catalog', 'gpufleet.model.constraint',\n"
+        "         'gpufleet.model.container', 'difflib', 'http.client', 'email', 'ssl')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"

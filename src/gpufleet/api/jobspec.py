@@ -24,15 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gpufleet.model.catalog import GPU_MODELS
 from gpufleet.model.container import MAX_IMAGE, MAX_MOUNTS, MAX_PATH
-from gpufleet.model.job import (
-    MAX_NODE_NAMES,
-    MAX_QUEUES,
-    SIGNALS,
-    SPEC_BOUNDS,
-    SPEC_TEXT,
-    JobSpec,
-    TopologyLevel,
-)
+from gpufleet.model.job import SPEC_TEXT, JobSpec, TopologyLevel
+from gpufleet.model.limits import MAX_NODE_NAMES, MAX_QUEUES, SIGNALS, SPEC_BOUNDS
 from gpufleet.model.resources import MILLI
 from gpufleet.model.secrets import (
     ENV_PATTERN,

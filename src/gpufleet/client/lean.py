@@ -1,20 +1,20 @@
-"""A client over the standard library's ``http.client``, for the Slurm shims (issue 12): the
-same endpoints and names as ``client.http.Client``, without httpx and pydantic, whose imports
-alone cost a command most of its 150 ms. Answers are ``Row``s: the server's JSON, with its
+"""A client over a plain socket (``wire.py``), for the Slurm shims and ``gpufleet jobs``'s fast
+path (issue 12): the same endpoints and names as ``client.http.Client``, without httpx and
+pydantic, whose imports alone cost a command most of its 150 ms (and without ``http.client``,
+which imports the ``email`` package). Answers are ``Row``s: the server's JSON, with its
 fields readable as attributes (``job.state``, ``job.reason.code``), as on the typed models."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
-import ssl
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from gpufleet.cli.settings import Settings
 from gpufleet.client.errors import ApiError
+from gpufleet.client.wire import Connection
 
 API = "/api/v1"
 PAGE_MAX = 1000  # the server's largest page of GET /jobs (server/listing.py)
@@ -35,16 +35,19 @@ class LeanClient:
     def __init__(self, settings: Settings, timeout: float = 30.0) -> None:
         u = urlsplit(settings.server)
         self.base = u.path.rstrip("/")
-        self.headers = {"Accept": "application/json"}
+        self.headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
         if settings.token:
             self.headers["Authorization"] = f"Bearer {settings.token}"
-        if u.scheme == "https":
-            ctx = ssl.create_default_context(cafile=settings.ca)
-            self.conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                u.netloc, timeout=timeout, context=ctx
-            )
-        else:
-            self.conn = http.client.HTTPConnection(u.netloc, timeout=timeout)
+        https = u.scheme == "https"
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"server {settings.server!r}: not an http(s)://host[:port] URL")
+        self.conn = Connection(
+            u.hostname,
+            u.port or (443 if https else 80),
+            https=https,
+            ca=settings.ca,
+            timeout=timeout,
+        )
 
     def close(self) -> None:
         self.conn.close()
@@ -67,14 +70,18 @@ class LeanClient:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        self.conn.request(method, path, body=data, headers=headers)
-        r = self.conn.getresponse()
-        raw = r.read()
-        doc = json.loads(raw, object_hook=Row) if raw else None
+        r = self.conn.request(method, path, headers, data)
+        raw = r.body
         if r.status >= 400:
-            detail = doc.get("detail", raw.decode()) if isinstance(doc, dict) else raw.decode()
+            try:
+                doc = json.loads(raw, object_hook=Row) if raw else None
+            except ValueError:  # a proxy's HTML page, say: its text is the detail
+                doc = None
+            text = raw.decode("utf-8", "replace")
+            detail = doc.get("detail", text) if isinstance(doc, dict) else text
             raise ApiError(r.status, detail)
-        m = _NEXT.search(r.getheader("link") or "")
+        doc = json.loads(raw, object_hook=Row) if raw else None
+        m = _NEXT.search(r.headers.get("link", ""))
         nxt = None
         if m:
             n = urlsplit(m.group(1))

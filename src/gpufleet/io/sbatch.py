@@ -31,10 +31,8 @@ from gpufleet.io import slurm_values as v
 from gpufleet.io.slurm_opts import OPTIONS, Given, Problem, Word, getopt
 from gpufleet.model import hostlist
 from gpufleet.model.arrays import MAX_ARRAY_SIZE, parse_array
-from gpufleet.model.constraint import parse as parse_constraint
-from gpufleet.model.container import read_container
 from gpufleet.model.errors import SpecError
-from gpufleet.model.job import MAX_NODE_NAMES, SPEC_BOUNDS
+from gpufleet.model.limits import MAX_NODE_NAMES, SPEC_BOUNDS
 from gpufleet.model.validate import Fields, text_problem
 
 _T = TypeVar("_T")
@@ -962,6 +960,8 @@ class _Build:
                     raise self.err(f"{self.text(key)}: {e}", key) from None
                 out[key] = list(dict.fromkeys(names))
         if r.constraint:
+            from gpufleet.model.constraint import parse as parse_constraint  # rare: lazily
+
             try:
                 out["constraint"] = parse_constraint(r.constraint).text()
             except ValueError as e:
@@ -1022,6 +1022,8 @@ class _Build:
             "mounts": r.container_mounts or None,
             "workdir": r.container_workdir or None,
         }
+        from gpufleet.model.container import read_container  # rare: lazily
+
         try:
             read_container(Fields({"container": c}, source=self.source, path=""))
         except SpecError as e:

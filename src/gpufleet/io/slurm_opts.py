@@ -16,7 +16,6 @@ reading follows getopt_long in sbatch's ``+`` mode:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -217,6 +216,8 @@ def _hint(key: str) -> str:
     name = key.partition("=")[0]
     if name in REMOVED:
         return f" ({REMOVED[name]})"
+    import difflib  # only for a mistyped option
+
     close = difflib.get_close_matches(name, BY_NAME, n=1, cutoff=0.8)
     return f" (did you mean --{close[0]}?)" if close else ""
 

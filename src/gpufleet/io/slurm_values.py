@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpufleet.model.hostlist import expand
-from gpufleet.model.job import SIGNALS
+from gpufleet.model.limits import SIGNALS
 
 UNLIMITED: Literal["UNLIMITED"] = "UNLIMITED"
 TimeLimit = int | Literal["UNLIMITED"]  # minutes, as Slurm keeps them

@@ -6,7 +6,9 @@ order; unlike a lock around each request, a turn handles a whole batch (group co
 burst of submissions costs a few transactions, not one each.
 
 Order inside a turn, which is what makes a crash at any instant safe:
-1. new jobs are inserted (one transaction); only then are their submitters told "accepted";
+1. new jobs are inserted (one transaction); only then are their submitters told "accepted"
+   (their answers go out before step 2, which would cost them a second fsync: the ids are
+   in the store, and ``until_held`` makes a later request that names one wait for step 2);
 2. the driver steps: the core handles the batch (and the timers due), schedules when the pass
    rule says so, its transitions are committed (one transaction), and only then are launches
    and kills handed to the agents' outboxes;
@@ -79,6 +81,10 @@ log = logging.getLogger("gpufleet.controller")
 # (``SimConfig.min_pass_gap_s``) schedules at the same moments. The interval's tick always
 # schedules; an idle cluster's first change is scheduled at once.
 MIN_PASS_GAP_S = 0.1
+
+# How many times a turn yields to the loop between answering its submissions and its step:
+# enough for the answered handlers to write their responses (each yield runs what is ready).
+_ANSWER_YIELDS = 4
 
 
 class RequestError(Exception):
@@ -188,6 +194,10 @@ class ControllerService(ClusterReads, ServiceRequests):
         self.batch_max = batch_max
         self._inbox: list[_Work] = []
         self._current: list[_Work] = []
+        # ids stored and answered in this turn that the core does not hold yet (between a
+        # turn's acceptance and its step), and the event set once it does
+        self._unheld: set[str] = set()
+        self._held = asyncio.Event()
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -355,6 +365,7 @@ class ControllerService(ClusterReads, ServiceRequests):
             raise ValueError(f"the audit covers {audit.count} of {len(jobs)} jobs")
         for j in jobs:
             for _, dep in j.depends_on:
+                await self.until_held(dep)
                 if dep not in self.ctrl.jobs:
                     stored = self.store.job(dep)
                     if stored is None:
@@ -364,6 +375,14 @@ class ControllerService(ClusterReads, ServiceRequests):
                     self.ctrl.restore((), [stored.to_restored()])
         result: list[str] = await self._enqueue("submit", jobs, audit)
         return result
+
+    async def until_held(self, job_id: str | None = None) -> None:
+        """Returns once the core holds ``job_id`` (None: every job) if it was just accepted: a
+        submission is answered after its acceptance commit, before the turn's step gives it
+        to the core, so a request naming it (a dependency, a cancel, a show) or listing jobs
+        that arrives in between waits for that step instead of missing it in memory."""
+        while (job_id in self._unheld) if job_id is not None else self._unheld:
+            await self._held.wait()
 
     async def event(
         self,
@@ -435,9 +454,14 @@ class ControllerService(ClusterReads, ServiceRequests):
                 next_watch = now + self.schedule_interval_s
                 self._watch_nodes(now)
             try:
-                self._turn(now)
+                work, events = self._take(now)
+                if self._unheld:
+                    await self._let_answers_out()
+                self._step(now, work, events)
             except Exception as e:  # a bug must not stop the controller; the callers hear of it
                 self._fall(e)
+            finally:
+                self._release_unheld()
             self.turns += 1
             if self.on_turn is not None:
                 self.on_turn()
@@ -466,6 +490,7 @@ class ControllerService(ClusterReads, ServiceRequests):
             else:
                 _fail(w, err)
         self._inbox, self._current = [], []
+        self._release_unheld()  # they wait for the store then (the rebuild holds them)
         self.down.fall(str(e))
         self._install(self._new_controller())  # holds nothing the store has not committed
 
@@ -489,14 +514,38 @@ class ControllerService(ClusterReads, ServiceRequests):
         took = self.down.recovered()
         log.warning("rebuilt the controller from the store, %.1f s after the failure", took)
 
-    def _turn(self, now: float) -> None:
+    def _take(self, now: float) -> tuple[list[_Work], list[Event]]:
+        """A turn's first half: the batch, its new jobs stored (one transaction) and their
+        submitters answered; the events for the core."""
         work, self._inbox = self._inbox[: self.batch_max], self._inbox[self.batch_max :]
         self._current = work
         if self._inbox and self._wake is not None:
             self._wake.set()
-        # 1. durable acceptance of new jobs, in one transaction
-        events = self._accept([w for w in work if w.kind == "submit"], now)
+        # 1. durable acceptance of new jobs, in one transaction; answered now: stored is what
+        # "accepted" means, and memory holds them only once the step below committed
+        submits = [w for w in work if w.kind == "submit"]
+        events = self._accept(submits, now)
+        for w in submits:
+            if w.ids is not None and w.future is not None and not w.future.done():
+                self._unheld.update(ev.job_id for ev in w.events)
+                w.future.set_result(w.ids)
         events += [w.payload for w in work if w.kind == "event"]
+        return work, events
+
+    async def _let_answers_out(self) -> None:
+        """Yield to the loop so the answered submitters' responses are written before the
+        step's commit. Anything else that runs meanwhile only enqueues (handled next turn) or
+        reads; ``until_held`` holds back what names a job not held yet."""
+        for _ in range(_ANSWER_YIELDS):
+            await asyncio.sleep(0)
+
+    def _release_unheld(self) -> None:
+        if self._unheld:
+            self._unheld.clear()
+            self._held.set()
+            self._held = asyncio.Event()
+
+    def _step(self, now: float, work: list[_Work], events: list[Event]) -> None:
         # 2. the driver: the core handles them (each alone: a bad one fails alone), the timers
         # due, a pass if the rule says so; commits; only then hands on launches and kills
         step = self.driver.step(now, events)
@@ -506,8 +555,6 @@ class ControllerService(ClusterReads, ServiceRequests):
                 for job_id, e in ((ev.job_id, refused.get(id(ev))) for ev in w.events):
                     if e is not None:
                         log.error("stored job %s refused by the core: %s", job_id, e)
-                if w.future is not None and not w.future.done():
-                    w.future.set_result(w.ids)
                 continue
             e = refused.get(id(w.payload))
             if e is None or w.quiet:

@@ -26,7 +26,8 @@ router = APIRouter(tags=["jobs"])
 USERS = require("user", "admin")
 
 
-def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
+async def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
+    await svc.until_held(job_id)  # just submitted: the core holds it after this turn's step
     rec = svc.job(job_id)
     if rec is None:
         # after a restart the controller holds only unfinished jobs: the rest are in the store
@@ -166,6 +167,7 @@ async def list_jobs(
             raise FieldErrors([("query.cursor", f"{cursor[:40]!r} is not one from a Link header")])
         before = int(cursor)
     q = ListQuery(user, queue, wanted, all, limit, before)
+    await svc.until_held()  # a job answered just now is listed (held after its turn's step)
     page = await request.app.state.listings.page(svc, q)
     headers = {} if page.next_before is None else {"Link": next_link(request.url, page.next_before)}
     # the page is JSON already (made off the loop): FastAPI would validate and encode it again
@@ -176,7 +178,7 @@ async def list_jobs(
 async def show(
     job_id: Name, who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> Any:
-    rec = _owned(svc, job_id, who)
+    rec = await _owned(svc, job_id, who)
     return job_out(rec, svc.reason(job_id), events=svc.store.job_events(job_id))
 
 
@@ -187,7 +189,7 @@ async def cancel(
     svc: ControllerService = Depends(service),
     st: Any = Depends(store),
 ) -> Any:
-    rec = _owned(svc, job_id, who)
+    rec = await _owned(svc, job_id, who)
     if rec.job.finished:
         raise HTTPException(409, f"job {job_id} has already ended ({rec.job.state.value})")
     # the audit entry commits with the cancel: no answer for a half-done one
@@ -206,7 +208,7 @@ async def logs(
     stream: str = Query("stdout", pattern="^(stdout|stderr)$"),
     offset: Count = 0,
 ) -> Any:
-    rec = _owned(svc, job_id, who)
+    rec = await _owned(svc, job_id, who)
     if rank >= max(1, rec.job.spec.workers):
         raise FieldErrors([("query.rank", f"job {job_id} has ranks 0..{rec.job.spec.workers - 1}")])
     attempt = max(1, rec.job.attempt)

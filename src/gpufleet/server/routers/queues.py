@@ -39,6 +39,7 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
 async def queues(
     _: Principal = require("user", "admin"), svc: ControllerService = Depends(service)
 ) -> Any:
+    await svc.until_held()  # a job answered just now is counted (held after its step)
     return [queue_out(svc, svc.queue(n)) for n in svc.queue_names()]
 
 
