@@ -488,3 +488,76 @@ def test_the_dcgm_reader_against_fake_bindings() -> None:
 
     pydcgm.DcgmHandle = refuse
     assert DcgmProfiling.open(bindings=SimpleNamespace(pydcgm=pydcgm, structs=None)) is None
+
+
+# ----- a real H200, as the device run saw it (BENCHMARKS.md, "A real H200") ------------------
+
+H200_TOTAL = 150_754_820_096  # bytes: 143771 MiB, as nvidia-smi shows it
+H200_RESERVED = 644_939_776  # memory info v1 counts it as used; v2 splits it out
+
+
+class H200Nvml(FullNvml):
+    """What nvidia-ml-py 13.610 answered on one passthrough H200 (driver 580.159.04): no NVLink
+    (NOT_SUPPORTED from link 0), no retired pages (NOT_SUPPORTED: Hopper remaps rows), the vGPU
+    licence call answers "not supported" in its struct rather than by raising, and the HBM
+    temperature comes as an unsigned int (valueType 1)."""
+
+    def __init__(self) -> None:
+        super().__init__([h100(0, name="NVIDIA H200", total=H200_TOTAL, links=0)])
+        self.calls: dict[str, int] = {}
+
+    def nvmlDeviceGetName(self, h: Any) -> str:  # type: ignore[override]  # 13.x: str
+        return "NVIDIA H200"
+
+    def nvmlDeviceGetMemoryInfo(self, h: Any, version: int | None = None) -> SimpleNamespace:
+        free = H200_TOTAL - H200_RESERVED
+        if version is None:
+            return SimpleNamespace(total=H200_TOTAL, used=H200_RESERVED, free=free)
+        return SimpleNamespace(
+            version=version, total=H200_TOTAL, reserved=H200_RESERVED, used=0, free=free
+        )
+
+    def nvmlDeviceGetRetiredPages(self, h: Any, cause: int) -> list[int]:
+        self.calls["retired"] = self.calls.get("retired", 0) + 1
+        return super().nvmlDeviceGetRetiredPages(h, cause)
+
+    def nvmlDeviceGetPowerUsage(self, h: Any) -> int:
+        self.calls["power"] = self.calls.get("power", 0) + 1
+        return super().nvmlDeviceGetPowerUsage(h)
+
+    def nvmlDeviceGetGridLicensableFeatures_v4(self, h: Any) -> SimpleNamespace:
+        return SimpleNamespace(
+            isGridLicenseSupported=0, licensableFeaturesCount=0, gridLicensableFeatures=[]
+        )
+
+    def nvmlDeviceGetFieldValues(self, h: Any, ids: list[int]) -> list[SimpleNamespace]:
+        assert ids == [82]  # no NVLink: only the HBM temperature is asked
+        return [SimpleNamespace(nvmlReturn=0, valueType=1, value=SimpleNamespace(uiVal=41))]
+
+
+def test_a_real_h200_as_the_device_run_saw_it() -> None:
+    nv = H200Nvml()
+    b = NvmlBackend(nv, profiling=None)
+    (g,) = b.discover()
+    assert (g.model, g.name, g.memory_mib, g.nvlink_up) == ("H200", "NVIDIA H200", 143771, 0)
+    (x,) = b.sample(1.0)
+    assert (x.fb_used, x.fb_reserved, x.fb_free) == (0, 615, 143155)  # as nvidia-smi: 0 MiB used
+    assert x.memory_temp == 41.0 and x.nvlink_up == 0
+    assert x.vgpu_license_status is None  # "not supported" said in the struct: left out
+    d = x.dcgm()
+    assert "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" not in d and "DCGM_FI_DEV_RETIRED_SBE" not in d
+    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" not in d
+
+
+def test_not_supported_is_a_property_of_the_gpu_and_asked_once() -> None:
+    nv = H200Nvml()
+    b = NvmlBackend(nv, profiling=None)
+    for t in range(5):
+        x = b.sample(float(t))[0]
+        assert x.retired_sbe is None and x.retired_dbe is None and x.power_usage == 654.321
+    assert nv.calls == {"retired": 2, "power": 5}  # one per cause, then never again
+    # any other failure is asked again: it may pass (an unknown code, a busy driver)
+    nv.failing[("power", 0)] = 999
+    assert b.sample(6.0)[0].power_usage is None
+    del nv.failing[("power", 0)]
+    assert b.sample(7.0)[0].power_usage == 654.321

@@ -3,6 +3,8 @@
 The module is passed in (tests hand over a fake) and imported only when none is given, so this
 file imports on a machine without a driver. Every NVML read is guarded: a call the device does
 not support, or that fails, leaves its field ``None``; a monitoring read never stops the agent.
+A call that answered NOT_SUPPORTED is not asked again for that GPU (a real H200 answers so to
+the retired-page calls every time); any other failure is asked again at the next sample.
 A GPU whose calls answer "GPU is lost" drops out of ``sample`` (the health check sees it gone).
 DCGM's profiling fields (``DCGM_FI_PROF_*``), which NVML does not have, come from
 ``agent/dcgm.py`` where DCGM is installed, and are left out where it is not.
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 _MAX_EVENTS_PER_SAMPLE = 256  # bounded drain of the XID event set
 _GPU_IS_LOST = 15  # NVML_ERROR_GPU_IS_LOST, when the module lacks the constant
+_NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED, likewise
 _VENDOR_WORDS = frozenset({"NVIDIA", "TESLA", "QUADRO", "AMD"})
 _MEMORY_TOLERANCE = 0.15  # NVML reports a little less than the marketing size
 _AUTO: Any = object()
@@ -103,6 +106,9 @@ class NvmlBackend:
         self._handles: dict[int, Any] = {}
         self._info: dict[int, GpuInfo] = {}
         self._lost: set[int] = set()
+        # (gpu, call, its arguments after the handle) that answered NOT_SUPPORTED: a property
+        # of the device (an H200 has no retired pages), so it is not asked again every sample
+        self._unsupported: set[tuple[int, str, str]] = set()
         self._events: Any = None
         self._nvlink_prev: dict[int, tuple[float, int, int]] = {}
         self._names: dict[int, str] = {}
@@ -116,14 +122,20 @@ class NvmlBackend:
         fn = getattr(self.nv, name, None)
         if fn is None:  # an older nvidia-ml-py without this function
             return None
+        key = (gpu, name, repr(args[1:])) if gpu is not None else None
+        if key is not None and key in self._unsupported:
+            return None
         try:
             return fn(*args)
         except Exception as e:  # NVMLError above all; nothing here may crash the agent
-            if gpu is not None and getattr(e, "value", None) == getattr(
-                self.nv, "NVML_ERROR_GPU_IS_LOST", _GPU_IS_LOST
-            ):
+            code = getattr(e, "value", None)
+            if gpu is not None and code == self._const("NVML_ERROR_GPU_IS_LOST", _GPU_IS_LOST):
                 self._lost.add(gpu)
-            log.debug("NVML %s%s failed: %s", name, args[1:], e)
+            if key is not None and code == self._const("NVML_ERROR_NOT_SUPPORTED", _NOT_SUPPORTED):
+                self._unsupported.add(key)
+                log.debug("NVML %s%s is not supported on GPU %d", name, args[1:], gpu)
+            else:
+                log.debug("NVML %s%s failed: %s", name, args[1:], e)
             return None
 
     def _const(self, name: str, default: int) -> int:
