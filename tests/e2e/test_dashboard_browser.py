@@ -2,7 +2,8 @@
 its ``executable_path``) against a real controller with three simulated 8-GPU agents
 (``LocalCluster``): two teams' jobs running, one finished job with a log, two pending jobs with
 their Reasons (one over its queue's quota, one waiting for GPUs with an estimated start), and a
-job whose name is markup. The test signs in with tokens, visits each page, asserts on what the
+job whose name is markup; and a service of two replicas (a small HTTP server each, with an HTTP
+readiness and a TCP liveness probe) whose readiness the test turns off and on. The test signs in with tokens, visits each page, asserts on what the
 controller really holds, and saves a screenshot of each page at 1280×800 (the paths are printed;
 copies go to ``$GPUFLEET_SCREENSHOTS`` when it is set).
 
@@ -50,6 +51,19 @@ PY = sys.executable
 SLEEP = [PY, "-c", "import time; time.sleep(900)"]
 HELLO = "hello from the dashboard test"
 XSS_NAME = '<img src=x onerror="window.__xss=1">'
+# a replica: HTTP on $PORT; /ready fails while the file "down-$PORT" exists next to this script
+REPLICA = """\
+import http.server, os, pathlib
+port = int(os.environ["PORT"])
+down = pathlib.Path(__file__).with_name(f"down-{port}")
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(503 if self.path == "/ready" and down.exists() else 200)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
 QUEUES = """\
 queues:
   - {name: vision, weight: 1, quota: {gpus: 24}}
@@ -91,6 +105,22 @@ def env(
             {"name": "hello", "queue": "vision", "command": [PY, "-c", f"print({HELLO!r})"]}
         )
         wait_state(alice, jobs["hello"], "SUCCEEDED", 60)
+        # before the gangs: its CPU-only replicas need no wait behind the pending jobs
+        (base / "replica.py").write_text(REPLICA)
+        alice.create_service(
+            {
+                "name": "web",
+                "replicas": 2,
+                "replica": {
+                    "queue": "vision",
+                    "gpus_per_worker": 0,
+                    "command": [PY, str(base / "replica.py")],
+                },
+                "readiness": {"http": {"path": "/ready"}, "period_s": 0.5, "failure_threshold": 1},
+                "liveness": {"tcp": {}, "period_s": 1.0},
+            }
+        )
+        wait_for("2 replicas of web ready", lambda: alice.service("web").ready == 2, 60)
         (jobs["train"],) = alice.submit(
             {
                 "name": "train-resnet",
@@ -136,6 +166,7 @@ def env(
             "jobs": jobs,
             "users": users,
             "shots": shots,
+            "base": base,
         }
     finally:
         if request.session.testsfailed != failed:
@@ -353,3 +384,72 @@ def test_a_user_token_sees_only_its_own_jobs_and_a_revoked_one_signs_out(
     pg.locator("#login").wait_for(state="visible")
     sync_api.expect(pg.locator("#login-error")).to_contain_text("invalid or revoked")
     shoot(pg, env, "8-signed-out")
+
+
+def replica_row(pg: Any, job_id: str) -> Any:
+    return pg.locator("tr", has=pg.locator(f"a[href='#/jobs/{job_id}']"))
+
+
+def test_services_show_their_replicas_probes_and_request_rate(
+    page: Any, env: dict[str, Any]
+) -> None:
+    c: LocalCluster = env["cluster"]
+    pg = page
+    admin = c.admin()
+    # the gateway's second counter sample gives the first rate (0 req/s: nothing was sent)
+    web = wait_for(
+        "a request rate", lambda: (s := admin.service("web")).request_rate is not None and s, 30
+    )
+    sign_in(pg, c.url, c.admin_token)
+
+    # the list: name, owner, ready/desired, the measured rate
+    pg.click("#nav a[data-page=services]")
+    row = pg.locator("tr", has=pg.locator("a[href='#/services/web']"))
+    sync_api.expect(row).to_contain_text("alice")
+    sync_api.expect(row).to_contain_text("2/2")
+    sync_api.expect(row).to_contain_text(f"{web.request_rate:.1f}")
+    sync_api.expect(row).to_contain_text("ready")
+    shoot(pg, env, "9-services")
+
+    # the service's page: each replica's job, node, port, state and probe states
+    pg.click("a[href='#/services/web']")
+    sync_api.expect(pg.locator("main h1, main h2").first).to_contain_text("web")
+    assert {r.job_id for r in web.replicas} == {"web.1", "web.2"}
+    for r in web.replicas:
+        assert r.node and r.port
+        tds = replica_row(pg, r.job_id).locator("td")
+        sync_api.expect(tds.nth(2)).to_have_text("RUNNING")
+        sync_api.expect(tds.nth(3)).to_have_text(r.node)
+        sync_api.expect(tds.nth(4)).to_have_text(str(r.port))
+        sync_api.expect(tds.nth(5)).to_have_text("ready")
+        sync_api.expect(tds.nth(6)).to_have_text("passing")
+        sync_api.expect(tds.nth(7)).to_have_text("passing")
+    sync_api.expect(pg.locator("main")).to_contain_text("2 ready, 2 live, 2 desired")
+    shoot(pg, env, "10-service")
+
+    # web.1's readiness fails: out of the traffic, and the page shows it after a refresh
+    (one,) = [r for r in web.replicas if r.job_id == "web.1"]
+    down = env["base"] / f"down-{one.port}"
+    down.touch()
+    try:
+        wait_for("web.1 not ready", lambda: admin.service("web").ready == 1, 30)
+        pg.reload()
+        tds = replica_row(pg, "web.1").locator("td")
+        sync_api.expect(tds.nth(5)).to_have_text("not ready")
+        sync_api.expect(tds.nth(6)).to_have_text("failing")
+        sync_api.expect(tds.nth(7)).to_have_text("passing")  # alive: not restarted
+        sync_api.expect(replica_row(pg, "web.2").locator("td").nth(5)).to_have_text("ready")
+        sync_api.expect(pg.locator("main")).to_contain_text("1 ready, 2 live, 2 desired")
+        # a replica failing its probe: the service is degraded (it was shown "starting")
+        sync_api.expect(pg.locator("dl.facts .badge").first).to_have_text("degraded (1/2 ready)")
+        sync_api.expect(tds.nth(6).locator(".badge.warn")).to_have_text("failing")
+        shoot(pg, env, "11-service-degraded")
+        pg.click("a[href='#/services']")
+        sync_api.expect(row).to_contain_text("1/2")
+        sync_api.expect(row.locator(".badge")).to_have_text("degraded (1/2 ready)")
+    finally:
+        down.unlink()
+    wait_for("web.1 ready again", lambda: admin.service("web").ready == 2, 30)
+    pg.reload()
+    sync_api.expect(row).to_contain_text("2/2")
+    admin.close()

@@ -607,8 +607,18 @@ function servicesPage(name) {
 function serviceStatus(s) {
   if (s.deleting) return badge("deleting", "cancelled");
   if (s.rolling_out) return badge(`rolling out (from ${s.previous_generation})`, "starting");
-  return s.ready >= s.desired ? badge("ready", "running") : badge("starting", "pending");
+  if (s.ready >= s.desired) return badge("ready", "running");
+  // short of ready replicas: "starting" only while each one short is still coming up; one
+  // that fails its probes (or exits) makes the service degraded, not starting
+  const coming = (r) => ["PENDING", "STARTING"].includes(r.state) || r.readiness === "waiting";
+  const short = (s.replicas || []).filter((r) => !r.stopping && !r.ready);
+  if (short.every(coming)) return badge("starting", "pending");
+  return badge(s.ready ? `degraded (${s.ready}/${s.desired} ready)` : "down", "failed");
 }
+
+// a probe's state, coloured: "none" is no probe at all
+const PROBE_KINDS = { passing: "running", waiting: "pending", failing: "warn", failed: "failed" };
+const probeBadge = (p) => (p === "none" ? "none" : badge(p, PROBE_KINDS[p]));
 
 function serviceListPage() {
   const list = slot();
@@ -653,7 +663,7 @@ function servicePage(name) {
         badge(r.stopping ? "stopping" : r.state, r.stopping ? "cancelled" : null),
         r.node ? nodeLink(r.node) : "–", r.port ? String(r.port) : "–",
         r.ready ? badge("ready", "running") : badge("not ready", "pending"),
-        r.readiness, r.liveness));
+        probeBadge(r.readiness), probeBadge(r.liveness)));
       replicas.replaceChildren(section("Replicas", table(["Replica", "Generation", "State",
         "Node", "Port", "Traffic", "Readiness", "Liveness"], rows, "no replicas")));
       const evs = (s.events || []).slice().reverse().map((e) => tr(clock(e.time), e.what,
