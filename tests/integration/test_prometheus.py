@@ -164,7 +164,7 @@ def test_promtool_accepts_the_scrape_config_the_package_writes(tmp_path: Path) -
         [PROMTOOL, "check", "config", str(cfg)], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS" in r.stdout and "8 rules found" in r.stdout
+    assert "SUCCESS" in r.stdout and "10 rules found" in r.stdout
 
 
 # ----- dashboards against a live cluster ----------------------------------------------------
@@ -343,4 +343,4 @@ def test_promtool_accepts_the_per_node_configs(tmp_path: Path) -> None:
             [PROMTOOL, "check", "config", str(f)], capture_output=True, text=True, timeout=60
         )
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "8 rules found" in r.stdout
+        assert "10 rules found" in r.stdout
