@@ -13,10 +13,13 @@ Debian's chromium; Playwright is a dev extra)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -374,6 +377,14 @@ def test_a_user_token_sees_only_its_own_jobs_and_a_revoked_one_signs_out(
     )
     assert set(shown) == {jobs["bert"]}, shown  # alice's gang holds 16 GPUs, unnamed here
 
+    # services: alice's is not bob's to see, in the list or by its address
+    pg.click("#nav a[data-page=services]")
+    sync_api.expect(pg.locator("main")).to_contain_text("no services")
+    sync_api.expect(pg.locator("a[href='#/services/web']")).to_have_count(0)
+    pg.goto(f"{c.url}/#/services/web")
+    sync_api.expect(pg.locator("main .banner")).to_be_visible()
+    sync_api.expect(pg.locator("main")).not_to_contain_text("alice")
+
     # another user's job, asked for by its address: the API's 403, shown
     pg.goto(f"{c.url}/#/jobs/{jobs['train']}")
     sync_api.expect(pg.locator("main .banner")).to_contain_text("belongs to alice")
@@ -458,4 +469,29 @@ def test_services_show_their_replicas_probes_and_request_rate(
     wait_for(f"{one.job_id} ready again", lambda: admin.service("web").ready == 2, 30)
     pg.reload()
     sync_api.expect(row).to_contain_text("2/2")
+
+    # traffic through the service's endpoint: the list shows the rate the gateway measured
+    book = json.loads((c.data_dir / "controller" / "gateway" / "endpoints.json").read_text())
+    ep = book["web"]
+    stop = threading.Event()
+
+    def send() -> None:
+        # a connection per request, any answer: another cluster's haproxy on this host may
+        # listen on the same port (haproxy binds with SO_REUSEPORT), and the kernel spreads
+        # the connections over them; ours counts those it gets
+        auth = {"Authorization": f"Bearer {ep['token']}"}
+        while not stop.wait(0.02):  # about 40 requests/s
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(f"http://127.0.0.1:{ep['port']}/", headers=auth, timeout=5)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        wait_for("a rate above 0", lambda: (admin.service("web").request_rate or 0) > 1, 30)
+        pg.reload()
+        sync_api.expect(row.locator("td").nth(5)).to_have_text(re.compile(r"^[1-9][0-9]*\.[0-9]$"))
+        shoot(pg, env, "12-services-traffic")
+    finally:
+        stop.set()
+        sender.join(10)
     admin.close()
