@@ -2,8 +2,9 @@
 its ``executable_path``) against a real controller with three simulated 8-GPU agents
 (``LocalCluster``): two teams' jobs running, one finished job with a log, two pending jobs with
 their Reasons (one over its queue's quota, one waiting for GPUs with an estimated start), and a
-job whose name is markup; and a service of two replicas (a small HTTP server each, with an HTTP
-readiness and a TCP liveness probe) whose readiness the test turns off and on. The test signs
+job whose name is markup; and a service of two replicas (a small HTTP server each, with HTTP
+readiness and liveness probes) whose readiness the test turns off and on, and one of which it
+makes fail its liveness probe. The test signs
 in with tokens, visits each page, asserts on what the controller really holds, and saves a
 screenshot of each page at 1280×800 (the paths are printed; copies go to
 ``$GPUFLEET_SCREENSHOTS`` when it is set).
@@ -55,14 +56,16 @@ PY = sys.executable
 SLEEP = [PY, "-c", "import time; time.sleep(900)"]
 HELLO = "hello from the dashboard test"
 XSS_NAME = '<img src=x onerror="window.__xss=1">'
-# a replica: HTTP on $PORT; /ready fails while the file "down-$PORT" exists next to this script
+# a replica: HTTP on $PORT; /ready fails while the file "down-$PORT" exists next to this
+# script, /alive while "dead-$PORT" does
 REPLICA = """\
 import http.server, os, pathlib
 port = int(os.environ["PORT"])
-down = pathlib.Path(__file__).with_name(f"down-{port}")
+here = pathlib.Path(__file__).parent
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(503 if self.path == "/ready" and down.exists() else 200)
+        flag = {"/ready": "down", "/alive": "dead"}.get(self.path)
+        self.send_response(503 if flag and (here / f"{flag}-{port}").exists() else 200)
         self.end_headers()
     def log_message(self, *a):
         pass
@@ -121,7 +124,7 @@ def env(
                     "command": [PY, str(base / "replica.py")],
                 },
                 "readiness": {"http": {"path": "/ready"}, "period_s": 0.5, "failure_threshold": 1},
-                "liveness": {"tcp": {}, "period_s": 1.0},
+                "liveness": {"http": {"path": "/alive"}, "period_s": 0.5, "failure_threshold": 2},
             }
         )
         wait_for("2 replicas of web ready", lambda: alice.service("web").ready == 2, 60)
@@ -470,6 +473,35 @@ def test_services_show_their_replicas_probes_and_request_rate(
     pg.reload()
     sync_api.expect(row).to_contain_text("2/2")
 
+    # the other one fails its liveness probe: the page names it failed, says why, and shows
+    # its replacement once that one is ready
+    dead = env["base"] / f"dead-{other.port}"
+    dead.touch()
+    try:
+        failed = wait_for(
+            "a 'replica failed' event",
+            lambda: [e for e in admin.service("web").events or [] if e.what == "replica failed"],
+            30,
+        )
+    finally:
+        dead.unlink()  # its replacement may be given the same port
+    assert failed[-1].why.startswith(f"{other.job_id} on {other.node}: liveness")
+    pg.goto(f"{c.url}/#/services/web")
+    sync_api.expect(pg.locator("main")).to_contain_text(failed[-1].why)
+    after = wait_for(
+        "a replacement ready",
+        lambda: len((s := admin.service("web")).replicas) == 2 and s.ready == 2 and s,
+        60,
+    )
+    (new,) = [r for r in after.replicas if r.job_id not in (one.job_id, other.job_id)]
+    pg.reload()
+    sync_api.expect(replica_row(pg, other.job_id)).to_have_count(0)
+    tds = replica_row(pg, new.job_id).locator("td")
+    sync_api.expect(tds.nth(2)).to_have_text("RUNNING")
+    sync_api.expect(tds.nth(5)).to_have_text("ready")
+    shoot(pg, env, "12-service-replaced")
+    pg.click("a[href='#/services']")
+
     # traffic through the service's endpoint: the list shows the rate the gateway measured
     book = json.loads((c.data_dir / "controller" / "gateway" / "endpoints.json").read_text())
     ep = book["web"]
@@ -490,7 +522,7 @@ def test_services_show_their_replicas_probes_and_request_rate(
         wait_for("a rate above 0", lambda: (admin.service("web").request_rate or 0) > 1, 30)
         pg.reload()
         sync_api.expect(row.locator("td").nth(5)).to_have_text(re.compile(r"^[1-9][0-9]*\.[0-9]$"))
-        shoot(pg, env, "12-services-traffic")
+        shoot(pg, env, "13-services-traffic")
     finally:
         stop.set()
         sender.join(10)

@@ -659,13 +659,16 @@ function servicePage(name) {
           ["Generation", String(s.generation)], ["Runs", s.image || s.command.join(" ")],
           ["Note", s.note || "–"]]
           .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))));
-      const rows = s.replicas.map((r) => tr(jobLink(r.job_id), String(r.generation),
-        badge(r.stopping ? "stopping" : r.state, r.stopping ? "cancelled" : null),
+      // a replica killed for its liveness probe is still RUNNING until its Kill lands: shown
+      // as failed, with why, not as a running replica
+      const state = (r) => (r.failed ? badge("failed", "failed")
+        : r.stopping ? badge("stopping", "cancelled") : badge(r.state));
+      const rows = s.replicas.map((r) => tr(jobLink(r.job_id), String(r.generation), state(r),
         r.node ? nodeLink(r.node) : "–", r.port ? String(r.port) : "–",
         r.ready ? badge("ready", "running") : badge("not ready", "pending"),
-        probeBadge(r.readiness), probeBadge(r.liveness)));
+        probeBadge(r.readiness), probeBadge(r.liveness), h("td", { class: "why" }, r.failed)));
       replicas.replaceChildren(section("Replicas", table(["Replica", "Generation", "State",
-        "Node", "Port", "Traffic", "Readiness", "Liveness"], rows, "no replicas")));
+        "Node", "Port", "Traffic", "Readiness", "Liveness", "Why"], rows, "no replicas")));
       const evs = (s.events || []).slice().reverse().map((e) => tr(clock(e.time), e.what,
         h("td", { class: "why" }, e.why)));
       events.replaceChildren(section("Events", table(["Time", "What", "Why"], evs, "no event")));
