@@ -125,9 +125,12 @@ def env(
                 },
                 "readiness": {"http": {"path": "/ready"}, "period_s": 0.5, "failure_threshold": 1},
                 "liveness": {"http": {"path": "/alive"}, "period_s": 0.5, "failure_threshold": 2},
+                # a replica that exits at once (its port held by another cluster on this
+                # host) is replaced within seconds, not minutes
+                "restart_backoff": {"base_s": 1.0, "max_s": 4.0},
             }
         )
-        wait_for("2 replicas of web ready", lambda: alice.service("web").ready == 2, 60)
+        wait_for("2 replicas of web ready", lambda: alice.service("web").ready == 2, 90)
         (jobs["train"],) = alice.submit(
             {
                 "name": "train-resnet",
@@ -480,12 +483,16 @@ def test_services_show_their_replicas_probes_and_request_rate(
     try:
         failed = wait_for(
             "a 'replica failed' event",
-            lambda: [e for e in admin.service("web").events or [] if e.what == "replica failed"],
+            lambda: [
+                e
+                for e in admin.service("web").events or []
+                if e.what == "replica failed" and e.why.startswith(f"{other.job_id} ")
+            ],
             30,
         )
     finally:
         dead.unlink()  # its replacement may be given the same port
-    assert failed[-1].why.startswith(f"{other.job_id} on {other.node}: liveness")
+    assert failed[-1].why.startswith(f"{other.job_id} on {other.node}: liveness"), failed
     pg.goto(f"{c.url}/#/services/web")
     sync_api.expect(pg.locator("main")).to_contain_text(failed[-1].why)
     after = wait_for(
