@@ -121,6 +121,9 @@ def env(
                 "replica": {
                     "queue": "vision",
                     "gpus_per_worker": 0,
+                    # one node: the controller gives each replica the lowest port free on its
+                    # node, and this cluster's nodes all share 127.0.0.1
+                    "exclude": "node-[0,2]",
                     "command": [PY, str(base / "replica.py")],
                 },
                 "readiness": {"http": {"path": "/ready"}, "period_s": 0.5, "failure_threshold": 1},
