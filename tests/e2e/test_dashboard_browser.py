@@ -2,19 +2,25 @@
 its ``executable_path``) against a real controller with three simulated 8-GPU agents
 (``LocalCluster``): two teams' jobs running, one finished job with a log, two pending jobs with
 their Reasons (one over its queue's quota, one waiting for GPUs with an estimated start), and a
-job whose name is markup. The test signs in with tokens, visits each page, asserts on what the
-controller really holds, and saves a screenshot of each page at 1280×800 (the paths are printed;
-copies go to ``$GPUFLEET_SCREENSHOTS`` when it is set).
+job whose name is markup; and a service of two replicas (a small HTTP server each, with HTTP
+readiness and liveness probes) whose readiness the test turns off and on, and one of which it
+makes fail its liveness probe. The test signs
+in with tokens, visits each page, asserts on what the controller really holds, and saves a
+screenshot of each page at 1280×800 (the paths are printed; copies go to
+``$GPUFLEET_SCREENSHOTS`` when it is set).
 
 Skipped, saying why, only when Playwright or Chromium is not installed (``.ci/run`` installs
 Debian's chromium; Playwright is a dev extra)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +56,21 @@ PY = sys.executable
 SLEEP = [PY, "-c", "import time; time.sleep(900)"]
 HELLO = "hello from the dashboard test"
 XSS_NAME = '<img src=x onerror="window.__xss=1">'
+# a replica: HTTP on $PORT; /ready fails while the file "down-$PORT" exists next to this
+# script, /alive while "dead-$PORT" does
+REPLICA = """\
+import http.server, os, pathlib
+port = int(os.environ["PORT"])
+here = pathlib.Path(__file__).parent
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        flag = {"/ready": "down", "/alive": "dead"}.get(self.path)
+        self.send_response(503 if flag and (here / f"{flag}-{port}").exists() else 200)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
 QUEUES = """\
 queues:
   - {name: vision, weight: 1, quota: {gpus: 24}}
@@ -91,6 +112,28 @@ def env(
             {"name": "hello", "queue": "vision", "command": [PY, "-c", f"print({HELLO!r})"]}
         )
         wait_state(alice, jobs["hello"], "SUCCEEDED", 60)
+        # before the gangs: its CPU-only replicas need no wait behind the pending jobs
+        (base / "replica.py").write_text(REPLICA)
+        alice.create_service(
+            {
+                "name": "web",
+                "replicas": 2,
+                "replica": {
+                    "queue": "vision",
+                    "gpus_per_worker": 0,
+                    # one node: the controller gives each replica the lowest port free on its
+                    # node, and this cluster's nodes all share 127.0.0.1
+                    "exclude": "node-[0,2]",
+                    "command": [PY, str(base / "replica.py")],
+                },
+                "readiness": {"http": {"path": "/ready"}, "period_s": 0.5, "failure_threshold": 1},
+                "liveness": {"http": {"path": "/alive"}, "period_s": 0.5, "failure_threshold": 2},
+                # a replica that exits at once (its port held by another cluster on this
+                # host) is replaced within seconds, not minutes
+                "restart_backoff": {"base_s": 1.0, "max_s": 4.0},
+            }
+        )
+        wait_for("2 replicas of web ready", lambda: alice.service("web").ready == 2, 90)
         (jobs["train"],) = alice.submit(
             {
                 "name": "train-resnet",
@@ -136,6 +179,7 @@ def env(
             "jobs": jobs,
             "users": users,
             "shots": shots,
+            "base": base,
         }
     finally:
         if request.session.testsfailed != failed:
@@ -342,6 +386,14 @@ def test_a_user_token_sees_only_its_own_jobs_and_a_revoked_one_signs_out(
     )
     assert set(shown) == {jobs["bert"]}, shown  # alice's gang holds 16 GPUs, unnamed here
 
+    # services: alice's is not in bob's list; by its address, the API's 403 (as for a job)
+    pg.click("#nav a[data-page=services]")
+    sync_api.expect(pg.locator("main")).to_contain_text("no services")
+    sync_api.expect(pg.locator("a[href='#/services/web']")).to_have_count(0)
+    pg.goto(f"{c.url}/#/services/web")
+    sync_api.expect(pg.locator("main .banner")).to_contain_text("service web belongs to alice")
+    sync_api.expect(pg.locator("main")).not_to_contain_text("Replicas")
+
     # another user's job, asked for by its address: the API's 403, shown
     pg.goto(f"{c.url}/#/jobs/{jobs['train']}")
     sync_api.expect(pg.locator("main .banner")).to_contain_text("belongs to alice")
@@ -353,3 +405,135 @@ def test_a_user_token_sees_only_its_own_jobs_and_a_revoked_one_signs_out(
     pg.locator("#login").wait_for(state="visible")
     sync_api.expect(pg.locator("#login-error")).to_contain_text("invalid or revoked")
     shoot(pg, env, "8-signed-out")
+
+
+def replica_row(pg: Any, job_id: str) -> Any:
+    return pg.locator("tr", has=pg.locator(f"a[href='#/jobs/{job_id}']"))
+
+
+def test_services_show_their_replicas_probes_and_request_rate(
+    page: Any, env: dict[str, Any]
+) -> None:
+    c: LocalCluster = env["cluster"]
+    pg = page
+    admin = c.admin()
+    # the gateway's second counter sample gives the first rate (0 req/s: nothing was sent)
+    web = wait_for(
+        "a request rate", lambda: (s := admin.service("web")).request_rate is not None and s, 30
+    )
+    sign_in(pg, c.url, c.admin_token)
+
+    # the list: name, owner, ready/desired, the measured rate
+    pg.click("#nav a[data-page=services]")
+    row = pg.locator("tr", has=pg.locator("a[href='#/services/web']"))
+    sync_api.expect(row).to_contain_text("alice")
+    sync_api.expect(row).to_contain_text("2/2")
+    sync_api.expect(row).to_contain_text(f"{web.request_rate:.1f}")
+    sync_api.expect(row).to_contain_text("ready")
+    shoot(pg, env, "9-services")
+
+    # the service's page: each replica's job, node, port, state and probe states
+    pg.click("a[href='#/services/web']")
+    sync_api.expect(pg.locator("main h1, main h2").first).to_contain_text("web")
+    # web.1 and web.2, or their successors where one exited (another cluster on this host
+    # may hold the port it was given)
+    assert len(web.replicas) == 2 and all(r.ready for r in web.replicas)
+    sync_api.expect(pg.locator("main tr", has=pg.locator("a[href^='#/jobs/web.']"))).to_have_count(
+        2
+    )
+    for r in web.replicas:
+        assert r.node and r.port
+        tds = replica_row(pg, r.job_id).locator("td")
+        sync_api.expect(tds.nth(2)).to_have_text("RUNNING")
+        sync_api.expect(tds.nth(3)).to_have_text(r.node)
+        sync_api.expect(tds.nth(4)).to_have_text(str(r.port))
+        sync_api.expect(tds.nth(5)).to_have_text("ready")
+        sync_api.expect(tds.nth(6)).to_have_text("passing")
+        sync_api.expect(tds.nth(7)).to_have_text("passing")
+    sync_api.expect(pg.locator("main")).to_contain_text("2 ready, 2 live, 2 desired")
+    shoot(pg, env, "10-service")
+
+    # one replica's readiness fails: out of the traffic, and the page shows it after a refresh
+    one, other = web.replicas
+    down = env["base"] / f"down-{one.port}"
+    down.touch()
+    try:
+        wait_for(f"{one.job_id} not ready", lambda: admin.service("web").ready == 1, 30)
+        pg.reload()
+        tds = replica_row(pg, one.job_id).locator("td")
+        sync_api.expect(tds.nth(5)).to_have_text("not ready")
+        sync_api.expect(tds.nth(6)).to_have_text("failing")
+        sync_api.expect(tds.nth(7)).to_have_text("passing")  # alive: not restarted
+        sync_api.expect(replica_row(pg, other.job_id).locator("td").nth(5)).to_have_text("ready")
+        sync_api.expect(pg.locator("main")).to_contain_text("1 ready, 2 live, 2 desired")
+        # a replica failing its probe: the service is degraded (it was shown "starting")
+        sync_api.expect(pg.locator("dl.facts .badge").first).to_have_text("degraded (1/2 ready)")
+        sync_api.expect(tds.nth(6).locator(".badge.warn")).to_have_text("failing")
+        shoot(pg, env, "11-service-degraded")
+        pg.click("a[href='#/services']")
+        sync_api.expect(row).to_contain_text("1/2")
+        sync_api.expect(row.locator(".badge")).to_have_text("degraded (1/2 ready)")
+    finally:
+        down.unlink()
+    wait_for(f"{one.job_id} ready again", lambda: admin.service("web").ready == 2, 30)
+    pg.reload()
+    sync_api.expect(row).to_contain_text("2/2")
+
+    # the other one fails its liveness probe: the page names it failed, says why, and shows
+    # its replacement once that one is ready
+    dead = env["base"] / f"dead-{other.port}"
+    dead.touch()
+    try:
+        failed = wait_for(
+            "a 'replica failed' event",
+            lambda: [
+                e
+                for e in admin.service("web").events or []
+                if e.what == "replica failed" and e.why.startswith(f"{other.job_id} ")
+            ],
+            30,
+        )
+    finally:
+        dead.unlink()  # its replacement may be given the same port
+    assert failed[-1].why.startswith(f"{other.job_id} on {other.node}: liveness"), failed
+    pg.goto(f"{c.url}/#/services/web")
+    sync_api.expect(pg.locator("main")).to_contain_text(failed[-1].why)
+    after = wait_for(
+        "a replacement ready",
+        lambda: len((s := admin.service("web")).replicas) == 2 and s.ready == 2 and s,
+        60,
+    )
+    (new,) = [r for r in after.replicas if r.job_id not in (one.job_id, other.job_id)]
+    pg.reload()
+    sync_api.expect(replica_row(pg, other.job_id)).to_have_count(0)
+    tds = replica_row(pg, new.job_id).locator("td")
+    sync_api.expect(tds.nth(2)).to_have_text("RUNNING")
+    sync_api.expect(tds.nth(5)).to_have_text("ready")
+    shoot(pg, env, "12-service-replaced")
+    pg.click("a[href='#/services']")
+
+    # traffic through the service's endpoint: the list shows the rate the gateway measured
+    book = json.loads((c.data_dir / "controller" / "gateway" / "endpoints.json").read_text())
+    ep = book["web"]
+    stop = threading.Event()
+
+    def send() -> None:
+        # a connection per request, any answer: another cluster's haproxy on this host may
+        # listen on the same port (haproxy binds with SO_REUSEPORT), and the kernel spreads
+        # the connections over them; ours counts those it gets
+        auth = {"Authorization": f"Bearer {ep['token']}"}
+        while not stop.wait(0.02):  # about 40 requests/s
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(f"http://127.0.0.1:{ep['port']}/", headers=auth, timeout=5)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        wait_for("a rate above 0", lambda: (admin.service("web").request_rate or 0) > 1, 30)
+        pg.reload()
+        sync_api.expect(row.locator("td").nth(5)).to_have_text(re.compile(r"^[1-9][0-9]*\.[0-9]$"))
+        shoot(pg, env, "13-services-traffic")
+    finally:
+        stop.set()
+        sender.join(10)
+    admin.close()

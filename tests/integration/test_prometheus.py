@@ -37,14 +37,19 @@ def test_promtool_checks_the_rules() -> None:
         [PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 8 rules found" in r.stdout
+    assert "SUCCESS: 10 rules found" in r.stdout
 
 
 @needs_promtool
 def test_promtool_unit_tests_of_the_rules() -> None:
     assert PROMTOOL is not None
     files = rule_tests()
-    assert {f.name for f in files} >= {"gpus.test.yml", "nodes.test.yml", "scheduler.test.yml"}
+    assert {f.name for f in files} >= {
+        "gpus.test.yml",
+        "nodes.test.yml",
+        "scheduler.test.yml",
+        "services.test.yml",
+    }
     r = subprocess.run(
         [PROMTOOL, "test", "rules", *(f.name for f in files)],
         cwd=RULE_TESTS,
@@ -133,7 +138,9 @@ def test_a_real_prometheus_scrapes_the_controller_and_fires_the_alerts(
         dash = json.loads(DASHBOARD.read_text())
         queries = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
         for q in queries:
-            q = re.sub(r"\$(Hostname|gpu|queue)\b", ".*", q).replace("$__rate_interval", "1m")
+            q = re.sub(r"\$(Hostname|gpu|queue|service)\b", ".*", q).replace(
+                "$__rate_interval", "1m"
+            )
             assert prom.api("query", query=q) is not None, q  # a 400 raises
         # the agent passes its checks again: the health alert resolves
         sick.heartbeat()
@@ -157,7 +164,7 @@ def test_promtool_accepts_the_scrape_config_the_package_writes(tmp_path: Path) -
         [PROMTOOL, "check", "config", str(cfg)], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS" in r.stdout and "8 rules found" in r.stdout
+    assert "SUCCESS" in r.stdout and "10 rules found" in r.stdout
 
 
 # ----- dashboards against a live cluster ----------------------------------------------------
@@ -236,6 +243,10 @@ def test_nvidias_dashboard_and_gpufleets_own_show_data_from_a_live_cluster(
                 lambda: {u.job(busy).state, u.job(idle).state} == {"RUNNING"},
                 60,
             )
+            # the Services row's panels: a service (its request rate: the gateway's second
+            # sample of its counters, 0 req/s)
+            u.create_service({"name": "web", "replica": {"gpus_per_worker": 0, "command": sleep}})
+            wait_until("web ready", lambda: u.service("web").ready == 1, 60)
             # the whole cluster: waits behind the two (pending, with a Reason)
             u.submit({"name": "big", "workers": 2, "gpus_per_worker": 4, "command": sleep})
         prom = LocalPrometheus(
@@ -291,10 +302,19 @@ def test_nvidias_dashboard_and_gpufleets_own_show_data_from_a_live_cluster(
         assert share and abs(sum(float(r["value"][1]) for r in share) - 1) < 1e-6
         ev = prom.api("query", query=_fill(_expr(dash, "Node health events", 0), {}))["result"]
         assert ev
+        # the Services row: web's one replica, ready as desired, and its measured rate
+        for i, want in ((0, "1"), (1, "1")):
+            (r,) = prom.api("query", query=_fill(_expr(dash, SERVICE_REPLICAS, i), {}))["result"]
+            assert (r["metric"]["service"], r["value"][1]) == ("web", want)
+        (r,) = prom.api("query", query=_fill(_expr(dash, "Service request rate", 0), {}))["result"]
+        assert r["metric"]["service"] == "web" and float(r["value"][1]) >= 0
     finally:
         if prom is not None:
             prom.stop()
         c.stop()
+
+
+SERVICE_REPLICAS = "Service replicas: ready vs desired"
 
 
 def _expr(dash: dict[str, Any], title: str, i: int) -> str:
@@ -323,4 +343,4 @@ def test_promtool_accepts_the_per_node_configs(tmp_path: Path) -> None:
             [PROMTOOL, "check", "config", str(f)], capture_output=True, text=True, timeout=60
         )
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "8 rules found" in r.stdout
+        assert "10 rules found" in r.stdout

@@ -79,15 +79,21 @@ def emitted(tmp: Path) -> set[str]:
     return metric_names(fams)
 
 
-def test_the_dashboard_is_grafana_json_with_the_three_parts() -> None:
+def test_the_dashboard_is_grafana_json_with_the_four_parts() -> None:
     d = dashboard()
     assert d["title"] and d["uid"] and d["schemaVersion"] >= 30
     rows = [p["title"] for p in d["panels"] if p["type"] == "row"]
-    assert rows == ["Cluster", "Nodes and GPUs", "Queues and jobs"]
+    assert rows == ["Cluster", "Nodes and GPUs", "Queues and jobs", "Services"]
     ids = [p["id"] for p in d["panels"]]
     assert len(ids) == len(set(ids))
     names = [v["name"] for v in d["templating"]["list"]]
-    assert names == ["datasource", "Hostname", "gpu", "queue"]  # NVIDIA's dashboard's names too
+    assert names == [
+        "datasource",
+        "Hostname",
+        "gpu",
+        "queue",
+        "service",
+    ]  # NVIDIA's dashboard's names too
     for p in d["panels"]:
         assert (
             set(p["gridPos"]) == {"h", "w", "x", "y"}
@@ -108,7 +114,7 @@ def test_every_expression_names_only_metrics_the_exporter_emits(tmp_path: Path) 
         used |= names
     missing = sorted(used - have)
     assert not missing, f"the dashboard queries metrics /metrics does not emit: {missing}"
-    # and it shows each kind: GPUs (dcgm names), hosts, nodes, queues, jobs
+    # and it shows each kind: GPUs (dcgm names), hosts, nodes, queues, jobs, services
     for want in (
         "DCGM_FI_DEV_GPU_UTIL",
         "DCGM_FI_DEV_GPU_TEMP",
@@ -117,6 +123,9 @@ def test_every_expression_names_only_metrics_the_exporter_emits(tmp_path: Path) 
         "gpufleet_jobs_pending",
         "gpufleet_job_wait_seconds_bucket",
         "gpufleet_gpu_allocated_idle",
+        "gpufleet_service_ready_replicas",
+        "gpufleet_service_desired_replicas",
+        "gpufleet_service_request_rate",
     ):
         assert want in used, want
 

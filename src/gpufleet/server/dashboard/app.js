@@ -607,8 +607,18 @@ function servicesPage(name) {
 function serviceStatus(s) {
   if (s.deleting) return badge("deleting", "cancelled");
   if (s.rolling_out) return badge(`rolling out (from ${s.previous_generation})`, "starting");
-  return s.ready >= s.desired ? badge("ready", "running") : badge("starting", "pending");
+  if (s.ready >= s.desired) return badge("ready", "running");
+  // short of ready replicas: "starting" only while each one short is still coming up; one
+  // that fails its probes (or exits) makes the service degraded, not starting
+  const coming = (r) => ["PENDING", "STARTING"].includes(r.state) || r.readiness === "waiting";
+  const short = (s.replicas || []).filter((r) => !r.stopping && !r.ready);
+  if (short.every(coming)) return badge("starting", "pending");
+  return badge(s.ready ? `degraded (${s.ready}/${s.desired} ready)` : "down", "failed");
 }
+
+// a probe's state, coloured: "none" is no probe at all
+const PROBE_KINDS = { passing: "running", waiting: "pending", failing: "warn", failed: "failed" };
+const probeBadge = (p) => (p === "none" ? "none" : badge(p, PROBE_KINDS[p]));
 
 function serviceListPage() {
   const list = slot();
@@ -649,13 +659,16 @@ function servicePage(name) {
           ["Generation", String(s.generation)], ["Runs", s.image || s.command.join(" ")],
           ["Note", s.note || "–"]]
           .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))));
-      const rows = s.replicas.map((r) => tr(jobLink(r.job_id), String(r.generation),
-        badge(r.stopping ? "stopping" : r.state, r.stopping ? "cancelled" : null),
+      // a replica killed for its liveness probe is still RUNNING until its Kill lands: shown
+      // as failed, with why, not as a running replica
+      const state = (r) => (r.failed ? badge("failed", "failed")
+        : r.stopping ? badge("stopping", "cancelled") : badge(r.state));
+      const rows = s.replicas.map((r) => tr(jobLink(r.job_id), String(r.generation), state(r),
         r.node ? nodeLink(r.node) : "–", r.port ? String(r.port) : "–",
         r.ready ? badge("ready", "running") : badge("not ready", "pending"),
-        r.readiness, r.liveness));
+        probeBadge(r.readiness), probeBadge(r.liveness), h("td", { class: "why" }, r.failed)));
       replicas.replaceChildren(section("Replicas", table(["Replica", "Generation", "State",
-        "Node", "Port", "Traffic", "Readiness", "Liveness"], rows, "no replicas")));
+        "Node", "Port", "Traffic", "Readiness", "Liveness", "Why"], rows, "no replicas")));
       const evs = (s.events || []).slice().reverse().map((e) => tr(clock(e.time), e.what,
         h("td", { class: "why" }, e.why)));
       events.replaceChildren(section("Events", table(["Time", "What", "Why"], evs, "no event")));
