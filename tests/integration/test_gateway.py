@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import http.client
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -198,3 +201,49 @@ def test_invalid_routes_listed_at_once(gateway: Gateway) -> None:
     text = str(err.value)
     for what in ("name must be", "listen port 0", "token must be", "weight 0", "service[1] 'ok'"):
         assert what in text, text
+
+
+@pytest.mark.parametrize("kind", ["haproxy", "nginx"])
+def test_a_proxy_left_by_a_dead_controller_is_stopped_by_the_next(
+    kind: str, tmp_path: Path, backends: list[BackendProcess]
+) -> None:
+    """A proxy runs in a session of its own, so it outlives a SIGKILLed controller. The next
+    controller's gateway (same pidfile, in its data dir) stops it before it starts its own:
+    else HAProxy's SO_REUSEPORT lets both listen on a service's port, and the old routes and
+    token keep answering a share of the connections."""
+    require(kind)
+    pidfile = tmp_path / "proxy.pid"
+    old = make_gateway(kind, pidfile=pidfile)
+    old.start()
+    port = free_port()
+    try:
+        old.apply([route(port, backends[:1], token="tok-old-" + "x" * 20)])
+        assert old.proc is not None and pidfile.read_text().startswith(f"{old.proc.pid} ")
+        # the controller dies here: no stop(); a new one starts with the same data dir
+        new = make_gateway(kind, pidfile=pidfile)
+        new.start()
+        try:
+            assert old.proc.wait(timeout=10) is not None  # stopped, workers with it
+            new.apply([route(port, backends[1:2])])
+            assert answers(port, 10, fresh=True) == Counter({"b1": 10})  # only the new routes
+        finally:
+            new.stop()
+        assert not pidfile.exists()  # a clean stop leaves nothing to reap
+    finally:
+        old.stop()
+
+
+def test_a_pidfile_naming_another_process_stops_nothing(tmp_path: Path) -> None:
+    """A PID reused by an unrelated process (its command line names no proxy config of ours)
+    is left alone."""
+    from gpufleet.gateway.files import reap_previous
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pidfile = tmp_path / "proxy.pid"
+        pidfile.write_text(f"{bystander.pid} {tmp_path}/haproxy.cfg")
+        reap_previous(pidfile)
+        assert bystander.poll() is None and not pidfile.exists()
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -7,6 +7,7 @@ asked for). Health checking is gpufleet's: ``apply`` is given only the ready bac
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from gpufleet.gateway.base import Gateway, ServiceStats
 from gpufleet.gateway.routes import Backend, ConfigError, GatewayError, ServiceRoute, validate
@@ -26,18 +27,22 @@ __all__ = [
 ]
 
 
-def make_gateway(kind: str | None = None, bind_host: str = "127.0.0.1") -> Gateway:
-    """The gateway of ``kind``, or the first installed of haproxy, nginx, built-in."""
+def make_gateway(
+    kind: str | None = None, bind_host: str = "127.0.0.1", pidfile: Path | None = None
+) -> Gateway:
+    """The gateway of ``kind``, or the first installed of haproxy, nginx, built-in.
+    ``pidfile``: where a proxy process is named, so that the next controller stops the one a
+    crashed controller left behind (the built-in proxy lives in the controller's process)."""
     if kind is None:
         kind = next((k for k in ("haproxy", "nginx") if shutil.which(k)), "builtin")
     if kind == "haproxy":
         from gpufleet.gateway.haproxy import HAProxyGateway
 
-        return HAProxyGateway(bind_host)
+        return HAProxyGateway(bind_host, pidfile=pidfile)
     if kind == "nginx":
         from gpufleet.gateway.nginx import NginxGateway
 
-        return NginxGateway(bind_host)
+        return NginxGateway(bind_host, pidfile=pidfile)
     if kind == "builtin":
         from gpufleet.gateway.builtin import BuiltinGateway
 

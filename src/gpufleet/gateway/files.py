@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
+
+REAP_WAIT_S = 5.0
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -77,3 +82,52 @@ class LogCounter:
             c[1] += status.startswith("4")
             c[2] += status.startswith("5")
         return self.counts
+
+
+def reap_previous(pidfile: Path | None) -> None:
+    """Stop the proxy a controller that died (SIGKILL, a crash) left running, named by its
+    ``pidfile`` ("PID CONFIG"): it is in a session of its own, so it outlives the controller,
+    and it would keep the services' ports (HAProxy binds with SO_REUSEPORT: the new proxy would
+    share them with the old one, silently, and the old routes and tokens would answer too).
+    Only a process whose command line still names that config is stopped (a reused PID is not
+    ours), with its whole process group (its workers)."""
+    if pidfile is None:
+        return
+    try:
+        pid_text, _, cfg = pidfile.read_text().partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        cmdline = b""
+    if pid > 1 and cfg and cfg.strip().encode() in cmdline:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + REAP_WAIT_S
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)  # its sockets close as it exits: then the ports are free
+    pidfile.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a dead process has closed its sockets)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rpartition(")")[2].split()
+    return bool(fields) and fields[0] != "Z"
+
+
+def note_pid(pidfile: Path | None, pid: int, cfg: Path) -> None:
+    """Name the running proxy for ``reap_previous`` (after a crash of the controller)."""
+    if pidfile is not None:
+        pidfile.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(pidfile, f"{pid} {cfg}")
+
+
+def forget_pid(pidfile: Path | None) -> None:
+    if pidfile is not None:
+        pidfile.unlink(missing_ok=True)

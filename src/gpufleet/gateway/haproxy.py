@@ -23,7 +23,15 @@ import time
 from pathlib import Path
 
 from gpufleet.gateway.base import Gateway, ServiceStats
-from gpufleet.gateway.files import LogCounter, check_output, tail, write_atomic
+from gpufleet.gateway.files import (
+    LogCounter,
+    check_output,
+    forget_pid,
+    note_pid,
+    reap_previous,
+    tail,
+    write_atomic,
+)
 from gpufleet.gateway.routes import ConfigError, GatewayError, ServiceRoute, validate
 
 RELOAD_WAIT_S = 10.0
@@ -83,9 +91,14 @@ class HAProxyGateway(Gateway):
     kind = "haproxy"
 
     def __init__(
-        self, bind_host: str = "127.0.0.1", run_dir: Path | None = None, binary: str = "haproxy"
+        self,
+        bind_host: str = "127.0.0.1",
+        run_dir: Path | None = None,
+        binary: str = "haproxy",
+        pidfile: Path | None = None,
     ) -> None:
         super().__init__(bind_host)
+        self.pidfile = pidfile  # names the running proxy, for the next controller after a crash
         found = shutil.which(binary)
         if found is None:
             raise GatewayError(f"{binary} not found (Debian: apt-get install -y haproxy)")
@@ -110,6 +123,7 @@ class HAProxyGateway(Gateway):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(self.cfg, render([], self.bind_host, self.run_dir))
         self.access = LogCounter(self.run_dir / "access.log")
+        reap_previous(self.pidfile)
         with open(self.log, "ab") as log, open(self.access.path, "ab") as access:
             self.proc = subprocess.Popen(
                 [self.binary, "-W", "-f", str(self.cfg), "-S", f"{self.run_dir}/master.sock"],
@@ -117,6 +131,7 @@ class HAProxyGateway(Gateway):
                 stderr=log,
                 start_new_session=True,
             )
+        note_pid(self.pidfile, self.proc.pid, self.cfg)
         try:
             self._wait_workers(set(), "start")
         except GatewayError:
@@ -191,6 +206,7 @@ class HAProxyGateway(Gateway):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+            forget_pid(self.pidfile)
         self.proc = None
         if self.own_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -20,7 +20,16 @@ import time
 from pathlib import Path
 
 from gpufleet.gateway.base import Gateway, ServiceStats
-from gpufleet.gateway.files import LogCounter, check_output, children, tail, write_atomic
+from gpufleet.gateway.files import (
+    LogCounter,
+    check_output,
+    children,
+    forget_pid,
+    note_pid,
+    reap_previous,
+    tail,
+    write_atomic,
+)
 from gpufleet.gateway.routes import ConfigError, GatewayError, ServiceRoute, validate
 
 RELOAD_WAIT_S = 10.0
@@ -83,9 +92,14 @@ class NginxGateway(Gateway):
     kind = "nginx"
 
     def __init__(
-        self, bind_host: str = "127.0.0.1", run_dir: Path | None = None, binary: str = "nginx"
+        self,
+        bind_host: str = "127.0.0.1",
+        run_dir: Path | None = None,
+        binary: str = "nginx",
+        pidfile: Path | None = None,
     ) -> None:
         super().__init__(bind_host)
+        self.pidfile = pidfile  # names the running proxy, for the next controller after a crash
         found = shutil.which(binary)
         if found is None:
             raise GatewayError(f"{binary} not found (Debian: apt-get install -y nginx)")
@@ -111,10 +125,12 @@ class NginxGateway(Gateway):
         (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
         self.access = LogCounter(self.run_dir / "access.log")
         write_atomic(self.cfg, render([], self.bind_host, self.run_dir))
+        reap_previous(self.pidfile)
         with open(self.run_dir / "stderr.log", "ab") as log:
             self.proc = subprocess.Popen(
                 self._cmd(self.cfg), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
+        note_pid(self.pidfile, self.proc.pid, self.cfg)
         try:
             self._wait_workers(set(), "start")
         except GatewayError:
@@ -173,6 +189,7 @@ class NginxGateway(Gateway):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+            forget_pid(self.pidfile)
         self.proc = None
         if self.own_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)

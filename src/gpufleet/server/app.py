@@ -82,7 +82,11 @@ def service_gateway(config: ServerConfig) -> ServiceGateway | None:
     if config.gateway == "off":
         return None
     return ServiceGateway(
-        make_gateway(config.gateway or None, config.gateway_host),
+        make_gateway(
+            config.gateway or None,
+            config.gateway_host,
+            pidfile=config.data_dir / "gateway" / "proxy.pid",
+        ),
         EndpointBook(
             config.data_dir / "gateway" / "endpoints.json",
             config.gateway_port_base,
