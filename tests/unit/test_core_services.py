@@ -171,12 +171,22 @@ def test_a_service_creates_its_replicas_as_jobs_and_routes_only_ready_ones() -> 
     assert r.backends[0].port >= REPLICA_PORT_BASE and r.backends[0].node == s.node("web.2")
     out = s.ready("web.1", "web.3")
     assert [b.job_id for b in routes(out)[-1].backends] == ["web.1", "web.2", "web.3"]
-    # replicas on one node listen on distinct ports
-    assert len({(b.node, b.port) for b in s.routed()}) == 3
+    # replicas listen on distinct ports, on one node and across nodes (nodes may share a host)
+    assert len({b.port for b in s.routed()}) == 3
     out = s.ready("web.1", ok=False)  # readiness lost: out of the routes, not killed
     assert [b.job_id for b in routes(out)[-1].backends] == ["web.2", "web.3"]
     assert kills(out) == []
     assert s.ready("web.2") == [] or routes(s.ready("web.2")) == []  # no change: no Routes
+
+
+def test_replicas_on_different_nodes_get_different_ports_while_ports_are_free() -> None:
+    # one replica per node (each takes all 8 GPUs): the lowest port free in the whole cluster,
+    # so that two nodes on one host (a local cluster) never give two replicas one port
+    spec = service(2, readiness=None)
+    s = Svc(replace(spec, replica=replace(spec.replica, gpus_per_worker=8)), nodes=2)
+    s.start()
+    (a, b) = s.routed()
+    assert a.node != b.node and a.port != b.port
 
 
 def test_without_a_readiness_probe_a_running_replica_is_ready() -> None:

@@ -673,15 +673,23 @@ class ServiceMaster:
         return tuple(sorted(out, key=lambda b: (b.node, b.port, b.job_id)))
 
     def _free_port(self, node: str, job_id: str) -> int:
-        used = {
-            r.port
-            for svc in self.services.values()
-            for r in svc.replicas.values()
-            if r.node == node and r.job_id != job_id and r.port
-        }
-        for p in range(REPLICA_PORT_BASE, REPLICA_PORT_BASE + REPLICA_PORT_SPAN):
-            if p not in used:
-                return p
+        """The lowest port no other replica in the cluster holds, else the lowest none on
+        ``node`` holds: only a node's own must differ, but nodes may share a host (a local
+        cluster, agents in containers on the host's network), where two replicas of one port
+        on two nodes would collide; the core does not know which nodes share one."""
+        on_node: set[int] = set()
+        anywhere: set[int] = set()
+        for svc in self.services.values():
+            for r in svc.replicas.values():
+                if r.port and r.job_id != job_id:
+                    anywhere.add(r.port)
+                    if r.node == node:
+                        on_node.add(r.port)
+        ports = range(REPLICA_PORT_BASE, REPLICA_PORT_BASE + REPLICA_PORT_SPAN)
+        for used in (anywhere, on_node):
+            for p in ports:
+                if p not in used:
+                    return p
         raise ControllerError(f"node {node}: every replica port is taken")
 
     def _prune_specs(self, svc: Service) -> None:
