@@ -26,7 +26,6 @@ from gpufleet.agent.accounts import Account
 from gpufleet.agent.probes import (
     Due,
     Key,
-    PortBook,
     ProbeExecutor,
     ProbeKind,
     ProbeResult,
@@ -448,18 +447,11 @@ def test_a_command_probe_runs_as_the_task_owner_with_its_private_tmp(
 # ----- the replica's port -----------------------------------------------------------------------
 
 
-def test_free_port_is_bindable_and_the_book_never_hands_one_port_to_two_replicas() -> None:
+def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.create_server(("0.0.0.0", port)):  # free on every address
         pass
     assert free_port("127.0.0.1") > 0
-    picks = iter([4000, 4000, 4000, 4001])
-    book = PortBook(pick=lambda _addr: next(picks))
-    assert book.take(("a", 1, 0)) == 4000
-    assert book.take(("a", 1, 0)) == 4000  # asked again: the same
-    assert book.take(("b", 1, 0)) == 4001  # the kernel gave 4000 back twice: not reused
-    book.release(("a", 1, 0))
-    assert book.port_of(("a", 1, 0)) is None and book.port_of(("b", 1, 0)) == 4001
 
 
 # ----- against a task the runner started ---------------------------------------------------------
@@ -506,7 +498,7 @@ def launch(runner: TaskRunner, command: list[str], port: int, **kw: object) -> K
 def test_probes_of_a_task_the_runner_started_use_its_port_and_environment(
     runner: TaskRunner,
 ) -> None:
-    port = PortBook("127.0.0.1").take(KEY)
+    port = free_port("127.0.0.1")
     key = launch(runner, [sys.executable, "-c", HTTP_TASK], port)
     target = runner.probe_target(key, "127.0.0.1")
     assert target is not None and target.port_for(spec()[1]) == port

@@ -26,8 +26,8 @@ starts alive; ``failure_threshold`` consecutive failures declare the replica dea
 once; the probe stops and the controller kills and replaces the replica); its
 ``success_threshold`` must be 1, as Kubernetes requires.
 
-A replica's port: ``free_port``/``PortBook`` pick one for it on the node (given to the task as
-``$PORT``); a probe that names no port probes ``$PORT`` from the task's environment.
+A replica's port is the controller's (``core/services.py``), given to the task as ``$PORT``; a
+probe that names no port probes ``$PORT`` from the task's environment.
 """
 
 from __future__ import annotations
@@ -595,8 +595,7 @@ def free_port(address: str = "") -> int:
     The race (someone binds the port between this release and the replica's own bind) is
     accepted: the kernel hands bind(0) ports out spread over its ephemeral range, so the window
     is small, and its cost is bounded — the replica fails to bind and exits, or never becomes
-    ready or live, and the controller replaces it with a new attempt, which gets a new port.
-    ``PortBook`` closes the race among this agent's own replicas."""
+    ready or live, and the controller replaces it with a new attempt."""
     family: socket.AddressFamily = socket.AF_INET
     sockaddr: Any = ("0.0.0.0", 0)
     if address:
@@ -605,32 +604,3 @@ def free_port(address: str = "") -> int:
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind(sockaddr)
         return int(s.getsockname()[1])
-
-
-class PortBook:
-    """The ports this agent handed to its live replicas: a port is never handed to two at
-    once (the kernel may give a port back from bind(0) as soon as it was released, before the
-    first replica bound it)."""
-
-    def __init__(self, address: str = "", pick: Callable[[str], int] = free_port) -> None:
-        self.address = address
-        self._pick = pick
-        self._ports: dict[Key, int] = {}
-
-    def take(self, key: Key) -> int:
-        """The port of replica ``key`` (the same one when asked again)."""
-        if key in self._ports:
-            return self._ports[key]
-        held = set(self._ports.values())
-        for _ in range(64):
-            port = self._pick(self.address)
-            if port not in held:
-                self._ports[key] = port
-                return port
-        raise OSError(errno.EADDRINUSE, "no free port found for the replica")
-
-    def release(self, key: Key) -> None:
-        self._ports.pop(key, None)
-
-    def port_of(self, key: Key) -> int | None:
-        return self._ports.get(key)

@@ -34,6 +34,15 @@ def _named(raw: dict[str, Any], name: str) -> dict[str, Any]:
     return {**raw, "name": name}
 
 
+async def _update(
+    svc: ControllerService, request: Request, who: Principal, raw: dict[str, Any], owner: str
+) -> Any:
+    """A whole new spec (PUT, or PATCH merged onto the current one): read, secrets checked,
+    rolled out; the service as it is then."""
+    spec = svc.read_service(raw, who, owner=owner)
+    return svc.service_view(await svc.update_service(_secrets(request, spec), who))
+
+
 @router.post(
     "/services", response_model=a.ServiceOut, status_code=201, operation_id="createService"
 )
@@ -71,8 +80,7 @@ async def put(
     svc: ControllerService = Depends(service),
 ) -> Any:
     owner = svc.owned_service(name, who).spec.replica.user
-    spec = svc.read_service(_named(body.spec, name), who, owner=owner)
-    return svc.service_view(await svc.update_service(_secrets(request, spec), who))
+    return await _update(svc, request, who, _named(body.spec, name), owner)
 
 
 @router.patch("/services/{name}", response_model=a.ServiceOut, operation_id="updateService")
@@ -85,8 +93,7 @@ async def patch(
 ) -> Any:
     current = svc.owned_service(name, who)
     raw = merge_patch(current.spec.to_dict(), _named(body.spec, name))
-    spec = svc.read_service(raw, who, owner=current.spec.replica.user)
-    return svc.service_view(await svc.update_service(_secrets(request, spec), who))
+    return await _update(svc, request, who, raw, current.spec.replica.user)
 
 
 @router.post("/services/{name}/scale", response_model=a.ServiceOut, operation_id="scaleService")
