@@ -93,14 +93,12 @@ def dump_logs(c: LocalCluster) -> None:
 
 
 def make_cluster(data_dir: Path, agents: int, db_url: str = "", **kw: Any) -> LocalCluster:
-    return LocalCluster(
-        data_dir,
-        agents=agents,
-        gpus="8xH100",
-        db_url=db_url,
-        heartbeat_s=HEARTBEAT_S,
-        node_grace_s=NODE_GRACE_S,
-        lease_s=LEASE_S,
-        schedule_interval_s=SCHEDULE_S,
-        **kw,
-    )
+    """A cluster with the tests' timings; ``kw`` adds to them or overrides them."""
+    timings: dict[str, Any] = {
+        "gpus": "8xH100",
+        "heartbeat_s": HEARTBEAT_S,
+        "node_grace_s": NODE_GRACE_S,
+        "lease_s": LEASE_S,
+        "schedule_interval_s": SCHEDULE_S,
+    }
+    return LocalCluster(data_dir, agents=agents, db_url=db_url, **{**timings, **kw})
