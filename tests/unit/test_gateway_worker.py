@@ -234,3 +234,22 @@ def test_counters_are_read_off_the_loop_and_refused_requests_are_no_load(
         assert await gw.sample(14.0) == []  # no proxy: no counters
 
     asyncio.run(main())
+
+
+def test_a_caller_that_gives_up_does_not_stop_the_worker(
+    fake: Blocking, gw: ServiceGateway
+) -> None:
+    fake.hold.set()
+    gw.open(["llm"])
+    assert fake.inside.wait(WAIT_S)
+    gw.open(["other"])  # queued behind the blocked start
+    queued = gw.applied
+    counters = gw.worker.stats()
+    assert queued.cancel() and counters.cancel()  # as a cancelled sampler's wrapped future
+    fake.release.set()
+    gw.open(["third"])
+    gw.applied.result(WAIT_S)
+    assert [r.name for r in fake.applied[-1]] == ["llm", "other", "third"]
+    fake.hold.clear()
+    assert gw.worker.stats().result(WAIT_S) == {}
+    gw.stop()

@@ -79,6 +79,8 @@ class GatewayWorker:
         fut: Future[T] = Future()
 
         def job() -> bool:
+            if not fut.set_running_or_notify_cancel():
+                return False  # the caller gave up (a sampler cancelled at shutdown)
             try:
                 fut.set_result(fn())
             except Exception as e:
@@ -130,6 +132,8 @@ class GatewayWorker:
             log.error("the gateway refused the service routes: %s", e)
         self.applies += 1
         for fut in waiting:
+            if not fut.set_running_or_notify_cancel():
+                continue  # its caller gave up waiting
             if error is None:
                 fut.set_result(None)
             else:
