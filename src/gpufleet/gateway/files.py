@@ -57,9 +57,13 @@ def tail(path: Path, n: int = 20) -> str:
         return ""
 
 
+REFUSED = "unauth"  # an access log line's third field: the gateway's token check refused it
+
+
 class LogCounter:
-    """Counts an access log's lines ``KEY STATUS`` per key (requests, 4xx, 5xx), reading only
-    what was appended since the last call. A log survives reloads, so the counts do too."""
+    """Counts an access log's lines ``KEY STATUS [unauth]`` per key (requests, 4xx, 5xx,
+    refused by the token check), reading only what was appended since the last call. A log
+    survives reloads, so the counts do too."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -76,11 +80,15 @@ class LogCounter:
         end = data.rfind(b"\n") + 1  # a line still being written is read next time
         self.offset += end
         for line in data[:end].decode(errors="replace").splitlines():
-            key, _, status = line.strip().partition(" ")
-            c = self.counts.setdefault(key, [0, 0, 0])
+            parts = line.split()
+            if len(parts) < 2:
+                continue  # not one of ours (a proxy's own message)
+            key, status, flag = parts[0], parts[1], parts[2:3]
+            c = self.counts.setdefault(key, [0, 0, 0, 0])
             c[0] += 1
             c[1] += status.startswith("4")
             c[2] += status.startswith("5")
+            c[3] += flag == [REFUSED]
         return self.counts
 
 
