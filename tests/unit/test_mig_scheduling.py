@@ -26,6 +26,7 @@ def test_a_mig_node_registers_its_slices_and_gets_jobs_that_ask_for_them() -> No
     req = register(FakeNvml([h200(0, mig=[mig(1, 16.5), mig(1, 16.5), mig(1, 16.5)])]))
     ns = node_spec(req)  # what the controller makes of it (422 for a model it does not know)
     assert (ns.gpu_model, ns.gpus) == ("H200-1g.18gb", 3)
+    assert ns.gpu_type == "h200_1g.18gb"  # what sbatch's --gres=gpu:TYPE matches, as Slurm's
     asked = JobSpec.from_dict({"name": "t", "user": "u", "gpu_models": ["h200-1g.18gb"]})
     assert asked.gpu_models == ("H200-1g.18gb",)
     n = node("n1", 3, model=ns.gpu_model)

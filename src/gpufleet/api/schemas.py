@@ -224,7 +224,7 @@ class ErrorOut(Strict):
 
 
 class GpuInfo(Input):
-    index: SmallCount
+    index: SmallCount  # the node's GPU index: NVML's, a MIG GPU's MIG devices in its place
     uuid: OptName
     model: OptName  # the catalog's name ("H100-SXM")
     name: OptName = ""  # NVML's device name ("NVIDIA H100 80GB HBM3"), dcgm-exporter's modelName
