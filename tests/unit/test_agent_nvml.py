@@ -819,3 +819,19 @@ def test_a_task_on_a_mig_device_sees_it_by_its_mig_uuid(mixed: FakeNvml, tmp_pat
     [ev] = [e for e in r.wait(30.0) if e.kind == "exited"]
     assert ev.exit_code == 0
     assert r.log_paths(ev.key)[0].read_text() == "MIG-fake-0-2,MIG-fake-0-3\n"
+
+
+def test_a_new_mig_layout_is_taken_at_the_next_discovery(mixed: FakeNvml) -> None:
+    b = NvmlBackend(mixed, profiling=None)
+    mixed.gpus[0]["mig"] = [None, None, None, mig(7, 130.0, gi=0)]  # the admin re-sliced it
+    gpus = b.discover()
+    assert [(g.index, g.uuid, g.model) for g in gpus] == [
+        (0, "MIG-fake-0-3", "H200-7g.141gb"),
+        (1, "GPU-fake-1", "H200"),
+    ]
+    s = b.sample(1.0)
+    assert [(x.uuid, x.labels().get("GPU_I_ID")) for x in s] == [
+        ("MIG-fake-0-3", "0"),
+        ("GPU-fake-1", None),
+    ]
+    assert b.visible_devices([0, 1]) == "MIG-fake-0-3,GPU-fake-1"

@@ -188,6 +188,7 @@ class NvmlBackend:
         phys_info: dict[int, GpuInfo] = {}
         parent_of: dict[int, int] = {}
         migs: dict[int, tuple[int, int]] = {}
+        instances: dict[int, int] = {}
         extra = 0  # MIG devices before this GPU, less the GPUs they stand for
         for i in range(int(count)):
             h = self._call(i, "nvmlDeviceGetHandleByIndex", i)
@@ -223,10 +224,10 @@ class NvmlBackend:
                 )
                 migs[idx] = (i, k)
                 if gi is not None:
-                    self._gpu_instance[idx] = gi
+                    instances[idx] = gi
             extra += len(found) - 1
         self._handles, self._info, self._phys, self._phys_info = handles, infos, phys, phys_info
-        self._parent_of, self._mig = parent_of, migs
+        self._parent_of, self._mig, self._gpu_instance = parent_of, migs, instances
         return list(infos.values())
 
     def _whole(self, i: int, h: Any) -> GpuInfo | None:
