@@ -835,3 +835,21 @@ def test_a_new_mig_layout_is_taken_at_the_next_discovery(mixed: FakeNvml) -> Non
         ("GPU-fake-1", None),
     ]
     assert b.visible_devices([0, 1]) == "MIG-fake-0-3,GPU-fake-1"
+
+
+def test_a_mig_device_without_attributes_is_still_a_slice_never_the_whole_model(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake = FakeNvml([h200(0, mig=[mig(1, 16.5)])])
+    fake.failing[("attrs", 0)] = 999
+    with caplog.at_level(logging.WARNING, logger="gpufleet.agent.nvml"):
+        b = NvmlBackend(fake, profiling=None)
+        b.discover()
+        (g,) = b.discover()
+    assert (g.uuid, g.model, g.mig_profile, g.memory_mib) == (
+        "MIG-fake-0-0",
+        "H200-mig",
+        "mig",
+        16896,
+    )
+    assert sum("no profile" in r.message for r in caplog.records) == 1

@@ -140,7 +140,7 @@ class NvmlBackend:
         self._parent_of: dict[int, int] = {}  # the node's GPU → its physical GPU's NVML index
         self._mig: dict[int, tuple[int, int]] = {}  # a MIG device → (parent, its MIG index)
         self._gpu_instance: dict[int, int] = {}  # a MIG device → its GPU instance id
-        self._said_empty: set[str] = set()  # MIG GPUs without instances already logged
+        self._said_empty: set[str] = set()  # UUIDs of what was logged once (no instances, …)
         # a device: a physical GPU's NVML index, or (parent, MIG index) for a MIG device
         self._lost: set[Hashable] = set()
         # (device, call, its arguments after the handle) that answered NOT_SUPPORTED: a
@@ -286,7 +286,8 @@ class NvmlBackend:
                 profile = mig_profile(slices, size, parent.memory_mib, parent_gb) if slices else ""
             else:
                 profile = ""
-            if not profile:
+            if not profile and _text(uuid) not in self._said_empty:  # once, not each register
+                self._said_empty.add(_text(uuid))
                 log.warning("MIG device %d of GPU %d: no profile (NVML gave no attributes)", k, i)
             gi = self._call(d, "nvmlDeviceGetGpuInstanceId", mh)
             info = GpuInfo(
