@@ -271,3 +271,59 @@ def test_a_container_job_on_mig_devices_gets_their_uuids_and_names(
     [task] = rt.tasks
     assert task.devices == MIG_REFS and task.cdi
     assert "nvidia.com/gpu=0:2" in Podman("podman").argv(task)
+
+
+def _container_env(tmp_path: Path, rt: Runtime, gpus: list[int]) -> dict[str, str]:
+    """Run a one-rank container job on ``rt`` (a recording runtime) on a node with a CDI
+    spec for its GPUs; the task's environment as the container got it."""
+    from gpufleet.agent.runner import TaskRunner
+    from gpufleet.api.schemas import AgentCommand
+
+    uuids = {0: "GPU-a0", 1: "GPU-b1", 2: "GPU-c2", 3: "GPU-d3"}
+    r = TaskRunner(
+        tmp_path,
+        lambda gs: ",".join(uuids[g] for g in gs),
+        as_root=False,
+        container_runtime=rt,
+    )
+    launch = {"kind": "launch", "job": "j", "attempt": 0, "rank": 0, "gpus": gpus}
+    spec = {**launch, "command": ["x"], "container": {"image": "i"}, "env": {"MODEL": "m"}}
+    r.launch(AgentCommand.model_validate(spec))
+    [ev] = [e for e in r.wait(30.0) if e.kind == "exited"]
+    assert ev.exit_code == 0, r.log_paths(ev.key)[1].read_text()
+    return dict(
+        line.split("=", 1) for line in r.log_paths(ev.key)[0].read_text().splitlines() if line
+    )
+
+
+class RecordingApptainer(Recording):
+    own_gpus_only = False  # as apptainer --nv: every GPU of the node is in the container
+
+
+class RecordingEnroot(Recording):
+    gpus_by_env = True
+
+
+def test_each_runtime_tells_the_job_its_own_gpus_in_the_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufleet.agent import containers
+
+    monkeypatch.setattr(containers, "nvidia_cdi", lambda: True)  # only the job's GPUs by CDI
+    # podman/docker: the container holds the job's GPUs alone, numbered from 0
+    env = _container_env(tmp_path / "p", Recording(), [1, 3])
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and "NVIDIA_VISIBLE_DEVICES" not in env
+    # apptainer --nv binds every GPU: "0,1" would be two other jobs' GPUs
+    env = _container_env(tmp_path / "a", RecordingApptainer(), [1, 3])
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-b1,GPU-d3"
+    # enroot: its NVIDIA hook mounts what NVIDIA_VISIBLE_DEVICES names; none for a CPU job
+    rt = RecordingEnroot()
+    env = _container_env(tmp_path / "e", rt, [1, 3])
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "GPU-b1,GPU-d3" and env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert _container_env(tmp_path / "e0", rt, [])["NVIDIA_VISIBLE_DEVICES"] == "void"
+    # enroot starts from the image's environment: every task variable is passed by name
+    argv = Enroot("enroot").argv(rt.tasks[0])
+    named = {argv[i + 1] for i, a in enumerate(argv) if a == "--env"}
+    assert {"MODEL", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HOME"} <= named
+    assert set(rt.tasks[0].env_names) <= named
+    assert not any("=" in n for n in named)  # names only: no value on the command line

@@ -371,12 +371,17 @@ class TaskRunner:
         # in the container the job's GPUs are its only ones, numbered from 0; without a device
         # (the simulated backend) they are what a bare task is told; a MIG device is known to
         # CUDA by its MIG-… UUID alone, in a container as outside
+        isolated = rt.own_gpus_only and (
+            cdi or any(n.rsplit("/", 1)[-1][6:].isdigit() for n in nodes)
+        )
         visible = (
             ",".join(str(i) for i in range(len(gpus)))
-            if not mig and (cdi or any(n.rsplit("/", 1)[-1][6:].isdigit() for n in nodes))
+            if isolated and not mig
             else self.visible_devices(cmd.gpus)
         )
         env = task_env(account, "/tmp", self.node_env, launch_env, visible)
+        if rt.gpus_by_env:  # the runtime's hook mounts these (by UUID) and no others
+            env["NVIDIA_VISIBLE_DEVICES"] = self.visible_devices(cmd.gpus) if gpus else "void"
         switch = getattr(rt, "switches_user", False)
         try:
             text = containers.env_file_text(env)
@@ -411,6 +416,7 @@ class TaskRunner:
             cdi=cdi,
             device_nodes=nodes,
             owner=self.container_owner,
+            env_names=tuple(env),
         )
         try:
             argv = rt.argv(task)

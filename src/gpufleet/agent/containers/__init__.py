@@ -52,6 +52,9 @@ class ContainerTask:
     cdi: bool = False  # the node has a CDI spec for nvidia.com/gpu
     device_nodes: Sequence[str] = field(default=())  # /dev/nvidia* to pass without CDI
     owner: str = ""  # the agent's OWNER_LABEL value
+    # the task environment's names (its values are in the env file and, for a runtime that
+    # switches to the job's user, in its own process environment): enroot takes each by name
+    env_names: Sequence[str] = ()
 
 
 class Runtime(abc.ABC):
@@ -59,6 +62,12 @@ class Runtime(abc.ABC):
 
     NAME = ""
     BINARIES: tuple[str, ...] = ()
+    # the container gets only the job's GPUs (device nodes, CDI, NVIDIA_VISIBLE_DEVICES), so
+    # they are numbered from 0 in it; False: every GPU of the node is in it (apptainer --nv),
+    # and CUDA_VISIBLE_DEVICES names the job's by UUID
+    own_gpus_only = True
+    # the job's GPUs are named in NVIDIA_VISIBLE_DEVICES for the runtime's NVIDIA hook (enroot)
+    gpus_by_env = False
 
     def __init__(self, binary: str) -> None:
         self.binary = binary

@@ -15,6 +15,8 @@ class Apptainer(Runtime):
     BINARIES = ("apptainer",)
     # the runtime runs as the job's account itself (the runner wraps it with setpriv)
     switches_user = True
+    # --nv binds every GPU of the node: the job's are named in CUDA_VISIBLE_DEVICES (UUIDs)
+    own_gpus_only = False
 
     def argv(self, task: ContainerTask) -> list[str]:
         a = [self.binary, "exec", "--containall", "--cleanenv", "--env-file", task.env_file]
