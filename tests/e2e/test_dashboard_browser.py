@@ -451,6 +451,8 @@ def test_services_show_their_replicas_probes_and_request_rate(
         sync_api.expect(tds.nth(6)).to_have_text("passing")
         sync_api.expect(tds.nth(7)).to_have_text("passing")
     sync_api.expect(pg.locator("main")).to_contain_text("2 ready, 2 live, 2 desired")
+    assert web.endpoint is not None and web.endpoint.token is None
+    sync_api.expect(pg.locator("main dl.facts")).to_contain_text(web.endpoint.url)
     shoot(pg, env, "10-service")
 
     # one replica's readiness fails: out of the traffic, and the page shows it after a refresh

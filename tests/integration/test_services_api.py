@@ -114,6 +114,7 @@ def test_another_user_neither_sees_nor_changes_it(api: Api) -> None:
         lambda: bob.scale_service("web", 5),
         lambda: bob.update_service("web", {"replicas": 3}),
         lambda: bob.delete_service("web"),
+        lambda: bob.rotate_service_token("web"),
     ):
         assert "belongs to alice" in refused(403, call)
     assert "no service nope" in refused(404, lambda: bob.service("nope"))
@@ -125,6 +126,47 @@ def test_another_user_neither_sees_nor_changes_it(api: Api) -> None:
     )
     assert "exists already" in refused(409, lambda: alice.create_service(SVC))
     assert alice.service("web").desired == 2  # nothing of bob's changed it
+
+
+def _get(url: str, token: str | None) -> int:
+    """The status of GET ``url`` through the gateway (an error status too)."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_the_endpoint_token_is_shown_once_and_can_be_renewed(api: Api) -> None:
+    alice = api.user("alice")
+    a0 = api.agent("node-0")
+    register(a0, "node-0")
+    made = alice.create_service(SVC)
+    e = made.endpoint
+    assert e is not None and e.token and e.url == f"http://127.0.0.1:{e.port}"
+    assert 31500 <= e.port <= 32499
+    shown = alice.service("web").endpoint
+    assert shown is not None and (shown.url, shown.token) == (e.url, None)  # never again
+    assert [x.endpoint for x in alice.services()] == [shown]
+    assert e.token not in json.dumps(api.admin.service("web").model_dump())
+    started(a0, "node-0", launches(a0, "node-0", 2))
+    wait_for("2 ready", lambda: alice.service("web").ready == 2)
+    # the proxy checks the token (no replica process answers behind it: not 401 is enough)
+    wait_for("the token taken", lambda: _get(e.url + "/", e.token) != 401)
+    assert _get(e.url + "/", None) == 401 and _get(e.url + "/", "wrong") == 401
+
+    new = alice.rotate_service_token("web").endpoint
+    assert new is not None and new.token and new.token != e.token and new.port == e.port
+    assert alice.service("web").endpoint == shown  # the same address, no token shown
+    wait_for("the old token refused", lambda: _get(e.url + "/", e.token) == 401)
+    assert _get(e.url + "/", new.token) != 401
+    actions = [x.action for x in api.admin.audit(limit=1000) if x.target == "web"]
+    assert "service.token" in actions
+    assert "no service nope" in refused(404, lambda: alice.rotate_service_token("nope"))
 
 
 def test_a_bad_body_gets_every_problem_at_once_and_nothing_is_stored(api: Api) -> None:
@@ -230,6 +272,8 @@ def test_the_cli_runs_lists_shows_updates_scales_and_removes(api: Api, tmp_path:
     r = cli(api, token, "service", "run", "web", "--replicas", "2", "--gpus", "1", "--", "serve")
     assert r.exit_code == 0, r.output
     assert "service web: 2 replica(s) (web.1, web.2)" in r.output
+    url = api.admin.service("web").endpoint.url  # type: ignore[union-attr]
+    assert f"endpoint: {url}" in r.output and "shown this once" in r.output
     started(a0, "node-0", launches(a0, "node-0", 2))
     wait_for("ready", lambda: "2/2" in cli(api, token, "service", "ls").output)
     r = cli(api, token, "service", "ls", "--json")
@@ -237,7 +281,14 @@ def test_the_cli_runs_lists_shows_updates_scales_and_removes(api: Api, tmp_path:
     assert (row["name"], row["ready"], row["command"]) == ("web", 2, ["serve"])
     r = cli(api, token, "service", "show", "web")
     assert r.exit_code == 0 and "web.1" in r.output and "node-0" in r.output, r.output
+    assert url in r.output and url in cli(api, token, "service", "ls").output
     assert "RUNNING" in r.output and "created" in r.output
+    keep = tmp_path / "web.token"
+    r = cli(api, token, "service", "token", "web", "--save-token", str(keep))
+    assert r.exit_code == 0 and f"token:    in {keep}" in r.output, r.output
+    assert keep.stat().st_mode & 0o777 == 0o600 and keep.read_text().strip() not in r.output
+    again = cli(api, token, "service", "token", "web", "--save-token", str(keep))
+    assert again.exit_code == 2 and "File exists" in again.output, again.output  # kept
     shown = json.loads(cli(api, token, "service", "show", "web", "--json").output)
     assert [x["job_id"] for x in shown["replicas"]] == ["web.1", "web.2"]
 
@@ -281,3 +332,15 @@ def test_scaling_an_autoscaled_service_moves_its_bounds(api: Api) -> None:
     alice.create_service(SVC)
     msg = refused(422, lambda: alice.scale_service("web", minimum=1, maximum=3))
     assert "target_qps_per_replica" in msg
+
+
+def test_without_a_gateway_a_service_has_no_endpoint(db_url: str, tmp_path: Path) -> None:
+    store = Store.open(db_url)
+    try:
+        with serve(store, tmp_path / "controller", ManualClock(T0), gateway="off") as api:
+            alice = api.user("alice")
+            assert alice.create_service(SVC).endpoint is None
+            assert alice.service("web").endpoint is None
+            assert "runs no gateway" in refused(409, lambda: alice.rotate_service_token("web"))
+    finally:
+        store.close()

@@ -236,6 +236,47 @@ def test_an_exit_is_replaced_after_a_back_off_that_doubles_caps_and_resets() -> 
     assert len(added(s.until(t0 + 10))) == 1
 
 
+def test_a_replica_that_died_before_it_was_ready_leaves_its_port_to_others_for_a_while() -> None:
+    # something else on the node holds the port (another cluster, a stray server): the
+    # replica exits at once; its successor gets another port instead of the same again
+    s = Svc(service(1), nodes=1)
+    s.start()
+    first = s.c.services.replica_port("web.1")
+    s.do(at=100.0)
+    out = s.exit("web.1", 1, "Address already in use")
+    assert "a new replica in 10 s or later" in events(out, "replica failed")[0].why
+    (a,) = added(s.until(110.0))
+    s.start(a.job_id)
+    assert s.c.services.replica_port(a.job_id) == first + 1
+    s.ready(a.job_id)
+    # a replica that was ready and then died does not mark its port
+    s.do(at=200.0)
+    s.exit(a.job_id, 1)
+    (b,) = added(s.until(300.0))
+    s.start(b.job_id)
+    assert s.c.services.replica_port(b.job_id) == first + 1
+    # past the hint's life (600 s) the lowest port is taken again
+    s.ready(b.job_id)
+    s.do(at=950.0)
+    s.exit(b.job_id, 1)
+    (c,) = added(s.until(960.0))
+    s.start(c.job_id)
+    assert s.c.services.replica_port(c.job_id) == first
+
+
+def test_readiness_changes_are_in_the_services_history_once_each() -> None:
+    s = Svc(service(1), nodes=1)
+    s.start()
+    where = f"web.1 on {s.node('web.1')}:{s.c.services.replica_port('web.1')}"
+    assert [e.why for e in events(s.ready("web.1"), "replica ready")] == [where]
+    assert events(s.ready("web.1"), "replica ready") == []  # no change, no event
+    out = s.do(ReplicaProbe("web.1", 1, "readiness", False, "HTTP 503"))
+    assert [e.why for e in events(out, "replica not ready")] == [
+        f"{where}: HTTP 503; out of the routes"
+    ]
+    assert events(s.do(ReplicaProbe("web.1", 1, "readiness", False)), "replica not ready") == []
+
+
 def test_the_replacement_waits_exactly_the_back_off() -> None:
     s = Svc(service(1, readiness=None))
     s.start()

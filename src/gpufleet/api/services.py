@@ -127,6 +127,20 @@ class ServiceEventOut(Strict):
     why: str
 
 
+class EndpointOut(Strict):
+    """Where the service's clients connect: the gateway's port for it, load-balanced over the
+    ready replicas, each request with ``Authorization: Bearer <token>``."""
+
+    url: str = Field(description="http://host:port")
+    host: str
+    port: int
+    token: str | None = Field(
+        None,
+        description="the endpoint's bearer token: only in the answer that made it "
+        "(createService, rotateServiceToken), never shown again",
+    )
+
+
 class ServiceOut(Strict):
     name: str
     user: str
@@ -147,3 +161,6 @@ class ServiceOut(Strict):
     spec: dict[str, Any] = Field(description="the current generation's spec")
     replicas: list[ReplicaOut] = Field(default_factory=list)
     events: list[ServiceEventOut] | None = None
+    endpoint: EndpointOut | None = Field(
+        None, description="none when the controller runs no gateway (--gateway off)"
+    )

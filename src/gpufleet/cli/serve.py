@@ -11,6 +11,19 @@ import typer
 from gpufleet.model.errors import SpecError
 
 
+def port_range(text: str, option: str) -> tuple[int, int]:
+    """``FIRST-LAST`` (or one port) as (first, how many); ValueError naming ``option``."""
+    first, sep, last = text.strip().partition("-")
+    try:
+        lo = int(first)
+        hi = int(last) if sep else lo
+    except ValueError:
+        raise ValueError(f"{option} {text!r}: expected FIRST-LAST, like 31500-32499") from None
+    if not 1 <= lo <= hi <= 65535:
+        raise ValueError(f"{option} {text!r}: need 1 <= FIRST <= LAST <= 65535")
+    return lo, hi - lo + 1
+
+
 def controller(
     data_dir: Path = typer.Option(
         Path("./gpufleet-data"), help="where the SQLite file, logs and the first admin token live"
@@ -78,6 +91,24 @@ def controller(
         help="the Unix account a job runs as on a node that has no account of its user "
         "(default: none; such a job is refused, and its Reason says so)",
     ),
+    gateway: str = typer.Option(
+        "",
+        "--gateway",
+        help="the services' endpoints: haproxy, nginx, builtin (a small proxy for a demo) "
+        "or off (default: the first installed of haproxy, nginx, builtin)",
+    ),
+    gateway_host: str = typer.Option(
+        "127.0.0.1", "--gateway-host", help="where the service endpoints listen"
+    ),
+    gateway_ports: str = typer.Option(
+        "31500-32499", "--gateway-ports", help="the endpoints' port range, FIRST-LAST"
+    ),
+    gateway_drain_s: float = typer.Option(
+        2.0, "--gateway-drain-s", help="a replica out of the routes is stopped this much later"
+    ),
+    gateway_stats_s: float = typer.Option(
+        5.0, "--gateway-stats-s", help="read the services' request rates this often"
+    ),
     secrets_key_file: Path = typer.Option(
         None,
         "--secrets-key-file",
@@ -85,7 +116,8 @@ def controller(
         "GPUFLEET_SECRETS_KEY, else secrets.key in the data dir, made on first start)",
     ),
 ) -> None:
-    """Run the controller: REST API under /api/v1, scheduling, the store."""
+    """Run the controller: REST API under /api/v1, scheduling, the store, the services'
+    endpoints."""
     import uvicorn
 
     from gpufleet.scheduler.framework import ProfileError
@@ -101,6 +133,7 @@ def controller(
         raise typer.Exit(2)
     try:
         tls = TlsFiles.check(tls_cert, tls_key)
+        port_base, port_span = port_range(gateway_ports, "--gateway-ports")
         cfg = ServerConfig(
             data_dir=data_dir,
             db_url=resolve_db_url(db, db_file, os.environ),
@@ -126,6 +159,12 @@ def controller(
             max_array_size=max_array_size,
             fallback_account=fallback_account,
             secrets_key_file=secrets_key_file,
+            gateway=gateway,
+            gateway_host=gateway_host,
+            gateway_port_base=port_base,
+            gateway_port_span=port_span,
+            gateway_drain_s=gateway_drain_s,
+            gateway_stats_s=gateway_stats_s,
         )
         private_umask()  # the store, logs, admin.token and their directories: ours alone
         app = create_app(cfg)

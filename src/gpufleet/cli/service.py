@@ -1,8 +1,9 @@
-"""``gpufleet service run|ls|show|update|scale|rm``: long-running services (``kind:
+"""``gpufleet service run|ls|show|update|scale|token|rm``: long-running services (``kind:
 service``), their replicas and probe states, through ``/api/v1/services``."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,13 +13,23 @@ import typer
 from gpufleet.cli import output as out
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
 
-app = typer.Typer(no_args_is_help=True, help="Run, list, show, update, scale and remove services.")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Run, list, show, update, scale and remove services; renew an endpoint's token.",
+)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 FileOpt = Annotated[Path | None, typer.Option("--file", "-f", help="A service YAML.")]
 ImageOpt = Annotated[
     str | None, typer.Option("--image", help="Run each replica in this container image.")
 ]
 EnvOpt = Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable).")]
+TokenFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--save-token",
+        help="Write the endpoint's token to this new file (0600) instead of printing it.",
+    ),
+]
 HINTS = {404: "check: gpufleet service ls", 409: "pick another name, or: gpufleet service update"}
 
 
@@ -83,11 +94,13 @@ def run(
     image: ImageOpt = None,
     env: EnvOpt = None,
     queue: Annotated[str | None, typer.Option("--queue", "-p")] = None,
+    token_file: TokenFileOpt = None,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Start a service: -f svc.yaml, or NAME --replicas N --port P --gpus G -- CMD..."""
+    """Start a service: -f svc.yaml, or NAME --replicas N --port P --gpus G -- CMD...
+    Prints its endpoint and the endpoint's token, which is shown this once."""
     spec: dict[str, Any] = _yaml(file) if file is not None else {}
     rest = list(args or [])
     if rest:
@@ -105,13 +118,53 @@ def run(
         if "env" in given and isinstance(base.get("env"), dict):
             given["env"] = {**base["env"], **given["env"]}
         spec["replica"] = {**base, **given}
+    sink = _token_sink(token_file)
     with connect(server, token, HINTS) as c:
-        svc = c.create_service(spec)
+        svc = _keep_token(c.create_service(spec), sink)
     if json_out:
         out.emit_json(svc)
         return
     ids = ", ".join(r.job_id for r in svc.replicas) or "none yet"
     print(f"service {svc.name}: {svc.desired} replica(s) ({ids})")
+    _print_endpoint(svc, token_file)
+
+
+def _token_sink(path: Path | None) -> int | None:
+    """``--save-token``'s new file (0600), opened before the request: a file that cannot be
+    made fails the command before a token exists that nobody could see."""
+    if path is None:
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as err:
+        out.fail(f"--save-token {path}: {err.strerror}", code=2)
+
+
+def _keep_token(svc: Any, fd: int | None) -> Any:
+    """The token into ``fd`` (closed here): the answer without it."""
+    if fd is None:
+        return svc
+    e = svc.endpoint
+    with os.fdopen(fd, "w") as f:
+        if e is not None and e.token is not None:
+            f.write(e.token + "\n")
+    if e is None:
+        return svc
+    return svc.model_copy(update={"endpoint": e.model_copy(update={"token": None})})
+
+
+def _print_endpoint(svc: Any, token_file: Path | None) -> None:
+    e = svc.endpoint
+    if e is None:
+        print("endpoint: none (the controller runs no gateway)")
+        return
+    print(f"endpoint: {e.url}")
+    if token_file is not None:
+        print(f"token:    in {token_file}")
+    elif e.token is not None:
+        print(f"token:    {e.token}")
+        print("          (shown this once; gpufleet service token NAME makes a new one)")
+    print(f"try:      curl -H 'Authorization: Bearer <token>' {e.url}/")
 
 
 def _status(s: Any) -> str:
@@ -135,7 +188,7 @@ def ls(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt = No
         out.emit_json(rows)
         return
     out.table(
-        ["NAME", "USER", "READY", "GEN", "REQ/S", "STATUS", "RUNS"],
+        ["NAME", "USER", "READY", "GEN", "REQ/S", "STATUS", "ENDPOINT", "RUNS"],
         [
             [
                 s.name,
@@ -144,6 +197,7 @@ def ls(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt = No
                 s.generation,
                 "-" if s.request_rate is None else out.number(s.request_rate),
                 _status(s),
+                s.endpoint.url if s.endpoint is not None else "-",
                 _what(s)[:60],
             ]
             for s in rows
@@ -183,6 +237,7 @@ def show(
             ),
             ("request rate", None if s.request_rate is None else f"{s.request_rate:g} req/s"),
             ("generation", s.generation),
+            ("endpoint", s.endpoint.url if s.endpoint is not None else "none (no gateway)"),
             ("port", s.port or "one free port each ($PORT)"),
             ("runs", _what(s)),
             ("note", s.note),
@@ -264,6 +319,21 @@ def scale(
     with connect(server, token, HINTS) as c:
         s = c.scale_service(name, replicas, minimum=lo, maximum=hi)
     print(f"service {s.name}: {s.desired} replica(s) desired")
+
+
+@app.command("token")
+def rotate_token(
+    name: Annotated[str, typer.Argument(help="The service's name.")],
+    token_file: TokenFileOpt = None,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Make a new token for the service's endpoint (the old one stops working) and show it
+    this once."""
+    sink = _token_sink(token_file)
+    with connect(server, token, HINTS) as c:
+        s = _keep_token(c.rotate_service_token(name), sink)
+    _print_endpoint(s, token_file)
 
 
 @app.command("rm")

@@ -293,6 +293,10 @@ class Client(_Base):
         }
         return self._one(svc.ServiceOut, "POST", f"/services/{name}/scale", json=body)
 
+    def rotate_service_token(self, name: str) -> svc.ServiceOut:
+        """A new endpoint token (in ``endpoint.token`` of the answer, and nowhere else)."""
+        return self._one(svc.ServiceOut, "POST", f"/services/{name}/token")
+
     def delete_service(self, name: str) -> None:
         self._call("DELETE", f"/services/{name}")
 

@@ -117,7 +117,7 @@ class ServiceEvent:
 
     service: str
     what: str  # "created", "updated", "scaled", "rollout", "rolled out", "rolled back",
-    # "replica failed", "deleting", "removed"
+    # "replica ready", "replica not ready", "replica failed", "deleting", "removed"
     time: float
     why: str = ""
 

@@ -71,6 +71,7 @@ TIMER = "service"  # SetTimer/TimerFired kind; job_id carries the service's name
 # holds: below the batch step daemons' (27500) and MASTER_PORT's (29500) ranges
 REPLICA_PORT_BASE = 20000
 REPLICA_PORT_SPAN = 7500
+SUSPECT_PORT_S = 600.0  # how long a port a replica died on before it was ready is avoided
 MAX_LOAD_SAMPLES = 4096
 
 
@@ -256,6 +257,10 @@ def _template_changed(a: ServiceSpec, b: ServiceSpec) -> bool:
     )
 
 
+def _on(r: Replica) -> str:
+    return f"{r.job_id} on {r.node}:{r.port}" if r.node else r.job_id
+
+
 class ServiceMaster:
     def __init__(self, state: ClusterState, jobmaster: JobMaster) -> None:
         self.state = state
@@ -264,6 +269,10 @@ class ServiceMaster:
         self._replica_of: dict[str, str] = {}  # replica job id → service name
         self._dirty: set[str] = set()
         self._rekill: set[str] = set()  # restored replicas being stopped: kill them again
+        # (node, port) → until when: a replica there ended by itself before it was ever
+        # ready (most often: something else holds the port). Its successors get another port
+        # while one is free; a hint, not state (a restart forgets it)
+        self._suspect: dict[tuple[str, int], float] = {}
 
     # ----- reading (the server's wiring asks these) ----------------------------------------
 
@@ -416,8 +425,11 @@ class ServiceMaster:
         if ev.ok and r.ready_since is None:
             r.ready_since = now
             self._progress(svc, r, now, out)
+            out.append(ServiceEvent(svc.name, "replica ready", now, _on(r)))
         elif not ev.ok and r.ready_since is not None:
             r.ready_since = None
+            why = f"{_on(r)}: {ev.why or 'readiness probe failed'}; out of the routes"
+            out.append(ServiceEvent(svc.name, "replica not ready", now, why))
         self._mark(svc)
         self._reconcile(svc, now, out)
 
@@ -470,7 +482,7 @@ class ServiceMaster:
             r.node = rec.allocation[0].node if rec.allocation else ""
             r.ready_since = None
             spec = svc.specs[r.generation]
-            r.port = spec.port or self._free_port(r.node, r.job_id)
+            r.port = spec.port or self._free_port(r.node, r.job_id, now)
             self._mark(svc)
         elif t.new is S.RUNNING:
             if svc.specs[r.generation].readiness is None and r.live:
@@ -504,6 +516,8 @@ class ServiceMaster:
         svc.failures = 1 if ran_fine else svc.failures + 1
         if node:
             svc.node_failures[node] = 1 if ran_fine else svc.node_failures.get(node, 0) + 1
+            if r.ready_since is None and r.port and not spec.port:
+                self._suspect[(node, r.port)] = now + SUSPECT_PORT_S
         delay = b.delay(svc.failures)
         svc.not_before = max(svc.not_before, now + delay)
         why = r.failed or t.why or t.new.value
@@ -512,8 +526,8 @@ class ServiceMaster:
                 svc.name,
                 "replica failed",
                 now,
-                f"{r.job_id}{f' on {node}' if node else ''}: {why}; "
-                f"replaced after {delay:g} s (failure {svc.failures} in a row)",
+                f"{r.job_id}{f' on {node}' if node else ''}: {why}; a new replica in "
+                f"{svc.not_before - now:g} s or later (failure {svc.failures} in a row)",
             )
         )
         self._wake(svc, svc.not_before, now, out)
@@ -672,11 +686,15 @@ class ServiceMaster:
                 out.append(RouteBackend(r.job_id, r.node, r.port))
         return tuple(sorted(out, key=lambda b: (b.node, b.port, b.job_id)))
 
-    def _free_port(self, node: str, job_id: str) -> int:
+    def _free_port(self, node: str, job_id: str, now: float) -> int:
         """The lowest port no other replica in the cluster holds, else the lowest none on
         ``node`` holds: only a node's own must differ, but nodes may share a host (a local
         cluster, agents in containers on the host's network), where two replicas of one port
-        on two nodes would collide; the core does not know which nodes share one."""
+        on two nodes would collide; the core does not know which nodes share one. A port
+        where a replica on ``node`` recently died before it was ready is taken last."""
+        for k in [k for k, until in self._suspect.items() if until <= now]:
+            del self._suspect[k]
+        suspect = {p for (n, p) in self._suspect if n == node}
         on_node: set[int] = set()
         anywhere: set[int] = set()
         for svc in self.services.values():
@@ -686,7 +704,7 @@ class ServiceMaster:
                     if r.node == node:
                         on_node.add(r.port)
         ports = range(REPLICA_PORT_BASE, REPLICA_PORT_BASE + REPLICA_PORT_SPAN)
-        for used in (anywhere, on_node):
+        for used in (anywhere | suspect, on_node | suspect, on_node):
             for p in ports:
                 if p not in used:
                     return p

@@ -68,6 +68,13 @@ class EndpointBook:
         self._save()
         return e
 
+    def rotate(self, name: str) -> Endpoint:
+        """A new token for ``name``'s endpoint (its port stays); saved before it is used."""
+        e = Endpoint(self.endpoint(name).port, secrets.token_urlsafe(32))
+        self._book[name] = e
+        self._save()
+        return e
+
     def forget(self, name: str) -> None:
         if self._book.pop(name, None) is not None:
             self._save()

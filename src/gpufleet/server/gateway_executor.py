@@ -116,6 +116,13 @@ class ServiceGateway:
         self._apply()
         return before - {b.job_id for b in c.backends}
 
+    def rotate(self, name: str) -> Endpoint:
+        """A new token for ``name``'s endpoint, served from the proxy's next apply (now)."""
+        e = self.book.rotate(name)
+        if name in self.routes:
+            self._apply()
+        return e
+
     def forget(self, name: str) -> None:
         """The service is gone: its endpoint closes and its port and token are freed."""
         self._ready.pop(name, None)

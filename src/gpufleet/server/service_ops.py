@@ -21,8 +21,9 @@ from gpufleet.model.errors import SpecError
 from gpufleet.model.service import ServiceSpec, ServiceSpecError
 from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
+from gpufleet.server.gateway_executor import ServiceGateway
 from gpufleet.server.journal import AuditRow
-from gpufleet.server.service_views import service_out
+from gpufleet.server.service_views import endpoint_out, service_out
 
 
 def _refuse(status: int, message: str) -> Exception:
@@ -48,6 +49,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 class ServiceRequests:
     ctrl: Controller
     store: Any
+    gateway: ServiceGateway | None
 
     if TYPE_CHECKING:
 
@@ -124,10 +126,19 @@ class ServiceRequests:
             raise _refuse(403, f"service {name} belongs to {owner}; this token is {who.user}'s")
         return svc
 
-    def service_view(self, svc: Service, events: int | None = None) -> ServiceOut:
-        """What the API shows of it; ``events``: with its newest events (from the store)."""
+    def service_view(
+        self, svc: Service, events: int | None = None, *, token: bool = False
+    ) -> ServiceOut:
+        """What the API shows of it; ``events``: with its newest events (from the store);
+        ``token``: with its endpoint's token (only the answer that made the token)."""
         history = None if events is None else self.store.service_events(svc.name, events)
-        return service_out(svc, self.ctrl, history)
+        endpoint = None
+        if self.gateway is not None:
+            e = self.gateway.book.endpoint(svc.name) if token else self.gateway.book.get(svc.name)
+            if e is not None:
+                host = self.gateway.gateway.bind_host
+                endpoint = endpoint_out(host, e.port, e.token if token else None)
+        return service_out(svc, self.ctrl, history, endpoint)
 
     def visible_services(self, who: Principal) -> list[Service]:
         svcs = sorted(self.ctrl.services.services.values(), key=lambda s: s.name)
@@ -197,6 +208,16 @@ class ServiceRequests:
             (who.name, who.role, "service.scale", name, {"replicas": replicas}),
         )
         return self.owned_service(name, who)
+
+    def rotate_service_token(self, name: str, who: Principal) -> Service:
+        """A new endpoint token for the service (the old one is refused from the proxy's
+        next reload on); audited before it takes effect."""
+        svc = self.owned_service(name, who)
+        if self.gateway is None:
+            raise _refuse(409, "the controller runs no gateway (--gateway off): no endpoint")
+        self.store.audit(who.name, who.role, "service.token", name, {})
+        self.gateway.rotate(name)
+        return svc
 
     async def delete_service(self, name: str, who: Principal) -> None:
         self.owned_service(name, who)

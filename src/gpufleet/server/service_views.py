@@ -3,6 +3,7 @@ their jobs' states, nodes, ports and probe states, and its recent history."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 
 from gpufleet.api import services as a
@@ -55,8 +56,20 @@ def request_rate(svc: Service) -> float | None:
     return svc.load[-1][1] if svc.load else None
 
 
+def endpoint_out(host: str, port: int, token: str | None = None) -> a.EndpointOut:
+    """``host``: where the gateway listens; a wildcard address is named by this host's name,
+    which is what a client elsewhere can reach."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.getfqdn()
+    shown = f"[{host}]" if ":" in host else host
+    return a.EndpointOut(url=f"http://{shown}:{port}", host=host, port=port, token=token)
+
+
 def service_out(
-    svc: Service, ctrl: Controller, events: Sequence[ServiceEventRecord] | None = None
+    svc: Service,
+    ctrl: Controller,
+    events: Sequence[ServiceEventRecord] | None = None,
+    endpoint: a.EndpointOut | None = None,
 ) -> a.ServiceOut:
     spec = svc.spec
     replicas = [
@@ -91,4 +104,5 @@ def service_out(
         events=None
         if events is None
         else [a.ServiceEventOut(time=e.time, what=e.what, why=e.why) for e in events],
+        endpoint=endpoint,
     )

@@ -656,6 +656,7 @@ function servicePage(name) {
             + "per replica" : "off"],
           ["Request rate", s.request_rate === null || s.request_rate === undefined ? "–"
             : `${num(s.request_rate, 1)} req/s`],
+          ["Endpoint", s.endpoint ? s.endpoint.url : "none (the controller runs no gateway)"],
           ["Generation", String(s.generation)], ["Runs", s.image || s.command.join(" ")],
           ["Note", s.note || "–"]]
           .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))));

@@ -53,7 +53,7 @@ async def create(
     svc: ControllerService = Depends(service),
 ) -> Any:
     spec = _secrets(request, svc.read_service(body.spec, who))
-    return svc.service_view(await svc.create_service(spec, who))
+    return svc.service_view(await svc.create_service(spec, who), token=True)
 
 
 @router.get("/services", response_model=list[a.ServiceOut], operation_id="listServices")
@@ -105,6 +105,17 @@ async def scale(
 ) -> Any:
     x = await svc.scale_service(name, who, body.replicas, body.min, body.max)
     return svc.service_view(x)
+
+
+@router.post(
+    "/services/{name}/token", response_model=a.ServiceOut, operation_id="rotateServiceToken"
+)
+async def rotate_token(
+    name: a.ServiceName, who: Principal = USERS, svc: ControllerService = Depends(service)
+) -> Any:
+    """A new bearer token for the service's endpoint, shown in this answer only; the old one
+    is refused from now on."""
+    return svc.service_view(svc.rotate_service_token(name, who), token=True)
 
 
 @router.delete("/services/{name}", status_code=204, operation_id="deleteService")
