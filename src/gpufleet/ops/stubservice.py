@@ -64,8 +64,8 @@ def ready_service(
     without: str = "",
 ) -> ServiceOut:
     """The service once ``n`` replicas are ready, no rollout runs, with ``generation`` every
-    live replica is of it, and replica ``without`` (one just killed) is not among them:
-    TimeoutError naming what was last seen."""
+    replica is of it (the old ones have ended), and replica ``without`` (one just killed) is
+    not among them; TimeoutError naming what was last seen."""
     deadline = time.monotonic() + timeout_s
     while True:
         s = c.service(name)
@@ -74,7 +74,8 @@ def ready_service(
             s.ready == n
             and not s.rolling_out
             and len(live) == n
-            and (generation is None or all(r.generation == generation for r in live))
+            # the old replicas gone too, not only out of the routes (drained, then stopped)
+            and (generation is None or all(r.generation == generation for r in s.replicas))
             and all(r.job_id != without for r in s.replicas)
         ):
             return s
