@@ -1,5 +1,6 @@
 #!/bin/bash
-# The real-GPU check (BENCHMARKS.md, "A real H200"), from the repo root on a GPU machine:
+# The real-GPU check (BENCHMARKS.md, "A real H200"), from the repo root on a GPU machine
+# (every script only reads the GPUs: none changes MIG mode, creates instances or resets a GPU):
 #   OUT=/tmp/out bash bench/device/run.sh
 # .whl/ (optional): wheels of what that machine lacks, installed into /tmp/site.
 set -x
@@ -17,5 +18,6 @@ timeout 30 nvidia-smi -q -d CLOCK,PERFORMANCE,ECC,POWER,TEMPERATURE | head -150 
 timeout 30 $PY -c 'import pynvml, sys, torch; pynvml.nvmlInit(); print(sys.version, pynvml.nvmlSystemGetDriverVersion(), pynvml.nvmlSystemGetNVMLVersion(), torch.__version__, torch.version.cuda)'
 timeout 30 $PY -m pip show nvidia-ml-py pydantic fastapi 2>/dev/null | grep -E "^(Name|Version|Location)"
 timeout 60 $PY bench/device/nvml_probe.py
+timeout 60 $PY bench/device/mig_probe.py   # MIG mode and devices, raw and as the backend offers them
 timeout 150 $PY bench/device/cluster_probe.py
 date -u

@@ -128,6 +128,27 @@ def test_missing_or_wrong_token_is_401(gateway: Gateway, backends: list[BackendP
     assert counted(gateway, lambda st: st.status_4xx >= 4 and st.requests >= 5)
 
 
+def test_requests_refused_for_the_token_are_counted_apart(
+    gateway: Gateway, backends: list[BackendProcess]
+) -> None:
+    """The load is what was served: the token check's 401s are counted as ``unauthorized``,
+    a backend's own 401 is not one of them."""
+    port = free_port()
+    gateway.apply([route(port, backends)])
+    for token in (None, "wrong-token-0123456789", None):
+        bad = Client(port, token)
+        assert bad.get(fresh=True)[0] == 401, token
+    good = Client(port, TOKEN)
+    assert [good.get()[0] for _ in range(4)] == [200] * 4
+    assert good.get(path="/status/401")[0] == 401  # the backend's answer, through the proxy
+    st = counted(gateway, lambda st: st.requests >= 8)
+    assert st == ServiceStats(requests=8, status_4xx=4, status_5xx=0, unauthorized=3)
+    gateway.apply([route(port, backends[:1])])  # a reload: the counts go on
+    assert Client(port, None).get(fresh=True)[0] == 401
+    st = counted(gateway, lambda st: st.requests >= 9)
+    assert (st.requests, st.unauthorized) == (9, 4)
+
+
 def test_reloads_under_load_fail_no_request(
     gateway: Gateway, backends: list[BackendProcess]
 ) -> None:

@@ -1,13 +1,16 @@
 """The server's gateway executor with a real proxy in front of real backend processes on
 127.0.0.1: the core's Routes become the proxy's config (nodes mapped to their agents'
 addresses), the endpoint needs the service's token, the Kill of a replica that left the routes
-waits for the drain after the routes changed, the endpoint survives a restart, a removed
-service's endpoint closes, and the request rate comes from the proxy's counters."""
+waits for the apply and the drain after it, the endpoint survives a restart, a new service's
+endpoint answers 503 before it has a backend, a removed service's endpoint closes, and the
+request rate comes from the proxy's counters, without the requests refused for a bad token."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import queue
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,10 +21,13 @@ import pytest
 from gpufleet.benchmarks.http_backends import BackendProcess, Client, free_port
 from gpufleet.core.commands import Command, Kill, RouteBackend, Routes, ServiceRecord
 from gpufleet.core.events import ServiceLoad
+from gpufleet.core.services import RestoredService
 from gpufleet.gateway import make_gateway
 from gpufleet.server.endpoints import EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 from realparts import require
+
+WAIT_S = 30.0
 
 
 @dataclass
@@ -93,11 +99,13 @@ def test_routes_reach_the_proxy_with_the_token_and_a_leaving_replica_is_killed_a
 ) -> None:
     agents = Agents()
     later: list[tuple[float, Callable[[], None]]] = []
-    ex = WithGateway(agents, gw, lambda d, f: later.append((d, f)))
+    hops: queue.Queue[Callable[[], None]] = queue.Queue()  # back on the "loop": this thread
+    ex = WithGateway(agents, gw, lambda d, f: later.append((d, f)), hops.put)
     b0, b1 = backends
     one, two = RouteBackend("llm.1", "n1", b0.port), RouteBackend("llm.2", "n2", b1.port)
     assert not gw.started  # no service yet: no proxy
     ex.apply([Routes("llm", (one, two))])
+    gw.applied.result(WAIT_S)
     e = gw.endpoint("llm")
     assert e is not None and gw.started
     assert served_by(Client(e.port, e.token), 8) == {b"b0", b"b1"}
@@ -110,7 +118,9 @@ def test_routes_reach_the_proxy_with_the_token_and_a_leaving_replica_is_killed_a
     other = Kill("batch-7", 1, (0,), "cancelled")
     gone = Kill("llm.2", 1, (0,), "scaled down")
     ex.apply([Routes("llm", (one,)), gone, other])
-    assert agents.sent == [other]
+    assert agents.sent == [other] and later == []
+    gw.applied.result(WAIT_S)  # the proxy routes to llm.1 only: the drain begins
+    hops.get(timeout=WAIT_S)()
     assert [d for d, _ in later] == [gw.drain_s] and gw.drain_s == 2.0
     assert served_by(Client(e.port, e.token), 6) == {b"b0"}  # b1 still runs, gets nothing
     later[0][1]()  # the drain is over
@@ -123,18 +133,45 @@ def test_routes_reach_the_proxy_with_the_token_and_a_leaving_replica_is_killed_a
 
     # a removed service: its endpoint closes, its port and token are freed
     ex.apply([Routes("llm", ()), ServiceRecord("llm", None)])
+    gw.applied.result(WAIT_S)
     assert gw.endpoint("llm") is None and json.loads(book_path.read_text()) == {}
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", e.port), timeout=2):
         pass
+
+
+def test_a_new_service_answers_503_until_it_has_a_backend(
+    gw: ServiceGateway, backends: list[BackendProcess]
+) -> None:
+    ex = WithGateway(Agents(), gw, lambda d, f: None, lambda f: None)
+    ex.apply([ServiceRecord("llm", RestoredService((), 1, 1))])  # its creation
+    gw.applied.result(WAIT_S)
+    e = gw.endpoint("llm")
+    assert e is not None
+    c = Client(e.port, e.token)
+    assert c.get(fresh=True)[0] == 503  # the proxy answers: no refused connection
+    close(c)
+    ex.apply([Routes("llm", (RouteBackend("llm.1", "n1", backends[0].port),))])
+    gw.applied.result(WAIT_S)
+    assert served_by(Client(e.port, e.token), 2) == {b"b0"}
+
+
+def sample(gw: ServiceGateway, now: float) -> list[ServiceLoad]:
+    return asyncio.run(gw.sample(now))
 
 
 def test_the_request_rate_comes_from_the_proxys_counters_and_a_reset_counts_from_zero(
     gw: ServiceGateway, backends: list[BackendProcess]
 ) -> None:
     gw.on_routes(Routes("llm", (RouteBackend("llm.1", "n1", backends[0].port),)))
+    gw.applied.result(WAIT_S)
     e = gw.endpoint("llm")
     assert e is not None
-    assert gw.sample(100.0) == []  # the first sample: nothing to compare with
+    assert sample(gw, 100.0) == []  # the first sample: nothing to compare with
+    for token in (None, "x" * 43):  # refused by the proxy: no load
+        for _ in range(3):
+            bad = Client(e.port, token)
+            assert bad.get(fresh=True)[0] == 401
+            close(bad)
     client = Client(e.port, e.token)
     served_by(client, 10)
     client.get(fresh=True)  # and one more: 11 in 2 s
@@ -143,6 +180,7 @@ def test_the_request_rate_comes_from_the_proxys_counters_and_a_reset_counts_from
 
     gw.stop()  # a restarted proxy counts from 0 again
     gw.on_routes(Routes("llm", (RouteBackend("llm.1", "n1", backends[0].port),)))
+    gw.applied.result(WAIT_S)
     served_by(Client(e.port, e.token), 4)
     assert wait_load(gw, 104.0, 2.0) == ServiceLoad("llm", 2.0, 104.0)
 
@@ -155,7 +193,7 @@ def wait_load(gw: ServiceGateway, now: float, want: float) -> ServiceLoad:
     last = gw._last["llm"]
     deadline = time.monotonic() + 10
     while True:
-        (load,) = gw.sample(now)
+        (load,) = sample(gw, now)
         if load.qps >= want or time.monotonic() > deadline:
             return load
         gw._last["llm"] = last
@@ -184,6 +222,8 @@ def test_a_node_without_a_known_address_is_left_out_and_ipv6_is_bracketed(
     links = {"v6": Link("fd00::7")}
     g = ServiceGateway(rec, EndpointBook(book_path, 40000, 3), links)  # type: ignore[arg-type]
     g.on_routes(Routes("a", (RouteBackend("a.1", "v6", 20000), RouteBackend("a.2", "gone", 1))))
+    g.applied.result(WAIT_S)
+    g.stop()
     (route,) = rec.applied[-1]
     assert [b.address for b in route.backends] == ["[fd00::7]:20000"]  # type: ignore[attr-defined]
     assert route.listen_port == 40000 and len(route.token) >= 32  # type: ignore[attr-defined]

@@ -93,6 +93,7 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("PUT", "/api/v1/services/{name}"): rule(200, *OWNER),
     ("PATCH", "/api/v1/services/{name}"): rule(200, *OWNER),
     ("POST", "/api/v1/services/{name}/scale"): rule(200, *OWNER),
+    ("POST", "/api/v1/services/{name}/token"): rule(200, *OWNER),  # a new endpoint token
     ("DELETE", "/api/v1/services/{name}"): rule(204, *OWNER),
     ("GET", "/api/v1/accounting"): rule(200, *USERS),  # a user's rows are their own
     ("GET", "/api/v1/dashboard/me"): rule(200, *USERS),

@@ -4,12 +4,14 @@ the order they are found in, and the env file that keeps values off every comman
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from gpufleet.agent.containers import (
     ContainerTask,
+    Runtime,
     choose,
     container_name,
     detect_all,
@@ -21,6 +23,7 @@ from gpufleet.agent.containers.apptainer import Apptainer
 from gpufleet.agent.containers.docker import Docker
 from gpufleet.agent.containers.enroot import Enroot
 from gpufleet.agent.containers.podman import Podman
+from gpufleet.agent.gpu import DeviceRef
 from gpufleet.model.container import Mount
 
 TASK = ContainerTask(
@@ -192,3 +195,79 @@ def test_the_watchdog_removes_a_container_its_pid_file_names(tmp_path: Path) -> 
     remove_container(bare)  # a bare task's: nothing to run, no error
     bare.write_text(json.dumps({"pid": 1, "create_time": 0, "cleanup": "rm -rf /"}))
     remove_container(bare)  # not an argv: ignored
+
+
+# ----- MIG devices ---------------------------------------------------------------------------
+
+MIG_REFS = (DeviceRef(1, "MIG-aa", parent=0, mig=2), DeviceRef(3, "GPU-bb", parent=1))
+
+
+def test_mig_devices_by_the_runtimes_own_names() -> None:
+    task = _with(gpus=(1, 3), devices=MIG_REFS, cdi=True)
+    argv = Podman("podman").argv(task)
+    # nvidia-ctk's CDI names: "<gpu>:<mig>" for a MIG device, the NVML index for a whole GPU
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--device"] == [
+        "nvidia.com/gpu=0:2",
+        "nvidia.com/gpu=1",
+    ]
+    docker = Docker("docker").argv(task)
+    assert docker[docker.index("--gpus") + 1] == '"device=MIG-aa,1"'  # a MIG device: its UUID
+
+
+def test_mig_device_nodes_add_the_capability_nodes(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    (dev / "nvidia-caps").mkdir(parents=True)
+    for n in ("nvidia0", "nvidiactl", "nvidia-caps/nvidia-cap1", "nvidia-caps/nvidia-cap2"):
+        (dev / n).touch()
+    whole = nvidia_device_nodes([0], str(dev))
+    assert whole == [f"{dev}/nvidia0", f"{dev}/nvidiactl"]
+    assert nvidia_device_nodes([0], str(dev), mig=True) == [
+        *whole,
+        f"{dev}/nvidia-caps/nvidia-cap1",
+        f"{dev}/nvidia-caps/nvidia-cap2",
+    ]
+
+
+class Recording(Runtime):
+    """A runtime that records its task and prints the env file it was given."""
+
+    NAME = "recording"
+
+    def __init__(self) -> None:
+        super().__init__("recording")
+        self.tasks: list[ContainerTask] = []
+
+    def argv(self, task: ContainerTask) -> list[str]:
+        self.tasks.append(task)
+        return [sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read())"]
+
+
+def test_a_container_job_on_mig_devices_gets_their_uuids_and_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufleet.agent import containers
+    from gpufleet.agent.runner import TaskRunner
+    from gpufleet.api.schemas import AgentCommand
+
+    monkeypatch.setattr(containers, "nvidia_cdi", lambda: True)  # the node has a CDI spec
+    rt = Recording()
+    refs = {r.index: r for r in MIG_REFS}
+    r = TaskRunner(
+        tmp_path,
+        lambda gpus: ",".join(refs[g].uuid for g in gpus),
+        as_root=False,
+        container_runtime=rt,
+        device_refs=lambda gpus: [refs[g] for g in gpus],
+    )
+    launch = {"kind": "launch", "job": "j", "attempt": 0, "rank": 0, "gpus": [1, 3]}
+    r.launch(AgentCommand.model_validate({**launch, "command": ["x"], "container": {"image": "i"}}))
+    [ev] = [e for e in r.wait(30.0) if e.kind == "exited"]
+    assert ev.exit_code == 0, r.log_paths(ev.key)[1].read_text()
+    env = dict(
+        line.split("=", 1) for line in r.log_paths(ev.key)[0].read_text().splitlines() if line
+    )
+    # not "0,1": CUDA knows a MIG device by its UUID alone, in a container as outside
+    assert env["CUDA_VISIBLE_DEVICES"] == "MIG-aa,GPU-bb"
+    [task] = rt.tasks
+    assert task.devices == MIG_REFS and task.cdi
+    assert "nvidia.com/gpu=0:2" in Podman("podman").argv(task)

@@ -96,4 +96,5 @@ def test_metrics_payload_uses_dcgm_names_and_labels() -> None:
 
 def test_every_sample_field_but_identity_maps_to_a_dcgm_name() -> None:
     identity = {"index", "uuid", "model", "name", "pci_bus_id", "nvlink_up"}
+    identity |= {"mig_profile", "gpu_instance_id"}  # a MIG device's labels (GPU_I_*)
     assert set(GpuSample.__dataclass_fields__) - identity == set(DCGM_FIELDS)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from gpufleet.agent.gpu import GpuUnavailable
-from gpufleet.agent.nvml import NvmlBackend, catalog_name
+from gpufleet.agent.gpu import GpuUnavailable, node_gpu_model
+from gpufleet.agent.health import HealthChecker
+from gpufleet.agent.nvml import NvmlBackend, catalog_name, mig_profile
+from gpufleet.api.schemas import AgentRegister
 
 MIB = 1 << 20
 
@@ -22,10 +26,14 @@ class NVMLError(Exception):
 
 
 NOT_SUPPORTED, TIMEOUT, GPU_IS_LOST, DRIVER_NOT_LOADED = 3, 10, 15, 9
+INVALID_ARGUMENT, NOT_FOUND, FUNCTION_NOT_FOUND = 2, 6, 13
 
 
 class FakeNvml:
-    """The slice of pynvml the backend uses; a GPU is a dict, a handle is ("h", index)."""
+    """The slice of pynvml the backend uses; a GPU is a dict, a handle is ("h", index). A GPU
+    with a "mig" key can do MIG: None, its mode is off; a list, on, with those MIG devices
+    (None: a free slot, NOT_FOUND), each handle ("m", GPU, MIG index). A GPU without the key
+    answers NOT_SUPPORTED, as one without MIG does."""
 
     NVMLError = NVMLError
     NVML_ERROR_GPU_IS_LOST = GPU_IS_LOST
@@ -42,6 +50,7 @@ class FakeNvml:
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139
     nvmlEventTypeXidCriticalError = 0x8
+    NVML_DEVICE_MIG_ENABLE = 1
 
     def __init__(self, gpus: list[dict[str, Any]], init_error: int | None = None) -> None:
         self.gpus = gpus
@@ -52,6 +61,8 @@ class FakeNvml:
         self.shut = False
 
     def _gpu(self, h: Any, fn: str) -> dict[str, Any]:
+        # NVML answers most calls on a MIG handle with NOT_SUPPORTED: the backend must not ask
+        assert h[0] == "h", f"{fn} asked of MIG device {h}"
         code = self.failing.get((fn, h[1]))
         if code is not None:
             raise NVMLError(code)
@@ -83,11 +94,54 @@ class FakeNvml:
         return str(self._gpu(h, "name")["name"]).encode()  # old pynvml returns bytes
 
     def nvmlDeviceGetUUID(self, h: Any) -> str:
-        return f"GPU-fake-{h[1]}"
+        return f"MIG-fake-{h[1]}-{h[2]}" if h[0] == "m" else f"GPU-fake-{h[1]}"
 
     def nvmlDeviceGetMemoryInfo(self, h: Any) -> SimpleNamespace:
-        g = self._gpu(h, "mem")
+        g = self._mig(h, "mem") if h[0] == "m" else self._gpu(h, "mem")
         return SimpleNamespace(total=g["total"], used=g["used"], free=g["total"] - g["used"])
+
+    # ----- MIG ---------------------------------------------------------------------------
+
+    def _mig(self, h: Any, fn: str) -> dict[str, Any]:
+        assert h[0] == "m", f"{fn} asked of a whole GPU"
+        code = self.failing.get((fn, h[1]))
+        if code is not None:
+            raise NVMLError(code)
+        m = self.gpus[h[1]]["mig"][h[2]]
+        assert m is not None
+        return dict(m)
+
+    def nvmlDeviceGetMigMode(self, h: Any) -> list[int]:
+        g = self._gpu(h, "migmode")
+        if "mig" not in g:
+            raise NVMLError(NOT_SUPPORTED)
+        mode = int(g["mig"] is not None)
+        return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: Any) -> int:
+        if "mig" not in self._gpu(h, "migcount"):
+            raise NVMLError(NOT_SUPPORTED)
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: Any, k: int) -> tuple[str, int, int]:
+        devices = self._gpu(h, "mighandle")["mig"] or []
+        if k >= 7:
+            raise NVMLError(INVALID_ARGUMENT)
+        if k >= len(devices) or devices[k] is None:
+            raise NVMLError(NOT_FOUND)
+        return ("m", h[1], k)
+
+    def nvmlDeviceGetAttributes(self, h: Any) -> SimpleNamespace:
+        m = self._mig(h, "attrs")
+        return SimpleNamespace(
+            multiprocessorCount=16 * m["slices"],
+            gpuInstanceSliceCount=m["slices"],
+            computeInstanceSliceCount=m["slices"],
+            memorySizeMB=m["total"] // MIB,
+        )
+
+    def nvmlDeviceGetGpuInstanceId(self, h: Any) -> int:
+        return int(self._mig(h, "gi")["gi"])
 
     def nvmlDeviceGetPciInfo(self, h: Any) -> SimpleNamespace:
         return SimpleNamespace(busId=f"00000000:{0x18 + h[1]:02X}:00.0".encode())
@@ -318,7 +372,7 @@ class FullNvml(FakeNvml):
     NVML_FI_DEV_MEMORY_TEMP = 82
 
     def nvmlDeviceGetMemoryInfo(self, h: Any, version: int | None = None) -> SimpleNamespace:
-        g = self._gpu(h, "mem")
+        g = self._mig(h, "mem") if h[0] == "m" else self._gpu(h, "mem")
         if version is None:
             return SimpleNamespace(total=g["total"], used=g["used"], free=g["total"] - g["used"])
         assert version == self.nvmlMemory_v2
@@ -561,3 +615,241 @@ def test_not_supported_is_a_property_of_the_gpu_and_asked_once() -> None:
     assert b.sample(6.0)[0].power_usage is None
     del nv.failing[("power", 0)]
     assert b.sample(7.0)[0].power_usage == 654.321
+
+
+# ----- MIG ---------------------------------------------------------------------------------
+
+
+def mig(slices: int, gib: float, used_mib: int = 0, gi: int = 1) -> dict[str, Any]:
+    """A MIG device of ``slices`` GPU-instance slices and ``gib`` of memory (what NVML reports,
+    a little under the profile's name: the driver keeps some)."""
+    return {"slices": slices, "total": int(gib * 1024) * MIB, "used": used_mib * MIB, "gi": gi}
+
+
+def h200(i: int, **kw: Any) -> dict[str, Any]:
+    return h100(i, name="NVIDIA H200", total=H200_TOTAL, links=0, **kw)
+
+
+@pytest.mark.parametrize(
+    ("slices", "gib", "parent_mib", "parent_gb", "name"),
+    [
+        # about what `nvidia-smi mig -lgip` lists for each profile
+        (1, 4.75, 40960, 40, "1g.5gb"),  # A100-40GB
+        (2, 9.75, 40960, 40, "2g.10gb"),
+        (3, 19.62, 40960, 40, "3g.20gb"),
+        (4, 19.62, 40960, 40, "4g.20gb"),
+        (7, 39.5, 40960, 40, "7g.40gb"),
+        (1, 9.75, 81559, 80, "1g.10gb"),  # H100 80GB
+        (1, 19.62, 81559, 80, "1g.20gb"),
+        (7, 79.25, 81559, 80, "7g.80gb"),
+        (1, 16.5, 143771, 141, "1g.18gb"),  # H200: 141 GB / 8 = 17.6 → 18
+        (2, 32.5, 143771, 141, "2g.35gb"),
+        (3, 66.5, 143771, 141, "3g.71gb"),  # 70.5 → 71: half up
+        (7, 130.0, 143771, 141, "7g.141gb"),
+        (1, 21.0, 183359, 180, "1g.23gb"),  # B200: 22.5 → 23
+        (1, 5.5, 24576, 0, "1g.6gb"),  # a model the catalog lacks: its own size in GB
+        (1, 4.75, 0, 0, "1g.5gb"),  # the parent's size unknown: the device's own, in GiB
+    ],
+)
+def test_mig_profiles_are_named_as_nvidia_smi_names_them(
+    slices: int, gib: float, parent_mib: int, parent_gb: float, name: str
+) -> None:
+    assert mig_profile(slices, int(gib * 1024), parent_mib, parent_gb) == name
+
+
+def test_mig_mode_off_leaves_discovery_and_samples_as_they_were() -> None:
+    plain = NvmlBackend(FakeNvml([h100(0), h100(1)]), profiling=None)
+    off = NvmlBackend(FakeNvml([h100(0, mig=None), h100(1, mig=None)]), profiling=None)
+    assert off.discover() == plain.discover()
+    assert off.sample(1.0) == plain.sample(1.0)
+    assert off.visible_devices([0, 1]) == "GPU-fake-0,GPU-fake-1"
+    assert [(r.index, r.parent, r.mig) for r in off.device_refs([1])] == [(1, 1, None)]
+    assert node_gpu_model(off.discover()) == "H100-SXM"
+
+
+@pytest.fixture
+def mixed() -> FakeNvml:
+    """GPU 0 in MIG mode (two 1g.18gb, a free slot, one 3g.71gb), GPU 1 a whole H200."""
+    layout = [mig(1, 16.5, used_mib=100, gi=13), None, mig(1, 16.5, gi=14), mig(3, 66.5, gi=2)]
+    return FakeNvml([h200(0, mig=layout), h200(1, mig=None)])
+
+
+def test_mig_on_offers_each_mig_device_as_a_gpu_of_the_node(mixed: FakeNvml) -> None:
+    b = NvmlBackend(mixed, profiling=None)
+    gpus = b.discover()
+    assert [(g.index, g.uuid, g.model, g.memory_mib) for g in gpus] == [
+        (0, "MIG-fake-0-0", "H200-1g.18gb", 16896),
+        (1, "MIG-fake-0-2", "H200-1g.18gb", 16896),
+        (2, "MIG-fake-0-3", "H200-3g.71gb", 68096),
+        (3, "GPU-fake-1", "H200", 143771),  # after GPU 0's MIG devices
+    ]
+    assert [(g.mig_profile, g.mig_index, g.parent_index, g.parent_uuid) for g in gpus] == [
+        ("1g.18gb", 0, 0, "GPU-fake-0"),
+        ("1g.18gb", 2, 0, "GPU-fake-0"),
+        ("3g.71gb", 3, 0, "GPU-fake-0"),
+        ("", None, None, ""),
+    ]
+    assert {g.name for g in gpus} == {"NVIDIA H200"}  # dcgm-exporter's modelName: the board's
+    assert gpus[0].pci_bus_id == "00000000:18:00.0"  # the parent's
+    assert b.visible_devices([2, 3]) == "MIG-fake-0-3,GPU-fake-1"
+    assert [(r.index, r.uuid, r.parent, r.mig) for r in b.device_refs([1, 3])] == [
+        (1, "MIG-fake-0-2", 0, 2),
+        (3, "GPU-fake-1", 1, None),
+    ]
+    assert mixed.registered == [0, 1]  # XIDs are the physical GPUs'
+    # the node's one model: the smallest kind, so a job asking for "H200" gets no slice here
+    assert node_gpu_model(gpus) == "H200-1g.18gb"
+    AgentRegister(node="n1", address="10.0.0.1", gpu_model="H200-1g.18gb", gpus=gpus,
+                  cpu_cores=8, memory_gib=64)  # fmt: skip
+
+
+def test_a_mig_gpu_without_instances_offers_nothing_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake = FakeNvml([h200(0, mig=[]), h200(1, mig=None)])
+    with caplog.at_level(logging.WARNING, logger="gpufleet.agent.nvml"):
+        b = NvmlBackend(fake, profiling=None)
+        gpus = b.discover()
+    assert [(g.index, g.uuid) for g in gpus] == [(0, "GPU-fake-1")]
+    assert [x.uuid for x in b.sample(1.0)] == ["GPU-fake-1"]
+    said = [r.getMessage() for r in caplog.records if "MIG mode with no MIG devices" in r.message]
+    assert len(said) == 1 and "GPU 0 (GPU-fake-0)" in said[0]
+    # instances created meanwhile are found at the next discovery (each registration)
+    fake.gpus[0]["mig"] = [mig(7, 130.0)]
+    assert [(g.index, g.model) for g in b.discover()] == [(0, "H200-7g.141gb"), (1, "H200")]
+
+
+def test_a_driver_or_module_without_the_mig_calls_sees_whole_gpus() -> None:
+    fake = FakeNvml([h200(0, mig=[mig(1, 16.5)])])
+    fake.nvmlDeviceGetMigMode = None  # type: ignore[assignment,method-assign]  # old pynvml
+    assert [g.uuid for g in NvmlBackend(fake, profiling=None).discover()] == ["GPU-fake-0"]
+    fake = FakeNvml([h200(0, mig=[mig(1, 16.5)])])
+    fake.failing[("migmode", 0)] = FUNCTION_NOT_FOUND  # a driver older than MIG
+    assert [g.model for g in NvmlBackend(fake, profiling=None).discover()] == ["H200"]
+    # MIG on, but nothing to enumerate the devices with: nothing offered, nothing crashes
+    fake = FakeNvml([h200(0, mig=[mig(1, 16.5)])])
+    fake.nvmlDeviceGetMaxMigDeviceCount = None  # type: ignore[assignment,method-assign]
+    b = NvmlBackend(fake, profiling=None)
+    assert b.discover() == [] and b.sample(1.0) == []
+
+
+def test_a_mig_device_samples_its_own_memory_and_its_parents_health(mixed: FakeNvml) -> None:
+    b = NvmlBackend(mixed, profiling=None)
+    health = HealthChecker(b.discover())
+    s = b.sample(1.0)
+    assert [(x.index, x.uuid, x.model, x.fb_used, x.fb_free) for x in s] == [
+        (0, "MIG-fake-0-0", "H200-1g.18gb", 100, 16796),
+        (1, "MIG-fake-0-2", "H200-1g.18gb", 0, 16896),
+        (2, "MIG-fake-0-3", "H200-3g.71gb", 0, 68096),
+        (3, "GPU-fake-1", "H200", 1024, 142747),
+    ]
+    x = s[2]
+    assert (x.gpu_util, x.gpu_temp, x.power_usage, x.ecc_dbe_vol_total) == (97, 61, 654.321, 0)
+    assert x.labels() == {
+        "gpu": "2",
+        "UUID": "MIG-fake-0-3",
+        "modelName": "NVIDIA H200",
+        "pci_bus_id": "00000000:18:00.0",
+        "GPU_I_PROFILE": "3g.71gb",  # dcgm-exporter's labels of a MIG device
+        "GPU_I_ID": "2",
+    }
+    assert "GPU_I_PROFILE" not in s[3].labels()
+    assert health.check(s).healthy
+    # an XID on the parent is an XID of each of its slices: all three bad, GPU 1 fine
+    mixed.events = [SimpleNamespace(device=("h", 0), eventType=0x8, eventData=79)]
+    s = b.sample(2.0)
+    assert [x.xid_errors for x in s] == [(79,), (79,), (79,), ()]
+    h = health.check(s)
+    assert not h.healthy and h.bad_gpus == [0, 1, 2]
+    # the parent's double-bit ECC errors likewise
+    mixed.gpus[1]["dbe"] = 2
+    assert HealthChecker(b.discover()).check(b.sample(3.0)).bad_gpus == [3]
+    mixed.gpus[0]["dbe"] = 1
+    assert HealthChecker(b.discover()).check(b.sample(4.0)).bad_gpus == [0, 1, 2, 3]
+
+
+def test_a_lost_parent_takes_its_mig_devices_with_it(mixed: FakeNvml) -> None:
+    b = NvmlBackend(mixed, profiling=None)
+    mixed.failing[("util", 0)] = GPU_IS_LOST
+    assert [x.uuid for x in b.sample(1.0)] == ["GPU-fake-1"]
+    fresh = NvmlBackend(FakeNvml(mixed.gpus), profiling=None)
+    fresh.nv.failing[("mem", 0)] = GPU_IS_LOST  # a MIG device's own read: that device alone
+    assert [x.index for x in fresh.sample(1.0)] == [3]
+
+
+class MigH200Nvml(FullNvml):
+    """A newer pynvml on an H200 in MIG mode: memory info v2 is NOT_SUPPORTED on a MIG handle."""
+
+    def __init__(self) -> None:
+        super().__init__([h200(0, mig=[mig(1, 16.5, used_mib=10), mig(1, 16.5)])])
+        self.v2_on_mig = 0
+
+    def nvmlDeviceGetMemoryInfo(self, h: Any, version: int | None = None) -> SimpleNamespace:
+        if h[0] == "m" and version is not None:
+            self.v2_on_mig += 1
+            raise NVMLError(NOT_SUPPORTED)
+        return super().nvmlDeviceGetMemoryInfo(h, version)
+
+
+def test_not_supported_on_a_mig_device_is_asked_once_per_device() -> None:
+    nv = MigH200Nvml()
+    b = NvmlBackend(nv, profiling=None)
+    for t in range(4):
+        x0, x1 = b.sample(float(t))
+        assert (x0.fb_used, x0.fb_reserved, x1.fb_used) == (10, None, 0)  # v1 then
+    assert nv.v2_on_mig == 2  # once each, then never again
+    assert x0.enc_util == 3  # the parent's
+
+
+def test_dcgm_profiling_goes_to_whole_gpus_only(mixed: FakeNvml) -> None:
+    prof = FakeProfiling({"#0": {"sm_active": 0.5}, "#1": {"sm_active": 0.25}})
+    s = NvmlBackend(mixed, profiling=prof).sample(1.0)
+    assert [x.sm_active for x in s] == [None, None, None, 0.25]  # by NVML index, not node's
+
+
+def test_a_task_on_a_mig_device_sees_it_by_its_mig_uuid(mixed: FakeNvml, tmp_path: Path) -> None:
+    from gpufleet.agent.runner import TaskRunner
+    from gpufleet.api.schemas import AgentCommand
+
+    b = NvmlBackend(mixed, profiling=None)
+    r = TaskRunner(tmp_path, b.visible_devices, as_root=False, device_refs=b.device_refs)
+    code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
+    launch = {"kind": "launch", "job": "j", "attempt": 0, "rank": 0, "gpus": [1, 2]}
+    r.launch(AgentCommand.model_validate({**launch, "command": [sys.executable, "-c", code]}))
+    [ev] = [e for e in r.wait(30.0) if e.kind == "exited"]
+    assert ev.exit_code == 0
+    assert r.log_paths(ev.key)[0].read_text() == "MIG-fake-0-2,MIG-fake-0-3\n"
+
+
+def test_a_new_mig_layout_is_taken_at_the_next_discovery(mixed: FakeNvml) -> None:
+    b = NvmlBackend(mixed, profiling=None)
+    mixed.gpus[0]["mig"] = [None, None, None, mig(7, 130.0, gi=0)]  # the admin re-sliced it
+    gpus = b.discover()
+    assert [(g.index, g.uuid, g.model) for g in gpus] == [
+        (0, "MIG-fake-0-3", "H200-7g.141gb"),
+        (1, "GPU-fake-1", "H200"),
+    ]
+    s = b.sample(1.0)
+    assert [(x.uuid, x.labels().get("GPU_I_ID")) for x in s] == [
+        ("MIG-fake-0-3", "0"),
+        ("GPU-fake-1", None),
+    ]
+    assert b.visible_devices([0, 1]) == "MIG-fake-0-3,GPU-fake-1"
+
+
+def test_a_mig_device_without_attributes_is_still_a_slice_never_the_whole_model(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake = FakeNvml([h200(0, mig=[mig(1, 16.5)])])
+    fake.failing[("attrs", 0)] = 999
+    with caplog.at_level(logging.WARNING, logger="gpufleet.agent.nvml"):
+        b = NvmlBackend(fake, profiling=None)
+        b.discover()
+        (g,) = b.discover()
+    assert (g.uuid, g.model, g.mig_profile, g.memory_mib) == (
+        "MIG-fake-0-0",
+        "H200-mig",
+        "mig",
+        16896,
+    )
+    assert sum("no profile" in r.message for r in caplog.records) == 1

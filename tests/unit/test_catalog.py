@@ -147,3 +147,29 @@ def test_a_site_gpu_type_name_means_the_models_family() -> None:
     assert names("a100-80gb") == ["A100-80GB"] and names("l40") == ["L40"]
     assert names("a6000") == ["RTX-A6000"]  # an alias of one model
     assert names("1080ti") == [] and names("") == []
+
+
+def test_a_mig_profile_of_a_known_model_is_a_model_of_its_own() -> None:
+    from gpufleet.model.catalog import family, gres_name, mig_name, mig_parent
+
+    h200 = lookup("H200")
+    m = lookup("h200-1g.18gb")  # case-insensitive, as every name
+    assert (m.name, m.memory_gib, m.nvlink_gbs) == ("H200-1g.18gb", 18, 0)
+    assert m.bf16_tflops == pytest.approx(h200.bf16_tflops / 7, rel=0.01)  # one slice of seven
+    assert mig_name("H200", "3g.71gb") == "H200-3g.71gb" == lookup("H200_3g.71gb").name
+    assert lookup("A100-40GB-3g.20gb").name == "A100-40GB-3g.20gb"
+    assert mig_parent("H200-1g.18gb") == h200 and mig_parent("H200") is None
+    assert gres_name("H200-1g.18gb") == "h200_1g.18gb"  # Slurm's form of a MIG type
+    assert gres_name("A100-40GB-3g.20gb") == "a100_3g.20gb"
+    # a whole model's family never takes in its slices: "h200" asks for a whole GPU
+    assert [x.name for x in family("h200")] == ["H200"]
+    assert family("h200_1g.18gb") == (m,)
+
+
+@pytest.mark.parametrize(
+    "name", ["H200-9g.18gb", "H200-1g.999gb", "H200-1g.0gb", "Foo-1g.5gb", "MI300X-1g.24gb"]
+)
+def test_a_mig_name_that_cannot_be_is_unknown(name: str) -> None:
+    assert find(name) is None
+    with pytest.raises(SpecError, match="MIG profile"):
+        lookup(name)

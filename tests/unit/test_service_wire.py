@@ -7,6 +7,7 @@ its Kill waits for the drain, and it is replaced after the back-off."""
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
 import time
@@ -72,11 +73,12 @@ def test_launch_probes_routes_and_a_liveness_failure_end_to_end(
     links = {n: Link(f"127.0.0.{i + 1}") for i, n in enumerate(nodes)}
     outbox = Outbox()
     later: list[tuple[float, Callable[[], None]]] = []
+    hops: queue.Queue[Callable[[], None]] = queue.Queue()  # back on the "loop": this thread
     gw = ServiceGateway(
         make_gateway("builtin"), EndpointBook(tmp_path / "ep.json", free_port(), 1), links
     )
     agents = AgentExecutor(ctrl, outbox, links, grace_kill_s=1.0)
-    driver = Driver(ctrl, WithGateway(agents, gw, lambda d, f: later.append((d, f))))
+    driver = Driver(ctrl, WithGateway(agents, gw, lambda d, f: later.append((d, f)), hops.put))
     readiness = Probe("http", "/ready", period_s=1)
     liveness = Probe("tcp", failure_threshold=2)
     tmpl = JobSpec("web", "alice", gpus_per_worker=1, command=("serve",), exclude=())
@@ -110,6 +112,7 @@ def test_launch_probes_routes_and_a_liveness_failure_end_to_end(
 
         started = [TaskStarted(j, c.attempt, 0, n) for j, (n, c) in by_job.items()]
         driver.step(1.0, started)
+        gw.applied.result(30)
         # the endpoint exists from the creation on, with no backend until one is ready
         assert gw.started and gw.routes["web"] == ()
         or_ready = [
@@ -117,6 +120,7 @@ def test_launch_probes_routes_and_a_liveness_failure_end_to_end(
             for j, (n, c) in by_job.items()
         ]
         driver.step(2.0, or_ready)  # type: ignore[arg-type]
+        gw.applied.result(30)
         e = gw.endpoint("web")
         assert e is not None
         client = Client(e.port, e.token)
@@ -130,9 +134,11 @@ def test_launch_probes_routes_and_a_liveness_failure_end_to_end(
             why="liveness probe failed 2 times in a row: connect refused",
         )  # fmt: skip
         driver.step(3.0, [dead])  # type: ignore[list-item]
+        gw.applied.result(30)
         assert {client.get(fresh=True)[1] for _ in range(6)} == {b"web.2"}
         assert procs["web.1"].poll() is None  # still running: draining
         assert not [c for c in outbox._queues[n1] if c.kind == "kill"]
+        hops.get(timeout=30)()  # the apply is done: the drain begins
         ((delay, kill),) = later
         assert delay == 2.0
         kill()

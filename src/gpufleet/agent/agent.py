@@ -13,7 +13,6 @@ import logging
 import random
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import httpx
 from gpufleet.agent import containers
 from gpufleet.agent.backoff import Backoff
 from gpufleet.agent.clock import MonotonicClock
-from gpufleet.agent.gpu import GpuBackend, metrics_payload
+from gpufleet.agent.gpu import GpuBackend, metrics_payload, node_gpu_model
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
 from gpufleet.agent.probes import ProbeExecutor, Probes
@@ -108,8 +107,19 @@ class Agent:
             self.clock,
             config.task_env,
             container_runtime=containers.choose(config.container_runtime),
+            device_refs=getattr(backend, "device_refs", None),
         )
         self.gpus = backend.discover()
+        kinds = sorted({g.model for g in self.gpus})
+        if len(kinds) > 1 and any(g.mig_profile for g in self.gpus):
+            log.warning(
+                "this node's GPUs are of %d kinds (%s): the scheduler sees one per node, so all "
+                "%d are offered as %s, the smallest",
+                len(kinds),
+                ", ".join(kinds),
+                len(self.gpus),
+                node_gpu_model(self.gpus),
+            )
         self.health = HealthChecker(self.gpus, config.limits, config.expected_gpus)
         self.last_health = Health()
         self.events = EventQueue(config.max_events)
@@ -259,11 +269,10 @@ class Agent:
         with self._lock:
             running = self.state.running()
         unacked = self.events.peek(self.config.max_events)
-        models = Counter(g.model for g in gpus)
         req = AgentRegister(
             node=c.node,
             address=c.address,
-            gpu_model=models.most_common(1)[0][0] if models else "",
+            gpu_model=node_gpu_model(gpus),
             gpus=gpus,
             cpu_cores=c.cpu_cores if c.cpu_cores is not None else cores,
             memory_gib=c.memory_gib if c.memory_gib is not None else mem,

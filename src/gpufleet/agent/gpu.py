@@ -11,6 +11,7 @@ few of its optional ones the health checks and gpufleet's dashboard use.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
@@ -126,6 +127,9 @@ class GpuSample:
     dram_active: float | None = None
     pcie_tx_bytes: float | None = None
     pcie_rx_bytes: float | None = None
+    # a MIG device's profile ("1g.18gb") and GPU instance: dcgm-exporter's GPU_I_* labels
+    mig_profile: str = ""
+    gpu_instance_id: int | None = None
 
     def dcgm(self, last_xid: int = 0) -> dict[str, float | int]:
         """The dcgm-exporter metrics of this sample; ``last_xid`` carries the gauge forward."""
@@ -144,12 +148,41 @@ class GpuSample:
     def labels(self) -> dict[str, str]:
         """dcgm-exporter's labels (``modelName`` is NVML's name, as dcgm-exporter writes it); the
         controller adds ``Hostname``, ``hostname``, ``device`` and ``DCGM_FI_DRIVER_VERSION``."""
-        return {
+        out = {
             "gpu": str(self.index),
             "UUID": self.uuid,
             "modelName": self.name or self.model,
             "pci_bus_id": self.pci_bus_id,
         }
+        if self.mig_profile:
+            out["GPU_I_PROFILE"] = self.mig_profile
+            if self.gpu_instance_id is not None:
+                out["GPU_I_ID"] = str(self.gpu_instance_id)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRef:
+    """How a container runtime names one of the node's GPUs. A whole GPU: its NVML index
+    (``parent``) or UUID; a MIG device: CDI's ``<parent>:<mig>`` or its ``MIG-…`` UUID."""
+
+    index: int  # the node's GPU index (what the scheduler allots, what a task's gpus hold)
+    uuid: str
+    parent: int  # the physical GPU's NVML index (a whole GPU's own)
+    mig: int | None = None  # the MIG device's index on its parent; None for a whole GPU
+
+
+def node_gpu_model(gpus: Sequence[GpuInfo]) -> str:
+    """The one model a node registers with (the scheduler sees a node as N GPUs of one model).
+    Whole GPUs only: the most common model, as ever. With MIG devices: the kind with the least
+    memory, so a job asking for a model gets at least that on any of the node's devices, and a
+    job asking for a whole GPU model ("H200") never lands on a slice ("H200-1g.18gb"); a node
+    that mixes kinds offers all its devices as its smallest (the agent says so at start)."""
+    if not gpus:
+        return ""
+    if not any(g.mig_profile for g in gpus):
+        return Counter(g.model for g in gpus).most_common(1)[0][0]
+    return min(gpus, key=lambda g: (g.memory_mib, g.model)).model
 
 
 class GpuBackend(Protocol):

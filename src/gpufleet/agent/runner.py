@@ -38,6 +38,7 @@ import psutil  # type: ignore[import-untyped]
 from gpufleet.agent import containers, sandbox, secrets, taskstart
 from gpufleet.agent.accounts import Account, LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
+from gpufleet.agent.gpu import DeviceRef
 from gpufleet.agent.probes import ProbeTarget
 from gpufleet.agent.taskenv import SECURE_PATH, check_no_nul, task_env, with_step_commands
 from gpufleet.api.schemas import AgentCommand, AgentEvent
@@ -143,9 +144,12 @@ class TaskRunner:
         *,
         as_root: bool | None = None,
         container_runtime: containers.Runtime | None = None,
+        device_refs: Callable[[Sequence[int]], Sequence[DeviceRef]] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.visible_devices = visible_devices
+        # how a container runtime names the GPUs (MIG devices above all); None: by index
+        self.device_refs = device_refs
         self.clock = clock or MonotonicClock()
         # what the node's admin gives every task (--task-env); never the agent's environment
         self.node_env = dict(node_env or {})
@@ -359,13 +363,17 @@ class TaskRunner:
         except (KeyError, TypeError, ValueError) as e:
             raise LaunchRefused(f"refused: a bad container in the launch: {e}") from None
         gpus = tuple(cmd.gpus)
+        refs = tuple(self.device_refs(gpus)) if self.device_refs is not None and gpus else ()
+        mig = any(r.mig is not None for r in refs)
         cdi = containers.nvidia_cdi() if gpus else False
-        nodes = [] if cdi else containers.nvidia_device_nodes(gpus)
+        parents = sorted({r.parent for r in refs}) if refs else list(gpus)
+        nodes = [] if cdi else containers.nvidia_device_nodes(parents, mig=mig)
         # in the container the job's GPUs are its only ones, numbered from 0; without a device
-        # (the simulated backend) they are what a bare task is told
+        # (the simulated backend) they are what a bare task is told; a MIG device is known to
+        # CUDA by its MIG-… UUID alone, in a container as outside
         visible = (
             ",".join(str(i) for i in range(len(gpus)))
-            if cdi or any(n.rsplit("/", 1)[-1][6:].isdigit() for n in nodes)
+            if not mig and (cdi or any(n.rsplit("/", 1)[-1][6:].isdigit() for n in nodes))
             else self.visible_devices(cmd.gpus)
         )
         env = task_env(account, "/tmp", self.node_env, launch_env, visible)
@@ -394,6 +402,7 @@ class TaskRunner:
             workdir=spec.workdir,
             mounts=spec.mounts,
             gpus=gpus,
+            devices=refs,
             # a runtime started as the job sees the task's /tmp where the bare runner puts it
             # (the agent's directory above it is not the job's to enter)
             tmp="/tmp" if switch and sandbox.switches(account) else str(tmp),

@@ -224,7 +224,7 @@ class ErrorOut(Strict):
 
 
 class GpuInfo(Input):
-    index: SmallCount
+    index: SmallCount  # the node's GPU index: NVML's, a MIG GPU's MIG devices in its place
     uuid: OptName
     model: OptName  # the catalog's name ("H100-SXM")
     name: OptName = ""  # NVML's device name ("NVIDIA H100 80GB HBM3"), dcgm-exporter's modelName
@@ -233,6 +233,12 @@ class GpuInfo(Input):
     pcie_gen: SmallCount = 0
     pcie_width: SmallCount = 0
     nvlink_up: SmallCount = 0
+    # a MIG device (a slice of a GPU in MIG mode; uuid "MIG-…", model "H200-1g.18gb"): its
+    # profile, its index among its parent's MIG devices, and its parent's NVML index and UUID
+    mig_profile: OptName = ""
+    mig_index: SmallCount | None = None
+    parent_index: SmallCount | None = None
+    parent_uuid: OptName = ""
 
 
 class AgentRegister(Input):

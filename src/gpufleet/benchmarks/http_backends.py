@@ -45,7 +45,9 @@ class H(BaseHTTPRequestHandler):
                 self.wfile.write(b"10000\r\n" + b"s" * 65536 + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
             return
-        self.send_response(200)
+        # /status/N: answered with status N (a backend's own 401 is not the gateway's)
+        status = int(self.path.split("/")[2]) if self.path.startswith("/status/") else 200
+        self.send_response(status)
         self.send_header("content-length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)

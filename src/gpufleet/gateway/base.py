@@ -16,6 +16,9 @@ class ServiceStats:
     requests: int  # requests received, including ones refused with 401
     status_4xx: int  # responses 400-499 sent to clients (the 401s of the token check among them)
     status_5xx: int  # responses 500-599 sent to clients (from backends or the proxy itself)
+    # refused by the gateway's token check (401; a backend's own 401 is not one): among
+    # ``requests`` and ``status_4xx``. ``requests - unauthorized`` never goes down
+    unauthorized: int = 0
 
 
 class Gateway(abc.ABC):

@@ -49,6 +49,7 @@ class _Counters:
     requests: int = 0
     s4xx: int = 0
     s5xx: int = 0
+    unauthorized: int = 0  # refused by the token check (among requests and s4xx)
 
 
 @dataclass
@@ -188,9 +189,14 @@ class BuiltinGateway(Gateway):
         self._run(self._apply(services))
 
     def stats(self) -> dict[str, ServiceStats]:
+        """Read on the proxy's own loop, which alone counts: a refused request's ``requests``
+        and ``unauthorized`` are seen together (``requests - unauthorized`` never goes down)."""
+        return self._run(self._stats())
+
+    async def _stats(self) -> dict[str, ServiceStats]:
         return {
-            name: ServiceStats(lst.counters.requests, lst.counters.s4xx, lst.counters.s5xx)
-            for name, lst in list(self.listeners.items())
+            name: ServiceStats(c.requests, c.s4xx, c.s5xx, c.unauthorized)
+            for name, c in ((n, lst.counters) for n, lst in self.listeners.items())
         }
 
     def stop(self) -> None:
@@ -282,6 +288,7 @@ class BuiltinGateway(Gateway):
             want = f"Bearer {route.token}".encode()
             if not hmac.compare_digest(head.get(b"authorization") or b"", want):
                 lst.counters.s4xx += 1
+                lst.counters.unauthorized += 1  # no await since requests += 1: read as one
                 realm = f'www-authenticate: Bearer realm="{route.name}"\r\n'
                 writer.write(_simple(401, "Unauthorized", realm))
                 await writer.drain()

@@ -57,31 +57,72 @@ def tail(path: Path, n: int = 20) -> str:
         return ""
 
 
-class LogCounter:
-    """Counts an access log's lines ``KEY STATUS`` per key (requests, 4xx, 5xx), reading only
-    what was appended since the last call. A log survives reloads, so the counts do too."""
+REFUSED = "unauth"  # an access log line's third field: the gateway's token check refused it
 
-    def __init__(self, path: Path) -> None:
+
+class LogCounter:
+    """Counts an access log's lines ``KEY STATUS [unauth]`` per key (requests, 4xx, 5xx,
+    refused by the token check), reading only what was appended since the last call. A log
+    survives reloads, so the counts do too.
+
+    What was read is given back to the file system every ``release_bytes`` (a hole punched
+    over it: the proxies append with O_APPEND, so neither their writes nor our offset move,
+    and nothing written meanwhile is lost, as it would be with a copy and truncate): a
+    long-running gateway's log keeps only what is not read yet on disk."""
+
+    def __init__(self, path: Path, release_bytes: int = 8 << 20) -> None:
         self.path = path
         self.offset = 0
+        self.released = 0  # the file's bytes before this are a hole
+        self.release_bytes = release_bytes
         self.counts: dict[str, list[int]] = {}
 
     def read(self) -> dict[str, list[int]]:
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb+") as f:
                 f.seek(self.offset)
                 data = f.read()
+                end = data.rfind(b"\n") + 1  # a line still being written is read next time
+                self.offset += end
+                if self.offset - self.released >= self.release_bytes:
+                    self._release(f.fileno())
         except FileNotFoundError:
             return self.counts
-        end = data.rfind(b"\n") + 1  # a line still being written is read next time
-        self.offset += end
         for line in data[:end].decode(errors="replace").splitlines():
-            key, _, status = line.strip().partition(" ")
-            c = self.counts.setdefault(key, [0, 0, 0])
+            parts = line.split()
+            if len(parts) < 2:
+                continue  # not one of ours (a proxy's own message)
+            key, status, flag = parts[0], parts[1], parts[2:3]
+            c = self.counts.setdefault(key, [0, 0, 0, 0])
             c[0] += 1
             c[1] += status.startswith("4")
             c[2] += status.startswith("5")
+            c[3] += flag == [REFUSED]
         return self.counts
+
+    def _release(self, fd: int) -> None:
+        upto = self.offset & ~(BLOCK - 1)  # whole blocks only
+        if upto > self.released and punch_hole(fd, self.released, upto - self.released):
+            self.released = upto
+        elif upto > self.released:
+            self.released = self.offset  # not supported here: do not try every read
+
+
+BLOCK = 4096
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+
+
+def punch_hole(fd: int, offset: int, length: int) -> bool:
+    """Free ``length`` bytes of ``fd``'s file from ``offset`` (they read as zeros, the size
+    stays): Linux's fallocate(2); False where the file system does not support it."""
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    fallocate = libc.fallocate
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+    return bool(fallocate(fd, mode, offset, length) == 0)
 
 
 def reap_previous(pidfile: Path | None) -> None:

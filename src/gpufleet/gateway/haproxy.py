@@ -6,8 +6,9 @@ over the live one and sends SIGUSR2 to the master. The master re-executes itself
 takes the listening sockets over from the old one (``expose-fd listeners``), so no SYN is refused,
 and the old worker finishes the requests it holds, answering idle keep-alive clients once more
 with ``Connection: close`` (``option idle-close-on-response``) before it exits.
-Counters come from a one-line-per-request log on stdout (``access.log``): every worker of every
-reload writes it, where ``show stat`` counters start at 0 in each new worker.
+Counters come from a one-line-per-request log on stdout (``access.log``: frontend, status, and a
+mark on those the token check refused): every worker of every reload writes it, where
+``show stat`` counters start at 0 in each new worker.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from gpufleet.gateway.base import Gateway, ServiceStats
 from gpufleet.gateway.files import (
+    REFUSED,
     LogCounter,
     check_output,
     forget_pid,
@@ -53,7 +55,8 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
         "defaults",
         "    mode http",
         "    log global",
-        '    log-format "%ft %ST"',
+        # the third field: "unauth" when the token check refused it (files.LogCounter)
+        '    log-format "%ft %ST %[var(txn.gw_refused)]"',
         "    timeout connect 2s",
         "    timeout client 120s",
         # model inference can take minutes per request
@@ -73,6 +76,7 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
             f"    bind {bind_host}:{s.listen_port}",
             # exact, whole-header comparison (fhdr: commas are not list separators here)
             f'    acl token_ok req.fhdr(authorization) -m str "Bearer {s.token}"',
+            f"    http-request set-var(txn.gw_refused) str({REFUSED}) unless token_ok",
             "    http-request return status 401 content-type text/plain"
             ' string "unauthorized\\n"'
             f' hdr WWW-Authenticate "Bearer realm=\\"{s.name}\\"" unless token_ok',
@@ -194,7 +198,7 @@ class HAProxyGateway(Gateway):
         HAProxy's own counters restart at 0 in each new worker)."""
         counts = self.access.read()
         return {
-            s.name: ServiceStats(*counts.get(f"svc_{s.name}", [0, 0, 0])) for s in self.services
+            s.name: ServiceStats(*counts.get(f"svc_{s.name}", [0, 0, 0, 0])) for s in self.services
         }
 
     def stop(self) -> None:

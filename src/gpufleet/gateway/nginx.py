@@ -5,7 +5,8 @@ their requests), but an old worker closes its idle keep-alive client connections
 client that sends on such a connection at that instant sees it closed and must retry on a new
 one (as browsers and HTTP libraries do for idempotent requests). HAProxy avoids that race
 (``idle-close-on-response``); this is why HAProxy is preferred when both are installed.
-Request counts come from the access log (one line per request: port and status).
+Request counts come from the access log (one line per request: port and status, and a mark
+on those the token check refused).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from gpufleet.gateway.base import Gateway, ServiceStats
 from gpufleet.gateway.files import (
+    REFUSED,
     LogCounter,
     check_output,
     children,
@@ -51,6 +53,8 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
         f"  uwsgi_temp_path {d}/tmp/uwsgi;",
         f"  scgi_temp_path {d}/tmp/scgi;",
         "  log_format gw '$server_port $status';",
+        # what the token check refused: marked (files.LogCounter), a backend's 401 is not
+        f"  log_format gw_refused '$server_port $status {REFUSED}';",
         f"  access_log {d}/access.log gw;",
         "  keepalive_timeout 30s;",
         "  proxy_http_version 1.1;",
@@ -78,6 +82,7 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
             "    location / {",
             f'      if ($http_authorization != "Bearer {s.token}") {{',
             f"        add_header WWW-Authenticate 'Bearer realm=\"{s.name}\"' always;",
+            f"        access_log {d}/access.log gw_refused;",
             "        return 401;",
             "      }",
             f"      proxy_pass http://be_{s.name};" if s.backends else "      return 503;",
@@ -177,7 +182,8 @@ class NginxGateway(Gateway):
     def stats(self) -> dict[str, ServiceStats]:
         counts = self.access.read()  # keyed by listen port
         return {
-            s.name: ServiceStats(*counts.get(str(s.listen_port), [0, 0, 0])) for s in self.services
+            s.name: ServiceStats(*counts.get(str(s.listen_port), [0, 0, 0, 0]))
+            for s in self.services
         }
 
     def stop(self) -> None:

@@ -31,7 +31,9 @@ aliases; its "G2" and "G3" are anonymized and have no entry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from gpufleet.model.errors import SpecError
 
@@ -319,9 +321,59 @@ def _index() -> dict[str, GpuModel]:
 _BY_NAME = _index()
 
 
+# A MIG device (a slice of a GPU with MIG mode on) is a model of its own: its parent's catalog
+# name and the profile as nvidia-smi names it, "<GPU-instance slices>g.<memory GB>gb"
+# ("H200-1g.18gb", "A100-40GB-3g.20gb"); "_" also separates them (Slurm's type names).
+_MIG_NAME = re.compile(r"^(?P<parent>.+)[-_](?P<slices>[1-8])G\.(?P<gb>\d{1,4})GB$")
+MIG_COMPUTE_SLICES = 7  # a whole Ampere/Hopper/Blackwell GPU's compute (GPU-instance) slices
+
+
+def mig_name(parent: str, profile: str) -> str:
+    """The catalog name of a MIG device: ``mig_name("H200", "1g.18gb")`` → ``"H200-1g.18gb"``."""
+    return f"{parent}-{profile}"
+
+
 def find(name: str) -> GpuModel | None:
-    """The catalog entry for a name or alias (case-insensitive), or None."""
-    return _BY_NAME.get(name.strip().upper())
+    """The catalog entry for a name or alias (case-insensitive), or None. A MIG profile of a
+    known model ("H200-1g.18gb") is found too: a model derived from its parent's."""
+    key = name.strip().upper()
+    return _BY_NAME.get(key) or _mig_model(key)
+
+
+@lru_cache(maxsize=256)
+def _mig_model(key: str) -> GpuModel | None:
+    """A MIG profile's figures: its parent's scaled by its share of the GPU, compute (and
+    power) by its slices of the seven, memory bandwidth by its memory; no NVLink (a MIG device
+    has no peer-to-peer). Approximations for planning: the datasheets give no MIG figures."""
+    m = _MIG_NAME.match(key)
+    if m is None:
+        return None
+    parent = _BY_NAME.get(m["parent"])
+    if parent is None or parent.vendor != "NVIDIA":
+        return None
+    slices, gb = int(m["slices"]), int(m["gb"])
+    if gb == 0 or gb > parent.memory_gib + 1:
+        return None
+    share = min(1.0, slices / MIG_COMPUTE_SLICES)
+    return replace(
+        parent,
+        name=mig_name(parent.name, f"{slices}g.{gb}gb"),
+        memory_gib=gb,
+        memory_bandwidth_gbs=round(parent.memory_bandwidth_gbs * min(1.0, gb / parent.memory_gib)),
+        fp64_tflops=round(parent.fp64_tflops * share, 2),
+        fp32_tflops=round(parent.fp32_tflops * share, 2),
+        bf16_tflops=round(parent.bf16_tflops * share, 1),
+        tdp_w=round(parent.tdp_w * share),
+        nvlink_gbs=0,
+        source=f"a MIG profile of {parent.name}: its figures scaled by the profile's share",
+        aliases=(),
+    )
+
+
+def mig_parent(name: str) -> GpuModel | None:
+    """The whole GPU a MIG model is a slice of (None: not a MIG model)."""
+    m = _MIG_NAME.match(name.strip().upper())
+    return _BY_NAME.get(m["parent"]) if m is not None and _mig_model(m.group(0)) else None
 
 
 def family(name: str) -> tuple[GpuModel, ...]:
@@ -347,6 +399,9 @@ def gres_name(model: str) -> str:
     A site may name its types otherwise (the node's ``gres_type``); this is the default."""
     if not model:
         return ""
+    m = _MIG_NAME.match(model.strip().upper())
+    if m is not None and _mig_model(m.group(0)) is not None:  # h200_1g.18gb, as Slurm's types
+        return f"{gres_name(_BY_NAME[m['parent']].name)}_{m['slices']}g.{m['gb']}gb"
     name = model.strip().lower()
     for suffix in ("-sxm", "-pcie"):
         name = name.removesuffix(suffix)
@@ -361,5 +416,10 @@ def lookup(name: str, *, source: str = "", field: str = "gpu_model") -> GpuModel
     m = find(name)
     if m is None:
         known = ", ".join(g.name for g in GPU_MODELS)
-        raise SpecError(f"unknown GPU model {name!r} (known: {known})", source=source, field=field)
+        raise SpecError(
+            f"unknown GPU model {name!r} (known: {known}; or a MIG profile of one, "
+            "e.g. H200-1g.18gb)",
+            source=source,
+            field=field,
+        )
     return m

@@ -59,7 +59,8 @@ class ServerConfig:
     gateway_host: str = "127.0.0.1"
     gateway_port_base: int = 31500
     gateway_port_span: int = 1000
-    gateway_drain_s: float = 2.0  # a replica out of the routes is killed this much later
+    # a replica out of the routes is killed this much after the proxy stopped routing to it
+    gateway_drain_s: float = 2.0
     gateway_stats_s: float = 5.0  # the request rates are read this often (the autoscaler's)
     extra: dict[str, str] = field(default_factory=dict)
 

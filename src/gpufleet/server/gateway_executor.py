@@ -2,36 +2,49 @@
 
 ``ServiceGateway`` keeps the whole set of routes (a gateway's ``apply`` replaces it whole), maps
 each backend's node to the address its agent registered, and gives each service its endpoint
-(``EndpointBook``: a port and a token, stable across restarts). The proxy starts with the first
+(``EndpointBook``: a port and a token, stable across restarts). It works on the controller's
+event loop and never waits on the proxy: it hands each new set of routes to the proxy's own
+thread (``GatewayWorker``: applies in order, the newest of those queued only, and start, stop,
+counters), which says through a future when the apply is done. The proxy starts with the first
 service (a cluster without services runs none) and stops with the server.
 
-Order: the core sends a service's ``Routes`` before the ``Kill`` of a replica that leaves them.
-``WithGateway`` applies the routes at once, in the driver's step, and holds such a Kill back
-for ``drain_s`` (2 s): the proxy sends the replica nothing new, and the requests it still
-serves get that long to finish before the SIGTERM. A Kill of any other job goes out at once.
+A service's endpoint opens when the service is created (its first ``ServiceRecord``; at a
+restart, every restored service: ``open``), with no backend until a replica is ready: its
+clients get 503 from the proxy, not a refused connection.
 
-Load: ``sample(now)`` reads the gateway's request counters and gives a ``ServiceLoad`` (the
-rate since the previous sample) per service; a counter that went down was reset (a restarted
-proxy) and counts from 0. The rate counts every request the endpoint received, those refused
-for a bad token among them.
+Order: the core sends a service's ``Routes`` before the ``Kill`` of a replica that leaves them.
+``WithGateway`` hands the routes on at once, in the driver's step, and holds such a Kill back
+until the apply that took the replica out has finished (or failed: logged, killed all the
+same) and ``drain_s`` (2 s) more have passed: the proxy sends the replica nothing new, and the
+requests it still serves get that long to finish before the SIGTERM. Every other command goes
+out at once, in its order.
+
+Load: ``sample(now)`` reads the gateway's request counters (on the proxy's thread) and gives a
+``ServiceLoad`` (the rate since the previous sample) per service; a counter that went down was
+reset (a restarted proxy) and counts from 0. The rate counts the requests the endpoint served:
+those refused for a bad token are not load (the autoscaler would scale for them).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.core.commands import Command, Kill, RouteBackend, Routes, ServiceRecord
 from gpufleet.core.events import ServiceLoad
-from gpufleet.gateway import Backend, Gateway, GatewayError, ServiceRoute
+from gpufleet.gateway import Backend, Gateway, ServiceRoute, ServiceStats
 from gpufleet.server.endpoints import Endpoint, EndpointBook
+from gpufleet.server.gateway_worker import GatewayWorker
 
 log = logging.getLogger("gpufleet.gateway")
 
 DRAIN_S = 2.0
 STATS_S = 5.0
+STOP_WAIT_S = 60.0  # an apply under way (nginx: up to its reload wait) and the stop itself
 
 
 class Link(Protocol):
@@ -42,8 +55,11 @@ class Executor(Protocol):
     def apply(self, commands: Sequence[Command]) -> None: ...
 
 
-# (delay in seconds, what to do then): the server's event loop's ``call_later``
+# (delay in seconds, what to do then), called on the server's event loop: its ``call_later``
 Defer = Callable[[float, Callable[[], None]], object]
+# what to do on the server's event loop, soon, called from any thread (the proxy's): the
+# loop's ``call_soon_threadsafe``
+Hop = Callable[[Callable[[], None]], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +83,16 @@ def _host(address: str) -> str:
     return address
 
 
+def _done() -> Future[None]:
+    fut: Future[None] = Future()
+    fut.set_result(None)
+    return fut
+
+
 class ServiceGateway:
+    """Touched on the controller's loop only (the book, the routes); the proxy is the
+    worker's."""
+
     def __init__(
         self,
         gateway: Gateway,
@@ -78,15 +103,26 @@ class ServiceGateway:
         stats_s: float = STATS_S,
     ) -> None:
         self.gateway = gateway
+        self.worker = GatewayWorker(gateway)
         self.book = book
         self.links = links
         self.drain_s = drain_s
         self.stats_s = stats_s
         self.routes: dict[str, tuple[Backend, ...]] = {}  # service → its ready backends
         self._ready: dict[str, tuple[RouteBackend, ...]] = {}  # service → as the core said
-        self.started = False
-        self.errors = 0  # applies the proxy refused (the old config went on serving)
-        self._last: dict[str, tuple[float, int]] = {}  # service → (time, requests) sampled
+        self._last: dict[str, tuple[float, int]] = {}  # service → (time, served) sampled
+        # the newest apply handed to the worker: done once the proxy serves it (or failed)
+        self.applied: Future[None] = _done()
+
+    @property
+    def started(self) -> bool:
+        """The proxy runs (as of its last start or stop)."""
+        return self.worker.started
+
+    @property
+    def errors(self) -> int:
+        """Applies the proxy refused (the old config went on serving)."""
+        return self.worker.errors
 
     # ----- the proxy ------------------------------------------------------------------------
 
@@ -96,15 +132,27 @@ class ServiceGateway:
         return self.book.get(name) if name in self.routes else None
 
     def stop(self) -> None:
-        if self.started:
-            self.started = False
-            self.gateway.stop()
+        """Stop the proxy once the applies handed on have run; waits (call it off the loop,
+        or at the end). A later change starts it again."""
+        self.worker.stop(STOP_WAIT_S)
+
+    def open(self, names: Iterable[str]) -> None:
+        """Each of these services gets its endpoint now, with no backend until its first
+        Routes (clients get 503, not a refused connection): at its creation, and for every
+        service at a restart. One already served keeps its routes."""
+        new = [n for n in names if n not in self.routes]
+        for name in new:
+            self.book.endpoint(name)  # made at the service's creation, kept across restarts
+            self.routes[name] = ()
+        if new:
+            self._apply()
 
     def on_routes(self, c: Routes) -> set[str]:
-        """Serve ``c``'s backends from now on; the replicas that left the routes."""
+        """Serve ``c``'s backends from now on (``applied`` says when the proxy does); the
+        replicas that left the routes."""
         before = {b.job_id for b in self._ready.get(c.service, ())}
         self._ready[c.service] = c.backends
-        self.book.endpoint(c.service)  # made at the service's first routes: its creation
+        self.book.endpoint(c.service)  # made at the service's creation (if not yet)
         backends = []
         for b in c.backends:
             link = self.links.get(b.node)
@@ -132,76 +180,91 @@ class ServiceGateway:
         self.book.forget(name)
 
     def _apply(self) -> None:
+        """The whole set to the proxy's thread; a failure is logged there (the old config
+        serves on; the next change, or a restart, tries again)."""
         routes = []
         for name in sorted(self.routes):
             e = self.book.endpoint(name)
             routes.append(ServiceRoute(name, e.port, e.token, self.routes[name]))
-        try:
-            if not self.started:
-                self.gateway.start()
-                self.started = True
-            self.gateway.apply(routes)
-        except GatewayError as e:
-            # the old config serves on; the next change (or restart) tries again
-            self.errors += 1
-            log.error("the gateway refused the service routes: %s", e)
+        self.applied = self.worker.apply(routes)
 
     # ----- load -----------------------------------------------------------------------------
 
-    def sample(self, now: float) -> list[ServiceLoad]:
-        """Each routed service's request rate since the previous sample (none at the first)."""
-        if not self.started:
-            return []
+    async def sample(self, now: float) -> list[ServiceLoad]:
+        """Each routed service's rate of served requests since the previous sample (none at
+        the first); the counters are read on the proxy's thread."""
         try:
-            stats = self.gateway.stats()
-        except GatewayError as e:
+            stats = await asyncio.wrap_future(self.worker.stats())
+        except Exception as e:
             log.warning("could not read the gateway's counters: %s", e)
             return []
+        return self.loads(stats, now)
+
+    def loads(self, stats: Mapping[str, ServiceStats], now: float) -> list[ServiceLoad]:
+        """The rates from counters read at ``now``: requests less those the token check
+        refused (not load: the autoscaler would scale up for a client with a bad token)."""
         out = []
         for name in sorted(self.routes):
             st = stats.get(name)
             if st is None:
                 continue
+            served = st.requests - st.unauthorized
             last = self._last.get(name)
-            self._last[name] = (now, st.requests)
+            self._last[name] = (now, served)
             if last is None or now <= last[0]:
                 continue
             t0, n0 = last
-            done = st.requests - n0 if st.requests >= n0 else st.requests  # a reset: from 0
+            done = served - n0 if served >= n0 else served  # a reset: from 0
             out.append(ServiceLoad(name, done / (now - t0), now))
         return out
 
 
 class WithGateway:
-    """The driver's executor: Routes and a gone service's record to the gateway, in order; the
-    rest to the agents' executor, the Kill of a replica just out of the routes ``drain_s``
-    later (``defer``)."""
+    """The driver's executor: Routes and a service's records to the gateway, in order; the
+    rest to the agents' executor at once, but the Kill of a replica just out of the routes
+    once the proxy applied them (``hop``: back on the loop) and ``drain_s`` later
+    (``defer``)."""
 
-    def __init__(self, agents: Executor, gateway: ServiceGateway, defer: Defer) -> None:
+    def __init__(self, agents: Executor, gateway: ServiceGateway, defer: Defer, hop: Hop) -> None:
         self.agents = agents
         self.gateway = gateway
         self.defer = defer
+        self.hop = hop
 
     def apply(self, commands: Sequence[Command]) -> None:
         now: list[Command] = []
-        leaving: set[str] = set()
+        leaving: dict[str, Future[None]] = {}  # replica → the apply that took it out
         for c in commands:
             if isinstance(c, Routes):
-                leaving |= self.gateway.on_routes(c)
+                for job_id in self.gateway.on_routes(c):
+                    leaving[job_id] = self.gateway.applied
             elif isinstance(c, ServiceRecord):
                 if c.record is None:
                     self.gateway.forget(c.service)
-            elif isinstance(c, Kill) and c.job_id in leaving and self.gateway.drain_s > 0:
-                self._later([*now, c], keep=len(now))
-                now = []
+                else:  # a new service's endpoint opens (a known one's is left as it is)
+                    self.gateway.open([c.service])
+            elif isinstance(c, Kill) and c.job_id in leaving:
+                self._hold(c, leaving[c.job_id])
             else:
                 now.append(c)
         if now:
             self.agents.apply(now)
 
-    def _later(self, batch: list[Command], keep: int) -> None:
-        """Send what came before the Kill now (order kept), the Kill after the drain."""
-        if keep:
-            self.agents.apply(batch[:keep])
-        kill = batch[keep]
-        self.defer(self.gateway.drain_s, lambda: self.agents.apply([kill]))
+    def _hold(self, kill: Kill, applied: Future[None]) -> None:
+        """``kill`` once ``applied`` is done and the drain has passed, on the loop."""
+
+        def on_loop() -> None:
+            e = applied.exception()
+            if e is not None:
+                log.warning(
+                    "%s leaves the routes of a failed apply (%s): killed after the drain",
+                    kill.job_id,
+                    e,
+                )
+            if self.gateway.drain_s > 0:
+                self.defer(self.gateway.drain_s, lambda: self.agents.apply([kill]))
+            else:
+                self.agents.apply([kill])
+
+        # on the worker's thread (or here, at once, if it is done already)
+        applied.add_done_callback(lambda _: self.hop(on_loop))

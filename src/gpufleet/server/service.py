@@ -184,6 +184,7 @@ class ControllerService(ClusterReads, ServiceRequests):
         if gateway is not None:
             gateway.links = self.links
         self._sampler: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the gateway's thread comes back
         self._last_epoch = 0
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
@@ -242,7 +243,7 @@ class ControllerService(ClusterReads, ServiceRequests):
         journal = StoreJournal(self.store, ctrl, self._audits_of, self.down.committed)
         if self.gateway is None:
             return Driver(ctrl, executor, journal, self._rule, start=self.clock.now())
-        routed = WithGateway(executor, self.gateway, _call_later)
+        routed = WithGateway(executor, self.gateway, _call_later, self._on_loop)
         return Driver(ctrl, routed, journal, self._rule, start=self.clock.now())
 
     def _install(self, ctrl: Controller) -> None:
@@ -262,6 +263,7 @@ class ControllerService(ClusterReads, ServiceRequests):
 
     async def start(self) -> None:
         self._wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         self._restore()
         self._task = asyncio.create_task(self._run(), name="gpufleet-controller-loop")
         if self.gateway is not None:
@@ -320,6 +322,10 @@ class ControllerService(ClusterReads, ServiceRequests):
             if name not in ctrl.nodes:  # registered, but its node row never committed
                 link.registered = link.rejoining = False
         self._install(ctrl)
+        if self.gateway is not None:
+            # every service's endpoint serves again at once (503 until its first Routes: the
+            # core sends them at its first reconcile)
+            self.gateway.open(ctrl.services.services)
         if rebuild:
             # what was queued was committed, but every agent registers again now and the
             # reconcile requeues what it does not run (the same as after a restart)
@@ -336,17 +342,29 @@ class ControllerService(ClusterReads, ServiceRequests):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sampler
         if self.gateway is not None:
-            self.gateway.stop()
+            # waits for an apply under way and the proxy's stop: off the loop
+            await asyncio.to_thread(self.gateway.stop)
+
+    def _on_loop(self, fn: Callable[[], None]) -> None:
+        """``fn`` on the controller's loop, from the gateway's thread (an apply is done)."""
+        loop = self._loop
+        if loop is None:
+            log.error("the gateway finished an apply before the controller started")
+            return
+        try:
+            loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # the loop is closed: the server has stopped
+            log.warning("the gateway finished an apply after the controller stopped")
 
     async def _sample(self) -> None:
         """The gateway's request rates into the core (the autoscaler's input), every
-        ``stats_s`` (on this loop, as ``apply`` is: the two never overlap)."""
+        ``stats_s`` (the counters are read on the gateway's thread, between its applies)."""
         assert self.gateway is not None
         gw = self.gateway
         while not self._stopping:
             await asyncio.sleep(gw.stats_s)
             try:
-                loads = gw.sample(self.clock.now())
+                loads = await gw.sample(self.clock.now())
             except Exception:
                 log.exception("reading the gateway's request counters failed")
                 continue

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.agent.gpu import DeviceRef
 from gpufleet.model.container import Mount
 
 ORDER = ("apptainer", "singularity", "enroot", "podman", "docker")
@@ -42,6 +43,9 @@ class ContainerTask:
     workdir: str = ""  # "" : the image's
     mounts: Sequence[Mount] = ()
     gpus: Sequence[int] = ()  # the job's GPUs on this node (indices)
+    # how the runtime names them (a MIG device: CDI's "<gpu>:<mig>", docker's MIG-… UUID);
+    # empty: by index, as ``gpus``
+    devices: Sequence[DeviceRef] = ()
     tmp: str = ""  # the task's private directory, mounted on /tmp (as a bare task's)
     rootless: bool = False  # the agent is not root
     ulimits: Sequence[tuple[str, int, int]] = ()  # (name, soft, hard): the agent's own
@@ -141,11 +145,23 @@ def nvidia_cdi(dirs: Sequence[str] = ("/etc/cdi", "/var/run/cdi")) -> bool:
     return False
 
 
-def nvidia_device_nodes(gpus: Sequence[int], dev: str = "/dev") -> list[str]:
-    """The device nodes of ``gpus`` and the driver's shared ones, those that exist."""
+def nvidia_device_nodes(gpus: Sequence[int], dev: str = "/dev", *, mig: bool = False) -> list[str]:
+    """The device nodes of ``gpus`` (physical GPUs) and the driver's shared ones, those that
+    exist. ``mig``: with the MIG capability nodes (``nvidia-caps/``) a MIG device needs too;
+    they open every MIG device of the node, so CUDA_VISIBLE_DEVICES alone narrows it to the
+    job's (CDI gives a container only its own)."""
     shared = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
     nodes = [f"{dev}/nvidia{g}" for g in gpus] + [f"{dev}/{s}" for s in shared]
+    caps = Path(dev) / "nvidia-caps"
+    if mig and caps.is_dir():
+        nodes += sorted(str(p) for p in caps.iterdir())
     return [n for n in nodes if Path(n).exists()]
+
+
+def cdi_name(ref: DeviceRef) -> str:
+    """nvidia-ctk's CDI device name (its default "index" strategy): "0", or "0:1" for MIG
+    device 1 of GPU 0."""
+    return f"{ref.parent}:{ref.mig}" if ref.mig is not None else str(ref.parent)
 
 
 def env_file_text(env: dict[str, str]) -> str:

@@ -1,6 +1,6 @@
 """docker: the same shape as podman's command line (``docker run`` in the foreground, signals
-proxied, ``--rm``), GPUs with ``--gpus device=…`` (the NVIDIA container toolkit). Not exercised
-by a real runtime in the test suite: its argv is unit-tested only."""
+proxied, ``--rm``), GPUs with ``--gpus device=…`` (the NVIDIA container toolkit; a MIG device
+by its UUID). Not exercised by a real runtime in the test suite: its argv is unit-tested only."""
 
 from __future__ import annotations
 
@@ -28,8 +28,11 @@ class Docker(Runtime):
         if task.workdir:
             a += ["--workdir", task.workdir]
         if task.gpus:
+            # a whole GPU by its index, a MIG device by its MIG-… UUID (the NVIDIA container
+            # toolkit takes both)
+            names = [r.uuid if r.mig is not None else str(r.parent) for r in task.devices]
             # the quotes are part of the value: docker splits --gpus at commas otherwise
-            a += ["--gpus", '"device=' + ",".join(str(g) for g in task.gpus) + '"']
+            a += ["--gpus", '"device=' + ",".join(names or [str(g) for g in task.gpus]) + '"']
         return [*a, "--", task.image, *task.command]
 
     def cleanup_argv(self, name: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 
-from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime
+from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime, cdi_name
 
 
 class Podman(Runtime):
@@ -46,7 +46,8 @@ class Podman(Runtime):
         if task.workdir:
             a += ["--workdir", task.workdir]
         if task.cdi:
-            a += [x for g in task.gpus for x in ("--device", f"nvidia.com/gpu={g}")]
+            names = [cdi_name(r) for r in task.devices] or [str(g) for g in task.gpus]
+            a += [x for n in names for x in ("--device", f"nvidia.com/gpu={n}")]
         else:
             a += [x for d in task.device_nodes for x in ("--device", d)]
         return [*a, "--", task.image, *task.command]
