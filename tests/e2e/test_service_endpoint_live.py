@@ -101,6 +101,9 @@ def test_a_service_endpoint_survives_a_killed_replica_and_a_rolling_update(
     print(f"\n{kind}: killed {victim}: {during.line(killed)} | after: {after.line(killed)}")
     assert after.failed == 0, after
     assert after.ok > 0
+    # before: only requests inside the killed replica may fail (a refused connection is sent
+    # to the other one), and no more are in flight than the load has threads
+    assert during.failed <= load.threads, during
     assert again.ready == 2 and victim not in {r.job_id for r in again.replicas}
 
     # ----- a rolling update under load: not one request may fail ----------------------------

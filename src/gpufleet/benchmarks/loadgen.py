@@ -48,7 +48,7 @@ class Summary:
     last_failure: float | None
     p50_ms: float
     p99_ms: float
-    resent: int = 0
+    resent: int = 0  # of the whole run, not only of the window
 
     def line(self, t0: float = 0.0) -> str:
         kinds = ", ".join(f"{k}: {n}" for k, n in sorted(self.by_kind.items())) or "none"
