@@ -1,7 +1,8 @@
 """A service's endpoint on a real cluster, through each real proxy (HAProxy, nginx, the built-in
 one): the model stub (``gpufleet.examples.model_stub``) as a service of 2 replicas, called
 through the gateway with its token; one replica SIGKILLed under load and the service whole
-again; a rolling update under load without a failed request; removal closes the endpoint.
+again; a rolling update under load without a failed request; a new token replaces the old;
+removal closes the endpoint.
 
 The load is ``gpufleet.benchmarks.loadgen`` (open loop, keep-alive, a timeout per request). Its
 failures are counted, never timed: the only times compared are those of the requests
@@ -10,7 +11,6 @@ replica out)."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
@@ -21,10 +21,9 @@ from collections.abc import Callable
 import pytest
 from livehelp import wait_for
 
-from gpufleet.api.services import EndpointOut
 from gpufleet.benchmarks.loadgen import LoadGen
 from gpufleet.ops.localcluster import LocalCluster
-from gpufleet.ops.stubservice import kill_replica, ready_service, stub_spec
+from gpufleet.ops.stubservice import ask, kill_replica, ready_service, stub_spec, wait_serving
 
 pytestmark = pytest.mark.e2e
 PROBE_S = 1.0  # the replicas' probe period
@@ -37,16 +36,6 @@ def _proxy(kind: str) -> str:
             pytest.fail(f"{kind} is not installed, and CI must test it")
         pytest.skip(f"{kind} is not installed")
     return kind
-
-
-def _get(ep: EndpointOut, token: str | None, path: str = "/v1/predict") -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection(ep.host, ep.port, timeout=10)
-    try:
-        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
 
 
 def _refused(port: int) -> bool:
@@ -73,12 +62,13 @@ def test_a_service_endpoint_survives_a_killed_replica_and_a_rolling_update(
     ready = ready_service(alice, "model", 2, timeout_s=90)
     replicas = {r.job_id for r in ready.replicas}
     # the token is checked before anything reaches a replica
-    assert _get(ep, None)[0] == 401
-    assert _get(ep, "not-" + token)[0] == 401
-    answers = [_get(ep, token) for _ in range(20)]
+    assert ask(ep.url, None)[0] == 401
+    assert ask(ep.url, "not-" + token)[0] == 401
+    # both replicas get traffic (once the proxy has the routes the API already shows)
+    wait_serving(ep.url, token, replicas)
+    answers = [ask(ep.url, token) for _ in range(20)]
     assert all(status == 200 for status, _ in answers), answers
-    seen = {json.loads(body)["replica"] for _, body in answers}
-    assert seen == replicas  # both replicas get traffic
+    assert {json.loads(body)["replica"] for _, body in answers} == replicas
 
     # ----- one replica SIGKILLed under load -------------------------------------------------
     victim = ready.replicas[0].job_id
@@ -117,7 +107,13 @@ def test_a_service_endpoint_survives_a_killed_replica_and_a_rolling_update(
     rollout = load.summary()
     print(f"{kind}: rolling update: {rollout.line(load.t0)}")
     assert rollout.failed == 0, rollout
-    assert {json.loads(_get(ep, token)[1])["version"] for _ in range(10)} == {"2"}
+    assert {json.loads(ask(ep.url, token)[1])["version"] for _ in range(10)} == {"2"}
+
+    # ----- a new token: the old one is refused once the proxy has it ------------------------
+    rotated = alice.rotate_service_token("model").endpoint
+    assert rotated is not None and rotated.token and rotated.token != token
+    wait_for("the old token refused", lambda: ask(ep.url, token)[0] == 401, 30)
+    assert ask(ep.url, rotated.token)[0] == 200
 
     # ----- removed: the endpoint closes and the replicas are cancelled ----------------------
     last = {r.job_id for r in rolled.replicas}

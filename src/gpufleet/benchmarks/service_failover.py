@@ -34,7 +34,7 @@ from gpufleet.benchmarks.loadgen import LoadGen, Summary
 from gpufleet.client import Client
 from gpufleet.gateway import KINDS
 from gpufleet.ops.localcluster import LocalCluster
-from gpufleet.ops.stubservice import kill_replica, ready_service, stub_spec
+from gpufleet.ops.stubservice import kill_replica, ready_service, stub_spec, wait_serving
 
 WARM_S = 2.0
 AFTER_S = 2.0
@@ -69,7 +69,9 @@ def _cluster(proxy: str, root: Path) -> LocalCluster:
 def kill_round(c: LocalCluster, u: Client, name: str, rate: float, delay_ms: float) -> KillRound:
     ep = u.create_service(stub_spec(name, 2, delay_ms=delay_ms)).endpoint
     assert ep is not None and ep.token, "the controller runs without a gateway"
-    victim = ready_service(u, name, 2).replicas[0].job_id
+    ready = ready_service(u, name, 2)
+    wait_serving(ep.url, ep.token, {r.job_id for r in ready.replicas})
+    victim = ready.replicas[0].job_id
     with LoadGen(ep.url, rate, token=ep.token, path="/v1/predict") as load:
         time.sleep(WARM_S)
         killed = time.monotonic()
@@ -86,7 +88,8 @@ def kill_round(c: LocalCluster, u: Client, name: str, rate: float, delay_ms: flo
 def rollout_round(u: Client, name: str, rate: float, delay_ms: float) -> RolloutRound:
     ep = u.create_service(stub_spec(name, 4, delay_ms=delay_ms)).endpoint
     assert ep is not None and ep.token, "the controller runs without a gateway"
-    ready_service(u, name, 4)
+    ready = ready_service(u, name, 4)
+    wait_serving(ep.url, ep.token, {r.job_id for r in ready.replicas})
     with LoadGen(ep.url, rate, token=ep.token, path="/v1/predict") as load:
         time.sleep(WARM_S)
         updated = time.monotonic()

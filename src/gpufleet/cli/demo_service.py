@@ -20,7 +20,7 @@ from gpufleet.api.services import EndpointOut
 from gpufleet.benchmarks.loadgen import LoadGen
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
-from gpufleet.ops.stubservice import kill_replica, ready_service, stub_spec
+from gpufleet.ops.stubservice import kill_replica, ready_service, stub_spec, wait_serving
 from gpufleet.secretfile import write_secret
 
 NAME = "demo-model"
@@ -50,6 +50,7 @@ def run(cluster: LocalCluster, user: Client, console: Console, requests: int = 2
     try:
         with console.status(f"starting {NAME}: 2 replicas, ready once GET /healthz answers …"):
             ready = ready_service(user, NAME, 2, timeout_s=60)
+            wait_serving(ep.url, ep.token, {r.job_id for r in ready.replicas})
         console.print(
             f"{NAME} is ready at [bold]{ep.url}[/] (replicas "
             + ", ".join(f"{r.job_id} on {r.node}:{r.port}" for r in ready.replicas)

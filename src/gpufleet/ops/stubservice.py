@@ -4,12 +4,14 @@ of a service's endpoint and the failover benchmark share these."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from gpufleet.api.services import ServiceOut
 from gpufleet.client import Client
@@ -85,6 +87,42 @@ def ready_service(
                 f"service {name}: not {n} ready replicas within {timeout_s:g} s: {seen}"
             )
         time.sleep(0.2)  # real replicas are starting: real time passes
+
+
+def ask(url: str, token: str | None, path: str = "/v1/predict") -> tuple[int, bytes]:
+    """One GET through the endpoint at ``url``: (status, body)."""
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def wait_serving(url: str, token: str, replicas: set[str], timeout_s: float = 30) -> None:
+    """Until every one of ``replicas`` has answered through the endpoint. The API says a
+    replica is ready when the controller decided so; the proxy gets the new routes a moment
+    later, on its own thread (503 "no server" or only the other replica until then)."""
+    seen: set[str] = set()
+    last: object = None
+    deadline = time.monotonic() + timeout_s
+    while not replicas <= seen:
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{url}: replicas {sorted(replicas - seen)} did not answer within "
+                f"{timeout_s:g} s (last: {last!r})"
+            )
+        try:
+            status, body = ask(url, token)
+            last = (status, body[:80])
+            if status == 200:
+                seen.add(str(json.loads(body)["replica"]))
+                continue
+        except OSError as e:
+            last = e
+        time.sleep(0.05)  # the proxy is being reloaded: real time passes
 
 
 def replica_pid(cluster: LocalCluster, c: Client, job_id: str) -> int:
