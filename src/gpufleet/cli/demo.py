@@ -3,7 +3,9 @@
 A controller on SQLite and four agents with simulated 8-GPU nodes, all real processes on
 127.0.0.1; two teams submit jobs, among them a 2-node gang that trains a small PyTorch model
 with DistributedDataParallel on CPU (gloo) when torch is installed (else a plain multi-process
-gang). It shows progress until every job ends and exits 0 only if every job succeeded."""
+gang). It shows progress until every job ends; then a service (``demo_service``): a model
+server of 2 replicas behind one endpoint, one replica killed under load. It exits 0 only if every
+job succeeded and the service's traffic went on."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from rich.live import Live
 from rich.table import Table
 
 from gpufleet.api.schemas import JobOut
+from gpufleet.cli import demo_service
 from gpufleet.io.specs import example
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -131,6 +134,10 @@ def demo(
     keep: bool = typer.Option(False, "--keep", help="leave the cluster running afterwards"),
     data_dir: Path = typer.Option(None, help="where the cluster keeps its state (default: tmp)"),
     timeout_s: float = typer.Option(300.0, help="give up after this long"),
+    gateway: str = typer.Option(
+        "",
+        help="the service endpoint's proxy: haproxy, nginx, builtin (default: the first installed)",
+    ),
 ) -> None:
     console = Console(width=None if Console().is_terminal else 140)
     have_torch = importlib.util.find_spec("torch") is not None
@@ -145,6 +152,7 @@ def demo(
         lease_s=2.0,
         schedule_interval_s=1.0,
         queues_file=example("demo-queues.yaml"),
+        gateway=gateway,
     )
     ok = False
     try:
@@ -191,6 +199,7 @@ def demo(
             f"{len(done)} of {len(all_ids)} jobs succeeded"
             + ("" if ok else f"; see logs under {root}")
         )
+        ok = demo_service.run(cluster, users["ana"], console) and ok
         console.print(f"dashboard: {cluster.url}/   API: {cluster.url}/api/v1")
         if keep:
             console.print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import signal
 import socket
 import subprocess
@@ -25,6 +26,38 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# the services' endpoint ports of local clusters: from the controller's default range
+# (31500) up to the kernel's ephemeral ports (32768), where no replica port (20000-27499) is
+GATEWAY_PORTS = range(31500, 32768)
+_given_ports: set[int] = set()  # handed out by this process: two clusters never share one
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_gateway_ports(n: int = 10) -> str:
+    """``FIRST-LAST``: ``n`` consecutive ports below 32768 that are free on 127.0.0.1 now and
+    that this process has not handed out before (``--gateway-ports``). The search starts at a
+    random place, so clusters in other processes (a parallel test run) rarely look at the
+    same ports first."""
+    if not 1 <= n <= len(GATEWAY_PORTS):
+        raise ValueError(f"gateway ports: need 1 to {len(GATEWAY_PORTS)} of them, not {n}")
+    lo, hi = GATEWAY_PORTS.start, GATEWAY_PORTS.stop - n
+    start = secrets.randbelow(hi - lo + 1) + lo
+    for first in [*range(start, hi + 1), *range(lo, start)]:
+        ports = range(first, first + n)
+        if not _given_ports.intersection(ports) and all(_bindable(p) for p in ports):
+            _given_ports.update(ports)
+            return f"{ports[0]}-{ports[-1]}"
+    raise RuntimeError(f"no {n} consecutive free ports in {lo}-{GATEWAY_PORTS.stop - 1}")
 
 
 class ProcessDied(RuntimeError):
@@ -78,6 +111,10 @@ class LocalCluster:
     # root agent runs each job as its user's account); "" refuses them instead
     fallback_account: str = field(default_factory=lambda: pwd.getpwuid(os.geteuid()).pw_name)
     controller_args: list[str] = field(default_factory=list)
+    # the services' endpoints: the controller's --gateway (haproxy, nginx, builtin, off; "" the
+    # first installed) and --gateway-ports ("" a free range of free_gateway_ports())
+    gateway: str = ""
+    gateway_ports: str = ""
     # HTTPS: the controller serves tls_cert/tls_key; agents and clients verify it against ca
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -149,6 +186,12 @@ class LocalCluster:
             args += ["--prometheus", self.prometheus_url]
         if self.fallback_account:
             args += ["--fallback-account", self.fallback_account]
+        if self.gateway:
+            args += ["--gateway", self.gateway]
+        if self.gateway != "off":
+            if not self.gateway_ports:  # kept: a restarted controller serves the same ports
+                self.gateway_ports = free_gateway_ports()
+            args += ["--gateway-ports", self.gateway_ports]
         log = (self.data_dir / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
