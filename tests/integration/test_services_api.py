@@ -158,6 +158,8 @@ def test_the_endpoint_token_is_shown_once_and_can_be_renewed(api: Api) -> None:
     assert e.token not in json.dumps(api.admin.service("web").model_dump())
     started(a0, "node-0", launches(a0, "node-0", 2))
     wait_for("2 ready", lambda: alice.service("web").ready == 2)
+    # ready: the core routes them; routed: the proxy's reload that sends them requests is done
+    wait_for("2 routed", lambda: [r.routed for r in alice.service("web").replicas] == [True] * 2)
     # the proxy checks the token (no replica process answers behind it: not 401 is enough)
     wait_for("the token taken", lambda: _get(e.url + "/", e.token) not in (0, 401))
     assert _get(e.url + "/", None) == 401 and _get(e.url + "/", "wrong") == 401
@@ -344,6 +346,7 @@ def test_without_a_gateway_a_service_has_no_endpoint(db_url: str, tmp_path: Path
             alice = api.user("alice")
             assert alice.create_service(SVC).endpoint is None
             assert alice.service("web").endpoint is None
+            assert {r.routed for r in alice.service("web").replicas} == {None}
             assert "runs no gateway" in refused(409, lambda: alice.rotate_service_token("web"))
     finally:
         store.close()

@@ -253,3 +253,25 @@ def test_a_caller_that_gives_up_does_not_stop_the_worker(
     fake.hold.clear()
     assert gw.worker.stats().result(WAIT_S) == {}
     gw.stop()
+
+
+def test_serving_follows_the_applies_that_succeeded(fake: Blocking, gw: ServiceGateway) -> None:
+    fake.hold.set()
+    gw.on_routes(Routes("llm", (ONE, TWO)))
+    assert fake.inside.wait(WAIT_S)
+    assert gw.serving == {}  # routed by the core, not yet by the proxy
+    fake.release.set()
+    gw.applied.result(WAIT_S)
+    gw.worker.stop(WAIT_S)  # its done callbacks have run
+    assert gw.serving == {"llm": {"llm.1", "llm.2"}}
+    fake.fail = True
+    gw.on_routes(Routes("llm", (ONE,)))
+    with pytest.raises(ConfigError):
+        gw.applied.result(WAIT_S)
+    gw.worker.stop(WAIT_S)
+    assert gw.serving == {"llm": {"llm.1", "llm.2"}}  # the old config serves on
+    fake.fail = False
+    gw.on_routes(Routes("llm", (RouteBackend("llm.3", "gone", 20001), ONE)))
+    gw.applied.result(WAIT_S)
+    gw.worker.stop(WAIT_S)
+    assert gw.serving == {"llm": {"llm.1"}}  # a node without an address is not served

@@ -113,7 +113,12 @@ class ReplicaOut(Strict):
     state: str = Field(description="the replica job's state")
     node: str | None = None
     port: int | None = None
-    ready: bool = Field(description="gets traffic")
+    ready: bool = Field(description="passes its readiness probe: the core routes it")
+    routed: bool | None = Field(
+        None,
+        description="the gateway's proxy sends it requests now (its reload done); none "
+        "when the controller runs no gateway",
+    )
     readiness: ProbeState
     liveness: ProbeState
     stopping: bool = False

@@ -252,7 +252,7 @@ def show(
                 r.state + (" (stopping)" if r.stopping else ""),
                 r.node or "-",
                 r.port or "-",
-                "yes" if r.ready else "no",
+                ("yes" if r.routed in (True, None) else "yes, reloading") if r.ready else "no",
                 r.readiness,
                 r.liveness,
             ]

@@ -113,6 +113,11 @@ class ServiceGateway:
         self._last: dict[str, tuple[float, int]] = {}  # service → (time, served) sampled
         # the newest apply handed to the worker: done once the proxy serves it (or failed)
         self.applied: Future[None] = _done()
+        # service → the replicas the proxy sends requests to: those of the newest apply that
+        # succeeded (set from the worker's thread, whole, so a reader sees one or the other)
+        self.serving: Mapping[str, frozenset[str]] = {}
+        self._routed: dict[str, frozenset[str]] = {}  # service → replicas of ``routes``
+        self._seq = self._served_seq = 0
 
     @property
     def started(self) -> bool:
@@ -144,6 +149,7 @@ class ServiceGateway:
         for name in new:
             self.book.endpoint(name)  # made at the service's creation, kept across restarts
             self.routes[name] = ()
+            self._routed[name] = frozenset()
         if new:
             self._apply()
 
@@ -154,13 +160,16 @@ class ServiceGateway:
         self._ready[c.service] = c.backends
         self.book.endpoint(c.service)  # made at the service's creation (if not yet)
         backends = []
+        routed = set()
         for b in c.backends:
             link = self.links.get(b.node)
             if link is None:  # its agent never registered with this process: not reachable
                 log.warning("service %s: no address for node %s of %s", c.service, b.node, b.job_id)
                 continue
             backends.append(Backend(_host(link.address), b.port))
+            routed.add(b.job_id)
         self.routes[c.service] = tuple(dict.fromkeys(backends))
+        self._routed[c.service] = frozenset(routed)
         self._apply()
         return before - {b.job_id for b in c.backends}
 
@@ -175,6 +184,7 @@ class ServiceGateway:
         """The service is gone: its endpoint closes and its port and token are freed."""
         self._ready.pop(name, None)
         self._last.pop(name, None)
+        self._routed.pop(name, None)
         if self.routes.pop(name, None) is not None:
             self._apply()
         self.book.forget(name)
@@ -187,6 +197,16 @@ class ServiceGateway:
             e = self.book.endpoint(name)
             routes.append(ServiceRoute(name, e.port, e.token, self.routes[name]))
         self.applied = self.worker.apply(routes)
+        self._seq += 1
+        seq, snapshot = self._seq, dict(self._routed)
+        self.applied.add_done_callback(lambda f: self._served(seq, snapshot, f))
+
+    def _served(self, seq: int, routed: dict[str, frozenset[str]], f: Future[None]) -> None:
+        """An apply finished (on the worker's thread): what it routes is served now, unless
+        it failed or a newer one finished first."""
+        if not f.cancelled() and f.exception() is None and seq > self._served_seq:
+            self._served_seq = seq
+            self.serving = routed
 
     # ----- load -----------------------------------------------------------------------------
 

@@ -132,13 +132,14 @@ class ServiceRequests:
         """What the API shows of it; ``events``: with its newest events (from the store);
         ``token``: with its endpoint's token (only the answer that made the token)."""
         history = None if events is None else self.store.service_events(svc.name, events)
-        endpoint = None
+        endpoint, serving = None, None
         if self.gateway is not None:
+            serving = self.gateway.serving.get(svc.name, frozenset())
             e = self.gateway.book.endpoint(svc.name) if token else self.gateway.book.get(svc.name)
             if e is not None:
                 host = self.gateway.gateway.bind_host
                 endpoint = endpoint_out(host, e.port, e.token if token else None)
-        return service_out(svc, self.ctrl, history, endpoint)
+        return service_out(svc, self.ctrl, history, endpoint, serving)
 
     def visible_services(self, who: Principal) -> list[Service]:
         svcs = sorted(self.ctrl.services.services.values(), key=lambda s: s.name)

@@ -15,7 +15,9 @@ from gpufleet.server.store.services import ServiceEventRecord
 S = JobState
 
 
-def replica_out(svc: Service, r: Replica, ctrl: Controller) -> a.ReplicaOut:
+def replica_out(
+    svc: Service, r: Replica, ctrl: Controller, serving: frozenset[str] | None = None
+) -> a.ReplicaOut:
     rec = ctrl.jobs.get(r.job_id)
     state = rec.job.state if rec is not None else S.PENDING
     running = state is S.RUNNING
@@ -44,6 +46,7 @@ def replica_out(svc: Service, r: Replica, ctrl: Controller) -> a.ReplicaOut:
         node=r.node or None,
         port=r.port or None,
         ready=ready,
+        routed=None if serving is None else r.job_id in serving,
         readiness=readiness,
         liveness=liveness,
         stopping=r.stopping,
@@ -70,10 +73,13 @@ def service_out(
     ctrl: Controller,
     events: Sequence[ServiceEventRecord] | None = None,
     endpoint: a.EndpointOut | None = None,
+    serving: frozenset[str] | None = None,
 ) -> a.ServiceOut:
+    """``serving``: the replicas the gateway's proxy sends requests to (None: no gateway)."""
     spec = svc.spec
     replicas = [
-        replica_out(svc, r, ctrl) for r in sorted(svc.replicas.values(), key=lambda r: r.index)
+        replica_out(svc, r, ctrl, serving)
+        for r in sorted(svc.replicas.values(), key=lambda r: r.index)
     ]
     auto = spec.autoscale
     return a.ServiceOut(
