@@ -666,7 +666,9 @@ function servicePage(name) {
         : r.stopping ? badge("stopping", "cancelled") : badge(r.state));
       const rows = s.replicas.map((r) => tr(jobLink(r.job_id), String(r.generation), state(r),
         r.node ? nodeLink(r.node) : "–", r.port ? String(r.port) : "–",
-        r.ready ? badge("ready", "running") : badge("not ready", "pending"),
+        // ready: the core routes it; routed false: the proxy's reload is not done yet
+        !r.ready ? badge("not ready", "pending")
+          : r.routed === false ? badge("ready, reloading", "pending") : badge("ready", "running"),
         probeBadge(r.readiness), probeBadge(r.liveness), h("td", { class: "why" }, r.failed)));
       replicas.replaceChildren(section("Replicas", table(["Replica", "Generation", "State",
         "Node", "Port", "Traffic", "Readiness", "Liveness", "Why"], rows, "no replicas")));
