@@ -5,6 +5,7 @@ whose audit entry commits with what it caused (the service's row, its new replic
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.api.services import MAX_SERVICE_NAME, ServiceOut
@@ -24,6 +25,8 @@ from gpufleet.server.errors import FieldErrors
 from gpufleet.server.gateway_executor import ServiceGateway
 from gpufleet.server.journal import AuditRow
 from gpufleet.server.service_views import endpoint_out, service_out
+
+ROTATE_WAIT_S = 60.0  # the longest a token rotation waits for the proxy's reload
 
 
 def _refuse(status: int, message: str) -> Exception:
@@ -210,14 +213,21 @@ class ServiceRequests:
         )
         return self.owned_service(name, who)
 
-    def rotate_service_token(self, name: str, who: Principal) -> Service:
-        """A new endpoint token for the service (the old one is refused from the proxy's
-        next reload on); audited before it takes effect."""
+    async def rotate_service_token(self, name: str, who: Principal) -> Service:
+        """A new token for the service's endpoint (audited before it takes effect); returns
+        once the proxy serves it, so the old one is refused by then. 503 when the proxy
+        refused the new config (the old token still works until an apply succeeds)."""
         svc = self.owned_service(name, who)
         if self.gateway is None:
             raise _refuse(409, "the controller runs no gateway (--gateway off): no endpoint")
         self.store.audit(who.name, who.role, "service.token", name, {})
         self.gateway.rotate(name)
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(self.gateway.applied), ROTATE_WAIT_S)
+        except Exception as e:  # a refused config or a timeout: the old token serves on
+            raise _refuse(
+                503, f"the gateway has not applied the new token ({e or type(e).__name__})"
+            ) from None
         return svc
 
     async def delete_service(self, name: str, who: Principal) -> None:

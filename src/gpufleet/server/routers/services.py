@@ -115,7 +115,7 @@ async def rotate_token(
 ) -> Any:
     """A new bearer token for the service's endpoint, shown in this answer only; the old one
     is refused from now on."""
-    return svc.service_view(svc.rotate_service_token(name, who), token=True)
+    return svc.service_view(await svc.rotate_service_token(name, who), token=True)
 
 
 @router.delete("/services/{name}", status_code=204, operation_id="deleteService")
