@@ -242,26 +242,27 @@ def test_a_replica_that_died_before_it_was_ready_leaves_its_port_to_others_for_a
     s = Svc(service(1), nodes=1)
     s.start()
     first = s.c.services.replica_port("web.1")
-    s.do(at=100.0)
-    out = s.exit("web.1", 1, "Address already in use")
+
+    def replaced(job: str, died: float, ready: bool = False) -> tuple[str, list[Command]]:
+        """``job`` exits at ``died`` (ready first if so); its successor, once its back-off
+        (10 or 20 s here) has passed."""
+        if ready:
+            s.ready(job)
+        s.do(at=died)
+        out = s.exit(job, 1, "Address already in use")
+        (new,) = added(s.until(died + 100))
+        s.start(new.job_id)
+        return new.job_id, out
+
+    a, out = replaced("web.1", 100.0)
     assert "a new replica in 10 s or later" in events(out, "replica failed")[0].why
-    (a,) = added(s.until(110.0))
-    s.start(a.job_id)
-    assert s.c.services.replica_port(a.job_id) == first + 1
-    s.ready(a.job_id)
+    assert s.c.services.replica_port(a) == first + 1
     # a replica that was ready and then died does not mark its port
-    s.do(at=200.0)
-    s.exit(a.job_id, 1)
-    (b,) = added(s.until(300.0))
-    s.start(b.job_id)
-    assert s.c.services.replica_port(b.job_id) == first + 1
+    b, _ = replaced(a, 200.0, ready=True)
+    assert s.c.services.replica_port(b) == first + 1
     # past the hint's life (600 s) the lowest port is taken again
-    s.ready(b.job_id)
-    s.do(at=950.0)
-    s.exit(b.job_id, 1)
-    (c,) = added(s.until(960.0))
-    s.start(c.job_id)
-    assert s.c.services.replica_port(c.job_id) == first
+    c, _ = replaced(b, 950.0, ready=True)
+    assert s.c.services.replica_port(c) == first
 
 
 def test_readiness_changes_are_in_the_services_history_once_each() -> None:

@@ -31,7 +31,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.core.commands import Command, Kill, RouteBackend, Routes, ServiceRecord
@@ -60,20 +59,6 @@ Defer = Callable[[float, Callable[[], None]], object]
 # what to do on the server's event loop, soon, called from any thread (the proxy's): the
 # loop's ``call_soon_threadsafe``
 Hop = Callable[[Callable[[], None]], object]
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayConfig:
-    kind: str | None = None  # haproxy, nginx, builtin; None: the first installed
-    bind_host: str = "127.0.0.1"
-    drain_s: float = DRAIN_S
-    stats_s: float = STATS_S
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.drain_s <= 600:
-            raise ValueError(f"gateway drain: need 0 to 600 s, got {self.drain_s!r}")
-        if not 0 < self.stats_s <= 3600:
-            raise ValueError(f"gateway stats interval: need 0 to 3600 s, got {self.stats_s!r}")
 
 
 def _host(address: str) -> str:
