@@ -37,3 +37,28 @@ def build_image() -> str:
         tar.wait()
         assert done.returncode == 0, done.stderr
     return IMAGE
+
+
+ENV_IMAGE = "localhost/gpufleet-test-env:1"
+# what that image's own environment (ENV) sets: a job's exported values of these yield to it
+IMAGE_ENV = {"IMAGE_SAYS": "image", "PATH": "/bin:/opt/img"}
+
+
+def build_env_image() -> str:
+    """``localhost/gpufleet-test-env:1``: the test image with ENV lines of its own (IMAGE_ENV),
+    as an image built FROM another with ``ENV`` has (pyxis: they win over the job's)."""
+    base = build_image()
+    exists = ["podman", "image", "exists", ENV_IMAGE]
+    if subprocess.run(exists, capture_output=True, timeout=120).returncode == 0:
+        return ENV_IMAGE
+    with tempfile.TemporaryDirectory() as d:
+        lines = [f"FROM {base}\n", *(f"ENV {k}={v}\n" for k, v in IMAGE_ENV.items())]
+        Path(d, "Containerfile").write_text("".join(lines))
+        done = subprocess.run(
+            ["podman", "build", "--pull=never", "-t", ENV_IMAGE, d],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+    return ENV_IMAGE

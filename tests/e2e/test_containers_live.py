@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from livehelp import read_log, wait_state
 
-from containerimage import build_image
+from containerimage import IMAGE_ENV, build_env_image, build_image
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -75,3 +78,58 @@ def test_an_image_job_runs_in_its_container_on_the_node_with_a_runtime(
     out = c.logs(job, stream="stdout").data
     assert f"uid={nobody.pw_uid} node=node-1" in out, out
     assert "in=/work" in out and "/bin/busybox" in out
+
+
+# what a batch script's users look for, the same bare and in a container (pyxis's sbatch
+# --container-image): its user, Slurm's variables, the submitter's exported environment, its
+# output file in the submit directory
+BATCH = (
+    'echo "uid=$(id -u) job=$SLURM_JOB_ID nodes=$SLURM_JOB_NUM_NODES submit=$FROM_SUBMIT"; '
+    'echo "says=$IMAGE_SAYS"; echo to-stderr >&2'
+)
+
+
+def test_a_two_node_batch_job_in_a_container_behaves_as_a_bare_one(
+    new_cluster: Callable[..., LocalCluster],
+) -> None:
+    image = build_env_image()
+    # alice has no account on the node: the cluster's fallback account runs her jobs (the
+    # agent's interpreter, which the step daemon runs on, is in root's home on these boxes);
+    # tests/integration/test_containers_podman.py runs a container batch script as nobody
+    fallback = os.geteuid()
+    top = Path(tempfile.mkdtemp(prefix="gpufleet-submit-", dir="/var/tmp"))
+    try:
+        submit = top / "submit"
+        submit.mkdir()
+        cluster = new_cluster(agents=2, **FAST)
+        c = cluster.user("alice")
+        jobs = {}
+        for where, container in (("bare", None), ("container", {"image": image})):
+            spec = {
+                "name": f"batch-{where}",
+                "workers": 2,  # the second node runs the step daemon, on the node, not in it
+                "gpus_per_worker": 1,
+                "distinct_nodes": True,
+                "batch": True,
+                "workdir": str(submit),
+                "command": ["/bin/sh", "-c", BATCH],
+                "submit_env": {"FROM_SUBMIT": "yes", "IMAGE_SAYS": "host"},
+                "container": container,
+                "time_limit_s": 300,
+            }
+            (jobs[where],) = c.submit(spec)
+        for where, job in jobs.items():
+            done = wait_state(c, job, {"SUCCEEDED", "FAILED", "CANCELLED"}, 120)
+            assert done.state == "SUCCEEDED", (where, done.events)
+            out_file = submit / f"slurm-{job}.out"  # sbatch's default, opened as the user
+            assert out_file.stat().st_uid == fallback
+            out = out_file.read_text()
+            says = IMAGE_ENV["IMAGE_SAYS"] if where == "container" else "host"
+            assert out.splitlines() == [
+                f"uid={fallback} job={job} nodes=2 submit=yes",
+                f"says={says}",
+                "to-stderr",
+            ], (where, out)
+            assert read_log(c, job, 0) == out.replace("to-stderr\n", "")  # gpufleet logs too
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

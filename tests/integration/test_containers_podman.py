@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from containerimage import build_image
+from containerimage import IMAGE_ENV, build_env_image, build_image
 from gpufleet.agent.containers import OWNER_LABEL, container_name
 from gpufleet.agent.containers.podman import Podman
 from gpufleet.agent.runner import TaskRunner
@@ -44,6 +46,25 @@ def leftovers() -> list[str]:
 @pytest.fixture(scope="module")
 def image() -> str:
     return build_image()
+
+
+@pytest.fixture(scope="module")
+def env_image() -> str:
+    return build_env_image()
+
+
+@pytest.fixture
+def submit_dir() -> Iterator[Path]:
+    """A submit directory the job's user (nobody) owns, on a path it can reach (pytest's own
+    temporary directories are root's alone; a bare task has a /tmp of its own)."""
+    nobody = pwd.getpwnam("nobody")
+    top = Path(tempfile.mkdtemp(prefix="gpufleet-submit-", dir="/var/tmp"))
+    os.chmod(top, 0o755)
+    d = top / "submit"
+    d.mkdir()
+    os.chown(d, nobody.pw_uid, nobody.pw_gid)
+    yield d
+    shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture
@@ -217,4 +238,79 @@ def test_the_orphan_sweep_removes_containers_nobody_supervises(
         assert leftovers() == [other]
     finally:
         podman("rm", "--force", "--time", "0", other)
+    assert leftovers() == []
+
+
+# a batch script that shows what pyxis's users look for: its user, the launch's Slurm
+# variables, the submitter's exported environment, its --input, its output files
+BATCH = (
+    'echo "uid=$(id -u) job=$SLURM_JOB_ID submit=$FROM_SUBMIT"; read line; echo "input=$line"; '
+    'echo "says=$IMAGE_SAYS path=$PATH"; echo oops >&2; exit 4'
+)
+
+
+@pytest.mark.parametrize("where", ["bare", "container"])
+def test_a_batch_script_in_a_container_has_a_bare_ones_files_and_environment(
+    where: str, env_image: str, runner: TaskRunner, submit_dir: Path
+) -> None:
+    nobody = pwd.getpwnam("nobody")
+    (submit_dir / "in.txt").write_text("hello\n")
+    spec = ContainerSpec(env_image).to_dict() if where == "container" else None
+    launch(
+        runner,
+        f"cb-{where}",
+        ["/bin/sh", "-c", BATCH],
+        role="batch",
+        workdir=str(submit_dir),
+        output="slurm-77.out",
+        error="slurm-77.err",
+        input="in.txt",
+        env={"SLURM_JOB_ID": "77"},
+        # sbatch --export=ALL: the submitter's environment, captured at submit
+        user_env={"FROM_SUBMIT": "yes", "IMAGE_SAYS": "host", "PATH": "/usr/bin:/bin"},
+        run_as="nobody",
+        container=spec,
+    )
+    code, why = finish(runner)
+    log_out, log_err = runner.log_paths((f"cb-{where}", 1, 0))
+    assert code == 4, (code, why, log_err.read_text())
+    out_file, err_file = submit_dir / "slurm-77.out", submit_dir / "slurm-77.err"
+    for f in (out_file, err_file):  # opened as the job's user, in its submit directory
+        assert f.stat().st_uid == nobody.pw_uid, f
+    out = out_file.read_text()
+    lines = out.splitlines()
+    assert lines[:2] == [f"uid={nobody.pw_uid} job=77 submit=yes", "input=hello"], out
+    # pyxis: a name the image's own environment sets keeps the image's value (its PATH too);
+    # the rest of the submitter's environment is the job's
+    image = f"says={IMAGE_ENV['IMAGE_SAYS']} path={IMAGE_ENV['PATH']}"
+    assert lines[2] == (image if where == "container" else "says=host path=/usr/bin:/bin")
+    assert err_file.read_text() == "oops\n"
+    assert log_out.read_text() == out  # and gpufleet's logs have the same
+    assert log_err.read_text().endswith("oops\n")
+    assert leftovers() == []
+
+
+def test_a_container_batch_script_writes_only_where_its_user_may(
+    image: str, runner: TaskRunner, submit_dir: Path
+) -> None:
+    # the runtime runs as root; the files are opened with the user's ids all the same
+    closed = submit_dir.parent / "roots"
+    closed.mkdir(mode=0o755)
+    launch(
+        runner,
+        "cb-closed",
+        ["/bin/sh", "-c", "echo ran"],
+        role="batch",
+        workdir=str(submit_dir),
+        output=str(closed / "out.txt"),
+        run_as="nobody",
+        container=ContainerSpec(image).to_dict(),
+    )
+    code, why = finish(runner)
+    assert code == 1, (code, why)
+    _, log_err = runner.log_paths(("cb-closed", 1, 0))
+    err = log_err.read_text()
+    assert f"slurmstepd: error: Could not open stdout file {closed}/out.txt" in err, err
+    assert not (closed / "out.txt").exists()
+    assert "ran" not in runner.log_paths(("cb-closed", 1, 0))[0].read_text()
     assert leftovers() == []

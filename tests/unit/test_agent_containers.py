@@ -327,3 +327,108 @@ def test_each_runtime_tells_the_job_its_own_gpus_in_the_container(
     assert {"MODEL", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HOME"} <= named
     assert set(rt.tasks[0].env_names) <= named
     assert not any("=" in n for n in named)  # names only: no value on the command line
+
+
+class RecordingWithImageEnv(Recording):
+    """A root runtime whose image sets IMAGE_SAYS and PATH; each inspect is counted."""
+
+    def __init__(self, count: Path) -> None:
+        super().__init__()
+        self.count = count
+
+    def image_env_argv(self, image: str) -> list[str]:
+        code = (
+            "import sys; open(sys.argv[1], 'a').write('x'); "
+            "print('IMAGE_SAYS=image'); print('PATH=/opt/img/bin')"
+        )
+        return [sys.executable, "-c", code, str(self.count)]
+
+
+def _env_of(r: object, spec: dict[str, object]) -> dict[str, str]:
+    from gpufleet.agent.runner import TaskRunner
+    from gpufleet.api.schemas import AgentCommand
+
+    assert isinstance(r, TaskRunner)
+    r.launch(AgentCommand.model_validate(spec))
+    [ev] = [e for e in r.wait(30.0) if e.kind == "exited"]
+    assert ev.exit_code == 0, r.log_paths(ev.key)[1].read_text()
+    return dict(
+        line.split("=", 1) for line in r.log_paths(ev.key)[0].read_text().splitlines() if line
+    )
+
+
+def test_a_containers_environment_is_the_jobs_but_for_what_the_image_sets(
+    tmp_path: Path,
+) -> None:
+    from gpufleet.agent.runner import IMAGE_ENV_TTL_S, TaskRunner
+    from gpufleet.core.clock import ManualClock
+
+    count = tmp_path / "inspections"
+    clock = ManualClock(0.0)
+    r = TaskRunner(
+        tmp_path / "a",
+        lambda g: "",
+        clock=clock,
+        as_root=False,
+        container_runtime=RecordingWithImageEnv(count),
+    )
+    spec = {
+        "kind": "launch", "job": "j", "attempt": 0, "rank": 0, "command": ["x"],
+        "container": {"image": "i"},
+        # sbatch --export=ALL: what the submitter had
+        "user_env": {"FROM_SUBMIT": "yes", "IMAGE_SAYS": "host", "PATH": "/host/bin"},
+        # the job's own (--env) and the launch's Slurm variables
+        "env": {"SLURM_JOB_ID": "7", "CHOSEN": "job"},
+    }  # fmt: skip
+    env = _env_of(r, spec)
+    # pyxis: the submitter's environment reaches the container, but what the image's own
+    # environment sets keeps the image's value (the runtime then uses it: not in the env file)
+    assert env["FROM_SUBMIT"] == "yes" and env["SLURM_JOB_ID"] == "7" and env["CHOSEN"] == "job"
+    assert "IMAGE_SAYS" not in env and "PATH" not in env
+    # what the job names itself overrides the image (pyxis's --container-env)
+    env = _env_of(r, {**spec, "job": "k", "env": {"IMAGE_SAYS": "job"}})
+    assert env["IMAGE_SAYS"] == "job"
+    assert count.read_text() == "x"  # one inspection for both: an image's names are kept
+    clock.advance(IMAGE_ENV_TTL_S + 1)
+    _env_of(r, {**spec, "job": "l"})
+    assert count.read_text() == "xx"  # for a minute
+
+
+def test_an_image_whose_environment_is_unknown_keeps_its_path_and_libraries(
+    tmp_path: Path,
+) -> None:
+    from gpufleet.agent.runner import TaskRunner
+
+    r = TaskRunner(tmp_path, lambda g: "", as_root=False, container_runtime=Recording())
+    user_env = {"PATH": "/host/bin", "LD_LIBRARY_PATH": "/host/lib", "FROM_SUBMIT": "yes"}
+    spec = {"kind": "launch", "job": "j", "attempt": 0, "rank": 0, "command": ["x"],
+            "container": {"image": "i"}, "user_env": user_env}  # fmt: skip
+    env = _env_of(r, spec)
+    assert env["FROM_SUBMIT"] == "yes"
+    assert "PATH" not in env and "LD_LIBRARY_PATH" not in env  # the host's would break it
+
+
+def test_a_batch_jobs_step_daemon_runs_on_the_node_not_in_the_image(tmp_path: Path) -> None:
+    from gpufleet.agent.runner import TaskRunner
+    from gpufleet.api.schemas import AgentCommand
+
+    # a node with no runtime at all: the step daemon is gpufleet's own (slurmstepd's part),
+    # which the job's image does not have; the node runs it as for a bare job
+    r = TaskRunner(tmp_path, lambda g: "", as_root=False, container_runtime=None)
+    cmd = AgentCommand(
+        kind="launch", job="j", attempt=1, rank=1, command=[], role="step",
+        container={"image": "i"},
+    )  # fmt: skip
+    [ev] = r.launch(cmd)
+    assert ev.kind == "started", ev
+    [ev] = [e for e in r.wait(30.0) if e.kind == "exited"]
+    err = r.log_paths(ev.key)[1].read_text()
+    assert "container runtime" not in err and "GPUFLEET_STEP" in err, err
+
+
+def test_podman_and_docker_forward_a_batch_scripts_input_and_read_the_images_env() -> None:
+    for rt in (Podman("podman", "runc"), Docker("docker")):
+        assert "--interactive" not in rt.argv(TASK)
+        assert "--interactive" in rt.argv(_with(stdin=True))
+        inspect = rt.image_env_argv("localhost/app:1")
+        assert inspect[1:3] == ["image", "inspect"] and inspect[-2:] == ["--", "localhost/app:1"]

@@ -40,7 +40,13 @@ from gpufleet.agent.accounts import Account, LaunchRefused, own_account, resolve
 from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import DeviceRef
 from gpufleet.agent.probes import ProbeTarget
-from gpufleet.agent.taskenv import SECURE_PATH, check_no_nul, task_env, with_step_commands
+from gpufleet.agent.taskenv import (
+    SECURE_PATH,
+    check_no_nul,
+    container_env,
+    task_env,
+    with_step_commands,
+)
 from gpufleet.api.schemas import AgentCommand, AgentEvent
 from gpufleet.core.clock import Clock
 from gpufleet.model.container import container_from_dict
@@ -57,6 +63,7 @@ EXIT_NOT_FOUND = 127
 # what a batch job's other ranks run (see gpufleet.slurm.stepd), with the agent's interpreter
 STEP_DAEMON = (sys.executable, "-I", "-m", "gpufleet.slurm.stepd")
 TASKSTART = taskstart.__file__
+IMAGE_ENV_TTL_S = 60.0  # how long an image's environment names are kept (see _image_env_names)
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # becomes a directory name
 
 
@@ -171,6 +178,7 @@ class TaskRunner:
             :16
         ]
         self._cleanups: list[subprocess.Popen[bytes]] = []  # `podman rm -f` still running
+        self._image_envs: dict[str, tuple[frozenset[str], float]] = {}  # image → (names, when)
 
     # ----- queries ------------------------------------------------------------------------
 
@@ -253,12 +261,16 @@ class TaskRunner:
         tmp = self.tmp_path(key)
         sandbox.fresh_tmp(tmp, account)
         helped = bool(cmd.workdir or cmd.output)
-        env_stdin: int | None = None
+        env_fd: int | None = None  # a container's env file (see _in_container)
+        env_on_stdin = True
         name = ""
-        if cmd.container is not None:
+        # a batch job's other ranks run gpufleet's step daemon, on the node as slurmstepd does:
+        # never in the job's image, which has no gpufleet
+        if cmd.container is not None and cmd.role != "step":
             # the task's /tmp is its directory in the container too: file secrets land there
             launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, "/tmp", account)}
-            argv, env, env_stdin, name = self._in_container(cmd, key, account, tmp, launch_env)
+            ctr = self._in_container(cmd, key, account, tmp, launch_env)
+            argv, env, env_fd, name, env_on_stdin = ctr
         else:
             wrapped = _started(cmd, command) if helped else command
             argv, tmpdir = sandbox.wrap(wrapped, account, tmp)
@@ -277,13 +289,13 @@ class TaskRunner:
         try:
             out_fd = sandbox.open_log(out_path, account)
         except BaseException:
-            _close(env_stdin)
+            _close(env_fd)
             raise
         try:
             err_fd = sandbox.open_log(err_path, account)
         except BaseException:
             os.close(out_fd)
-            _close(env_stdin)
+            _close(env_fd)
             raise
         with open(out_fd, "ab") as out, open(err_fd, "ab") as err:
             where = cmd.workdir if cmd.workdir and Path(cmd.workdir).is_dir() else cwd
@@ -298,9 +310,11 @@ class TaskRunner:
             try:
                 proc = subprocess.Popen(
                     argv,
-                    # a container's environment: an unlinked file read as the runtime's stdin
-                    # (its --env-file /dev/stdin), never a value on a command line
-                    stdin=subprocess.DEVNULL if env_stdin is None else env_stdin,
+                    # a container's environment: an unlinked file the runtime reads as its
+                    # stdin (--env-file /dev/stdin) or, behind taskstart, as /dev/fd/N; never
+                    # a value on a command line
+                    stdin=env_fd if env_fd is not None and env_on_stdin else subprocess.DEVNULL,
+                    pass_fds=(env_fd,) if env_fd is not None and not env_on_stdin else (),
                     stdout=out,
                     stderr=err,
                     env=env,
@@ -312,7 +326,7 @@ class TaskRunner:
                 sandbox.remove_tree(tmp)
                 return self._spawn_failed(key, command, e, err)
             finally:
-                _close(env_stdin)
+                _close(env_fd)
         pidfile = out_path.with_name(f"rank{cmd.rank}.pid")
         rt = self.container_runtime
         # what removes its container when a SIGKILL stops the runtime's client, for whoever
@@ -349,9 +363,16 @@ class TaskRunner:
 
     def _in_container(
         self, cmd: AgentCommand, key: Key, account: Account, tmp: Path, launch_env: dict[str, str]
-    ) -> tuple[list[str], dict[str, str], int, str]:
+    ) -> tuple[list[str], dict[str, str], int, str, bool]:
         """The runtime's command line, its process environment, the env file (a descriptor:
-        an unlinked file, the runtime's stdin) and the container's name."""
+        an unlinked file), the container's name, and whether the env file is the runtime's
+        stdin (else it is inherited as /dev/fd/N, stdin being the job's --input).
+
+        A batch script's files (``--output``/``--error``/``--input``) are opened as the job's
+        user by taskstart, which copies the output to them and to the agent's logs as for a
+        bare job: a runtime that switches users itself (podman, docker) is started by a
+        taskstart that opens them with the user's effective ids and runs it as root; one that
+        runs as the job (apptainer, enroot) is started by the bare runner's taskstart."""
         rt = self.container_runtime
         if rt is None:
             raise LaunchRefused(
@@ -379,7 +400,8 @@ class TaskRunner:
             if isolated and not mig
             else self.visible_devices(cmd.gpus)
         )
-        env = task_env(account, "/tmp", self.node_env, launch_env, visible)
+        image_names = self._image_env_names(rt, spec.image)
+        env = container_env(account, self.node_env, launch_env, visible, cmd.user_env, image_names)
         if rt.gpus_by_env:  # the runtime's hook mounts these (by UUID) and no others
             env["NVIDIA_VISIBLE_DEVICES"] = self.visible_devices(cmd.gpus) if gpus else "void"
         switch = getattr(rt, "switches_user", False)
@@ -390,7 +412,8 @@ class TaskRunner:
         # the orphan sweep looks for containers only where this agent ever started one
         self._containers_used().touch(mode=0o600, exist_ok=True)
         fd = _unlinked_file(tmp.parent, text.encode())
-        if switch and sandbox.switches(account):  # the runtime, as the job, reopens /dev/stdin
+        files = bool(cmd.output or cmd.input)  # behind taskstart, whose stdin is the job's
+        if switch and sandbox.switches(account):  # the runtime, as the job, reopens the file
             try:
                 os.fchown(fd, account.uid, account.gid)
             except BaseException:
@@ -403,7 +426,7 @@ class TaskRunner:
             command=list(cmd.command),
             uid=account.uid,
             gid=account.gid,
-            env_file="/dev/stdin",
+            env_file=f"/dev/fd/{fd}" if files else "/dev/stdin",
             workdir=spec.workdir,
             mounts=spec.mounts,
             gpus=gpus,
@@ -417,9 +440,13 @@ class TaskRunner:
             device_nodes=nodes,
             owner=self.container_owner,
             env_names=tuple(env),
+            stdin=bool(cmd.input),
         )
         try:
             argv = rt.argv(task)
+            if files:
+                who = None if switch or not sandbox.switches(account) else account
+                argv = _started(cmd, argv, who, (fd,))
             if switch:  # an unprivileged runtime: started as the job's account
                 argv, _ = sandbox.wrap(argv, account, tmp)
             else:  # it switches to the job's uid itself; dies with the agent all the same
@@ -435,7 +462,33 @@ class TaskRunner:
             else {"PATH": SECURE_PATH, "HOME": self.agent.home}
             | {k: v for k, v in os.environ.items() if k == "XDG_RUNTIME_DIR"}  # rootless podman
         )
-        return argv, proc_env, fd, name
+        return argv, proc_env, fd, name, not files
+
+    def _image_env_names(self, rt: containers.Runtime, image: str) -> frozenset[str] | None:
+        """The names the image's own environment sets (``ENV``), which the login-like base and
+        the submitter's environment do not override; None when the runtime cannot say (the
+        image is not on the node yet, or a runtime without an inspect). Kept a minute: a
+        service's replicas start from the same image."""
+        now = self.clock.now()
+        hit = self._image_envs.get(image)
+        if hit is not None and now - hit[1] < IMAGE_ENV_TTL_S:
+            return hit[0]
+        argv = rt.image_env_argv(image)
+        if argv is None:
+            return None
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            log.warning("could not inspect image %s: %s", image, e)
+            return None
+        if done.returncode != 0:
+            log.info("image %s: no environment known (%s)", image, done.stderr.strip()[:200])
+            return None
+        names = frozenset(line.split("=", 1)[0] for line in done.stdout.splitlines() if "=" in line)
+        self._image_envs[image] = (names, now)
+        while len(self._image_envs) > 256:
+            self._image_envs.pop(next(iter(self._image_envs)))
+        return names
 
     def _containers_used(self) -> Path:
         return self.data_dir / "containers.used"
@@ -662,18 +715,29 @@ def _main_processes(t: _Task) -> list[int]:
         return []
 
 
-def _started(cmd: AgentCommand, command: list[str]) -> list[str]:
+def _started(
+    cmd: AgentCommand,
+    command: list[str],
+    who: Account | None = None,
+    pass_fds: Sequence[int] = (),
+) -> list[str]:
     """``command`` behind taskstart, which enters the working directory and opens the batch
     script's output files as the task's user. Run as a file (it imports only the standard
     library: importing the gpufleet.agent package would cost a task ~0.6 s to start),
-    isolated (-I: the job's PYTHON* variables are not the agent's interpreter's)."""
-    config = {
+    isolated (-I: the job's PYTHON* variables are not the agent's interpreter's). ``who``:
+    taskstart runs as root and opens them with this account's effective ids (the command is
+    a root container runtime); ``pass_fds``: what the command inherits."""
+    config: dict[str, object] = {
         "workdir": cmd.workdir,
         "output": cmd.output,
         "error": cmd.error,
         "append": cmd.append,
         "input": cmd.input,
     }
+    if who is not None:
+        config["as"] = {"name": who.name, "uid": who.uid, "gid": who.gid}
+    if pass_fds:
+        config["pass_fds"] = list(pass_fds)
     return [sys.executable, "-I", TASKSTART, json.dumps(config), "--", *command]
 
 

@@ -52,6 +52,36 @@ def task_env(
     return env
 
 
+# a host's value that breaks an image (its programs and libraries are elsewhere): never given
+# to a container whose own environment is not known
+HOST_ONLY = frozenset({"PATH", "LD_LIBRARY_PATH"})
+
+
+def container_env(
+    account: Account,
+    node_env: Mapping[str, str],
+    launch_env: Mapping[str, str],
+    visible_devices: str,
+    user_env: Mapping[str, str] | None,
+    image_names: frozenset[str] | None,
+) -> dict[str, str]:
+    """A task's environment in a container, as pyxis gives it: the login-like base and the
+    submitter's environment are the job's, but a name the image's own environment sets
+    (``ENV PATH=…``, ``LD_LIBRARY_PATH``, ``CUDA_VERSION``) keeps the image's value; what the
+    job asked for by name (its spec's env, pyxis's --container-env), the node's and the
+    launch's (Slurm and torchrun variables) and the GPUs override the image. ``image_names``:
+    the names the image sets (None: unknown; then PATH and LD_LIBRARY_PATH are the image's)."""
+    keep_image = HOST_ONLY if image_names is None else image_names
+    captured = {k: v for k, v in (user_env or {}).items() if k not in ACCOUNT_KEYS}
+    ambient = {**base_env(account, "/tmp"), **captured}
+    env = {k: v for k, v in ambient.items() if k not in keep_image}
+    env.update(node_env)
+    env.update(launch_env)
+    env["CUDA_VISIBLE_DEVICES"] = visible_devices
+    check_no_nul(env, [])
+    return env
+
+
 def with_step_commands(env: dict[str, str], bindir: str) -> None:
     """A task that can reach step daemons (a batch job's) finds ``srun`` and ``scontrol``
     first on its PATH, whatever PATH the job brought."""

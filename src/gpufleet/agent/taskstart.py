@@ -14,12 +14,20 @@ group: a signal to the group reaches the command and is ignored here, and when t
 has exited the output still in the pipes is copied and this exits as the command did (by the
 same signal, if one killed it). Without output files it becomes the command (exec).
 
+A root container runtime (podman, docker) must itself be started as root, so it cannot run
+under a taskstart that already switched to the job's user. Then the agent starts this as root
+with ``as`` (the job's user, uid, gid) and it does what slurmstepd does: the working directory is
+entered and the files opened with the user's effective ids and groups (seteuid), root's are
+taken back, and the runtime, which switches to the user in the container itself, runs as root.
+``pass_fds``: descriptors the command inherits (the runtime's env file, never on a command line).
+
 ``python -I .../gpufleet/agent/taskstart.py CONFIG -- COMMAND...`` (CONFIG: a JSON object
-with ``workdir``, ``output``, ``error``, ``append``, ``input``): run as a file, it imports only the
-standard library."""
+with ``workdir``, ``output``, ``error``, ``append``, ``input``, and optionally ``as`` and
+``pass_fds``): run as a file, it imports only the standard library."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -27,6 +35,7 @@ import select
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 EXIT_NOT_EXECUTABLE = 126
@@ -72,39 +81,72 @@ def _die_with_parent() -> None:
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+@contextlib.contextmanager
+def as_user(who: dict[str, Any] | None) -> Iterator[None]:
+    """The user's effective ids and groups inside, root's again after (slurmstepd's
+    _drop_privileges/_reclaim_privileges); nothing when ``who`` is None or this is not root."""
+    if not who or os.geteuid() != 0:
+        yield
+        return
+    groups = os.getgroups()
+    uid, gid = int(who["uid"]), int(who["gid"])
+    try:
+        extra = os.getgrouplist(str(who["name"]), gid)
+    except (KeyError, OSError):
+        extra = [gid]
+    os.setgroups(extra)
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(groups)
+
+
 def run(config: dict[str, Any], command: list[str]) -> int:
-    said = enter(str(config.get("workdir") or ""))
-    sys.stderr.write(said)  # gpufleet's log of the task's stderr
-    sys.stderr.flush()
+    who = config.get("as")
     output, error = str(config.get("output") or ""), str(config.get("error") or "")
     stdin = subprocess.DEVNULL
-    if config.get("input"):  # sbatch's --input: opened as the user too
-        try:
-            stdin = os.open(str(config["input"]), os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as e:
-            sys.stderr.write(
-                f"slurmstepd: error: Could not open stdin file {e.filename}: {e.strerror}\n"
-            )
-            return EXIT_IO
-        if not output:
-            os.dup2(stdin, 0)
+    files: dict[str, int] = {}
+    with as_user(who):
+        said = enter(str(config.get("workdir") or ""))
+        sys.stderr.write(said)  # gpufleet's log of the task's stderr
+        sys.stderr.flush()
+        if config.get("input"):  # sbatch's --input: opened as the user too
+            try:
+                stdin = os.open(str(config["input"]), os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as e:
+                sys.stderr.write(
+                    f"slurmstepd: error: Could not open stdin file {e.filename}: {e.strerror}\n"
+                )
+                return EXIT_IO
+            if not output:
+                os.dup2(stdin, 0)
+        if output:
+            append = bool(config.get("append"))
+            try:
+                files["out"] = open_output(output, append)
+                same = not error or error == output
+                files["err"] = files["out"] if same else open_output(error, append)
+            except OSError as e:
+                which = "stdout" if "out" not in files else "stderr"
+                sys.stderr.write(
+                    f"slurmstepd: error: Could not open {which} file {e.filename}: {e.strerror}\n"
+                )
+                return EXIT_IO
+    if who:  # the command is a root runtime: a directory of the user's is not its to hold
+        os.chdir("/")
+    pass_fds = tuple(int(fd) for fd in config.get("pass_fds") or ())
+    for fd in pass_fds:
+        os.set_inheritable(fd, True)
     if not output:
         try:
             os.execvp(command[0], command)
         except OSError as e:
             sys.stderr.write(f"gpufleet-agent: cannot start {command[0]!r}: {e.strerror}\n")
             return EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
-    append = bool(config.get("append"))
-    files: dict[str, int] = {}
-    try:
-        files["out"] = open_output(output, append)
-        files["err"] = files["out"] if not error or error == output else open_output(error, append)
-    except OSError as e:
-        which = "stdout" if "out" not in files else "stderr"
-        sys.stderr.write(
-            f"slurmstepd: error: Could not open {which} file {e.filename}: {e.strerror}\n"
-        )
-        return EXIT_IO
     _write_all(files["err"], said.encode())  # and the job's own stderr file, as Slurm's
     for sig in _GROUP_SIGNALS:  # the group's signals are the command's; a handler is reset by exec
         signal.signal(sig, lambda *_: None)
@@ -118,6 +160,7 @@ def run(config: dict[str, Any], command: list[str]) -> int:
             stderr=err_w,
             preexec_fn=_die_with_parent,
             restore_signals=True,
+            pass_fds=pass_fds,
         )
     except OSError as e:
         os.write(files["err"], f"cannot start {command[0]!r}: {e.strerror}\n".encode())

@@ -55,6 +55,8 @@ class ContainerTask:
     # the task environment's names (its values are in the env file and, for a runtime that
     # switches to the job's user, in its own process environment): enroot takes each by name
     env_names: Sequence[str] = ()
+    # the task reads its stdin (a batch script's --input): podman and docker forward it (-i)
+    stdin: bool = False
 
 
 class Runtime(abc.ABC):
@@ -83,6 +85,12 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def argv(self, task: ContainerTask) -> list[str]:
         """The runtime's command line that runs ``task``."""
+
+    def image_env_argv(self, image: str) -> list[str] | None:
+        """A command printing the image's own environment (``ENV``), ``NAME=VALUE`` a line;
+        None when the runtime has none (the job's then overrides the image's, but for the
+        host's PATH and LD_LIBRARY_PATH: see taskenv.container_env)."""
+        return None
 
     def cleanup_argv(self, name: str) -> list[str] | None:
         """The command that removes ``name``'s container (None: nothing outlives the client)."""

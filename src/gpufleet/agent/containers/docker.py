@@ -5,7 +5,7 @@ by its UUID). Not exercised by a real runtime in the test suite: its argv is uni
 from __future__ import annotations
 
 from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime
-from gpufleet.agent.containers.podman import _ro
+from gpufleet.agent.containers.podman import ENV_FORMAT, _ro
 
 
 class Docker(Runtime):
@@ -19,6 +19,8 @@ class Docker(Runtime):
         a += ["--user", f"{task.uid}:{task.gid}"]
         a += ["--network", "host", "--ipc", "host", "--security-opt", "no-new-privileges"]
         a += ["--env-file", task.env_file]
+        if task.stdin:
+            a += ["--interactive"]
         for name, soft, hard in task.ulimits:
             a += ["--ulimit", f"{name}={soft}:{hard}"]
         if task.tmp:
@@ -34,6 +36,9 @@ class Docker(Runtime):
             # the quotes are part of the value: docker splits --gpus at commas otherwise
             a += ["--gpus", '"device=' + ",".join(names or [str(g) for g in task.gpus]) + '"']
         return [*a, "--", task.image, *task.command]
+
+    def image_env_argv(self, image: str) -> list[str]:
+        return [self.binary, "image", "inspect", "--format", ENV_FORMAT, "--", image]
 
     def cleanup_argv(self, name: str) -> list[str]:
         return [self.binary, "rm", "--force", name]

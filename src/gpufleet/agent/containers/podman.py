@@ -13,6 +13,8 @@ import shutil
 
 from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime, cdi_name
 
+ENV_FORMAT = "{{range .Config.Env}}{{println .}}{{end}}"  # the image's ENV, a line each
+
 
 class Podman(Runtime):
     NAME = "podman"
@@ -37,6 +39,8 @@ class Podman(Runtime):
             a += ["--userns=keep-id"]
         a += ["--network", "host", "--ipc", "host", "--security-opt", "no-new-privileges"]
         a += ["--env-file", task.env_file]
+        if task.stdin:
+            a += ["--interactive"]
         for name, soft, hard in task.ulimits:
             a += ["--ulimit", f"{name}={soft}:{hard}"]
         if task.tmp:
@@ -51,6 +55,9 @@ class Podman(Runtime):
         else:
             a += [x for d in task.device_nodes for x in ("--device", d)]
         return [*a, "--", task.image, *task.command]
+
+    def image_env_argv(self, image: str) -> list[str]:
+        return [self.binary, "image", "inspect", "--format", ENV_FORMAT, "--", image]
 
     def cleanup_argv(self, name: str) -> list[str]:
         return [self.binary, "rm", "--force", "--time", "0", "--ignore", name]
