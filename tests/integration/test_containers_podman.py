@@ -21,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
+import gpufleet.agent.runner as runner_module
 from containerimage import IMAGE_ENV, build_env_image, build_image
 from gpufleet.agent.containers import OWNER_LABEL, container_name
 from gpufleet.agent.containers.podman import Podman
 from gpufleet.agent.runner import TaskRunner
 from gpufleet.api.schemas import AgentCommand, TaskSecret
 from gpufleet.model.container import ContainerSpec, Mount
+from userpython import user_python
 
 pytestmark = [
     pytest.mark.e2e,
@@ -51,6 +53,18 @@ def image() -> str:
 @pytest.fixture(scope="module")
 def env_image() -> str:
     return build_env_image()
+
+
+@pytest.fixture(scope="module")
+def nobody_taskstart() -> Iterator[tuple[str, str]]:
+    """An interpreter nobody can run and its taskstart.py: a bare batch script's taskstart runs
+    as the job's user (a clone under /tmp, as CI's, is not in a task's private /tmp)."""
+    nobody = pwd.getpwnam("nobody")
+    with user_python(nobody.pw_uid, nobody.pw_gid) as python:
+        where = "import gpufleet.agent.taskstart as t; print(t.__file__)"
+        found = subprocess.run([python, "-I", "-c", where], capture_output=True, text=True)
+        assert found.returncode == 0, found.stderr
+        yield python, found.stdout.strip()
 
 
 @pytest.fixture
@@ -251,9 +265,17 @@ BATCH = (
 
 @pytest.mark.parametrize("where", ["bare", "container"])
 def test_a_batch_script_in_a_container_has_a_bare_ones_files_and_environment(
-    where: str, env_image: str, runner: TaskRunner, submit_dir: Path
+    where: str,
+    env_image: str,
+    runner: TaskRunner,
+    submit_dir: Path,
+    nobody_taskstart: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     nobody = pwd.getpwnam("nobody")
+    if where == "bare":  # as the agent started with an interpreter its users can run
+        monkeypatch.setattr(runner_module.sys, "executable", nobody_taskstart[0])
+        monkeypatch.setattr(runner_module, "TASKSTART", nobody_taskstart[1])
     (submit_dir / "in.txt").write_text("hello\n")
     spec = ContainerSpec(env_image).to_dict() if where == "container" else None
     launch(
@@ -313,4 +335,30 @@ def test_a_container_batch_script_writes_only_where_its_user_may(
     assert f"slurmstepd: error: Could not open stdout file {closed}/out.txt" in err, err
     assert not (closed / "out.txt").exists()
     assert "ran" not in runner.log_paths(("cb-closed", 1, 0))[0].read_text()
+    assert leftovers() == []
+
+
+def test_a_cancelled_container_batch_script_keeps_its_output_and_leaves_no_container(
+    image: str, runner: TaskRunner, submit_dir: Path
+) -> None:
+    # behind taskstart the runtime's client still gets the group's SIGTERM and passes it on
+    launch(
+        runner,
+        "cb-cancel",
+        ["/bin/sh", "-c", "echo started; exec sleep 300"],
+        role="batch",
+        workdir=str(submit_dir),
+        output="slurm-9.out",
+        run_as="nobody",
+        container=ContainerSpec(image).to_dict(),
+    )
+    wait_running(container_name("cb-cancel", 1, 0))
+    out_file = submit_dir / "slurm-9.out"
+    deadline = time.monotonic() + 60
+    while "started" not in out_file.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    runner.kill(("cb-cancel", 1, 0), 60, "cancelled by the user")
+    code, why = finish(runner)
+    assert code == 143 and why.startswith("cancelled by the user"), (code, why)
+    assert out_file.read_text() == "started\n"
     assert leftovers() == []
