@@ -10,25 +10,13 @@ profiles the GPU could have, and the backend's whole GPU.
 """
 
 import json
-import logging
 import os
 import subprocess
 import sys
 import traceback
 from dataclasses import asdict
 
-OUT = os.environ.get("OUT", "/tmp/out")
-res: dict = {"errors": []}
-logs: list[str] = []
-
-
-class H(logging.Handler):
-    def emit(self, r):
-        logs.append(f"{r.levelname} {r.name}: {r.getMessage()}")
-
-
-logging.getLogger().addHandler(H())
-logging.getLogger().setLevel(logging.DEBUG)
+from capture import OUT, logs, res  # it catches the logging from here on
 
 
 def sh(*argv: str) -> str:

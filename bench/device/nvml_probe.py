@@ -3,7 +3,6 @@ gpufleet's NvmlBackend (discovery, samples idle and under a matmul load, the dcg
 counters). Writes nvml_probe.json under $OUT. BENCHMARKS.md, "A real H200"."""
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -11,20 +10,8 @@ import time
 import traceback
 from dataclasses import asdict
 
-OUT = os.environ.get("OUT", "/tmp/out")
-res: dict = {"errors": []}
-logs: list[str] = []
-
-
-class H(logging.Handler):
-    def emit(self, r):
-        logs.append(f"{r.levelname} {r.name}: {r.getMessage()}")
-
-
-logging.getLogger().addHandler(H())
-logging.getLogger().setLevel(logging.DEBUG)
-
-import pynvml as nv  # noqa: E402
+import pynvml as nv
+from capture import OUT, logs, res  # it catches the logging from here on
 
 res["pynvml_file"] = nv.__file__
 try:

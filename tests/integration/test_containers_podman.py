@@ -255,6 +255,18 @@ def test_the_orphan_sweep_removes_containers_nobody_supervises(
     assert leftovers() == []
 
 
+def launch_batch(
+    runner: TaskRunner, job: str, script: str, submit_dir: Path, image: str | None, **kw: object
+) -> None:
+    """``script`` as nobody's batch script submitted from ``submit_dir``, in ``image`` (None:
+    bare)."""
+    container = ContainerSpec(image).to_dict() if image else None
+    launch(
+        runner, job, ["/bin/sh", "-c", script], role="batch", workdir=str(submit_dir),
+        run_as="nobody", container=container, **kw,
+    )  # fmt: skip
+
+
 # a batch script that shows what pyxis's users look for: its user, the launch's Slurm
 # variables, the submitter's exported environment, its --input, its output files
 BATCH = (
@@ -277,21 +289,18 @@ def test_a_batch_script_in_a_container_has_a_bare_ones_files_and_environment(
         monkeypatch.setattr(runner_module.sys, "executable", nobody_taskstart[0])
         monkeypatch.setattr(runner_module, "TASKSTART", nobody_taskstart[1])
     (submit_dir / "in.txt").write_text("hello\n")
-    spec = ContainerSpec(env_image).to_dict() if where == "container" else None
-    launch(
+    launch_batch(
         runner,
         f"cb-{where}",
-        ["/bin/sh", "-c", BATCH],
-        role="batch",
-        workdir=str(submit_dir),
+        BATCH,
+        submit_dir,
+        env_image if where == "container" else None,
         output="slurm-77.out",
         error="slurm-77.err",
         input="in.txt",
         env={"SLURM_JOB_ID": "77"},
         # sbatch --export=ALL: the submitter's environment, captured at submit
         user_env={"FROM_SUBMIT": "yes", "IMAGE_SAYS": "host", "PATH": "/usr/bin:/bin"},
-        run_as="nobody",
-        container=spec,
     )
     code, why = finish(runner)
     log_out, log_err = runner.log_paths((f"cb-{where}", 1, 0))
@@ -318,16 +327,7 @@ def test_a_container_batch_script_writes_only_where_its_user_may(
     # the runtime runs as root; the files are opened with the user's ids all the same
     closed = submit_dir.parent / "roots"
     closed.mkdir(mode=0o755)
-    launch(
-        runner,
-        "cb-closed",
-        ["/bin/sh", "-c", "echo ran"],
-        role="batch",
-        workdir=str(submit_dir),
-        output=str(closed / "out.txt"),
-        run_as="nobody",
-        container=ContainerSpec(image).to_dict(),
-    )
+    launch_batch(runner, "cb-closed", "echo ran", submit_dir, image, output=f"{closed}/out.txt")
     code, why = finish(runner)
     assert code == 1, (code, why)
     _, log_err = runner.log_paths(("cb-closed", 1, 0))
@@ -342,16 +342,8 @@ def test_a_cancelled_container_batch_script_keeps_its_output_and_leaves_no_conta
     image: str, runner: TaskRunner, submit_dir: Path
 ) -> None:
     # behind taskstart the runtime's client still gets the group's SIGTERM and passes it on
-    launch(
-        runner,
-        "cb-cancel",
-        ["/bin/sh", "-c", "echo started; exec sleep 300"],
-        role="batch",
-        workdir=str(submit_dir),
-        output="slurm-9.out",
-        run_as="nobody",
-        container=ContainerSpec(image).to_dict(),
-    )
+    script = "echo started; exec sleep 300"
+    launch_batch(runner, "cb-cancel", script, submit_dir, image, output="slurm-9.out")
     wait_running(container_name("cb-cancel", 1, 0))
     out_file = submit_dir / "slurm-9.out"
     deadline = time.monotonic() + 60

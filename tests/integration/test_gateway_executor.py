@@ -12,14 +12,14 @@ import json
 import os
 import queue
 import socket
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from gatewayfakes import Agents, Link
 from gpufleet.benchmarks.http_backends import BackendProcess, Client, free_port
-from gpufleet.core.commands import Command, Kill, RouteBackend, Routes, ServiceRecord
+from gpufleet.core.commands import Kill, RouteBackend, Routes, ServiceRecord
 from gpufleet.core.events import ServiceLoad
 from gpufleet.core.services import RestoredService
 from gpufleet.gateway import make_gateway
@@ -28,21 +28,6 @@ from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 from realparts import require
 
 WAIT_S = 30.0
-
-
-@dataclass
-class Link:
-    address: str
-
-
-class Agents:
-    """The agents' executor: what reached it, in order."""
-
-    def __init__(self) -> None:
-        self.sent: list[Command] = []
-
-    def apply(self, commands: Sequence[Command]) -> None:
-        self.sent += commands
 
 
 @pytest.fixture(params=["haproxy", "nginx", "builtin"])

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from gpufleet.core.commands import Command, Kill, RouteBackend, Routes, ServiceRecord
+from gatewayfakes import Agents, Link
+from gpufleet.core.commands import Kill, RouteBackend, Routes, ServiceRecord
 from gpufleet.core.events import ServiceLoad
 from gpufleet.core.services import RestoredService
 from gpufleet.gateway import ConfigError, Gateway, ServiceRoute, ServiceStats
@@ -21,19 +21,6 @@ from gpufleet.server.endpoints import EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 
 WAIT_S = 30.0  # generous: a busy CI box
-
-
-@dataclass
-class Link:
-    address: str
-
-
-class Agents:
-    def __init__(self) -> None:
-        self.sent: list[Command] = []
-
-    def apply(self, commands: Sequence[Command]) -> None:
-        self.sent += commands
 
 
 class Blocking(Gateway):

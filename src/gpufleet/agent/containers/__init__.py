@@ -102,6 +102,28 @@ class Runtime(abc.ABC):
         return None
 
 
+class DockerCli(Runtime):
+    """What podman and docker say alike: the image's environment (``image inspect``) and the
+    names of one agent's containers (``ps``)."""
+
+    def image_env_argv(self, image: str) -> list[str]:
+        env_lines = "{{range .Config.Env}}{{println .}}{{end}}"
+        return [self.binary, "image", "inspect", "--format", env_lines, "--", image]
+
+    def list_argv(self, owner: str) -> list[str]:
+        return [
+            self.binary,
+            "ps",
+            "--all",
+            "--filter",
+            f"name=^{NAME_PREFIX}",
+            "--filter",
+            f"label={OWNER_LABEL}={owner}",
+            "--format",
+            "{{.Names}}",
+        ]
+
+
 def runtimes() -> dict[str, type[Runtime]]:
     from gpufleet.agent.containers import apptainer, docker, enroot, podman
 

@@ -4,11 +4,11 @@ by its UUID). Not exercised by a real runtime in the test suite: its argv is uni
 
 from __future__ import annotations
 
-from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime
-from gpufleet.agent.containers.podman import ENV_FORMAT, _ro
+from gpufleet.agent.containers import OWNER_LABEL, ContainerTask, DockerCli
+from gpufleet.agent.containers.podman import _ro
 
 
-class Docker(Runtime):
+class Docker(DockerCli):
     NAME = "docker"
     BINARIES = ("docker",)
 
@@ -37,21 +37,5 @@ class Docker(Runtime):
             a += ["--gpus", '"device=' + ",".join(names or [str(g) for g in task.gpus]) + '"']
         return [*a, "--", task.image, *task.command]
 
-    def image_env_argv(self, image: str) -> list[str]:
-        return [self.binary, "image", "inspect", "--format", ENV_FORMAT, "--", image]
-
     def cleanup_argv(self, name: str) -> list[str]:
         return [self.binary, "rm", "--force", name]
-
-    def list_argv(self, owner: str) -> list[str]:
-        return [
-            self.binary,
-            "ps",
-            "--all",
-            "--filter",
-            f"name=^{NAME_PREFIX}",
-            "--filter",
-            f"label={OWNER_LABEL}={owner}",
-            "--format",
-            "{{.Names}}",
-        ]

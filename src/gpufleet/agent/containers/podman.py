@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import shutil
 
-from gpufleet.agent.containers import NAME_PREFIX, OWNER_LABEL, ContainerTask, Runtime, cdi_name
-
-ENV_FORMAT = "{{range .Config.Env}}{{println .}}{{end}}"  # the image's ENV, a line each
+from gpufleet.agent.containers import OWNER_LABEL, ContainerTask, DockerCli, cdi_name
 
 
-class Podman(Runtime):
+class Podman(DockerCli):
     NAME = "podman"
     BINARIES = ("podman",)
 
@@ -56,24 +54,8 @@ class Podman(Runtime):
             a += [x for d in task.device_nodes for x in ("--device", d)]
         return [*a, "--", task.image, *task.command]
 
-    def image_env_argv(self, image: str) -> list[str]:
-        return [self.binary, "image", "inspect", "--format", ENV_FORMAT, "--", image]
-
     def cleanup_argv(self, name: str) -> list[str]:
         return [self.binary, "rm", "--force", "--time", "0", "--ignore", name]
-
-    def list_argv(self, owner: str) -> list[str]:
-        return [
-            self.binary,
-            "ps",
-            "--all",
-            "--filter",
-            f"name=^{NAME_PREFIX}",
-            "--filter",
-            f"label={OWNER_LABEL}={owner}",
-            "--format",
-            "{{.Names}}",
-        ]
 
 
 def _ro(read_only: bool) -> str:
