@@ -3,6 +3,7 @@ their jobs' states, nodes, ports and probe states, and its recent history."""
 
 from __future__ import annotations
 
+import functools
 import socket
 from collections.abc import Sequence
 
@@ -59,11 +60,17 @@ def request_rate(svc: Service) -> float | None:
     return svc.load[-1][1] if svc.load else None
 
 
+@functools.cache
+def _this_host() -> str:
+    """This host's name (a DNS lookup: once, not per service shown)."""
+    return socket.getfqdn()
+
+
 def endpoint_out(host: str, port: int, token: str | None = None) -> a.EndpointOut:
     """``host``: where the gateway listens; a wildcard address is named by this host's name,
     which is what a client elsewhere can reach."""
     if host in ("0.0.0.0", "::", ""):
-        host = socket.getfqdn()
+        host = _this_host()
     shown = f"[{host}]" if ":" in host else host
     return a.EndpointOut(url=f"http://{shown}:{port}", host=host, port=port, token=token)
 
