@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 
 from gpufleet.api.schemas import TokenCreate
+from gpufleet.base.secretfile import write_secret
 from gpufleet.ops.localcluster import LocalCluster, _kill_group, _reap
-from gpufleet.secretfile import write_secret
 
 OUT = Path(os.environ.get("OUT", "/tmp/out"))
 SIM = os.environ.get("PROBE_SIMULATE", "")  # local rehearsal only

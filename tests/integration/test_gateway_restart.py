@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from gpufleet.base.clock import ManualClock
 from gpufleet.benchmarks.http_backends import Client, free_port
-from gpufleet.core.clock import ManualClock
 from gpufleet.core.events import ServiceCreated
 from gpufleet.gateway import make_gateway
 from gpufleet.model.service import ServiceSpec

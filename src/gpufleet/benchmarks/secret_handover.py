@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from gpufleet.api import schemas as s
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.server.auth import Principal
 from gpufleet.server.secrets import SecretService
 from gpufleet.server.secrets_box import SecretBox
