@@ -12,15 +12,14 @@ can be measured in the same session.
 
 import inspect
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.benchmarks.http_backends import BackendProcess, free_port
 from gpufleet.core.commands import RouteBackend, Routes
 from gpufleet.gateway import make_gateway
+from gpufleet.ops.http_backends import BackendProcess, free_port
 from gpufleet.server.endpoints import EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 
@@ -70,4 +69,4 @@ def main(kind: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "haproxy")
+    raise SystemExit(main())

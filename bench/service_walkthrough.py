@@ -152,4 +152,4 @@ def main(base: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/gpufleet-walk"))
+    raise SystemExit(main())

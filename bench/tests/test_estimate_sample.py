@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from gpufleet.benchmarks.estimate_accuracy import fraction, sampled
+from bench.estimate_accuracy import fraction, sampled
 
 IDS = [f"application_{i}" for i in range(20_000)]
 

@@ -6,5 +6,5 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parents[3]  # src/gpufleet/benchmarks → the repository
+CHECKOUT = Path(__file__).resolve().parents[1]  # bench/ → the repository
 SHARED = CHECKOUT.parent / "shared"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufleet.benchmarks.paths import SHARED
+from bench.paths import SHARED
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.sim.engine import TraceJob
 from gpufleet.sim.replay import equal_share_queues, uniform_cluster, with_queues
