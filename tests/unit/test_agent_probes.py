@@ -43,7 +43,7 @@ from gpufleet.agent.probes import (
 )
 from gpufleet.agent.runner import TaskRunner
 from gpufleet.api.schemas import AgentCommand
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.model.errors import SpecError
 from gpufleet.model.service import Probe
 

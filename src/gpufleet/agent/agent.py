@@ -20,7 +20,6 @@ import httpx
 
 from gpufleet.agent import containers
 from gpufleet.agent.backoff import Backoff
-from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend, metrics_payload, node_gpu_model
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
@@ -40,8 +39,8 @@ from gpufleet.agent.state import (
 )
 from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
 from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat, RegisterResult
+from gpufleet.base.clock import Clock, MonotonicClock
 from gpufleet.client.http import AgentClient, ApiError
-from gpufleet.core.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -15,14 +15,13 @@ import httpx
 
 from gpufleet.agent import slurmbin
 from gpufleet.agent.agent import Agent, AgentConfig
-from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend
 from gpufleet.agent.health import HealthLimits
 from gpufleet.agent.runner import RunnerEvent
 from gpufleet.agent.watchdog import WatchdogHandle
+from gpufleet.base.clock import Clock, MonotonicClock
+from gpufleet.base.secretfile import private_dir
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import Clock
-from gpufleet.secretfile import private_dir
 
 log = logging.getLogger(__name__)
 

@@ -53,8 +53,7 @@ import httpx
 
 from gpufleet.agent import sandbox
 from gpufleet.agent.accounts import Account
-from gpufleet.agent.clock import MonotonicClock
-from gpufleet.core.clock import Clock
+from gpufleet.base.clock import Clock, MonotonicClock
 from gpufleet.model.errors import SpecError
 from gpufleet.model.service import Probe
 

@@ -37,7 +37,6 @@ import psutil  # type: ignore[import-untyped]
 
 from gpufleet.agent import containers, sandbox, secrets, taskstart
 from gpufleet.agent.accounts import Account, LaunchRefused, own_account, resolve
-from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import DeviceRef
 from gpufleet.agent.probes import ProbeTarget
 from gpufleet.agent.taskenv import (
@@ -48,7 +47,7 @@ from gpufleet.agent.taskenv import (
     with_step_commands,
 )
 from gpufleet.api.schemas import AgentCommand, AgentEvent
-from gpufleet.core.clock import Clock
+from gpufleet.base.clock import Clock, MonotonicClock
 from gpufleet.model.container import container_from_dict
 
 log = logging.getLogger(__name__)
