@@ -9,10 +9,10 @@ import asyncio
 from pathlib import Path
 
 from gpufleet.base.clock import ManualClock
-from gpufleet.benchmarks.http_backends import Client, free_port
 from gpufleet.core.events import ServiceCreated
 from gpufleet.gateway import make_gateway
 from gpufleet.model.service import ServiceSpec
+from gpufleet.ops.http_backends import Client, free_port
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.endpoints import Endpoint, EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway

@@ -18,8 +18,8 @@ from rich.console import Console
 
 from gpufleet.api.services import EndpointOut
 from gpufleet.base.secretfile import write_secret
-from gpufleet.benchmarks.loadgen import LoadGen
 from gpufleet.client import Client
+from gpufleet.ops.loadgen import LoadGen
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.ops.stubservice import kill_replica, ready_service, stub_spec, wait_serving
 

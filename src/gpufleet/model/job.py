@@ -9,7 +9,7 @@ from typing import Any
 from gpufleet.model import catalog, hostlist
 from gpufleet.model.constraint import parse as parse_constraint
 from gpufleet.model.container import ContainerSpec, read_container
-from gpufleet.model.limits import (  # kept apart for io/sbatch.py; imported from here too
+from gpufleet.model.limits import (  # kept apart for io/sbatch/; imported from here too
     MAX_NODE_NAMES,
     MAX_QUEUES,
     SIGNAL_BEFORE_S,
