@@ -120,8 +120,8 @@ def controller(
     endpoints."""
     import uvicorn
 
+    from gpufleet.base.secretfile import private_umask
     from gpufleet.scheduler.framework import ProfileError
-    from gpufleet.secretfile import private_umask
     from gpufleet.server.app import create_app
     from gpufleet.server.config import ServerConfig
     from gpufleet.server.store.engine import resolve_db_url, safe_url

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.api import schemas as s
-from gpufleet.core.clock import Clock
+from gpufleet.base.clock import Clock
 from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME, Controller
 from gpufleet.core.driver import Driver, PassRule, Step
