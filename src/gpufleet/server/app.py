@@ -36,6 +36,7 @@ from gpufleet.server.routers import (
     metrics,
     nodes,
     queues,
+    sbatch,
     secrets,
     services,
 )
@@ -163,7 +164,7 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     app.state.listings = Listings()
     app.state.config = config
     app.state.secrets = SecretService(store, box, clock)
-    routers = (jobs, nodes, queues, admin, agent, secrets, services)
+    routers = (jobs, sbatch, nodes, queues, admin, agent, secrets, services)
     for r in routers:
         app.include_router(r.router, prefix=API)
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
