@@ -12,6 +12,7 @@ can be measured in the same session.
 
 import inspect
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -69,4 +70,4 @@ def main(kind: str) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main(sys.argv[1] if len(sys.argv) > 1 else "haproxy")

@@ -204,14 +204,15 @@ def measure(
         )
         probe.start()
         t0 = time.monotonic()
-        for t in submitters:
-            t.start()
+        for sub in submitters:
+            sub.start()
         out, _ = listers.communicate(timeout=seconds + 300)
         window = time.monotonic() - t0
-        for t in (probe, *submitters):
-            t.stop.set()
-        for t in (probe, *submitters):
-            t.join(timeout=120)
+        workers: list[Probe | Submitter] = [probe, *submitters]
+        for w in workers:
+            w.stop.set()
+        for w in workers:
+            w.join(timeout=120)
         listed = json.loads(out.strip().splitlines()[-1])
         final = {j: user.job(j) for j in run_ids}
         moved = [j for j, x in final.items() if x.state != "RUNNING" or x.attempt != attempts[j]]
@@ -264,4 +265,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from gpufleet.agent.gpu import metrics_payload
 from gpufleet.agent.simgpu import SimulatedGpus
+from gpufleet.core.commands import Launch
 from gpufleet.core.events import JobSubmitted, NodeUp, TaskStarted
 from gpufleet.model.catalog import lookup
 from gpufleet.model.cluster import NodeSpec
@@ -94,8 +95,8 @@ def build(nodes: int, gpus: int, data_dir: Path) -> tuple[ControllerService, lis
     started = [
         TaskStarted(c.job_id, c.attempt, r)
         for c in out
-        if type(c).__name__ == "Launch"
-        for r in range(len(c.allocation))  # type: ignore[attr-defined]
+        if isinstance(c, Launch)
+        for r in range(len(c.allocation))
     ]
     ctrl.handle(T0 + 1, *started, schedule=False)
     sims = []
@@ -216,4 +217,4 @@ def _http_scrapes(svc: ControllerService, sims: list[SimulatedGpus], repeat: int
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(a.secrets):
             svc.create(who, "user", "alice", f"k{k}", value, replace=False)
         refs = [
-            s.TaskSecret(name=f"k{k}", scope="user", owner="alice", env=f"K{k}")
+            s.TaskSecret(name=f"k{k}", scope="user", owner="alice", env=f"K{k}", value="")
             for k in range(a.secrets)
         ]
 

@@ -136,4 +136,4 @@ def _cell(xs: list[float]) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
