@@ -13,7 +13,7 @@ import pytest
 from builders import node_spec, profile
 
 from gpufleet.api import schemas as s
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.core.events import NodeLost, NodeUp
 from gpufleet.server.logs import LogStore
 from gpufleet.server.service import ControllerService, NodeLink

@@ -11,7 +11,7 @@ from builders import profile
 from pydantic import TypeAdapter, ValidationError
 
 from gpufleet.api.services import MAX_SERVICE_NAME, ServiceName, ServiceScale
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.model.errors import SpecError
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.service import ServiceSpec, ServiceSpecError

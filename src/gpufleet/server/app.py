@@ -15,11 +15,11 @@ from fastapi import FastAPI
 
 from gpufleet import __version__
 from gpufleet.api.dashboard import HealthOut
-from gpufleet.core.clock import Clock
+from gpufleet.base.clock import Clock
+from gpufleet.base.secretfile import private_dir, write_secret
 from gpufleet.gateway import make_gateway
 from gpufleet.io.specs import load_cluster, load_queues
 from gpufleet.scheduler.framework import Profile
-from gpufleet.secretfile import private_dir, write_secret
 from gpufleet.server import errors
 from gpufleet.server.auth import TokenCache
 from gpufleet.server.bodylimit import BodyLimit

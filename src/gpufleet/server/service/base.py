@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.core.clock import Clock
+from gpufleet.base.clock import Clock
 from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Driver, PassRule, Step
