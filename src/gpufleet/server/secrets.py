@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import HTTPException
 
 from gpufleet.api import schemas as s
-from gpufleet.core.clock import Clock
+from gpufleet.base.clock import Clock
 from gpufleet.model.job import JobSpec
 from gpufleet.model.secrets import SecretRef
 from gpufleet.server.auth import Principal
@@ -238,6 +238,7 @@ def refs_for_launch(spec: JobSpec) -> list[s.TaskSecret]:
             owner=owner_for(r.scope or "user", spec),
             env=r.env,
             file=r.file,
+            value="",  # filled in only in the poll's answer that hands the launch on
         )
         for r in spec.secrets
     ]
