@@ -33,14 +33,6 @@ def _gpus(n: float) -> str:
     return f"{n:g} GPU{'s' if n != 1 else ''}"
 
 
-def held(job: PendingJob, head: PendingJob) -> Reason:
-    return Reason(
-        ReasonCode.HELD,
-        f"job {head.id} is first in order and cannot start; this profile does not backfill",
-        {"blocked_by": head.id},
-    )
-
-
 def preempting(job: PendingJob, victims: Iterable[RunningJob]) -> Reason:
     ids = [v.id for v in victims]
     return Reason(
@@ -213,7 +205,7 @@ def explain_all(
             unfenced_cache[k] = place_gang(job.spec, probe, profile.place, rng)[0] is not None
         return unfenced_cache[k]
 
-    ask_all = not getattr(profile.admit, "admits_unlimited", False)
+    ask_all = not profile.admit.admits_unlimited
 
     def never_admitted(job: PendingJob) -> Reason | None:
         status = admit_any(job, profile.admit, usage, ask_all)[1].status
@@ -325,8 +317,9 @@ def explain_all(
     # serves every job it describes. Their NeverSchedulable probes draw on a Random of their
     # own, so an answer does not depend on which job was asked about first.
     behind: Reason | None = None
-    if head is not None and not profile.backfill.backfills:
-        behind = held(head, head)  # the same for every job behind the head
+    passing = profile.backfill.backfill(head, head) if head is not None else None
+    if passing is not None and passing.code is not Code.SUCCESS and passing.reason is not None:
+        behind = passing.reason  # the same for every job behind the head
     else:
         behind = Reason(
             ReasonCode.PRIORITY,
