@@ -18,11 +18,12 @@ from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.decisions import Reservation
 from gpufleet.scheduler.framework import Profile
+from gpufleet.scheduler.free_counts import full_count
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.whatif import first_fit_gang, release
-from gpufleet.scheduler.workspace import Workspace, _full
+from gpufleet.scheduler.workspace import Workspace
 
 MAX_RESERVATION_TRIES = 64
 
@@ -119,7 +120,7 @@ def _reserve_first_fit(
                 for d in p.gpus:
                     devs[d] += p.gpu_milli
                 gfree[n] = tuple(devs)
-                k = _full(gfree[n])
+                k = full_count(gfree[n])
                 if ok[n] and model[n] in allowed and devs:  # indexed, of an allowed model
                     free += k - full[n]
                     room += k // g - full[n] // g

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpufleet.model.allocation import Allocation
+from gpufleet.scheduler.free_counts import full_count
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import RunningJob
-from gpufleet.scheduler.workspace import Workspace, _full
+from gpufleet.scheduler.workspace import Workspace
 
 
 class _Room:
@@ -49,7 +50,7 @@ class _Room:
                 devs[d] += p.gpu_milli
             new = self.gfree[i] = tuple(devs)
             if self.counts(i):
-                self.room += _full(new) // self.g - _full(old) // self.g
+                self.room += full_count(new) // self.g - full_count(old) // self.g
 
     def taken_back(self, alloc: Allocation) -> tuple[int, dict[int, tuple[int, ...]]]:
         """The room were ``alloc``'s devices taken again, and the vectors that would change:
@@ -67,7 +68,7 @@ class _Room:
                 devs[d] -= p.gpu_milli
             new = changed[i] = tuple(devs)
             if self.counts(i):
-                room += _full(new) // self.g - _full(old) // self.g
+                room += full_count(new) // self.g - full_count(old) // self.g
         return room, changed
 
 
