@@ -50,8 +50,12 @@ class OrderPlugin(Protocol):
     """Step 1: the order in which pending jobs are considered.
 
     ``order`` may be lazy and may read ``usage``, which the cycle updates as it admits jobs, so
-    that fair share sees the jobs admitted earlier in the same cycle. Plugins derive from
-    ``plugins.base.OrderBase``, which answers the optional members."""
+    that fair share sees the jobs admitted earlier in the same cycle. ``half_life_s``: the
+    half-life with which the core decays each queue's past usage for this order (fair share
+    reads it). Plugins derive from ``plugins.base.OrderBase``, which answers the optional
+    members."""
+
+    half_life_s: float
 
     def order(
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage

@@ -20,7 +20,10 @@ from gpufleet.scheduler.workspace import Workspace
 
 
 class OrderBase:
-    """An order with no preemption rule of its own: it outranks nobody."""
+    """An order with no preemption rule of its own (it outranks nobody), for which past usage
+    decays with Slurm's default half-life."""
+
+    half_life_s = 7 * 86400.0
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         return False
