@@ -22,6 +22,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports  # the layers and pure packages of .importlinter
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.benchmarks.http_backends import BackendProcess, free_port
 from gpufleet.core.commands import RouteBackend, Routes
 from gpufleet.gateway import make_gateway
+from gpufleet.ops.http_backends import BackendProcess, free_port
 from gpufleet.server.endpoints import EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 

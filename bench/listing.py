@@ -1,6 +1,280 @@
-"""Runs ``gpufleet.benchmarks.listing`` (its docstring says what it measures and how)."""
+"""Listing must not starve heartbeats (issue 10): a real controller and agents (``LocalCluster``),
+10,000 jobs (16 running, the rest ended), and K clients that list every job again and again
+(``GET /jobs?all=true`` at the largest page, following the ``Link`` pages) for S seconds, while
 
-from gpufleet.benchmarks.listing import main
+- a probe heartbeats as an agent of its own node (a real agent token) every 0.2 s and times
+  each round trip;
+- the real agents keep 16 running jobs under their lease (a lease that ran out would fence
+  them: their attempt would change, or their node be lost);
+- with ``--submit``, a submitter posts single-job submissions on 8 connections (jobs/s).
+
+    .venv/bin/python bench/listing.py [--clients 24] [--seconds 60] [--jobs 10000] [--submit]
+                                      [--page 1000]   (10000: the old single page, a baseline)
+
+tests/chaos/test_listing_load.py runs ``measure`` and asserts on what it returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+
+from gpufleet.api import schemas as s
+from gpufleet.client import Client
+from gpufleet.client.http import AgentClient
+from gpufleet.ops.localcluster import LocalCluster, wait_until
+
+RUNNING = 16  # one-GPU jobs that run through the whole window (2 agents × 8 GPUs)
+PROBE_EVERY_S = 0.2
+
+
+@dataclass
+class Result:
+    clients: int
+    seconds: float
+    jobs: int
+    pages: int
+    failed_listings: int
+    pages_per_s: float
+    heartbeats: int
+    heartbeat_p50_s: float
+    heartbeat_p99_s: float
+    heartbeat_max_s: float
+    heartbeat_errors: int
+    restarted_jobs: int  # running jobs whose attempt changed (a fenced lease) or that stopped
+    lost_nodes: int
+    submissions: int
+    submissions_per_s: float
+    restart_why: list[str]  # the first restarted job's transitions (empty: none restarted)
+
+
+def pct(xs: list[float], p: float) -> float:
+    ys = sorted(xs)
+    return ys[max(0, min(len(ys) - 1, round(p / 100 * len(ys) + 0.5) - 1))] if ys else 0.0
+
+
+# ----- the listing clients: one process, K tasks (its CPU is not the controller's) -----------
+
+
+async def _lister(url: str, token: str, until: float, pages: list[int], page: int) -> None:
+    h = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=url, headers=h, timeout=120) as c:
+        while time.monotonic() < until:
+            nxt: str | None = f"/api/v1/jobs?all=true&limit={page}"
+            while nxt is not None and time.monotonic() < until:
+                try:
+                    r = await c.get(nxt)
+                    r.raise_for_status()
+                except httpx.HTTPError:
+                    pages[1] += 1  # counted (a baseline run drops connections), then again
+                    break
+                pages[0] += 1
+                nxt = r.links.get("next", {}).get("url")
+
+
+async def _listers(url: str, token: str, k: int, seconds: float, page: int) -> list[int]:
+    pages = [0, 0]  # pages listed, requests that failed
+    until = time.monotonic() + seconds
+    await asyncio.gather(*(_lister(url, token, until, pages, page) for _ in range(k)))
+    if k == 0:  # no listing: the window of the other measurements alone
+        await asyncio.sleep(seconds)
+    return pages
+
+
+def listers_main(argv: list[str]) -> None:
+    url, token, k, seconds, page = argv[0], argv[1], int(argv[2]), float(argv[3]), int(argv[4])
+    pages, failed = asyncio.run(_listers(url, token, k, seconds, page))
+    print(json.dumps({"pages": pages, "failed": failed}), flush=True)
+
+
+# ----- the probe and the submitter (threads of this process) ----------------------------------
+
+
+class Probe(threading.Thread):
+    def __init__(self, url: str, token: str) -> None:
+        super().__init__(daemon=True)
+        self.agent = AgentClient(url, token, timeout=60)
+        self.rtts: list[float] = []
+        self.errors = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        hb = s.Heartbeat()
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            try:
+                self.agent.heartbeat("probe", hb)
+                self.rtts.append(time.monotonic() - t0)
+            except Exception:
+                self.errors += 1
+            self.stop.wait(max(0.0, PROBE_EVERY_S - (time.monotonic() - t0)))
+
+
+class Submitter(threading.Thread):
+    def __init__(self, url: str, token: str) -> None:
+        super().__init__(daemon=True)
+        self.client = Client(url, token, timeout=60)
+        self.count = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.client.submit({"name": "s", "gpus_per_worker": 16, "command": ["true"]})
+            self.count += 1
+
+
+def measure(
+    tmp: Path,
+    *,
+    clients: int = 24,
+    seconds: float = 60.0,
+    jobs: int = 10_000,
+    submit: bool = False,
+    page: int = 1000,
+) -> Result:
+    # the controller's default scheduling interval (5 s), LocalCluster's lease and grace for
+    # a heartbeat every second
+    lc = LocalCluster(
+        tmp,
+        agents=2,
+        heartbeat_s=1.0,
+        lease_s=7.5,
+        node_grace_s=15.0,
+        schedule_interval_s=5.0,
+    )
+    with lc:
+        admin = lc.admin()
+        user = lc.user("alice")
+        run_ids = _fill(user, jobs)
+        attempts = {j: user.job(j).attempt for j in run_ids}
+        probe = _probe(lc.url, admin)
+        token = user.http.headers["authorization"].split()[1]
+        submitters = [Submitter(lc.url, token) for _ in range(8 if submit else 0)]
+        listers = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--listers",
+                lc.url,
+                token,
+                str(clients),
+                str(seconds),
+                str(page),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        probe.start()
+        t0 = time.monotonic()
+        for sub in submitters:
+            sub.start()
+        out, _ = listers.communicate(timeout=seconds + 300)
+        window = time.monotonic() - t0
+        workers: list[Probe | Submitter] = [probe, *submitters]
+        for w in workers:
+            w.stop.set()
+        for w in workers:
+            w.join(timeout=120)
+        listed = json.loads(out.strip().splitlines()[-1])
+        final = {j: user.job(j) for j in run_ids}
+        moved = [j for j, x in final.items() if x.state != "RUNNING" or x.attempt != attempts[j]]
+        # why the first of them stopped (its stored transitions), for a failed run's report
+        first = final[moved[0]].events or [] if moved else []
+        why = [f"{e.attempt}:{e.state}:{e.why}" for e in first]
+        lost = sum(1 for n in admin.nodes() if n.state == "lost")
+        submissions = sum(t.count for t in submitters)
+        return Result(
+            clients,
+            round(window, 1),
+            jobs,
+            listed["pages"],
+            listed["failed"],
+            round(listed["pages"] / window, 1),
+            len(probe.rtts),
+            round(pct(probe.rtts, 50), 4),
+            round(pct(probe.rtts, 99), 4),
+            round(max(probe.rtts, default=0.0), 4),
+            probe.errors,
+            len(moved),
+            lost,
+            submissions,
+            round(submissions / window, 1),
+            why,
+        )
+
+
+def _fill(user: Client, jobs: int) -> list[str]:
+    """``jobs`` jobs in the store, all ended but ``RUNNING`` that run; those running jobs."""
+    # all but the 16 running end at once (CANCELLED: afterok on a cancelled job), so what is
+    # measured is the listing, not scheduling passes over thousands of pending jobs; in
+    # arrays of 1,000 before anything runs: a 10,000-job array is one turn of the loop,
+    # which on a loaded 2-core box took longer than the lease
+    (gone,) = user.submit({"name": "gone", "gpus_per_worker": 16, "command": ["true"]})
+    user.cancel(gone)
+    ended = {"name": "ended", "command": ["true"]}
+    left = jobs - RUNNING - 1
+    while left > 0:
+        n = min(left, 1000)
+        user.submit(ended, array=f"0-{n - 1}", depends_on=[("afterok", gone)])
+        left -= n
+    run_ids = [
+        user.submit({"name": f"r{i}", "command": ["sleep", "3600"]})[0] for i in range(RUNNING)
+    ]
+    wait_until(
+        "the running jobs",
+        lambda: all(user.job(j).state == "RUNNING" for j in run_ids),
+        120,
+    )
+    return run_ids
+
+
+def _probe(url: str, admin: Client) -> Probe:
+    """A registered agent of no GPUs that times heartbeats."""
+    probe_token = admin.create_token(
+        s.TokenCreate(name="agent-probe", role="agent", node="probe")
+    ).token
+    assert probe_token
+    probe = Probe(url, probe_token)
+    probe.agent.register(
+        s.AgentRegister(
+            node="probe", address="127.0.0.1", gpu_model="", gpus=[], cpu_cores=1, memory_gib=1
+        )
+    )
+    return probe
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--listers":
+        listers_main(sys.argv[2:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=24)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--submit", action="store_true")
+    ap.add_argument("--page", type=int, default=1000, help="10000: as before pages (baseline)")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        r = measure(
+            Path(tmp),
+            clients=a.clients,
+            seconds=a.seconds,
+            jobs=a.jobs,
+            submit=a.submit,
+            page=a.page,
+        )
+    print(json.dumps(asdict(r), indent=2))
+
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, "tests")
-from containerimage import build_image
+from containerimage import build_image  # type: ignore[import-not-found]  # tests/, at run time
 from gpufleet.api.schemas import TokenCreate
 from gpufleet.ops.localcluster import LocalCluster
 

@@ -5,9 +5,10 @@ path), it catches the logging from then on."""
 
 import logging
 import os
+from typing import Any
 
 OUT = os.environ.get("OUT", "/tmp/out")
-res: dict = {"errors": []}
+res: dict[str, Any] = {"errors": []}
 logs: list[str] = []
 
 

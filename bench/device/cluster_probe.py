@@ -10,24 +10,26 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from gpufleet.api.schemas import TokenCreate
+from gpufleet.base.secretfile import write_secret
 from gpufleet.ops.localcluster import LocalCluster, _kill_group, _reap
-from gpufleet.secretfile import write_secret
 
 OUT = Path(os.environ.get("OUT", "/tmp/out"))
 SIM = os.environ.get("PROBE_SIMULATE", "")  # local rehearsal only
-res: dict = {"errors": [], "simulated": SIM}
+res: dict[str, Any] = {"errors": [], "simulated": SIM}
 data = Path("/tmp/gfc")
 shutil.rmtree(data, ignore_errors=True)
 c = LocalCluster(data_dir=data, agents=0, heartbeat_s=1.0, schedule_interval_s=0.5)
-agent = None
+agent: subprocess.Popen[bytes] | None = None
 
 
-def wait(what, f, t):
+def wait(what: str, f: Callable[[], Any], t: float) -> Any:
     end = time.monotonic() + t
     last = None
     while time.monotonic() < end:
@@ -81,7 +83,8 @@ try:
     )
     t0 = time.monotonic()
 
-    def node():
+    def node() -> Any:
+        assert agent is not None
         if agent.poll() is not None:
             raise SystemExit(f"agent exited {agent.returncode}")
         with c.admin() as a:
@@ -112,7 +115,7 @@ try:
         }
     )
 
-    def done():
+    def done() -> Any:
         j = alice.job(job)
         return j if j.state in ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT") else None
 
@@ -124,7 +127,7 @@ try:
         try:
             lo = wait(
                 f"{stream} log",
-                lambda s=stream: (x := alice.logs(job, stream=s)).complete and x,
+                lambda s=stream: (x := alice.logs(job, stream=s)).complete and x,  # type: ignore[misc]
                 20,
             )
             res[f"job_{stream}"] = lo.data

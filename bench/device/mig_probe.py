@@ -15,8 +15,9 @@ import subprocess
 import sys
 import traceback
 from dataclasses import asdict
+from typing import Any
 
-from capture import OUT, logs, res  # it catches the logging from here on
+from capture import OUT, logs, res  # type: ignore[import-not-found]  # it catches the logging from here on
 
 
 def sh(*argv: str) -> str:
@@ -32,10 +33,10 @@ res["nvidia-smi -L"] = sh("nvidia-smi", "-L")  # lists MIG devices under their G
 res["nvidia-smi mig -lgi"] = sh("nvidia-smi", "mig", "-lgi")  # list GPU instances
 res["nvidia-smi mig -lgip"] = sh("nvidia-smi", "mig", "-lgip")  # list GPU-instance profiles
 
-import pynvml as nv  # noqa: E402
+import pynvml as nv  # type: ignore[import-untyped]  # noqa: E402
 
 
-def call(name, *args):
+def call(name: str, *args: Any) -> dict[str, Any]:
     fn = getattr(nv, name, None)
     if fn is None:
         return {"missing": True}
@@ -56,7 +57,7 @@ def call(name, *args):
         return {"ok": repr(v)}
 
 
-def _plain(x):
+def _plain(x: Any) -> Any:
     return (
         x.decode(errors="replace")
         if isinstance(x, bytes)
@@ -66,12 +67,12 @@ def _plain(x):
     )
 
 
-raw: list[dict] = []
+raw: list[dict[str, Any]] = []
 try:
     nv.nvmlInit()
     for i in range(nv.nvmlDeviceGetCount()):
         h = nv.nvmlDeviceGetHandleByIndex(i)
-        g: dict = {
+        g: dict[str, Any] = {
             "index": i,
             "name": call("nvmlDeviceGetName", h),
             "uuid": call("nvmlDeviceGetUUID", h),
@@ -124,7 +125,7 @@ try:
     for g in raw:
         total = g["memory"].get("ok", {}).get("total", 0) // (1 << 20)
         model = catalog_name(str(g["name"].get("ok", "")), total)
-        gb = find(model).memory_gib if find(model) else 0.0
+        gb = m.memory_gib if (m := find(model)) else 0.0
         for p in g["profiles"]:
             if "sliceCount" not in p:
                 continue

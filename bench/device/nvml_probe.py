@@ -9,9 +9,10 @@ import sys
 import time
 import traceback
 from dataclasses import asdict
+from typing import Any
 
-import pynvml as nv
-from capture import OUT, logs, res  # it catches the logging from here on
+import pynvml as nv  # type: ignore[import-untyped]
+from capture import OUT, logs, res  # type: ignore[import-not-found]  # it catches the logging from here on
 
 res["pynvml_file"] = nv.__file__
 try:
@@ -22,7 +23,7 @@ except Exception as e:
     res["nvidia_ml_py"] = repr(e)
 
 
-def raw(name, *args):
+def raw(name: str, *args: Any) -> dict[str, Any]:
     fn = getattr(nv, name, None)
     if fn is None:
         return {"missing": True}
@@ -46,12 +47,15 @@ def raw(name, *args):
         return {"ok": repr(v)}
 
 
-rawd: dict = {}
+rawd: dict[str, Any] = {}
 try:
     nv.nvmlInit()
     h = nv.nvmlDeviceGetHandleByIndex(0)
-    C = lambda n, d: getattr(nv, n, d)  # noqa: E731
-    calls = [
+
+    def C(n: str, d: int) -> Any:
+        return getattr(nv, n, d)
+
+    calls: list[tuple[Any, ...]] = [
         ("nvmlSystemGetDriverVersion",),
         ("nvmlSystemGetCudaDriverVersion",),
         ("nvmlSystemGetNVMLVersion",),

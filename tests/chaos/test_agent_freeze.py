@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.benchmarks.agent_freeze import WRITER, lines
+from bench.agent_freeze import WRITER, lines
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster, wait_until
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufleet.benchmarks.listing import measure
+from bench.listing import measure
 
 
 def test_24_listing_clients_for_60_s_leave_every_lease_alive(tmp_path: Path) -> None:

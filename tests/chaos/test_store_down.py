@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from chaoshelp import Tmpfs, need_root
 
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.logs import LogStore

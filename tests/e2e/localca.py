@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gpufleet.secretfile import write_secret
+from gpufleet.base.secretfile import write_secret
 
 
 def _name(cn: str) -> x509.Name:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 from livehelp import wait_for
 
-from gpufleet.benchmarks.loadgen import LoadGen
+from gpufleet.ops.loadgen import LoadGen
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.ops.stubservice import ask, stub_spec
 

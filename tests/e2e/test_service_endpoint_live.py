@@ -4,7 +4,7 @@ through the gateway with its token; one replica SIGKILLed under load and the ser
 again; a rolling update under load without a failed request; a new token replaces the old;
 removal closes the endpoint.
 
-The load is ``gpufleet.benchmarks.loadgen`` (open loop, keep-alive, a timeout per request). Its
+The load is ``gpufleet.ops.loadgen`` (open loop, keep-alive, a timeout per request). Its
 failures are counted, never timed: the only times compared are those of the requests
 themselves against the moments this test saw things happen (the kill, the API showing the
 replica out)."""
@@ -21,7 +21,7 @@ from collections.abc import Callable
 import pytest
 from livehelp import wait_for
 
-from gpufleet.benchmarks.loadgen import LoadGen
+from gpufleet.ops.loadgen import LoadGen
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.ops.stubservice import ask, kill_replica, ready_service, stub_spec, wait_serving
 

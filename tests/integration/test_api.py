@@ -29,9 +29,9 @@ import pytest
 import uvicorn
 
 from gpufleet.api import schemas as s
+from gpufleet.base.clock import ManualClock
 from gpufleet.client import ApiError, Client
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import ManualClock
 from gpufleet.server.app import create_app
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.store import Store

@@ -24,9 +24,9 @@ from test_api import (  # test_api.py sits next to this file (pytest puts its fo
 )
 
 from gpufleet.api import schemas as s
+from gpufleet.base.clock import ManualClock
 from gpufleet.client import Client
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import ManualClock
 from gpufleet.server import ratelimit
 from gpufleet.server.store import Store
 from gpufleet.server.store.schema import tokens as tokens_table

@@ -19,7 +19,7 @@ import pytest
 from test_api import serve as api_serve  # test_api.py sits next to this file
 
 from gpufleet.api import schemas as s
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
 
 T0 = 1_700_000_000.0

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from test_api import T0, Api, serve  # test_api.py sits next to this file
 
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
 from realparts import missing
 

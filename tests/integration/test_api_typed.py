@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from test_api import SPEC, T0, register, serve, started  # test_api.py sits next to this file
 
 from gpufleet.api import dashboard, schemas
+from gpufleet.base.clock import ManualClock
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import ManualClock
 from gpufleet.server.app import create_app
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.store import Store

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-import gpufleet.agent.runner as runner_module
+import gpufleet.agent.runner.argv as runner_module
 from containerimage import IMAGE_ENV, build_env_image, build_image
 from gpufleet.agent.containers import OWNER_LABEL, container_name
 from gpufleet.agent.containers.podman import Podman
@@ -108,7 +108,8 @@ def finish(runner: TaskRunner, timeout_s: float = 90) -> tuple[int, str]:
     exits = [e for e in events if e.kind == "exited"]
     assert exits, "the task did not end"
     deadline = time.monotonic() + 60
-    while runner._cleanups and time.monotonic() < deadline:  # `podman rm -f` in the background
+    # `podman rm -f` runs in the background
+    while runner.containers.cleanups and time.monotonic() < deadline:
         runner.poll()
         time.sleep(0.2)
     return exits[0].exit_code, exits[0].why

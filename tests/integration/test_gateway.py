@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.benchmarks.http_backends import BackendProcess, Client, LoadLoop, free_port
 from gpufleet.gateway import (
     Backend,
     ConfigError,
@@ -25,6 +24,7 @@ from gpufleet.gateway import (
     ServiceStats,
     make_gateway,
 )
+from gpufleet.ops.http_backends import BackendProcess, Client, LoadLoop, free_port
 from realparts import require
 
 TOKEN = "tok-" + "a1b2c3d4e5f6a7b8c9d0"

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from gatewayfakes import Agents, Link
-from gpufleet.benchmarks.http_backends import BackendProcess, Client, free_port
 from gpufleet.core.commands import Kill, RouteBackend, Routes, ServiceRecord
 from gpufleet.core.events import ServiceLoad
 from gpufleet.core.services import RestoredService
 from gpufleet.gateway import make_gateway
+from gpufleet.ops.http_backends import BackendProcess, Client, free_port
 from gpufleet.server.endpoints import EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 from realparts import require

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gpufleet.benchmarks.http_backends import Client, free_port
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.core.events import ServiceCreated
 from gpufleet.gateway import make_gateway
 from gpufleet.model.service import ServiceSpec
+from gpufleet.ops.http_backends import Client, free_port
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.endpoints import Endpoint, EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway

@@ -22,9 +22,9 @@ import pytest
 import uvicorn
 
 from gpufleet.api import schemas as s
+from gpufleet.base.clock import ManualClock
 from gpufleet.client import Client
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import ManualClock
 from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME
 from gpufleet.server.app import create_app
 from gpufleet.server.config import ServerConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_api import SPEC, T0, events, register, serve, wait_for
 
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
 
 

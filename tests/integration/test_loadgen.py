@@ -1,4 +1,4 @@
-"""The load generator (``gpufleet.benchmarks.loadgen``) against the model stub as a real process
+"""The load generator (``gpufleet.ops.loadgen``) against the model stub as a real process
 on 127.0.0.1, and what it counts when nothing listens; ``free_gateway_ports``' ranges."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufleet.benchmarks.loadgen import LoadGen, Result, summarize
 from gpufleet.io.specs import example
+from gpufleet.ops.loadgen import LoadGen, Result, summarize
 from gpufleet.ops.localcluster import free_gateway_ports, free_port, wait_until
 
 

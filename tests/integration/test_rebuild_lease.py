@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from gpufleet.api import schemas as s
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.logs import LogStore

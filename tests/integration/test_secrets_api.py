@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from test_api import T0, Api, refused, register, serve, wait_for
 
 from gpufleet.api.secrets import SecretCreate
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
 from gpufleet.server.store.schema import secrets as secrets_table
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.model.job import JobSpec
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.logs import LogStore

@@ -14,9 +14,9 @@ import pytest
 from test_api import T0, Api, refused, register, serve, started, wait_for
 
 from gpufleet.api import schemas as s
+from gpufleet.base.clock import ManualClock
 from gpufleet.client import Client
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import ManualClock
 from gpufleet.server.store import Store
 
 SVC: dict[str, Any] = {

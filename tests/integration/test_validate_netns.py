@@ -20,10 +20,10 @@ import pytest
 
 import realparts
 from gpufleet.api.schemas import TokenCreate
+from gpufleet.base.secretfile import write_secret
 from gpufleet.ops.doctor import node as node_doctor
 from gpufleet.ops.localcluster import AgentProc, LocalCluster
 from gpufleet.ops.validate import Settings, Status, validate
-from gpufleet.secretfile import write_secret
 
 pytestmark = pytest.mark.e2e
 FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}

@@ -25,9 +25,9 @@ import uvicorn
 
 from gpufleet.api import schemas as s
 from gpufleet.api.secrets import SecretCreate
+from gpufleet.base.clock import ManualClock
 from gpufleet.client import Client
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import ManualClock
 from gpufleet.server.app import create_app
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.ratelimit import FailedAuthLimiter

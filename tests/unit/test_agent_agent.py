@@ -16,8 +16,8 @@ import pytest
 from gpufleet.agent.agent import Agent, AgentConfig
 from gpufleet.agent.probes import free_port, tcp_probe
 from gpufleet.agent.simgpu import SimulatedGpus
+from gpufleet.base.clock import ManualClock
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import ManualClock
 from gpufleet.model.service import Probe
 
 PY = sys.executable

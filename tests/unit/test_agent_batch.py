@@ -17,7 +17,7 @@ import pytest
 
 from gpufleet.agent.runner import RunnerEvent, TaskRunner
 from gpufleet.api.schemas import AgentCommand
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 
 PY = sys.executable
 

@@ -361,7 +361,7 @@ def test_a_containers_environment_is_the_jobs_but_for_what_the_image_sets(
     tmp_path: Path,
 ) -> None:
     from gpufleet.agent.runner import IMAGE_ENV_TTL_S, TaskRunner
-    from gpufleet.core.clock import ManualClock
+    from gpufleet.base.clock import ManualClock
 
     count = tmp_path / "inspections"
     clock = ManualClock(0.0)

@@ -16,8 +16,8 @@ import pytest
 from gpufleet.agent.agent import Agent, AgentConfig
 from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.agent.watchdog import WatchdogHandle, read_lease
+from gpufleet.base.clock import ManualClock
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import ManualClock
 
 T0 = 1000.0
 LEASE_S = 5.0

@@ -25,7 +25,6 @@ from gpufleet.agent import sandbox
 from gpufleet.agent.accounts import Account
 from gpufleet.agent.probes import (
     Due,
-    Key,
     ProbeExecutor,
     ProbeKind,
     ProbeResult,
@@ -42,8 +41,9 @@ from gpufleet.agent.probes import (
     tick,
 )
 from gpufleet.agent.runner import TaskRunner
+from gpufleet.agent.tasks import Key
 from gpufleet.api.schemas import AgentCommand
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.model.errors import SpecError
 from gpufleet.model.service import Probe
 

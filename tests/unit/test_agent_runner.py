@@ -20,7 +20,7 @@ import pytest
 from gpufleet.agent.runner import EXIT_NOT_FOUND, EXIT_REFUSED, RunnerEvent, TaskRunner
 from gpufleet.agent.taskenv import SECURE_PATH
 from gpufleet.api.schemas import AgentCommand
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 
 PY = sys.executable
 

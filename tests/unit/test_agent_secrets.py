@@ -17,7 +17,7 @@ import pytest
 from gpufleet.agent.runner import EXIT_REFUSED, RunnerEvent, TaskRunner
 from gpufleet.agent.secrets import SUBDIR
 from gpufleet.api.schemas import AgentCommand
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 
 PY = sys.executable
 VALUE = "v4lue-of-the-secret"

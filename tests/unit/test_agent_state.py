@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from gpufleet.agent.probes import ReplicaProbe
-from gpufleet.agent.runner import EXIT_REFUSED, RunnerEvent
+from gpufleet.agent.probes.book import ReplicaProbe
 from gpufleet.agent.state import (
     AgentState,
     Kill,
@@ -13,6 +12,7 @@ from gpufleet.agent.state import (
     StartProbes,
     StopProbes,
 )
+from gpufleet.agent.tasks import EXIT_REFUSED, RunnerEvent
 from gpufleet.api.schemas import AgentCommand, HeartbeatResult, TaskRef
 from gpufleet.model.service import Probe
 

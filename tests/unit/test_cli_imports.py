@@ -38,7 +38,7 @@ HEAVY = (
     "gpufleet.core",
     "gpufleet.scheduler",
     "gpufleet.agent",
-    "gpufleet.benchmarks",
+    "bench",
     "click",  # httpx's own command line (typer has its own copy of click)
     "pygments",  # the same, for its syntax colours
 )

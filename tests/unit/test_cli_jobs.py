@@ -560,7 +560,7 @@ def test_logs_follow_polls_with_offsets_until_the_rank_is_complete(
     api: FakeApi, monkeypatch: Any
 ) -> None:
     sleeps: list[float] = []
-    monkeypatch.setattr(jobs_cli, "sleep", sleeps.append)
+    monkeypatch.setattr("gpufleet.cli.jobs.job_logs.sleep", sleeps.append)
     answers = {0: chunk("a\n", 0), 2: chunk("", 2), 2.1: chunk("b\n", 2, complete=True)}
     seen: list[int] = []
 
@@ -578,7 +578,7 @@ def test_logs_follow_polls_with_offsets_until_the_rank_is_complete(
 
 
 def test_logs_follow_stops_when_the_job_ended(api: FakeApi, monkeypatch: Any) -> None:
-    monkeypatch.setattr(jobs_cli, "sleep", lambda s: None)
+    monkeypatch.setattr("gpufleet.cli.jobs.job_logs.sleep", lambda s: None)
     api.on("GET", "/jobs/5/logs", chunk("", 0))
     api.on("GET", "/jobs/5", job("5", state="CANCELLED"))
     r = cli("logs", "5", "-f")
@@ -590,7 +590,7 @@ def test_logs_follow_stops_when_the_job_ended(api: FakeApi, monkeypatch: Any) ->
 def test_logs_follow_is_bounded_by_timeout(api: FakeApi, monkeypatch: Any) -> None:
     clock = iter(range(0, 1000, 10))
     monkeypatch.setattr(jobs_cli.time, "monotonic", lambda: float(next(clock)))
-    monkeypatch.setattr(jobs_cli, "sleep", lambda s: None)
+    monkeypatch.setattr("gpufleet.cli.jobs.job_logs.sleep", lambda s: None)
     api.on("GET", "/jobs/5/logs", lambda req: chunk("", int(req.url.params["offset"])))
     api.on("GET", "/jobs/5", job("5", state="RUNNING"))
     r = cli("logs", "5", "-f", "--timeout", "25")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from builders import cluster_spec, profile, spec
 
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.core.controller import Controller
 from gpufleet.core.events import JobSubmitted, NodeHealth, NodeLost
 from gpufleet.server.auth import Principal

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.cli.settings import Settings
+from gpufleet.base.settings import Settings
 from gpufleet.client.errors import ApiError
 from gpufleet.client.lean import LeanClient
 from gpufleet.client.wire import BadResponse, Connection

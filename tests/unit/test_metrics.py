@@ -18,7 +18,7 @@ from prometheus_client.registry import CollectorRegistry
 from gpufleet.agent.gpu import DCGM_FIELDS, metrics_payload
 from gpufleet.agent.health import CRITICAL_XIDS as AGENT_CRITICAL_XIDS
 from gpufleet.agent.simgpu import SimulatedGpus
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.core.commands import Launch, NodeEvent
 from gpufleet.core.events import (
     JobCancelled,

@@ -17,15 +17,13 @@ from gpufleet.api.jobspec import JobSpecIn, JobSpecOut
 from gpufleet.api.schemas import JobStateName
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import (
-    MAX_QUEUES,
-    SIGNAL_BEFORE_S,
-    SPEC_BOUNDS,
     SPEC_TEXT,
     JobSpec,
     JobState,
     TopologyLevel,
     WarningSignal,
 )
+from gpufleet.model.limits import MAX_QUEUES, SIGNAL_BEFORE_S, SPEC_BOUNDS
 from gpufleet.model.secrets import (
     ENV_PATTERN,
     FILE_PATTERN,

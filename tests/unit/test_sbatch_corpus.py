@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.benchmarks.sbatch_corpus import FIELDS, check, fields, run, score, table
+from bench.sbatch_corpus import FIELDS, check, fields, run, score, table
 from gpufleet.io.sbatch import SbatchError, parse_sbatch, read_request, read_script
 from gpufleet.model.errors import SpecError
 

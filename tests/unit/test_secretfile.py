@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.secretfile import SecretFileError, private_dir, read_secret, write_secret
+from gpufleet.base.secretfile import SecretFileError, private_dir, read_secret, write_secret
 from gpufleet.server.app import bootstrap_admin
 from gpufleet.server.store import Store
 

@@ -11,7 +11,7 @@ from builders import profile
 from pydantic import TypeAdapter, ValidationError
 
 from gpufleet.api.services import MAX_SERVICE_NAME, ServiceName, ServiceScale
-from gpufleet.core.clock import ManualClock
+from gpufleet.base.clock import ManualClock
 from gpufleet.model.errors import SpecError
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.service import ServiceSpec, ServiceSpecError
@@ -19,7 +19,7 @@ from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.logs import LogStore
 from gpufleet.server.service import ControllerService, RequestError
-from gpufleet.server.service_ops import merge_patch
+from gpufleet.server.service.services import merge_patch
 from gpufleet.shims.sacct import _wanted_ids
 
 BASE = {"name": "web", "replica": {"user": "u", "command": ["serve"]}}

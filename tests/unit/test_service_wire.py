@@ -20,13 +20,13 @@ from builders import cluster_spec, profile
 
 from gpufleet.agent.probes import probes_of, tcp_probe
 from gpufleet.api import schemas as s
-from gpufleet.benchmarks.http_backends import Client, free_port
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Driver
 from gpufleet.core.events import ServiceCreated, TaskExited, TaskStarted
 from gpufleet.gateway import make_gateway
 from gpufleet.model.job import JobSpec
 from gpufleet.model.service import Backoff, Probe, ServiceSpec
+from gpufleet.ops.http_backends import Client, free_port
 from gpufleet.server.agent_executor import AgentExecutor
 from gpufleet.server.endpoints import EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway

@@ -13,7 +13,7 @@ from collections.abc import MutableMapping, Sequence
 
 from gpufleet.agent.gpu import GpuUnavailable
 from gpufleet.agent.main import run_agent
-from gpufleet.secretfile import private_umask, read_secret
+from gpufleet.base.secretfile import private_umask, read_secret
 
 NO_ARGV_TOKEN = (
     "--token puts the secret on the command line, where every user and job on this node can "

@@ -20,13 +20,13 @@ import httpx
 
 from gpufleet.agent import containers
 from gpufleet.agent.backoff import Backoff
-from gpufleet.agent.clock import MonotonicClock
-from gpufleet.agent.gpu import GpuBackend, metrics_payload, node_gpu_model
+from gpufleet.agent.gpu import GpuBackend, metrics_payload, mixed_kinds_warning, node_gpu_model
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
-from gpufleet.agent.probes import ProbeExecutor, Probes
-from gpufleet.agent.probes import tick as probe_tick
-from gpufleet.agent.runner import EXIT_REFUSED, FENCED, Key, RunnerEvent, TaskRunner
+from gpufleet.agent.probes.book import Probes
+from gpufleet.agent.probes.executor import ProbeExecutor
+from gpufleet.agent.probes.executor import tick as probe_tick
+from gpufleet.agent.runner import TaskRunner
 from gpufleet.agent.shipping import EventQueue, LogTails
 from gpufleet.agent.state import (
     Action,
@@ -38,10 +38,12 @@ from gpufleet.agent.state import (
     StartProbes,
     StopProbes,
 )
+from gpufleet.agent.tasks import EXIT_REFUSED, FENCED, Key, RunnerEvent
 from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
 from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat, RegisterResult
-from gpufleet.client.http import AgentClient, ApiError
-from gpufleet.core.clock import Clock
+from gpufleet.base.clock import Clock, MonotonicClock
+from gpufleet.client.errors import ApiError
+from gpufleet.client.http import AgentClient
 
 log = logging.getLogger(__name__)
 
@@ -110,16 +112,8 @@ class Agent:
             device_refs=getattr(backend, "device_refs", None),
         )
         self.gpus = backend.discover()
-        kinds = sorted({g.model for g in self.gpus})
-        if len(kinds) > 1 and any(g.mig_profile for g in self.gpus):
-            log.warning(
-                "this node's GPUs are of %d kinds (%s): the scheduler sees one per node, so all "
-                "%d are offered as %s, the smallest",
-                len(kinds),
-                ", ".join(kinds),
-                len(self.gpus),
-                node_gpu_model(self.gpus),
-            )
+        if (mixed := mixed_kinds_warning(self.gpus)) is not None:
+            log.warning("%s", mixed)
         self.health = HealthChecker(self.gpus, config.limits, config.expected_gpus)
         self.last_health = Health()
         self.events = EventQueue(config.max_events)

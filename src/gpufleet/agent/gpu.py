@@ -185,6 +185,17 @@ def node_gpu_model(gpus: Sequence[GpuInfo]) -> str:
     return min(gpus, key=lambda g: (g.memory_mib, g.model)).model
 
 
+def mixed_kinds_warning(gpus: Sequence[GpuInfo]) -> str | None:
+    """What the agent says at start when MIG leaves its GPUs of several kinds (None: one)."""
+    kinds = sorted({g.model for g in gpus})
+    if len(kinds) <= 1 or not any(g.mig_profile for g in gpus):
+        return None
+    return (
+        f"this node's GPUs are of {len(kinds)} kinds ({', '.join(kinds)}): the scheduler sees "
+        f"one per node, so all {len(gpus)} are offered as {node_gpu_model(gpus)}, the smallest"
+    )
+
+
 class GpuBackend(Protocol):
     """NVML on a real server, ``SimulatedGpus`` elsewhere; the agent cannot tell them apart."""
 

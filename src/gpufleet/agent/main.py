@@ -15,14 +15,13 @@ import httpx
 
 from gpufleet.agent import slurmbin
 from gpufleet.agent.agent import Agent, AgentConfig
-from gpufleet.agent.clock import MonotonicClock
 from gpufleet.agent.gpu import GpuBackend
 from gpufleet.agent.health import HealthLimits
-from gpufleet.agent.runner import RunnerEvent
+from gpufleet.agent.tasks import RunnerEvent
 from gpufleet.agent.watchdog import WatchdogHandle
+from gpufleet.base.clock import Clock, MonotonicClock
+from gpufleet.base.secretfile import private_dir
 from gpufleet.client.http import AgentClient
-from gpufleet.core.clock import Clock
-from gpufleet.secretfile import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -117,25 +116,13 @@ def run_agent(
     )
     agent = Agent(client, backend, config, clock=clock)
     agent.runner.step_bin = str(slurmbin.install(data))
-    # tasks a previous agent left behind run unsupervised: stop them and say so
-    for key in agent.runner.kill_orphans():
-        why = "killed: the agent restarted and cannot supervise it"
-        agent.events.put(RunnerEvent("exited", key, 128 + signal.SIGKILL, why).wire())
-    agent.runner.sweep_containers()  # and their containers, which outlive a killed client
+    _stop_leftovers(agent)
     # fencing that does not need this process to be alive (or awake): its own process
     agent.watchdog = WatchdogHandle(data)
     agent.watchdog.start()
 
     stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            log.info("signal %d: shutting down", signum)
-            stop.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-
+    _stop_on_signals(stop)
     log.info("agent %s → %s (%d GPUs)", node_name, controller_url, len(agent.gpus))
     agent.start()
     try:
@@ -144,3 +131,26 @@ def run_agent(
         agent.stop(grace_s=shutdown_grace_s)
         agent.watchdog.stop()  # after the tasks: it exits and kills nothing
     return 0
+
+
+def _stop_leftovers(agent: Agent) -> None:
+    """Tasks a previous agent left behind run unsupervised: stop them and say so; and their
+    containers, which outlive a killed client."""
+    for key in agent.runner.kill_orphans():
+        why = "killed: the agent restarted and cannot supervise it"
+        agent.events.put(RunnerEvent("exited", key, 128 + signal.SIGKILL, why).wire())
+    agent.runner.sweep_containers()
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop`` (a handler can be installed from the main thread only:
+    an agent run in a test's thread is stopped through ``stop`` alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gpufleet.agent.runner import Key
+from gpufleet.agent.tasks import Key
 from gpufleet.api.schemas import AgentEvent, LogChunk
 
 log = logging.getLogger(__name__)

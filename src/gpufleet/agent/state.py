@@ -18,8 +18,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
-from gpufleet.agent.probes import ProbeKind, ReplicaProbe, probes_of
-from gpufleet.agent.runner import EXIT_REFUSED, FENCED, Key, LatestAttempts, RunnerEvent
+from gpufleet.agent.probes.book import ProbeKind, ReplicaProbe, probes_of
+from gpufleet.agent.tasks import EXIT_REFUSED, FENCED, Key, LatestAttempts, RunnerEvent
 from gpufleet.api.schemas import AgentCommand, AgentEvent, HeartbeatResult, TaskRef
 from gpufleet.model.errors import SpecError
 from gpufleet.model.service import Probe

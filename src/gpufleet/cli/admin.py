@@ -11,9 +11,9 @@ import typer
 from rich.text import Text
 
 from gpufleet.api import schemas as s
+from gpufleet.base.secretfile import SecretFileError, write_secret
 from gpufleet.cli import output as out
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
-from gpufleet.secretfile import SecretFileError, write_secret
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 NODE_404 = {404: "check the node name (gpufleet nodes)"}

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from gpufleet.benchmarks import placement as pb
+from gpufleet.sim import placement_bench as pb
 
 app = typer.Typer(no_args_is_help=True)
 

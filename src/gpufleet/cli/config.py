@@ -21,9 +21,9 @@ import httpx
 import pydantic
 import typer
 
-from gpufleet.cli import settings
+from gpufleet.base import settings
+from gpufleet.base.settings import Settings, config_path  # noqa: F401 (re-exported)
 from gpufleet.cli.output import fail
-from gpufleet.cli.settings import Settings, config_path  # noqa: F401 (re-exported)
 from gpufleet.client.http import ApiError, Client
 
 ServerOpt = Annotated[

@@ -17,11 +17,11 @@ from urllib.request import Request, urlopen
 from rich.console import Console
 
 from gpufleet.api.services import EndpointOut
-from gpufleet.benchmarks.loadgen import LoadGen
+from gpufleet.base.secretfile import write_secret
 from gpufleet.client import Client
+from gpufleet.ops.loadgen import LoadGen
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.ops.stubservice import kill_replica, ready_service, stub_spec, wait_serving
-from gpufleet.secretfile import write_secret
 
 NAME = "demo-model"
 RATE = 20.0  # requests/s while a replica is killed

@@ -203,7 +203,7 @@ def export(
     token: TokenOpt = None,
 ) -> None:
     """Write the jobs that ran and ended as a trace: gpufleet simulate replay --format jobs."""
-    from gpufleet.cli.jobs import parse_period
+    from gpufleet.cli.jobs.usage import parse_period
 
     t0, t1 = parse_period(since, until, time.time())
     with connect(server, token) as c:

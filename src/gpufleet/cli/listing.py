@@ -120,7 +120,8 @@ def fast(argv: list[str]) -> bool:
     a = _parse(argv)
     if a is None:
         return False
-    from gpufleet.cli import selection, settings
+    from gpufleet.base import settings
+    from gpufleet.cli import selection
     from gpufleet.client.errors import ApiError
     from gpufleet.client.lean import LeanClient
 

@@ -1,113 +1,15 @@
-"""Where a command finds its server, token and CA, without typer, httpx or pydantic: the
-``gpufleet`` CLI (``cli/config.py``) and the Slurm shims (``shims/``) both read them here, so
-they agree (issue 12). The precedence is written in ``cli/config.py``."""
+"""Moved to ``gpufleet.base.settings`` (issue 27: the lean client, below the CLI, reads them
+too). This alias stays only while branches written before the move land; import
+``gpufleet.base.settings``."""
 
-from __future__ import annotations
+from gpufleet.base.settings import (
+    KEYS,
+    Settings,
+    SettingsError,
+    config_path,
+    read_file,
+    resolve,
+    token,
+)
 
-import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, NamedTuple
-
-from gpufleet.secretfile import SecretFileError, read_secret
-
-KEYS = ("server", "token", "token_file", "ca")
-
-
-class SettingsError(Exception):
-    """What is wrong with the settings and what to do; a command exits 2 with both."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-
-class Settings(NamedTuple):  # not a dataclass: dataclasses imports inspect, 10 ms (issue 12)
-    server: str
-    token: str | None
-    config_path: Path
-    ca: str | None = None
-
-
-def config_path(env: Mapping[str, str] = os.environ) -> Path:
-    if env.get("GPUFLEET_CONFIG"):
-        return Path(env["GPUFLEET_CONFIG"]).expanduser()
-    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
-    return base / "gpufleet" / "config.yaml"
-
-
-def read_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        raise SettingsError(
-            f"cannot read the config file {path}: {e}", "fix or remove it"
-        ) from None
-    import yaml  # only when there is a file: a setup by environment never loads it (issue 12)
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise SettingsError(
-            f"cannot read the config file {path}: {e}", "fix or remove it"
-        ) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise SettingsError(f"{path}: expected a mapping with server: and token:", "fix the file")
-    unknown = sorted(set(data) - set(KEYS))
-    if unknown:
-        raise SettingsError(
-            f"{path}: unknown key {unknown[0]!r}", f"allowed keys: {', '.join(KEYS)}"
-        )
-    if data.get("token") is not None:
-        mode = path.stat().st_mode & 0o777
-        if mode & 0o077:
-            raise SettingsError(
-                f"{path} holds a token but its permissions {mode:04o} are too open",
-                f"run: chmod 600 {path}",
-            )
-    return {k: str(v) for k, v in data.items() if v is not None}
-
-
-def _token_from_file(path: str, origin: str) -> str:
-    try:
-        return read_secret(path)
-    except SecretFileError as e:
-        raise SettingsError(f"{origin}: {e}", "fix the file or point at another one") from None
-
-
-def token(token_file: str | None, env: Mapping[str, str], file: dict[str, str]) -> str | None:
-    if token_file:
-        return _token_from_file(token_file, "--token-file")
-    if env.get("GPUFLEET_TOKEN"):
-        return env["GPUFLEET_TOKEN"].strip()
-    if env.get("GPUFLEET_TOKEN_FILE"):
-        return _token_from_file(env["GPUFLEET_TOKEN_FILE"], "GPUFLEET_TOKEN_FILE")
-    if file.get("token_file"):
-        return _token_from_file(file["token_file"], "the config file's token_file")
-    return file.get("token")
-
-
-def resolve(
-    server: str | None = None,
-    token_file: str | None = None,
-    env: Mapping[str, str] = os.environ,
-    ca: str | None = None,
-) -> Settings:
-    """The settings a command runs with; SettingsError says what to do when no server is known."""
-    path = config_path(env)
-    file = read_file(path)
-    url = server or env.get("GPUFLEET_SERVER") or file.get("server")
-    if not url:
-        raise SettingsError(
-            "no gpufleet server is configured",
-            f"pass --server URL, set GPUFLEET_SERVER, or write 'server: URL' in {path}",
-        )
-    if "://" not in url:
-        url = f"http://{url}"
-    ca = ca or env.get("GPUFLEET_CA") or file.get("ca")
-    return Settings(url, token(token_file, env, file), path, ca)
+__all__ = ["KEYS", "Settings", "SettingsError", "config_path", "read_file", "resolve", "token"]

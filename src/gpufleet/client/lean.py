@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from gpufleet.cli.settings import Settings
+from gpufleet.base.settings import Settings
 from gpufleet.client.errors import ApiError
 from gpufleet.client.wire import Connection
 

@@ -1,30 +1,7 @@
-"""Time as the core sees it: a number passed in. The protocol and a clock tests can skip ahead."""
+"""Moved to ``gpufleet.base.clock`` (issue 27: every layer reads the Clock, and the agent must
+not import core for it). This alias stays only while branches written before the move land;
+import ``gpufleet.base.clock``."""
 
-from __future__ import annotations
+from gpufleet.base.clock import Clock, ManualClock
 
-from typing import Protocol
-
-
-class Clock(Protocol):
-    def now(self) -> float: ...
-
-
-class ManualClock:
-    """A clock that moves only when told (the simulator's and the tests' clock)."""
-
-    def __init__(self, start: float = 0.0) -> None:
-        self._now = start
-
-    def now(self) -> float:
-        return self._now
-
-    def advance(self, seconds: float) -> float:
-        if seconds < 0:
-            raise ValueError("time does not run backwards")
-        self._now += seconds
-        return self._now
-
-    def set(self, t: float) -> None:
-        if t < self._now:
-            raise ValueError("time does not run backwards")
-        self._now = t
+__all__ = ["Clock", "ManualClock"]

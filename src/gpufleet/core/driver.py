@@ -9,7 +9,9 @@ and one place that decides what happens between the two. It owns
   transaction) before any of them reaches ``Executor.apply``; a commit that raises hands on
   nothing, and the caller throws the core away (memory holds only what the store committed);
 - what is deliverable: a launch superseded later in the same step, or ranks already counted
-  as gone, never reach the executor.
+  as gone, never reach the executor;
+- node liveness (``core.liveness``), when given one: the nodes whose grace ran out are lost at
+  the start of the next step, on the lease clock the caller passes in (``lease_now``).
 
 The live service and the simulator are its two callers; they differ in their Clock (the wall,
 or the time of the next event) and their Executor (the agents' outboxes, or an event heap).
@@ -24,8 +26,9 @@ from typing import Protocol
 
 from gpufleet.core.commands import Command, Launch, NodeEvent, SetTimer, Transition
 from gpufleet.core.controller import Controller, ControllerError
-from gpufleet.core.events import Event, TimerFired
+from gpufleet.core.events import Event, NodeLost, TimerFired
 from gpufleet.core.executor import Executor
+from gpufleet.core.liveness import NodeLiveness
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,7 @@ class Step:
     refused: list[tuple[Event, ControllerError]] = field(default_factory=list)
     scheduled: bool = False
     ticked: bool = False  # the rule's interval came round (a pass ran whatever changed)
+    lost: list[str] = field(default_factory=list)  # nodes the liveness timers declared lost
 
     @property
     def transitions(self) -> list[Transition]:
@@ -92,6 +96,7 @@ class Driver:
         rule: PassRule | None = None,
         *,
         start: float | None = None,
+        liveness: NodeLiveness | None = None,
     ) -> None:
         self.core = core
         self.executor = executor
@@ -105,6 +110,9 @@ class Driver:
         tick = self.rule.tick_s
         self._next_tick = None if tick is None or start is None else start + tick
         self.steps = 0
+        self.liveness = liveness
+        # lease clock minus Clock at the last step: turns the liveness' due time into Clock time
+        self._lease_offset: float | None = None
 
     def post(self, *events: Event) -> None:
         """Handled at the next step, in order."""
@@ -121,12 +129,22 @@ class Driver:
             t = held if t is None else min(t, held)
         if self._next_tick is not None:
             t = self._next_tick if t is None else min(t, self._next_tick)
+        lease_due = self.liveness.due() if self.liveness is not None else None
+        if lease_due is not None and self._lease_offset is not None:
+            at = lease_due - self._lease_offset
+            t = at if t is None else min(t, at)
         return t
 
-    def step(self, now: float, events: Iterable[Event] = ()) -> Step:
+    def step(
+        self, now: float, events: Iterable[Event] = (), *, lease_now: float | None = None
+    ) -> Step:
         """Handle the inbox and ``events`` (each alone: one the core refuses fails alone), the
-        timers due, then a pass if the rule says so; commit, then hand the commands on."""
-        batch = [*self.inbox, *events] if self.inbox else list(events)
+        nodes the liveness timers declare lost (at ``lease_now``, on the lease clock; default
+        ``now``), the timers due, then a pass if the rule says so; commit, then hand the
+        commands on."""
+        lost = self.expire(now if lease_now is None else lease_now, now)
+        # the losses last: a report that came in before them (a task's exit) is the truth
+        batch = [*self.inbox, *events, *lost] if lost or self.inbox else list(events)
         self.inbox = []
         while self._timers and self._timers[0][0] <= now:  # after the events, in time order
             batch.append(heapq.heappop(self._timers)[2])
@@ -142,10 +160,26 @@ class Driver:
             if self.core.cycle != before:
                 self._last_pass, scheduled = now, True
         step = Step(now, self._deliverable(cmds), refused, scheduled, ticked)
+        step.lost = [ev.node for ev in lost]
         self.journal.commit(step)  # raises: nothing below happens, the caller rebuilds
         self.steps += 1
         self.executor.apply(step.commands)
         return step
+
+    def expire(self, lease_now: float, now: float | None = None) -> list[NodeLost]:
+        """The liveness timers' decisions at ``lease_now``: a NodeLost for each node the core
+        holds up whose grace ran out (a node it does not hold, or holds lost, is only no
+        longer watched). ``now``: the Clock's time then, to place the next due time."""
+        if self.liveness is None:
+            return []
+        if now is not None:
+            self._lease_offset = lease_now - now
+        nodes = self.core.nodes
+        return [
+            ev
+            for ev in self.liveness.expired(lease_now)
+            if (n := nodes.get(ev.node)) is not None and not n.lost
+        ]
 
     def _pass_allowed(self, now: float) -> bool:
         if not self.core.dirty:

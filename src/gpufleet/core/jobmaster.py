@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from gpufleet.core.commands import Command, Kill, Launch, SetTimer, Transition
-from gpufleet.core.errors import ControllerError
+from gpufleet.core.errors import ControllerError, UnknownObject
 from gpufleet.core.events import (
     JobCancelled,
     JobSubmitted,
@@ -119,7 +119,7 @@ class JobMaster(JobBook):
     def cancel(self, ev: JobCancelled, now: float, out: list[Command]) -> None:
         rec = self.jobs.get(ev.job_id)
         if rec is None:
-            raise ControllerError(f"unknown job {ev.job_id}")
+            raise UnknownObject(f"unknown job {ev.job_id}")
         st = rec.job.state
         if st is S.PENDING or (st in (S.PREEMPTED, S.NODE_LOST) and not rec.live_ranks()):
             self._dequeue(rec)

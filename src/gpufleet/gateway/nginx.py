@@ -11,30 +11,13 @@ on those the token check refused).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
 import signal
 import subprocess
-import tempfile
-import time
 from pathlib import Path
 
-from gpufleet.gateway.base import Gateway, ServiceStats
-from gpufleet.gateway.files import (
-    REFUSED,
-    LogCounter,
-    check_output,
-    children,
-    forget_pid,
-    note_pid,
-    reap_previous,
-    tail,
-    write_atomic,
-)
-from gpufleet.gateway.routes import ConfigError, GatewayError, ServiceRoute, validate
-
-RELOAD_WAIT_S = 10.0
+from gpufleet.gateway.files import REFUSED, children, tail
+from gpufleet.gateway.process import ProcessGateway
+from gpufleet.gateway.routes import ServiceRoute
 
 
 def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
@@ -93,112 +76,51 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-class NginxGateway(Gateway):
+class NginxGateway(ProcessGateway):
     kind = "nginx"
-
-    def __init__(
-        self,
-        bind_host: str = "127.0.0.1",
-        run_dir: Path | None = None,
-        binary: str = "nginx",
-        pidfile: Path | None = None,
-    ) -> None:
-        super().__init__(bind_host)
-        self.pidfile = pidfile  # names the running proxy, for the next controller after a crash
-        found = shutil.which(binary)
-        if found is None:
-            raise GatewayError(f"{binary} not found (Debian: apt-get install -y nginx)")
-        self.binary = found
-        self.own_dir = run_dir is None  # made by start(), removed by stop()
-        self.run_dir = Path(run_dir) if run_dir is not None else Path()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.services: list[ServiceRoute] = []
-        self.access = LogCounter(self.run_dir / "access.log")
-
-    @property
-    def cfg(self) -> Path:
-        return self.run_dir / "nginx.conf"
+    config_name = "nginx.conf"
+    install_hint = "Debian: apt-get install -y nginx"
+    reload_signal = signal.SIGHUP
+    # an old worker's retitling is seen on two polls in a row (``serving``)
+    settle_polls = 2
 
     def _cmd(self, cfg: Path, *extra: str) -> list[str]:
         # -e: the log before the config is read, else the compiled-in /var/log/nginx (root's)
         log = str(self.run_dir / "error.log")
         return [self.binary, "-p", str(self.run_dir), "-e", log, "-c", str(cfg), *extra]
 
-    def start(self) -> None:
-        if self.own_dir:
-            self.run_dir = Path(tempfile.mkdtemp(prefix="gpufleet-nginx-"))
+    def render(self, services: list[ServiceRoute]) -> str:
+        return render(services, self.bind_host, self.run_dir)
+
+    def prepare(self) -> None:
         (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
-        self.access = LogCounter(self.run_dir / "access.log")
-        write_atomic(self.cfg, render([], self.bind_host, self.run_dir))
-        reap_previous(self.pidfile)
+
+    def spawn(self) -> subprocess.Popen[bytes]:
         with open(self.run_dir / "stderr.log", "ab") as log:
-            self.proc = subprocess.Popen(
+            return subprocess.Popen(
                 self._cmd(self.cfg), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-        note_pid(self.pidfile, self.proc.pid, self.cfg)
-        try:
-            self._wait_workers(set(), "start")
-        except GatewayError:
-            self.stop()  # a master that never got a worker up is not left behind
-            raise
 
-    def apply(self, services: list[ServiceRoute]) -> None:
-        validate(services)
-        if self.proc is None:
-            raise GatewayError("nginx gateway not started")
-        candidate = self.run_dir / "nginx.conf.new"
-        write_atomic(candidate, render(services, self.bind_host, self.run_dir))
-        rc, out = check_output(self._cmd(candidate, "-t", "-q"))
-        if rc != 0:
-            raise ConfigError(f"nginx refused the new config (old one still serving):\n{out}")
-        before = children(self.proc.pid)
-        os.replace(candidate, self.cfg)
-        self.proc.send_signal(signal.SIGHUP)
-        self._wait_workers(before, "reload")
-        self.services = list(services)
+    def check_command(self, candidate: Path) -> list[str]:
+        return self._cmd(candidate, "-t", "-q")
 
-    def _wait_workers(self, before: set[int], what: str) -> None:
-        """Until a new worker runs and every old one has stopped accepting: until then an old
-        worker may take a new connection and serve it with the old routes (a replica that
-        left them would get traffic). An old worker retitles itself "worker process is
-        shutting down" as it closes its listening sockets; seen on two polls in a row."""
-        deadline = time.monotonic() + RELOAD_WAIT_S
-        settled = False
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise GatewayError(f"nginx exited during {what}:\n{self._log()}")
-            now = children(self.proc.pid)
-            done = bool(now - before) and all(_retired(p) for p in now & before)
-            if done and settled:
-                return
-            settled = done
-            time.sleep(0.02)
-        raise GatewayError(f"nginx {what}: no new worker after {RELOAD_WAIT_S:g} s:\n{self._log()}")
+    def workers(self) -> set[int]:
+        assert self.proc is not None
+        return children(self.proc.pid)
 
-    def _log(self) -> str:
+    def serving(self, before: set[int]) -> bool:
+        """A new worker runs and every old one has stopped accepting: until then an old worker
+        may take a new connection and serve it with the old routes (a replica that left them
+        would get traffic). An old worker retitles itself "worker process is shutting down" as
+        it closes its listening sockets."""
+        now = self.workers()
+        return bool(now - before) and all(_retired(p) for p in now & before)
+
+    def stats_key(self, service: ServiceRoute) -> str:
+        return str(service.listen_port)  # the access log's lines start with the port
+
+    def log_tail(self) -> str:
         return tail(self.run_dir / "error.log") + "\n" + tail(self.run_dir / "stderr.log")
-
-    def stats(self) -> dict[str, ServiceStats]:
-        counts = self.access.read()  # keyed by listen port
-        return {
-            s.name: ServiceStats(*counts.get(str(s.listen_port), [0, 0, 0, 0]))
-            for s in self.services
-        }
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            # the master stops its workers and reaps them; whatever is left, SIGKILL
-            self.proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            forget_pid(self.pidfile)
-        self.proc = None
-        if self.own_dir:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 def _retired(pid: int) -> bool:

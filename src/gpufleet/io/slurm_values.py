@@ -1,9 +1,12 @@
 """The values of sbatch's options, read with Slurm's own rules (``src/common/parse_time.c``,
 ``proc_args.c``, ``slurm_opt.c``): what sbatch accepts is accepted, what it refuses raises
-ValueError with sbatch's reason."""
+ValueError with sbatch's reason. With them, the one place for the values of gpufleet's own
+flags (``gpufleet submit --time/--mem/--dependency``), which read the same formats more
+leniently (a fractional size, a gpufleet job id) and only what gpufleet supports."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -15,6 +18,8 @@ UNLIMITED: Literal["UNLIMITED"] = "UNLIMITED"
 TimeLimit = int | Literal["UNLIMITED"]  # minutes, as Slurm keeps them
 
 _C_SPACE = " \t\n\v\f\r"
+TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+SIZE_FORMS = "a whole number of MB, or one with K, M, G or T (16G)"
 
 
 def _strtol(text: str) -> tuple[int | None, str]:
@@ -75,10 +80,7 @@ def time_seconds(text: str) -> int | Literal["UNLIMITED"]:
     if text.lower() in ("-1", "infinite", "unlimited"):
         return UNLIMITED
     if not text or not _valid_timespec(text):
-        raise ValueError(
-            f"Invalid time specification {text!r}: expected minutes, MM:SS, HH:MM:SS, D-HH, "
-            "D-HH:MM or D-HH:MM:SS"
-        )
+        raise ValueError(f"Invalid time specification {text!r}: expected {TIME_FORMS}")
     if "-" in text:
         d, h, m, s = ([*_scan_ints(text, "-::"), 0, 0, 0, 0])[:4]
         total = d * 86400 + h * 3600 + m * 60 + s
@@ -400,3 +402,48 @@ def hostlist_count(text: str) -> int | None:
         return len(set(expand(text.replace(" ", ""))))
     except ValueError:
         return None
+
+
+# ----- gpufleet's own flags ------------------------------------------------------------------
+
+
+def parse_time(text: str) -> float | None:
+    """Seconds from any of Slurm's time formats; None for no limit (0, UNLIMITED, INFINITE)."""
+    secs = time_seconds(text.strip())
+    if secs == UNLIMITED:
+        return None
+    return float(secs) or None  # Slurm: a limit of 0 means none
+
+
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def parse_memory(text: str) -> int:
+    """MiB from a memory size: a number with K, M, G or T; a bare number is MB. Unlike
+    :func:`mbytes` (sbatch's), a fraction (``1.5G``) and ``GiB`` are taken."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt])?(?:i?[Bb])?", text.strip())
+    if not m:
+        raise ValueError("expected a size such as 4096, 500M, 64G or 1T (a bare number is MB)")
+    return math.ceil(float(m[1]) * _MEM_UNITS[(m[2] or "M").upper()])
+
+
+SUPPORTED_DEPENDENCY_TYPES = ("afterok", "afterany")  # of DEPENDENCY_TYPES, what gpufleet runs
+
+
+def parse_dependency(text: str) -> tuple[tuple[str, str], ...]:
+    """``afterok:12:13,afterany:14`` → ((afterok, 12), (afterok, 13), (afterany, 14)): the
+    kinds gpufleet supports."""
+    if "?" in text:
+        raise ValueError("'?' (any of) is not supported: every dependency must hold")
+    out: list[tuple[str, str]] = []
+    for item in text.split(","):
+        kind, *ids = item.strip().split(":")
+        if kind not in SUPPORTED_DEPENDENCY_TYPES:
+            raise ValueError(
+                f"dependency type {kind!r} is not supported "
+                f"(use {' or '.join(SUPPORTED_DEPENDENCY_TYPES)})"
+            )
+        if not ids or not all(re.fullmatch(r"[\w.-]+", j) for j in ids):
+            raise ValueError(f"{item!r}: expected {kind}:JOB[:JOB…]")
+        out.extend((kind, j) for j in ids)
+    return tuple(out)

@@ -1,4 +1,4 @@
-"""The numeric limits of a job spec, apart from ``job.py``: the #SBATCH reader (``io/sbatch.py``,
+"""The numeric limits of a job spec, apart from ``job.py``: the #SBATCH reader (``io/sbatch/``,
 and so the ``sbatch`` shim) needs these few constants and not the whole model (catalog,
 constraint parser, containers, secrets), which it would import with ``job.py``."""
 

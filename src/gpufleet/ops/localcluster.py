@@ -18,8 +18,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gpufleet.api.schemas import TokenCreate
+from gpufleet.base.secretfile import write_secret
 from gpufleet.client import ApiError, Client
-from gpufleet.secretfile import write_secret
 
 
 def free_port() -> int:

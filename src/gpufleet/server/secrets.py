@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import HTTPException
 
 from gpufleet.api import schemas as s
-from gpufleet.core.clock import Clock
+from gpufleet.base.clock import Clock
 from gpufleet.model.job import JobSpec
 from gpufleet.model.secrets import SecretRef
 from gpufleet.server.auth import Principal

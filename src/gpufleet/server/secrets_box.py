@@ -25,7 +25,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from gpufleet.secretfile import SecretFileError, read_secret, write_secret
+from gpufleet.base.secretfile import SecretFileError, read_secret, write_secret
 
 log = logging.getLogger("gpufleet.controller")
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+from gpufleet.base.secretfile import SecretFileError, read_secret, write_secret
 from gpufleet.core.launch_env import step_port
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import JobSpec
-from gpufleet.secretfile import SecretFileError, read_secret, write_secret
 
 SECRET_FILE = "step.key"
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
-from gpufleet.cli.settings import SettingsError, resolve
+from gpufleet.base.settings import SettingsError, resolve
 from gpufleet.client.errors import ApiError
 from gpufleet.client.lean import LeanClient
 

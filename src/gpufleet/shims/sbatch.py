@@ -1,5 +1,5 @@
 """``sbatch`` over gpufleet: ``sbatch [options] script [args]``, ``--wrap``, or the script on
-stdin, read by the same reader as ``gpufleet submit`` (``io/sbatch.py``: the script's
+stdin, read by the same reader as ``gpufleet submit`` (``io/sbatch/``: the script's
 ``#SBATCH`` lines, then the command line's options over them, as sbatch), answering
 ``Submitted batch job N`` (``--parsable``: ``N``)."""
 

@@ -19,7 +19,7 @@ from gpufleet.core.commands import (
     SetTimer,
     Transition,
 )
-from gpufleet.core.errors import ControllerError
+from gpufleet.core.errors import ControllerError, UnknownObject
 from gpufleet.core.events import JobCancelled, JobSubmitted
 from gpufleet.core.jobmaster import JobMaster
 from gpufleet.core.services.records import (
@@ -272,7 +272,7 @@ class ReplicaRules:
     def _get(self, name: str) -> Service:
         svc = self.services.get(name)
         if svc is None:
-            raise ControllerError(f"unknown service {name}")
+            raise UnknownObject(f"unknown service {name}")
         return svc
 
     def _wake(self, svc: Service, at: float, now: float, out: list[Command]) -> None:

@@ -64,70 +64,60 @@ def _last_why(job: JobOut, state: str) -> str:
 
 
 def state_findings(job: JobOut) -> list[Finding]:
+    """What the job's state says, then the nodes it lost and its preemptions."""
     t = f"job {job.id}"
-    out: list[Finding] = []
-    spec = job.spec
+    state = _state_finding(job, t)
+    return ([state] if state is not None else []) + _history_findings(job, t)
+
+
+def _state_finding(job: JobOut, t: str) -> Finding | None:
     if job.state == "PENDING":
         r = job.reason
-        if r is not None:
-            sev = Severity.ERROR if r.code == "NeverSchedulable" else Severity.INFO
-            hint = WAIT_HINTS.get(r.code, "see the reason")
-            out.append(
-                Finding(
-                    "scheduling",
-                    f"{r.code}: {r.message}",
-                    "the job is waiting",
-                    hint,
-                    sev,
-                    t,
-                    "pending",
-                )
-            )
-    elif job.state == "TIMED_OUT":
-        limit = spec.get("time_limit_s")
-        out.append(
-            Finding(
-                "time limit",
-                _last_why(job, "TIMED_OUT") or f"TIMED_OUT after {limit} s",
-                f"the job ran past its time limit ({limit:g} s)"
-                if limit
-                else "the job ran past its time limit",
-                "raise time_limit_s (within the queue's limits), checkpoint regularly and resume "
-                "with max_retries, or make it faster (more GPUs, larger batches)",
-                Severity.ERROR,
-                t,
-                "time_limit",
-            )
+        if r is None:
+            return None
+        sev = Severity.ERROR if r.code == "NeverSchedulable" else Severity.INFO
+        hint = WAIT_HINTS.get(r.code, "see the reason")
+        return Finding(
+            "scheduling", f"{r.code}: {r.message}", "the job is waiting", hint, sev, t, "pending"
         )
-    elif job.state == "CANCELLED":
-        out.append(
-            Finding(
-                "cancelled",
-                _last_why(job, "CANCELLED") or "CANCELLED",
-                "someone (or a dependency) cancelled it",
-                "gpufleet audit shows who",
-                Severity.INFO,
-                t,
-                "cancelled",
-            )
+    if job.state == "TIMED_OUT":
+        limit = job.spec.get("time_limit_s")
+        return Finding(
+            "time limit",
+            _last_why(job, "TIMED_OUT") or f"TIMED_OUT after {limit} s",
+            f"the job ran past its time limit ({limit:g} s)"
+            if limit
+            else "the job ran past its time limit",
+            "raise time_limit_s (within the queue's limits), checkpoint regularly and resume "
+            "with max_retries, or make it faster (more GPUs, larger batches)",
+            Severity.ERROR,
+            t,
+            "time_limit",
         )
-    elif job.state == "SUCCEEDED":
-        out.append(
-            ok(
-                "state",
-                f"SUCCEEDED ({_last_why(job, 'SUCCEEDED') or 'every rank exited 0'})",
-                t,
-                "succeeded",
-            )
+    if job.state == "CANCELLED":
+        return Finding(
+            "cancelled",
+            _last_why(job, "CANCELLED") or "CANCELLED",
+            "someone (or a dependency) cancelled it",
+            "gpufleet audit shows who",
+            Severity.INFO,
+            t,
+            "cancelled",
         )
-    elif job.state in ("RUNNING", "STARTING"):
-        out.append(
-            Finding(
-                "state", job.state, "", "gpufleet logs -f to follow it", Severity.INFO, t, "running"
-            )
+    if job.state == "SUCCEEDED":
+        why = _last_why(job, "SUCCEEDED") or "every rank exited 0"
+        return ok("state", f"SUCCEEDED ({why})", t, "succeeded")
+    if job.state in ("RUNNING", "STARTING"):
+        return Finding(
+            "state", job.state, "", "gpufleet logs -f to follow it", Severity.INFO, t, "running"
         )
-    lost = [e for e in job.events or [] if e.state == "NODE_LOST"]
-    for e in lost:
+    return None
+
+
+def _history_findings(job: JobOut, t: str) -> list[Finding]:
+    """The nodes lost under the job, and whether it was preempted."""
+    out: list[Finding] = []
+    for e in (e for e in job.events or [] if e.state == "NODE_LOST"):
         node = re.search(r"node (\S+)", e.why)
         name = node.group(1) if node else "N"
         out.append(

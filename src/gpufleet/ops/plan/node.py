@@ -113,82 +113,20 @@ def plan_node(group: NodeGroup, spec: PlanSpec, cache_drives: int) -> NodePlan:
     gpus = group.gpus if gpu else 0
     form = gpu.form_factor if gpu else ""
     gpu_memory = gpus * gpu.memory_gib if gpu else 0.0
-    warnings: list[PlanWarning] = []
-
-    def warn(code: str, message: str, reason: str) -> None:
-        warnings.append(PlanWarning(code, group.name, message, reason))
-
     # memory: the rule sizes a planned node; a given one is checked against it
     given_memory = group.memory_gib if group.memory_gib is not None else opts.memory_gib
-    memory_planned = given_memory is None
     dimms, dimm_gb = dimm_layout(given_memory or gpu_memory, platform.memory_channels)
     memory = float(dimms * dimm_gb) if given_memory is None else given_memory
-    if gpus and memory < gpu_memory:
-        warn(
-            "host-memory",
-            f"host memory {memory:g} GiB is below the GPUs' {gpu_memory:g} GiB"
-            f" ({gpus} × {gpu.memory_gib if gpu else 0:g} GiB)",
-            "host memory should be at least the total GPU memory (the seeds' rule): pinned "
-            "buffers, checkpoint staging and data loading need a host copy of what the GPUs hold",
-        )
-
-    cores_needed = gpus * opts.cores_per_gpu
     given_cores = group.cpu_cores if group.cpu_cores is not None else opts.cpu_cores
     cores = float(platform.cores) if given_cores is None else given_cores
-    if gpus and cores < cores_needed:
-        warn(
-            "cpu-cores",
-            f"{cores:g} CPU cores for {gpus} GPUs is {cores / gpus:.1f} per GPU,"
-            f" below {opts.cores_per_gpu}",
-            f"{spec.workload} wants ≥ {opts.cores_per_gpu} physical cores per GPU (data loading,"
-            " one rank process per GPU); starved loaders leave GPUs idle",
-        )
-
     nics = _compute_nics(group, spec) if gpus else 0
-    if gpus and spec.workload == "training":
-        if nics < gpus:
-            warn(
-                "nic-per-gpu",
-                f"{nics} compute NICs for {gpus} GPUs",
-                "rail-optimized training wants one compute NIC per GPU, so that each GPU's "
-                "all-reduce traffic has its own rail and GPUDirect RDMA path",
-            )
-        if opts.nic_gbps < A.RAIL_NIC_MIN_GBPS:
-            warn(
-                "nic-speed",
-                f"compute NICs of {opts.nic_gbps} Gb/s",
-                f"training wants ≥ {A.RAIL_NIC_MIN_GBPS} Gb/s per GPU for gradient all-reduce",
-            )
-
     drives = cache_drives if gpus else 0
-    if drives > spec.storage.nvme_bays:
-        warn(
-            "nvme-bays",
-            f"the local cache needs {drives} NVMe drives, the node has {spec.storage.nvme_bays}"
-            " bays",
-            "the node's dataset shard and its headroom should fit the local NVMe cache; use "
-            "larger drives (storage.nvme_drive_tb) or more nodes",
-        )
-
     pcie = _pcie(group, spec, nics, drives)
-    if pcie.needed > pcie.available:
-        warn(
-            "pcie-lanes",
-            f"GPUs, NICs and drives need {pcie.needed} PCIe Gen5 lanes, a dual {platform.cpu}"
-            f" gives {pcie.available}",
-            "every GPU and 400 Gb/s NIC needs its own x16 link to run at full speed; use a "
-            "board with PCIe switches (node.pcie_switches), fewer devices, or another platform",
-        )
-    if pcie.nic_line_gbs > pcie.nic_link_gbs:
-        warn(
-            "nic-pcie",
-            f"a {opts.nic_gbps} Gb/s NIC ({pcie.nic_line_gbs:.1f} GB/s) on a Gen5"
-            f" x{pcie.lanes_per_nic} link ({pcie.nic_link_gbs:.1f} GB/s)",
-            "the NIC's PCIe link must carry its line rate",
-        )
-
-    power = _power(gpus, gpu.tdp_w if gpu else 0, spec, nics, drives, dimms)
-    units = opts.rack_units or A.NODE_RACK_UNITS.get(form, 2)
+    warnings = [
+        *_host_warnings(group, spec, memory, cores),
+        *_nic_warnings(group.name, spec, gpus, nics),
+        *_io_warnings(group.name, spec, drives, pcie),
+    ]
     return NodePlan(
         pool=group.name,
         count=group.count,
@@ -199,25 +137,125 @@ def plan_node(group: NodeGroup, spec: PlanSpec, cache_drives: int) -> NodePlan:
         gpu_memory_gib=gpu_memory,
         nvlink_domain=_nvlink_domain(group),
         memory_gib=memory,
-        memory_planned=memory_planned,
+        memory_planned=given_memory is None,
         dimms=dimms,
         dimm_gb=dimm_gb,
         platform=platform.name,
         cpu=platform.cpu,
         sockets=platform.sockets,
         cpu_cores=cores,
-        cores_needed=cores_needed,
+        cores_needed=gpus * opts.cores_per_gpu,
         nics=nics,
         nic_gbps=opts.nic_gbps,
         frontend_nics=opts.frontend_nics,
         frontend_nic_gbps=opts.frontend_nic_gbps,
         cache_drives=drives,
         boot_drives=A.BOOT_DRIVES,
-        rack_units=units,
+        rack_units=opts.rack_units or A.NODE_RACK_UNITS.get(form, 2),
         pcie=pcie,
-        power=power,
+        power=_power(gpus, gpu.tdp_w if gpu else 0, spec, nics, drives, dimms),
         warnings=tuple(warnings),
     )
+
+
+def _host_warnings(
+    group: NodeGroup, spec: PlanSpec, memory: float, cores: float
+) -> list[PlanWarning]:
+    """Host memory against the GPUs' and CPU cores against the GPUs' need."""
+    opts, gpu = spec.node, group.gpu
+    gpus = group.gpus if gpu else 0
+    gpu_memory = gpus * gpu.memory_gib if gpu else 0.0
+    out: list[PlanWarning] = []
+    if gpus and memory < gpu_memory:
+        out.append(
+            PlanWarning(
+                "host-memory",
+                group.name,
+                f"host memory {memory:g} GiB is below the GPUs' {gpu_memory:g} GiB"
+                f" ({gpus} × {gpu.memory_gib if gpu else 0:g} GiB)",
+                "host memory should be at least the total GPU memory (the seeds' rule): pinned "
+                "buffers, checkpoint staging and data loading need a host copy of what the GPUs "
+                "hold",
+            )
+        )
+    if gpus and cores < gpus * opts.cores_per_gpu:
+        out.append(
+            PlanWarning(
+                "cpu-cores",
+                group.name,
+                f"{cores:g} CPU cores for {gpus} GPUs is {cores / gpus:.1f} per GPU,"
+                f" below {opts.cores_per_gpu}",
+                f"{spec.workload} wants ≥ {opts.cores_per_gpu} physical cores per GPU (data"
+                " loading, one rank process per GPU); starved loaders leave GPUs idle",
+            )
+        )
+    return out
+
+
+def _nic_warnings(pool: str, spec: PlanSpec, gpus: int, nics: int) -> list[PlanWarning]:
+    """Training on a rail-optimized fabric: a fast enough compute NIC per GPU."""
+    if not gpus or spec.workload != "training":
+        return []
+    out: list[PlanWarning] = []
+    if nics < gpus:
+        out.append(
+            PlanWarning(
+                "nic-per-gpu",
+                pool,
+                f"{nics} compute NICs for {gpus} GPUs",
+                "rail-optimized training wants one compute NIC per GPU, so that each GPU's "
+                "all-reduce traffic has its own rail and GPUDirect RDMA path",
+            )
+        )
+    if spec.node.nic_gbps < A.RAIL_NIC_MIN_GBPS:
+        out.append(
+            PlanWarning(
+                "nic-speed",
+                pool,
+                f"compute NICs of {spec.node.nic_gbps} Gb/s",
+                f"training wants ≥ {A.RAIL_NIC_MIN_GBPS} Gb/s per GPU for gradient all-reduce",
+            )
+        )
+    return out
+
+
+def _io_warnings(pool: str, spec: PlanSpec, drives: int, pcie: PcieBudget) -> list[PlanWarning]:
+    """The cache drives against the bays, and the devices against the PCIe lanes."""
+    out: list[PlanWarning] = []
+    if drives > spec.storage.nvme_bays:
+        out.append(
+            PlanWarning(
+                "nvme-bays",
+                pool,
+                f"the local cache needs {drives} NVMe drives, the node has"
+                f" {spec.storage.nvme_bays} bays",
+                "the node's dataset shard and its headroom should fit the local NVMe cache; use "
+                "larger drives (storage.nvme_drive_tb) or more nodes",
+            )
+        )
+    if pcie.needed > pcie.available:
+        out.append(
+            PlanWarning(
+                "pcie-lanes",
+                pool,
+                f"GPUs, NICs and drives need {pcie.needed} PCIe Gen5 lanes, a dual"
+                f" {spec.node.platform.cpu} gives {pcie.available}",
+                "every GPU and 400 Gb/s NIC needs its own x16 link to run at full speed; use a "
+                "board with PCIe switches (node.pcie_switches), fewer devices, or another "
+                "platform",
+            )
+        )
+    if pcie.nic_line_gbs > pcie.nic_link_gbs:
+        out.append(
+            PlanWarning(
+                "nic-pcie",
+                pool,
+                f"a {spec.node.nic_gbps} Gb/s NIC ({pcie.nic_line_gbs:.1f} GB/s) on a Gen5"
+                f" x{pcie.lanes_per_nic} link ({pcie.nic_link_gbs:.1f} GB/s)",
+                "the NIC's PCIe link must carry its line rate",
+            )
+        )
+    return out
 
 
 def _compute_nics(group: NodeGroup, spec: PlanSpec) -> int:

@@ -9,6 +9,8 @@ from typing import Any
 
 from gpufleet.ops.plan.build import Plan
 from gpufleet.ops.plan.fabric import FabricPlan
+from gpufleet.ops.plan.node import NodePlan
+from gpufleet.ops.plan.power import RackPlan
 
 # -- the figures, with the arithmetic that gave them ------------------------------------------
 
@@ -17,55 +19,76 @@ def worked(plan: Plan) -> list[tuple[str, str]]:
     """(topic, the formula with this plan's numbers), for every headline figure."""
     out: list[tuple[str, str]] = []
     for n, r in zip(plan.nodes, plan.facility.racks, strict=True):
-        p, w = n.pcie, n.power
         if n.gpus:
-            per_gpu = n.gpu_memory_gib / n.gpus
-            memory = f"≥ {n.gpus} × {per_gpu:g} GiB = {n.gpu_memory_gib:g} GiB → "
-            memory += (
-                f"{n.dimms} × {n.dimm_gb} GB = {n.memory_gib:g} GiB"
-                if n.memory_planned
-                else f"{n.memory_gib:g} GiB given"
-            )
-            out.append((f"{n.pool}: host memory", memory))
-            out.append(
-                (
-                    f"{n.pool}: CPU cores",
-                    f"≥ {n.gpus} GPUs × {n.cores_needed // n.gpus} = {n.cores_needed};"
-                    f" {n.cpu_cores:g} ({n.sockets}× {n.cpu})",
-                )
-            )
-            gpu_part = (
-                f"{p.gpu_lanes} (GPUs and rail NICs behind {p.gpu_lanes // 16} PCIe switches)"
-                if p.switched
-                else f"{p.gpu_lanes} (GPUs, x16 each)"
-            )
-            out.append(
-                (
-                    f"{n.pool}: PCIe Gen5 lanes",
-                    f"{gpu_part} + {p.nic_lanes} (NICs) + {p.nvme_lanes} (NVMe, x4 each) ="
-                    f" {p.needed} of {p.available}; NIC {p.nic_line_gbs:g} GB/s on"
-                    f" x{p.lanes_per_nic} ≈ {p.nic_link_gbs:.0f} GB/s; {p.add_in_slots} add-in"
-                    " cards",
-                )
-            )
-        out.append(
-            (
-                f"{n.pool}: node power",
-                f"({w.gpus_w:g} GPUs + {w.cpus_w:g} CPUs + {w.nics_w:g} NICs + {w.drives_w:g}"
-                f" drives + {w.memory_w:g} DIMMs) W × {w.overhead_factor:g} = {w.node_w:,.1f} W",
-            )
+            out.extend(_gpu_node_worked(n))
+        out.extend(_node_racks_worked(plan, n, r))
+    out.extend(_fabric_worked(plan.fabric))
+    out.extend(_storage_worked(plan))
+    return out
+
+
+def _gpu_node_worked(n: NodePlan) -> list[tuple[str, str]]:
+    """A GPU node's host memory, CPU cores and PCIe lanes."""
+    p = n.pcie
+    out: list[tuple[str, str]] = []
+    per_gpu = n.gpu_memory_gib / n.gpus
+    memory = f"≥ {n.gpus} × {per_gpu:g} GiB = {n.gpu_memory_gib:g} GiB → "
+    memory += (
+        f"{n.dimms} × {n.dimm_gb} GB = {n.memory_gib:g} GiB"
+        if n.memory_planned
+        else f"{n.memory_gib:g} GiB given"
+    )
+    out.append((f"{n.pool}: host memory", memory))
+    out.append(
+        (
+            f"{n.pool}: CPU cores",
+            f"≥ {n.gpus} GPUs × {n.cores_needed // n.gpus} = {n.cores_needed};"
+            f" {n.cpu_cores:g} ({n.sockets}× {n.cpu})",
         )
-        out.append(
-            (
-                f"{n.pool}: racks",
-                f"{r.nodes_per_rack} nodes per rack (by {r.limited_by}: budget"
-                f" {plan.spec.power.rack_kw:g} kW, {plan.spec.power.rack_units}U of"
-                f" {n.rack_units}U nodes) → {r.racks} racks of {r.rack_kw:.1f} kW; {r.cooling}:"
-                f" {r.cooling_reason}",
-            )
+    )
+    gpu_part = (
+        f"{p.gpu_lanes} (GPUs and rail NICs behind {p.gpu_lanes // 16} PCIe switches)"
+        if p.switched
+        else f"{p.gpu_lanes} (GPUs, x16 each)"
+    )
+    out.append(
+        (
+            f"{n.pool}: PCIe Gen5 lanes",
+            f"{gpu_part} + {p.nic_lanes} (NICs) + {p.nvme_lanes} (NVMe, x4 each) ="
+            f" {p.needed} of {p.available}; NIC {p.nic_line_gbs:g} GB/s on"
+            f" x{p.lanes_per_nic} ≈ {p.nic_link_gbs:.0f} GB/s; {p.add_in_slots} add-in"
+            " cards",
         )
-    f = plan.fabric
-    out.extend(_fabric_worked(f))
+    )
+    return out
+
+
+def _node_racks_worked(plan: Plan, n: NodePlan, r: RackPlan) -> list[tuple[str, str]]:
+    """A node's power, and the racks its pool fills."""
+    w = n.power
+    out: list[tuple[str, str]] = []
+    out.append(
+        (
+            f"{n.pool}: node power",
+            f"({w.gpus_w:g} GPUs + {w.cpus_w:g} CPUs + {w.nics_w:g} NICs + {w.drives_w:g}"
+            f" drives + {w.memory_w:g} DIMMs) W × {w.overhead_factor:g} = {w.node_w:,.1f} W",
+        )
+    )
+    out.append(
+        (
+            f"{n.pool}: racks",
+            f"{r.nodes_per_rack} nodes per rack (by {r.limited_by}: budget"
+            f" {plan.spec.power.rack_kw:g} kW, {plan.spec.power.rack_units}U of"
+            f" {n.rack_units}U nodes) → {r.racks} racks of {r.rack_kw:.1f} kW; {r.cooling}:"
+            f" {r.cooling_reason}",
+        )
+    )
+    return out
+
+
+def _storage_worked(plan: Plan) -> list[tuple[str, str]]:
+    """The checkpoints, the shared capacity, the write rate and the local cache."""
+    out: list[tuple[str, str]] = []
     s = plan.storage
     if s.parameters:
         out.append(

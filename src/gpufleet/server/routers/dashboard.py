@@ -279,7 +279,7 @@ async def history(
     if n is None:
         raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
     hist: MetricsHistory = request.app.state.history
-    evs = svc.store.node_events(name, events) if events else []
+    evs = svc.node_events(name, events) if events else []
     return {
         "node": name,
         "state": n.state,

@@ -50,7 +50,7 @@ def normalize_url(url: str) -> URL:
 def resolve_db_url(db: str, db_file: str | Path | None, env: Mapping[str, str]) -> str:
     """The database URL from ``--db`` (no password: argv is public), else the first line of
     ``--db-file`` (mode 0600), else ``$GPUFLEET_DB``; empty means SQLite in the data dir."""
-    from gpufleet.secretfile import read_secret
+    from gpufleet.base.secretfile import read_secret
 
     if db and db_file:
         raise ValueError("--db and --db-file: give one of them")

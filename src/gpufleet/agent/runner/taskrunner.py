@@ -1,0 +1,211 @@
+"""``TaskRunner``: the node's live tasks, behind the calls the agent makes (launch, kill, poll,
+and at startup kill_orphans and sweep_containers). The steps are modules of their own:
+``launch`` (and ``in_container``), ``supervise`` (deadlines and signals), ``exits``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from gpufleet.agent import containers, sandbox
+from gpufleet.agent.accounts import LaunchRefused, own_account
+from gpufleet.agent.gpu import DeviceRef
+from gpufleet.agent.probes.book import ProbeTarget
+from gpufleet.agent.runner import exits, supervise
+from gpufleet.agent.runner.in_container import Containers
+from gpufleet.agent.runner.launch import Launcher, note, refusal
+from gpufleet.agent.runner.process import LiveTask, exit_status
+from gpufleet.agent.runner.taskhost import TaskHost
+from gpufleet.agent.tasks import EXIT_REFUSED, Key, LatestAttempts, RunnerEvent
+from gpufleet.api.schemas import AgentCommand
+from gpufleet.base.clock import Clock, MonotonicClock
+
+log = logging.getLogger(__name__)
+
+
+class TaskRunner:
+    def __init__(
+        self,
+        data_dir: Path,
+        visible_devices: Callable[[Sequence[int]], str],
+        clock: Clock | None = None,
+        node_env: Mapping[str, str] | None = None,
+        *,
+        as_root: bool | None = None,
+        container_runtime: containers.Runtime | None = None,
+        device_refs: Callable[[Sequence[int]], Sequence[DeviceRef]] | None = None,
+    ) -> None:
+        self.host = TaskHost(
+            data_dir=Path(data_dir),
+            visible_devices=visible_devices,
+            as_root=os.geteuid() == 0 if as_root is None else as_root,
+            agent=own_account(),
+            device_refs=device_refs,
+            node_env=dict(node_env or {}),
+        )
+        self.clock = clock or MonotonicClock()
+        if not self.as_root:
+            log.warning(
+                "the agent is not root: every task runs as its user %s (uid %d), whoever owns "
+                "the job",
+                self.host.agent.name,
+                self.host.agent.uid,
+            )
+        self.containers = Containers(self.host, container_runtime, self.clock)
+        self._launcher = Launcher(self.host, self.containers)
+        self._live: dict[Key, LiveTask] = {}
+        self._latest = LatestAttempts()
+
+    # ----- the node's setup -------------------------------------------------------------
+
+    @property
+    def data_dir(self) -> Path:
+        return self.host.data_dir
+
+    @property
+    def as_root(self) -> bool:
+        return self.host.as_root
+
+    @property
+    def step_bin(self) -> str:
+        """Where srun/scontrol are (slurmbin.install); "" for none."""
+        return self.host.step_bin
+
+    @step_bin.setter
+    def step_bin(self, path: str) -> None:
+        self.host.step_bin = path
+
+    @property
+    def container_runtime(self) -> containers.Runtime | None:
+        return self.containers.runtime
+
+    @property
+    def container_owner(self) -> str:
+        """This agent's mark on its containers (OWNER_LABEL): the same after a restart."""
+        return self.containers.owner
+
+    # ----- queries ------------------------------------------------------------------------
+
+    def live(self) -> list[Key]:
+        return sorted(self._live)
+
+    def gpu_load(self) -> dict[int, float]:
+        """GPU → share held by live tasks (1.0 a whole GPU), for the simulated backend."""
+        load: dict[int, float] = {}
+        for t in self._live.values():
+            for g in t.gpus:
+                load[g] = load.get(g, 0.0) + t.gpu_milli / 1000.0
+        return load
+
+    def probe_target(self, key: Key, host: str) -> ProbeTarget | None:
+        """What a probe of live task ``key`` runs against (``host``: where it listens, the
+        agent's address); None when it is not live. A command probe runs as the task was
+        started: its account, its environment, its private /tmp, its working directory. In a
+        container that would take the runtime's exec, which is not done yet: refused."""
+        t = self._live.get(key)
+        if t is None:
+            return None
+        if t.container:
+            return ProbeTarget(
+                host=host,
+                env=dict(t.env),
+                refuse_commands="command probes do not run in containers yet",
+            )
+        return ProbeTarget(host=host, env=dict(t.env), account=t.account, tmp=t.tmp, cwd=t.cwd)
+
+    def log_paths(self, key: Key) -> tuple[Path, Path]:
+        return self.host.log_paths(key)
+
+    def tmp_path(self, key: Key) -> Path:
+        return self.host.tmp_path(key)
+
+    # ----- launch -------------------------------------------------------------------------
+
+    def launch(self, cmd: AgentCommand, now: float | None = None) -> list[RunnerEvent]:
+        """Start one rank. Never raises: whatever stops a launch fails that task alone (exit
+        125, the reason in its stderr log and its event) and the agent goes on."""
+        now = self.clock.now() if now is None else now
+        key: Key = (cmd.job, cmd.attempt, cmd.rank)
+        if key in self._live:
+            return []  # a redelivered launch
+        refused = refusal(cmd, self._latest)
+        if refused is not None:
+            return [RunnerEvent("exited", key, EXIT_REFUSED, refused)]
+        self._latest.put(cmd.job, cmd.attempt)
+        try:
+            ev, task = self._launcher.start(cmd, key, now)
+        except Exception as e:
+            if isinstance(e, LaunchRefused):
+                why = str(e)
+                log.warning("%s/%d rank %d: %s", *key, why)
+            else:
+                why = f"the agent could not start the task: {type(e).__name__}: {e}"
+                log.exception("%s/%d rank %d: could not start", *key)
+            note(self.host, key, why)
+            sandbox.remove_tree(self.tmp_path(key))
+            return [RunnerEvent("exited", key, EXIT_REFUSED, why)]
+        if task is not None:
+            self._live[key] = task
+        return [ev]
+
+    # ----- stop ---------------------------------------------------------------------------
+
+    def kill(self, key: Key, grace_s: float, why: str, now: float | None = None) -> bool:
+        """SIGTERM to the task's group now, SIGKILL after ``grace_s``; False if not running."""
+        t = self._live.get(key)
+        if t is None:
+            return False
+        now = self.clock.now() if now is None else now
+        if supervise.stop(t, grace_s, why, now):
+            self._kill_hard(t)
+        return True
+
+    def _kill_hard(self, t: LiveTask) -> None:
+        if supervise.kill_hard(t):
+            self.containers.remove(t.container)
+
+    # ----- poll ---------------------------------------------------------------------------
+
+    def poll(self, now: float | None = None) -> list[RunnerEvent]:
+        """Reap exited tasks and act on deadlines. Never blocks."""
+        now = self.clock.now() if now is None else now
+        out = []
+        self.containers.reap_removals()
+        for key, t in list(self._live.items()):
+            rc = exit_status(t.proc)
+            if rc is not None:
+                del self._live[key]
+                if t.container and (t.stop_why is not None or rc < 0):
+                    self.containers.remove(t.container)  # its client was stopped: make sure
+                out.append(exits.reaped(t, rc))
+                continue
+            supervise.warn_if_due(t, now)
+            if supervise.time_limit_passed(t, now):
+                self.kill(key, t.grace_s, f"time limit ({t.time_limit_s:g} s) exceeded", now)
+            if supervise.kill_due(t, now):
+                self._kill_hard(t)
+        return out
+
+    def wait(self, timeout_s: float, step_s: float = 0.02) -> list[RunnerEvent]:
+        """Poll until nothing is live or ``timeout_s`` of real time has passed."""
+        end = time.monotonic() + timeout_s
+        out = self.poll()
+        while self._live and time.monotonic() < end:
+            time.sleep(step_s)
+            out += self.poll()
+        return out
+
+    # ----- after an agent restart ---------------------------------------------------------
+
+    def kill_orphans(self) -> list[Key]:
+        """Kill the process groups a previous agent left running (their pid files remain):
+        nobody supervises them, and the controller will run their jobs again elsewhere."""
+        return exits.kill_orphans(self.host, self._live)
+
+    def sweep_containers(self, timeout_s: float = 60.0) -> list[str]:
+        """Remove gpufleet's containers that no live task of this agent runs (left by an agent
+        that died, or by a client killed before its container); blocking, at startup."""
+        return self.containers.sweep({t.container for t in self._live.values()}, timeout_s)

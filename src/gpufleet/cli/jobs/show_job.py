@@ -1,0 +1,105 @@
+"""``gpufleet show JOB``: one job's state, placement, Reason, estimated start and events."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from gpufleet.api import schemas as s
+from gpufleet.cli import listing
+from gpufleet.cli import output as out
+from gpufleet.cli.config import ServerOpt, TokenOpt, connect
+from gpufleet.cli.jobs.common import JsonOpt
+
+_gpus, _run_time = listing.gpus, listing.run_time
+
+
+def show(
+    job: Annotated[str, typer.Argument(help="Job id.")],
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """One job: state, placement, Reason, estimated start and its events."""
+    with connect(server, token, {404: "check the job id (gpufleet jobs --all)"}) as c:
+        j = c.job(job)
+    if json_out:
+        out.emit_json(j)
+        return
+    now = time.time()
+    spec = j.spec
+    retries = f"{j.retries_used} of {spec.get('max_retries', 0)}"
+    command = spec.get("command")
+    queues = spec.get("queues") or []
+    out.fields(
+        [
+            ("Job", j.id),
+            ("Name", j.name),
+            ("User", j.user),
+            ("Queue", j.queue),
+            # Slurm's partition string: the one it runs (or last ran) in first
+            (
+                "Queues",
+                ",".join([j.queue, *(q for q in queues if q != j.queue)]) if queues else None,
+            ),
+            ("State", j.state),
+            ("Attempt", f"{j.attempt} (retries used {retries})"),
+            ("GPUs", _gpus(j)),
+            ("Submitted", out.when_relative(j.submit_time, now)),
+            ("Started", out.when_relative(j.start_time, now) if j.start_time else None),
+            ("Ended", out.when_relative(j.end_time, now) if j.end_time else None),
+            ("Run time", _run_time(j, now) if j.start_time else None),
+            (
+                "Time limit",
+                out.duration(spec.get("time_limit_s")) if spec.get("time_limit_s") else None,
+            ),
+            ("Command", " ".join(command) if isinstance(command, list) else command),
+            ("Reason", f"{j.reason.code}: {j.reason.message}" if j.reason else None),
+            ("Est. start", _estimated_start(j.reason, now) if j.reason else None),
+        ]
+    )
+    if j.placement:
+        out.table(
+            ["RANK", "NODE", "GPUS", "CPUS", "MEMORY"],
+            [
+                [
+                    i,
+                    p.node,
+                    _gpu_list(p),
+                    out.number(p.cpu_milli / 1000),
+                    f"{p.memory_mib / 1024:g} GiB",
+                ]
+                for i, p in enumerate(j.placement)
+            ],
+            title="Placement",
+            right=["RANK", "CPUS", "MEMORY"],
+        )
+    if j.events:
+        out.table(
+            ["TIME", "ATTEMPT", "STATE", "WHY"],
+            [[out.when(e.time, now), e.attempt, e.state, e.why] for e in j.events],
+            title="Events",
+            right=["ATTEMPT"],
+        )
+
+
+def _gpu_list(p: s.PlacementOut) -> str:
+    gpus = ",".join(map(str, p.gpus)) or "-"
+    return f"{gpus} ({out.number(p.gpu_milli / 1000)} of it)" if p.gpu_milli < 1000 else gpus
+
+
+BOUND_WORDS = {
+    "reserved": "at the latest: reserved, unless nodes fail or a job of higher priority comes",
+    "planned": "if every job runs to its time limit; earlier if they end sooner",
+}
+
+
+def _estimated_start(r: s.ReasonOut, now: float) -> str | None:
+    """When a pending job should start, in local time, and how sure that is."""
+    if r.estimated_start is None:
+        return None
+    words = BOUND_WORDS.get(r.start_bound)
+    at = out.when_relative(r.estimated_start, now)
+    return f"{at}, {words}" if words else at

@@ -1,0 +1,186 @@
+"""What ``gpufleet submit`` sends: flags and a command, a job YAML (``-f``), or an #SBATCH
+script, each as a ``Submission`` (its spec, array and dependencies), the flags over the file's
+or the script's values as sbatch's options are over its #SBATCH lines."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.cli import output as out
+from gpufleet.io import sbatch
+from gpufleet.model.errors import SpecError
+
+
+def load_yaml(path: Path) -> Any:
+    from gpufleet.io.specs import load_yaml  # yaml: only for -f FILE (issue 12)
+
+    return load_yaml(path)
+
+
+@dataclass
+class Submission:
+    spec: dict[str, Any]
+    array: str | None = None
+    depends_on: list[tuple[str, str]] = field(default_factory=list)
+    source: str = "command line"
+
+    def body(self) -> dict[str, Any]:
+        """What ``POST /jobs`` receives."""
+        deps = [{"type": t, "job": j} for t, j in self.depends_on]
+        return {"spec": self.spec, "array": self.array, "depends_on": deps}
+
+
+def container_of(
+    image: str | None, mounts: list[str] | None, workdir: str | None
+) -> dict[str, Any] | None:
+    """--image, --mount and --container-workdir as the spec's ``container`` (read, and refused
+    naming the field, by JobSpec.from_dict); the flags replace a file's container whole."""
+    if image is None:
+        if mounts or workdir:
+            flag = "--mount" if mounts else "--container-workdir"
+            out.fail(f"{flag} needs --image", "name the container image with --image", code=2)
+        return None
+    return {"image": image, "mounts": ",".join(mounts) if mounts else None, "workdir": workdir}
+
+
+def flag_overrides(
+    *,
+    name: str | None,
+    queue: str | None,
+    workers: int | None,
+    gpus: int | None,
+    gpu_share: float | None,
+    cpus: float | None,
+    mem: str | None,
+    gpu_model: list[str] | None,
+    time_limit: str | None,
+    priority: int | None,
+    preemptible: bool | None,
+    topology: str | None,
+    strict_topology: bool,
+    dataset: str | None,
+    retries: int | None,
+    env: list[str] | None,
+    signal: str | None = None,
+    requeue: bool | None = None,
+) -> dict[str, Any]:
+    """The spec fields the flags set, in JobSpec's names; bad values exit 2."""
+    o: dict[str, Any] = {
+        "name": name,
+        "queue": queue,
+        "workers": workers,
+        "gpus_per_worker": gpus,
+        "gpu_milli": round(gpu_share * 1000) if gpu_share is not None else None,
+        "cpus": cpus,
+        "gpu_models": list(gpu_model) if gpu_model else None,
+        "priority": priority,
+        "preemptible": preemptible,
+        "dataset": dataset,
+        "max_retries": retries,
+        "signal": signal,  # read (and refused, naming it) by JobSpec.from_dict
+        "requeue": requeue,
+    }
+    if queue is not None and "," in queue:  # sbatch's -p a,b: the job may use any of them
+        o["queue"], o["queues"] = None, queue
+    if gpu_share is not None and gpus is None:
+        o["gpus_per_worker"] = 1  # a share is of one GPU
+    if mem is not None:
+        try:
+            o["memory_mib"] = sbatch.parse_memory(mem)
+        except ValueError as e:
+            out.fail(f"--mem {mem}: {e}", code=2)
+    if time_limit is not None:
+        try:
+            o["time_limit_s"] = sbatch.parse_time(time_limit) or 0  # 0: no limit
+        except ValueError as e:
+            out.fail(f"--time {time_limit}: {e}", code=2)
+    if topology is not None:
+        o["topology"] = {"level": topology, "required": strict_topology}
+    elif strict_topology:
+        out.fail("--strict-topology needs --topology LEVEL", code=2)
+    if env:
+        pairs = [e.partition("=") for e in env]
+        bad = [e for e, (k, eq, _) in zip(env, pairs, strict=True) if not eq or not k]
+        if bad:
+            out.fail(f"--env {bad[0]!r}: expected KEY=VALUE", code=2)
+        o["env"] = {k: v for k, _, v in pairs}
+    return {k: v for k, v in o.items() if v is not None}
+
+
+def build(
+    args: list[str], file: Path | None, overrides: dict[str, Any], batch_opts: list[str] = ()
+) -> list[Submission]:
+    script = Path(args[0]) if args else None
+    if batch_opts and not (script and script.is_file() and sbatch.looks_like_sbatch(script)):
+        raise SpecError(
+            f"{batch_opts[0].split('=')[0]} is sbatch's, for an #SBATCH script; a job YAML sets "
+            "batch, workdir, output, error, open_mode and submit_env itself"
+        )
+    if file is not None:
+        if args:
+            raise SpecError("give either -f FILE or a command, not both")
+        return [_merge(Submission(j, source=str(file)), overrides) for j in _yaml_jobs(file)]
+    if not args:
+        raise SpecError(
+            "nothing to run: give a command after --, a job YAML with -f, or an #SBATCH script"
+        )
+    script = Path(args[0])
+    if script.suffix in (".sbatch", ".slurm") and not script.is_file():
+        raise SpecError("no such file", source=str(script))  # a typo, not a command to run
+    if script.is_file() and sbatch.looks_like_sbatch(script):
+        job = sbatch.parse_sbatch(script, args[1:], options=batch_opts)
+        for w in job.warnings:
+            out.warn(w)
+        sub = Submission(dict(job.spec), job.array, list(job.depends_on), str(script))
+        if job.request is not None:
+            _submit_context(sub, job.request)
+        return [_merge(sub, overrides)]
+    spec = {"name": Path(args[0]).name, "command": list(args)}
+    return [_merge(Submission(spec), overrides)]
+
+
+def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:
+    """What sbatch takes from where it runs: the working directory (the submit directory, or
+    --chdir relative to it) and the environment (--export, --export-file), never GPUFLEET_*."""
+    from gpufleet.io.export import submit_context
+
+    where, env, warnings = submit_context(
+        req.chdir,
+        req.export,
+        req.export_file,
+        environ=os.environ,
+        cwd=os.getcwd(),
+        host=socket.gethostname(),
+    )
+    for w in warnings:
+        out.warn(w)
+    sub.spec["workdir"] = where
+    sub.spec["submit_env"] = env
+
+
+def _yaml_jobs(file: Path) -> list[dict[str, Any]]:
+    data = load_yaml(file)
+    if isinstance(data, dict) and "jobs" in data:
+        data = data["jobs"]
+    items = data if isinstance(data, list) else [data]
+    for i, j in enumerate(items):
+        if not isinstance(j, dict):
+            raise SpecError("expected a mapping", source=str(file), field=f"jobs[{i}]")
+    return [dict(j) for j in items]
+
+
+def _merge(sub: Submission, overrides: dict[str, Any]) -> Submission:
+    env = {**sub.spec.get("env", {}), **overrides.get("env", {})}
+    if "queue" in overrides or "queues" in overrides:  # -p replaces the file's queues
+        sub.spec.pop("queue", None)
+        sub.spec.pop("queues", None)
+    sub.spec.update(overrides)
+    if env:
+        sub.spec["env"] = env
+    if "memory_mib" in overrides:
+        sub.spec.pop("memory_gib", None)  # the flag replaces the file's amount, in any unit
+    return sub
