@@ -1,9 +1,13 @@
 """The scheduling framework: named extension points, a status per plugin call, the registry.
 
 Like the Kubernetes scheduling framework, each step of the cycle is an extension point with a
-small protocol; a plugin is one module with a ``NAME`` (``"place/fgd"``) and a ``Plugin`` class
-that takes its options as keyword arguments. A profile names one plugin (or several, for
-``preempt``) per point; an unknown name or option fails when the profile is built, not mid-cycle.
+small protocol whose calls answer a ``Status`` (admit: an ``Admission``, place: a ``Choice``,
+backfill: a ``Status``, preempt: ``Victims``); a plugin is one module with a ``NAME``
+(``"place/fgd"``) and a ``Plugin`` class that takes its options as keyword arguments and
+derives from its point's base in ``plugins.base`` (which answers the optional members: the
+cycle reads them directly, it never probes). A profile names one plugin (or several, for
+``preempt``) per point; an unknown name or option, or a plugin that lacks a member of its
+point's protocol, fails when the profile is built, not mid-cycle.
 """
 
 from __future__ import annotations
