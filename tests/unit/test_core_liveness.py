@@ -74,10 +74,11 @@ class Recorder:
         self.sent += commands
 
 
-def driver(grace_s: float = 10.0) -> tuple[Driver, NodeLiveness]:
-    live = NodeLiveness(grace_s)
+def driver(tick_s: float | None = None) -> tuple[Driver, NodeLiveness]:
+    live = NodeLiveness(10.0)
     core = Controller(profile(), cluster_spec(2, 8))  # nodes n00, n01
-    return Driver(core, Recorder(), rule=PassRule(), start=0.0, liveness=live), live
+    rule = PassRule(tick_s=tick_s)
+    return Driver(core, Recorder(), rule=rule, start=0.0, liveness=live), live
 
 
 def test_the_driver_declares_the_loss_in_a_step_on_the_lease_clock() -> None:
@@ -92,12 +93,22 @@ def test_the_driver_declares_the_loss_in_a_step_on_the_lease_clock() -> None:
     assert [e.node for e in step.node_events if e.what == "lost"] == names
 
 
-def test_the_driver_is_due_when_a_lease_runs_out() -> None:
-    d, live = driver()
+def test_with_a_tick_the_leases_are_judged_when_it_comes_round() -> None:
+    """The live controller's cadence: a lease that ran out between two ticks is declared at
+    the next one, so a Clock that does not move (a test's) declares nothing."""
+    d, live = driver(tick_s=5.0)
     n = sorted(d.core.nodes)[0]
     live.renewed(n, 1000.0)
-    d.step(5.0, lease_now=1002.0)  # the lease clock runs 997 s ahead of the Clock
-    assert d.due() == pytest.approx(13.0)  # 1010 on the lease clock
+    assert d.step(3.0, lease_now=1011.0).lost == []  # ran out, but no tick yet
+    assert d.due() == 5.0
+    assert d.step(5.0, lease_now=1011.0).lost == [n]
+
+
+def test_without_a_tick_the_driver_is_due_when_a_lease_runs_out() -> None:
+    d, live = driver()
+    n = sorted(d.core.nodes)[0]
+    live.renewed(n, 7.0)  # the simulator's lease clock is its Clock
+    assert d.due() == 17.0
 
 
 def test_a_node_the_core_does_not_hold_up_is_only_no_longer_watched() -> None:

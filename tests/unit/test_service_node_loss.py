@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from builders import node_spec, profile
 
 from gpufleet.api import schemas as s
@@ -29,7 +28,7 @@ class Mono:
         return self.t
 
 
-def service(tmp_path: Path, **kw: float) -> tuple[ControllerService, ManualClock, Mono]:
+def service(tmp_path: Path) -> tuple[ControllerService, ManualClock, Mono]:
     clock, mono = ManualClock(T0), Mono()
     svc = ControllerService(
         None,  # type: ignore[arg-type]  # nothing here reaches the store
@@ -38,7 +37,6 @@ def service(tmp_path: Path, **kw: float) -> tuple[ControllerService, ManualClock
         logs=LogStore(tmp_path),
         monotonic=mono,
         min_pass_gap_s=0.0,
-        **kw,  # type: ignore[arg-type]
     )
     svc.ctrl.handle(T0, NodeUp(node_spec("n00")), schedule=False)
     svc.links["n00"] = NodeLink("127.0.0.1", T0)
@@ -47,8 +45,8 @@ def service(tmp_path: Path, **kw: float) -> tuple[ControllerService, ManualClock
 
 
 def lost(svc: ControllerService) -> list[NodeLost]:
-    """What the driver's step would declare lost now (the loop passes ``lease_now``)."""
-    return svc.driver.expire(svc.lease_now(), svc.clock.now())
+    """What the driver's next tick would declare lost (the loop passes ``lease_now``)."""
+    return svc.driver.expire(svc.lease_now())
 
 
 def test_a_wall_clock_step_does_not_make_a_node_lost(tmp_path: Path) -> None:
@@ -69,13 +67,3 @@ def test_a_node_is_lost_past_the_grace_since_the_last_answered_heartbeat(tmp_pat
     mono.t += 0.2  # 10.1 s after the answer, grace 10 s
     (ev,) = lost(svc)
     assert ev.node == "n00" and "grace 10 s" in ev.why
-
-
-def test_the_loop_wakes_when_a_lease_runs_out(tmp_path: Path) -> None:
-    """The driver's due time includes the lease (on the Clock): an idle loop does not sleep
-    past it, even when the scheduling tick is far off."""
-    svc, clock, mono = service(tmp_path, schedule_interval_s=60.0)
-    mono.t += 2.0
-    clock.advance(2.0)
-    svc.driver.expire(svc.lease_now(), clock.now())  # a step's bookkeeping: the clocks' offset
-    assert svc.driver.due() == pytest.approx(T0 + 10.0)  # renewed at T0, grace 10 s

@@ -10,8 +10,9 @@ and one place that decides what happens between the two. It owns
   nothing, and the caller throws the core away (memory holds only what the store committed);
 - what is deliverable: a launch superseded later in the same step, or ranks already counted
   as gone, never reach the executor;
-- node liveness (``core.liveness``), when given one: the nodes whose grace ran out are lost at
-  the start of the next step, on the lease clock the caller passes in (``lease_now``).
+- node liveness (``core.liveness``), when given one: the nodes whose grace ran out are lost in
+  the step where the rule's tick comes round (every step when it has no tick, as in the
+  simulator), judged on the lease clock the caller passes in (``lease_now``).
 
 The live service and the simulator are its two callers; they differ in their Clock (the wall,
 or the time of the next event) and their Executor (the agents' outboxes, or an event heap).
@@ -111,8 +112,6 @@ class Driver:
         self._next_tick = None if tick is None or start is None else start + tick
         self.steps = 0
         self.liveness = liveness
-        # lease clock minus Clock at the last step: turns the liveness' due time into Clock time
-        self._lease_offset: float | None = None
 
     def post(self, *events: Event) -> None:
         """Handled at the next step, in order."""
@@ -129,27 +128,29 @@ class Driver:
             t = held if t is None else min(t, held)
         if self._next_tick is not None:
             t = self._next_tick if t is None else min(t, self._next_tick)
-        lease_due = self.liveness.due() if self.liveness is not None else None
-        if lease_due is not None and self._lease_offset is not None:
-            at = lease_due - self._lease_offset
-            t = at if t is None else min(t, at)
+        if self.liveness is not None and self.rule.tick_s is None:
+            # no tick to judge the leases at: the first deadline (on the Clock: no lease_now)
+            lease = self.liveness.due()
+            if lease is not None:
+                t = lease if t is None else min(t, lease)
         return t
 
     def step(
         self, now: float, events: Iterable[Event] = (), *, lease_now: float | None = None
     ) -> Step:
-        """Handle the inbox and ``events`` (each alone: one the core refuses fails alone), the
-        nodes the liveness timers declare lost (at ``lease_now``, on the lease clock; default
-        ``now``), the timers due, then a pass if the rule says so; commit, then hand the
-        commands on."""
-        lost = self.expire(now if lease_now is None else lease_now, now)
+        """Handle the inbox and ``events`` (each alone: one the core refuses fails alone), at
+        the tick the nodes the liveness timers declare lost (at ``lease_now``, on the lease
+        clock; default ``now``), the timers due, then a pass if the rule says so; commit, then
+        hand the commands on."""
+        ticked = self._next_tick is not None and now >= self._next_tick
+        judge = ticked or self.rule.tick_s is None  # the leases, at the tick's cadence
+        lost = self.expire(now if lease_now is None else lease_now) if judge else []
         # the losses last: a report that came in before them (a task's exit) is the truth
         batch = [*self.inbox, *events, *lost] if lost or self.inbox else list(events)
         self.inbox = []
         while self._timers and self._timers[0][0] <= now:  # after the events, in time order
             batch.append(heapq.heappop(self._timers)[2])
         cmds, refused = self.core.apply_events(now, batch)
-        ticked = self._next_tick is not None and now >= self._next_tick
         if ticked:
             assert self.rule.tick_s is not None
             self._next_tick = now + self.rule.tick_s
@@ -166,14 +167,12 @@ class Driver:
         self.executor.apply(step.commands)
         return step
 
-    def expire(self, lease_now: float, now: float | None = None) -> list[NodeLost]:
+    def expire(self, lease_now: float) -> list[NodeLost]:
         """The liveness timers' decisions at ``lease_now``: a NodeLost for each node the core
         holds up whose grace ran out (a node it does not hold, or holds lost, is only no
-        longer watched). ``now``: the Clock's time then, to place the next due time."""
+        longer watched)."""
         if self.liveness is None:
             return []
-        if now is not None:
-            self._lease_offset = lease_now - now
         nodes = self.core.nodes
         return [
             ev

@@ -9,9 +9,9 @@ elsewhere.
 
 Pure: time is a number passed in, on whatever clock the caller renews on (the live controller
 uses a monotonic clock, which NTP does not step, so a wall-clock jump never makes a node lost).
-The core's driver holds one and asks it at each step (``Driver.step``'s ``lease_now``), so the
-decisions come out as ``NodeLost`` events, in the driver's order, for the simulator as for the
-controller.
+The core's driver holds one and asks it when its tick comes round (every step when the rule has
+no tick; ``Driver.step``'s ``lease_now``), so the decisions come out as ``NodeLost`` events, in
+the driver's order, for the simulator as for the controller.
 """
 
 from __future__ import annotations
