@@ -182,14 +182,16 @@ class Agent:
 
     def _feed(self, evs: list[RunnerEvent]) -> None:
         for ev in evs:
-            key: Key = ev.key
-            out, err = self.runner.log_paths(key)
+            out, err = self.runner.log_paths(key := ev.key)
             if ev.kind == "started" or (err.exists() and not self.logs.tracked(key)):
                 self.logs.track(key, out, err)
             if ev.kind == "exited":
-                self.logs.complete(key)
                 ev = self._fenced_by_watchdog(ev, out)
             self._do(self.state.on_task(ev))
+            if ev.kind == "exited":
+                # only once its exit is queued: the shipper (another thread, events before
+                # logs) then never sends the log's last chunk ahead of the exit
+                self.logs.complete(key)
 
     @staticmethod
     def _fenced_by_watchdog(ev: RunnerEvent, out: Path) -> RunnerEvent:
