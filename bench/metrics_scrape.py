@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from gpufleet.agent.gpu import metrics_payload
 from gpufleet.agent.simgpu import SimulatedGpus
@@ -61,7 +62,8 @@ def build(nodes: int, gpus: int, data_dir: Path) -> tuple[ControllerService, lis
     """A service with ``nodes`` nodes, ~85 % of their GPUs held by running jobs of 4 queues
     (whole 8-GPU nodes, 2-node gangs, 1-GPU jobs) and 500 jobs pending behind them."""
     clock = _Clock(T0)
-    svc = ControllerService(None, Profile.build(), clock, logs=LogStore(data_dir / "logs"))
+    no_store: Any = None  # a scrape reads the core and the links, never the store
+    svc = ControllerService(no_store, Profile.build(), clock, logs=LogStore(data_dir / "logs"))
     ctrl = svc.ctrl
     for q in ("vision", "nlp", "speech", "research"):
         ctrl.queues[q] = QueueSpec(q, Resources(nodes * gpus * MILLI // 4, 10**12, 10**12))
