@@ -36,6 +36,7 @@ from gpufleet.server.routers import (
     metrics,
     nodes,
     queues,
+    sbatch,
     secrets,
     services,
 )
@@ -170,7 +171,7 @@ def create_app(
     app.state.listings = Listings()
     app.state.config = config
     app.state.secrets = SecretService(db, box, wall)
-    for r in (jobs, nodes, queues, admin, agent, secrets, services):
+    for r in (jobs, sbatch, nodes, queues, admin, agent, secrets, services):
         app.include_router(r.router, prefix=API)
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
