@@ -109,10 +109,7 @@ def _newer(svc: ControllerService, cut: int, q: Query) -> Iterator[JobRecord]:
 
 
 def _stored(svc: ControllerService, q: Query, top: int, n: int) -> list[StoredJob]:
-    jobs: list[StoredJob] = svc.store.list_jobs(
-        user=q.user, queue=q.queue, state=q.state, limit=n, newest_first=True, max_seq=top
-    )
-    return jobs
+    return svc.stored_jobs(user=q.user, queue=q.queue, state=q.state, limit=n, max_seq=top)
 
 
 def _copy(rec: JobRecord) -> JobRecord:

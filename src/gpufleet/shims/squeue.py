@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from gpufleet.cli import selection, slurm_style
-from gpufleet.shims.common import Parser, Usage, connect, run, users
+from gpufleet.shims.common import Usage, connect, run, users
+from gpufleet.shims.parser import Parser
 
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"  # squeue -l
 # squeue -O's names → its -o letters (the fields gpufleet has)

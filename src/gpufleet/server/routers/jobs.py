@@ -31,7 +31,7 @@ async def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
     rec = svc.job(job_id)
     if rec is None:
         # after a restart the controller holds only unfinished jobs: the rest are in the store
-        stored = svc.store.job(job_id)
+        stored = svc.stored_job(job_id)
         if stored is None:
             raise HTTPException(404, f"no job {job_id}")
         rec = record(stored)
@@ -179,7 +179,7 @@ async def show(
     job_id: Name, who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> Any:
     rec = await _owned(svc, job_id, who)
-    return job_out(rec, svc.reason(job_id), events=svc.store.job_events(job_id))
+    return job_out(rec, svc.reason(job_id), events=svc.job_events(job_id))
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=s.JobOut, operation_id="cancelJob")
