@@ -69,7 +69,7 @@ def test_an_image_job_runs_in_its_container_on_the_node_with_a_runtime(
         got = c.logs(job, stream="stdout")
         return got.data if got.complete else None
 
-    out = str(wait_for("its output is complete", output, 90))
+    out = wait_for("its output is complete", output, 90)
     assert f"uid={nobody.pw_uid} node=node-1" in out, out
     assert "in=/work" in out and "/bin/busybox" in out
 
