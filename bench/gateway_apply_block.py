@@ -20,9 +20,16 @@ from pathlib import Path
 
 from gpufleet.core.commands import RouteBackend, Routes
 from gpufleet.gateway import make_gateway
-from gpufleet.ops.http_backends import BackendProcess, free_port
 from gpufleet.server.endpoints import EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
+
+try:
+    from gpufleet.ops.http_backends import BackendProcess, free_port
+except ImportError:  # a tree from before the benchmarks left the package
+    from gpufleet.benchmarks.http_backends import (  # type: ignore[import-not-found, no-redef]
+        BackendProcess,
+        free_port,
+    )
 
 CHANGES = 20
 

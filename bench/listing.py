@@ -155,37 +155,9 @@ def measure(
     with lc:
         admin = lc.admin()
         user = lc.user("alice")
-        # all but the 16 running end at once (CANCELLED: afterok on a cancelled job), so what is
-        # measured is the listing, not scheduling passes over thousands of pending jobs; in
-        # arrays of 1,000 before anything runs: a 10,000-job array is one turn of the loop,
-        # which on a loaded 2-core box took longer than the lease
-        (gone,) = user.submit({"name": "gone", "gpus_per_worker": 16, "command": ["true"]})
-        user.cancel(gone)
-        ended = {"name": "ended", "command": ["true"]}
-        left = jobs - RUNNING - 1
-        while left > 0:
-            n = min(left, 1000)
-            user.submit(ended, array=f"0-{n - 1}", depends_on=[("afterok", gone)])
-            left -= n
-        run_ids = [
-            user.submit({"name": f"r{i}", "command": ["sleep", "3600"]})[0] for i in range(RUNNING)
-        ]
-        wait_until(
-            "the running jobs",
-            lambda: all(user.job(j).state == "RUNNING" for j in run_ids),
-            120,
-        )
+        run_ids = _fill(user, jobs)
         attempts = {j: user.job(j).attempt for j in run_ids}
-        probe_token = admin.create_token(
-            s.TokenCreate(name="agent-probe", role="agent", node="probe")
-        ).token
-        assert probe_token
-        probe = Probe(lc.url, probe_token)
-        probe.agent.register(
-            s.AgentRegister(
-                node="probe", address="127.0.0.1", gpu_model="", gpus=[], cpu_cores=1, memory_gib=1
-            )
-        )
+        probe = _probe(lc.url, admin)
         token = user.http.headers["authorization"].split()[1]
         submitters = [Submitter(lc.url, token) for _ in range(8 if submit else 0)]
         listers = subprocess.Popen(
@@ -239,6 +211,46 @@ def measure(
             round(submissions / window, 1),
             why,
         )
+
+
+def _fill(user: Client, jobs: int) -> list[str]:
+    """``jobs`` jobs in the store, all ended but ``RUNNING`` that run; those running jobs."""
+    # all but the 16 running end at once (CANCELLED: afterok on a cancelled job), so what is
+    # measured is the listing, not scheduling passes over thousands of pending jobs; in
+    # arrays of 1,000 before anything runs: a 10,000-job array is one turn of the loop,
+    # which on a loaded 2-core box took longer than the lease
+    (gone,) = user.submit({"name": "gone", "gpus_per_worker": 16, "command": ["true"]})
+    user.cancel(gone)
+    ended = {"name": "ended", "command": ["true"]}
+    left = jobs - RUNNING - 1
+    while left > 0:
+        n = min(left, 1000)
+        user.submit(ended, array=f"0-{n - 1}", depends_on=[("afterok", gone)])
+        left -= n
+    run_ids = [
+        user.submit({"name": f"r{i}", "command": ["sleep", "3600"]})[0] for i in range(RUNNING)
+    ]
+    wait_until(
+        "the running jobs",
+        lambda: all(user.job(j).state == "RUNNING" for j in run_ids),
+        120,
+    )
+    return run_ids
+
+
+def _probe(url: str, admin: Client) -> Probe:
+    """A registered agent of no GPUs that times heartbeats."""
+    probe_token = admin.create_token(
+        s.TokenCreate(name="agent-probe", role="agent", node="probe")
+    ).token
+    assert probe_token
+    probe = Probe(url, probe_token)
+    probe.agent.register(
+        s.AgentRegister(
+            node="probe", address="127.0.0.1", gpu_model="", gpus=[], cpu_cores=1, memory_gib=1
+        )
+    )
+    return probe
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 from gpufleet.agent.gpu import metrics_payload
 from gpufleet.agent.simgpu import SimulatedGpus
@@ -35,6 +36,7 @@ from gpufleet.scheduler.framework import Profile
 from gpufleet.server.logs import LogStore
 from gpufleet.server.metrics import FleetCollector
 from gpufleet.server.service import ControllerService, NodeLink
+from gpufleet.server.service.store import Store
 
 T0 = 1_700_000_000.0
 HOST = {
@@ -61,7 +63,9 @@ def build(nodes: int, gpus: int, data_dir: Path) -> tuple[ControllerService, lis
     """A service with ``nodes`` nodes, ~85 % of their GPUs held by running jobs of 4 queues
     (whole 8-GPU nodes, 2-node gangs, 1-GPU jobs) and 500 jobs pending behind them."""
     clock = _Clock(T0)
-    svc = ControllerService(None, Profile.build(), clock, logs=LogStore(data_dir / "logs"))
+    # no store: the state is built in memory and a scrape never reads the store
+    no_store = cast(Store, None)
+    svc = ControllerService(no_store, Profile.build(), clock, logs=LogStore(data_dir / "logs"))
     ctrl = svc.ctrl
     for q in ("vision", "nlp", "speech", "research"):
         ctrl.queues[q] = QueueSpec(q, Resources(nodes * gpus * MILLI // 4, 10**12, 10**12))

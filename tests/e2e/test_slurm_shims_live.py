@@ -415,3 +415,85 @@ def test_shims_and_the_fast_path_over_https(
     assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr, r.stderr
     assert r.stderr.startswith("squeue: error: the gpufleet controller has a certificate")
     assert "squeue: hint: set GPUFLEET_CA" in r.stderr
+
+
+# ----- submissions: the fast paths send what the full readers send ------------------------
+
+
+def _spec(c: LocalCluster, job: str) -> dict[str, object]:
+    """A job's spec, less what differs between two submissions of it."""
+    with c.admin() as a:
+        spec = dict(a.job(job).spec)
+    env = dict(spec.get("submit_env") or {})  # type: ignore[call-overload]
+    for k in ("_", "SHLVL", "OLDPWD"):  # the shell's own, different per process
+        env.pop(k, None)
+    return {**spec, "submit_env": env}
+
+
+def _submitted(stdout: str) -> str:
+    import json
+
+    return str(json.loads(stdout)["ids"][0]) if stdout.startswith("{") else stdout.split()[-1]
+
+
+def test_gpufleet_submit_fast_path_submits_what_typer_submits(
+    live: tuple[LocalCluster, dict[str, str]],
+) -> None:
+    c, env = live
+    for argv in (
+        ["--name", "fast", "--gpus", "1", "--", "true"],
+        ["-J", "two", "--workers", "2", "--gpu-share=0.5", "--env", "A=1", "--env", "B=x=y",
+         "--no-preemptible", "--priority", "-2", "--retries", "1", "--", "sh", "-c", "exit 0"],
+        ["--gpus", "1", "--json", "true"],
+    ):  # fmt: skip
+        lean = sh(env, sys.executable, "-c", _LEAN, "submit", *argv)
+        assert lean.stderr.endswith("lean"), (argv, lean.stderr)
+        full = sh(env, sys.executable, "-m", "gpufleet.cli.main", "submit", *argv)
+        assert lean.stderr == "lean" and full.stderr == "", (argv, full.stderr)
+        fast_id, typer_id = _submitted(lean.stdout), _submitted(full.stdout)
+        assert lean.stdout.replace(fast_id, "N") == full.stdout.replace(typer_id, "N"), argv
+        assert _spec(c, fast_id) == _spec(c, typer_id), argv
+        sh(env, "scancel", fast_id, typer_id, ok=False)  # a job that ran ended already
+    # the server's refusal (nothing submitted) is typer's to say, in its words
+    argv = ["submit", "--cpus", "-1", "--", "true"]
+    lean = sh(env, sys.executable, "-c", _LEAN, *argv, ok=False)
+    full = sh(env, sys.executable, "-m", "gpufleet.cli.main", *argv, ok=False)
+    assert lean.returncode == full.returncode == 2, full.stderr
+    assert lean.stderr == full.stderr  # (typer's exit: the probe's last line never runs)
+    with c.admin() as a:
+        assert not [j for j in a.jobs(all_states=True) if j.spec.get("cpus") == -1]
+
+
+_HERE = (
+    "import sys; from gpufleet.base.settings import resolve; "
+    "from gpufleet.client.lean import LeanClient; from gpufleet.shims import sbatch; "
+    "c = LeanClient(resolve()); print(sbatch._submit_here(c, sys.argv[1:])['ids'][0])"
+)
+
+
+def test_sbatch_read_by_the_controller_submits_what_the_shim_reads(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path
+) -> None:
+    """POST /sbatch (the shim's way) and the shim's own reader (an older controller's way)."""
+    c, env = live
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH -J scripted\n#SBATCH --gpus-per-node=1\necho $1\n")
+    for argv in (
+        ["-J", "w", "-G", "1", "--wrap", "true"],
+        ["--export=NONE,A=1", "-t", "10", str(script), "arg1"],
+        ["-Q", "--chdir", "sub", "-N", "2", "--ntasks-per-node=1", str(script)],
+    ):
+        sent = sh(env, "sbatch", "--parsable", *argv).stdout.strip()
+        here = sh(env, sys.executable, "-c", _HERE, "--parsable", *argv).stdout.strip()
+        assert _spec(c, sent) == _spec(c, here), argv
+        sh(env, "scancel", sent, here, ok=False)
+    # the script on stdin, asked for by the controller
+    r = sh(env, "sbatch", input="#!/bin/sh\n#SBATCH -J piped\ntrue\n")
+    assert r.stdout.startswith("Submitted batch job "), r.stderr
+    with c.admin() as a:
+        assert a.job(r.stdout.split()[-1]).name == "piped"
+    r = sh(env, "sbatch", str(tmp_path / "missing.sh"), ok=False)
+    assert (r.returncode, r.stderr) == (
+        1,
+        f"sbatch: error: Unable to open file {tmp_path}/missing.sh\n",
+    )

@@ -1,6 +1,8 @@
 """When the controller declares a node lost: node grace after the last heartbeat it answered,
 on the monotonic clock (a wall clock stepped by NTP must not make it early), and counted from
-heartbeats and registrations only (other agent traffic does not renew the agent's lease)."""
+heartbeats and registrations only (other agent traffic does not renew the agent's lease). The
+timers are the core's (``core/liveness.py``, tests/unit/test_core_liveness.py); this checks
+what the service feeds them."""
 
 from __future__ import annotations
 
@@ -29,16 +31,22 @@ class Mono:
 def service(tmp_path: Path) -> tuple[ControllerService, ManualClock, Mono]:
     clock, mono = ManualClock(T0), Mono()
     svc = ControllerService(
-        None, profile(), clock, logs=LogStore(tmp_path), monotonic=mono, min_pass_gap_s=0.0
+        None,  # type: ignore[arg-type]  # nothing here reaches the store
+        profile(),
+        clock,
+        logs=LogStore(tmp_path),
+        monotonic=mono,
+        min_pass_gap_s=0.0,
     )
     svc.ctrl.handle(T0, NodeUp(node_spec("n00")), schedule=False)
-    svc.links["n00"] = NodeLink("127.0.0.1", T0, answered_at=mono())
+    svc.links["n00"] = NodeLink("127.0.0.1", T0)
+    svc.liveness.renewed("n00", mono())  # as its registration's answer does
     return svc, clock, mono
 
 
 def lost(svc: ControllerService) -> list[NodeLost]:
-    svc._watch_nodes(svc.clock.now())
-    return [w.payload for w in svc._inbox if isinstance(w.payload, NodeLost)]
+    """What the driver's next tick would declare lost (the loop passes ``lease_now``)."""
+    return svc.driver.expire(svc.lease_now())
 
 
 def test_a_wall_clock_step_does_not_make_a_node_lost(tmp_path: Path) -> None:

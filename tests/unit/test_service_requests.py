@@ -19,7 +19,7 @@ from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.logs import LogStore
 from gpufleet.server.service import ControllerService, RequestError
-from gpufleet.server.service_ops import merge_patch
+from gpufleet.server.service.services import merge_patch
 from gpufleet.shims.sacct import _wanted_ids
 
 BASE = {"name": "web", "replica": {"user": "u", "command": ["serve"]}}

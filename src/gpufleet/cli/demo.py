@@ -24,6 +24,7 @@ from rich.table import Table
 
 from gpufleet.api.schemas import JobOut
 from gpufleet.cli import demo_service
+from gpufleet.client import Client
 from gpufleet.io.specs import example
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -166,39 +167,7 @@ def demo(
             f"{root / 'controller' / 'admin.token'}"
         )
         users = {u: cluster.user(u) for u in ("ana", "bo")}
-        ids: dict[str, list[str]] = {}
-        for user, spec, opts in workload(have_torch):
-            deps = [("afterok", ids[opts["after"]][0])] if "after" in opts else []
-            ids[spec["name"]] = users[user].submit(spec, array=opts.get("array"), depends_on=deps)
-        all_ids = [i for v in ids.values() for i in v]
-        console.print(
-            f"submitted {len(all_ids)} jobs from teams vision (ana) and nlp (bo)"
-            + (
-                ""
-                if have_torch
-                else "; torch is not installed, so the gang is a plain multi-process job"
-            )
-        )
-        admin = cluster.admin()
-        deadline = time.monotonic() + timeout_s
-        jobs: list[JobOut] = []
-        with Live(console=console, refresh_per_second=4) as live:
-            while time.monotonic() < deadline:
-                jobs = [j for j in admin.jobs(all_states=True, limit=1000) if j.id in all_ids]
-                live.update(_table(jobs, "jobs"))
-                if len(jobs) == len(all_ids) and all(j.state in TERMINAL for j in jobs):
-                    break
-                time.sleep(0.5)  # a live cluster: real time passes
-        console.print()
-        done = [j for j in jobs if j.state == "SUCCEEDED"]
-        ok = len(done) == len(all_ids)
-        gang = ids["ddp-train"][0]
-        rank0 = admin.logs(gang, rank=0).data.strip().splitlines()
-        console.print(f"[bold]{gang} ddp-train rank 0:[/] {rank0[-1] if rank0 else '(no output)'}")
-        console.print(
-            f"{len(done)} of {len(all_ids)} jobs succeeded"
-            + ("" if ok else f"; see logs under {root}")
-        )
+        ok = _run_jobs(cluster, users, console, have_torch, timeout_s, root)
         ok = demo_service.run(cluster, users["ana"], console) and ok
         console.print(f"dashboard: {cluster.url}/   API: {cluster.url}/api/v1")
         if keep:
@@ -214,3 +183,47 @@ def demo(
             if data_dir is None and ok:
                 shutil.rmtree(root, ignore_errors=True)
     raise typer.Exit(0 if ok else 1)
+
+
+def _run_jobs(
+    cluster: LocalCluster,
+    users: dict[str, Client],
+    console: Console,
+    have_torch: bool,
+    timeout_s: float,
+    root: Path,
+) -> bool:
+    """The two teams' jobs submitted and shown until each has ended; whether all succeeded."""
+    ids: dict[str, list[str]] = {}
+    for user, spec, opts in workload(have_torch):
+        deps = [("afterok", ids[opts["after"]][0])] if "after" in opts else []
+        ids[spec["name"]] = users[user].submit(spec, array=opts.get("array"), depends_on=deps)
+    all_ids = [i for v in ids.values() for i in v]
+    console.print(
+        f"submitted {len(all_ids)} jobs from teams vision (ana) and nlp (bo)"
+        + (
+            ""
+            if have_torch
+            else "; torch is not installed, so the gang is a plain multi-process job"
+        )
+    )
+    admin = cluster.admin()
+    deadline = time.monotonic() + timeout_s
+    jobs: list[JobOut] = []
+    with Live(console=console, refresh_per_second=4) as live:
+        while time.monotonic() < deadline:
+            jobs = [j for j in admin.jobs(all_states=True, limit=1000) if j.id in all_ids]
+            live.update(_table(jobs, "jobs"))
+            if len(jobs) == len(all_ids) and all(j.state in TERMINAL for j in jobs):
+                break
+            time.sleep(0.5)  # a live cluster: real time passes
+    console.print()
+    done = [j for j in jobs if j.state == "SUCCEEDED"]
+    ok = len(done) == len(all_ids)
+    gang = ids["ddp-train"][0]
+    rank0 = admin.logs(gang, rank=0).data.strip().splitlines()
+    console.print(f"[bold]{gang} ddp-train rank 0:[/] {rank0[-1] if rank0 else '(no output)'}")
+    console.print(
+        f"{len(done)} of {len(all_ids)} jobs succeeded" + ("" if ok else f"; see logs under {root}")
+    )
+    return ok

@@ -34,8 +34,10 @@ def select(
     limit: int,
     all_states: bool,
     report: Report,
+    brief: bool = False,
 ) -> tuple[list[Any], bool]:
-    """(the jobs squeue would list, whether a named job was not found)."""
+    """(the jobs squeue would list, whether a named job was not found); ``brief``: a listing's
+    specs hold only what it prints (GET /jobs?brief)."""
     one = next(iter(wanted)) if wanted is not None and len(wanted) == 1 else None
     failed = False
     if job_ids is not None:
@@ -49,7 +51,9 @@ def select(
                 failed = True
                 report(f"job {jid}: Invalid job id specified ({e.status})")
     else:
-        rows = c.jobs(user=user, queue=queue, state=one, limit=limit, all_states=all_states)
+        rows = c.jobs(
+            user=user, queue=queue, state=one, limit=limit, all_states=all_states, brief=brief
+        )
     if wanted is not None:
         rows = [j for j in rows if j.state in wanted]
     if names is not None:
@@ -74,10 +78,8 @@ def cancel(
     task), or every job still to end that ``-u``/``-n``/``-t`` select (with ids: only those that
     match); ``any_state``: ``-t all`` was given (``wanted`` is None then). (the jobs as cancelled,
     how many could not be)."""
-    done: list[Any] = []
-    failed = 0
-    filtered = user is not None or names is not None or wanted is not None or any_state
-    if filtered:  # scancel's filters select among the jobs that have not ended
+    if user is not None or names is not None or wanted is not None or any_state:
+        # scancel's filters select among the jobs that have not ended
         keep = {n.strip() for n in names.split(",")} if names is not None else None
         chosen = [
             j.id
@@ -85,63 +87,76 @@ def cancel(
             if (keep is None or j.name in keep) and (wanted is None or j.state in wanted)
         ]
         ids = [i for i in ids if i in set(chosen)] if ids else chosen
-    listed: list[Any] | None = None
+    run = _Cancel(c, report)
+    for jid in ids:
+        run.cancel(jid)
+    return run.done, run.failed
 
-    def tasks_of(array: str, index: int | None = None) -> list[str]:
-        nonlocal listed
-        if listed is None:  # the jobs still to end, once
-            listed = c.jobs(limit=10_000)
+
+class _Cancel:
+    """One scancel's cancels: what was cancelled, how many could not be, and the jobs still to
+    end (listed once, when an array's tasks are first asked for)."""
+
+    def __init__(self, c: Any, report: Report) -> None:
+        self.c = c
+        self.report = report
+        self.done: list[Any] = []
+        self.failed = 0
+        self.listed: list[Any] | None = None
+
+    def cancel(self, jid: str) -> None:
+        """``jid``: a job, an array's id (every task still to end) or ``ARRAY_INDEX``."""
+        head, sep, index = jid.partition("_")
+        if sep and head.isdigit() and index.isdigit():  # scancel's ARRAY_INDEX
+            found = self.tasks_of(head, int(index))
+            if not found:
+                self.failed += 1
+                self.report(f"job {jid}: no such array task still to end")
+            self.each(found)
+            return
+        got = self.one(jid, quiet_409=True)
+        array: str | None = None
+        if isinstance(got, ApiError):  # it ended; an array's first task, perhaps
+            try:
+                array = self.c.job(jid).array_id
+            except ApiError:
+                array = None
+            if array != jid or not self.tasks_of(jid):
+                self.failed += 1
+                self.report(f"job {jid}: {str(got).removeprefix(f'{got.status}: ')} ({got.status})")
+                return
+        elif got is not None:
+            self.done.append(got)
+            array = got.array_id
+        if array == jid:  # an array's id cancels every task of it still to end (scancel)
+            seen = {x.id for x in self.done}
+            self.each([t for t in self.tasks_of(jid) if t not in seen])
+
+    def tasks_of(self, array: str, index: int | None = None) -> list[str]:
+        if self.listed is None:  # the jobs still to end, once
+            self.listed = self.c.jobs(limit=10_000)
         return [
             t.id
-            for t in listed
+            for t in self.listed
             if t.array_id == array and (index is None or t.array_index == index)
         ]
 
-    def one(jid: str, *, quiet_409: bool = False) -> Any:
+    def one(self, jid: str, *, quiet_409: bool = False) -> Any:
         """The job as cancelled; the 409 of a job that ended, when asked to keep it quiet;
         None for a refusal (reported)."""
-        nonlocal failed
         try:
-            return c.cancel(jid)
+            return self.c.cancel(jid)
         except ApiError as e:
             if e.status == 401 or e.status >= 500:
                 raise  # not about this job: the caller says what to do
             if quiet_409 and e.status == 409:
                 return e
-            failed += 1
-            report(f"job {jid}: {str(e).removeprefix(f'{e.status}: ')} ({e.status})")
+            self.failed += 1
+            self.report(f"job {jid}: {str(e).removeprefix(f'{e.status}: ')} ({e.status})")
             return None
 
-    def each(jids: list[str]) -> None:
+    def each(self, jids: list[str]) -> None:
         for x in jids:
-            got = one(x)
+            got = self.one(x)
             if got is not None and not isinstance(got, ApiError):
-                done.append(got)
-
-    for jid in ids:
-        head, sep, index = jid.partition("_")
-        if sep and head.isdigit() and index.isdigit():  # scancel's ARRAY_INDEX
-            found = tasks_of(head, int(index))
-            if not found:
-                failed += 1
-                report(f"job {jid}: no such array task still to end")
-            each(found)
-            continue
-        got = one(jid, quiet_409=True)
-        array: str | None = None
-        if isinstance(got, ApiError):  # it ended; an array's first task, perhaps
-            try:
-                array = c.job(jid).array_id
-            except ApiError:
-                array = None
-            if array != jid or not tasks_of(jid):
-                failed += 1
-                report(f"job {jid}: {str(got).removeprefix(f'{got.status}: ')} ({got.status})")
-                continue
-        elif got is not None:
-            done.append(got)
-            array = got.array_id
-        if array == jid:  # an array's id cancels every task of it still to end (scancel)
-            seen = {x.id for x in done}
-            each([t for t in tasks_of(jid) if t not in seen])
-    return done, failed
+                self.done.append(got)

@@ -1,5 +1,6 @@
-"""HTTP/1.1 over a plain socket, for the lean client (issue 12): ``http.client`` imports the
-``email`` package to parse headers, about 25 ms of a shim's start. This speaks only what the
+"""HTTP/1.1 over a plain socket: the transport (``transport.Transport``) of the commands that
+must start fast (issue 12; why not httpx: docs/adr/, "CLI transport"). ``http.client`` imports
+the ``email`` package to parse headers, about 25 ms of a shim's start. This speaks only what the
 controller needs: one request at a time on a kept-alive connection, an answer with a
 Content-Length, chunked or ended by the close, ``1xx`` interim answers skipped, the head and
 the body bounded (checked before anything is allocated for them). ``ssl`` is imported only for
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import socket
 from typing import Any
+
+from gpufleet.client.transport import Response
 
 MAX_HEAD = 64 * 1024  # the status line and headers (trailers too) together
 MAX_BODY = 64 * 1024 * 1024  # a page of GET /jobs (at most 1000 jobs) is far below this
@@ -20,16 +23,9 @@ class BadResponse(OSError):
     an OSError, as an unreachable server is, since no answer can be read from it."""
 
 
-class Response:
-    __slots__ = ("body", "headers", "status")
-
-    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
-        self.status = status
-        self.headers = headers  # names in lower case; repeated ones joined by ", "
-        self.body = body
-
-
 class Connection:
+    """One kept-alive connection to ``host:port``: a ``transport.Transport``."""
+
     def __init__(
         self,
         host: str,
@@ -69,10 +65,17 @@ class Connection:
         self._sock = sock
 
     def request(
-        self, method: str, target: str, headers: dict[str, str], body: bytes | None = None
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Response:
         if self._sock is None:
             self._open()
+        self._sock.settimeout(self.timeout if timeout is None else timeout)
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host_header}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         if body is not None or method in ("POST", "PUT", "PATCH"):

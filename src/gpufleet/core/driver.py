@@ -9,7 +9,10 @@ and one place that decides what happens between the two. It owns
   transaction) before any of them reaches ``Executor.apply``; a commit that raises hands on
   nothing, and the caller throws the core away (memory holds only what the store committed);
 - what is deliverable: a launch superseded later in the same step, or ranks already counted
-  as gone, never reach the executor.
+  as gone, never reach the executor;
+- node liveness (``core.liveness``), when given one: the nodes whose grace ran out are lost in
+  the step where the rule's tick comes round (every step when it has no tick, as in the
+  simulator), judged on the lease clock the caller passes in (``lease_now``).
 
 The live service and the simulator are its two callers; they differ in their Clock (the wall,
 or the time of the next event) and their Executor (the agents' outboxes, or an event heap).
@@ -24,8 +27,9 @@ from typing import Protocol
 
 from gpufleet.core.commands import Command, Launch, NodeEvent, SetTimer, Transition
 from gpufleet.core.controller import Controller, ControllerError
-from gpufleet.core.events import Event, TimerFired
+from gpufleet.core.events import Event, NodeLost, TimerFired
 from gpufleet.core.executor import Executor
+from gpufleet.core.liveness import NodeLiveness
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,7 @@ class Step:
     refused: list[tuple[Event, ControllerError]] = field(default_factory=list)
     scheduled: bool = False
     ticked: bool = False  # the rule's interval came round (a pass ran whatever changed)
+    lost: list[str] = field(default_factory=list)  # nodes the liveness timers declared lost
 
     @property
     def transitions(self) -> list[Transition]:
@@ -92,6 +97,7 @@ class Driver:
         rule: PassRule | None = None,
         *,
         start: float | None = None,
+        liveness: NodeLiveness | None = None,
     ) -> None:
         self.core = core
         self.executor = executor
@@ -105,6 +111,7 @@ class Driver:
         tick = self.rule.tick_s
         self._next_tick = None if tick is None or start is None else start + tick
         self.steps = 0
+        self.liveness = liveness
 
     def post(self, *events: Event) -> None:
         """Handled at the next step, in order."""
@@ -121,17 +128,29 @@ class Driver:
             t = held if t is None else min(t, held)
         if self._next_tick is not None:
             t = self._next_tick if t is None else min(t, self._next_tick)
+        if self.liveness is not None and self.rule.tick_s is None:
+            # no tick to judge the leases at: the first deadline (on the Clock: no lease_now)
+            lease = self.liveness.due()
+            if lease is not None:
+                t = lease if t is None else min(t, lease)
         return t
 
-    def step(self, now: float, events: Iterable[Event] = ()) -> Step:
-        """Handle the inbox and ``events`` (each alone: one the core refuses fails alone), the
-        timers due, then a pass if the rule says so; commit, then hand the commands on."""
-        batch = [*self.inbox, *events] if self.inbox else list(events)
+    def step(
+        self, now: float, events: Iterable[Event] = (), *, lease_now: float | None = None
+    ) -> Step:
+        """Handle the inbox and ``events`` (each alone: one the core refuses fails alone), at
+        the tick the nodes the liveness timers declare lost (at ``lease_now``, on the lease
+        clock; default ``now``), the timers due, then a pass if the rule says so; commit, then
+        hand the commands on."""
+        ticked = self._next_tick is not None and now >= self._next_tick
+        judge = ticked or self.rule.tick_s is None  # the leases, at the tick's cadence
+        lost = self.expire(now if lease_now is None else lease_now) if judge else []
+        # the losses last: a report that came in before them (a task's exit) is the truth
+        batch = [*self.inbox, *events, *lost] if lost or self.inbox else list(events)
         self.inbox = []
         while self._timers and self._timers[0][0] <= now:  # after the events, in time order
             batch.append(heapq.heappop(self._timers)[2])
         cmds, refused = self.core.apply_events(now, batch)
-        ticked = self._next_tick is not None and now >= self._next_tick
         if ticked:
             assert self.rule.tick_s is not None
             self._next_tick = now + self.rule.tick_s
@@ -142,10 +161,24 @@ class Driver:
             if self.core.cycle != before:
                 self._last_pass, scheduled = now, True
         step = Step(now, self._deliverable(cmds), refused, scheduled, ticked)
+        step.lost = [ev.node for ev in lost]
         self.journal.commit(step)  # raises: nothing below happens, the caller rebuilds
         self.steps += 1
         self.executor.apply(step.commands)
         return step
+
+    def expire(self, lease_now: float) -> list[NodeLost]:
+        """The liveness timers' decisions at ``lease_now``: a NodeLost for each node the core
+        holds up whose grace ran out (a node it does not hold, or holds lost, is only no
+        longer watched)."""
+        if self.liveness is None:
+            return []
+        nodes = self.core.nodes
+        return [
+            ev
+            for ev in self.liveness.expired(lease_now)
+            if (n := nodes.get(ev.node)) is not None and not n.lost
+        ]
 
     def _pass_allowed(self, now: float) -> bool:
         if not self.core.dirty:

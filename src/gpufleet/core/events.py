@@ -117,7 +117,7 @@ class TimerFired:
     attempt: int = 0
 
 
-# ----- services (core/services.py) ------------------------------------------------------------
+# ----- services (core/services/) ---------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

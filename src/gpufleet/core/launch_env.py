@@ -161,79 +161,118 @@ def rank_env(
     Without ``facts`` only what the placements say (the ranks, the nodes)."""
     nodes = nodes_of(allocation)
     node_rank = {n: i for i, n in enumerate(nodes)}
-    world = len(allocation)
     tpw = facts.tasks_per_worker if facts is not None else 1
-    ntasks = world * tpw
-    port = MASTER_PORT_BASE + (seq * 7 + attempt) % MASTER_PORT_SPAN
-    tasks_on = {n: 0 for n in nodes}
-    gpus_on: dict[str, set[int]] = {n: set() for n in nodes}
-    cpu_on = {n: 0 for n in nodes}
-    mem_on = {n: 0 for n in nodes}
-    for p in allocation:
-        tasks_on[p.node] += tpw
-        gpus_on[p.node].update(p.gpus)
-        cpu_on[p.node] += p.cpu_milli
-        mem_on[p.node] += p.memory_mib
-    counts = [tasks_on[n] for n in nodes]
-    nodelist = compress(nodes)
-    job = _job_env(job_id, attempt, facts) if facts is not None else {}
+    on = _OnNode.of(allocation, nodes, tpw)
+    counts = [on.tasks[n] for n in nodes]
+    shared = _gang_env(job_id, seq, attempt, allocation, nodes, tpw)
     if facts is not None:
+        shared.update(_job_env(job_id, attempt, facts))
         cpus = [
-            _cpus(cpu_on[n], c * facts.cpus_per_task) for n, c in zip(nodes, counts, strict=True)
+            _cpus(on.cpu_milli[n], c * facts.cpus_per_task)
+            for n, c in zip(nodes, counts, strict=True)
         ]
-        job["SLURM_TASKS_PER_NODE"] = job["SLURM_STEP_TASKS_PER_NODE"] = per_node_counts(counts)
-        job["SLURM_JOB_CPUS_PER_NODE"] = per_node_counts(cpus)
+        shared["SLURM_TASKS_PER_NODE"] = per_node_counts(counts)
+        shared["SLURM_STEP_TASKS_PER_NODE"] = shared["SLURM_TASKS_PER_NODE"]
+        shared["SLURM_JOB_CPUS_PER_NODE"] = per_node_counts(cpus)
     local_counter: dict[str, int] = {}
     out = []
     for rank, p in enumerate(allocation):
         local = local_counter.get(p.node, 0)  # this worker's process, among the node's
         local_counter[p.node] = local + 1
-        per_node = tasks_on[p.node]
+        per_node = on.tasks[p.node]
         env = {
-            "MASTER_ADDR": nodes[0],
-            "MASTER_PORT": str(port),
-            "WORLD_SIZE": str(world),
+            **shared,
             "RANK": str(rank),
             "LOCAL_RANK": str(local),
             "LOCAL_WORLD_SIZE": str(per_node // tpw),  # torchrun's: processes started
             "NODE_RANK": str(node_rank[p.node]),
             "GROUP_RANK": str(node_rank[p.node]),
-            "GROUP_WORLD_SIZE": str(len(nodes)),
             "ROLE_RANK": str(rank),
-            "ROLE_WORLD_SIZE": str(world),
-            "GPUFLEET_JOB_ID": job_id,
-            "GPUFLEET_ATTEMPT": str(attempt),
-            "SLURM_JOB_ID": job_id,
-            "SLURM_JOBID": job_id,
             "SLURM_PROCID": str(rank * tpw),
-            "SLURM_NTASKS": str(ntasks),
-            "SLURM_NPROCS": str(ntasks),
             "SLURM_LOCALID": str(local * tpw),
             "SLURM_NODEID": str(node_rank[p.node]),
             "SLURMD_NODENAME": p.node,
-            "SLURM_NNODES": str(len(nodes)),
-            "SLURM_JOB_NODELIST": nodelist,
-            "SLURM_NODELIST": nodelist,
-            "SLURM_JOB_NUM_NODES": str(len(nodes)),
-            # the gang is one step of the job, as srun starts it
-            "SLURM_STEP_ID": "0",
-            "SLURM_STEPID": "0",
-            "SLURM_STEP_NUM_TASKS": str(ntasks),
-            "SLURM_STEP_NUM_NODES": str(len(nodes)),
-            "SLURM_STEP_NODELIST": nodelist,
             # tasks per node as placed (sbatch sets it from --ntasks-per-node; a gang whose
             # nodes hold different counts gets its own node's)
             "SLURM_NTASKS_PER_NODE": str(per_node if len(set(counts)) > 1 else counts[0]),
-            **job,
         }
         if facts is not None:
-            gpus = sorted(gpus_on[p.node])
-            env["SLURM_CPUS_ON_NODE"] = str(_cpus(cpu_on[p.node], per_node * facts.cpus_per_task))
-            env["SLURM_MEM_PER_NODE"] = str(max(mem_on[p.node], per_node * facts.mem_per_task_mib))
-            env["SLURM_GPUS_ON_NODE"] = str(len(gpus))
-            env["SLURM_JOB_GPUS"] = env["SLURM_STEP_GPUS"] = ",".join(map(str, gpus))
+            env.update(on.facts_env(p.node, facts))
             if not facts.torchrun:
                 for k in TORCHRUN_ONLY:
                     env.pop(k, None)
         out.append(tuple(sorted(env.items())))
     return tuple(out)
+
+
+def _gang_env(
+    job_id: str, seq: int, attempt: int, allocation: Allocation, nodes: tuple[str, ...], tpw: int
+) -> dict[str, str]:
+    """What every rank of the gang is told alike: the rendezvous, the sizes, the job and its
+    one step."""
+    world = len(allocation)
+    ntasks = world * tpw
+    port = MASTER_PORT_BASE + (seq * 7 + attempt) % MASTER_PORT_SPAN
+    nodelist = compress(nodes)
+    return {
+        "MASTER_ADDR": nodes[0],
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(world),
+        "GROUP_WORLD_SIZE": str(len(nodes)),
+        "ROLE_WORLD_SIZE": str(world),
+        "GPUFLEET_JOB_ID": job_id,
+        "GPUFLEET_ATTEMPT": str(attempt),
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOBID": job_id,
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_NPROCS": str(ntasks),
+        "SLURM_NNODES": str(len(nodes)),
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(len(nodes)),
+        # the gang is one step of the job, as srun starts it
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEPID": "0",
+        "SLURM_STEP_NUM_TASKS": str(ntasks),
+        "SLURM_STEP_NUM_NODES": str(len(nodes)),
+        "SLURM_STEP_NODELIST": nodelist,
+    }
+
+
+@dataclass(frozen=True)
+class _OnNode:
+    """What the gang's placements hold on each of its nodes."""
+
+    tasks: dict[str, int]
+    gpus: dict[str, set[int]]
+    cpu_milli: dict[str, int]
+    memory_mib: dict[str, int]
+
+    @staticmethod
+    def of(allocation: Allocation, nodes: tuple[str, ...], tpw: int) -> _OnNode:
+        on = _OnNode(
+            {n: 0 for n in nodes},
+            {n: set() for n in nodes},
+            dict.fromkeys(nodes, 0),
+            dict.fromkeys(nodes, 0),
+        )
+        for p in allocation:
+            on.tasks[p.node] += tpw
+            on.gpus[p.node].update(p.gpus)
+            on.cpu_milli[p.node] += p.cpu_milli
+            on.memory_mib[p.node] += p.memory_mib
+        return on
+
+    def facts_env(self, node: str, facts: JobFacts) -> dict[str, str]:
+        """Slurm's per-node amounts: what the node's placements hold (at least its tasks')."""
+        per_node = self.tasks[node]
+        gpus = ",".join(map(str, sorted(self.gpus[node])))
+        return {
+            "SLURM_CPUS_ON_NODE": str(_cpus(self.cpu_milli[node], per_node * facts.cpus_per_task)),
+            "SLURM_MEM_PER_NODE": str(
+                max(self.memory_mib[node], per_node * facts.mem_per_task_mib)
+            ),
+            "SLURM_GPUS_ON_NODE": str(len(self.gpus[node])),
+            "SLURM_JOB_GPUS": gpus,
+            "SLURM_STEP_GPUS": gpus,
+        }

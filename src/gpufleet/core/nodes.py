@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpufleet.core.cluster_state import ClusterState
 from gpufleet.core.commands import Command, NodeEvent
-from gpufleet.core.errors import ControllerError
+from gpufleet.core.errors import UnknownObject
 from gpufleet.core.events import NodeDrain, NodeHealth, NodeLost, NodeUp
 from gpufleet.core.jobmaster import JobMaster
 from gpufleet.core.state import NodeRuntime
@@ -148,7 +148,7 @@ class NodeLifecycle:
         reports a new failure)."""
         node = self.state.nodes.get(ev.node)
         if node is None:
-            raise ControllerError(f"unknown node {ev.node}")
+            raise UnknownObject(f"unknown node {ev.node}")
         node.drained = ev.drain
         node.health_drained = False  # an admin's word replaces the controller's
         node.why = ev.why

@@ -36,15 +36,15 @@ from gpufleet.server.routers import (
     metrics,
     nodes,
     queues,
+    sbatch,
     secrets,
     services,
 )
 from gpufleet.server.secrets import SecretService
 from gpufleet.server.secrets_box import load_box
-from gpufleet.server.service import ControllerService, RequestError
+from gpufleet.server.service import ControllerService
 from gpufleet.server.stepenv import load_secret
-from gpufleet.server.store import StoreUnavailable
-from gpufleet.server.store_down import RETRY_AFTER_S
+from gpufleet.server.store import Store
 
 log = logging.getLogger("gpufleet.controller")
 API = "/api/v1"
@@ -55,7 +55,7 @@ class WallClock:
         return time.time()
 
 
-def bootstrap_admin(store: Any, data_dir: Path, now: float) -> Path | None:
+def bootstrap_admin(store: Store, data_dir: Path, now: float) -> Path | None:
     """On first start (or with every admin token revoked), create an admin token and leave it
     readable only by the owner. Its name is ``admin``, or ``admin-N`` when a revoked token
     keeps that name, so a start never fails on it."""
@@ -98,15 +98,9 @@ def service_gateway(config: ServerConfig) -> ServiceGateway | None:
     )
 
 
-def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None = None) -> FastAPI:
-    clock = clock or WallClock()
-    private_dir(config.data_dir)
-    # before the store: a key others may read stops the start (SecretKeyError, a ValueError)
-    box = load_box(config.secrets_key_file, config.data_dir, os.environ)
-    if store is None:
-        from gpufleet.server.store import Store
-
-        store = Store.open(config.database_url)
+def open_service(config: ServerConfig, store: Store, clock: Clock) -> ControllerService:
+    """The controller service on ``store``, with the queues the cluster spec and the queues
+    file declare (stored first) and those an admin set before."""
     cluster = load_cluster(config.cluster_spec) if config.cluster_spec else None
     initial_queues = list(cluster.queues) if cluster is not None else []
     if config.queues_file is not None:
@@ -139,10 +133,24 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q
+    return service
+
+
+def create_app(
+    config: ServerConfig, *, store: Store | None = None, clock: Clock | None = None
+) -> FastAPI:
+    wall: Clock = clock or WallClock()
+    private_dir(config.data_dir)
+    # before the store: a key others may read stops the start (SecretKeyError, a ValueError)
+    box = load_box(config.secrets_key_file, config.data_dir, os.environ)
+    if store is None:
+        store = Store.open(config.database_url)
+    db: Store = store
+    service = open_service(config, db, wall)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        token_path = bootstrap_admin(store, config.data_dir, clock.now())
+        token_path = bootstrap_admin(db, config.data_dir, wall.now())
         if token_path is not None:
             log.warning("created the first admin token in %s", token_path)
         await service.start()
@@ -158,32 +166,24 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
         **_NO_OTEL,
     )
     app.state.service = service
-    app.state.store = store
-    app.state.tokens = TokenCache(store, clock.now)
+    app.state.store = db
+    app.state.tokens = TokenCache(db, wall.now)
     app.state.listings = Listings()
     app.state.config = config
-    app.state.secrets = SecretService(store, box, clock)
-    routers = (jobs, nodes, queues, admin, agent, secrets, services)
-    for r in routers:
+    app.state.secrets = SecretService(db, box, wall)
+    for r in (jobs, sbatch, nodes, queues, admin, agent, secrets, services):
         app.include_router(r.router, prefix=API)
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
-
-    errors.install(app)  # one error shape for every 4xx and 5xx
-
-    @app.exception_handler(StoreUnavailable)
-    async def _store_unavailable(_: Any, e: StoreUnavailable) -> Any:
-        # the store is down (or the controller rebuilding from it): nothing was done, retry
-        return errors.error_response(503, str(e), headers={"Retry-After": str(RETRY_AFTER_S)})
-
-    @app.exception_handler(RequestError)
-    async def _request_error(_: Any, e: RequestError) -> Any:
-        retry = {"Retry-After": str(RETRY_AFTER_S)} if e.status == 503 else None
-        return errors.error_response(e.status, str(e), headers=retry)
-
+    errors.install(app)  # one error shape for every 4xx and 5xx; refusals by their type
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    install_health(app, service, wall)
+    errors.document(app, API, CONFLICTS, {("GET", "/metrics"): {401, 404}}, METRICS_SCHEME)
+    return app
 
+
+def install_health(app: FastAPI, service: ControllerService, clock: Clock) -> None:
     @app.get("/healthz", tags=["meta"], response_model=HealthOut, operation_id="getHealth")
     async def healthz() -> dict[str, Any]:
         return {
@@ -203,9 +203,6 @@ def create_app(config: ServerConfig, *, store: Any = None, clock: Clock | None =
                 "last_recovery_s": service.down.last_recovery_s,
             },
         }
-
-    errors.document(app, API, CONFLICTS, {("GET", "/metrics"): {401, 404}}, METRICS_SCHEME)
-    return app
 
 
 # /metrics: open, or behind the controller's metrics token when it has one (routers/metrics.py)

@@ -1,5 +1,6 @@
 """One error shape for every 4xx and 5xx (``schemas.ErrorOut``): ``detail`` for people,
-``errors`` (field, message) for programs, and the same in the OpenAPI schema."""
+``errors`` (field, message) for programs, and the same in the OpenAPI schema. The service's
+refusals get their status from ``refusals.STATUS``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpufleet.api.bounds import Problems, safe
 from gpufleet.model.errors import SpecError
+from gpufleet.server.refusals import RETRY_AFTER_S, RequestError, Unavailable
+from gpufleet.server.store.records import StoreUnavailable
 
 log = logging.getLogger("gpufleet.controller")
 _UNPARSED = "There was an error parsing the body"  # FastAPI's words (fastapi/routing.py)
@@ -58,6 +61,9 @@ def _validation_problems(e: RequestValidationError) -> list[tuple[str, str]]:
     return out
 
 
+_RETRY = {"Retry-After": str(RETRY_AFTER_S)}
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
@@ -76,6 +82,17 @@ def install(app: FastAPI) -> None:
             msg = "cannot be read: not UTF-8 encoded JSON"
             return error_response(422, f"body: {msg}", [("body", msg)])
         return error_response(e.status_code, str(e.detail), problems, e.headers)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_unavailable(_: Request, e: StoreUnavailable) -> JSONResponse:
+        # the store is down (or the controller rebuilding from it): nothing was done, retry
+        return error_response(503, str(e), headers=_RETRY)
+
+    @app.exception_handler(RequestError)
+    async def _refused(_: Request, e: RequestError) -> JSONResponse:
+        return error_response(
+            e.status, str(e), headers=_RETRY if isinstance(e, Unavailable) else None
+        )
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, e: Exception) -> JSONResponse:

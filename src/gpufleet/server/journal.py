@@ -5,12 +5,15 @@ transaction before any of its commands reaches an agent (``core.driver``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.core.commands import ReplicaAdded, ServiceEvent, ServiceRecord
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Step
 from gpufleet.server.store import JobUpdate
+
+if TYPE_CHECKING:
+    from gpufleet.server.service.store import Store
 
 # (actor, role, action, target, detail): one audit entry of a request
 AuditRow = tuple[str, str, str, str, dict[str, Any]]
@@ -19,7 +22,7 @@ AuditRow = tuple[str, str, str, str, dict[str, Any]]
 class StoreJournal:
     def __init__(
         self,
-        store: Any,
+        store: Store,
         core: Controller,
         audits: Callable[[Step], list[AuditRow]] | None = None,
         on_committed: Callable[[], None] | None = None,

@@ -28,6 +28,8 @@ from gpufleet.server.store import StoredJob
 from gpufleet.server.views import job_out
 
 MAX_PAGE = 1000
+# the spec's fields a listing prints (squeue's formats, gpufleet jobs' table; sacct's state)
+BRIEF_SPEC = frozenset({"queues", "time_limit_s", "cpus", "priority", "max_retries"})
 _PAGE = TypeAdapter(list[s.JobOut])
 
 
@@ -39,6 +41,7 @@ class Query:
     all: bool
     limit: int
     before: int | None  # the cursor: only jobs with a smaller seq
+    brief: bool = False  # spec: only BRIEF_SPEC (what a listing prints), not the whole
 
     def keep(self, rec: JobRecord) -> bool:
         j = rec.job
@@ -96,7 +99,7 @@ async def _page(svc: ControllerService, q: Query) -> Page:
     page = found[: q.limit]
     cursor = page[-1].seq if len(found) > q.limit else scanned
     mine = {r.job.id: svc.reason(r.job.id) for r in page}
-    body = await asyncio.to_thread(_serialize, page, mine)
+    body = await asyncio.to_thread(_serialize, page, mine, q.brief)
     return Page(body, cursor)
 
 
@@ -109,10 +112,7 @@ def _newer(svc: ControllerService, cut: int, q: Query) -> Iterator[JobRecord]:
 
 
 def _stored(svc: ControllerService, q: Query, top: int, n: int) -> list[StoredJob]:
-    jobs: list[StoredJob] = svc.store.list_jobs(
-        user=q.user, queue=q.queue, state=q.state, limit=n, newest_first=True, max_seq=top
-    )
-    return jobs
+    return svc.stored_jobs(user=q.user, queue=q.queue, state=q.state, limit=n, max_seq=top)
 
 
 def _copy(rec: JobRecord) -> JobRecord:
@@ -141,8 +141,14 @@ def record(stored: StoredJob) -> JobRecord:
     )
 
 
-def _serialize(page: list[JobRecord], reasons: dict[str, Reason | None]) -> bytes:
-    return _PAGE.dump_json([job_out(r, reasons[r.job.id]) for r in page])
+def _serialize(
+    page: list[JobRecord], reasons: dict[str, Reason | None], brief: bool = False
+) -> bytes:
+    jobs = [job_out(r, reasons[r.job.id]) for r in page]
+    if brief:  # squeue over thousands of jobs: a tenth of the bytes to make, send and read
+        for j in jobs:
+            j.spec = {k: v for k, v in j.spec.items() if k in BRIEF_SPEC}
+    return _PAGE.dump_json(jobs)
 
 
 def next_link(url: Any, before: int) -> str:

@@ -238,6 +238,7 @@ def refs_for_launch(spec: JobSpec) -> list[s.TaskSecret]:
             owner=owner_for(r.scope or "user", spec),
             env=r.env,
             file=r.file,
+            value="",  # filled in only in the poll's answer that hands the launch on
         )
         for r in spec.secrets
     ]

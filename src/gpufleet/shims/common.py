@@ -3,15 +3,16 @@ formats, and the connection to the controller."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from gpufleet.base.settings import SettingsError, resolve
 from gpufleet.client.errors import ApiError
-from gpufleet.client.lean import LeanClient
+
+if TYPE_CHECKING:
+    from gpufleet.client.lean import LeanClient
 
 
 class Usage(Exception):
@@ -30,18 +31,6 @@ def die(prog: str, message: str, hint: str | None = None) -> NoReturn:
     raise SystemExit(1)
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse that fails as Slurm's commands do (``prog: error: …``, exit 1), with ``-h``
-    free for the commands that use it as ``--noheader``."""
-
-    def __init__(self, prog: str, description: str) -> None:
-        super().__init__(prog=prog, description=description, add_help=False)
-        self.add_argument("--help", "--usage", action="help", help="show this help")
-
-    def error(self, message: str) -> NoReturn:
-        die(self.prog, f"{message} (see {self.prog} --help)")
-
-
 def users(text: str | None, me: bool) -> set[str] | None:
     """``-u a,b`` and ``--me`` (this Unix user) as Slurm's commands take them."""
     out = {u.strip() for u in text.split(",") if u.strip()} if text else set()
@@ -53,6 +42,8 @@ def users(text: str | None, me: bool) -> set[str] | None:
 
 
 def connect(prog: str) -> LeanClient:
+    from gpufleet.client.lean import LeanClient
+
     try:
         settings = resolve()
     except SettingsError as e:

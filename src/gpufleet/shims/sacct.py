@@ -15,7 +15,9 @@ from typing import Any
 
 from gpufleet.cli import slurm_style
 from gpufleet.client.errors import ApiError
-from gpufleet.shims.common import Parser, Usage, connect, hms, iso, run, users
+from gpufleet.client.lean import row
+from gpufleet.shims.common import Usage, connect, hms, iso, run, users
+from gpufleet.shims.parser import Parser
 
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"  # sacct's own
 # gpufleet's states → sacct's (a FAILED job with a retry left is requeued; STARTING runs)
@@ -36,7 +38,8 @@ _EXIT = re.compile(r"exited with code (-?\d+)")
 def _state(j: Any) -> str:
     if j.state == "FAILED" and j.retries_used < int(j.spec.get("max_retries", 0) or 0):
         return "REQUEUED"
-    return STATES.get(j.state, j.state)
+    state: str = j.state
+    return STATES.get(state, state)
 
 
 def _exit_code(j: Any) -> str:
@@ -59,7 +62,7 @@ def _elapsed(j: Any, now: float) -> float:
     if j.start_time is None:
         return 0.0
     end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
-    return end - j.start_time
+    return float(end - j.start_time)
 
 
 def _job_id(j: Any) -> str:
@@ -288,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
                 listing: list[Any] | None = None
                 for jid in sorted(plain | {t for t, _ in tasks}, key=_id_key):
                     try:
-                        j = c.job(jid)
+                        j = row(c.job(jid))
                     except ApiError as e:  # an unknown id lists nothing, as sacct
                         if e.status in (400, 404, 422):
                             continue

@@ -1,13 +1,26 @@
 """``sbatch`` over gpufleet: ``sbatch [options] script [args]``, ``--wrap``, or the script on
-stdin, read by the same reader as ``gpufleet submit`` (``io/sbatch/``: the script's
-``#SBATCH`` lines, then the command line's options over them, as sbatch), answering
-``Submitted batch job N`` (``--parsable``: ``N``)."""
+stdin, answering ``Submitted batch job N`` (``--parsable``: ``N``).
+
+The controller reads the command line (``POST /sbatch``: the same reader as ``gpufleet submit``,
+``io/sbatch_command.py``), so that this command imports next to nothing and submits at Slurm's
+pace (issue 27). It sends the words as typed, the submit directory, host and environment; the
+controller asks for the script when it is a file (or stdin) of the submitter's. Read here
+instead, as before, when the controller has no ``/sbatch`` (an older one), when it asks (the
+command line names another file: ``--export-file``), or when it cannot be reached (sbatch's own
+refusal of a bad command line comes first)."""
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import TYPE_CHECKING, Any
 
-from gpufleet.shims.common import Usage, connect, run
+from gpufleet.base.settings import SettingsError, resolve
+from gpufleet.client.errors import ApiError
+from gpufleet.shims.common import Usage, die, run
+
+if TYPE_CHECKING:
+    from gpufleet.client.lean import LeanClient
 
 HELP = """\
 Usage: sbatch [OPTIONS...] executable [args...]
@@ -17,9 +30,9 @@ Submits a batch script to gpufleet (its #SBATCH lines and these options, as Slur
 reads them). gpufleet-specific: --parsable prints the job id alone; --wait and --test-only
 are not supported. See gpufleet's README, "Coming from Slurm".
 """
-# sbatch's own behaviour, not the job's: handled here, not passed to the reader
-_OWN = {"parsable", "wrap", "quiet", "verbose"}
-_REFUSED = {"wait": "--wait", "test-only": "--test-only"}
+NO_SCRIPT = "no batch script: give a script, --wrap=COMMAND, or the script on stdin"
+NEVER_SENT = "GPUFLEET_"  # gpufleet's own settings (a token among them) stay here
+READ_HERE = (404, 405, 413)  # no /sbatch (an older controller), or an environment too large
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,79 +44,105 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _submit(argv: list[str]) -> int:
-    from gpufleet.io import sbatch as reader
-    from gpufleet.io.slurm_opts import Word, getopt
-    from gpufleet.model.errors import SpecError
-
-    given, problems, stop = getopt([Word(w, 0) for w in argv])
-    if problems:
-        raise Usage("; ".join(p.message for p in problems))
-    own = {g.option.key: g.value for g in given if g.option.key in _OWN}
-    for key, flag in _REFUSED.items():
-        if any(g.option.key == key for g in given):
-            raise Usage(f"{flag} is not supported by gpufleet's sbatch")
-    options = [
-        f"--{g.option.name}" if g.value is None else f"--{g.option.name}={g.value}"
-        for g in given
-        if g.option.key not in _OWN
-    ]
-    rest = argv[stop:]
-    if "wrap" in own:
-        if rest:
-            raise Usage("Script arguments not permitted with --wrap option")
-        text = f"#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{own['wrap']}\n"
-        source, args = "--wrap", []
-    elif rest:
-        source, args = rest[0], rest[1:]
-        try:
-            with open(source, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            raise Usage(f"Unable to open file {source}") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise Usage(f"Unable to open file {source}: {e}") from None
-    else:
-        if sys.stdin.isatty():
-            raise Usage("no batch script: give a script, --wrap=COMMAND, or the script on stdin")
-        text, source, args = sys.stdin.read(), "(stdin)", []
-    if not text.strip():
-        raise Usage("Batch script is empty!")
     try:
-        job = reader.parse_sbatch_text(text, source=source, args=args, options=options)
-    except SpecError as e:
-        raise Usage(str(e)) from None
-    spec = dict(job.spec)
-    warnings = list(job.warnings)
-    if job.request is not None:  # the submit directory and environment, as gpufleet submit
-        import os
-        import socket
+        settings = resolve()
+    except SettingsError as e:
+        _read_here(argv)  # sbatch's refusal of the command line first, as before
+        die("sbatch", e.message, e.hint)
+    from gpufleet.client.lean import LeanClient
 
-        from gpufleet.io.export import submit_context
-
-        r = job.request
+    body: dict[str, Any] = {"argv": argv, "cwd": os.getcwd(), "host": _host()}
+    body["environ"] = {k: v for k, v in os.environ.items() if not k.startswith(NEVER_SENT)}
+    answer = None
+    with LeanClient(settings) as c:
         try:
-            where, env, more = submit_context(
-                r.chdir,
-                r.export,
-                r.export_file,
-                environ=os.environ,
-                cwd=os.getcwd(),
-                host=socket.gethostname(),
-            )
-        except SpecError as e:
-            raise Usage(str(e)) from None
-        spec["workdir"], spec["submit_env"] = where, env
-        warnings += more
-    if "quiet" not in own:
-        for w in warnings:
+            if _utf8(argv, body["environ"]):  # else the reader here says which is not text
+                answer = _send(c, body)
+        except OSError:
+            if "script" not in body:  # unread yet: sbatch's refusal of it first, as before
+                _read_here(argv)
+            raise
+    if answer is None:  # the controller left it to us
+        with LeanClient(settings) as c:
+            answer = _submit_here(c, argv)
+    if not answer["quiet"]:
+        for w in answer["warnings"]:
             sys.stderr.write(f"sbatch: warning: {w}\n")
-    with connect("sbatch") as c:
-        ids = c.submit(spec, array=job.array, depends_on=job.depends_on)
-    if "parsable" in own:
-        print(ids[0])
-    else:
-        print(f"Submitted batch job {ids[0]}")
+    ids = answer["ids"]
+    print(ids[0] if answer["parsable"] else f"Submitted batch job {ids[0]}")
     return 0
+
+
+def _send(c: LeanClient, body: dict[str, Any]) -> dict[str, Any] | None:
+    """POST /sbatch (again with the script, when the controller asks for it); None: the
+    command line is to be read here."""
+    for _ in range(2):
+        try:
+            return dict(c.call("POST", "/sbatch", json_body=body))
+        except ApiError as e:
+            detail = e.detail if isinstance(e.detail, dict) else {}
+            if e.status in READ_HERE or detail.get("need") == "local":
+                return None
+            if e.status == 400 and "usage" in detail:
+                raise Usage(str(detail["usage"])) from None
+            if e.status != 428 or detail.get("need") != "script" or "script" in body:
+                raise
+            body["script"] = read_script(detail.get("path"))
+    raise AssertionError("unreachable: the second answer returns or raises")
+
+
+def read_script(path: str | None) -> str:
+    """The script's text: the file ``path``, or stdin (None); Usage in sbatch's words."""
+    if path is None:
+        if sys.stdin.isatty():
+            raise Usage(NO_SCRIPT)
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise Usage(f"Unable to open file {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise Usage(f"Unable to open file {path}: {e}") from None
+
+
+def _read_here(argv: list[str]) -> Any:
+    """The command line and script read here (``io/sbatch_command.py``), sbatch's refusal
+    raised as ``Usage``."""
+    import socket
+
+    from gpufleet.io import sbatch_command
+
+    try:
+        return sbatch_command.read(
+            argv, script=read_script, environ=os.environ, cwd=os.getcwd(), host=socket.gethostname()
+        )
+    except sbatch_command.Usage as e:
+        raise Usage(str(e)) from None
+
+
+def _submit_here(c: LeanClient, argv: list[str]) -> dict[str, Any]:
+    batch = _read_here(argv)
+    ids = c.submit(batch.spec, array=batch.array, depends_on=batch.depends_on)
+    return {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable,
+            "quiet": batch.quiet}  # fmt: skip
+
+
+def _utf8(argv: list[str], environ: dict[str, str]) -> bool:
+    """Whether every word and variable is text that JSON carries (a byte that is not UTF-8
+    comes as a lone surrogate)."""
+    try:
+        for word in (*argv, *environ, *environ.values()):
+            word.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _host() -> str:
+    import socket  # the wire imports it anyway: no cost
+
+    return socket.gethostname()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from gpufleet.cli import selection, slurm_style
-from gpufleet.shims.common import Parser, Usage, connect, error, run, users
+from gpufleet.shims.common import Usage, connect, error, run, users
+from gpufleet.shims.parser import Parser
 
 
 def parser() -> Parser:

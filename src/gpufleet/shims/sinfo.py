@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gpufleet.cli.slurm_style import format_rows
-from gpufleet.shims.common import Parser, Usage, connect, run
+from gpufleet.client.lean import rows as lean_rows
+from gpufleet.shims.common import Usage, connect, run
+from gpufleet.shims.parser import Parser
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"  # sinfo's own
 NODE_FORMAT = "%#N %.6D %#P %.6t"  # sinfo -N
@@ -87,8 +89,8 @@ def main(argv: list[str] | None = None) -> None:
 
     def body() -> int:
         with connect("sinfo") as c:
-            nodes = sorted(c.nodes(), key=lambda n: n["name"])
-            queues = [q["name"] for q in c.queues()]
+            nodes = sorted(lean_rows(c.nodes()), key=lambda n: n["name"])
+            queues = [q["name"] for q in lean_rows(c.queues())]
         if DEFAULT_QUEUE not in queues:  # listed once a job used it; always there to submit to
             queues.append(DEFAULT_QUEUE)
         if a.partition:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from gpufleet.cli import selection, slurm_style
-from gpufleet.shims.common import Parser, Usage, connect, run, users
+from gpufleet.shims.common import Usage, connect, run, users
+from gpufleet.shims.parser import Parser
 
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"  # squeue -l
 # squeue -O's names → its -o letters (the fields gpufleet has)
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
                 limit=10_000,
                 all_states=a.states is not None and selection.lists_ended(wanted),
                 report=problems.append,
+                brief=True,  # the formats print a few of the spec's fields
             )
         rows = [j for j in rows if (who is None or j.user in who)]
         rows = [j for j in rows if (queues is None or slurm_style.in_partitions(j, queues))]

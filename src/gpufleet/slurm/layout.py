@@ -131,9 +131,51 @@ def task_envs(
     """Per slot used, its tasks' (procid, environment). ``nodes``: each used slot's node
     info (the step daemon's handshake, or srun's own node's)."""
     used = [i for i, c in enumerate(layout) if c]
+    step = _step_env(layout, used, nodes, step_id, launch_addr, o)
+    out: dict[int, list[tuple[int, dict[str, str]]]] = {}
+    procid = 0
+    for node_id, slot in enumerate(used):
+        info = nodes[slot]
+        count = layout[slot]
+        gpus = [str(g) for g in info.get("gpus", [])]
+        procids = list(range(procid, procid + count))
+        g = o.gpus_per_task or 0
+        if g and count * g > len(gpus):
+            raise SrunError(
+                f"Unable to create step: --gpus-per-task={g} for {count} tasks needs "
+                f"{count * g} GPUs on node {info['name']}, which holds {len(gpus)} for the job"
+            )
+        node = _node_env(info, step, node_id, procids, g)
+        tasks = []
+        for local, p in enumerate(procids):
+            env = {k: v for k, v in base.items() if k not in _TORCH_RANKS}
+            env.update(node)
+            env.update(
+                SLURM_PROCID=str(p),
+                RANK=str(p),
+                ROLE_RANK=str(p),
+                SLURM_LOCALID=str(local),
+                LOCAL_RANK=str(local),
+            )
+            if g:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[local * g : (local + 1) * g])
+            tasks.append((p, env))
+        out[slot] = tasks
+        procid += count
+    return out
+
+
+def _step_env(
+    layout: Sequence[int],
+    used: list[int],
+    nodes: Mapping[int, dict[str, Any]],
+    step_id: int,
+    launch_addr: str,
+    o: Options,
+) -> dict[str, str]:
+    """What every task of the step is told alike: the step, its size and its nodes."""
     ntasks = sum(layout)
-    names = [str(nodes[i]["name"]) for i in used]
-    nodelist = compress(names)
+    nodelist = compress([str(nodes[i]["name"]) for i in used])
     tpn = per_node_text([layout[i] for i in used])
     step = {
         "SLURM_STEP_ID": str(step_id),
@@ -158,50 +200,30 @@ def task_envs(
         step["SLURM_CPUS_PER_TASK"] = str(o.cpus_per_task)
     if o.gpus_per_task:
         step["SLURM_GPUS_PER_TASK"] = str(o.gpus_per_task)
-    out: dict[int, list[tuple[int, dict[str, str]]]] = {}
-    procid = 0
-    for node_id, slot in enumerate(used):
-        info = nodes[slot]
-        count = layout[slot]
-        gpus = [str(g) for g in info.get("gpus", [])]
-        job_gpus = [str(g) for g in info.get("job_gpus", [])]
-        procids = list(range(procid, procid + count))
-        g = o.gpus_per_task or 0
-        if g and count * g > len(gpus):
-            raise SrunError(
-                f"Unable to create step: --gpus-per-task={g} for {count} tasks needs "
-                f"{count * g} GPUs on node {info['name']}, which holds {len(gpus)} for the job"
-            )
-        step_gpus = job_gpus[: count * g] if g and len(job_gpus) == len(gpus) else job_gpus
-        node = {
-            **{str(k): str(v) for k, v in dict(info.get("env", {})).items()},
-            **step,
-            "SLURM_NODEID": str(node_id),
-            "NODE_RANK": str(node_id),
-            "GROUP_RANK": str(node_id),
-            "SLURMD_NODENAME": str(info["name"]),
-            "SLURM_GTIDS": ",".join(map(str, procids)),
-            "LOCAL_WORLD_SIZE": str(count),
-            "SLURM_JOB_GPUS": ",".join(job_gpus),
-            "SLURM_STEP_GPUS": ",".join(step_gpus),
-            "CUDA_VISIBLE_DEVICES": ",".join(gpus),
-        }
-        if not job_gpus:
-            del node["SLURM_JOB_GPUS"], node["SLURM_STEP_GPUS"]
-        tasks = []
-        for local, p in enumerate(procids):
-            env = {k: v for k, v in base.items() if k not in _TORCH_RANKS}
-            env.update(node)
-            env.update(
-                SLURM_PROCID=str(p),
-                RANK=str(p),
-                ROLE_RANK=str(p),
-                SLURM_LOCALID=str(local),
-                LOCAL_RANK=str(local),
-            )
-            if g:
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[local * g : (local + 1) * g])
-            tasks.append((p, env))
-        out[slot] = tasks
-        procid += count
-    return out
+    return step
+
+
+def _node_env(
+    info: dict[str, Any], step: dict[str, str], node_id: int, procids: list[int], g: int
+) -> dict[str, str]:
+    """What the tasks on one node are told alike: the node's own environment, the step's, the
+    node's place in the step and its GPUs (``g`` per task, or all of them)."""
+    gpus = [str(x) for x in info.get("gpus", [])]
+    job_gpus = [str(x) for x in info.get("job_gpus", [])]
+    step_gpus = job_gpus[: len(procids) * g] if g and len(job_gpus) == len(gpus) else job_gpus
+    node = {
+        **{str(k): str(v) for k, v in dict(info.get("env", {})).items()},
+        **step,
+        "SLURM_NODEID": str(node_id),
+        "NODE_RANK": str(node_id),
+        "GROUP_RANK": str(node_id),
+        "SLURMD_NODENAME": str(info["name"]),
+        "SLURM_GTIDS": ",".join(map(str, procids)),
+        "LOCAL_WORLD_SIZE": str(len(procids)),
+        "SLURM_JOB_GPUS": ",".join(job_gpus),
+        "SLURM_STEP_GPUS": ",".join(step_gpus),
+        "CUDA_VISIBLE_DEVICES": ",".join(gpus),
+    }
+    if not job_gpus:
+        del node["SLURM_JOB_GPUS"], node["SLURM_STEP_GPUS"]
+    return node

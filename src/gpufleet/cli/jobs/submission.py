@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpufleet.cli import output as out
+from gpufleet.cli.submit_flags import flag_overrides as flag_overrides
+from gpufleet.cli.submit_flags import merge_spec
 from gpufleet.io import sbatch
 from gpufleet.model.errors import SpecError
 
@@ -47,72 +50,8 @@ def container_of(
     return {"image": image, "mounts": ",".join(mounts) if mounts else None, "workdir": workdir}
 
 
-def flag_overrides(
-    *,
-    name: str | None,
-    queue: str | None,
-    workers: int | None,
-    gpus: int | None,
-    gpu_share: float | None,
-    cpus: float | None,
-    mem: str | None,
-    gpu_model: list[str] | None,
-    time_limit: str | None,
-    priority: int | None,
-    preemptible: bool | None,
-    topology: str | None,
-    strict_topology: bool,
-    dataset: str | None,
-    retries: int | None,
-    env: list[str] | None,
-    signal: str | None = None,
-    requeue: bool | None = None,
-) -> dict[str, Any]:
-    """The spec fields the flags set, in JobSpec's names; bad values exit 2."""
-    o: dict[str, Any] = {
-        "name": name,
-        "queue": queue,
-        "workers": workers,
-        "gpus_per_worker": gpus,
-        "gpu_milli": round(gpu_share * 1000) if gpu_share is not None else None,
-        "cpus": cpus,
-        "gpu_models": list(gpu_model) if gpu_model else None,
-        "priority": priority,
-        "preemptible": preemptible,
-        "dataset": dataset,
-        "max_retries": retries,
-        "signal": signal,  # read (and refused, naming it) by JobSpec.from_dict
-        "requeue": requeue,
-    }
-    if queue is not None and "," in queue:  # sbatch's -p a,b: the job may use any of them
-        o["queue"], o["queues"] = None, queue
-    if gpu_share is not None and gpus is None:
-        o["gpus_per_worker"] = 1  # a share is of one GPU
-    if mem is not None:
-        try:
-            o["memory_mib"] = sbatch.parse_memory(mem)
-        except ValueError as e:
-            out.fail(f"--mem {mem}: {e}", code=2)
-    if time_limit is not None:
-        try:
-            o["time_limit_s"] = sbatch.parse_time(time_limit) or 0  # 0: no limit
-        except ValueError as e:
-            out.fail(f"--time {time_limit}: {e}", code=2)
-    if topology is not None:
-        o["topology"] = {"level": topology, "required": strict_topology}
-    elif strict_topology:
-        out.fail("--strict-topology needs --topology LEVEL", code=2)
-    if env:
-        pairs = [e.partition("=") for e in env]
-        bad = [e for e, (k, eq, _) in zip(env, pairs, strict=True) if not eq or not k]
-        if bad:
-            out.fail(f"--env {bad[0]!r}: expected KEY=VALUE", code=2)
-        o["env"] = {k: v for k, _, v in pairs}
-    return {k: v for k, v in o.items() if v is not None}
-
-
 def build(
-    args: list[str], file: Path | None, overrides: dict[str, Any], batch_opts: list[str] = ()
+    args: list[str], file: Path | None, overrides: dict[str, Any], batch_opts: Sequence[str] = ()
 ) -> list[Submission]:
     script = Path(args[0]) if args else None
     if batch_opts and not (script and script.is_file() and sbatch.looks_like_sbatch(script)):
@@ -174,13 +113,5 @@ def _yaml_jobs(file: Path) -> list[dict[str, Any]]:
 
 
 def _merge(sub: Submission, overrides: dict[str, Any]) -> Submission:
-    env = {**sub.spec.get("env", {}), **overrides.get("env", {})}
-    if "queue" in overrides or "queues" in overrides:  # -p replaces the file's queues
-        sub.spec.pop("queue", None)
-        sub.spec.pop("queues", None)
-    sub.spec.update(overrides)
-    if env:
-        sub.spec["env"] = env
-    if "memory_mib" in overrides:
-        sub.spec.pop("memory_gib", None)  # the flag replaces the file's amount, in any unit
+    merge_spec(sub.spec, overrides)
     return sub

@@ -16,7 +16,7 @@ from gpufleet.scheduler.containers import LABEL
 from gpufleet.server.auth import Principal, require, require_node
 from gpufleet.server.routers.deps import service, service_any, store
 from gpufleet.server.secrets import SecretService, refused_events
-from gpufleet.server.service import ControllerService, RequestError
+from gpufleet.server.service import ControllerService
 
 router = APIRouter(prefix="/agent", tags=["agent"])
 log = logging.getLogger("gpufleet.controller")
@@ -87,10 +87,7 @@ async def heartbeat(
     svc: ControllerService = Depends(service_any),
 ) -> Any:
     require_node(node, who)
-    try:
-        return svc.heartbeat(node, body)
-    except RequestError as e:
-        raise HTTPException(e.status, str(e)) from None
+    return svc.heartbeat(node, body)
 
 
 @router.get("/{node}/commands", response_model=s.CommandBatch, operation_id="pollCommands")

@@ -69,8 +69,8 @@ async def asset(name: str) -> Response:
     return _asset(name)
 
 
-# the views leave out what they do not know rather than send null (see api/dashboard.py)
-_AS_IS = {"response_model_exclude_unset": True}
+# the views leave out what they do not know rather than send null (see api/dashboard.py):
+# ``response_model_exclude_unset=True`` on each of them
 
 
 @api.get("/dashboard/me", response_model=views.DashboardMe, operation_id="getDashboardMe")
@@ -161,7 +161,7 @@ def cluster_view(svc: ControllerService, who: Principal) -> dict[str, Any]:
     "/dashboard/cluster",
     response_model=views.ClusterView,
     operation_id="getDashboardCluster",
-    **_AS_IS,
+    response_model_exclude_unset=True,
 )
 async def cluster(
     who: Principal = USERS, svc: ControllerService = Depends(service)
@@ -252,7 +252,10 @@ async def fetch_alerts(url: str, who: Principal, timeout_s: float) -> dict[str, 
 
 
 @api.get(
-    "/dashboard/alerts", response_model=views.AlertsOut, operation_id="getDashboardAlerts", **_AS_IS
+    "/dashboard/alerts",
+    response_model=views.AlertsOut,
+    operation_id="getDashboardAlerts",
+    response_model_exclude_unset=True,
 )
 async def alerts(request: Request, who: Principal = USERS) -> dict[str, Any]:
     """The firing and pending alerts of the Prometheus given with ``--prometheus`` (name,
@@ -279,7 +282,7 @@ async def history(
     if n is None:
         raise HTTPException(404, f"no node {name} (see 'gpufleet nodes')")
     hist: MetricsHistory = request.app.state.history
-    evs = svc.store.node_events(name, events) if events else []
+    evs = svc.node_events(name, events) if events else []
     return {
         "node": name,
         "state": n.state,

@@ -1,4 +1,4 @@
-"""/services: run, list, show, change, scale and remove services (server/service_ops.py)."""
+"""/services: run, list, show, change, scale and remove services (server/service/services.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.routers.deps import service
 from gpufleet.server.service import ControllerService
-from gpufleet.server.service_ops import merge_patch
+from gpufleet.server.service.services import merge_patch
 
 router = APIRouter(tags=["services"])
 USERS = require("user", "admin")

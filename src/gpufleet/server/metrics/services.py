@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpufleet.core.controller import Controller
 from gpufleet.model.job import JobState
-from gpufleet.server.metrics import Family, Labels
+from gpufleet.server.metrics.text import Family, Labels
 
 # every state a replica can be in while it exists, so that each series stays (at 0)
 REPLICA_STATES = ("pending", "starting", "running", "preempted", "node_lost", "stopping")

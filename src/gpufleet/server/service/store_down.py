@@ -4,7 +4,7 @@ of the rebuild.
 While it is down, a request that needs the store or the controller's state answers 503 with
 Retry-After at once (the memory that would answer it is gone: it held what the store had not
 committed); registered agents' heartbeats and command polls keep working, so leases do not
-run out because the database blinked (service.py, ``heartbeat``).
+run out because the database blinked (``agents.py``, ``heartbeat``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from gpufleet.server.refusals import RETRY_AFTER_S
 from gpufleet.server.store.records import StoreUnavailable
 
-RETRY_AFTER_S = 2  # what a 503 tells a client to wait (seconds)
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 2.0
 
@@ -51,7 +51,7 @@ class StoreDown:
         """Before the next rebuild: doubling from BACKOFF_FIRST_S up to BACKOFF_MAX_S. It
         counts failed commits too, so a store that reads but cannot write (a full disk) is
         not rebuilt from in a tight loop."""
-        return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, self.failures - 1))
+        return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** max(0, self.failures - 1))
 
     def retry_failed(self, why: str) -> None:
         self.why = why

@@ -6,12 +6,10 @@ whose audit entry commits with what it caused (the service's row, its new replic
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpufleet.api.services import MAX_SERVICE_NAME, ServiceOut
-from gpufleet.core.controller import Controller
 from gpufleet.core.events import (
-    Event,
     ServiceCreated,
     ServiceDeleted,
     ServiceScaled,
@@ -22,18 +20,11 @@ from gpufleet.model.errors import SpecError
 from gpufleet.model.service import ServiceSpec, ServiceSpecError
 from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
-from gpufleet.server.gateway_executor import ServiceGateway
-from gpufleet.server.journal import AuditRow
+from gpufleet.server.refusals import Conflict, Forbidden, NotFound, Unavailable
+from gpufleet.server.service.requests import Requests
 from gpufleet.server.service_views import endpoint_out, service_out
 
 ROTATE_WAIT_S = 60.0  # the longest a token rotation waits for the proxy's reload
-
-
-def _refuse(status: int, message: str) -> Exception:
-    # service.py imports this module: its RequestError is looked up when first needed
-    from gpufleet.server.service import RequestError
-
-    return RequestError(status, message)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -49,17 +40,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-class ServiceRequests:
-    ctrl: Controller
-    store: Any
-    gateway: ServiceGateway | None
-
-    if TYPE_CHECKING:
-
-        async def event(self, ev: Event, audit: AuditRow | None = None) -> Any: ...
-
-        def configured_queues(self) -> list[str]: ...
-
+class ServiceRequests(Requests):
     # ----- reading and checking --------------------------------------------------------
 
     def read_service(
@@ -74,7 +55,7 @@ class ServiceRequests:
             rep = dict(rep)
             given = rep.get("user")
             if who.role == "user" and given not in (None, who.user):
-                raise _refuse(403, f"this token runs services as {who.user}, not {given}")
+                raise Forbidden(f"this token runs services as {who.user}, not {given}")
             keep = owner or (who.user if who.role == "user" else None)
             if owner is not None and given not in (None, owner):
                 problems.append((f"{at}.spec.replica.user", f"a service keeps its owner {owner}"))
@@ -123,10 +104,10 @@ class ServiceRequests:
         another user's."""
         svc = self.ctrl.services.services.get(name)
         if svc is None:
-            raise _refuse(404, f"no service {name}")
+            raise NotFound(f"no service {name}")
         owner = svc.spec.replica.user
         if who.role == "user" and owner != who.user:
-            raise _refuse(403, f"service {name} belongs to {owner}; this token is {who.user}'s")
+            raise Forbidden(f"service {name} belongs to {owner}; this token is {who.user}'s")
         return svc
 
     def service_view(
@@ -154,7 +135,7 @@ class ServiceRequests:
 
     async def create_service(self, spec: ServiceSpec, who: Principal) -> Service:
         if spec.name in self.ctrl.services.services:
-            raise _refuse(409, f"service {spec.name} exists already")
+            raise Conflict(f"service {spec.name} exists already")
         first = self.store.service_next_index(spec.name)
         detail = {"replicas": spec.initial_replicas, "queue": spec.replica.queue}
         await self.event(
@@ -219,14 +200,14 @@ class ServiceRequests:
         refused the new config (the old token still works until an apply succeeds)."""
         svc = self.owned_service(name, who)
         if self.gateway is None:
-            raise _refuse(409, "the controller runs no gateway (--gateway off): no endpoint")
+            raise Conflict("the controller runs no gateway (--gateway off): no endpoint")
         self.store.audit(who.name, who.role, "service.token", name, {})
         self.gateway.rotate(name)
         try:
             await asyncio.wait_for(asyncio.wrap_future(self.gateway.applied), ROTATE_WAIT_S)
         except Exception as e:  # a refused config or a timeout: the old token serves on
-            raise _refuse(
-                503, f"the gateway has not applied the new token ({e or type(e).__name__})"
+            raise Unavailable(
+                f"the gateway has not applied the new token ({e or type(e).__name__})"
             ) from None
         return svc
 

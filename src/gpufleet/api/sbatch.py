@@ -1,0 +1,27 @@
+"""``POST /sbatch``'s body: sbatch's command line as the submitter typed it, the script when it
+is a file or stdin of theirs, and where it is submitted from (issue 27: the controller reads it,
+so that the ``sbatch`` shim imports next to nothing)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from gpufleet.api.bounds import Text
+from gpufleet.api.schemas import Input
+from gpufleet.model.validate import MAX_COMMAND, MAX_ENV, MAX_ITEMS
+
+# the environment is bounded as a whole by the request's size; which variables go with the job,
+# and what their bounds are, is sbatch's --export, read with the script (io/export.py)
+Environ = Annotated[dict[str, str], Field(max_length=8 * MAX_ITEMS)]
+
+
+class SbatchSubmit(Input):
+    argv: list[Annotated[str, Field(max_length=MAX_COMMAND)]] = Field(max_length=MAX_ITEMS)
+    script: Annotated[str, Field(max_length=8 * MAX_ENV)] | None = Field(
+        None, description="the script's text, when the answer asked for it (need: script)"
+    )
+    environ: Environ = Field(default_factory=dict)
+    cwd: Text
+    host: Text

@@ -1,0 +1,62 @@
+"""``POST /sbatch``: sbatch's command line, read here (``io/sbatch_command.py``) and submitted
+as ``POST /jobs`` submits, so that the ``sbatch`` shim sends it as typed and imports next to
+nothing (issue 27: a submission at Slurm's pace).
+
+Answers: 201 ``{"ids", "warnings", "parsable", "quiet"}``; 400 ``{"usage": message}`` for what
+sbatch refuses; 428 ``{"need": "script", "path": …}`` (``path`` null: stdin) when the script is
+a file of the submitter's, sent again with it; 428 ``{"need": "local"}`` when the command line
+names another file of theirs (``--export-file``): the shim reads it all where it runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from gpufleet.api import schemas as s
+from gpufleet.api.sbatch import SbatchSubmit
+from gpufleet.io import sbatch_command
+from gpufleet.server.auth import Principal, require
+from gpufleet.server.routers import jobs
+from gpufleet.server.routers.deps import service
+from gpufleet.server.service import ControllerService
+
+router = APIRouter(tags=["jobs"])
+USERS = require("user", "admin")
+
+
+@router.post("/sbatch", status_code=201, operation_id="submitSbatch")
+async def sbatch(
+    body: SbatchSubmit,
+    request: Request,
+    who: Principal = USERS,
+    svc: ControllerService = Depends(service),
+) -> Any:
+    def script(path: str | None) -> str:
+        if body.script is None:
+            raise sbatch_command.NeedScript(path)
+        return body.script
+
+    try:
+        batch = sbatch_command.read(
+            list(body.argv),
+            script=script,
+            environ=body.environ,
+            cwd=body.cwd,
+            host=body.host,
+            local_files=False,
+        )
+    except sbatch_command.Usage as e:
+        return JSONResponse({"detail": {"usage": str(e)}}, status_code=400)
+    except sbatch_command.NeedScript as e:
+        return JSONResponse({"detail": {"need": "script", "path": e.path}}, status_code=428)
+    except sbatch_command.NeedsLocalFiles:
+        return JSONResponse({"detail": {"need": "local"}}, status_code=428)
+    deps = [s.Dependency(type=t, job=j) for t, j in batch.depends_on]  # type: ignore[arg-type]
+    submit = s.JobSubmit(spec=batch.spec, array=batch.array, depends_on=deps)
+    answer = await jobs.submit(submit, request, who, svc)
+    ids = json.loads(answer.body)["ids"]
+    doc = {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable, "quiet": batch.quiet}
+    return JSONResponse(doc, status_code=201)

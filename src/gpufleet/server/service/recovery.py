@@ -1,0 +1,131 @@
+"""Store down, and the rebuild: memory only ever holds what the store committed.
+
+A turn that fails (the database stopped, the disk full, a bug) sends nothing and answers its
+callers 503 (500 for a bug); the in-memory controller, which already applied the turn's
+events, is thrown away (``fall``) and rebuilt from the store (``recover``, then ``restore``),
+in-process, with back-off while the store does not answer (``store_down.py`` says what still
+works meanwhile). The start reads the store the same way (``restore``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from gpufleet.core.controller import HEALTH_DRAIN, Controller
+from gpufleet.server.refusals import InternalError, RequestError, Unavailable
+from gpufleet.server.service.base import ServiceBase
+from gpufleet.server.service.links import NodeLink
+from gpufleet.server.service.work import fail
+from gpufleet.server.store import NodeRecord, StoreUnavailable
+
+log = logging.getLogger("gpufleet.controller")
+
+
+class Recovery(ServiceBase):
+    def _restore(self, *, rebuild: bool = False) -> None:
+        """The controller as the store holds it: at start, and after a failed turn (rebuild)
+        the same way, so that every agent registers again and is reconciled as after a
+        restart. Raises StoreUnavailable, leaving the service as it was."""
+        rs = self.store.load_jobs_for_restart()
+        newest = self.store.list_jobs(limit=1, newest_first=True)
+        usage, as_of = self.store.fairshare_usage()
+        stored_queues = self.store.queues() if rebuild else []
+        # every read done: from here on nothing can fail half-way. At start, the controller
+        # made in __init__ (the app set its queues; tests wrap it); a rebuild starts afresh.
+        # A rebuild, like a restart, holds only unfinished jobs: the ones that ended before it
+        # are read from the store (listings, idempotent retries: _finished_before_start)
+        self._history = bool(newest)
+        self.restored_seq = newest[0].seq if newest else 0
+        ctrl = self._new_controller() if rebuild else self.ctrl
+        for q in (*rs.queues, *stored_queues):
+            ctrl.queues.setdefault(q.name, q)
+        known = [n for n in rs.nodes if not n.lost]
+        ctrl.restore(
+            [n.spec for n in known],
+            [j.to_restored() for j in (*rs.dependencies, *rs.jobs)],
+            seq=self.restored_seq,  # new jobs list after every stored one (GET /jobs)
+            services=rs.services,
+        )
+        if as_of is not None:  # who used the cluster before the restart still counts
+            ctrl.ledger.restore(usage, as_of, self.clock.now())
+        self._hold_known(ctrl, known, rebuild)
+        self._install(ctrl)
+        if self.gateway is not None:
+            # every service's endpoint serves again at once (503 until its first Routes: the
+            # core sends them at its first reconcile)
+            self.gateway.open(ctrl.services.services)
+        if rebuild:
+            # what was queued was committed, but every agent registers again now and the
+            # reconcile requeues what it does not run (the same as after a restart)
+            self.outbox.clear()
+
+    def _hold_known(self, ctrl: Controller, known: list[NodeRecord], rebuild: bool) -> None:
+        """Returning agents have one grace period to re-register (their leases run from now);
+        until then nothing new is placed on their nodes (their registration's reconcile would
+        undo it)."""
+        now = self.clock.now()
+        why = "the controller rebuilt its state" if rebuild else "the controller restarted"
+        for n in known:
+            old = self.links.get(n.name)
+            if old is not None and rebuild:  # what the agent told us at its registration
+                old.rejoining = old.registered or old.rejoining
+                old.last_seen, old.registered, old.reported = now, False, False
+            else:
+                self.links[n.name] = NodeLink(
+                    address=n.address or n.name, last_seen=now, registered=False
+                )
+            self._renew(n.name)
+            ctrl.hold_restored_node(
+                n.name,
+                n.why if n.drained else f"{why}: waiting for its agent",
+                drained=n.drained,
+                health_drained=n.why.startswith(HEALTH_DRAIN),
+            )
+        for name, link in self.links.items():
+            if name not in ctrl.nodes:  # registered, but its node row never committed
+                link.registered = link.rejoining = False
+
+    def _fall(self, e: Exception) -> None:
+        """A turn failed part-way: memory may hold what the store does not. Nothing of the turn
+        was sent; its callers (and those still waiting) hear of it; the controller is thrown
+        away and ``_recover`` rebuilds it from the store."""
+        outage = isinstance(e, StoreUnavailable)
+        if outage:
+            log.error("the store failed in a turn (%s): rebuilding from the store", e)
+        else:
+            log.exception("controller turn failed: rebuilding from the store")
+        err: RequestError = (
+            Unavailable(f"{e}; nothing of this request was done: retry")
+            if outage
+            else InternalError(f"internal error in the controller: {e}")
+        )
+        for w in (*self._current, *self._inbox):
+            if w.ids is not None and w.future is not None and not w.future.done():
+                w.future.set_result(w.ids)  # its jobs are stored: accepted, they will run
+            else:
+                fail(w, err)
+        self._inbox, self._current = [], []
+        self._release_unheld()  # they wait for the store then (the rebuild holds them)
+        self.down.fall(str(e))
+        self._install(self._new_controller())  # holds nothing the store has not committed
+
+    async def _recover(self) -> None:
+        """Once the store answers again, rebuild (with back-off while it does not)."""
+        assert self._wake is not None
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=self.down.wait_s())
+        if self._stopping:
+            return
+        try:
+            # only once it takes writes: a rebuild makes every agent register again, which
+            # writes, and an agent that cannot register cannot renew its lease
+            self.store.probe()
+            self._restore(rebuild=True)
+        except Exception as e:
+            self.down.retry_failed(str(e))
+            log.warning("the store is still unavailable (%s); retrying", e)
+            return
+        took = self.down.recovered()
+        log.warning("rebuilt the controller from the store, %.1f s after the failure", took)
