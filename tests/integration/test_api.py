@@ -204,6 +204,21 @@ def test_a_user_token_lists_only_its_own_jobs(api: Api) -> None:
     assert api.stored_ids() == sorted(a + b)
 
 
+def test_a_brief_listing_holds_what_a_listing_prints_of_the_spec(api: Api) -> None:
+    from gpufleet.server.listing import BRIEF_SPEC
+
+    spec = {**SPEC, "name": "b", "command": ["sh", "-c", "x" * 4000], "priority": 3}
+    job = api.admin.submit(spec, array="0-2")
+    full = api.admin.jobs(limit=2)
+    brief = api.admin.jobs(limit=2, brief=True)
+    assert [j.id for j in brief] == [j.id for j in full] and len(brief) == 2
+    for b, f in zip(brief, full, strict=True):
+        assert b.spec == {k: v for k, v in f.spec.items() if k in BRIEF_SPEC}
+        assert b.spec["priority"] == 3 and "command" in f.spec
+        assert b.model_dump(exclude={"spec"}) == f.model_dump(exclude={"spec"})
+    assert [j.id for j in api.admin.jobs(limit=3, brief=True)] == sorted(job, reverse=True)
+
+
 def test_403_a_user_calls_admin_endpoints(api: Api) -> None:
     alice = api.user("alice")
     calls: list[Callable[[], Any]] = [

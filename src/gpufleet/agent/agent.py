@@ -182,14 +182,16 @@ class Agent:
 
     def _feed(self, evs: list[RunnerEvent]) -> None:
         for ev in evs:
-            key: Key = ev.key
-            out, err = self.runner.log_paths(key)
+            out, err = self.runner.log_paths(key := ev.key)
             if ev.kind == "started" or (err.exists() and not self.logs.tracked(key)):
                 self.logs.track(key, out, err)
             if ev.kind == "exited":
-                self.logs.complete(key)
                 ev = self._fenced_by_watchdog(ev, out)
             self._do(self.state.on_task(ev))
+            if ev.kind == "exited":
+                # only once its exit is queued: the shipper (another thread, events before
+                # logs) then never sends the log's last chunk ahead of the exit
+                self.logs.complete(key)
 
     @staticmethod
     def _fenced_by_watchdog(ev: RunnerEvent, out: Path) -> RunnerEvent:
@@ -319,9 +321,7 @@ class Agent:
         with self._lock:
             self._do(self.state.on_heartbeat_ok(res, now))
             self._publish_lease()
-        if (
-            res.register_again
-        ):  # the controller rebuilt its state: register again, keeping the lease
+        if res.register_again:
             log.warning("registering again: the controller rebuilt its state from the store")
             self.register_once()  # a failure is retried at the next heartbeat's request
         return True
@@ -354,6 +354,7 @@ class Agent:
         """Send queued events, then new log bytes. True when everything went out."""
         if self.backend.frozen(self.clock.now()):
             return False
+        finals = self.logs.completed()  # their exits are queued already (_feed): they go first
         while batch := self.events.peek(_EVENT_BATCH):
             try:
                 self.client.events(self.config.node, batch)
@@ -369,7 +370,7 @@ class Agent:
             self._ok("events")
         sent = 0
         for tail in self.logs.pending():
-            while sent < _CHUNKS_PER_ROUND and (nxt := tail.next_chunk()) is not None:
+            while sent < _CHUNKS_PER_ROUND and (nxt := tail.next_chunk(final_ok=tail.id in finals)):
                 chunk, raw_len = nxt
                 try:
                     self.client.logs(self.config.node, chunk)
