@@ -245,9 +245,10 @@ httpx.get(sys.argv[1], params={"wait": 60}, timeout=90,
 
 
 def test_a_launch_taken_by_a_dead_agents_long_poll_reaches_the_next_poll(api: Api) -> None:
-    """An agent SIGKILLed while its long-poll waits leaves the poll's handler behind; it wakes
-    on the next launch and writes it into the dead connection. That launch must still reach
-    the next poll (delivery is acknowledged by the poll after), not wait out a launch deadline."""
+    """An agent SIGKILLed while its long-poll waits: the poll's handler ends with its
+    connection (it once stayed behind, woke on the next launch and wrote it into the dead
+    connection; and a controller's shutdown waited it out). The next launch reaches the next
+    poll (delivery is acknowledged by the poll after), not waiting out a launch deadline."""
     a0 = api.agent("node-0")
     register(a0, "node-0")
     svc = api.app.state.service
@@ -260,8 +261,8 @@ def test_a_launch_taken_by_a_dead_agents_long_poll_reaches_the_next_poll(api: Ap
         wait_for("the other poll waiting", lambda: svc.outbox.waiting("node-0") == 1)
         poll.kill()
         poll.wait(timeout=10)
+        wait_for("the dead poll's handler gone", lambda: svc.outbox.waiting("node-0") == 0)
         (job,) = api.user("alice").submit(SPEC)
-        wait_for("the dead poll woke", lambda: svc.outbox.waiting("node-0") == 0)
         (cmd,) = a0.commands("node-0", wait_s=5)
         assert (cmd.kind, cmd.job, cmd.attempt) == ("launch", job, 1)
         assert a0.commands("node-0", wait_s=0) == []  # acknowledged: not delivered again

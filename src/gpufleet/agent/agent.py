@@ -126,6 +126,7 @@ class Agent:
         self._lock = threading.RLock()  # state + runner; never held across HTTP
         self._gpu_lock = threading.Lock()  # backends need not be thread-safe
         self._stop = threading.Event()
+        self._closing = False  # stop() began: commands that arrive now are not acted on
         self._wake_ship = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
@@ -345,6 +346,8 @@ class Agent:
         if self.backend.frozen(self.clock.now()):
             return 0  # a hung node does not act on what reached it
         with self._lock:
+            if self._closing:  # not acknowledged: the controller hands it out again
+                return 0
             cmds = [c for c in cmds if c.kind != "launch" or not self._stale(c.epoch)]
             for cmd in cmds:
                 self._do(self.state.on_command(cmd, self.clock.now()))
@@ -474,6 +477,8 @@ class Agent:
     def stop(self, *, kill_tasks: bool = True, grace_s: float = 5.0, flush_s: float = 5.0) -> None:
         """Stop the tasks (SIGTERM, grace, SIGKILL), try to deliver what is queued, then stop
         the threads. Bounded by about ``grace_s + flush_s`` seconds of real time."""
+        with self._lock:  # from now on, what a long-poll in flight brings is dropped
+            self._closing = True
         if kill_tasks:
             with self._lock:
                 for key in self.runner.live():
@@ -491,7 +496,8 @@ class Agent:
         self._stop.set()
         self._wake_ship.set()
         for t in self._threads:
-            t.join(timeout=1.0)  # a long-poll in flight ends with its own timeout
+            if t.name != "agent-commands":  # it may wait in a long-poll that brings nothing kept
+                t.join(timeout=1.0)
         self.probe_executor.shutdown(wait=False)  # a probe in flight ends at its timeout
         with self._gpu_lock:
             self.backend.close()
