@@ -19,7 +19,7 @@ from gpufleet.server.listing import MAX_PAGE, next_link, record
 from gpufleet.server.listing import Query as ListQuery
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
-from gpufleet.server.store import NewJob, SubmitAudit
+from gpufleet.server.store import NewJob, Store, SubmitAudit
 from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
@@ -192,7 +192,7 @@ async def cancel(
     job_id: Name,
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
-    st: Any = Depends(store),
+    st: Store = Depends(store),
 ) -> Any:
     rec = await _owned(svc, job_id, who)
     if rec.job.finished:
