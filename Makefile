@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test test-fast lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite waits on real processes far more than it computes: more workers than cores. Tests
+# that share a cluster (or another costly fixture) stay on one worker (tests/support/grouping.py).
+WORKERS ?= 6
 test: $(STAMP) lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup
+
+# The edit loop: the unit tests that start no process (a test that tries is skipped, naming
+# what it started; `make test` runs it). No workers: it is quicker than starting them.
+test-fast: $(STAMP)
+	$(BIN)/pytest tests/unit --no-processes -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/gpufleet bench placement --nodes 5000 --jobs 10000 --json

@@ -1,5 +1,9 @@
-"""Shared fixtures. ``db_url`` runs a test on SQLite and on PostgreSQL, each time on an empty
-database: a file in the test's tmp dir, or a schema made for the test and dropped after it.
+"""Shared fixtures. ``db_url`` is an empty database for the test: a file in the test's tmp dir
+(SQLite), or a schema made for the test and dropped after it (PostgreSQL). A test runs on
+both only where the store is what it tests: a module marked ``both_stores`` (the store's
+contract: tests/integration/test_store*.py and the chaos store tests) or a test marked so (a
+handful of API tests that go through every layer down to the database); every other test that
+asks for a ``db_url`` runs on SQLite alone, since the API above the store is the same on both.
 
 PostgreSQL is ``GPUFLEET_TEST_PG`` (default: trust auth on 127.0.0.1:5432, database ``test``,
 user ``postgres``); its tests are skipped, saying why, only when the server cannot be reached
@@ -19,14 +23,40 @@ import pytest
 
 import realparts
 from realparts import PG_URL
+from support import grouping, noprocs, ports
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--no-processes",
+        action="store_true",
+        help="skip each test at the moment it starts a process (make test-fast)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("no_processes"):
+        noprocs.install(config)
+    ports.use_live_range()
     config.addinivalue_line(
         "markers",
         "requires(*parts): real parts the test needs (realparts.CHECKS); missing ones skip it, "
         "or fail it under CI=true",
     )
+    config.addinivalue_line(
+        "markers",
+        "both_stores: the test's db_url is SQLite and then PostgreSQL (else SQLite alone)",
+    )
+
+
+STORES = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``db_url``: both stores for ``both_stores`` tests, SQLite for the rest."""
+    if "db_url" in metafunc.fixturenames:
+        both = metafunc.definition.get_closest_marker("both_stores") is not None
+        metafunc.parametrize("db_url", STORES if both else STORES[:1], indirect=True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -62,7 +92,7 @@ def sqlite_db_url(directory: Path) -> str:
     return f"sqlite:///{directory / 'gpufleet.db'}"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield sqlite_db_url(tmp_path)
@@ -87,3 +117,8 @@ def store(db_url: str) -> Iterator[Any]:
         yield s
     finally:
         s.close()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook names the items)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouping.assign_groups(items)

@@ -3,14 +3,16 @@ settings, what to show when a test fails."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
+
 from gpufleet.api.schemas import JobOut
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
+from support import waiting
 
 T = TypeVar("T")
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"}
@@ -23,27 +25,13 @@ NODE_GRACE_S = 4.0
 SCHEDULE_S = 0.5
 
 
+# a process restarting or still starting: its connection errors mean "not yet"
+LIVE_ERRORS = (OSError, httpx.HTTPError, httpx.StreamError)
+
+
 def wait_for(what: str, check: Callable[[], T | None], timeout_s: float, every_s: float = 0.2) -> T:
-    """``check()``'s first truthy value; AssertionError (with the last value) past the deadline.
-    Connection errors count as "not yet" (a controller may be restarting)."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while True:
-        try:
-            v = check()
-            if v:
-                return v
-            last = v
-        except (OSError, ConnectionError) as e:
-            last = e
-        except Exception as e:  # httpx errors while a process restarts
-            if type(e).__module__.startswith("httpx"):
-                last = e
-            else:
-                raise
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {last!r})")
-        time.sleep(every_s)
+    """``support.waiting.wait_for`` for real processes: connection errors count as "not yet"."""
+    return waiting.wait_for(what, check, timeout_s, every_s, ignoring=LIVE_ERRORS)
 
 
 def wait_state(c: Client, job_id: str, states: set[str] | str, timeout_s: float = 30) -> JobOut:

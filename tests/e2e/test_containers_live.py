@@ -9,7 +9,6 @@ import os
 import pwd
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,23 +18,13 @@ from livehelp import read_log, wait_state
 from containerimage import IMAGE_ENV, build_env_image, build_image
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
+from support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a root agent runs podman"),
 ]
 FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}
-
-
-def wait_for(what: str, check: object, timeout_s: float = 90.0) -> object:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        last = check()  # type: ignore[operator]
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {last!r})")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +63,7 @@ def test_an_image_job_runs_in_its_container_on_the_node_with_a_runtime(
         s = c.job(job).state
         return s if s in ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT") else None
 
-    assert wait_for("the job ends", done) == "SUCCEEDED", c.job(job).events
+    assert wait_for("the job ends", done, 90) == "SUCCEEDED", c.job(job).events
     out = c.logs(job, stream="stdout").data
     assert f"uid={nobody.pw_uid} node=node-1" in out, out
     assert "in=/work" in out and "/bin/busybox" in out

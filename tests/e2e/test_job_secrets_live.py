@@ -14,7 +14,6 @@ import pwd
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from gpufleet.client import Client
 from gpufleet.client.http import ApiError
 from gpufleet.ops.localcluster import LocalCluster
+from support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.e2e,
@@ -50,17 +50,6 @@ JOB = (
 
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def wait_for(what: str, check: object, timeout_s: float = 60.0) -> object:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        last = check()  # type: ignore[operator]
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {last!r})")
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +132,7 @@ def test_a_job_gets_its_secrets_and_they_leak_nowhere(
             "secrets": [{"name": "api-key", "env": "API_KEY"}, {"name": "tls", "file": "cert.pem"}],
         }
     )
-    wait_for("the job's report", lambda: "ready" in alice.logs(job).data)
+    wait_for("the job's report", lambda: "ready" in alice.logs(job).data, 60)
     lines = alice.logs(job).data.splitlines()
     assert lines[0] == str(a_uid)
     assert lines[1] == digest(VALUE) and lines[3] == digest(CERT)
@@ -166,7 +155,7 @@ def test_a_job_gets_its_secrets_and_they_leak_nowhere(
     assert e.value.status == 422 and "'api-key'" in str(e.value) and "secrets[0]" in str(e.value)
 
     alice.cancel(job)
-    wait_for("cancelled", lambda: alice.job(job).state == "CANCELLED")
+    wait_for("cancelled", lambda: alice.job(job).state == "CANCELLED", 60)
     wait_for("the secrets directory removed", lambda: not real.exists(), 30)
 
     # nowhere else: API answers, the job's spec, the audit log, the store's file, the logs

@@ -21,12 +21,13 @@ import re
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from livehelp import wait_for
 
 import realparts
 from gpufleet.api.schemas import JobOut
@@ -38,7 +39,6 @@ pytestmark = pytest.mark.e2e
 
 HEARTBEAT_S = 1.0
 XID_AT_S = 25  # after the faulty agent starts: time enough for the gang to be running
-T = TypeVar("T")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [  # as in test_dashboard_browser.py
     "--no-sandbox",
@@ -53,22 +53,6 @@ CHROMIUM_ARGS = [  # as in test_dashboard_browser.py
 
 def browser_missing() -> str | None:
     return realparts.why_missing("chromium")
-
-
-def wait_for(what: str, check: Callable[[], T], timeout_s: float, every_s: float = 0.1) -> T:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            v = check()
-        except Exception as e:  # a process still starting
-            last = e
-        else:
-            if v:
-                return v
-            last = v
-        time.sleep(every_s)
-    raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {last!r})")
 
 
 def agent_start(log: Path, node: str) -> float:

@@ -14,11 +14,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +23,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from gpufleet.api import schemas as s
 from gpufleet.base.clock import ManualClock
@@ -35,21 +31,12 @@ from gpufleet.client.http import AgentClient
 from gpufleet.server.app import create_app
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.store import Store
+from support import ports
+from support.serving import serve_app
+from support.waiting import wait_for
 
 T0 = 1_700_000_000.0
 SPEC: dict[str, Any] = {"name": "hello", "gpus_per_worker": 1, "command": ["echo", "hi"]}
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
-    """Poll a condition that another thread (the server's loop) makes true; bounded."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = check()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:g} s")
-        time.sleep(0.01)
 
 
 @dataclass
@@ -95,28 +82,16 @@ def serve(store: Store, data_dir: Path, clock: ManualClock, **config: Any) -> It
     """The controller app on a free port in a thread, its lifespan (the service loop) on;
     ``config``: other ServerConfig settings."""
     config.setdefault("min_pass_gap_s", 0.0)  # the ManualClock stands still: no gap to wait
+    config = {**ports.gateway_ports(), **config}  # not another xdist worker's endpoints
     app = create_app(ServerConfig(data_dir=data_dir, **config), store=store, clock=clock)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    wait_for("the server started", lambda: server.started or not thread.is_alive())
-    assert thread.is_alive(), "the server did not start"
-    token = (data_dir / "admin.token").read_text().strip()
-    url = f"http://127.0.0.1:{port}"
-    a = Api(url, clock, store, app, Client(url, token))
-    try:
-        yield a
-    finally:
-        for c in [a.admin, *a.clients]:
-            c.close()
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+    with serve_app(app) as url:
+        token = (data_dir / "admin.token").read_text().strip()
+        a = Api(url, clock, store, app, Client(url, token))
+        try:
+            yield a
+        finally:
+            for c in [a.admin, *a.clients]:
+                c.close()
 
 
 @pytest.fixture
@@ -509,7 +484,7 @@ def test_an_array_throttle_runs_at_most_its_limit(api: Api) -> None:
     register(agent, "node-0", gpus=8)
     alice = api.user("alice")
     ids = alice.submit({**SPEC, "name": "sweep"}, array="0-4%2")
-    cmds = agent.commands("node-0", wait_s=5)
+    cmds = launches(agent, "node-0", set(ids[:2]))
     assert sorted(c.job for c in cmds) == ids[:2]  # 8 GPUs free, two tasks at once
     assert [r.array_limit for r in (api.store.job(i) for i in ids) if r] == [2] * 5
     waiting = alice.job(ids[2])
@@ -592,9 +567,7 @@ def test_a_failed_job_with_no_retry_left_has_ended_for_listings(api: Api) -> Non
     alice = api.user("alice")
     (failed,) = alice.submit({**SPEC, "name": "fails"})
     (retried,) = alice.submit({**SPEC, "name": "retries", "max_retries": 1})
-    cmds = wait_for(
-        "both launched", lambda: len(c := agent.commands("node-0", wait_s=0.2)) > 1 and c
-    )
+    cmds = launches(agent, "node-0", {failed, retried})
     started(agent, "node-0", cmds)
     agent.events(
         "node-0",
@@ -665,6 +638,22 @@ def test_audit_log_records_who_changed_what(api: Api) -> None:
 # ----- a controller restart ------------------------------------------------------------------
 
 
+def launches(agent: AgentClient, node: str, jobs: set[str]) -> list[s.AgentCommand]:
+    """The launches of ``jobs``, gathered over as many polls as it takes: a poll returns what
+    is in the outbox then, and acknowledges what the poll before returned, so two launches
+    may come one poll apart (waiting for both in one poll is waiting for a poll window)."""
+    got: dict[str, s.AgentCommand] = {}
+
+    def take() -> bool:
+        for c in agent.commands(node, wait_s=0.2):
+            if c.kind == "launch":
+                got[c.job] = c
+        return set(got) >= jobs
+
+    wait_for(f"launches of {sorted(jobs)}", take)
+    return list(got.values())
+
+
 def started(agent: AgentClient, node: str, cmds: list[s.AgentCommand]) -> None:
     agent.events(
         node,
@@ -676,6 +665,7 @@ def started(agent: AgentClient, node: str, cmds: list[s.AgentCommand]) -> None:
     )
 
 
+@pytest.mark.both_stores  # through every layer down to the database
 def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_them(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -699,7 +689,7 @@ def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_th
             api.clients.append(alice)
             (done,) = alice.submit({**SPEC, "name": "done"})
             (run,) = alice.submit({**SPEC, "name": "run"})
-            cmds = a0.commands("node-0", wait_s=5)
+            cmds = launches(a0, "node-0", {done, run})
             assert {c.job for c in cmds} == {done, run}
             started(a0, "node-0", cmds)
             a0.events("node-0", [s.AgentEvent(kind="exited", job=done, attempt=1, rank=0)])
@@ -758,7 +748,7 @@ def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_th
             j = alice.job(lost)
             assert events(j)[-3:] == [(1, "NODE_LOST"), (1, "PENDING"), (2, "STARTING")]
             assert j.retries_used == 0
-            cmds = a0.commands("node-0", wait_s=5)
+            cmds = launches(a0, "node-0", {lost, new})
             assert sorted((c.job, c.attempt) for c in cmds) == sorted([(lost, 2), (new, 1)])
             assert {n.name: n.state for n in api.admin.nodes()}["node-1"] == "drained"
             assert a1.commands("node-1", wait_s=0) == []
@@ -786,6 +776,7 @@ def test_a_restarted_controller_reconciles_with_the_agents_before_it_believes_th
         store.close()
 
 
+@pytest.mark.both_stores  # through every layer down to the database
 def test_fair_share_usage_survives_a_restart_decayed_over_the_downtime(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -815,6 +806,7 @@ def test_fair_share_usage_survives_a_restart_decayed_over_the_downtime(
         store.close()
 
 
+@pytest.mark.both_stores  # through every layer down to the database
 def test_an_idempotent_retry_after_a_restart_does_not_run_a_finished_job_again(
     db_url: str, tmp_path: Path
 ) -> None:

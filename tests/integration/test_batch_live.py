@@ -14,7 +14,6 @@ import pwd
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from gpufleet.api.schemas import TokenCreate
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.server.store.codec import HIDDEN_SPEC_KEYS
+from support.waiting import wait_for
 from userpython import user_python
 
 pytestmark = [
@@ -37,17 +37,6 @@ pytestmark = [
 ]
 FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"}
-
-
-def wait_for(what: str, check: object, timeout_s: float = 60.0) -> object:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        last = check()  # type: ignore[operator]
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {last!r})")
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +129,7 @@ def submit(cluster: LocalCluster, token: str, proj: Path, script: str, *opts: st
 
 
 def ended(c: Client, job: str) -> str:
-    return str(wait_for(f"job {job} ended", lambda: (s := c.job(job).state) in TERMINAL and s))
+    return str(wait_for(f"job {job} ended", lambda: (s := c.job(job).state) in TERMINAL and s, 60))
 
 
 def file_of(proj: Path, pattern: str) -> Path:

@@ -9,17 +9,15 @@ every such event is in the node's history (node_events), the audit log and /metr
 
 from __future__ import annotations
 
-import socket
-import threading
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from gpufleet.api import schemas as s
 from gpufleet.base.clock import ManualClock
@@ -29,6 +27,9 @@ from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME
 from gpufleet.server.app import create_app
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.store import Store
+from support import ports
+from support.serving import serve_app
+from support.waiting import wait_for
 
 T0 = 1_700_000_000.0
 GANG: dict[str, Any] = {
@@ -38,19 +39,6 @@ GANG: dict[str, Any] = {
     "command": ["sleep", "600"],
     "max_retries": 1,
 }
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T], timeout_s: float = 10.0) -> T:
-    """Poll what the server's loop (another thread) makes true; bounded."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = check()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {v!r})")
-        time.sleep(0.01)
 
 
 @dataclass
@@ -61,8 +49,7 @@ class Server:
     clock: ManualClock
     store: Store
     admin: Client
-    server: uvicorn.Server
-    thread: threading.Thread
+    stop: contextlib.ExitStack
     clients: list[Any] = field(default_factory=list)
     _n: int = 0
 
@@ -100,8 +87,7 @@ class Server:
     def close(self) -> None:
         for c in [self.admin, *self.clients]:
             c.close()
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+        self.stop.close()
         self.store.close()
 
 
@@ -111,20 +97,17 @@ def serve(tmp: Path, **extra: str) -> Server:
     store = Store.open(db)
     # the ManualClock stands still: no gap to wait between passes
     cfg = ServerConfig(
-        data_dir=tmp / "controller", db_url=db, extra=dict(extra), min_pass_gap_s=0.0
+        data_dir=tmp / "controller",
+        db_url=db,
+        extra=dict(extra),
+        min_pass_gap_s=0.0,
+        **ports.gateway_ports(),  # not another xdist worker's endpoints
     )
     app = create_app(cfg, store=store, clock=clock)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    wait_for("the server started", lambda: server.started or not thread.is_alive())
-    assert thread.is_alive(), "the server did not start"
+    stop = contextlib.ExitStack()
+    url = stop.enter_context(serve_app(app))
     token = (tmp / "controller" / "admin.token").read_text().strip()
-    url = f"http://127.0.0.1:{port}"
-    return Server(url, clock, store, Client(url, token), server, thread)
+    return Server(url, clock, store, Client(url, token), stop)
 
 
 def gpu_payload(node: str, n: int = 8, **over: dict[str, float]) -> dict[str, Any]:

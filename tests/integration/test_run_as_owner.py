@@ -13,7 +13,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from gpufleet.agent.slurmbin import unreachable
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
+from support.waiting import wait_for
 from userpython import user_python
 
 pytestmark = [
@@ -38,17 +38,6 @@ pytestmark = [
 FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}
 AGENT_SECRET = "GPUFLEET_TEST_AGENT_SECRET"
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"}
-
-
-def wait_for(what: str, check: object, timeout_s: float = 60.0) -> object:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        last = check()  # type: ignore[operator]
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {last!r})")
 
 
 def log_of(c: Client, job: str, stream: str = "stdout") -> str:
@@ -131,7 +120,7 @@ def test_jobs_run_as_their_owners_and_cannot_touch_each_other(
         }
     )
     state(alice, a_job, {"RUNNING"})
-    wait_for("A's task ready", lambda: "ready" in log_of(alice, a_job))
+    wait_for("A's task ready", lambda: "ready" in log_of(alice, a_job), 60)
     a_out = log_of(alice, a_job).splitlines()
     assert a_out[0] == str(a_uid)
     assert "TMP=a-marker" in a_out  # an empty /tmp of its own, then what it wrote
@@ -148,7 +137,7 @@ def test_jobs_run_as_their_owners_and_cannot_touch_each_other(
         {"name": "b", "command": ["/bin/sh", "-c", B_JOB, "sh", str(a_pid)], "time_limit_s": 120}
     )
     state(bob, b_job, {"SUCCEEDED"})
-    b_out = wait_for("B's whole log", lambda: bob.logs(b_job).complete and log_of(bob, b_job))
+    b_out = wait_for("B's whole log", lambda: bob.logs(b_job).complete and log_of(bob, b_job), 60)
     assert str(b_out).splitlines() == [str(b_uid), "no-env", "no-signal", "private-tmp"]
     assert alice.job(a_job).state == "RUNNING"  # B's SIGTERM never reached it
 
@@ -179,9 +168,9 @@ def test_a_user_without_an_account_on_the_node_is_refused_saying_how_to_fix_it(
         why = " ".join(e.why for e in j.events or [])
         return why if "has no Unix account on this node" in why else None
 
-    why = str(wait_for("the refusal in the job's events", refused))
+    why = str(wait_for("the refusal in the job's events", refused, 60))
     assert "'no-account-gf'" in why and "--fallback-account" in why
-    err = wait_for("the reason in the stderr log", lambda: log_of(ghost, job, "stderr"))
+    err = wait_for("the reason in the stderr log", lambda: log_of(ghost, job, "stderr"), 60)
     assert "has no Unix account on this node" in str(err)
 
 

@@ -143,6 +143,7 @@ def test_a_job_is_refused_at_submit_naming_each_secret_it_may_not_use(api: Api) 
     assert api.admin.job(job).spec["secrets"][0]["scope"] == "queue"
 
 
+@pytest.mark.both_stores  # through every layer down to the database
 def test_a_launch_carries_the_values_only_in_the_answer_that_hands_it_over(
     api: Api, db_url: str
 ) -> None:
@@ -209,6 +210,7 @@ def test_a_secret_deleted_before_the_launch_fails_the_job_saying_so(api: Api) ->
     assert svc.outbox.pending("node-0") == 0  # … nor queued again
 
 
+@pytest.mark.both_stores  # through every layer down to the database
 def test_a_tampered_row_fails_the_launch_and_opens_nothing(api: Api) -> None:
     alice = api.user("alice")
     alice.create_secret(mk("k"))

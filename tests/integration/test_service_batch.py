@@ -17,6 +17,8 @@ from gpufleet.server.logs import LogStore
 from gpufleet.server.service import ControllerService, RequestError
 from gpufleet.server.store import NewJob, Store, SubmitAudit
 
+pytestmark = pytest.mark.both_stores  # the store's contract: SQLite and PostgreSQL
+
 T0 = 1_700_000_000.0
 
 

@@ -211,6 +211,7 @@ def test_a_bad_body_gets_every_problem_at_once_and_nothing_is_stored(api: Api) -
     assert api.store.services() == [] and api.stored_ids() == []
 
 
+@pytest.mark.both_stores  # through every layer down to the database
 def test_a_restarted_controller_keeps_the_service_and_its_replicas(
     db_url: str, tmp_path: Path
 ) -> None:

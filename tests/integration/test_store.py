@@ -31,6 +31,8 @@ from gpufleet.server.store import (
 )
 from gpufleet.server.store.codec import CodecError
 
+pytestmark = pytest.mark.both_stores  # the store's contract: SQLite and PostgreSQL
+
 S = JobState
 FULL_SPEC = JobSpec(
     name="train-llm",

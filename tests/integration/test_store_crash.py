@@ -14,8 +14,12 @@ import subprocess
 import sys
 from collections import defaultdict
 
+import pytest
+
 from gpufleet.model.job import JobState
 from gpufleet.server.store import Store
+
+pytestmark = pytest.mark.both_stores  # the store's contract: SQLite and PostgreSQL
 
 BATCH = 25
 CHILD = """

@@ -20,6 +20,8 @@ from gpufleet.server.store.codec import spec_to_dict
 from gpufleet.server.store.engine import MIGRATIONS, WRITE, make_engine, normalize_url
 from gpufleet.server.store.schema import metadata
 
+pytestmark = pytest.mark.both_stores  # the store's contract: SQLite and PostgreSQL
+
 PRAGMAS = ("journal_mode", "foreign_keys", "synchronous", "busy_timeout")
 TABLES = {"counters", "jobs", "job_events", "nodes", "node_events", "queues", "tokens", "audit"}
 

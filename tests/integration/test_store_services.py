@@ -4,6 +4,7 @@ server's journal, and a controller rebuilt from the store that keeps the same re
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from gpufleet.core.commands import ReplicaAdded
@@ -17,6 +18,8 @@ from gpufleet.server.journal import StoreJournal
 from gpufleet.server.store import NewJob, Store
 from gpufleet.server.store.schema import jobs
 from gpufleet.server.store.services import record_from_dict, record_to_dict
+
+pytestmark = pytest.mark.both_stores  # the store's contract: SQLite and PostgreSQL
 
 S = JobState
 

@@ -17,6 +17,8 @@ from gpufleet.server.journal import StoreJournal
 from gpufleet.server.store import NewJob, Store
 from gpufleet.sim.engine import NodeFailure, SimConfig, Simulation, TraceJob
 
+pytestmark = pytest.mark.both_stores  # the store's contract: SQLite and PostgreSQL
+
 
 def _cluster() -> ClusterSpec:
     nodes = [NodeSpec(f"n{i}", "H100-SXM", 8, 64_000, 512_000, "leaf-0", "pod-0") for i in (0, 1)]

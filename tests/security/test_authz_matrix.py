@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from gpufleet.api import schemas as s
 from gpufleet.api.secrets import SecretCreate
@@ -32,6 +28,8 @@ from gpufleet.server.app import create_app
 from gpufleet.server.config import ServerConfig
 from gpufleet.server.ratelimit import FailedAuthLimiter
 from gpufleet.server.store import Store
+from support import ports
+from support.serving import serve_app
 
 CALLERS = ("none", "bad", "alice", "bob", "admin", "agent-1", "agent-2")
 SPEC: dict[str, Any] = {"name": "m", "gpus_per_worker": 1, "command": ["sleep", "1"]}
@@ -224,23 +222,16 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
 def _serve(tmp: Path) -> Iterator[tuple[str, Any, ManualClock]]:
     clock = ManualClock(1_700_000_000.0)
     store = Store.open(f"sqlite:///{tmp / 'gpufleet.db'}")
-    cfg = ServerConfig(data_dir=tmp / "controller", min_pass_gap_s=0.0)  # the clock stands still
+    cfg = ServerConfig(
+        data_dir=tmp / "controller",
+        min_pass_gap_s=0.0,  # the clock stands still
+        **ports.gateway_ports(),  # not another xdist worker's endpoints
+    )
     app = create_app(cfg, store=store, clock=clock)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.started, "the server did not start"
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", app, clock
+        with serve_app(app) as url:
+            yield url, app, clock
     finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
         store.close()
 
 

@@ -11,7 +11,6 @@ import signal
 import stat
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -21,16 +20,9 @@ from gpufleet.agent.runner import EXIT_NOT_FOUND, EXIT_REFUSED, RunnerEvent, Tas
 from gpufleet.agent.taskenv import SECURE_PATH
 from gpufleet.api.schemas import AgentCommand
 from gpufleet.base.clock import ManualClock
+from support.waiting import wait_for
 
 PY = sys.executable
-
-
-def wait_for(pred: Callable[[], bool], timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 def cmd(code: str, job: str = "j1", attempt: int = 0, rank: int = 0, **kw: object) -> AgentCommand:
@@ -68,7 +60,7 @@ def exited(events: list[RunnerEvent]) -> RunnerEvent:
 def ready(runner: TaskRunner, key: tuple[str, int, int]) -> None:
     """Wait until the task printed 'ready' (its signal handlers are in place)."""
     out, _ = runner.log_paths(key)
-    wait_for(lambda: b"ready" in out.read_bytes())
+    wait_for("the task ready", lambda: b"ready" in out.read_bytes(), 5)
 
 
 def test_env_has_only_the_ranks_gpus_and_the_launcher_variables(runner: TaskRunner) -> None:
@@ -278,7 +270,7 @@ def test_the_whole_process_group_dies_with_the_task(runner: TaskRunner) -> None:
     assert psutil.pid_exists(child)
     runner.kill(key, 5.0, "cancelled")
     exited(runner.wait(10.0))
-    wait_for(lambda: _gone(child))
+    wait_for("the child gone", lambda: _gone(child), 5)
 
 
 def test_children_left_behind_by_a_finished_task_are_killed(runner: TaskRunner) -> None:
@@ -290,7 +282,7 @@ def test_children_left_behind_by_a_finished_task_are_killed(runner: TaskRunner) 
     ev = exited(runner.wait(10.0))
     assert ev.exit_code == 0
     out, _ = runner.log_paths(("j1", 0, 0))
-    wait_for(lambda: _gone(int(out.read_text().split()[0])))
+    wait_for("the child gone", lambda: _gone(int(out.read_text().split()[0])), 5)
 
 
 def _gone(pid: int) -> bool:
@@ -401,7 +393,7 @@ def probe(d: Path, pids: dict[str, int], n: int) -> None:
     for pid in pids.values():
         os.kill(pid, signal.SIGUSR2)
     for who in pids:
-        wait_for(lambda who=who: lines(d / f"{who}.SIGUSR2") >= n)  # type: ignore[misc]
+        wait_for(f"{who} signalled", lambda who=who: lines(d / f"{who}.SIGUSR2") >= n, 5)  # type: ignore[misc]
 
 
 def start_trapping(
@@ -435,7 +427,7 @@ def test_the_warning_signal_arrives_t_seconds_before_the_limit_and_once(
     assert not list(d.glob("*.SIGUSR1"))  # not before limit − T
     clock.advance(0.1)
     assert runner.poll() == []  # at limit − T: sent, nothing stopped
-    wait_for(lambda: lines(d / "main.SIGUSR1") == 1)
+    wait_for("main signalled", lambda: lines(d / "main.SIGUSR1") == 1, 5)
     probe(d, pids, 2)
     # the group: the rank's process and its child; B: the rank's own process only
     assert lines(d / "child.SIGUSR1") == (0 if batch_only else 1)
@@ -448,7 +440,7 @@ def test_the_warning_signal_arrives_t_seconds_before_the_limit_and_once(
     runner.poll()  # the time limit's kill, unchanged: SIGTERM to the group
     ev = exited(runner.wait(10.0))
     assert (ev.exit_code, ev.why) == (143, "time limit (100 s) exceeded; killed by SIGTERM")
-    wait_for(lambda: _gone(pids["child"]))
+    wait_for("the child gone", lambda: _gone(pids["child"]), 5)
 
 
 def test_a_limit_shorter_than_t_sends_the_warning_at_the_start(
@@ -458,7 +450,11 @@ def test_a_limit_shorter_than_t_sends_the_warning_at_the_start(
     d.mkdir()
     start_trapping(runner, d, time_limit_s=20, signal=signal.SIGUSR1, signal_before_s=60)
     assert runner.poll() == []  # the first poll after the start
-    wait_for(lambda: lines(d / "main.SIGUSR1") == 1 and lines(d / "child.SIGUSR1") == 1)
+    wait_for(
+        "both signalled",
+        lambda: lines(d / "main.SIGUSR1") == 1 and lines(d / "child.SIGUSR1") == 1,
+        5,
+    )
 
 
 def test_no_warning_without_a_signal_or_without_a_time_limit(

@@ -1,4 +1,4 @@
-"""Services in the pure core (core/services.py), through the Controller as the server drives it:
+"""Services in the pure core (core/services/), through the Controller as the server drives it:
 replicas kept alive, replaced with back-off (and away from a failing node), routed only when
 ready, scaled, rolled (and rolled back) and deleted; the autoscaler; a restart."""
 

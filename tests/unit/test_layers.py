@@ -1,6 +1,7 @@
-"""The routers call the service only: none reaches into the core's controller (``svc.ctrl``);
-what they show of its state comes from the service's read methods (server/reads.py). Nor does
-listing.py, the read side of GET /jobs. Checked on the source, so that it stays so."""
+"""The routers call the service only: none reaches into the core's controller (``svc.ctrl``)
+or the service's store (``svc.store``); what they show comes from the service's methods
+(server/reads.py, server/service/requests.py). Nor does listing.py, the read side of GET /jobs.
+Checked on the source, so that it stays so."""
 
 from __future__ import annotations
 
@@ -51,4 +52,30 @@ def test_a_router_reads_the_core_through_the_service_only(path: Path) -> None:
     assert not lines, (
         f"{path.name} reaches into the controller (svc.ctrl) on lines {lines}: "
         "add a read method to the service (server/reads.py) and call that"
+    )
+
+
+def reaches_into_store(source: str) -> list[int]:
+    """The lines that read the service's store (``svc.store``, ``service.store``)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "store"
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("svc", "service")
+    )
+
+
+def test_the_check_sees_the_service_s_store() -> None:
+    src = "def f(svc, request):\n    a = svc.store.job('x')\n    return request.app.state.store\n"
+    assert reaches_into_store(src) == [2]
+
+
+@pytest.mark.parametrize("path", READ_SIDE, ids=lambda p: p.name)
+def test_a_router_asks_the_service_not_its_store(path: Path) -> None:
+    lines = reaches_into_store(path.read_text())
+    assert not lines, (
+        f"{path.name} reaches into the service's store (svc.store) on lines {lines}: "
+        "add a method to the service (server/service/requests.py) and call that"
     )

@@ -1,4 +1,4 @@
-"""/metrics for services (server/metrics_services.py) on test_metrics.py's in-process fleet:
+"""/metrics for services (server/metrics/services.py) on test_metrics.py's in-process fleet:
 replicas by state, desired, ready, generation and the gateway's last request rate."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Step 2 asks a third-party admit plugin about every job: the shortcut that skips the call for
-a queue without a quota holds only for a plugin that says ``admits_unlimited``."""
+a queue without a quota holds only for a plugin that says ``admits_unlimited`` (``AdmitBase``
+says it does not)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from builders import cluster, job, profile, snapshot
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Status
+from gpufleet.scheduler.plugins.base import AdmitBase
 from gpufleet.scheduler.snapshot import PendingJob
 from gpufleet.scheduler.usage import QueueUsage
 
 
-class OnlyAlice:
+class OnlyAlice(AdmitBase):
     """An admit plugin of a site's own: jobs of user alice only, whatever the queue's quota."""
 
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:

@@ -3,11 +3,27 @@ cycle that reads its snapshot without changing it."""
 
 from __future__ import annotations
 
+from random import Random
+from types import SimpleNamespace
+
 import pytest
 from builders import cluster, cycle, job, node, running, snapshot, start_of
 
+from gpufleet.model.reason import ReasonCode
 from gpufleet.scheduler.cycle import run_cycle
-from gpufleet.scheduler.framework import Profile, ProfileError, available, make, registry
+from gpufleet.scheduler.framework import (
+    ADMITTED,
+    Admission,
+    Code,
+    Profile,
+    ProfileError,
+    available,
+    make,
+    registry,
+)
+from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.workspace import ANYWHERE, Workspace
 
 EXPECTED = {
     "order": {"fifo", "priority", "fairshare", "las", "sjf"},
@@ -23,6 +39,53 @@ def test_every_policy_of_the_issue_is_a_registered_plugin() -> None:
         assert names <= set(available(point)), point
     for full, mod in registry().items():
         assert full == mod.NAME and hasattr(mod, "Plugin")
+
+
+def test_every_registered_plugin_has_the_members_of_its_points_protocol() -> None:
+    """The cycle reads optional capabilities directly (no getattr): every plugin declares them
+    (through its point's base), and each extension point's call answers a status."""
+    for full in registry():
+        point = full.split("/", 1)[0]
+        make(point, full)  # refuses a plugin that lacks a member of its point's protocol
+
+
+def test_a_plugin_that_lacks_a_member_of_its_point_fails_when_the_profile_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Bare:  # an admit plugin of a site's own that says nothing of admits_unlimited
+        def admit(self, job: object, usage: object) -> Admission:
+            return ADMITTED
+
+    monkeypatch.setitem(registry(), "admit/bare", SimpleNamespace(NAME="admit/bare", Plugin=Bare))
+    with pytest.raises(ProfileError, match="plugin admit/bare lacks members of AdmitPlugin"):
+        Profile.build(admit="bare")
+
+
+def test_each_extension_point_answers_a_status() -> None:
+    """place: a Choice, backfill: a Status per job that would pass the blocked head, preempt:
+    Victims, each UNSCHEDULABLE with nothing when it cannot help."""
+    nodes = cluster(1, 8)
+    snap = snapshot(nodes, running=[running("r", ("n00", range(8)), priority=0)])
+    ws = Workspace(snap.nodes)
+    req = WorkerRequest.of(job("p", gpus=2).spec)
+    for name in available("place"):
+        choice = make("place", name).choose(req, ws, ANYWHERE, Random(0))
+        assert choice.status.code is Code.UNSCHEDULABLE and choice.node == -1, name
+    free = Workspace(cluster(1, 8))
+    choice = make("place", "bestfit").choose(req, free, ANYWHERE, Random(0))
+    assert choice.status.ok and choice.node == 0 and choice.devices == (0, 1)
+    head, later = job("head", gpus=16), job("later", gpus=1)
+    assert make("backfill", "easy").backfill(later, head).ok
+    held = make("backfill", "none").backfill(later, head)
+    assert held.code is Code.UNSCHEDULABLE and held.reason is not None
+    assert held.reason.code is ReasonCode.HELD and held.reason.data == {"blocked_by": "head"}
+    usage = QueueUsage.of(snap)
+    high, low = job("high", gpus=8, priority=1), job("low", gpus=8, priority=0)
+    prio, order = make("preempt", "priority"), make("order", "priority")
+    found = prio.victims(high, ADMITTED, snap, usage, order)
+    assert found.status.ok and [v.id for v in found.jobs] == ["r"]
+    none = prio.victims(low, ADMITTED, snap, usage, order)
+    assert none.status.code is Code.UNSCHEDULABLE and list(none.jobs) == []
 
 
 def test_an_unknown_plugin_name_fails_when_the_profile_is_built() -> None:

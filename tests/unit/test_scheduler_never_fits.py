@@ -1,4 +1,4 @@
-"""``_never_fits`` is worked out once per job shape in a cycle, with the same answers."""
+"""``never_fits`` is worked out once per job shape in a cycle, with the same answers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from builders import cluster, job, profile, snapshot
 
-from gpufleet.scheduler import cycle as cycle_mod
+from gpufleet.scheduler import never_fits as never_mod
 from gpufleet.scheduler.cycle import run_cycle
 
 
@@ -17,13 +17,13 @@ def test_never_fits_probes_each_shape_once_per_cycle(monkeypatch) -> None:
     pending = [job(f"j{i}", gpus=8 if i % 2 else 4, workers=2, submit=i, seq=i) for i in range(40)]
     snap = snapshot(nodes, pending)
     probes = []
-    real = cycle_mod.place_gang
+    real = never_mod.place_gang
 
     def counting(spec, ws, plugin, rng):
         probes.append(spec.name)
         return real(spec, ws, plugin, rng)
 
-    monkeypatch.setattr(cycle_mod, "place_gang", counting)
+    monkeypatch.setattr(never_mod, "place_gang", counting)
     res = run_cycle(snap, profile(backfill="easy", explain=False))
     assert res.starts == [] and res.reservation is None and res.examined == 40
     # 2 shapes: one probe each; no placement try, as no GPU is free (place_gang's own first test)
@@ -32,7 +32,7 @@ def test_never_fits_probes_each_shape_once_per_cycle(monkeypatch) -> None:
     # the answers are those of a probe per job: on one 8-GPU node, 2 × 8 never fits, 2 × 4 does
     one = snapshot(cluster(1, 8), pending)
     prof = profile(backfill="easy")
-    memo = cycle_mod._NeverFits()
-    answers = [cycle_mod._never_fits(p, one, prof, memo) for p in pending]
-    assert answers == [cycle_mod._never_fits(p, one, prof) for p in pending]
+    memo = never_mod.NeverFits()
+    answers = [never_mod.never_fits(p, one, prof, memo) for p in pending]
+    assert answers == [never_mod.never_fits(p, one, prof) for p in pending]
     assert answers == [i % 2 == 1 for i in range(40)]

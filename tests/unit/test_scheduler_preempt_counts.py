@@ -1,5 +1,5 @@
 """Step 5 on free counts (``victims.fewest_victims``) gives the plain scan's victims
-(``cycle._preempt_scan``: release on copies, place for real) for first-fit gangs; and a cycle
+(``preemption.preempt_scan``: release on copies, place for real) for first-fit gangs; and a cycle
 asks a preempt plugin for victims once per ``victims_key``."""
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.model.resources import MILLI
-from gpufleet.scheduler import cycle as cycle_mod
-from gpufleet.scheduler.cycle import _first_fit_gang, _preempt_scan, run_cycle
-from gpufleet.scheduler.framework import Admission, Profile
+from gpufleet.scheduler import preemption as preemption_mod
+from gpufleet.scheduler.cycle import run_cycle
+from gpufleet.scheduler.framework import Admission, Profile, Victims
 from gpufleet.scheduler.plugins import preempt_order
+from gpufleet.scheduler.preemption import preempt_scan
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 from gpufleet.scheduler.victims import fewest_victims
+from gpufleet.scheduler.whatif import first_fit_gang
 from gpufleet.scheduler.workspace import Workspace
 
 NOW = 1000.0
@@ -76,9 +78,9 @@ def test_fewest_victims_equals_the_plain_scan(
     pending = job("p", gpus=gpus, workers=workers, cpus=0, mem_gib=0, models=[model] * bool(model))
     prof = profile(place="topology")
     req = WorkerRequest.of(pending.spec)
-    assert _first_fit_gang(pending.spec, req, prof, ws)
+    assert first_fit_gang(pending.spec, req, prof.place, ws)
     before = _state(ws)
-    plain = _preempt_scan(pending, list(cands), snapshot([], now=NOW), ws, prof, Random(0))
+    plain = preempt_scan(pending, list(cands), snapshot([], now=NOW), ws, prof, Random(0))
     counted = fewest_victims(req, workers, cands, ws, NOW)
     assert [v.id for v in counted] == [v.id for v in plain]
     assert _state(ws) == before  # neither changes the cycle's workspace
@@ -117,7 +119,7 @@ def test_fewest_victims_equals_the_plain_scan_over_many_victims(
     pending = job("p", gpus=gpus, workers=workers, cpus=0, mem_gib=0)
     prof = profile(place="topology")
     req = WorkerRequest.of(pending.spec)
-    plain = _preempt_scan(pending, list(cands), snapshot([], now=NOW), ws, prof, Random(0))
+    plain = preempt_scan(pending, list(cands), snapshot([], now=NOW), ws, prof, Random(0))
     counted = fewest_victims(req, workers, cands, ws, NOW)
     assert [v.id for v in counted] == [v.id for v in plain]
 
@@ -138,7 +140,7 @@ class _Counting(preempt_order.Plugin):
     def __init__(self) -> None:
         self.calls = 0
 
-    def victims(self, *args: object, **kw: object) -> list[RunningJob]:  # type: ignore[override]
+    def victims(self, *args: object, **kw: object) -> Victims:  # type: ignore[override]
         self.calls += 1
         return super().victims(*args, **kw)  # type: ignore[arg-type]
 
@@ -153,7 +155,7 @@ def test_a_cycle_asks_for_victims_once_per_las_level(monkeypatch: pytest.MonkeyP
         searches.append("search")
         return fewest_victims(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cycle_mod, "fewest_victims", counted)
+    monkeypatch.setattr(preemption_mod, "fewest_victims", counted)
     nodes = cluster(2, 8, cpus=0, mem_gib=0)
     busy = [
         running(
@@ -215,13 +217,13 @@ def _reference_preempt(
     seen: set[str] = set()
     cands: list[RunningJob] = []
     for plugin in profile.preempt:
-        for v in plugin.victims(job, adm, snap, usage, profile.order):
+        for v in plugin.victims(job, adm, snap, usage, profile.order).jobs:
             if v.id not in seen and v.id not in taken and v.spec.preemptible:
                 seen.add(v.id)
                 cands.append(v)
     if not cands:
         return []
-    return _preempt_scan(job, cands, snap, ws, profile, rng)
+    return preempt_scan(job, cands, snap, ws, profile, rng)
 
 
 @st.composite
@@ -280,7 +282,7 @@ def test_a_cycle_decides_as_with_the_plain_preemption(
     snap, prof = scene
     fast = run_cycle(snap, prof)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cycle_mod, "_preempt", _reference_preempt)
+        mp.setattr(preemption_mod, "preempt", _reference_preempt)
         plain = run_cycle(snap, prof)
     assert fast.starts == plain.starts
     assert fast.preemptions == plain.preemptions

@@ -1,4 +1,4 @@
-"""EASY's reservation (``cycle._reserve``) gives exactly what the plain linear scan gives: the
+"""EASY's reservation (``backfill.reserve``) gives exactly what the plain linear scan gives: the
 same start, allocation and kept capacity, and it leaves the workspace the same. The scan below
 is the reference (the code before tries that cannot fit were skipped)."""
 
@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.resources import MILLI
-from gpufleet.scheduler import cycle as cycle_mod
+from gpufleet.scheduler import backfill as backfill_mod
 from gpufleet.scheduler.decisions import Reservation
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
+from gpufleet.scheduler.whatif import first_fit_gang, release
 from gpufleet.scheduler.workspace import Workspace
 
 NOW = 100.0
@@ -33,11 +34,11 @@ def reference_reserve(
     prof: Profile,
     rng: Random,
 ) -> Reservation | None:
-    assumed = getattr(prof.backfill, "assume_limit_s", None)
+    assumed = prof.backfill.assume_limit_s
     ends = [
         (end, r.allocation)
         for r in snap.running
-        if (end := cycle_mod._end_of(r, assumed)) is not None
+        if (end := backfill_mod.end_of(r, assumed)) is not None
     ]
     for job_started, alloc in started:
         if job_started.spec.time_limit_s is not None:
@@ -49,7 +50,7 @@ def reference_reserve(
     tries = 0
     for t, group in groupby(ends, key=lambda e: e[0]):
         for _, alloc in group:
-            cycle_mod._release(sim, alloc)
+            release(sim, alloc)
         if req.whole and sim.free_gpus(req) < need:
             continue
         before = (list(sim.full), list(sim.cpu), list(sim.mem))
@@ -75,7 +76,7 @@ def reference_reserve(
                 if keep_mem > 0:
                     ws.reserved_mem[i] = ws.reserved_mem.get(i, 0) + keep_mem
             return Reservation(job.id, max(t, snap.now), found)
-        if tries >= cycle_mod.MAX_RESERVATION_TRIES:
+        if tries >= backfill_mod.MAX_RESERVATION_TRIES:
             break
     return None
 
@@ -97,15 +98,15 @@ def _state(ws: Workspace) -> object:
 def both(
     snap: Snapshot, head: PendingJob, prof: Profile, started_jobs: list[PendingJob] = ()
 ) -> tuple[Reservation | None, Reservation | None]:
-    """The reservation by ``_reserve`` and by the reference, each on its own workspace set up
+    """The reservation by ``reserve`` and by the reference, each on its own workspace set up
     the same way (the started jobs placed first, as the cycle does); asserts the workspaces
     end alike."""
     out = []
     states = []
-    # _reserve reads the running jobs' ends as the core keeps them (sorted, stably)
+    # reserve reads the running jobs' ends as the core keeps them (sorted, stably)
     ends = [(r.expected_end, r.allocation) for r in snap.running if r.expected_end is not None]
     kept = replace(snap, ends=tuple(sorted(ends, key=lambda e: e[0])))
-    for fn, view in ((cycle_mod._reserve, kept), (reference_reserve, snap)):
+    for fn, view in ((backfill_mod.reserve, kept), (reference_reserve, snap)):
         ws = Workspace(view.nodes)
         rng = Random(7)
         started = []
@@ -208,7 +209,7 @@ def test_tries_with_no_node_that_fits_are_counted_without_placing(monkeypatch) -
         calls.append(1)
         return place_gang(*a)
 
-    monkeypatch.setattr(cycle_mod, "place_gang", counting)
+    monkeypatch.setattr(backfill_mod, "place_gang", counting)
     got, want = both(snap, head, prof)
     assert got == want
     assert got is not None and got.start_time == 5000.0
@@ -219,7 +220,7 @@ def test_tries_with_no_node_that_fits_are_counted_without_placing(monkeypatch) -
 
 def test_the_try_limit_counts_skipped_tries_too() -> None:
     """More steps than MAX_RESERVATION_TRIES before the fit: both give up."""
-    snap, head = _staircase(cycle_mod.MAX_RESERVATION_TRIES + 10)
+    snap, head = _staircase(backfill_mod.MAX_RESERVATION_TRIES + 10)
     got, want = both(snap, head, profile(place="topology", backfill="easy"))
     assert got is None and want is None
 
@@ -229,8 +230,8 @@ def test_no_shortcut_for_a_plugin_that_may_draw_random_numbers() -> None:
     ws = Workspace(snap.nodes)
     req = WorkerRequest.of(head.spec)
     prof = profile(place="random", backfill="easy")
-    assert not cycle_mod._first_fit_gang(head.spec, req, prof, ws)
-    assert cycle_mod._first_fit_gang(head.spec, req, profile(place="topology", backfill="easy"), ws)
+    assert not first_fit_gang(head.spec, req, prof.place, ws)
+    assert first_fit_gang(head.spec, req, profile(place="topology", backfill="easy").place, ws)
     got, want = both(snap, head, prof)
     assert got == want
 
@@ -256,7 +257,7 @@ def test_tries_where_only_some_workers_fit_are_not_placed(monkeypatch) -> None:
         calls.append(1)
         return place_gang(*a)
 
-    monkeypatch.setattr(cycle_mod, "place_gang", counting)
+    monkeypatch.setattr(backfill_mod, "place_gang", counting)
     for place in ("topology", "bestfit"):
         calls.clear()
         got, want = both(snap, head, profile(place=place, backfill="easy"))
@@ -284,7 +285,7 @@ def test_a_single_worker_takes_the_node_the_releases_moved_first(monkeypatch) ->
         calls.append(1)
         return place_gang(*a)
 
-    monkeypatch.setattr(cycle_mod, "place_gang", counting)
+    monkeypatch.setattr(backfill_mod, "place_gang", counting)
     got, want = both(snap, head, profile(place="topology", backfill="easy"))
     assert got == want
     assert got is not None and got.start_time == 120.0

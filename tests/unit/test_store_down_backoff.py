@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.server.store import StoreUnavailable
 from gpufleet.server.service.store_down import BACKOFF_FIRST_S, BACKOFF_MAX_S, StoreDown
+from gpufleet.server.store import StoreUnavailable
 
 
 class Mono:

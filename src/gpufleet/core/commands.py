@@ -79,7 +79,7 @@ class NodeEvent:
     why: str = ""
 
 
-# ----- services (core/services.py) ------------------------------------------------------------
+# ----- services (core/services/) ---------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

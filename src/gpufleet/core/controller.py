@@ -83,7 +83,7 @@ class Controller:
         if launch_timeout_s is not None and not launch_timeout_s > 0:
             raise ValueError(f"launch timeout: {launch_timeout_s:g} s must be above 0")
         self.profile = profile
-        self.half_life_s = float(getattr(profile.order, "half_life_s", 7 * 86400.0))
+        self.half_life_s = float(profile.order.half_life_s)
         self.state = ClusterState(self.half_life_s, cluster)
         self.jobmaster = JobMaster(
             self.state,

@@ -119,7 +119,7 @@ class TimerFired:
     attempt: int = 0
 
 
-# ----- services (core/services.py) ------------------------------------------------------------
+# ----- services (core/services/) ---------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from gpufleet.core.arrays import ArrayThrottle
-from gpufleet.core.cluster_state import ClusterState
 from gpufleet.core.commands import Command, Kill, Launch, SetTimer, Transition
 from gpufleet.core.errors import ControllerError, UnknownObject
 from gpufleet.core.events import (
@@ -22,13 +20,12 @@ from gpufleet.core.events import (
     TaskStarted,
     TimerFired,
 )
-from gpufleet.core.launch_env import ArrayFacts, JobFacts
+from gpufleet.core.jobbook import JobBook
 from gpufleet.core.state import JobRecord
-from gpufleet.model.allocation import Allocation, Placement
+from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import Job, JobState
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.decisions import Preempt, Start
-from gpufleet.scheduler.snapshot import PendingJob
 
 S = JobState
 
@@ -50,28 +47,9 @@ class RestoredJob:
     array_index: int | None = None
 
 
-class JobMaster:
-    def __init__(
-        self,
-        state: ClusterState,
-        *,
-        backoff_base_s: float,
-        backoff_max_s: float,
-        launch_timeout_s: float | None,
-    ) -> None:
-        self.state = state
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
-        # STARTING longer than this: requeued, the silent nodes suspect (None: no deadline;
-        # the simulator's ranks start at once)
-        self.launch_timeout_s = launch_timeout_s
-        self.jobs: dict[str, JobRecord] = {}
-        self.seq = 0
-        self._dependents: dict[str, list[str]] = {}
-        # an array's id (its first task's) → its tasks' ids: as in Slurm, a dependency on an
-        # array's id is on every task of it (afterok: all succeeded), not on its first task
-        self._arrays: dict[str, dict[str, None]] = {}
-        self._throttle = ArrayThrottle()
+class JobMaster(JobBook):
+    """Every job's lifecycle: the events of jobs and tasks, and a scheduling pass's starts and
+    preemptions, each turned into transitions and commands."""
 
     # ----- restart -----------------------------------------------------------------------
 
@@ -91,12 +69,10 @@ class JobMaster:
                 array_index=r.array_index,
             )
             self.jobs[r.job.id] = rec
-            self._join_array(rec)
+            self._deps.add(rec)
             if r.allocation:
                 rec.ran_on[r.job.attempt] = tuple(p.node for p in r.allocation)
             self.seq = max(self.seq, r.seq)
-            for _, dep in r.depends_on:
-                self._dependents.setdefault(dep, []).append(r.job.id)
             if r.job.state in (S.STARTING, S.RUNNING):
                 for p in r.allocation:
                     if p.node in st.nodes:
@@ -108,64 +84,6 @@ class JobMaster:
                     rec.started_ranks = set(range(len(r.allocation)))
             elif r.job.state is S.PENDING:
                 self._enqueue(rec)
-
-    # ----- a task's judgement ------------------------------------------------------------
-
-    def current_rank(
-        self, job_id: str, attempt: int, rank: int, node: str | None = None
-    ) -> Placement | None:
-        """The placement of a rank of the job's current attempt while that attempt runs (on
-        ``node``, if given); ``None``: a stale task (an older attempt, an ended job, another
-        node's rank), which its node must stop."""
-        rec = self.jobs.get(job_id)
-        if rec is None or rec.job.attempt != attempt:
-            return None
-        if rec.job.state not in (S.STARTING, S.RUNNING) or not 0 <= rank < len(rec.allocation):
-            return None
-        p = rec.allocation[rank]
-        return p if node is None or p.node == node else None
-
-    def placed_elsewhere(self, job_id: str, attempt: int, rank: int, node: str) -> str | None:
-        """The node a rank of the job's current attempt is placed on, if that is not ``node``
-        (an agent speaks only for its own node); ``None`` when it is, or when the report is
-        about an attempt that is not the current one (it changes nothing)."""
-        rec = self.jobs.get(job_id)
-        if rec is None or rec.job.attempt != attempt or not 0 <= rank < len(rec.allocation):
-            return None
-        placed = rec.allocation[rank].node
-        return placed if placed != node else None
-
-    def ran_on(self, job_id: str, attempt: int, rank: int) -> str | None:
-        """The node that rank of that attempt was placed on, any attempt this process started
-        or restored; ``None`` when it knows of no such rank."""
-        rec = self.jobs.get(job_id)
-        nodes = rec.ran_on.get(attempt) if rec is not None else None
-        return nodes[rank] if nodes is not None and 0 <= rank < len(nodes) else None
-
-    def deliverable(self, launch: Launch) -> Launch | None:
-        """``launch`` as it still holds: ``None`` once a later attempt superseded it; without
-        the ranks already counted as gone (a reconcile in the same step)."""
-        rec = self.jobs.get(launch.job_id)
-        if rec is None or rec.job.attempt != launch.attempt:
-            return None
-        gone = frozenset(r for r in rec.exited if 0 <= r < len(launch.allocation))
-        if gone == launch.skip:
-            return launch
-        return Launch(launch.job_id, launch.attempt, launch.allocation, launch.seq, gone)
-
-    def launch_facts(self, job_id: str) -> JobFacts:
-        """What a launch's environment says of the job (``core.launch_env``). An array's
-        indices are those of its tasks held in memory: after a restart, the ones still to run."""
-        rec = self.jobs[job_id]
-        array = None
-        if rec.array_id is not None and rec.array_index is not None:
-            tasks = (self.jobs[t] for t in self._arrays.get(rec.array_id, ()) if t in self.jobs)
-            ix = sorted({t.array_index for t in tasks if t.array_index is not None})
-            array = ArrayFacts(rec.array_id, rec.array_index, tuple(ix))
-        return JobFacts.of(rec.job.spec, array)
-
-    def jobs_on(self, node: str) -> list[JobRecord]:
-        return [self.jobs[jid] for jid in self.state.running_on(node)]
 
     # ----- events ------------------------------------------------------------------------
 
@@ -188,13 +106,12 @@ class JobMaster:
             array_index=ev.array_index if ev.array_id is not None else None,
         )
         self.jobs[ev.job_id] = rec
-        self._join_array(rec)
-        for _, dep in ev.depends_on:
-            self._dependents.setdefault(dep, []).append(ev.job_id)
+        self._deps.add(rec)
         out.append(Transition(ev.job_id, 0, None, S.PENDING, now, "submitted"))
         rec.job.history.append((now, S.PENDING, "submitted"))
-        if self._dependency_failed(rec):
-            self._to(rec, S.CANCELLED, now, self._dependency_failed(rec), out)
+        failed = self._deps.failed(rec, self.jobs)
+        if failed:
+            self._to(rec, S.CANCELLED, now, failed, out)
             rec.job.end_time = now
             return
         self._enqueue(rec)
@@ -482,14 +399,11 @@ class JobMaster:
             self._finished(rec, now, out)
 
     def _finished(self, rec: JobRecord, now: float, out: list[Command]) -> None:
-        waiting = self._dependents.get(rec.id, [])
-        if rec.array_id is not None and rec.array_id != rec.id:  # on its whole array too
-            waiting = [*waiting, *self._dependents.get(rec.array_id, ())]
-        for dep_id in waiting:
+        for dep_id in self._deps.dependents(rec):
             dep = self.jobs[dep_id]
             if dep.job.state is not S.PENDING:
                 continue
-            failed = self._dependency_failed(dep)
+            failed = self._deps.failed(dep, self.jobs)
             if failed:
                 self._dequeue(dep)
                 self._to(dep, S.CANCELLED, now, failed, out)
@@ -507,70 +421,3 @@ class JobMaster:
         old = rec.job.state
         rec.job.to(state, now, why)
         out.append(Transition(rec.id, rec.job.attempt, old, state, now, why))
-
-    def _view(self, rec: JobRecord) -> PendingJob:
-        """Its pending view: an unmet dependency first, else its array's throttle."""
-        unmet = self._dependency_unmet(rec)
-        if unmet or not rec.array_limit:
-            return rec.pending_view(unmet)
-        why = self._throttle.waiting(rec.id)
-        return rec.pending_view(why, throttled=bool(why))
-
-    def _throttle_started(self, rec: JobRecord) -> None:
-        if rec.array_limit and rec.array_id is not None:
-            self._refresh_views(self._throttle.started(rec.array_id, rec.array_limit, rec.id))
-
-    def _refresh_views(self, job_ids: set[str]) -> None:
-        """Tasks an array's throttle window moved past: their pending views change."""
-        for job_id in job_ids:
-            self._requeue_view(self.jobs[job_id])
-        if job_ids:
-            self.state.dirty = True
-
-    def _dependency_unmet(self, rec: JobRecord) -> str:
-        if not rec.depends_on:
-            return ""
-        unmet = []
-        for kind, dep in rec.depends_on:
-            left = sum(not d.finished for d in self._depended_on(dep))
-            if left:
-                tasks = self._arrays.get(dep)
-                of = f" ({left} of {len(tasks)} array tasks)" if tasks and len(tasks) > 1 else ""
-                unmet.append(f"{kind}:{dep}{of}")
-        return f"waiting for {', '.join(unmet)}" if unmet else ""
-
-    def _dependency_failed(self, rec: JobRecord) -> str:
-        for kind, dep in rec.depends_on:
-            if kind != "afterok":
-                continue
-            for d in self._depended_on(dep):
-                if d.finished and d.state is not S.SUCCEEDED:
-                    task = f" (array task {d.id})" if d.id != dep else ""
-                    return f"dependency afterok:{dep}{task} ended {d.state.value}"
-        return ""
-
-    def _depended_on(self, dep: str) -> list[Job]:
-        """The jobs a dependency on ``dep`` waits for: every task when it is an array's id."""
-        tasks = self._arrays.get(dep)
-        if not tasks:
-            return [self.jobs[dep].job]
-        return [self.jobs[t].job for t in tasks if t in self.jobs]
-
-    def _join_array(self, rec: JobRecord) -> None:
-        if rec.array_id is not None:
-            self._arrays.setdefault(rec.array_id, {})[rec.id] = None
-
-    def _enqueue(self, rec: JobRecord) -> None:
-        if rec.array_limit and rec.array_id is not None:
-            moved = self._throttle.queued(rec.array_id, rec.array_limit, rec.id, rec.seq)
-            self._refresh_views(moved - {rec.id})
-        self.state.put_pending(self._view(rec))
-        self.state.dirty = True
-
-    def _requeue_view(self, rec: JobRecord) -> None:
-        if self.state.is_pending(rec.id):
-            self.state.put_pending(self._view(rec))
-
-    def _dequeue(self, rec: JobRecord) -> None:
-        if self.state.unpend(rec.id) and rec.array_limit:
-            self._refresh_views(self._throttle.unqueued(rec.id, rec.seq))

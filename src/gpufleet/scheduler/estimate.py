@@ -77,7 +77,7 @@ class StartPlan:
         self.snap, self.profile, self.res = snap, profile, res
         self._plan: dict[str, Estimate] | None = None
         self._limited = QueueUsage.of(snap).limited
-        self._ask_all = not getattr(profile.admit, "admits_unlimited", False)
+        self._ask_all = not profile.admit.admits_unlimited
         self._cap = snap.capacity or capacity_of(snap.nodes)
 
     def get(self, job_id: str) -> Estimate | None:
@@ -88,7 +88,7 @@ class StartPlan:
     def _work_out(self) -> dict[str, Estimate]:
         snap, res = self.snap, self.res
         now = snap.now
-        assumed: float | None = getattr(self.profile.backfill, "assume_limit_s", None)
+        assumed = self.profile.backfill.assume_limit_s
         cap = self._cap.gpu_milli
         gpus = _Profile(now)
         holds: list[tuple[float, float, str, Resources]] = []  # (start, end, queue, resources)

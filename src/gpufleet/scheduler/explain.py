@@ -6,7 +6,7 @@ within the cycle, so 100,000 waiting jobs of a few shapes cost a few explanation
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from random import Random
 from typing import TYPE_CHECKING
@@ -31,14 +31,6 @@ if TYPE_CHECKING:
 
 def _gpus(n: float) -> str:
     return f"{n:g} GPU{'s' if n != 1 else ''}"
-
-
-def held(job: PendingJob, head: PendingJob) -> Reason:
-    return Reason(
-        ReasonCode.HELD,
-        f"job {head.id} is first in order and cannot start; this profile does not backfill",
-        {"blocked_by": head.id},
-    )
 
 
 def preempting(job: PendingJob, victims: Iterable[RunningJob]) -> Reason:
@@ -143,45 +135,53 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
                 data,
             )
     elif s.topology.level is not TopologyLevel.ANY and s.topology.required:
-        level = s.topology.level.value
-        best = 0
-        best_nodes = 0
-        # the domains of the level asked for: leaves, or pods (each the sum of its leaves)
-        domains = (
-            [[leaf] for leaf in range(len(ws.leaf_names))]
-            if level == "leaf"
-            else [list(leaves) for leaves in ws.pod_leaves]
-        )
-        for leaves in domains:
-            b = sum(ws.capacity_bound(req, leaf) for leaf in leaves)
-            if b > best:
-                best = b
-                best_nodes = sum(
-                    len(lb[k])
-                    for leaf in leaves
-                    for m in ws.allowed_models(req)
-                    if (lb := ws.leaf_buckets.get((m, leaf))) is not None
-                    for k in range(req.gpus, ws.max_gpus + 1)
-                )
-        data.update(best_domain_workers=best)
-        if level == "leaf":
-            return Reason(
-                ReasonCode.TOPOLOGY,
-                f"needs {s.workers} × {_gpus(req.gpus)} under one leaf; the best leaf "
-                f"has {best_nodes} node{'s' if best_nodes != 1 else ''} with "
-                f"{_gpus(req.gpus)} free",
-                data,
-            )
-        return Reason(
-            ReasonCode.TOPOLOGY,
-            f"needs {s.workers} × {_gpus(req.gpus)} under one {level}; no {level} "
-            f"has that free now ({free} GPUs free in all)",
-            data,
-        )
+        return _topology_reason(job, ws, req, free, data)
     return Reason(
         ReasonCode.RESOURCES,
         f"{free} GPUs are free, but not with {s.cpu_milli / MILLI:g} CPUs and "
         f"{s.memory_mib / 1024:g} GiB beside each of {s.workers} worker slots",
+        data,
+    )
+
+
+def _topology_reason(
+    job: PendingJob, ws: Workspace, req: WorkerRequest, free: int, data: dict[str, object]
+) -> Reason:
+    """Why a gang that must stay under one leaf or pod waits: the best such domain's room."""
+    s = job.spec
+    level = s.topology.level.value
+    best = 0
+    best_nodes = 0
+    # the domains of the level asked for: leaves, or pods (each the sum of its leaves)
+    domains = (
+        [[leaf] for leaf in range(len(ws.leaf_names))]
+        if level == "leaf"
+        else [list(leaves) for leaves in ws.pod_leaves]
+    )
+    for leaves in domains:
+        b = sum(ws.capacity_bound(req, leaf) for leaf in leaves)
+        if b > best:
+            best = b
+            best_nodes = sum(
+                len(lb[k])
+                for leaf in leaves
+                for m in ws.allowed_models(req)
+                if (lb := ws.leaf_buckets.get((m, leaf))) is not None
+                for k in range(req.gpus, ws.max_gpus + 1)
+            )
+    data.update(best_domain_workers=best)
+    if level == "leaf":
+        return Reason(
+            ReasonCode.TOPOLOGY,
+            f"needs {s.workers} × {_gpus(req.gpus)} under one leaf; the best leaf "
+            f"has {best_nodes} node{'s' if best_nodes != 1 else ''} with "
+            f"{_gpus(req.gpus)} free",
+            data,
+        )
+    return Reason(
+        ReasonCode.TOPOLOGY,
+        f"needs {s.workers} × {_gpus(req.gpus)} under one {level}; no {level} "
+        f"has that free now ({free} GPUs free in all)",
         data,
     )
 
@@ -198,116 +198,148 @@ def explain_all(
     head: PendingJob | None,
     rng: Random,
 ) -> None:
+    """Step 6: a Reason for every pending job the cycle did not start (those it never reached
+    worked out only when asked for), and the plan that estimates their starts."""
     started = set(res.started_ids)
     cycle_reasons = list(res.reasons)  # reasons the cycle gave (quota, preemption, held)
-    had_reason = set(cycle_reasons)
-    empty: Workspace | None = None
-    never_cache: dict[Shape, Reason | None] = {}
-    now_cache: dict[Shape, Reason] = {}
-    unfenced_cache: dict[Shape, bool] = {}
+    why = _Explainer(snap, profile, usage, ws, res, rng)
+    why.waiting(waiting)
+    why.unplaced(unplaced, head)
+    why.held_by_quota(cycle_reasons)
+    skipped = started | examined
+    res.reasons.defer(snap.pending, skipped.__contains__, why.behind(head, len(examined)))
+    res.reasons.estimate_with(StartPlan(snap, profile, res))
 
-    def fits_unfenced(job: PendingJob) -> bool:
+
+class _Explainer:
+    """The reasons of one cycle, each worked out once per job shape where it depends on
+    nothing else (the caches below); the probes place on copies with ``rng``."""
+
+    def __init__(
+        self,
+        snap: Snapshot,
+        profile: Profile,
+        usage: QueueUsage,
+        ws: Workspace,
+        res: CycleResult,
+        rng: Random,
+    ) -> None:
+        self.snap, self.profile, self.usage, self.ws, self.res = snap, profile, usage, ws, res
+        self.rng = rng
+        self.empty: Workspace | None = None
+        self.never_cache: dict[Shape, Reason | None] = {}
+        self.now_cache: dict[Shape, Reason] = {}
+        self.unfenced_cache: dict[Shape, bool] = {}
+        self.ask_all = not profile.admit.admits_unlimited
+
+    def fits_unfenced(self, job: PendingJob) -> bool:
         k = shape_of(job.spec)
-        if k not in unfenced_cache:
-            probe = ws.copy()
-            unfenced_cache[k] = place_gang(job.spec, probe, profile.place, rng)[0] is not None
-        return unfenced_cache[k]
+        if k not in self.unfenced_cache:
+            probe = self.ws.copy()
+            placed = place_gang(job.spec, probe, self.profile.place, self.rng)[0]
+            self.unfenced_cache[k] = placed is not None
+        return self.unfenced_cache[k]
 
-    ask_all = not getattr(profile.admit, "admits_unlimited", False)
-
-    def never_admitted(job: PendingJob) -> Reason | None:
-        status = admit_any(job, profile.admit, usage, ask_all)[1].status
+    def never_admitted(self, job: PendingJob) -> Reason | None:
+        status = admit_any(job, self.profile.admit, self.usage, self.ask_all)[1].status
         return status.reason if status.code is Code.UNRESOLVABLE else None
 
-    def never(job: PendingJob) -> Reason | None:
-        nonlocal empty
+    def never(self, job: PendingJob) -> Reason | None:
         k = shape_of(job.spec)
-        if k not in never_cache:
-            if empty is None:
-                empty = _empty_cluster(snap)
-            probe = empty.copy()
-            alloc, _ = place_gang(job.spec, probe, profile.place, rng)
-            never_cache[k] = None if alloc is not None else never_reason(job, empty)
-        return never_cache[k]
+        if k not in self.never_cache:
+            if self.empty is None:
+                self.empty = _empty_cluster(self.snap)
+            probe = self.empty.copy()
+            alloc, _ = place_gang(job.spec, probe, self.profile.place, self.rng)
+            self.never_cache[k] = None if alloc is not None else never_reason(job, self.empty)
+        return self.never_cache[k]
 
-    for job in waiting:
-        if job.waiting_for:
-            code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
-            res.reasons[job.id] = Reason(code, job.waiting_for)
-        else:
-            # a job that could not fit even on an empty cluster, or that its queue can never
-            # admit, will not start once its back-off is over either: that is what its user
-            # must hear (and it has no estimated start)
-            res.reasons[job.id] = (
-                never(job)
-                or never_admitted(job)
-                or Reason(
-                    ReasonCode.BACKOFF,
-                    f"retry back-off for {in_words(job.eligible_time - snap.now)} more",
-                    {"until": job.eligible_time},
-                )
-            )
-
-    reservation = res.reservation
-    reserved_id = reservation.job_id if reservation is not None else None
-    fenced_out: Reason | None = None  # the same for every job kept off the reservation
-    # Apart from the reserved job, an unplaced job's reason is a function of its shape: work
-    # it out (through the caches above, in the same order of calls) once per shape.
-    by_shape: dict[Shape, Reason] = {}
-    for job in unplaced:
-        k = shape_of(job.spec)
-        if job.id != reserved_id:
-            r = by_shape.get(k)
-            if r is not None:
-                res.reasons[job.id] = r
-                continue
-        r = never_cache[k] if k in never_cache else never(job)
-        if r is None:
-            r = now_cache.get(k)
-            if r is None:
-                r = now_cache[k] = resource_reason(job, ws)
-            if reservation is not None and job.id == reservation.job_id:
-                r = replace(
-                    r,
-                    estimated_start=reservation.start_time,
-                    start_bound=RESERVED,
-                    message=f"{r.message}; reserved to start in "
-                    f"{in_words(reservation.start_time - snap.now)}",
-                )
-                res.reasons[job.id] = r
-                continue
-            if reservation is not None and head is not None and fits_unfenced(job):
-                # it would have fitted but for the fence around the reservation
-                if fenced_out is None:
-                    fenced_out = Reason(
-                        ReasonCode.RESERVED,
-                        f"fits only on devices reserved for job {reservation.job_id} "
-                        f"(it starts in {in_words(reservation.start_time - snap.now)}) and "
-                        "would still be running then",
-                        {"reserved_for": reservation.job_id},
+    def waiting(self, waiting: list[PendingJob]) -> None:
+        """Jobs not yet eligible: their dependency or throttle, else their back-off."""
+        for job in waiting:
+            if job.waiting_for:
+                code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
+                self.res.reasons[job.id] = Reason(code, job.waiting_for)
+            else:
+                # a job that could not fit even on an empty cluster, or that its queue can
+                # never admit, will not start once its back-off is over either: that is what
+                # its user must hear (and it has no estimated start)
+                self.res.reasons[job.id] = (
+                    self.never(job)
+                    or self.never_admitted(job)
+                    or Reason(
+                        ReasonCode.BACKOFF,
+                        f"retry back-off for {in_words(job.eligible_time - self.snap.now)} more",
+                        {"until": job.eligible_time},
                     )
-                r = fenced_out
-        by_shape[k] = r
-        res.reasons[job.id] = r
+                )
 
-    # A job held by quota that no cluster could ever hold is told so (NeverSchedulable).
-    # The others are told their queue's room as the cycle leaves it: the numbers the last
-    # admission of the cycle saw, and what the queues page shows. (Room only shrinks within
-    # a cycle, so a job refused earlier in it is refused by these numbers too.)
-    # Only the cycle's own reasons can be Quota ones; visit them in the order they were given.
-    by_id: dict[str, PendingJob] | None = None
-    final: dict[tuple[object, object], Reason | None] = {}
-    # So is one held behind the head of a profile that does not backfill: it would wait for
-    # ever, the head's start would not help it.
-    for job_id in cycle_reasons:
-        why = res.reasons[job_id]
-        if why.code is ReasonCode.QUOTA or why.code is ReasonCode.HELD:
+    def unplaced(self, unplaced: list[PendingJob], head: PendingJob | None) -> None:
+        """Jobs the cycle reached and could not place: never, the reservation, or resources.
+        Apart from the reserved job, an unplaced job's reason is a function of its shape:
+        worked out (through the caches, in the same order of calls) once per shape."""
+        res, snap = self.res, self.snap
+        reservation = res.reservation
+        reserved_id = reservation.job_id if reservation is not None else None
+        fenced_out: Reason | None = None  # the same for every job kept off the reservation
+        by_shape: dict[Shape, Reason] = {}
+        for job in unplaced:
+            k = shape_of(job.spec)
+            if job.id != reserved_id:
+                r = by_shape.get(k)
+                if r is not None:
+                    res.reasons[job.id] = r
+                    continue
+            r = self.never_cache[k] if k in self.never_cache else self.never(job)
+            if r is None:
+                r = self.now_cache.get(k)
+                if r is None:
+                    r = self.now_cache[k] = resource_reason(job, self.ws)
+                if reservation is not None and job.id == reservation.job_id:
+                    res.reasons[job.id] = replace(
+                        r,
+                        estimated_start=reservation.start_time,
+                        start_bound=RESERVED,
+                        message=f"{r.message}; reserved to start in "
+                        f"{in_words(reservation.start_time - snap.now)}",
+                    )
+                    continue
+                if reservation is not None and head is not None and self.fits_unfenced(job):
+                    # it would have fitted but for the fence around the reservation
+                    if fenced_out is None:
+                        fenced_out = Reason(
+                            ReasonCode.RESERVED,
+                            f"fits only on devices reserved for job {reservation.job_id} "
+                            f"(it starts in {in_words(reservation.start_time - snap.now)}) "
+                            "and would still be running then",
+                            {"reserved_for": reservation.job_id},
+                        )
+                    r = fenced_out
+            by_shape[k] = r
+            res.reasons[job.id] = r
+
+    def held_by_quota(self, cycle_reasons: list[str]) -> None:
+        """A job held by quota that no cluster could ever hold is told so (NeverSchedulable);
+        so is one held behind the head of a profile that does not backfill (it would wait for
+        ever, the head's start would not help it). The others held by quota are told their
+        queue's room as the cycle leaves it: the numbers the last admission of the cycle saw,
+        and what the queues page shows. (Room only shrinks within a cycle, so a job refused
+        earlier in it is refused by these numbers too.) Only the cycle's own reasons can be
+        Quota ones; they are visited in the order they were given."""
+        res = self.res
+        had_reason = set(cycle_reasons)
+        by_id: dict[str, PendingJob] | None = None
+        final: dict[tuple[object, object], Reason | None] = {}
+        for job_id in cycle_reasons:
+            why = res.reasons[job_id]
+            if why.code is not ReasonCode.QUOTA and why.code is not ReasonCode.HELD:
+                continue
             if by_id is None:  # built only when some job is held by quota
-                by_id = {p.id: p for p in snap.pending if p.id in had_reason}
+                by_id = {p.id: p for p in self.snap.pending if p.id in had_reason}
             blocked = by_id.get(job_id)
             if blocked is None:
                 continue
-            never_here = never(blocked)
+            never_here = self.never(blocked)
             if never_here is not None:
                 res.reasons[job_id] = never_here
                 continue
@@ -315,35 +347,36 @@ def explain_all(
                 continue
             k = (blocked.spec.queues or blocked.spec.queue, blocked.spec.total_resources)
             if k not in final:
-                final[k] = admit_any(blocked, profile.admit, usage, ask_all)[1].status.reason
+                adm = admit_any(blocked, self.profile.admit, self.usage, self.ask_all)[1]
+                final[k] = adm.status.reason
             now_why = final[k]
             if now_why is not None and now_why.code is ReasonCode.QUOTA:
                 res.reasons[job_id] = now_why
 
-    # Jobs the cycle never reached: a reason per shape (never fits) or one reason for all,
-    # worked out when asked for (``Reasons.defer``). A Reason is immutable, so one object
-    # serves every job it describes. Their NeverSchedulable probes draw on a Random of their
-    # own, so an answer does not depend on which job was asked about first.
-    behind: Reason | None = None
-    if head is not None and not profile.backfill.backfills:
-        behind = held(head, head)  # the same for every job behind the head
-    else:
-        behind = Reason(
-            ReasonCode.PRIORITY,
-            f"{len(examined)} job{'s' if len(examined) != 1 else ''} ahead in "
-            f"{profile.names.get('order')} order "
-            f"were considered first; capacity ran out before this one",
-            {"ahead": len(examined)},
-        )
+    def behind(self, head: PendingJob | None, examined: int) -> Callable[[PendingJob], Reason]:
+        """The reason of the jobs the cycle never reached: a reason per shape (never fits) or
+        one reason for all, worked out when asked for (``Reasons.defer``). A Reason is
+        immutable, so one object serves every job it describes. Their NeverSchedulable probes
+        draw on a Random of their own, so an answer does not depend on which job was asked
+        about first."""
+        profile = self.profile
+        passing = profile.backfill.backfill(head, head) if head is not None else None
+        if passing is not None and passing.code is not Code.SUCCESS and passing.reason is not None:
+            behind = passing.reason  # the same for every job behind the head
+        else:
+            behind = Reason(
+                ReasonCode.PRIORITY,
+                f"{examined} job{'s' if examined != 1 else ''} ahead in "
+                f"{profile.names.get('order')} order "
+                f"were considered first; capacity ran out before this one",
+                {"ahead": examined},
+            )
 
-    def rest(job: PendingJob) -> Reason:
-        nonlocal rng
-        k = shape_of(job.spec)
-        if k not in never_cache:
-            rng = Random(snap.cycle)
-        r = never_cache[k] if k in never_cache else never(job)
-        return behind if r is None else r
+        def rest(job: PendingJob) -> Reason:
+            k = shape_of(job.spec)
+            if k not in self.never_cache:
+                self.rng = Random(self.snap.cycle)
+            r = self.never_cache[k] if k in self.never_cache else self.never(job)
+            return behind if r is None else r
 
-    skipped = started | examined
-    res.reasons.defer(snap.pending, skipped.__contains__, rest)
-    res.reasons.estimate_with(StartPlan(snap, profile, res))
+        return rest

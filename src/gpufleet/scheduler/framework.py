@@ -1,20 +1,24 @@
 """The scheduling framework: named extension points, a status per plugin call, the registry.
 
 Like the Kubernetes scheduling framework, each step of the cycle is an extension point with a
-small protocol; a plugin is one module with a ``NAME`` (``"place/fgd"``) and a ``Plugin`` class
-that takes its options as keyword arguments. A profile names one plugin (or several, for
-``preempt``) per point; an unknown name or option fails when the profile is built, not mid-cycle.
+small protocol whose calls answer a ``Status`` (admit: an ``Admission``, place: a ``Choice``,
+backfill: a ``Status``, preempt: ``Victims``); a plugin is one module with a ``NAME``
+(``"place/fgd"``) and a ``Plugin`` class that takes its options as keyword arguments and
+derives from its point's base in ``plugins.base`` (which answers the optional members: the
+cycle reads them directly, it never probes). A profile names one plugin (or several, for
+``preempt``) per point; an unknown name or option, or a plugin that lacks a member of its
+point's protocol, fails when the profile is built, not mid-cycle.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from random import Random
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from gpufleet.model.reason import Reason
 from gpufleet.scheduler.request import WorkerRequest
@@ -45,11 +49,17 @@ class Status:
 SUCCESS = Status(Code.SUCCESS)
 
 
+@runtime_checkable
 class OrderPlugin(Protocol):
     """Step 1: the order in which pending jobs are considered.
 
     ``order`` may be lazy and may read ``usage``, which the cycle updates as it admits jobs, so
-    that fair share sees the jobs admitted earlier in the same cycle."""
+    that fair share sees the jobs admitted earlier in the same cycle. ``half_life_s``: the
+    half-life with which the core decays each queue's past usage for this order (fair share
+    reads it). Plugins derive from ``plugins.base.OrderBase``, which answers the optional
+    members."""
+
+    half_life_s: float
 
     def order(
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
@@ -57,11 +67,17 @@ class OrderPlugin(Protocol):
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         """Whether ``job`` may preempt ``victim`` by this order's own rule (LAS: lower
-        attained service). Orders without such a rule answer False. An order may also define
-        ``outrank_key(job, snap)``: in one snapshot, jobs of equal keys outrank the same
-        running jobs (``preempt/order`` then works their victims out once per key); and
-        ``outranked(job, snap)``: the running jobs ``job`` outranks, in ``snap.running``'s
-        order, found faster than by asking ``outranks`` of each."""
+        attained service). Orders without such a rule answer False."""
+        ...
+
+    def outrank_key(self, job: PendingJob, snap: Snapshot) -> Hashable | None:
+        """In one snapshot, jobs of equal keys outrank the same running jobs (``preempt/order``
+        then works their victims out once per key); None: no such promise."""
+        ...
+
+    def outranked(self, job: PendingJob, snap: Snapshot) -> Iterable[RunningJob]:
+        """The running jobs ``job`` outranks, in ``snap.running``'s order (an order may find
+        them faster than by asking ``outranks`` of each)."""
         ...
 
 
@@ -75,47 +91,88 @@ class Admission:
 ADMITTED = Admission(SUCCESS, within_nominal=True)  # immutable: one for every such answer
 
 
+@runtime_checkable
 class AdmitPlugin(Protocol):
     """Step 2: may this job start in its queue, by quota (and borrowing)?
 
-    A plugin may set ``admits_unlimited = True`` to say it answers ``ADMITTED`` for every job
-    whose queue has no quota (``QueueUsage.limited``), whatever the usage: the cycle then
-    skips the call for such jobs."""
+    ``admits_unlimited`` says the plugin answers ``ADMITTED`` for every job whose queue has no
+    quota (``QueueUsage.limited``), whatever the usage: the cycle then skips the call for such
+    jobs."""
+
+    admits_unlimited: bool
 
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission: ...
 
 
+class Choice(NamedTuple):
+    """A place plugin's answer for one worker: its status and, on success, the node and
+    devices. (A tuple, not a dataclass: one is made per worker placed, in the hottest loop.)"""
+
+    status: Status
+    node: int = -1
+    devices: tuple[int, ...] = ()
+
+
+NO_NODE = Choice(Status(Code.UNSCHEDULABLE))  # no node of the domain takes the worker now
+
+
+def chosen(node: int, devices: tuple[int, ...]) -> Choice:
+    return Choice(SUCCESS, node, devices)
+
+
+@runtime_checkable
 class PlacePlugin(Protocol):
     """Step 3: choose a node (and devices) for one worker inside a domain.
 
     ``prefers_topology`` asks the framework to try gangs under one node, then one leaf, then
-    one pod, before anywhere, even when the job did not ask for it."""
+    one pod, before anywhere, even when the job did not ask for it. ``first_fit`` promises that
+    ``choose`` takes the first candidate of ``Workspace.candidates`` for a request without a
+    dataset, drawing no random number and keeping no state (backfill and preemption then work
+    on free counts instead of placing for real)."""
 
     prefers_topology: bool
+    first_fit: bool
 
     def prepare(self, snap: Snapshot, ws: Workspace) -> None: ...
 
-    def choose(
-        self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random
-    ) -> tuple[int, tuple[int, ...]] | None: ...
+    def choose(self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random) -> Choice: ...
 
 
+@runtime_checkable
 class BackfillPlugin(Protocol):
     """Step 4: when the head of the order cannot start, may later jobs start around it?
 
-    ``reserves`` says whether the blocked job gets a reservation (its earliest start) that later
-    jobs must not delay; ``None`` means no backfill at all (strict order)."""
+    ``backfill`` answers per later job (not SUCCESS: it waits, with the status's reason, and
+    so does every job after it). ``reserves`` says whether the blocked job gets a reservation
+    (its earliest start) that later jobs must not delay; ``assume_limit_s`` stands in for the
+    time limit of running jobs that have none when the reservation is worked out (None: such
+    jobs never free their devices)."""
 
     reserves: bool
-    backfills: bool
+    assume_limit_s: float | None
+
+    def backfill(self, job: PendingJob, head: PendingJob) -> Status: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """A preempt plugin's answer: SUCCESS with the running jobs that may be stopped so that
+    the job can start, best victims first; UNSCHEDULABLE with none."""
+
+    status: Status
+    jobs: Sequence[RunningJob] = ()
+
+
+NO_VICTIMS = Victims(Status(Code.UNSCHEDULABLE))
+
+
+@runtime_checkable
 class PreemptPlugin(Protocol):
     """Step 5: which running jobs may be stopped so that ``job`` can start, best victims first.
 
-    A plugin may also define ``victims_key(job, admission, snap, usage, order)``: a hashable
-    value such that, within one cycle, jobs with equal keys get equal victim lists (None: no
-    such promise for this job). The cycle then asks ``victims`` once per key, not per job."""
+    ``victims_key`` is a hashable value such that, within one cycle, jobs with equal keys get
+    equal victim lists (None: no such promise for this job). The cycle then asks ``victims``
+    once per key, not per job."""
 
     def victims(
         self,
@@ -124,7 +181,16 @@ class PreemptPlugin(Protocol):
         snap: Snapshot,
         usage: QueueUsage,
         order: OrderPlugin,
-    ) -> list[RunningJob]: ...
+    ) -> Victims: ...
+
+    def victims_key(
+        self,
+        job: PendingJob,
+        admission: Admission,
+        snap: Snapshot,
+        usage: QueueUsage,
+        order: OrderPlugin,
+    ) -> Hashable | None: ...
 
 
 class ProfileError(ValueError):
@@ -158,6 +224,15 @@ def available(point: str) -> list[str]:
     return sorted(n.split("/", 1)[1] for n in registry() if n.startswith(point + "/"))
 
 
+_PROTOCOLS: dict[str, type] = {
+    "order": OrderPlugin,
+    "admit": AdmitPlugin,
+    "place": PlacePlugin,
+    "backfill": BackfillPlugin,
+    "preempt": PreemptPlugin,
+}
+
+
 def make(point: str, name: str, options: Mapping[str, Any] | None = None) -> Any:
     full = name if "/" in name else f"{point}/{name}"
     mod = registry().get(full)
@@ -166,9 +241,16 @@ def make(point: str, name: str, options: Mapping[str, Any] | None = None) -> Any
             f"unknown {point} plugin {name!r} (available: {', '.join(available(point))})"
         )
     try:
-        return mod.Plugin(**dict(options or {}))
+        plugin = mod.Plugin(**dict(options or {}))
     except (TypeError, ValueError) as e:  # a bad option value too
         raise ProfileError(f"plugin {full}: bad options {dict(options or {})}: {e}") from None
+    protocol = _PROTOCOLS.get(point)
+    if protocol is not None and not isinstance(plugin, protocol):  # at start-up, not mid-cycle
+        raise ProfileError(
+            f"plugin {full} lacks members of {protocol.__name__} (derive it from "
+            "gpufleet.scheduler.plugins.base)"
+        )
+    return plugin
 
 
 @dataclass(frozen=True)

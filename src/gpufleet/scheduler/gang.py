@@ -17,7 +17,7 @@ from random import Random
 
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.job import JobSpec, TopologyLevel
-from gpufleet.scheduler.framework import PlacePlugin
+from gpufleet.scheduler.framework import Code, PlacePlugin
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.workspace import ANYWHERE, Domain, Workspace
 
@@ -93,14 +93,14 @@ def place_in(
     bar = req.select is not None and req.select.one_per_node
     for _ in range(workers):
         choice = plugin.choose(req, ws, domain, rng)
-        if choice is None:
+        if choice.status.code is not Code.SUCCESS:
             for i, p in reversed(placed):
                 ws.release(i, p)
                 if bar:
                     ws.barred.discard(i)
             return None
-        i, devices = choice
-        placed.append((i, ws.assign(i, devices, req)))
+        i = choice.node
+        placed.append((i, ws.assign(i, choice.devices, req)))
         if bar:
             ws.barred.add(i)
     return tuple(p for _, p in placed)

@@ -1,8 +1,8 @@
 """Step 5's victim search on free counts, for a gang whose placement is known in advance.
 
-``cycle._preempt_scan`` releases the candidates one by one on a copy of the workspace and
+``preemption.preempt_scan`` releases the candidates one by one on a copy of the workspace and
 tries a real placement (on another copy) after each, then tries again without each victim
-(the reprieve). For a ``cycle._first_fit_gang`` a placement succeeds exactly when the workers
+(the reprieve). For a ``whatif.first_fit_gang`` a placement succeeds exactly when the workers
 that fit on fully free GPUs (its room) are at least the gang's workers, and such a placement
 draws no random number, so the same answer comes from per-node free vectors: no copy, no
 placement, no bucket update per candidate.
@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpufleet.model.allocation import Allocation
+from gpufleet.scheduler.free_counts import full_count
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import RunningJob
-from gpufleet.scheduler.workspace import Workspace, _full
+from gpufleet.scheduler.workspace import Workspace
 
 
 class _Room:
@@ -49,7 +50,7 @@ class _Room:
                 devs[d] += p.gpu_milli
             new = self.gfree[i] = tuple(devs)
             if self.counts(i):
-                self.room += _full(new) // self.g - _full(old) // self.g
+                self.room += full_count(new) // self.g - full_count(old) // self.g
 
     def taken_back(self, alloc: Allocation) -> tuple[int, dict[int, tuple[int, ...]]]:
         """The room were ``alloc``'s devices taken again, and the vectors that would change:
@@ -67,7 +68,7 @@ class _Room:
                 devs[d] -= p.gpu_milli
             new = changed[i] = tuple(devs)
             if self.counts(i):
-                room += _full(new) // self.g - _full(old) // self.g
+                room += full_count(new) // self.g - full_count(old) // self.g
         return room, changed
 
 
@@ -78,7 +79,7 @@ def fewest_victims(
     ws: Workspace,
     now: float,
 ) -> list[RunningJob]:
-    """``cycle._preempt_scan``'s answer for a first-fit gang of ``workers`` × ``req``: the
+    """``preemption.preempt_scan``'s answer for a first-fit gang of ``workers`` × ``req``: the
     shortest prefix of ``cands`` whose release gives it room, less each victim (dearest
     first) that it turns out not to need; [] if all of them are not enough."""
     room = _Room(ws, req)

@@ -13,11 +13,11 @@ Every assignment updates the indexes in O(1), so a placement costs far less than
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import overload
+from dataclasses import dataclass
 
 from gpufleet.model.allocation import Placement
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.free_counts import EmptiedViews, full_count, partly_used
 from gpufleet.scheduler.request import Select, WorkerRequest
 from gpufleet.scheduler.snapshot import NodeView
 
@@ -33,35 +33,6 @@ class Domain:
 
 
 ANYWHERE = Domain("any")
-
-
-class _EmptiedViews(Sequence[NodeView]):
-    """``views`` as if every device, CPU and byte of memory were free; each view is made on
-    first read (a workspace reads few of them), not all up front."""
-
-    def __init__(self, nodes: Sequence[NodeView]) -> None:
-        self._nodes = nodes
-        self._made: dict[int, NodeView] = {}
-
-    def __len__(self) -> int:
-        return len(self._nodes)
-
-    @overload
-    def __getitem__(self, i: int) -> NodeView: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[NodeView]: ...
-    def __getitem__(self, i: int | slice) -> NodeView | Sequence[NodeView]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self._nodes)
-        v = self._made.get(i)
-        if v is None:
-            n = self._nodes[i]
-            v = self._made[i] = replace(
-                n, gpu_free=(MILLI,) * n.gpus, cpu_free=n.cpu_total, mem_free=n.mem_total
-            )
-        return v
 
 
 class Workspace:
@@ -81,7 +52,7 @@ class Workspace:
         up = [n for n in nodes if n.schedulable]
         ws = object.__new__(cls)
         ws._setup(
-            _EmptiedViews(up),
+            EmptiedViews(up),
             up,
             [(MILLI,) * len(n.gpu_free) for n in up],
             [n.cpu_total for n in up],
@@ -96,60 +67,11 @@ class Workspace:
         nodes: Sequence[NodeView],
         changed: Iterable[int] | None = None,
     ) -> Workspace:
-        """``Workspace(nodes)``, made by updating ``prev`` in place where that is cheaper.
+        """``Workspace(nodes)``, made by updating ``prev`` in place where that is cheaper
+        (``workspace_refresh.refreshed`` says when)."""
+        from gpufleet.scheduler import workspace_refresh  # it builds on this module
 
-        ``prev`` must be a ``Workspace(old)`` that nobody changed since (callers work on
-        copies), for ``old`` the caller's earlier nodes; a view that is the very object it was
-        is taken as unchanged. Only nodes whose free capacity changed are re-indexed, into
-        their buckets at their index's place, so the buckets keep the order a fresh workspace
-        has. A node renamed, moved, resized or changed in health builds a new workspace.
-        ``changed``, when given, holds every index whose view may be another object."""
-        if prev is None or len(prev.views) != len(nodes):
-            return cls(nodes)
-        old = prev.views
-        if changed is None:
-            changed = [i for i, (a, b) in enumerate(zip(old, nodes, strict=True)) if a is not b]
-        else:
-            changed = [i for i in changed if old[i] is not nodes[i]]
-        for i in changed:
-            a, b = old[i], nodes[i]
-            if (
-                a.name != b.name
-                or a.leaf != b.leaf
-                or a.pod != b.pod
-                or a.gpu_model != b.gpu_model
-                or a.schedulable != b.schedulable
-                or a.features != b.features
-                or a.gres_type != b.gres_type
-                or len(a.gpu_free) != len(b.gpu_free)
-            ):
-                return cls(nodes)
-        for i in changed:
-            v = nodes[i]
-            prev.cpu[i] = v.cpu_free
-            prev.mem[i] = v.mem_free
-            if prev.gfree[i] == v.gpu_free:
-                prev.gfree[i] = v.gpu_free
-                continue
-            prev._unindex(i)
-            prev.gfree[i] = v.gpu_free
-            prev.full[i] = _full(v.gpu_free)
-            prev._index_in_place(i)
-        prev.views = nodes
-        prev._static = nodes
-        return prev
-
-    def _index_in_place(self, i: int) -> None:
-        """``_index`` that puts node ``i`` where index order has it, not last."""
-        counted = self._count_in(i)
-        if counted is None:
-            return
-        m, key, k, g = counted
-        mb, lb = self.buckets[m], self.leaf_buckets[key]
-        mb[k] = _with(mb[k], i)
-        lb[k] = _with(lb[k], i)
-        if k < len(g) and _partial(g):
-            self.partial[key] = _with(self.partial.get(key, {}), i)
+        return workspace_refresh.refreshed(prev, nodes, changed)
 
     def _setup(
         self,
@@ -163,12 +85,18 @@ class Workspace:
         from ``nodes`` (the same nodes, maybe with other free capacity)."""
         self.views = views
         self._static = nodes  # names, features, totals (not free capacity)
-        self.n = n = len(gfree)
+        self.n = len(gfree)
         # free milli per device, one tuple per node: assign/release replace a node's tuple, so
         # copy() shares them (a what-if copy costs a few list copies, not one per node)
         self.gfree = gfree
         self.cpu = cpu
         self.mem = mem
+        self._index_fabric(nodes)
+        self._index_free()
+
+    def _index_fabric(self, nodes: Sequence[NodeView]) -> None:
+        """Names, models, health and each node's place in the fabric tree (leaf, pod)."""
+        n = self.n
         leaf_ix: dict[str, int] = {}
         pod_ix: dict[str, int] = {}
         self.leaf_names: list[str] = []
@@ -192,11 +120,16 @@ class Workspace:
                     self.pod_names.append(v.pod)
                 self.leaf_pod.append(pod_ix[v.pod])
             self.node_leaf[i] = leaf
-        self.full = [_full(g) for g in gfree]
-        self.max_gpus = max(map(len, gfree), default=0)
         self.pod_leaves: list[list[int]] = [[] for _ in self.pod_names]
         for leaf, pod in enumerate(self.leaf_pod):
             self.pod_leaves[pod].append(leaf)
+
+    def _index_free(self) -> None:
+        """The buckets of nodes by free whole devices, per model and per (model, leaf), and
+        the totals kept with them; the reservations and filters start empty."""
+        n, gfree = self.n, self.gfree
+        self.full = [full_count(g) for g in gfree]
+        self.max_gpus = max(map(len, gfree), default=0)
         nb = self.max_gpus + 1
         # buckets[model][k]: schedulable nodes of that model with exactly k fully free devices
         self.buckets: dict[str, list[dict[int, None]]] = {}
@@ -241,7 +174,7 @@ class Workspace:
             if lb is None:
                 lb = leaf_buckets[key] = [{} for _ in range(nb)]
             lb[k][i] = None
-            if k < len(g) and _partial(g):
+            if k < len(g) and partly_used(g):
                 self.partial.setdefault(key, {})[i] = None
         self.free_full = free_full
         # only models with an indexed (schedulable) node: a pool that is all drained has none
@@ -468,7 +401,7 @@ class Workspace:
         for d in devices:
             g[d] -= milli
         t = self.gfree[i] = tuple(g)
-        self.full[i] = _full(t)
+        self.full[i] = full_count(t)
         self.cpu[i] -= cpu
         self.mem[i] -= mem
         self._index(i)
@@ -481,7 +414,7 @@ class Workspace:
         for d in p.gpus:
             g[d] += milli
         t = self.gfree[i] = tuple(g)
-        self.full[i] = _full(t)
+        self.full[i] = full_count(t)
         self.cpu[i] += p.cpu_milli
         self.mem[i] += p.memory_mib
         self._index(i)
@@ -524,40 +457,5 @@ class Workspace:
         m, key, k, g = counted
         self.buckets[m][k][i] = None
         self.leaf_buckets[key][k][i] = None
-        if k < len(g) and _partial(g):
+        if k < len(g) and partly_used(g):
             self.partial.setdefault(key, {})[i] = None
-
-
-def _with(bucket: dict[int, None], i: int) -> dict[int, None]:
-    """``bucket`` with ``i`` added in index order (the order of a fresh workspace)."""
-    if not bucket or i > next(reversed(bucket)):
-        bucket[i] = None
-        return bucket
-    return dict.fromkeys(sorted([*bucket, i]))
-
-
-# A node's free vector takes few distinct values (with whole GPUs, which devices are taken), so
-# its count of fully free devices and whether one is partly used are memoised by value.
-_MEMO_MAX = 1 << 14
-_full_memo: dict[tuple[int, ...], int] = {}
-_partial_memo: dict[tuple[int, ...], bool] = {}
-
-
-def _full(g: tuple[int, ...]) -> int:
-    """Fully free devices among ``g``."""
-    n = _full_memo.get(g)
-    if n is None:
-        if len(_full_memo) >= _MEMO_MAX:
-            _full_memo.clear()
-        n = _full_memo[g] = sum(1 for x in g if x >= MILLI)
-    return n
-
-
-def _partial(g: tuple[int, ...]) -> bool:
-    """Whether a device of ``g`` is partly used."""
-    p = _partial_memo.get(g)
-    if p is None:
-        if len(_partial_memo) >= _MEMO_MAX:
-            _partial_memo.clear()
-        p = _partial_memo[g] = any(0 < x < MILLI for x in g)
-    return p

@@ -4,15 +4,14 @@ preferring a node that already holds the job's dataset among the first few candi
 from __future__ import annotations
 
 from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.framework import NO_NODE, Choice, chosen
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.workspace import Domain, Workspace
 
 LOCALITY_LOOKAHEAD = 32  # candidates examined for data locality before settling for the tightest
 
 
-def tightest(
-    req: WorkerRequest, ws: Workspace, domain: Domain
-) -> tuple[int, tuple[int, ...]] | None:
+def tightest(req: WorkerRequest, ws: Workspace, domain: Domain) -> Choice:
     if not req.whole and req.gpus:
         return _tightest_device(req, ws, domain)
     first = -1
@@ -27,14 +26,12 @@ def tightest(
         if seen + 1 >= LOCALITY_LOOKAHEAD:
             break
     if first < 0:
-        return None
+        return NO_NODE
     devices = ws.devices_for(first, req)
-    return None if devices is None else (first, devices)
+    return NO_NODE if devices is None else chosen(first, devices)
 
 
-def _tightest_device(
-    req: WorkerRequest, ws: Workspace, domain: Domain
-) -> tuple[int, tuple[int, ...]] | None:
+def _tightest_device(req: WorkerRequest, ws: Workspace, domain: Domain) -> Choice:
     """A fraction goes to the device it fills most tightly, over every partly used node (the
     candidates list those first), then to a whole free device; a dataset breaks ties."""
     best: tuple[int, tuple[int, ...]] | None = None
@@ -51,4 +48,4 @@ def _tightest_device(
                 break  # a perfect fit
         if free >= MILLI and best_key[0] < MILLI:
             break  # past the partly used nodes, with one of them in hand
-    return best
+    return NO_NODE if best is None else chosen(*best)

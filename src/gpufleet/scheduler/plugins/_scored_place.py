@@ -11,8 +11,9 @@ from __future__ import annotations
 from random import Random
 
 from gpufleet.scheduler import openb_scores as osc
+from gpufleet.scheduler.framework import NO_NODE, Choice, chosen
+from gpufleet.scheduler.plugins.base import PlaceBase
 from gpufleet.scheduler.request import WorkerRequest
-from gpufleet.scheduler.snapshot import Snapshot
 from gpufleet.scheduler.workspace import Domain, Workspace
 
 
@@ -26,28 +27,22 @@ def node_state(ws: Workspace, i: int) -> osc.NodeState:
     return osc.NodeState(ws.cpu[i], ws.mem[i], tuple(ws.gfree[i]), ws.model[i])
 
 
-class ScoredPlace:
+class ScoredPlace(PlaceBase):
     """Base for the score-every-node plugins; subclasses set ``policy``."""
 
     policy = ""
-    prefers_topology = False
 
     def __init__(self) -> None:
         self.workload: osc.TargetWorkload | None = None
 
-    def prepare(self, snap: Snapshot, ws: Workspace) -> None:
-        pass
-
-    def choose(
-        self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random
-    ) -> tuple[int, tuple[int, ...]] | None:
+    def choose(self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random) -> Choice:
         feasible = list(ws.candidates(req, domain))
         if not feasible:
-            return None
+            return NO_NODE
         pod = pod_of(req)
         if self.policy == "random":
             i = feasible[rng.randrange(len(feasible))]
-            return i, osc.choose_gpus("random", node_state(ws, i), pod, rng=rng)
+            return chosen(i, osc.choose_gpus("random", node_state(ws, i), pod, rng=rng))
         states = [node_state(ws, i) for i in feasible]
         scores = [osc.node_score(self.policy, s, pod, self.workload) for s in states]
         if self.policy == "bestfit":
@@ -61,4 +56,4 @@ class ScoredPlace:
         best = max(range(len(feasible)), key=lambda k: (scores[k], local[k], -feasible[k]))
         i = feasible[best]
         devices = osc.choose_gpus(self.policy, states[best], pod, self.workload, rng)
-        return i, devices
+        return chosen(i, devices)

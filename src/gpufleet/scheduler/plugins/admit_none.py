@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from gpufleet.scheduler.framework import ADMITTED, Admission
+from gpufleet.scheduler.plugins.base import AdmitBase
 from gpufleet.scheduler.snapshot import PendingJob
 from gpufleet.scheduler.usage import QueueUsage
 
 NAME = "admit/none"
 
 
-class Plugin:
+class Plugin(AdmitBase):
     admits_unlimited = True
 
     def admit(self, job: PendingJob, usage: QueueUsage) -> Admission:

@@ -10,6 +10,7 @@ from gpufleet.model.queue import QueueSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import Resources
 from gpufleet.scheduler.framework import ADMITTED, SUCCESS, Admission, Code, Status
+from gpufleet.scheduler.plugins.base import AdmitBase
 from gpufleet.scheduler.snapshot import PendingJob
 from gpufleet.scheduler.usage import QueueUsage, Room
 
@@ -46,7 +47,7 @@ def _first_over(need: Resources, ceiling: Resources, quota: Resources) -> tuple[
     return dims[0][0], f"{dims[0][1]:g} GPUs", f"{dims[0][2]:g}", f"{dims[0][3]:g}"
 
 
-class Plugin:
+class Plugin(AdmitBase):
     """``unassigned``: what becomes of the capacity outside every quota. ``lend`` (the
     default): the cohorts lend it to their members, as if every cohort sat in one cluster-level
     cohort that holds it; a member borrows it once its own cohort has no idle quota left to

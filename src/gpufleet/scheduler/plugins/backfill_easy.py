@@ -7,12 +7,13 @@ not set limits, ``assume_limit_s`` (Slurm's partition DefaultTime) stands in for
 
 from __future__ import annotations
 
+from gpufleet.scheduler.plugins.base import BackfillBase
+
 NAME = "backfill/easy"
 
 
-class Plugin:
+class Plugin(BackfillBase):
     reserves = True
-    backfills = True
 
     def __init__(self, assume_limit_s: float | None = None) -> None:
         if assume_limit_s is not None and assume_limit_s <= 0:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
 
+from gpufleet.scheduler.plugins.base import OrderBase
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 
@@ -23,7 +24,7 @@ _ARRIVAL = attrgetter("submit_time", "seq")
 _PRIORITY = attrgetter("spec.priority")
 
 
-class Plugin:
+class Plugin(OrderBase):
     def __init__(self, half_life_s: float = SLURM_DEFAULT_HALF_LIFE_S) -> None:
         if half_life_s <= 0:
             raise ValueError("half_life_s must be positive")

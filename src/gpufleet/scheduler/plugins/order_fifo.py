@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from gpufleet.scheduler.plugins.base import OrderBase
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 
 NAME = "order/fifo"
 
 
-class Plugin:
+class Plugin(OrderBase):
     def order(
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
     ) -> Iterator[PendingJob]:

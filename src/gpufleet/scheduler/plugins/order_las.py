@@ -14,13 +14,14 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import chain
 
+from gpufleet.scheduler.plugins.base import OrderBase
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 
 NAME = "order/las"
 
 
-class Plugin:
+class Plugin(OrderBase):
     def __init__(
         self, thresholds_gpu_s: Sequence[float] = (3200.0,), starvation_factor: float = 0.0
     ) -> None:

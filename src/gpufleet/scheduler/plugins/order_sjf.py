@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from gpufleet.scheduler.plugins.base import OrderBase
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 
@@ -19,7 +20,7 @@ def duration_of(p: PendingJob) -> float:
     return p.spec.time_limit_s if p.spec.time_limit_s is not None else float("inf")
 
 
-class Plugin:
+class Plugin(OrderBase):
     def __init__(self, by: str = "duration") -> None:
         if by not in ("duration", "gpu_time"):
             raise ValueError("by must be 'duration' or 'gpu_time'")

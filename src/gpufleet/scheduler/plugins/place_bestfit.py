@@ -7,22 +7,18 @@ from __future__ import annotations
 
 from random import Random
 
+from gpufleet.scheduler.framework import Choice
 from gpufleet.scheduler.plugins._index_place import tightest
+from gpufleet.scheduler.plugins.base import PlaceBase
 from gpufleet.scheduler.request import WorkerRequest
-from gpufleet.scheduler.snapshot import Snapshot
 from gpufleet.scheduler.workspace import Domain, Workspace
 
 NAME = "place/bestfit"
 
 
-class Plugin:
+class Plugin(PlaceBase):
     prefers_topology = False
     first_fit = True  # choose() is the first candidate (no dataset): no random number, no state
 
-    def prepare(self, snap: Snapshot, ws: Workspace) -> None:
-        pass
-
-    def choose(
-        self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random
-    ) -> tuple[int, tuple[int, ...]] | None:
+    def choose(self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random) -> Choice:
         return tightest(req, ws, domain)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from random import Random
 
 from gpufleet.scheduler import openb_scores as osc
+from gpufleet.scheduler.framework import Choice
 from gpufleet.scheduler.plugins._scored_place import ScoredPlace, pod_of
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import Snapshot
@@ -36,9 +37,7 @@ class Plugin(ScoredPlace):
         ]
         self.workload = osc.target_workload(pods, self.popularity_pct) if pods else None
 
-    def choose(
-        self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random
-    ) -> tuple[int, tuple[int, ...]] | None:
+    def choose(self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random) -> Choice:
         if self.workload is None:
             self.workload = osc.target_workload([pod_of(req)], self.popularity_pct)
         return super().choose(req, ws, domain, rng)

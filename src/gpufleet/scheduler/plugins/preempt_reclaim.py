@@ -3,34 +3,31 @@ members that are over theirs (borrowers), least lost work first."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from gpufleet.scheduler.framework import Admission, OrderPlugin
-from gpufleet.scheduler.plugins._preempt_common import cheapest_first
+from gpufleet.scheduler.plugins.base import PreemptBase
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 
 NAME = "preempt/reclaim"
 
 
-class Plugin:
-    def victims(
+class Plugin(PreemptBase):
+    def candidates(
         self,
         job: PendingJob,
         admission: Admission,
         snap: Snapshot,
         usage: QueueUsage,
         order: OrderPlugin,
-    ) -> list[RunningJob]:
+    ) -> Iterable[RunningJob]:
         q = usage.spec(job.spec.queue)
         if not admission.within_nominal or not q.cohort or not q.limited:
-            return []
+            return ()
         members = set(usage.cohorts.get(q.cohort, ()))
-        return cheapest_first(
-            (
-                r
-                for r in snap.running
-                if r.spec.queue != q.name
-                and r.spec.queue in members
-                and usage.borrowing(r.spec.queue)
-            ),
-            snap.now,
+        return (
+            r
+            for r in snap.running
+            if r.spec.queue != q.name and r.spec.queue in members and usage.borrowing(r.spec.queue)
         )

@@ -1,0 +1,132 @@
+"""The JobMaster's book of jobs: every record by id, what a node's report about a task is
+judged against (the current attempt and its placement), and each pending job's view in the
+scheduler's queue (its dependencies and its array's throttle)."""
+
+from __future__ import annotations
+
+from gpufleet.core.arrays import ArrayThrottle
+from gpufleet.core.cluster_state import ClusterState
+from gpufleet.core.commands import Launch
+from gpufleet.core.dependencies import Dependencies
+from gpufleet.core.launch_env import ArrayFacts, JobFacts
+from gpufleet.core.state import JobRecord
+from gpufleet.model.allocation import Placement
+from gpufleet.model.job import JobState
+from gpufleet.scheduler.snapshot import PendingJob
+
+S = JobState
+
+
+class JobBook:
+    def __init__(
+        self,
+        state: ClusterState,
+        *,
+        backoff_base_s: float,
+        backoff_max_s: float,
+        launch_timeout_s: float | None,
+    ) -> None:
+        self.state = state
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        # STARTING longer than this: requeued, the silent nodes suspect (None: no deadline;
+        # the simulator's ranks start at once)
+        self.launch_timeout_s = launch_timeout_s
+        self.jobs: dict[str, JobRecord] = {}
+        self.seq = 0
+        self._deps = Dependencies()
+        self._throttle = ArrayThrottle()
+
+    # ----- a task's judgement ------------------------------------------------------------
+
+    def current_rank(
+        self, job_id: str, attempt: int, rank: int, node: str | None = None
+    ) -> Placement | None:
+        """The placement of a rank of the job's current attempt while that attempt runs (on
+        ``node``, if given); ``None``: a stale task (an older attempt, an ended job, another
+        node's rank), which its node must stop."""
+        rec = self.jobs.get(job_id)
+        if rec is None or rec.job.attempt != attempt:
+            return None
+        if rec.job.state not in (S.STARTING, S.RUNNING) or not 0 <= rank < len(rec.allocation):
+            return None
+        p = rec.allocation[rank]
+        return p if node is None or p.node == node else None
+
+    def placed_elsewhere(self, job_id: str, attempt: int, rank: int, node: str) -> str | None:
+        """The node a rank of the job's current attempt is placed on, if that is not ``node``
+        (an agent speaks only for its own node); ``None`` when it is, or when the report is
+        about an attempt that is not the current one (it changes nothing)."""
+        rec = self.jobs.get(job_id)
+        if rec is None or rec.job.attempt != attempt or not 0 <= rank < len(rec.allocation):
+            return None
+        placed = rec.allocation[rank].node
+        return placed if placed != node else None
+
+    def ran_on(self, job_id: str, attempt: int, rank: int) -> str | None:
+        """The node that rank of that attempt was placed on, any attempt this process started
+        or restored; ``None`` when it knows of no such rank."""
+        rec = self.jobs.get(job_id)
+        nodes = rec.ran_on.get(attempt) if rec is not None else None
+        return nodes[rank] if nodes is not None and 0 <= rank < len(nodes) else None
+
+    def deliverable(self, launch: Launch) -> Launch | None:
+        """``launch`` as it still holds: ``None`` once a later attempt superseded it; without
+        the ranks already counted as gone (a reconcile in the same step)."""
+        rec = self.jobs.get(launch.job_id)
+        if rec is None or rec.job.attempt != launch.attempt:
+            return None
+        gone = frozenset(r for r in rec.exited if 0 <= r < len(launch.allocation))
+        if gone == launch.skip:
+            return launch
+        return Launch(launch.job_id, launch.attempt, launch.allocation, launch.seq, gone)
+
+    def launch_facts(self, job_id: str) -> JobFacts:
+        """What a launch's environment says of the job (``core.launch_env``). An array's
+        indices are those of its tasks held in memory: after a restart, the ones still to run."""
+        rec = self.jobs[job_id]
+        array = None
+        if rec.array_id is not None and rec.array_index is not None:
+            tasks = (self.jobs[t] for t in self._deps.array_tasks(rec.array_id) if t in self.jobs)
+            ix = sorted({t.array_index for t in tasks if t.array_index is not None})
+            array = ArrayFacts(rec.array_id, rec.array_index, tuple(ix))
+        return JobFacts.of(rec.job.spec, array)
+
+    def jobs_on(self, node: str) -> list[JobRecord]:
+        return [self.jobs[jid] for jid in self.state.running_on(node)]
+
+    # ----- the scheduler's queue --------------------------------------------------------
+
+    def _view(self, rec: JobRecord) -> PendingJob:
+        """Its pending view: an unmet dependency first, else its array's throttle."""
+        unmet = self._deps.unmet(rec, self.jobs)
+        if unmet or not rec.array_limit:
+            return rec.pending_view(unmet)
+        why = self._throttle.waiting(rec.id)
+        return rec.pending_view(why, throttled=bool(why))
+
+    def _throttle_started(self, rec: JobRecord) -> None:
+        if rec.array_limit and rec.array_id is not None:
+            self._refresh_views(self._throttle.started(rec.array_id, rec.array_limit, rec.id))
+
+    def _refresh_views(self, job_ids: set[str]) -> None:
+        """Tasks an array's throttle window moved past: their pending views change."""
+        for job_id in job_ids:
+            self._requeue_view(self.jobs[job_id])
+        if job_ids:
+            self.state.dirty = True
+
+    def _enqueue(self, rec: JobRecord) -> None:
+        if rec.array_limit and rec.array_id is not None:
+            moved = self._throttle.queued(rec.array_id, rec.array_limit, rec.id, rec.seq)
+            self._refresh_views(moved - {rec.id})
+        self.state.put_pending(self._view(rec))
+        self.state.dirty = True
+
+    def _requeue_view(self, rec: JobRecord) -> None:
+        if self.state.is_pending(rec.id):
+            self.state.put_pending(self._view(rec))
+
+    def _dequeue(self, rec: JobRecord) -> None:
+        if self.state.unpend(rec.id) and rec.array_limit:
+            self._refresh_views(self._throttle.unqueued(rec.id, rec.seq))

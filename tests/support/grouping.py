@@ -1,0 +1,74 @@
+"""Which tests pytest-xdist keeps on one worker (``--dist loadgroup``).
+
+A test that shares something costly or global with other tests runs on the worker that holds
+it, in an ``xdist_group`` named after it:
+
+* a cluster, a browser or another fixture of module or session scope defined in this suite:
+  its tests stay together, so each such fixture starts once per run, not once per worker;
+* ports that live clusters derive alike (``PORT_GROUPS``);
+* a marked global resource (``@pytest.mark.xdist_group("system-users")``: Unix accounts made
+  with useradd, which locks /etc/passwd) — a test's own mark wins over the fixtures' group.
+
+Everything else (the bulk of the suite, each test with its own tmp dir, free ports and
+database) is handed to whichever worker is free."""
+
+from __future__ import annotations
+
+import pytest
+
+# fixtures of wider scope that are cheap (data, not processes): not worth a group
+CHEAP = frozenset({"faults", "faulty_spec"})
+
+# Live clusters on one loopback bind ports their controllers derive alike: a node hands its
+# replicas the lowest free port from 20000 (every cluster's first replica gets 20000), and a
+# job's number gives its step daemons' and MASTER_PORT (every cluster's job 1 gets the same).
+# The modules that bind them run one after the other, on one worker (ports.py says more).
+PORT_GROUPS = {
+    "replica-ports": (
+        "test_dashboard_browser.py",
+        "test_demo_service_live.py",
+        "test_service_autoscale_live.py",
+        "test_service_endpoint_live.py",
+        "test_services_live.py",
+    ),
+    "job-ports": (
+        "test_alloc_live.py",
+        "test_doctor_live.py",
+        "test_live_cluster.py",
+        "test_slurm_shims_live.py",
+        "test_srun.py",
+        "test_srun_live.py",
+    ),
+}
+_PORT_GROUP = {module: group for group, modules in PORT_GROUPS.items() for module in modules}
+
+
+def shared_fixtures(item: pytest.Item) -> list[str]:
+    """What ``item`` shares: its module, where it uses a module-scoped fixture of the suite
+    (a module's tests keep their cluster together), and each session-scoped one by name."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    shared = set()
+    for name, defs in info.name2fixturedefs.items():
+        d = defs[-1]
+        if not d.baseid or name in CHEAP:  # a plugin's (tmp_path_factory) or a cheap one
+            continue
+        if d.scope in ("module", "package"):
+            shared.add(item.nodeid.split("::")[0])
+        elif d.scope == "session":
+            shared.add(f"{d.baseid}::{name}")
+    return sorted(shared)
+
+
+def assign_groups(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        port_group = _PORT_GROUP.get(item.path.name)
+        if port_group is not None:
+            item.add_marker(pytest.mark.xdist_group(port_group))
+            continue
+        shared = shared_fixtures(item)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group("+".join(shared)))
