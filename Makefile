@@ -30,8 +30,9 @@ typecheck: $(STAMP)
 # The suite waits on real processes far more than it computes: more workers than cores. Tests
 # that share a cluster (or another costly fixture) stay on one worker (tests/support/grouping.py).
 WORKERS ?= 6
+PYTEST_ARGS ?=  # e.g. --durations=10
 test: $(STAMP) lint typecheck
-	$(BIN)/pytest -n $(WORKERS) --dist loadgroup
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The edit loop: the unit tests that start no process (a test that tries is skipped, naming
 # what it started; `make test` runs it). No workers: it is quicker than starting them.

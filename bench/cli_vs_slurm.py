@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -38,23 +39,32 @@ SLURM_LOCAL = ROOT.parent / "shared" / "tools" / "slurm_local.sh"
 Argv = Callable[[int], list[str]]
 
 
-def _wall(argv: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) milliseconds of one run: CPU is what other work on a
+    loaded machine does not add to."""
+    c0, t0 = _cpu(), time.perf_counter()
     r = subprocess.run(argv, env=env, capture_output=True, cwd=env["PWD"])
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, _cpu() - c0
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({r.returncode}): {r.stderr.decode()[-2000:]}")
-    return dt * 1000
+    return dt * 1000, dc * 1000
 
 
 def timed(argv: Argv, env: dict[str, str], n: int, warmup: int = 2) -> dict[str, float]:
     for i in range(warmup):
-        _wall(argv(n + i), env)
-    ms = sorted(_wall(argv(i), env) for i in range(n))
+        _run(argv(n + i), env)
+    runs = [_run(argv(i), env) for i in range(n)]
+    ms = sorted(w for w, _ in runs)
     return {
         "median_ms": round(statistics.median(ms), 1),
         "p90_ms": round(ms[int(0.9 * (len(ms) - 1))], 1),
         "min_ms": round(ms[0], 1),
+        "cpu_ms": round(statistics.median(c for _, c in runs), 1),
     }
 
 
@@ -184,7 +194,8 @@ def table(res: dict[str, Any]) -> str:
     lines = [
         f"{res['machine']}, {res['date']}, n={res['n']} per command "
         f"(load {res['load'][0]}-{res['load'][1]})",
-        f"{'figure':34} {'gpufleet':>10} {'slurm':>10} {'ratio':>7} {'target':>8}",
+        f"{'figure':34} {'gpufleet':>10} {'slurm':>10} {'ratio':>7} {'target':>8}"
+        "   CPU ms: gpufleet  slurm",
     ]
     rows = [
         ("sbatch --wrap, median ms", "sbatch", "median_ms", "sbatch"),
@@ -200,8 +211,10 @@ def table(res: dict[str, Any]) -> str:
         ratio = f"{ours / theirs:.2f}" if theirs else "-"
         target = TARGETS.get(key)
         tgt = f"{'≥' if field == 'jobs_per_s' else '≤'}{target[1]:g}" if target else "-"
+        cpu = f"{fleet[key].get('cpu_ms', '-'):>18} {sl.get(other, {}).get('cpu_ms', '-'):>6}"
         lines.append(
             f"{label:34} {ours:>10} {'-' if theirs is None else theirs:>10} {ratio:>7} {tgt:>8}"
+            + (cpu if field == "median_ms" else "")
         )
     return "\n".join(lines)
 

@@ -47,6 +47,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "both_stores: the test's db_url is SQLite and then PostgreSQL (else SQLite alone)",
     )
+    config.addinivalue_line(
+        "markers",
+        "slow: takes tens of seconds; started first, so that it does not end a parallel run alone",
+    )
 
 
 STORES = ("sqlite", "postgresql")
@@ -122,3 +126,4 @@ def store(db_url: str) -> Iterator[Any]:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook names the items)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     grouping.assign_groups(items)
+    grouping.longest_first(items)

@@ -86,6 +86,7 @@ def wait_store_ok(c: LocalCluster, timeout_s: float) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_postgres_stopped_mid_burst_no_job_runs_twice_none_stuck(
     pg: PgServer, live: list[LocalCluster], tmp_path: Path
 ) -> None:

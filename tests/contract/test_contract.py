@@ -20,6 +20,7 @@ def _param(sc: Scenario) -> object:
     return pytest.param(sc, id=sc.name, marks=marks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", [_param(sc) for sc in SCENARIOS])
 def test_live_decides_as_the_simulator(scenario: Scenario, tmp_path: Path) -> None:
     sim = run_sim(scenario)

@@ -64,7 +64,12 @@ def test_an_image_job_runs_in_its_container_on_the_node_with_a_runtime(
         return s if s in ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT") else None
 
     assert wait_for("the job ends", done, 90) == "SUCCEEDED", c.job(job).events
-    out = c.logs(job, stream="stdout").data
+
+    def output() -> str | None:  # the job's end and its logs' last chunk travel apart
+        got = c.logs(job, stream="stdout")
+        return got.data if got.complete else None
+
+    out = wait_for("its output is complete", output, 90)
     assert f"uid={nobody.pw_uid} node=node-1" in out, out
     assert "in=/work" in out and "/bin/busybox" in out
 

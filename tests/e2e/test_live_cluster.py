@@ -339,6 +339,7 @@ THREADS = 8
 KILL_AFTER = 300  # accepted submissions before the SIGKILL
 
 
+@pytest.mark.slow
 @pytest.mark.both_stores  # through every layer down to the database
 def test_controller_killed_during_a_burst_loses_nothing_and_runs_no_attempt_twice(
     new_cluster: Any, db_url: str

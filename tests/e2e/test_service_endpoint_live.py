@@ -46,6 +46,7 @@ def _refused(port: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["haproxy", "nginx", "builtin"])
 def test_a_service_endpoint_survives_a_killed_replica_and_a_rolling_update(
     kind: str, new_cluster: Callable[..., LocalCluster]

@@ -77,6 +77,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalClu
                 print(f"----- {f.name}\n{f.read_text(errors='replace')[-4000:]}")
 
 
+@pytest.mark.slow
 def test_xid79_drains_the_node_restarts_the_gang_fires_the_alert_and_heals(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:

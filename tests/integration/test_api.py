@@ -204,6 +204,21 @@ def test_a_user_token_lists_only_its_own_jobs(api: Api) -> None:
     assert api.stored_ids() == sorted(a + b)
 
 
+def test_a_brief_listing_holds_what_a_listing_prints_of_the_spec(api: Api) -> None:
+    from gpufleet.server.listing import BRIEF_SPEC
+
+    spec = {**SPEC, "name": "b", "command": ["sh", "-c", "x" * 4000], "priority": 3}
+    job = api.admin.submit(spec, array="0-2")
+    full = api.admin.jobs(limit=2)
+    brief = api.admin.jobs(limit=2, brief=True)
+    assert [j.id for j in brief] == [j.id for j in full] and len(brief) == 2
+    for b, f in zip(brief, full, strict=True):
+        assert b.spec == {k: v for k, v in f.spec.items() if k in BRIEF_SPEC}
+        assert b.spec["priority"] == 3 and "command" in f.spec
+        assert b.model_dump(exclude={"spec"}) == f.model_dump(exclude={"spec"})
+    assert [j.id for j in api.admin.jobs(limit=3, brief=True)] == sorted(job, reverse=True)
+
+
 def test_403_a_user_calls_admin_endpoints(api: Api) -> None:
     alice = api.user("alice")
     calls: list[Callable[[], Any]] = [
@@ -230,9 +245,10 @@ httpx.get(sys.argv[1], params={"wait": 60}, timeout=90,
 
 
 def test_a_launch_taken_by_a_dead_agents_long_poll_reaches_the_next_poll(api: Api) -> None:
-    """An agent SIGKILLed while its long-poll waits leaves the poll's handler behind; it wakes
-    on the next launch and writes it into the dead connection. That launch must still reach
-    the next poll (delivery is acknowledged by the poll after), not wait out a launch deadline."""
+    """An agent SIGKILLed while its long-poll waits: the poll's handler ends with its
+    connection (it once stayed behind, woke on the next launch and wrote it into the dead
+    connection; and a controller's shutdown waited it out). The next launch reaches the next
+    poll (delivery is acknowledged by the poll after), not waiting out a launch deadline."""
     a0 = api.agent("node-0")
     register(a0, "node-0")
     svc = api.app.state.service
@@ -245,8 +261,8 @@ def test_a_launch_taken_by_a_dead_agents_long_poll_reaches_the_next_poll(api: Ap
         wait_for("the other poll waiting", lambda: svc.outbox.waiting("node-0") == 1)
         poll.kill()
         poll.wait(timeout=10)
+        wait_for("the dead poll's handler gone", lambda: svc.outbox.waiting("node-0") == 0)
         (job,) = api.user("alice").submit(SPEC)
-        wait_for("the dead poll woke", lambda: svc.outbox.waiting("node-0") == 0)
         (cmd,) = a0.commands("node-0", wait_s=5)
         assert (cmd.kind, cmd.job, cmd.attempt) == ("launch", job, 1)
         assert a0.commands("node-0", wait_s=0) == []  # acknowledged: not delivered again

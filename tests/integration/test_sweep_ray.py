@@ -126,6 +126,7 @@ def _sweep(trace: Path, *extra: str) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.slow
 def test_a_sweep_on_ray_gives_what_local_processes_give(ray_head: str, tmp_path: Path) -> None:
     trace = _jobs(tmp_path)
     on_ray = _sweep(trace, "--ray", ray_head)

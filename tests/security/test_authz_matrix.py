@@ -65,6 +65,7 @@ AGENTS = ("agent-1", "agent-2")  # nothing in the call is about another node
 
 POLICY: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/jobs"): rule(201, *USERS),
+    ("POST", "/api/v1/sbatch"): rule(201, *USERS),  # sbatch's command line, as POST /jobs
     ("GET", "/api/v1/jobs"): rule(200, *USERS),  # each user sees their own
     ("GET", "/api/v1/jobs/{job_id}"): rule(200, *OWNER),
     ("POST", "/api/v1/jobs/{job_id}/cancel"): rule(200, *OWNER),
@@ -181,6 +182,8 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         url = url.replace("{name}", "node-2")
     if (method, path) == ("POST", "/api/v1/jobs"):
         body = {"spec": {**SPEC, "gpus_per_worker": 16}}  # never placed: nothing changes
+    elif (method, path) == ("POST", "/api/v1/sbatch"):  # never placed either
+        body = {"argv": ["--gres=gpu:16", "--wrap=sleep 1"], "cwd": "/tmp", "host": "matrix"}
     elif (method, path) == ("POST", "/api/v1/services"):
         body = {"spec": {**SERVICE, "name": f"new-{w.fresh()}"}}
     elif (method, path) == ("PUT", "/api/v1/services/{name}"):

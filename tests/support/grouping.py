@@ -72,3 +72,16 @@ def assign_groups(items: list[pytest.Item]) -> None:
         shared = shared_fixtures(item)
         if shared:
             item.add_marker(pytest.mark.xdist_group("+".join(shared)))
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """The ``slow`` tests first, then the port groups' chains (one worker runs each chain
+    alone), then the rest: xdist hands out work in this order, so the long ones start at once
+    and the short ones fill the workers around them, instead of one long test ending the run."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow") is not None:
+            return 0
+        return 1 if item.path.name in _PORT_GROUP else 2
+
+    items.sort(key=rank)  # stable: within a rank, the order pytest collected

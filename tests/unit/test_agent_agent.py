@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.base.clock import ManualClock
 from gpufleet.client.http import AgentClient
 from gpufleet.model.service import Probe
+from support.waiting import wait_for
 
 PY = sys.executable
 T0 = 1000.0
@@ -42,6 +44,8 @@ class FakeController:
         self.rejoining: set[str] = set()  # rebuilt from its store: asks these to register again
         self.refuse_registrations = False  # its store takes no writes: 503
         self.requests = 0
+        self.hold: threading.Event | None = None  # set: a long-poll waits until it is set
+        self.polls_held = 0
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         self.requests += 1
@@ -66,6 +70,9 @@ class FakeController:
                 200, json={"lease_s": self.lease_s, "stale": self.stale, "register_again": again}
             )
         if what == "commands":
+            if self.hold is not None:
+                self.polls_held += 1
+                self.hold.wait(30)
             out, self.commands = self.commands, []
             return httpx.Response(200, json={"commands": out})
         if what == "events":
@@ -283,6 +290,25 @@ def test_stop_kills_tasks_and_delivers_their_exit(agent: Agent, ctl: FakeControl
     assert ctl.kinds() == [("started", "j1"), ("exited", "j1")]
     assert "shutting down" in ctl.events[-1]["why"]
     assert ("j1", 0, 0, "stdout") in ctl.final and ctl.logs[("j1", 0, 0, "stdout")] == "up\n"
+
+
+def test_a_launch_a_poll_brings_once_the_agent_stops_is_not_run(
+    agent: Agent, ctl: FakeController
+) -> None:
+    """A long-poll in flight when the agent stops: what it brings is not acted on (and not
+    acknowledged: the controller hands it out again), so no task starts after the kill."""
+    agent.register_once()
+    ctl.hold = threading.Event()
+    brought: list[int] = []
+    poll = threading.Thread(target=lambda: brought.append(agent.commands_once(wait_s=0)))
+    poll.start()
+    wait_for("the poll in flight", lambda: ctl.polls_held == 1)
+    agent.stop(grace_s=1.0, flush_s=1.0)
+    ctl.launch(SLEEP)
+    ctl.hold.set()
+    poll.join(timeout=30)
+    assert brought == [0]
+    assert agent.runner.live() == [] and ctl.kinds() == []
 
 
 def test_logs_the_controller_refuses_do_not_hold_up_the_others(

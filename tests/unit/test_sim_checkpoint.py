@@ -30,21 +30,35 @@ PREEMPT = profile(order="priority", backfill="none", preempt=("priority",))
 
 
 def preempted(
-    interval: float | None = None, *, trace_interval: float | None = None, overhead: float = 0.0
+    interval: float | None = None,
+    *,
+    trace_interval: float | None = None,
+    overhead: float = 0.0,
+    on_preempt: bool = False,
 ) -> Simulation:
     jobs = [
         TraceJob("a", spec("a", gpus=8), 0.0, 100.0, checkpoint_interval_s=interval),
         TraceJob("b", spec("b", gpus=8, priority=10), 35.0, 10.0),
     ]
-    cfg = SimConfig(restart_overhead_s=overhead, checkpoint_interval_s=trace_interval)
+    cfg = SimConfig(
+        restart_overhead_s=overhead,
+        checkpoint_interval_s=trace_interval,
+        checkpoint_on_preempt=on_preempt,
+    )
     sim = Simulation(cluster_spec(1, 8), PREEMPT, jobs, cfg)
     sim.run()
     return sim
 
 
-def node_lost(interval: float | None, failures: list[NodeFailure] | None = None) -> Simulation:
+def node_lost(
+    interval: float | None,
+    failures: list[NodeFailure] | None = None,
+    *,
+    on_preempt: bool = False,
+) -> Simulation:
     jobs = [TraceJob("a", spec("a", gpus=8), 0.0, 100.0, checkpoint_interval_s=interval)]
-    cfg = SimConfig(failures=failures or [NodeFailure(35.0, "n00", 10.0)])
+    failures = failures or [NodeFailure(35.0, "n00", 10.0)]
+    cfg = SimConfig(failures=failures, checkpoint_on_preempt=on_preempt)
     sim = Simulation(cluster_spec(1, 8), profile(backfill="none"), jobs, cfg)
     sim.run()
     return sim
@@ -95,6 +109,29 @@ def test_a_preempted_job_resumes_from_its_last_checkpoint() -> None:
 def test_the_jobs_interval_wins_over_the_traces() -> None:
     assert preempted(trace_interval=20.0).outcomes["a"].end_time == 45 + 100 - 20
     assert preempted(10.0, trace_interval=20.0).outcomes["a"].end_time == 45 + 100 - 30
+
+
+def test_the_rule_keeps_everything_saved_at_the_stop() -> None:
+    assert kept_work_s(35.0, None, saved_at_stop=True) == 35.0
+    assert kept_work_s(35.0, 10.0, saved_at_stop=True) == 35.0
+    assert lost_work_s(35.0, 10.0, saved_at_stop=True) == 0.0
+    assert kept_work_s(-1.0, None, saved_at_stop=True) == 0.0
+
+
+def test_a_job_that_saves_when_preempted_resumes_where_it_stopped() -> None:
+    # Tiresias' preemption: a checkpoint on the stop signal; a runs 35 s, then the last 65 s
+    for interval in (None, 10.0):
+        a = preempted(interval, on_preempt=True).outcomes["a"]
+        assert (a.preemptions, a.attempts, a.end_time) == (1, 2, 45.0 + 65.0)
+        assert a.lost_preempted_s == 0.0
+    a = preempted(on_preempt=True, overhead=4.0).outcomes["a"]
+    assert (a.end_time, a.lost_preempted_s) == (45.0 + 4.0 + 65.0, 0.0)
+
+
+def test_a_node_loss_gives_no_chance_to_save() -> None:
+    # the option is about the preemption's stop signal: a lost node sends none
+    a = node_lost(None, on_preempt=True).outcomes["a"]
+    assert (a.lost_failed_s, a.end_time) == (35.0, 145.0)
 
 
 def test_restart_overhead_still_applies_and_is_no_work() -> None:
@@ -195,6 +232,15 @@ def test_cli_checkpoint_interval_for_the_trace_and_per_job(tmp_path: Path) -> No
     # a's own 20 s wins over the trace's 10 s: keeps 20 of 35
     own = _replay(_trace(tmp_path, 20.0), "--checkpoint-interval", "10", "--json")
     assert json.loads(own.stdout)["lost_gpu_hours_preemption"] == round(8 * 15 / 3600, 6)
+
+
+def test_cli_checkpoint_on_preempt(tmp_path: Path) -> None:
+    res = _replay(_trace(tmp_path), "--checkpoint-on-preempt", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["lost_gpu_hours_preemption"], out["preemptions"]) == (0, 1)
+    # a: 35 s, preempted by b (10 s), then its last 65 s: ends at 110 instead of 145
+    assert out["avg_jct_s"] == (110 + 10) / 2
 
 
 def test_cli_node_failure_and_the_per_job_column(tmp_path: Path) -> None:

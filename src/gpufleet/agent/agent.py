@@ -127,6 +127,7 @@ class Agent:
         self._lock = threading.RLock()  # state + runner; never held across HTTP
         self._gpu_lock = threading.Lock()  # backends need not be thread-safe
         self._stop = threading.Event()
+        self._closing = False  # stop() began: commands that arrive now are not acted on
         self._wake_ship = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
@@ -183,14 +184,16 @@ class Agent:
 
     def _feed(self, evs: list[RunnerEvent]) -> None:
         for ev in evs:
-            key: Key = ev.key
-            out, err = self.runner.log_paths(key)
+            out, err = self.runner.log_paths(key := ev.key)
             if ev.kind == "started" or (err.exists() and not self.logs.tracked(key)):
                 self.logs.track(key, out, err)
             if ev.kind == "exited":
-                self.logs.complete(key)
                 ev = self._fenced_by_watchdog(ev, out)
             self._do(self.state.on_task(ev))
+            if ev.kind == "exited":
+                # only once its exit is queued: the shipper (another thread, events before
+                # logs) then never sends the log's last chunk ahead of the exit
+                self.logs.complete(key)
 
     @staticmethod
     def _fenced_by_watchdog(ev: RunnerEvent, out: Path) -> RunnerEvent:
@@ -326,9 +329,7 @@ class Agent:
         with self._lock:
             self._do(self.state.on_heartbeat_ok(res, now))
             self._publish_lease()
-        if (
-            res.register_again
-        ):  # the controller rebuilt its state: register again, keeping the lease
+        if res.register_again:
             log.warning("registering again: the controller rebuilt its state from the store")
             self.register_once()  # a failure is retried at the next heartbeat's request
         return True
@@ -352,6 +353,8 @@ class Agent:
         if self.backend.frozen(self.clock.now()):
             return 0  # a hung node does not act on what reached it
         with self._lock:
+            if self._closing:  # not acknowledged: the controller hands it out again
+                return 0
             cmds = [c for c in cmds if c.kind != "launch" or not self._stale(c.epoch)]
             for cmd in cmds:
                 self._do(self.state.on_command(cmd, self.clock.now()))
@@ -361,6 +364,7 @@ class Agent:
         """Send queued events, then new log bytes. True when everything went out."""
         if self.backend.frozen(self.clock.now()):
             return False
+        finals = self.logs.completed()  # their exits are queued already (_feed): they go first
         while batch := self.events.peek(_EVENT_BATCH):
             try:
                 self.client.events(self.config.node, batch)
@@ -376,7 +380,7 @@ class Agent:
             self._ok("events")
         sent = 0
         for tail in self.logs.pending():
-            while sent < _CHUNKS_PER_ROUND and (nxt := tail.next_chunk()) is not None:
+            while sent < _CHUNKS_PER_ROUND and (nxt := tail.next_chunk(final_ok=tail.id in finals)):
                 chunk, raw_len = nxt
                 try:
                     self.client.logs(self.config.node, chunk)
@@ -480,6 +484,8 @@ class Agent:
     def stop(self, *, kill_tasks: bool = True, grace_s: float = 5.0, flush_s: float = 5.0) -> None:
         """Stop the tasks (SIGTERM, grace, SIGKILL), try to deliver what is queued, then stop
         the threads. Bounded by about ``grace_s + flush_s`` seconds of real time."""
+        with self._lock:  # from now on, what a long-poll in flight brings is dropped
+            self._closing = True
         if kill_tasks:
             with self._lock:
                 for key in self.runner.live():
@@ -497,7 +503,8 @@ class Agent:
         self._stop.set()
         self._wake_ship.set()
         for t in self._threads:
-            t.join(timeout=1.0)  # a long-poll in flight ends with its own timeout
+            if t.name != "agent-commands":  # it may wait in a long-poll that brings nothing kept
+                t.join(timeout=1.0)
         self.probe_executor.shutdown(wait=False)  # a probe in flight ends at its timeout
         with self._gpu_lock:
             self.backend.close()

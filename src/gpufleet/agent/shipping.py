@@ -82,11 +82,19 @@ class LogTail:
     complete: bool = False  # the task exited: what the file holds now is all there is
     final_sent: bool = False
 
-    def next_chunk(self, limit: int = CHUNK_BYTES) -> tuple[LogChunk, int] | None:
-        """The next chunk to send and how many raw bytes it consumes, or None (up to date)."""
+    @property
+    def id(self) -> tuple[Key, Stream]:
+        return self.key, self.stream
+
+    def next_chunk(
+        self, limit: int = CHUNK_BYTES, *, final_ok: bool = True
+    ) -> tuple[LogChunk, int] | None:
+        """The next chunk to send and how many raw bytes it consumes, or None (up to date).
+        ``final_ok`` False: not the last one yet (its task's exit has not been sent)."""
         if self.final_sent:
             return None
-        complete = self.complete  # read before the file: an exit after the read is not final
+        # read before the file: an exit after the read is not final
+        complete = self.complete and final_ok
         try:
             with self.path.open("rb") as f:
                 f.seek(self.read_pos)
@@ -140,6 +148,11 @@ class LogTails:
                 t = self._tails.get((key, stream))
                 if t is not None:
                     t.complete = True
+
+    def completed(self) -> set[tuple[Key, Stream]]:
+        """The tails marked complete now (their tasks have exited)."""
+        with self._lock:
+            return {t.id for t in self._tails.values() if t.complete}
 
     def pending(self) -> list[LogTail]:
         with self._lock:

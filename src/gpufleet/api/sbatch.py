@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from gpufleet.api.bounds import Text
-from gpufleet.api.schemas import Input
+from gpufleet.api.schemas import Input, Strict
 from gpufleet.model.validate import MAX_COMMAND, MAX_ENV, MAX_ITEMS
 
 # the environment is bounded as a whole by the request's size; which variables go with the job,
@@ -25,3 +25,13 @@ class SbatchSubmit(Input):
     environ: Environ = Field(default_factory=dict)
     cwd: Text
     host: Text
+
+
+class SbatchAnswer(Strict):
+    """``POST /sbatch``'s 201: the ids (one per array task, or the job's) and what the shim
+    prints as sbatch would."""
+
+    ids: list[str]
+    warnings: list[str]
+    parsable: bool
+    quiet: bool

@@ -6,4 +6,4 @@ import sys
 # 35 ms of every command) unless that is missing, in which case ``httpx.main`` only says so.
 # gpufleet never runs it, so it is marked missing here, before any command module imports httpx
 # (issue 12); once httpx is imported this changes nothing.
-sys.modules.setdefault("httpx._main", None)
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "not importable"

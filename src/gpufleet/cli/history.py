@@ -183,7 +183,7 @@ def _cell(column: str, v: Any) -> str:
     if column in ("gpu_models", "queues"):
         return "|".join(v)
     if column == "topology":
-        return v["level"] + (":required" if v["required"] else "")
+        return str(v["level"]) + (":required" if v["required"] else "")
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)

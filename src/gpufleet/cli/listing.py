@@ -152,6 +152,7 @@ def fast(argv: list[str]) -> bool:
                 limit=a.get("limit", 200),
                 all_states=all_states,
                 report=problems.append,
+                brief=not a.get("json_out"),  # --json prints each job whole
             )
         if failed or problems:
             return False

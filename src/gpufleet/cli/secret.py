@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -32,7 +32,7 @@ UserOpt = Annotated[
 HINTS = {409: "it exists: give --update to replace its value", 404: "check: gpufleet secret ls"}
 
 
-def _scope(queue: str | None, cluster: bool) -> str:
+def _scope(queue: str | None, cluster: bool) -> Literal["user", "queue", "cluster"]:
     if queue and cluster:
         out.fail("give --queue Q or --cluster, not both", code=2)
     return "queue" if queue else "cluster" if cluster else "user"
@@ -90,7 +90,7 @@ def create(
     try:
         req = SecretCreate(
             name=name, scope=scope, queue=queue, user=user, value=value, replace=update
-        )  # type: ignore[arg-type]
+        )
     except ValidationError as e:  # its messages never quote the value (repr=False)
         problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         out.fail(problems, code=2)

@@ -34,8 +34,10 @@ def select(
     limit: int,
     all_states: bool,
     report: Report,
+    brief: bool = False,
 ) -> tuple[list[Any], bool]:
-    """(the jobs squeue would list, whether a named job was not found)."""
+    """(the jobs squeue would list, whether a named job was not found); ``brief``: a listing's
+    specs hold only what it prints (GET /jobs?brief)."""
     one = next(iter(wanted)) if wanted is not None and len(wanted) == 1 else None
     failed = False
     if job_ids is not None:
@@ -49,7 +51,9 @@ def select(
                 failed = True
                 report(f"job {jid}: Invalid job id specified ({e.status})")
     else:
-        rows = c.jobs(user=user, queue=queue, state=one, limit=limit, all_states=all_states)
+        rows = c.jobs(
+            user=user, queue=queue, state=one, limit=limit, all_states=all_states, brief=brief
+        )
     if wanted is not None:
         rows = [j for j in rows if j.state in wanted]
     if names is not None:

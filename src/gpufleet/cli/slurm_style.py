@@ -101,7 +101,9 @@ def in_partitions(j: Any, wanted: set[str]) -> bool:
 
 
 def _fields(now: float) -> dict[str, Callable[[s.JobOut], str]]:
-    spec = lambda j, k, d="": str(j.spec.get(k, d))  # noqa: E731
+    def spec(j: s.JobOut, k: str, d: object = "") -> str:
+        return str(j.spec.get(k, d))
+
     return {
         "i": lambda j: j.id,
         "A": lambda j: j.id,

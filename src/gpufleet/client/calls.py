@@ -196,11 +196,14 @@ class UserCalls(Calls):
         state: str | None = None,
         limit: int = 200,
         all_states: bool = False,
+        brief: bool = False,
     ) -> list[s.JobOut]:
         """Up to ``limit`` jobs, newest first, following the server's pages (``Link: <…>;
-        rel="next"``; a page holds at most PAGE_MAX jobs)."""
+        rel="next"``; a page holds at most PAGE_MAX jobs). ``brief``: each spec holds only
+        what a listing prints (server/listing.py's BRIEF_SPEC)."""
         params = {"user": user, "queue": queue, "state": state,
-                  "limit": min(limit, PAGE_MAX), "all": str(all_states).lower()}  # fmt: skip
+                  "limit": min(limit, PAGE_MAX), "all": str(all_states).lower(),
+                  "brief": "true" if brief else None}  # fmt: skip
         out: list[s.JobOut] = []
         for rows, _ in self.pages(params, limit):
             out += [self.decode(JOB, x) for x in rows]

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from gpufleet.api import schemas as s
 from gpufleet.client.calls import PAGE_MAX, Calls, Ref, UserCalls
 from gpufleet.client.errors import ApiError
-from gpufleet.client.httpx_transport import HttpxTransport, tls_verify, trusts_no_one
+from gpufleet.client.httpx_transport import HttpxTransport, tls_verify, trusts_no_one, verify_for
 
 __all__ = ["PAGE_MAX", "AgentClient", "ApiError", "Client", "CommandsUnreadable", "tls_verify"]
 _trusts_no_one = trusts_no_one  # a plain-http client's context (tests count the ones made)
@@ -35,7 +35,10 @@ def over_httpx(
     timeout: float,
 ) -> HttpxTransport:
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    return HttpxTransport(base_url, ca=ca, transport=transport, timeout=timeout, headers=headers)
+    verify = verify_for(base_url, ca, lambda: _trusts_no_one())  # late: tests count them
+    return HttpxTransport(
+        base_url, transport=transport, timeout=timeout, headers=headers, verify=verify
+    )
 
 
 class Client(UserCalls):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import httpx
@@ -36,6 +36,18 @@ def trusts_no_one() -> ssl.SSLContext:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
+def verify_for(
+    base_url: str, ca: str | Path | None, no_ca: Callable[[], ssl.SSLContext] = trusts_no_one
+) -> ssl.SSLContext | bool:
+    verify = tls_verify(ca)
+    if verify is True and not base_url.lower().startswith("https://"):
+        # a plain-http server: loading the trusted CAs (httpx builds the context up front)
+        # costs a command tens of ms for nothing; an https URL met on the way (a Link) is
+        # refused by this context that trusts no one, never sent unverified
+        return no_ca()
+    return verify
+
+
 class HttpxTransport:
     def __init__(
         self,
@@ -45,15 +57,11 @@ class HttpxTransport:
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
         headers: dict[str, str] | None = None,
+        verify: ssl.SSLContext | bool | None = None,
     ) -> None:
-        verify = tls_verify(ca)
-        if verify is True and not base_url.lower().startswith("https://"):
-            # a plain-http server: loading the trusted CAs (httpx builds the context up front)
-            # costs a command tens of ms for nothing; an https URL met on the way (a Link) is
-            # refused by this context that trusts no one, never sent unverified
-            from gpufleet.client import http  # where tests count the contexts it makes
-
-            verify = http._trusts_no_one()
+        """``verify``: how https peers are verified (None: ``verify_for(base_url, ca)``)."""
+        if verify is None:
+            verify = verify_for(base_url, ca)
         self.http = httpx.Client(
             base_url=base_url.rstrip("/"),
             headers=headers,  # every request's (a test's raw httpx call reads the token here)

@@ -27,7 +27,7 @@ def main(steps: int = 60) -> int:
         y = 3 * x + 1
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
-        loss.backward()  # DDP all-reduces the gradients across every rank here
+        loss.backward()  # type: ignore[no-untyped-call,unused-ignore]  # DDP all-reduces the gradients across every rank here
         opt.step()
         if step == 0:
             first = loss.item()

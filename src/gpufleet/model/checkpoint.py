@@ -5,7 +5,10 @@ A job checkpoints every ``interval_s`` seconds of useful work, counted from the 
 attempt (a restarted process starts its checkpoint timer anew). An attempt that did ``run_s``
 seconds of useful work (restart overhead excluded) before it was preempted or lost its node
 keeps ``floor(run_s / interval_s) × interval_s`` of it; without an interval it keeps nothing
-and the next attempt starts from zero. Pure: no clock, no I/O.
+and the next attempt starts from zero. A job that saves its state on the stop signal (SIGTERM,
+within the grace before SIGKILL: how Tiresias, Gandiva and Slurm's GraceTime preempt training
+jobs) keeps all of it when it is preempted; a node loss gives no such signal. Pure: no clock, no
+I/O.
 """
 
 from __future__ import annotations
@@ -19,16 +22,19 @@ from gpufleet.model.errors import SpecError
 _EPS = 1e-9
 
 
-def kept_work_s(run_s: float, interval_s: float | None) -> float:
-    """Seconds of ``run_s`` (useful work of one attempt) that its last checkpoint kept."""
+def kept_work_s(run_s: float, interval_s: float | None, *, saved_at_stop: bool = False) -> float:
+    """Seconds of ``run_s`` (useful work of one attempt) that its last checkpoint kept: all of
+    it when the job ``saved_at_stop`` (a checkpoint written on the stop signal)."""
+    if saved_at_stop:
+        return max(0.0, run_s)
     if interval_s is None or run_s <= 0:
         return 0.0
     return min(run_s, math.floor(run_s / interval_s + _EPS) * interval_s)
 
 
-def lost_work_s(run_s: float, interval_s: float | None) -> float:
+def lost_work_s(run_s: float, interval_s: float | None, *, saved_at_stop: bool = False) -> float:
     """Seconds of ``run_s`` the next attempt does again."""
-    return max(0.0, run_s) - kept_work_s(run_s, interval_s)
+    return max(0.0, run_s) - kept_work_s(run_s, interval_s, saved_at_stop=saved_at_stop)
 
 
 def check_interval(value: float | None, *, field: str, source: str = "") -> float | None:

@@ -92,17 +92,16 @@ def place_in(
     placed: list[tuple[int, Placement]] = []
     bar = req.select is not None and req.select.one_per_node
     for _ in range(workers):
-        choice = plugin.choose(req, ws, domain, rng)
-        if choice.status.code is not Code.SUCCESS:
+        status, node, devices = plugin.choose(req, ws, domain, rng)
+        if status.code is not Code.SUCCESS:
             for i, p in reversed(placed):
                 ws.release(i, p)
                 if bar:
                     ws.barred.discard(i)
             return None
-        i = choice.node
-        placed.append((i, ws.assign(i, choice.devices, req)))
+        placed.append((node, ws.assign(node, devices, req)))
         if bar:
-            ws.barred.add(i)
+            ws.barred.add(node)
     return tuple(p for _, p in placed)
 
 

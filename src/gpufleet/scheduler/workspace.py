@@ -390,7 +390,7 @@ class Workspace:
     # ----- writing -------------------------------------------------------------------------
 
     def assign(self, i: int, devices: tuple[int, ...], req: WorkerRequest) -> Placement:
-        self._unindex(i)
+        self.unindex(i)
         g = list(self.gfree[i])
         milli, cpu, mem = req.gpu_milli, req.cpu_milli, req.memory_mib
         sel = req.select
@@ -408,7 +408,7 @@ class Workspace:
         return Placement(self.views[i].name, devices, milli, cpu, mem)
 
     def release(self, i: int, p: Placement) -> None:
-        self._unindex(i)
+        self.unindex(i)
         g = list(self.gfree[i])
         milli = p.gpu_milli
         for d in p.gpus:
@@ -419,12 +419,18 @@ class Workspace:
         self.mem[i] += p.memory_mib
         self._index(i)
 
+    def show(self, nodes: Sequence[NodeView]) -> None:
+        """``nodes`` as the workspace's views and static facts from now on (a refresh that
+        re-indexed the nodes whose free capacity changed)."""
+        self.views = nodes
+        self._static = nodes
+
     def hold(self, i: int) -> None:
         """Take node ``i`` out of the indexes (its capacity is reserved or it is unusable)."""
-        self._unindex(i)
+        self.unindex(i)
         self.ok[i] = False
 
-    def _unindex(self, i: int) -> None:
+    def unindex(self, i: int) -> None:
         m = self.model[i]
         if not self.ok[i] or not m or not self.gfree[i]:
             return
@@ -438,7 +444,7 @@ class Workspace:
         if part is not None:
             part.pop(i, None)
 
-    def _count_in(self, i: int) -> tuple[str, tuple[str, int], int, tuple[int, ...]] | None:
+    def count_in(self, i: int) -> tuple[str, tuple[str, int], int, tuple[int, ...]] | None:
         """Add node ``i``'s fully free devices to the totals; its model, (model, leaf) key,
         that count and its free vector, for the caller to bucket it (None: not indexed)."""
         m = self.model[i]
@@ -451,7 +457,7 @@ class Workspace:
         return m, (m, self.node_leaf[i]), k, g
 
     def _index(self, i: int) -> None:
-        counted = self._count_in(i)
+        counted = self.count_in(i)
         if counted is None:
             return
         m, key, k, g = counted

@@ -51,18 +51,17 @@ def refreshed(
         if prev.gfree[i] == v.gpu_free:
             prev.gfree[i] = v.gpu_free
             continue
-        prev._unindex(i)
+        prev.unindex(i)
         prev.gfree[i] = v.gpu_free
         prev.full[i] = full_count(v.gpu_free)
         _index_in_place(prev, i)
-    prev.views = nodes
-    prev._static = nodes
+    prev.show(nodes)
     return prev
 
 
 def _index_in_place(ws: Workspace, i: int) -> None:
     """``_index`` that puts node ``i`` where index order has it, not last."""
-    counted = ws._count_in(i)
+    counted = ws.count_in(i)
     if counted is None:
         return
     m, key, k, g = counted

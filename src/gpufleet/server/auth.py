@@ -15,6 +15,7 @@ from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpufleet.server.ratelimit import FailedAuthLimiter
+from gpufleet.server.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ class TokenCache:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         clock: Callable[[], float] = time.monotonic,
         *,
         negative_ttl_s: float = 60.0,

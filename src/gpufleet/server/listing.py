@@ -28,6 +28,8 @@ from gpufleet.server.store import StoredJob
 from gpufleet.server.views import job_out
 
 MAX_PAGE = 1000
+# the spec's fields a listing prints (squeue's formats, gpufleet jobs' table; sacct's state)
+BRIEF_SPEC = frozenset({"queues", "time_limit_s", "cpus", "priority", "max_retries"})
 _PAGE = TypeAdapter(list[s.JobOut])
 
 
@@ -39,6 +41,7 @@ class Query:
     all: bool
     limit: int
     before: int | None  # the cursor: only jobs with a smaller seq
+    brief: bool = False  # spec: only BRIEF_SPEC (what a listing prints), not the whole
 
     def keep(self, rec: JobRecord) -> bool:
         j = rec.job
@@ -96,7 +99,7 @@ async def _page(svc: ControllerService, q: Query) -> Page:
     page = found[: q.limit]
     cursor = page[-1].seq if len(found) > q.limit else scanned
     mine = {r.job.id: svc.reason(r.job.id) for r in page}
-    body = await asyncio.to_thread(_serialize, page, mine)
+    body = await asyncio.to_thread(_serialize, page, mine, q.brief)
     return Page(body, cursor)
 
 
@@ -138,8 +141,14 @@ def record(stored: StoredJob) -> JobRecord:
     )
 
 
-def _serialize(page: list[JobRecord], reasons: dict[str, Reason | None]) -> bytes:
-    return _PAGE.dump_json([job_out(r, reasons[r.job.id]) for r in page])
+def _serialize(
+    page: list[JobRecord], reasons: dict[str, Reason | None], brief: bool = False
+) -> bytes:
+    jobs = [job_out(r, reasons[r.job.id]) for r in page]
+    if brief:  # squeue over thousands of jobs: a tenth of the bytes to make, send and read
+        for j in jobs:
+            j.spec = {k: v for k, v in j.spec.items() if k in BRIEF_SPEC}
+    return _PAGE.dump_json(jobs)
 
 
 def next_link(url: Any, before: int) -> str:

@@ -24,7 +24,7 @@ from gpufleet.model.secrets import SecretRef
 from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.secrets_box import DecryptError, Sealed, SecretBox, describe
-from gpufleet.server.store import StoreUnavailable
+from gpufleet.server.store import Store, StoreUnavailable
 from gpufleet.server.store.secrets import SealedRow, SecretExists, SecretInfo
 
 log = logging.getLogger("gpufleet.controller")
@@ -58,7 +58,7 @@ class Refused:
 
 
 class SecretService:
-    def __init__(self, store: Any, box: SecretBox, clock: Clock) -> None:
+    def __init__(self, store: Store, box: SecretBox, clock: Clock) -> None:
         self.store = store
         self.box = box
         self.clock = clock

@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
                 limit=10_000,
                 all_states=a.states is not None and selection.lists_ended(wanted),
                 report=problems.append,
+                brief=True,  # the formats print a few of the spec's fields
             )
         rows = [j for j in rows if (who is None or j.user in who)]
         rows = [j for j in rows if (queues is None or slurm_style.in_partitions(j, queues))]

@@ -112,6 +112,9 @@ class SimConfig:
     seed: int = 0
     horizon_s: float | None = None  # stop scheduling new failures after this time
     checkpoint_interval_s: float | None = None  # for jobs that set none; None = restart from 0
+    # every job saves its state on the preemption's stop signal and resumes there (Tiresias'
+    # premise for LAS); False: a preempted attempt keeps only its last periodic checkpoint
+    checkpoint_on_preempt: bool = False
     # the live controller's pass rule (a what-if schedules when the live cluster would); its
     # interval tick changes nothing here (the state moves only at events), so it is left out
     min_pass_gap_s: float = 0.0
@@ -326,7 +329,8 @@ class Simulation:
             return 0.0
         w.attempt = -1  # settled once
         useful = min(max(0.0, c.time - w.attempt_start - w.overhead_s), w.duration_s - w.done_s)
-        kept = kept_work_s(useful, w.interval_s)
+        saved = self.config.checkpoint_on_preempt and c.new is JobState.PREEMPTED
+        kept = kept_work_s(useful, w.interval_s, saved_at_stop=saved)
         w.done_s += kept
         return useful - kept
 

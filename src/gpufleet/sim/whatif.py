@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.model.errors import SpecError
 from gpufleet.sim.metrics import ReplayMetrics
 from gpufleet.sim.replay import ProfileChoice, ReplayRun, check_profile
@@ -96,7 +96,7 @@ def apply_changes(
             names = tuple(x.strip() for x in c.value.split(",") if x.strip() not in ("", "none"))
             choice = replace(choice, preempt=names)
         else:
-            choice = replace(choice, **{PLUGIN_KEYS[c.key]: c.value})
+            choice = replace(choice, **{PLUGIN_KEYS[c.key]: c.value})  # type: ignore[arg-type]
     try:
         check_profile(choice)
     except SpecError as e:
@@ -115,7 +115,7 @@ def resize(cluster: ClusterSpec, nodes: int, why: str) -> ClusterSpec:
         return replace(cluster, nodes=tuple(have[:nodes]))
     last = have[-1]
     taken = {n.name for n in have}
-    extra = []
+    extra: list[NodeSpec] = []
     i = 0
     while len(have) + len(extra) < nodes:
         name = f"whatif-{i:04d}"
@@ -155,7 +155,9 @@ class Delta:
         return (d < 0) == self.lower_is_better
 
     def to_json(self) -> dict[str, object]:
-        r = lambda v: None if v is None else round(v, 6)  # noqa: E731
+        def r(v: float | None) -> float | None:
+            return None if v is None else round(v, 6)
+
         return {
             "baseline": r(self.baseline),
             "whatif": r(self.whatif),

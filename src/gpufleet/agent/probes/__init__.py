@@ -31,20 +31,48 @@ A replica's port is the controller's (``core/services.py``), given to the task a
 probe that names no port probes ``$PORT`` from the task's environment.
 """
 
-from gpufleet.agent.probes.book import (
-    KINDS,
-    Due,
-    ProbeKind,
-    ProbeResult,
-    Probes,
-    ProbeState,
-    ProbeTarget,
-    ReplicaProbe,
-    Transition,
-    probes_of,
-)
-from gpufleet.agent.probes.executor import ProbeExecutor, free_port, tick
-from gpufleet.agent.probes.run import command_probe, http_probe, run_probe, tcp_probe
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpufleet.agent.probes.book import (
+        KINDS,
+        Due,
+        ProbeKind,
+        ProbeResult,
+        Probes,
+        ProbeState,
+        ProbeTarget,
+        ReplicaProbe,
+        Transition,
+        probes_of,
+    )
+    from gpufleet.agent.probes.executor import ProbeExecutor, free_port, tick
+    from gpufleet.agent.probes.run import command_probe, http_probe, run_probe, tcp_probe
+
+# imported when first used: the pure book (what the agent's state machine imports) loads no
+# HTTP client, socket or thread pool with the package
+_HOMES = {
+    "KINDS": "book",
+    "Due": "book",
+    "ProbeKind": "book",
+    "ProbeResult": "book",
+    "Probes": "book",
+    "ProbeState": "book",
+    "ProbeTarget": "book",
+    "ReplicaProbe": "book",
+    "Transition": "book",
+    "probes_of": "book",
+    "ProbeExecutor": "executor",
+    "free_port": "executor",
+    "tick": "executor",
+    "command_probe": "run",
+    "http_probe": "run",
+    "run_probe": "run",
+    "tcp_probe": "run",
+}
 
 __all__ = [
     "KINDS",
@@ -65,3 +93,10 @@ __all__ = [
     "tcp_probe",
     "tick",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -64,6 +64,7 @@ def jobs(
             limit=limit,
             all_states=all_states,
             report=out.error,
+            brief=not json_out,  # --json prints each job whole
         )
     try:
         listing.print_jobs(

@@ -75,6 +75,14 @@ CheckpointInterval = Annotated[
         "preempted or failed job resumes from its last; default none: it restarts from zero",
     ),
 ]
+CheckpointOnPreempt = Annotated[
+    bool,
+    typer.Option(
+        "--checkpoint-on-preempt",
+        help="every job saves its state when preempted (on the stop signal) and resumes there, "
+        "as Tiresias' LAS assumes; default: a preempted job keeps only its last checkpoint",
+    ),
+]
 Seed = Annotated[int, typer.Option("--seed", help="seed of the profile and of random failures")]
 Json = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
 OutDir = Annotated[
@@ -131,6 +139,7 @@ class ReplayFlags:
     repair: Repair = 3600.0
     fail: FailFile = None
     checkpoint_interval: CheckpointInterval = None
+    checkpoint_on_preempt: CheckpointOnPreempt = False
 
 
 def flag_groups(command: F) -> F:

@@ -112,6 +112,7 @@ def load_workload(
         checkpoint_interval_s=check_interval(
             flags.checkpoint_interval, field="--checkpoint-interval"
         ),
+        checkpoint_on_preempt=flags.checkpoint_on_preempt,
     )
     return Workload(cluster, jobs, config)
 

@@ -13,7 +13,8 @@ from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
-from gpufleet.server.store import LastAdminToken
+from gpufleet.server.store import LastAdminToken, Store
+from gpufleet.server.store.accounting import GroupBy
 
 router = APIRouter(tags=["admin"])
 
@@ -23,7 +24,7 @@ async def create_token(
     body: s.TokenCreate,
     request: Request,
     who: Principal = require("admin"),
-    st: Any = Depends(store),
+    st: Store = Depends(store),
     svc: ControllerService = Depends(service),
 ) -> Any:
     if body.role == "user" and not body.user:
@@ -42,7 +43,7 @@ async def create_token(
 
 
 @router.get("/tokens", response_model=list[s.TokenOut], operation_id="listTokens")
-async def tokens(_: Principal = require("admin"), st: Any = Depends(store)) -> Any:
+async def tokens(_: Principal = require("admin"), st: Store = Depends(store)) -> Any:
     return [s.TokenOut(name=t.name, role=t.role, user=t.user, node=t.node) for t in st.tokens()]
 
 
@@ -51,7 +52,7 @@ async def revoke(
     name: Name,
     request: Request,
     who: Principal = require("admin"),
-    st: Any = Depends(store),
+    st: Store = Depends(store),
     svc: ControllerService = Depends(service),
 ) -> None:
     try:
@@ -67,7 +68,7 @@ async def revoke(
 @router.get("/audit", response_model=list[s.AuditOut], operation_id="getAuditLog")
 async def audit(
     _: Principal = require("admin"),
-    st: Any = Depends(store),
+    st: Store = Depends(store),
     limit: int = Query(100, ge=1, le=10_000),
 ) -> Any:
     # the newest ``limit`` only (the log grows with every submission), read off the loop
@@ -87,7 +88,7 @@ async def audit(
 @router.get("/accounting", response_model=list[s.AccountingRow], operation_id="getAccounting")
 async def accounting(
     who: Principal = require("user", "admin"),
-    st: Any = Depends(store),
+    st: Store = Depends(store),
     svc: ControllerService = Depends(service),
     since: Finite | None = None,
     until: Finite | None = None,
@@ -98,7 +99,8 @@ async def accounting(
         raise FieldErrors([("query.until", f"must not be before since ({start:g}), got {end:g}")])
     # what runs now is billed up to now, never up to a future --until (as sacct)
     now = svc.clock.now()
-    rows = st.accounting(start, min(end, now), by) if start <= now else []
+    group: GroupBy = "queue" if by == "queue" else "user"  # the pattern allows only these
+    rows = st.accounting(start, min(end, now), group) if start <= now else []
     out = [s.AccountingRow(key=r.key, jobs=r.jobs, gpu_hours=r.gpu_hours) for r in rows]
     if who.role == "user" and by == "user":
         out = [r for r in out if r.key == who.user]

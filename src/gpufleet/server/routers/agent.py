@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -101,11 +103,35 @@ async def commands(
 ) -> Any:
     require_node(node, who)
     svc.commands_allowed(node)
-    cmds = await svc.outbox.take(node, wait, ack)
+    cmds = await _unless_gone(request, svc.outbox.take(node, wait, ack))
     if any(c.secrets for c in cmds):
         _plain_http(request, node)
         cmds = await _hand_over(request.app.state.secrets, svc, node, cmds)
     return s.CommandBatch(commands=cmds)
+
+
+async def _unless_gone(
+    request: Request, take: Coroutine[Any, Any, list[s.AgentCommand]]
+) -> list[s.AgentCommand]:
+    """What ``take`` brings; nothing once the agent's connection closes first (an agent that
+    stopped or died while its poll waited): what is queued stays queued, since only the next
+    poll acknowledges it. So no handler outlives its agent, and a controller's shutdown, which
+    waits for the requests in flight, does not wait out their long-polls."""
+    taking = asyncio.ensure_future(take)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({taking, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not taking.done():
+            taking.cancel()
+    return taking.result() if taking in done else []
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has closed its connection (the ASGI server says so)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 _WARNED: set[str] = set()

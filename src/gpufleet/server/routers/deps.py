@@ -6,11 +6,10 @@ API to half its rate (BENCHMARKS.md, "Live cluster")."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Request
 
 from gpufleet.server.service import ControllerService
+from gpufleet.server.store import Store
 
 
 async def service(request: Request) -> ControllerService:
@@ -26,5 +25,7 @@ async def service_any(request: Request) -> ControllerService:
     return svc
 
 
-async def store(request: Request) -> Any:
-    return request.app.state.store
+async def store(request: Request) -> Store:
+    """The store, for what only it holds (tokens, the audit log, accounting)."""
+    st: Store = request.app.state.store
+    return st

@@ -19,7 +19,7 @@ from gpufleet.server.listing import MAX_PAGE, next_link, record
 from gpufleet.server.listing import Query as ListQuery
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
-from gpufleet.server.store import NewJob, SubmitAudit
+from gpufleet.server.store import NewJob, Store, SubmitAudit
 from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
@@ -143,6 +143,11 @@ async def list_jobs(
     ),
     all: bool = False,
     cursor: Name | None = Query(None, description="where the page starts: from the Link header"),
+    brief: bool = Query(
+        False,
+        description="each job's spec holds only what a listing prints (queues, "
+        "time_limit_s, cpus, priority, max_retries)",
+    ),
 ) -> Any:
     if who.role == "user":
         if user not in (None, who.user):
@@ -166,7 +171,7 @@ async def list_jobs(
         if not cursor.isdigit() or not 0 < int(cursor) < 2**63:
             raise FieldErrors([("query.cursor", f"{cursor[:40]!r} is not one from a Link header")])
         before = int(cursor)
-    q = ListQuery(user, queue, wanted, all, limit, before)
+    q = ListQuery(user, queue, wanted, all, limit, before, brief)
     await svc.until_held()  # a job answered just now is listed (held after its turn's step)
     page = await request.app.state.listings.page(svc, q)
     headers = {} if page.next_before is None else {"Link": next_link(request.url, page.next_before)}
@@ -187,7 +192,7 @@ async def cancel(
     job_id: Name,
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
-    st: Any = Depends(store),
+    st: Store = Depends(store),
 ) -> Any:
     rec = await _owned(svc, job_id, who)
     if rec.job.finished:

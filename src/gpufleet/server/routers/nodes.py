@@ -12,6 +12,7 @@ from gpufleet.core.state import NodeRuntime
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
+from gpufleet.server.store import Store
 from gpufleet.server.views import node_out
 
 router = APIRouter(tags=["nodes"])
@@ -68,7 +69,7 @@ async def drain(
     body: s.DrainRequest,
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),
-    st: Any = Depends(store),
+    st: Store = Depends(store),
 ) -> Any:
     return await _drain(name, True, body.reason, who, svc, st)
 
@@ -78,7 +79,7 @@ async def resume(
     name: Name,
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),
-    st: Any = Depends(store),
+    st: Store = Depends(store),
     force: bool = Query(
         False, description="also back into service while its health checks still fail"
     ),

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from gpufleet.api import schemas as s
-from gpufleet.api.sbatch import SbatchSubmit
+from gpufleet.api.sbatch import SbatchAnswer, SbatchSubmit
 from gpufleet.io import sbatch_command
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers import jobs
@@ -27,7 +27,7 @@ router = APIRouter(tags=["jobs"])
 USERS = require("user", "admin")
 
 
-@router.post("/sbatch", status_code=201, operation_id="submitSbatch")
+@router.post("/sbatch", status_code=201, response_model=SbatchAnswer, operation_id="submitSbatch")
 async def sbatch(
     body: SbatchSubmit,
     request: Request,

@@ -9,8 +9,8 @@ Order inside a turn, which is what makes a crash at any instant safe:
    "accepted" (their answers go out before step 2, which would cost them a second fsync: the
    ids are in the store, and ``until_held`` makes a later request that names one wait for
    step 2);
-2. the driver steps: the core handles the batch (the timers due, the nodes whose lease ran
-   out), schedules when the pass rule says so, its transitions are committed (one
+2. the driver steps: the core handles the batch (the timers due; at the tick, the nodes whose
+   lease ran out), schedules when the pass rule says so, its transitions are committed (one
    transaction), and only then are launches and kills handed to the agents' outboxes;
 3. callers are answered.
 A launch whose transition was never committed was never sent, and an attempt id is used once.
@@ -47,7 +47,7 @@ class TurnLoop(Intake, Recovery):
                 await self._recover()
                 continue
             now = self.clock.now()
-            # a timer, a lease running out, a pass the rule held back, the tick
+            # a timer, a pass the rule held back, the tick (which also judges the leases)
             deadline = self.driver.due()
             if not self._inbox and (deadline is None or deadline > now):
                 self._wake.clear()

@@ -1,0 +1,124 @@
+"""LAS against FIFO and the SJF oracle on Philly slices at 16 nodes × 8 GPUs (issue 24).
+
+Each slice is the rows of ``philly_dev.csv`` submitted in a window of days, of some virtual
+clusters (all when none are named), replayed as ``gpufleet simulate replay --format philly
+--nodes 16 --gpus-per-node 8 --leaves 2 --placement topology --backfill easy --preempt order
+--equal-shares`` replays that slice's CSV (the same loader: submit times from its first job,
+exact time limits), once per order. Prints a Markdown table of mean and p99 JCT, the ratios
+LAS/FIFO and LAS/SJF on mean JCT, and LAS's preemptions and lost GPU-hours.
+
+``--checkpoint-on-preempt``: every preempted job saves its state and resumes there (Tiresias'
+premise); without it a preempted job restarts from zero (the simulator's default since
+f3a1494). ``--write DIR`` also writes each slice's CSV there (for the CLI).
+
+    PYTHONPATH=src .venv/bin/python bench/las_slices.py [--slices A,B] [--checkpoint-on-preempt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file (python bench/X.py): the checkout on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.philly import DEFAULT_TRACE
+from gpufleet.sim.engine import SimConfig
+from gpufleet.sim.metrics import ReplayMetrics
+from gpufleet.sim.replay import (
+    ProfileChoice,
+    equal_share_queues,
+    run_replay,
+    uniform_cluster,
+    with_queues,
+)
+from gpufleet.sim.traces import TimeLimit, apply_time_limits, load_trace
+
+
+@dataclass(frozen=True)
+class Slice:
+    first: str  # first and last day of submission, inclusive (a prefix of the timestamp)
+    last: str
+    clusters: frozenset[str] = frozenset()  # the virtual clusters; empty: all
+
+    def keeps(self, row: dict[str, str]) -> bool:
+        day = row["timestamp"][:10]
+        inside = self.first <= day <= self.last
+        return inside and (not self.clusters or row["cluster"] in self.clusters)
+
+
+LONG_VCS = frozenset({"ee9e8c", "ed69ec", "7f04ca", "2869ce", "e13805"})
+SMALL_VCS = frozenset({"0e4a51", "103959", "ed69ec", "e13805"})
+SLICES = {
+    "sep": Slice("2017-09-01", "2017-09-30"),  # the month: 4,388 jobs
+    "nov-late": Slice("2017-11-15", "2017-11-30"),  # 6,519 jobs
+    "vc-long": Slice("2017", "2018", LONG_VCS),  # five VCs of long jobs, whole trace: 3,574
+    # the regression test's (tests/integration/test_las_quality.py)
+    "nov-25-30": Slice("2017-11-25", "2017-11-30"),
+    "oct-25-26": Slice("2017-10-25", "2017-10-26"),
+    "vc-7f04ca-2869ce": Slice("2017", "2018", frozenset({"7f04ca", "2869ce"})),
+    "oct-vc-small": Slice("2017-10-01", "2017-10-31", SMALL_VCS),
+}
+ORDERS = ("fifo", "sjf", "las")
+
+
+def write_slice(trace: Path, s: Slice, out: Path) -> int:
+    with trace.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = [r for r in reader if s.keeps(r)]
+        header = list(reader.fieldnames or ())
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, header)
+        w.writeheader()
+        w.writerows(rows)
+    return len(rows)
+
+
+def replay(path: Path, cfg: SimConfig) -> dict[str, ReplayMetrics]:
+    jobs = apply_time_limits(load_trace(path, "philly"), TimeLimit("exact"))
+    cluster = with_queues(uniform_cluster(16, 8, 2), equal_share_queues(jobs))
+    return {
+        o: run_replay(cluster, jobs, ProfileChoice(o, "topology", "easy", ("order",)), cfg).metrics
+        for o in ORDERS
+    }
+
+
+def row(name: str, jobs: int, m: dict[str, ReplayMetrics]) -> str:
+    las, fifo, sjf = (m[o].avg_jct_s or 0.0 for o in ("las", "fifo", "sjf"))
+    p99 = {o: (m[o].p99_jct_s or 0.0) / 1e6 for o in ORDERS}
+    return (
+        f"| {name} | {jobs:,} | {las / fifo:.3f} | {las / sjf:.3f} | {las / 3600:.1f} / "
+        f"{fifo / 3600:.1f} / {sjf / 3600:.1f} h | {p99['las']:.2f} / {p99['fifo']:.2f} / "
+        f"{p99['sjf']:.2f} M s | {m['las'].preemptions:,} | "
+        f"{m['las'].lost_gpu_hours_preemption:,.0f} |"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    ap.add_argument("--slices", default="sep,nov-late,vc-long", help=", ".join(SLICES))
+    ap.add_argument("--checkpoint-on-preempt", action="store_true")
+    ap.add_argument("--write", type=Path, help="write each slice's CSV here")
+    args = ap.parse_args()
+    cfg = SimConfig(checkpoint_on_preempt=args.checkpoint_on_preempt)
+    print(
+        "| slice | jobs | LAS/FIFO mean | LAS/SJF mean | mean JCT LAS / FIFO / SJF | "
+        "p99 JCT LAS / FIFO / SJF | LAS preemptions | lost GPU-h |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.slices.split(","):
+            out = (args.write or Path(tmp)) / f"{name}.csv"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            jobs = write_slice(args.trace, SLICES[name], out)
+            print(row(name, jobs, replay(out, cfg)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
