@@ -69,6 +69,7 @@ class ServiceBase(ClusterReads):
         step_secret: bytes = b"",
         min_pass_gap_s: float = MIN_PASS_GAP_S,
         gateway: ServiceGateway | None = None,
+        queues_declared: bool | None = None,
     ) -> None:
         node_grace_s, outage_tolerance_s = fencing_timings(
             lease_s, fence_grace_s, node_grace_s, outage_tolerance_s
@@ -82,6 +83,11 @@ class ServiceBase(ClusterReads):
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
         self._launch_timeout_s = launch_timeout_s
         self._cluster_queues = list(cluster.queues) if cluster is not None else []
+        # whether the cluster's files declare its queues (None: its cluster spec alone says);
+        # a cluster declaring none has exactly one, ``default`` (admission.valid_queues)
+        self.queues_declared = (
+            bool(self._cluster_queues) if queues_declared is None else queues_declared
+        )
         self._rule = PassRule(min_gap_s=min_pass_gap_s, tick_s=schedule_interval_s)
         # set while the store is down: what failed, and the back-off of the rebuild
         self.down = StoreDown()
