@@ -50,3 +50,24 @@ def test_the_controller_command_refuses_unsafe_timings_before_it_starts(tmp_path
     assert res.exit_code == 2, res.output
     assert "--node-grace-s 8 must be at least --lease-s 7.5 + --fence-grace-s 2" in res.output
     assert not (tmp_path / "c").exists()  # nothing opened or written
+
+
+def test_the_outage_tolerance_and_the_node_grace_follow_each_other() -> None:
+    # neither set: Slurm's SlurmdTimeout, and the node is given up only after it
+    c = ServerConfig()
+    assert (c.outage_tolerance_s, c.node_grace_s) == (300.0, 302.5)
+    # the node grace alone (every test cluster): agents keep their tasks as long as it allows
+    c = ServerConfig(heartbeat_s=0.5, lease_s=1.5, node_grace_s=4.0)
+    assert c.outage_tolerance_s == 1.5
+    c = ServerConfig(node_grace_s=60.0)
+    assert c.outage_tolerance_s == 57.5
+    # the tolerance alone: the node grace waits for it
+    assert ServerConfig(outage_tolerance_s=30.0).node_grace_s == 32.5
+    assert ServerConfig(outage_tolerance_s=1.0).node_grace_s == 10.0  # never below the lease's
+
+
+def test_a_node_grace_shorter_than_the_tolerance_is_refused_by_name() -> None:
+    with pytest.raises(ValueError) as e:
+        ServerConfig(outage_tolerance_s=300.0, node_grace_s=60.0)
+    msg = str(e.value)
+    assert "--node-grace-s 60 must be at least --outage-tolerance-s 300 + --fence-grace-s 2" in msg

@@ -23,6 +23,7 @@ from gpufleet.agent.backoff import Backoff
 from gpufleet.agent.gpu import GpuBackend, metrics_payload, mixed_kinds_warning, node_gpu_model
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
+from gpufleet.agent.localfaults import with_local_faults
 from gpufleet.agent.probes.book import Probes
 from gpufleet.agent.probes.executor import ProbeExecutor
 from gpufleet.agent.probes.executor import tick as probe_tick
@@ -206,9 +207,10 @@ class Agent:
         return RunnerEvent(ev.kind, ev.key, ev.exit_code, f"{mark}; {ev.why}" if ev.why else mark)
 
     def _publish_lease(self) -> None:
-        """After a renewal (the caller holds the lock): the watchdog fences on this deadline."""
+        """After a renewal (the caller holds the lock): the watchdog fences on this deadline,
+        the outage tolerance's end (the lease's only stops launches, in the state)."""
         if self.watchdog is not None:
-            self.watchdog.renew(self.state.lease_until, self.state.fence_grace_s)
+            self.watchdog.renew(self.state.fence_until, self.state.fence_grace_s)
 
     # ----- one step of each loop ----------------------------------------------------------
 
@@ -241,6 +243,8 @@ class Agent:
                 self.epoch = max(self.epoch, res.epoch)
                 if res.fence_grace_s is not None:  # the controller counts on this one
                     self.state.fence_grace_s = min(self.config.fence_grace_s, res.fence_grace_s)
+                # the controller gives the node up only after this (and the grace): no longer
+                self.state.outage_tolerance_s = res.outage_tolerance_s or 0.0
                 self._do(self.state.on_registered(res.lease_s, now))
                 self._publish_lease()
         finally:
@@ -302,7 +306,10 @@ class Agent:
             return False  # a hung node says nothing; the lease runs out as it would
         with self._gpu_lock:
             samples = self.backend.sample(now)
-        self.last_health = self.health.check(samples)
+        # the node's own faults (a full data disk) drain it but spare its running tasks
+        lease_fault = self.watchdog.fault if self.watchdog is not None else ""
+        gpus = self.health.check(samples)
+        self.last_health = with_local_faults(gpus, self.config.data_dir, lease_fault)
         metrics = metrics_payload(samples, self.health.last_xid, host_metrics(self.config.data_dir))
         with self._lock:
             hb = Heartbeat(health=self.last_health, metrics=metrics, running=self.state.running())

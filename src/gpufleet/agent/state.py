@@ -6,9 +6,12 @@ launch, kill, report, register again — so the lease and fencing rules are test
 for the time and no threads.
 
 The lease: every heartbeat the controller answers extends it to ``sent_at + lease_s`` (the send
-time, not the answer's, since the controller counted from when it heard us). Past it, the agent
-may have been declared lost and its jobs restarted elsewhere, so it stops every task (fencing)
-and refuses launches until a heartbeat goes through again.
+time, not the answer's, since the controller counted from when it heard us). Two deadlines
+follow from that last contact (ADR 0031): past the lease the agent is *lapsed*: it launches
+nothing (the controller may be away, or may be placing our jobs elsewhere) and its tasks run on;
+past the outage tolerance (at least the lease) it is *fenced*: it stops every task, because by
+the controller's node grace their jobs may run elsewhere. A heartbeat that goes through again
+ends both; a task fenced stays stopped.
 """
 
 from __future__ import annotations
@@ -83,12 +86,23 @@ def _exited(key: Key, why: str, code: int = EXIT_REFUSED, *, fenced: bool = Fals
 
 
 class AgentState:
-    def __init__(self, *, fence_grace_s: float = 2.0, remember: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        fence_grace_s: float = 2.0,
+        outage_tolerance_s: float = 0.0,
+        remember: int = 10_000,
+    ) -> None:
         self.fence_grace_s = fence_grace_s  # short: the tasks must be gone before the node is
+        # how long without contact the tasks run on (the controller's, at registration; 0:
+        # fenced at the lease, as an older controller expects)
+        self.outage_tolerance_s = outage_tolerance_s
         self.lease_until = -math.inf  # nothing to fence before the first registration
+        self.fence_until = -math.inf  # past it the tasks are stopped (the watchdog's deadline)
         self.last_contact: float | None = None
         self.registered = False
-        self.fenced = False
+        self.lapsed = False  # past the lease: launches refused, tasks running
+        self.fenced = False  # past the tolerance: tasks stopped
         self.tasks: dict[Key, Phase] = {}
         # a service replica's probes, from its launch until it ends (started once it runs)
         self._probes: dict[Key, tuple[tuple[ProbeKind, Probe], ...]] = {}
@@ -126,16 +140,21 @@ class AgentState:
 
     def _renew(self, lease_s: float, sent_at: float) -> list[Action]:
         self.lease_until = max(self.lease_until, sent_at + lease_s)
+        kept = max(lease_s, self.outage_tolerance_s)
+        self.fence_until = max(self.fence_until, sent_at + kept)
         self.last_contact = max(self.last_contact or sent_at, sent_at)
-        self.fenced = False
+        self.lapsed = self.fenced = False
         return []
 
     def on_tick(self, t: float) -> list[Action]:
-        if self.fenced or t < self.lease_until:
+        if t >= self.lease_until:
+            self.lapsed = True  # launches are refused from now on; nothing else changes
+        if self.fenced or t < self.fence_until:
             return []
         self.fenced = True
         since = f" for {t - self.last_contact:.1f} s" if self.last_contact is not None else ""
-        why = f"{FENCED} no contact with the controller{since} (lease expired)"
+        limit = "lease" if self.fence_until <= self.lease_until else "outage tolerance"
+        why = f"{FENCED} no contact with the controller{since} ({limit} expired)"
         out: list[Action] = []
         for key, phase in sorted(self.tasks.items()):
             if phase != "stopping":

@@ -6,9 +6,12 @@ restarts their jobs elsewhere. So each agent starts one small watchdog process, 
 its own (a signal to the agent's pid or process group does not reach it), that needs nothing
 from the agent but a file:
 
-* ``lease.json`` in the agent's data directory, replaced atomically on every renewal, holds the
-  lease deadline on ``CLOCK_MONOTONIC`` (system-wide on Linux, so both processes read the same
-  clock) and the fence grace;
+* the lease deadline, on ``CLOCK_MONOTONIC`` (system-wide on Linux, so both processes read the
+  same clock), and the fence grace: a line ``lease UNTIL GRACE`` on its stdin pipe at every
+  renewal (no disk needed: a full or read-only data disk never makes the lease lapse), and
+  ``lease.json`` in the agent's data directory, replaced atomically when the disk allows (it
+  tells a later agent's watchdog whose node this is). The later of the two holds. The deadline
+  is the end of the agent's outage tolerance (ADR 0031): the lease proper only stops launches;
 * past the deadline, the watchdog sends SIGTERM to every task's process group (the tasks are the
   agent's children and the ``rank*.pid`` files the runner writes), and SIGKILL once the grace is
   over; it marks each task it fenced with a ``rank*.fenced`` file, so that the agent, should it
@@ -16,9 +19,11 @@ from the agent but a file:
 
 The agent holds the write end of the watchdog's stdin. A clean shutdown writes ``stop`` (the
 agent has stopped its tasks itself): the watchdog exits and kills nothing. End of file without
-it means the agent died: the watchdog enforces the lease one last time and exits once nothing
-it fenced is alive. The controller counts on this rule: it declares a node lost only after
-lease + fence grace + a kill margin since the last heartbeat it answered.
+it means the agent died: nobody can report those tasks any more, so the watchdog fences them at
+once (a fast path: the agent that starts next waits for them to be gone, then registers with
+no tasks and the controller requeues them) and exits once nothing it fenced is alive. The
+controller counts on these rules: it declares a node lost only after the outage tolerance +
+fence grace + a kill margin since the last heartbeat it answered.
 
 This file runs as a script (``python watchdog.py``) so that it starts without importing the
 agent: only the standard library and psutil.
@@ -190,38 +195,74 @@ def fenced_mark(pidfile: Path) -> str | None:
 # ----- the process --------------------------------------------------------------------------
 
 
-def _control(stream_fd: int) -> str | None:
-    """``"stop"``, ``"eof"`` (the agent is gone) or None (nothing new) on the agent's pipe."""
-    ready, _, _ = select.select([stream_fd], [], [], 0)
-    if not ready:
-        return None
-    data = os.read(stream_fd, 64)
-    if not data:
-        return "eof"
-    return "stop" if b"stop" in data else None
+class ControlPipe:
+    """The agent's pipe: ``stop``, ``lease UNTIL GRACE`` lines, or end of file (the agent is
+    gone). Read without blocking; a partial line waits for the rest."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = b""
+        self.lease: Lease | None = None  # the newest lease it sent
+        self.stop = self.eof = False
+
+    def read(self) -> None:
+        while not (self.stop or self.eof):
+            ready, _, _ = select.select([self.fd], [], [], 0)
+            if not ready:
+                return
+            data = os.read(self.fd, 4096)
+            if not data:
+                self.eof = True
+                return
+            self.buf += data
+            *lines, self.buf = self.buf.split(b"\n")
+            for line in lines:
+                self._line(line.decode("ascii", "replace").split())
+
+    def _line(self, words: list[str]) -> None:
+        if words == ["stop"]:
+            self.stop = True
+        elif len(words) == 3 and words[0] == "lease":
+            with contextlib.suppress(ValueError):
+                until, grace = float(words[1]), max(0.0, float(words[2]))
+                if self.lease is None or until >= self.lease.until:
+                    self.lease = Lease(until, grace)
+
+
+def later(a: Lease | None, b: Lease | None) -> Lease | None:
+    if a is None or b is None:
+        return a or b
+    return a if a.until >= b.until else b
 
 
 def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
     """Enforce the lease until the agent stops cleanly, or until it is gone and nothing it left
-    is alive past the lease."""
+    is alive."""
     fence = Fence()
+    pipe = ControlPipe(control_fd)
     cleaned: set[Ident] = set()  # tasks whose container removal went out
-    agent_gone = False
+    gone_at: float | None = None  # when the agent's pipe closed without "stop"
     owner = agent_pid
     while True:
-        msg = None if agent_gone else _control(control_fd)
-        if msg == "stop":
+        if gone_at is None:
+            pipe.read()
+        if pipe.stop:
             log.info("the agent stopped cleanly: exiting")
             return 0
-        if msg == "eof":
-            agent_gone = True
-            agent_pid = None
-            log.warning("the agent is gone: enforcing its lease on what it left")
         now = time.monotonic()
-        lease = read_lease(data_dir)
-        if agent_gone and lease is not None and lease.pid not in (0, owner) and not fence.kill_at:
-            log.info("a new agent (pid %d) holds this node now: exiting", lease.pid)
-            return 0  # its own watchdog enforces its lease
+        if pipe.eof and gone_at is None:
+            gone_at, agent_pid = now, None
+            log.warning("the agent is gone: fencing what it left (nobody can report it)")
+        on_file = read_lease(data_dir)
+        if on_file is not None and on_file.pid not in (0, owner):  # another agent's now
+            if gone_at is not None and not fence.kill_at:
+                log.info("a new agent (pid %d) holds this node now: exiting", on_file.pid)
+                return 0  # its own watchdog enforces its lease
+            on_file = None
+        lease = later(on_file, pipe.lease)
+        if gone_at is not None:  # the agent died: its lease ends now
+            grace = lease.grace_s if lease is not None else fence.default_grace_s
+            lease = Lease(min(gone_at, lease.until if lease else gone_at), grace)
         tasks: dict[Ident, Path | None] = {}
         if fence.lapsed(now, lease) or fence.kill_at:
             tasks = find_tasks(data_dir, agent_pid)
@@ -229,16 +270,42 @@ def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
             pidfile = tasks.get(ident)
             if sig == signal.SIGTERM:
                 why = "fenced: the node's watchdog saw the agent's lease expire"
-                log.warning("lease expired: SIGTERM to task group %d (%s)", ident[0], pidfile)
+                if gone_at is not None:
+                    why = "fenced: the agent died, nobody could report the task"
+                log.warning("%s: SIGTERM to task group %d (%s)", why, ident[0], pidfile)
                 if pidfile is not None:
                     mark_fenced(pidfile, why)
             signal_group(ident[0], sig)
             if sig == signal.SIGKILL and pidfile is not None and ident not in cleaned:
                 cleaned.add(ident)
                 remove_container(pidfile)
-        if agent_gone and fence.lapsed(now, lease) and not fence.kill_at and not tasks:
+        if gone_at is not None and not fence.kill_at and not tasks:
             return 0
         time.sleep(STEP_S)
+
+
+def await_leftovers(data_dir: Path, grace_s: float, *, timeout_s: float = 10.0) -> int:
+    """Before a new agent registers: the tasks a dead predecessor left (its watchdog is fencing
+    them, or is gone too) must be dead, or the registration's empty list would let the
+    controller start their jobs again beside them. Waits for them, then kills what is left
+    (marked fenced). Returns how many there were."""
+    left = find_tasks(data_dir, None)
+    if not left:
+        return 0
+    log.warning("%d task(s) of a previous agent still run: waiting for them to end", len(left))
+    end = time.monotonic() + timeout_s
+    while (alive := find_tasks(data_dir, None)) and time.monotonic() < end:
+        time.sleep(STEP_S)
+    fence = Fence(default_grace_s=grace_s)
+    while alive:
+        for ident, sig in fence.step(time.monotonic(), None, set(alive)):
+            pidfile = alive.get(ident)
+            if sig == signal.SIGTERM and pidfile is not None:
+                mark_fenced(pidfile, "fenced: its agent died, nobody could report the task")
+            signal_group(ident[0], sig)
+        time.sleep(STEP_S)
+        alive = find_tasks(data_dir, None)
+    return len(left)
 
 
 class WatchdogHandle:
@@ -249,9 +316,12 @@ class WatchdogHandle:
         self.log_path = log_path or self.data_dir / "watchdog.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+        self.last: tuple[float, float] | None = None  # the newest lease sent
+        self.fault = ""  # why the lease file could not be written ("": it could)
 
     def start(self) -> None:
-        write_lease(self.data_dir, 0.0, 0.0)  # an old agent's lease is not ours
+        await_leftovers(self.data_dir, grace_s=2.0)
+        self._write_file(0.0, 0.0)  # an old agent's lease is not ours
         self._spawn()
 
     def _spawn(self) -> None:
@@ -264,9 +334,37 @@ class WatchdogHandle:
                 start_new_session=True,  # a signal to the agent's group does not reach it
                 close_fds=True,
             )
+        if self.last is not None:  # a restarted watchdog hears the lease at once
+            self._send(*self.last)
 
     def renew(self, until: float, grace_s: float) -> None:
-        write_lease(self.data_dir, until, grace_s)
+        """Through the pipe first (no disk needed), then the file: a write that fails (a full
+        or read-only disk) lapses nothing; it is a fault the agent reports (``fault``)."""
+        self.last = (until, grace_s)
+        self._send(until, grace_s)
+        self._write_file(until, grace_s)
+
+    def _send(self, until: float, grace_s: float) -> None:
+        p = self.proc
+        if p is None or p.stdin is None:
+            return
+        line = f"lease {until if math.isfinite(until) else 0.0!r} {grace_s!r}\n"
+        with contextlib.suppress(OSError, ValueError):  # it died: ensure() starts it again
+            p.stdin.write(line.encode())
+            p.stdin.flush()
+
+    def _write_file(self, until: float, grace_s: float) -> None:
+        path = self.data_dir / LEASE_FILE
+        try:
+            write_lease(self.data_dir, until, grace_s)
+        except OSError as e:
+            if not self.fault:
+                log.warning("cannot write the lease file %s: %s (the pipe carries it)", path, e)
+            self.fault = f"cannot write the lease file {path}: {e.strerror or e}"
+            with contextlib.suppress(OSError):  # a half-written temporary file
+                path.with_name(f".{LEASE_FILE}.{os.getpid()}.tmp").unlink()
+        else:
+            self.fault = ""
 
     def ensure(self) -> bool:
         """Start it again if it died (someone killed it): True when it had to."""

@@ -271,12 +271,18 @@ class RegisterResult(Strict):
     heartbeat_s: float
     # the SIGTERM → SIGKILL grace of fencing that the controller's node-loss timing counts on
     fence_grace_s: float | None = None
+    # how long without us the agent keeps its tasks (refusing launches past the lease), which
+    # the node grace counts on; None: an older controller, the tasks are fenced at the lease
+    outage_tolerance_s: float | None = None
     epoch: int = 0  # this registration's number: launches sent under an older one are stale
 
 
 class Health(Input):
     healthy: bool = True
     why: Reason = ""
+    # a fault of the node's own (a full or read-only data disk): no new work, but its running
+    # tasks are unharmed and finish (ADR 0031)
+    jobs_unaffected: bool = False
     bad_gpus: list[SmallCount] = Field(default=[], max_length=64)
 
 

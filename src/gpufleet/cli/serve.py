@@ -59,11 +59,16 @@ _HEARTBEAT_S = typer.Option(
     5.0, help="agent heartbeat interval; agents sample their GPUs with each heartbeat"
 )
 _NODE_GRACE_S = typer.Option(
-    10.0,
+    0.0,
     help="missing heartbeats this long: node lost, its jobs restart elsewhere "
-    "(at least lease + fence grace + 0.5 s)",
+    "(at least the outage tolerance + fence grace + 0.5 s; 0: exactly that)",
 )
-_LEASE_S = typer.Option(7.5, help="agents stop their tasks past this without us")
+_OUTAGE_TOLERANCE_S = typer.Option(
+    0.0,
+    help="agents keep their tasks running this long without us, then stop them "
+    "(0: node grace - fence grace - 0.5 s, or 300 s when neither is set)",
+)
+_LEASE_S = typer.Option(7.5, help="agents launch nothing more past this without us")
 _FENCE_GRACE_S = typer.Option(2.0, help="a fenced task gets SIGTERM, then SIGKILL this much later")
 _LAUNCH_TIMEOUT_S = typer.Option(
     120.0, help="a job STARTING longer than this is requeued and its silent nodes suspect"
@@ -132,6 +137,7 @@ def controller(
     preempt: str = _PREEMPT,
     heartbeat_s: float = _HEARTBEAT_S,
     node_grace_s: float = _NODE_GRACE_S,
+    outage_tolerance_s: float = _OUTAGE_TOLERANCE_S,
     lease_s: float = _LEASE_S,
     fence_grace_s: float = _FENCE_GRACE_S,
     launch_timeout_s: float = _LAUNCH_TIMEOUT_S,
@@ -176,6 +182,7 @@ def controller(
             lease_s=lease_s,
             fence_grace_s=fence_grace_s,
             node_grace_s=node_grace_s,
+            outage_tolerance_s=outage_tolerance_s,
             launch_timeout_s=launch_timeout_s,
             schedule_interval_s=schedule_interval_s,
             min_pass_gap_s=min_pass_gap_s,

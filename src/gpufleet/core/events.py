@@ -93,6 +93,8 @@ class NodeHealth:
     healthy: bool
     why: str = ""
     bad_gpus: tuple[int, ...] = ()
+    # the node's own fault (its data disk full): drained, but what runs there runs on
+    jobs_unaffected: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,7 +113,8 @@ class NodeLifecycle:
         """A failed check marks the node unhealthy and drains it (nothing new is placed there;
         the jobs on its bad GPUs are requeued, not charged); it returns to service only once
         it passes its checks again, and then only from a drain the controller set itself: an
-        admin's drain stays until the admin resumes the node."""
+        admin's drain stays until the admin resumes the node. A fault of the node's own that
+        spares its tasks (``jobs_unaffected``: a full data disk) stops no job."""
         node = self.state.nodes.get(ev.node)
         if node is None:
             return
@@ -131,7 +132,7 @@ class NodeLifecycle:
             node.why = HEALTH_RESUME
             out.append(NodeEvent(ev.node, "resumed", now, HEALTH_RESUME))
         self.state.node_changed(ev.node)
-        if not ev.healthy:
+        if not ev.healthy and not ev.jobs_unaffected:
             for rec in self.jm.jobs_on(ev.node):
                 hit = not ev.bad_gpus or any(
                     p.node == ev.node and set(p.gpus) & set(ev.bad_gpus) for p in rec.allocation

@@ -120,6 +120,7 @@ def open_service(config: ServerConfig, store: Store, clock: Clock) -> Controller
         lease_s=config.lease_s,
         fence_grace_s=config.fence_grace_s,
         node_grace_s=config.node_grace_s,
+        outage_tolerance_s=config.outage_tolerance_s,
         launch_timeout_s=config.launch_timeout_s,
         schedule_interval_s=config.schedule_interval_s,
         min_pass_gap_s=config.min_pass_gap_s,

@@ -27,9 +27,13 @@ class ServerConfig:
     # Agents sample their GPUs with each heartbeat, so the heartbeat is also the metrics
     # interval (5 s, as dcgm-exporter's default collection interval is a few seconds).
     heartbeat_s: float = 5.0
-    lease_s: float = 7.5  # an agent that cannot reach us this long stops its tasks
-    fence_grace_s: float = 2.0  # … with SIGTERM, then SIGKILL this much later
-    node_grace_s: float = 10.0  # heartbeats missing this long: the node is lost
+    lease_s: float = 7.5  # an agent that cannot reach us this long launches nothing more
+    fence_grace_s: float = 2.0  # a fenced task gets SIGTERM, then SIGKILL this much later
+    # an agent without us this long stops its tasks (Slurm's SlurmdTimeout); the node is lost
+    # only after it, the fence grace and a margin (ADR 0031). 0: set the one from the other
+    # (neither set: 300 s tolerance); __post_init__ fills both in.
+    outage_tolerance_s: float = 0.0
+    node_grace_s: float = 0.0
     launch_timeout_s: float = 120.0  # STARTING longer than this: requeued, node suspect
     schedule_interval_s: float = 5.0
     # after a pass, a mere change waits this long (Clock seconds) for the next one (the core
@@ -104,7 +108,12 @@ class ServerConfig:
                 f"retry back-off: need 0 < base ({self.retry_backoff_s:g} s) <= max "
                 f"({self.retry_backoff_max_s:g} s)"
             )
-        check_fencing(self.heartbeat_s, self.lease_s, self.fence_grace_s, self.node_grace_s)
+        grace, tolerance = fencing_timings(
+            self.lease_s, self.fence_grace_s, self.node_grace_s, self.outage_tolerance_s
+        )
+        object.__setattr__(self, "node_grace_s", grace)  # frozen: filled in once, here
+        object.__setattr__(self, "outage_tolerance_s", tolerance)
+        check_fencing(self.heartbeat_s, self.lease_s, self.fence_grace_s, grace, tolerance)
         if not self.launch_timeout_s > 0:
             raise ValueError(f"--launch-timeout-s {self.launch_timeout_s:g}: must be above 0")
 
@@ -118,12 +127,37 @@ class ServerConfig:
 KILL_MARGIN_S = 0.5
 
 
+# How long an agent keeps its tasks without the controller when neither the tolerance nor the
+# node grace is set: Slurm's SlurmdTimeout.
+DEFAULT_OUTAGE_TOLERANCE_S = 300.0
+
+
+def fencing_timings(
+    lease_s: float, fence_grace_s: float, node_grace_s: float, outage_tolerance_s: float
+) -> tuple[float, float]:
+    """(node grace, outage tolerance), the one that is 0 derived from the other: the agent keeps
+    its tasks as long as the node grace allows, and the controller waits as long as the agent
+    keeps them. Neither set: the default tolerance. Checked by ``check_fencing``."""
+    if outage_tolerance_s <= 0 and node_grace_s <= 0:
+        outage_tolerance_s = DEFAULT_OUTAGE_TOLERANCE_S
+    if node_grace_s <= 0:
+        node_grace_s = max(lease_s, outage_tolerance_s) + fence_grace_s + KILL_MARGIN_S
+    if outage_tolerance_s <= 0:
+        outage_tolerance_s = max(lease_s, node_grace_s - fence_grace_s - KILL_MARGIN_S)
+    return node_grace_s, outage_tolerance_s
+
+
 def check_fencing(
-    heartbeat_s: float, lease_s: float, fence_grace_s: float, node_grace_s: float
+    heartbeat_s: float,
+    lease_s: float,
+    fence_grace_s: float,
+    node_grace_s: float,
+    outage_tolerance_s: float = 0.0,
 ) -> None:
     """Refuse timings where a job could run twice: the controller starts a lost node's jobs
     elsewhere ``node_grace_s`` after the last heartbeat it answered, and by then the node's
-    watchdog must have killed them (lease, then SIGTERM, SIGKILL after the fence grace)."""
+    watchdog must have killed them (the outage tolerance, at least the lease, then SIGTERM,
+    SIGKILL after the fence grace)."""
     for flag, v in (("--heartbeat-s", heartbeat_s), ("--lease-s", lease_s)):
         if not v > 0:
             raise ValueError(f"{flag} {v:g}: must be above 0")
@@ -134,10 +168,14 @@ def check_fencing(
             f"--lease-s {lease_s:g} must be longer than --heartbeat-s {heartbeat_s:g}: "
             "otherwise every agent fences its tasks between two heartbeats"
         )
-    need = lease_s + fence_grace_s + KILL_MARGIN_S
+    if outage_tolerance_s > lease_s:
+        kept, term = outage_tolerance_s, f"--outage-tolerance-s {outage_tolerance_s:g}"
+    else:
+        kept, term = lease_s, f"--lease-s {lease_s:g}"
+    need = kept + fence_grace_s + KILL_MARGIN_S
     if not node_grace_s >= need:
         raise ValueError(
-            f"--node-grace-s {node_grace_s:g} must be at least --lease-s {lease_s:g} + "
+            f"--node-grace-s {node_grace_s:g} must be at least {term} + "
             f"--fence-grace-s {fence_grace_s:g} + {KILL_MARGIN_S:g} s kill margin = {need:g} s: "
             "otherwise a lost node's job could start elsewhere before its old attempt is dead"
         )

@@ -100,6 +100,7 @@ class Agents(Requests):
             lease_s=self.lease_s,
             heartbeat_s=self.heartbeat_s,
             fence_grace_s=self.fence_grace_s,
+            outage_tolerance_s=self.outage_tolerance_s,
             epoch=link.epoch,
         )
 
@@ -136,7 +137,12 @@ class Agents(Requests):
             # controller drained for a failed check returns once its agent passes them again
             link.health = hb.health
             link.reported = True
-            self.post(NodeHealth(node, hb.health.healthy, hb.health.why, tuple(hb.health.bad_gpus)))
+            h = hb.health
+            self.post(
+                NodeHealth(
+                    node, h.healthy, h.why, tuple(h.bad_gpus), jobs_unaffected=h.jobs_unaffected
+                )
+            )
         current = self.ctrl.current_rank
         stale = [t for t in hb.running if current(t.job, t.attempt, t.rank, node) is None]
         return s.HeartbeatResult(lease_s=self.lease_s, stale=stale)

@@ -20,7 +20,7 @@ from gpufleet.core.liveness import NodeLiveness
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.agent_executor import AgentExecutor
-from gpufleet.server.config import check_fencing
+from gpufleet.server.config import check_fencing, fencing_timings
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
@@ -57,6 +57,7 @@ class ServiceBase(ClusterReads):
         lease_s: float = 7.5,
         fence_grace_s: float = 2.0,
         node_grace_s: float = 10.0,
+        outage_tolerance_s: float = 0.0,  # 0: as long as the node grace allows
         launch_timeout_s: float = 120.0,
         schedule_interval_s: float = 5.0,
         grace_kill_s: float = 10.0,
@@ -69,7 +70,10 @@ class ServiceBase(ClusterReads):
         min_pass_gap_s: float = MIN_PASS_GAP_S,
         gateway: ServiceGateway | None = None,
     ) -> None:
-        check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s)
+        node_grace_s, outage_tolerance_s = fencing_timings(
+            lease_s, fence_grace_s, node_grace_s, outage_tolerance_s
+        )
+        check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s, outage_tolerance_s)
         self.store = store
         self.fallback_account = fallback_account
         self.step_secret = step_secret or secrets.token_bytes(32)  # srun's step keys
@@ -95,6 +99,7 @@ class ServiceBase(ClusterReads):
         self.lease_s = lease_s
         self.fence_grace_s = fence_grace_s
         self.node_grace_s = node_grace_s
+        self.outage_tolerance_s = outage_tolerance_s  # sent to agents at registration
         self.schedule_interval_s = schedule_interval_s
         self.grace_kill_s = grace_kill_s
         self.batch_max = batch_max
