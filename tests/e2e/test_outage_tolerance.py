@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -93,9 +94,14 @@ def assert_each_ran_once(u: Client, ids: list[str], records: Path) -> None:
     assert sum(got.values()) == 2 * sum(ranks.values()), got  # no other attempt, no rerun
 
 
-@pytest.mark.parametrize("outage_s", [3.0, 30.0])
+@pytest.mark.parametrize(
+    ("outage_s", "end_during_outage"),
+    # after 3 s the jobs end once it is back; after 30 s they end while it is away, and it
+    # learns of their ends from the agents' registrations
+    [(3.0, False), (30.0, True)],
+)
 def test_a_controller_restart_kills_no_running_job(
-    new_cluster: Any, tmp_path: Path, outage_s: float
+    new_cluster: Any, tmp_path: Path, outage_s: float, end_during_outage: bool
 ) -> None:
     c: LocalCluster = new_cluster(
         agents=4, node_grace_s=0.0, controller_args=["--outage-tolerance-s", str(TOLERANCE_S)]
@@ -105,19 +111,25 @@ def test_a_controller_restart_kills_no_running_job(
         ids = submit_on_every_node(c, u, records, go)
         c.kill_controller()  # SIGKILL
         started = time.monotonic()
-        # the agents' leases lapse meanwhile (1.5 s): their tasks run on, nothing ends
-        wait_for("the outage", lambda: time.monotonic() - started >= outage_s, outage_s + 5, 0.5)
+        # the agents' leases lapse meanwhile (1.5 s): their tasks run on
+        wait_for("half the outage", lambda: time.monotonic() - started >= outage_s / 2, outage_s)
         assert not any(k.startswith("end") for k in lines(records))
+        if end_during_outage:
+            go.touch()
+            ended = lambda: sum(n for k, n in lines(records).items() if k.startswith("end")) >= 4  # noqa: E731
+            wait_for("every rank ended while the controller was away", ended, 15)
+        wait_for("the outage", lambda: time.monotonic() - started >= outage_s, outage_s, 0.2)
         c.start_controller()
         c.wait_nodes(4)
-        with c.admin() as a:
-            # adopted: each node registered again (the restart holds it "unhealthy: waiting
-            # for its agent" until then) with its job running there
-            def adopted() -> bool:
-                return all(n.jobs and n.state in ("allocated", "mixed") for n in a.nodes())
+        if not end_during_outage:
+            with c.admin() as a:
+                # adopted: each node registered again (the restart holds it "unhealthy:
+                # waiting for its agent" until then) with its job running there
+                def adopted() -> bool:
+                    return all(n.jobs and n.state in ("allocated", "mixed") for n in a.nodes())
 
-            wait_for("every node back with its job", adopted, 30)
-        go.touch()
+                wait_for("every node back with its job", adopted, 30)
+            go.touch()
         assert_each_ran_once(u, ids, records)
 
 
@@ -215,3 +227,87 @@ def test_a_full_data_disk_kills_nothing_and_drains_the_node_with_its_reason(
         wait_state(u, extra, "SUCCEEDED", 30)  # it runs there now
         go.touch()
         assert_each_ran_once(u, ids, records)
+
+
+def test_an_agent_that_died_is_a_fast_path_and_nothing_runs_twice(
+    new_cluster: Any, tmp_path: Path
+) -> None:
+    """The agent process dies (SIGKILL): nobody can report its tasks any more, so its watchdog,
+    which lives on, fences them at once, and the agent started again kills what is left and
+    reports it fenced before it registers with no task; the controller requeues the job then
+    (not charged), long before the node grace (47.5 s here) declares anything lost. The task's
+    own lines show that attempt 1 was gone before attempt 2 began."""
+    c: LocalCluster = new_cluster(
+        agents=2, node_grace_s=0.0, controller_args=["--outage-tolerance-s", str(TOLERANCE_S)]
+    )
+    records, go = tmp_path / "records", tmp_path / "go"
+    spec = long_job("victim", records, go)
+    spec["command"][-1] = (
+        f'echo start "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; '
+        f"while [ ! -e {go} ]; do "
+        f'echo alive "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; sleep 0.1; done'
+    )
+    with c.user("alice") as u, c.admin() as a:
+        (jid,) = u.submit(spec)
+        wait_state(u, jid, "RUNNING", 60)
+        wait_for("it runs", lambda: lines(records)[f"alive {jid} 1"] >= 3, 30)
+        (node,) = nodes_of(u, jid)
+        c.kill_agent(node)  # SIGKILL to the agent's process group (not its task's, its own)
+        c.start_agent(int(node.split("-")[1]))
+
+        def second() -> bool:
+            j = u.job(jid)
+            return j.attempt == 2 and j.state == "RUNNING"
+
+        wait_for("attempt 2 running", second, 30)
+        assert not [n.name for n in a.nodes() if n.state == "lost"]  # no node grace waited
+        wait_for("attempt 2 runs", lambda: lines(records)[f"alive {jid} 2"] >= 3, 30)
+        order = records.read_text().splitlines()
+        first_of_2 = order.index(f"start {jid} 2")
+        assert f"alive {jid} 1" not in order[first_of_2:], order  # never both at once
+        go.touch()
+        j = wait_state(u, jid, "SUCCEEDED", 60)
+        assert j.attempt == 2 and j.retries_used == 0, j  # the node's fault: not charged
+
+
+def test_an_agent_cut_off_past_the_tolerance_is_fenced_before_its_job_runs_elsewhere(
+    new_cluster: Any, tmp_path: Path
+) -> None:
+    """A partition longer than the tolerance (the agent frozen: SIGSTOP, its watchdog awake):
+    the watchdog fences the task at the tolerance's end, the controller gives the node up only
+    after the tolerance, the fence grace and a margin, and the job's second attempt starts
+    elsewhere after the first one's last sign of life. The tolerance is 6 s here, four leases."""
+    c: LocalCluster = new_cluster(
+        agents=2, node_grace_s=0.0, controller_args=["--outage-tolerance-s", "6"]
+    )
+    records, go = tmp_path / "records", tmp_path / "go"
+    spec = long_job("cut-off", records, go)
+    spec["command"][-1] = (
+        f'echo start "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; '
+        f"while [ ! -e {go} ]; do "
+        f'echo alive "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; sleep 0.1; done'
+    )
+    with c.user("alice") as u:
+        (jid,) = u.submit(spec)
+        wait_state(u, jid, "RUNNING", 60)
+        wait_for("it runs", lambda: lines(records)[f"alive {jid} 1"] >= 3, 30)
+        (node,) = nodes_of(u, jid)
+        c.kill_agent(node, signal.SIGSTOP)
+        try:
+            # past the lease (1.5 s) it still runs: only the tolerance fences it
+            n_before = lines(records)[f"alive {jid} 1"]
+            wait_for("3 s cut off", lambda: lines(records)[f"alive {jid} 1"] >= n_before + 20, 10)
+            assert u.job(jid).attempt == 1
+
+            def second() -> bool:
+                return lines(records)[f"start {jid} 2"] == 1
+
+            wait_for("attempt 2 started elsewhere", second, 40)
+        finally:
+            c.kill_agent(node, signal.SIGCONT)
+        order = records.read_text().splitlines()
+        assert f"alive {jid} 1" not in order[order.index(f"start {jid} 2") :], order
+        assert nodes_of(u, jid) != {node}
+        go.touch()
+        j = wait_state(u, jid, "SUCCEEDED", 60)
+        assert j.attempt == 2 and j.retries_used == 0, j
