@@ -109,6 +109,10 @@ class ServiceBase(ClusterReads):
         self.schedule_interval_s = schedule_interval_s
         self.grace_kill_s = grace_kill_s
         self.batch_max = batch_max
+        self._init_turns(monotonic, node_grace_s)
+
+    def _init_turns(self, monotonic: Callable[[], float], node_grace_s: float) -> None:
+        """The turn loop's state, the liveness timers and the core they drive."""
         self._inbox: list[Work] = []
         self._current: list[Work] = []
         # ids stored and answered in this turn that the core does not hold yet (between a
