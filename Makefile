@@ -29,10 +29,13 @@ typecheck: $(STAMP)
 
 # The suite waits on real processes far more than it computes: more workers than cores. Tests
 # that share a cluster (or another costly fixture) stay on one worker (tests/support/grouping.py).
+# Then the tests marked `alone` (they measure latency under a load of their own), one by one.
 WORKERS ?= 6
 PYTEST_ARGS ?=  # e.g. --durations=10
 test: $(STAMP) lint typecheck
-	$(BIN)/pytest -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS); \
+	  parallel=$$?; $(BIN)/pytest -m alone $(PYTEST_ARGS); alone=$$?; \
+	  if [ $$parallel -ne 0 ]; then exit $$parallel; fi; exit $$alone
 
 # The edit loop: the unit tests that start no process (a test that tries is skipped, naming
 # what it started; `make test` runs it). No workers: it is quicker than starting them.

@@ -51,6 +51,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "slow: takes tens of seconds; started first, so that it does not end a parallel run alone",
     )
+    config.addinivalue_line(
+        "markers",
+        "alone: measures latency under a load of its own; make test runs it after the parallel "
+        "pass, by itself",
+    )
 
 
 STORES = ("sqlite", "postgresql")

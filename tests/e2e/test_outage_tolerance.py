@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -231,11 +232,11 @@ def test_a_full_data_disk_kills_nothing_and_drains_the_node_with_its_reason(
 def test_an_agent_that_died_is_a_fast_path_and_nothing_runs_twice(
     new_cluster: Any, tmp_path: Path
 ) -> None:
-    """The agent process dies (SIGKILL): nobody can report its tasks any more, so they die
-    with it (PR_SET_PDEATHSIG; its watchdog, which lives on, fences what is left at once); the
-    agent started again waits until they are gone and registers with none, and the controller
-    requeues the job then, long before the node grace (47.5 s here) declares anything lost.
-    The task's own heartbeat lines show that attempt 1 was gone before attempt 2 began."""
+    """The agent process dies (SIGKILL): nobody can report its tasks any more, so its watchdog,
+    which lives on, fences them at once, and the agent started again kills what is left and
+    reports it fenced before it registers with no task; the controller requeues the job then
+    (not charged), long before the node grace (47.5 s here) declares anything lost. The task's
+    own lines show that attempt 1 was gone before attempt 2 began."""
     c: LocalCluster = new_cluster(
         agents=2, node_grace_s=0.0, controller_args=["--outage-tolerance-s", str(TOLERANCE_S)]
     )
@@ -267,3 +268,46 @@ def test_an_agent_that_died_is_a_fast_path_and_nothing_runs_twice(
         go.touch()
         j = wait_state(u, jid, "SUCCEEDED", 60)
         assert j.attempt == 2 and j.retries_used == 0, j  # the node's fault: not charged
+
+
+def test_an_agent_cut_off_past_the_tolerance_is_fenced_before_its_job_runs_elsewhere(
+    new_cluster: Any, tmp_path: Path
+) -> None:
+    """A partition longer than the tolerance (the agent frozen: SIGSTOP, its watchdog awake):
+    the watchdog fences the task at the tolerance's end, the controller gives the node up only
+    after the tolerance, the fence grace and a margin, and the job's second attempt starts
+    elsewhere after the first one's last sign of life. The tolerance is 6 s here, four leases."""
+    c: LocalCluster = new_cluster(
+        agents=2, node_grace_s=0.0, controller_args=["--outage-tolerance-s", "6"]
+    )
+    records, go = tmp_path / "records", tmp_path / "go"
+    spec = long_job("cut-off", records, go)
+    spec["command"][-1] = (
+        f'echo start "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; '
+        f"while [ ! -e {go} ]; do "
+        f'echo alive "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; sleep 0.1; done'
+    )
+    with c.user("alice") as u:
+        (jid,) = u.submit(spec)
+        wait_state(u, jid, "RUNNING", 60)
+        wait_for("it runs", lambda: lines(records)[f"alive {jid} 1"] >= 3, 30)
+        (node,) = nodes_of(u, jid)
+        c.kill_agent(node, signal.SIGSTOP)
+        try:
+            # past the lease (1.5 s) it still runs: only the tolerance fences it
+            n_before = lines(records)[f"alive {jid} 1"]
+            wait_for("3 s cut off", lambda: lines(records)[f"alive {jid} 1"] >= n_before + 20, 10)
+            assert u.job(jid).attempt == 1
+
+            def second() -> bool:
+                return lines(records)[f"start {jid} 2"] == 1
+
+            wait_for("attempt 2 started elsewhere", second, 40)
+        finally:
+            c.kill_agent(node, signal.SIGCONT)
+        order = records.read_text().splitlines()
+        assert f"alive {jid} 1" not in order[order.index(f"start {jid} 2") :], order
+        assert nodes_of(u, jid) != {node}
+        go.touch()
+        j = wait_state(u, jid, "SUCCEEDED", 60)
+        assert j.attempt == 2 and j.retries_used == 0, j

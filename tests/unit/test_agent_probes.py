@@ -246,8 +246,10 @@ def test_http_probe_reads_the_status_and_a_stopped_server_times_out(
     server: tuple[subprocess.Popen[str], int],
 ) -> None:
     proc, port = server
-    assert http_probe("127.0.0.1", port, "/healthz", SHORT) == (True, "HTTP 200")
-    assert http_probe("127.0.0.1", port, "/healthz", SHORT) == (False, "HTTP 503")
+    # a server that answers is given time to (a loaded machine is slow); only the stopped
+    # one is held to the short timeout, which it can only run out
+    assert http_probe("127.0.0.1", port, "/healthz", 30.0) == (True, "HTTP 200")
+    assert http_probe("127.0.0.1", port, "/healthz", 30.0) == (False, "HTTP 503")
     proc.send_signal(signal.SIGSTOP)  # the kernel still accepts; nobody answers
     assert http_probe("127.0.0.1", port, "/healthz", SHORT) == (False, "timed out after 0.2 s")
     assert http_probe("127.0.0.1", closed_port(), "/", SHORT) == (False, "connect refused")

@@ -7,6 +7,7 @@ import contextlib
 import io
 import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,7 +60,11 @@ def test_plain_table_is_richs_table(columns: list[str], data: st.DataObject, wid
             os.environ["COLUMNS"] = saved
 
 
-def test_a_listing_takes_the_plain_path_and_styled_cells_do_not() -> None:
+def test_a_listing_takes_the_plain_path_and_styled_cells_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS"):  # a pipe, as the worker's may not be
+        monkeypatch.delenv(name, raising=False)
     columns = ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"]
     rows: list[list[object]] = [
         ["12", "train", "ana", "default", "RUNNING", "16 (2×8)", "1h 05m", "node-0,node-1"],

@@ -268,6 +268,22 @@ def test_an_unhealthy_node_stops_the_jobs_on_its_bad_gpus_only() -> None:
     assert NodeEvent("n00", "unhealthy", 2.0, "XID 79") in out
 
 
+def test_a_node_s_own_fault_drains_it_and_its_jobs_run_on() -> None:
+    # a full data disk (ADR 0031): no new work there, nothing stopped; back once it is gone
+    h = Harness(cluster_spec(1, 8))
+    h.submit(0.0, "a", gpus=4)
+    h.start_all(1.0, "a")
+    why = "disk full on /var/lib/gpufleet"
+    out = h(2.0, NodeHealth("n00", False, why, jobs_unaffected=True))
+    assert of(out, Kill) == [] and h.state("a") is S.RUNNING
+    assert NodeEvent("n00", "unhealthy", 2.0, why) in out
+    h.submit(3.0, "b", gpus=4)
+    assert h.state("b") is S.PENDING
+    out = h(4.0, NodeHealth("n00", True))
+    assert moves(out, "b") == [(S.PENDING, S.STARTING)]
+    assert h.state("a") is S.RUNNING
+
+
 def test_a_drained_node_gets_no_new_work() -> None:
     h = Harness(cluster_spec(2, 8))
     out = h(0.0, NodeDrain("n00", True, "maintenance"))

@@ -15,12 +15,22 @@ from gpufleet.core.events import NodeLost
 from gpufleet.core.liveness import NodeLiveness
 
 
-def test_a_node_is_lost_only_past_its_grace() -> None:
+def test_a_node_is_lost_once_its_grace_has_run_out() -> None:
     live = NodeLiveness(10.0)
     live.renewed("a", 100.0)
-    assert live.expired(110.0) == []  # exactly the grace: not yet
-    (ev,) = live.expired(110.5)
+    assert live.expired(109.9) == []  # not yet
+    (ev,) = live.expired(110.0)  # the grace has run out: at ``due``
     assert ev == NodeLost("a", "no heartbeat for 10 s (grace 10 s)")
+
+
+@pytest.mark.parametrize(("since", "grace"), [(0.1, 0.2), (1e6, 0.1), (0.7, 0.1), (3.3, 7.7)])
+def test_a_step_at_due_finds_the_loss_whatever_the_rounding(since: float, grace: float) -> None:
+    # the simulator steps at ``due``: a loss missed there by a rounding (0.1 + 0.2 - 0.1 is
+    # not 0.2) would have it step there forever
+    live = NodeLiveness(grace)
+    live.renewed("a", since)
+    due = live.due()
+    assert due is not None and [e.node for e in live.expired(due)] == ["a"]
 
 
 def test_a_renewal_restarts_the_grace() -> None:

@@ -17,7 +17,7 @@ from gpufleet.agent import slurmbin
 from gpufleet.agent.agent import Agent, AgentConfig
 from gpufleet.agent.gpu import GpuBackend
 from gpufleet.agent.health import HealthLimits
-from gpufleet.agent.tasks import RunnerEvent
+from gpufleet.agent.tasks import FENCED, RunnerEvent
 from gpufleet.agent.watchdog import WatchdogHandle
 from gpufleet.base.clock import Clock, MonotonicClock
 from gpufleet.base.secretfile import private_dir
@@ -135,9 +135,10 @@ def run_agent(
 
 def _stop_leftovers(agent: Agent) -> None:
     """Tasks a previous agent left behind run unsupervised: stop them and say so; and their
-    containers, which outlive a killed client."""
+    containers, which outlive a killed client. Fenced (the node's fault: requeued, not
+    charged), before the registration that lists no task (ADR 0031's fast path)."""
     for key in agent.runner.kill_orphans():
-        why = "killed: the agent restarted and cannot supervise it"
+        why = f"{FENCED} the agent restarted and cannot supervise it"
         agent.events.put(RunnerEvent("exited", key, 128 + signal.SIGKILL, why).wire())
     agent.runner.sweep_containers()
 

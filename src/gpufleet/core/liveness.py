@@ -2,7 +2,7 @@
 
 Each node holds a lease, renewed whenever the controller answers its agent's heartbeat or
 registration (other agent traffic does not renew it: an agent that can report but no longer
-heartbeats is not keeping its watchdog fed). A node silent for longer than ``grace_s`` is lost:
+heartbeats is not keeping its watchdog fed). A node silent for ``grace_s`` is lost:
 by then (``server.config.check_fencing``: grace >= lease + fence grace + kill margin) its
 agent's watchdog has killed what ran there, even if the agent hangs, so its jobs may run
 elsewhere.
@@ -51,12 +51,15 @@ class NodeLiveness:
         return min(self._renewed.values()) + self.grace_s
 
     def expired(self, at: float) -> list[NodeLost]:
-        """The nodes silent for longer than the grace at ``at``, each once: it is watched
+        """The nodes whose grace has run out at ``at`` (``due``), each once: it is watched
         again only when its agent is answered again (``renewed``)."""
         out: list[NodeLost] = []
         for node, since in list(self._renewed.items()):
-            silent = at - since
-            if silent > self.grace_s:
+            # the deadline as ``due`` computes it, so that a step at ``due`` finds the loss
+            # (``at - since > grace`` can miss it by a rounding: the simulator, which steps at
+            # ``due``, would step there forever)
+            if at >= since + self.grace_s:
+                silent = at - since
                 del self._renewed[node]
                 why = f"no heartbeat for {silent:.0f} s (grace {self.grace_s:g} s)"
                 out.append(NodeLost(node, why))

@@ -10,6 +10,10 @@ The controller cannot tell this from live agents.
 An attempt that ends preempted or with its node lost keeps only what its last checkpoint saved
 (``model.checkpoint``: the job's ``checkpoint_interval_s``, else ``SimConfig``'s; none = the next
 attempt starts from zero); the rest is counted as lost work on the job's outcome.
+
+A node failure is known at once by default (a NodeLost at the failure's time); with
+``SimConfig.node_grace_s`` the node goes silent instead and the driver's liveness timers declare
+it lost a grace later, as live (``sim.silence``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from gpufleet.model.checkpoint import kept_work_s
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.scheduler.framework import Profile
+from gpufleet.sim.silence import NodeFails, SilentNodes
 
 # attempt endings after which the job runs again (FAILED only while retries remain)
 _INTERRUPTED = frozenset({JobState.PREEMPTED, JobState.NODE_LOST, JobState.FAILED})
@@ -124,6 +129,9 @@ class SimConfig:
     launch_timeout_s: float | None = None
     retry_backoff_s: float = 10.0
     retry_backoff_max_s: float = 600.0
+    # the live controller's ``--node-grace-s``: a failed node is declared lost this long after
+    # its last heartbeat (its jobs held until then, ``sim.silence``); None: lost at once
+    node_grace_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -156,9 +164,16 @@ class Simulation:
         )
         # this object is the driver's Executor (``apply``); its journal keeps nothing (a test
         # gives it the live server's, to make a run durable as live)
-        self.driver = Driver(self.controller, self, rule=PassRule(self.config.min_pass_gap_s))
+        grace = cfg.node_grace_s
+        self.silence = None if grace is None else SilentNodes(grace)
+        self.driver = Driver(
+            self.controller,
+            self,
+            rule=PassRule(cfg.min_pass_gap_s),
+            liveness=None if self.silence is None else self.silence.liveness,
+        )
         # (time, seq, event): seq is unique, so events are never compared
-        self.heap: list[tuple[float, int, Event]] = []
+        self.heap: list[tuple[float, int, Event | NodeFails]] = []
         self.seq = 0
         self.now = 0.0
         self.work: dict[str, _Work] = {}
@@ -196,7 +211,7 @@ class Simulation:
                 ),
             )
         for f in self.config.failures:
-            self._push(f.time, NodeLost(f.node, "scripted failure"))
+            self._fail(f.time, f.node, "scripted failure")
             self._push(f.time + f.repair_s, NodeUp(self._node_specs[f.node]))
         if self.config.mtbf_s:
             horizon = self.config.horizon_s
@@ -227,7 +242,11 @@ class Simulation:
                 return
             batch: list[Event] = []
             while self.heap and self.heap[0][0] == t:
-                batch.append(heapq.heappop(self.heap)[2])
+                ev = heapq.heappop(self.heap)[2]
+                if self.silence is None and not isinstance(ev, NodeFails):
+                    batch.append(ev)
+                else:
+                    self._silently(t, ev, batch)
             self._account(t)
             self.now = t
             before = self.controller.cycle
@@ -250,7 +269,23 @@ class Simulation:
     _finished_count = 0
 
     def _has_job_events(self) -> bool:
-        return any(not isinstance(ev, NodeLost | NodeUp) for _, _, ev in self.heap)
+        return any(not isinstance(ev, NodeLost | NodeUp | NodeFails) for _, _, ev in self.heap)
+
+    def _silently(self, t: float, ev: Event | NodeFails, batch: list[Event]) -> None:
+        """``ev`` as the controller sees it when failed nodes go silent: a failure is not
+        seen (the liveness timers will tell), a silent node's ranks report nothing, and a
+        node repaired within its grace comes back having lost its jobs."""
+        silence = self.silence
+        assert silence is not None
+        if isinstance(ev, NodeFails):
+            silence.fails(ev.node, t)
+        elif isinstance(ev, TaskStarted | TaskExited):
+            if silence.reports(ev):
+                batch.append(ev)
+        else:
+            if isinstance(ev, NodeUp):
+                batch.extend(silence.comes_back(ev.spec.name, t))
+            batch.append(ev)
 
     def _account(self, t: float) -> None:
         if self._last_t is not None and t > self._last_t:
@@ -267,6 +302,8 @@ class Simulation:
                 self._record(c)
             elif isinstance(c, Launch) and c.job_id not in self.work:
                 # a service's replica (core/services.py): it serves until it is stopped
+                if self.silence is not None:
+                    self.silence.launched(c.job_id, c.attempt, c.allocation, t)
                 for rank in range(len(c.allocation)):
                     if rank not in c.skip:
                         self._push(t, TaskStarted(c.job_id, c.attempt, rank))
@@ -277,6 +314,8 @@ class Simulation:
                 w.attempt = c.attempt
                 w.attempt_start = t
                 w.overhead_s = self.config.restart_overhead_s if c.attempt > 1 else 0.0
+                if self.silence is not None:
+                    self.silence.launched(c.job_id, c.attempt, c.allocation, t)
                 end = t + w.overhead_s + max(0.0, w.duration_s - w.done_s)
                 for rank in range(len(c.allocation)):
                     if rank in c.skip:
@@ -314,6 +353,8 @@ class Simulation:
                     o.lost_preempted_s += lost
                 else:
                     o.lost_failed_s += lost
+            if self.silence is not None:
+                self.silence.ended(c.job_id, c.attempt)
         if c.new in (JobState.SUCCEEDED, JobState.TIMED_OUT, JobState.CANCELLED) or self._over(c):
             o.end_time = c.time
             self._finished_count += 1
@@ -328,7 +369,11 @@ class Simulation:
         if w.attempt != c.attempt:
             return 0.0
         w.attempt = -1  # settled once
-        useful = min(max(0.0, c.time - w.attempt_start - w.overhead_s), w.duration_s - w.done_s)
+        end = c.time
+        stopped = None if self.silence is None else self.silence.stopped_at(c.job_id, c.attempt)
+        if stopped is not None:  # it stopped working when its node died
+            end = min(end, stopped)
+        useful = min(max(0.0, end - w.attempt_start - w.overhead_s), w.duration_s - w.done_s)
         saved = self.config.checkpoint_on_preempt and c.new is JobState.PREEMPTED
         kept = kept_work_s(useful, w.interval_s, saved_at_stop=saved)
         w.done_s += kept
@@ -341,9 +386,13 @@ class Simulation:
         for ev in events:
             self._push(t, ev)
 
-    def _push(self, t: float, ev: Event) -> None:
+    def _push(self, t: float, ev: Event | NodeFails) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, ev))
+
+    def _fail(self, t: float, node: str, why: str) -> None:
+        """The node fails at ``t``: lost then, or silent until its grace runs out."""
+        self._push(t, NodeLost(node, why) if self.silence is None else NodeFails(node))
 
     def _schedule_random_failures(self, node: str, horizon: float) -> None:
         """Exponential times between failures (per-node MTBF), each followed by a repair."""
@@ -354,6 +403,6 @@ class Simulation:
             t += self._rng.expovariate(1.0 / cfg.mtbf_s)
             if t > horizon:
                 return
-            self._push(t, NodeLost(node, "random failure (MTBF)"))
+            self._fail(t, node, "random failure (MTBF)")
             self._push(t + cfg.repair_s, NodeUp(self._node_specs[node]))
             t += cfg.repair_s

@@ -67,6 +67,15 @@ Repair = Annotated[float, typer.Option("--repair", help="repair time after a fai
 FailFile = Annotated[
     Path | None, typer.Option("--fail", help="scripted failures, CSV time,node[,repair_s]")
 ]
+NodeGrace = Annotated[
+    float | None,
+    typer.Option(
+        "--node-grace-s",
+        help="as the live controller's: a failed node is declared lost this many seconds after "
+        "its last heartbeat, its jobs holding their GPUs (and doing no work) until then, and "
+        "one repaired sooner loses its jobs when it comes back; default: lost at once",
+    ),
+]
 CheckpointInterval = Annotated[
     float | None,
     typer.Option(
@@ -138,6 +147,7 @@ class ReplayFlags:
     mtbf: Mtbf = None
     repair: Repair = 3600.0
     fail: FailFile = None
+    node_grace_s: NodeGrace = None
     checkpoint_interval: CheckpointInterval = None
     checkpoint_on_preempt: CheckpointOnPreempt = False
 

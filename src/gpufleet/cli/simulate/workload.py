@@ -3,6 +3,7 @@ their options, the replays run with a progress bar, and the warnings about their
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,9 +83,11 @@ def load_workload(
         flags.restart_overhead < 0
         or flags.repair < 0
         or (flags.mtbf is not None and flags.mtbf <= 0)
+        or (flags.node_grace_s is not None and not 0 < flags.node_grace_s < math.inf)
     ):
         raise SpecError(
-            "--restart-overhead and --repair must be ≥ 0 and --mtbf > 0", field="options"
+            "--restart-overhead and --repair must be ≥ 0, --mtbf > 0 and --node-grace-s > 0 finite",
+            field="options",
         )
     limits = TimeLimit.parse(flags.time_limit)
     if layout.cluster is not None:
@@ -108,6 +111,7 @@ def load_workload(
         failures=failures,
         mtbf_s=flags.mtbf,
         repair_s=flags.repair,
+        node_grace_s=flags.node_grace_s,
         seed=seed,
         checkpoint_interval_s=check_interval(
             flags.checkpoint_interval, field="--checkpoint-interval"
