@@ -76,13 +76,18 @@ def test_sbatch_squeue_scancel_sacct(
     # the command line wins over the script's #SBATCH lines, as sbatch
     waiting = sh(env, "sbatch", "--parsable", "-J", "sleeper", "--wrap", "sleep 600").stdout.strip()
     assert waiting.isdigit()
+    # waits for the sleeper (a job no node could ever hold is refused at submit)
     huge = sh(
-        env, "sbatch", "--parsable", "--gpus=24", "-N", "3", "-J", "huge", str(script)
-    ).stdout.strip()
+        env, "sbatch", "--parsable", "--gpus=16", "-N", "2", "-J", "huge",
+        "-d", f"afterok:{waiting}", str(script),
+    ).stdout.strip()  # fmt: skip
     # the command line's --gpus and -J over the script's #SBATCH --gpus=1 and -J shimjob
     req = sh(env, "sacct", "-j", huge, "-o", "JobName,ReqTRES%60", "-n", "-P").stdout
     name, tres = req.strip().split("|")
-    assert name == "huge" and "gres/gpu=24" in tres.split(","), req
+    assert name == "huge" and "gres/gpu=16" in tres.split(","), req
+    never = sh(env, "sbatch", "--gpus=24", "-N", "3", "--wrap", "true", ok=False)
+    assert never.returncode == 1, never
+    assert "Requested node configuration is not available" in never.stderr, never.stderr
     wait_for("the first job's end", lambda: sacct_state(env, done) == "COMPLETED" or None, 60)
 
     q = sh(env, "squeue").stdout.splitlines()
@@ -250,10 +255,14 @@ def test_submitit_without_srun(
             lambda: job.watcher.get_state(job.job_id, mode="force") == "COMPLETED" or None,
             30,
         )
-        ex.update_parameters(nodes=3, gpus_per_node=8)
-        stuck = ex.submit(_square, 1)  # more GPUs than the cluster has: it waits
+        # both nodes whole, while a job holds a GPU: it waits (a job no node could ever hold
+        # is refused at submit)
+        holder = sh(env, "sbatch", "--parsable", "--gpus=1", "--wrap", "sleep 600").stdout
+        ex.update_parameters(nodes=2, gpus_per_node=8)
+        stuck = ex.submit(_square, 1)
         assert stuck.state == "PENDING"
         stuck.cancel()
+        sh(env, "scancel", holder.strip())
         wait_for(
             "cancelled",
             lambda: (
@@ -330,9 +339,13 @@ def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
 ) -> None:
     _, env = live
     done = sh(env, "sbatch", "--parsable", "-J", "fastpath", "--wrap", "true").stdout.strip()
-    pending = sh(env, "sbatch", "--parsable", "-N", "3", "--gpus=24", "--wrap", "true").stdout
+    sleeper = sh(env, "sbatch", "--parsable", "--wrap", "sleep 600").stdout.strip()
+    pending = sh(
+        env, "sbatch", "--parsable", "-N", "2", "--gpus=16", "-d", f"afterok:{sleeper}",
+        "--wrap", "true",
+    ).stdout  # fmt: skip
     # both listings must see one state: the first job ended, the second's reason decided
-    settled = f"{done} COMPLETED None\n{pending.strip()} PENDING NeverSchedulable\n"
+    settled = f"{done} COMPLETED None\n{pending.strip()} PENDING Dependency\n"
     wait_for(
         "a settled queue",
         lambda: (
@@ -375,7 +388,7 @@ def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
             assert lean.returncode == full.returncode == code, argv
             assert lean.stdout == full.stdout and lean.stderr == full.stderr, argv
     finally:
-        sh(env, "scancel", pending.strip())
+        sh(env, "scancel", pending.strip(), sleeper)
 
 
 def _steady(text: str) -> str:

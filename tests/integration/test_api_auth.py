@@ -185,9 +185,10 @@ def test_jobs_submitted_after_a_restart_are_listed(db_url: str, tmp_path: Path) 
             agent = a.token("agent", node="node-0")
             alice, a0 = Client(a.url, user), AgentClient(a.url, agent)
             a.clients += [alice, a0]
-            register(a0, "node-0")
-            # never fits one node: it stays pending, unfinished, across the restart
+            # never fits one node: it stays pending, unfinished, across the restart (sent
+            # before the node registers: a cluster of no node yet refuses nothing as too big)
             (pending,) = alice.submit({**SPEC, "workers": 2, "gpus_per_worker": 8})
+            register(a0, "node-0")
             (done,) = alice.submit({**SPEC, "name": "done"})  # the store's newest: finished
             (cmd,) = a0.commands("node-0", wait_s=5)
             assert cmd.job == done

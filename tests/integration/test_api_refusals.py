@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_api import SPEC, T0, Api, refused, serve  # test_api.py sits next to this file
+from test_api import SPEC, T0, Api, refused, register, serve  # test_api.py sits next to this file
 
 from gpufleet.api import schemas as s
 from gpufleet.base.clock import ManualClock
@@ -115,3 +115,28 @@ def test_every_problem_of_one_submission_is_told_at_once(api: Api) -> None:
     assert "spec.queue: invalid partition specified: gpu" in msg, msg
     assert "spec.priority: priority 10: only operators/admins can set priority" in msg, msg
     assert api.stored_ids() == []
+
+
+# ----- a request no node could ever hold ------------------------------------------------------
+
+
+def test_a_request_no_configured_node_could_hold_is_refused_with_the_largest_that_fits(
+    api: Api,
+) -> None:
+    alice = api.user("alice")
+    for node in ("node-0", "node-1"):
+        register(api.agent(node), node, gpus=8)
+    msg = refused(422, lambda: alice.submit({**SPEC, "gpus_per_worker": 16}))
+    assert "Requested node configuration is not available" in msg, msg
+    assert "the largest that fits: 1 worker(s) of 8 GPUs" in msg, msg
+    msg = refused(422, lambda: alice.submit({**SPEC, "gpus_per_worker": 8, "workers": 3}))
+    assert "Requested node configuration is not available" in msg, msg
+    assert "2 worker(s) of 8 GPUs" in msg, msg
+    assert api.stored_ids() == []
+    # a node drained (down) is still the cluster's: a job that fits when it is back is kept
+    api.admin.drain("node-1")
+    (job,) = alice.submit({**SPEC, "gpus_per_worker": 8, "workers": 2})
+    assert alice.job(job).state == "PENDING"
+    # all problems at once
+    msg = refused(422, lambda: alice.submit({**SPEC, "gpus_per_worker": 16, "queue": "gpu"}))
+    assert "invalid partition specified: gpu" in msg and "Requested node config" in msg, msg

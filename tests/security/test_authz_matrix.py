@@ -33,6 +33,9 @@ from support.serving import serve_app
 
 CALLERS = ("none", "bad", "alice", "bob", "admin", "agent-1", "agent-2")
 SPEC: dict[str, Any] = {"name": "m", "gpus_per_worker": 1, "command": ["sleep", "1"]}
+# a job that waits as long as alice's job holds a GPU of node-1 (it runs throughout): both
+# 8-GPU nodes whole (one that no node could ever hold is refused at submit)
+WAITS: dict[str, Any] = {"workers": 2, "gpus_per_worker": 8}
 SERVICE: dict[str, Any] = {"replicas": 1, "replica": {"gpus_per_worker": 16, "command": ["x"]}}
 
 
@@ -159,7 +162,7 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
     if "{job_id}" in path:
         job = w.alice_job
         if path.endswith("/cancel"):  # a job of alice's of its own: cancelled once only
-            (job,) = w.admin.submit({**SPEC, "user": "alice", "gpus_per_worker": 16})
+            (job,) = w.admin.submit({**SPEC, **WAITS, "user": "alice"})
         url = url.replace("{job_id}", job)
     if path == "/api/v1/tokens/{name}":
         name = f"victim-{w.fresh()}"
@@ -181,9 +184,10 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
     elif "{name}" in path:
         url = url.replace("{name}", "node-2")
     if (method, path) == ("POST", "/api/v1/jobs"):
-        body = {"spec": {**SPEC, "gpus_per_worker": 16}}  # never placed: nothing changes
+        body = {"spec": {**SPEC, **WAITS}}  # never placed: nothing changes
     elif (method, path) == ("POST", "/api/v1/sbatch"):  # never placed either
-        body = {"argv": ["--gres=gpu:16", "--wrap=sleep 1"], "cwd": "/tmp", "host": "matrix"}
+        argv = ["-N", "2", "--gres=gpu:8", "--wrap=sleep 1"]  # as WAITS
+        body = {"argv": argv, "cwd": "/tmp", "host": "matrix"}
     elif (method, path) == ("POST", "/api/v1/services"):
         body = {"spec": {**SERVICE, "name": f"new-{w.fresh()}"}}
     elif (method, path) == ("PUT", "/api/v1/services/{name}"):
@@ -259,7 +263,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         (launch,) = a1.commands("node-1", wait_s=5)
         assert launch.job == alice_job
         a2.register(_register("node-2"))
-        (bob_job,) = Client(url, tokens["bob"]).submit({**SPEC, "gpus_per_worker": 16})
+        (bob_job,) = Client(url, tokens["bob"]).submit({**SPEC, **WAITS})
         try:
             yield World(url, app, clock, tokens, admin, alice_job, bob_job)
         finally:

@@ -3,7 +3,11 @@
 
 - a queue the cluster does not have (sbatch: ``invalid partition specified: gpu``), with the
   queues it has and the nearest name;
-- a priority only operators and admins may give (a user may lower its own: ``--nice``).
+- a priority only operators and admins may give (a user may lower its own: ``--nice``);
+- a request no node of the cluster could ever hold (sbatch: ``Requested node configuration is
+  not available``), with the largest shape that fits: judged by the scheduler's own
+  never-fits check against every configured node, down or not (as Slurm judges against its
+  node configuration), so a job that fits once its nodes come back is kept.
 
 Each check is a pure function of the spec and what it is judged against; the service gathers
 those (``reads.py``), the router refuses with what they find (``Refusal``)."""
@@ -11,10 +15,15 @@ those (``reads.py``), the router refuses with what they find (``Refusal``)."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 from gpufleet.model.job import JobSpec
+from gpufleet.scheduler.explain import never_reason
+from gpufleet.scheduler.framework import Profile
+from gpufleet.scheduler.never_fits import NeverFits, never_fits
+from gpufleet.scheduler.snapshot import NodeView, PendingJob, Snapshot
+from gpufleet.scheduler.workspace import Workspace
 
 # a cluster that declares no queues (no queue file, none in its cluster spec) has this one,
 # the queue a job names when it names none; only an admin makes more (PUT /queues/{name})
@@ -88,11 +97,63 @@ def priority_problems(spec: JobSpec, role: str, at: str = "body.spec") -> list[P
     ]
 
 
+def fit_problems(
+    spec: JobSpec,
+    nodes: Sequence[NodeView],
+    profile: Profile,
+    memo: NeverFits | None = None,
+    at: str = "body.spec",
+) -> list[Problem]:
+    """``spec`` if no node of ``nodes`` (the configured ones, each as if up and empty) could
+    ever hold it; none known yet: nothing to judge by. ``memo``: the answers for these nodes."""
+    if not nodes:
+        return []
+    snap = Snapshot(0.0, nodes, (), ())
+    memo = memo if memo is not None else NeverFits()
+
+    def fits(s: JobSpec) -> bool:
+        return not never_fits(PendingJob("submit", s, 0.0), snap, profile, memo)
+
+    if fits(spec):
+        return []
+    why = never_reason(PendingJob("submit", spec, 0.0), Workspace.emptied(nodes)).message
+    return [(at, f"Requested node configuration is not available: {why}; {_largest(spec, fits)}")]
+
+
+def _largest(spec: JobSpec, fits: Callable[[JobSpec], bool]) -> str:
+    """The largest shapes like ``spec`` that fit: fewer GPUs per worker, or fewer workers."""
+    shapes = []
+    if spec.gpus_per_worker > 1:
+        g = _most(lambda g: fits(replace(spec, gpus_per_worker=g)), spec.gpus_per_worker - 1)
+        if g:
+            shapes.append(f"{spec.workers} worker(s) of {g} GPUs")
+    if spec.workers > 1:
+        w = _most(lambda w: fits(replace(spec, workers=w)), spec.workers - 1)
+        if w:
+            shapes.append(f"{w} worker(s) of {spec.gpus_per_worker} GPUs")
+    if not shapes:
+        return "no fewer GPUs or workers fit either: see its other requirements"
+    return "the largest that fits: " + " or ".join(shapes)
+
+
+def _most(ok: Callable[[int], bool], hi: int) -> int:
+    """The largest n in 1..hi with ok(n) (0: none), ``ok`` true up to some n and false above."""
+    lo, best = 1, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
 __all__ = [
     "IMPLICIT_QUEUE",
     "PRIORITY_ROLES",
     "Problem",
     "Refusal",
+    "fit_problems",
     "priority_problems",
     "queue_problems",
     "unknown_queue",

@@ -13,9 +13,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpufleet.core.state import NodeRuntime
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.queue import QueueSpec
+from gpufleet.scheduler.framework import Profile
+from gpufleet.scheduler.never_fits import NeverFits
+from gpufleet.scheduler.snapshot import NodeView
 from gpufleet.server.admission import (
     Refusal,
+    fit_problems,
     priority_problems,
     queue_problems,
     valid_queues,
@@ -23,7 +29,7 @@ from gpufleet.server.admission import (
 
 if TYPE_CHECKING:
     from gpufleet.core.controller import Controller
-    from gpufleet.core.state import JobRecord, NodeRuntime
+    from gpufleet.core.state import JobRecord
     from gpufleet.model.job import JobSpec
     from gpufleet.model.reason import Reason
     from gpufleet.model.resources import Resources
@@ -46,6 +52,10 @@ class ClusterReads:
 
     ctrl: Controller
     queues_declared: bool  # the cluster's files declare its queues (admission.valid_queues)
+    _profile: Profile
+    _cluster_nodes: tuple[NodeSpec, ...]  # the nodes the cluster spec expects
+    # the configured nodes' views and never-fits answers, by the ids of their specs
+    _fit_cache: tuple[tuple[int, ...], list[NodeSpec], list[NodeView], NeverFits] | None
 
     # ----- jobs ----------------------------------------------------------------------------
 
@@ -108,7 +118,22 @@ class ClusterReads:
         refusal = Refusal()
         refusal.invalid += queue_problems(spec, self.configured_queues())
         refusal.forbidden += priority_problems(spec, role)
+        nodes, memo = self._configured_nodes()
+        refusal.invalid += fit_problems(spec, nodes, self._profile, memo)
         return refusal
+
+    def _configured_nodes(self) -> tuple[list[NodeView], NeverFits]:
+        """Every node the cluster has, down or not, as if up and empty: those registered and
+        those its cluster spec expects. Made again only when a node's spec changes (the ids of
+        the specs, which are kept while cached); the never-fits answers with them."""
+        specs = [n.spec for n in self.ctrl.nodes.values()]
+        known = {s.name for s in specs}
+        specs += [s for s in self._cluster_nodes if s.name not in known]
+        key = tuple(map(id, specs))
+        if self._fit_cache is None or self._fit_cache[0] != key:
+            views = [NodeRuntime.of(s).view() for s in specs]
+            self._fit_cache = (key, specs, views, NeverFits())
+        return self._fit_cache[2], self._fit_cache[3]
 
     def queue(self, name: str) -> QueueSpec:
         """The queue as configured, or the default one a job may name without configuring."""

@@ -83,6 +83,8 @@ class ServiceBase(ClusterReads):
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
         self._launch_timeout_s = launch_timeout_s
         self._cluster_queues = list(cluster.queues) if cluster is not None else []
+        self._cluster_nodes = cluster.nodes if cluster is not None else ()
+        self._fit_cache = None  # reads._configured_nodes
         # whether the cluster's files declare its queues (None: its cluster spec alone says);
         # a cluster declaring none has exactly one, ``default`` (admission.valid_queues)
         self.queues_declared = (
