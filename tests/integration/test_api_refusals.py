@@ -4,7 +4,9 @@ nothing of a refused submission is stored.
 
 - a queue the cluster lacks: ``invalid partition specified: gpu``, the valid queues and the
   nearest name; a cluster with no queue file has exactly one queue, ``default``, and only an
-  admin makes another (a submission never does)."""
+  admin makes another (a submission never does);
+- a priority above the default from a user token (Slurm: only operators/admins can set
+  priority); a user may lower its own (``--nice``)."""
 
 from __future__ import annotations
 
@@ -85,3 +87,31 @@ def test_a_queue_file_declares_every_queue(db_url: str, tmp_path: Path) -> None:
             assert "invalid partition specified: default (queues: nlp, vision)" in msg, msg
     finally:
         store.close()
+
+
+# ----- priority ------------------------------------------------------------------------------
+
+
+def test_a_user_may_lower_its_priority_but_only_an_admin_raises_it(api: Api) -> None:
+    alice = api.user("alice")
+    msg = refused(403, lambda: alice.submit({**SPEC, "priority": 1_000_000}))
+    assert "spec.priority: priority 1000000: only operators/admins can set priority" in msg, msg
+    assert api.stored_ids() == []
+    (low,) = alice.submit({**SPEC, "priority": -5})  # sbatch --nice=5
+    assert alice.job(low).spec["priority"] == -5
+    (high,) = api.admin.submit({**SPEC, "priority": 100, "user": "alice"})
+    assert api.admin.job(high).spec["priority"] == 100
+    # sbatch's --nice=-10 raises it: refused the same way
+    r = sbatch(api, api.token("user", user="alice"), "--nice=-10", "--wrap", "true")
+    assert r.status_code == 403 and "only operators/admins can set priority" in r.text, r.text
+    r = sbatch(api, api.token("user", user="alice"), "--nice=10", "--wrap", "true")
+    assert r.status_code == 201, r.text
+    assert api.stored_ids() == sorted([low, high, *r.json()["ids"]])
+
+
+def test_every_problem_of_one_submission_is_told_at_once(api: Api) -> None:
+    alice = api.user("alice")
+    msg = refused(422, lambda: alice.submit({**SPEC, "queue": "gpu", "priority": 10}))
+    assert "spec.queue: invalid partition specified: gpu" in msg, msg
+    assert "spec.priority: priority 10: only operators/admins can set priority" in msg, msg
+    assert api.stored_ids() == []

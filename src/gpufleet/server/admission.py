@@ -2,7 +2,8 @@
 (a user fixes them in one round), in Slurm's words where Slurm refuses the same at submit:
 
 - a queue the cluster does not have (sbatch: ``invalid partition specified: gpu``), with the
-  queues it has and the nearest name.
+  queues it has and the nearest name;
+- a priority only operators and admins may give (a user may lower its own: ``--nice``).
 
 Each check is a pure function of the spec and what it is judged against; the service gathers
 those (``reads.py``), the router refuses with what they find (``Refusal``)."""
@@ -18,6 +19,9 @@ from gpufleet.model.job import JobSpec
 # a cluster that declares no queues (no queue file, none in its cluster spec) has this one,
 # the queue a job names when it names none; only an admin makes more (PUT /queues/{name})
 IMPLICIT_QUEUE = "default"
+
+# the roles that may raise a job's priority (Slurm: "Only operators/admins can set priority")
+PRIORITY_ROLES = frozenset({"admin"})
 
 Problem = tuple[str, str]  # (field, message), as FieldErrors takes them
 
@@ -69,10 +73,27 @@ def unknown_queue(name: str, valid: Sequence[str]) -> str:
     return f"invalid partition specified: {name} ({hint}queues: {', '.join(valid)})"
 
 
+def priority_problems(spec: JobSpec, role: str, at: str = "body.spec") -> list[Problem]:
+    """A priority above the default, asked by a role that may not give it: a user may lower
+    its job's priority (``--nice=N`` is priority -N), never raise it, or it would jump every
+    queue and drive priority preemption."""
+    if spec.priority <= 0 or role in PRIORITY_ROLES:
+        return []
+    return [
+        (
+            f"{at}.priority",
+            f"priority {spec.priority}: only operators/admins can set priority; a {role} token "
+            "may lower its job's (--nice=N, a priority of -N), not raise it above 0",
+        )
+    ]
+
+
 __all__ = [
     "IMPLICIT_QUEUE",
+    "PRIORITY_ROLES",
     "Problem",
     "Refusal",
+    "priority_problems",
     "queue_problems",
     "unknown_queue",
     "valid_queues",

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpufleet.model.queue import QueueSpec
-from gpufleet.server.admission import Refusal, queue_problems, valid_queues
+from gpufleet.server.admission import (
+    Refusal,
+    priority_problems,
+    queue_problems,
+    valid_queues,
+)
 
 if TYPE_CHECKING:
     from gpufleet.core.controller import Controller
@@ -97,10 +102,12 @@ class ClusterReads:
         ``default`` where the cluster's files declare none (``admission.valid_queues``)."""
         return valid_queues(self.ctrl.queues, self.queues_declared)
 
-    def admission(self, spec: JobSpec) -> Refusal:
-        """Everything that refuses ``spec`` at submit (admission.py), all of it at once."""
+    def admission(self, spec: JobSpec, role: str) -> Refusal:
+        """Everything that refuses ``spec``, submitted with a ``role`` token, at submit
+        (admission.py), all of it at once."""
         refusal = Refusal()
         refusal.invalid += queue_problems(spec, self.configured_queues())
+        refusal.forbidden += priority_problems(spec, role)
         return refusal
 
     def queue(self, name: str) -> QueueSpec:

@@ -68,7 +68,7 @@ async def submit(
         spec = JobSpec.from_dict(raw, source="request", path="spec")
     except SpecError as e:
         raise FieldErrors([(f"body.{e.field}", e.reason)]) from None
-    refusal = svc.admission(spec)
+    refusal = svc.admission(spec, who.role)
     if refusal:  # every problem at once, in Slurm's words (admission.py)
         raise FieldErrors(refusal.problems, refusal.status)
     spec = request.app.state.secrets.resolve(spec)  # each secret exists and is the job's to use
