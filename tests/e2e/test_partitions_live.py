@@ -101,4 +101,5 @@ def test_a_partition_list_naming_an_unknown_queue_is_refused(
 ) -> None:
     r = sh(live[1], "sbatch", "-p", "a,nope,other", "--wrap", "true", ok=False)
     assert r.returncode == 1
-    assert "unknown queue 'nope'" in r.stderr and "unknown queue 'other'" in r.stderr, r.stderr
+    assert "invalid partition specified: nope" in r.stderr, r.stderr
+    assert "invalid partition specified: other" in r.stderr, r.stderr

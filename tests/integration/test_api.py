@@ -386,19 +386,19 @@ def test_422_names_the_field_and_stores_nothing(api: Api, body: dict[str, Any], 
 
 def test_422_unknown_queue_when_queues_are_configured(api: Api) -> None:
     alice = api.user("alice")
-    assert alice.submit({**SPEC, "queue": "anything"})  # no queues configured: any name goes
+    assert alice.submit(SPEC)  # no queues configured: the one queue, default
     n = len(api.stored_ids())
     api.admin.update_queue("vision", s.QueueUpdate(weight=2))
-    api.admin.update_queue("default", s.QueueUpdate(weight=1))
     msg = refused(422, lambda: alice.submit({**SPEC, "queue": "nlp"}))
-    assert "spec.queue: unknown queue 'nlp'" in msg and "default, vision" in msg
+    assert "spec.queue: invalid partition specified: nlp" in msg and "default, vision" in msg
     assert len(api.stored_ids()) == n
     (job,) = alice.submit({**SPEC, "queue": "vision"})
     assert alice.job(job).queue == "vision"
     # a partition list (sbatch -p a,b): every name it lists is checked, all problems at once
     msg = refused(422, lambda: alice.submit({**SPEC, "queues": "nlp,vision,x"}))
     assert (
-        "spec.queues[0]: unknown queue 'nlp'" in msg and "spec.queues[2]: unknown queue 'x'" in msg
+        "spec.queues[0]: invalid partition specified: nlp" in msg
+        and "spec.queues[2]: invalid partition specified: x" in msg
     )
     assert len(api.stored_ids()) == n + 1
     (job,) = alice.submit({**SPEC, "queues": ["vision", "default"]})
@@ -803,6 +803,7 @@ def test_fair_share_usage_survives_a_restart_decayed_over_the_downtime(
             agent = api.agent("node-0")
             register(agent, "node-0")
             alice = api.user("alice")
+            api.admin.update_queue("vision", s.QueueUpdate(weight=1))  # only admins make queues
             (job,) = alice.submit({**SPEC, "gpus_per_worker": 8, "queue": "vision"})
             cmds = agent.commands("node-0", wait_s=5)
             started(agent, "node-0", cmds)

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 from test_api import T0, Api, refused, register, serve, wait_for
 
+from gpufleet.api import schemas as s
 from gpufleet.api.secrets import SecretCreate
 from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
@@ -125,6 +126,7 @@ def test_a_job_is_refused_at_submit_naming_each_secret_it_may_not_use(api: Api) 
     assert spec["secrets"] == [{"name": "mine", "scope": "user", "env": "MINE", "file": ""}]
     # a queue's secret: for the jobs of that queue only; the cluster's: for every job
     api.admin.create_secret(mk("q-key", scope="queue", queue="default"))
+    api.admin.update_queue("other", s.QueueUpdate(weight=1))  # only admins make queues
     api.admin.create_secret(mk("o-key", scope="queue", queue="other"))
     api.admin.create_secret(mk("mine", scope="cluster"))  # bob has no "mine" of his own
     (job,) = bob.submit(

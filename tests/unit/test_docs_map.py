@@ -99,3 +99,15 @@ def test_the_path_reader_finds_what_maps_write() -> None:
     }
     assert not _exists("core/no_such_module.py", ROOT / "docs" / "ARCHITECTURE.md")
     assert _module_exists("gpufleet.core") and not _module_exists("gpufleet.no_such_package")
+
+
+def test_the_adr_index_lists_every_record_once_by_its_own_number() -> None:
+    adr = ROOT / "docs" / "adr"
+    records = sorted(p.name for p in adr.glob("[0-9][0-9][0-9][0-9]-*.md"))
+    numbers = [name[:4] for name in records]
+    assert len(numbers) == len(set(numbers)), f"two records share a number: {records}"
+    listed = _LINK.findall((adr / "README.md").read_text())
+    assert sorted(set(listed) & set(records)) == records, "records missing from docs/adr/README.md"
+    for name in records:
+        title = (adr / name).read_text().splitlines()[0]
+        assert title.startswith(f"# {name[:4]}. "), f"{name} opens with {title!r}"

@@ -92,7 +92,8 @@ def test_the_queue_must_be_one_the_cluster_declares_and_a_user_runs_as_itself(
             {**BASE, "name": "N", "replica": {"command": ["x"], "queue": "nlp"}}, alice
         )
     assert [f for f, _ in e.value.problems] == ["body.spec.name", "body.spec.replica.queue"]
-    assert "unknown queue 'nlp' (known: vision)" in str(e.value)
+    # no queue file: ``default`` and the queues an admin made
+    assert "invalid partition specified: nlp (queues: default, vision)" in str(e.value)
     with pytest.raises(RequestError) as r:
         svc.read_service({**BASE, "replica": {"command": ["x"], "user": "bob"}}, alice)
     assert r.value.status == 403

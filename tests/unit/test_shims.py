@@ -27,7 +27,7 @@ def test_install_writes_runnable_shims_and_uninstall_removes_only_them(tmp_path:
     assert {p.name for p in written} >= {"sbatch", "squeue", "scancel", "sinfo", "sacct"}
     r = subprocess.run([str(tmp_path / "squeue"), "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("usage: squeue"), r.stderr
-    assert (tmp_path / "sacct").read_text().startswith(f"#!{sys.executable}\n")
+    assert (tmp_path / "sacct").read_text().startswith(f"#!{sys.executable} -S\n")
     removed = shims.uninstall(tmp_path)
     assert {p.name for p in removed} == {p.name for p in written}
     assert [p.name for p in tmp_path.iterdir()] == ["mine"]

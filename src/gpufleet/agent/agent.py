@@ -18,8 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from gpufleet.agent import containers
-from gpufleet.agent.backoff import Backoff
+from gpufleet.agent import containers, loops
 from gpufleet.agent.gpu import GpuBackend, metrics_payload, mixed_kinds_warning, node_gpu_model
 from gpufleet.agent.health import HealthChecker, HealthLimits
 from gpufleet.agent.host import host_metrics, host_resources
@@ -50,7 +49,6 @@ log = logging.getLogger(__name__)
 
 _EVENT_BATCH = 200
 _CHUNKS_PER_ROUND = 64  # per shipping round, so one chatty task cannot starve the others
-_BACKOFF_MAX_S = 5.0
 # 4xx answers that a retry may fix: auth (an admin can fix the token), not registered yet,
 # timeouts and rate limits. Any other 4xx refuses that body for good: resending cannot help.
 _RETRYABLE = (401, 403, 408, 409, 429)
@@ -405,12 +403,12 @@ class Agent:
 
     def start(self) -> None:
         """Start the three I/O threads; the caller then ticks (``run``) on its own thread."""
-        for name, target in (
-            ("heartbeat", self._heartbeat_loop),
-            ("commands", self._commands_loop),
-            ("shipping", self._ship_loop),
+        for name, loop in (
+            ("heartbeat", loops.heartbeat),
+            ("commands", loops.commands),
+            ("shipping", loops.shipping),
         ):
-            t = threading.Thread(target=target, name=f"agent-{name}", daemon=True)
+            t = threading.Thread(target=loop, args=(self,), name=f"agent-{name}", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -433,53 +431,6 @@ class Agent:
         else:
             self._failing.add(what)
             log.exception("%s failed unexpectedly; retrying", what)
-
-    def _heartbeat_loop(self) -> None:
-        backoff = Backoff(0.5, _BACKOFF_MAX_S, self._rng)
-        while not self._stop.is_set():
-            try:
-                ok = self.heartbeat_once()
-            except Exception as e:
-                self._crashed("heartbeat", e)
-                ok = False
-            if ok or self.state.registered:
-                backoff.reset()
-                wait = self.heartbeat_s
-            else:  # not registered yet: retry sooner than a heartbeat period
-                wait = backoff.next()
-            self._stop.wait(wait)
-
-    def _commands_loop(self) -> None:
-        backoff = Backoff(0.5, _BACKOFF_MAX_S, self._rng)
-        while not self._stop.is_set():
-            try:
-                if not self.state.registered or self.backend.frozen(self.clock.now()):
-                    self._stop.wait(0.2)
-                    continue
-                self.commands_once()
-                self._ok("commands")
-                backoff.reset()
-            except (httpx.HTTPError, ApiError) as e:
-                self._failed("commands", e)
-                self._stop.wait(backoff.next())
-            except Exception as e:
-                self._crashed("commands", e)
-                self._stop.wait(backoff.next())
-
-    def _ship_loop(self) -> None:
-        backoff = Backoff(0.2, _BACKOFF_MAX_S, self._rng)
-        while not self._stop.is_set():
-            try:
-                shipped = self.ship_once()
-            except Exception as e:
-                self._crashed("shipping", e)
-                shipped = False
-            if shipped:
-                backoff.reset()
-                self._wake_ship.wait(0.25)  # new log bytes are picked up at this pace
-            else:
-                self._stop.wait(backoff.next())
-            self._wake_ship.clear()
 
     def stop(self, *, kill_tasks: bool = True, grace_s: float = 5.0, flush_s: float = 5.0) -> None:
         """Stop the tasks (SIGTERM, grace, SIGKILL), try to deliver what is queued, then stop

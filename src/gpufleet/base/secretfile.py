@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing and pathlib at run time only where a path is written (issue 27)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PRIVATE_UMASK = 0o077
 
@@ -36,9 +39,9 @@ def private_dir(path: Path) -> Path:
 def read_secret(path: str | Path, what: str = "token") -> str:
     """The secret in ``path``, stripped. Refuses, as ssh does with a key, a file that its group
     or others may read or write: the secret may already have leaked, and it must be fixed."""
-    p = Path(path).expanduser()
+    p = os.path.expanduser(path)  # os.path: every command reads its token here (issue 27)
     try:
-        st = p.stat()
+        st = os.stat(p)
     except FileNotFoundError:
         raise SecretFileError(f"{what} file {p}: no such file") from None
     except OSError as e:
@@ -52,7 +55,8 @@ def read_secret(path: str | Path, what: str = "token") -> str:
             f"it); run: chmod 600 {p}"
         )
     try:
-        text = p.read_text(encoding="utf-8").strip()
+        with open(p, encoding="utf-8") as f:
+            text = f.read().strip()
     except (OSError, UnicodeDecodeError) as e:
         raise SecretFileError(f"{what} file {p}: cannot read it: {e}") from None
     if not text:
@@ -68,6 +72,8 @@ def write_secret(path: str | Path, text: str, *, replace: bool = False) -> Path:
     ``replace=False`` refuses an existing file (O_EXCL: nobody can have pre-created it with
     other modes or as a symlink). ``replace=True`` writes a fresh 0600 file beside it and renames
     it over the old one, so readers see the old secret or the new one, never a partial file."""
+    from pathlib import Path
+
     p = Path(path).expanduser()
     if replace:  # a fresh name nobody can have planted (mkstemp: O_EXCL, 0600)
         import tempfile  # here: reading a token (every command) never needs it (issue 12)

@@ -6,11 +6,15 @@ sits below the CLI (issue 27). The precedence is written in ``cli/config.py``.""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, NamedTuple
 
 from gpufleet.base.secretfile import SecretFileError, read_secret
+
+# Neither typing nor pathlib at run time: a shim's whole start is a few milliseconds of imports,
+# and these two were a fifth of them (issue 27). mypy reads the TYPE_CHECKING branches.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, NamedTuple
 
 KEYS = ("server", "token", "token_file", "ca")
 
@@ -24,23 +28,31 @@ class SettingsError(Exception):
         self.hint = hint
 
 
-class Settings(NamedTuple):  # not a dataclass: dataclasses imports inspect, 10 ms (issue 12)
-    server: str
-    token: str | None
-    config_path: Path
-    ca: str | None = None
+if TYPE_CHECKING:
+
+    class Settings(NamedTuple):  # not a dataclass: dataclasses imports inspect, 10 ms (issue 12)
+        server: str
+        token: str | None
+        config_path: str | os.PathLike[str]
+        ca: str | None = None
+
+else:  # the same tuple, without typing's NamedTuple (collections: imported by os's users anyway)
+    from collections import namedtuple
+
+    Settings = namedtuple("Settings", "server token config_path ca", defaults=(None,))
 
 
-def config_path(env: Mapping[str, str] = os.environ) -> Path:
+def config_path(env: Mapping[str, str] = os.environ) -> str:
     if env.get("GPUFLEET_CONFIG"):
-        return Path(env["GPUFLEET_CONFIG"]).expanduser()
-    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
-    return base / "gpufleet" / "config.yaml"
+        return os.path.expanduser(env["GPUFLEET_CONFIG"])
+    home = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(home, "gpufleet", "config.yaml")
 
 
-def read_file(path: Path) -> dict[str, Any]:
+def read_file(path: str) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except FileNotFoundError:
         return {}
     except OSError as e:
@@ -65,7 +77,7 @@ def read_file(path: Path) -> dict[str, Any]:
             f"{path}: unknown key {unknown[0]!r}", f"allowed keys: {', '.join(KEYS)}"
         )
     if data.get("token") is not None:
-        mode = path.stat().st_mode & 0o777
+        mode = os.stat(path).st_mode & 0o777
         if mode & 0o077:
             raise SettingsError(
                 f"{path} holds a token but its permissions {mode:04o} are too open",

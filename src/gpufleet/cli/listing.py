@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
+if TYPE_CHECKING:
+    from typing import Any
 
 # jobs's options: the name its parameter has in cli/jobs.py, and whether it takes a value
 OPTIONS: dict[str, tuple[str, bool]] = {

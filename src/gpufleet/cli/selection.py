@@ -8,14 +8,17 @@ names); problems with one job go to ``report`` and the others still go on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from gpufleet.client.errors import ApiError
+
+TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 # model.job's TERMINAL, by name (tests/unit/test_shims.py keeps them equal)
 ENDED = frozenset({"SUCCEEDED", "CANCELLED", "TIMED_OUT"})
-Report = Callable[[str], None]
+if TYPE_CHECKING:
+    Report = Callable[[str], None]
 
 
 def lists_ended(wanted: set[str] | None) -> bool:

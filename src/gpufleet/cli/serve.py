@@ -121,6 +121,34 @@ _SECRETS_KEY_FILE = typer.Option(
 )
 
 
+# the options that are ServerConfig's fields of the same name, passed on as given
+_AS_GIVEN = (
+    "data_dir",
+    "host",
+    "port",
+    "order",
+    "backfill",
+    "heartbeat_s",
+    "lease_s",
+    "fence_grace_s",
+    "node_grace_s",
+    "outage_tolerance_s",
+    "launch_timeout_s",
+    "schedule_interval_s",
+    "min_pass_gap_s",
+    "retry_backoff_s",
+    "retry_backoff_max_s",
+    "max_body_bytes",
+    "max_array_size",
+    "fallback_account",
+    "secrets_key_file",
+    "gateway",
+    "gateway_host",
+    "gateway_drain_s",
+    "gateway_stats_s",
+)
+
+
 def controller(
     data_dir: Path = _DATA_DIR,
     db: str = _DB,
@@ -157,6 +185,7 @@ def controller(
     secrets_key_file: Path = _SECRETS_KEY_FILE,
 ) -> None:
     """Run the controller: REST API under /api/v1, scheduling, the store, service endpoints."""
+    given = dict(locals())
     from gpufleet.server.config import ServerConfig
     from gpufleet.server.store.engine import resolve_db_url
     from gpufleet.server.tls import TlsFiles
@@ -168,37 +197,15 @@ def controller(
         tls = TlsFiles.check(tls_cert, tls_key)
         port_base, port_span = port_range(gateway_ports, "--gateway-ports")
         cfg = ServerConfig(
-            data_dir=data_dir,
+            **{k: given[k] for k in _AS_GIVEN},
             db_url=resolve_db_url(db, db_file, os.environ),
-            host=host,
-            port=port,
-            order=order,
             place=placement,
-            backfill=backfill,
             preempt=tuple(p for p in preempt.split(",") if p),
             cluster_spec=cluster,
             queues_file=queues,
-            heartbeat_s=heartbeat_s,
-            lease_s=lease_s,
-            fence_grace_s=fence_grace_s,
-            node_grace_s=node_grace_s,
-            outage_tolerance_s=outage_tolerance_s,
-            launch_timeout_s=launch_timeout_s,
-            schedule_interval_s=schedule_interval_s,
-            min_pass_gap_s=min_pass_gap_s,
-            retry_backoff_s=retry_backoff_s,
-            retry_backoff_max_s=retry_backoff_max_s,
             prometheus_url=prometheus.rstrip("/"),
-            max_body_bytes=max_body_bytes,
-            max_array_size=max_array_size,
-            fallback_account=fallback_account,
-            secrets_key_file=secrets_key_file,
-            gateway=gateway,
-            gateway_host=gateway_host,
             gateway_port_base=port_base,
             gateway_port_span=port_span,
-            gateway_drain_s=gateway_drain_s,
-            gateway_stats_s=gateway_stats_s,
         )
     except (SpecError, ValueError) as e:
         _refuse(str(e))

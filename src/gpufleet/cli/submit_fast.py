@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
+if TYPE_CHECKING:
+    from typing import Any
 
 # submit's options served here: the name of its parameter (cli/jobs/submit.py), and its kind
 OPTIONS: dict[str, tuple[str, str]] = {

@@ -4,7 +4,9 @@ both map them here, so that they agree."""
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def flag_overrides(

@@ -7,11 +7,12 @@ modules (``errors``, ``lean``: the Slurm shims') do not pay for httpx and pydant
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from gpufleet.client.errors import ApiError
 
+TYPE_CHECKING = False  # no typing at run time: the shims import this package (issue 27)
 if TYPE_CHECKING:
+    from typing import Any
+
     from gpufleet.client.http import AgentClient, Client
 
 __all__ = ["AgentClient", "ApiError", "Client"]

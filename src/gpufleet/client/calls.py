@@ -11,25 +11,36 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from gpufleet.client.errors import ApiError
-from gpufleet.client.transport import Response, Transport
 
+# Neither typing nor urllib.parse at run time (issue 27): a shim's start is its imports, and
+# these were a quarter of them; a query or a path segment of plain characters is written here,
+# anything else by urllib.parse, imported then. mypy reads the TYPE_CHECKING branches.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any, Generic, Self, TypeVar
+
     from gpufleet.api import schemas as s
     from gpufleet.api import secrets as sec
     from gpufleet.api import services as svc
+    from gpufleet.client.transport import Response, Transport
 
 API = "/api/v1"
 PAGE_MAX = 1000  # the server's largest page of GET /jobs (server/listing.py)
 _NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
-M = TypeVar("M")
+# what urllib.parse's quote_plus and quote(safe="") leave as it is
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 
 
-class Row(dict[str, Any]):
+if TYPE_CHECKING:
+    _Dict = dict[str, Any]
+else:
+    _Dict = dict
+
+
+class Row(_Dict):
     """A JSON object whose keys read as attributes too."""
 
     def __getattr__(self, name: str) -> Any:
@@ -39,7 +50,21 @@ class Row(dict[str, Any]):
             raise AttributeError(name) from None
 
 
-class Ref(Generic[M]):
+if TYPE_CHECKING:
+    M = TypeVar("M")
+
+    class _Generic(Generic[M]):
+        pass
+
+else:  # Ref[X] is read by mypy only (annotations are strings at run time)
+    M = None
+
+    class _Generic:
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
+
+
+class Ref(_Generic[M]):
     """A model of ``gpufleet.api``, by name: imported when a typed client first decodes one."""
 
     __slots__ = ("module", "name")
@@ -51,6 +76,29 @@ class Ref(Generic[M]):
         import importlib
 
         return getattr(importlib.import_module(f"gpufleet.api.{self.module}"), self.name)
+
+
+def _plain(text: str) -> bool:
+    return all(ch in _PLAIN for ch in text)
+
+
+def segment(text: str) -> str:
+    """``text`` as one path segment (``quote(text, safe="")``)."""
+    if _plain(text):
+        return text
+    from urllib.parse import quote
+
+    return quote(text, safe="")
+
+
+def query(params: dict[str, Any]) -> str:
+    """``urlencode(params)``, its values written by ``str``."""
+    pairs = [(str(k), str(v)) for k, v in params.items()]
+    if all(_plain(k) and _plain(v) for k, v in pairs):
+        return "&".join(f"{k}={v}" for k, v in pairs)
+    from urllib.parse import urlencode
+
+    return urlencode(pairs)
 
 
 JOB: Ref[s.JobOut] = Ref("schemas", "JobOut")
@@ -71,15 +119,23 @@ def next_page(resp: Response) -> str | None:
     m = _NEXT.search(resp.headers.get("link", ""))
     if m is None:
         return None
-    n = urlsplit(m.group(1))
+    link = m.group(1)
+    if link.startswith("/") and not link.startswith("//"):  # a path: the server's own form
+        path, _, q = link.partition("#")[0].partition("?")
+        return f"{path}?{q}" if q else path
+    from urllib.parse import urlsplit
+
+    n = urlsplit(link)
     return f"{n.path}?{n.query}" if n.query else n.path
 
 
 def with_limit(target: str, limit: int) -> str:
     """``target`` with its ``limit`` parameter set to ``limit`` (the last page's size), the
     others as they were, in their order."""
-    path, _, query = target.partition("?")
-    pairs = parse_qsl(query, keep_blank_values=True)
+    from urllib.parse import parse_qsl, urlencode
+
+    path, _, q = target.partition("?")
+    pairs = parse_qsl(q, keep_blank_values=True)
     if not any(k == "limit" for k, _ in pairs):
         pairs.append(("limit", ""))
     return f"{path}?{urlencode([(k, str(limit) if k == 'limit' else v) for k, v in pairs])}"
@@ -120,7 +176,7 @@ class Calls:
     ) -> tuple[Any, Response]:
         """(the answer's JSON, the answer); ``target``: a path under the server's base."""
         if params:
-            q = urlencode({k: v for k, v in params.items() if v is not None})
+            q = query({k: v for k, v in params.items() if v is not None})
             target = f"{target}?{q}" if q else target
         headers = self.headers
         body = None
@@ -148,7 +204,8 @@ class Calls:
         return [self.decode(model, x) for x in self.call(method, path, **kw)]
 
     def decode(self, model: Ref[M], doc: Any) -> M:
-        return cast(M, model.load().model_validate(doc) if self.typed else doc)
+        decoded: M = model.load().model_validate(doc) if self.typed else doc
+        return decoded
 
     def body(self, model: Ref[Any], doc: dict[str, Any]) -> Any:
         """A request's body: checked by its model first on a typed client (the server checks
@@ -219,16 +276,16 @@ class UserCalls(Calls):
             yield from (self.decode(JOB, x) for x in rows)
 
     def job(self, job_id: str) -> s.JobOut:
-        return self.one(JOB, "GET", f"/jobs/{quote(job_id, safe='')}")
+        return self.one(JOB, "GET", f"/jobs/{segment(job_id)}")
 
     def cancel(self, job_id: str) -> s.JobOut:
-        return self.one(JOB, "POST", f"/jobs/{quote(job_id, safe='')}/cancel")
+        return self.one(JOB, "POST", f"/jobs/{segment(job_id)}/cancel")
 
     def logs(
         self, job_id: str, *, rank: int = 0, stream: str = "stdout", offset: int = 0
     ) -> s.LogOut:
         params = {"rank": rank, "stream": stream, "offset": offset}
-        return self.one(LOG, "GET", f"/jobs/{quote(job_id, safe='')}/logs", params=params)
+        return self.one(LOG, "GET", f"/jobs/{segment(job_id)}/logs", params=params)
 
     def nodes(self) -> list[s.NodeOut]:
         return self.many(NODE, "GET", "/nodes")

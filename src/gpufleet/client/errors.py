@@ -3,7 +3,9 @@ it too (issue 12), so code written against ``Client`` handles both."""
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # no typing at run time: every shim imports this (issue 27)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class ApiError(Exception):

@@ -7,7 +7,7 @@ transport). Light: no httpx or pydantic here."""
 
 from __future__ import annotations
 
-from typing import Protocol
+TYPE_CHECKING = False  # no typing at run time: the shims import Response (issue 27)
 
 
 class Response:
@@ -22,19 +22,22 @@ class Response:
         self.body = body
 
 
-class Transport(Protocol):
-    def request(
-        self,
-        method: str,
-        target: str,
-        headers: dict[str, str],
-        body: bytes | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> Response:
-        """Send ``method target`` (a path and its query) and read the answer; ``timeout``
-        replaces the transport's own for this request (a long poll). Raises ``OSError`` (or
-        httpx's ``HTTPError`` from httpx's transport) when no answer can be read."""
-        ...
+if TYPE_CHECKING:  # a type only: what the calls are handed
+    from typing import Protocol
 
-    def close(self) -> None: ...
+    class Transport(Protocol):
+        def request(
+            self,
+            method: str,
+            target: str,
+            headers: dict[str, str],
+            body: bytes | None = None,
+            *,
+            timeout: float | None = None,
+        ) -> Response:
+            """Send ``method target`` (a path and its query) and read the answer; ``timeout``
+            replaces the transport's own for this request (a long poll). Raises ``OSError`` (or
+            httpx's ``HTTPError`` from httpx's transport) when no answer can be read."""
+            ...
+
+        def close(self) -> None: ...

@@ -9,9 +9,12 @@ an https server."""
 from __future__ import annotations
 
 import socket
-from typing import Any
 
 from gpufleet.client.transport import Response
+
+TYPE_CHECKING = False  # no typing at run time (issue 27)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_HEAD = 64 * 1024  # the status line and headers (trailers too) together
 MAX_BODY = 64 * 1024 * 1024  # a page of GET /jobs (at most 1000 jobs) is far below this
@@ -54,7 +57,11 @@ class Connection:
         self._buf.clear()
 
     def _open(self) -> None:
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        # an ASCII name as bytes: a str one is encoded by the idna codec, whose import
+        # (unicodedata, stringprep) is a few ms of a command (issue 27)
+        host: str | bytes = self.host.encode() if self.host.isascii() else self.host
+        address = (host, self.port)  # getaddrinfo takes bytes, typeshed names str only
+        sock = socket.create_connection(address, timeout=self.timeout)  # type: ignore[arg-type]
         if self.https:
             import ssl  # only for https: its import and CA bundle cost a plain-http command
 

@@ -131,6 +131,7 @@ def open_service(config: ServerConfig, store: Store, clock: Clock) -> Controller
         fallback_account=config.fallback_account,
         step_secret=load_secret(config.data_dir),
         gateway=service_gateway(config),
+        queues_declared=bool(initial_queues),
     )
     for q in store.queues():
         service.ctrl.queues[q.name] = q

@@ -14,10 +14,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpufleet.model.queue import QueueSpec
+from gpufleet.server.admission import (
+    Refusal,
+    priority_problems,
+    queue_problems,
+    valid_queues,
+)
 
 if TYPE_CHECKING:
     from gpufleet.core.controller import Controller
     from gpufleet.core.state import JobRecord, NodeRuntime
+    from gpufleet.model.job import JobSpec
     from gpufleet.model.reason import Reason
     from gpufleet.model.resources import Resources
     from gpufleet.scheduler.snapshot import RunningJob
@@ -38,6 +45,7 @@ class ClusterReads:
     """A mixin of ``ControllerService`` (and of a test's stand-in): it needs ``ctrl``."""
 
     ctrl: Controller
+    queues_declared: bool  # the cluster's files declare its queues (admission.valid_queues)
 
     # ----- jobs ----------------------------------------------------------------------------
 
@@ -90,8 +98,17 @@ class ClusterReads:
     # ----- queues --------------------------------------------------------------------------
 
     def configured_queues(self) -> list[str]:
-        """The queues the cluster declares or an admin set, sorted; none: any queue is taken."""
-        return sorted(self.ctrl.queues)
+        """The queues a job may name, sorted: those the cluster declares or an admin made, and
+        ``default`` where the cluster's files declare none (``admission.valid_queues``)."""
+        return valid_queues(self.ctrl.queues, self.queues_declared)
+
+    def admission(self, spec: JobSpec, role: str) -> Refusal:
+        """Everything that refuses ``spec``, submitted with a ``role`` token, at submit
+        (admission.py), all of it at once."""
+        refusal = Refusal()
+        refusal.invalid += queue_problems(spec, self.configured_queues())
+        refusal.forbidden += priority_problems(spec, role)
+        return refusal
 
     def queue(self, name: str) -> QueueSpec:
         """The queue as configured, or the default one a job may name without configuring."""

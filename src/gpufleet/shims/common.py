@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn
 
 from gpufleet.base.settings import SettingsError, resolve
 from gpufleet.client.errors import ApiError
 
+TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
+
     from gpufleet.client.lean import LeanClient
 
 

@@ -33,11 +33,31 @@ def commands() -> dict[str, str]:
     return {**SHIMS, **{n: m for n, m in POINTERS.items() if _exists(m)}}
 
 
-def text(module: str, python: str = sys.executable) -> str:
+def paths() -> list[str]:
+    """Where this Python finds gpufleet and what it imports: gpufleet's own directory (an
+    editable install's ``src`` too), then the site directories."""
+    import site
+
+    import gpufleet
+
+    found = [os.path.dirname(os.path.dirname(os.path.abspath(gpufleet.__file__)))]
+    found += site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    return [p for p in dict.fromkeys(found) if os.path.isdir(p)]
+
+
+def text(module: str, python: str = sys.executable, where: list[str] | None = None) -> str:
+    """The shim: Python started with ``-S`` (no ``site``: its .pth files, a few milliseconds
+    of every command, issue 27) and the directories ``site`` would have given it written in;
+    should the import fail all the same (an install moved since), ``site`` is run then."""
     return (
-        f"#!{python}\n{MARK}: written by `gpufleet slurm-shims install`; "
+        f"#!{python} -S\n{MARK}: written by `gpufleet slurm-shims install`; "
         "`gpufleet slurm-shims uninstall DIR` removes it\n"
-        f"import sys\n\nfrom {module} import main\n\nsys.exit(main())\n"
+        f"import sys\n\nsys.path[1:1] = {where if where is not None else paths()!r}\n"
+        f"try:\n    from {module} import main\n"
+        "except ImportError:\n    import site\n\n    site.main()\n"
+        f"    from {module} import main\n\nsys.exit(main())\n"
     )
 
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
 from gpufleet.base.settings import SettingsError, resolve
 from gpufleet.client.errors import ApiError
 from gpufleet.shims.common import Usage, die, run
 
+TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
 if TYPE_CHECKING:
+    from typing import Any
+
     from gpufleet.client.lean import LeanClient
 
 HELP = """\

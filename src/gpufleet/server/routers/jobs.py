@@ -68,21 +68,9 @@ async def submit(
         spec = JobSpec.from_dict(raw, source="request", path="spec")
     except SpecError as e:
         raise FieldErrors([(f"body.{e.field}", e.reason)]) from None
-    known = svc.configured_queues()
-    if known:
-        # every queue the job names (sbatch: "invalid partition specified"), all at once
-        named = (
-            [("queue", spec.queue)]
-            if not spec.queues
-            else list((f"queues[{i}]", q) for i, q in enumerate(spec.queues))
-        )
-        unknown = [
-            (f"body.spec.{key}", f"unknown queue {q!r} (known: {', '.join(known)})")
-            for key, q in named
-            if q not in known
-        ]
-        if unknown:
-            raise FieldErrors(unknown)
+    refusal = svc.admission(spec, who.role)
+    if refusal:  # every problem at once, in Slurm's words (admission.py)
+        raise FieldErrors(refusal.problems, refusal.status)
     spec = request.app.state.secrets.resolve(spec)  # each secret exists and is the job's to use
     deps = tuple((d.type, d.job) for d in body.depends_on)
     jobs: list[NewJob]

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from gpufleet.api import secrets as a
 from gpufleet.api.bounds import Name
+from gpufleet.server.admission import unknown_queue
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.secrets import SecretService
@@ -36,8 +37,8 @@ def _out(i: SecretInfo) -> a.SecretOut:
 
 def _known_queue(request: Request, scope: str, queue: str | None, field: str) -> None:
     known = request.app.state.service.configured_queues()
-    if scope == "queue" and known and queue not in known:
-        raise FieldErrors([(field, f"unknown queue {queue!r} (known: {', '.join(known)})")])
+    if scope == "queue" and queue not in known:
+        raise FieldErrors([(field, unknown_queue(str(queue), known))])
 
 
 @router.post("/secrets", response_model=a.SecretOut, status_code=201, operation_id="createSecret")

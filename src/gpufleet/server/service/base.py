@@ -69,6 +69,7 @@ class ServiceBase(ClusterReads):
         step_secret: bytes = b"",
         min_pass_gap_s: float = MIN_PASS_GAP_S,
         gateway: ServiceGateway | None = None,
+        queues_declared: bool | None = None,
     ) -> None:
         node_grace_s, outage_tolerance_s = fencing_timings(
             lease_s, fence_grace_s, node_grace_s, outage_tolerance_s
@@ -82,6 +83,11 @@ class ServiceBase(ClusterReads):
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
         self._launch_timeout_s = launch_timeout_s
         self._cluster_queues = list(cluster.queues) if cluster is not None else []
+        # whether the cluster's files declare its queues (None: its cluster spec alone says);
+        # a cluster declaring none has exactly one, ``default`` (admission.valid_queues)
+        self.queues_declared = (
+            bool(self._cluster_queues) if queues_declared is None else queues_declared
+        )
         self._rule = PassRule(min_gap_s=min_pass_gap_s, tick_s=schedule_interval_s)
         # set while the store is down: what failed, and the back-off of the rebuild
         self.down = StoreDown()
@@ -103,6 +109,10 @@ class ServiceBase(ClusterReads):
         self.schedule_interval_s = schedule_interval_s
         self.grace_kill_s = grace_kill_s
         self.batch_max = batch_max
+        self._init_turns(monotonic, node_grace_s)
+
+    def _init_turns(self, monotonic: Callable[[], float], node_grace_s: float) -> None:
+        """The turn loop's state, the liveness timers and the core they drive."""
         self._inbox: list[Work] = []
         self._current: list[Work] = []
         # ids stored and answered in this turn that the core does not hold yet (between a

@@ -18,6 +18,7 @@ from gpufleet.core.events import (
 from gpufleet.core.services import Service
 from gpufleet.model.errors import SpecError
 from gpufleet.model.service import ServiceSpec, ServiceSpecError
+from gpufleet.server.admission import unknown_queue
 from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.refusals import Conflict, Forbidden, NotFound, Unavailable
@@ -85,8 +86,6 @@ class ServiceRequests(Requests):
 
     def _queue_problems(self, spec: ServiceSpec | None, rep: Any, at: str) -> list[tuple[str, str]]:
         known = self.configured_queues()
-        if not known:
-            return []
         if spec is not None:
             named = [spec.replica.queue, *spec.replica.queues]
         elif isinstance(rep, dict) and isinstance(rep.get("queue"), str):
@@ -94,7 +93,7 @@ class ServiceRequests(Requests):
         else:
             return []
         return [
-            (f"{at}.spec.replica.queue", f"unknown queue {q!r} (known: {', '.join(known)})")
+            (f"{at}.spec.replica.queue", unknown_queue(q, known))
             for q in dict.fromkeys(named)
             if q not in known
         ]
