@@ -6,8 +6,8 @@ it, in an ``xdist_group`` named after it:
 * a cluster, a browser or another fixture of module or session scope defined in this suite:
   its tests stay together, so each such fixture starts once per run, not once per worker;
 * ports that live clusters derive alike (``PORT_GROUPS``);
-* a marked global resource (``@pytest.mark.xdist_group("system-users")``: Unix accounts made
-  with useradd, which locks /etc/passwd) — a test's own mark wins over the fixtures' group.
+* whatever a test marks itself (``@pytest.mark.xdist_group("NAME")``, for a global resource
+  of its own): its mark wins over the groups above.
 
 Everything else (the bulk of the suite, each test with its own tmp dir, free ports and
 database) is handed to whichever worker is free."""

@@ -10,10 +10,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
 
+TYPE_CHECKING = False  # no typing at run time: `gpufleet jobs` prints through here (issue 27)
 if TYPE_CHECKING:  # rich is imported where it prints: a listing to a pipe never needs it
+    from collections.abc import Iterable, Sequence
+    from typing import Any, NoReturn
+
     from rich.console import Console
 
 
