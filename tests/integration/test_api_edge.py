@@ -20,6 +20,7 @@ from test_api import serve as api_serve  # test_api.py sits next to this file
 
 from gpufleet.api import schemas as s
 from gpufleet.base.clock import ManualClock
+from gpufleet.server.app import EXTRA_ERRORS
 from gpufleet.server.store import Store
 
 T0 = 1_700_000_000.0
@@ -259,6 +260,7 @@ def test_every_operation_documents_its_errors_with_the_error_shape(edge: Edge) -
                 want.add("404")
             if "requestBody" in op:
                 want.add("413")
+            want |= {str(c) for c in EXTRA_ERRORS.get((method.upper(), path), ())}
             errors = {c for c in op["responses"] if c >= "400"}
             assert want <= errors <= want | {"409"}, (method, path, sorted(errors))
             for code in errors:

@@ -191,7 +191,9 @@ class Calls:
             except ValueError:  # a proxy's HTML page, say: its text is the detail
                 doc = None
             text = r.body.decode("utf-8", "replace")
-            raise ApiError(r.status, doc.get("detail", text) if isinstance(doc, dict) else text)
+            if isinstance(doc, dict):
+                raise ApiError(r.status, doc.get("detail", text), doc.get("errors", ()))
+            raise ApiError(r.status, text)
         return (json.loads(r.body, object_hook=hook) if r.body else None), r
 
     def call(self, method: str, path: str, **kw: Any) -> Any:

@@ -11,9 +11,15 @@ if TYPE_CHECKING:
 class ApiError(Exception):
     """A refused request: the HTTP status and the server's explanation."""
 
-    def __init__(self, status: int, detail: Any) -> None:
+    def __init__(self, status: int, detail: Any, errors: Any = ()) -> None:
         self.status = status
         self.detail = detail
+        # ErrorOut's problems, for programs: {field: message}
+        self.fields = {
+            str(p.get("field")): str(p.get("message", ""))
+            for p in (errors if isinstance(errors, list) else ())
+            if isinstance(p, dict)
+        }
         super().__init__(f"{status}: {detail_text(detail)}")
 
 

@@ -181,7 +181,7 @@ def create_app(
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     install_health(app, service, wall)
-    errors.document(app, API, CONFLICTS, {("GET", "/metrics"): {401, 404}}, METRICS_SCHEME)
+    errors.document(app, API, CONFLICTS, EXTRA_ERRORS, METRICS_SCHEME)
     return app
 
 
@@ -228,4 +228,10 @@ CONFLICTS = {
     ("PUT", f"{API}/services/{{name}}"),
     ("PATCH", f"{API}/services/{{name}}"),
     ("POST", f"{API}/services/{{name}}/scale"),
+}
+# errors only some operations answer, in the same one shape
+EXTRA_ERRORS = {
+    ("GET", "/metrics"): {401, 404},
+    # sbatch refuses its command line (400); send the script, or read it where typed (428)
+    ("POST", f"{API}/sbatch"): {400, 428},
 }

@@ -104,11 +104,13 @@ def install(app: FastAPI) -> None:
 # ----- the OpenAPI schema ---------------------------------------------------------------------
 
 _WHAT = {
+    400: "A command line the command itself refuses (sbatch's words)",
     401: "Missing, invalid or revoked bearer token",
     403: "The token's role or owner may not do this",
     404: "No such job, node or token",
     409: "Conflicts with the current state",
     413: "The request body is over the controller's --max-body-bytes",
+    428: "Send again with what ``errors`` names (the script, or read it where typed)",
     422: "Refused input: every problem, each naming its field",
     429: "Too many failed authentications from this client; retry later",
     503: "The controller cannot serve this now (its store is unavailable); retry",

@@ -82,14 +82,13 @@ def _send(c: LeanClient, body: dict[str, Any]) -> dict[str, Any] | None:
         try:
             return dict(c.call("POST", "/sbatch", json_body=body))
         except ApiError as e:
-            detail = e.detail if isinstance(e.detail, dict) else {}
-            if e.status in READ_HERE or detail.get("need") == "local":
+            if e.status in READ_HERE or (e.status == 428 and "body.argv" in e.fields):
                 return None
-            if e.status == 400 and "usage" in detail:
-                raise Usage(str(detail["usage"])) from None
-            if e.status != 428 or detail.get("need") != "script" or "script" in body:
+            if e.status == 400 and "body.argv" in e.fields:
+                raise Usage(e.fields["body.argv"]) from None
+            if e.status != 428 or "body.script" not in e.fields or "script" in body:
                 raise
-            body["script"] = read_script(detail.get("path"))
+            body["script"] = read_script(e.fields["body.script"] or None)
     raise AssertionError("unreachable: the second answer returns or raises")
 
 

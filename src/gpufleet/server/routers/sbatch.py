@@ -2,10 +2,12 @@
 as ``POST /jobs`` submits, so that the ``sbatch`` shim sends it as typed and imports next to
 nothing (issue 27: a submission at Slurm's pace).
 
-Answers: 201 ``{"ids", "warnings", "parsable", "quiet"}``; 400 ``{"usage": message}`` for what
-sbatch refuses; 428 ``{"need": "script", "path": …}`` (``path`` null: stdin) when the script is
-a file of the submitter's, sent again with it; 428 ``{"need": "local"}`` when the command line
-names another file of theirs (``--export-file``): the shim reads it all where it runs."""
+Answers: 201 ``{"ids", "warnings", "parsable", "quiet"}``; errors in the API's one shape
+(``ErrorOut``), what a program needs in ``errors``: 400 for what sbatch refuses (``body.argv``:
+sbatch's message); 428 with ``body.script`` (its message the script's path as typed, empty for
+stdin) when the script is a file of the submitter's, sent again with it; 428 with ``body.argv``
+when the command line names another file of theirs (``--export-file``): the shim reads it all
+where it runs."""
 
 from __future__ import annotations
 
@@ -49,14 +51,22 @@ async def sbatch(
             local_files=False,
         )
     except sbatch_command.Usage as e:
-        return JSONResponse({"detail": {"usage": str(e)}}, status_code=400)
+        return _error(400, str(e), "body.argv", str(e))
     except sbatch_command.NeedScript as e:
-        return JSONResponse({"detail": {"need": "script", "path": e.path}}, status_code=428)
+        return _error(
+            428, "send the script: it is a file of the submitter's", "body.script", e.path or ""
+        )
     except sbatch_command.NeedsLocalFiles:
-        return JSONResponse({"detail": {"need": "local"}}, status_code=428)
+        local = "names another file of the submitter's: read the command line where typed"
+        return _error(428, local, "body.argv", local)
     deps = [s.Dependency(type=t, job=j) for t, j in batch.depends_on]  # type: ignore[arg-type]
     submit = s.JobSubmit(spec=batch.spec, array=batch.array, depends_on=deps)
     answer = await jobs.submit(submit, request, who, svc)
     ids = json.loads(answer.body)["ids"]
     doc = {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable, "quiet": batch.quiet}
     return JSONResponse(doc, status_code=201)
+
+
+def _error(status: int, detail: str, field: str, message: str) -> JSONResponse:
+    problem = s.FieldProblem(field=field, message=message)
+    return JSONResponse(s.ErrorOut(detail=detail, errors=[problem]).model_dump(), status)
