@@ -11,7 +11,6 @@ them are ``e2e``: select them with ``-m e2e``."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.ops.localcluster import LocalCluster
+from support.waiting import wait_for
 
 FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}
 ODD_DRIVER = "535.104.05"
@@ -108,12 +108,12 @@ def faulty_cluster(
         c.gpus = "4xH100"
         c.start_agent(3)
         c.wait_nodes(4)
-        with c.admin() as a:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:  # node-1's first health report has arrived
-                if any(n.name == "node-1" and n.state == "unhealthy" for n in a.nodes()):
-                    break
-                time.sleep(0.2)
+        with c.admin() as a:  # node-1's first health report has arrived (the tests read it)
+            wait_for(
+                "node-1 unhealthy (GPU 3 off the bus)",
+                lambda: any(n.name == "node-1" and n.state == "unhealthy" for n in a.nodes()),
+                timeout_s=120,
+            )
         yield c
     finally:
         if request.session.testsfailed != failed:

@@ -36,7 +36,9 @@ LIGHT = [
 def cli(*args: str) -> tuple[int, str, str]:
     app = typer.Typer()
     app.command()(validate_cmd)
-    r = CliRunner().invoke(app, list(args))
+    # wide: the report's table is then never folded (rich folds a cell when the table is wider
+    # than the console, which splits a reason such as "GPU 3 missing" across lines)
+    r = CliRunner().invoke(app, list(args), env={"COLUMNS": "1000"})
     return r.exit_code, r.stdout, r.stderr
 
 
