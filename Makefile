@@ -32,9 +32,14 @@ typecheck: $(STAMP)
 # Then the tests marked `alone` (they measure latency under a load of their own), one by one.
 WORKERS ?= 6
 PYTEST_ARGS ?=  # e.g. --durations=10
-test: $(STAMP) lint typecheck
-	$(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS); \
-	  parallel=$$?; $(BIN)/pytest -m alone $(PYTEST_ARGS); alone=$$?; \
+# The type check runs beside the parallel pass (the suite leaves the CPUs mostly idle); its
+# report is printed after it, and a type error fails `make test` as a failed test does.
+test: $(STAMP) lint
+	types=$$(mktemp); $(BIN)/mypy >$$types 2>&1 & mypy=$$!; \
+	  $(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS); \
+	  parallel=$$?; wait $$mypy; typed=$$?; echo "--- mypy"; cat $$types; rm -f $$types; \
+	  $(BIN)/pytest -m alone $(PYTEST_ARGS); alone=$$?; \
+	  if [ $$typed -ne 0 ]; then exit $$typed; fi; \
 	  if [ $$parallel -ne 0 ]; then exit $$parallel; fi; exit $$alone
 
 # The edit loop: the unit tests that start no process (a test that tries is skipped, naming
