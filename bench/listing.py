@@ -219,10 +219,14 @@ def _fill(user: Client, jobs: int) -> list[str]:
     # measured is the listing, not scheduling passes over thousands of pending jobs; in
     # arrays of 1,000 before anything runs: a 10,000-job array is one turn of the loop,
     # which on a loaded 2-core box took longer than the lease
-    (gone,) = user.submit({"name": "gone", "gpus_per_worker": 16, "command": ["true"]})
+    # "gone" never runs: it waits on a blocker, and both are cancelled (a job no node could
+    # hold is refused at submit, as sbatch refuses it)
+    (blocker,) = user.submit({"name": "blocker", "command": ["sleep", "3600"]})
+    (gone,) = user.submit({"name": "gone", "command": ["true"]}, depends_on=[("afterok", blocker)])
     user.cancel(gone)
+    user.cancel(blocker)
     ended = {"name": "ended", "command": ["true"]}
-    left = jobs - RUNNING - 1
+    left = jobs - RUNNING - 2  # less the blocker and "gone"
     while left > 0:
         n = min(left, 1000)
         user.submit(ended, array=f"0-{n - 1}", depends_on=[("afterok", gone)])

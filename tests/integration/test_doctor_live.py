@@ -13,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from gpufleet.api import schemas as s
 from gpufleet.cli.doctor import app as doctor_app
 from gpufleet.client import Client
 from gpufleet.ops.doctor import node as node_doctor
@@ -91,6 +92,8 @@ def test_a_sigkill_points_at_the_oom_killer(probe_cluster: LocalCluster) -> None
 
 
 def test_a_healthy_node_through_probe_jobs(probe_cluster: LocalCluster) -> None:
+    with probe_cluster.admin() as a:  # only an admin makes a queue (Slurm's partitions)
+        a.update_queue("probes", s.QueueUpdate(weight=1.0))
     code, doc = cli(probe_cluster, "node", "node-1", "--python", sys.executable, "-p", "probes")
     found = by_code(doc)
     assert code == 0 and doc["severity"] != "error", doc
