@@ -136,7 +136,7 @@ def refused(status: int, call: Callable[[], Any]) -> str:
 
 
 def test_openapi_schema_is_served_without_a_token(api: Api) -> None:
-    r = httpx.get(api.url + "/api/v1/openapi.json")
+    r = httpx.get(api.url + "/api/v1/openapi.json", timeout=120)  # built on first request
     assert r.status_code == 200
     doc = r.json()
     assert doc["openapi"].startswith("3.")

@@ -272,7 +272,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def _operations(w: World) -> list[tuple[str, str]]:
-    schema = httpx.get(w.url + "/api/v1/openapi.json").json()
+    # generous: the schema is built on the first request, seconds on a loaded machine
+    schema = httpx.get(w.url + "/api/v1/openapi.json", timeout=120).json()
     return sorted(
         (m.upper(), p)
         for p, ops in schema["paths"].items()
