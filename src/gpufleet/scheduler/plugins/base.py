@@ -4,6 +4,7 @@ the cycle reads every member directly (no probing with ``getattr``)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable
 
 from gpufleet.scheduler.framework import (
@@ -71,7 +72,7 @@ def cheapest_first(victims: Iterable[RunningJob], now: float) -> list[RunningJob
     return [vs[i] for i in sorted(range(len(vs)), key=keys.__getitem__)]
 
 
-class PreemptBase:
+class PreemptBase(ABC):
     """The preamble every preempt plugin shares: a plugin names the running jobs its rule
     lets ``job`` stop (``candidates``); the base keeps the preemptible ones, least lost work
     first, lets the plugin rank them further (``rank``) and answers a status. No victims key
@@ -90,6 +91,7 @@ class PreemptBase:
         )
         return Victims(SUCCESS, found) if found else NO_VICTIMS
 
+    @abstractmethod
     def candidates(
         self,
         job: PendingJob,
@@ -98,7 +100,7 @@ class PreemptBase:
         usage: QueueUsage,
         order: OrderPlugin,
     ) -> Iterable[RunningJob]:
-        raise NotImplementedError
+        """The running jobs this plugin would take GPUs from (each plugin says which)."""
 
     def rank(self, victims: list[RunningJob]) -> list[RunningJob]:
         """Victims cheapest first, reordered by the plugin's own rule (stably)."""
