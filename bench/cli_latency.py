@@ -21,33 +21,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from gpufleet.ops.localcluster import LocalCluster, wait_until
 
+if __package__ in (None, ""):  # run as a file (python bench/X.py): the checkout on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.proctime import run_timed
+
 CLI = [sys.executable, "-m", "gpufleet.cli"]  # as the console script runs (cli/entry.py)
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def _time(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU (user + system) milliseconds of one run; CPU is what load does not add."""
-    c0, t0 = _cpu(), time.perf_counter()
-    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    dt, dc = time.perf_counter() - t0, _cpu() - c0
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(argv[3:])} failed ({r.returncode}): {r.stderr.decode()}")
-    return dt * 1000, dc * 1000
 
 
 def _stats(runs: list[tuple[float, float]]) -> dict[str, float]:
@@ -127,8 +114,8 @@ def measure(n: int = 20, warmup: int = 2, only: set[str] | None = None) -> dict[
             if only is not None and name.removeprefix("shim: ").split()[0] not in only:
                 continue
             for i in range(warmup):
-                _time(argv(n + i), env)
-            results[name] = _stats([_time(argv(i), env) for i in range(n)])
+                run_timed(argv(n + i), env)
+            results[name] = _stats([run_timed(argv(i), env) for i in range(n)])
         return {
             "n": n,
             "cpus": os.cpu_count(),

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import statistics
 import subprocess
@@ -34,31 +33,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a file (python bench/X.py): the checkout on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.proctime import run_timed
+
 ROOT = Path(__file__).resolve().parents[1]
 SLURM_LOCAL = ROOT.parent / "shared" / "tools" / "slurm_local.sh"
 Argv = Callable[[int], list[str]]
 
 
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU (user + system) milliseconds of one run: CPU is what other work on a
-    loaded machine does not add to."""
-    c0, t0 = _cpu(), time.perf_counter()
-    r = subprocess.run(argv, env=env, capture_output=True, cwd=env["PWD"])
-    dt, dc = time.perf_counter() - t0, _cpu() - c0
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({r.returncode}): {r.stderr.decode()[-2000:]}")
-    return dt * 1000, dc * 1000
-
-
 def timed(argv: Argv, env: dict[str, str], n: int, warmup: int = 2) -> dict[str, float]:
     for i in range(warmup):
-        _run(argv(n + i), env)
-    runs = [_run(argv(i), env) for i in range(n)]
+        run_timed(argv(n + i), env, cwd=env["PWD"], pipe=True)
+    runs = [run_timed(argv(i), env, cwd=env["PWD"], pipe=True) for i in range(n)]
     ms = sorted(w for w, _ in runs)
     return {
         "median_ms": round(statistics.median(ms), 1),

@@ -14,13 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file (python bench/X.py): the checkout on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.proctime import run_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,20 +71,6 @@ IMPORTS = {
 }
 
 
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def _run(code: str, env: dict[str, str]) -> tuple[float, float]:
-    c0, t0 = _cpu(), time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    dt, dc = time.perf_counter() - t0, _cpu() - c0
-    if r.returncode != 0:
-        raise SystemExit(f"failed: {r.stderr[-2000:]}")
-    return dt * 1000, dc * 1000
-
-
 def _import_us(module: str) -> int:
     r = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", f"import {module}"],
@@ -106,7 +96,8 @@ def measure(n: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as d, LocalCluster(Path(d), agents=0) as lc:
         head = f"URL = {lc.url!r}\nTOKEN = {lc.admin_token!r}\n"
         for name, code in PROGRAMS.items():
-            runs = [_run(head + code, env) for _ in range(n + 2)][2:]  # 2 untimed first
+            argv = [sys.executable, "-c", head + code]
+            runs = [run_timed(argv, env) for _ in range(n + 2)][2:]  # 2 untimed first
             out[name] = {
                 "wall_ms": _stats([w for w, _ in runs]),
                 "cpu_ms": _stats([c for _, c in runs]),

@@ -17,32 +17,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a file (python bench/X.py): the checkout on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.proctime import run_timed
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 COMMANDS = ("sbatch --wrap", "scancel", "squeue", "gpufleet jobs")
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def _time(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    c0, t0 = _cpu(), time.perf_counter()
-    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    dt, dc = time.perf_counter() - t0, _cpu() - c0
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({r.returncode}): {r.stderr.decode()}")
-    return dt * 1000, dc * 1000
 
 
 def child(n: int, warmup: int) -> dict[str, object]:
@@ -89,9 +78,9 @@ def child(n: int, warmup: int) -> dict[str, object]:
         out: dict[str, object] = {}
         for name, argv in runs.items():
             for i in range(warmup):
-                _time(argv(n + i), env)
+                run_timed(argv(n + i), env)
             load = os.getloadavg()[0]
-            samples = [_time(argv(i), env) for i in range(n)]
+            samples = [run_timed(argv(i), env) for i in range(n)]
             out[name] = {
                 "wall": [w for w, _ in samples],
                 "cpu": [c for _, c in samples],
