@@ -9,7 +9,7 @@ batch script with its output file in a submit directory the account owns (sbatch
 account's effective ids, then starts the runtime as root) and copies the output; the container
 also asks podman for the image's environment (kept a minute: the first launch pays it).
 
-    sudo .venv/bin/python bench/container_start.py [--n 10] [--image localhost/gpufleet-test:1]
+    sudo .venv/bin/python bench/container_start.py [--n 10] [--image localhost/gpufleet-test:2]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=10)
     p.add_argument("--account", default="nobody", help="the job's account (must exist)")
-    p.add_argument("--image", default="localhost/gpufleet-test:1")
+    p.add_argument("--image", default="localhost/gpufleet-test:2")
     a = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: a root agent runs podman and switches accounts")

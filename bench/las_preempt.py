@@ -1,10 +1,10 @@
 """LAS with preemption over the Philly trace (issue 11): replay time, and the per-job outcomes.
 
-The run: ``philly_dev.csv`` on 64 nodes × 8 GPUs in 4 leaves, ``las`` order (Tiresias' 3,200
-GPU-s threshold) preempting by its own rule (``preempt: order``), topology placement, EASY
-backfill, the virtual clusters as equal-share queues, exact time limits: what
-``gpufleet simulate replay … --order las --preempt order --placement topology --backfill easy
---equal-shares`` runs. Target: ≤ 60 s for all 53,779 jobs.
+The run: ``philly_dev.csv`` on 64 nodes × 8 GPUs in 4 leaves, ``las`` order (Tiresias' queues
+at 3,250 and 7,200 GPU-s since ADR 0038; one at 3,200 before) preempting by its own rule
+(``preempt: order``), topology placement, EASY backfill, the virtual clusters as equal-share
+queues, exact time limits: what ``gpufleet simulate replay … --order las --preempt order
+--placement topology --backfill easy --equal-shares`` runs. Target: ≤ 60 s for all 53,779 jobs.
 
 ``--dump FILE`` writes every launch (time, job, attempt, nodes and devices per rank) and kill,
 then every job's outcome (first start, end, state, attempts, preemptions), one line each, so two

@@ -4,14 +4,21 @@ Each slice is the rows of ``philly_dev.csv`` submitted in a window of days, of s
 clusters (all when none are named), replayed as ``gpufleet simulate replay --format philly
 --nodes 16 --gpus-per-node 8 --leaves 2 --placement topology --backfill easy --preempt order
 --equal-shares`` replays that slice's CSV (the same loader: submit times from its first job,
-exact time limits), once per order. Prints a Markdown table of mean and p99 JCT, the ratios
-LAS/FIFO and LAS/SJF on mean JCT, and LAS's preemptions and lost GPU-hours.
+exact time limits), once per order. Prints a Markdown table per LAS order (``las``: Tiresias'
+2D-LAS; ``las-history``: with the history predictor, ADR 0038) of mean and p99 JCT, the ratios
+to FIFO and to SJF on mean JCT, p99 to FIFO's, and the LAS order's preemptions and lost GPU-h.
 
 ``--checkpoint-on-preempt``: every preempted job saves its state and resumes there (Tiresias'
 premise); without it a preempted job restarts from zero (the simulator's default since
-f3a1494). ``--write DIR`` also writes each slice's CSV there (for the CLI).
+f3a1494). ``--preempt-grace-s G``: every job declares a checkpoint notice of G s (issue 25): a
+preempted job saves its state too, but holds its GPUs for G s first (the preemptor waits).
+``--checkpoint-interval S``: every job checkpoints every S s (a preempted one keeps its
+last); the simulator reports each, and victims are chosen by the work since. ``--write DIR``
+also writes each slice's CSV there (for the CLI); ``--plot DIR`` draws each slice's JCT CDFs
+per order (``jct_cdf-SLICE.png``, matplotlib).
 
     PYTHONPATH=src .venv/bin/python bench/las_slices.py [--slices A,B] [--checkpoint-on-preempt]
+        [--preempt-grace-s G] [--checkpoint-interval S] [--orders las,las-history] [--plot DIR]
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import argparse
 import csv
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +36,9 @@ if __package__ in (None, ""):  # run as a file (python bench/X.py): the checkout
 
 from bench.philly import DEFAULT_TRACE
 from gpufleet.sim.engine import SimConfig
-from gpufleet.sim.metrics import ReplayMetrics
 from gpufleet.sim.replay import (
     ProfileChoice,
+    ReplayRun,
     equal_share_queues,
     run_replay,
     uniform_cluster,
@@ -57,13 +65,18 @@ SLICES = {
     "sep": Slice("2017-09-01", "2017-09-30"),  # the month: 4,388 jobs
     "nov-late": Slice("2017-11-15", "2017-11-30"),  # 6,519 jobs
     "vc-long": Slice("2017", "2018", LONG_VCS),  # five VCs of long jobs, whole trace: 3,574
-    # the regression test's (tests/integration/test_las_quality.py)
+    # the regression test's until fe1c7e8
     "nov-25-30": Slice("2017-11-25", "2017-11-30"),
     "oct-25-26": Slice("2017-10-25", "2017-10-26"),
-    "vc-7f04ca-2869ce": Slice("2017", "2018", frozenset({"7f04ca", "2869ce"})),
     "oct-vc-small": Slice("2017-10-01", "2017-10-31", SMALL_VCS),
+    # the regression test's (tests/integration/test_las_quality.py)
+    "sep-25-26": Slice("2017-09-25", "2017-09-26"),
+    "oct-26": Slice("2017-10-26", "2017-10-26"),
+    "nov-29-30": Slice("2017-11-29", "2017-11-30"),
+    "vc-7f04ca-2869ce": Slice("2017", "2018", frozenset({"7f04ca", "2869ce"})),
+    "oct-16-31-vc-small": Slice("2017-10-16", "2017-10-31", SMALL_VCS),
 }
-ORDERS = ("fifo", "sjf", "las")
+BASES = ("fifo", "sjf")
 
 
 def write_slice(trace: Path, s: Slice, out: Path) -> int:
@@ -78,24 +91,31 @@ def write_slice(trace: Path, s: Slice, out: Path) -> int:
     return len(rows)
 
 
-def replay(path: Path, cfg: SimConfig) -> dict[str, ReplayMetrics]:
+def replay(path: Path, cfg: SimConfig, orders: Sequence[str]) -> dict[str, ReplayRun]:
     jobs = apply_time_limits(load_trace(path, "philly"), TimeLimit("exact"))
     cluster = with_queues(uniform_cluster(16, 8, 2), equal_share_queues(jobs))
     return {
-        o: run_replay(cluster, jobs, ProfileChoice(o, "topology", "easy", ("order",)), cfg).metrics
-        for o in ORDERS
+        o: run_replay(cluster, jobs, ProfileChoice(o, "topology", "easy", ("order",)), cfg)
+        for o in (*BASES, *orders)
     }
 
 
-def row(name: str, jobs: int, m: dict[str, ReplayMetrics]) -> str:
-    las, fifo, sjf = (m[o].avg_jct_s or 0.0 for o in ("las", "fifo", "sjf"))
-    p99 = {o: (m[o].p99_jct_s or 0.0) / 1e6 for o in ORDERS}
+def row(name: str, jobs: int, order: str, runs: dict[str, ReplayRun]) -> str:
+    m = {o: r.metrics for o, r in runs.items()}
+    las, fifo, sjf = (m[o].avg_jct_s or 0.0 for o in (order, "fifo", "sjf"))
+    p99 = {o: (m[o].p99_jct_s or 0.0) / 1e6 for o in (order, *BASES)}
     return (
-        f"| {name} | {jobs:,} | {las / fifo:.3f} | {las / sjf:.3f} | {las / 3600:.1f} / "
-        f"{fifo / 3600:.1f} / {sjf / 3600:.1f} h | {p99['las']:.2f} / {p99['fifo']:.2f} / "
-        f"{p99['sjf']:.2f} M s | {m['las'].preemptions:,} | "
-        f"{m['las'].lost_gpu_hours_preemption:,.0f} |"
+        f"| {name} | {order} | {jobs:,} | {las / fifo:.3f} | {las / sjf:.3f} | "
+        f"{p99[order] / p99['fifo']:.3f} | {las / 3600:.1f} / {fifo / 3600:.1f} / "
+        f"{sjf / 3600:.1f} h | {p99[order]:.2f} / {p99['fifo']:.2f} / {p99['sjf']:.2f} M s | "
+        f"{m[order].preemptions:,} | {m[order].lost_gpu_hours_preemption:,.0f} |"
     )
+
+
+def plot(runs: dict[str, ReplayRun], out: Path) -> None:
+    from gpufleet.sim.report import jct_cdf_figure, png_bytes
+
+    out.write_bytes(png_bytes(jct_cdf_figure(list(runs.values()))))
 
 
 def main() -> int:
@@ -103,20 +123,34 @@ def main() -> int:
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--slices", default="sep,nov-late,vc-long", help=", ".join(SLICES))
     ap.add_argument("--checkpoint-on-preempt", action="store_true")
+    ap.add_argument("--preempt-grace-s", type=float, default=None)
+    ap.add_argument("--checkpoint-interval", type=float, default=None, help="seconds, every job")
     ap.add_argument("--write", type=Path, help="write each slice's CSV here")
+    ap.add_argument("--orders", default="las,las-history", help="the LAS orders to measure")
+    ap.add_argument("--plot", type=Path, help="write each slice's JCT CDFs here")
     args = ap.parse_args()
-    cfg = SimConfig(checkpoint_on_preempt=args.checkpoint_on_preempt)
-    print(
-        "| slice | jobs | LAS/FIFO mean | LAS/SJF mean | mean JCT LAS / FIFO / SJF | "
-        "p99 JCT LAS / FIFO / SJF | LAS preemptions | lost GPU-h |"
+    cfg = SimConfig(
+        checkpoint_on_preempt=args.checkpoint_on_preempt,
+        preempt_grace_s=args.preempt_grace_s,
+        checkpoint_interval_s=args.checkpoint_interval,
     )
-    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    orders = [o for o in args.orders.split(",") if o]
+    print(
+        "| slice | order | jobs | ÷ FIFO mean | ÷ SJF mean | p99 ÷ FIFO's | mean JCT order / "
+        "FIFO / SJF | p99 JCT order / FIFO / SJF | preemptions | lost GPU-h |"
+    )
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.slices.split(","):
             out = (args.write or Path(tmp)) / f"{name}.csv"
             out.parent.mkdir(parents=True, exist_ok=True)
             jobs = write_slice(args.trace, SLICES[name], out)
-            print(row(name, jobs, replay(out, cfg)), flush=True)
+            runs = replay(out, cfg, orders)
+            for o in orders:
+                print(row(name, jobs, o, runs), flush=True)
+            if args.plot:
+                args.plot.mkdir(parents=True, exist_ok=True)
+                plot(runs, args.plot / f"jct_cdf-{name}.png")
     return 0
 
 

@@ -10,6 +10,7 @@
 
     .venv/bin/python bench/listing.py [--clients 24] [--seconds 60] [--jobs 10000] [--submit]
                                       [--page 1000]   (10000: the old single page, a baseline)
+                                      [--rounds N]    (instead of --seconds: N listings each)
 
 tests/chaos/test_listing_load.py runs ``measure`` and asserts on what it returns.
 """
@@ -36,6 +37,7 @@ from gpufleet.ops.localcluster import LocalCluster, wait_until
 
 RUNNING = 16  # one-GPU jobs that run through the whole window (2 agents × 8 GPUs)
 PROBE_EVERY_S = 0.2
+LEASE_S = 7.5  # LocalCluster's lease for a heartbeat every second
 
 
 @dataclass
@@ -66,12 +68,17 @@ def pct(xs: list[float], p: float) -> float:
 # ----- the listing clients: one process, K tasks (its CPU is not the controller's) -----------
 
 
-async def _lister(url: str, token: str, until: float, pages: list[int], page: int) -> None:
+async def _lister(
+    url: str, token: str, stop: asyncio.Event, pages: list[int], page: int, rounds: list[int]
+) -> None:
+    """Whole listings (every page) again and again until ``stop``; each one ended counts in
+    ``rounds[0]`` once it is its own."""
     h = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=url, headers=h, timeout=120) as c:
-        while time.monotonic() < until:
+        mine = 0
+        while not stop.is_set():
             nxt: str | None = f"/api/v1/jobs?all=true&limit={page}"
-            while nxt is not None and time.monotonic() < until:
+            while nxt is not None and not stop.is_set():
                 try:
                     r = await c.get(nxt)
                     r.raise_for_status()
@@ -80,20 +87,44 @@ async def _lister(url: str, token: str, until: float, pages: list[int], page: in
                     break
                 pages[0] += 1
                 nxt = r.links.get("next", {}).get("url")
+            if nxt is None:
+                mine += 1
+                rounds.append(mine)
 
 
-async def _listers(url: str, token: str, k: int, seconds: float, page: int) -> list[int]:
+async def _listers(
+    url: str, token: str, k: int, seconds: float, page: int, rounds: int
+) -> list[int]:
+    """``seconds`` > 0: list for that long. Else until stdin closes, having printed ``ROUNDS``
+    once each of the ``k`` clients has listed every job ``rounds`` times."""
     pages = [0, 0]  # pages listed, requests that failed
-    until = time.monotonic() + seconds
-    await asyncio.gather(*(_lister(url, token, until, pages, page) for _ in range(k)))
+    stop = asyncio.Event()
+    done: list[int] = []  # each client's count of whole listings, as each ends
+    loop = asyncio.get_running_loop()
+    if seconds > 0:
+        loop.call_later(seconds, stop.set)
+    else:
+        threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stop.set)),
+                         daemon=True).start()  # fmt: skip
+
+        async def announce() -> None:
+            while sum(1 for n in done if n == rounds) < k and not stop.is_set():
+                await asyncio.sleep(0.05)
+            print("ROUNDS", flush=True)
+
+        announcing = loop.create_task(announce())
+    await asyncio.gather(*(_lister(url, token, stop, pages, page, done) for _ in range(k)))
     if k == 0:  # no listing: the window of the other measurements alone
-        await asyncio.sleep(seconds)
+        await stop.wait()
+    if seconds <= 0:
+        await announcing
     return pages
 
 
 def listers_main(argv: list[str]) -> None:
     url, token, k, seconds, page = argv[0], argv[1], int(argv[2]), float(argv[3]), int(argv[4])
-    pages, failed = asyncio.run(_listers(url, token, k, seconds, page))
+    rounds = int(argv[5]) if len(argv) > 5 else 0
+    pages, failed = asyncio.run(_listers(url, token, k, seconds, page, rounds))
     print(json.dumps({"pages": pages, "failed": failed}), flush=True)
 
 
@@ -141,14 +172,19 @@ def measure(
     jobs: int = 10_000,
     submit: bool = False,
     page: int = 1000,
+    rounds: int = 0,
 ) -> Result:
+    """``rounds`` > 0 ends the load on states, not on a clock: once every client has listed
+    every job ``rounds`` times and the probe has had its heartbeats answered across two of the
+    agents' leases (``2 × lease / PROBE_EVERY_S``), whichever comes later; else after
+    ``seconds``."""
     # the controller's default scheduling interval (5 s), LocalCluster's lease and grace for
     # a heartbeat every second
     lc = LocalCluster(
         tmp,
         agents=2,
         heartbeat_s=1.0,
-        lease_s=7.5,
+        lease_s=LEASE_S,
         node_grace_s=15.0,
         schedule_interval_s=5.0,
     )
@@ -168,9 +204,11 @@ def measure(
                 lc.url,
                 token,
                 str(clients),
-                str(seconds),
+                str(seconds if not rounds else 0),
                 str(page),
+                str(rounds),
             ],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -178,7 +216,9 @@ def measure(
         t0 = time.monotonic()
         for sub in submitters:
             sub.start()
-        out, _ = listers.communicate(timeout=seconds + 300)
+        if rounds:
+            _until_rounds_and_leases(listers, probe, lease_s=LEASE_S)
+        out, _ = listers.communicate(input="", timeout=seconds + 300)
         window = time.monotonic() - t0
         workers: list[Probe | Submitter] = [probe, *submitters]
         for w in workers:
@@ -211,6 +251,16 @@ def measure(
             round(submissions / window, 1),
             why,
         )
+
+
+def _until_rounds_and_leases(listers: subprocess.Popen[str], probe: Probe, lease_s: float) -> None:
+    """Wait for the listers' ``ROUNDS`` and for the heartbeats of two leases (the caller
+    then ends them: ``communicate`` closes their stdin)."""
+    assert listers.stdout is not None
+    line = listers.stdout.readline()
+    assert line.strip() == "ROUNDS", line
+    beats = int(2 * lease_s / PROBE_EVERY_S)
+    wait_until(f"{beats} heartbeats answered", lambda: len(probe.rtts) >= beats, 600)
 
 
 def _fill(user: Client, jobs: int) -> list[str]:
@@ -267,6 +317,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--submit", action="store_true")
     ap.add_argument("--page", type=int, default=1000, help="10000: as before pages (baseline)")
+    ap.add_argument(
+        "--rounds", type=int, default=0, help="N whole listings a client, not --seconds"
+    )
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         r = measure(
@@ -276,6 +329,7 @@ def main() -> None:
             jobs=a.jobs,
             submit=a.submit,
             page=a.page,
+            rounds=a.rounds,
         )
     print(json.dumps(asdict(r), indent=2))
 

@@ -186,7 +186,8 @@ def _http_scrapes(svc: ControllerService, sims: list[SimulatedGpus], repeat: int
     from gpufleet.server.routers.metrics import install
 
     app = FastAPI()
-    install(app, svc, ServerConfig())
+    install(app, svc, ServerConfig(extra={"metrics_token": "bench"}))  # behind a token
+    auth = "Authorization: Bearer bench"
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -203,7 +204,7 @@ def _http_scrapes(svc: ControllerService, sims: list[SimulatedGpus], repeat: int
             heartbeat_all(svc, sims, T0 + 100 + 5 * r)
             if curl:
                 run = subprocess.run(
-                    [curl, "-sf", "-o", "/dev/null", "-w", "%{time_total}", url],
+                    [curl, "-sf", "-H", auth, "-o", "/dev/null", "-w", "%{time_total}", url],
                     capture_output=True,
                     text=True,
                     timeout=60,
@@ -212,7 +213,9 @@ def _http_scrapes(svc: ControllerService, sims: list[SimulatedGpus], repeat: int
                 out.append(float(run.stdout))
             else:
                 t0 = time.perf_counter()
-                httpx.get(url, timeout=60).raise_for_status()
+                httpx.get(
+                    url, headers={"Authorization": "Bearer bench"}, timeout=60
+                ).raise_for_status()
                 out.append(time.perf_counter() - t0)
     finally:
         server.should_exit = True

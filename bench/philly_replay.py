@@ -93,7 +93,8 @@ def _f(v: float | None, fmt: str) -> str:
 
 def table(rows: list[Measured]) -> str:
     head = (
-        "| profile | avg JCT | p99 JCT | avg wait | utilization | makespan / LB | Jain | "
+        "| profile | avg JCT | p99 JCT | avg wait | utilization | makespan / LB | "
+        "fairness vs entitlement | "
         "preemptions | sim wall |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|"
     )
     lines = [head]
@@ -102,7 +103,7 @@ def table(rows: list[Measured]) -> str:
         lines.append(
             f"| {r.label} | {_h(m.avg_jct_s)} | {_h(m.p99_jct_s)} | {_h(m.avg_wait_s)} | "
             f"{100 * m.utilization:.1f} % | {_f(m.makespan_ratio, '.3f')} | "
-            f"{_f(m.jain_fairness, '.3f')} | {m.preemptions:,} | {m.wall_s:.1f} s |"
+            f"{_f(m.entitlement_fairness, '.3f')} | {m.preemptions:,} | {m.wall_s:.1f} s |"
         )
     return "\n".join(lines)
 
@@ -130,7 +131,8 @@ def main() -> int:
         f"avg JCT {_h(m.avg_jct_s)} · p99 JCT {_h(m.p99_jct_s)} · avg wait {_h(m.avg_wait_s)} · "
         f"utilization {100 * m.utilization:.1f} % · makespan {_h(m.makespan_s)} / LB "
         f"{_h(m.makespan_lower_bound_s)} (last arrival + duration {_h(m.arrival_bound_s)}) · "
-        f"Jain {_f(m.jain_fairness, '.3f')} · never schedulable {m.never_schedulable} · "
+        f"fairness vs entitlement {_f(m.entitlement_fairness, '.3f')} · "
+        f"never schedulable {m.never_schedulable} · "
         f"unfinished {m.unfinished}"
     )
     sys.stdout.flush()

@@ -30,7 +30,7 @@ kind: service
 name: web
 replicas: 2
 replica:
-  container: {image: localhost/gpufleet-test:1}
+  container: {image: localhost/gpufleet-test:2}
   command:
     - sh
     - -c
@@ -40,7 +40,7 @@ liveness: {tcp: {}, period_s: 1}
 """
 JOB = """\
 #!/bin/sh
-#SBATCH --container-image=localhost/gpufleet-test:1
+#SBATCH --container-image=localhost/gpufleet-test:2
 #SBATCH --container-workdir=/tmp
 #SBATCH --gpus=1
 pwd; echo CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES
@@ -83,7 +83,7 @@ def main(base: Path) -> None:
         assert "api-key" in g("secret", "ls")
         check = 'test "$API_KEY" = s3cret-value'
         first = g(
-            "submit", "--secret", "api-key:API_KEY", "--image", "localhost/gpufleet-test:1",
+            "submit", "--secret", "api-key:API_KEY", "--image", "localhost/gpufleet-test:2",
             "--", "sh", "-c", check,
         ).split()[-1]  # fmt: skip
         (base / "job.sh").write_text(JOB)

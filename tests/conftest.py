@@ -23,7 +23,7 @@ import pytest
 
 import realparts
 from realparts import PG_URL
-from support import grouping, noprocs, ports
+from support import grouping, installs, noprocs, ports
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,6 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the main process, before xdist starts workers
+        installs.name_run()
     if config.getoption("no_processes"):
         noprocs.install(config)
     ports.use_live_range()
@@ -53,9 +55,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
+        "no_fixed_ports: in a module of grouping.PORT_GROUPS, the test binds none of the ports "
+        "a job's number or a node decides (its own cluster, jobs that listen on nothing): "
+        "it leaves the module's port group",
+    )
+    config.addinivalue_line(
+        "markers",
         "alone: measures latency under a load of its own; make test runs it after the parallel "
         "pass, by itself",
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # every worker has ended
+        installs.forget()
 
 
 STORES = ("sqlite", "postgresql")

@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -117,6 +118,15 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "busybox": _binary("busybox", "busybox-static"),
     "haproxy": _binary("haproxy", "haproxy"),
     "nginx": _binary("nginx", "nginx"),
+    # a desktop session (gpufleet.ops.desktop): the X server, the VNC server, noVNC's bridge
+    "xvfb": _binary("Xvfb", "xvfb"),
+    "xsetroot": _binary("xsetroot", "x11-xserver-utils"),
+    "x11vnc": _binary("x11vnc", "x11vnc"),
+    "websockify": _binary("websockify", "websockify novnc"),
+    # gpufleet backup on PostgreSQL: pg_dump, and pg_restore/psql to restore
+    "pg_dump": _binary("pg_dump", "postgresql-client"),
+    "pg_restore": _binary("pg_restore", "postgresql-client"),
+    "psql": _binary("psql", "postgresql-client"),
 }
 
 
@@ -139,3 +149,24 @@ def require(*parts: str) -> None:
 
 def require_postgres() -> None:
     require("postgres")
+
+
+@contextmanager
+def pg_database() -> Iterator[str]:
+    """The URL of a new empty PostgreSQL database (its store in schema ``public``, as in a real
+    deployment: what a restore from a backup needs), dropped after."""
+    import uuid
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    require_postgres()
+    name = f"gf_test_{uuid.uuid4().hex[:12]}"
+    info = pg_conninfo(PG_URL)
+    with psycopg.connect(**info, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(**info, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -71,6 +71,7 @@ try:
         "127.0.0.1",
         "--expected-gpus",
         "1",
+        "--no-access-check",  # its jobs run as the probe's own account
     ]
     if SIM:
         args += ["--simulate", SIM]
@@ -137,7 +138,8 @@ try:
         "STDOUT", res.get("job_stdout"), "\nSTDERR", str(res.get("job_stderr"))[-2000:], flush=True
     )
     time.sleep(2.5)  # a heartbeat or two with the job's metrics
-    m = httpx.get(c.url + "/metrics", timeout=10).text
+    scrape = {"Authorization": f"Bearer {c.admin_token}"}  # /metrics needs a token
+    m = httpx.get(c.url + "/metrics", headers=scrape, timeout=10).text
     (OUT / "metrics.txt").write_text(m)
     dcgm = [line for line in m.splitlines() if line.startswith("DCGM_")]
     res["metrics_dcgm_lines"] = dcgm

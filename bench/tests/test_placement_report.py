@@ -34,3 +34,11 @@ def test_the_marginal_table_signs_the_change_in_placed_jobs() -> None:
     assert marginal_table([m]).splitlines()[2] == (
         "| 500 | 1,000 → 10,000 | 12.5 | 1.39 | 1.20 | 0.40 | +0 |"
     )
+
+
+def test_the_headline_cycle_takes_another_placement_plugin() -> None:
+    default = pb.placement(nodes=8, jobs=10, gangs=1, leaves=1, repeats=1)
+    row = pb.placement(nodes=8, jobs=10, gangs=1, leaves=1, repeats=1, place="fgd-strand")
+    assert default["profile"]["place"] == "topology"
+    assert row["profile"]["place"] == "fgd-strand"
+    assert row["placed"] == default["placed"] > 0  # the same jobs fit; only where differs

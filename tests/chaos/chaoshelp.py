@@ -19,11 +19,33 @@ from typing import Any
 import httpx
 
 from gpufleet.client import ApiError, Client
+from gpufleet.ops.hacluster import HaCluster
 from gpufleet.ops.localcluster import LocalCluster, free_port
 from gpufleet.server.store import Store
 from realparts import missing
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"}
+
+
+def tail(path: Path, n: int = 30) -> str:
+    """The last ``n`` lines of a log, or ``(none)``."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(none)"
+
+
+def stop_ha_clusters(made: list[HaCluster], failed: bool, agents: bool = False) -> None:
+    """Stop each HaCluster a fixture started; after a failed test print its controllers' logs
+    (and its agents' with ``agents``) first."""
+    for c in made:
+        if failed:
+            for i in range(c.controllers):
+                print(f"\n--- controller {i}\n{tail(c.data_dir / f'controller{i}.log')}")
+            if agents:
+                for name in c.agent_procs:
+                    print(f"--- {name}\n{tail(c.data_dir / f'{name}.log', 15)}")
+        c.stop()
 
 
 def need_root() -> None:
@@ -43,7 +65,9 @@ class PgServer:
     """initdb + pg_ctl as the ``postgres`` user (PostgreSQL refuses root), on a free port, in
     a directory of its own under /tmp (pytest's tmp dirs are root's, mode 0700)."""
 
-    def __init__(self) -> None:
+    def __init__(self, also_on: str = "") -> None:
+        """``also_on``: an address of this host's to listen on too (the bridge of a test's
+        network namespaces, whose hosts it then trusts as it trusts 127.0.0.1)."""
         b = pg_bin()
         if b is None:
             missing("no PostgreSQL binaries in /usr/lib/postgresql/*/bin")
@@ -54,17 +78,24 @@ class PgServer:
         self.port = free_port()
         shutil.chown(self.base, "postgres", "postgres")
         self._pg("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8")
+        self.listen = ",".join(["127.0.0.1", *([also_on] if also_on else [])])
+        if also_on:  # the subnets this server is on: the namespaces behind the bridge
+            with (self.data / "pg_hba.conf").open("a") as f:
+                f.write("host all all samenet trust\n")
 
     @property
     def url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+        return self.url_at("127.0.0.1")
+
+    def url_at(self, address: str) -> str:
+        return f"postgresql+psycopg://postgres@{address}:{self.port}/postgres"
 
     def _pg(self, tool: str, *args: str) -> None:
         cmd = ["runuser", "-u", "postgres", "--", str(self.bin / tool), *args]
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
 
     def start(self) -> None:
-        opts = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1"
+        opts = f"-p {self.port} -k {self.base} -c listen_addresses={self.listen}"
         self._pg("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.base / "log"), "-w",
                  "start")  # fmt: skip
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chaoshelp import stop_ha_clusters, tail
 
+from gpufleet.ops.hacluster import HaCluster
 from gpufleet.ops.localcluster import LocalCluster
 
 # short intervals keep a run quick; lease + fence grace (2 s) + kill margin (0.5 s) <= grace
@@ -21,13 +23,6 @@ SCHEDULE_S = 0.5
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "chaos: real processes, then signals that break them")
-
-
-def _tail(path: Path, n: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(none)"
 
 
 @pytest.fixture
@@ -56,8 +51,40 @@ def chaos_cluster(
     finally:
         for c in made:
             if request.session.testsfailed != failed:
-                print(f"\n--- controller\n{_tail(c.data_dir / 'controller.log')}")
+                print(f"\n--- controller\n{tail(c.data_dir / 'controller.log')}")
                 for name in c.agent_procs:
-                    print(f"--- {name}\n{_tail(c.data_dir / (name + '.log'), 15)}")
-                    print(f"--- {name} watchdog\n{_tail(c.data_dir / name / 'watchdog.log', 8)}")
+                    print(f"--- {name}\n{tail(c.data_dir / (name + '.log'), 15)}")
+                    print(f"--- {name} watchdog\n{tail(c.data_dir / name / 'watchdog.log', 8)}")
             c.stop()
+
+
+TOLERANCE_S = 60.0  # agents keep their tasks this long without a leader (ADR 0031)
+
+
+@pytest.fixture
+def ha_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, pg_url: str
+) -> Iterator[Callable[..., HaCluster]]:
+    """Start an HaCluster (controllers with --ha) on a PostgreSQL schema of its own (the
+    ``pg_url`` fixture; ``db_url=`` another database); their logs are printed on a failure."""
+    made: list[HaCluster] = []
+
+    def start(agents: int = 2, db_url: str = pg_url, **kw: Any) -> HaCluster:
+        c = HaCluster(
+            tmp_path / f"ha{len(made)}",
+            agents=agents,
+            db_url=db_url,
+            heartbeat_s=0.5,
+            node_grace_s=0.0,  # derived from the tolerance
+            schedule_interval_s=0.5,
+            **{"controller_args": ["--outage-tolerance-s", str(TOLERANCE_S)], **kw},
+        )
+        made.append(c)
+        c.start()
+        return c
+
+    failed = request.session.testsfailed
+    try:
+        yield start
+    finally:
+        stop_ha_clusters(made, request.session.testsfailed != failed)

@@ -45,6 +45,7 @@ from gpufleet.model.arrays import parse_array
 from gpufleet.model.cluster import DEFAULT_POD, ClusterSpec, NodeSpec
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.reservation import NodeReservation
 from gpufleet.ops.localcluster import LocalCluster, wait_until
 from gpufleet.scheduler.framework import Profile
 from gpufleet.sim.engine import SimConfig, Simulation, TraceJob
@@ -134,8 +135,16 @@ class RecordingSimulation(Simulation):
                     TraceJob(name, spec, job.at, seconds, deps, None, head, limit or 0, index)
                 )
         # the live controller's settings, as the scenario gives them to it
-        cfg = SimConfig(launch_timeout_s=sc.launch_timeout_s, retry_backoff_s=sc.backoff_s)
-        super().__init__(cluster_spec(sc), _profile(), trace, cfg)
+        windows = tuple(
+            NodeReservation(r.name, r.nodes, r.start, r.start + r.duration, r.users, r.maint)
+            for r in sc.reservations
+        )
+        cfg = SimConfig(
+            launch_timeout_s=sc.launch_timeout_s,
+            retry_backoff_s=sc.backoff_s,
+            reservations=windows,
+        )
+        super().__init__(cluster_spec(sc), _profile(sc), trace, cfg)
         for act in sc.actions:
             if isinstance(act, Cancel):
                 for name, _ in tasks(sc.job(act.job)):
@@ -184,12 +193,12 @@ class RecordingSimulation(Simulation):
                 super().apply([c])
 
 
-def _profile() -> Profile:
+def _profile(sc: Scenario) -> Profile:
     return Profile.build(
         order=PROFILE["order"],
         place=PROFILE["placement"],
         backfill=PROFILE["backfill"],
-        preempt=tuple(PROFILE["preempt"].split(",")),
+        preempt=tuple(sc.preempt.split(",")),
     )
 
 
@@ -221,7 +230,7 @@ def live_cluster(sc: Scenario, data_dir: Path, scale: float) -> LocalCluster:
     data_dir.mkdir(parents=True, exist_ok=True)
     queues = data_dir / "queues.yaml"
     queues.write_text(json.dumps([dict(q) for q in sc.queues]))  # JSON is YAML
-    args = [f"--{k}={v}" for k, v in PROFILE.items()]
+    args = [f"--{k}={v}" for k, v in {**PROFILE, "preempt": sc.preempt}.items()]
     args += [f"--retry-backoff-s={sc.backoff_s * scale:g}"]
     if sc.launch_timeout_s is not None:
         args += [f"--launch-timeout-s={sc.launch_timeout_s * scale:g}"]
@@ -311,7 +320,11 @@ def _drive(
     timeline += [(a.at, 1, a) for a in sc.actions]
     timeline.sort(key=lambda x: (x[0], x[1]))
     with PlacementWatch(watcher, names) as watch:
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()  # the controller's clock is the wall's
+        for r in sc.reservations:
+            body = {"name": r.name, "nodes": ",".join(r.nodes), "start": wall0 + r.start * scale}
+            body.update(duration_s=r.duration * scale, users=list(r.users), maint=r.maint)
+            c.create_reservation(body)
         for at, _, what in timeline:
             time.sleep(max(0.0, t0 + at * scale - time.monotonic()))
             if isinstance(what, Job):

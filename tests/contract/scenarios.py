@@ -92,6 +92,19 @@ Action = Cancel | KillAgent | ReturnAgent
 
 
 @dataclass(frozen=True)
+class Reserve:
+    """An advance reservation made before the first job (``gpufleet reserve create``), its
+    window in scenario seconds."""
+
+    name: str
+    nodes: tuple[str, ...]
+    start: float
+    duration: float
+    users: tuple[str, ...] = ()
+    maint: bool = False
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     nodes: int
@@ -105,6 +118,8 @@ class Scenario:
     # controller's default, 120 s, longer than any scenario)
     launch_timeout_s: float | None = None
     xfail: str = ""  # why the live controller and the simulator decide differently
+    reservations: tuple[Reserve, ...] = ()
+    preempt: str = "reclaim"  # the profile's preempt plugins (both sides), comma-separated
 
     def job(self, name: str) -> Job:
         return next(j for j in self.jobs if j.name == name)
@@ -267,6 +282,39 @@ BACKFILL = Scenario(
     ),
 )
 
+DEFRAG = Scenario(
+    "defrag_frees_one_leaf",
+    nodes=4,
+    gpus_per_node=8,
+    leaves=2,
+    preempt="defrag,reclaim",
+    jobs=(
+        # a 4-GPU job on half of every node: each sN is packed beside a short fN (tightest
+        # placement), and the fN end one by one (leaf-0: node-0, node-1; leaf-1: node-2, node-3)
+        _job("s1", 0, 60, gpus=4),
+        _job("f1", 2, 18, gpus=4),
+        _job("s2", 4, 60, gpus=4),
+        _job("f2", 6, 18, gpus=4),
+        _job("s3", 8, 60, gpus=4),
+        _job("f3", 10, 18, gpus=4),
+        _job("s4", 12, 60, gpus=4),
+        _job("f4", 14, 18, gpus=4),
+        # 2 × 8 GPUs under one leaf: no node has 8 free. Defrag frees leaf-1 (s3, s4 started
+        # later: less work lost; they fit on leaf-0's free halves), never one job per leaf;
+        # the gang starts there once they stop, s3 and s4 on node-0 and node-1.
+        # Its rank on node-3 runs 2 s longer, so that the nodes free in one order
+        _job(
+            "gang",
+            40,
+            4,
+            Rule(6, rank=1),
+            gpus=8,
+            workers=2,
+            topology={"level": "leaf", "required": True},
+        ),
+    ),
+)
+
 ARRAY_AFTEROK = Scenario(
     "array_throttle_afterok",
     nodes=1,
@@ -359,11 +407,29 @@ PARTITIONS = Scenario(
     ),
 )
 
+MAINT_WINDOW = Scenario(
+    "maint_window",
+    nodes=2,
+    gpus_per_node=4,
+    reservations=(Reserve("maint", ("node-1",), 10, 20, users=("ops",), maint=True),),
+    jobs=(
+        # its limit crosses the window (10-30): it keeps off node-1, takes node-0
+        _job("long", 0, 36, gpus=4, time_limit_s=40),
+        # the same, with node-0 taken: it waits for the window to end, then takes node-1
+        _job("long2", 2, 6, gpus=4, time_limit_s=40),
+        # it ends (by its limit) before the window: backfill starts it on node-1 at once
+        _job("short", 4, 2, gpus=4, time_limit_s=4),
+        # the reservation's user runs in it, on its node, while it is open
+        _job("fix", 12, 4, gpus=4, time_limit_s=10, user="ops", reservation="maint"),
+    ),
+)
+
 SCENARIOS: tuple[Scenario, ...] = (
     GANG_RETRY,
     NODE_LOSS,
     LAUNCH_DEADLINE,
     RECLAIM,
+    DEFRAG,
     BACKFILL,
     ARRAY_AFTEROK,
     FAIR_SHARE,
@@ -373,4 +439,5 @@ SCENARIOS: tuple[Scenario, ...] = (
     GANG_SPLIT_LOSS,
     BATCH,
     PARTITIONS,
+    MAINT_WINDOW,
 )

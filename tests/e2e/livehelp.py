@@ -3,7 +3,10 @@ settings, what to show when a test fails."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,6 +83,22 @@ def dump_logs(c: LocalCluster) -> None:
         print(f"--- {c.data_dir / (name + '.log')}\n{tail(c.data_dir / (name + '.log'), 15)}")
 
 
+def dump_service(c: LocalCluster, name: str) -> None:
+    """Shown with a failure: the service's replicas and its events, as the controller holds
+    them (why a replica failed, on which port, when the next one came)."""
+    try:
+        with c.admin() as admin:
+            s = admin.service(name)
+    except Exception as e:  # the controller may be the failure
+        print(f"--- service {name}: not read ({type(e).__name__}: {e})")
+        return
+    print(f"--- service {name}: {s.ready} ready of {s.desired}")
+    for r in s.replicas:
+        print(f"  {r.job_id} {r.state} {r.node}:{r.port} ready={r.ready} routed={r.routed}")
+    for e in s.events or []:
+        print(f"  {e.time:.2f} {e.what}: {e.why}")
+
+
 def make_cluster(data_dir: Path, agents: int, db_url: str = "", **kw: Any) -> LocalCluster:
     """A cluster with the tests' timings; ``kw`` adds to them or overrides them."""
     timings: dict[str, Any] = {
@@ -90,3 +109,25 @@ def make_cluster(data_dir: Path, agents: int, db_url: str = "", **kw: Any) -> Lo
         "schedule_interval_s": SCHEDULE_S,
     }
     return LocalCluster(data_dir, agents=agents, db_url=db_url, **{**timings, **kw})
+
+
+@contextmanager
+def headless_chromium(executable: str | Path, args: list[str]) -> Iterator[Any]:
+    """Playwright's Chromium at ``executable``, headless, closed on the way out."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, headless=True, args=args)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def keep_screenshots(*paths: Path) -> None:
+    """Copy the screenshots to ``$GPUFLEET_SCREENSHOTS`` when it is set."""
+    keep = os.environ.get("GPUFLEET_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for path in paths:
+            shutil.copy(path, Path(keep) / path.name)

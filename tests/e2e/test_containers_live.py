@@ -54,7 +54,7 @@ def test_an_image_job_runs_in_its_container_on_the_node_with_a_runtime(
             "name": "ctr",
             "gpus_per_worker": 1,
             "command": ["/bin/sh", "-c", script],
-            "container": {"image": "localhost/gpufleet-test:1", "workdir": "/work"},
+            "container": {"image": "localhost/gpufleet-test:2", "workdir": "/work"},
             "time_limit_s": 300,
         }
     )

@@ -16,21 +16,26 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import shutil
 import sys
 import threading
+import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from livehelp import dump_logs, wait_for, wait_state
+from livehelp import (
+    dump_logs,
+    dump_service,
+    headless_chromium,
+    keep_screenshots,
+    wait_for,
+    wait_state,
+)
 
 import realparts
-from gpufleet.api.schemas import TokenCreate
+from gpufleet.api.schemas import AccountingRow, TokenCreate
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -127,7 +132,15 @@ def env(
                     "command": [PY, str(base / "replica.py")],
                 },
                 "readiness": {"http": {"path": "/ready"}, "period_s": 0.5, "failure_threshold": 1},
-                "liveness": {"http": {"path": "/alive"}, "period_s": 0.5, "failure_threshold": 2},
+                # a replica's Python may take seconds to listen on a loaded machine: its
+                # liveness waits for that (refused connections before it listens would kill
+                # it as dead, and each kill counts against its node)
+                "liveness": {
+                    "http": {"path": "/alive"},
+                    "initial_delay_s": 5,
+                    "period_s": 0.5,
+                    "failure_threshold": 2,
+                },
                 # a replica that exits at once (its port held by another cluster on this
                 # host) is replaced within seconds, not minutes
                 "restart_backoff": {"base_s": 1.0, "max_s": 4.0},
@@ -184,6 +197,7 @@ def env(
     finally:
         if request.session.testsfailed != failed:
             dump_logs(c)
+            dump_service(c, "web")
         c.stop()
         for u in users.values():
             u[0].close()
@@ -191,12 +205,8 @@ def env(
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with headless_chromium(CHROMIUM, ARGS) as b:
+        yield b
 
 
 @pytest.fixture
@@ -219,11 +229,15 @@ def shoot(pg: Any, env: dict[str, Any], name: str) -> None:
     full = env["shots"] / f"{name}-full.png"
     pg.screenshot(path=str(full), full_page=True)
     print(f"screenshot: {path} (full page: {full})")
-    keep = os.environ.get("GPUFLEET_SCREENSHOTS")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(keep) / path.name)
-        shutil.copy(full, Path(keep) / full.name)
+    keep_screenshots(path, full)
+
+
+def accounting(admin: Client) -> dict[tuple[str, str], AccountingRow]:
+    """GET /accounting over the last week (the dashboard's period), per queue and per user."""
+    since = time.time() - 7 * 86400
+    return {
+        (by, r.key): r for by in ("queue", "user") for r in admin.accounting(since=since, by=by)
+    }
 
 
 def sign_in(pg: Any, url: str, token: str) -> None:
@@ -281,7 +295,9 @@ def test_admin_sees_every_page(page: Any, env: dict[str, Any]) -> None:
     sync_api.expect(pg.locator(".summary")).to_contain_text("20.0 / 24")  # 2 × 8 + 4 GPUs
     shoot(pg, env, "1-cluster")
 
-    # queues: quota, usage, and each pending job's Reason as the scheduler wrote it
+    # queues: quota, usage, and each pending job's Reason as the scheduler wrote it; the
+    # API's GPU-hours are read before the page asks for them and after it shows them
+    before = accounting(admin)
     pg.click("#nav a[data-page=queues]")
     nlp = pg.locator("tr", has=pg.locator("td.strong", has_text="nlp"))
     sync_api.expect(nlp).to_contain_text("8.0 GPUs")
@@ -297,6 +313,24 @@ def test_admin_sees_every_page(page: Any, env: dict[str, Any]) -> None:
     assert waits is not None and waits.estimated_start is not None  # behind the gang's limit
     row = pg.locator("tr", has=pg.locator(f"a[href='#/jobs/{jobs['waits']}']"))
     sync_api.expect(row.locator("td").last).to_contain_text(re.compile(r"^in \d+[smhd]"))
+    # GPU-hours allocated against used, per queue and per user: the API's figures (what
+    # gpufleet accounting prints) over the same week. The running jobs count to now, so the
+    # API's answers before and after bound what the page shows (to its one decimal)
+    hours = pg.locator(".gpu-hours")
+    sync_api.expect(hours).to_contain_text("Used share")
+    sync_api.expect(hours.locator("td.key", has_text="nlp")).to_be_visible()
+    shown = hours.locator("tbody tr").evaluate_all(
+        "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
+    after = accounting(admin)
+    assert {(r[1], r[0]) for r in shown} >= set(before), shown
+    assert after[("queue", "vision")].gpu_hours > 0 and after[("user", "bob")].gpu_hours > 0
+    for key, kind, n, allocated, used, _share in shown:
+        now, then = after[(kind, key)], before.get((kind, key))
+        assert (then.jobs if then else 0) <= int(n) <= now.jobs, (key, kind, n)
+        for text, field in ((allocated, "gpu_hours"), (used, "used_gpu_hours")):
+            low, high = (getattr(then, field) if then else 0.0), getattr(now, field)
+            assert low - 0.051 <= float(text) <= high + 0.051, (key, kind, field, text, low, high)
     shoot(pg, env, "2-queues")
 
     # jobs: everyone's, filtered by user, queue and state; a markup name stays text
@@ -523,10 +557,14 @@ def test_services_show_their_replicas_probes_and_request_rate(
         # a connection per request, any answer: another cluster's haproxy on this host may
         # listen on the same port (haproxy binds with SO_REUSEPORT), and the kernel spreads
         # the connections over them; ours counts those it gets
+        # one client without keep-alive: a new connection per request, and no new client
+        # (its SSL context) per request, which on a loaded machine cost more than the request
         auth = {"Authorization": f"Bearer {ep['token']}"}
-        while not stop.wait(0.02):  # about 40 requests/s
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(f"http://127.0.0.1:{ep['port']}/", headers=auth, timeout=5)
+        limits = httpx.Limits(max_keepalive_connections=0)
+        with httpx.Client(headers=auth, timeout=5, limits=limits) as http:
+            while not stop.wait(0.02):  # about 40 requests/s
+                with contextlib.suppress(httpx.HTTPError):
+                    http.get(f"http://127.0.0.1:{ep['port']}/")
 
     sender = threading.Thread(target=send, daemon=True)
     sender.start()

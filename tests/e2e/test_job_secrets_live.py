@@ -173,7 +173,8 @@ def test_a_job_gets_its_secrets_and_they_leak_nowhere(
         r = httpx.get(f"{cluster.url}/api/v1{path}", headers={"Authorization": f"Bearer {tok}"})
         assert r.status_code == 200, (path, r.text)
         answers.append(r.text)
-    answers.append(httpx.get(f"{cluster.url}/metrics").text)
+    scrape = {"Authorization": f"Bearer {cluster.admin_token}"}
+    answers.append(httpx.get(f"{cluster.url}/metrics", headers=scrape).text)
     for text in answers:
         assert VALUE not in text and CERT.splitlines()[1] not in text
     spec = alice.job(job).spec

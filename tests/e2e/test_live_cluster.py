@@ -289,6 +289,7 @@ def test_pytorch_ddp_on_two_agents_with_two_workers_each(
 # ----- an agent killed ----------------------------------------------------------------------
 
 
+@pytest.mark.no_fixed_ports  # its own cluster; its job (sleep) listens on nothing
 def test_a_killed_agent_s_job_restarts_elsewhere_within_the_grace(new_cluster: Any) -> None:
     c: LocalCluster = new_cluster(agents=3)
     alice = c.user("alice")
@@ -341,6 +342,7 @@ KILL_AFTER = 300  # accepted submissions before the SIGKILL
 
 @pytest.mark.slow
 @pytest.mark.both_stores  # through every layer down to the database
+@pytest.mark.no_fixed_ports  # its own cluster; its jobs (echo, sleep) listen on nothing
 def test_controller_killed_during_a_burst_loses_nothing_and_runs_no_attempt_twice(
     new_cluster: Any, db_url: str
 ) -> None:

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from livehelp import wait_for, wait_state
 
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
+from support.records import lines, shell_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("outage-tolerance")]
 
@@ -42,21 +42,7 @@ def long_job(name: str, records: Path, go: Path, workers: int = 1) -> dict[str, 
         f"while [ ! -e {go} ]; do sleep 0.2; done; "
         f"echo end {line} >> {records}"
     )
-    return {
-        "name": name,
-        "workers": workers,
-        "gpus_per_worker": 8,
-        "cpus": 1,
-        "memory_gib": 1,
-        "command": ["/bin/sh", "-c", script],
-    }
-
-
-def lines(records: Path) -> Counter[str]:
-    try:
-        return Counter(records.read_text().splitlines())
-    except FileNotFoundError:
-        return Counter()
+    return shell_job(name, script, workers=workers)
 
 
 def submit_on_every_node(c: LocalCluster, u: Client, records: Path, go: Path) -> list[str]:
@@ -229,47 +215,6 @@ def test_a_full_data_disk_kills_nothing_and_drains_the_node_with_its_reason(
         assert_each_ran_once(u, ids, records)
 
 
-def test_an_agent_that_died_is_a_fast_path_and_nothing_runs_twice(
-    new_cluster: Any, tmp_path: Path
-) -> None:
-    """The agent process dies (SIGKILL): nobody can report its tasks any more, so its watchdog,
-    which lives on, fences them at once, and the agent started again kills what is left and
-    reports it fenced before it registers with no task; the controller requeues the job then
-    (not charged), long before the node grace (47.5 s here) declares anything lost. The task's
-    own lines show that attempt 1 was gone before attempt 2 began."""
-    c: LocalCluster = new_cluster(
-        agents=2, node_grace_s=0.0, controller_args=["--outage-tolerance-s", str(TOLERANCE_S)]
-    )
-    records, go = tmp_path / "records", tmp_path / "go"
-    spec = long_job("victim", records, go)
-    spec["command"][-1] = (
-        f'echo start "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; '
-        f"while [ ! -e {go} ]; do "
-        f'echo alive "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; sleep 0.1; done'
-    )
-    with c.user("alice") as u, c.admin() as a:
-        (jid,) = u.submit(spec)
-        wait_state(u, jid, "RUNNING", 60)
-        wait_for("it runs", lambda: lines(records)[f"alive {jid} 1"] >= 3, 30)
-        (node,) = nodes_of(u, jid)
-        c.kill_agent(node)  # SIGKILL to the agent's process group (not its task's, its own)
-        c.start_agent(int(node.split("-")[1]))
-
-        def second() -> bool:
-            j = u.job(jid)
-            return j.attempt == 2 and j.state == "RUNNING"
-
-        wait_for("attempt 2 running", second, 30)
-        assert not [n.name for n in a.nodes() if n.state == "lost"]  # no node grace waited
-        wait_for("attempt 2 runs", lambda: lines(records)[f"alive {jid} 2"] >= 3, 30)
-        order = records.read_text().splitlines()
-        first_of_2 = order.index(f"start {jid} 2")
-        assert f"alive {jid} 1" not in order[first_of_2:], order  # never both at once
-        go.touch()
-        j = wait_state(u, jid, "SUCCEEDED", 60)
-        assert j.attempt == 2 and j.retries_used == 0, j  # the node's fault: not charged
-
-
 def test_an_agent_cut_off_past_the_tolerance_is_fenced_before_its_job_runs_elsewhere(
     new_cluster: Any, tmp_path: Path
 ) -> None:
@@ -311,3 +256,43 @@ def test_an_agent_cut_off_past_the_tolerance_is_fenced_before_its_job_runs_elsew
         go.touch()
         j = wait_state(u, jid, "SUCCEEDED", 60)
         assert j.attempt == 2 and j.retries_used == 0, j
+
+
+def test_an_agent_frozen_within_the_tolerance_costs_its_job_nothing(
+    new_cluster: Any, tmp_path: Path
+) -> None:
+    """An agent SIGSTOPped for several leases but less than the tolerance (a hung agent, a
+    paused VM), then SIGCONTed: its task runs on all along, the controller never gives the node
+    up, and the job ends with its first attempt, started once."""
+    c: LocalCluster = new_cluster(
+        agents=2, node_grace_s=0.0, controller_args=["--outage-tolerance-s", str(TOLERANCE_S)]
+    )
+    records, go = tmp_path / "records", tmp_path / "go"
+    spec = long_job("frozen-agent", records, go)
+    spec["command"][-1] = (
+        f'echo start "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; '
+        f"while [ ! -e {go} ]; do "
+        f'echo alive "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}; sleep 0.1; done; '
+        f'echo end "$GPUFLEET_JOB_ID $GPUFLEET_ATTEMPT" >> {records}'
+    )
+    with c.user("alice") as u, c.admin() as a:
+        (jid,) = u.submit(spec)
+        wait_state(u, jid, "RUNNING", 60)
+        wait_for("it runs", lambda: lines(records)[f"alive {jid} 1"] >= 3, 30)
+        (node,) = nodes_of(u, jid)
+        c.kill_agent(node, signal.SIGSTOP)
+        try:
+            # the task writes on while its agent is frozen: 40 lines are 4 s, over two leases
+            n_before = lines(records)[f"alive {jid} 1"]
+            wait_for("4 s frozen", lambda: lines(records)[f"alive {jid} 1"] >= n_before + 40, 20)
+        finally:
+            c.kill_agent(node, signal.SIGCONT)
+        wait_for(
+            "the node back", lambda: {n.state for n in a.nodes() if n.name == node} != {"lost"}, 30
+        )
+        go.touch()
+        j = wait_state(u, jid, "SUCCEEDED", 60)
+        assert j.attempt == 1 and j.retries_used == 0, j
+        assert lines(records)[f"start {jid} 1"] == 1 and lines(records)[f"end {jid} 1"] == 1
+        assert not [s for s in lines(records) if s.startswith(f"start {jid} 2")]
+        assert not [n.name for n in a.nodes() if n.state == "lost"]

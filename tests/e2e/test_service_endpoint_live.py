@@ -21,6 +21,7 @@ from collections.abc import Callable
 import pytest
 from livehelp import wait_for
 
+from gpufleet.api.services import ReplicaOut
 from gpufleet.ops.loadgen import LoadGen
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.ops.stubservice import ask, kill_replica, ready_service, stub_spec, wait_serving
@@ -60,12 +61,16 @@ def test_a_service_endpoint_survives_a_killed_replica_and_a_rolling_update(
     assert shown is not None and shown.port == ep.port and shown.token is None  # once only
     token = ep.token
 
-    ready = ready_service(alice, "model", 2, timeout_s=90)
+    def routes() -> list[ReplicaOut]:
+        return alice.service("model").replicas
+
+    ready = ready_service(alice, "model", 2, timeout_s=90, routed=True)
     replicas = {r.job_id for r in ready.replicas}
     # the token is checked before anything reaches a replica
     assert ask(ep.url, None)[0] == 401
     assert ask(ep.url, "not-" + token)[0] == 401
-    # both replicas get traffic (once the proxy has the routes the API already shows)
+    # both replicas get traffic (ready_service's ``routed``: the proxy's reload is done; until
+    # then an nginx worker of its older config may still accept a connection, and say 503)
     wait_serving(ep.url, token, replicas)
     answers = [ask(ep.url, token) for _ in range(20)]
     assert all(status == 200 for status, _ in answers), answers
@@ -77,17 +82,24 @@ def test_a_service_endpoint_survives_a_killed_replica_and_a_rolling_update(
         wait_for("load flowing", lambda: len(load.snapshot()) >= RATE, 30)
         killed = time.monotonic()
         kill_replica(c, alice, victim)
+
         wait_for(
             "the killed replica out of the ready ones",
             lambda: all(r.job_id != victim or not r.ready for r in alice.service("model").replicas),
             60,
         )
-        out = time.monotonic()
+        # the proxy has applied the routes without it (its reload done: the API's ``routed``),
+        # a state to wait for, not a probe period assumed to be enough
+        wait_for(
+            "the killed replica out of the proxy's routes",
+            lambda: all(r.job_id != victim or r.routed is False for r in routes()),
+            60,
+        )
+        settled = time.monotonic()
         again = ready_service(alice, "model", 2, timeout_s=90, without=victim)
         # load on the whole service again for a while: every request must be answered
         whole = time.monotonic()
         wait_for("load on the whole service", lambda: load.snapshot()[-1].due > whole + 2, 30)
-    settled = out + PROBE_S  # the gateway has had a probe period to apply the new routes
     during, after = load.summary(since=killed, until=settled), load.summary(since=settled)
     print(f"\n{kind}: killed {victim}: {during.line(killed)} | after: {after.line(killed)}")
     assert after.failed == 0, after

@@ -381,6 +381,19 @@ def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
             full = sh(env, sys.executable, "-m", "gpufleet.cli.main", *argv)
             assert _steady(lean.stdout) == _steady(full.stdout), argv
             assert lean.stderr.removesuffix("lean") == full.stderr, argv
+        # the plain table was the controller's (POST /jobs/table); a job id it cannot find
+        # is left to the command (428), which leaves it to typer
+        from gpufleet.base.settings import resolve
+        from gpufleet.client.errors import ApiError
+        from gpufleet.client.lean import LeanClient
+
+        with LeanClient(resolve(env=env)) as c:
+            made = c.call("POST", "/jobs/table", json_body={"all": True, "width": 200})
+            lean = sh(env, sys.executable, "-c", _LEAN, "jobs", "--all")
+            assert _steady(made["out"]) == _steady(lean.stdout) and made["jobs"] > 1
+            with pytest.raises(ApiError) as here:
+                c.call("POST", "/jobs/table", json_body={"job_ids": "999999"})
+            assert here.value.status == 428
         # what the fast path does not serve, typer does, with its own message
         for argv, code in ((["jobs", "-j", "999999"], 1), (["jobs", "-o", "%Z"], 2)):
             lean = sh(env, sys.executable, "-c", _LEAN, *argv, ok=False)
@@ -510,3 +523,81 @@ def test_sbatch_read_by_the_controller_submits_what_the_shim_reads(
         1,
         f"sbatch: error: Unable to open file {tmp_path}/missing.sh\n",
     )
+
+
+_SQUEUE_HERE = (
+    "import sys; from gpufleet.shims import squeue; from gpufleet.shims.common import connect, "
+    "run; run('squeue', lambda: squeue._listed_here(connect('squeue'), sys.argv[1:]))"
+)
+
+
+def test_squeue_printed_by_the_controller_is_what_the_shim_prints(
+    live: tuple[LocalCluster, dict[str, str]], tmp_path: Path
+) -> None:
+    """POST /squeue (the shim's way: the controller lists and prints) and the shim's own
+    listing over GET /jobs (an older controller's way) print the same, refuse the same."""
+    c, env = live
+    whole = ["-N", "2", "--gpus-per-node=8"]  # every GPU of the 2 nodes: waits for "runs"
+    ids = [
+        sh(env, "sbatch", "--parsable", *a).stdout.strip()
+        for a in (
+            ["-J", "ended", "--wrap", "true"],
+            ["-J", "runs", "-G", "1", "--wrap", "sleep 600"],
+            ["-J", "waits", "-p", "default", *whole, "--wrap", "true"],
+            ["-J", "array", "-a", "0-2", *whole, "--wrap", "true"],
+        )
+    ]
+    with c.user("ana") as u:  # another user's job
+        u.submit({"name": "anas", "user": "ana", "command": ["true"], "workers": 2,
+                  "gpus_per_worker": 8})  # fmt: skip
+    wait_for("the first job ends", lambda: sacct_state(env, ids[0]) == "COMPLETED", 60)
+    wait_for("the second job runs", lambda: sacct_state(env, ids[1]) == "RUNNING", 60)
+    # %M (run time) goes on changing between two runs: formats without it where jobs run
+    cases: list[list[str]] = [
+        ["-t", "PD"],
+        ["-o", "%i %j %u %t %P %D %R %r %N %C %b %Q %l"],
+        ["-t", "all", "-o", "%.8i %.9T %20j %N"],
+        ["-O", "JobID:8,Name:.12,State,ReasonList"],
+        ["-u", "ana,admin", "-h", "-o", "%i %u"],
+        ["--me", "-o", "%i %j"],
+        ["-n", "array,runs", "-o", "%A %j"],
+        ["-p", "default", "-t", "R,CD", "-o", "%i %T"],
+        ["-j", f"{ids[1]},999999,{ids[0]}", "-o", "%i %T"],
+        ["-l", "-t", "PD"],
+        ["-o", "%i %V %S"],  # times of day: printed where typed (428), by either way
+        ["-t", "XX"],
+        ["--bogus"],
+        ["-O", "JobID,Nope"],
+        ["-o", "%i %Z"],
+    ]
+    for argv in cases:
+        sent = sh(env, "squeue", *argv, ok=False)
+        here = sh(env, sys.executable, "-c", _SQUEUE_HERE, *argv, ok=False)
+        assert (sent.returncode, sent.stdout, sent.stderr) == (
+            here.returncode, here.stdout, here.stderr), argv  # fmt: skip
+    assert "anas" in sh(env, "squeue", "-o", "%j").stdout
+    # the controller printed them (the shim prints here only for times of day, or if asked)
+    from gpufleet.base.settings import resolve
+    from gpufleet.client.errors import ApiError
+    from gpufleet.client.lean import LeanClient
+
+    with LeanClient(resolve(env=env)) as lean:
+        answer = lean.call("POST", "/squeue", json_body={"argv": ["-h", "-o", "%j", "-n", "runs"]})
+        assert dict(answer) == {"out": "runs\n", "errors": [], "code": 0}
+        with pytest.raises(ApiError) as local:
+            lean.call("POST", "/squeue", json_body={"argv": ["-o", "%i %V"]})
+        assert local.value.status == 428
+    user_env = {**env, "GPUFLEET_TOKEN_FILE": str(tmp_path / "ana.token")}
+    with c.admin() as a:
+        from gpufleet.api.schemas import TokenCreate
+
+        tok = a.create_token(TokenCreate(name="ana-squeue", role="user", user="ana")).token
+    (tmp_path / "ana.token").write_text(tok)
+    (tmp_path / "ana.token").chmod(0o600)
+    mine = sh(user_env, "squeue", "-h", "-o", "%j %u").stdout
+    assert mine == "anas ana\n"
+    refused = sh(user_env, "squeue", "-u", "admin", ok=False)
+    here = sh(user_env, sys.executable, "-c", _SQUEUE_HERE, "-u", "admin", ok=False)
+    assert refused.returncode == 1 and "403" in refused.stderr
+    assert (refused.returncode, refused.stderr) == (here.returncode, here.stderr)
+    sh(env, "scancel", *ids, ok=False)

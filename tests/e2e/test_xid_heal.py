@@ -11,8 +11,10 @@ the gang's NODE_LOST → PENDING → RUNNING on other nodes (screenshots printed
 checks, and the node returns to service by itself. The test skips, naming what it could not
 check, when prometheus, playwright or chromium is missing (after checking the rest).
 
-The XID's instant is the agent's start (its first log line, the simulated GPUs' clock zero) plus
-the injection's offset; the drain's is the controller's own node event time."""
+The XID is injected once the gang runs (written to the agent's ``DATA_DIR/inject``: a state, not
+a time guessed in advance); its instant is when the file was written (the agent reads it at its
+next sample, which is when the GPU reports it); the drain's is the controller's own node event
+time."""
 
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ import shutil
 import signal
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import pytest
 from livehelp import wait_for
 
 import realparts
-from gpufleet.api.schemas import JobOut
+from gpufleet.api.schemas import JobOut, TokenCreate
 from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME
 from gpufleet.ops.localcluster import LocalCluster, free_port
 from gpufleet.server.store import Store
@@ -38,7 +39,6 @@ from gpufleet.server.store import Store
 pytestmark = pytest.mark.e2e
 
 HEARTBEAT_S = 1.0
-XID_AT_S = 25  # after the faulty agent starts: time enough for the gang to be running
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [  # as in test_dashboard_browser.py
     "--no-sandbox",
@@ -55,18 +55,23 @@ def browser_missing() -> str | None:
     return realparts.why_missing("chromium")
 
 
-def agent_start(log: Path, node: str) -> float:
-    """Wall time of the agent's 'agent NODE → …' line: its simulated GPUs start then."""
-    for line in log.read_text(errors="replace").splitlines():
-        if f" agent {node} " in line:
-            stamp = line[:23]  # logging's asctime: 2024-01-01 12:00:00,123
-            return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
-    raise AssertionError(f"no start line in {log}")
+def inject(agent_dir: Path, fault: str) -> float:
+    """Write ``fault`` where the simulated agent takes faults while it runs (whole: renamed
+    into place); the wall time it was written."""
+    tmp = agent_dir / ".inject.tmp"
+    tmp.write_text(fault + "\n")
+    at = time.time()
+    tmp.rename(agent_dir / "inject")
+    return at
 
 
 @pytest.fixture
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path / "cluster", agents=4, heartbeat_s=HEARTBEAT_S)
+    # --no-heal: the node returns once its agent passes its checks (the heal loop, on by
+    # default, is test_heal_loop.py's)
+    c = LocalCluster(
+        tmp_path / "cluster", agents=4, heartbeat_s=HEARTBEAT_S, controller_args=["--no-heal"]
+    )
     failed = request.session.testsfailed
     try:
         yield c
@@ -90,7 +95,11 @@ def test_xid79_drains_the_node_restarts_the_gang_fires_the_alert_and_heals(
         # Prometheus first, on the controller's port-to-be: the controller knows its URL from
         # the start, and scrapes that fail until it listens are harmless
         c.port = free_port()
-        prom = LocalPrometheus(tmp_path / "prom", f"127.0.0.1:{c.port}", interval_s=1.0)
+        # its metrics token is made once the controller runs (_scenario): until then its
+        # scrapes are refused
+        prom = LocalPrometheus(
+            tmp_path / "prom", f"127.0.0.1:{c.port}", token="none-yet", interval_s=1.0
+        )
         c.prometheus_url = prom.url
     else:
         not_checked.append("the alert (prometheus is not installed: apt-get install prometheus)")
@@ -111,7 +120,7 @@ def test_xid79_drains_the_node_restarts_the_gang_fires_the_alert_and_heals(
 def _scenario(c: LocalCluster, prom: Any, tmp_path: Path, shots: Path | None) -> None:
     c.start_controller()
     # the faulty node and one more first, so that the gang lands on both
-    c.start_agent(0, "--inject", f"xid79@gpu0:{XID_AT_S}s")
+    c.start_agent(0)
     c.start_agent(1)
     c.wait_nodes(2)
     alice = c.user("alice")
@@ -125,9 +134,10 @@ def _scenario(c: LocalCluster, prom: Any, tmp_path: Path, shots: Path | None) ->
     c.wait_nodes(4)
 
     if prom is not None:
+        with c.admin() as a:
+            prom.set_token(a.create_token(TokenCreate(name="prom", role="metrics")).token or "")
         wait_for("prometheus scraping the controller", prom.targets_up, 60)
-    xid_at = agent_start(c.data_dir / "node-0.log", "node-0") + XID_AT_S
-    assert time.time() < xid_at, "the gang took longer to start than the XID waits"
+    xid_at = inject(c.data_dir / "node-0", "xid79@gpu0")
 
     # drained within two heartbeat intervals of the XID
     store = Store.open(f"sqlite:///{c.data_dir / 'controller' / 'gpufleet.db'}")
@@ -139,7 +149,7 @@ def _scenario(c: LocalCluster, prom: Any, tmp_path: Path, shots: Path | None) ->
                 for e in store.node_events("node-0", limit=None)
                 if e.what == "drained" and e.why.startswith(HEALTH_DRAIN)
             ],
-            XID_AT_S + 30,
+            30,
         )[0]
         assert "XID 79" in drained.why
         assert drained.time - xid_at <= 2 * HEARTBEAT_S, (drained.time - xid_at, drained)

@@ -6,7 +6,10 @@ fault — node-1's GPU 3 falls off the bus (``--inject offbus@gpu3``), node-2 re
 driver (``GPUFLEET_SIM_DRIVER_VERSION``) and its probes read a clock 5 s fast (the probes'
 documented testing hook ``GPUFLEET_PROBE_TIME_OFFSET_S``, which ``--task-env`` gives its
 tasks), node-3 has 4 GPUs where the cluster spec (``faulty_spec``) says 8. Tests that use
-them are ``e2e``: select them with ``-m e2e``."""
+them are ``e2e``: select them with ``-m e2e``.
+
+``api``: test_api.py's controller served over HTTP in this process, for the API tests beside it
+(an empty database, a ManualClock)."""
 
 from __future__ import annotations
 
@@ -14,11 +17,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from gpufleet.ops.localcluster import LocalCluster
 from support.waiting import wait_for
+
+if TYPE_CHECKING:
+    from test_api import Api
 
 FAST = {"heartbeat_s": 0.5, "lease_s": 1.5, "node_grace_s": 4.0, "schedule_interval_s": 0.5}
 ODD_DRIVER = "535.104.05"
@@ -38,6 +45,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "e2e: end-to-end tests with real controller and agent processes"
     )
+
+
+@pytest.fixture
+def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
+    """test_api.py's controller over HTTP, on the test's empty database, its clock a
+    ManualClock at T0 (the API tests beside test_api.py share it)."""
+    from test_api import T0, serve  # only where a test asks for it: the server's imports
+
+    from gpufleet.base.clock import ManualClock
+    from gpufleet.server.store import Store
+
+    store = Store.open(db_url)
+    try:
+        with serve(store, tmp_path / "controller", ManualClock(T0)) as a:
+            yield a
+    finally:
+        store.close()
 
 
 def _dump(c: LocalCluster) -> None:
@@ -94,7 +118,12 @@ def faulty_spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def faulty_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("faulty-cluster"), agents=4, **FAST)  # type: ignore[arg-type]
+    # --no-heal: the faults stay as injected for the doctor and validate to find (the heal
+    # loop would reset the GPUs and burn the nodes in)
+    c = LocalCluster(
+        tmp_path_factory.mktemp("faulty-cluster"), agents=4, controller_args=["--no-heal"],
+        **FAST,  # type: ignore[arg-type]
+    )  # fmt: skip
     failed = request.session.testsfailed
     try:
         c.start_controller()

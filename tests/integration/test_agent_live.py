@@ -138,6 +138,7 @@ def start_agent(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes
             "0.5",
             "--label",
             "zone=a",
+            "--no-access-check",  # its tasks run as the test's own account
         ]
         log = (tmp_path / "agent.log").open("wb")
         # the token never on the command line
@@ -172,7 +173,9 @@ def test_agent_runs_a_launch_and_reports_events_and_logs(
     ctl.wait(lambda: bool(ctl.registrations))
     reg = ctl.registrations[0]
     assert (reg["node"], reg["gpu_model"], len(reg["gpus"])) == ("node-1", "H100-SXM", 2)
-    assert reg["address"] == "127.0.0.1" and reg["labels"] == {"zone": "a"}
+    # the site's labels, and how the node shares a GPU held in fractions (agent/sharing.py)
+    labels = {"zone": "a", "gpufleet.io/gpu-sharing": "timeslice"}
+    assert reg["address"] == "127.0.0.1" and reg["labels"] == labels
 
     code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['RANK'])"
     ctl.send(launch("job-7", code, gpus=[1], env={"RANK": "1", "WORLD_SIZE": "2"}))

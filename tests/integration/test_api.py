@@ -94,16 +94,6 @@ def serve(store: Store, data_dir: Path, clock: ManualClock, **config: Any) -> It
                 c.close()
 
 
-@pytest.fixture
-def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
-    store = Store.open(db_url)
-    try:
-        with serve(store, tmp_path / "controller", ManualClock(T0)) as a:
-            yield a
-    finally:
-        store.close()
-
-
 def register(agent: AgentClient, node: str, gpus: int = 8) -> None:
     agent.register(
         s.AgentRegister(
@@ -234,7 +224,8 @@ def test_403_a_user_calls_admin_endpoints(api: Api) -> None:
         msg = refused(403, call)
         assert "a user token may not do this (needs: admin)" in msg
     assert "mine" not in {t.name for t in api.admin.tokens()}
-    assert [q.name for q in api.admin.queues()] == []
+    # the one queue of a cluster without a queue file, unchanged by the refused update
+    assert [(q.name, q.weight) for q in api.admin.queues()] == [("default", 1.0)]
 
 
 POLL = """
@@ -609,6 +600,10 @@ def test_accounting_bills_running_jobs_up_to_now_never_to_a_future_until(api: Ap
         assert row.gpu_hours == pytest.approx(1.0), until
     assert alice.accounting(since=T0 + 86400.0, until=T0 + 2 * 86400.0) == []  # ahead of now
     assert alice.job(job).state == "RUNNING"
+    # fairness against entitlement over the same half hour: one queue wanted GPUs, so no
+    # hour had two to compare (the figure is the mean over hours with two or more)
+    fair = alice.fairness(since=T0 - 3600.0)
+    assert (fair.jain, fair.windows, fair.window_s) == (None, 0, 3600.0)
 
 
 # ----- audit --------------------------------------------------------------------------------

@@ -6,11 +6,9 @@ are listed; GET /jobs comes in pages that a client follows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import sqlalchemy as sa
 from test_api import (  # test_api.py sits next to this file (pytest puts its folder on the path)
     SPEC,
@@ -30,17 +28,6 @@ from gpufleet.client.http import AgentClient
 from gpufleet.server import ratelimit
 from gpufleet.server.store import Store
 from gpufleet.server.store.schema import tokens as tokens_table
-
-
-@pytest.fixture
-def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
-    store = Store.open(db_url)
-    try:
-        with serve(store, tmp_path / "controller", ManualClock(T0)) as a:
-            yield a
-    finally:
-        store.close()
-
 
 # ----- an agent speaks only for its node ------------------------------------------------------
 

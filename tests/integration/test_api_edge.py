@@ -136,6 +136,20 @@ BAD_REQUESTS = [
     ("accounting since 1e400", "GET", "/accounting?since=1e400", None, "query.since"),
     ("accounting since nan", "GET", "/accounting?since=nan", None, "query.since"),
     (
+        "fairness until before since",
+        "GET",
+        "/accounting/fairness?since=100&until=50",
+        None,
+        "query.until",
+    ),
+    (  # one cell per hour of the period: refused before it is made (found by fuzzing)
+        "fairness over a period of 1e300 s",
+        "GET",
+        "/accounting/fairness?since=-1e300&until=50",
+        None,
+        "query.since",
+    ),
+    (
         "log offset over int64",
         "GET",
         "/jobs/1/logs?offset=9223372036854775808",
@@ -274,9 +288,12 @@ def test_every_operation_documents_its_errors_with_the_error_shape(edge: Edge) -
         "scheme": "bearer",
     }
     # public: the health check (and this document, which is no operation); /metrics has its
-    # own optional token
+    # own token (a metrics or an admin token), and says which
     assert "security" not in doc["paths"]["/healthz"]["get"]
-    assert doc["paths"]["/metrics"]["get"]["security"] == [{}, {"metricsToken": []}]
+    metrics = doc["paths"]["/metrics"]["get"]
+    assert metrics["security"] == [{"metricsToken": []}]
+    assert {"401", "403"} <= set(metrics["responses"])
+    assert "--role metrics" in doc["components"]["securitySchemes"]["metricsToken"]["description"]
 
 
 def test_operations_have_names_a_generated_client_can_use(edge: Edge) -> None:
@@ -338,3 +355,15 @@ def test_a_log_read_far_past_the_end_is_empty_not_an_error(tmp_path: Path) -> No
     assert logs.read("7", 1, 0, "stdout", 2**63 - 1) == ("", 2**63 - 1, True)  # was EINVAL
     assert logs.read("7", 1, 0, "stdout", 6) == ("", 6, True)
     assert logs.read("7", 1, 0, "stdout", 0) == ("hello\n", 6, True)
+
+
+def test_an_unknown_query_parameter_is_refused_naming_the_nearest_known_one(edge: Edge) -> None:
+    """A typo of a filter must not list everything as if no filter were asked for."""
+    err = refused(edge.send("GET", "/jobs?stat=RUNNING&limit=5&bogus=1", None), 422,
+                  "query.stat", "query.bogus")  # fmt: skip
+    assert "did you mean 'state'?" in err.detail
+    assert edge.http.get("/jobs", params={"state": "RUNNING", "limit": 5}).status_code == 200
+    refused(edge.send("GET", "/queues?user=x", None), 422, "query.user")
+    err = refused(edge.send("GET", "/audit?limt=5", None), 422, "query.limt")
+    assert "did you mean 'limit'?" in err.detail
+    assert [t.name for t in edge.store.tokens()] == ["admin"]

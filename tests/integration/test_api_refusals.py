@@ -10,27 +10,15 @@ nothing of a refused submission is stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from test_api import SPEC, T0, Api, refused, register, serve  # test_api.py sits next to this file
 
 from gpufleet.api import schemas as s
 from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
-
-
-@pytest.fixture
-def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
-    store = Store.open(db_url)
-    try:
-        with serve(store, tmp_path / "controller", ManualClock(T0)) as a:
-            yield a
-    finally:
-        store.close()
 
 
 def sbatch(api: Api, token: str, *argv: str) -> httpx.Response:
@@ -44,6 +32,7 @@ def sbatch(api: Api, token: str, *argv: str) -> httpx.Response:
 
 def test_a_cluster_without_a_queue_file_has_one_queue_and_a_submit_creates_none(api: Api) -> None:
     alice = api.user("alice")
+    assert [q.name for q in alice.queues()] == ["default"]  # listed before any job, as sinfo
     msg = refused(422, lambda: alice.submit({**SPEC, "queue": "gpu"}))
     assert "spec.queue: invalid partition specified: gpu (queues: default)" in msg, msg
     assert api.stored_ids() == []
@@ -104,9 +93,25 @@ def test_a_user_may_lower_its_priority_but_only_an_admin_raises_it(api: Api) -> 
     # sbatch's --nice=-10 raises it: refused the same way
     r = sbatch(api, api.token("user", user="alice"), "--nice=-10", "--wrap", "true")
     assert r.status_code == 403 and "only operators/admins can set priority" in r.text, r.text
+    assert "Invalid --nice value" in r.text, r.text  # Slurm 22.05's words for it
     r = sbatch(api, api.token("user", user="alice"), "--nice=10", "--wrap", "true")
     assert r.status_code == 201, r.text
     assert api.stored_ids() == sorted([low, high, *r.json()["ids"]])
+
+
+def test_a_queues_priority_max_caps_every_jobs_priority_an_admins_too(api: Api) -> None:
+    q = api.admin.update_queue("gpu", s.QueueUpdate(priority_max=100))
+    assert q.priority_max == 100
+    assert next(x for x in api.admin.queues() if x.name == "gpu").priority_max == 100
+    msg = refused(403, lambda: api.admin.submit({**SPEC, "queue": "gpu", "priority": 500}))
+    assert "spec.priority: priority 500 is above queue gpu's priority_max 100" in msg, msg
+    alice = api.user("alice")  # both of her problems at once
+    msg = refused(403, lambda: alice.submit({**SPEC, "queue": "gpu", "priority": 500}))
+    assert "above queue gpu's priority_max 100" in msg and "only operators/admins" in msg, msg
+    assert api.stored_ids() == []
+    (ok,) = api.admin.submit({**SPEC, "queue": "gpu", "priority": 100, "user": "alice"})
+    (other,) = api.admin.submit({**SPEC, "priority": 500, "user": "alice"})  # default: no cap
+    assert api.stored_ids() == sorted([ok, other])
 
 
 def test_every_problem_of_one_submission_is_told_at_once(api: Api) -> None:
@@ -114,6 +119,29 @@ def test_every_problem_of_one_submission_is_told_at_once(api: Api) -> None:
     msg = refused(422, lambda: alice.submit({**SPEC, "queue": "gpu", "priority": 10}))
     assert "spec.queue: invalid partition specified: gpu" in msg, msg
     assert "spec.priority: priority 10: only operators/admins can set priority" in msg, msg
+    assert api.stored_ids() == []
+
+
+def test_a_spec_with_four_mistakes_gets_four_errors_in_one_answer(api: Api) -> None:
+    """Issue 23: every problem of a spec in one answer, each naming its field, unknown keys and
+    values with the nearest known one; with them what admission refuses of the rest."""
+    alice = api.user("alice")
+    bad = {**SPEC, "gpus_per_workr": 2, "topology": {"level": "nodd"}, "max_retries": "three",
+           "open_mode": "apend"}  # fmt: skip
+    r = api.raw(api.token("user", user="alice")).post("/jobs", json={"spec": bad})
+    assert r.status_code == 422, r.text
+    errors = r.json()["errors"]
+    assert [e["field"] for e in errors] == [
+        "body.spec.topology.level", "body.spec.max_retries", "body.spec.open_mode",
+        "body.spec.gpus_per_workr",
+    ], errors  # fmt: skip
+    msg = " | ".join(e["message"] for e in errors)
+    assert "did you mean 'node'?" in msg and "did you mean 'append'?" in msg, msg
+    assert "unknown key (did you mean 'gpus_per_worker'?)" in msg, msg
+    assert "must be an integer, got 'three'" in msg, msg
+    msg = refused(422, lambda: alice.submit({**bad, "queue": "gpu"}))
+    assert "spec.queue: invalid partition specified: gpu" in msg, msg
+    assert msg.count("spec.") == 5, msg
     assert api.stored_ids() == []
 
 
@@ -132,6 +160,9 @@ def test_a_request_no_configured_node_could_hold_is_refused_with_the_largest_tha
     msg = refused(422, lambda: alice.submit({**SPEC, "gpus_per_worker": 8, "workers": 3}))
     assert "Requested node configuration is not available" in msg, msg
     assert "2 worker(s) of 8 GPUs" in msg, msg
+    one_each = {**SPEC, "gpus_per_worker": 1, "workers": 3, "distinct_nodes": True}
+    msg = refused(422, lambda: alice.submit(one_each))
+    assert "the largest that fits: 2 worker(s) of 1 GPU" in msg and "1 GPUs" not in msg, msg
     assert api.stored_ids() == []
     # a node drained (down) is still the cluster's: a job that fits when it is back is kept
     api.admin.drain("node-1")

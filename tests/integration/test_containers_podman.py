@@ -40,9 +40,12 @@ def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def leftovers() -> list[str]:
+def leftovers(*jobs: str) -> list[str]:
+    """The containers of ``jobs`` (attempt 1, rank 0) still there: a test's own, not those of
+    a test another worker runs meanwhile (pytest -n without --dist loadgroup)."""
     out = podman("ps", "--all", "--filter", "name=^gpufleet-", "--format", "{{.Names}}")
-    return out.stdout.split()
+    mine = {container_name(j, 1, 0) for j in jobs}
+    return [n for n in out.stdout.split() if n in mine]
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +171,7 @@ def test_a_container_task_runs_as_the_job_with_its_env_mount_and_workdir(
     assert err.strip().endswith("to-stderr")
     assert out_path.stat().st_uid == nobody.pw_uid
     assert not (shared / "w").exists()
-    assert leftovers() == []
+    assert leftovers("ctr1") == []
 
 
 def psutil_cmdlines() -> list[str]:
@@ -188,7 +191,7 @@ def test_cancel_and_sigkill_stop_the_container(image: str, runner: TaskRunner) -
     runner.kill(("ctr2", 1, 0), 60, "cancelled by the user")
     code, why = finish(runner)
     assert code == 143 and why.startswith("cancelled by the user"), (code, why)
-    assert leftovers() == []
+    assert leftovers("ctr2", "ctr3") == []
     # a task that ignores SIGTERM: the SIGKILL after the grace reaches podman, not the container;
     # the runner removes the container itself
     script = "trap '' TERM; echo up; while :; do sleep 1; done"
@@ -202,7 +205,7 @@ def test_cancel_and_sigkill_stop_the_container(image: str, runner: TaskRunner) -
     code, why = finish(runner)
     assert code == 137, (code, why)
     assert why == "time limit (1 s) exceeded; killed by SIGKILL after 0 s grace", why
-    assert leftovers() == []
+    assert leftovers("ctr2", "ctr3") == []
 
 
 def wait_running(name: str, timeout_s: float = 60) -> None:
@@ -233,7 +236,7 @@ def test_the_orphan_sweep_removes_containers_nobody_supervises(
         runner.data_dir, lambda g: "", as_root=True, container_runtime=Podman.detect()
     )
     assert after.kill_orphans() == [("ctr4", 1, 0)]
-    assert leftovers() == []
+    assert leftovers("ctr4") == []
     runner.wait(30)
     name = container_name("orphan", 1, 0)
     other = container_name("others", 1, 0)  # another agent's (another data directory)
@@ -243,17 +246,17 @@ def test_the_orphan_sweep_removes_containers_nobody_supervises(
             "create", "--name", n, "--label", f"{OWNER_LABEL}={owner}", image, "sleep", "300"
         )
         assert started.returncode == 0, started.stderr
-    assert sorted(leftovers()) == sorted([name, other])
+    assert sorted(leftovers("orphan", "others")) == sorted([name, other])
     fresh = TaskRunner(
         runner.data_dir.parent / "fresh", lambda g: "", container_runtime=Podman.detect()
     )
     assert fresh.sweep_containers() == []  # an agent that never started a container: no look
     try:
         assert runner.sweep_containers() == [name]
-        assert leftovers() == [other]
+        assert leftovers("orphan", "others") == [other]
     finally:
         podman("rm", "--force", "--time", "0", other)
-    assert leftovers() == []
+    assert leftovers("orphan", "others") == []
 
 
 def launch_batch(
@@ -319,7 +322,7 @@ def test_a_batch_script_in_a_container_has_a_bare_ones_files_and_environment(
     assert err_file.read_text() == "oops\n"
     assert log_out.read_text() == out  # and gpufleet's logs have the same
     assert log_err.read_text().endswith("oops\n")
-    assert leftovers() == []
+    assert leftovers(f"cb-{where}") == []
 
 
 def test_a_container_batch_script_writes_only_where_its_user_may(
@@ -336,7 +339,7 @@ def test_a_container_batch_script_writes_only_where_its_user_may(
     assert f"slurmstepd: error: Could not open stdout file {closed}/out.txt" in err, err
     assert not (closed / "out.txt").exists()
     assert "ran" not in runner.log_paths(("cb-closed", 1, 0))[0].read_text()
-    assert leftovers() == []
+    assert leftovers("cb-closed") == []
 
 
 def test_a_cancelled_container_batch_script_keeps_its_output_and_leaves_no_container(
@@ -354,4 +357,4 @@ def test_a_cancelled_container_batch_script_keeps_its_output_and_leaves_no_conta
     code, why = finish(runner)
     assert code == 143 and why.startswith("cancelled by the user"), (code, why)
     assert out_file.read_text() == "started\n"
-    assert leftovers() == []
+    assert leftovers("cb-cancel") == []

@@ -166,20 +166,24 @@ def test_the_request_rate_comes_from_the_proxys_counters_and_a_reset_counts_from
     gw.stop()  # a restarted proxy counts from 0 again
     gw.on_routes(Routes("llm", (RouteBackend("llm.1", "n1", backends[0].port),)))
     gw.applied.result(WAIT_S)
-    served_by(Client(e.port, e.token), 4)
+    again = Client(e.port, e.token)
+    served_by(again, 4)
+    close(again)  # as above: a kept-alive connection would count as open
     assert wait_load(gw, 104.0, 2.0) == ServiceLoad("llm", 2.0, 104.0)
 
 
 def wait_load(gw: ServiceGateway, now: float, want: float) -> ServiceLoad:
     """A proxy counts (or logs) a request a moment after its answer went out: sample again at
-    the same instant until the count is whole (the rate is over the clock the test gives)."""
+    the same instant until the count is whole and the test's closed connections are gone (the
+    rate is over the clock the test gives)."""
     import time
 
     last = gw._last["llm"]
     deadline = time.monotonic() + 10
     while True:
         (load,) = sample(gw, now)
-        if load.qps >= want or time.monotonic() > deadline:
+        # likewise a closed client's connection is seen closed a moment later
+        if (load.qps >= want and not load.connections) or time.monotonic() > deadline:
             return load
         gw._last["llm"] = last
         time.sleep(0.02)

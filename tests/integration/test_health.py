@@ -10,6 +10,9 @@ every such event is in the node's history (node_events), the audit log and /metr
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -91,7 +94,8 @@ class Server:
         self.store.close()
 
 
-def serve(tmp: Path, **extra: str) -> Server:
+def serve(tmp: Path, config: dict[str, Any] | None = None, **extra: str) -> Server:
+    """``config``: ServerConfig's fields; ``extra``: its ``extra`` settings."""
     clock = ManualClock(T0)
     db = f"sqlite:///{tmp / 'gpufleet.db'}"
     store = Store.open(db)
@@ -102,6 +106,7 @@ def serve(tmp: Path, **extra: str) -> Server:
         extra=dict(extra),
         min_pass_gap_s=0.0,
         **ports.gateway_ports(),  # not another xdist worker's endpoints
+        **(config or {}),
     )
     app = create_app(cfg, store=store, clock=clock)
     stop = contextlib.ExitStack()
@@ -208,7 +213,10 @@ class Agent:
 
 @pytest.fixture
 def srv(tmp_path: Path) -> Iterator[Server]:
-    srv = serve(tmp_path)
+    # the plain health path, as with --no-heal: a node drained for a GPU fault returns when its
+    # agent reports healthy (the heal loop, on by default, is tests/e2e/test_heal_loop.py's and
+    # test_by_default_a_node_drained_for_a_gpu_fault_is_remediated_before_it_returns's)
+    srv = serve(tmp_path, config={"heal": False})
     try:
         yield srv
     finally:
@@ -267,7 +275,7 @@ def test_a_failed_check_drains_requeues_uncharged_and_heals_back(srv: Server) ->
         a.step()
     assert alice.job(small).state == "PENDING", reason
 
-    text = srv.metrics().text
+    text = srv.metrics(srv.token("metrics")).text
     assert metric(text, "gpufleet_node_health_drained", node="n0") == 1
     assert metric(text, "gpufleet_gpu_healthy", Hostname="n0", gpu="3") == 0
     assert metric(text, "gpufleet_gpu_healthy", Hostname="n0", gpu="2") == 1
@@ -284,12 +292,34 @@ def test_a_failed_check_drains_requeues_uncharged_and_heals_back(srv: Server) ->
         ("system:controller", "node.healthy"),
         ("system:controller", "node.resumed"),
     ]
-    text = srv.metrics().text
+    text = srv.metrics(srv.token("metrics")).text
     assert metric(text, "gpufleet_node_health_drained", node="n0") == 0
     assert metric(text, "gpufleet_node_events_total", node="n0", event="resumed") == 1
     # and it takes work again: the small job that waited starts there
     drive([n0, n1, n2], lambda: alice.job(small).state == "RUNNING", "the small job running")
     assert alice.job(small).placement[0].node == "n0"
+
+
+def test_by_default_a_node_drained_for_a_gpu_fault_is_remediated_before_it_returns(
+    tmp_path: Path,
+) -> None:
+    # no --heal-policy, no heal: in a cluster spec: the heal loop runs with its defaults, so a
+    # healthy report alone no longer returns the node (ADR 0042): it waits for its remediation
+    srv = serve(tmp_path)
+    try:
+        n0 = srv.agent("n0")
+        n0.heartbeat()
+        n0.heartbeat(False, "GPU 3: XID 79 (GPU has fallen off the bus)", [3])
+        wait_for("n0 drained", lambda: srv.node("n0").state == "unhealthy")
+        n0.heartbeat()
+        wait_for(
+            "n0 remediating",
+            lambda: ("remediating", "remediating: GPU reset (round 1)") in srv.history("n0"),
+        )
+        assert srv.node("n0").state not in ("idle", "mixed")
+        assert ("resumed", HEALTH_RESUME) not in srv.history("n0")
+    finally:
+        srv.close()
 
 
 def test_an_admins_drain_outlives_a_health_recovery(srv: Server) -> None:
@@ -320,7 +350,7 @@ def test_an_admin_forces_either_way(srv: Server) -> None:
     srv.admin.resume("n0")
     n = srv.node("n0")
     assert n.state == "unhealthy"
-    text = srv.metrics().text
+    text = srv.metrics(srv.token("metrics")).text
     assert metric(text, "gpufleet_node_drained", node="n0") == 0
     assert metric(text, "gpufleet_node_healthy", node="n0") == 0
     # forced: back into service while the agent still reports the failure
@@ -357,23 +387,67 @@ def test_a_health_drained_node_returns_after_its_agent_restarts_healthy(srv: Ser
     assert srv.history("n0")[-1] == ("resumed", HEALTH_RESUME)
 
 
-def test_metrics_are_open_by_default_or_behind_a_configured_token(tmp_path: Path) -> None:
-    open_srv = serve(tmp_path / "open")
+def test_metrics_need_a_metrics_or_admin_token_by_default(tmp_path: Path) -> None:
+    srv = serve(tmp_path / "closed", metrics_token="scrape-secret")
     try:
-        r = open_srv.metrics()
-        assert r.status_code == 200
-        assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
-        assert "gpufleet_build_info" in r.text
-        admin_token = (tmp_path / "open" / "controller" / "admin.token").read_text().strip()
-        assert admin_token not in r.text
+        r = srv.metrics()
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert "--role metrics" in r.json()["detail"] and "credentials_file" in r.json()["detail"]
+        assert srv.metrics("gf_wrong").status_code == 401
+        for role, kw in (("user", {"user": "alice"}), ("agent", {"node": "n0"})):
+            r = srv.metrics(srv.token(role, **kw))
+            assert r.status_code == 403 and f"{role} token may not read" in r.json()["detail"]
+        # the metrics token as the README makes it: the CLI, its secret in a 0600 file
+        admin_file = tmp_path / "closed" / "controller" / "admin.token"
+        out = tmp_path / "prometheus.token"
+        env = {**os.environ, "GPUFLEET_SERVER": srv.url, "GPUFLEET_TOKEN_FILE": str(admin_file)}
+        create = ["token", "create", "prometheus", "--role", "metrics", "--out", str(out)]
+        made = subprocess.run(
+            [sys.executable, "-m", "gpufleet.cli.main", *create],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert made.returncode == 0, made.stderr
+        assert "prometheus (metrics) created" in made.stderr and out.stat().st_mode & 0o077 == 0
+        scraper, admin_token = out.read_text().strip(), admin_file.read_text().strip()
+        for ok in (scraper, admin_token, "scrape-secret"):  # the configured one still works
+            r = srv.metrics(ok)
+            assert r.status_code == 200, r.text
+            assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+            assert "gpufleet_build_info" in r.text and ok not in r.text
+        # a metrics token reads /metrics and nothing else
+        r = httpx.get(srv.url + "/api/v1/jobs", headers={"Authorization": f"Bearer {scraper}"})
+        assert r.status_code == 403
     finally:
-        open_srv.close()
-    closed = serve(tmp_path / "closed", metrics_token="scrape-secret")
+        srv.close()
+
+
+def _alice_running(srv: Server) -> None:
+    n0 = srv.agent("n0")
+    n0.heartbeat()
+    alice = srv.user("alice")
+    (job,) = alice.submit({"name": "one", "gpus_per_worker": 1, "command": ["sleep", "60"]})
+    drive([n0], lambda: alice.job(job).state == "RUNNING", "alice's job running")
+    n0.heartbeat()  # its GPU's series now name the job
+
+
+def test_a_public_metrics_names_no_user_unless_told_to(tmp_path: Path) -> None:
+    srv = serve(tmp_path / "public", config={"metrics_public": True})
     try:
-        r = closed.metrics()
-        assert r.status_code == 401 and "metrics token" in r.json()["detail"]
-        assert closed.metrics("wrong").status_code == 401
-        r = closed.metrics("scrape-secret")
-        assert r.status_code == 200 and "scrape-secret" not in r.text
+        _alice_running(srv)
+        r = srv.metrics()
+        assert r.status_code == 200 and 'hpc_job="' in r.text
+        assert "alice" not in r.text and "user=" not in r.text
+        schema = httpx.get(srv.url + "/api/v1/openapi.json").json()
+        assert schema["paths"]["/metrics"]["get"]["security"] == [{}]
     finally:
-        closed.close()
+        srv.close()
+    cfg = {"metrics_public": True, "metrics_user_labels": True}
+    srv = serve(tmp_path / "named", config=cfg)
+    try:
+        _alice_running(srv)
+        assert 'user="alice"' in srv.metrics().text
+    finally:
+        srv.close()

@@ -10,7 +10,8 @@ LAS worse fails here. LAS preempts as Tiresias does (the job saves its state whe
 
 The cluster and profile are the issue's: 16 nodes × 8 GPUs under 2 leaves, the virtual clusters
 as equal-share queues, exact time limits, ``--placement topology --backfill easy --preempt
-order``. The simulator is deterministic, so the bounds are the measured ratios plus about 3 %.
+order``, LAS with Tiresias' queues (3,250 and 7,200 GPU-s, ADR 0038). The simulator is
+deterministic, so the bounds are the measured ratios plus about 3 %.
 The trace is read where it lies (``../shared/traces/philly/``), not shipped: without it the
 tests are skipped.
 """
@@ -52,6 +53,8 @@ class Slice:
     las_to_fifo: float  # mean JCT, at most
     las_to_sjf: float
     p99_to_fifo: float
+    # the same three for ``order/las-history`` (Tiresias' LAS with the history predictor)
+    history: tuple[float, float, float]
 
     def keeps(self) -> Callable[[Row], bool]:
         def keep(r: Row) -> bool:
@@ -63,26 +66,72 @@ class Slice:
         return keep
 
 
+# Each slice is replayed four times (FIFO, SJF, both LAS orders): about 3-5 s of CPU a slice,
+# 17 s for all five (they were 35 s: two slices of 1,772 and 2,361 jobs, now shorter windows of
+# the same months and a September one; each still shows LAS's gain over FIFO, and the slices
+# measured so fail their bounds when a preempted job restarts from zero, f3a1494's regression:
+# LAS goes to 0.332 x FIFO on sep-25-26, 0.251 on oct-26, 1.80 on oct-16-31-vc-small and 1.47
+# on vc-7f04ca-2869ce, the last test's). The values in the comments are
+# the ratios measured at fe1c7e8 (las / FIFO, las / SJF, las p99 / FIFO p99; the same three for
+# las-history); each bound is its value plus 3 %.
 SLICES = [
-    # a month's last days, every virtual cluster: 1,772 jobs, ~300 GPUs of work on 128
-    Slice("nov-25-30", "2017-11-25", "2017-11-30", frozenset(), 0.61, 3.0, 1.26),
-    # two days of October's peak: 2,361 jobs, ~730 GPUs of work on 128
-    Slice("oct-25-26", "2017-10-25", "2017-10-26", frozenset(), 0.385, 1.07, 0.97),
-    # two virtual clusters of long jobs over the whole trace: 979 jobs
-    Slice("vc-7f04ca-2869ce", "2017", "2018", frozenset({"7f04ca", "2869ce"}), 0.81, 2.6, 1.18),
-    # four small virtual clusters in October: 1,899 jobs
+    # September's last week, two days, every virtual cluster: 1,384 jobs
+    # measured 0.259, 0.914, 1.042; history 0.280, 0.987, 1.228
     Slice(
-        "oct-vc-small",
-        "2017-10-01",
+        "sep-25-26",
+        "2017-09-25",
+        "2017-09-26",
+        frozenset(),
+        0.268,
+        0.942,
+        1.073,
+        (0.289, 1.017, 1.265),
+    ),
+    # a day of October's peak, every virtual cluster: 1,530 jobs
+    # measured 0.220, 0.788, 1.042; history 0.223, 0.796, 1.102
+    Slice(
+        "oct-26", "2017-10-26", "2017-10-26", frozenset(), 0.227, 0.812, 1.074, (0.23, 0.821, 1.136)
+    ),
+    # November's last two days, every virtual cluster: 438 jobs
+    # measured 0.865, 1.136, 1.138; history 0.767, 1.007, 1.014
+    Slice(
+        "nov-29-30",
+        "2017-11-29",
+        "2017-11-30",
+        frozenset(),
+        0.892,
+        1.171,
+        1.172,
+        (0.79, 1.038, 1.045),
+    ),
+    # two virtual clusters of long jobs over the whole trace: 979 jobs
+    # measured 0.701, 2.257, 1.270; history 0.402, 1.293, 2.078
+    Slice(
+        "vc-7f04ca-2869ce",
+        "2017",
+        "2018",
+        frozenset({"7f04ca", "2869ce"}),
+        0.722,
+        2.325,
+        1.309,
+        (0.414, 1.333, 2.141),
+    ),
+    # four small virtual clusters in October's second half: 1,347 jobs
+    # measured 0.948, 1.062, 1.258; history 0.846, 0.949, 1.330
+    Slice(
+        "oct-16-31-vc-small",
+        "2017-10-16",
         "2017-10-31",
         frozenset({"0e4a51", "103959", "ed69ec", "e13805"}),
-        0.995,
-        1.12,
-        1.21,
+        0.976,
+        1.095,
+        1.297,
+        (0.872, 0.978, 1.37),
     ),
 ]
 
 LAS = ProfileChoice(order="las", placement="topology", backfill="easy", preempt=("order",))
+LAS_HISTORY = ProfileChoice("las-history", "topology", "easy", ("order",))
 FIFO = ProfileChoice(order="fifo", placement="topology", backfill="easy", preempt=("order",))
 SJF = ProfileChoice(order="sjf", placement="topology", backfill="easy", preempt=("order",))
 SAVES = SimConfig(checkpoint_on_preempt=True)
@@ -127,27 +176,36 @@ def mean_and_p99(
 def test_las_mean_jct_against_fifo_and_the_oracle(
     philly_rows: tuple[list[str], list[Row]], s: Slice, tmp_path: Path
 ) -> None:
+    """Tiresias' LAS (``order/las``) and LAS with the history predictor (``order/las-history``:
+    each queue ordered by what the slice's own finished jobs predict, six queues, PROMOTEKNOB
+    16; still no duration known to it), each against its bounds; one test per slice, so that
+    FIFO and SJF are replayed once for both."""
     cluster, jobs = workload(philly_rows, s, tmp_path)
-    las, las_p99 = mean_and_p99(cluster, jobs, LAS, SAVES)
     fifo, fifo_p99 = mean_and_p99(cluster, jobs, FIFO, SAVES)
     sjf, _ = mean_and_p99(cluster, jobs, SJF, SAVES)
-    p99 = las_p99 / fifo_p99
-    figures = f"{s.name}: LAS/FIFO {las / fifo:.3f}, LAS/SJF {las / sjf:.3f}, p99 {p99:.3f}"
-    assert las / fifo <= s.las_to_fifo, figures
-    assert las / sjf <= s.las_to_sjf, figures
-    assert p99 <= s.p99_to_fifo, figures
+    failed = []
+    for choice, bounds in (
+        (LAS, (s.las_to_fifo, s.las_to_sjf, s.p99_to_fifo)),
+        (LAS_HISTORY, s.history),
+    ):
+        las, las_p99 = mean_and_p99(cluster, jobs, choice, SAVES)
+        got = (las / fifo, las / sjf, las_p99 / fifo_p99)
+        if any(g > b for g, b in zip(got, bounds, strict=True)):
+            failed.append(f"{choice.order}: {got} above {bounds}")
+    assert not failed, f"{s.name}: " + "; ".join(failed)
 
 
 def test_what_las_costs_when_a_preempted_job_restarts_from_zero(
     philly_rows: tuple[list[str], list[Row]], tmp_path: Path
 ) -> None:
-    # the regression's cause on the smallest slice: the default (no checkpoint) throws away the
-    # work of LAS's victims, the longest-running jobs, and LAS falls behind FIFO
-    cluster, jobs = workload(philly_rows, SLICES[2], tmp_path)
+    # the regression's cause on the slice of long jobs: the default (no checkpoint) throws away
+    # the work of LAS's victims, the longest-running jobs, and LAS falls behind FIFO
+    (long_jobs,) = [s for s in SLICES if s.name == "vc-7f04ca-2869ce"]
+    cluster, jobs = workload(philly_rows, long_jobs, tmp_path)
     default = run_replay(cluster, jobs, LAS, SimConfig()).metrics
     saved = run_replay(cluster, jobs, LAS, SAVES).metrics
     fifo, _ = mean_and_p99(cluster, jobs, FIFO, SimConfig())
     assert default.avg_jct_s is not None and saved.avg_jct_s is not None
     assert saved.lost_gpu_hours_preemption == 0 < default.lost_gpu_hours_preemption
-    assert default.avg_jct_s / fifo <= 1.53, default.avg_jct_s / fifo  # measured 1.48
+    assert default.avg_jct_s / fifo <= 1.52, default.avg_jct_s / fifo  # measured 1.47
     assert saved.avg_jct_s < 0.6 * default.avg_jct_s

@@ -13,7 +13,7 @@ import pytest
 
 from gpufleet.io.specs import example
 from gpufleet.ops.loadgen import LoadGen, Result, summarize
-from gpufleet.ops.localcluster import free_gateway_ports, free_port, wait_until
+from gpufleet.ops.localcluster import free_gateway_ports, free_port, release_ports, wait_until
 
 
 @pytest.fixture
@@ -79,3 +79,5 @@ def test_gateway_port_ranges_are_free_and_never_handed_out_twice() -> None:
             s.bind(("127.0.0.1", port))  # free when it was given
     with pytest.raises(ValueError, match="need 1 to"):
         free_gateway_ports(0)
+    for given in (a, b):
+        release_ports(given)

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from test_health import Server, serve, wait_for
 
+from gpufleet.api.schemas import TokenCreate
+from gpufleet.base.secretfile import write_secret
 from gpufleet.monitoring import DASHBOARD, RULE_TESTS, RULES, rule_tests
 from gpufleet.monitoring.local import LocalPrometheus
 from gpufleet.server.metrics import CRITICAL_XIDS
@@ -37,7 +39,7 @@ def test_promtool_checks_the_rules() -> None:
         [PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 10 rules found" in r.stdout
+    assert "SUCCESS: 12 rules found" in r.stdout
 
 
 @needs_promtool
@@ -81,7 +83,8 @@ def test_every_alert_has_a_promtool_test() -> None:
 
 @pytest.fixture
 def controller(tmp_path: Path) -> Iterator[Server]:
-    srv = serve(tmp_path / "ctl", metrics_token="scrape-token")
+    # --no-heal: the drained node returns when it reports healthy, and its alert resolves
+    srv = serve(tmp_path / "ctl", config={"heal": False})
     try:
         yield srv
     finally:
@@ -105,7 +108,9 @@ def test_a_real_prometheus_scrapes_the_controller_and_fires_the_alerts(
     )
     wait_for("the controller drained gpu-a", lambda: srv.node("gpu-a").state == "unhealthy")
 
-    prom = LocalPrometheus(tmp_path / "prom", srv.url.removeprefix("http://"), token="scrape-token")
+    # Prometheus with a token of role metrics, read from its file (credentials_file)
+    scrape_token = srv.token("metrics")
+    prom = LocalPrometheus(tmp_path / "prom", srv.url.removeprefix("http://"), token=scrape_token)
     try:
         wait_for("prometheus ready", prom.ready, 60)
         targets = wait_for(
@@ -159,12 +164,19 @@ def test_promtool_accepts_the_scrape_config_the_package_writes(tmp_path: Path) -
 
     assert PROMTOOL is not None
     cfg = tmp_path / "prometheus.yml"
-    cfg.write_text(prometheus_config("gpufleet.example:8600", token="s3cret"))
+    token_file = tmp_path / "gpufleet-metrics.token"
+    cfg.write_text(prometheus_config("gpufleet.example:8600", token_file=token_file))
+    assert "credentials_file" in cfg.read_text()
+    r = subprocess.run(
+        [PROMTOOL, "check", "config", str(cfg)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode != 0 and "gpufleet-metrics.token" in r.stdout + r.stderr  # no token
+    write_secret(token_file, "gf_s3cret")
     r = subprocess.run(
         [PROMTOOL, "check", "config", str(cfg)], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS" in r.stdout and "10 rules found" in r.stdout
+    assert "SUCCESS" in r.stdout and "12 rules found" in r.stdout
 
 
 # ----- dashboards against a live cluster ----------------------------------------------------
@@ -228,7 +240,7 @@ def test_nvidias_dashboard_and_gpufleets_own_show_data_from_a_live_cluster(
     )
     c.start_controller()
     c.start_agent(0, "--inject", "xid79@gpu3:0s")  # the GPU errors panel has a row
-    c.start_agent(1)
+    c.start_agent(1, "--simulate", "4xL40S")  # an encoding GPU: the video engines' panels
     prom: LocalPrometheus | None = None
     try:
         c.wait_nodes(2)
@@ -249,8 +261,14 @@ def test_nvidias_dashboard_and_gpufleets_own_show_data_from_a_live_cluster(
             wait_until("web ready", lambda: u.service("web").ready == 1, 60)
             # the whole cluster: waits behind the two (pending, with a Reason)
             u.submit({"name": "big", "workers": 2, "gpus_per_worker": 4, "command": sleep})
+        with c.admin() as a:
+            scrape = a.create_token(TokenCreate(name="prometheus", role="metrics")).token
         prom = LocalPrometheus(
-            tmp_path / "prom", c.url.removeprefix("http://"), nodes=LIVE_NODES, interval_s=1
+            tmp_path / "prom",
+            c.url.removeprefix("http://"),
+            token=scrape,
+            nodes=LIVE_NODES,
+            interval_s=1,
         )
         wait_for("prometheus ready", prom.ready, 60)
         up = wait_for("3 targets up", lambda: len(t := prom.targets_up()) == 3 and t, 60)
@@ -273,7 +291,7 @@ def test_nvidias_dashboard_and_gpufleets_own_show_data_from_a_live_cluster(
         assert sorted(values["Hostname"]) == sorted(values["instance"]) == LIVE_NODES
         assert sorted(values["gpu"]) == ["0", "1", "2", "3"]
         # labels as dcgm-exporter writes them
-        (s,) = prom.api("query", query='DCGM_FI_DEV_GPU_TEMP{instance="node-1", gpu="0"}')["result"]
+        (s,) = prom.api("query", query='DCGM_FI_DEV_GPU_TEMP{instance="node-0", gpu="0"}')["result"]
         m = s["metric"]
         assert m["modelName"] == "NVIDIA H100 80GB HBM3" and m["Hostname"] == m["hostname"]
         assert m["DCGM_FI_DRIVER_VERSION"] and m["device"] == "nvidia0"
@@ -335,12 +353,19 @@ def test_promtool_accepts_the_per_node_configs(tmp_path: Path) -> None:
         "labels": {"__param_node": "gpu-b"},
     }
     cfg = tmp_path / "prometheus.yml"
+    token_file = write_secret(tmp_path / "gpufleet-metrics.token", "gf_s3cret")
     cfg.write_text(
-        prometheus_config("ctl:8600", token="s3cret", nodes=["gpu-a"], node_targets_file=sd)
+        prometheus_config("ctl:8600", token_file=token_file, nodes=["gpu-a"], node_targets_file=sd)
     )
-    for f in (cfg, EXAMPLE_CONFIG):
+    # the example as an operator installs it: the rules beside it, the metrics token made
+    example = tmp_path / "etc" / "prometheus.yml"
+    shutil.copytree(EXAMPLE_CONFIG.parent / "rules", example.parent / "rules")
+    shutil.copy(EXAMPLE_CONFIG, example)
+    write_secret(example.parent / "gpufleet-metrics.token", "gf_s3cret")
+    assert example.read_text().count("credentials_file: gpufleet-metrics.token") == 2
+    for f in (cfg, example):
         r = subprocess.run(
             [PROMTOOL, "check", "config", str(f)], capture_output=True, text=True, timeout=60
         )
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "10 rules found" in r.stdout
+        assert "12 rules found" in r.stdout

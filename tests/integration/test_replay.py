@@ -103,6 +103,30 @@ def test_las_with_preemption_by_hand() -> None:
     assert run.metrics.lost_gpu_hours_preemption == pytest.approx(63 * 8 / 3600)
 
 
+def test_las_promotes_a_starved_job_as_tiresias_does_by_hand() -> None:
+    # As in the LAS test above, with PROMOTEKNOB 2: 1 ran 63 s before its preemption at 227, so
+    # it is promoted to queue 0 once it has waited 2 × 63 = 126 s, at 353. At 348 (3, 4 end) it
+    # has waited 121 s: 5 stays the blocked head. At 354 (2 ends) 1 is in queue 0 and was
+    # submitted before 5: it starts (from zero, 147 s: ends 501), then 5 (ends 639), then the rest.
+    las = {"thresholds_gpu_s": [500], "starvation_factor": 2}
+    choice = ProfileChoice("las", "bestfit", "none", ("order",), options={"order/las": las})
+    run = run_replay(uniform_cluster(1, 8), jobs(10), choice)
+    assert schedule(run) == {
+        "0": (0, 164),
+        "1": (164, 501),
+        "2": (227, 354),
+        "3": (227, 348),
+        "4": (227, 348),
+        "5": (501, 639),
+        "6": (639, 760),
+        "7": (639, 763),
+        "8": (639, 794),
+        "9": (639, 765),
+    }
+    one = next(r for r in run.rows if r.id == "1")
+    assert (one.preemptions, one.attempts, one.run_s) == (1, 2, 63 + 147)
+
+
 def test_las_preemption_resumes_from_the_last_checkpoint() -> None:
     # As above with a checkpoint every 30 s: 1 keeps 60 of its 63 s and at t=647 resumes the
     # remaining 87 s: ends 734; 3 s × 8 GPUs are lost. Nothing else moves.
@@ -115,6 +139,23 @@ def test_las_preemption_resumes_from_the_last_checkpoint() -> None:
     one = next(r for r in run.rows if r.id == "1")
     assert (one.attempts, one.run_s, one.lost_work_s) == (2, 63 + 87, 3)
     assert run.metrics.lost_gpu_hours_preemption == pytest.approx(3 * 8 / 3600)
+
+
+def test_a_preemptions_notice_costs_the_preemptor_its_grace() -> None:
+    # As the first LAS test, every job declaring checkpoint: {signal: USR1, grace_s: 20}: at
+    # t=227 job 1 gets the notice and holds the node's GPUs until 247, when 2, 3 and 4 start
+    # (20 s later than without notice; everything after them moves by 20 s). 1 saved its state
+    # on the signal: its 83 s (164 to 247) are kept, and at t=667 it runs the other 64 s.
+    choice = ProfileChoice(
+        "las", "bestfit", "none", ("order",), options={"order/las": {"thresholds_gpu_s": [500]}}
+    )
+    run = run_replay(uniform_cluster(1, 8), jobs(10), choice, SimConfig(preempt_grace_s=20))
+    s = schedule(run)
+    assert s["1"] == (164, 731)
+    assert (s["2"], s["5"], s["8"]) == ((247, 374), (374, 512), (512, 667))
+    one = next(r for r in run.rows if r.id == "1")
+    assert (one.preemptions, one.attempts, one.run_s, one.lost_work_s) == (1, 2, 83 + 64, 0)
+    assert run.metrics.lost_gpu_hours_preemption == 0
 
 
 def test_las_easy_preemption_terminates_on_the_whole_trace() -> None:

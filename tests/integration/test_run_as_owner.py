@@ -17,10 +17,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 from gpufleet.agent.slurmbin import unreachable
-from gpufleet.client import Client
+from gpufleet.client import ApiError, Client
 from gpufleet.ops.localcluster import LocalCluster
 from support.waiting import wait_for
 from userpython import user_python
@@ -105,6 +106,16 @@ B_JOB = (
 )
 
 
+def b_tries(bob: Client, target: int) -> list[str]:
+    """What B's job printed when it tried ``target`` (B_JOB)."""
+    (b_job,) = bob.submit(
+        {"name": "b", "command": ["/bin/sh", "-c", B_JOB, "sh", str(target)], "time_limit_s": 120}
+    )
+    state(bob, b_job, {"SUCCEEDED"})
+    out = wait_for("B's whole log", lambda: bob.logs(b_job).complete and log_of(bob, b_job), 60)
+    return str(out).splitlines()
+
+
 def test_jobs_run_as_their_owners_and_cannot_touch_each_other(
     cluster: LocalCluster, users: list[str]
 ) -> None:
@@ -126,20 +137,24 @@ def test_jobs_run_as_their_owners_and_cannot_touch_each_other(
     assert "TMP=a-marker" in a_out  # an empty /tmp of its own, then what it wrote
     assert "TMPDIR=/tmp" in a_out
     (pidfile,) = (cluster.data_dir / "node-0" / a_job).glob("*/rank0.pid")
-    a_pid = int(json.loads(pidfile.read_text())["pid"])
+    keeper = psutil.Process(int(json.loads(pidfile.read_text())["pid"]))
+    # the pid file names the task's keeper (the agent's account: ADR 0031), the task its child
+    assert keeper.uids().real == os.geteuid()
+    (task,) = keeper.children()
+    a_pid = task.pid
+    assert task.cmdline() == ["sleep", "120"]  # the job's own command (its exec), no wrapper
+    assert set(task.uids()) == {a_uid} and set(task.gids()) == {pwd.getpwnam(a_name).pw_gid}
+    assert os.stat(f"/proc/{a_pid}").st_uid == a_uid
     environ = Path(f"/proc/{a_pid}/environ").read_bytes().split(b"\0")
     assert b"WANDB_API_KEY=a-secret" in environ
     names = {v.split(b"=", 1)[0] for v in environ}
     assert not names & {AGENT_SECRET.encode(), b"PYTHONUNBUFFERED"}  # the agent's, not A's
-    assert os.stat(f"/proc/{a_pid}").st_uid == a_uid
 
-    (b_job,) = bob.submit(
-        {"name": "b", "command": ["/bin/sh", "-c", B_JOB, "sh", str(a_pid)], "time_limit_s": 120}
-    )
-    state(bob, b_job, {"SUCCEEDED"})
-    b_out = wait_for("B's whole log", lambda: bob.logs(b_job).complete and log_of(bob, b_job), 60)
-    assert str(b_out).splitlines() == [str(b_uid), "no-env", "no-signal", "private-tmp"]
-    assert alice.job(a_job).state == "RUNNING"  # B's SIGTERM never reached it
+    # B tries A's task and its keeper: it can neither read their environment nor signal them
+    for target in (a_pid, keeper.pid):
+        assert b_tries(bob, target) == [str(b_uid), "no-env", "no-signal", "private-tmp"]
+    assert alice.job(a_job).state == "RUNNING"  # B's SIGTERMs never reached it
+    assert task.is_running() and keeper.is_running()
 
     attempt_dir = pidfile.parent
     for f in (attempt_dir / "rank0.out", attempt_dir / "rank0.err"):
@@ -160,18 +175,15 @@ def test_jobs_run_as_their_owners_and_cannot_touch_each_other(
 def test_a_user_without_an_account_on_the_node_is_refused_saying_how_to_fix_it(
     cluster: LocalCluster,
 ) -> None:
+    """At submit: the node was asked about the user and said it has no such account (ADR
+    0037; tests/integration/test_identity.py holds the rest)."""
     ghost = cluster.user("no-account-gf")
-    (job,) = ghost.submit({"name": "ghost", "command": ["/bin/true"], "time_limit_s": 60})
-
-    def refused() -> str | None:
-        j = ghost.job(job)
-        why = " ".join(e.why for e in j.events or [])
-        return why if "has no Unix account on this node" in why else None
-
-    why = str(wait_for("the refusal in the job's events", refused, 60))
-    assert "'no-account-gf'" in why and "--fallback-account" in why
-    err = wait_for("the reason in the stderr log", lambda: log_of(ghost, job, "stderr"), 60)
-    assert "has no Unix account on this node" in str(err)
+    with pytest.raises(ApiError) as e:
+        ghost.submit({"name": "ghost", "command": ["/bin/true"], "time_limit_s": 60})
+    assert e.value.status == 422
+    why = str(e.value)
+    assert "user 'no-account-gf' has no Unix account on any node that could run this job " in why
+    assert "(node-0)" in why and "useradd no-account-gf" in why
 
 
 def test_a_jobs_owner_finds_srun_and_scontrol_on_path(users: list[str]) -> None:

@@ -5,32 +5,19 @@ job; a secret deleted before its launch fails the job with a Reason that says so
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from test_api import T0, Api, refused, register, serve, wait_for
+from test_api import T0, Api, refused, register, wait_for
 
 from gpufleet.api import schemas as s
 from gpufleet.api.secrets import SecretCreate
-from gpufleet.base.clock import ManualClock
-from gpufleet.server.store import Store
 from gpufleet.server.store.schema import secrets as secrets_table
 
 VALUE = "s3cr3t-Ünïcode-value-4711"
 SPEC: dict[str, Any] = {"name": "uses", "gpus_per_worker": 1, "command": ["true"]}
-
-
-@pytest.fixture
-def api(db_url: str, tmp_path: Path) -> Iterator[Api]:
-    store = Store.open(db_url)
-    try:
-        with serve(store, tmp_path / "controller", ManualClock(T0)) as a:
-            yield a
-    finally:
-        store.close()
 
 
 def mk(name: str, value: str = VALUE, **kw: Any) -> SecretCreate:

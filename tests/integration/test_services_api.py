@@ -26,16 +26,6 @@ SVC: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def api(db_url: str, tmp_path: Path) -> Any:
-    store = Store.open(db_url)
-    try:
-        with serve(store, tmp_path / "controller", ManualClock(T0)) as a:
-            yield a
-    finally:
-        store.close()
-
-
 def launches(agent: AgentClient, node: str, n: int) -> list[s.AgentCommand]:
     got: list[s.AgentCommand] = []
 

@@ -101,14 +101,14 @@ def test_kill_on_bad_exit_ends_the_other_tasks(tmp_path: Path) -> None:
     assert r.returncode == 3
     assert "srun: error: node1: task 3: Exited with exit code 3" in r.stderr.splitlines()
     assert "Terminating StepId=77.0" in r.stderr
-    assert not _sleepers()
+    assert not _sleepers(tmp_path)
 
 
 def test_wait_ends_the_rest_after_the_first_exits(tmp_path: Path) -> None:
     with fake_job(tmp_path, nodes=2) as job:
         r = job.srun("-W", "1", "sh", "-c", 'test "$SLURM_PROCID" = 0 && exit 0; exec sleep 3331')
     assert "First task exited 1s ago" in r.stderr
-    assert not _sleepers()
+    assert not _sleepers(tmp_path)
 
 
 def test_gpus_per_task_splits_the_nodes_gpus(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_srun_killed_its_remote_tasks_die(tmp_path: Path) -> None:
         _, alive = psutil.wait_procs(remote, timeout=30)
         assert not alive  # no orphan on the remote "node"
         assert job.daemons[0].poll() is None  # the daemon serves on
-    assert not _sleepers()
+    assert not _sleepers(tmp_path)
 
 
 def test_stepd_sigterm_kills_its_tasks_and_exits_0(tmp_path: Path) -> None:
@@ -215,12 +215,20 @@ def test_scontrol_show_hostnames(tmp_path: Path) -> None:
     assert r.returncode == 1 and "only 'show hostnames" in r.stderr
 
 
-def _sleepers() -> list[psutil.Process]:
+def _sleepers(root: Path) -> list[psutil.Process]:
+    """The tasks of the job under ``root`` still sleeping: ``sleep 3331`` with a TMPDIR of
+    that job's (a test on another xdist worker runs sleepers of its own at the same time)."""
     me = os.getpid()
     out = []
     for p in psutil.process_iter(["cmdline", "ppid"]):
         cmd = p.info["cmdline"] or []
-        if cmd[-2:] == ["sleep", "3331"] and p.info["ppid"] != me:
+        if cmd[-2:] != ["sleep", "3331"] or p.info["ppid"] == me:
+            continue
+        try:
+            tmp = p.environ().get("TMPDIR", "")
+        except psutil.NoSuchProcess:  # it ended meanwhile
+            continue
+        if tmp.startswith(f"{root}/"):
             out.append(p)
     return out
 
@@ -302,7 +310,7 @@ def test_ctrl_c_once_reports_twice_ends_the_step(tmp_path: Path) -> None:
         err = line + err
     assert "sending Ctrl-C to StepId=77.0" in err
     assert p.returncode == 128 + signal.SIGINT, err
-    assert not _sleepers()
+    assert not _sleepers(tmp_path)
 
 
 def test_a_reader_gone_ends_the_step(tmp_path: Path) -> None:
@@ -318,7 +326,7 @@ def test_a_reader_gone_ends_the_step(tmp_path: Path) -> None:
         )
     assert pipe.stdout == "y\n"
     assert "Terminating StepId=77.0" in pipe.stderr and "Traceback" not in pipe.stderr
-    assert not _sleepers()
+    assert not _sleepers(tmp_path)
 
 
 def test_no_step_daemon_there_is_said_plainly(tmp_path: Path) -> None:

@@ -479,3 +479,12 @@ def test_accounting_of_a_hand_worked_example(store: Store) -> None:
     assert store.accounting(-10.0, 0.0) == []
     with pytest.raises(ValueError, match="group_by"):
         store.accounting(0.0, 1.0, "team")  # type: ignore[arg-type]
+    # the same jobs as the fairness-against-entitlement figure reads them
+    spans = {(sp.queue, sp.gpus): sp for sp in store.job_spans(0.0, 7200.0)}
+    assert set(spans) == {("vision", 8.0), ("nlp", 0.5), ("vision", 2.0)}
+    assert list(spans["vision", 8.0].runs) == [(100.0, 3700.0)]
+    assert spans["vision", 8.0].end == 3700.0
+    assert sorted(spans["nlp", 0.5].runs) == [(0.0, 1800.0), (3600.0, 7200.0)]
+    assert spans["nlp", 0.5].end is None
+    assert not spans["vision", 2.0].runs and spans["vision", 2.0].end == 2000.0
+    assert [sp.queue for sp in store.job_spans(4000.0, 5000.0)] == ["nlp"]

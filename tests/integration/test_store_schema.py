@@ -98,6 +98,36 @@ def test_upgrade_keeps_rows_written_by_an_older_revision(db_url: str) -> None:
         assert s.add_jobs([NewJob(JobSpec("new", "u"), 2.0)]) == ["8"]
 
 
+def test_a_store_from_before_metrics_tokens_takes_them_and_refuses_other_roles(
+    db_url: str,
+) -> None:
+    """0008: the tokens' role check lets ``metrics`` in (a store made by 0007 with tokens in
+    it keeps them), and the database itself still refuses a role nobody knows."""
+    engine = make_engine(db_url)
+    cfg = _config()
+    with engine.connect().execution_options(**WRITE) as c, c.begin():
+        cfg.attributes["connection"] = c
+        command.upgrade(cfg, "0007")
+    engine.dispose()
+    with Store.open(db_url) as s:
+        s.create_token("root", "admin", now=1.0)
+        info, secret = s.create_token("prometheus", "metrics", now=2.0)
+        assert info.role == "metrics" and info.user is None and info.node is None
+        assert s.verify_token(secret) == info
+        assert [t.name for t in s.tokens()] == ["root", "prometheus"]
+    engine = make_engine(db_url)
+    row = {"n": "x", "h": "0" * 64}
+    with pytest.raises(sa.exc.IntegrityError), engine.begin() as c:
+        c.execute(
+            sa.text(
+                "INSERT INTO tokens (name, role, secret_sha256, created_time) "
+                "VALUES (:n, 'root', :h, 1)"
+            ),
+            row,
+        )
+    engine.dispose()
+
+
 def test_concurrent_opens_of_an_empty_database(db_url: str) -> None:
     code = "import sys; from gpufleet.server.store import Store; Store.open(sys.argv[1]).close()"
     procs = [subprocess.Popen([sys.executable, "-c", code, db_url]) for _ in range(3)]

@@ -139,6 +139,7 @@ def start_agent_in(c: LocalCluster, fabric: Fabric, i: int) -> None:
         "--simulate", "8xH100", "--data-dir", str(c.data_dir / name),
         "--heartbeat-s", str(c.heartbeat_s), "--poll-wait-s", "5",
         "--address", fabric.addr(i), "--cpus", "64", "--memory-gib", "256",
+        "--no-access-check",  # its jobs run as the test's own account
     ]  # fmt: skip
     log = (c.data_dir / f"{name}.log").open("ab")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

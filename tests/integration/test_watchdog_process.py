@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpufleet.agent.agent import Agent
 from gpufleet.agent.runner import Key, RunnerEvent, TaskRunner
+from gpufleet.agent.runner.exits import fenced_by_watchdog
 from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
 from gpufleet.api.schemas import AgentCommand
 
@@ -61,8 +61,7 @@ def test_a_lapsed_lease_kills_the_task_and_marks_it_fenced(node: Node) -> None:
     mark = fenced_mark(pidfile)
     assert mark is not None and mark.startswith("fenced:")
     # the agent, once awake, reports the exit as fencing: the controller requeues the job
-    (ev,) = evs
-    said = Agent._fenced_by_watchdog(ev, runner.log_paths(key)[0])
+    (said,) = evs
     assert said.why.startswith("fenced:") and "killed by" in said.why, said
 
 
@@ -101,9 +100,8 @@ def test_a_killed_watchdog_is_started_again(node: Node) -> None:
 
 
 def test_the_fenced_mark_is_only_added_to_an_exit_the_watchdog_caused(tmp_path: Path) -> None:
-    out = tmp_path / "rank0.out"
     ev = RunnerEvent("exited", ("j", 1, 0), 143, "killed by SIGTERM")
-    assert Agent._fenced_by_watchdog(ev, out) == ev
+    assert fenced_by_watchdog(ev, tmp_path / "rank0.pid") == ev
 
 
 def test_the_watchdog_of_a_dead_agent_gives_way_to_the_next_agent(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from gpufleet.server.store import Store
 from support import ports
 from support.serving import serve_app
 
-CALLERS = ("none", "bad", "alice", "bob", "admin", "agent-1", "agent-2")
+CALLERS = ("none", "bad", "alice", "bob", "admin", "agent-1", "agent-2", "metrics")
 SPEC: dict[str, Any] = {"name": "m", "gpus_per_worker": 1, "command": ["sleep", "1"]}
 # a job that waits as long as alice's job holds a GPU of node-1 (it runs throughout): both
 # 8-GPU nodes whole (one that no node could ever hold is refused at submit)
@@ -70,6 +70,8 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/jobs"): rule(201, *USERS),
     ("POST", "/api/v1/sbatch"): rule(201, *USERS),  # sbatch's command line, as POST /jobs
     ("GET", "/api/v1/jobs"): rule(200, *USERS),  # each user sees their own
+    ("POST", "/api/v1/squeue"): rule(200, *USERS),  # squeue's table: each user sees their own
+    ("POST", "/api/v1/jobs/table"): rule(200, *USERS),  # gpufleet jobs' table: the same
     ("GET", "/api/v1/jobs/{job_id}"): rule(200, *OWNER),
     ("POST", "/api/v1/jobs/{job_id}/cancel"): rule(200, *OWNER),
     ("GET", "/api/v1/jobs/{job_id}/logs"): rule(200, *OWNER),
@@ -97,7 +99,13 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/services/{name}/scale"): rule(200, *OWNER),
     ("POST", "/api/v1/services/{name}/token"): rule(200, *OWNER),  # a new endpoint token
     ("DELETE", "/api/v1/services/{name}"): rule(204, *OWNER),
+    # reservations (maintenance windows): admins make and remove them, users may see them
+    ("POST", "/api/v1/reservations"): rule(201, *ADMIN),
+    ("GET", "/api/v1/reservations"): rule(200, *USERS),
+    ("GET", "/api/v1/reservations/{name}"): rule(200, *USERS),
+    ("DELETE", "/api/v1/reservations/{name}"): rule(204, *ADMIN),
     ("GET", "/api/v1/accounting"): rule(200, *USERS),  # a user's rows are their own
+    ("GET", "/api/v1/accounting/fairness"): rule(200, *USERS),  # per queue, as --by queue
     ("GET", "/api/v1/dashboard/me"): rule(200, *USERS),
     ("GET", "/api/v1/dashboard/cluster"): rule(200, *USERS),
     ("GET", "/api/v1/dashboard/alerts"): rule(200, *USERS),
@@ -106,7 +114,26 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("GET", "/api/v1/agent/{node}/commands"): rule(200, *AGENTS),
     ("POST", "/api/v1/agent/{node}/events"): rule(204, *NODE_1),
     ("POST", "/api/v1/agent/{node}/logs"): rule(204, *NODE_1),
-    ("GET", "/metrics"): PUBLIC,  # unless the controller has a metrics token (not here)
+    # Prometheus's token (role metrics) reads /metrics and nothing else; an admin's may
+    # (a controller run with --metrics-public serves it to anyone: test_health.py)
+    # rolling maintenance and operators' node commands: admins only (ADR 0041)
+    ("POST", "/api/v1/maintenance"): rule(201, *ADMIN),
+    ("GET", "/api/v1/maintenance"): rule(200, *ADMIN),
+    ("GET", "/api/v1/maintenance/{mid}"): rule(200, *ADMIN),
+    # a rollout waiting for its window awaits no confirmation: an admin is told so (409)
+    ("POST", "/api/v1/maintenance/{mid}/confirm"): rule(409, *ADMIN),
+    ("POST", "/api/v1/maintenance/{mid}/cancel"): rule(200, *ADMIN),
+    ("POST", "/api/v1/nodes/{name}/commands"): rule(201, *ADMIN),
+    ("GET", "/api/v1/nodes/{name}/commands"): rule(200, *ADMIN),
+    ("GET", "/api/v1/node-commands/{cid}"): rule(200, *ADMIN),
+    ("GET", "/api/v1/accounts/{user}"): rule(200, *ADMIN),  # each node's answer about a user
+    # an agent answers for its own node: node-2's report of node-1's command changes nothing
+    ("POST", "/api/v1/agent/{node}/accounts"): rule(204, *AGENTS),
+    ("POST", "/api/v1/agent/{node}/command-results"): rule(204, *AGENTS),
+    # a remote gateway's sync (ADR on HA gateways): an admin's; this controller runs its own
+    # proxy, so an admin is told so (409), anyone else is refused first
+    ("POST", "/api/v1/gateway/sync"): rule(409, *ADMIN),
+    ("GET", "/metrics"): rule(200, "metrics", "admin"),
     ("GET", "/healthz"): PUBLIC,
 }
 
@@ -152,6 +179,38 @@ def _register(node: str, running: list[s.TaskRef] | None = None) -> s.AgentRegis
     )
 
 
+def _window(w: World, name: str) -> dict[str, Any]:
+    """A maintenance window on node-2 far ahead (it never touches a call), none overlapping."""
+    start = w.clock.now() + 10**7 + 1000 * w.fresh()
+    return {"name": name, "nodes": "node-2", "start": start, "duration_s": 60}
+
+
+def _admin_post(w: World, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = w.admin.http.post(path, json=body)
+    assert r.status_code == 201, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def _rollout_body(w: World) -> dict[str, Any]:
+    """A rollout on node-2 bound to a window far ahead: it waits, touching nothing (one
+    rollout per node at a time: the one before is cancelled)."""
+    for r in w.admin.http.get("/api/v1/maintenance").json():
+        if r["ended"] is None:
+            w.admin.http.post(f"/api/v1/maintenance/{r['id']}/cancel").raise_for_status()
+    name = f"roll-{w.fresh()}"
+    w.admin.create_reservation(_window(w, name))
+    return {"nodes": "node-2", "run": "true", "window": name}
+
+
+def _rollout(w: World) -> dict[str, Any]:
+    return _admin_post(w, "/api/v1/maintenance", _rollout_body(w))
+
+
+def _node_command(w: World, node: str) -> dict[str, Any]:
+    return _admin_post(w, f"/api/v1/nodes/{node}/commands", {"command": "true", "why": "matrix"})
+
+
 def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str, Any], Any]:
     """The concrete URL, query and body of one call of ``method path`` on real objects; a
     call that changes something changes a fresh object, so every caller meets the same."""
@@ -173,12 +232,22 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         w.admin.create_secret(SecretCreate(name=name, value="v", user="alice"))
         url = url.replace("{name}", name)
         q = {"scope": "user", "user": "alice"}
+    elif path == "/api/v1/reservations/{name}":  # a window of its own, removed once only
+        name = f"resv-{w.fresh()}"
+        w.admin.create_reservation(_window(w, name))
+        url = url.replace("{name}", name)
     elif path.startswith("/api/v1/services/{name}"):
         name = f"svc-{w.fresh()}"  # alice's, of its own: changed or removed once only
         w.admin.create_service(
             {**SERVICE, "name": name, "replica": {**SERVICE["replica"], "user": "alice"}}
         )
         url = url.replace("{name}", name)
+    elif "{mid}" in path:  # a rollout of its own, waiting for its window: nothing happens
+        url = url.replace("{mid}", _rollout(w)["id"])
+    elif path == "/api/v1/node-commands/{cid}":
+        url = url.replace("{cid}", _node_command(w, "node-2")["id"])
+    elif path == "/api/v1/accounts/{user}":
+        url = url.replace("{user}", "alice")
     elif path == "/api/v1/queues/{name}":
         url = url.replace("{name}", "default")
     elif "{name}" in path:
@@ -188,6 +257,10 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
     elif (method, path) == ("POST", "/api/v1/sbatch"):  # never placed either
         argv = ["-N", "2", "--gres=gpu:8", "--wrap=sleep 1"]  # as WAITS
         body = {"argv": argv, "cwd": "/tmp", "host": "matrix"}
+    elif (method, path) == ("POST", "/api/v1/squeue"):
+        body = {"argv": ["-h", "-o", "%i %u"]}
+    elif (method, path) == ("POST", "/api/v1/jobs/table"):
+        body = {"all": True}
     elif (method, path) == ("POST", "/api/v1/services"):
         body = {"spec": {**SERVICE, "name": f"new-{w.fresh()}"}}
     elif (method, path) == ("PUT", "/api/v1/services/{name}"):
@@ -196,10 +269,22 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         body = {"spec": {"replicas": 2}}
     elif path == "/api/v1/services/{name}/scale":
         body = {"replicas": 2}
+    elif (method, path) == ("POST", "/api/v1/reservations"):
+        body = _window(w, f"new-{w.fresh()}")
     elif (method, path) == ("POST", "/api/v1/secrets"):
         body = {"name": f"new-{w.fresh()}", "value": "v", "user": "alice"}
     elif (method, path) == ("POST", "/api/v1/tokens"):
         body = {"name": f"new-{w.fresh()}", "role": "user", "user": "dave"}
+    elif (method, path) == ("POST", "/api/v1/maintenance"):
+        body = _rollout_body(w)
+    elif (method, path) == ("POST", "/api/v1/nodes/{name}/commands"):
+        body = {"command": "true", "why": "matrix"}
+    elif path.endswith("/agent/{node}/accounts"):
+        body = {"answers": {"alice": None}}
+    elif path.endswith("/command-results"):  # node-1's command: only node-1's report counts
+        body = {"id": _node_command(w, "node-1")["id"], "exit_code": 0}
+    elif path == "/api/v1/gateway/sync":
+        body = {}
     elif path.endswith("/drain"):
         body = {"reason": "matrix"}
     elif path.startswith("/api/v1/queues/"):
@@ -208,7 +293,7 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         body = _register(node, [_alices(w)]).model_dump()
     elif path.endswith("/heartbeat"):
         body = s.Heartbeat(running=[_alices(w)]).model_dump()
-    elif path.endswith("/commands"):
+    elif path == "/api/v1/agent/{node}/commands":
         q = {"wait": 0}
     elif path.endswith("/events"):  # a started event about alice's rank on node-1
         ev = s.AgentEvent(kind="started", job=w.alice_job, attempt=w.attempt(w.alice_job), rank=0)
@@ -253,6 +338,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             ("bob", {"role": "user", "user": "bob"}),
             ("agent-1", {"role": "agent", "node": "node-1"}),
             ("agent-2", {"role": "agent", "node": "node-2"}),
+            ("metrics", {"role": "metrics"}),
         ):
             tokens[caller] = admin.create_token(s.TokenCreate(name=caller, **kw)).token
         tokens["admin"] = admin.http.headers["authorization"].split()[1]

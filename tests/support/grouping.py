@@ -5,7 +5,9 @@ it, in an ``xdist_group`` named after it:
 
 * a cluster, a browser or another fixture of module or session scope defined in this suite:
   its tests stay together, so each such fixture starts once per run, not once per worker;
-* ports that live clusters derive alike (``PORT_GROUPS``);
+* ports that live clusters derive alike (``PORT_GROUPS``), except for a test marked
+  ``no_fixed_ports`` (its own cluster, and jobs that listen on nothing): it is grouped as any
+  other test is, so a long one does not lengthen its module's chain;
 * whatever a test marks itself (``@pytest.mark.xdist_group("NAME")``, for a global resource
   of its own): its mark wins over the groups above.
 
@@ -16,27 +18,22 @@ from __future__ import annotations
 
 import pytest
 
-# fixtures of wider scope that are cheap (data, not processes): not worth a group
-CHEAP = frozenset({"faults", "faulty_spec"})
+# fixtures of wider scope that are cheap (data, not processes): not worth a group (the Philly
+# rows: 0.2 s to read on each worker, where one group ran the five LAS replays one after another)
+CHEAP = frozenset({"faults", "faulty_spec", "philly_rows"})
 
-# Live clusters on one loopback bind ports their controllers derive alike: a node hands its
-# replicas the lowest free port from 20000 (every cluster's first replica gets 20000), and a
-# job's number gives its step daemons' and MASTER_PORT (every cluster's job 1 gets the same).
+# Live clusters on one loopback bind ports their controllers derive alike: a job's number
+# gives its step daemons' and MASTER_PORT (every cluster's job 1 gets the same). (Replica
+# ports are not among them: each local cluster claims a block of its own, ops/portblocks.py.)
 # The modules that bind them run one after the other, on one worker (ports.py says more).
+# Not test_srun.py: its step daemons and MASTER_PORT are free ports of the ephemeral range
+# (slurmnodes.fake_job), below which all the ports above lie.
 PORT_GROUPS = {
-    "replica-ports": (
-        "test_dashboard_browser.py",
-        "test_demo_service_live.py",
-        "test_service_autoscale_live.py",
-        "test_service_endpoint_live.py",
-        "test_services_live.py",
-    ),
     "job-ports": (
         "test_alloc_live.py",
         "test_doctor_live.py",
         "test_live_cluster.py",
         "test_slurm_shims_live.py",
-        "test_srun.py",
         "test_srun_live.py",
     ),
 }
@@ -66,7 +63,7 @@ def assign_groups(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("xdist_group") is not None:
             continue
         port_group = _PORT_GROUP.get(item.path.name)
-        if port_group is not None:
+        if port_group is not None and item.get_closest_marker("no_fixed_ports") is None:
             item.add_marker(pytest.mark.xdist_group(port_group))
             continue
         shared = shared_fixtures(item)

@@ -25,7 +25,14 @@ from gpufleet.model.resources import MILLI, UNLIMITED, Resources
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.framework import Profile
-from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.snapshot import (
+    NO_MARK,
+    NodeView,
+    PendingJob,
+    RunningJob,
+    ServiceMark,
+    Snapshot,
+)
 
 GIB = 1024
 MODEL = "H100-SXM"
@@ -181,6 +188,7 @@ def job(
     waiting_for: str = "",
     oracle: float | None = None,
     throttled: bool = False,
+    mark: ServiceMark = NO_MARK,
     **spec_kw: Any,
 ) -> PendingJob:
     """A pending job; keyword arguments other than the PendingJob's own go to ``spec``."""
@@ -194,6 +202,7 @@ def job(
         waiting_for=waiting_for,
         oracle_duration_s=oracle,
         throttled=throttled,
+        mark=mark,
     )
 
 

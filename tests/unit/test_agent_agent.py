@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gpufleet.agent.agent import Agent, AgentConfig
+from gpufleet.agent.agent import Agent
+from gpufleet.agent.config import AgentConfig
 from gpufleet.agent.probes import free_port, tcp_probe
 from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.base.clock import ManualClock
@@ -39,6 +40,7 @@ class FakeController:
         self.events: list[dict[str, Any]] = []
         self.logs: dict[tuple[str, int, int, str], str] = {}
         self.final: set[tuple[str, int, int, str]] = set()
+        self.out_at_exit: dict[str, str] = {}  # a job's stdout as it stood when its exit came
         self.stale: list[dict[str, Any]] = []
         self.foreign_jobs: set[str] = set()  # logs for these: 403, not this node's rank
         self.rejoining: set[str] = set()  # rebuilt from its store: asks these to register again
@@ -77,6 +79,10 @@ class FakeController:
             return httpx.Response(200, json={"commands": out})
         if what == "events":
             self.events += body["events"]
+            for e in body["events"]:
+                if e["kind"] == "exited":
+                    key = (e["job"], e["attempt"], e["rank"], "stdout")
+                    self.out_at_exit[e["job"]] = self.logs.get(key, "")
             return httpx.Response(200)
         if what == "logs" and body["job"] in self.foreign_jobs:
             return httpx.Response(403, json={"detail": "node n1 does not run rank 0"})
@@ -172,6 +178,8 @@ def test_a_launch_runs_and_its_events_and_logs_reach_the_controller(
     assert ctl.logs[("j1", 0, 0, "stdout")] == "1,3\n"
     assert ctl.final == {("j1", 0, 0, "stdout"), ("j1", 0, 0, "stderr")}
     assert agent.logs.pending() == []
+    # its output came before its exit, as slurmstepd's: a job seen ended has its whole log
+    assert ctl.out_at_exit == {"j1": "1,3\n"}
 
 
 def test_heartbeat_carries_health_metrics_and_running_tasks(

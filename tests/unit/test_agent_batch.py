@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.agent.runner import RunnerEvent, TaskRunner
+from gpufleet.agent.runner.process import main_processes
 from gpufleet.api.schemas import AgentCommand
 from gpufleet.base.clock import ManualClock
 
@@ -162,8 +163,9 @@ def test_a_step_host_runs_the_step_daemon_until_stopped(runner: TaskRunner) -> N
     }
     c = cmd([], rank=1, role="step", env=steps)
     assert runner.launch(c)[0].kind == "started"
-    pid = runner._live[("b1", 1, 1)].proc.pid
-    until(lambda: catches(pid, signal.SIGTERM), runner)  # it holds its node, until stopped
+    task = runner._live[("b1", 1, 1)]  # the daemon: its keeper's child
+    holds = lambda: any(catches(p, signal.SIGTERM) for p in main_processes(task))  # noqa: E731
+    until(holds, runner)  # it holds its node, until stopped
     runner.kill(("b1", 1, 1), 5.0, "batch script ended")
     [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
     assert ev.exit_code == 0, logs(runner, c)

@@ -75,3 +75,22 @@ def test_a_plain_jobs_launch_is_unchanged() -> None:
     for node in ("n00", "n01"):
         (r,) = taken(box, node)
         assert (r.role, r.workdir, r.output, r.user_env) == ("task", "", "", {})
+
+
+def test_a_burn_in_s_network_test_port_is_below_the_ephemeral_range() -> None:
+    # the kernel hands out 32768 on to any bind(0) and outgoing connection: a port there may
+    # be taken (on a test host, by another cluster's controller about to start)
+    from gpufleet.core.commands import HealOrder
+    from gpufleet.server.agent_executor import HEAL_NET_PORTS
+
+    halves: list[str] = []
+    core = Controller(profile(), cluster_spec(2, 8))
+    box = Outbox()
+    links = {n: Link(f"10.0.0.{i}", 7 + i) for i, n in enumerate(("n00", "n01"))}
+    ex = AgentExecutor(core, box, links, grace_kill_s=5.0,
+                       node_command=lambda node, kind, cmd, t, why: halves.append(cmd))  # fmt: skip
+    for r in range(1, 200):
+        ex.apply([HealOrder("n00", r, "burn-in", burn_in_s=2, peer="n01")])
+        (order,) = [c for c in taken(box, "n00") if c.kind == "heal" and c.attempt == r]
+        assert order.net_port in HEAL_NET_PORTS and HEAL_NET_PORTS.stop <= 20000
+        assert f"--net-port {order.net_port} " in halves[-1]  # both halves: the same port

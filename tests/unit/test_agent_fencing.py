@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gpufleet.agent.agent import Agent, AgentConfig
+from gpufleet.agent.agent import Agent
+from gpufleet.agent.config import AgentConfig
 from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.agent.watchdog import WatchdogHandle, read_lease
 from gpufleet.base.clock import ManualClock
@@ -35,6 +36,7 @@ class Controller:
         self.on_commands: Callable[[], list[dict[str, Any]]] = list
         self.on_register: Callable[[], None] = lambda: None
         self.epoch = 6
+        self.term = 0  # the leader's epoch (controllers in high availability); 0: one
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path.removeprefix("/api/v1/agent/")
@@ -42,7 +44,7 @@ class Controller:
             self.on_register()
             self.epoch += 1
             body = {"lease_s": LEASE_S, "heartbeat_s": 1.0, "fence_grace_s": 1.5}
-            return httpx.Response(200, json={**body, "epoch": self.epoch})
+            return httpx.Response(200, json={**body, "epoch": self.epoch, "term": self.term})
         if path.endswith("/heartbeat"):
             return httpx.Response(200, json={"lease_s": LEASE_S, "stale": []})
         if path.endswith("/commands"):
@@ -123,4 +125,28 @@ def test_a_launch_that_arrives_while_a_registration_is_in_flight_is_dropped(
 def test_the_lease_file_is_json_the_watchdog_reads(agent: Agent, tmp_path: Path) -> None:
     agent.register_once()
     rec = json.loads((tmp_path / "lease.json").read_text())
-    assert set(rec) == {"until", "grace_s", "pid"}
+    assert set(rec) == {"until", "grace_s", "pid", "watchdog"}  # the keepers read the last two
+
+
+def test_commands_of_a_deposed_leader_are_refused_kills_too(agent: Agent, ctl: Controller) -> None:
+    """Controllers in high availability (ADR 0032): every command carries the leader's epoch
+    (``term``); once registered with a newer leader, the agent refuses any command of an older
+    one, and its registration epochs start afresh under the new leader (another host's
+    clock may be behind)."""
+    ctl.epoch, ctl.term = 100, 5
+    assert agent.register_once() and (agent.term, agent.epoch) == (5, 101)
+    ctl.on_commands = lambda: [{**cmd("launch", "j1", 1, epoch=101), "term": 5}]
+    assert agent.commands_once(wait_s=0) == 1 and agent.runner.live() == [("j1", 1, 0)]
+    ctl.epoch, ctl.term = 10, 6  # a new leader, on a host whose clock is behind
+    assert agent.register_once() and (agent.term, agent.epoch) == (6, 11)
+    # the old leader, thawed, still hands out what it queued: refused, the kill as well
+    ctl.on_commands = lambda: [
+        {**cmd("kill", "j1", 1, epoch=101), "term": 5},
+        {**cmd("launch", "j2", 1, epoch=101), "term": 5},
+    ]
+    assert agent.commands_once(wait_s=0) == 0
+    assert agent.runner.live() == [("j1", 1, 0)]
+    # the new leader's, under its own (lower) registration epoch: run
+    ctl.on_commands = lambda: [{**cmd("launch", "j3", 1, epoch=11), "term": 6}]
+    assert agent.commands_once(wait_s=0) == 1
+    assert agent.runner.live() == [("j1", 1, 0), ("j3", 1, 0)]

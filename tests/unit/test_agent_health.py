@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufleet.agent.gpu import DCGM_FIELDS, GpuSample, metrics_payload
+from gpufleet.agent.gpu import DCGM_FIELDS, ENCODER_FIELDS, GpuSample, metrics_payload
 from gpufleet.agent.health import CRITICAL_XIDS, HealthChecker, HealthLimits
 from gpufleet.agent.simgpu import SimulatedGpus, Thermal
 
@@ -97,4 +97,8 @@ def test_metrics_payload_uses_dcgm_names_and_labels() -> None:
 def test_every_sample_field_but_identity_maps_to_a_dcgm_name() -> None:
     identity = {"index", "uuid", "model", "name", "pci_bus_id", "nvlink_up"}
     identity |= {"mig_profile", "gpu_instance_id"}  # a MIG device's labels (GPU_I_*)
-    assert set(GpuSample.__dataclass_fields__) - identity == set(DCGM_FIELDS)
+    # the encoder's figures dcgm-exporter does not publish go out under gpufleet's names; the
+    # processes' shares become each job's (metrics_payload)
+    own = set(ENCODER_FIELDS) | {"processes"}
+    assert set(GpuSample.__dataclass_fields__) - identity - own == set(DCGM_FIELDS)
+    assert not set(ENCODER_FIELDS) & set(DCGM_FIELDS)

@@ -413,13 +413,15 @@ def test_the_default_counters_nvml_has_are_read(full: FullNvml) -> None:
     x0, x1 = b.sample(1.0)
     assert x0.name == "NVIDIA H100 80GB HBM3" and x0.labels()["modelName"] == x0.name
     assert x0.model == "H100-SXM"  # the catalog's name stays for scheduling
-    assert (x0.enc_util, x0.dec_util) == (3, 11)
+    # an H100 has NVDEC and no NVENC (model/engines.py): its encoder reading is no series
+    assert (x0.enc_util, x0.dec_util) == (None, 11)
     assert (x0.fb_reserved, x0.fb_used, x0.fb_free) == (512, 512, 80535)  # v2: used excludes it
     assert x0.memory_temp == 71.0
     assert x0.nvlink_bandwidth_total == 3000 * 1024  # tx + rx, bytes
     assert x0.vgpu_license_status is None and x1.vgpu_license_status == 1
     d = x0.dcgm()
-    assert d["DCGM_FI_DEV_ENC_UTIL"] == 3 and d["DCGM_FI_DEV_FB_RESERVED"] == 512
+    assert "DCGM_FI_DEV_ENC_UTIL" not in d and d["DCGM_FI_DEV_DEC_UTIL"] == 11
+    assert d["DCGM_FI_DEV_FB_RESERVED"] == 512
     assert d["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] == 0x4
     assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" not in d  # the deprecated name
     assert not any(k.startswith("DCGM_FI_PROF_") and "NVLINK" not in k for k in d)  # no DCGM
@@ -798,7 +800,7 @@ def test_not_supported_on_a_mig_device_is_asked_once_per_device() -> None:
         x0, x1 = b.sample(float(t))
         assert (x0.fb_used, x0.fb_reserved, x1.fb_used) == (10, None, 0)  # v1 then
     assert nv.v2_on_mig == 2  # once each, then never again
-    assert x0.enc_util == 3  # the parent's
+    assert (x0.enc_util, x0.dec_util) == (None, 11)  # the parent's: an H200 has no NVENC
 
 
 def test_dcgm_profiling_goes_to_whole_gpus_only(mixed: FakeNvml) -> None:
@@ -853,3 +855,75 @@ def test_a_mig_device_without_attributes_is_still_a_slice_never_the_whole_model(
         16896,
     )
     assert sum("no profile" in r.message for r in caplog.records) == 1
+
+
+class EngineNvml(FakeNvml):
+    """FakeNvml with NVML's encoder stats and per-process utilization: a GPU's ``enc`` is its
+    (sessions, fps, latency) and ``procs`` its per-process samples, NOT_FOUND when none is
+    newer than asked (as NVML answers)."""
+
+    def __init__(self, gpus: list[dict[str, Any]]) -> None:
+        super().__init__(gpus)
+        self.asked_since: list[int] = []
+
+    def nvmlDeviceGetEncoderStats(self, h: Any) -> tuple[int, int, int]:
+        return tuple(self._gpu(h, "encstats").get("enc", (0, 0, 0)))  # type: ignore[return-value]
+
+    def nvmlDeviceGetProcessUtilization(self, h: Any, since: int) -> list[SimpleNamespace]:
+        self.asked_since.append(since)
+        got = [p for p in self._gpu(h, "procutil").get("procs", []) if p.timeStamp > since]
+        if not got:
+            raise NVMLError(NOT_FOUND)
+        return got
+
+
+def proc(pid: int, t: int, sm: int, enc: int = 0, dec: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(
+        pid=pid, timeStamp=t, smUtil=sm, memUtil=sm // 2, encUtil=enc, decUtil=dec
+    )
+
+
+def l40s(i: int, **kw: Any) -> dict[str, Any]:
+    return h100(i, name="NVIDIA L40S", total=46068 * MIB, links=0, **kw)
+
+
+def test_encoder_sessions_and_each_process_share_where_the_gpu_has_nvenc() -> None:
+    fake = EngineNvml(
+        [
+            l40s(
+                0,
+                enc=(2, 58, 4200),
+                procs=[proc(41, 10, 30, 20, 5), proc(41, 20, 35, 25, 6), proc(42, 15, 40)],
+            ),
+            h100(1, enc=(0, 0, 0), procs=[proc(43, 12, 90, 0, 7)]),
+        ]
+    )
+    b = NvmlBackend(fake, profiling=None)
+    b.discover()
+    ada, h = b.sample(1.0)
+    assert (ada.enc_sessions, ada.enc_fps, ada.enc_latency_us) == (2, 58.0, 4200.0)
+    d = ada.dcgm()
+    assert d["gpufleet_gpu_encoder_sessions"] == 2
+    assert d["gpufleet_gpu_encoder_latency_microseconds"] == 4200.0
+    # the latest sample of each process, each engine as NVML gives it
+    assert [(p.pid, p.sm, p.enc, p.dec) for p in ada.processes] == [
+        (41, 35.0, 25.0, 6.0),
+        (42, 40.0, 0.0, 0.0),
+    ]
+    # an H100 has no NVENC: no encoder figures (not zeros), no encoder share; NVDEC it has
+    assert (h.enc_sessions, h.enc_fps, h.enc_latency_us) == (None, None, None)
+    assert "gpufleet_gpu_encoder_sessions" not in h.dcgm()
+    assert [(p.pid, p.enc, p.dec) for p in h.processes] == [(43, None, 7.0)]
+    # the next read asks only for newer samples: nothing new, no processes (NOT_FOUND)
+    fake.asked_since.clear()
+    ada, h = b.sample(2.0)
+    assert fake.asked_since == [20, 12] and ada.processes == () and h.processes == ()
+
+
+def test_a_gpu_in_mig_mode_reports_no_encoder_or_processes_for_its_devices(mixed: FakeNvml) -> None:
+    fake = EngineNvml(mixed.gpus)
+    b = NvmlBackend(fake, profiling=None)
+    b.discover()
+    s = b.sample(1.0)
+    assert all(x.enc_sessions is None and x.processes == () for x in s if x.mig_profile)
+    assert fake.asked_since == [0]  # only the whole GPU (1) was asked for its processes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufleet.agent.shipping import EventQueue, LogTail, utf8_cut
+from gpufleet.agent.shipping import EventQueue, LogTail, LogTails, utf8_cut
 from gpufleet.api.schemas import AgentEvent
 
 
@@ -73,3 +73,27 @@ def test_offsets_count_the_text_sent_not_the_raw_bytes(tmp_path: Path) -> None:
 def test_an_empty_log_of_a_finished_task_still_sends_its_final(tmp_path: Path) -> None:
     t = LogTail(("j", 0, 0), "stdout", tmp_path / "never-written", complete=True)
     assert drain(t, 64) == [(0, "", True)]
+
+
+def test_the_next_agent_ships_an_adopted_log_on_from_where_the_last_one_got_to(
+    tmp_path: Path,
+) -> None:
+    out, err = tmp_path / "rank0.out", tmp_path / "rank0.err"
+    out.write_bytes("été\n".encode())
+    err.write_bytes(b"")
+    first = LogTails()
+    first.track(("j", 1, 0), out, err)
+    tail = next(t for t in first.pending() if t.stream == "stdout")
+    got = tail.next_chunk()
+    assert got is not None
+    tail.ack(*got)  # the controller holds it; then this agent dies
+    with out.open("ab") as f:
+        f.write(b"more\n")
+    second = LogTails()
+    second.track(("j", 1, 0), out, err, resume=True)
+    again = next(t for t in second.pending() if t.stream == "stdout")
+    nxt = again.next_chunk()
+    assert nxt is not None and (nxt[0].offset, nxt[0].data) == (len("été\n".encode()), "more\n")
+    fresh = LogTails()  # a task of our own starts at 0
+    fresh.track(("j", 1, 0), out, err)
+    assert next(t for t in fresh.pending() if t.stream == "stdout").read_pos == 0

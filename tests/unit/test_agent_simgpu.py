@@ -4,6 +4,7 @@ strictly and act at their time."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -126,7 +127,7 @@ def test_fault_specs_parse() -> None:
         ("dbe@card0:10s", "not like gpu3"),
         ("freeze@gpu1:10s", "whole node"),
         ("hot@gpu0:soon", "is not a time"),
-        ("xid79@gpu0:1s+5s", "one-off"),
+        ("offbus@gpu0:1s+5s", "one-off"),
         ("hot@gpu0:1s+0s", "positive"),
     ],
 )
@@ -151,6 +152,20 @@ def test_xid_appears_once_at_its_time_on_its_gpu() -> None:
     assert samples[3].xid_errors == (79,)
     assert all(x.xid_errors == () for x in samples[:3])
     assert s.sample(1122.0)[3].xid_errors == ()  # seen since the last sample only
+
+
+def test_faults_written_to_the_inbox_act_from_when_they_are_read(tmp_path: Path) -> None:
+    s = sim(4, start=1000.0)
+    inbox = tmp_path / "inject"
+    s.watch(inbox)
+    assert all(x.xid_errors == () for x in s.sample(1500.0))  # no file: nothing
+    inbox.write_text("xid79@gpu2\nbogus@gpu1, nvlink@gpu1:10s\n")
+    samples = s.sample(1501.0)  # read now: the XID at once, the NVLink fault 10 s later
+    assert not inbox.exists()
+    assert samples[2].xid_errors == (79,) and samples[1].xid_errors == ()
+    assert [f.spec for f in s.faults] == ["xid79@gpu2", "nvlink@gpu1:10s"]  # bogus: skipped
+    assert [f.at for f in s.faults] == [501.0, 511.0]
+    assert s.sample(1502.0)[2].xid_errors == ()  # once
 
 
 def test_dbe_counts_an_ecc_error_and_logs_xid_48() -> None:
@@ -216,8 +231,8 @@ def test_every_default_counter_is_modelled_and_follows_the_load() -> None:
     s.set_load({0: 1.0}, 0.0)
     busy, idle = s.sample(300.0)
     for x in (busy, idle):
+        assert x.enc_util is None  # an H100 has no NVENC: no ENC series (model/engines.py)
         for name in (
-            "enc_util",
             "dec_util",
             "fb_reserved",
             "memory_temp",
@@ -248,5 +263,21 @@ def test_every_default_counter_is_modelled_and_follows_the_load() -> None:
 
 def test_gddr_boards_have_no_memory_temperature_and_pcie_boards_no_nvlink_counter() -> None:
     x = SimulatedGpus.from_spec("1xL40S").sample(1.0)[0]
+    assert x.enc_util == 0.0 and x.dec_util == 0.0  # an L40S has both engines, idle here
     assert x.memory_temp is None and x.nvlink_bandwidth_total is None
     assert "DCGM_FI_DEV_MEMORY_TEMP" not in x.dcgm()
+
+
+def test_a_reset_cures_a_one_off_xid_but_not_a_recurring_one() -> None:
+    sim = SimulatedGpus(lookup("H100"), 2, "n1")
+    sim.inject("xid79@gpu0:1s")
+    sim.inject("xid48@gpu1:1s+1h")  # the hardware: again after every reset within the hour
+    sim.inject("dbe@gpu1:1s")
+    assert [s.xid_errors for s in sim.sample(2.0)] == [(79,), (48, 48)]
+    sim.reset()
+    after = sim.sample(3.0)
+    assert [s.xid_errors for s in after] == [(), (48,)]
+    assert after[1].ecc_dbe_vol_total == 0  # volatile counters clear with a reset
+    sim.sample(3700.0)  # the recurring fault is over: a reset cures it now
+    sim.reset()
+    assert [s.xid_errors for s in sim.sample(3701.0)] == [(), ()]

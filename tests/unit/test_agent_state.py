@@ -116,6 +116,24 @@ def test_exit_is_reported_and_the_task_leaves_running() -> None:
     assert st.running() == []
 
 
+def test_the_latest_exits_are_remembered_for_a_registration() -> None:
+    """A controller restored from a backup learns from them which of the ranks it holds
+    running ended meanwhile (issue 26): the latest ``most``, oldest first; a launch refused
+    or a kill of a task never launched is no exit of a task that ran."""
+    st = registered()
+    for i in range(4):
+        st.on_command(launch(f"j{i}"), 1.0)
+        started(st, f"j{i}")
+        st.on_task(RunnerEvent("exited", (f"j{i}", 0, 0), i, f"exit {i}"))
+    st.on_command(kill("never"), 2.0)
+    assert [(e.job, e.exit_code, e.why) for e in st.ended(most=2)] == [
+        ("j2", 2, "exit 2"),
+        ("j3", 3, "exit 3"),
+    ]
+    assert [e.job for e in st.ended()] == ["j0", "j1", "j2", "j3"]
+    assert all(e.kind == "exited" for e in st.ended())
+
+
 # ----- lease and fencing ---------------------------------------------------------------------
 
 

@@ -64,10 +64,19 @@ def test_drain_sends_the_reason_and_resume_undoes_it(api: FakeApi) -> None:
     r = cli("drain", "n01", "--reason", "swap GPU 3")
     assert r.code == 0, r.stderr
     assert r.stdout == "node n01: drained (swap GPU 3)\n"
-    assert api.body() == {"reason": "swap GPU 3"}
+    assert api.body() == {"reason": "swap GPU 3", "deadline_s": None}
     r = cli("resume", "n01", "--json")
     assert r.code == 0 and r.json()["state"] == "idle"
     assert api.requests[-1].url.path == "/api/v1/nodes/n01/resume"
+
+
+def test_drain_with_a_deadline_sends_it_in_seconds(api: FakeApi) -> None:
+    api.on("POST", "/nodes/n01/drain", node("n01", state="drained", why="kernel update"))
+    r = cli("drain", "n01", "--reason", "kernel update", "--deadline", "30m")
+    assert r.code == 0, r.stderr
+    assert api.body() == {"reason": "kernel update", "deadline_s": 1800.0}
+    r = cli("drain", "n01", "--reason", "x", "--deadline", "soon")
+    assert r.code == 2 and "--deadline soon" in r.stderr
 
 
 def test_drain_needs_a_reason_and_names_unknown_nodes(api: FakeApi) -> None:
@@ -151,7 +160,7 @@ def test_token_create_for_an_agent_names_its_node(api: FakeApi) -> None:
 @pytest.mark.parametrize(
     ("args", "why"),
     [
-        (["--role", "root"], "expected user, admin or agent"),
+        (["--role", "root"], "expected user, admin, agent or metrics"),
         (["--role", "agent"], "needs --node"),
         (["--role", "user"], "needs --user"),
         (["--role", "user", "--user", "ana", "--node", "n01"], "--node is for agent tokens"),

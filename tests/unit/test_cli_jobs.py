@@ -37,7 +37,7 @@ def submitted(*ids: str) -> Any:
 def test_submit_from_flags_sends_the_spec(api: FakeApi) -> None:
     api.on("POST", "/jobs", submitted("17"))
     r = cli(
-        *("submit", "--gpus", "8", "--workers", "2", "--queue", "vision", "--time", "2:00:00"),
+        *("submit", "--gpus", "16", "--workers", "2", "--queue", "vision", "--time", "2:00:00"),
         *(
             "--name",
             "pretrain",
@@ -114,6 +114,20 @@ def test_flags_override_the_script_as_sbatch_options_do(api: FakeApi, tmp_path: 
     r = cli("submit", "--dry-run", "--json", "-p", "nlp", "--array", "0-1", str(f))
     assert r.code == 0, r.stderr
     assert r.json()["spec"]["queue"] == "nlp" and r.json()["array"] == "0-1"
+
+
+def test_min_runtime_takes_sbatchs_time_format_and_refuses_what_it_cannot_read(
+    api: FakeApi, tmp_path: Path
+) -> None:
+    r = cli("submit", "--dry-run", "--json", "--min-runtime", "1:30:00", "--", "x")
+    assert r.code == 0, r.stderr
+    assert r.json()["spec"]["min_runtime_s"] == 5400
+    f = tmp_path / "train.sbatch"
+    f.write_text(SCRIPT)  # over a script's lines, as the other flags
+    spec = cli("submit", "--dry-run", "--json", "--min-runtime", "10", str(f)).json()["spec"]
+    assert spec["min_runtime_s"] == 600  # minutes, as sbatch's --time
+    r = cli("submit", "--dry-run", "--min-runtime", "soon", "--", "x")
+    assert r.code == 2 and "--min-runtime soon" in r.stderr
 
 
 def test_signal_and_no_requeue_flags_set_the_spec_and_override_the_script(
@@ -244,7 +258,8 @@ def test_a_job_yaml_with_a_nul_is_refused_before_sending(api: FakeApi, tmp_path:
     f = tmp_path / "j.yaml"
     f.write_text('name: a\ncommand: ["echo", "a\\0b"]\nenv: {K: "\\0"}\n')
     r = cli("submit", "-f", str(f))
-    assert r.code == 2 and f"{f}: command[1]: must not contain a NUL byte" in r.stderr
+    assert r.code == 2 and f"{f}:2:19: command[1]: must not contain a NUL byte" in r.stderr
+    assert f"{f}:3:7: env.K: must not contain a NUL byte" in r.stderr  # both at once
     assert api.requests == []
 
 
@@ -252,7 +267,7 @@ def test_a_job_yaml_error_names_the_field(api: FakeApi, tmp_path: Path) -> None:
     f = tmp_path / "j.yaml"
     f.write_text("name: a\nworkers: 0\ncommand: x\n")
     r = cli("submit", "-f", str(f))
-    assert r.code == 2 and f"{f}: workers: must be at least 1" in r.stderr
+    assert r.code == 2 and f"{f}:2:1: workers: must be at least 1" in r.stderr  # line:column
 
 
 # ----- errors any command can meet -------------------------------------------------------------
@@ -411,7 +426,7 @@ def test_jobs_takes_squeues_state_codes_one_for_the_server_many_filtered(api: Fa
 
 
 def test_jobs_in_squeues_format_without_header(api: FakeApi, monkeypatch: Any) -> None:
-    monkeypatch.setattr("gpufleet.cli.slurm_style.time.time", lambda: NOW)
+    monkeypatch.setattr("gpufleet.io.slurm_style.time.time", lambda: NOW)
     placement = [
         {"node": "n01", "gpus": [0], "gpu_milli": 1000, "cpu_milli": 1000, "memory_mib": 1024}
     ]
@@ -607,26 +622,37 @@ def test_accounting_by_queue_over_a_period(api: FakeApi, monkeypatch: Any) -> No
         "GET",
         "/accounting",
         [
-            {"key": "vision", "jobs": 3, "gpu_hours": 12.5},
+            {"key": "vision", "jobs": 3, "gpu_hours": 12.5, "used_gpu_hours": 10.0},
             {"key": "nlp", "jobs": 10, "gpu_hours": 1234.25},
         ],
     )
+    fair = {"jain": 0.91, "windows": 140, "window_s": 3600.0, "queues": {"nlp": 1.2, "vision": 0.8}}
+    api.on("GET", "/accounting/fairness", fair)
     r = cli("accounting", "--since", "7d", "--until", "1d", "--by", "queue")
     assert r.code == 0, r.stderr
+    said = " ".join(r.stderr.split())
+    assert "fairness against entitlement: 0.910 (Jain, over 140 hours" in said, said
+    assert "of entitlement: nlp 120 %, vision 80 %" in said
     q = api.requests[0].url.params
     assert float(q["since"]) == NOW - 7 * 86400 and float(q["until"]) == NOW - 86400
     assert q["by"] == "queue"
     lines = [x.split() for x in r.stdout.splitlines() if x.strip()]
-    assert ["QUEUE", "JOBS", "GPU-HOURS"] in lines
-    assert ["nlp", "10", "1,234.2"] in lines or ["nlp", "10", "1,234.3"] in lines
-    assert lines.index(["vision", "3", "12.5"]) > 1  # most GPU-hours first
+    assert ["QUEUE", "JOBS", "GPU-HOURS", "USED", "USED%"] in lines
+    assert ["nlp", "10", "1,234.2", "0.0", "0%"] in lines or [
+        "nlp",
+        "10",
+        "1,234.3",
+        "0.0",
+        "0%",
+    ] in lines  # a server without "used" (older) answers none: 0
+    assert lines.index(["vision", "3", "12.5", "10.0", "80%"]) > 1  # most GPU-hours first
     assert lines[-1][0] == "TOTAL" and lines[-1][1] == "13"
 
 
 def test_accounting_json_and_input_checks(api: FakeApi) -> None:
     api.on("GET", "/accounting", [{"key": "ana", "jobs": 1, "gpu_hours": 2.0}])
     r = cli("accounting", "--json", "--since", "2024-01-01")
-    assert r.json() == [{"key": "ana", "jobs": 1, "gpu_hours": 2.0}]
+    assert r.json() == [{"key": "ana", "jobs": 1, "gpu_hours": 2.0, "used_gpu_hours": 0.0}]
     assert "since" in api.requests[0].url.params
     assert cli("accounting", "--by", "team").code == 2
     assert cli("accounting", "--since", "last tuesday").code == 2
@@ -720,3 +746,23 @@ def test_cancel_selects_as_scancel_does(api: FakeApi) -> None:
     assert r.code == 0 and [j["id"] for j in r.json()] == ["3"]
     r = cli("cancel")
     assert r.code == 2 and "job ids, or -u/-n/-t/--me" in r.stderr
+
+
+def test_show_gives_the_estimated_starts_80_percent_band(api: FakeApi, monkeypatch: Any) -> None:
+    monkeypatch.setattr(jobs_cli.time, "time", lambda: NOW)
+    reason = {
+        "code": "Priority",
+        "message": "jobs ahead in order wait for the same GPUs",
+        "estimated_start": NOW + 7800,
+        "estimated_start_at": "2026-12-03T14:10:00Z",
+        "start_bound": "planned",
+        "start_low": NOW + 6000,
+        "start_high": NOW + 10800,
+    }
+    api.on("GET", "/jobs/7", job("7", reason=reason))
+    r = cli("show", "7")
+    assert r.code == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "(in 2h 10m), 80 % between 1h 40m and 3h 00m from now" in text, text
+    shown = cli("show", "7", "--json").json()["reason"]
+    assert (shown["start_low"], shown["start_high"]) == (NOW + 6000, NOW + 10800)

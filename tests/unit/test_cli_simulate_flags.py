@@ -61,3 +61,11 @@ def test_the_commands_that_share_a_group_list_the_same_option() -> None:
     for command in ("replay", "compare", "sweep"):
         r = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
         assert "--las-thresholds" in r.output and "--checkpoint-interval" in r.output, command
+
+
+def test_las_thresholds_reach_both_las_orders() -> None:
+    from gpufleet.cli.simulate.workload import las_options
+
+    queues = {"thresholds_gpu_s": [500.0, 2000.0]}
+    assert las_options("500, 2000") == {"order/las": queues, "order/las-history": queues}
+    assert las_options("") == {}

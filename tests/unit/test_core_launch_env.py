@@ -14,6 +14,7 @@ from gpufleet.core.events import JobSubmitted
 from gpufleet.core.launch_env import ArrayFacts, JobFacts, per_node_counts, rank_env
 from gpufleet.model.allocation import Placement
 from gpufleet.model.hostlist import expand
+from gpufleet.model.job import JobSpec
 
 
 def P(node: str, gpus: tuple[int, ...]) -> Placement:
@@ -172,3 +173,17 @@ def test_tasks_per_worker_count_as_tasks() -> None:
         ("0", "2", "1"),
         ("1", "2", "1"),
     ]
+
+
+def test_driver_capabilities_follow_what_the_job_asked_of_its_gpus() -> None:
+    def caps(s: JobSpec) -> str | None:
+        return envs(JobFacts.of(s))[0].get("NVIDIA_DRIVER_CAPABILITIES")
+
+    train = spec("train", gpus=2)
+    assert caps(train) == "compute,utility"  # the container toolkit's default, not "all"
+    assert caps(replace(train, gpu_engines=(("nvenc", 1),))) == "compute,utility,video"
+    render = replace(train, gpu_engines=(("graphics", 1), ("nvdec", 1)))
+    assert caps(render) == "compute,utility,video,graphics,display"
+    own = replace(train, env=(("NVIDIA_DRIVER_CAPABILITIES", "all"),))
+    assert caps(own) == "all"  # the job's own word, as the toolkit takes it
+    assert caps(spec("cpu", gpus=0)) is None

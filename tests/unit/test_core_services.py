@@ -320,6 +320,23 @@ def test_repeated_failures_on_one_node_send_the_replacement_elsewhere() -> None:
     assert s.node(b.job_id) == "n01"
 
 
+def test_a_failing_node_the_replica_alone_may_use_is_not_avoided() -> None:
+    # avoidance is a preference: a replica whose own -x leaves it n00 alone goes back there,
+    # paced by the back-off, instead of waiting for ever as NeverSchedulable
+    spec = service(1, readiness=None, restart=Backoff(1, 1, avoid_node_after=2))
+    s = Svc(replace(spec, replica=replace(spec.replica, exclude=("n01",))))
+    s.start()
+    for _ in range(3):
+        (job,) = s.replicas()
+        assert s.node(job) == "n00"
+        s.exit(job)
+        (a,) = added(s.until(s.now + 1))
+        assert a.spec.exclude == ("n01",)
+        s.start()
+    assert s.svc.node_failures == {"n00": 3}
+    assert s.state(a.job_id) is S.RUNNING and s.node(a.job_id) == "n00"
+
+
 def test_a_lost_node_requeues_the_replica_without_counting_a_failure() -> None:
     from gpufleet.core.events import NodeLost
 
@@ -486,6 +503,7 @@ def test_a_restart_rebuilds_the_service_from_its_record() -> None:
     c2.restore([n.spec for n in s.c.nodes.values()], jobs, services=[record])
     svc = c2.services.services["web"]
     assert svc.generation == 2 and svc.previous == 1
+    assert c2.state.running["web.1"].replica  # defrag counts no lost work for it
     assert {j: r.generation for j, r in svc.replicas.items()} == {
         "web.1": 1,
         "web.2": 1,

@@ -146,7 +146,39 @@ def test_a_lost_node_and_a_pending_reason() -> None:
     assert analyse(never, {})[0].severity is Severity.ERROR
 
 
+def test_a_moving_gang_and_a_warned_idle_job_say_so() -> None:
+    moving = job(
+        "PENDING",
+        reason=ReasonOut(
+            code="Defragmenting", message="moving 2 jobs to free 2 nodes under leaf-1"
+        ),
+    )
+    (f,) = [f for f in analyse(moving, {}) if f.code == "pending"]
+    assert f.seen.startswith("Defragmenting: moving 2 jobs") and "moved off one leaf" in f.next_step
+    idle = job("RUNNING", reason=ReasonOut(code="IdleGpus", message="warning 1: GPUs idle"))
+    (g,) = [f for f in analyse(idle, {}) if f.code == "idle_gpus"]
+    assert g.severity is Severity.WARNING and "idle_exempt_s" in g.next_step
+
+
 def test_a_failure_without_a_signature_says_where_to_look() -> None:
     j = job("FAILED", events=[ev("FAILED", "exited with code 3")])
     (f,) = analyse(j, {0: ("", "something odd happened\n"), 1: ("", "")})
     assert f.code == "unknown" and "something odd happened" in f.seen
+
+
+def test_a_refused_launch_is_said_once_as_the_cause_not_as_an_unknown_failure() -> None:
+    """A job whose user has no account on the node (issue 23): the agent's refusal is the cause
+    and its fix the next step; no "no known failure signature" after it."""
+    why = (
+        "refused: user 'ana' has no Unix account on this node; create it (useradd ana) or "
+        "start the controller with --fallback-account ACCOUNT"
+    )
+    j = job("FAILED", workers=1, events=[ev("FAILED", why)])
+    (f,) = analyse(j, {0: ("", why + "\n")})
+    assert f.code == "launch_refused" and f.severity is Severity.ERROR
+    assert (
+        f.cause == "the node's agent refused to start the task: user 'ana' has no Unix "
+        "account on this node"
+    )
+    assert f.next_step.startswith("create it (useradd ana)")
+    assert "no known failure signature" not in f"{f.seen} {f.cause} {f.next_step}"

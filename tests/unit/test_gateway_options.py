@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.cli.serve import port_range
+from gpufleet.base.portrange import port_range
 
 
 def test_a_port_range_is_its_first_port_and_how_many() -> None:

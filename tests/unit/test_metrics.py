@@ -15,7 +15,7 @@ from builders import node_spec, profile, spec
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from gpufleet.agent.gpu import DCGM_FIELDS, metrics_payload
+from gpufleet.agent.gpu import DCGM_FIELDS, TaskUse, metrics_payload
 from gpufleet.agent.health import CRITICAL_XIDS as AGENT_CRITICAL_XIDS
 from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.base.clock import ManualClock
@@ -40,6 +40,7 @@ from gpufleet.server.metrics import (
     FleetCollector,
     metric_names,
 )
+from gpufleet.server.metrics.catalog import ENCODER_METRICS
 from gpufleet.server.service import ControllerService, NodeLink
 
 T0 = 1_700_000_000.0
@@ -73,12 +74,24 @@ class Fleet:
                 )
         return out
 
-    def heartbeat(self, now: float, xids: dict[int, int] | None = None) -> None:
+    def heartbeat(
+        self, now: float, xids: dict[int, int] | None = None, video: frozenset[str] = frozenset()
+    ) -> None:
+        """Each node's sample as its agent sends it: each running job one process (a made-up
+        pid) on its GPUs there, the jobs in ``video`` encoding."""
+        pids = {jid: 4000 + i for i, jid in enumerate(sorted(self.ctrl.running))}
+        job_of = {pid: jid for jid, pid in pids.items()}.get
         for name, sim in self.sims.items():
             node = self.ctrl.nodes[name]
-            sim.set_load({d: 1.0 - g / MILLI for d, g in enumerate(node.gpu_free)}, now)
+            uses = [
+                TaskUse(pids[jid], p.gpus, p.gpu_milli / MILLI, jid in video)
+                for jid, r in self.ctrl.running.items()
+                for p in r.allocation
+                if p.node == name
+            ]
+            sim.set_load({d: 1.0 - g / MILLI for d, g in enumerate(node.gpu_free)}, now, uses)
             self.svc.links[name].metrics = metrics_payload(
-                sim.sample(now), xids or {}, {"cpu_percent": 12.5, "net_rx_bytes": 1e9}
+                sim.sample(now), xids or {}, {"cpu_percent": 12.5, "net_rx_bytes": 1e9}, job_of
             )
             self.svc.links[name].last_seen = now
 
@@ -133,9 +146,10 @@ def test_the_text_parses_and_keeps_dcgm_exporters_names_and_types(fleet: Fleet) 
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         "DCGM_FI_PROF_NVLINK_TX_BYTES",
-        *DEFAULT_COUNTERS,
+        *(c for c in DEFAULT_COUNTERS if c != "DCGM_FI_DEV_ENC_UTIL"),
     ):
         assert len(series(text, name)) == 16, name  # 2 nodes x 8 GPUs
+    assert not series(text, "DCGM_FI_DEV_ENC_UTIL")  # H100s: NVDEC, no NVENC (model/engines.py)
     # every field the agent sends is published, under a type dcgm-exporter gives it
     assert set(DCGM_FIELDS.values()) <= set(DCGM_METRICS)
     assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" not in text  # the deprecated name
@@ -167,6 +181,18 @@ def test_gpu_labels_are_dcgm_exporters_plus_the_job_holding_the_gpu(fleet: Fleet
             assert v == 100.0  # the simulated GPU is as busy as its allocation
         else:
             assert "hpc_job" not in lb and "job" not in lb and v == 0.0
+
+
+def test_without_user_labels_no_series_names_a_user(fleet: Fleet) -> None:
+    """A public /metrics (``--metrics-public`` without ``--metrics-user-labels``): the jobs'
+    GPU series keep hpc_job and queue, and the user's name is nowhere in the text."""
+    fleet.coll.user_labels = False
+    text = fleet.text()
+    held = [lb for lb, _ in series(text, "DCGM_FI_DEV_GPU_UTIL") if "hpc_job" in lb]
+    idle = [lb for lb, _ in series(text, "gpufleet_gpu_allocated_idle")]
+    assert held and idle
+    assert all((lb["hpc_job"], lb["queue"]) == ("j1", "vision") for lb in held + idle)
+    assert "user=" not in text and "alice" not in text
 
 
 def test_a_shared_gpu_has_a_series_per_job_as_dcgm_exporters_hpc_mapping(
@@ -402,8 +428,57 @@ def test_every_default_counter_of_dcgm_exporter_is_emitted_with_its_type(fleet: 
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
     for name, kind in DCGM_EXPORTER_DEFAULT_COUNTERS.items():
         assert DCGM_METRICS[name][0] == kind, name
+        if name == "DCGM_FI_DEV_ENC_UTIL":  # only GPUs with NVENC: the next test
+            assert not series(text, name)
+            continue
         assert types.get(name) == kind, name  # emitted, with dcgm-exporter's type
         assert len(series(text, name)) == 16, name  # for every GPU of both nodes
+
+
+def test_encoder_and_decoder_series_only_for_gpus_that_have_those_engines(fleet: Fleet) -> None:
+    fleet.sims["n01"] = SimulatedGpus(lookup("L40S"), 8, "n01", start=T0)  # 3 NVENC, 3 NVDEC
+    fleet.heartbeat(T0 + 4)
+    text = fleet.text()
+    assert {lb["Hostname"] for lb, _ in series(text, "DCGM_FI_DEV_ENC_UTIL")} == {"n01"}
+    assert len(series(text, "DCGM_FI_DEV_ENC_UTIL")) == 8
+    assert len(series(text, "DCGM_FI_DEV_DEC_UTIL")) == 16  # H100s decode too (7 NVDEC)
+
+
+def test_encoder_sessions_and_each_jobs_engines_on_a_shared_gpu(tmp_path: Path) -> None:
+    # two half-GPU jobs share an L40S's GPU 0; "enc" was given the video capability
+    f = Fleet(tmp_path)
+    f.sims = {n: SimulatedGpus(lookup("L40S"), 8, n, start=T0) for n in f.sims}  # 3 NVENC
+    f.submit("enc", spec("enc", milli=500, user="alice"), T0 + 1)
+    f.submit("train", spec("train", milli=500, user="bob"), T0 + 1)
+    f.heartbeat(T0 + 2, video=frozenset({"enc"}))
+    text = f.text()
+    node = {lb["Hostname"] for lb, _ in series(text, "gpufleet_job_gpu_utilization_percent")}
+    (host,) = node
+    shared = {
+        (lb["hpc_job"], lb["engine"]): v
+        for lb, v in series(text, "gpufleet_job_gpu_utilization_percent")
+        if lb["gpu"] == "0"
+    }
+    # each job's own share, not the GPU's total: the encoder is the encoding job's alone
+    assert shared[("enc", "sm")] == shared[("train", "sm")] == 50.0
+    assert shared[("enc", "encoder")] > 0 and shared[("train", "encoder")] == 0.0
+    assert shared[("enc", "decoder")] > shared[("train", "decoder")] > 0
+    sessions = {
+        (lb["Hostname"], lb["gpu"]): v for lb, v in series(text, "gpufleet_gpu_encoder_sessions")
+    }
+    assert sessions[(host, "0")] == 1 and sum(sessions.values()) == 1  # one, on the shared GPU
+    assert len(sessions) == 8 * len(f.sims)  # every L40S says its count, 0 included
+    fps = {(lb["Hostname"], lb["gpu"]): v for lb, v in series(text, "gpufleet_gpu_encoder_fps")}
+    assert fps[(host, "0")] > 0 and fps[(host, "1")] == 0
+
+
+def test_no_encoder_series_for_a_gpu_without_nvenc(fleet: Fleet) -> None:
+    fleet.heartbeat(T0 + 4, video=frozenset(fleet.ctrl.running))  # H100s: NVDEC, no NVENC
+    text = fleet.text()
+    for name in ENCODER_METRICS:
+        assert series(text, name) == [], name
+    use = series(fleet.text(), "gpufleet_job_gpu_utilization_percent")
+    assert use and {lb["engine"] for lb, _ in use} == {"sm", "memory", "decoder"}
 
 
 def test_a_field_the_agent_leaves_out_is_not_emitted_for_that_gpu(fleet: Fleet) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,11 @@ from builders import spec
 from test_metrics import T0, Fleet
 
 from gpufleet.agent.host import host_metrics
+from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.core.commands import NodeEvent, Transition
-from gpufleet.core.events import NodeHealth, ServiceCreated, ServiceLoad
+from gpufleet.core.events import GpuUtilization, NodeHealth, ServiceCreated, ServiceLoad
+from gpufleet.model.catalog import lookup
+from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.service import ServiceSpec
 from gpufleet.monitoring import DASHBOARD
 from gpufleet.server.metrics import metric_names
@@ -59,6 +63,7 @@ def metrics_in(expr: str) -> set[str]:
 def emitted(tmp: Path) -> set[str]:
     """Every series name of a fleet in which each family has samples."""
     f = Fleet(tmp)
+    f.sims["n01"] = SimulatedGpus(lookup("L40S"), 8, "n01", start=T0)  # H100s have no NVENC
     out = f.submit("j1", spec("train", gpus=4, queue="vision"), T0 + 1)
     out += f.submit("j2", spec("more", gpus=4, queue="vision"), T0 + 1)  # pending: quota
     f.heartbeat(T0 + 2, xids={1: 79})
@@ -67,6 +72,11 @@ def emitted(tmp: Path) -> set[str]:
     evs = f.ctrl.handle(T0 + 3, NodeHealth("n01", False, "GPU 1: XID 79", (1,)))
     web = {"name": "web", "replica": {"user": "alice", "gpus_per_worker": 0, "command": ["x"]}}
     f.ctrl.handle(T0 + 3, ServiceCreated(ServiceSpec.from_dict(web)), ServiceLoad("web", 1, T0))
+    # j1's queue under an idle policy, its GPUs sampled at 0 %: the idle gauge has a series
+    idle = IdlePolicy.from_dict({}, source="test", path="idle")
+    f.ctrl.queues["vision"] = replace(f.ctrl.queues["vision"], idle=idle)
+    attempt = f.ctrl.jobs["j1"].job.attempt
+    f.ctrl.handle(T0 + 3, GpuUtilization((("j1", attempt, (0.0, 0.0, 0.0, 0.0)),)))
     f.coll.on_commit(
         T0 + 3,
         [c for c in out if isinstance(c, Transition)],
@@ -79,11 +89,17 @@ def emitted(tmp: Path) -> set[str]:
     return metric_names(fams)
 
 
-def test_the_dashboard_is_grafana_json_with_the_four_parts() -> None:
+def test_the_dashboard_is_grafana_json_with_the_five_parts() -> None:
     d = dashboard()
     assert d["title"] and d["uid"] and d["schemaVersion"] >= 30
     rows = [p["title"] for p in d["panels"] if p["type"] == "row"]
-    assert rows == ["Cluster", "Nodes and GPUs", "Queues and jobs", "Services"]
+    assert rows == [
+        "Cluster",
+        "Nodes and GPUs",
+        "Queues and jobs",
+        "Services",
+        "Video engines (GPUs that have them)",
+    ]
     ids = [p["id"] for p in d["panels"]]
     assert len(ids) == len(set(ids))
     names = [v["name"] for v in d["templating"]["list"]]

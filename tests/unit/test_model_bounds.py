@@ -66,7 +66,7 @@ def test_a_yaml_job_with_a_nul_escape_is_refused_naming_file_and_field(tmp_path:
     p.write_text('name: j\nuser: u\ncommand: ["echo", "a\\0b"]\n')  # YAML's \0 is a NUL
     with pytest.raises(SpecError) as e:
         load_jobs(p)
-    assert e.value.source == str(p) and e.value.field == "command[1]"
+    assert e.value.source == f"{p}:3:19" and e.value.field == "command[1]"  # line:column
     # large but sane values still pass: a probe program, a fat node's memory
     p.write_text(
         f"name: j\nuser: u\nmemory_gib: 2048\ncpus: 96\ncommand: [python3, -c, {'x' * 60_000}]\n"
@@ -89,3 +89,15 @@ def test_an_sbatch_array_is_sized_from_its_text() -> None:
     with pytest.raises(SpecError):
         parse_sbatch_text(script, source="job.sh", max_array_size=10)
     assert parse_sbatch_text(script, source="job.sh").array == "0-20"
+
+
+def test_a_queues_priority_max_is_read_kept_and_bounded() -> None:
+    from gpufleet.model.errors import SpecError
+    from gpufleet.model.queue import QueueSpec
+    from gpufleet.server.store.codec import queue_from_dict, queue_to_dict
+
+    q = QueueSpec.from_dict({"name": "gpu", "priority_max": 100}, source="q.yaml", path="")
+    assert q.priority_max == 100 and queue_from_dict(queue_to_dict(q)) == q
+    assert QueueSpec.from_dict({"name": "gpu"}, source="q.yaml", path="").priority_max is None
+    with pytest.raises(SpecError, match="priority_max"):
+        QueueSpec.from_dict({"name": "gpu", "priority_max": -1}, source="q.yaml", path="")

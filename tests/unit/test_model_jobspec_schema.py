@@ -13,7 +13,8 @@ from typing import Any, get_args
 
 import pytest
 
-from gpufleet.api.jobspec import JobSpecIn, JobSpecOut
+from gpufleet.api.jobspec import JobSpecIn
+from gpufleet.api.jobspec_out import JobSpecOut
 from gpufleet.api.schemas import JobStateName
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import (
@@ -64,7 +65,7 @@ def nested(key: str, value: Any) -> dict[str, Any]:
     if "." not in key:
         return {key: value}
     outer, inner = key.split(".")
-    assert outer == "signal", key
+    assert outer in ("signal", "checkpoint"), key
     return {outer: {"signal": "USR1", inner: value}}
 
 
@@ -220,6 +221,8 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "exclusive": True,
         "whole_node_memory": True,
         "gres_type": "a100",
+        "gpu_engines": {"nvenc": 1},
+        "reservation": "maint",
         "batch": True,
         "workdir": "/home/u/run",
         "output": "out-%j.txt",
@@ -232,6 +235,9 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
             "mounts": [{"source": "/data", "target": "/mnt", "read_only": True}],
             "workdir": "/mnt",
         },
+        "checkpoint": {"signal": "USR1", "grace_s": 120, "batch_only": True},
+        "min_runtime_s": 600,
+        "idle_exempt_s": 3600,
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)

@@ -14,6 +14,8 @@ racks and the liquid-cooling thresholds, each broken rule a warning with its rea
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,6 +71,26 @@ def test_host_memory_below_gpu_memory_is_a_warning() -> None:
     (w,) = [w for w in p.warnings if w.code == "host-memory"]
     assert w.where == "h100-sxm" and "512 GiB" in w.message and "640 GiB" in w.message
     assert "total GPU memory" in w.reason
+
+
+def test_the_warnings_cite_the_guides_they_apply_by_what_they_say() -> None:
+    """Not "the seeds' rule": the guide's title and its words, and what they mean; where the
+    guides are at hand (../shared/seeds), each quote is checked against them."""
+    from gpufleet.ops.plan import sources
+
+    warned = plan(intent(node={"memory_gib": 512})).warnings
+    reasons = {w.code: w.reason for w in warned}
+    assert sources.HOST_MEMORY in reasons["host-memory"]
+    assert sources.GPU_UNDER_60C in reasons["liquid-cooling"]
+    for reason in reasons.values():
+        assert "seeds" not in reason
+    guides = Path(__file__).parents[3] / "shared" / "seeds"
+    if not guides.is_dir():
+        pytest.skip(f"the guides are not at {guides}: the quotes are not checked against them")
+    text = "".join(p.read_text() for p in guides.glob("*.txt"))
+    for cite in (sources.HOST_MEMORY, sources.GPU_UNDER_60C, sources.NETWORK_REDUNDANCY):
+        for quote in re.findall(r"[《“]([^》”]+)[》”]", cite):
+            assert quote in text, quote
 
 
 def test_too_few_cores_per_gpu_is_a_warning() -> None:

@@ -170,3 +170,39 @@ def test_a_latin1_script_reads_as_sbatch_reads_it(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as e:
         parse_sbatch(f)
     assert e.value.field == "line 2" and "valid Unicode" in str(e.value)
+
+
+# What gpufleet still cannot run of the scripts sbatch accepts, each refused naming what
+CANNOT_RUN = {
+    "08-megatron-gpt.sh": "singleton is not supported",
+    "12-dependency-after-delay.sh": "after is not supported",
+    "39-node-range.sh": "2 to 4 nodes",
+    "58-slurm-array-dependency-corr.sh": "aftercorr is not supported",
+    "71-nodes-tasks-per-node-range.sh": "2 to 4 nodes",
+    "73-mixed-gpu-ways.sh": "more than one way",
+}
+
+
+@pytest.mark.parametrize("name", sorted(k for k, e in EXPECTED.items() if e.get("accepted", True)))
+def test_gpufleet_runs_what_sbatch_accepts_but_the_few_it_names(name: str) -> None:
+    if name not in CANNOT_RUN:
+        parse_sbatch(CORPUS / name)
+        return
+    with pytest.raises(SpecError, match="gpufleet cannot run this yet") as e:
+        parse_sbatch(CORPUS / name)
+    assert CANNOT_RUN[name] in str(e.value)
+
+
+def test_tasks_with_gpus_per_node_and_no_nodes_run_packed_on_one_node() -> None:
+    """``-n 4 --gres gpu:1 --mem 16G``: Slurm 22.05 (shared/tools/slurm_local.sh) chooses the
+    node count, one node (cpu=4, mem=16G, one GPU) when one has room, two when none has, each
+    with gpu:1 and the memory; gpufleet runs the tasks on one node and says so."""
+    job = parse_sbatch(CORPUS / "91-ntasks-gres-mem-no-nodes.sh")
+    s = job.spec
+    assert (s["workers"], s["tasks_per_worker"], s["gpus_per_worker"]) == (1, 4, 1)
+    assert (s["cpus"], s["memory_mib"]) == (4, 16384)
+    assert "distinct_nodes" not in s
+    [note] = [w for w in job.warnings if "no --nodes" in w]
+    assert (
+        note.endswith("give --nodes to spread them") and ":3: --ntasks 4 with --gres gpu:1" in note
+    )

@@ -15,7 +15,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import ReasonCode
 from gpufleet.scheduler.snapshot import NodeView, PendingJob
 
-PLACERS = ["bestfit", "packing", "topology", "fgd", "random", "dotprod"]
+PLACERS = ["bestfit", "packing", "topology", "fgd", "fgd-strand", "random", "dotprod"]
 
 
 def pjob(id: str, alloc: dict[str, Any] | None = None, **kw: Any) -> PendingJob:

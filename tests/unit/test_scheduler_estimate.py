@@ -75,3 +75,34 @@ def test_an_estimate_for_every_job_that_can_start_and_none_for_the_others() -> N
         assert r.estimated_start is None and r.start_bound == "", (job_id, r)
     assert res.reasons["huge"].code is ReasonCode.NEVER
     assert res.reasons["dep"].code is ReasonCode.DEPENDENCY
+
+
+def test_fair_share_is_played_forward_queues_taking_turns_as_their_usage_moves() -> None:
+    """Four GPUs held by queue c until 100, 200, 300, 400. a and b are both idle: a goes first
+    (the tie), and once a1 runs, a's share is above b's: b1 is next, then a2, then b2. A plan
+    ordered once, on the usage of the cycle, would run a's whole backlog first."""
+    busy = [running(f"c{i}", ("n00", [i]), queue="c", limit=100.0 * (i + 1)) for i in range(4)]
+    pending = [
+        job("a1", submit=0, queue="a", limit=1000.0),
+        job("a2", submit=1, queue="a", limit=1000.0),
+        job("b1", submit=2, queue="b", limit=1000.0),
+        job("b2", submit=3, queue="b", limit=1000.0),
+    ]
+    res = cycle(cluster(1, 4), pending, busy, order="fairshare")
+    starts = {x: res.reasons[x].estimated_start for x in ("a1", "b1", "a2", "b2")}
+    assert starts == {"a1": 100.0, "b1": 200.0, "a2": 300.0, "b2": 400.0}
+
+
+def test_a_short_job_deep_in_the_queue_backfills_ahead_of_a_blocked_head() -> None:
+    """A 4-GPU head waits for all four GPUs (free at 400); a 1-GPU job of 50 s, behind it and
+    behind jobs too long to fit before 400, starts at 100 where a GPU frees, as EASY would."""
+    busy = [running(f"c{i}", ("n00", [i]), limit=100.0 * (i + 1)) for i in range(4)]
+    pending = [
+        job("head", submit=0, gpus=4, limit=1000.0),
+        *(job(f"long{i}", submit=1 + i, limit=5000.0) for i in range(3)),
+        job("short", submit=9, limit=50.0),
+    ]
+    res = cycle(cluster(1, 4), pending, busy, order="fifo", backfill="easy")
+    assert res.reasons["head"].estimated_start == 400.0
+    assert res.reasons["short"].estimated_start == 100.0
+    assert res.reasons["long0"].estimated_start == 1400.0

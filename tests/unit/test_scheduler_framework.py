@@ -30,7 +30,7 @@ EXPECTED = {
     "admit": {"quota", "none"},
     "place": {"bestfit", "packing", "topology", "fgd", "random", "dotprod"},
     "backfill": {"easy", "none", "greedy"},
-    "preempt": {"reclaim", "priority", "order"},
+    "preempt": {"reclaim", "priority", "order", "defrag"},
 }
 
 

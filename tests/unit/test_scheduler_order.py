@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from builders import cluster, cycle, job, queue, running, snapshot
 
 from gpufleet.scheduler.framework import make
+from gpufleet.scheduler.snapshot import ServiceMark
 from gpufleet.scheduler.usage import DecayedUsage, QueueUsage
 
 DAY = 86400.0
@@ -170,7 +172,7 @@ def test_decayed_usage_ignores_time_running_backwards() -> None:
 
 def test_las_less_attained_service_goes_first_regardless_of_submit_time() -> None:
     pending = [
-        job("old-heavy", submit=0, attained=5000.0),  # level 1 (≥ 3200 GPU-s)
+        job("old-heavy", submit=0, attained=5000.0),  # level 1 (≥ 3,250 GPU-s)
         job("new-light", submit=50, attained=100.0),  # level 0
     ]
     assert ordered("las", pending, now=100.0) == ["new-light", "old-heavy"]
@@ -182,29 +184,83 @@ def test_las_is_fifo_within_a_level() -> None:
     assert ordered("las", pending, now=100.0) == ["first", "second"]
 
 
+def test_las_has_tiresias_three_queues_by_default() -> None:
+    """Tiresias' simulator's limits: 3,250 and 7,200 GPU-s (three queues)."""
+    plugin = make("order", "las")
+    assert [plugin.level_of(x) for x in (0, 3249, 3250, 7199, 7200, 10**7)] == [0, 0, 1, 1, 2, 2]
+
+
 def test_las_levels_follow_the_thresholds() -> None:
     plugin = make("order", "las", {"thresholds_gpu_s": [100.0, 1000.0]})
     assert [plugin.level_of(x) for x in (0, 99.9, 100, 999, 1000, 10**6)] == [0, 0, 1, 1, 2, 2]
     with pytest.raises(ValueError):
         make("order", "las", {"thresholds_gpu_s": [1000.0, 100.0]})
+    with pytest.raises(ValueError):
+        make("order", "las", {"starvation_factor": -1})
 
 
-def test_las_promotes_a_starving_job_to_the_first_level() -> None:
-    """starvation_factor 2: a 1-GPU job that ran 4000 s is promoted once it has waited more
-    than 2 × 4000 s (submitted at 0: waited = now - 0 - 4000)."""
-    opts = {"order/las": {"starvation_factor": 2.0}}
-    heavy = job("heavy", submit=0, attained=4000.0)
+def test_las_promotes_a_job_that_waited_starvation_factor_times_its_run() -> None:
+    """Tiresias' STARVELIMIT with PROMOTEKNOB 2: a 2-GPU job that ran 2,000 s (4,000 GPU-s,
+    level 1) and stopped at 10,000 is promoted once it has waited 2 × 2,000 s since: at
+    14,000, not at 13,999. Its wait before it first ran does not count."""
+    opts = {"starvation_factor": 2.0}
+    heavy = job("heavy", submit=0, attained=4000.0, gpus=2, mark=ServiceMark(stopped_at=10_000.0))
     light = job("light", submit=10, attained=0.0)
-    assert ordered("las", [heavy, light], now=11_000.0, options=opts["order/las"]) == [
-        "light",
-        "heavy",
-    ]
-    assert ordered("las", [heavy, light], now=12_100.0, options=opts["order/las"]) == [
-        "heavy",
-        "light",
-    ]
-    # without the guard it never is
+    assert ordered("las", [heavy, light], now=13_999.0, options=opts) == ["light", "heavy"]
+    assert ordered("las", [heavy, light], now=14_000.0, options=opts) == ["heavy", "light"]
+    # without the guard it never is; a job that never ran is never promoted (it is level 0)
     assert ordered("las", [heavy, light], now=10**7) == ["light", "heavy"]
+    never_ran = job("never-ran", submit=0, attained=4000.0)
+    assert make("order", "las", opts).pending_level(never_ran, 10**7) == 1
+
+
+def test_las_walks_the_levels_its_pending_level_gives() -> None:
+    """The cycle's split by level (written out for speed) agrees with ``pending_level`` for
+    jobs that never ran, ran, were promoted and wait on either side of their promotion."""
+    las = make("order", "las", {"starvation_factor": 2.0, "within": "history"})
+    jobs = [
+        job(f"j{i}", submit=float(i), attained=a, gpus=g, mark=ServiceMark(b, w, st))
+        for i, (a, g, b, w, st) in enumerate(
+            [
+                (0.0, 1, 0.0, 0.0, None),
+                (4000.0, 2, 0.0, 0.0, 10_000.0),  # starved from 14,000
+                (4000.0, 2, 0.0, 3000.0, 12_000.0),  # from 13,000
+                (9000.0, 1, 4000.0, 0.0, 5_000.0),  # 5,000 since its promotion: level 1
+                (20_000.0, 4, 0.0, 0.0, None),  # ran, never stopped (restored): level 2
+                (3000.0, 1, 0.0, 0.0, 13_000.0),
+            ]
+        )
+    ]
+    for now in (12_999.0, 13_000.0, 13_999.0, 14_000.0, 10**6):
+        want = sorted(jobs, key=lambda p: (las.pending_level(p, now), p.submit_time))
+        snap = snapshot(cluster(1, 8), jobs, now=now)
+        assert [p.id for p in las.order(snap.pending, snap, QueueUsage.of(snap))] == [
+            p.id for p in want
+        ]
+
+
+def test_las_promotion_counts_service_and_waits_from_the_promotion_on() -> None:
+    """Promoted as it starts, the job's mark moves its base to its attained service: it runs
+    in the first queue until it gets another 3,250 GPU-s, and its next promotion needs a wait
+    of twice what it ran since. Not promoted, the wait since its stop is carried over."""
+    plugin = make("order", "las", {"starvation_factor": 2.0})
+    heavy = job("heavy", attained=4000.0, gpus=2, mark=ServiceMark(stopped_at=10_000.0))
+    early = plugin.started(heavy, 12_000.0)
+    assert early == ServiceMark(0.0, 2000.0)  # not promoted: waited 2,000 s so far
+    mark = plugin.started(heavy, 14_500.0)
+    assert mark == ServiceMark(4000.0)
+    snap = snapshot(cluster(1, 8), now=15_000.0)
+    ran = running("heavy", ("n00", [0, 1]), start=14_500.0, attained=4000.0)
+    newcomer = job("new")
+    assert not plugin.outranks(newcomer, replace(ran, mark=mark), snap)  # 1,000 GPU-s since
+    assert plugin.outranks(newcomer, ran, snap)  # without the promotion: 5,000, level 1
+    # stopped at 16,000 after 3,000 GPU-s since the promotion: level 0 however long it waits
+    again = replace(heavy, attained_gpu_s=7000.0, mark=replace(mark, stopped_at=16_000.0))
+    assert plugin.pending_level(again, 10**7) == 0
+    # stopped after 6,000 GPU-s since (3,000 s on 2 GPUs): level 1, promoted after 6,000 s
+    later = replace(heavy, attained_gpu_s=10_000.0, mark=replace(mark, stopped_at=17_500.0))
+    assert plugin.pending_level(later, 23_499.0) == 1
+    assert plugin.pending_level(later, 23_500.0) == 0
 
 
 def test_las_outranks_running_jobs_that_crossed_into_a_higher_level() -> None:

@@ -10,7 +10,7 @@ from builders import cluster, cycle, job, node, nodes_of, running, start_of
 
 from gpufleet.model.reason import ReasonCode
 
-ALL_PLACE = ["bestfit", "topology", "packing", "dotprod", "random", "fgd"]
+ALL_PLACE = ["bestfit", "topology", "packing", "dotprod", "random", "fgd", "fgd-strand"]
 
 
 def devices(res, job_id: str) -> list[tuple[str, tuple[int, ...]]]:

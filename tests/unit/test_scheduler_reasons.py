@@ -134,6 +134,39 @@ def test_preempting() -> None:
     assert r.data == {"victims": ["low1", "low2"]}
 
 
+def test_defragmenting() -> None:
+    """A 2 x 8 gang under one leaf, each node of 2 leaves half taken by a 4-GPU job: defrag
+    moves the later-started leaf's two jobs, and says so; in the next cycle, its victims still
+    stopping, the gang (nominated) keeps saying it, with how many have stopped."""
+    from dataclasses import replace
+
+    from builders import profile, snapshot
+
+    from gpufleet.scheduler.cycle import run_cycle
+    from gpufleet.scheduler.snapshot import DefragMove
+
+    busy = [
+        running(f"s{i}", (f"n{i:02d}", range(4)), start=50.0 if i >= 2 else 0.0) for i in range(4)
+    ]
+    g = job("g", gpus=8, workers=2, topology="leaf", required=True)
+    res = cycle(cluster(4, 8, leaves=2), [g], busy, now=60.0, place="topology", preempt=["defrag"])
+    r = reason_of(res, "g", ReasonCode.DEFRAG)
+    assert r.message == "moving 2 jobs to free 2 nodes under leaf-1"
+    assert r.data["victims"] == ["s2", "s3"] and r.data["nodes"] == ["n02", "n03"]
+    assert r.data["lost_gpu_s"] == 80.0
+    move = DefragMove("leaf-1", 60.0, "g", ("s2", "s3"), r.message, r.data)
+    # s2 has stopped (its GPUs are free); s3 is stopping
+    stopping = [*busy[:2], replace(busy[3], stopping_since=60.0)]
+    snap = replace(
+        snapshot(cluster(4, 8, leaves=2), [replace(g, nominated=True)], stopping, now=61.0),
+        defrag_moves={"leaf-1": move},
+    )
+    again = run_cycle(snap, profile(place="topology", preempt=["defrag"]))
+    r = reason_of(again, "g", ReasonCode.DEFRAG)
+    assert r.message == "moving 2 jobs to free 2 nodes under leaf-1: 1 of 2 stopped"
+    assert r.data["stopping"] == ["s3"] and again.preemptions == []
+
+
 def test_never_schedulable_too_many_gpus() -> None:
     res = cycle(cluster(2, 8), [job("j", gpus=8, workers=4)])
     r = reason_of(res, "j", ReasonCode.NEVER)
@@ -247,17 +280,55 @@ TEST_OF = {
     ReasonCode.PRIORITY: "test_priority",
     ReasonCode.RESERVED: "test_reserved_and_the_reserved_job_carries_its_estimated_start",
     ReasonCode.PREEMPTING: "test_preempting",
+    ReasonCode.DEFRAG: "test_defragmenting",
     ReasonCode.NEVER: "test_never_schedulable_too_many_gpus",
     ReasonCode.BACKOFF: "test_backoff",
     ReasonCode.DEPENDENCY: "test_dependency",
     ReasonCode.ARRAY_LIMIT: "test_array_limit",
     ReasonCode.HELD: "test_held",
 }
+# the advance reservations' codes, tested in test_scheduler_reservations.py
+TEST_ELSEWHERE = {
+    ReasonCode.RESV_MAINT: "test_a_job_whose_limit_crosses_the_window_keeps_off_its_nodes",
+    ReasonCode.RESV_NODES: "test_a_reservation_that_is_not_maintenance_names_itself",
+    ReasonCode.RESV_WAIT: "test_a_reservations_user_runs_inside_it_and_only_on_its_nodes",
+}
+
+# the elastic pools' code, given by the core after the cycle: tested in test_core_elastic.py
+TEST_IN_CORE = {
+    ReasonCode.GROWING: "test_a_job_only_new_nodes_hold_is_grown_for_in_the_same_cycle_and_starts_"
+    "when_they_register",
+}
+# a running job's idle-GPU warning, given by the core's idle governor: in test_core_idle.py
+TEST_OF_IDLE = {
+    ReasonCode.IDLE: "test_a_warned_running_job_has_a_reason_that_says_the_warning_until_it_"
+    "is_busy",
+}
+
+
+# the nodes' account answers' codes (ADR 0037), tested in test_scheduler_identity.py
+TEST_OF_IDENTITY = {
+    ReasonCode.NO_ACCOUNT: "test_a_job_whose_user_is_nowhere_is_held_with_a_reason_naming_user_"
+    "and_nodes",
+    ReasonCode.ACCOUNT_LOOKUP: "test_nodes_not_yet_answered_hold_the_job_with_the_lookup_reason",
+}
 
 
 def test_every_reason_code_has_a_test() -> None:
-    assert set(TEST_OF) == set(ReasonCode)
+    import test_core_elastic as in_core
+    import test_core_idle as idle
+    import test_scheduler_identity as identity
+    import test_scheduler_reservations as elsewhere
+
+    tested = (set(TEST_OF) | set(TEST_ELSEWHERE) | set(TEST_IN_CORE) | set(TEST_OF_IDENTITY)) | set(
+        TEST_OF_IDLE
+    )
+    assert tested == set(ReasonCode)
+    assert all(callable(getattr(idle, name, None)) for name in TEST_OF_IDLE.values())
     assert all(callable(globals().get(name)) for name in TEST_OF.values())
+    assert all(callable(getattr(elsewhere, name, None)) for name in TEST_ELSEWHERE.values())
+    assert all(callable(getattr(in_core, name, None)) for name in TEST_IN_CORE.values())
+    assert all(callable(getattr(identity, name, None)) for name in TEST_OF_IDENTITY.values())
 
 
 def test_the_reasons_of_jobs_never_reached_are_the_same_whatever_order_they_are_read_in() -> None:

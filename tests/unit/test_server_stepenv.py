@@ -43,6 +43,19 @@ def test_every_rank_gets_the_hosts_its_slot_and_the_attempts_key() -> None:
     assert step_key(b"t" * 32, "j7", 1) not in keys
 
 
+def test_two_clusters_give_their_job_n_other_ports() -> None:
+    """Each cluster's secret shifts its jobs' step ports: job 1 of two clusters on one host
+    (two controllers' tests on one machine) does not listen on the same port."""
+    ports = {
+        step_env("1", 1, 1, (at("a"),), {}, secret)[0]["GPUFLEET_STEP_HOSTS"]
+        for secret in (b"s" * 32, b"t" * 32, b"u" * 32)
+    }
+    assert len(ports) == 3
+    assert step_env("1", 1, 1, (at("a"),), {}, b"s" * 32) == step_env(
+        "1", 1, 1, (at("a"),), {}, b"s" * 32
+    )  # one cluster: the same, restart after restart
+
+
 def test_which_jobs_serve_steps() -> None:
     spec = JobSpec("j", "alice", "default", workers=2)
     assert not serves_steps(spec)  # a plain gang: its command runs on every rank

@@ -27,6 +27,7 @@ from gpufleet.gateway import make_gateway
 from gpufleet.model.job import JobSpec
 from gpufleet.model.service import Backoff, Probe, ServiceSpec
 from gpufleet.ops.http_backends import Client, free_port
+from gpufleet.ops.localcluster import free_replica_ports, release_ports
 from gpufleet.server.agent_executor import AgentExecutor
 from gpufleet.server.endpoints import EndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
@@ -63,10 +64,20 @@ def procs() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
         p.wait()
 
 
+@pytest.fixture
+def replica_ports() -> Iterator[str]:
+    block = free_replica_ports()
+    yield block
+    release_ports(block)
+
+
 def test_launch_probes_routes_and_a_liveness_failure_end_to_end(
-    tmp_path: Path, procs: dict[str, subprocess.Popen[bytes]]
+    tmp_path: Path, procs: dict[str, subprocess.Popen[bytes]], replica_ports: str
 ) -> None:
-    ctrl = Controller(profile(), cluster_spec(2, 8))
+    # replica ports of this test's own (--replica-ports): a live cluster's replicas on this host
+    # take theirs from the default range
+    first, last = map(int, replica_ports.split("-"))
+    ctrl = Controller(profile(), cluster_spec(2, 8), replica_ports=range(first, last + 1))
     nodes = sorted(ctrl.nodes)
     # two nodes on one machine: each its own loopback address (replicas on two nodes may
     # get the same port)
@@ -99,7 +110,7 @@ def test_launch_probes_routes_and_a_liveness_failure_end_to_end(
             procs[job] = subprocess.Popen(
                 [sys.executable, "-c", REPLICA, job, links[node].address], env=env
             )
-        assert set(ports.values()) <= {20000, 20001}
+        assert set(ports.values()) <= {first, first + 1}
         for job, (node, _) in by_job.items():
             deadline = time.monotonic() + 10
             while not tcp_probe(links[node].address, ports[job], 0.2)[0]:

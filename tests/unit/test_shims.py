@@ -11,9 +11,10 @@ import pytest
 
 from gpufleet.cli import selection
 from gpufleet.client.lean import Row
+from gpufleet.io import squeue_command
 from gpufleet.model.job import TERMINAL
 from gpufleet.shims import install as shims
-from gpufleet.shims import sacct, squeue
+from gpufleet.shims import sacct
 from gpufleet.shims.common import Usage
 
 
@@ -106,9 +107,9 @@ def test_sacct_refuses_unknown_fields_all_at_once() -> None:
 
 
 def test_squeue_capital_o_is_squeues_fields() -> None:
-    assert squeue.fields_format("JobID:10,State,Name:.8") == "%10i %20T %.8j"
-    with pytest.raises(Usage, match="invalid field Bogus"):
-        squeue.fields_format("JobID,Bogus")
+    assert squeue_command.fields_format("JobID:10,State,Name:.8") == "%10i %20T %.8j"
+    with pytest.raises(squeue_command.Usage, match="invalid field Bogus"):
+        squeue_command.fields_format("JobID,Bogus")
 
 
 def test_the_shims_import_neither_typer_nor_httpx_nor_pydantic_nor_rich() -> None:
@@ -125,7 +126,7 @@ def test_the_shims_import_neither_typer_nor_httpx_nor_pydantic_nor_rich() -> Non
 
 def test_a_partition_list_shows_as_slurms_partition_string() -> None:
     # sbatch -p a,b: "a,b" while pending, the partition used first once started ("b,a")
-    from gpufleet.cli import slurm_style
+    from gpufleet.io import slurm_style
 
     pending = _job(state="PENDING", queue="a", spec=Row(queues=["a", "b"]), start_time=None)
     ran = _job(queue="b", spec=Row(queues=["a", "b"], cpus=1))
@@ -154,3 +155,48 @@ def test_sbatch_reads_a_wrap_script_without_the_whole_model_or_http_client() -> 
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"
+
+
+def test_a_wrap_job_is_named_wrap_as_slurm_names_it() -> None:
+    """sbatch --wrap names the job ``wrap`` (Slurm 22.05: ``JobName=wrap``), not ``--wrap``;
+    -J still wins."""
+    from gpufleet.io import sbatch_command
+
+    def read(argv: list[str]) -> dict[str, object]:
+        return sbatch_command.read(argv, script=lambda p: "", environ={}, cwd="/tmp", host="h").spec
+
+    assert read(["--wrap=true"])["name"] == "wrap"
+    assert read(["-J", "x", "--wrap=true"])["name"] == "x"
+
+
+def test_node_lists_are_compressed_as_slurm_prints_them() -> None:
+    """sacct's NodeList and squeue's %N/%R: ``gpu-[01-02]`` as Slurm prints a job's nodes (in
+    Slurm's order, by number), not ``gpu-02,gpu-01``."""
+    from gpufleet.io import slurm_style
+
+    j = _job(placement=[Row(node="gpu-02"), Row(node="gpu-01"), Row(node="gpu-10")])
+    assert _render([j], "NodeList", sep="|", header=False) == "gpu-[01-02,10]\n"
+    assert _render([j], "NodeList%30", header=False).strip() == "gpu-[01-02,10]"
+    out = slurm_style.render("%N|%R", [j], header=False, now=5000.0)
+    assert out == "gpu-[01-02,10]|gpu-[01-02,10]\n"
+
+
+def test_squeue_start_lists_pending_jobs_by_expected_start() -> None:
+    # Slurm's squeue --start: pending jobs only, its own format, soonest expected start first
+    from gpufleet.io import slurm_style
+
+    q = squeue_command.read(["--start"], "ana")
+    assert q.fmt == squeue_command.START_FORMAT and q.wanted == {"PENDING"} and q.by_start
+    assert squeue_command.read(["--start", "-t", "all"], "ana").wanted is None
+    later = _job(id="21", state="PENDING", start_time=None, placement=[],
+                 reason=Row(code="Priority", estimated_start=7200.0))  # fmt: skip
+    sooner = _job(id="22", state="PENDING", start_time=None, placement=[],
+                  reason=Row(code="Resources", estimated_start=3600.0))  # fmt: skip
+    unknown = _job(id="23", state="PENDING", start_time=None, placement=[],
+                   reason=Row(code="Dependency", estimated_start=None))  # fmt: skip
+    rows = squeue_command.by_start([later, unknown, sooner])
+    assert [j.id for j in rows] == ["22", "21", "23"]
+    out = slurm_style.render("%.5i %.19S %20Y %R", rows, header=True).splitlines()
+    assert out[0].split() == ["JOBID", "START_TIME", "SCHEDNODES", "NODELIST(REASON)"]
+    assert out[1].split()[1] == slurm_style.start_iso(3600.0)
+    assert out[3].split()[1:] == ["N/A", "(null)", "(Dependency)"]

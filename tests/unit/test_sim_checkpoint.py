@@ -282,3 +282,19 @@ def test_a_crashed_rank_that_is_retried_keeps_its_checkpoint_too(retries: int) -
         assert a.lost_failed_s == 5.0
     else:
         assert (a.state, a.end_time, a.lost_failed_s) == ("FAILED", 35.0, 0.0)
+
+
+def test_the_simulator_reports_periodic_checkpoints_and_victims_follow_them() -> None:
+    """``a`` (4 GPUs from t=0) checkpoints every 100 s; ``b`` (4 GPUs from t=150) never. At
+    t=210 ``hi`` (4 GPUs, priority 10) needs one of them: ``a`` loses 10 s since its checkpoint
+    at 200, ``b`` 60 s since its start, so ``a`` goes (by the time since the start it was
+    ``b``), and ``a`` loses only those 10 s."""
+    jobs = [
+        TraceJob("a", spec("a", gpus=4), 0.0, 1000.0, checkpoint_interval_s=100.0),
+        TraceJob("b", spec("b", gpus=4), 150.0, 1000.0),
+        TraceJob("hi", spec("hi", gpus=4, priority=10), 210.0, 10.0),
+    ]
+    sim = Simulation(cluster_spec(1, 8), PREEMPT, jobs, SimConfig())
+    sim.run()
+    assert (sim.outcomes["a"].preemptions, sim.outcomes["b"].preemptions) == (1, 0)
+    assert sim.outcomes["a"].lost_preempted_s == pytest.approx(10.0)

@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -176,6 +177,42 @@ def test_network_probe_between_three_real_processes() -> None:
         for link in r["links"]:
             assert link["gbps"] > 0 and link["rtt_ms"] > 0 and link["tool"] == "builtin"
             assert link["route"]["src"] == "127.0.0.1"
+
+
+def test_a_line_that_is_not_the_probe_s_is_shown_as_it_came() -> None:
+    # e.g. something else listening where a rank looked for its coordinator: the failure
+    # quotes what came, not only that it was no JSON
+    a, b = socket.socketpair()
+    with a, b:
+        b.sendall(b'{"go": 0}\nHTTP/1.1 400 Bad Request\r\n')
+        assert net.recv_json(a) == {"go": 0}
+        with pytest.raises(ConnectionError, match=r"not a message of the probe: b'HTTP/1.1 400"):
+            net.recv_json(a)
+
+
+def test_the_coordinator_closes_a_connection_that_is_not_a_rank_and_waits_on() -> None:
+    # rank 0 listens where another program may look for its own server (an HTTP poll): that
+    # connection is closed; the ranks still meet
+    port = free_port()
+    coord = net.Coordinator(2, port, rounds=1, timeout=10)
+    coord.start()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as stray:
+        stray.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        # closed (with the rest of the request unread, a reset is the close)
+        with contextlib.suppress(ConnectionResetError):
+            assert stray.recv(1) == b""
+    ranks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(2)]
+    for r, s in enumerate(ranks):
+        net.send_json(s, {"rank": r, "port": 1000 + r})
+    tables = [net.recv_json(s)["peers"] for s in ranks]
+    for s in ranks:
+        net.send_json(s, {"barrier": 0})
+    assert [net.recv_json(s) for s in ranks] == [{"go": 0}, {"go": 0}]
+    for s in ranks:
+        s.close()
+    coord.join(10)
+    assert coord.error is None
+    assert [p["port"] for p in tables[0]] == [1000, 1001] and tables[0] == tables[1]
 
 
 @pytest.mark.requires("iperf3")

@@ -11,7 +11,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpufleet.agent.agent import Agent, AgentConfig
+    from gpufleet.agent.agent import Agent
+    from gpufleet.agent.config import AgentConfig
     from gpufleet.agent.gpu import DCGM_FIELDS, GpuBackend, GpuSample, GpuUnavailable
     from gpufleet.agent.main import run_agent
     from gpufleet.agent.nvml import NvmlBackend
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "Agent": "gpufleet.agent.agent",
-    "AgentConfig": "gpufleet.agent.agent",
+    "AgentConfig": "gpufleet.agent.config",
     "AgentState": "gpufleet.agent.state",
     "DCGM_FIELDS": "gpufleet.agent.gpu",
     "GpuBackend": "gpufleet.agent.gpu",

@@ -10,10 +10,15 @@ import logging
 import os
 import sys
 from collections.abc import MutableMapping, Sequence
+from pathlib import Path
 
+from gpufleet.agent import bootid
 from gpufleet.agent.gpu import GpuUnavailable
-from gpufleet.agent.main import run_agent
+from gpufleet.agent.main import RESTART, run_agent
+from gpufleet.agent.nodecommand import NodeCommands
+from gpufleet.base import optionfile
 from gpufleet.base.secretfile import private_umask, read_secret
+from gpufleet.model.catalog import GPU_MODELS
 
 NO_ARGV_TOKEN = (
     "--token puts the secret on the command line, where every user and job on this node can "
@@ -35,9 +40,28 @@ def _task_var(text: str) -> tuple[str, str]:
     return key, value
 
 
+SIMULATE_HELP = (
+    "simulated GPUs instead of NVML (no GPU needed): COUNT (1-64) GPUs of MODEL, e.g. "
+    "--simulate 8xH100 or --simulate 4xA100-80GB; MODEL is one of "
+    f"{', '.join(m.name for m in GPU_MODELS)} or an alias of one (H100, A100, V100)"
+)
+
+
+CONFIG_HELP = (
+    "a YAML file of these options, e.g. /etc/gpufleet/agent.yaml (controller: URL, name: "
+    "gpu-07, token-file: FILE, ...); options typed after it win"
+)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpufleet-agent", description="the gpufleet node agent")
-    p.add_argument("--controller", required=True, help="controller URL, e.g. http://10.0.0.1:8600")
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    p.add_argument(
+        "--controller",
+        required=True,
+        help="controller URL, e.g. http://10.0.0.1:8600; several, comma-separated, for "
+        "controllers in high availability (the agent follows the leader)",
+    )
     p.add_argument(
         "--token-file",
         metavar="FILE",
@@ -51,13 +75,14 @@ def parser() -> argparse.ArgumentParser:
         "else the system CAs)",
     )
     p.add_argument("--name", required=True, help="this node's name")
-    p.add_argument("--simulate", metavar="NxMODEL", help="simulated GPUs instead of NVML")
+    p.add_argument("--simulate", metavar="COUNTxMODEL", help=SIMULATE_HELP)
     p.add_argument(
         "--inject",
         action="append",
         default=[],
         metavar="SPEC",
-        help="a fault for simulated GPUs, e.g. xid79@gpu3:120s (repeatable)",
+        help="a fault for simulated GPUs, e.g. xid79@gpu3:120s (repeatable); while the agent "
+        "runs, faults written to DATA_DIR/inject are injected then (AT counted from then)",
     )
     p.add_argument("--data-dir", default="./gpufleet-agent", help="task logs and state")
     p.add_argument("--leaf", default="leaf-0")
@@ -85,6 +110,19 @@ def parser() -> argparse.ArgumentParser:
         help="a variable every task gets (repeatable); tasks inherit nothing of the agent's own "
         "environment",
     )
+    _limits(p)
+    return p
+
+
+def _limits(p: argparse.ArgumentParser) -> None:
+    """The options of timings, resources, containers and the start's checks."""
+    p.add_argument(
+        "--gpu-sharing",
+        choices=("timeslice", "mps"),
+        default="timeslice",
+        help="how jobs holding fractions of a GPU share it: timeslice (CUDA's own; shares not "
+        "enforced) or mps (NVIDIA MPS: each job's SM share and memory limit enforced)",
+    )
     p.add_argument("--address", help="address other nodes reach this one at (MASTER_ADDR)")
     p.add_argument("--heartbeat-s", type=float, default=5.0)
     p.add_argument("--poll-wait-s", type=float, default=20.0)
@@ -100,8 +138,20 @@ def parser() -> argparse.ArgumentParser:
         help="the runtime for jobs with a container image (default: the first found of "
         "apptainer, singularity, enroot, podman, docker; none: refuse such jobs)",
     )
+    p.add_argument(
+        "--boot-id-file",
+        default=str(bootid.BOOT_ID),
+        help="where this boot's id is read: a new one means the node rebooted, and the tasks "
+        "of the agent before died with it (tests fake a reboot with another file)",
+    )
+    p.add_argument(
+        "--no-access-check",
+        action="store_true",
+        help="start even when other accounts cannot run this agent's Python and helpers (as "
+        "root, it checks at start, since tasks run as their owners with them): for a node "
+        "whose jobs all run as the agent's own account, e.g. a demo",
+    )
     p.add_argument("--log-level", default="INFO")
-    return p
 
 
 def agent_token(args: argparse.Namespace, env: MutableMapping[str, str] = os.environ) -> str:
@@ -119,7 +169,13 @@ def agent_token(args: argparse.Namespace, env: MutableMapping[str, str] = os.env
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
-    args = p.parse_args(argv)
+    raw = sys.argv[1:] if argv is None else list(argv)
+    try:
+        words = optionfile.expand(raw, optionfile.argparse_options(p))
+    except optionfile.OptionFileError as e:
+        print(f"gpufleet agent: {e}", file=sys.stderr)
+        return 2
+    args = p.parse_args(words)
     if args.token is not None:
         p.error(NO_ARGV_TOKEN)
     try:
@@ -133,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
     try:
-        return run_agent(
+        rc = run_agent(
             args.controller,
             token,
             args.name,
@@ -144,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             labels=dict(args.label),
             features=[x for f in args.feature for x in f.split(",") if x],
             gres_type=args.gres_type,
+            gpu_sharing=args.gpu_sharing,
             heartbeat_s=args.heartbeat_s,
             inject=args.inject,
             address=args.address,
@@ -156,10 +213,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             task_env=dict(args.task_env),
             container_runtime=args.container_runtime,
             ca=args.ca,
+            boot_id_file=args.boot_id_file,
+            check_access=not args.no_access_check,
         )
     except (ValueError, GpuUnavailable) as e:
         print(f"gpufleet agent: {e}", file=sys.stderr)
         return 2
+    if rc == RESTART:
+        _restart(args, token, raw)
+    return rc
+
+
+def _restart(args: argparse.Namespace, token: str, argv: Sequence[str]) -> None:
+    """An operator's restart (``gpufleet maintain --agent-upgrade``): this process becomes the
+    agent again, the same arguments, under the interpreter the restart checked (a new
+    install's), keeping its pid; the new agent adopts the tasks (ADR 0031)."""
+    data = Path(args.data_dir).expanduser().resolve()
+    python = NodeCommands(data).pending_restart() or sys.executable
+    if not args.token_file:  # taken out of the environment at start: the next one needs it
+        os.environ["GPUFLEET_TOKEN"] = token
+    logging.shutdown()
+    os.execv(python, [python, "-m", "gpufleet.agent", *argv])
 
 
 if __name__ == "__main__":

@@ -13,21 +13,24 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 
-from gpufleet.agent import containers, loops
+from gpufleet.agent import containers, loops, sharing
+from gpufleet.agent.config import AgentConfig
 from gpufleet.agent.gpu import GpuBackend, metrics_payload, mixed_kinds_warning, node_gpu_model
-from gpufleet.agent.health import HealthChecker, HealthLimits
+from gpufleet.agent.heal import HealWorker
+from gpufleet.agent.health import HealthChecker
 from gpufleet.agent.host import host_metrics, host_resources
 from gpufleet.agent.localfaults import with_local_faults
+from gpufleet.agent.lookups import Lookups
+from gpufleet.agent.nodecommand import KINDS, NodeCommands
 from gpufleet.agent.probes.book import Probes
 from gpufleet.agent.probes.executor import ProbeExecutor
 from gpufleet.agent.probes.executor import tick as probe_tick
 from gpufleet.agent.runner import TaskRunner
-from gpufleet.agent.shipping import EventQueue, LogTails
+from gpufleet.agent.shipping import EventQueue, LogTail, LogTails, Stream
+from gpufleet.agent.staleness import refused
 from gpufleet.agent.state import (
     Action,
     AgentState,
@@ -38,9 +41,16 @@ from gpufleet.agent.state import (
     StartProbes,
     StopProbes,
 )
-from gpufleet.agent.tasks import EXIT_REFUSED, FENCED, Key, RunnerEvent
-from gpufleet.agent.watchdog import WatchdogHandle, fenced_mark
-from gpufleet.api.schemas import AgentCommand, AgentRegister, Health, Heartbeat, RegisterResult
+from gpufleet.agent.tasks import EXIT_REFUSED, Key, RunnerEvent
+from gpufleet.agent.watchdog import WatchdogHandle
+from gpufleet.api.schemas import (
+    AgentCommand,
+    AgentEvent,
+    AgentRegister,
+    Health,
+    Heartbeat,
+    RegisterResult,
+)
 from gpufleet.base.clock import Clock, MonotonicClock
 from gpufleet.client.errors import ApiError
 from gpufleet.client.http import AgentClient
@@ -57,30 +67,6 @@ _RETRYABLE_LOGS = (401, 408, 409, 429)  # a 403 for logs: that rank is not ours 
 
 def _refused(e: ApiError, retryable: tuple[int, ...]) -> bool:
     return 400 <= e.status < 500 and e.status not in retryable
-
-
-@dataclass
-class AgentConfig:
-    node: str
-    address: str
-    data_dir: Path
-    leaf: str = "leaf-0"
-    pod: str = "pod-0"
-    labels: dict[str, str] = field(default_factory=dict)
-    features: tuple[str, ...] = ()  # Slurm's node features, as declared by the site
-    gres_type: str = ""  # the site's GPU type name; "": the model's usual one
-    heartbeat_s: float = 5.0  # the most; the controller may ask for shorter
-    poll_wait_s: float = 20.0
-    tick_s: float = 0.1
-    fence_grace_s: float = 2.0
-    cpu_cores: float | None = None  # None: what psutil finds
-    memory_gib: float | None = None
-    expected_gpus: int | None = None  # None: as many as discovered at start
-    limits: HealthLimits = field(default_factory=HealthLimits)
-    max_events: int = 10_000
-    task_env: dict[str, str] = field(default_factory=dict)  # given to every task (--task-env)
-    # --container-runtime: "" the first found (agent/containers ORDER), "none" no containers
-    container_runtime: str = ""
 
 
 class Agent:
@@ -120,13 +106,19 @@ class Agent:
         # agent's clock by a pool of their own (a hanging probe holds only its worker)
         self.probes = Probes()
         self.probe_executor = ProbeExecutor(self.clock)
+        self.healer = HealWorker(self)  # the heal loop's steps (ADR 0042)
         self.logs = LogTails()
+        self.node_commands = NodeCommands(config.data_dir)
+        self.lookups = Lookups()  # the controller's questions about users' accounts
         self.heartbeat_s = config.heartbeat_s
         self._lock = threading.RLock()  # state + runner; never held across HTTP
         self._gpu_lock = threading.Lock()  # backends need not be thread-safe
+        self._mps = sharing.DaemonWatch()  # asks the MPS control daemon, now and then
         self._stop = threading.Event()
         self._closing = False  # stop() began: commands that arrive now are not acted on
         self._wake_ship = threading.Event()
+        # the commands' poll found the controller gone or another leading: heartbeat now
+        self._wake_heartbeat = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
         # the node's fencing watchdog (run_agent starts it): it reads the lease we publish
@@ -134,6 +126,9 @@ class Agent:
         # the newest registration's number: a launch sent under an older one is stale (a
         # long-poll answered before we were declared lost, read only after we woke up)
         self.epoch = 0
+        # the highest leader's epoch seen (controllers in high availability, ADR 0032): a
+        # command of a lower one comes from a deposed leader and is refused, a kill as well
+        self.term = 0
         self._registering = 0  # registrations in flight (their list of tasks is made)
 
     def _failed(self, what: str, e: Exception) -> None:
@@ -155,7 +150,7 @@ class Agent:
                 self._feed(self._launch(a.cmd))
             elif isinstance(a, Kill):
                 log.warning("stopping %s/%d rank %d: %s", *a.key, a.why)
-                self.runner.kill(a.key, a.grace_s, a.why, self.clock.now())
+                self.runner.kill(a.key, a.grace_s, a.why, self.clock.now(), a.notice)
             elif isinstance(a, Send):
                 self.events.put(a.event)
                 self._wake_ship.set()
@@ -182,27 +177,34 @@ class Agent:
 
     def _feed(self, evs: list[RunnerEvent]) -> None:
         for ev in evs:
+            if ev.kind == "checkpoint":  # no log to follow: only a report
+                self._do(self.state.on_task(ev))
+                continue
             out, err = self.runner.log_paths(key := ev.key)
             if ev.kind == "started" or (err.exists() and not self.logs.tracked(key)):
-                self.logs.track(key, out, err)
-            if ev.kind == "exited":
-                ev = self._fenced_by_watchdog(ev, out)
+                self.logs.track(key, out, err, resume=ev.kind == "exited")
             self._do(self.state.on_task(ev))
             if ev.kind == "exited":
                 # only once its exit is queued: the shipper (another thread, events before
                 # logs) then never sends the log's last chunk ahead of the exit
                 self.logs.complete(key)
 
-    @staticmethod
-    def _fenced_by_watchdog(ev: RunnerEvent, out: Path) -> RunnerEvent:
-        """A task the watchdog killed while we were hung exited for the node's sake, not the
-        job's: say so, so that the controller requeues it instead of charging a retry."""
-        if ev.why.startswith(FENCED):
-            return ev
-        mark = fenced_mark(out.with_name(f"rank{ev.key[2]}.pid"))
-        if mark is None:
-            return ev
-        return RunnerEvent(ev.kind, ev.key, ev.exit_code, f"{mark}; {ev.why}" if ev.why else mark)
+    def adopt(self, *, rebooted: bool, fence_until: float) -> list[Key]:
+        """At start: a previous agent's tasks that still run are ours (their logs shipped on
+        from where it had got to), the exits of those that ended meanwhile queued (ADR 0031)."""
+        with self._lock:
+            tasks, ended = self.runner.adopt(rebooted=rebooted)
+            for key in tasks:
+                self.logs.track(key, *self.runner.log_paths(key), resume=True)
+            self._do(self.state.adopt(tasks, fence_until))
+            self._feed(ended)
+        return sorted(tasks)
+
+    def _delivered(self, events: list[AgentEvent]) -> None:
+        """The controller has these: the keepers' records of those exits may go."""
+        for e in events:
+            if e.kind == "exited":
+                self.runner.forget_exit((e.job, e.attempt, e.rank))
 
     def _publish_lease(self) -> None:
         """After a renewal (the caller holds the lock): the watchdog fences on this deadline,
@@ -220,9 +222,16 @@ class Agent:
             self._feed(self.runner.poll(now))
             self._do(self.state.on_tick(now))
             self._do(self.state.on_probes(probe_tick(self.probes, self.probe_executor, now)))
-            load = self.runner.gpu_load()
+            load = self.healer.load(self.runner.gpu_load())
+            uses = self.runner.gpu_uses()
         with self._gpu_lock:
-            self.backend.set_load(load, now)
+            self.backend.set_load(load, now, uses)
+        if said := self._mps.check(self.runner.sharing, now):
+            log.warning("%s", said)
+
+    def _job_of_pid(self, pid: int) -> str | None:
+        with self._lock:
+            return self.runner.job_of_pid(pid)
 
     def register_once(self) -> bool:
         now = self.clock.now()
@@ -238,6 +247,8 @@ class Agent:
             with self._lock:  # one section: no launch of this epoch is dropped after it
                 self._registering -= 1
                 done = True
+                if res.term > self.term:  # a new leader: its registrations count afresh
+                    self.term, self.epoch = res.term, res.epoch
                 self.epoch = max(self.epoch, res.epoch)
                 if res.fence_grace_s is not None:  # the controller counts on this one
                     self.state.fence_grace_s = min(self.config.fence_grace_s, res.fence_grace_s)
@@ -267,6 +278,7 @@ class Agent:
         c = self.config
         with self._lock:
             running = self.state.running()
+            ended = self.state.ended()
         unacked = self.events.peek(self.config.max_events)
         req = AgentRegister(
             node=c.node,
@@ -285,6 +297,8 @@ class Agent:
             container_runtimes=[rt.NAME] if (rt := self.runner.container_runtime) else [],
             running=running,
             events=unacked,
+            ended=ended,
+            runs_as_owner=self.runner.as_root,
         )
         try:
             res = self.client.register(req)
@@ -292,6 +306,7 @@ class Agent:
             self._failed("register", e)
             return None
         self.events.ack(unacked)  # delivered with the registration
+        self._delivered(unacked)
         self._ok("register")
         return res
 
@@ -308,7 +323,12 @@ class Agent:
         lease_fault = self.watchdog.fault if self.watchdog is not None else ""
         gpus = self.health.check(samples)
         self.last_health = with_local_faults(gpus, self.config.data_dir, lease_fault)
-        metrics = metrics_payload(samples, self.health.last_xid, host_metrics(self.config.data_dir))
+        metrics = metrics_payload(
+            samples,
+            self.health.last_xid,
+            host_metrics(self.config.data_dir),
+            self._job_of_pid,
+        )
         with self._lock:
             hb = Heartbeat(health=self.last_health, metrics=metrics, running=self.state.running())
         try:
@@ -332,15 +352,8 @@ class Agent:
             self.register_once()  # a failure is retried at the next heartbeat's request
         return True
 
-    def _stale(self, epoch: int) -> bool:
-        """A launch sent under an older registration than ours (a long-poll answered before we
-        were declared lost, read after we woke up), or under the current one while a new
-        registration, which does not list it, is in flight: the controller reconciles (or
-        reconciled) without it, counts it lost and may run its job elsewhere. A newer epoch's
-        launch is current: that registration's answer is still on its way. 0: not said."""
-        if epoch <= 0:
-            return False
-        return epoch < self.epoch or (self._registering > 0 and epoch <= self.epoch)
+    def _refused(self, cmd: AgentCommand) -> bool:
+        return refused(cmd, self.term, self.epoch, self._registering)
 
     def commands_once(self, wait_s: float | None = None) -> int:
         """One long-poll; the number of commands it brought. Raises on a network error."""
@@ -350,12 +363,18 @@ class Agent:
         cmds = self.client.commands(self.config.node, wait_s=wait)
         if self.backend.frozen(self.clock.now()):
             return 0  # a hung node does not act on what reached it
+        cmds = self.lookups.answer(self.client, self.config.node, cmds)  # "accounts" ones
         with self._lock:
             if self._closing:  # not acknowledged: the controller hands it out again
                 return 0
-            cmds = [c for c in cmds if c.kind != "launch" or not self._stale(c.epoch)]
+            cmds = [c for c in cmds if not self._refused(c)]
             for cmd in cmds:
-                self._do(self.state.on_command(cmd, self.clock.now()))
+                if cmd.kind in KINDS:  # an operator's command: not a task of the state's
+                    self.node_commands.take(cmd)
+                elif cmd.kind == "heal":  # a step of the heal loop (ADR 0042)
+                    self.healer.order(cmd)
+                else:
+                    self._do(self.state.on_command(cmd, self.clock.now()))
         return len(cmds)
 
     def ship_once(self) -> bool:
@@ -363,6 +382,11 @@ class Agent:
         if self.backend.frozen(self.clock.now()):
             return False
         finals = self.logs.completed()  # their exits are queued already (_feed): they go first
+        # but an exited task's bytes go before its exit, as slurmstepd flushes a step's output
+        # before it reports the end: a job seen ended has its log (the final mark comes after)
+        done = [t for t in self.logs.pending() if t.id in finals]
+        if self._ship_logs(done, set())[0] is False:
+            return False
         while batch := self.events.peek(_EVENT_BATCH):
             try:
                 self.client.events(self.config.node, batch)
@@ -375,9 +399,21 @@ class Agent:
                 self._failed("events", e)
                 return False
             self.events.ack(batch)
+            self._delivered(batch)
             self._ok("events")
+        try:  # operators' commands' results, each until the controller has it
+            self.node_commands.ship(self.client, self.config.node, _RETRYABLE)
+        except (ApiError, httpx.HTTPError) as e:
+            self._failed("command results", e)
+            return False
+        ok, sent = self._ship_logs(self.logs.pending(), finals)
+        return ok and sent < _CHUNKS_PER_ROUND
+
+    def _ship_logs(self, tails: list[LogTail], finals: set[tuple[Key, Stream]]) -> tuple[bool, int]:
+        """Send up to a round's chunks of ``tails``, the final mark only of ``finals``';
+        (False, n) on a network error."""
         sent = 0
-        for tail in self.logs.pending():
+        for tail in tails:
             while sent < _CHUNKS_PER_ROUND and (nxt := tail.next_chunk(final_ok=tail.id in finals)):
                 chunk, raw_len = nxt
                 try:
@@ -385,19 +421,19 @@ class Agent:
                 except ApiError as e:
                     if not _refused(e, _RETRYABLE_LOGS):
                         self._failed("logs", e)
-                        return False
+                        return False, sent
                     log.error("controller refused the logs of %s for good: %s", tail.key, e)
                     self.logs.drop(tail)
                     break
                 except httpx.HTTPError as e:
                     self._failed("logs", e)
-                    return False
+                    return False, sent
                 tail.ack(chunk, raw_len)
                 self._ok("logs")
                 sent += 1
             if tail.final_sent:
                 self.logs.drop(tail)
-        return sent < _CHUNKS_PER_ROUND
+        return True, sent
 
     # ----- threads ------------------------------------------------------------------------
 
@@ -453,10 +489,12 @@ class Agent:
             time.sleep(0.1)
         self._stop.set()
         self._wake_ship.set()
+        self._wake_heartbeat.set()
         for t in self._threads:
             if t.name != "agent-commands":  # it may wait in a long-poll that brings nothing kept
                 t.join(timeout=1.0)
         self.probe_executor.shutdown(wait=False)  # a probe in flight ends at its timeout
+        self.healer.close()
         with self._gpu_lock:
             self.backend.close()
         self.client.close()

@@ -5,7 +5,9 @@
 ``hot@gpu1:60s+300s`` — cooling fails for 300 s, the GPU overheats;
 ``offbus@gpu2:90s`` — the GPU falls off the bus: it vanishes from discovery and sampling;
 ``nvlink@gpu4:10s`` — the GPU's NVLinks go down;
-``freeze:45s+20s`` — the whole node hangs (stops heartbeating) for 20 s.
+``freeze:45s+20s`` — the whole node hangs (stops heartbeating) for 20 s;
+``xid79@gpu0+1h`` — a hardware fault: XID 79 now, and again after every GPU reset within the
+hour (``dbe`` the same); without +FOR a reset cures an XID or a DBE.
 Times take ``s``, ``m`` or ``h`` (bare numbers are seconds); AT defaults to 0, FOR to forever.
 """
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 GPU_KINDS = ("xid", "dbe", "hot", "offbus", "nvlink")
 NODE_KINDS = ("freeze",)
 LASTING = ("hot", "nvlink", "freeze")  # the kinds that may end (+FOR); the others are one-shot
+RECURRING = ("xid", "dbe")  # +FOR: logged again after every GPU reset until it ends
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SPEC = re.compile(
     r"^(?P<kind>[a-z]+)(?P<xid>\d+)?"
@@ -79,7 +82,7 @@ def parse_fault(spec: str) -> Fault:
     at = _seconds(m.group("at"), "time", spec) if m.group("at") is not None else 0.0
     duration: float | None = None
     if m.group("dur") is not None:
-        if kind not in LASTING:
+        if kind not in LASTING + RECURRING:
             raise ValueError(f"fault {spec!r}: {kind} is a one-off event; it takes no +duration")
         duration = _seconds(m.group("dur"), "duration", spec)
         if duration <= 0:

@@ -12,7 +12,7 @@ few of its optional ones the health checks and gpufleet's dashboard use.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
@@ -83,6 +83,39 @@ THROTTLE_SW_THERMAL = 0x20
 THROTTLE_HW_THERMAL = 0x40
 
 
+# Encoder figures NVML gives (nvmlDeviceGetEncoderStats) that dcgm-exporter does not publish:
+# gpufleet's own names, in the same values. A GPU without NVENC (an H100), or a MIG device,
+# sends none of them.
+ENCODER_FIELDS: dict[str, str] = {
+    "enc_sessions": "gpufleet_gpu_encoder_sessions",
+    "enc_fps": "gpufleet_gpu_encoder_fps",  # moving average over its sessions
+    "enc_latency_us": "gpufleet_gpu_encoder_latency_microseconds",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUse:
+    """One process's use of a GPU's engines over the last sample period, in % (NVML's
+    nvmlDeviceGetProcessUtilization); None for an engine the GPU does not have."""
+
+    pid: int
+    sm: float | None = None
+    mem: float | None = None
+    enc: float | None = None
+    dec: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskUse:
+    """A live task as the simulated backend sees it: its process group, its GPUs, the share of
+    each it keeps busy, and whether it encodes video (it was given the ``video`` capability)."""
+
+    pid: int
+    gpus: tuple[int, ...]
+    share: float
+    video: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSample:
     index: int
@@ -127,15 +160,20 @@ class GpuSample:
     dram_active: float | None = None
     pcie_tx_bytes: float | None = None
     pcie_rx_bytes: float | None = None
+    enc_sessions: int | None = None
+    enc_fps: float | None = None
+    enc_latency_us: float | None = None
+    processes: tuple[ProcessUse, ...] = ()  # each process's share, where the driver says
     # a MIG device's profile ("1g.18gb") and GPU instance: dcgm-exporter's GPU_I_* labels
     mig_profile: str = ""
     gpu_instance_id: int | None = None
 
     def dcgm(self, last_xid: int = 0) -> dict[str, float | int]:
-        """The dcgm-exporter metrics of this sample; ``last_xid`` carries the gauge forward."""
+        """The dcgm-exporter metrics of this sample (and the encoder's, under gpufleet's
+        names); ``last_xid`` carries the gauge forward."""
         out: dict[str, float | int] = {}
         for f in fields(self):
-            name = DCGM_FIELDS.get(f.name)
+            name = DCGM_FIELDS.get(f.name) or ENCODER_FIELDS.get(f.name)
             if name is None:
                 continue
             value = getattr(self, f.name)
@@ -170,6 +208,18 @@ class DeviceRef:
     uuid: str
     parent: int  # the physical GPU's NVML index (a whole GPU's own)
     mig: int | None = None  # the MIG device's index on its parent; None for a whole GPU
+
+
+def engine_utils(
+    model: str, enc: float | None, dec: float | None
+) -> tuple[float | None, float | None]:
+    """The encoder and decoder utilization a GPU reports, None for an engine its model does
+    not have (an H100 has NVDEC but no NVENC: no ENC series, as no encoder can be busy). A
+    model whose engines the catalog does not know keeps what the device said."""
+    from gpufleet.model.engines import engines_of
+
+    e = engines_of(model)
+    return (None if e.nvenc == 0 else enc), (None if e.nvdec == 0 else dec)
 
 
 def node_gpu_model(gpus: Sequence[GpuInfo]) -> str:
@@ -213,8 +263,9 @@ class GpuBackend(Protocol):
         """The ``CUDA_VISIBLE_DEVICES`` value that shows a task these GPUs and no others."""
         ...
 
-    def set_load(self, load: Mapping[int, float], now: float) -> None:
-        """GPU index → allocated fraction (1.0 = a whole GPU). Real GPUs ignore it."""
+    def set_load(self, load: Mapping[int, float], now: float, uses: Sequence[TaskUse] = ()) -> None:
+        """GPU index → allocated fraction (1.0 = a whole GPU), and the live tasks (their
+        processes and engines). Real GPUs ignore both."""
         ...
 
     def frozen(self, now: float) -> bool:
@@ -225,18 +276,43 @@ class GpuBackend(Protocol):
 
 
 def metrics_payload(
-    samples: Sequence[GpuSample], last_xid: Mapping[int, int], host: Mapping[str, Any]
+    samples: Sequence[GpuSample],
+    last_xid: Mapping[int, int],
+    host: Mapping[str, Any],
+    job_of: Callable[[int], str | None] | None = None,
 ) -> dict[str, Any]:
-    """The ``Heartbeat.metrics`` body: per GPU its labels, dcgm values and the raw XIDs."""
-    return {
-        "schema": 1,
-        "gpus": [
-            {
-                "labels": s.labels(),
-                "values": s.dcgm(last_xid.get(s.index, 0)),
-                "xids": list(s.xid_errors),
-            }
-            for s in samples
-        ],
-        "host": dict(host),
-    }
+    """The ``Heartbeat.metrics`` body: per GPU its labels, dcgm values, the raw XIDs and, where
+    the driver gives each process's share and ``job_of`` names the job a pid belongs to, each
+    job's use of the GPU's engines."""
+    gpus = []
+    for s in samples:
+        g: dict[str, Any] = {
+            "labels": s.labels(),
+            "values": s.dcgm(last_xid.get(s.index, 0)),
+            "xids": list(s.xid_errors),
+        }
+        jobs = job_engine_use(s.processes, job_of) if job_of is not None else []
+        if jobs:
+            g["jobs"] = jobs
+        gpus.append(g)
+    return {"schema": 1, "gpus": gpus, "host": dict(host)}
+
+
+ENGINES = ("sm", "memory", "encoder", "decoder")  # ProcessUse's sm, mem, enc, dec
+
+
+def job_engine_use(
+    procs: Sequence[ProcessUse], job_of: Callable[[int], str | None]
+) -> list[dict[str, Any]]:
+    """Each job's share of one GPU's engines: its processes' shares added up (a job's ranks
+    and their children may share the GPU), at most 100 %; processes of no job are left out."""
+    per: dict[str, dict[str, float]] = {}
+    for p in procs:
+        job = job_of(p.pid)
+        if job is None:
+            continue
+        use = per.setdefault(job, {})
+        for engine, v in zip(ENGINES, (p.sm, p.mem, p.enc, p.dec), strict=True):
+            if v is not None:
+                use[engine] = min(100.0, use.get(engine, 0.0) + v)
+    return [{"job": job, "util": use} for job, use in sorted(per.items())]

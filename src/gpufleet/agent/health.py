@@ -1,6 +1,7 @@
 """Node health from GPU samples: GPUs expected vs found, critical XIDs, double-bit ECC, heat,
 NVLink down. XIDs are events, so a GPU that logged a critical one stays bad until the agent
-restarts (after the reset the XID asked for); the other checks read the current sample."""
+restarts or the heal loop resets the GPUs (the reset the XID asked for); the other checks read
+the current sample."""
 
 from __future__ import annotations
 
@@ -52,6 +53,11 @@ class HealthChecker:
         self.limits = limits
         self.xids: dict[int, list[int]] = {}  # GPU → critical XIDs seen
         self.last_xid: dict[int, int] = {}  # GPU → last XID of any kind (the dcgm gauge)
+
+    def forget_xids(self) -> None:
+        """After a GPU reset (the heal loop's): the XIDs seen before it are cured; a GPU that
+        logs one again is bad again."""
+        self.xids = {}  # rebound, not cleared: a check on another thread reads the old one
 
     def check(self, samples: Sequence[GpuSample]) -> Health:
         why: list[str] = []

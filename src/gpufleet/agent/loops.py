@@ -32,7 +32,8 @@ def heartbeat(agent: Agent) -> None:
             wait = agent.heartbeat_s
         else:  # not registered yet: retry sooner than a heartbeat period
             wait = backoff.next()
-        agent._stop.wait(wait)
+        agent._wake_heartbeat.wait(wait)  # the stop sets it too
+        agent._wake_heartbeat.clear()
 
 
 def commands(agent: Agent) -> None:
@@ -47,6 +48,10 @@ def commands(agent: Agent) -> None:
             backoff.reset()
         except (httpx.HTTPError, ApiError) as e:
             agent._failed("commands", e)
+            if not isinstance(e, ApiError) or e.status in (409, 503):
+                # the controller is gone, restarted or another leads: heartbeat (and
+                # register) now, not a heartbeat period later
+                agent._wake_heartbeat.set()
             agent._stop.wait(backoff.next())
         except Exception as e:
             agent._crashed("commands", e)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import math
+import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -13,27 +17,36 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from gpufleet.agent import slurmbin
-from gpufleet.agent.agent import Agent, AgentConfig
+from gpufleet.agent import access, bootid, sharing, slurmbin
+from gpufleet.agent.agent import Agent
+from gpufleet.agent.config import AgentConfig
 from gpufleet.agent.gpu import GpuBackend
 from gpufleet.agent.health import HealthLimits
-from gpufleet.agent.tasks import FENCED, RunnerEvent
-from gpufleet.agent.watchdog import WatchdogHandle
+from gpufleet.agent.watchdog import Lease, WatchdogHandle, read_lease
 from gpufleet.base.clock import Clock, MonotonicClock
 from gpufleet.base.secretfile import private_dir
 from gpufleet.client.http import AgentClient
 
 log = logging.getLogger(__name__)
 
+RESTART = 75  # run_agent's status when an operator asked it to restart (``__main__`` execs)
+
 
 def make_backend(
-    simulate: str | None, node: str, inject: Sequence[str], clock: Clock
+    simulate: str | None,
+    node: str,
+    inject: Sequence[str],
+    clock: Clock,
+    inbox: Path | None = None,
 ) -> GpuBackend:
-    """``--simulate 8xH100`` (with ``--inject`` faults) or, without it, NVML."""
+    """``--simulate 8xH100`` (with ``--inject`` faults, and those written to ``inbox`` while
+    it runs) or, without it, NVML."""
     if simulate:
         from gpufleet.agent.simgpu import SimulatedGpus
 
         sim = SimulatedGpus.from_spec(simulate, node, start=clock.now())
+        if inbox is not None:
+            sim.watch(inbox)
         for spec in inject:
             for part in spec.split(","):
                 if part.strip():
@@ -48,7 +61,7 @@ def make_backend(
 
 def local_address(controller_url: str) -> str:
     """The address of the interface that reaches the controller (what other ranks can reach)."""
-    parts = urlsplit(controller_url)
+    parts = urlsplit(controller_url.split(",")[0].strip())  # URL,URL: controllers in HA
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
@@ -87,13 +100,16 @@ def run_agent(
     ca: str | Path | None = None,
     features: Sequence[str] = (),
     gres_type: str = "",
+    boot_id_file: str | Path = bootid.BOOT_ID,
+    check_access: bool = False,
+    gpu_sharing: str = "timeslice",
 ) -> int:
     """Run a node agent until ``stop`` is set or the process gets SIGTERM/SIGINT; returns the
     exit status. Raises ValueError for a bad ``simulate``/``inject`` spec and
-    ``GpuUnavailable`` when NVML cannot start."""
+    ``GpuUnavailable`` when NVML cannot start (``check_access``: see ``agent/access.py``)."""
     clock = clock or MonotonicClock()
-    data = private_dir(Path(data_dir).expanduser().resolve())
-    backend = make_backend(simulate, node_name, inject, clock)
+    data = _data(Path(data_dir), check_access)
+    backend = make_backend(simulate, node_name, inject, clock, data / "inject")
     client = AgentClient(controller_url, token, ca=ca, transport=transport, timeout=10.0)
     config = AgentConfig(
         node=node_name,
@@ -101,7 +117,7 @@ def run_agent(
         data_dir=data,
         leaf=leaf,
         pod=pod,
-        labels=dict(labels or {}),
+        labels={**(labels or {}), sharing.LABEL: gpu_sharing},
         features=tuple(features),
         gres_type=gres_type,
         heartbeat_s=heartbeat_s,
@@ -114,44 +130,115 @@ def run_agent(
         task_env=dict(task_env or {}),
         container_runtime=container_runtime,
     )
+    lock = _hold(data)
     agent = Agent(client, backend, config, clock=clock)
-    agent.runner.step_bin = str(slurmbin.install(data))
-    _stop_leftovers(agent)
+    _equip(agent, data, gpu_sharing, simulated=bool(simulate))
     # fencing that does not need this process to be alive (or awake): its own process
     agent.watchdog = WatchdogHandle(data)
-    agent.watchdog.start()
+    agent.watchdog.start(_take_over(agent, data, Path(boot_id_file)))
 
-    stop = stop or threading.Event()
-    _stop_on_signals(stop)
+    stop, handoff = stop or threading.Event(), threading.Event()
+    _stop_on_signals(stop, handoff)
+    restart = _restart_on_request(agent, stop, handoff)
     log.info("agent %s → %s (%d GPUs)", node_name, controller_url, len(agent.gpus))
     agent.start()
     try:
         agent.run(stop)
     finally:
-        agent.stop(grace_s=shutdown_grace_s)
-        agent.watchdog.stop()  # after the tasks: it exits and kills nothing
-    return 0
+        agent.stop(kill_tasks=not handoff.is_set(), grace_s=shutdown_grace_s)
+        if handoff.is_set():
+            agent.watchdog.leave()  # it keeps our lease on the tasks until the next agent's
+        else:
+            agent.watchdog.stop()  # after the tasks: it exits and kills nothing
+        os.close(lock)
+    return RESTART if restart else 0
 
 
-def _stop_leftovers(agent: Agent) -> None:
-    """Tasks a previous agent left behind run unsupervised: stop them and say so; and their
-    containers, which outlive a killed client. Fenced (the node's fault: requeued, not
-    charged), before the registration that lists no task (ADR 0031's fast path)."""
-    for key in agent.runner.kill_orphans():
-        why = f"{FENCED} the agent restarted and cannot supervise it"
-        agent.events.put(RunnerEvent("exited", key, 128 + signal.SIGKILL, why).wire())
+def _equip(agent: Agent, data: Path, gpu_sharing: str, *, simulated: bool) -> None:
+    """What tasks find on this node: srun and scontrol, and how a shared GPU is shared."""
+    agent.runner.step_bin = str(slurmbin.install(data))
+    memory = min((g.memory_mib for g in agent.gpus), default=0)
+    agent.runner.sharing = sharing.prepare(gpu_sharing, data, memory, simulated=simulated)
+
+
+def _data(data_dir: Path, check_access: bool) -> Path:
+    """The data directory, private; with ``check_access``, ValueError when the accounts tasks
+    run as could not reach what the agent runs as them (``agent/access.py``)."""
+    data = private_dir(data_dir.expanduser().resolve())
+    if check_access:
+        access.check(data)
+    return data
+
+
+def _restart_on_request(agent: Agent, stop: threading.Event, handoff: threading.Event) -> list[str]:
+    """An operator's restart (an upgrade) exits as SIGHUP does, its tasks left to the next
+    agent; the list gets the interpreter it checked. What a previous agent's commands did
+    ended unseen (or is this start): reported now."""
+    restart: list[str] = []
+
+    def on_restart(python: str) -> None:
+        log.warning("restarting for an upgrade (%s); the tasks run on for the next agent", python)
+        restart.append(python)
+        handoff.set()
+        stop.set()
+
+    agent.node_commands.on_restart = on_restart
+    agent.node_commands.recover()
+    return restart
+
+
+def _hold(data: Path, wait_s: float = 10.0) -> int:
+    """One agent per data directory: a second one would adopt the tasks of the first. The
+    kernel drops the lock when its holder dies (waited for: a killed agent may be exiting)."""
+    fd = os.open(data / "agent.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= end:
+                os.close(fd)
+                raise ValueError(
+                    f"another agent runs with the data directory {data}: one agent per data "
+                    "directory (it would take over that agent's tasks)"
+                ) from None
+            time.sleep(0.1)
+
+
+def _take_over(agent: Agent, data: Path, boot_id_file: Path) -> Lease | None:
+    """What a previous agent left (ADR 0031): after a reboot, only exits to report (its tasks
+    died with the boot: requeued at once); else its tasks that still run are adopted, under
+    the lease it published (returned, for our watchdog), until we register. Then the
+    containers no task of ours runs, which outlive a killed client."""
+    boot = bootid.check(data, boot_id_file)
+    carried = None if boot.rebooted else read_lease(data)
+    until = carried.until if carried is not None else -math.inf
+    adopted = agent.adopt(rebooted=boot.rebooted, fence_until=until)
     agent.runner.sweep_containers()
+    bootid.save(data, boot)
+    if adopted:
+        log.warning("adopted %d task(s) of the previous agent", len(adopted))
+        return carried
+    return None
 
 
-def _stop_on_signals(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT set ``stop`` (a handler can be installed from the main thread only:
-    an agent run in a test's thread is stopped through ``stop`` alone)."""
+def _stop_on_signals(stop: threading.Event, handoff: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop``: the agent stops its tasks and exits. SIGHUP sets
+    ``handoff`` too: it exits for a restart (an upgrade) and its tasks run on, the node's
+    watchdog holding them under the last lease until the next agent adopts them (ADR 0031).
+    A handler can be installed from the main thread only: an agent run in a test's thread is
+    stopped through ``stop`` alone."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: shutting down", signum)
+        if signum == signal.SIGHUP:
+            log.warning("SIGHUP: exiting for a restart; the tasks run on for the next agent")
+            handoff.set()
+        else:
+            log.info("signal %d: shutting down", signum)
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)

@@ -26,9 +26,10 @@ _SH = "/bin/sh"
 # agent could not start the task) with mount's own error in the task's stderr log.
 _BIND_TMP = '"$0" --bind "$1" /tmp || exit 125; shift; exec "$@"'
 
-# If the agent itself dies (SIGKILL, OOM), its tasks must not run on unsupervised while the
-# controller restarts their jobs elsewhere: the kernel kills each task with its parent
-# (PR_SET_PDEATHSIG, set by util-linux's setpriv, which then execs the command in place).
+# A process must not outlive what supervises it: the kernel kills it with its parent
+# (PR_SET_PDEATHSIG, set by util-linux's setpriv, which then execs the command in place). A
+# task's parent is its keeper (agent/keeper.py), which outlives the agent: a dead agent's
+# tasks run on, the watchdog's to fence, the next agent's to adopt (ADR 0031).
 PDEATHSIG: tuple[str, ...] = (_SETPRIV, "--pdeathsig", "KILL") if _SETPRIV else ()
 
 

@@ -9,6 +9,7 @@ of what it *sent*, apart from how far it has *read* in the raw file.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -81,6 +82,9 @@ class LogTail:
     sent: int = 0  # bytes of text the controller holds
     complete: bool = False  # the task exited: what the file holds now is all there is
     final_sent: bool = False
+    # where what was acknowledged is kept (``read_pos sent``), so that the agent after us
+    # resumes there, not at 0 (ADR 0031); None: not kept
+    mark: Path | None = None
 
     @property
     def id(self) -> tuple[Key, Stream]:
@@ -124,6 +128,20 @@ class LogTail:
         self.read_pos += raw_len
         self.sent += len(chunk.data.encode())
         self.final_sent = chunk.final
+        if self.mark is not None and not self.final_sent:
+            with contextlib.suppress(OSError):  # a full disk: the next agent starts at 0
+                self.mark.write_text(f"{self.read_pos} {self.sent}")
+
+    def resume(self) -> None:
+        """Where the agent before us had got to (the controller holds at least that)."""
+        if self.mark is None:
+            return
+        try:
+            read_pos, sent = (int(x) for x in self.mark.read_text().split())
+        except (OSError, ValueError):
+            return
+        if min(read_pos, sent) >= 0:
+            self.read_pos, self.sent = read_pos, sent
 
 
 class LogTails:
@@ -133,10 +151,17 @@ class LogTails:
         self._tails: dict[tuple[Key, Stream], LogTail] = {}
         self._lock = threading.Lock()
 
-    def track(self, key: Key, out: Path, err: Path) -> None:
+    def track(self, key: Key, out: Path, err: Path, *, resume: bool = False) -> None:
+        """Ship the task's two logs; ``resume``: from where a previous agent had got to (an
+        adopted task's), else from the start."""
         with self._lock:
             for stream, path in zip(_STREAMS, (out, err), strict=True):
-                self._tails.setdefault((key, stream), LogTail(key, stream, path))
+                if (key, stream) in self._tails:
+                    continue
+                tail = LogTail(key, stream, path, mark=path.with_name(f"{path.name}.shipped"))
+                if resume:
+                    tail.resume()
+                self._tails[(key, stream)] = tail
 
     def tracked(self, key: Key) -> bool:
         with self._lock:

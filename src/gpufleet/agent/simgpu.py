@@ -15,22 +15,29 @@ exponential and the integral exact, not approximations.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from gpufleet.agent.faults import Fault, parse_fault
+from gpufleet.agent.faults import RECURRING, Fault, parse_fault
 from gpufleet.agent.gpu import (
     THROTTLE_GPU_IDLE,
     THROTTLE_HW_THERMAL,
     THROTTLE_SW_THERMAL,
     GpuSample,
+    ProcessUse,
+    TaskUse,
+    engine_utils,
 )
 from gpufleet.api.schemas import GpuInfo
 from gpufleet.model.catalog import GpuModel, lookup
+from gpufleet.model.engines import engines_of
+
+log = logging.getLogger(__name__)
 
 _UUID_NS = uuidlib.UUID("5f1e3c7a-9a4e-4f3b-8d7e-6c1b2a3d4e5f")  # fixed: UUIDs stable across runs
 _CLOCKS_MHZ = {  # (max SM, memory) from the vendors' specifications; others get the default
@@ -54,6 +61,9 @@ NVML_NAMES: dict[str, str] = {
     "A800": "NVIDIA A800-SXM4-80GB",
     "L40S": "NVIDIA L40S",
     "L40": "NVIDIA L40",
+    "RTX-6000-Ada": "NVIDIA RTX 6000 Ada Generation",
+    "L4": "NVIDIA L4",
+    "A16": "NVIDIA A16",
     "A10": "NVIDIA A10",
     "T4": "Tesla T4",
     "V100-16GB": "Tesla V100-SXM2-16GB",
@@ -64,7 +74,9 @@ NVML_NAMES: dict[str, str] = {
     "MI300X": "AMD Instinct MI300X",
 }
 # GDDR boards: NVML has no memory temperature for them (only HBM parts report one)
-_GDDR = frozenset({"L40S", "L40", "A10", "T4", "RTX-A6000", "RTX-4090"})
+_GDDR = frozenset(
+    {"L40S", "L40", "RTX-6000-Ada", "L4", "A16", "A10", "T4", "RTX-A6000", "RTX-4090"}
+)
 # shares of the utilization that DCGM's profiling fields show under a typical training load
 _PROF_SHARES = {
     "gr_engine_active": 0.98,
@@ -81,6 +93,12 @@ _DRIVER_ENV = "GPUFLEET_SIM_DRIVER_VERSION"
 _CUDA_ENV = "GPUFLEET_SIM_CUDA_VERSION"
 _IDLE_SM_MHZ = 345
 _FB_RESERVED_MIB = 512  # what the driver holds on an idle GPU
+# a task that encodes video (one NVENC session per task): its share of the encoder and of the
+# decoder (its input) per unit of GPU share, and what NVML's encoder stats then say
+_VIDEO_ENC = 35.0
+_VIDEO_DEC = 20.0
+_ENC_FPS = 60.0
+_ENC_LATENCY_US = 4_000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +164,8 @@ class SimulatedGpus:
         ]
         self.faults: list[Fault] = []
         self._transitions: list[tuple[float, int, bool, Fault]] = []  # (time, seq, begins, f)
+        self._inbox: str | None = None
+        self._uses: tuple[TaskUse, ...] = ()  # the live tasks: their processes, their engines
 
     @classmethod
     def from_spec(cls, spec: str, node: str = "sim", **kw: object) -> SimulatedGpus:
@@ -180,6 +200,33 @@ class SimulatedGpus:
         self._transitions.sort(key=lambda x: (x[0], x[1]))
         return f
 
+    def watch(self, inbox: str | os.PathLike[str]) -> None:
+        """Take faults at run time from the file ``inbox`` (``--inject``'s specs, by commas or
+        lines; the word ``reset`` resets the GPUs, as a site's remedy would), each AT counted
+        from when it is read, the next time the GPUs are sampled or loaded; the file is removed
+        then. A test injects an XID once the state it wants holds,
+        instead of at a time guessed in advance. Write it whole (a temporary file renamed)."""
+        self._inbox = os.fspath(inbox)
+
+    def _take_inbox(self, now: float) -> None:
+        if self._inbox is None:
+            return
+        try:
+            with open(self._inbox, encoding="utf-8") as file:
+                text = file.read()
+            os.unlink(self._inbox)
+        except FileNotFoundError:
+            return
+        for part in text.replace(",", "\n").split():
+            if part == "reset":  # a GPU reset from outside (a site's remedy, in tests)
+                self.reset()
+                continue
+            try:
+                fault = parse_fault(part)
+                self.inject(replace(fault, at=fault.at + (now - self.start)))
+            except ValueError as e:  # a typo in the file must not stop the sampling
+                log.warning("%s: %s (ignored)", self._inbox, e)
+
     def frozen(self, now: float) -> bool:
         return any(
             f.kind == "freeze" and self.start + f.at <= now < self.start + f.end
@@ -191,8 +238,9 @@ class SimulatedGpus:
             return  # node faults are read by frozen(), not stored per GPU
         g = self._gpus[f.gpu]
         if f.kind == "xid" and f.xid is not None:
-            g.pending_xids.append(f.xid)
-        elif f.kind == "dbe":
+            if begins:  # a recurring one's end cures it; it logs nothing then
+                g.pending_xids.append(f.xid)
+        elif f.kind == "dbe" and begins:
             g.dbe += 1
             g.remapped_unc += 1  # Ampere and later remap the row instead of retiring a page
             g.pending_xids.append(48)  # the driver logs XID 48 for a DBE
@@ -202,6 +250,21 @@ class SimulatedGpus:
             g.hot = begins
         elif f.kind == "nvlink":
             g.nvlink_down = begins
+
+    def reset(self) -> str:
+        """A GPU reset of every GPU (the heal loop's): it clears what a reset clears (pending
+        XIDs, the volatile ECC counters; a GPU off the bus is back), not what the hardware does
+        again: a recurring fault (``xid79@gpu0+1h``) logs its XID again, overheating and NVLink
+        faults go on until they end."""
+        for g in self._gpus:
+            g.pending_xids.clear()
+            g.dbe = 0
+            g.offbus = False
+        for f in self.faults:
+            live = self.start + f.at <= self._t < self.start + f.end
+            if f.kind in RECURRING and f.duration is not None and live and f.gpu is not None:
+                self._apply(f, True)
+        return f"GPU reset of {len(self._gpus)} simulated GPUs"
 
     # ----- the physics --------------------------------------------------------------------
 
@@ -234,6 +297,7 @@ class SimulatedGpus:
         """Run the model to ``now``, applying each fault at its own instant."""
         if now <= self._t:
             return  # callers on other threads may be a hair behind: never run backwards
+        self._take_inbox(now)
         while self._transitions and self._transitions[0][0] <= now:
             at, _, begins, f = self._transitions.pop(0)
             self._evolve(at - self._t)
@@ -244,10 +308,11 @@ class SimulatedGpus:
 
     # ----- the backend protocol -----------------------------------------------------------
 
-    def set_load(self, load: Mapping[int, float], now: float) -> None:
+    def set_load(self, load: Mapping[int, float], now: float, uses: Sequence[TaskUse] = ()) -> None:
         self._advance(now)  # the old load held until now
         for g in self._gpus:
             g.load = float(load.get(g.index, 0.0))
+        self._uses = tuple(uses)
 
     def discover(self) -> list[GpuInfo]:
         return [
@@ -305,6 +370,15 @@ class SimulatedGpus:
         xids, g.pending_xids = tuple(g.pending_xids), []
         hbm = self.model.name not in _GDDR
         prof = {k: round(share * util, 4) for k, share in _PROF_SHARES.items()}
+        procs, sessions = self._processes(g.index)
+        # training and inference leave NVENC idle; input pipelines decode on the GPU; a task
+        # given the video capability runs one encoder session (and decodes its input)
+        enc, dec = engine_utils(
+            self.model.name,
+            min(100.0, sum(p.enc or 0.0 for p in procs)),
+            min(100.0, round(5.0 * util, 2) + sum(_VIDEO_DEC * u.share for u in sessions)),
+        )
+        has_enc = enc is not None
         return GpuSample(
             index=g.index,
             uuid=g.uuid,
@@ -313,8 +387,12 @@ class SimulatedGpus:
             pci_bus_id=self._bus_id(g.index),
             gpu_util=100.0 * util,
             mem_copy_util=60.0 * util,
-            enc_util=0.0,  # training and inference leave NVENC idle
-            dec_util=round(5.0 * util, 2),  # input pipelines that decode on the GPU
+            enc_util=enc,
+            dec_util=dec,
+            enc_sessions=len(sessions) if has_enc else None,
+            enc_fps=(_ENC_FPS if sessions else 0.0) if has_enc else None,
+            enc_latency_us=(_ENC_LATENCY_US if sessions else 0.0) if has_enc else None,
+            processes=procs,
             fb_used=used,
             fb_free=total - _FB_RESERVED_MIB - used,
             fb_reserved=_FB_RESERVED_MIB,
@@ -346,6 +424,29 @@ class SimulatedGpus:
             pcie_tx_bytes=_PCIE_IDLE_BPS + _PCIE_TX_BPS * util,
             pcie_rx_bytes=_PCIE_IDLE_BPS + _PCIE_RX_BPS * util,
         )
+
+    def _processes(self, index: int) -> tuple[tuple[ProcessUse, ...], list[TaskUse]]:
+        """Each live task's process on GPU ``index`` with its share of the engines, as NVML's
+        per-process utilization gives it, and the tasks encoding on it (one session each)."""
+        e = engines_of(self.model.name)
+        procs, encoding = [], []
+        for u in self._uses:
+            if index not in u.gpus:
+                continue
+            video = u.video and (e.nvenc or 0) > 0
+            if video:
+                encoding.append(u)
+            share = min(1.0, max(0.0, u.share))
+            procs.append(
+                ProcessUse(
+                    pid=u.pid,
+                    sm=round(100.0 * share, 2),
+                    mem=round(60.0 * share, 2),
+                    enc=(round(_VIDEO_ENC * share, 2) if video else 0.0) if e.nvenc else None,
+                    dec=round((_VIDEO_DEC if video else 5.0) * share, 2) if e.nvdec else None,
+                )
+            )
+        return tuple(procs), encoding
 
     def visible_devices(self, indices: Sequence[int]) -> str:
         return ",".join(str(i) for i in indices)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gpufleet.agent.probes.book import ProbeKind, ReplicaProbe, probes_of
 from gpufleet.agent.tasks import EXIT_REFUSED, FENCED, Key, LatestAttempts, RunnerEvent
 from gpufleet.api.schemas import AgentCommand, AgentEvent, HeartbeatResult, TaskRef
 from gpufleet.model.errors import SpecError
+from gpufleet.model.notice import StopNotice
 from gpufleet.model.service import Probe
 
 Phase = Literal["launching", "running", "stopping"]
@@ -42,6 +43,7 @@ class Kill:
     key: Key
     grace_s: float
     why: str
+    notice: StopNotice | None = None  # a preemption's: its signal, then the wait for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,9 @@ def _exited(key: Key, why: str, code: int = EXIT_REFUSED, *, fenced: bool = Fals
     )
 
 
+ENDED_SENT = 1_000  # the most exits a registration repeats (``AgentState.ended``)
+
+
 class AgentState:
     def __init__(
         self,
@@ -107,13 +112,26 @@ class AgentState:
         # a service replica's probes, from its launch until it ends (started once it runs)
         self._probes: dict[Key, tuple[tuple[ProbeKind, Probe], ...]] = {}
         self._latest = LatestAttempts()  # job → newest attempt accepted
-        self._done: OrderedDict[Key, None] = OrderedDict()  # recent finished keys (dedup)
+        # recent finished keys (dedup), with the exit of each that ran here (``ended``)
+        self._done: OrderedDict[Key, AgentEvent | None] = OrderedDict()
         self._remember = remember
 
     # ----- queries ------------------------------------------------------------------------
 
     def running(self) -> list[TaskRef]:
         return [TaskRef(job=j, attempt=a, rank=r) for j, a, r in sorted(self.tasks)]
+
+    def ended(self, most: int = ENDED_SENT) -> list[AgentEvent]:
+        """The latest exits of tasks that ran here, reported or not (oldest first): sent with
+        each registration, so that a controller whose store predates them (restored from a
+        backup) learns that they ended instead of taking them for lost and running them again."""
+        out: list[AgentEvent] = []
+        for ev in reversed(self._done.values()):
+            if ev is not None:
+                out.append(ev)
+                if len(out) == most:
+                    break
+        return out[::-1]
 
     # ----- contact with the controller ----------------------------------------------------
 
@@ -162,6 +180,26 @@ class AgentState:
             out.append(Kill(key, self.fence_grace_s, why))
         return out
 
+    def adopt(self, tasks: dict[Key, dict[str, Any]], fence_until: float) -> list[Action]:
+        """Tasks a previous agent left running (each with its launch's probes), ours now
+        (before the first registration, which lists them): they run on until ``fence_until``,
+        the deadline that agent published (the controller's node grace counts from its last
+        contact), unless we register first. A replica's probes start again."""
+        out: list[Action] = []
+        for key, raw in sorted(tasks.items()):
+            self.tasks[key] = "running"
+            self._latest.put(key[0], key[1])
+            try:
+                probes = tuple(probes_of(raw))
+            except SpecError:
+                probes = ()  # they were checked at its launch: an older agent's, perhaps
+            if probes:
+                self._probes[key] = probes
+                out.append(StartProbes(key, probes))
+        if tasks:
+            self.fence_until = max(self.fence_until, fence_until)
+        return out
+
     # ----- commands -----------------------------------------------------------------------
 
     def on_command(self, cmd: AgentCommand, t: float) -> list[Action]:
@@ -203,6 +241,11 @@ class AgentState:
 
     def _kill(self, cmd: AgentCommand) -> list[Action]:
         why = cmd.why or "killed by the controller"
+        notice = (
+            StopNotice(cmd.notice_signal, cmd.notice_wait_s, cmd.notice_batch_only)
+            if cmd.notice_signal
+            else None
+        )
         if cmd.rank < 0:  # every rank of that attempt on this node
             keys = [k for k in self.tasks if k[0] == cmd.job and k[1] == cmd.attempt]
         else:
@@ -216,12 +259,14 @@ class AgentState:
                     out.append(_exited(key, f"{why}; it was not running here"))
                 continue
             self.tasks[key] = "stopping"
-            out.append(Kill(key, cmd.grace_s, why))
+            out.append(Kill(key, cmd.grace_s, why, notice))
         return out
 
     # ----- tasks --------------------------------------------------------------------------
 
     def on_task(self, ev: RunnerEvent) -> list[Action]:
+        if ev.kind == "checkpoint":  # reported while the task is ours (it may be stopping)
+            return [Send(ev.wire())] if ev.key in self.tasks else []
         if ev.kind == "started":
             out: list[Action] = [Send(ev.wire())]
             if self.tasks.get(ev.key) == "launching":
@@ -231,7 +276,7 @@ class AgentState:
                     out.append(StartProbes(ev.key, probes))
             return out
         self.tasks.pop(ev.key, None)
-        self._forget(ev.key)
+        self._forget(ev.key, ev.wire())
         if self._probes.pop(ev.key, None) is not None:
             return [StopProbes(ev.key), Send(ev.wire())]
         return [Send(ev.wire())]
@@ -258,7 +303,7 @@ class AgentState:
             )
         return out
 
-    def _forget(self, key: Key) -> None:
-        self._done[key] = None
+    def _forget(self, key: Key, exit: AgentEvent | None = None) -> None:
+        self._done[key] = exit
         while len(self._done) > self._remember:
             self._done.popitem(last=False)

@@ -22,10 +22,11 @@ FENCED = "fenced:"
 
 @dataclass(frozen=True, slots=True)
 class RunnerEvent:
-    kind: Literal["started", "exited"]
+    kind: Literal["started", "exited", "checkpoint"]
     key: Key
     exit_code: int = 0
     why: str = ""
+    age_s: float = 0.0  # "checkpoint": the job's checkpoint file was written this long ago
 
     def wire(self) -> AgentEvent:
         job, attempt, rank = self.key
@@ -37,6 +38,7 @@ class RunnerEvent:
             exit_code=self.exit_code,
             why=self.why,
             cause="fenced" if self.why.startswith(FENCED) else "",
+            age_s=self.age_s,
         )
 
 

@@ -19,9 +19,11 @@ from the agent but a file:
 
 The agent holds the write end of the watchdog's stdin. A clean shutdown writes ``stop`` (the
 agent has stopped its tasks itself): the watchdog exits and kills nothing. End of file without
-it means the agent died: nobody can report those tasks any more, so the watchdog fences them at
-once (a fast path: the agent that starts next waits for them to be gone, then registers with
-no tasks and the controller requeues them) and exits once nothing it fenced is alive. The
+it means the agent died (SIGKILL, OOM, a restart for an upgrade): its tasks are the node's now
+(each led by its keeper, not the agent's child), and they run on under the last lease the agent
+published. The next agent started with the same data directory adopts them and writes the
+lease file as its own: this watchdog then exits, the new agent's enforces. Should none come,
+the tasks are fenced when the lease ends, and this exits once nothing it fenced is alive. The
 controller counts on these rules: it declares a node lost only after the outage tolerance +
 fence grace + a kill margin since the last heartbeat it answered.
 
@@ -63,12 +65,19 @@ class Lease:
     pid: int = 0  # the agent that wrote it
 
 
-def write_lease(data_dir: Path, until: float, grace_s: float) -> None:
-    """Atomically replace the lease file (the watchdog never reads half a file)."""
+def write_lease(data_dir: Path, until: float, grace_s: float, watchdog: int = 0) -> None:
+    """Atomically replace the lease file (the watchdog never reads half a file). It names the
+    agent writing it and its watchdog (``watchdog``, 0: none yet): a task's keeper kills its
+    task once neither is alive and its own agent is gone (agent/keeper.py)."""
     path = Path(data_dir) / LEASE_FILE
     tmp = path.with_name(f".{LEASE_FILE}.{os.getpid()}.tmp")
     body = json.dumps(
-        {"until": until if math.isfinite(until) else 0.0, "grace_s": grace_s, "pid": os.getpid()}
+        {
+            "until": until if math.isfinite(until) else 0.0,
+            "grace_s": grace_s,
+            "pid": os.getpid(),
+            "watchdog": watchdog,
+        }
     )
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -117,8 +126,11 @@ class Fence:
 
 
 def _create_time(pid: int) -> float | None:
+    """None once it has exited: gone, or a zombie that nobody reaped (an orphaned keeper,
+    under an init that does not reap)."""
     try:
-        return float(psutil.Process(pid).create_time())
+        p = psutil.Process(pid)
+        return None if p.status() == psutil.STATUS_ZOMBIE else float(p.create_time())
     except psutil.Error:
         return None
 
@@ -236,42 +248,39 @@ def later(a: Lease | None, b: Lease | None) -> Lease | None:
 
 
 def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
-    """Enforce the lease until the agent stops cleanly, or until it is gone and nothing it left
-    is alive."""
+    """Enforce the lease until the agent stops cleanly, or, once it is gone, until a new agent
+    holds the node or nothing it left is alive."""
     fence = Fence()
     pipe = ControlPipe(control_fd)
     cleaned: set[Ident] = set()  # tasks whose container removal went out
-    gone_at: float | None = None  # when the agent's pipe closed without "stop"
+    gone = False  # the agent's pipe closed without "stop"
     owner = agent_pid
     while True:
-        if gone_at is None:
+        if not gone:
             pipe.read()
         if pipe.stop:
             log.info("the agent stopped cleanly: exiting")
             return 0
         now = time.monotonic()
-        if pipe.eof and gone_at is None:
-            gone_at, agent_pid = now, None
-            log.warning("the agent is gone: fencing what it left (nobody can report it)")
+        if pipe.eof and not gone:
+            gone, agent_pid = True, None
+            log.warning("the agent is gone: its tasks run on until its lease ends or a new agent")
         on_file = read_lease(data_dir)
         if on_file is not None and on_file.pid not in (0, owner):  # another agent's now
-            if gone_at is not None and not fence.kill_at:
+            if gone and not fence.kill_at:
                 log.info("a new agent (pid %d) holds this node now: exiting", on_file.pid)
-                return 0  # its own watchdog enforces its lease
+                return 0  # it adopted the tasks; its own watchdog enforces its lease
             on_file = None
         lease = later(on_file, pipe.lease)
-        if gone_at is not None:  # the agent died: its lease ends now
-            grace = lease.grace_s if lease is not None else fence.default_grace_s
-            lease = Lease(min(gone_at, lease.until if lease else gone_at), grace)
         tasks: dict[Ident, Path | None] = {}
-        if fence.lapsed(now, lease) or fence.kill_at:
+        if gone or fence.lapsed(now, lease) or fence.kill_at:
             tasks = find_tasks(data_dir, agent_pid)
         for ident, sig in fence.step(now, lease, set(tasks)):
             pidfile = tasks.get(ident)
             if sig == signal.SIGTERM:
                 why = "fenced: the node's watchdog saw the agent's lease expire"
-                if gone_at is not None:
-                    why = "fenced: the agent died, nobody could report the task"
+                if gone:
+                    why = "fenced: its agent died and none took it over within the lease"
                 log.warning("%s: SIGTERM to task group %d (%s)", why, ident[0], pidfile)
                 if pidfile is not None:
                     mark_fenced(pidfile, why)
@@ -279,33 +288,10 @@ def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
             if sig == signal.SIGKILL and pidfile is not None and ident not in cleaned:
                 cleaned.add(ident)
                 remove_container(pidfile)
-        if gone_at is not None and not fence.kill_at and not tasks:
+        if gone and not fence.kill_at and not tasks:
+            log.info("the agent is gone and nothing it left runs: exiting")
             return 0
         time.sleep(STEP_S)
-
-
-def await_leftovers(data_dir: Path, grace_s: float, *, timeout_s: float = 10.0) -> int:
-    """Before a new agent registers: the tasks a dead predecessor left (its watchdog is fencing
-    them, or is gone too) must be dead, or the registration's empty list would let the
-    controller start their jobs again beside them. Waits for them, then kills what is left
-    (marked fenced). Returns how many there were."""
-    left = find_tasks(data_dir, None)
-    if not left:
-        return 0
-    log.warning("%d task(s) of a previous agent still run: waiting for them to end", len(left))
-    end = time.monotonic() + timeout_s
-    while (alive := find_tasks(data_dir, None)) and time.monotonic() < end:
-        time.sleep(STEP_S)
-    fence = Fence(default_grace_s=grace_s)
-    while alive:
-        for ident, sig in fence.step(time.monotonic(), None, set(alive)):
-            pidfile = alive.get(ident)
-            if sig == signal.SIGTERM and pidfile is not None:
-                mark_fenced(pidfile, "fenced: its agent died, nobody could report the task")
-            signal_group(ident[0], sig)
-        time.sleep(STEP_S)
-        alive = find_tasks(data_dir, None)
-    return len(left)
 
 
 class WatchdogHandle:
@@ -318,11 +304,17 @@ class WatchdogHandle:
         self.restarts = 0
         self.last: tuple[float, float] | None = None  # the newest lease sent
         self.fault = ""  # why the lease file could not be written ("": it could)
+        self.pid = 0  # the newest watchdog's (kept after leave(): it lives on)
 
-    def start(self) -> None:
-        await_leftovers(self.data_dir, grace_s=2.0)
-        self._write_file(0.0, 0.0)  # an old agent's lease is not ours
+    def start(self, carried: Lease | None = None) -> None:
+        """``carried``: the lease of the agent before us, whose tasks we adopted: they run on
+        until it ends unless we register first (the old watchdog exits once the file is ours).
+        None: an old agent's lease is not ours (nothing adopted)."""
+        until, grace = (carried.until, carried.grace_s) if carried is not None else (0.0, 0.0)
+        self.last = (until, grace) if carried is not None else None
+        self._write_file(until, grace)
         self._spawn()
+        self._write_file(until, grace)  # its pid now in it too, for the tasks' keepers
 
     def _spawn(self) -> None:
         with self.log_path.open("ab") as out:
@@ -334,6 +326,7 @@ class WatchdogHandle:
                 start_new_session=True,  # a signal to the agent's group does not reach it
                 close_fds=True,
             )
+        self.pid = self.proc.pid
         if self.last is not None:  # a restarted watchdog hears the lease at once
             self._send(*self.last)
 
@@ -356,7 +349,7 @@ class WatchdogHandle:
     def _write_file(self, until: float, grace_s: float) -> None:
         path = self.data_dir / LEASE_FILE
         try:
-            write_lease(self.data_dir, until, grace_s)
+            write_lease(self.data_dir, until, grace_s, self.pid)
         except OSError as e:
             if not self.fault:
                 log.warning("cannot write the lease file %s: %s (the pipe carries it)", path, e)
@@ -374,6 +367,14 @@ class WatchdogHandle:
         self.restarts += 1
         self._spawn()
         return True
+
+    def leave(self) -> None:
+        """The agent exits for a restart and leaves its tasks: the pipe closes without
+        ``stop``, so the watchdog enforces the last lease until the next agent adopts them."""
+        p, self.proc = self.proc, None
+        if p is not None and p.stdin is not None:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         p, self.proc = self.proc, None

@@ -117,6 +117,15 @@ class StoreHealth(Strict):
     last_recovery_s: float | None
 
 
+class HaHealth(Strict):
+    role: str = Field(
+        description="leader, standby, lapsed (leads but could not renew its lease in time: "
+        "acts no more until it does) or deposed (high availability, ADR 0032)"
+    )
+    epoch: int | None = Field(description="the leader's epoch, while this one leads")
+    leader: str = Field(description="where the leader is, as last seen (empty: unknown)")
+
+
 class HealthOut(Strict):
     ok: bool
     version: str
@@ -126,3 +135,4 @@ class HealthOut(Strict):
     pending: int
     turns: int
     store: StoreHealth
+    ha: HaHealth | None = None

@@ -11,9 +11,10 @@ defaults), and tests/unit/test_model_jobspec_schema.py walks their JSON schema a
 
 ``JobSpecIn`` describes the request (``JobSubmit.spec``): the body is read as a JSON object,
 every string and number in it checked (``bounds.CleanJson``, all problems at once), and then
-``from_dict`` reads it. ``JobSpecOut`` is the spec as a job shows it (``JobOut.spec``, the
-store's own shape: milli-CPUs, MiB, the environment as pairs). ``documented_as`` puts either
-in the OpenAPI schema for a field whose value stays the plain JSON object."""
+``from_dict`` reads it. ``JobSpecOut`` (``jobspec_out.py``) is the spec as a job shows it
+(``JobOut.spec``, the store's own shape: milli-CPUs, MiB, the environment as pairs).
+``documented_as`` puts either in the OpenAPI schema for a field whose value stays the plain
+JSON object."""
 
 from __future__ import annotations
 
@@ -105,6 +106,24 @@ class SignalIn(BaseModel):
         False,
         description="true (Slurm's B:): to each task's main process only, not its children; "
         "false: to each task's whole process group",
+    )
+
+
+class CheckpointIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="CheckpointIn")
+
+    signal: (
+        Annotated[int, Field(ge=_SIG_LO, le=_SIG_HI)]
+        | Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+    ) = Field(description="sent first at a preemption; " + SIGNAL_DOC)
+    grace_s: int | None = _bounded(
+        "checkpoint.grace_s",
+        60,
+        "seconds to exit or write $GPUFLEET_CHECKPOINT_FILE before SIGTERM (capped by the "
+        "queue's preempt_grace_max_s)",
+    )
+    batch_only: bool | None = Field(
+        False, description="true (Slurm's B:): to the batch script's shell only"
     )
 
 
@@ -269,6 +288,28 @@ class JobSpecIn(BaseModel):
         description="a warning signal before the time limit (Slurm's --signal), sent once per "
         "attempt; no effect without a time limit",
     )
+    checkpoint: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_NAME,
+                description="Slurm's form [B:]SIG[@SECONDS], e.g. B:USR1@120 (the grace)",
+            ),
+        ]
+        | CheckpointIn
+        | None
+    ) = Field(
+        None,
+        description="the notice a preemption gives: the signal, then up to the grace to exit or "
+        "write $GPUFLEET_CHECKPOINT_FILE; without it, the warning signal stands in",
+    )
+    min_runtime_s: float | None = _bounded(
+        "min_runtime_s", 0.0, "not preempted before it has run this long (each attempt)"
+    )
+    idle_exempt_s: float | None = _bounded(
+        "idle_exempt_s", 0.0, "spared this much longer by its queue's idle-GPU policy (capped)"
+    )
     requeue: bool | None = Field(
         _DEFAULTS["requeue"],
         description="requeue the job when a node it runs on is lost (Slurm's --requeue); "
@@ -321,6 +362,18 @@ class JobSpecIn(BaseModel):
         max_length=SPEC_TEXT["gres_type"],
         description="the site's GPU type name (Slurm's --gres=gpu:TYPE:N), matched on each "
         "node's gres_type (default: the lower-case model family, a100, h100, …)",
+    )
+    gpu_engines: dict[str, int] | None = Field(
+        None,
+        description="what each GPU must have beside compute: engines and how many at least "
+        "(nvenc, nvdec, nvjpg) or capabilities (graphics, display, fp64: 1), e.g. {nvenc: 1}; "
+        "Slurm's --gres=nvenc:N gives N GPUs that have NVENC",
+    )
+    reservation: str | None = Field(
+        None,
+        max_length=SPEC_TEXT["reservation"],
+        description="the advance reservation to run in (Slurm's --reservation): the job runs "
+        "only on its nodes, only while it is active, and only if it names the job's user",
     )
     batch: bool | None = Field(
         _DEFAULTS["batch"],
@@ -376,91 +429,6 @@ class JobSpecIn(BaseModel):
         description="run every task in this container image, with the node's runtime "
         "(apptainer, enroot, podman or docker); pyxis's --container-*",
     )
-
-
-class MountOut(BaseModel):
-    model_config = ConfigDict(extra="forbid", title="MountOut")
-
-    source: str
-    target: str
-    read_only: bool = False
-
-
-class ContainerOut(BaseModel):
-    model_config = ConfigDict(extra="forbid", title="ContainerOut")
-
-    image: str
-    mounts: list[MountOut] = []
-    workdir: str = ""
-
-
-class SignalOut(BaseModel):
-    model_config = ConfigDict(extra="forbid", title="SignalOut")
-
-    signal: int
-    before_s: int = 60
-    batch_only: bool = False
-
-
-class TopologyOut(BaseModel):
-    model_config = ConfigDict(extra="forbid", title="TopologyOut")
-
-    level: TopologyLevel = TopologyLevel.ANY
-    required: bool = False
-
-
-class SecretRefOut(BaseModel):
-    model_config = ConfigDict(extra="forbid", title="SecretRefOut")
-
-    name: str
-    scope: str = ""
-    env: str = ""
-    file: str = ""
-
-
-class JobSpecOut(BaseModel):
-    """A job's spec as the controller keeps it: milli-CPUs and MiB per worker, models by their
-    catalog name, the environment as [name, value] pairs."""
-
-    model_config = ConfigDict(extra="forbid", title="JobSpecOut")
-
-    name: str
-    user: str
-    queue: str = _DEFAULTS["queue"]
-    workers: int = _DEFAULTS["workers"]
-    gpus_per_worker: int = _DEFAULTS["gpus_per_worker"]
-    gpu_milli: int = _DEFAULTS["gpu_milli"]
-    cpu_milli: int = _DEFAULTS["cpu_milli"]
-    memory_mib: int = _DEFAULTS["memory_mib"]
-    gpu_models: list[str] = []
-    time_limit_s: float | None = None
-    priority: int = _DEFAULTS["priority"]
-    preemptible: bool = _DEFAULTS["preemptible"]
-    topology: TopologyOut = TopologyOut()
-    dataset: str = ""
-    max_retries: int = _DEFAULTS["max_retries"]
-    command: list[str] = []
-    env: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = []
-    signal: SignalOut | None = None
-    requeue: bool = _DEFAULTS["requeue"]
-    secrets: list[SecretRefOut] = []
-    distinct_nodes: bool = _DEFAULTS["distinct_nodes"]
-    tasks_per_worker: int = _DEFAULTS["tasks_per_worker"]
-    nodelist: list[str] = []
-    exclude: list[str] = []
-    constraint: str = ""
-    exclusive: bool = _DEFAULTS["exclusive"]
-    whole_node_memory: bool = _DEFAULTS["whole_node_memory"]
-    gres_type: str = ""
-    batch: bool = _DEFAULTS["batch"]
-    workdir: str = ""
-    output: str = ""
-    error: str = ""
-    open_mode: Literal["truncate", "append"] = "truncate"
-    input: str = ""
-    # submit_env is never shown (server/views.spec_dict)
-    container: ContainerOut | None = None
-    queues: list[str] = []
 
 
 # models the OpenAPI schema shows for fields that stay plain JSON (name → model, mode)

@@ -19,10 +19,14 @@ from gpufleet.api.bounds import (
     SmallCount,
     Text,
 )
-from gpufleet.api.jobspec import JobSpecIn, JobSpecOut, documented_as
+from gpufleet.api.idle import IdlePolicyOut as IdlePolicyOut
+from gpufleet.api.jobspec import JobSpecIn, documented_as
+from gpufleet.api.jobspec_out import JobSpecOut
 
-Role = Literal["user", "admin", "agent"]
+Role = Literal["user", "admin", "agent", "metrics"]  # metrics: GET /metrics only
 MAX_LIST = 10_000  # tasks, events and dependencies in one request
+# users a node is asked about at once (the controller's recent users: server/identity.py)
+MAX_ACCOUNTS = 4096
 
 
 class Strict(BaseModel):
@@ -55,6 +59,9 @@ class JobSubmit(Input):
     )
     depends_on: list[Dependency] = Field(default=[], max_length=MAX_LIST)
     idempotency_key: Annotated[Text, Field(max_length=128)] | None = None
+    # a validation probe (admin tokens only): the job runs as the controller's probe account
+    # (--probe-account, default gpufleet-probe), not as the token's name
+    probe: bool = False
 
 
 class SubmitResult(Strict):
@@ -75,7 +82,10 @@ class ReasonOut(Strict):
     data: dict[str, Any] = {}
     estimated_start: float | None = None
     estimated_start_at: str | None = None  # the same, ISO 8601 in UTC
-    start_bound: str = ""  # "reserved" (at the latest) | "planned" (if jobs run to their limits)
+    start_bound: str = ""  # "reserved" (at the latest) | "planned" (the queue played forward)
+    # 80 % of such estimates' starts fell in [start_low, start_high] (the cluster's history)
+    start_low: float | None = None
+    start_high: float | None = None
 
 
 JobStateName = Literal[
@@ -133,7 +143,9 @@ class LogOut(Strict):
 
 class NodeOut(Strict):
     name: str
-    state: str  # idle | mixed | allocated | drained | suspect | unhealthy | lost
+    # idle | mixed | allocated | drained | suspect | unhealthy | lost; an elastic pool's node
+    # not up: powered_down | powering_up | powering_down | power_failed
+    state: str
     gpu_model: str
     gpus: int
     gpus_free: float
@@ -154,10 +166,20 @@ class NodeOut(Strict):
     driver_version: str = ""
     cuda_version: str = ""
     gpu_info: list[GpuInfo] = []
+    # the advance reservation it is in now ("": none), and whether it is a maintenance window
+    reservation: str = ""
+    maint: bool = False
 
 
 class DrainRequest(Input):
     reason: Annotated[Text, Field(max_length=500)] = "drained by admin"
+    # what still runs there this many seconds from now is stopped as a preemption stops it
+    # (each job's checkpoint notice), and requeued, not charged; None: it runs on
+    deadline_s: Annotated[float, Field(ge=0, le=30 * 86400)] | None = Field(
+        None,
+        description="seconds from now: what still runs there then is stopped as a preemption "
+        "stops it (each job's checkpoint notice) and requeued, not charged",
+    )
 
 
 class QueueOut(Strict):
@@ -171,18 +193,31 @@ class QueueOut(Strict):
     running: int
     dominant_share: float
     fair_share_usage: float  # decayed past usage, share·s
+    # the longest a preemption waits for a job's checkpoint (its notice's grace, capped)
+    preempt_grace_max_s: float = 300.0
+    priority_max: int | None = None  # the highest priority a job of the queue may have
+    idle: IdlePolicyOut | None = None  # what is done with jobs whose GPUs sit idle; None: nothing
+    defrag: dict[str, float | bool] | None = None  # its gangs' changes to defrag's policy
 
 
 class QueueUpdate(Input):
     weight: float | None = Field(None, gt=0, le=1e6)
     cohort: OptName | None = None
     quota_gpus: float | None = Field(None, ge=0, le=1e9)  # GPUs, in milli-GPUs an int64
+    preempt_grace_max_s: float | None = Field(
+        None, ge=0, le=0xFFFF, description="the cap on a preempted job's checkpoint grace"
+    )
+    priority_max: int | None = Field(
+        None, ge=0, le=1_000_000, description="the highest priority a job of the queue may have"
+    )
 
 
 class AccountingRow(Strict):
     key: str  # the user or the queue
     jobs: int
-    gpu_hours: float
+    gpu_hours: float  # allocated: the attempts' GPUs times their time in the period
+    # used: the GPU-time weighted by the GPUs' utilization (DCGM_FI_DEV_GPU_UTIL), per hour
+    used_gpu_hours: float = 0.0
 
 
 class TokenCreate(Input):
@@ -264,6 +299,32 @@ class AgentRegister(Input):
     # task events not yet acknowledged (exits while the controller was away): applied before
     # ``running`` is reconciled, so a task that finished meanwhile is not taken for lost
     events: list[AgentEvent] = Field(default=[], max_length=MAX_LIST)
+    # the latest exits it remembers, reported before or not: a controller restored from a
+    # backup that still holds one of these ranks running here takes the exit (not a loss)
+    ended: list[AgentEvent] = Field(default=[], max_length=MAX_LIST)
+    # it runs each task as its owner's Unix account (a root agent): the controller asks it
+    # about its users' accounts ("accounts" commands) and keeps jobs off where one is missing
+    runs_as_owner: bool = False
+
+
+class AccountAnswers(Input):
+    """A node's answers to an "accounts" command: each user's uid there, or None (no account;
+    NSS on the node said so). Bounded: the controller asks about its recent users only."""
+
+    answers: dict[Name, Annotated[int, Field(ge=0, le=2**32 - 1)] | None] = Field(
+        max_length=MAX_ACCOUNTS
+    )
+
+
+class UserAccountsOut(Strict):
+    """What the nodes that run tasks as their owners said of a user's Unix account (ADR 0037):
+    its uid on each (null: no account there), the nodes that have not answered, and the
+    words for a UID that differs between nodes ("" when it does not)."""
+
+    user: str
+    nodes: dict[str, int | None]
+    not_answered: list[str] = []
+    uid_mismatch: str = ""
 
 
 class RegisterResult(Strict):
@@ -275,6 +336,9 @@ class RegisterResult(Strict):
     # the node grace counts on; None: an older controller, the tasks are fenced at the lease
     outage_tolerance_s: float | None = None
     epoch: int = 0  # this registration's number: launches sent under an older one are stale
+    # the leader's epoch (high availability, ADR 0032; 0: one controller): an agent refuses
+    # every command of a lower one than the highest it has seen
+    term: int = 0
 
 
 class Health(Input):
@@ -319,7 +383,12 @@ class TaskSecret(Strict):
 
 
 class AgentCommand(Strict):
-    kind: Literal["launch", "kill"]
+    # "exec", "validate", "restart": an operator's command on the node (api/nodecommands.py);
+    # ``job`` holds its id, ``command`` what to run, ``time_limit_s`` its bound.
+    # "heal": a step of the heal loop (ADR 0042): ``step``, its round in ``attempt``
+    # "accounts": look ``users`` up (NSS) and answer with AccountAnswers (job, attempt, rank
+    # unused); only agents that registered with runs_as_owner get it
+    kind: Literal["launch", "kill", "exec", "validate", "restart", "heal", "accounts"]
     job: str
     attempt: int
     rank: int
@@ -334,6 +403,15 @@ class AgentCommand(Strict):
     signal: int = 0
     signal_before_s: float = 0.0
     signal_batch_only: bool = False
+    # a kill's notice (a preemption's: model/notice.py; 0: none): notice_signal now (to whom
+    # as the warning signal goes, or to the batch shell alone), then up to notice_wait_s
+    # before the SIGTERM, over early once the checkpoint file is written
+    notice_signal: int = 0
+    notice_wait_s: float = 0.0
+    notice_batch_only: bool = False
+    # a launch's: the job's checkpoint file (relative: to the task's working directory), the
+    # same for every attempt; the task finds it as $GPUFLEET_CHECKPOINT_FILE
+    checkpoint_file: str = ""
     why: str = ""
     # the Unix account a root agent runs the task as (the job's user), and the one it uses
     # when the node has no such account (empty: refuse); see gpufleet.agent.accounts
@@ -353,6 +431,16 @@ class AgentCommand(Strict):
     # the job's container (model.container.ContainerSpec.to_dict), run by the node's runtime
     container: dict[str, Any] | None = None
     epoch: int = 0  # the registration of the node it was sent under (0: not said)
+    term: int = 0  # the leader's epoch it was sent under (0: one controller, not said)
+    step: Literal["", "remediate", "burn-in"] = ""  # kind "heal"
+    remedy: Literal["", "reset", "command", "none"] = ""
+    burn_in_s: float = 0.0
+    # kind "heal": the other node of the network test (its address), "" for none, and the
+    # port the burn-in's node coordinates it on
+    peer: str = ""
+    net_port: int = 0
+    net_min_gbps: float = 1.0  # the link's least bandwidth and most round trip
+    net_max_rtt_ms: float = 2.0
     # its number in the node's queue: the next poll acknowledges it (``ack``), else it comes
     # again (a long-poll's answer can be lost with its connection)
     seq: int = 0
@@ -360,6 +448,7 @@ class AgentCommand(Strict):
     # a service replica's probes, as ``model.service.Probe.to_dict`` writes them (keys
     # "readiness", "liveness"); its port reaches the task as $PORT in ``env``
     probes: dict[str, dict[str, Any]] = {}
+    users: list[str] = []  # kind "accounts": whose accounts to look up
 
 
 class CommandBatch(Strict):
@@ -367,8 +456,10 @@ class CommandBatch(Strict):
 
 
 class AgentEvent(Input):
-    # "probe": a replica's probe runner changed its verdict (``probe``, ``ok``, ``why``)
-    kind: Literal["started", "exited", "probe"]
+    # "probe": a replica's probe runner changed its verdict (``probe``, ``ok``, ``why``);
+    # "checkpoint": the job's checkpoint file was written ``age_s`` ago (by the agent's clock);
+    # "heal": a step of the heal loop done (``step``, its round in ``attempt``, ``ok``, ``why``)
+    kind: Literal["started", "exited", "probe", "checkpoint", "heal"]
     job: Name
     attempt: Count
     rank: SmallCount
@@ -379,11 +470,15 @@ class AgentEvent(Input):
     cause: Literal["", "fenced"] = ""
     probe: Literal["", "readiness", "liveness"] = ""  # kind "probe": which probe
     ok: bool = False  # kind "probe": ready (readiness), or alive (liveness: only False is sent)
+    age_s: Annotated[float, Field(ge=0, le=1e9)] = 0.0  # kind "checkpoint"
+    step: Literal["", "remediate", "burn-in"] = ""  # kind "heal"
 
     @model_validator(mode="after")
     def _probe_named(self) -> AgentEvent:
         if (self.kind == "probe") != bool(self.probe):
             raise ValueError("probe: readiness or liveness for a 'probe' event, and only there")
+        if (self.kind == "heal") != bool(self.step):
+            raise ValueError("step: remediate or burn-in for a 'heal' event, and only there")
         return self
 
 

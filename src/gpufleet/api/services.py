@@ -136,7 +136,7 @@ class EndpointOut(Strict):
     """Where the service's clients connect: the gateway's port for it, load-balanced over the
     ready replicas, each request with ``Authorization: Bearer <token>``."""
 
-    url: str = Field(description="http://host:port")
+    url: str = Field(description="the endpoint's URL: scheme, the gateway's host and the port")
     host: str
     port: int
     token: str | None = Field(
@@ -144,6 +144,16 @@ class EndpointOut(Strict):
         description="the endpoint's bearer token: only in the answer that made it "
         "(createService, rotateServiceToken), never shown again",
     )
+
+
+class DesktopOut(Strict):
+    """A desktop session's state (``gpufleet desktop``): its owner (and admins) open it in a
+    browser at ``open_url`` with their own gpufleet token."""
+
+    suspended: bool = Field(description="scaled to 0 after its idle limit; run it again")
+    idle_suspend_s: float
+    geometry: str
+    open_url: str | None = Field(None, description="the login page on the gateway")
 
 
 class ServiceOut(Strict):
@@ -169,3 +179,4 @@ class ServiceOut(Strict):
     endpoint: EndpointOut | None = Field(
         None, description="none when the controller runs no gateway (--gateway off)"
     )
+    desktop: DesktopOut | None = Field(None, description="a desktop session's (else none)")

@@ -36,10 +36,24 @@ if TYPE_CHECKING:
         config_path: str | os.PathLike[str]
         ca: str | None = None
 
-else:  # the same tuple, without typing's NamedTuple (collections: imported by os's users anyway)
-    from collections import namedtuple
+else:  # the same fields without typing's NamedTuple, nor collections' namedtuple (issue 27)
 
-    Settings = namedtuple("Settings", "server token config_path ca", defaults=(None,))
+    class Settings:
+        __slots__ = ("ca", "config_path", "server", "token")
+
+        def __init__(
+            self, server: str, token: str | None, config_path: str, ca: str | None = None
+        ) -> None:
+            self.server, self.token, self.config_path, self.ca = server, token, config_path, ca
+
+        def __repr__(self) -> str:  # the token stays out of logs
+            return f"Settings(server={self.server!r}, config_path={self.config_path!r})"
+
+        def __eq__(self, other: object) -> bool:
+            fields = ("server", "token", "config_path", "ca")
+            return isinstance(other, Settings) and all(
+                getattr(self, f) == getattr(other, f) for f in fields
+            )
 
 
 def config_path(env: Mapping[str, str] = os.environ) -> str:
@@ -105,6 +119,39 @@ def token(token_file: str | None, env: Mapping[str, str], file: dict[str, str]) 
     return file.get("token")
 
 
+SITE_CONFIG = "/etc/gpufleet/client.yaml"  # every user's: written by `gpufleet setup`
+SITE_KEYS = ("server", "ca")
+
+
+def site_file(env: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The host's ``server:`` and ``ca:`` (``$GPUFLEET_SITE_CONFIG`` or ``SITE_CONFIG``), which
+    a user's own settings override; a token there, every user's, is refused."""
+    path = env.get("GPUFLEET_SITE_CONFIG") or SITE_CONFIG
+    if not os.path.exists(path):  # one stat for a host without it
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise SettingsError(
+            f"cannot read the config file {path}: {e}", "fix or remove it"
+        ) from None
+    import yaml
+
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise SettingsError(
+            f"cannot read the config file {path}: {e}", "fix or remove it"
+        ) from None
+    if not isinstance(data, dict) or set(data) - set(SITE_KEYS):
+        raise SettingsError(
+            f"{path}: expected only {' and '.join(k + ':' for k in SITE_KEYS)}",
+            "a token is each user's own: in ~/.config/gpufleet/config.yaml or GPUFLEET_TOKEN_FILE",
+        )
+    return {k: str(v) for k, v in data.items() if v is not None}
+
+
 def resolve(
     server: str | None = None,
     token_file: str | None = None,
@@ -114,13 +161,17 @@ def resolve(
     """The settings a command runs with; SettingsError says what to do when no server is known."""
     path = config_path(env)
     file = read_file(path)
+    if not (file.get("server") and file.get("ca")):  # the host's, under the user's own
+        file = {**site_file(env), **file}
     url = server or env.get("GPUFLEET_SERVER") or file.get("server")
     if not url:
         raise SettingsError(
             "no gpufleet server is configured",
-            f"pass --server URL, set GPUFLEET_SERVER, or write 'server: URL' in {path}",
+            f"pass --server URL, set GPUFLEET_SERVER, or write 'server: URL' in {path} "
+            f"(or, for every user of this host, in {SITE_CONFIG}: gpufleet setup path "
+            "--controller URL)",
         )
-    if "://" not in url:
-        url = f"http://{url}"
+    # several controllers (high availability): URL,URL; each may leave out http://
+    url = ",".join(u if "://" in u else f"http://{u}" for u in url.replace(" ", "").split(","))
     ca = ca or env.get("GPUFLEET_CA") or file.get("ca")
     return Settings(url, token(token_file, env, file), path, ca)

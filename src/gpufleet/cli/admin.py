@@ -1,4 +1,5 @@
-"""What admins do: ``nodes``, ``drain``, ``resume``, ``queues``, ``token …``, ``audit``."""
+"""What admins do: ``nodes``, ``node``, ``drain``, ``resume``, ``queues``, ``token …``,
+``audit``, ``accounts``."""
 
 from __future__ import annotations
 
@@ -30,11 +31,13 @@ token_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API 
 
 def register(app: typer.Typer) -> None:
     app.command("nodes")(nodes)
+    app.command("node")(node)
     app.command("drain")(drain)
     app.command("resume")(resume)
     app.command("queues")(queues)
     app.add_typer(token_app, name="token")
     app.command("audit")(audit)
+    app.command("accounts")(accounts)
 
 
 def nodes(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt = None) -> None:
@@ -66,6 +69,8 @@ def nodes(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt =
 
 def _node_row(n: s.NodeOut, now: float) -> list[object]:
     why = n.why
+    if not why and n.reservation:
+        why = f"in {'maintenance' if n.maint else 'reservation'} {n.reservation}"
     if n.state == "lost" and n.last_heartbeat is not None:
         why = why or f"last heartbeat {out.relative(n.last_heartbeat, now)}"
     return [
@@ -82,18 +87,57 @@ def _node_row(n: s.NodeOut, now: float) -> list[object]:
     ]
 
 
-def drain(
-    node: Annotated[str, typer.Argument(help="Node name.")],
-    reason: Annotated[str, typer.Option("--reason", "-r", help="Why (required, as in scontrol).")],
+def node(
+    name: Annotated[str, typer.Argument(help="Node name.")],
+    events: Annotated[int, typer.Option("--events", "-n", help="How many of its events.")] = 30,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Stop placing new work on a node; what runs there keeps running."""
+    """One node: its state, why (a drain's reason, the heal loop's step or verdict), and its
+    history, oldest first (drains, health reports, the heal loop's steps, commands)."""
+    with connect(server, token, NODE_404) as c:
+        h = c.node_history(name, events)
+    if json_out:
+        out.emit_json({"node": h.node, "state": h.state, "why": h.why, "events": h.events})
+        return
+    print(f"node {h.node}: {h.state}" + (f" ({h.why})" if h.why else ""))
+    now = time.time()
+    out.table(
+        ["WHEN", "WHAT", "WHY"],
+        [[out.relative(e.time, now), e.what, e.why] for e in h.events],
+        empty="no events",
+    )
+
+
+def drain(
+    node: Annotated[str, typer.Argument(help="Node name.")],
+    reason: Annotated[str, typer.Option("--reason", "-r", help="Why (required, as in scontrol).")],
+    deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--deadline",
+            help="30m, 2h, or Slurm's 0:30:00: what still runs there then is stopped as a "
+            "preemption stops it (each job's checkpoint notice) and requeued.",
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Stop placing new work on a node; what runs there keeps running (until --deadline)."""
     if not reason.strip():
         out.fail("--reason must say why the node is drained", code=2)
+    deadline_s = None
+    if deadline is not None:
+        from gpufleet.cli.reserve import parse_duration
+
+        try:
+            deadline_s = parse_duration(deadline)
+        except ValueError as e:
+            out.fail(f"--deadline {deadline}: {e}", code=2)
     with connect(server, token, NODE_404) as c:
-        n = c.drain(node, reason)
+        n = c.drain(node, reason, deadline_s)
     _node_done(n, json_out)
 
 
@@ -160,7 +204,12 @@ def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt 
 @token_app.command("create")
 def token_create(
     name: Annotated[str, typer.Argument(help="A name to list and revoke it by.")],
-    role: Annotated[str, typer.Option("--role", help="user, admin or agent.")],
+    role: Annotated[
+        str,
+        typer.Option(
+            "--role", help="user, admin, agent, or metrics (reads /metrics only: Prometheus's)."
+        ),
+    ],
     user: Annotated[str | None, typer.Option("--user", help="User tokens: whose jobs.")] = None,
     node: Annotated[str | None, typer.Option("--node", help="Agent tokens: its node.")] = None,
     out_file: Annotated[
@@ -176,8 +225,8 @@ def token_create(
     token: TokenOpt = None,
 ) -> None:
     """Create a token; its secret is printed once (or written to --out FILE, mode 0600)."""
-    if role not in ("user", "admin", "agent"):
-        out.fail(f"--role {role}: expected user, admin or agent", code=2)
+    if role not in ("user", "admin", "agent", "metrics"):
+        out.fail(f"--role {role}: expected user, admin, agent or metrics", code=2)
     if role == "agent" and not node:
         out.fail("an agent token needs --node NODE: it may report for that node only", code=2)
     if role == "user" and not user:
@@ -259,3 +308,25 @@ def audit(
 
 def _detail(d: dict[str, object]) -> str:
     return " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in d.items())
+
+
+def accounts(
+    user: Annotated[str, typer.Argument(help="The user (its Unix account's name).")],
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """What the nodes say of a user's Unix account: its UID on each, or none (ADR 0037)."""
+    with connect(server, token) as c:
+        got = c.user_accounts(user)
+    if json_out:
+        out.emit_json(got)
+        return
+    rows: list[list[object]] = [
+        [n, str(uid) if uid is not None else Text("no account", style="red")]
+        for n, uid in got.nodes.items()
+    ]
+    rows += [[n, Text("not answered", style="yellow")] for n in got.not_answered]
+    out.table(["NODE", "UID"], rows, empty="no node runs tasks as their owners: none is asked")
+    if got.uid_mismatch:
+        out.warn(got.uid_mismatch)

@@ -49,11 +49,16 @@ def placement(
         "grid 500-5,000 nodes × 1,000-100,000 pending jobs",
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    place: str = typer.Option(
+        "topology", "--placement", help="placement plugin of the headline cycle (not --scaling)"
+    ),
 ) -> None:
     """One scheduling cycle (order=fairshare, place=topology, backfill=easy, reasons for every
     pending job) over a synthetic cluster; `placements_per_s` is jobs started per second of
     time inside run_cycle. The snapshot build is not timed."""
-    head = pb.placement(nodes, jobs, gangs, leaves, gpus_per_node, queues, seed, repeats, busy)
+    head = pb.placement(
+        nodes, jobs, gangs, leaves, gpus_per_node, queues, seed, repeats, busy, place
+    )
     if not scaling:
         if as_json:
             print(json.dumps(head))

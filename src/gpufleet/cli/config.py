@@ -3,16 +3,18 @@
 Precedence: ``--server``/``--token-file``/``--ca`` flags, then ``GPUFLEET_SERVER``,
 ``GPUFLEET_TOKEN`` (or ``GPUFLEET_TOKEN_FILE``) and ``GPUFLEET_CA``, then the config file
 (``$GPUFLEET_CONFIG`` or ``~/.config/gpufleet/config.yaml``) with ``server:``, ``token:`` or
-``token_file:``, and ``ca:``. A token is never taken from the command line (every local user can
-read it in ``ps``), and a token file, or a config file holding a token, must be private (0600).
-Every command talks to the server through ``connect``, which turns refusals and unreachable
-servers into one line that says what to do.
+``token_file:``, and ``ca:``, then the host's ``/etc/gpufleet/client.yaml`` (``server:`` and
+``ca:`` only, written by ``gpufleet setup``). A token is never taken from the command line
+(every local user can read it in ``ps``), and a token file, or a config file holding a token,
+must be private (0600). Every command talks to the server through ``connect``, which turns
+refusals and unreachable servers into one line that says what to do.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Annotated
@@ -57,9 +59,26 @@ def resolve(
 
 def _default_factory(settings: Settings) -> Client:
     try:
-        return Client(settings.server, settings.token, ca=settings.ca)
+        c = Client(settings.server, settings.token, ca=settings.ca)
     except ValueError as e:  # the CA file
         fail(str(e), "check --ca / GPUFLEET_CA", code=2)
+    if os.environ.get("GPUFLEET_ALLOW_STALE", "") in ("1", "true"):
+        c.allow_stale()  # a standby may answer jobs and nodes from the store (note below)
+    return c
+
+
+def _say_stale(c: Client) -> None:
+    """Where a standby answered (GPUFLEET_ALLOW_STALE), a note on stderr says how stale."""
+    st = c.staleness
+    if st.role != "standby":
+        return
+    seen = (
+        "it never saw a leader"
+        if st.last_contact_ms is None
+        else f"it last saw the leader {st.last_contact_ms / 1000:.1f} s before"
+    )
+    now = "" if st.known_leader else "; no leader is known now"
+    print(f"note: a standby answered from the store: {seen}{now}", file=sys.stderr)
 
 
 # Tests replace this to hand the CLI a Client over an httpx.MockTransport.
@@ -97,6 +116,7 @@ def connect(
     client = client_factory(settings)
     try:
         yield client
+        _say_stale(client)
     except ApiError as e:
         hint = (hints or {}).get(e.status) or hint_for(e.status, settings)
         fail(f"{str(e).removeprefix(f'{e.status}: ')} ({e.status})", hint)

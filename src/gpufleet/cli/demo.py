@@ -163,26 +163,42 @@ def demo(
             cluster.start()
         console.print(
             f"controller at {cluster.url}: dashboard {cluster.url}/ , API {cluster.url}/api/v1 "
-            f"(docs {cluster.url}/api/v1/docs), metrics {cluster.url}/metrics; admin token in "
+            f"(docs {cluster.url}/api/v1/docs), metrics {cluster.url}/metrics (with a metrics "
+            "or the admin token); admin token in "
             f"{root / 'controller' / 'admin.token'}"
         )
         users = {u: cluster.user(u) for u in ("ana", "bo")}
         ok = _run_jobs(cluster, users, console, have_torch, timeout_s, root)
         ok = demo_service.run(cluster, users["ana"], console) and ok
-        console.print(f"dashboard: {cluster.url}/   API: {cluster.url}/api/v1")
-        if keep:
-            console.print(
-                f"left running: controller {cluster.url} (admin token in "
-                f"{root / 'controller' / 'admin.token'}); stop it with: "
-                f"kill {cluster.controller.pid if cluster.controller else ''} "
-                + " ".join(str(a.proc.pid) for a in cluster.agent_procs.values())
-            )
     finally:
+        removed = False
         if not keep:
             cluster.stop()
             if data_dir is None and ok:
                 shutil.rmtree(root, ignore_errors=True)
+                removed = True
+        for line in last_words(cluster, keep, root, removed):
+            console.print(line)
     raise typer.Exit(0 if ok else 1)
+
+
+def last_words(cluster: LocalCluster, keep: bool, root: Path, removed: bool) -> list[str]:
+    """The demo's closing lines: where the cluster runs when it is kept, and no URL of one
+    that is stopped (nothing would answer it)."""
+    if keep:
+        pids = [cluster.controller.pid] if cluster.controller else []
+        pids += [a.proc.pid for a in cluster.agent_procs.values()]
+        return [
+            f"dashboard: {cluster.url}/   API: {cluster.url}/api/v1",
+            f"left running: controller {cluster.url} (admin token in "
+            f"{root / 'controller' / 'admin.token'}); stop it with: "
+            f"kill {' '.join(str(p) for p in pids)}",
+        ]
+    kept = "its data removed" if removed else f"its data, logs included, in {root}"
+    return [
+        f"the cluster is stopped ({kept}); 'gpufleet demo --keep' leaves it running, "
+        "to look around its dashboard and API"
+    ]
 
 
 def _run_jobs(

@@ -49,7 +49,7 @@ def run(cluster: LocalCluster, user: Client, console: Console, requests: int = 2
     token_file = write_secret(cluster.data_dir / f"{NAME}.token", ep.token, replace=True)
     try:
         with console.status(f"starting {NAME}: 2 replicas, ready once GET /healthz answers …"):
-            ready = ready_service(user, NAME, 2, timeout_s=60)
+            ready = ready_service(user, NAME, 2, timeout_s=60, routed=True)
             wait_serving(ep.url, ep.token, {r.job_id for r in ready.replicas})
         console.print(
             f"{NAME} is ready at [bold]{ep.url}[/] (replicas "
@@ -82,25 +82,26 @@ def _kill_one(
         killed = time.monotonic()
         pid = kill_replica(cluster, user, victim)
         console.print(f"SIGKILLed {victim} (pid {pid}) under {RATE:g} requests/s:")
-        out: float | None = None
+        # nothing is printed until the controller knows of the kill: until then it still
+        # counts the killed replica ready, and a line would say 2/2 of a service with one
+        out = _out_of_routes(user, victim, killed + 60)
         whole: float | None = None
         deadline = killed + 60
-        while time.monotonic() < deadline:
-            time.sleep(1.0)  # one line a second: a live cluster, real time passes
+        note = f" ({victim} out of the routes)"  # on the first line
+        while out is not None and time.monotonic() < deadline:
             s = user.service(NAME)
             now = time.monotonic()
-            if out is None and all(r.job_id != victim or not r.ready for r in s.replicas):
-                out = now
             if whole is None and s.ready == 2 and all(r.job_id != victim for r in s.replicas):
                 whole = now
             sm = load.summary(since=killed)
             console.print(
                 f"  +{now - killed:4.1f} s: {sm.sent} sent, {sm.ok} answered, {sm.failed} failed;"
-                f" ready replicas {s.ready}/2"
-                + ("" if out is None else f" ({victim} out of the routes)")
+                f" ready replicas {s.ready}/2" + (" (a replacement ready)" if whole else note)
             )
+            note = ""
             if whole is not None and now >= whole + PROBE_S + 2:  # 2 s past the settling
                 break
+            time.sleep(1.0)  # one line a second: a live cluster, real time passes
     if out is None or whole is None:
         console.print(f"[red]{NAME} did not get back to 2 ready replicas within 60 s")
         return False
@@ -112,6 +113,16 @@ def _kill_one(
         f"{whole - killed:.1f} s after the kill"
     )
     return after.failed == 0 and after.sent > 0
+
+
+def _out_of_routes(user: Client, victim: str, deadline: float) -> float | None:
+    """When the controller first showed ``victim`` not ready (or gone): out of the routes."""
+    while time.monotonic() < deadline:
+        s = user.service(NAME)
+        if all(r.job_id != victim or not r.ready for r in s.replicas):
+            return time.monotonic()
+        time.sleep(0.1)
+    return None
 
 
 def _wait_gone(user: Client, timeout_s: float = 30) -> None:

@@ -10,6 +10,7 @@ runs as before and says what it says. Both print through ``print_jobs``."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -35,31 +36,8 @@ OPTIONS: dict[str, tuple[str, bool]] = {
 }  # fmt: skip
 
 
-def gpus(j: Any) -> str:
-    from gpufleet.cli import output as out  # rich: only for the table (issue 12)
-
-    if j.workers > 1:
-        return f"{out.number(j.gpus)} ({j.workers}×{out.number(j.gpus / j.workers)})"
-    return out.number(j.gpus)
-
-
-def run_time(j: Any, now: float) -> str:
-    from gpufleet.cli import output as out
-
-    if j.start_time is None:
-        return "-"
-    end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
-    return out.duration(end - j.start_time)
-
-
-def nodes(j: Any) -> str:
-    return ",".join(dict.fromkeys(p.node for p in j.placement))
-
-
-def where(j: Any) -> str:
-    if j.state == "PENDING" and j.reason is not None:
-        return f"({j.reason.code}) {j.reason.message}"
-    return nodes(j)
+def empty(all_states: bool) -> str:
+    return "no jobs" + ("" if all_states else " (--all shows finished ones)")
 
 
 def print_jobs(
@@ -70,23 +48,49 @@ def print_jobs(
         plain = [r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in rows]
         sys.stdout.write(json.dumps(plain, indent=2, ensure_ascii=False) + "\n")  # as emit_json
     elif fmt is not None or noheader:
-        from gpufleet.cli import slurm_style
+        from gpufleet.io import slurm_style
 
         text = slurm_style.render(fmt or slurm_style.DEFAULT_FORMAT, rows, header=not noheader)
         sys.stdout.write(text)
     else:
         from gpufleet.cli import output as out
+        from gpufleet.io import jobs_table
 
         now = time.time()
         out.table(
-            ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"],
-            [
-                [j.id, j.name, j.user, j.queue, j.state, gpus(j), run_time(j, now), where(j)]
-                for j in rows
-            ],
-            right=["GPUS", "TIME"],
-            empty="no jobs" + ("" if all_states else " (--all shows finished ones)"),
+            jobs_table.COLUMNS,
+            [jobs_table.cells(j, now) for j in rows],
+            right=jobs_table.RIGHT,
+            empty=empty(all_states),
         )
+
+
+def _printed_by_the_controller(
+    c: Any, a: dict[str, Any], user: str | None, wanted: set[str] | None, all_states: bool
+) -> bool:
+    """The plain table to a pipe, made by the controller (``POST /jobs/table``: no JSON per
+    job, issue 27); False where this command is to print it (a terminal, ``--json``, ``-o``,
+    ``-h``, or the controller's 428 or any refusal, which the path over ``GET /jobs`` then
+    meets and says as before)."""
+    from gpufleet.cli import output as out
+    from gpufleet.client.errors import ApiError
+
+    if a.get("json_out") or a.get("fmt") is not None or a.get("noheader"):
+        return False
+    if sys.stdout.isatty() or os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE"):
+        return False
+    body = {"user": user, "queue": a.get("queue"), "job_ids": a.get("job_ids"),
+            "names": a.get("names"), "limit": a.get("limit", 200), "all": all_states,
+            "states": sorted(wanted) if wanted is not None else None,
+            "width": out.console_width()}  # fmt: skip
+    try:
+        answer = c.call("POST", "/jobs/table", json_body=body)
+    except ApiError:
+        return False
+    if answer["jobs"] == 0:
+        out.note(empty(all_states))
+    sys.stdout.write(answer["out"])
+    return True
 
 
 def _parse(argv: list[str]) -> dict[str, Any] | None:
@@ -133,7 +137,7 @@ def fast(argv: list[str]) -> bool:
     try:
         wanted = None
         if state is not None:
-            from gpufleet.cli import slurm_style
+            from gpufleet.io import slurm_style
 
             wanted = slurm_style.states(state)
             all_states = all_states or selection.lists_ended(wanted)
@@ -145,6 +149,8 @@ def fast(argv: list[str]) -> bool:
         conf = settings.resolve(a.get("server"), a.get("token"))
         problems: list[str] = []
         with LeanClient(conf) as c:
+            if _printed_by_the_controller(c, a, user, wanted, all_states):
+                return True
             rows, failed = selection.select(
                 c,
                 user=user,
@@ -160,7 +166,7 @@ def fast(argv: list[str]) -> bool:
         if failed or problems:
             return False
         if a.get("fmt") is not None:
-            from gpufleet.cli import slurm_style
+            from gpufleet.io import slurm_style
 
             slurm_style.render(a["fmt"], [], header=True)  # a bad field: typer's message
     except (settings.SettingsError, ApiError, OSError, ValueError):

@@ -19,6 +19,8 @@ import typer
 from typer import _click
 from typer.core import TyperCommand, TyperGroup
 
+from gpufleet.cli.optionfile import ConfigCommand
+
 
 @dataclass(frozen=True)
 class Lazy:
@@ -54,7 +56,7 @@ class Lazy:
 
 
 _JOBS = ("submit", "jobs", "show", "cancel", "logs", "accounting")
-_ADMIN = ("nodes", "drain", "resume", "queues", "audit", "token")
+_ADMIN = ("nodes", "node", "drain", "resume", "queues", "audit", "accounts", "token")
 
 COMMANDS: list[Lazy] = [
     # commands first, then groups: the order typer listed them in when all were imported
@@ -91,12 +93,24 @@ COMMANDS: list[Lazy] = [
         "gpufleet.cli.serve",
         "controller",
         "Run the controller (REST API, scheduling, store).",
+        kwargs={"cls": ConfigCommand},
     ),
     Lazy(
         "agent",
         "gpufleet.cli.serve",
         "agent",
         "Run a node agent (options: gpufleet agent --help-agent).",
+        kwargs={
+            "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True},
+            "add_help_option": False,
+        },
+    ),
+    Lazy(
+        "gateway",
+        "gpufleet.cli.gateway",
+        "gateway",
+        "Run the services' proxy as its own process, following the leading controller "
+        "(options: gpufleet gateway --help-gateway).",
         kwargs={
             "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True},
             "add_help_option": False,
@@ -118,6 +132,19 @@ COMMANDS: list[Lazy] = [
         "app",
         "Install Slurm's commands (sbatch, squeue, scancel, sinfo, sacct) over gpufleet.",
     ),
+    Lazy(
+        "install",
+        "gpufleet.cli.install",
+        "install",
+        "Install gpufleet into a venv every account can run (/opt/gpufleet), with its Slurm "
+        "commands on PATH.",
+    ),
+    Lazy(
+        "setup",
+        "gpufleet.cli.setup",
+        "app",
+        "Write a host's config files and systemd units (/etc/gpufleet), idempotently.",
+    ),
     Lazy("token", "gpufleet.cli.admin", "register", register=True),
     Lazy(
         "secret",
@@ -126,10 +153,34 @@ COMMANDS: list[Lazy] = [
         "Create, list and remove job secrets (values from stdin or a file, never argv).",
     ),
     Lazy(
+        "reserve",
+        "gpufleet.cli.reserve",
+        "app",
+        "Reserve nodes for a window of time (maintenance): create, ls, show, rm.",
+    ),
+    Lazy(
+        "maintain",
+        "gpufleet.cli.maintain",
+        "app",
+        "Roll maintenance over nodes in batches (drain, run, validate, return; or roll back).",
+    ),
+    Lazy(
         "service",
         "gpufleet.cli.service",
         "app",
         "Run, list, show, update, scale and remove services.",
+    ),
+    Lazy(
+        "desktop",
+        "gpufleet.cli.desktop",
+        "app",
+        "Run, list, show and remove remote desktop sessions (a browser, your own token).",
+    ),
+    Lazy(
+        "backup",
+        "gpufleet.cli.backup",
+        "app",
+        "Back the store up while the controller runs; restore a backup into an empty store.",
     ),
 ]
 _BY_NAME = {c.name: c for c in COMMANDS}

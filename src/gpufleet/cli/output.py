@@ -6,10 +6,13 @@ terminal, a pipe, a test runner's buffer) receives the output.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
+
+from gpufleet.io import jobs_table
+from gpufleet.io.jobs_table import duration as duration  # the CLI's, here as before
+from gpufleet.io.jobs_table import number as number
 
 TYPE_CHECKING = False  # no typing at run time: `gpufleet jobs` prints through here (issue 27)
 if TYPE_CHECKING:  # rich is imported where it prints: a listing to a pipe never needs it
@@ -77,6 +80,8 @@ def plain(obj: Any) -> Any:
 
 def emit_json(obj: Any) -> None:
     """Exactly one JSON document on stdout."""
+    import json  # here: json imports re, a few ms of every fast path that imports this module
+
     sys.stdout.write(json.dumps(plain(obj), indent=2, ensure_ascii=False) + "\n")
 
 
@@ -125,36 +130,16 @@ def plain_table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], right: Iterable[str] = ()
 ) -> str | None:
     """What ``table`` prints, byte for byte, without rendering it through rich (its rendering
-    costs a listing some 20 ms, issue 12), in the case that is simple: output to a pipe or a
-    file, plain values of one cell per character, a table narrower than the console. None
-    otherwise (rich then prints it). tests/unit/test_cli_output.py compares the two."""
+    costs a listing some 20 ms, issue 12), when the output is a pipe or a file
+    (``io/jobs_table.py``: the simple case); None otherwise (rich then prints it)."""
     if sys.stdout.isatty() or os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE"):
         return None  # rich styles the header
-    cells = [list(columns)]
-    for r in rows:
-        if len(r) != len(columns):
-            return None
-        line = []
-        for x in r:
-            if not (x is None or type(x) in (str, int, float)):
-                return None  # a rich Text, with its style
-            v = "" if x is None else str(x)
-            if v != v.strip() or not all(" " <= c < "\u0300" and c.isprintable() for c in v):
-                return None
-            line.append(v)
-        cells.append(line)
-    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    total = sum(widths) + 3 * (len(widths) - 1)
-    if total > (int(os.environ.get("COLUMNS", "0") or 0) or 240):
-        return None  # rich folds the cells
-    on_right = [c in set(right) for c in columns]
+    return jobs_table.plain_table(columns, rows, right, console_width())
 
-    def row(r: list[str]) -> str:
-        return "   ".join(
-            v.rjust(w) if rj else v.ljust(w) for v, w, rj in zip(r, widths, on_right, strict=True)
-        )
 
-    return "\n".join([row(cells[0]), "\u2500" * total, *(row(r) for r in cells[1:])]) + "\n"
+def console_width() -> int:
+    """The width rich gives a console that is not a terminal: ``COLUMNS``, else 240."""
+    return int(os.environ.get("COLUMNS", "0") or 0) or jobs_table.WIDTH
 
 
 def fields(pairs: Iterable[tuple[str, Any]]) -> None:
@@ -169,23 +154,6 @@ def fields(pairs: Iterable[tuple[str, Any]]) -> None:
 
 
 # ----- humanised numbers and times --------------------------------------------------------
-
-
-def duration(seconds: float | None) -> str:
-    """``45s``, ``3m 20s``, ``2h 05m``, ``1d 04h``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m {s:02d}s"
-    h, m = divmod(m, 60)
-    if h < 24:
-        return f"{h}h {m:02d}m"
-    d, h = divmod(h, 24)
-    return f"{d}d {h:02d}h"
 
 
 def relative(t: float | None, now: float | None = None) -> str:
@@ -211,6 +179,11 @@ def when_relative(t: float | None, now: float | None = None) -> str:
     return "-" if t is None else f"{when(t, now)} ({relative(t, now)})"
 
 
-def number(x: float) -> str:
-    """GPUs and shares: ``8``, ``0.5``, ``12.25``."""
-    return f"{x:.2f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+def events_table(events: Iterable[Any] | None) -> None:
+    """A service's or a desktop's events (``.time``, ``.what``, ``.why``), oldest first."""
+    now = time.time()
+    table(
+        ["WHEN", "WHAT", "WHY"],
+        [[when_relative(e.time, now), e.what, e.why] for e in events or []],
+        empty="no events",
+    )

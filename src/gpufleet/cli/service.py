@@ -4,7 +4,6 @@ service``), their replicas and probe states, through ``/api/v1/services``."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -261,12 +260,7 @@ def show(
         right=("GEN", "PORT"),
         empty="no replicas",
     )
-    now = time.time()
-    out.table(
-        ["WHEN", "WHAT", "WHY"],
-        [[out.when_relative(e.time, now), e.what, e.why] for e in s.events or []],
-        empty="no events",
-    )
+    out.events_table(s.events)
 
 
 @app.command("update")

@@ -8,14 +8,15 @@ import typer
 from rich.console import Console
 
 from gpufleet.io.specs import load_cluster, load_jobs, load_yaml
-from gpufleet.model.errors import SpecError
+from gpufleet.model.errors import SpecError, each
 
 app = typer.Typer(no_args_is_help=True)
 
 
 @app.command("check")
 def check(files: list[Path] = typer.Argument(..., help="cluster or job YAML files")) -> None:
-    """Exit 0 when every file is valid; else print each error (file: field: problem), exit 1."""
+    """Exit 0 when every file is valid; else print each error (file:line:column: field:
+    problem), every one of each file at once, exit 1. Job files get the checks of submit -f."""
     console = Console(stderr=True)
     bad = 0
     for f in files:
@@ -27,11 +28,12 @@ def check(files: list[Path] = typer.Argument(..., help="cluster or job YAML file
                     f"{f}: cluster {c.name}: {len(c.nodes)} nodes, {c.total_gpus} GPUs, "
                     f"{len(c.leaves)} leaves, {len(c.queues)} queues"
                 )
-            else:
-                jobs = load_jobs(f)
+            else:  # as gpufleet submit -f reads it: the owner is the submitter's by default
+                jobs = load_jobs(f, user="you")
                 print(f"{f}: {len(jobs)} job spec{'s' if len(jobs) != 1 else ''}")
-        except SpecError as e:
-            console.print(f"[red]error:[/] {e}", highlight=False)
+        except SpecError as e:  # every problem of the file, one line each
+            for x in each(e):
+                console.print(f"[red]error:[/] {x}", highlight=False, soft_wrap=True)
             bad += 1
     if bad:
         raise typer.Exit(1)

@@ -12,7 +12,6 @@ False too, and the typer command says it in its words."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -25,7 +24,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "--name": ("name", "str"), "-J": ("name", "str"),
     "--queue": ("queue", "str"), "-p": ("queue", "str"),
     "--workers": ("workers", "int1"),
-    "--gpus": ("gpus", "int0"),
+    "--gpus": ("gpus", "int0"),  # sbatch's: the job's GPUs in all
     "--gpu-share": ("gpu_share", "share"),
     "--cpus": ("cpus", "float"), "-c": ("cpus", "float"),
     "--gpu-model": ("gpu_model", "list"),
@@ -115,7 +114,12 @@ def fast(argv: list[str]) -> bool:
     flags["strict_topology"], flags["topology"], flags["mem"], flags["time_limit"] = (
         False, None, None, None)  # fmt: skip
     spec: dict[str, Any] = {"name": os.path.basename(a["command"][0]), "command": a["command"]}
-    merge_spec(spec, flag_overrides(**flags))
+    from gpufleet.model.errors import SpecError
+
+    try:
+        merge_spec(spec, flag_overrides(**flags))
+    except SpecError:
+        return False  # --gpus that does not divide among the workers: typer's to say
     if a.get("user"):
         spec["user"] = a["user"]
     try:
@@ -138,6 +142,8 @@ def fast(argv: list[str]) -> bool:
     except OSError as e:
         _fail(f"talking to {conf.server} failed: {e}", "check --server")
     if a.get("json_out"):
+        import json  # only for --json: json imports re (issue 27)
+
         sys.stdout.write(json.dumps({"ids": ids}, indent=2, ensure_ascii=False) + "\n")
     else:
         print(f"Submitted job {ids[0]}" if len(ids) == 1 else

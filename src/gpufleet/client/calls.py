@@ -5,14 +5,13 @@ A ``Calls`` answers either with the API's pydantic models (``typed=True``: ``htt
 the SDK) or with ``Row``s (``lean.LeanClient``: the Slurm shims and the CLI's fast paths, which
 must not import pydantic): the server's JSON, its fields readable as attributes (``job.state``,
 ``job.reason.code``), the models' names. The models are named by ``Ref`` and imported only by a
-typed client, so this module costs no more than ``json``."""
+typed client, so this module costs no more than ``_json`` (``base/jsonc.py``)."""
 
 from __future__ import annotations
 
-import json
-import re
-
+from gpufleet.base import jsonc
 from gpufleet.client.errors import ApiError
+from gpufleet.client.staleness import ALLOW_HEADER, Staleness
 
 # Neither typing nor urllib.parse at run time (issue 27): a shim's start is its imports, and
 # these were a quarter of them; a query or a path segment of plain characters is written here,
@@ -22,6 +21,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any, Generic, Self, TypeVar
 
+    from gpufleet.api import accounting as acc
+    from gpufleet.api import dashboard as dash
+    from gpufleet.api import maintenance as mt
+    from gpufleet.api import nodecommands as nc
+    from gpufleet.api import reservations as resv
     from gpufleet.api import schemas as s
     from gpufleet.api import secrets as sec
     from gpufleet.api import services as svc
@@ -29,7 +33,6 @@ if TYPE_CHECKING:
 
 API = "/api/v1"
 PAGE_MAX = 1000  # the server's largest page of GET /jobs (server/listing.py)
-_NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
 # what urllib.parse's quote_plus and quote(safe="") leave as it is
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 
@@ -105,21 +108,26 @@ JOB: Ref[s.JobOut] = Ref("schemas", "JobOut")
 SUBMIT: Ref[s.JobSubmit] = Ref("schemas", "JobSubmit")
 LOG: Ref[s.LogOut] = Ref("schemas", "LogOut")
 NODE: Ref[s.NodeOut] = Ref("schemas", "NodeOut")
+USER_ACCOUNTS: Ref[s.UserAccountsOut] = Ref("schemas", "UserAccountsOut")
 DRAIN: Ref[s.DrainRequest] = Ref("schemas", "DrainRequest")
 QUEUE: Ref[s.QueueOut] = Ref("schemas", "QueueOut")
 ACCOUNTING: Ref[s.AccountingRow] = Ref("schemas", "AccountingRow")
+ENTITLEMENT: Ref[acc.EntitlementOut] = Ref("accounting", "EntitlementOut")
 TOKEN: Ref[s.TokenOut] = Ref("schemas", "TokenOut")
 AUDIT: Ref[s.AuditOut] = Ref("schemas", "AuditOut")
+NODE_COMMAND: Ref[nc.NodeCommandOut] = Ref("nodecommands", "NodeCommandOut")
+NODE_HISTORY: Ref[dash.NodeHistoryOut] = Ref("dashboard", "NodeHistoryOut")
+MAINTENANCE: Ref[mt.MaintenanceOut] = Ref("maintenance", "MaintenanceOut")
 SECRET: Ref[sec.SecretOut] = Ref("secrets", "SecretOut")
 SERVICE: Ref[svc.ServiceOut] = Ref("services", "ServiceOut")
+RESERVATION: Ref[resv.ReservationOut] = Ref("reservations", "ReservationOut")
 
 
 def next_page(resp: Response) -> str | None:
     """The path and query of the ``Link: <…>; rel="next"`` page (RFC 8288), if any."""
-    m = _NEXT.search(resp.headers.get("link", ""))
-    if m is None:
+    link = _next_link(resp.headers.get("link", ""))
+    if link is None:
         return None
-    link = m.group(1)
     if link.startswith("/") and not link.startswith("//"):  # a path: the server's own form
         path, _, q = link.partition("#")[0].partition("?")
         return f"{path}?{q}" if q else path
@@ -127,6 +135,22 @@ def next_page(resp: Response) -> str | None:
 
     n = urlsplit(link)
     return f"{n.path}?{n.query}" if n.query else n.path
+
+
+def _next_link(header: str) -> str | None:
+    """The target of the header's ``rel="next"`` link: ``<…>; rel="next"`` (parameters in any
+    order, the relation quoted or not, several links split by commas), without ``re`` (issue
+    27: ``re`` and the ``enum`` it imports are a fifth of a shim's start)."""
+    for part in header.split("<")[1:]:
+        target, sep, params = part.partition(">")
+        if not sep:
+            continue
+        for param in params.split(",")[0].split(";"):
+            name, _, value = param.partition("=")
+            rels = value.strip().strip('"').lower().split()
+            if name.strip().lower() == "rel" and "next" in rels:
+                return target
+    return None
 
 
 def with_limit(target: str, limit: int) -> str:
@@ -153,6 +177,15 @@ class Calls:
         self.headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
+        self.staleness = Staleness("", 0, True)  # of the last answer (allow_stale)
+
+    def allow_stale(self, allow: bool = True) -> None:
+        """Let a standby controller answer the reads it serves from the store (jobs, a job,
+        nodes) instead of pointing to the leader; ``staleness`` says how old each may be."""
+        if allow:
+            self.headers[ALLOW_HEADER] = "true"
+        else:
+            self.headers.pop(ALLOW_HEADER, None)
 
     def close(self) -> None:
         self.transport.close()
@@ -181,20 +214,21 @@ class Calls:
         headers = self.headers
         body = None
         if json_body is not None:
-            body = json.dumps(json_body, ensure_ascii=False).encode()
+            body = jsonc.dumps(json_body).encode()
             headers = {**headers, "Content-Type": "application/json"}
         r = self.transport.request(method, self.base + target, headers, body, timeout=timeout)
+        self.staleness = Staleness.of(r.headers)
         hook = None if self.typed else Row
         if r.status >= 400:
             try:
-                doc = json.loads(r.body) if r.body else None
+                doc = jsonc.loads(r.body) if r.body else None
             except ValueError:  # a proxy's HTML page, say: its text is the detail
                 doc = None
             text = r.body.decode("utf-8", "replace")
             if isinstance(doc, dict):
                 raise ApiError(r.status, doc.get("detail", text), doc.get("errors", ()))
             raise ApiError(r.status, text)
-        return (json.loads(r.body, object_hook=hook) if r.body else None), r
+        return (jsonc.loads(r.body, object_hook=hook) if r.body else None), r
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
         return self.send(method, API + path, **kw)[0]
@@ -240,11 +274,15 @@ class UserCalls(Calls):
         array: str | None = None,
         depends_on: Sequence[tuple[str, str]] = (),
         idempotency_key: str | None = None,
+        probe: bool = False,
     ) -> list[str]:
+        """``probe``: a validation probe, run as the controller's probe account (admins)."""
         deps = [{"type": t, "job": j} for t, j in depends_on]
-        doc = {"spec": spec, "array": array, "depends_on": deps}
+        doc: dict[str, Any] = {"spec": spec, "array": array, "depends_on": deps}
         if idempotency_key is not None:
             doc["idempotency_key"] = idempotency_key
+        if probe:
+            doc["probe"] = True
         return list(self.call("POST", "/jobs", json_body=self.body(SUBMIT, doc))["ids"])
 
     def jobs(
@@ -292,12 +330,71 @@ class UserCalls(Calls):
     def nodes(self) -> list[s.NodeOut]:
         return self.many(NODE, "GET", "/nodes")
 
-    def drain(self, node: str, reason: str = "drained by admin") -> s.NodeOut:
-        body = self.body(DRAIN, {"reason": reason})
+    def user_accounts(self, user: str) -> s.UserAccountsOut:
+        """What the nodes say of ``user``'s Unix account (admins; ADR 0037)."""
+        return self.one(USER_ACCOUNTS, "GET", f"/accounts/{segment(user)}")
+
+    def node_history(self, node: str, events: int = 50) -> dash.NodeHistoryOut:
+        """The node's state, reason and newest events (and its GPU metrics over time)."""
+        path = f"/nodes/{segment(node)}/history"
+        return self.one(NODE_HISTORY, "GET", path, params={"events": events})
+
+    def drain(
+        self, node: str, reason: str = "drained by admin", deadline_s: float | None = None
+    ) -> s.NodeOut:
+        """``deadline_s``: what still runs there then is stopped with its checkpoint notice
+        and requeued."""
+        fields: dict[str, Any] = {"reason": reason}
+        if deadline_s is not None:
+            fields["deadline_s"] = deadline_s
+        body = self.body(DRAIN, fields)
         return self.one(NODE, "POST", f"/nodes/{node}/drain", json_body=body)
 
     def resume(self, node: str) -> s.NodeOut:
         return self.one(NODE, "POST", f"/nodes/{node}/resume")
+
+    def run_on_node(
+        self, node: str, command: str, *, timeout_s: float = 600.0, why: str = "", wait_s: float = 0
+    ) -> nc.NodeCommandOut:
+        """An operator's shell command on ``node``, run by its agent (admins); ``wait_s``: await
+        its end that long (its output and exit code)."""
+        body = {"command": command, "timeout_s": timeout_s, "why": why}
+        return self.one(
+            NODE_COMMAND,
+            "POST",
+            f"/nodes/{segment(node)}/commands",
+            json_body=body,
+            params={"wait": wait_s},
+            timeout=wait_s + 30.0,
+        )
+
+    def node_command(self, cid: str, wait_s: float = 0) -> nc.NodeCommandOut:
+        return self.one(
+            NODE_COMMAND,
+            "GET",
+            f"/node-commands/{segment(cid)}",
+            params={"wait": wait_s},
+            timeout=wait_s + 30.0,
+        )
+
+    def node_commands(self, node: str) -> list[nc.NodeCommandOut]:
+        return self.many(NODE_COMMAND, "GET", f"/nodes/{segment(node)}/commands")
+
+    def start_maintenance(self, body: dict[str, Any]) -> mt.MaintenanceOut:
+        """A rolling maintenance (``api/maintenance.py``'s MaintenanceCreate, as JSON)."""
+        return self.one(MAINTENANCE, "POST", "/maintenance", json_body=body)
+
+    def maintenances(self) -> list[mt.MaintenanceOut]:
+        return self.many(MAINTENANCE, "GET", "/maintenance")
+
+    def maintenance(self, mid: str) -> mt.MaintenanceOut:
+        return self.one(MAINTENANCE, "GET", f"/maintenance/{segment(mid)}")
+
+    def confirm_maintenance(self, mid: str) -> mt.MaintenanceOut:
+        return self.one(MAINTENANCE, "POST", f"/maintenance/{segment(mid)}/confirm")
+
+    def cancel_maintenance(self, mid: str) -> mt.MaintenanceOut:
+        return self.one(MAINTENANCE, "POST", f"/maintenance/{segment(mid)}/cancel")
 
     def queues(self) -> list[s.QueueOut]:
         return self.many(QUEUE, "GET", "/queues")
@@ -306,11 +403,30 @@ class UserCalls(Calls):
         body = update.model_dump(exclude_none=True)
         return self.one(QUEUE, "PUT", f"/queues/{name}", json_body=body)
 
+    def create_reservation(self, body: dict[str, Any]) -> resv.ReservationOut:
+        """An advance reservation (``api/reservations.py``'s ReservationCreate, as JSON)."""
+        return self.one(RESERVATION, "POST", "/reservations", json_body=body)
+
+    def reservations(self) -> list[resv.ReservationOut]:
+        return self.many(RESERVATION, "GET", "/reservations")
+
+    def reservation(self, name: str) -> resv.ReservationOut:
+        return self.one(RESERVATION, "GET", f"/reservations/{segment(name)}")
+
+    def delete_reservation(self, name: str) -> None:
+        self.call("DELETE", f"/reservations/{segment(name)}")
+
     def accounting(
         self, *, since: float | None = None, until: float | None = None, by: str = "user"
     ) -> list[s.AccountingRow]:
         params = {"since": since, "until": until, "by": by}
         return self.many(ACCOUNTING, "GET", "/accounting", params=params)
+
+    def fairness(
+        self, *, since: float | None = None, until: float | None = None
+    ) -> acc.EntitlementOut:
+        params = {"since": since, "until": until}
+        return self.one(ENTITLEMENT, "GET", "/accounting/fairness", params=params)
 
     def create_token(self, req: s.TokenCreate) -> s.TokenOut:
         return self.one(TOKEN, "POST", "/tokens", json_body=req.model_dump())
@@ -375,4 +491,4 @@ class UserCalls(Calls):
     def health(self) -> dict[str, Any]:
         """``/healthz``'s answer, whatever its status (503: not ready, and why)."""
         r = self.transport.request("GET", self.base + "/healthz", self.headers)
-        return dict(json.loads(r.body))
+        return dict(jsonc.loads(r.body))

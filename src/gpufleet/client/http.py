@@ -11,8 +11,10 @@ import httpx
 from pydantic import ValidationError
 
 from gpufleet.api import schemas as s
+from gpufleet.api.nodecommands import NodeCommandResult
 from gpufleet.client.calls import PAGE_MAX, Calls, Ref, UserCalls
 from gpufleet.client.errors import ApiError
+from gpufleet.client.failover import Failover, addresses
 from gpufleet.client.httpx_transport import HttpxTransport, tls_verify, trusts_no_one, verify_for
 
 __all__ = ["PAGE_MAX", "AgentClient", "ApiError", "Client", "CommandsUnreadable", "tls_verify"]
@@ -33,12 +35,18 @@ def over_httpx(
     ca: str | Path | None,
     transport: httpx.BaseTransport | None,
     timeout: float,
-) -> HttpxTransport:
+) -> HttpxTransport | Failover:
+    """httpx to ``base_url``; to the leader of several controllers for ``URL,URL``."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    verify = verify_for(base_url, ca, lambda: _trusts_no_one())  # late: tests count them
-    return HttpxTransport(
-        base_url, transport=transport, timeout=timeout, headers=headers, verify=verify
-    )
+
+    def one(url: str) -> HttpxTransport:
+        verify = verify_for(url, ca, lambda: _trusts_no_one())  # late: tests count them
+        return HttpxTransport(
+            url, transport=transport, timeout=timeout, headers=headers, verify=verify
+        )
+
+    urls = addresses(base_url)
+    return one(urls[0]) if len(urls) == 1 else Failover(urls, one)
 
 
 class Client(UserCalls):
@@ -55,7 +63,7 @@ class Client(UserCalls):
     ) -> None:
         carrier = over_httpx(base_url, token, ca=ca, transport=transport, timeout=timeout)
         super().__init__(carrier, token, typed=True)
-        self.http = carrier.http
+        self.http: httpx.Client = carrier.http
 
 
 class AgentClient(Calls):
@@ -72,7 +80,7 @@ class AgentClient(Calls):
     ) -> None:
         carrier = over_httpx(base_url, token, ca=ca, transport=transport, timeout=timeout)
         super().__init__(carrier, token, typed=True)
-        self.http = carrier.http
+        self.http: httpx.Client = carrier.http
         self._acked: dict[str, int] = {}  # per node: the highest command seq received
 
     def register(self, req: s.AgentRegister) -> s.RegisterResult:
@@ -114,5 +122,12 @@ class AgentClient(Calls):
             "POST", f"/agent/{node}/events", json_body=s.AgentEvents(events=events).model_dump()
         )
 
+    def accounts(self, node: str, answers: s.AccountAnswers) -> None:
+        self.call("POST", f"/agent/{node}/accounts", json_body=answers.model_dump())
+
     def logs(self, node: str, chunk: s.LogChunk) -> None:
         self.call("POST", f"/agent/{node}/logs", json_body=chunk.model_dump())
+
+    def command_result(self, node: str, result: NodeCommandResult) -> None:
+        """An operator's command ended on the node (agent/nodecommand.py)."""
+        self.call("POST", f"/agent/{node}/command-results", json_body=result.model_dump())

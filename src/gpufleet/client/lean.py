@@ -7,6 +7,7 @@ imports alone cost a command most of its 150 ms; nor ``http.client``, which impo
 from __future__ import annotations
 
 from gpufleet.client.calls import PAGE_MAX, Row, UserCalls
+from gpufleet.client.failover import Failover, addresses
 from gpufleet.client.wire import Connection
 
 TYPE_CHECKING = False  # neither typing nor urllib.parse at run time (issue 27)
@@ -41,8 +42,11 @@ def split(server: str) -> tuple[str, str | None, int | None, str]:
     return u.scheme, u.hostname, u.port, u.path
 
 
-def connection(server: str, ca: str | None = None, timeout: float = 30.0) -> Connection:
-    """A wire connection to ``server`` (``http(s)://host[:port][/prefix]``)."""
+def connection(server: str, ca: str | None = None, timeout: float = 30.0) -> Connection | Failover:
+    """A wire connection to ``server`` (``http(s)://host[:port][/prefix]``); for
+    ``URL,URL`` (controllers in high availability), one to whichever leads."""
+    if "," in server:
+        return Failover(addresses(server), lambda url: connection(url, ca, timeout))
     scheme, host, port, _ = split(server)
     https = scheme == "https"
     if scheme not in ("http", "https") or not host:
@@ -54,7 +58,8 @@ def connection(server: str, ca: str | None = None, timeout: float = 30.0) -> Con
 class LeanClient(UserCalls):
     def __init__(self, settings: Settings, timeout: float = 30.0) -> None:
         conn = connection(settings.server, settings.ca, timeout)
-        super().__init__(conn, settings.token, base=split(settings.server)[3], typed=False)
+        base = split(settings.server.split(",")[0].strip())[3]
+        super().__init__(conn, settings.token, base=base, typed=False)
         self.conn = conn
 
 

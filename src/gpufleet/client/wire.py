@@ -3,12 +3,14 @@ must start fast (issue 12; why not httpx: docs/adr/, "CLI transport"). ``http.cl
 the ``email`` package to parse headers, about 25 ms of a shim's start. This speaks only what the
 controller needs: one request at a time on a kept-alive connection, an answer with a
 Content-Length, chunked or ended by the close, ``1xx`` interim answers skipped, the head and
-the body bounded (checked before anything is allocated for them). ``ssl`` is imported only for
-an https server."""
+the body bounded (checked before anything is allocated for them). Plain http goes through the
+interpreter's ``_socket`` itself: ``socket`` wraps it in ``enum``s and ``selectors``, about 2 ms
+of a shim's start that a connection does not need (issue 27); ``socket`` and ``ssl`` are imported
+only for an https server."""
 
 from __future__ import annotations
 
-import socket
+import _socket
 
 from gpufleet.client.transport import Response
 
@@ -24,6 +26,22 @@ _READ = 64 * 1024
 class BadResponse(OSError):
     """The server's answer is not HTTP this client takes (too large, cut short, malformed):
     an OSError, as an unreachable server is, since no answer can be read from it."""
+
+
+def connect(host: str | bytes, port: int, timeout: float) -> _socket.socket:
+    """``socket.create_connection`` on ``_socket``: each address ``host`` has, in the order
+    getaddrinfo gives them, until one connects; the last one's error otherwise."""
+    error: OSError | None = None
+    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as e:
+            error = e
+            sock.close()
+    raise error or OSError(f"getaddrinfo returned no address for {host!r}")
 
 
 class Connection:
@@ -60,16 +78,17 @@ class Connection:
         # an ASCII name as bytes: a str one is encoded by the idna codec, whose import
         # (unicodedata, stringprep) is a few ms of a command (issue 27)
         host: str | bytes = self.host.encode() if self.host.isascii() else self.host
-        address = (host, self.port)  # getaddrinfo takes bytes, typeshed names str only
-        sock = socket.create_connection(address, timeout=self.timeout)  # type: ignore[arg-type]
         if self.https:
+            import socket
             import ssl  # only for https: its import and CA bundle cost a plain-http command
 
+            address = (host, self.port)  # getaddrinfo takes bytes, typeshed names str only
+            sock = socket.create_connection(address, timeout=self.timeout)  # type: ignore[arg-type]
             ctx = ssl.create_default_context(cafile=self.ca)
-            sock = ctx.wrap_socket(sock, server_hostname=self.host)
+            self._sock = ctx.wrap_socket(sock, server_hostname=self.host)
         else:  # one request in one segment, answered at once: no Nagle delay
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = sock
+            self._sock = connect(host, self.port, self.timeout)
+            self._sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
 
     def request(
         self,

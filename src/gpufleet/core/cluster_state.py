@@ -16,8 +16,13 @@ from gpufleet.core.state import NodeRuntime
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.reservation import NodeReservation
 from gpufleet.model.resources import MILLI, Resources
-from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.decisions import CycleResult
+from gpufleet.scheduler.identity import Accounts
+from gpufleet.scheduler.runtime_history import RuntimeHistory
+from gpufleet.scheduler.snapshot import DefragMove, NodeView, PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.start_errors import StartErrors
 from gpufleet.scheduler.usage import DecayedUsage
 from gpufleet.scheduler.workspace import Workspace
 
@@ -27,7 +32,18 @@ class ClusterState:
         self.nodes: dict[str, NodeRuntime] = {}
         self.queues: dict[str, QueueSpec] = {}
         self.running: dict[str, RunningJob] = {}
+        # the advance reservations by name (those that ended are dropped at the next change)
+        self.reservations: dict[str, NodeReservation] = {}
+        # the Unix accounts the nodes that run tasks as their owners found, by node and user
+        self.accounts = Accounts()
         self.ledger = DecayedUsage(half_life_s)
+        # the finished jobs' run times (the estimated starts' run-time predictor)
+        self.history = RuntimeHistory()
+        # how the estimated starts came out (their calibration and 80 % band)
+        self.start_errors = StartErrors()
+        # each leaf's last defragmentation move (memory only: a restarted controller may move
+        # sooner once, never more often after that)
+        self.defrag_moves: dict[str, DefragMove] = {}
         # something changed that a scheduling pass should see
         self.dirty = True
         self._pending = PendingBook()
@@ -60,6 +76,13 @@ class ClusterState:
         """A node new, back, or described anew (replacing the one of its name)."""
         self.nodes[node.spec.name] = node
         self.node_changed(node.spec.name)
+
+    def drop_node(self, name: str) -> None:
+        """The node leaves the cluster (an elastic pool released it): it runs nothing."""
+        if self.nodes.pop(name, None) is not None:
+            self._touched.discard(name)
+            self.node_changed(name)
+            self.dirty = True
 
     def node_changed(self, name: str) -> None:
         """The node changed in more than its free capacity (health, drain, suspicion...):
@@ -238,6 +261,19 @@ class ClusterState:
             return  # no time passed and no new queue in use: the advance would change nothing
         led.advance(now, self.dominant_shares())
 
+    def moved(self, res: CycleResult, now: float, replacing: set[str] | None = None) -> None:
+        """The defragmentation moves of a cycle (its preemptions with a ``domain``);
+        ``replacing``: the victims that stop once their replacements are ready."""
+        victims: dict[tuple[str, str], list[str]] = {}
+        for pre in res.preemptions:
+            if pre.domain:
+                victims.setdefault((pre.domain, pre.for_job), []).append(pre.job_id)
+        for (leaf, job), ids in victims.items():
+            r = res.reasons.raw(job)
+            msg, data = ("", {}) if r is None else (r.message, dict(r.data))
+            waits = tuple(i for i in ids if i in (replacing or ()))
+            self.defrag_moves[leaf] = DefragMove(leaf, now, job, tuple(ids), msg, data, waits)
+
     # ----- the scheduler's view ----------------------------------------------------------
 
     def snapshot(self, now: float, cycle: int) -> Snapshot:
@@ -276,4 +312,9 @@ class ClusterState:
             self._workspace,
             self._pending.index(),
             self._ends_tuple,
+            tuple(r for r in self.reservations.values() if r.end > now),
+            self.accounts if self.accounts else None,
+            history=self.history,
+            start_errors=self.start_errors,
+            defrag_moves=self.defrag_moves,
         )

@@ -10,7 +10,10 @@ from typing import TYPE_CHECKING
 
 from gpufleet.core.launch_env import JobFacts, rank_env
 from gpufleet.model.allocation import Allocation
+from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.elastic import Provider
 from gpufleet.model.job import JobSpec, JobState
+from gpufleet.model.notice import StopNotice
 
 if TYPE_CHECKING:
     from gpufleet.core.services import RestoredService
@@ -52,6 +55,9 @@ class Kill:
     attempt: int
     ranks: tuple[int, ...]
     why: str  # "cancelled", "timeout", "preempted", "gang member failed", "node lost"
+    # a preemption's notice (model/notice.py): the job's signal, then up to its wait for the
+    # checkpoint file, before the SIGTERM; None: SIGTERM at once
+    notice: StopNotice | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,47 @@ class NodeEvent:
     node: str
     what: str  # "lost", "drained", "resumed", "unhealthy", "healthy", "suspect", "trusted"
     time: float
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HealOrder:
+    """A step of the heal loop for a node's agent (``core/heal.py``): ``remediate`` by
+    ``remedy`` (a GPU reset, or the site's ``command``), or ``burn-in`` for ``burn_in_s``
+    seconds, with the network layer against ``peer`` ("" for none)."""
+
+    node: str
+    round: int
+    step: str  # "remediate" | "burn-in"
+    remedy: str = "reset"
+    command: tuple[str, ...] = ()
+    burn_in_s: float = 0.0
+    peer: str = ""
+    timeout_s: float = 900.0  # the step's bound (the core fails it at this deadline)
+    net_limits: tuple[float, float] = (1.0, 2.0)  # the link's least Gb/s, most RTT ms
+
+
+# ----- elastic pools (core/elastic/) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PowerUp:
+    """Ask the pool's provider for these nodes (Slurm's ResumeProgram): each node's agent
+    registers itself; a provider that fails says so with ``PowerFailed``."""
+
+    pool: str
+    provider: Provider
+    nodes: tuple[NodeSpec, ...]
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PowerDown:
+    """Release these nodes (Slurm's SuspendProgram): they run nothing (idle, failed or lost)."""
+
+    pool: str
+    provider: Provider
+    nodes: tuple[str, ...]
     why: str = ""
 
 
@@ -131,6 +178,23 @@ class ServiceRecord:
     record: RestoredService | None
 
 
+@dataclass(frozen=True, slots=True)
+class IdleNotice:
+    """A job's GPUs have sat idle past a step of its queue's policy (core/idle.py): ``stage``
+    "warn" (the ``n``th warning) or the action taken ("cancel", "requeue", or "warn" once the
+    action time passed under a warn-only policy). The site's hook hears of it (mail, chat)."""
+
+    job_id: str
+    user: str
+    queue: str
+    stage: str
+    n: int
+    idle_s: float
+    act_at_s: float
+    action: str
+    why: str
+
+
 Command = (
     Transition
     | Launch
@@ -138,8 +202,12 @@ Command = (
     | SetTimer
     | DropLaunches
     | NodeEvent
+    | HealOrder
+    | PowerUp
+    | PowerDown
     | ReplicaAdded
     | Routes
     | ServiceEvent
     | ServiceRecord
+    | IdleNotice
 )

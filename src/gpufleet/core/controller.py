@@ -13,38 +13,52 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpufleet.core.cluster_state import ClusterState
-from gpufleet.core.commands import Command, DropLaunches, Launch, Transition
+from gpufleet.core.commands import Command, DropLaunches, Launch, SetTimer, Transition
+from gpufleet.core.elastic import TIMER as ELASTIC_TIMER
+from gpufleet.core.elastic import ElasticMaster
 from gpufleet.core.errors import ControllerError
 from gpufleet.core.events import (
     Event,
+    GpuUtilization,
     JobCancelled,
     JobSubmitted,
+    NodeAccounts,
     NodeDrain,
+    NodeHealReport,
     NodeHealth,
     NodeLost,
     NodeRegistered,
     NodeUp,
+    PowerFailed,
     QueueChanged,
     ReplicaProbe,
+    ReservationRemoved,
+    ReservationSet,
     ServiceCreated,
     ServiceDeleted,
     ServiceLoad,
     ServiceScaled,
     ServiceUpdated,
+    TaskCheckpointed,
     TaskExited,
     TaskFenced,
     TaskStarted,
     TimerFired,
 )
+from gpufleet.core.healing import HEAL_TIMER, Healer
+from gpufleet.core.idle import IdleGovernor
 from gpufleet.core.jobmaster import JobMaster, RestoredJob
 from gpufleet.core.launch_env import JobFacts
-from gpufleet.core.nodes import HEALTH_DRAIN, HEALTH_RESUME, NodeLifecycle
+from gpufleet.core.nodes import DRAIN_TIMER, HEALTH_DRAIN, HEALTH_RESUME, NodeLifecycle
 from gpufleet.core.services import TIMER as SERVICE_TIMER
 from gpufleet.core.services import RestoredService, ServiceMaster
 from gpufleet.core.state import JobRecord, NodeRuntime
 from gpufleet.model.allocation import Placement
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
+from gpufleet.model.elastic import ElasticPool
+from gpufleet.model.heal import HealPolicy
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.reservation import NodeReservation
 from gpufleet.model.resources import Resources
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult
@@ -62,6 +76,9 @@ __all__ = [
 ]
 
 
+RESERVATION_TIMER = "reservation"  # a reservation's window opens or closes
+
+
 def _whole_gpus(ev: JobSubmitted) -> bool:
     return ev.spec.gpus_per_worker > 0 and not ev.spec.fractional and not ev.depends_on
 
@@ -75,6 +92,9 @@ class Controller:
         backoff_base_s: float = 10.0,
         backoff_max_s: float = 600.0,
         launch_timeout_s: float | None = None,
+        heal: HealPolicy | None = None,
+        elastic: tuple[ElasticPool, ...] | None = None,
+        replica_ports: range | None = None,
     ) -> None:
         if not 0 < backoff_base_s <= backoff_max_s:
             raise ValueError(
@@ -90,9 +110,20 @@ class Controller:
             backoff_base_s=backoff_base_s,
             backoff_max_s=backoff_max_s,
             launch_timeout_s=launch_timeout_s,
+            started=profile.order.started,
+            finished=profile.order.finished,
         )
-        self._nodes = NodeLifecycle(self.state, self.jobmaster)
+        self.healer = Healer(self.state, self.jobmaster, heal)
+        self._nodes = NodeLifecycle(self.state, self.jobmaster, self.healer)
         self.services = ServiceMaster(self.state, self.jobmaster)
+        if replica_ports is not None:
+            if not replica_ports:
+                raise ValueError("replica ports: the range is empty")
+            self.services.replica_ports = replica_ports
+        # the elastic pools: the cluster spec's, or given apart (the server passes no cluster)
+        pools = elastic if elastic is not None else (cluster.elastic if cluster else ())
+        self.elastic = ElasticMaster(self.state, pools)
+        self.idle = IdleGovernor(self.state, self.jobmaster)  # the idle-GPU policy
         self.cycle = 0
         self.last: CycleResult | None = None
         self._quiet = False  # nothing but whole-GPU arrivals since the last cycle
@@ -157,6 +188,7 @@ class Controller:
             if not (isinstance(ev, JobSubmitted) and _whole_gpus(ev)):
                 self._quiet = False
             self._apply_watched(ev, now, out)
+        self.healer.advance(now, out)
         if schedule and self.state.dirty:
             if self._nothing_can_start():
                 self.state.dirty = False  # the cycle would start nothing and explain nothing
@@ -182,6 +214,7 @@ class Controller:
             except ControllerError as e:
                 del out[mark:]  # refused before any change: nothing it said goes out
                 refused.append((ev, e))
+        self.healer.advance(now, out)
         self.services.flush(out)
         return out, refused
 
@@ -220,6 +253,7 @@ class Controller:
             and self.last.free_whole_gpus == 0
             and not self.profile.explain
             and not self.profile.preempt
+            and not self.elastic.can_grow  # the pools may grow for the new arrivals
         )
 
     def tick(self, now: float) -> list[Command]:
@@ -258,6 +292,7 @@ class Controller:
             if spec.name not in self.state.nodes:
                 self.state.put_node(NodeRuntime.of(spec))
         jm.restore(jobs)
+        self.elastic.restored(self.now)
         self.services.restore(services)
         self.state.dirty = True
 
@@ -268,6 +303,12 @@ class Controller:
         after the reconcile of what it still runs); what runs there keeps running. An admin's
         drain (or the controller's own, for a failed check) that the store kept comes back."""
         self._nodes.hold_restored(name, why, drained=drained, health_drained=health_drained)
+
+    def restore_heal(
+        self, name: str, phase: str, failures: list[tuple[float, str]], round_: int = 0
+    ) -> None:
+        """After ``restore``: where the heal loop was with the node (its history says)."""
+        self.healer.restore(name, phase, failures, round_)
 
     # ----- the JobMaster's judgement of a task ------------------------------------------
 
@@ -323,22 +364,39 @@ class Controller:
         elif isinstance(ev, JobCancelled):
             jm.cancel(ev, now, out)
         elif isinstance(ev, TimerFired):
-            if ev.kind == SERVICE_TIMER:
+            if ev.kind == RESERVATION_TIMER:
+                self.state.dirty = True  # a window opened or closed: the next pass sees it
+            elif ev.kind == SERVICE_TIMER:
                 self.services.timer(ev.job_id, now, out)
+            elif ev.kind == HEAL_TIMER:
+                self.healer.timer(ev, now, out)
+            elif ev.kind == ELASTIC_TIMER:
+                self.elastic.timer(ev.job_id, now, out)
+            elif ev.kind == DRAIN_TIMER:
+                nodes.drain_deadline(ev.job_id, now, out)
             else:
                 jm.timer(ev, now, out)
         elif isinstance(ev, NodeUp):
-            nodes.up(ev, now, out)
+            if self.elastic.registering(ev.spec.name, now, out):
+                nodes.up(ev, now, out)
         elif isinstance(ev, NodeLost):
             nodes.lost(ev, now, out)
+            self.elastic.lost(ev.node, now, out)
+        elif isinstance(ev, PowerFailed):
+            self.elastic.failed(ev.node, ev.why, now, out)
         elif isinstance(ev, NodeHealth):
             nodes.health(ev, now, out)
         elif isinstance(ev, NodeDrain):
-            nodes.drain(ev, now, out)
+            if ev.drain or not self.elastic.admin_resume(ev.node, now, out):
+                nodes.drain(ev, now, out)
+        elif isinstance(ev, NodeHealReport):
+            self.healer.report(ev, now, out)
         elif isinstance(ev, NodeRegistered):
             self._registered(ev, now, out)
         elif isinstance(ev, TaskFenced):
             jm.task_fenced(ev, now, out)
+        elif isinstance(ev, TaskCheckpointed):
+            jm.task_checkpointed(ev, now)
         elif isinstance(ev, ReplicaProbe):
             self.services.probe(ev, now, out)
         elif isinstance(ev, ServiceLoad):
@@ -351,9 +409,36 @@ class Controller:
             self.services.scale(ev, now, out)
         elif isinstance(ev, ServiceDeleted):
             self.services.delete(ev, now, out)
+        elif isinstance(ev, NodeAccounts):
+            if ev.forget:
+                self.state.accounts.forget(ev.forget)
+            else:
+                self.state.accounts.record(ev.node, ev.answers, ev.checks)
+            self.state.dirty = True
         elif isinstance(ev, QueueChanged):
             self.state.queues[ev.spec.name] = ev.spec
             self.state.dirty = True
+        elif isinstance(ev, ReservationSet):
+            self.set_reservation(ev.spec, now, out)
+        elif isinstance(ev, GpuUtilization):
+            self.idle.observe(ev, now, out)
+        elif isinstance(ev, ReservationRemoved):
+            self.state.reservations.pop(ev.name, None)
+            self.state.dirty = True
+
+    def set_reservation(self, r: NodeReservation, now: float, out: list[Command]) -> None:
+        """An advance reservation, new or restored: a pass runs when its window opens and
+        when it closes (what may start where changes then), and now."""
+        resv = self.state.reservations
+        for name in [n for n, old in resv.items() if old.end <= now]:
+            del resv[name]  # ended: forgotten by the core (the store keeps it until removed)
+        if r.end <= now:
+            return
+        resv[r.name] = r
+        self.state.dirty = True
+        for at in (r.start, r.end):
+            if at > now:
+                out.append(SetTimer(at, RESERVATION_TIMER, r.name))
 
     def _registered(self, ev: NodeRegistered, now: float, out: list[Command]) -> None:
         """The node up and its tasks reconciled in one step: what the tasks did while nobody
@@ -361,13 +446,28 @@ class Controller:
         rank placed there that the agent does not run is gone; launches queued for it before
         that must never start (``DropLaunches``)."""
         node = ev.spec.name
+        if not self.elastic.registering(node, now, out):
+            return  # released meanwhile: its agent's last words
         self._nodes.up(NodeUp(ev.spec, True), now, out)
         for e in ev.events:
             self._apply(e, now, out)
+        self.jobmaster.attempts_seen((*ev.running, *ev.ended))
         self.jobmaster.reconcile(now, node, ev.running, out)
         out.append(DropLaunches(node, frozenset(ev.running)))
 
     # ----- scheduling --------------------------------------------------------------------
+
+    def _move_replicas(self, res: CycleResult, now: float, out: list[Command]) -> set[str]:
+        """The service replicas a defragmentation move takes that move make-before-break
+        (a replacement ready elsewhere before each stops): not preempted."""
+        moved = set()
+        for pre in res.preemptions:
+            if pre.domain and self.services.service_of(pre.job_id) is not None:
+                said = res.reasons.raw(pre.for_job)
+                avoid = tuple(said.data.get("nodes", ())) if said is not None else ()
+                if self.services.move(pre.job_id, avoid, pre.reason, now, out):
+                    moved.add(pre.job_id)
+        return moved
 
     def _schedule(self, now: float, out: list[Command]) -> None:
         self.cycle += 1
@@ -379,6 +479,13 @@ class Controller:
         mark = len(out)
         for st in res.starts:
             self.jobmaster.start(st, now, out)
+        replacing = self._move_replicas(res, now, out)
         for pre in res.preemptions:
-            self.jobmaster.preempt(pre, now, out)
+            if pre.job_id in replacing:
+                self.jobmaster.nominate(pre.for_job)
+            else:
+                self.jobmaster.preempt(pre, now, out)
+        if any(pre.domain for pre in res.preemptions):
+            self.state.moved(res, now, replacing)
         self._watch(out, mark, now)
+        self.elastic.after_cycle(now, self.cycle, res, self.profile.place, out)

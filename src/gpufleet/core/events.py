@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.reservation import NodeReservation
 from gpufleet.model.service import ServiceSpec
 
 # (job id, attempt, rank): one task of one attempt
@@ -49,6 +50,18 @@ class TaskExited:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskCheckpointed:
+    """A rank's agent saw the job's checkpoint file written ``age_s`` seconds ago (by its own
+    clock: an age, not a time, so that no two clocks need agree). Victims are chosen by the
+    work since then (scheduler/victims.py)."""
+
+    job_id: str
+    attempt: int
+    rank: int
+    age_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class TaskFenced:
     """A node stopped (or refused) a task for the node's sake, not the job's: its agent lost
     its lease and fenced what it ran. The rank is gone, as a reconcile would find; the job is
@@ -79,12 +92,23 @@ class NodeRegistered:
     spec: NodeSpec
     running: tuple[TaskKey, ...] = ()
     events: tuple[TaskStarted | TaskExited | TaskFenced, ...] = ()
+    # ranks that ran here and ended, as the agent remembers them (``JobMaster.attempts_seen``)
+    ended: tuple[TaskKey, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class NodeLost:
     node: str
     why: str = "heartbeats stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class PowerFailed:
+    """An elastic pool's provider could not make the node (its script failed, its process
+    would not start): the node is marked failed, as a missed ResumeTimeout would."""
+
+    node: str
+    why: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +122,42 @@ class NodeHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeHealReport:
+    """A node's agent answers a step of the heal loop (``core/heal.py``): its round, the step
+    (remediate, burn-in), whether it passed, and what it found."""
+
+    node: str
+    round: int
+    step: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeDrain:
     node: str
     drain: bool  # False resumes
     why: str = ""
     force: bool = False  # with a resume: back into service even though its checks still fail
+    # with a drain: also stop the jobs running there now, requeued and not charged (rolling
+    # maintenance past its drain deadline), each as a preemption stops it (its checkpoint
+    # notice, then SIGTERM and SIGKILL after the grace)
+    requeue: bool = False
+    # with a drain: what still runs there this many seconds later is stopped so (None: it
+    # runs on)
+    deadline_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAccounts:
+    """What a node that runs tasks as their owners found of users' Unix accounts (NSS on the
+    node): (user, uid or None for no account) each; ``checks`` False: the node runs every task
+    as its agent's own user, and keeps no job off for its user (scheduler/identity.py)."""
+
+    node: str
+    answers: tuple[tuple[str, int | None], ...] = ()
+    checks: bool = True
+    forget: tuple[str, ...] = ()  # users no longer asked about: their answers dropped everywhere
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +165,20 @@ class QueueChanged:
     """An admin set a queue's weight, cohort or quota (already stored): the next pass uses it."""
 
     spec: QueueSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationSet:
+    """An admin created (or replaced) an advance reservation (already stored)."""
+
+    spec: NodeReservation
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationRemoved:
+    """An admin removed an advance reservation (already stored)."""
+
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +237,22 @@ class ReplicaProbe:
 
 @dataclass(frozen=True, slots=True)
 class ServiceLoad:
-    """The gateway's measured request rate of a service (requests per second) at ``now``."""
+    """The gateway's measured request rate of a service (requests per second) at ``now``,
+    and its client connections open then (a desktop's WebSocket is one long request)."""
 
     name: str
     qps: float
     now: float
+    connections: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUtilization:
+    """The GPU utilization (DCGM_FI_DEV_GPU_UTIL, percent) of each running attempt's GPUs, from
+    its nodes' latest samples, as /metrics shows them: the idle-GPU policy's input
+    (core/idle.py). Sent by the controller's service at its own cadence."""
+
+    samples: tuple[tuple[str, int, tuple[float, ...]], ...]  # (job id, attempt, per GPU)
 
 
 Event = (
@@ -181,12 +261,18 @@ Event = (
     | TaskStarted
     | TaskExited
     | TaskFenced
+    | TaskCheckpointed
     | NodeUp
     | NodeRegistered
     | NodeLost
+    | PowerFailed
     | NodeHealth
+    | NodeHealReport
     | NodeDrain
+    | NodeAccounts
     | QueueChanged
+    | ReservationSet
+    | ReservationRemoved
     | TimerFired
     | ServiceCreated
     | ServiceUpdated
@@ -194,4 +280,5 @@ Event = (
     | ServiceDeleted
     | ReplicaProbe
     | ServiceLoad
+    | GpuUtilization
 )

@@ -4,6 +4,8 @@ scheduler's queue (its dependencies and its array's throttle)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpufleet.core.arrays import ArrayThrottle
 from gpufleet.core.cluster_state import ClusterState
 from gpufleet.core.commands import Launch
@@ -11,8 +13,8 @@ from gpufleet.core.dependencies import Dependencies
 from gpufleet.core.launch_env import ArrayFacts, JobFacts
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Placement
-from gpufleet.model.job import JobState
-from gpufleet.scheduler.snapshot import PendingJob
+from gpufleet.model.job import JobSpec, JobState
+from gpufleet.scheduler.snapshot import PendingJob, ServiceMark
 
 S = JobState
 
@@ -25,8 +27,14 @@ class JobBook:
         backoff_base_s: float,
         backoff_max_s: float,
         launch_timeout_s: float | None,
+        started: Callable[[PendingJob, float], ServiceMark] | None = None,
+        finished: Callable[[JobSpec, float], None] | None = None,
     ) -> None:
         self.state = state
+        # the order's mark for a job it starts (LAS' starvation rule); None: marks stay blank
+        self.started = started
+        # told each job's service as it ends for good (an order learning from history)
+        self.finished = finished
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         # STARTING longer than this: requeued, the silent nodes suspect (None: no deadline;

@@ -15,6 +15,7 @@ from gpufleet.core.errors import ControllerError, UnknownObject
 from gpufleet.core.events import (
     JobCancelled,
     JobSubmitted,
+    TaskCheckpointed,
     TaskExited,
     TaskFenced,
     TaskStarted,
@@ -24,11 +25,13 @@ from gpufleet.core.jobbook import JobBook
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import Job, JobState
+from gpufleet.model.notice import PREEMPT_GRACE_MAX_S, StopNotice, stop_notice
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.decisions import Preempt, Start
 
 S = JobState
-
+# endings whose run time says how long such a job runs (a cancel says what its user chose)
+_RAN_OUT = frozenset({S.SUCCEEDED, S.TIMED_OUT, S.FAILED})
 
 NO_REQUEUE = "node lost and the job asked not to be requeued (--no-requeue)"
 
@@ -206,6 +209,11 @@ class JobMaster(JobBook):
         self.state.free(rec.allocation[ev.rank])
         self.state.dirty = True
         self._restate(rec)
+        if rec.noticed and rec.live_ranks():
+            # a rank is done with its notice (its checkpoint written, or it gave up): the
+            # others wait for nothing more (a gang's ranks may block on the one that left)
+            rec.noticed = False
+            out.append(Kill(rec.id, rec.job.attempt, rec.live_ranks(), "preempted"))
         if rec.ending is None:
             if rec.job.spec.batch:
                 self._batch_rank_exited(rec, ev, now, out)
@@ -259,6 +267,30 @@ class JobMaster(JobBook):
             self.attempt_over(rec, now, out)
         self.state.dirty = True
 
+    def task_checkpointed(self, ev: TaskCheckpointed, now: float) -> None:
+        """The job's checkpoint was written during this attempt: a preemption now loses only
+        the work since (a file older than the attempt's start saves none of it)."""
+        rec = self.jobs.get(ev.job_id)
+        j = rec.job if rec is not None else None
+        if rec is None or j is None or j.attempt != ev.attempt or j.start_time is None:
+            return
+        if j.state not in (S.STARTING, S.RUNNING):
+            return
+        at = min(now, now - max(0.0, ev.age_s))
+        if at > j.start_time and (rec.checkpoint_time is None or at > rec.checkpoint_time):
+            rec.checkpoint_time = at
+            self._restate(rec)  # no pass for it: it frees nothing, it ranks the victims
+
+    def attempts_seen(self, keys: Iterable[tuple[str, int, int]]) -> None:
+        """Attempts a node ran (or runs) of jobs we hold pending at a lower attempt: our store
+        was restored from a backup taken before they started. The job's next attempt is
+        numbered past them, as its node would take a launch of the same number for a
+        redelivery of what it ran, and drop it."""
+        for job_id, attempt, _rank in keys:
+            rec = self.jobs.get(job_id)
+            if rec is not None and rec.job.state is S.PENDING and rec.job.attempt < attempt:
+                rec.job.attempt = attempt
+
     def reconcile(
         self, now: float, node: str, running: Iterable[tuple[str, int, int]], out: list[Command]
     ) -> None:
@@ -288,6 +320,8 @@ class JobMaster(JobBook):
 
     def start(self, st: Start, now: float, out: list[Command]) -> None:
         rec = self.jobs[st.job_id]
+        if self.started is not None:
+            rec.mark = self.started(rec.pending_view(), now)
         self._dequeue(rec)
         rec.nominated = False
         j = rec.job
@@ -298,6 +332,7 @@ class JobMaster(JobBook):
             j.spec = replace(j.spec, queue=st.queue)
         j.attempt += 1
         j.start_time = now
+        self.state.start_errors.started(rec.id, now)  # how its estimate came out
         rec.allocation = st.allocation
         rec.ran_on[j.attempt] = tuple(p.node for p in st.allocation)
         rec.borrowing = st.borrowing
@@ -306,6 +341,8 @@ class JobMaster(JobBook):
         rec.ending = None
         rec.ending_why = ""
         rec.stopping_since = None
+        rec.checkpoint_time = None
+        rec.noticed = False
         for p in st.allocation:
             self.state.take(p)
         self._to(rec, S.STARTING, now, f"attempt {j.attempt}", out)
@@ -319,13 +356,37 @@ class JobMaster(JobBook):
         self._throttle_started(rec)
 
     def preempt(self, pre: Preempt, now: float, out: list[Command]) -> None:
-        victim = self.jobs[pre.job_id]
-        if victim.job.state in (S.STARTING, S.RUNNING) and victim.ending is None:
-            self.stop(victim, S.PREEMPTED, pre.reason, out, reason_kill="preempted", now=now)
-        preemptor = self.jobs.get(pre.for_job)
+        self.evict(self.jobs[pre.job_id], pre.reason, now, out, "preempted")
+        self.nominate(pre.for_job)
+
+    def nominate(self, job_id: str) -> None:
+        preemptor = self.jobs.get(job_id)
         if preemptor is not None and not preemptor.nominated:
             preemptor.nominated = True  # the room being made is its: next cycles go first
             self._requeue_view(preemptor)
+
+    def leaving(self, rec: JobRecord, now: float) -> None:
+        """The attempt will stop soon (a service replica moved make-before-break, stopped
+        once its replacement is ready): the scheduler counts its devices as freed, as for a
+        stop under way, and takes it as no victim again."""
+        if rec.stopping_since is None:
+            rec.stopping_since = now
+            self._restate(rec)
+
+    def evict(
+        self, rec: JobRecord, why: str, now: float, out: list[Command], kill: str = "drained"
+    ) -> None:
+        """Stop the running attempt for another's sake (a preemption, a drain's deadline): with
+        the job's checkpoint notice under its queue's cap, requeued, not charged."""
+        if rec.job.state not in (S.STARTING, S.RUNNING) or rec.ending is not None:
+            return
+        spec = rec.job.spec
+        q = self.state.queues.get(spec.queue)
+        cap = q.preempt_grace_max_s if q is not None else PREEMPT_GRACE_MAX_S
+        notice = stop_notice(spec.preempt_notice, cap)
+        if notice is not None:  # the job's history says what it was given
+            why = f"{why} ({notice.describe()})"
+        self.stop(rec, S.PREEMPTED, why, out, reason_kill=kill, now=now, notice=notice)
 
     # ----- an attempt's end --------------------------------------------------------------
 
@@ -338,6 +399,7 @@ class JobMaster(JobBook):
         reason_kill: str | None = None,
         *,
         now: float,
+        notice: StopNotice | None = None,
     ) -> None:
         """End the attempt as ``ending`` once every live rank has been stopped. A cancel wins
         over an ending already under way (a failed rank, a preemption): the user asked for the
@@ -349,8 +411,10 @@ class JobMaster(JobBook):
         if rec.stopping_since is None:
             rec.stopping_since = now
         live = tuple(r for r in rec.live_ranks())
+        rec.noticed = notice is not None and bool(live)
         if live:
-            out.append(Kill(rec.id, rec.job.attempt, live, reason_kill or ending.value.lower()))
+            why = reason_kill or ending.value.lower()
+            out.append(Kill(rec.id, rec.job.attempt, live, why, notice))
         self._restate(rec)
 
     def _restate(self, rec: JobRecord) -> None:
@@ -364,8 +428,10 @@ class JobMaster(JobBook):
         j = rec.job
         ending = rec.ending or S.SUCCEEDED
         why = rec.ending_why or "every rank exited 0"
+        ran = None if j.start_time is None else now - j.start_time
         if j.start_time is not None:
             j.attained_gpu_s += (now - j.start_time) * j.spec.total_gpu_milli / MILLI
+            rec.mark = replace(rec.mark, stopped_at=now)
         self.state.unrun(j.id)
         self.state.unuse(j.spec.queue, j.spec.total_resources)
         if ending is S.NODE_LOST and not j.spec.requeue:
@@ -396,9 +462,14 @@ class JobMaster(JobBook):
             self._enqueue(rec)
         else:
             j.end_time = now
+            if ran is not None and ending in _RAN_OUT:  # what the run-time predictor learns
+                self.state.history.record(j.spec, ran)
+            if self.finished is not None:
+                self.finished(j.spec, j.attained_gpu_s)
             self._finished(rec, now, out)
 
     def _finished(self, rec: JobRecord, now: float, out: list[Command]) -> None:
+        self.state.start_errors.forget(rec.id)
         for dep_id in self._deps.dependents(rec):
             dep = self.jobs[dep_id]
             if dep.job.state is not S.PENDING:

@@ -65,6 +65,9 @@ class JobFacts:
     # started as torchrun starts workers; a batch job's script is Slurm's batch step, and a
     # TORCHELASTIC_RUN_ID would tell Lightning it was launched by torchrun, not Slurm
     torchrun: bool = True
+    # NVIDIA_DRIVER_CAPABILITIES (the container toolkit's, enroot's and apptainer's hooks read
+    # it): what the driver mounts for its GPUs; "" for a job without GPUs
+    driver_capabilities: str = ""
 
     @staticmethod
     def of(spec: JobSpec, array: ArrayFacts | None = None, cluster: str = "") -> JobFacts:
@@ -82,7 +85,27 @@ class JobFacts:
             cluster or CLUSTER_NAME,
             tpw,
             torchrun=not spec.batch,
+            driver_capabilities=driver_capabilities(spec),
         )
+
+
+def driver_capabilities(spec: JobSpec) -> str:
+    """What a job's GPUs are opened for: ``compute,utility`` (the toolkit's default), with
+    ``video`` for the encoders and decoders it asked for, ``graphics,display`` for rendering
+    and desktops. Asked-for, not all: ``all`` would mount the graphics stack into every
+    training container."""
+    if not spec.gpus_per_worker:
+        return ""
+    own = dict(spec.env).get("NVIDIA_DRIVER_CAPABILITIES")
+    if own is not None:  # the job said it itself (its env): as the toolkit takes it
+        return own
+    wanted = {name for name, _ in spec.gpu_engines}
+    caps = ["compute", "utility"]
+    if wanted & {"nvenc", "nvdec", "nvjpg"}:
+        caps.append("video")
+    if wanted & {"graphics", "display"}:
+        caps += ["graphics", "display"]
+    return ",".join(caps)
 
 
 def step_port(seq: int, attempt: int) -> int:
@@ -136,12 +159,16 @@ def _job_env(job_id: str, attempt: int, f: JobFacts) -> dict[str, str]:
         "TORCHELASTIC_MAX_RESTARTS": str(f.max_restarts),
         # no elastic agent holds a store: rank 0 serves MASTER_ADDR:MASTER_PORT itself
         "TORCHELASTIC_USE_AGENT_STORE": "False",
+        # SLURM_RESTART_COUNT's count, on every attempt (Slurm sets its own only once requeued)
+        "GPUFLEET_RESTART_COUNT": str(attempt - 1),
     }
     if not f.torchrun:
         for k in TORCHRUN_ONLY:
             env.pop(k, None)
     if f.gpus_per_task:
         env["SLURM_GPUS_PER_TASK"] = str(f.gpus_per_task)
+    if f.driver_capabilities:
+        env["NVIDIA_DRIVER_CAPABILITIES"] = f.driver_capabilities
     if attempt > 1:  # Slurm sets it only for a job that was requeued
         env["SLURM_RESTART_COUNT"] = str(attempt - 1)
     if f.array is not None:

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.engines import gpu_features
 from gpufleet.model.job import Job, JobState
 from gpufleet.model.resources import MILLI
-from gpufleet.scheduler.snapshot import NodeView, PendingJob, RunningJob
+from gpufleet.scheduler.snapshot import NO_MARK, NodeView, PendingJob, RunningJob, ServiceMark
 
 
 @dataclass(slots=True)
@@ -22,6 +23,8 @@ class NodeRuntime:
     healthy: bool = True
     drained: bool = False
     health_drained: bool = False  # drained by the controller for a failed check, not by an admin
+    drain_deadline: float | None = None  # a drain's: what runs there then is stopped
+    drain_why: str = ""  # that drain's reason (``why`` may change meanwhile)
     lost: bool = False
     # ranks launched here never started within the launch deadline: nothing is placed here
     # until its agent registers again or reports a started task
@@ -78,7 +81,8 @@ class NodeRuntime:
                 self.schedulable,
                 s.labels,
                 self.datasets,
-                frozenset(s.features),
+                # the site's features and what its GPUs have (-C nvenc, -C graphics)
+                frozenset(s.features) | gpu_features(s.gpu_model),
                 s.gpu_type,
             )
         return self._view
@@ -97,6 +101,10 @@ class JobRecord:
     ending: JobState | None = None  # where the attempt goes once every rank has exited
     ending_why: str = ""
     stopping_since: float | None = None  # when the stop of this attempt began
+    # when this attempt last wrote its checkpoint file (its agent's report; not stored: after
+    # a controller restart the attempt's start stands in until the next report)
+    checkpoint_time: float | None = None
+    noticed: bool = False  # its stop gave notice (a preemption's): its ranks wait for it
     depends_on: tuple[tuple[str, str], ...] = ()
     oracle_duration_s: float | None = None
     failure: str = ""
@@ -107,6 +115,8 @@ class JobRecord:
     # each attempt's node per rank, for the attempts this process started (or restored): an
     # agent may still send an older attempt's logs, and only the node that ran it may
     ran_on: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    mark: ServiceMark = NO_MARK  # the order's per-job account (LAS' starvation rule)
+    replica: bool = False  # a service's replica (the ServiceMaster's): it keeps no work to lose
 
     @property
     def id(self) -> str:
@@ -128,6 +138,7 @@ class JobRecord:
             self.oracle_duration_s,
             self.nominated,
             throttled,
+            self.mark,
         )
 
     def running_view(self) -> RunningJob:
@@ -143,4 +154,7 @@ class JobRecord:
             self.borrowing,
             j.attained_gpu_s,
             self.stopping_since,
+            self.checkpoint_time,
+            self.mark,
+            self.replica,
         )

@@ -19,6 +19,7 @@ class ServiceStats:
     # refused by the gateway's token check (401; a backend's own 401 is not one): among
     # ``requests`` and ``status_4xx``. ``requests - unauthorized`` never goes down
     unauthorized: int = 0
+    connections: int = 0  # client connections open now (a WebSocket among them); 0: not known
 
 
 class Gateway(abc.ABC):

@@ -8,7 +8,10 @@ refused the connection goes to the next backend (it was never sent, so that is s
 method); a request on a reused backend connection that turns out closed is retried once on a
 new one when it has no body. ``apply`` swaps the backend list in place: connections already
 open keep going.
-Not done: HTTP/2, Upgrade (WebSocket), a timeout on a backend that accepted but does not answer.
+An Upgrade (WebSocket) request gets a new backend connection of its own and, on the backend's
+101, bytes both ways until one side closes. A desktop's route (``viewers``) lets in its
+viewers' own tokens and serves their login page (``desktop_gate.py``).
+Not done: HTTP/2, a timeout on a backend that accepted but does not answer.
 """
 
 from __future__ import annotations
@@ -20,12 +23,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from gpufleet.gateway import desktop_gate
 from gpufleet.gateway.base import Gateway, ServiceStats
+from gpufleet.gateway.http1 import (
+    HEAD_LIMIT,
+    BadRequest,
+    Head,
+    copy_body,
+    has_body,
+    read_head,
+    simple,
+)
 from gpufleet.gateway.routes import Backend, ConfigError, GatewayError, ServiceRoute, validate
 
-HEAD_LIMIT = 64 * 1024
 POOL_PER_BACKEND = 64
-CHUNK = 64 * 1024
 IDLE_S = 60.0  # a client connection with no request head for this long is closed
 CONNECT_S = 2.0  # a backend that does not accept within this is skipped like a refusing one
 HOP = {
@@ -40,16 +51,13 @@ HOP = {
 T = TypeVar("T")
 
 
-class _BadRequest(Exception):
-    pass
-
-
 @dataclass
 class _Counters:
     requests: int = 0
     s4xx: int = 0
     s5xx: int = 0
     unauthorized: int = 0  # refused by the token check (among requests and s4xx)
+    open: int = 0  # client connections open now
 
 
 @dataclass
@@ -71,94 +79,7 @@ class _Listener:
         self.order = tuple(b for w in range(top) for b in route.backends if b.weight > w)
 
 
-@dataclass
-class _Head:
-    first: bytes
-    headers: list[tuple[bytes, bytes]]
-
-    def get(self, name: bytes) -> bytes | None:
-        for k, v in self.headers:
-            if k.lower() == name:
-                return v
-        return None
-
-    def tokens(self, name: bytes) -> set[bytes]:
-        out: set[bytes] = set()
-        for k, v in self.headers:
-            if k.lower() == name:
-                out |= {t.strip().lower() for t in v.split(b",")}
-        return out
-
-
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
-async def _read_head(reader: asyncio.StreamReader) -> _Head | None:
-    """The next message head, or None at a clean EOF before any byte."""
-    try:
-        raw = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as e:
-        if not e.partial:
-            return None
-        raise _BadRequest("connection closed inside a message head") from e
-    except asyncio.LimitOverrunError as e:
-        raise _BadRequest("message head too large") from e
-    lines = raw[:-4].split(b"\r\n")
-    headers = []
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or not name or name != name.strip():
-            raise _BadRequest(f"bad header line {line[:80]!r}")
-        headers.append((name, value.strip()))
-    return _Head(lines[0], headers)
-
-
-async def _copy_body(
-    head: _Head, src: asyncio.StreamReader, dst: asyncio.StreamWriter, until_close: bool
-) -> None:
-    """Copy one message body as framed by ``head`` (chunked, Content-Length, or to EOF)."""
-    if b"chunked" in head.tokens(b"transfer-encoding"):
-        while True:
-            line = await src.readuntil(b"\r\n")
-            dst.write(line)
-            size = int(line.split(b";")[0].strip(), 16)
-            if size == 0:
-                while (trailer := await src.readuntil(b"\r\n")) != b"\r\n":
-                    dst.write(trailer)
-                dst.write(b"\r\n")
-                break
-            await _copy_n(src, dst, size + 2)
-        await dst.drain()
-    elif (length := head.get(b"content-length")) is not None:
-        await _copy_n(src, dst, int(length))
-    elif until_close:
-        while data := await src.read(CHUNK):
-            dst.write(data)
-            await dst.drain()
-
-
-async def _copy_n(src: asyncio.StreamReader, dst: asyncio.StreamWriter, n: int) -> None:
-    while n > 0:
-        data = await src.read(min(n, CHUNK))
-        if not data:
-            raise asyncio.IncompleteReadError(b"", n)
-        dst.write(data)
-        n -= len(data)
-        await dst.drain()
-
-
-def _has_body(head: _Head) -> bool:
-    return head.get(b"content-length") not in (None, b"0") or bool(
-        head.tokens(b"transfer-encoding")
-    )
-
-
-def _simple(status: int, reason: str, extra: str = "") -> bytes:
-    body = f"{reason.lower()}\n".encode()
-    return (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain\r\n{extra}"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    ).encode() + body
 
 
 class BuiltinGateway(Gateway):
@@ -195,7 +116,7 @@ class BuiltinGateway(Gateway):
 
     async def _stats(self) -> dict[str, ServiceStats]:
         return {
-            name: ServiceStats(c.requests, c.s4xx, c.s5xx, c.unauthorized)
+            name: ServiceStats(c.requests, c.s4xx, c.s5xx, c.unauthorized, c.open)
             for name, c in ((n, lst.counters) for n, lst in self.listeners.items())
         }
 
@@ -206,6 +127,8 @@ class BuiltinGateway(Gateway):
         self.loop.call_soon_threadsafe(self.loop.stop)
         if self.thread is not None:
             self.thread.join(timeout=5)
+        if self.thread is None or not self.thread.is_alive():
+            self.loop.close()
         self.loop = None
 
     async def _close_all(self) -> None:
@@ -216,6 +139,13 @@ class BuiltinGateway(Gateway):
                 w.close()
         self.listeners.clear()
         self.pool.clear()
+        # the connections still open end here, on their loop: a handler left pending would be
+        # collected after the loop closed, its cleanup then raising wherever the collector ran
+        me = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not me]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def _apply(self, services: list[ServiceRoute]) -> None:
         # open every new listener first: a port that cannot be bound leaves the old set serving
@@ -258,11 +188,15 @@ class BuiltinGateway(Gateway):
         self, name: str
     ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
         async def cb(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            lst = self.listeners.get(name)
+            counters = lst.counters if lst is not None else _Counters()
+            counters.open += 1
             try:
                 await self._serve(name, reader, writer)
-            except (OSError, asyncio.IncompleteReadError, _BadRequest, ValueError):
+            except (OSError, asyncio.IncompleteReadError, BadRequest, ValueError):
                 pass
             finally:
+                counters.open -= 1
                 writer.close()
 
         return cb
@@ -273,30 +207,54 @@ class BuiltinGateway(Gateway):
         peer = writer.get_extra_info("peername")
         while True:
             try:
-                head = await asyncio.wait_for(_read_head(reader), IDLE_S)
+                head = await asyncio.wait_for(read_head(reader), IDLE_S)
             except TimeoutError:
                 return
             if head is None:
                 return
             lst = self.listeners.get(name)
             if lst is None:  # the service was removed: this connection still has its answer
-                writer.write(_simple(503, "Service Unavailable"))
+                writer.write(simple(503, "Service Unavailable"))
                 await writer.drain()
                 return
-            lst.counters.requests += 1
             route = lst.route
+            if route.desktop:  # a viewer's own token; the login page (desktop_gate.py)
+                checked, refused = await desktop_gate.gate(route, head, reader, writer)
+                lst.counters.requests += 1
+                if checked is None:
+                    lst.counters.s4xx += refused
+                    lst.counters.unauthorized += refused  # no await since requests += 1
+                    return
+                head = checked
+            else:
+                lst.counters.requests += 1
             want = f"Bearer {route.token}".encode()
-            if not hmac.compare_digest(head.get(b"authorization") or b"", want):
+            if not route.desktop and not hmac.compare_digest(
+                head.get(b"authorization") or b"", want
+            ):
                 lst.counters.s4xx += 1
                 lst.counters.unauthorized += 1  # no await since requests += 1: read as one
                 realm = f'www-authenticate: Bearer realm="{route.name}"\r\n'
-                writer.write(_simple(401, "Unauthorized", realm))
+                writer.write(simple(401, "Unauthorized", realm))
                 await writer.drain()
                 return
             parts = head.first.split(b" ")
             if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
-                raise _BadRequest("bad request line")
+                raise BadRequest("bad request line")
             client_keep = parts[2] == b"HTTP/1.1" and b"close" not in head.tokens(b"connection")
+            if route.desktop and not lst.order:  # starting: a page that reloads itself
+                writer.write(desktop_gate.starting(route))
+                await writer.drain()
+                return
+            if b"upgrade" in head.tokens(b"connection") and lst.order:
+                host = peer[0] if isinstance(peer, tuple) else "unknown"
+                lst.next += 1
+                status = await desktop_gate.tunnel(
+                    lst.order, lst.next - 1, head, HOP, str(host).encode(), reader, writer
+                )
+                lst.counters.s4xx += 400 <= status < 500
+                lst.counters.s5xx += status >= 500
+                return
             if b"100-continue" in head.tokens(b"expect"):
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             status, keep = await self._forward(lst, head, parts[0], peer, reader, writer)
@@ -310,7 +268,7 @@ class BuiltinGateway(Gateway):
     async def _forward(
         self,
         lst: _Listener,
-        head: _Head,
+        head: Head,
         method: bytes,
         peer: object,
         reader: asyncio.StreamReader,
@@ -325,9 +283,9 @@ class BuiltinGateway(Gateway):
         host = peer[0] if isinstance(peer, tuple) else "unknown"
         out_head += [b"X-Forwarded-For: " + str(host).encode(), b"Connection: keep-alive"]
         request_head = b"\r\n".join(out_head) + b"\r\n\r\n"
-        body = _has_body(head)
+        body = has_body(head)
         conn: _Conn | None = None
-        resp: _Head | None = None
+        resp: Head | None = None
         for _attempt in range(len(lst.route.backends) + 1):
             if not backends:
                 break
@@ -340,36 +298,36 @@ class BuiltinGateway(Gateway):
             try:
                 bw.write(request_head)
                 if body:
-                    await _copy_body(head, reader, bw, until_close=False)
+                    await copy_body(head, reader, bw, until_close=False)
                 await bw.drain()
-                resp = await _read_head(br)
+                resp = await read_head(br)
                 while resp is not None and resp.first[9:10] == b"1":
-                    resp = await _read_head(br)  # interim 1xx: we answered 100-continue already
-            except (OSError, asyncio.IncompleteReadError, _BadRequest):
+                    resp = await read_head(br)  # interim 1xx: we answered 100-continue already
+            except (OSError, asyncio.IncompleteReadError, BadRequest):
                 resp = None
             if resp is None:
                 bw.close()
                 if reused and not body:
                     lst.next -= 1  # a stale pooled connection: same backend, new connection
                     continue
-                writer.write(_simple(502, "Bad Gateway"))
+                writer.write(simple(502, "Bad Gateway"))
                 await writer.drain()
                 return 502, False
             break
         if resp is None or conn is None:
-            writer.write(_simple(503 if not backends else 502, "Service Unavailable"))
+            writer.write(simple(503 if not backends else 502, "Service Unavailable"))
             await writer.drain()
             return 503, False
         br, bw = conn
         status = int(resp.first.split(b" ")[1])
         no_body = method == b"HEAD" or status in (204, 304)
-        delimited = no_body or _has_body(resp) or resp.get(b"content-length") is not None
+        delimited = no_body or has_body(resp) or resp.get(b"content-length") is not None
         back_keep = delimited and b"close" not in resp.tokens(b"connection")
         lines = [resp.first] + [k + b": " + v for k, v in resp.headers if k.lower() not in HOP]
         lines.append(b"Connection: keep-alive" if delimited else b"Connection: close")
         writer.write(b"\r\n".join(lines) + b"\r\n\r\n")
         if not no_body:
-            await _copy_body(resp, br, writer, until_close=not delimited)
+            await copy_body(resp, br, writer, until_close=not delimited)
         await writer.drain()
         if back_keep:
             self._release(b.address, conn)

@@ -17,9 +17,14 @@ import socket
 import subprocess
 from pathlib import Path
 
+from gpufleet.gateway import viewers as v
 from gpufleet.gateway.files import REFUSED, tail
 from gpufleet.gateway.process import ProcessGateway
 from gpufleet.gateway.routes import ServiceRoute
+
+LOGIN_PAGE = "desktop-login.html"
+DENIED_PAGE = "desktop-denied.html"
+STARTING_PAGE = "desktop-starting.http"  # a whole response, as errorfile wants
 
 
 def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
@@ -45,6 +50,8 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
         # model inference can take minutes per request
         "    timeout server 600s",
         "    timeout http-keep-alive 30s",
+        # an upgraded connection (a desktop's WebSocket) may sit quiet between frames
+        "    timeout tunnel 1h",
         "    option idle-close-on-response",
         "    option http-keep-alive",
         # a backend that refuses the connection: try another one (the request was never sent)
@@ -54,24 +61,64 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
         "",
     ]
     for s in services:
+        lines += [f"frontend svc_{s.name}", f"    bind {bind_host}:{s.listen_port}"]
+        lines += _desktop_gate(s, run_dir) if s.desktop else _token_gate(s)
         lines += [
-            f"frontend svc_{s.name}",
-            f"    bind {bind_host}:{s.listen_port}",
-            # exact, whole-header comparison (fhdr: commas are not list separators here)
-            f'    acl token_ok req.fhdr(authorization) -m str "Bearer {s.token}"',
-            f"    http-request set-var(txn.gw_refused) str({REFUSED}) unless token_ok",
-            "    http-request return status 401 content-type text/plain"
-            ' string "unauthorized\\n"'
-            f' hdr WWW-Authenticate "Bearer realm=\\"{s.name}\\"" unless token_ok',
             f"    default_backend be_{s.name}",
             "",
             f"backend be_{s.name}",
             "    balance roundrobin",
         ]
+        if s.desktop:  # no ready replica yet: a page that reloads itself
+            lines.append(f"    errorfile 503 {run_dir}/{STARTING_PAGE}")
         for i, b in enumerate(s.backends):
             lines.append(f"    server r{i} {b.address} weight {b.weight}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _token_gate(s: ServiceRoute) -> list[str]:
+    return [
+        # exact, whole-header comparison (fhdr: commas are not list separators here)
+        f'    acl token_ok req.fhdr(authorization) -m str "Bearer {s.token}"',
+        f"    http-request set-var(txn.gw_refused) str({REFUSED}) unless token_ok",
+        "    http-request return status 401 content-type text/plain"
+        ' string "unauthorized\\n"'
+        f' hdr WWW-Authenticate "Bearer realm=\\"{s.name}\\"" unless token_ok',
+    ]
+
+
+def _desktop_gate(s: ServiceRoute, run_dir: Path) -> list[str]:
+    """A desktop's viewers (gateway/viewers.py): a token whose SHA-256 is one of theirs, as
+    the cookie the login page sets or a bearer; taken out before the request goes on."""
+    digests = " ".join(s.viewers)
+    sha = "sha2(256),hex,lower"
+    html = 'content-type "text/html; charset=utf-8"'
+    cookie = f"{v.COOKIE}=%[req.body_param(token),url_dec]; Path=/; HttpOnly; SameSite=Strict"
+    return [
+        "    option http-buffer-request",  # the login form's body, read before the rules
+        f"    acl login path {v.LOGIN}",
+        f"    acl login_ok req.body_param(token),url_dec,{sha} -m str {digests}",
+        f"    acl by_cookie req.cook({v.COOKIE}),{sha} -m str {digests}",
+        f"    acl by_bearer req.hdr(authorization),regsub(^Bearer[[:space:]]+,),{sha}"
+        f" -m str {digests}",
+        f"    acl has_cookie req.cook_cnt({v.COOKIE}) gt 0",
+        "    acl has_bearer req.hdr_cnt(authorization) gt 0",
+        f"    http-request return status 200 {html} file {run_dir}/{LOGIN_PAGE}"
+        " hdr cache-control no-store if login METH_GET",
+        f'    http-request return status 303 hdr set-cookie "{cookie}"'
+        f' hdr location "{v.AFTER_LOGIN}" if login METH_POST login_ok',
+        f"    http-request set-var(txn.gw_refused) str({REFUSED}) if login !login_ok !METH_GET",
+        f"    http-request return status 403 {html} file {run_dir}/{DENIED_PAGE}"
+        " if login !login_ok !METH_GET",
+        f"    http-request return status 303 hdr location {v.LOGIN}"
+        " if METH_GET !has_cookie !has_bearer !{ req.hdr(upgrade) -m found }",
+        f"    http-request set-var(txn.gw_refused) str({REFUSED}) unless by_cookie or by_bearer",
+        "    http-request return status 403 content-type text/plain"
+        ' string "forbidden\\n" unless by_cookie or by_bearer',
+        "    http-request del-header authorization",
+        f"    http-request replace-header cookie (^|.*;[[:space:]]*){v.COOKIE}=[^;]*;?(.*) \\1\\2",
+    ]
 
 
 class HAProxyGateway(ProcessGateway):
@@ -85,7 +132,35 @@ class HAProxyGateway(ProcessGateway):
         return self.run_dir / "haproxy.log"
 
     def render(self, services: list[ServiceRoute]) -> str:
+        if any(s.desktop for s in services):  # the pages a desktop's rules serve
+            (self.run_dir / LOGIN_PAGE).write_bytes(v.login_page("desktop"))
+            said = "this token may not open this desktop: only its owner's and admins' can"
+            (self.run_dir / DENIED_PAGE).write_bytes(v.login_page("desktop", said))
+            page = v.starting_page("desktop")
+            head = "HTTP/1.0 503 Service Unavailable\r\ncache-control: no-store\r\n"
+            head += "content-type: text/html; charset=utf-8\r\nretry-after: 1\r\n\r\n"
+            (self.run_dir / STARTING_PAGE).write_bytes(head.encode() + page)
         return render(services, self.bind_host, self.run_dir)
+
+    def connections(self) -> dict[str, int]:
+        """Each frontend's open client connections, summed over every worker (an old one,
+        after a reload, holds its WebSockets on): ``show stat`` on the master CLI."""
+        out: dict[str, int] = {}
+        try:
+            procs = _ask(self.run_dir / "master.sock", "show proc")
+        except OSError:
+            return out
+        pids = [ln.split()[0] for ln in procs.splitlines() if " worker " in f" {ln} "]
+        for pid in pids:
+            try:
+                text = _ask(self.run_dir / "master.sock", f"@!{pid} show stat")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                f = line.split(",")
+                if len(f) > 4 and f[1] == "FRONTEND" and f[4].isdigit():
+                    out[f[0]] = out.get(f[0], 0) + int(f[4])
+        return out
 
     def spawn(self) -> subprocess.Popen[bytes]:
         with open(self.log, "ab") as log, open(self.access.path, "ab") as access:

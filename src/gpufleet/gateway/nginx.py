@@ -59,6 +59,15 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
             lines.append(f"    zone be_{s.name} 64k;")
             lines += [f"    server {b.address} weight={b.weight};" for b in s.backends]
             lines += ["    keepalive 32;", "  }"]
+        if s.desktop:  # nginx cannot hash a client's token to check it: no way in
+            lines += [
+                "  server {",
+                f"    listen {bind_host}:{s.listen_port};",
+                "    default_type text/plain;",
+                "    return 501 'desktops need the haproxy or builtin gateway\\n';",
+                "  }",
+            ]
+            continue
         lines += [
             "  server {",
             f"    listen {bind_host}:{s.listen_port};",

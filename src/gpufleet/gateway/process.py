@@ -154,10 +154,16 @@ class ProcessGateway(Gateway):
         """From the access log (one line per request, which every worker of every reload
         writes: a proxy's own counters restart at 0 in each new worker)."""
         counts = self.access.read()
+        open_now = self.connections()
         return {
-            s.name: ServiceStats(*counts.get(self.stats_key(s), [0, 0, 0, 0]))
+            s.name: _stats(counts.get(self.stats_key(s)), open_now.get(self.stats_key(s), 0))
             for s in self.services
         }
+
+    def connections(self) -> dict[str, int]:
+        """Client connections open now, by ``stats_key`` (none known: {}; a desktop's idle
+        suspension then sees only requests, and a WebSocket's request ends at its close)."""
+        return {}
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -172,3 +178,8 @@ class ProcessGateway(Gateway):
         self.proc = None
         if self.own_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _stats(counts: list[int] | None, connections: int) -> ServiceStats:
+    requests, s4xx, s5xx, unauthorized = (counts or [0, 0, 0, 0])[:4]
+    return ServiceStats(requests, s4xx, s5xx, unauthorized, connections)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 # RFC 6750 b64token, minus "=" padding in the middle; nothing a config parser treats specially
 _TOKEN = re.compile(r"^[A-Za-z0-9._~+/-]{16,256}=*$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")  # SHA-256, lowercase hex
 _HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9a-fA-F:]+\]$")
 
 
@@ -52,6 +53,15 @@ class ServiceRoute:
     listen_port: int
     token: str
     backends: tuple[Backend, ...] = field(default_factory=tuple)
+    # a desktop's route (model Desktop): the SHA-256 (hex) of each gpufleet token that may
+    # open it (its owner's, the admins'); then ``token`` is refused, and a client presents
+    # its own token as a bearer or as the cookie the login page sets (gateway/viewers.py).
+    # Empty: an ordinary service, let in by ``token``
+    viewers: tuple[str, ...] = ()
+
+    @property
+    def desktop(self) -> bool:
+        return bool(self.viewers)
 
 
 def validate(routes: list[ServiceRoute]) -> None:
@@ -79,6 +89,8 @@ def validate(routes: list[ServiceRoute]) -> None:
                 f"{where}: token must be 16-256 characters of A-Z a-z 0-9 . _ ~ + / - "
                 "(optionally ending in '=')"
             )
+        if not all(_DIGEST.match(v) for v in r.viewers):
+            problems.append(f"{where}: each viewer must be a SHA-256 in lowercase hex")
         seen: set[str] = set()
         for j, b in enumerate(r.backends):
             bw = f"{where} backend[{j}] {b.address!r}"

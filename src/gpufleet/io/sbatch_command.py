@@ -16,6 +16,7 @@ from typing import Any
 
 from gpufleet.io import sbatch as reader
 from gpufleet.io.export import submit_context
+from gpufleet.io.sbatch.verify import WRAP_SOURCE
 from gpufleet.io.slurm_opts import Word, getopt
 from gpufleet.model.errors import SpecError
 
@@ -111,7 +112,7 @@ def _script(
             raise Usage("Script arguments not permitted with --wrap option")
         return (
             f"#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{own['wrap']}\n",
-            "--wrap",
+            WRAP_SOURCE,
             [],
         )
     if rest:

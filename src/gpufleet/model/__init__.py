@@ -9,10 +9,12 @@ would otherwise pay for the whole model (catalog, constraint parser, containers)
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+import sys
 
+TYPE_CHECKING = False  # not typing at run time: its import is ~10 ms of a command (issue 27)
 if TYPE_CHECKING:
+    from typing import Any
+
     from gpufleet.model.catalog import GpuModel, find, lookup
     from gpufleet.model.cluster import ClusterSpec, NodeSpec
     from gpufleet.model.errors import SpecError
@@ -47,7 +49,9 @@ def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{where}"), name)
+    module = f"{__name__}.{where}"
+    __import__(module)  # not importlib's import_module: importlib's own import is ~2 ms
+    value = getattr(sys.modules[module], name)
     globals()[name] = value  # once: later lookups do not come here
     return value
 

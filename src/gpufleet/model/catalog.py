@@ -14,6 +14,9 @@ A100-80GB      80  2039    9.7   19.5    312    400        600  SXM
 A800           80  2039    9.7   19.5    312    400        400  SXM   export part
 L40S           48   864   1.4*   91.6    362    350          0  PCIe
 L40            48   864   1.4*   90.5    181    300          0  PCIe
+RTX-6000-Ada   48   960   1.4*   91.1    181    300          0  PCIe
+L4             24   300  0.47*   30.3    121     72          0  PCIe
+A16            16   200  0.07*    4.5   17.9     62          0  PCIe  per GPU of a 4-GPU board
 A10            24   600  0.49*   31.2    125    150          0  PCIe
 T4             16   320  0.25*    8.1    65+     70          0  PCIe
 V100-16GB      16   900    7.8   15.7   125+    300        300  SXM   SXM2
@@ -193,6 +196,47 @@ GPU_MODELS: tuple[GpuModel, ...] = (
         nvlink_gbs=0,
         form_factor="PCIe",
         source="NVIDIA L40 GPU datasheet (2022)",
+    ),
+    GpuModel(
+        name="RTX-6000-Ada",
+        vendor="NVIDIA",
+        memory_gib=48,
+        memory_bandwidth_gbs=960,
+        fp64_tflops=1.4,  # not on the datasheet: 1/64 of FP32 (Ada)
+        fp32_tflops=91.1,
+        bf16_tflops=181,  # as the L40: the same AD102 with 142 SMs
+        tdp_w=300,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA RTX 6000 Ada Generation datasheet (2023)",
+        aliases=("RTX6000ADA", "RTX-6000-ADA-GENERATION"),
+    ),
+    GpuModel(
+        name="L4",
+        vendor="NVIDIA",
+        memory_gib=24,
+        memory_bandwidth_gbs=300,
+        fp64_tflops=0.47,  # not on the datasheet: 1/64 of FP32 (Ada)
+        fp32_tflops=30.3,
+        bf16_tflops=121,
+        tdp_w=72,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA L4 Tensor Core GPU datasheet (2023)",
+    ),
+    # Per GPU: the board carries four (64 GB, 4 x 200 GB/s, 250 W in all).
+    GpuModel(
+        name="A16",
+        vendor="NVIDIA",
+        memory_gib=16,
+        memory_bandwidth_gbs=200,
+        fp64_tflops=0.07,  # not on the datasheet: 1/64 of FP32 (GA107)
+        fp32_tflops=4.5,
+        bf16_tflops=17.9,  # the datasheet's 35.9 is with sparsity
+        tdp_w=62,
+        nvlink_gbs=0,
+        form_factor="PCIe",
+        source="NVIDIA A16 datasheet (2021), per GPU of the four on a board",
     ),
     GpuModel(
         name="A10",
@@ -415,10 +459,12 @@ def lookup(name: str, *, source: str = "", field: str = "gpu_model") -> GpuModel
     """The catalog entry for ``name``; an unknown name is a SpecError listing the known ones."""
     m = find(name)
     if m is None:
-        known = ", ".join(g.name for g in GPU_MODELS)
+        from gpufleet.model.validate import did_you_mean  # only for a mistyped name
+
+        names = [g.name for g in GPU_MODELS]
         raise SpecError(
-            f"unknown GPU model {name!r} (known: {known}; or a MIG profile of one, "
-            "e.g. H200-1g.18gb)",
+            f"unknown GPU model {name!r}{did_you_mean(name, names)} (known: {', '.join(names)}; "
+            "or a MIG profile of one, e.g. H200-1g.18gb)",
             source=source,
             field=field,
         )

@@ -23,6 +23,9 @@
         cohort: research
         weight: 1
         quota: {gpus: 64, cpu_cores: 900, memory_gib: 16000}
+    heal:                       # the heal loop (model/heal.py); absent: off
+      max_failures: 3
+      window_s: 86400
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.model import catalog
+from gpufleet.model.elastic import ElasticPool, check_no_count, read_elastic
 from gpufleet.model.errors import SpecError
+from gpufleet.model.heal import HealPolicy
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import MILLI
 from gpufleet.model.validate import Fields, require_unique
@@ -74,6 +79,9 @@ class ClusterSpec:
     leaves: tuple[tuple[str, str], ...]  # (leaf, pod), in fabric order
     queues: tuple[QueueSpec, ...] = ()
     source: str = field(default="", compare=False)
+    heal: HealPolicy | None = None  # the heal loop's policy (``heal:``); None: no heal loop
+    # pools whose nodes come and go (model/elastic.py); ``nodes`` holds none of theirs
+    elastic: tuple[ElasticPool, ...] = ()
 
     @property
     def total_gpus(self) -> int:
@@ -93,21 +101,32 @@ class ClusterSpec:
         leaves = _read_fabric(top)
         leaf_pod = dict(leaves)
         nodes: list[NodeSpec] = []
+        elastic: list[ElasticPool] = []
         pools = top.items("pools")
         for i, raw in enumerate(pools):
-            nodes.extend(_read_pool(raw, source=source, path=f"pools[{i}]", leaf_pod=leaf_pod))
+            got = _read_pool(raw, source=source, path=f"pools[{i}]", leaf_pod=leaf_pod)
+            if isinstance(got, ElasticPool):
+                elastic.append(got)
+            else:
+                nodes.extend(got)
         for i, raw in enumerate(top.items("nodes")):
             nodes.append(_read_node(raw, source=source, path=f"nodes[{i}]", leaf_pod=leaf_pod))
-        if not nodes:
+        if not nodes and not elastic:
             raise SpecError("the cluster has no nodes (give pools or nodes)", source=source)
-        require_unique((n.name for n in nodes), source=source, field="pools", what="node")
+        every_node = [*nodes, *(n for p in elastic for n in p.nodes)]
+        require_unique((n.name for n in every_node), source=source, field="pools", what="node")
         queues = tuple(
             QueueSpec.from_dict(q, source=source, path=f"queues[{i}]")
             for i, q in enumerate(top.items("queues"))
         )
         require_unique((q.name for q in queues), source=source, field="queues", what="queue")
+        heal = None
+        if top.has("heal"):
+            heal = HealPolicy.from_dict(top.raw("heal"), source=source, path="heal")
         top.finish()
-        return ClusterSpec(name, tuple(nodes), tuple(leaves), queues, source)
+        return ClusterSpec(
+            name, tuple(nodes), tuple(leaves), queues, source, heal, elastic=tuple(elastic)
+        )
 
     @staticmethod
     def build(
@@ -173,10 +192,18 @@ def _gpu_fields(f: Fields) -> tuple[str, int, int, int, int]:
     return model, gpus, round(cpu * MILLI), round(mem * 1024), nvl
 
 
-def _read_pool(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) -> list[NodeSpec]:
+def _read_pool(
+    raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]
+) -> list[NodeSpec] | ElasticPool:
     f = Fields(raw, source=source, path=path)
     pool = f.text("name", required=True)
-    count = f.integer("count", minimum=0)
+    elastic = None
+    if f.has("elastic"):
+        check_no_count(f)
+        elastic = read_elastic(f)
+        count = elastic.max
+    else:
+        count = f.integer("count", minimum=0)
     model, gpus, cpu, mem, nvl = _gpu_fields(f)
     labels = tuple(sorted(f.labels("labels").items()))
     features, gres_type = _features(f, gpus)
@@ -184,7 +211,7 @@ def _read_pool(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) ->
     places = _placement(f, count, leaf_pod)
     f.finish()
     width = max(3, len(str(count - 1)))
-    return [
+    specs = [
         NodeSpec(
             f"{prefix}-{i:0{width}d}",
             model,
@@ -201,6 +228,7 @@ def _read_pool(raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]) ->
         )
         for i, (leaf, pod) in enumerate(places)
     ]
+    return specs if elastic is None else ElasticPool(pool, elastic, tuple(specs))
 
 
 MAX_FEATURES = 64

@@ -20,3 +20,32 @@ class SpecError(ValueError):
     def at(self, source: str) -> SpecError:
         """The same error, located in ``source`` (kept when already located)."""
         return SpecError(self.reason, source=self.source or source, field=self.field)
+
+
+class SpecErrors(SpecError):
+    """Every problem of one input at once (``errors``, in the order found); its text is one
+    line per problem. Its own ``field`` and ``reason`` are the first problem's."""
+
+    errors: tuple[SpecError, ...]
+
+    def __init__(self, errors: list[SpecError]) -> None:
+        first = errors[0]
+        super().__init__(first.reason, source=first.source, field=first.field)
+        self.errors = tuple(e for x in errors for e in each(x))
+        self.args = ("\n".join(str(e) for e in self.errors),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def at(self, source: str) -> SpecError:
+        return SpecErrors([e.at(source) for e in self.errors])
+
+
+def every(errors: list[SpecError]) -> SpecError:
+    """One error for a list of them: the one, or all of them as SpecErrors."""
+    return errors[0] if len(errors) == 1 else SpecErrors(errors)
+
+
+def each(e: SpecError) -> tuple[SpecError, ...]:
+    """The problems an error holds: itself, or each of a SpecErrors'."""
+    return e.errors if isinstance(e, SpecErrors) else (e,)

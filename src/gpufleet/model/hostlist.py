@@ -1,7 +1,8 @@
 """Slurm's hostlist syntax: ``gpu-[000-031,040],login`` for a list of node names.
 
-``compress`` writes names in the given order as Slurm's ``scontrol show hostlist`` does (runs of
-consecutive numbers with one prefix and zero-padding become ranges); ``expand`` reads one back
+``compress`` writes names in the given order as Slurm's ``scontrol show hostlist`` does (the
+numbers of one prefix in one bracket, runs of consecutive numbers of one width as ranges);
+``ranged`` sorts them first, as Slurm prints a job's nodes; ``expand`` reads one back
 (``scontrol show hostnames``), refusing what Slurm would refuse, and bounded so that a range
 such as ``n[0-999999999]`` is refused before anything is allocated."""
 
@@ -20,16 +21,25 @@ def _width(digits: str) -> int:
     return len(digits) if len(digits) > 1 and digits.startswith("0") else 0
 
 
+def _joins(run: list[int], n: int, digits: str) -> bool:
+    """Whether ``n`` (written ``digits``) extends ``run`` ([first, last, pad width]) as Slurm's
+    hostlist joins ranges: the next number, of the same width (``09``-``10``, ``099``-``100``)
+    or neither zero-padded (``9``-``10``)."""
+    if n != run[1] + 1:
+        return False
+    width = _width(digits)
+    return width == run[2] or len(digits) == run[2] or (not width and not run[2])
+
+
 def compress(names: Sequence[str]) -> str:
     parts: list[str] = []
-    key: tuple[str, int] | None = None
-    runs: list[list[int]] = []
+    prefix: str | None = None
+    runs: list[list[int]] = []  # [first, last, pad width] each
 
     def flush() -> None:
-        if key is None:
+        if prefix is None:
             return
-        prefix, width = key
-        text = [f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in runs]
+        text = [f"{a:0{w}d}" if a == b else f"{a:0{w}d}-{b:0{w}d}" for a, b, w in runs]
         single = len(runs) == 1 and runs[0][0] == runs[0][1]
         parts.append(f"{prefix}{text[0]}" if single else f"{prefix}[{','.join(text)}]")
 
@@ -37,20 +47,33 @@ def compress(names: Sequence[str]) -> str:
         m = _NUMBERED.match(name)
         if m is None:
             flush()
-            key, runs = None, []
+            prefix, runs = None, []
             parts.append(name)
             continue
         digits = m.group(2)
-        this, n = (m.group(1), _width(digits)), int(digits)
-        if this == key and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        elif this == key:
-            runs.append([n, n])
-        else:
+        n = int(digits)
+        if m.group(1) != prefix:  # Slurm brackets the ranges of one prefix together
             flush()
-            key, runs = this, [[n, n]]
+            prefix, runs = m.group(1), [[n, n, _width(digits)]]
+        elif _joins(runs[-1], n, digits):
+            runs[-1][1] = n
+            runs[-1][2] = max(runs[-1][2], _width(digits))
+        else:
+            runs.append([n, n, _width(digits)])
     flush()
     return ",".join(parts)
+
+
+def _order(name: str) -> tuple[str, int, str]:
+    m = _NUMBERED.match(name)
+    return (m.group(1), int(m.group(2)), name) if m else (name, -1, name)
+
+
+def ranged(names: Sequence[str]) -> str:
+    """A job's or a partition's node list as Slurm prints it (squeue's ``%N``, sacct's
+    ``NodeList``): each name once, in Slurm's order (by prefix, then number), compressed
+    (``gpu-02,gpu-01`` is ``gpu-[01-02]``); "" for none."""
+    return compress(sorted(dict.fromkeys(names), key=_order))
 
 
 def _split_top(text: str) -> list[str]:

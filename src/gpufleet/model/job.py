@@ -7,7 +7,9 @@ from enum import StrEnum
 from typing import Any
 
 from gpufleet.model.container import ContainerSpec
+from gpufleet.model.errors import SpecError, every
 from gpufleet.model.limits import SIGNAL_BEFORE_S, SIGNALS
+from gpufleet.model.notice import CheckpointNotice
 from gpufleet.model.resources import MILLI, Resources
 from gpufleet.model.secrets import SecretRef
 from gpufleet.model.validate import MAX_ARG, MAX_ENV_VALUE, MAX_NAME, MAX_TEXT
@@ -24,6 +26,7 @@ SPEC_TEXT: dict[str, int] = {
     "env": MAX_ENV_VALUE,  # each value (keys are names)
     "constraint": 1024,
     "gres_type": MAX_NAME,
+    "reservation": MAX_NAME,
     "nodelist": MAX_TEXT,  # each entry, a name or a hostlist before expansion
     "exclude": MAX_TEXT,
     "submit_env": MAX_ENV_VALUE,  # each value of the captured environment
@@ -122,7 +125,30 @@ class JobSpec:
     exclusive: bool = False
     whole_node_memory: bool = False
     gres_type: str = ""
+    # what each of its GPUs must have beside compute (model/engines.py): an engine name
+    # (nvenc, nvdec, nvjpg) and how many at least, or a capability (graphics, display, fp64)
+    gpu_engines: tuple[tuple[str, int], ...] = ()
     container: ContainerSpec | None = None  # the image its tasks run in (model/container.py)
+    # the advance reservation it runs in (Slurm's --reservation): only on its nodes, only while
+    # it is active (model/reservation.py); "": none (it keeps off every reservation's nodes)
+    reservation: str = ""
+    # what it gets before a preemption stops it (model/notice.py); None: its warning signal
+    # stands in, as Slurm's send_user_signal sends it (``preempt_notice``)
+    checkpoint: CheckpointNotice | None = None
+    # not preempted before it has run this long (Kueue KEP-9876's minAdmitDuration, per job)
+    min_runtime_s: float = 0.0
+    # asks its queue's idle-GPU policy to spare it this much longer idle (model/idle.py; capped
+    # by the queue's exempt_max)
+    idle_exempt_s: float = 0.0
+
+    @property
+    def preempt_notice(self) -> CheckpointNotice | None:
+        """The signal and grace a preemption gives: ``checkpoint``, else the warning signal
+        (Slurm's ``--signal=[B:]SIG@T``: SIG now, T seconds to checkpoint), else none."""
+        if self.checkpoint is not None:
+            return self.checkpoint
+        w = self.signal
+        return None if w is None else CheckpointNotice(w.number, w.before_s, w.batch_only)
 
     @property
     def tasks(self) -> int:
@@ -139,6 +165,7 @@ class JobSpec:
             or self.exclusive
             or self.whole_node_memory
             or self.gres_type
+            or self.gpu_engines
             or self.container is not None
         )
 
@@ -197,11 +224,30 @@ class JobSpec:
 
     @staticmethod
     def from_dict(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
-        """A spec from a request's (or a file's) mapping; SpecError names the field at fault
+        """A spec from a request's (or a file's) mapping; a SpecError (SpecErrors: every
+        problem at once) names each field at fault
         (``model/jobspec_read.py``, each group of fields in its step)."""
+        spec, problems = JobSpec.read_all(data, source=source, path=path)
+        if problems:
+            raise every(problems)
+        assert spec is not None
+        return spec
+
+    @staticmethod
+    def read_all(
+        data: Any, *, source: str = "request", path: str = ""
+    ) -> tuple[JobSpec | None, list[SpecError]]:
+        """(the spec of ``data`` without its faulty fields, or None; every problem at once,
+        each naming its field: ``model/every.py``)."""
+        from gpufleet.model.every import every_problem
         from gpufleet.model.jobspec_read import read_spec  # it builds this class
 
-        return read_spec(data, source=source, path=path)
+        return every_problem(
+            lambda d: read_spec(d, source=source, path=path),
+            data,
+            path=path,
+            placeholders={"name": "job", "user": "user"},
+        )
 
 
 class JobState(StrEnum):

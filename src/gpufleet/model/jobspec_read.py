@@ -26,6 +26,7 @@ from gpufleet.model.limits import (
     SIGNALS,
     SPEC_BOUNDS,
 )
+from gpufleet.model.notice import CheckpointNotice
 from gpufleet.model.resources import MILLI
 from gpufleet.model.secrets import read_secrets
 from gpufleet.model.validate import (
@@ -34,6 +35,7 @@ from gpufleet.model.validate import (
     MAX_ITEMS,
     MAX_NAME,
     Fields,
+    did_you_mean,
 )
 
 
@@ -69,6 +71,9 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
     command = _read_command(f)
     env = _read_env(f)
     warning = _read_signal(f)
+    checkpoint = _read_checkpoint(f)
+    min_runtime = f.number("min_runtime_s", 0.0, **_floats("min_runtime_s"))
+    idle_exempt = f.number("idle_exempt_s", 0.0, **_floats("idle_exempt_s"))
     requeue = f.flag("requeue", True)
     secrets = read_secrets(f, {k for k, _ in env})
     alloc = _read_allocation(f, size.workers, size.gpus)
@@ -113,6 +118,9 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
         submit_env=submit_env,
         container=container,
         queues=queues,
+        checkpoint=checkpoint,
+        min_runtime_s=min_runtime,
+        idle_exempt_s=idle_exempt,
     )
     return replace(spec, **alloc) if alloc else spec
 
@@ -248,12 +256,50 @@ def _read_allocation(f: Fields, workers: int, gpus: int) -> dict[str, Any]:
         if gpus == 0:
             problems.append(("gres_type", "a CPU-only job cannot ask for a GPU type"))
         out["gres_type"] = gres_type
+    engines = _read_engines(f, gpus, problems)
+    if engines:
+        out["gpu_engines"] = engines
+    reservation = f.text("reservation", "", max_len=SPEC_TEXT["reservation"]).strip()
+    if reservation:
+        out["reservation"] = reservation
     if problems:
         key, message = problems[0]
         if len(problems) > 1:
             message += "".join(f"; {f.field(k)}: {m}" for k, m in problems[1:])
         raise f.error(key, message)
     return out
+
+
+def _read_engines(
+    f: Fields, gpus: int, problems: list[tuple[str, str]]
+) -> tuple[tuple[str, int], ...]:
+    """``gpu_engines: {nvenc: 1, graphics: 1}``: what each GPU must have (model/engines.py)."""
+    from gpufleet.model.engines import CAPABILITIES, ENGINES
+    from gpufleet.model.validate import did_you_mean
+
+    raw = f.raw("gpu_engines")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        problems.append(("gpu_engines", "must be a mapping of engine to count, e.g. {nvenc: 1}"))
+        return ()
+    out: list[tuple[str, int]] = []
+    for name, n in raw.items():
+        key = str(name).strip().lower()
+        if key not in CAPABILITIES:
+            hint = did_you_mean(key, list(CAPABILITIES))
+            problems.append(
+                ("gpu_engines", f"unknown engine {name!r}{hint} (known: {', '.join(CAPABILITIES)})")
+            )
+        elif isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
+            problems.append(("gpu_engines", f"{key}: a count from 1 to 64, got {n!r}"))
+        elif key not in ENGINES and n != 1:
+            problems.append(("gpu_engines", f"{key} is a capability, not counted: give 1"))
+        else:
+            out.append((key, n))
+    if out and gpus == 0:
+        problems.append(("gpu_engines", "a CPU-only job cannot ask for GPU engines"))
+    return tuple(sorted(dict(out).items()))
 
 
 def _read_topology(f: Fields) -> Topology:
@@ -267,7 +313,11 @@ def _read_topology(f: Fields) -> Topology:
     try:
         level = TopologyLevel(level_s)
     except ValueError:
-        raise t.error("level", f"must be one of node, leaf, pod, any; got {level_s!r}") from None
+        levels = [x.value for x in TopologyLevel]
+        raise t.error(
+            "level",
+            f"must be one of {', '.join(levels)}; got {level_s!r}{did_you_mean(level_s, levels)}",
+        ) from None
     required = t.flag("required", False)
     t.finish()
     return Topology(level, required)
@@ -276,13 +326,17 @@ def _read_topology(f: Fields) -> Topology:
 def parse_signal(text: str) -> WarningSignal:
     """``[B:]SIG[@T]`` as Slurm's --signal reads it (SIG a name or a number; T 60 s when not
     given). ValueError says what is wrong. Slurm's ``R:`` (at the end of a reservation) has no
-    meaning in gpufleet, which has no reservations, and is refused."""
+    meaning in gpufleet (which does not signal a job when its reservation ends) and is
+    refused."""
     s = text.strip()
     batch = s[:2].upper() == "B:"
     if batch:
         s = s[2:]
     if s[:2].upper() in ("R:", "RB") or s[:3].upper() == "BR:":
-        raise ValueError("R: (at the end of a reservation) is not supported: gpufleet has none")
+        raise ValueError(
+            "R: (at the end of a reservation) is not supported: gpufleet does not signal a job "
+            "when its reservation ends"
+        )
     sig, at, when = s.partition("@")
     number = signal_number(sig)
     before = SIGNAL_BEFORE_S
@@ -336,6 +390,34 @@ def _read_signal(f: Fields) -> WarningSignal | None:
     return WarningSignal(number, before, batch)
 
 
+def _read_checkpoint(f: Fields) -> CheckpointNotice | None:
+    """``checkpoint``: ``{signal, grace_s, batch_only}``, or Slurm's ``[B:]SIG[@T]`` (T the
+    grace, 60 s when not given)."""
+    raw = f.raw("checkpoint")
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            w = parse_signal(f.checked("checkpoint", raw, MAX_NAME))
+        except ValueError as e:
+            raise f.error("checkpoint", f"expected [B:]SIG[@SECONDS]: {e}") from None
+        return CheckpointNotice(w.number, w.before_s, w.batch_only)
+    c = Fields(raw, source=f.source, path=f.field("checkpoint"))
+    sig = c.raw("signal")  # checked last: a field left out for its problem leaves the rest
+    grace = c.integer("grace_s", SIGNAL_BEFORE_S, **_ints("checkpoint.grace_s"))
+    batch = c.flag("batch_only", False)
+    c.finish()
+    if sig is None:
+        raise f.error("checkpoint", "needs its signal (the one a preemption sends first: USR1)")
+    if isinstance(sig, bool) or not isinstance(sig, str | int):
+        raise c.error("signal", f"must be a signal's name or number, got {sig!r}")
+    try:
+        number = signal_number(c.checked("signal", sig, MAX_NAME) if isinstance(sig, str) else sig)
+    except ValueError as e:
+        raise c.error("signal", str(e)) from None
+    return CheckpointNotice(number, grace, batch)
+
+
 def _read_command(f: Fields) -> tuple[str, ...]:
     if not f.has("command"):
         f.items("command")
@@ -380,7 +462,11 @@ def _read_batch(f: Fields) -> tuple[bool, str, str, str, str, str]:
     stdin = f.text("input", "", max_len=SPEC_TEXT["input"])
     open_mode = f.text("open_mode", "truncate", max_len=MAX_NAME)
     if open_mode not in OPEN_MODES:
-        raise f.error("open_mode", f"must be one of {', '.join(OPEN_MODES)}; got {open_mode!r}")
+        raise f.error(
+            "open_mode",
+            f"must be one of {', '.join(OPEN_MODES)}; got {open_mode!r}"
+            + did_you_mean(open_mode, OPEN_MODES),
+        )
     for key, given in (
         ("output", output),
         ("error", error),

@@ -30,6 +30,12 @@ SPEC_BOUNDS: dict[str, tuple[float, float]] = {  # ints where the key is an inte
     # 1..64; a name is read as its number) and how long before the time limit it goes out
     "signal.signal": (1, 64),
     "signal.before_s": (0, 0xFFFF),  # Slurm's bound on T
+    # the checkpoint notice at a preemption (``checkpoint``: model/notice.py): its signal as
+    # the warning signal's, its grace as Slurm's T; and the run before any preemption
+    "checkpoint.signal": (1, 64),
+    "checkpoint.grace_s": (0, 0xFFFF),
+    "min_runtime_s": (0, MAX_TIME_LIMIT_S),
+    "idle_exempt_s": (0, MAX_TIME_LIMIT_S),  # capped by the queue's idle exempt_max
     "tasks_per_worker": (1, 4096),  # tasks sharing one worker's resources (Slurm's per node)
 }
 MAX_NODE_NAMES = 4096  # names in nodelist or exclude, after hostlist expansion

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.model.defrag import DefragOverrides
+from gpufleet.model.idle import IdlePolicy
+from gpufleet.model.limits import SPEC_BOUNDS
+from gpufleet.model.notice import PREEMPT_GRACE_MAX_S
 from gpufleet.model.resources import MILLI, UNLIMITED, Resources
 from gpufleet.model.validate import Fields
 
@@ -17,6 +21,16 @@ class QueueSpec:
     cohort: str = ""  # queues of one cohort lend each other idle quota
     can_borrow: bool = True
     can_lend: bool = True
+    # the longest a preemption waits for a victim's checkpoint (Slurm's partition GraceTime,
+    # as a cap on what each job asks: model/notice.py)
+    preempt_grace_max_s: float = PREEMPT_GRACE_MAX_S
+    # the highest priority a job of the queue may have, whoever submits it (an admin's too: it
+    # is the queue's policy, changed by changing the queue); None: no cap
+    priority_max: int | None = None
+    # what is done with its jobs whose GPUs sit idle (model/idle.py); None: nothing
+    idle: IdlePolicy | None = None
+    # its gangs' changes to the cluster's defragmentation policy (model/defrag.py); None: none
+    defrag: DefragOverrides | None = None
 
     @property
     def limited(self) -> bool:
@@ -42,5 +56,27 @@ class QueueSpec:
             q.finish()
         borrow = f.flag("can_borrow", True)
         lend = f.flag("can_lend", True)
+        grace = f.number("preempt_grace_max_s", PREEMPT_GRACE_MAX_S, minimum=0.0, maximum=0xFFFF)
+        top = None
+        if f.has("priority_max"):
+            top = f.integer("priority_max", 0, minimum=0, maximum=int(SPEC_BOUNDS["priority"][1]))
+        idle = None
+        if f.has("idle"):
+            idle = IdlePolicy.from_dict(f.raw("idle") or {}, source=source, path=f.field("idle"))
+        defrag = None
+        if f.has("defrag"):
+            raw_defrag = f.raw("defrag") or {}
+            defrag = DefragOverrides.from_dict(raw_defrag, source=source, path=f.field("defrag"))
         f.finish()
-        return QueueSpec(name, quota, weight, cohort, borrow, lend)
+        return QueueSpec(
+            name,
+            quota,
+            weight,
+            cohort,
+            borrow,
+            lend,
+            grace,
+            priority_max=top,
+            idle=idle,
+            defrag=defrag,
+        )

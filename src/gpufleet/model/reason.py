@@ -15,11 +15,27 @@ class ReasonCode(StrEnum):
     PRIORITY = "Priority"  # jobs ahead in order are waiting for the same capacity
     RESERVED = "Reserved"  # would start, but only on capacity reserved for an earlier job
     PREEMPTING = "Preempting"  # victims are being stopped to make room
+    # smaller jobs are being moved to free one leaf for it (preempt/defrag, ADR 0045)
+    DEFRAG = "Defragmenting"
     NEVER = "NeverSchedulable"  # larger than any allowed part of the cluster, even when empty
     BACKOFF = "BackOff"  # waiting out a retry back-off
     DEPENDENCY = "Dependency"  # waiting for another job
     ARRAY_LIMIT = "ArrayTaskLimit"  # its array runs as many tasks as its %N allows
     HELD = "Held"  # the head of the order is blocked and this profile does not backfill
+    # advance reservations (model/reservation.py): kept off nodes reserved for maintenance, or
+    # for a reservation it is not in; waiting for its own reservation to start
+    RESV_MAINT = "ReservedForMaintenance"
+    RESV_NODES = "ReservedNodes"
+    RESV_WAIT = "Reservation"
+    # an elastic pool is powering up nodes that it would start on (model/elastic.py)
+    GROWING = "PoolGrowing"
+    # its user has no Unix account on the nodes that could run it (scheduler/identity.py; Slurm
+    # holds a job whose launch failed so, slurmd's "User not found on host"), or the nodes
+    # have not said yet
+    NO_ACCOUNT = "UserNotFoundOnHost"
+    ACCOUNT_LOOKUP = "UserLookup"
+    # a RUNNING job's only Reason: its queue's idle-GPU policy has warned it (core/idle.py)
+    IDLE = "IdleGpus"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +45,12 @@ class Reason:
     data: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     estimated_start: float | None = None  # when it should start (seconds, the Clock's time)
     # how sure that is: "reserved" (at the latest, unless nodes fail or a job of higher
-    # priority arrives) or "planned" (if every job runs to its time limit); "" with no estimate
+    # priority arrives) or "planned" (the queue played forward, if nobody of higher priority
+    # arrives; start_low/high say how far such plans were off here); "" with no estimate
     start_bound: str = ""
+    # the start's 80 % band (10th to 90th percentile) where the cluster's history gives one
+    start_low: float | None = None
+    start_high: float | None = None
 
     def __str__(self) -> str:
         return f"{self.code.value}: {self.message}"

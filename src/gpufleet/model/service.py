@@ -134,7 +134,8 @@ class Rollout:
 class Backoff:
     """A failed replica's replacement waits ``base_s`` doubled for each failure in a row, at
     most ``max_s``; a replica that stayed ready ``reset_s`` starts the count again. After
-    ``avoid_node_after`` failures in a row on one node, replacements avoid that node."""
+    ``avoid_node_after`` failures in a row on one node, replacements avoid that node (while the
+    replica may run on another)."""
 
     base_s: float = 10.0
     max_s: float = 300.0
@@ -161,6 +162,24 @@ class Autoscale:
 
 
 @dataclass(frozen=True, slots=True)
+class Desktop:
+    """A service that is one user's remote desktop (``gpufleet desktop run``): its endpoint
+    lets in only its owner's (and admins') own gpufleet tokens, never a service token, and
+    carries WebSocket; after ``idle_suspend_s`` with no open connection and no request
+    through the gateway, the core scales it to 0 (suspended; ``desktop run`` again resumes
+    it). ``geometry``: the X screen, WIDTHxHEIGHT."""
+
+    idle_suspend_s: float = 1800.0
+    geometry: str = "1280x800"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"idle_suspend_s": self.idle_suspend_s, "geometry": self.geometry}
+
+
+GEOMETRY = re.compile(r"^([1-9][0-9]{2,3})x([1-9][0-9]{2,3})$")
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceSpec:
     name: str
     replica: JobSpec  # the template of every replica: one worker, no time limit, no retries
@@ -174,6 +193,7 @@ class ServiceSpec:
     liveness: Probe | None = None
     rollout: Rollout = field(default_factory=Rollout)
     restart: Backoff = field(default_factory=Backoff)
+    desktop: Desktop | None = None  # a user's remote desktop (see Desktop)
 
     @property
     def initial_replicas(self) -> int:
@@ -215,6 +235,8 @@ class ServiceSpec:
             "reset_s": b.reset_s,
             "avoid_node_after": b.avoid_node_after,
         }
+        if self.desktop is not None:
+            out["desktop"] = self.desktop.to_dict()
         return out
 
     @staticmethod
@@ -271,6 +293,8 @@ def _job_to_dict(s: JobSpec) -> dict[str, Any]:
         out["exclusive"] = True
     if s.gres_type:
         out["gres_type"] = s.gres_type
+    if s.gpu_engines:
+        out["gpu_engines"] = dict(s.gpu_engines)
     if s.workdir:
         out["workdir"] = s.workdir
     if s.container is not None:

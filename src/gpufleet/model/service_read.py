@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gpufleet.model.errors import SpecError
+from gpufleet.model.errors import SpecError, each
 from gpufleet.model.job import JobSpec
 from gpufleet.model.service import (
+    GEOMETRY,
     MAX_DELAY_S,
     MAX_QPS,
     MAX_REPLICAS,
@@ -17,6 +18,7 @@ from gpufleet.model.service import (
     Amount,
     Autoscale,
     Backoff,
+    Desktop,
     Probe,
     Rollout,
     ServiceSpec,
@@ -74,7 +76,7 @@ class _Reader:
         try:
             return read()
         except SpecError as e:
-            self.problems.append((e.field, e.reason))
+            self.problems += [(x.field, x.reason) for x in each(e)]
             return default
 
     def fields(self, data: Any, path: str) -> Fields | None:
@@ -113,13 +115,45 @@ class _Reader:
             )
         rollout = self.rollout(f)
         restart = self.backoff(f)
+        desktop = self.desktop(f)
+        if desktop is not None and (autoscale is not None or replicas > 1):
+            self.problems.append(
+                (f.field("desktop"), "a desktop is one replica (0 when suspended), no autoscale")
+            )
         self.finish(f)
         if self.problems:
             raise _refusal(self.problems, self.source, path)
         assert replica is not None
         return ServiceSpec(
-            name, replica, port, replicas, autoscale, readiness, liveness, rollout, restart
+            name,
+            replica,
+            port,
+            replicas,
+            autoscale,
+            readiness,
+            liveness,
+            rollout,
+            restart,
+            desktop,
         )
+
+    def desktop(self, f: Fields) -> Desktop | None:
+        raw = f.raw("desktop")
+        if raw is None:
+            return None
+        d = self.fields(raw, f.field("desktop"))
+        if d is None:
+            return None
+        idle = self.get(
+            lambda: d.number("idle_suspend_s", 1800.0, minimum=1, maximum=MAX_DELAY_S), 1800.0
+        )
+        geometry = self.get(lambda: d.text("geometry", max_len=9), "") or "1280x800"
+        if not GEOMETRY.match(geometry):
+            self.problems.append(
+                (d.field("geometry"), f"must be WIDTHxHEIGHT (100-9999 each), got {geometry!r}")
+            )
+        self.finish(d)
+        return Desktop(idle, geometry)
 
     def autoscale(self, f: Fields) -> Autoscale | None:
         keys = ("min", "max", "target_qps_per_replica", "upscale_delay_s", "downscale_delay_s")

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpufleet.model.errors import SpecError
+from gpufleet.model.errors import SpecError, every
 
 # Bounds of every string read from outside. A name is short; a command argument may carry a
 # probe program (``ops/probes`` packs ~50 kB into ``python3 -c``); the request body limit
@@ -202,9 +202,30 @@ class Fields:
         return out
 
     def finish(self) -> None:
+        """Refuse every key nobody read, each with the known key it is closest to."""
         unknown = sorted(str(k) for k in self.data if k not in self._seen)
-        if unknown:
-            raise self.error(unknown[0], f"unknown key (allowed: {', '.join(sorted(self._seen))})")
+        if not unknown:
+            return
+        known = sorted(self._seen)
+        allowed = ", ".join(known)
+        errors = [
+            self.error(k, f"unknown key{close}" if close else f"unknown key (allowed: {allowed})")
+            for k in unknown
+            for close in [did_you_mean(k, known)]
+        ]
+        raise every(errors)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the choice closest to a mistyped ``word``, else ""."""
+    options = list(choices)
+    longer = sorted((c for c in options if c.startswith(word) and word), key=len)
+    if longer:  # a name cut short (gpus: gpus_per_worker)
+        return f" (did you mean {longer[0]!r}?)"
+    import difflib  # only on a mistake: the sbatch shim reads specs without it
+
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def require_unique(names: Iterable[str], *, source: str, field: str, what: str) -> None:

@@ -3,6 +3,9 @@ rules (``rules/gpufleet.rules.yml``, with their promtool unit tests in ``rules/t
 Grafana dashboard (``grafana/gpufleet.json``) and a scrape config for the controller's
 /metrics (``prometheus_config``; ``prometheus.example.yml`` is a commented one, with a scrape
 target per node). ``python -m gpufleet.monitoring`` prints the paths and the scrape config.
+The controller's /metrics needs a metrics token (``gpufleet token create prometheus --role
+metrics --out FILE``); the configs give Prometheus its file (``authorization:
+credentials_file``), so the secret is in no config.
 
 Scraping per node: the controller serves every node's GPUs, so one target puts them all under
 one ``instance``, and the ``instance`` picker of NVIDIA's DCGM dashboard shows the controller.
@@ -24,6 +27,8 @@ RULES = HERE / "rules" / "gpufleet.rules.yml"
 RULE_TESTS = HERE / "rules" / "tests"
 DASHBOARD = HERE / "grafana" / "gpufleet.json"
 EXAMPLE_CONFIG = HERE / "prometheus.example.yml"
+# where the scrape config looks for the metrics token by default (readable by Prometheus only)
+DEFAULT_TOKEN_FILE = "/etc/prometheus/gpufleet-metrics.token"
 
 
 def rule_tests() -> list[Path]:
@@ -36,7 +41,7 @@ def prometheus_config(
     rules: Path | None = RULES,
     scrape_interval_s: float = 15,
     evaluation_interval_s: float = 15,
-    token: str | None = None,
+    token_file: str | Path | None = DEFAULT_TOKEN_FILE,
     job: str = "gpufleet",
     nodes: Sequence[str] | None = None,
     node_targets_file: Path | None = None,
@@ -45,9 +50,15 @@ def prometheus_config(
     controller's /metrics holds every node's GPUs: one target, however large the cluster.
     With ``nodes`` (static) or ``node_targets_file`` (file_sd, see ``file_sd_targets``), a
     second job ``{job}-gpus`` scrapes each node's GPU series apart, with ``instance`` set to
-    the node's name, and the first job takes the rest (``gpus=false``)."""
+    the node's name, and the first job takes the rest (``gpus=false``). Prometheus reads the
+    metrics token from ``token_file`` (``gpufleet token create prometheus --role metrics --out
+    FILE``); None: no token, for a controller run with ``--metrics-public``."""
     per_node = nodes is not None or node_targets_file is not None
-    auth = ["    authorization:", f"      credentials: {token!r}"] if token else []
+    auth = (
+        ["    authorization:", f"      credentials_file: {str(token_file)!r}"]
+        if token_file is not None
+        else []
+    )
     lines = [
         "global:",
         f"  scrape_interval: {scrape_interval_s:g}s",
@@ -97,6 +108,7 @@ def file_sd_targets(target: str, nodes: Sequence[str]) -> str:
 
 __all__ = [
     "DASHBOARD",
+    "DEFAULT_TOKEN_FILE",
     "EXAMPLE_CONFIG",
     "RULES",
     "RULE_TESTS",

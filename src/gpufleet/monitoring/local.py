@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from gpufleet.base.secretfile import write_secret
 from gpufleet.monitoring import RULES, prometheus_config
 
 
@@ -26,7 +27,9 @@ def _free_port() -> int:
 class LocalPrometheus:
     """``prometheus`` scraping ``target`` (host:port) every ``interval_s``, rules evaluated as
     often, its data in ``data_dir``; with ``nodes``, each node's GPU series as a target of its
-    own (``instance`` = the node). ``stop()`` (or the context manager) ends it."""
+    own (``instance`` = the node). ``token``: the controller's metrics token (None: its
+    /metrics is public), given to Prometheus as a file. ``stop()`` (or the context manager)
+    ends it."""
 
     def __init__(
         self,
@@ -45,6 +48,12 @@ class LocalPrometheus:
                 "prometheus is not installed (Debian: apt-get install prometheus)"
             )
         data_dir.mkdir(parents=True, exist_ok=True)
+        # the metrics token in a 0600 file, as on a real Prometheus host; Prometheus reads it
+        # at each scrape, so set_token may change it
+        self.token_file = data_dir / "metrics.token"
+        token_file = None
+        if token is not None:
+            token_file = write_secret(self.token_file, token, replace=True)
         cfg = data_dir / "prometheus.yml"
         cfg.write_text(
             prometheus_config(
@@ -52,7 +61,7 @@ class LocalPrometheus:
                 rules=rules,
                 scrape_interval_s=interval_s,
                 evaluation_interval_s=interval_s,
-                token=token,
+                token_file=token_file,
                 nodes=nodes,
             )
         )
@@ -71,6 +80,11 @@ class LocalPrometheus:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+    def set_token(self, token: str) -> None:
+        """The metrics token from the next scrape on (the controller's may not exist when
+        Prometheus starts; give it a placeholder ``token`` then)."""
+        write_secret(self.token_file, token, replace=True)
 
     def _alive(self) -> None:
         if self.proc.poll() is not None:

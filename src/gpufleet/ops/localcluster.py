@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 import pwd
-import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from gpufleet.api.schemas import TokenCreate
 from gpufleet.base.secretfile import write_secret
 from gpufleet.client import ApiError, Client
+from gpufleet.ops import portblocks
 
 
 def free_port() -> int:
@@ -31,7 +32,6 @@ def free_port() -> int:
 # the services' endpoint ports of local clusters: from the controller's default range
 # (31500) up to the kernel's ephemeral ports (32768), where no replica port (20000-27499) is
 GATEWAY_PORTS = range(31500, 32768)
-_given_ports: set[int] = set()  # handed out by this process: two clusters never share one
 
 
 def _bindable(port: int) -> bool:
@@ -44,20 +44,34 @@ def _bindable(port: int) -> bool:
 
 
 def free_gateway_ports(n: int = 10) -> str:
-    """``FIRST-LAST``: ``n`` consecutive ports below 32768 that are free on 127.0.0.1 now and
-    that this process has not handed out before (``--gateway-ports``). The search starts at a
-    random place, so clusters in other processes (a parallel test run) rarely look at the
-    same ports first."""
-    if not 1 <= n <= len(GATEWAY_PORTS):
-        raise ValueError(f"gateway ports: need 1 to {len(GATEWAY_PORTS)} of them, not {n}")
-    lo, hi = GATEWAY_PORTS.start, GATEWAY_PORTS.stop - n
-    start = secrets.randbelow(hi - lo + 1) + lo
-    for first in [*range(start, hi + 1), *range(lo, start)]:
-        ports = range(first, first + n)
-        if not _given_ports.intersection(ports) and all(_bindable(p) for p in ports):
-            _given_ports.update(ports)
-            return f"{ports[0]}-{ports[-1]}"
-    raise RuntimeError(f"no {n} consecutive free ports in {lo}-{GATEWAY_PORTS.stop - 1}")
+    """``FIRST-LAST`` for ``--gateway-ports``: a block of ``n`` ports of GATEWAY_PORTS that no
+    process on this host holds (``portblocks``: parallel test workers included) and that are
+    free on 127.0.0.1 now; ``release_ports`` gives it back."""
+    return _claim(GATEWAY_PORTS, n)
+
+
+# the replicas' ports of local clusters: the controller's default range, a block per cluster
+# (every node of every local cluster is on 127.0.0.1: with one range, each cluster's first
+# replica would be given 20000, and two clusters' replicas would collide)
+REPLICA_PORTS = range(20000, 27500)
+
+
+def free_replica_ports(n: int = 40) -> str:
+    """``FIRST-LAST`` for ``--replica-ports``: as ``free_gateway_ports``, of REPLICA_PORTS."""
+    return _claim(REPLICA_PORTS, n)
+
+
+def release_ports(text: str) -> None:
+    """A block ``free_gateway_ports`` or ``free_replica_ports`` gave, given back."""
+    first, _, last = text.partition("-")
+    portblocks.release(range(int(first), int(last or first) + 1))
+
+
+def _claim(pool: range, n: int) -> str:
+    if not 1 <= n <= len(pool):
+        raise ValueError(f"ports: need 1 to {len(pool)} of them, not {n}")
+    block = portblocks.claim_block(pool, n, _bindable)
+    return f"{block.start}-{block.stop - 1}"
 
 
 class ProcessDied(RuntimeError):
@@ -115,6 +129,8 @@ class LocalCluster:
     # first installed) and --gateway-ports ("" a free range of free_gateway_ports())
     gateway: str = ""
     gateway_ports: str = ""
+    # the replicas' ports (--replica-ports; "" a free block of free_replica_ports())
+    replica_ports: str = ""
     # HTTPS: the controller serves tls_cert/tls_key; agents and clients verify it against ca
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -152,15 +168,39 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.port:
             self.port = free_port()
+        args, env = self.controller_command(self.data_dir / "controller", self.port)
+        log = (self.data_dir / "controller.log").open("ab")
+        self.controller = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        token_file = self.admin_token_file
+
+        def up() -> bool:
+            assert self.controller is not None
+            if self.controller.poll() is not None:
+                raise ProcessDied(
+                    f"the controller exited with {self.controller.returncode}; "
+                    f"see {self.data_dir / 'controller.log'}"
+                )
+            with self.client() as c:
+                return bool(c.health().get("ok"))
+
+        wait_until("the controller answering", up, 60)
+        if not self.admin_token:
+            wait_until("the admin token", token_file.exists, 10)
+            self.admin_token = token_file.read_text().strip()
+
+    def controller_command(self, data_dir: Path, port: int) -> tuple[list[str], dict[str, str]]:
+        """A controller's command line and environment, on ``data_dir`` and ``port``."""
         args = [
             sys.executable,
             "-m",
             "gpufleet.cli.main",
             "controller",
             "--data-dir",
-            str(self.data_dir / "controller"),
+            str(data_dir),
             "--port",
-            str(self.port),
+            str(port),
             "--heartbeat-s",
             str(self.heartbeat_s),
             "--node-grace-s",
@@ -192,28 +232,14 @@ class LocalCluster:
             if not self.gateway_ports:  # kept: a restarted controller serves the same ports
                 self.gateway_ports = free_gateway_ports()
             args += ["--gateway-ports", self.gateway_ports]
-        log = (self.data_dir / "controller.log").open("ab")
-        self.controller = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        token_file = self.admin_token_file
+        if not self.replica_ports:  # kept: a restarted controller gives the same ports
+            self.replica_ports = free_replica_ports()
+        args += ["--replica-ports", self.replica_ports]
+        return args, env
 
-        def up() -> bool:
-            assert self.controller is not None
-            if self.controller.poll() is not None:
-                raise ProcessDied(
-                    f"the controller exited with {self.controller.returncode}; "
-                    f"see {self.data_dir / 'controller.log'}"
-                )
-            with self.client() as c:
-                return bool(c.health().get("ok"))
-
-        wait_until("the controller answering", up, 60)
-        if not self.admin_token:
-            wait_until("the admin token", token_file.exists, 10)
-            self.admin_token = token_file.read_text().strip()
-
-    def start_agent(self, i: int, *extra: str) -> AgentProc:
+    def start_agent(self, i: int, *extra: str, wrap: Sequence[str] = ()) -> AgentProc:
+        """Agent ``node-i``; ``wrap``: a command that runs it (``unshare …``, a test's node
+        with accounts of its own)."""
         name = f"node-{i}"
         with self.admin() as c:
             try:
@@ -227,6 +253,7 @@ class LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         token_file = write_secret(self.data_dir / f"{name}.token", token, replace=True)
         args = [
+            *wrap,
             self.agent_python or sys.executable,
             "-m",
             "gpufleet.agent",
@@ -253,6 +280,7 @@ class LocalCluster:
             "64",
             "--memory-gib",
             "256",
+            "--no-access-check",  # its jobs run as its own account (fallback_account)
             *extra,
         ]
         log = (self.data_dir / f"{name}.log").open("ab")
@@ -302,6 +330,9 @@ class LocalCluster:
             _kill_group(self.controller, signal.SIGTERM, group=False)
             _reap(self.controller)
             self.controller = None
+        for ports in (self.replica_ports, self.gateway_ports):
+            if ports:
+                release_ports(ports)
 
     def __enter__(self) -> LocalCluster:
         return self.start()

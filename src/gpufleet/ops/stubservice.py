@@ -64,10 +64,13 @@ def ready_service(
     timeout_s: float = 60,
     generation: int | None = None,
     without: str = "",
+    routed: bool = False,
 ) -> ServiceOut:
     """The service once ``n`` replicas are ready, no rollout runs, with ``generation`` every
     replica is of it (the old ones have ended), and replica ``without`` (one just killed) is
-    not among them; TimeoutError naming what was last seen."""
+    not among them; with ``routed``, once the gateway's proxy also sends them requests (its
+    reload done: until then a worker of its older config may still take a connection);
+    TimeoutError naming what was last seen."""
     deadline = time.monotonic() + timeout_s
     while True:
         s = c.service(name)
@@ -79,10 +82,11 @@ def ready_service(
             # the old replicas gone too, not only out of the routes (drained, then stopped)
             and (generation is None or all(r.generation == generation for r in s.replicas))
             and all(r.job_id != without for r in s.replicas)
+            and (not routed or all(r.routed is not False for r in live))
         ):
             return s
         if time.monotonic() > deadline:
-            seen = [(r.job_id, r.generation, r.state, r.ready) for r in s.replicas]
+            seen = [(r.job_id, r.generation, r.state, r.ready, r.routed) for r in s.replicas]
             raise TimeoutError(
                 f"service {name}: not {n} ready replicas within {timeout_s:g} s: {seen}"
             )

@@ -24,6 +24,7 @@ from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.never_fits import NeverFits, never_fits
 from gpufleet.scheduler.request import Shape, shape_of
+from gpufleet.scheduler.reservations import Windows
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 from gpufleet.scheduler.workspace import Workspace
@@ -71,6 +72,8 @@ class _Cycle:
         # queues whose jobs need the admit plugin asked (all, unless it says otherwise)
         self.admit_all = not profile.admit.admits_unlimited
         self.whole_only, self.eligible = self._eligible()
+        # the advance reservations' terms (made when a job needs them: most cycles have none)
+        self.windows: Windows | None = Windows(snap) if snap.reservations or snap.accounts else None
 
     def _eligible(self) -> tuple[bool, Sequence[PendingJob]]:
         """Whether every pending job wants whole GPUs (so a full cluster ends the walk), and
@@ -118,6 +121,11 @@ class _Cycle:
             if self.head is not None and self.whole_only and ws.free_full == 0:
                 break  # nothing left to place: the rest wait for resources
             examined.add(job.id)
+            if self.windows is not None or job.spec.reservation:
+                termed = self.reserved_nodes(job)  # the reservations' terms, as exclusions
+                if termed is None:
+                    continue
+                job = termed
             job, adm = self.admit(job)  # 2.
             if adm is not ADMITTED and adm.status.code is not Code.SUCCESS:  # runs per job
                 self.refused(job, adm)
@@ -133,6 +141,16 @@ class _Cycle:
             if self.place(job, adm) or self.preempt(job, adm):  # 3., else 5.
                 continue
             self.block(job)  # 4. the first such job becomes the head, with its reservation
+
+    def reserved_nodes(self, job: PendingJob) -> PendingJob | None:
+        """``job`` kept off the nodes of the reservations it may not use (or held to its own
+        one's); None: it waits for its reservation, with why."""
+        if self.windows is None:
+            self.windows = Windows(self.snap)
+        termed, why = self.windows.apply(job)
+        if termed is None:
+            self.give(job, why)
+        return termed
 
     # ----- 2. admit ------------------------------------------------------------------------
 
@@ -204,10 +222,20 @@ class _Cycle:
         if not chosen:
             return False
         self.preemptors += 1
+        said = next(
+            (r for p in profile.preempt if (r := p.reason_for(job, chosen, self.snap)) is not None),
+            None,
+        )
+        domain = "" if said is None else str(said.data.get("leaf", ""))
         for v in chosen:
             self.victims_taken.add(v.id)
-            self.res.preemptions.append(Preempt(v.id, job.id, preemption.why(v, job, self.usage)))
-        self.res.reasons[job.id] = explain.preempting(job, chosen)
+            why = (
+                preemption.why(v, job, self.usage)
+                if said is None
+                else f"for job {job.id}: {said.message}"
+            )
+            self.res.preemptions.append(Preempt(v.id, job.id, why, domain))
+        self.res.reasons[job.id] = explain.preempting(job, chosen) if said is None else said
         preemption.hold_for(job, chosen, self.ws, profile, self.rng)
         if self.head is None:
             self.head = job
@@ -267,6 +295,9 @@ class _Cycle:
                 self.head,
                 self.rng,
             )
+            if self.windows is not None:
+                self.windows.explain(res.reasons, self.ws, self.profile.place, self.snap.cycle)
+            explain.moving(self.snap, res)
         return res
 
 

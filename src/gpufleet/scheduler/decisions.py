@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpufleet.model.allocation import Allocation
@@ -72,8 +72,9 @@ class Reasons(Mapping[str, Reason]):
             raise KeyError(job_id)
         if self._plan is not None:
             e = self._plan.get(job_id)
-            if e is not None:
-                return replace(r, estimated_start=e.at, start_bound=e.bound)
+            # a Reason's own estimate (a reservation's end) stands where it is the earlier one
+            if e is not None and (r.estimated_start is None or e.at <= r.estimated_start):
+                return self._plan.shown(job_id, r, e)
         return r
 
     def __contains__(self, job_id: object) -> bool:
@@ -102,6 +103,8 @@ class Preempt:
     job_id: str  # the victim
     for_job: str
     reason: str
+    # the topology domain (leaf) a defragmentation move frees; "" for any other preemption
+    domain: str = ""
 
 
 @dataclass(frozen=True, slots=True)

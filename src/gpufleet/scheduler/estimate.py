@@ -1,28 +1,32 @@
-"""When each pending job should start: a plan of the queue on the cycle's end state.
+"""When each pending job should start: a plan of the queue played forward from the cycle.
 
-Pure. Every running job (and every job the cycle started) holds its GPUs until its time limit
-(or the backfill plugin's assumed one; without either, for ever); the EASY reservation's job
-starts at its reservation; then the other pending jobs, in the order the cycle uses, each take
-the first moment at which enough GPUs are free for its whole time limit and its queue's quota
-admits it (the admit plugin is asked, with the queues' usage at that moment), as conservative
-backfill would plan them. Counted in GPUs over the cluster, not per node: fragmentation can
-delay a start beyond its estimate, jobs that end before their limit bring it forward.
+Pure. Every running job (and every job the cycle started) holds its GPUs for its predicted run
+time (the median the cluster's own history gives, ``runtime_history``, bounded by its limit;
+without a history, until its time limit, or the backfill plugin's assumed one, or for ever); the
+EASY reservation's job starts at its reservation; then the other pending jobs are played forward
+as the scheduler would take them (``estimate_forward``): at each predicted end, in the order
+plugin's order on the usage of that moment, EASY-style, each where its queue's quota admits it.
+Counted in GPUs over the cluster, not per node: fragmentation can delay a start beyond its
+estimate. What the user is told comes with an 80 % band, from how far such estimates were off
+on this cluster (``start_errors``).
 
 Built lazily: nothing is worked out until a Reason is read (the simulator never reads them).
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import TYPE_CHECKING
 
-from gpufleet.model.reason import ReasonCode
+from gpufleet.model.job import JobSpec
+from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import Resources
 from gpufleet.scheduler.admission import admit_any
+from gpufleet.scheduler.estimate_forward import Forward
+from gpufleet.scheduler.runtime_history import RuntimeQuantiles
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage, capacity_of
 
@@ -36,7 +40,16 @@ RESERVED = "reserved"  # EASY's reservation: at the latest, unless nodes fail or
 PLANNED = "planned"  # if every job runs to its time limit and none of higher priority arrives
 
 MAX_PLANNED = 2000  # jobs planned per cycle, in order; those behind get no estimate
-_NO_START = {ReasonCode.NEVER, ReasonCode.DEPENDENCY, ReasonCode.ARRAY_LIMIT}
+# no planned start: never, or one the Reason gives itself (a reservation's end or start)
+_NO_START = {
+    ReasonCode.NEVER,
+    ReasonCode.DEPENDENCY,
+    ReasonCode.ARRAY_LIMIT,
+    ReasonCode.RESV_MAINT,
+    ReasonCode.RESV_NODES,
+    ReasonCode.RESV_WAIT,
+    ReasonCode.GROWING,  # when its nodes register: the provider's time, not the plan's
+}
 INF = math.inf
 
 
@@ -44,30 +57,6 @@ INF = math.inf
 class Estimate:
     at: float
     bound: str
-
-
-class _Profile:
-    """GPUs in use over time: ``used[i]`` from ``times[i]`` until ``times[i + 1]``."""
-
-    def __init__(self, start: float) -> None:
-        self.times: list[float] = [start]
-        self.used: list[int] = [0]
-
-    def _split(self, t: float) -> int:
-        i = bisect.bisect_right(self.times, t) - 1
-        if self.times[i] != t:
-            self.times.insert(i + 1, t)
-            self.used.insert(i + 1, self.used[i])
-            i += 1
-        return i
-
-    def hold(self, start: float, end: float, gpu_milli: int) -> None:
-        if gpu_milli == 0 or end <= start:
-            return
-        i = self._split(max(start, self.times[0]))
-        j = len(self.times) if end == INF else self._split(end)
-        for k in range(i, j):
-            self.used[k] += gpu_milli
 
 
 class StartPlan:
@@ -79,6 +68,31 @@ class StartPlan:
         self._limited = QueueUsage.of(snap).limited
         self._ask_all = not profile.admit.admits_unlimited
         self._cap = snap.capacity or capacity_of(snap.nodes)
+        self._queue_of: dict[str, str] | None = None
+        self._runtimes: dict[tuple[int, float], RuntimeQuantiles | None] = {}
+
+    def shown(self, job_id: str, r: Reason, e: Estimate) -> Reason:
+        """``r`` with ``e``, the plan's estimate, as its user is told it: with its 80 % band,
+        from how far such estimates were off on this cluster (``start_errors``), where the
+        history has enough of them; the first one told is remembered to learn from."""
+        errs = self.snap.start_errors
+        if errs is None:
+            return replace(r, estimated_start=e.at, start_bound=e.bound)
+        if self._queue_of is None:
+            self._queue_of = {p.id: p.spec.queue for p in self.snap.pending}
+        queue = self._queue_of.get(job_id, "")
+        now = self.snap.now
+        b = errs.band(now, e.at, queue, e.bound)
+        errs.told(job_id, now, e.at, queue, e.bound, b)  # with its band: how it came out steers
+        if b is None:
+            return replace(r, estimated_start=e.at, start_bound=e.bound)
+        return replace(
+            r,
+            estimated_start=e.at,
+            start_bound=e.bound,
+            start_low=min(b.low, e.at),
+            start_high=max(b.high, e.at),
+        )
 
     def get(self, job_id: str) -> Estimate | None:
         if self._plan is None:
@@ -90,51 +104,87 @@ class StartPlan:
         now = snap.now
         assumed = self.profile.backfill.assume_limit_s
         cap = self._cap.gpu_milli
-        gpus = _Profile(now)
         holds: list[tuple[float, float, str, Resources]] = []  # (start, end, queue, resources)
         stopping = {p.job_id for p in res.preemptions}
         for r in snap.running:
             if r.id in stopping or r.stopping_since is not None:
                 end = now
             else:
-                end = _end(r.start_time, r.spec.time_limit_s, assumed)
+                end = self._end_of(r.spec, r.start_time, assumed, now - r.start_time)
             holds.append((-INF, end, r.spec.queue, r.spec.total_resources))
         by_id = {p.id: p for p in snap.pending}
         for s in res.starts:
             spec = by_id[s.job_id].spec
             queue = s.queue or spec.queue  # a job of several queues: the one it started in
-            holds.append((now, _end(now, spec.time_limit_s, assumed), queue, spec.total_resources))
-        for _, end, _, need in holds:
-            gpus.hold(now, end, need.gpu_milli)
+            holds.append((now, self._end_of(spec, now, assumed), queue, spec.total_resources))
 
         plan: dict[str, Estimate] = {}
         reservation = res.reservation
         if reservation is not None and reservation.job_id in by_id:
             spec = by_id[reservation.job_id].spec
             t = reservation.start_time
-            end = _end(t, spec.time_limit_s, assumed)
-            gpus.hold(t, end, spec.total_resources.gpu_milli)
+            end = self._end_of(spec, t, assumed)
             holds.append((t, end, spec.queue, spec.total_resources))
             plan[reservation.job_id] = Estimate(t, RESERVED)
         reasons: Reasons = res.reasons
-        for n, job in enumerate(self._in_order(by_id)):
-            if n >= MAX_PLANNED:
-                break
-            if job.id in plan:
+        started = {s.job_id for s in res.starts}
+        jobs = []
+        for job in self._in_order(by_id):
+            if job.id in plan or job.id in started:
                 continue
             why = reasons.raw(job.id)
             if why is None or why.code in _NO_START:
                 continue
-            found = self._first_start(job, max(now, job.eligible_time), gpus, holds, cap, assumed)
-            if found is None:
+            if job.spec.total_resources.gpu_milli > cap:
                 continue
-            at, queue = found
+            jobs.append(job)
+        usage = QueueUsage.of(snap)
+        for s in res.starts:
+            usage.add(s.queue or by_id[s.job_id].spec.queue, by_id[s.job_id].spec.total_resources)
+        shares = getattr(self.profile.order, "share", None)
+
+        def end_of(job: PendingJob, t: float) -> float:
+            return self._end_of(job.spec, t, assumed)
+
+        def admits(job: PendingJob, t: float) -> str | None:
             spec = job.spec
-            end = _end(at, spec.time_limit_s, assumed)
-            gpus.hold(at, end, spec.total_resources.gpu_milli)
-            holds.append((at, end, queue, spec.total_resources))
-            plan[job.id] = Estimate(at, PLANNED)
+            if not spec.queues and spec.queue not in self._limited:
+                return spec.queue
+            return self._admitted_at(job, t, holds)
+
+        def on_start(job: PendingJob, t: float, end: float, queue: str) -> None:
+            holds.append((t, end, queue, job.spec.total_resources))
+
+        fwd = Forward(
+            snap,
+            usage,
+            self.profile.order if shares is not None else None,  # type: ignore[arg-type]
+            cap,
+            end_of,
+            admits,
+            on_start,
+        )
+        for start, end, queue, need in holds:
+            fwd.hold(start, end, queue, need)
+        for job_id, at in fwd.play(jobs, MAX_PLANNED).items():
+            plan[job_id] = Estimate(at, PLANNED)
         return plan
+
+    def _end_of(
+        self, spec: JobSpec, start: float, assumed: float | None, ran: float = 0.0
+    ) -> float:
+        """When a job started (or to start) at ``start`` should end: its predicted run time's
+        median from the cluster's history (knowing it has run ``ran`` s), else its time limit
+        (else the backfill plugin's assumed one; else never)."""
+        hist = self.snap.history
+        if hist is not None:
+            key = (id(spec), ran)
+            q = self._runtimes.get(key)
+            if q is None:
+                q = self._runtimes[key] = hist.predict(spec, ran)
+            if q is not None:
+                return start + q.mid
+        return _end(start, spec.time_limit_s, assumed)
 
     def _in_order(self, by_id: dict[str, PendingJob]) -> Iterable[PendingJob]:
         """The jobs still pending, nominated first, then in the order plugin's order on the
@@ -150,51 +200,6 @@ class StartPlan:
         nominated = [p for p in left if p.nominated]
         rest = (p for p in self.profile.order.order(left, self.snap, usage) if not p.nominated)
         return chain(nominated, rest)
-
-    def _first_start(
-        self,
-        job: PendingJob,
-        earliest: float,
-        gpus: _Profile,
-        holds: list[tuple[float, float, str, Resources]],
-        cap: int,
-        assumed: float | None,
-    ) -> tuple[float, str] | None:
-        """The first moment from ``earliest`` with ``job``'s GPUs free for its whole limit,
-        at which its queue's quota admits it (a job of several queues: any of them), and the
-        queue it would start in: one pass over the profile's steps."""
-        spec = job.spec
-        need = spec.total_resources.gpu_milli
-        if need > cap:
-            return None
-        queue = spec.queue
-        if spec.queues:
-            limited = all(q in self._limited for q in spec.queues)
-            if not limited:  # the first unlimited one admits it whenever it fits
-                queue = next(q for q in spec.queues if q not in self._limited)
-        else:
-            limited = queue in self._limited
-        times, used = gpus.times, gpus.used
-        k = max(0, bisect.bisect_right(times, earliest) - 1)
-        start: float | None = None  # the candidate, while every step since it has room
-        while k < len(times):
-            if used[k] + need > cap:
-                start = None
-            else:
-                if start is None:
-                    start = max(times[k], earliest)
-                    if limited:
-                        admitted = self._admitted_at(job, start, holds)
-                        if admitted is None:
-                            start = None
-                            k += 1
-                            continue
-                        queue = admitted
-                nxt = times[k + 1] if k + 1 < len(times) else INF
-                if nxt >= _end(start, spec.time_limit_s, assumed):
-                    return (start, queue) if start != INF else None
-            k += 1
-        return None
 
     def _admitted_at(
         self, job: PendingJob, t: float, holds: list[tuple[float, float, str, Resources]]

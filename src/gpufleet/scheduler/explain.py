@@ -43,6 +43,38 @@ def preempting(job: PendingJob, victims: Iterable[RunningJob]) -> Reason:
     )
 
 
+def moving(snap: Snapshot, res: CycleResult) -> None:
+    """A gang whose defragmentation move is under way (its victims still stopping) keeps the
+    move's Reason ("moving 3 jobs to free 2 nodes under leaf-4"), with how many have stopped,
+    until it starts: the Reason it would get (too few GPUs free) says nothing of the move."""
+    index = snap.pending_index
+    if not snap.defrag_moves or (index is not None and index.nominated == 0):
+        return  # a gang a move is made for is nominated until it starts
+    waiting = {p.id for p in snap.pending if p.nominated} - set(res.started_ids)
+    if not waiting:
+        return
+    stopping = {r.id for r in snap.running if r.stopping_since is not None}
+    for m in snap.defrag_moves.values():
+        if m.for_job not in waiting:
+            continue
+        left = [v for v in m.victims if v in stopping]
+        if not left:
+            continue  # the move is done: what keeps it now is said as for any job
+        n = len(m.victims)
+        waits = [v for v in left if v in m.replacing]
+        then = (
+            f"; {', '.join(waits)} stop{'s' if len(waits) == 1 else ''} once "
+            f"{'its replacement is' if len(waits) == 1 else 'their replacements are'} ready"
+            if waits
+            else ""
+        )
+        res.reasons[m.for_job] = Reason(
+            ReasonCode.DEFRAG,
+            f"{m.message}: {n - len(left)} of {n} stopped{then}",
+            {**m.data, "stopping": left, "replacing": waits, "moved_at": m.time},
+        )
+
+
 def _empty_cluster(snap: Snapshot) -> Workspace:
     return Workspace.emptied(snap.nodes)
 

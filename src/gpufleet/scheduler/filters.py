@@ -33,8 +33,8 @@ class FilterPlugin(Protocol):
 
 _FILTERS: list[tuple[str, FilterPlugin]] | None = None
 # the order reasons are looked for in: the most specific first
-ORDER = ("filter/exclude", "filter/gres_type", "filter/constraint", "filter/nodelist",
-         "filter/container", "filter/exclusive", "filter/distinct")  # fmt: skip
+ORDER = ("filter/exclude", "filter/gres_type", "filter/engines", "filter/constraint",
+         "filter/nodelist", "filter/container", "filter/exclusive", "filter/distinct")  # fmt: skip
 
 
 def plugins() -> list[tuple[str, FilterPlugin]]:

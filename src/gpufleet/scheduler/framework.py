@@ -20,9 +20,10 @@ from enum import StrEnum
 from random import Random
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason
 from gpufleet.scheduler.request import WorkerRequest
-from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, ServiceMark, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 from gpufleet.scheduler.workspace import Domain, Workspace
 
@@ -78,6 +79,18 @@ class OrderPlugin(Protocol):
     def outranked(self, job: PendingJob, snap: Snapshot) -> Iterable[RunningJob]:
         """The running jobs ``job`` outranks, in ``snap.running``'s order (an order may find
         them faster than by asking ``outranks`` of each)."""
+        ...
+
+    def started(self, job: PendingJob, now: float) -> ServiceMark:
+        """The job's mark for the attempt it starts now (the core keeps it until the next start;
+        LAS resets it where its starvation rule promoted the job). The plain answer carries the
+        wait over: ``job.mark`` with the wait since its last stop added."""
+        ...
+
+    def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
+        """A job of ``spec`` ended (for good) after ``service_gpu_s`` of service: what an
+        order that learns from history (LAS' ``within: history``) learns from; others ignore
+        it."""
         ...
 
 
@@ -196,6 +209,10 @@ class PreemptPlugin(Protocol):
         usage: QueueUsage,
         order: OrderPlugin,
     ) -> Hashable | None: ...
+
+    def reason_for(
+        self, job: PendingJob, victims: Sequence[RunningJob], snap: Snapshot
+    ) -> Reason | None: ...
 
 
 class ProfileError(ValueError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 MILLI = 1000  # one whole GPU, in milli-GPU
@@ -343,18 +343,30 @@ def fgd_score(wl: TargetWorkload, node: NodeState, pod: PodRequest) -> tuple[int
     score; a whole-GPU pod takes the lowest-index free devices; a CPU-only pod takes none.
     """
     before = wl.frag(node.cpu_left, node.gpus, node.model)
-    cpu = node.cpu_left - pod.cpu_milli
-    gpus = node.gpus
+
+    def after(cpu: int, gpus: Gpus) -> int:
+        return int(sigmoid((before - wl.frag(cpu, gpus, node.model)) / 1000) * MAX_SCORE)
+
+    return place_scored(node.cpu_left - pod.cpu_milli, node.gpus, pod, after)
+
+
+def place_scored(
+    cpu: int, gpus: Gpus, pod: PodRequest, score: Callable[[int, Gpus], int]
+) -> tuple[int, tuple[int, ...]]:
+    """The devices ``pod`` takes on a node with ``gpus`` free, and ``score`` of the node after
+    (``cpu``: its milli-CPU left after the pod): FGD's device rule, shared by ``fgd_score`` and
+    ``strand_scores``. A fractional pod tries every device that fits and keeps the first with the
+    highest score (0 and none if no device fits); a whole-GPU pod takes the lowest-index free
+    devices; a CPU-only pod takes none."""
     if pod.is_fractional:
         milli = pod.gpu_milli
-        score, chosen = 0, -1
+        best, chosen = 0, -1
         for i, g in enumerate(gpus):
             if g >= milli:
-                after = wl.frag(cpu, (*gpus[:i], g - milli, *gpus[i + 1 :]), node.model)
-                s = int(sigmoid((before - after) / 1000) * MAX_SCORE)
-                if chosen < 0 or s > score:
-                    score, chosen = s, i
-        return score, ((chosen,) if chosen >= 0 else ())
+                s = score(cpu, (*gpus[:i], g - milli, *gpus[i + 1 :]))
+                if chosen < 0 or s > best:
+                    best, chosen = s, i
+        return best, ((chosen,) if chosen >= 0 else ())
     devices: tuple[int, ...] = ()
     if pod.num_gpu:
         devices = whole_gpus(gpus, pod.num_gpu)
@@ -362,8 +374,7 @@ def fgd_score(wl: TargetWorkload, node: NodeState, pod: PodRequest) -> tuple[int
         for i in devices:
             left[i] -= pod.gpu_milli
         gpus = tuple(left)
-    after = wl.frag(cpu, gpus, node.model)
-    return int(sigmoid((before - after) / 1000) * MAX_SCORE), devices
+    return score(cpu, gpus), devices
 
 
 SCORED_POLICIES = ("dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")

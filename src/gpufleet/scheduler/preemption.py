@@ -81,13 +81,18 @@ def _candidates(
     memo: PreemptMemo | None,
 ) -> list[RunningJob]:
     """Every plugin's victims for ``job``, in plugin order, once each, less those taken and
-    those not preemptible."""
+    those not preemptible (or not yet: inside their ``min_runtime_s``)."""
+    now = snap.now
     if len(keys) == 1:  # one plugin, whose list (as the built-in ones) names each job once
         found = _victims_of(0, keys[0], job, adm, snap, usage, profile, memo)
         if not taken:
-            out = [v for v in found if v.spec.preemptible]
+            out = [v for v in found if v.spec.preemptible and not v.protected(now)]
         else:
-            out = [v for v in found if v.id not in taken and v.spec.preemptible]
+            out = [
+                v
+                for v in found
+                if v.id not in taken and v.spec.preemptible and not v.protected(now)
+            ]
         if len({v.id for v in out}) == len(out):
             return out
     seen: set[str] = set()
@@ -95,6 +100,8 @@ def _candidates(
     for k in range(len(profile.preempt)):
         for v in _victims_of(k, keys[k], job, adm, snap, usage, profile, memo):
             if v.id not in seen and v.id not in taken and v.spec.preemptible:
+                if v.protected(now):
+                    continue
                 seen.add(v.id)
                 cands.append(v)
     return cands

@@ -24,6 +24,7 @@ class Select:
     exclusive: bool = False  # a whole idle node per worker
     whole_mem: bool = False  # all of the node's memory per worker
     container: bool = False  # runs in an image: a node with a container runtime
+    engines: tuple[tuple[str, int], ...] = ()  # what each GPU must have (model/engines.py)
 
     @staticmethod
     def of(spec: JobSpec) -> Select | None:
@@ -38,6 +39,7 @@ class Select:
             spec.exclusive,
             spec.whole_node_memory,
             spec.container is not None,
+            spec.gpu_engines if spec.gpus_per_worker else (),
         )
 
     @property

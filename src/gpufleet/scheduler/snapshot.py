@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.reservation import NodeReservation
 from gpufleet.model.resources import Resources
+from gpufleet.scheduler.runtime_history import RuntimeHistory
+from gpufleet.scheduler.start_errors import StartErrors
 
 if TYPE_CHECKING:
+    from gpufleet.scheduler.identity import Accounts
     from gpufleet.scheduler.workspace import Workspace
 
 
@@ -42,6 +46,24 @@ class NodeView:
 
 
 @dataclass(frozen=True, slots=True)
+class ServiceMark:
+    """What Tiresias' starvation rule needs of a job across its attempts, kept by the core (an
+    order's ``started`` hook sets it at each start; the core stamps ``stopped_at`` at each
+    attempt's end). Not stored: a restarted controller starts every job's mark afresh."""
+
+    base_gpu_s: float = 0.0  # its attained service when last promoted: levels count from here
+    waited_s: float = 0.0  # time pending after a run since that promotion, to its last start
+    stopped_at: float | None = None  # when its last attempt ended; None: never ran
+
+    def waited(self, now: float) -> float:
+        """Time pending after a run since the last promotion, the current wait included."""
+        return self.waited_s + (now - self.stopped_at if self.stopped_at is not None else 0.0)
+
+
+NO_MARK = ServiceMark()
+
+
+@dataclass(frozen=True, slots=True)
 class RunningJob:
     id: str
     spec: JobSpec
@@ -52,10 +74,26 @@ class RunningJob:
     # its stop began then (its outcome decided, its ranks being killed): its devices count as
     # freed from then on, for a reservation and an estimate, whatever its time limit
     stopping_since: float | None = None
+    # when this attempt last wrote its checkpoint (its agent's report); None: not since start
+    checkpoint_time: float | None = None
+    mark: ServiceMark = NO_MARK  # as of this attempt's start (LAS' starvation rule)
+    # a service's replica: moved make-before-break, it loses no work (defrag counts none)
+    replica: bool = False
 
     def attained(self, now: float) -> float:
         """GPU-seconds of service so far, this attempt included."""
-        return self.attained_gpu_s + self.lost_work(now)
+        return self.attained_gpu_s + (now - self.start_time) * self.spec.total_gpu_milli / 1000
+
+    @property
+    def saved_since(self) -> float:
+        """Where a preemption now would send the job back to: its last checkpoint in this
+        attempt, else the attempt's start."""
+        c = self.checkpoint_time
+        return self.start_time if c is None or c < self.start_time else c
+
+    def protected(self, now: float) -> bool:
+        """Not yet to be preempted: it has run less than the ``min_runtime_s`` it asked for."""
+        return now - self.start_time < self.spec.min_runtime_s
 
     @property
     def expected_end(self) -> float | None:
@@ -65,8 +103,9 @@ class RunningJob:
         return None if limit is None else self.start_time + limit
 
     def lost_work(self, now: float) -> float:
-        """GPU-seconds that preempting this job now would throw away (since its last start)."""
-        return (now - self.start_time) * self.spec.total_gpu_milli / 1000
+        """GPU-seconds that preempting this job now would throw away: those since its last
+        checkpoint (``saved_since``)."""
+        return (now - self.saved_since) * self.spec.total_gpu_milli / 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +120,23 @@ class PendingJob:
     oracle_duration_s: float | None = None  # known only to the simulator (for sjf)
     nominated: bool = False  # an earlier cycle preempted jobs to make room for this one
     throttled: bool = False  # ``waiting_for`` is its array's task limit, not a dependency
+    mark: ServiceMark = NO_MARK  # LAS' starvation rule: service and waits since a promotion
+
+
+@dataclass(frozen=True, slots=True)
+class DefragMove:
+    """A defragmentation move the core made (``preempt/defrag``): when, under which leaf, for
+    which pending job, the victims it stopped and the Reason it gave. Kept in memory only."""
+
+    leaf: str
+    time: float
+    for_job: str
+    victims: tuple[str, ...]
+    message: str  # "moving 3 jobs to free 2 nodes under leaf-4"
+    data: Mapping[str, object] = field(default_factory=dict)
+    # victims that stop only once their replacements are ready (service replicas moved
+    # make-before-break)
+    replacing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +174,17 @@ class Snapshot:
     # (expected end, allocation) of the running jobs with a time limit, by end (ties in the order
     # of ``running``), when the caller keeps them so (the core does); None: the cycle sorts.
     ends: Sequence[tuple[float, Allocation]] | None = None
+    # the advance reservations (maintenance windows) that have not ended (scheduler/reservations)
+    reservations: Sequence[NodeReservation] = ()
+    # the Unix accounts the nodes that run tasks as their owners found (scheduler/identity);
+    # None: no node checks, no job is kept off a node for its user
+    accounts: Accounts | None = None
+    # what the cluster's finished jobs ran for (the core keeps it): the start plan's run times;
+    # None: every job runs to its time limit
+    history: RuntimeHistory | None = None
+    # how the estimated starts came out so far (the core keeps it; the plan tells it what it
+    # estimated): each estimate calibrated and banded; None: the plan's starts as they are
+    start_errors: StartErrors | None = None
+    # each leaf's last defragmentation move (the core keeps them, in memory): its time bounds
+    # how often ``preempt/defrag`` acts, and its gang's Reason says it while the victims stop
+    defrag_moves: Mapping[str, DefragMove] = field(default_factory=dict)

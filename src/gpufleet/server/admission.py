@@ -3,7 +3,11 @@
 
 - a queue the cluster does not have (sbatch: ``invalid partition specified: gpu``), with the
   queues it has and the nearest name;
-- a priority only operators and admins may give (a user may lower its own: ``--nice``);
+- a reservation it may not use (sbatch: ``Requested reservation is invalid``, ``Access denied
+  to requested reservation``);
+- a priority only operators and admins may give (a user may lower its own: ``--nice``; sbatch
+  refuses a user's negative ``--nice``, "Invalid --nice value", and ignores a user's
+  ``--priority`` without a word, which gpufleet refuses instead: checked on Slurm 22.05);
 - a request no node of the cluster could ever hold (sbatch: ``Requested node configuration is
   not available``), with the largest shape that fits: judged by the scheduler's own
   never-fits check against every configured node, down or not (as Slurm judges against its
@@ -15,10 +19,12 @@ those (``reads.py``), the router refuses with what they find (``Refusal``)."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpufleet.model.job import JobSpec
+from gpufleet.model.queue import QueueSpec
+from gpufleet.model.reservation import NodeReservation
 from gpufleet.scheduler.explain import never_reason
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.never_fits import NeverFits, never_fits
@@ -82,18 +88,73 @@ def unknown_queue(name: str, valid: Sequence[str]) -> str:
     return f"invalid partition specified: {name} ({hint}queues: {', '.join(valid)})"
 
 
-def priority_problems(spec: JobSpec, role: str, at: str = "body.spec") -> list[Problem]:
+def reservation_problems(
+    spec: JobSpec,
+    reservations: Mapping[str, NodeReservation],
+    now: float,
+    role: str,
+    at: str = "body.spec",
+) -> list[Problem]:
+    """A reservation the job names that does not exist or has ended (sbatch: ``Requested
+    reservation is invalid``), or that is not for its user (``Access denied to requested
+    reservation``; admins may use any)."""
+    name = spec.reservation
+    if not name:
+        return []
+    r = reservations.get(name)
+    if r is None or r.end <= now:
+        live = sorted(n for n, x in reservations.items() if x.end > now)
+        near = difflib.get_close_matches(name, live, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        return [
+            (
+                f"{at}.reservation",
+                f"Requested reservation is invalid: {name} ({hint}reservations: "
+                f"{', '.join(live) or 'none'}; see 'gpufleet reserve ls')",
+            )
+        ]
+    if role != "admin" and not r.admits(spec.user):
+        return [
+            (
+                f"{at}.reservation",
+                f"Access denied to requested reservation {name}: it is for "
+                f"{', '.join(r.users) or 'no user'}, not {spec.user}",
+            )
+        ]
+    return []
+
+
+def priority_problems(
+    spec: JobSpec, role: str, queues: Mapping[str, QueueSpec] | None = None, at: str = "body.spec"
+) -> list[Problem]:
     """A priority above the default, asked by a role that may not give it: a user may lower
     its job's priority (``--nice=N`` is priority -N), never raise it, or it would jump every
-    queue and drive priority preemption."""
+    queue and drive priority preemption. Then each of the job's queues' ``priority_max``,
+    whoever asks (the queue's policy)."""
+    capped = [
+        (name, q.priority_max)
+        for name in spec.partitions
+        if (q := (queues or {}).get(name)) is not None and q.priority_max is not None
+    ]
+    over = [
+        (
+            f"{at}.priority",
+            f"priority {spec.priority} is above queue {name}'s priority_max {top} (an admin "
+            "changes the queue, not the job)",
+        )
+        for name, top in capped
+        if spec.priority > top
+    ]
     if spec.priority <= 0 or role in PRIORITY_ROLES:
-        return []
+        return over
     return [
+        *over,
         (
             f"{at}.priority",
             f"priority {spec.priority}: only operators/admins can set priority; a {role} token "
-            "may lower its job's (--nice=N, a priority of -N), not raise it above 0",
-        )
+            "may lower its job's (--nice=N, a priority of -N), not raise it above 0 (sbatch: "
+            '"Invalid --nice value" for a negative --nice)',
+        ),
     ]
 
 
@@ -126,14 +187,18 @@ def _largest(spec: JobSpec, fits: Callable[[JobSpec], bool]) -> str:
     if spec.gpus_per_worker > 1:
         g = _most(lambda g: fits(replace(spec, gpus_per_worker=g)), spec.gpus_per_worker - 1)
         if g:
-            shapes.append(f"{spec.workers} worker(s) of {g} GPUs")
+            shapes.append(f"{spec.workers} worker(s) of {_gpus(g)}")
     if spec.workers > 1:
         w = _most(lambda w: fits(replace(spec, workers=w)), spec.workers - 1)
         if w:
-            shapes.append(f"{w} worker(s) of {spec.gpus_per_worker} GPUs")
+            shapes.append(f"{w} worker(s) of {_gpus(spec.gpus_per_worker)}")
     if not shapes:
         return "no fewer GPUs or workers fit either: see its other requirements"
     return "the largest that fits: " + " or ".join(shapes)
+
+
+def _gpus(n: int) -> str:
+    return "1 GPU" if n == 1 else f"{n} GPUs"
 
 
 def _most(ok: Callable[[int], bool], hi: int) -> int:
@@ -156,6 +221,7 @@ __all__ = [
     "fit_problems",
     "priority_problems",
     "queue_problems",
+    "reservation_problems",
     "unknown_queue",
     "valid_queues",
 ]

@@ -8,18 +8,27 @@ grace and the fallback account."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from gpufleet.api import schemas as s
-from gpufleet.core.commands import Command, DropLaunches, Kill, Launch
+from gpufleet.core.commands import Command, DropLaunches, HealOrder, Kill, Launch
 from gpufleet.core.controller import Controller
+from gpufleet.core.heal import net_seconds
 from gpufleet.core.launch_env import JobFacts
 from gpufleet.model.fname import FileFacts, expand
 from gpufleet.model.job import JobSpec
+from gpufleet.model.notice import checkpoint_file
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.secrets import refs_for_launch
 from gpufleet.server.stepenv import serves_steps, step_env
+
+# the burn-in network test's coordinator ports: below the kernel's ephemeral ports (32768 on,
+# where any process's bind(0) or outgoing connection may hold one: on a test host, another
+# cluster's controller that is about to start) and below gpufleet's own ranges (replicas from
+# 20000, step daemons 27500, MASTER_PORT 29500, gateway endpoints 31500)
+HEAL_NET_PORTS = range(10000, 20000)
 
 
 class Link(Protocol):
@@ -37,6 +46,8 @@ class AgentExecutor:
         grace_kill_s: float,
         fallback_account: str = "",
         step_secret: bytes = b"",
+        site_remedy: Callable[[HealOrder], None] | None = None,
+        node_command: Callable[[str, str, str, float, str], None] | None = None,
     ) -> None:
         self.core = core
         self.outbox = outbox
@@ -45,6 +56,10 @@ class AgentExecutor:
         self.fallback_account = fallback_account
         # keys srun's step daemons check; a process-lifetime one when none is given (tests)
         self.step_secret = step_secret or secrets.token_bytes(32)
+        # the heal loop's site remedy, run as a node command by the service (nodecommands.py)
+        self.site_remedy = site_remedy
+        # an operator's node command, started and left to run (node, kind, command, bound, why)
+        self.node_command = node_command
 
     def apply(self, commands: Sequence[Command]) -> None:
         for c in commands:
@@ -54,6 +69,49 @@ class AgentExecutor:
                 self._kill(c)
             elif isinstance(c, DropLaunches):
                 self.outbox.drop_launches(c.node, keep=set(c.keep))
+            elif isinstance(c, HealOrder):
+                self._heal(c)
+
+    def _heal(self, c: HealOrder) -> None:
+        """A step of the heal loop for the node's agent (ADR 0042); the peer by its address. The
+        site's remedy is an operator's command on the node, run as the service runs those."""
+        if c.step == "remediate" and c.remedy == "command" and self.site_remedy is not None:
+            self.site_remedy(c)
+            return
+        link = self.links.get(c.node)
+        peer = self.links.get(c.peer) if c.peer else None
+        port = 0
+        if c.step == "burn-in" and peer is not None and link is not None and self.node_command:
+            # the network test's coordinator listens on the burning-in node: a port both
+            # halves know without asking (a taken one fails the test, and the next round's
+            # port differs). The peer's half is gpufleet validate's network layer on the peer,
+            # run as a node command (rolling maintenance's, ops/validate/onnode.py)
+            span = HEAL_NET_PORTS
+            port = span.start + zlib.crc32(f"{c.node}/{c.round}/{link.epoch}".encode()) % len(span)
+            half = (
+                f"--layers network --node {c.peer} --net-rank 1 --net-master {link.address} "
+                f"--net-port {port} --net-peer {c.node} --net-seconds {net_seconds(c.burn_in_s):g}"
+            )
+            why = f"heal loop: the network test's peer half for {c.node} (round {c.round})"
+            self.node_command(c.peer, "validate", half, c.timeout_s, why)
+        self.outbox.put(
+            c.node,
+            s.AgentCommand(
+                kind="heal",
+                job="heal",
+                attempt=c.round,
+                rank=0,
+                step=c.step,  # type: ignore[arg-type]
+                remedy=c.remedy,  # type: ignore[arg-type]
+                command=list(c.command),
+                burn_in_s=c.burn_in_s,
+                peer=peer.address if peer is not None else "",
+                net_port=port,
+                net_min_gbps=c.net_limits[0],
+                net_max_rtt_ms=c.net_limits[1],
+                epoch=link.epoch if link is not None else 0,
+            ),
+        )
 
     def _launch(self, c: Launch) -> None:
         spec = self.core.jobs[c.job_id].job.spec
@@ -95,6 +153,7 @@ class AgentExecutor:
                     signal=warning.number if warning else 0,
                     signal_before_s=warning.before_s if warning else 0.0,
                     signal_batch_only=warning.batch_only if warning else False,
+                    checkpoint_file=checkpoint_file(c.job_id),
                     run_as=spec.user,
                     fallback_account=self.fallback_account,
                     user_env=user_env,
@@ -137,6 +196,9 @@ class AgentExecutor:
                     rank=rank,
                     why=c.why,
                     grace_s=self.grace_kill_s,
+                    notice_signal=c.notice.signal if c.notice else 0,
+                    notice_wait_s=c.notice.wait_s if c.notice else 0.0,
+                    notice_batch_only=c.notice.batch_only if c.notice else False,
                 ),
             )
 

@@ -7,44 +7,60 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from gpufleet import __version__
 from gpufleet.api.dashboard import HealthOut
 from gpufleet.base.clock import Clock
 from gpufleet.base.secretfile import private_dir, write_secret
 from gpufleet.gateway import make_gateway
-from gpufleet.io.specs import load_cluster, load_queues
+from gpufleet.io.specs import load_cluster, load_heal_policy, load_queues
+from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.defrag import parse_options
+from gpufleet.model.heal import HealPolicy
+from gpufleet.model.queue import QueueSpec
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server import errors
 from gpufleet.server.auth import TokenCache
 from gpufleet.server.bodylimit import BodyLimit
 from gpufleet.server.config import ServerConfig
-from gpufleet.server.endpoints import EndpointBook
+from gpufleet.server.elastic.providers import PowerProvider, ProviderContext, providers
+from gpufleet.server.endpoints import EndpointBook, StoredEndpointBook
 from gpufleet.server.gateway_executor import ServiceGateway
+from gpufleet.server.ha import stale
+from gpufleet.server.ha.controller import HighAvailability
+from gpufleet.server.ha.gate import StandbyGate
 from gpufleet.server.listing import Listings
 from gpufleet.server.logs import LogStore
+from gpufleet.server.remote_gateway import RemoteGateway
 from gpufleet.server.routers import (
     admin,
     agent,
+    apidocs,
     dashboard,
+    gateway,
     jobs,
+    maintenance,
     metrics,
+    nodecommands,
     nodes,
     queues,
+    reservations,
     sbatch,
     secrets,
     services,
+    squeue,
 )
 from gpufleet.server.secrets import SecretService
 from gpufleet.server.secrets_box import load_box
 from gpufleet.server.service import ControllerService
 from gpufleet.server.stepenv import load_secret
 from gpufleet.server.store import Store
+from gpufleet.server.strict_query import known_query
 
 log = logging.getLogger("gpufleet.controller")
 API = "/api/v1"
@@ -76,25 +92,47 @@ _NO_OTEL: dict[str, Any] = (
 )
 
 
-def service_gateway(config: ServerConfig) -> ServiceGateway | None:
+def service_gateway(config: ServerConfig, store: Store) -> ServiceGateway | None:
     """The services' data path as configured (None: ``gateway = "off"``); no proxy runs
     before the first service."""
     if config.gateway == "off":
         return None
-    return ServiceGateway(
-        make_gateway(
+    proxy = (
+        RemoteGateway(config.gateway_host)
+        if config.gateway == "remote"
+        else make_gateway(
             config.gateway or None,
             config.gateway_host,
             pidfile=config.data_dir / "gateway" / "proxy.pid",
-        ),
-        EndpointBook(
+        )
+    )
+    # in high availability every controller hands out the same ports and tokens: the store's
+    book = (
+        StoredEndpointBook(store, config.gateway_port_base, config.gateway_port_span)
+        if config.ha
+        else EndpointBook(
             config.data_dir / "gateway" / "endpoints.json",
             config.gateway_port_base,
             config.gateway_port_span,
-        ),
+        )
+    )
+    return ServiceGateway(
+        proxy,
+        book,
         {},  # the controller's links, set by ControllerService
         drain_s=config.gateway_drain_s,
         stats_s=config.gateway_stats_s,
+    )
+
+
+def profile_of(config: ServerConfig) -> Profile:
+    """The scheduler's profile the settings name, with the defrag plugin's policy."""
+    return Profile.build(
+        order=config.order,
+        place=config.place,
+        backfill=config.backfill,
+        preempt=config.preempt,
+        options={"preempt/defrag": parse_options(config.defrag)} if config.defrag else None,
     )
 
 
@@ -102,14 +140,7 @@ def open_service(config: ServerConfig, store: Store, clock: Clock) -> Controller
     """The controller service on ``store``, with the queues the cluster spec and the queues
     file declare (stored first) and those an admin set before."""
     cluster = load_cluster(config.cluster_spec) if config.cluster_spec else None
-    initial_queues = list(cluster.queues) if cluster is not None else []
-    if config.queues_file is not None:
-        initial_queues += load_queues(config.queues_file)
-    for q in initial_queues:
-        store.put_queue(q)
-    profile = Profile.build(
-        order=config.order, place=config.place, backfill=config.backfill, preempt=config.preempt
-    )
+    profile = profile_of(config)
     service = ControllerService(
         store,
         profile,
@@ -130,16 +161,102 @@ def open_service(config: ServerConfig, store: Store, clock: Clock) -> Controller
         retry_backoff_max_s=config.retry_backoff_max_s,
         fallback_account=config.fallback_account,
         step_secret=load_secret(config.data_dir),
-        gateway=service_gateway(config),
-        queues_declared=bool(initial_queues),
+        gateway=service_gateway(config, store),
+        queues_declared=bool(_initial_queues(config, cluster)),
+        heal=heal_policy(config, cluster),
+        power=elastic_providers(config, store, cluster),
+        replica_ports=config.replica_port_range(),
     )
-    for q in store.queues():
-        service.ctrl.queues[q.name] = q
+    service.idle_hook = config.idle_hook
+    service.identity.first_wait_s = config.account_lookup_s
     return service
 
 
+def heal_policy(config: ServerConfig, cluster: ClusterSpec | None) -> HealPolicy | None:
+    """The heal loop's policy (ADR 0042): ``--heal-policy``'s file, else the cluster spec's
+    ``heal:``, else the defaults, on by default; None where it is turned off."""
+    if config.heal_policy is not None:
+        policy = load_heal_policy(config.heal_policy)
+    elif cluster is not None and cluster.heal is not None:
+        policy = cluster.heal
+    else:
+        policy = HealPolicy()
+    return policy if config.heal and policy.enabled else None
+
+
+def elastic_providers(
+    config: ServerConfig, store: Store, cluster: ClusterSpec | None
+) -> dict[str, PowerProvider]:
+    """Each elastic pool's provider (server/elastic/); one that cannot run live fails now."""
+    if cluster is None or not cluster.elastic:
+        return {}
+    host = "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
+
+    def agent_token(node: str) -> str:
+        name = f"elastic-agent-{node}-{time.time_ns()}"
+        return store.create_token(name, "agent", node=node)[1]
+
+    ctx = ProviderContext(
+        # behind TLS, --advertise names the https URL (the agents verify it with GPUFLEET_CA)
+        url=config.advertise or f"http://{host}:{config.port}",
+        data_dir=config.data_dir,
+        heartbeat_s=config.heartbeat_s,
+        agent_token=agent_token,
+    )
+    return providers(cluster, ctx)
+
+
+def _initial_queues(config: ServerConfig, cluster: ClusterSpec | None) -> list[QueueSpec]:
+    """The queues the cluster spec and the queues file declare."""
+    initial = list(cluster.queues) if cluster is not None else []
+    if config.queues_file is not None:
+        initial += load_queues(config.queues_file)
+    return initial
+
+
+async def lead(config: ServerConfig, store: Store, service: ControllerService, now: float) -> None:
+    """What a controller does when it starts to lead (at its start; with ``--ha``, when it
+    takes the lease): the declared queues stored, the first admin token, the service's start
+    (which reads the store back)."""
+    cluster = load_cluster(config.cluster_spec) if config.cluster_spec else None
+    for q in _initial_queues(config, cluster):
+        store.put_queue(q)
+    for q in store.queues():
+        service.ctrl.queues[q.name] = q
+    token_path = bootstrap_admin(store, config.data_dir, now)
+    if token_path is not None:
+        log.warning("created the first admin token in %s", token_path)
+    await service.start()
+
+
+def high_availability(
+    config: ServerConfig,
+    store: Store,
+    service: ControllerService,
+    wall: Clock,
+    on_deposed: Callable[[], None] | None,
+) -> HighAvailability:
+    """A standby until the elector gives it the lead (server/ha/); ``on_deposed``: what a
+    deposed leader does then (the CLI starts the process again, as a standby)."""
+    address = config.advertise or f"http://{config.host}:{config.port}"
+    return HighAvailability(
+        store,
+        service,
+        address=address,
+        lease_s=config.ha_lease_s,
+        lead=lambda: lead(config, store, service, wall.now()),
+        on_deposed=on_deposed,
+        agent_silence_s=config.ha_agent_silence_s
+        or max(5 * config.heartbeat_s, 3 * config.lease_s, 10.0),
+    )
+
+
 def create_app(
-    config: ServerConfig, *, store: Store | None = None, clock: Clock | None = None
+    config: ServerConfig,
+    *,
+    store: Store | None = None,
+    clock: Clock | None = None,
+    on_deposed: Callable[[], None] | None = None,
 ) -> FastAPI:
     wall: Clock = clock or WallClock()
     private_dir(config.data_dir)
@@ -150,12 +267,16 @@ def create_app(
     db: Store = store
     service = open_service(config, db, wall)
 
+    ha = high_availability(config, db, service, wall, on_deposed) if config.ha else None
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        token_path = bootstrap_admin(db, config.data_dir, wall.now())
-        if token_path is not None:
-            log.warning("created the first admin token in %s", token_path)
-        await service.start()
+        if ha is not None:  # stand by until the lease is ours
+            ha.start()
+            yield
+            await ha.stop()
+            return
+        await lead(config, db, service, wall.now())
         yield
         await service.stop()
 
@@ -164,7 +285,9 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         openapi_url=f"{API}/openapi.json",
-        docs_url=f"{API}/docs",
+        docs_url=None,  # served from the package's own Swagger UI files (routers/apidocs.py)
+        redoc_url=None,  # FastAPI's ReDoc page loads its script from a CDN
+        dependencies=[Depends(known_query)],  # an unknown query parameter is refused, not ignored
         **_NO_OTEL,
     )
     app.state.service = service
@@ -173,13 +296,32 @@ def create_app(
     app.state.listings = Listings()
     app.state.config = config
     app.state.secrets = SecretService(db, box, wall)
-    for r in (jobs, sbatch, nodes, queues, admin, agent, secrets, services):
+    for r in (
+        jobs,
+        sbatch,
+        squeue,
+        nodes,
+        nodecommands,
+        maintenance,
+        queues,
+        reservations,
+        admin,
+        agent,
+        secrets,
+        services,
+        gateway,
+    ):
         app.include_router(r.router, prefix=API)
+    app.include_router(stale.router, prefix=API)  # a standby's reads from the store (--ha)
     metrics.install(app, service, config)  # /metrics, outside the API's prefix
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
+    apidocs.install(app, API)  # Swagger UI at {API}/docs, its files served from here
     errors.install(app)  # one error shape for every 4xx and 5xx; refusals by their type
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    if ha is not None:  # a standby answers where the leader is, and nothing else
+        app.add_middleware(StandbyGate, ready=ha.ready, leader=ha.leader, contact=ha.contact)
+    app.state.ha = ha
     install_health(app, service, wall)
     errors.document(app, API, CONFLICTS, EXTRA_ERRORS, METRICS_SCHEME)
     return app
@@ -204,15 +346,21 @@ def install_health(app: FastAPI, service: ControllerService, clock: Clock) -> No
                 "rebuilds": service.down.rebuilds,
                 "last_recovery_s": service.down.last_recovery_s,
             },
+            # high availability: this controller's role, its epoch, where the leader is
+            "ha": None if app.state.ha is None else app.state.ha.health(),
         }
 
 
-# /metrics: open, or behind the controller's metrics token when it has one (routers/metrics.py)
+# /metrics: behind a metrics token unless the controller runs with --metrics-public
+# (routers/metrics.py)
 METRICS_SCHEME = {
     "metricsToken": {
         "type": "http",
         "scheme": "bearer",
-        "description": "the controller's metrics token (extra.metrics_token), when it has one",
+        "description": "a token of role metrics ('gpufleet token create prometheus --role "
+        "metrics'; it reads /metrics and nothing else), an admin token, or the controller's "
+        "configured metrics token (extra.metrics_token); none when the controller runs with "
+        "--metrics-public",
     }
 }
 # the operations that answer 409 (documented in the OpenAPI schema with the other errors)
@@ -228,10 +376,20 @@ CONFLICTS = {
     ("PUT", f"{API}/services/{{name}}"),
     ("PATCH", f"{API}/services/{{name}}"),
     ("POST", f"{API}/services/{{name}}/scale"),
+    # a rollout that awaits no confirmation, or has ended
+    ("POST", f"{API}/maintenance/{{mid}}/confirm"),
+    ("POST", f"{API}/maintenance/{{mid}}/cancel"),
+    # a controller that runs its own proxy has no remote gateway to sync
+    ("POST", f"{API}/gateway/sync"),
 }
 # errors only some operations answer, in the same one shape
 EXTRA_ERRORS = {
-    ("GET", "/metrics"): {401, 404},
+    ("GET", "/metrics"): {401, 403, 404, 429},  # a token of another role: 403
     # sbatch refuses its command line (400); send the script, or read it where typed (428)
     ("POST", f"{API}/sbatch"): {400, 428},
+    # squeue refuses its command line (400); a format of times of day is printed where typed
+    # (428); a user token lists only its own jobs (403)
+    ("POST", f"{API}/squeue"): {400, 403, 428},
+    # gpufleet jobs' table: printed where the command runs (428); another user's (403)
+    ("POST", f"{API}/jobs/table"): {403, 428},
 }

@@ -21,7 +21,7 @@ from gpufleet.server.store import Store
 @dataclass(frozen=True, slots=True)
 class Principal:
     name: str
-    role: str  # user | admin | agent
+    role: str  # user | admin | agent | metrics
     user: str | None = None
     node: str | None = None
 
@@ -97,7 +97,8 @@ def _principal(row: Any) -> Principal:
 BEARER = HTTPBearer(
     scheme_name="bearer",
     description="a user, admin or agent token ('gpufleet token create'); "
-    "an admin token is created at the controller's first start (admin.token)",
+    "an admin token is created at the controller's first start (admin.token); "
+    "a metrics token (role metrics) reads /metrics only (metricsToken)",
     auto_error=False,
 )
 

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.base.portrange import port_range
+
 _ACCOUNT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}\$?")  # as useradd accepts them
 
 
@@ -20,8 +22,14 @@ class ServerConfig:
     place: str = "topology"
     backfill: str = "easy"
     preempt: tuple[str, ...] = ("reclaim",)
+    # preempt/defrag's policy, KEY=VALUE,... (model/defrag.py); "": its defaults
+    defrag: str = ""
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
     queues_file: Path | None = None  # queues from a YAML list (applied at start)
+    # the heal loop's policy (model/heal.py, ADR 0042); None: the cluster spec's heal:, else
+    # the defaults. heal False: no heal loop at all (--no-heal)
+    heal_policy: Path | None = None
+    heal: bool = True
     # Fencing needs lease + fence grace + kill margin <= node grace (check_fencing): a node we
     # declare lost has had its tasks killed by its watchdog before they restart elsewhere.
     # Agents sample their GPUs with each heartbeat, so the heartbeat is also the metrics
@@ -49,30 +57,59 @@ class ServerConfig:
     max_body_bytes: int = 1 << 20
     max_array_size: int = 1001
     prometheus_url: str = ""  # the Prometheus whose alerts the dashboard shows (empty: none)
+    # /metrics needs a metrics (or admin) token unless public; a public one names no user in
+    # its labels unless metrics_user_labels (routers/metrics.py)
+    metrics_public: bool = False
+    metrics_user_labels: bool = False
     # a root agent runs a job as its user's Unix account; one the node lacks runs as this
     # account instead (empty: such a job is refused with a Reason that says so)
     fallback_account: str = ""
+    # how long a user's first submission waits for the nodes to look the user up (0: not at
+    # all: the job is accepted and waits, with its Reason, until they answer; ADR 0037)
+    account_lookup_s: float = 2.0
+    # the Unix account `gpufleet validate`'s probe jobs run as (an admin's submit with
+    # "probe": true), which every node needs: `useradd --system gpufleet-probe`
+    probe_account: str = "gpufleet-probe"
     # the key that seals job secrets (a 0600 file of base64); None: $GPUFLEET_SECRETS_KEY,
     # else data_dir/secrets.key, made on first start (server/secrets_box.py)
     secrets_key_file: Path | None = None
     # the services' endpoints (server/gateway_executor.py): "" the first installed of haproxy,
-    # nginx, the built-in proxy; one of those by name; "off": services get no endpoint. The
-    # proxy starts with the first service. Each service listens on gateway_host at a port of
+    # nginx, the built-in proxy; one of those by name; "remote": a `gpufleet gateway` process
+    # of its own (ADR 0044); "off": services get no endpoint. The proxy starts with the first
+    # service. Each service listens on gateway_host at a port of
     # its own from the range (kept in data_dir/gateway/endpoints.json, stable across restarts)
     gateway: str = ""
     gateway_host: str = "127.0.0.1"
+    # the ports replicas are given as $PORT (FIRST-LAST): --replica-ports
+    replica_ports: str = "20000-27499"
     gateway_port_base: int = 31500
     gateway_port_span: int = 1000
     # a replica out of the routes is killed this much after the proxy stopped routing to it
     gateway_drain_s: float = 2.0
     gateway_stats_s: float = 5.0  # the request rates are read this often (the autoscaler's)
+    # the site's command (a shell line) the controller runs at each idle-GPU warning and action,
+    # with the job's id, user and queue in its environment (server/service/idlewatch.py)
+    idle_hook: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    # high availability (ADR 0032): several controllers on one PostgreSQL, one leading by a
+    # lease of this length; ``advertise``: the URL clients reach this one at (default
+    # http://host:port), which a standby tells them when this one leads
+    ha: bool = False
+    ha_lease_s: float = 3.0
+    # a leader no registered agent reached for this long gives the lead up (0: the longest of
+    # 5 heartbeats, 3 agent leases and 10 s)
+    ha_agent_silence_s: float = 0.0
+    advertise: str = ""
 
     def __post_init__(self) -> None:
-        if self.gateway not in ("", "off", "haproxy", "nginx", "builtin"):
+        check_ha(self)
+        self.replica_port_range()  # a bad range is refused here, before the start
+        if self.defrag:
+            check_defrag(self.defrag, self.preempt)
+        if self.gateway not in ("", "off", "haproxy", "nginx", "builtin", "remote"):
             raise ValueError(
-                f"gateway {self.gateway!r}: one of haproxy, nginx, builtin, off (or empty: the "
-                "first installed)"
+                f"gateway {self.gateway!r}: one of haproxy, nginx, builtin, remote (a `gpufleet "
+                "gateway` process), off (or empty: the first installed)"
             )
         if not (
             self.gateway_port_base >= 1
@@ -102,6 +139,13 @@ class ServerConfig:
                 f"fallback_account {self.fallback_account!r}: not a Unix account name "
                 "(letters, digits, '_', '-', '.'; not starting with '-')"
             )
+        if not _ACCOUNT.fullmatch(self.probe_account):
+            raise ValueError(
+                f"probe_account {self.probe_account!r}: not a Unix account name "
+                "(letters, digits, '_', '-', '.'; not starting with '-')"
+            )
+        if not 0 <= self.account_lookup_s <= 60:
+            raise ValueError(f"account lookup wait: 0 to 60 s, got {self.account_lookup_s!r}")
         # checked before anything is opened or written (the core checks it again)
         if not 0 < self.retry_backoff_s <= self.retry_backoff_max_s:
             raise ValueError(
@@ -117,9 +161,28 @@ class ServerConfig:
         if not self.launch_timeout_s > 0:
             raise ValueError(f"--launch-timeout-s {self.launch_timeout_s:g}: must be above 0")
 
+    def replica_port_range(self) -> range:
+        """The replicas' ports (``replica_ports``); ValueError naming the option."""
+        first, count = port_range(self.replica_ports, "--replica-ports")
+        return range(first, first + count)
+
     @property
     def database_url(self) -> str:
         return self.db_url or f"sqlite:///{(self.data_dir / 'gpufleet.db').resolve()}"
+
+
+def check_ha(cfg: ServerConfig) -> None:
+    """``--ha`` needs a database that every controller shares and that fences (PostgreSQL)."""
+    if not cfg.ha:
+        return
+    if not cfg.database_url.startswith(("postgresql", "postgres:")):
+        raise ValueError(
+            "--ha needs PostgreSQL (--db postgresql://…): SQLite is a file on one host that "
+            "one controller opens, so a standby elsewhere could neither share the store nor "
+            "take over a leader lease in it"
+        )
+    if not 1.0 <= cfg.ha_lease_s <= 120.0:
+        raise ValueError(f"--ha-lease-s {cfg.ha_lease_s:g}: need 1 to 120 seconds")
 
 
 # What the node's watchdog may take beyond the lease and the grace before a task is dead: its
@@ -179,3 +242,12 @@ def check_fencing(
             f"--fence-grace-s {fence_grace_s:g} + {KILL_MARGIN_S:g} s kill margin = {need:g} s: "
             "otherwise a lost node's job could start elsewhere before its old attempt is dead"
         )
+
+
+def check_defrag(text: str, preempt: tuple[str, ...]) -> None:
+    """``--defrag``'s policy reads and is for a profile that defragments; else ValueError."""
+    from gpufleet.model.defrag import DefragPolicy, parse_options
+
+    if not any(p in ("defrag", "preempt/defrag") for p in preempt):
+        raise ValueError(f"--defrag {text!r} is for --preempt defrag,... (not in the profile)")
+    DefragPolicy.of(parse_options(text))

@@ -15,6 +15,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet.server.store.endpoints import EndpointStore
+
 # below the kernel's ephemeral ports (32768 on) and above MASTER_PORT's range (29500-31499)
 PORT_BASE = 31500
 PORT_SPAN = 1000
@@ -35,6 +37,10 @@ class EndpointBook:
         self.path = path
         self.port_base, self.port_span = port_base, port_span
         self._book: dict[str, Endpoint] = self._load()
+
+    def reload(self) -> None:
+        """Read the book again (a new leader: what the one before it handed out)."""
+        self._book = self._load()
 
     def _load(self) -> dict[str, Endpoint]:
         try:
@@ -88,3 +94,21 @@ class EndpointBook:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+
+
+class StoredEndpointBook(EndpointBook):
+    """The book in the store, shared by controllers in high availability (ADR 0044): the
+    leader writes it (fenced by its epoch), a new one reads it back (``reload``, at its
+    takeover), so a service keeps its port and token through a failover."""
+
+    def __init__(
+        self, store: EndpointStore, port_base: int = PORT_BASE, port_span: int = PORT_SPAN
+    ) -> None:
+        self.store = store
+        super().__init__(Path(), port_base, port_span)
+
+    def _load(self) -> dict[str, Endpoint]:
+        return {name: Endpoint(p, t) for name, (p, t) in self.store.endpoints().items()}
+
+    def _save(self) -> None:
+        self.store.save_endpoints({n: (e.port, e.token) for n, e in self._book.items()})

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpufleet.api.bounds import Problems, safe
-from gpufleet.model.errors import SpecError
+from gpufleet.model.errors import SpecError, each
 from gpufleet.server.refusals import RETRY_AFTER_S, RequestError, Unavailable
 from gpufleet.server.store.records import StoreUnavailable
 
@@ -72,7 +72,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(SpecError)
     async def _spec(_: Request, e: SpecError) -> JSONResponse:
-        return error_response(422, str(e), [(e.field, e.reason)] if e.field else [])
+        problems = [(x.field, x.reason) for x in each(e) if x.field]
+        return error_response(422, "; ".join(str(x) for x in each(e)), problems)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:

@@ -35,7 +35,7 @@ from typing import Protocol
 
 from gpufleet.core.commands import Command, Kill, RouteBackend, Routes, ServiceRecord
 from gpufleet.core.events import ServiceLoad
-from gpufleet.gateway import Backend, Gateway, ServiceRoute, ServiceStats
+from gpufleet.gateway import Backend, ConfigError, Gateway, ServiceRoute, ServiceStats
 from gpufleet.server.endpoints import Endpoint, EndpointBook
 from gpufleet.server.gateway_worker import GatewayWorker
 
@@ -103,6 +103,10 @@ class ServiceGateway:
         self.serving: Mapping[str, frozenset[str]] = {}
         self._routed: dict[str, frozenset[str]] = {}  # service → replicas of ``routes``
         self._seq = self._served_seq = 0
+        self._retry = False  # the newest apply failed, and not for its config: again
+        # a desktop service's viewers: the SHA-256 of each token that may open it (set by the
+        # controller service; () for an ordinary service, let in by its endpoint's token)
+        self.viewers: Callable[[str], tuple[str, ...]] = lambda name: ()
 
     @property
     def started(self) -> bool:
@@ -126,15 +130,21 @@ class ServiceGateway:
         or at the end). A later change starts it again."""
         self.worker.stop(STOP_WAIT_S)
 
-    def open(self, names: Iterable[str]) -> None:
-        """Each of these services gets its endpoint now, with no backend until its first
-        Routes (clients get 503, not a refused connection): at its creation, and for every
-        service at a restart. One already served keeps its routes."""
+    def open(
+        self,
+        names: Iterable[str],
+        ready: Callable[[str], tuple[RouteBackend, ...]] | None = None,
+    ) -> None:
+        """Each of these services gets its endpoint now, with the backends ``ready`` names
+        (none: clients get 503, not a refused connection, until its first Routes): at its
+        creation, and for every service at a restart or a takeover, whose first apply so
+        routes to the replicas the store says are ready, not to none (a gateway process
+        that served them under the old leader goes on). One already served keeps its
+        routes."""
         new = [n for n in names if n not in self.routes]
         for name in new:
             self.book.endpoint(name)  # made at the service's creation, kept across restarts
-            self.routes[name] = ()
-            self._routed[name] = frozenset()
+            self._set(name, ready(name) if ready is not None else ())
         if new:
             self._apply()
 
@@ -142,21 +152,24 @@ class ServiceGateway:
         """Serve ``c``'s backends from now on (``applied`` says when the proxy does); the
         replicas that left the routes."""
         before = {b.job_id for b in self._ready.get(c.service, ())}
-        self._ready[c.service] = c.backends
         self.book.endpoint(c.service)  # made at the service's creation (if not yet)
+        self._set(c.service, c.backends)
+        self._apply()
+        return before - {b.job_id for b in c.backends}
+
+    def _set(self, service: str, ready: tuple[RouteBackend, ...]) -> None:
+        self._ready[service] = ready
         backends = []
         routed = set()
-        for b in c.backends:
+        for b in ready:
             link = self.links.get(b.node)
             if link is None:  # its agent never registered with this process: not reachable
-                log.warning("service %s: no address for node %s of %s", c.service, b.node, b.job_id)
+                log.warning("service %s: no address for node %s of %s", service, b.node, b.job_id)
                 continue
             backends.append(Backend(_host(link.address), b.port))
             routed.add(b.job_id)
-        self.routes[c.service] = tuple(dict.fromkeys(backends))
-        self._routed[c.service] = frozenset(routed)
-        self._apply()
-        return before - {b.job_id for b in c.backends}
+        self.routes[service] = tuple(dict.fromkeys(backends))
+        self._routed[service] = frozenset(routed)
 
     def rotate(self, name: str) -> Endpoint:
         """A new token for ``name``'s endpoint, served from the proxy's next apply (now)."""
@@ -164,6 +177,12 @@ class ServiceGateway:
         if name in self.routes:
             self._apply()
         return e
+
+    def viewers_changed(self) -> None:
+        """A token was made or revoked: a desktop's viewers may differ (a revoked token is
+        refused from the proxy's next apply, now)."""
+        if self.routes:
+            self._apply()
 
     def forget(self, name: str) -> None:
         """The service is gone: its endpoint closes and its port and token are freed."""
@@ -180,7 +199,8 @@ class ServiceGateway:
         routes = []
         for name in sorted(self.routes):
             e = self.book.endpoint(name)
-            routes.append(ServiceRoute(name, e.port, e.token, self.routes[name]))
+            viewers = self.viewers(name)
+            routes.append(ServiceRoute(name, e.port, e.token, self.routes[name], viewers))
         self.applied = self.worker.apply(routes)
         self._seq += 1
         seq, snapshot = self._seq, dict(self._routed)
@@ -189,15 +209,25 @@ class ServiceGateway:
     def _served(self, seq: int, routed: dict[str, frozenset[str]], f: Future[None]) -> None:
         """An apply finished (on the worker's thread): what it routes is served now, unless
         it failed or a newer one finished first."""
-        if not f.cancelled() and f.exception() is None and seq > self._served_seq:
+        if f.cancelled():
+            return
+        e = f.exception()
+        if e is None and seq > self._served_seq:
             self._served_seq = seq
             self.serving = routed
+        elif e is not None and not isinstance(e, ConfigError) and seq == self._seq:
+            # not a refusal of the config (a proxy that did not reload in time, a gateway
+            # process that did not answer): the next sample applies the same set again
+            self._retry = True
 
     # ----- load -----------------------------------------------------------------------------
 
     async def sample(self, now: float) -> list[ServiceLoad]:
         """Each routed service's rate of served requests since the previous sample (none at
         the first); the counters are read on the proxy's thread."""
+        if self._retry:
+            self._retry = False
+            self._apply()
         try:
             stats = await asyncio.wrap_future(self.worker.stats())
         except Exception as e:
@@ -220,7 +250,7 @@ class ServiceGateway:
                 continue
             t0, n0 = last
             done = served - n0 if served >= n0 else served  # a reset: from 0
-            out.append(ServiceLoad(name, done / (now - t0), now))
+            out.append(ServiceLoad(name, done / (now - t0), now, st.connections))
         return out
 
 

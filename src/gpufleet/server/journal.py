@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.core.commands import ReplicaAdded, ServiceEvent, ServiceRecord
+from gpufleet.core.commands import ReplicaAdded, ServiceEvent, ServiceRecord, Transition
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Step
 from gpufleet.server.store import JobUpdate
@@ -33,7 +33,7 @@ class StoreJournal:
         self._on_committed = on_committed
 
     def commit(self, step: Step) -> None:
-        transitions, node_events = step.transitions, step.node_events
+        transitions, node_events = _not_stored_yet(step.transitions), step.node_events
         audits = self._audits(step) if self._audits is not None else []
         replicas = [c for c in step.commands if isinstance(c, ReplicaAdded)]
         records = [c for c in step.commands if isinstance(c, ServiceRecord)]
@@ -66,3 +66,12 @@ class StoreJournal:
         )
         if self._on_committed is not None:
             self._on_committed()
+
+
+def _not_stored_yet(transitions: list[Transition]) -> list[Transition]:
+    """Less the "submitted" transitions of jobs that have no other in this step: the turn's
+    intake stored each such job as it stands (a PENDING row and its "submitted" event,
+    ``add_jobs``), so writing it again would only cost a burst of submissions a second fsync a
+    turn (issue 27: four loops of sbatch at Slurm's pace)."""
+    moved = {t.job_id for t in transitions if t.old is not None}
+    return [t for t in transitions if t.old is not None or t.job_id in moved]

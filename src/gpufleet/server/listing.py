@@ -15,18 +15,21 @@ job: squeue over 2,000 pending jobs spent most of its time here, issue 27)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from fastapi import HTTPException
 from pydantic import TypeAdapter
 
 from gpufleet.api import schemas as s
 from gpufleet.core.state import JobRecord
 from gpufleet.model.job import JobState
 from gpufleet.model.reason import Reason
+from gpufleet.server.auth import Principal
 from gpufleet.server.service import ControllerService
 from gpufleet.server.store import StoredJob
 from gpufleet.server.views import job_out
@@ -93,6 +96,7 @@ def _shown(rec: JobRecord, reason: Reason | None) -> tuple[Any, ...]:
     object first, which a tuple's == does), and of its reason (whose == leaves out data)."""
     j = rec.job
     why = None if reason is None else (reason.code, reason.message, reason.estimated_start,
+                                       reason.start_low, reason.start_high,
                                        reason.data)  # fmt: skip
     return (j.spec, j.state, j.attempt, j.retries_used, j.submit_time, j.start_time,
             j.end_time, rec.allocation, rec.array_id, rec.array_index, why)  # fmt: skip
@@ -106,13 +110,33 @@ class Listings:
         self.rows = Rows()
 
     async def page(self, svc: ControllerService, q: Query) -> Page:
+        async with self.turn():
+            return await _page(svc, q, self.rows)
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """One listing's turn (a page, or squeue's table: server/squeue.py)."""
         if self._turn is None:
             self._turn = asyncio.Semaphore(1)
         async with self._turn:
-            return await _page(svc, q, self.rows)
+            yield
 
 
 async def _page(svc: ControllerService, q: Query, rows: Rows) -> Page:
+    page, cursor = await records(svc, q)
+    mine = {r.job.id: svc.reason(r.job.id) for r in page}
+    body = await asyncio.to_thread(_serialize, page, mine, q.brief, rows)
+    return Page(body, cursor)
+
+
+async def records(
+    svc: ControllerService, q: Query, *, copies: bool = True
+) -> tuple[list[JobRecord], int | None]:
+    """The page's records, newest first, and the cursor of the next page (None: this was the
+    last). ``copies``: what a worker thread may read while the loop goes on changing the
+    records; without, the records themselves, for a caller that reads them on the loop (they
+    are copied at most a few ms a page, and squeue reads 2,000 fields in less)."""
+    _copy = _copied if copies else _same
     want = q.limit + 1  # one more than a page: whether a next page exists
     cut = svc.restored_seq
     # newest first: the jobs this process accepted (all in memory, in seq order), then those
@@ -136,10 +160,25 @@ async def _page(svc: ControllerService, q: Query, rows: Rows) -> Page:
             older.sort(key=lambda r: -r.seq)
             found += [_copy(r) for r in older[: want - len(found)]]
     page = found[: q.limit]
-    cursor = page[-1].seq if len(found) > q.limit else scanned
-    mine = {r.job.id: svc.reason(r.job.id) for r in page}
-    body = await asyncio.to_thread(_serialize, page, mine, q.brief, rows)
-    return Page(body, cursor)
+    return page, page[-1].seq if len(found) > q.limit else scanned
+
+
+async def owned_job(svc: ControllerService, job_id: str, who: Principal) -> JobRecord:
+    """The job ``job_id`` as ``who`` may read it: 404 when there is none, 403 when it is
+    another user's and ``who`` a user."""
+    await svc.until_held(job_id)  # just submitted: the core holds it after this turn's step
+    rec = svc.job(job_id)
+    if rec is None:
+        # after a restart the controller holds only unfinished jobs: the rest are in the store
+        stored = svc.stored_job(job_id)
+        if stored is None:
+            raise HTTPException(404, f"no job {job_id}")
+        rec = record(stored)
+    if who.role == "user" and rec.job.spec.user != who.user:
+        raise HTTPException(
+            403, f"job {job_id} belongs to {rec.job.spec.user}; this token is {who.user}'s"
+        )
+    return rec
 
 
 def _newer(svc: ControllerService, cut: int, q: Query) -> Iterator[JobRecord]:
@@ -154,7 +193,11 @@ def _stored(svc: ControllerService, q: Query, top: int, n: int) -> list[StoredJo
     return svc.stored_jobs(user=q.user, queue=q.queue, state=q.state, limit=n, max_seq=top)
 
 
-def _copy(rec: JobRecord) -> JobRecord:
+def _same(rec: JobRecord) -> JobRecord:
+    return rec
+
+
+def _copied(rec: JobRecord) -> JobRecord:
     """What a response shows of a record the loop goes on changing: its job's fields (the
     spec is immutable, the allocation a tuple)."""
     return JobRecord(

@@ -23,9 +23,12 @@ class Outbox:
         self._events: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self._seq = itertools.count(time.time_ns())
         self._waiting: dict[str, int] = defaultdict(int)
+        # the leader's epoch every command carries (high availability, ADR 0032; 0: none)
+        self.term = 0
 
     def put(self, node: str, cmd: AgentCommand) -> None:
-        self._queues[node].append(cmd.model_copy(update={"seq": next(self._seq)}))
+        stamp = {"seq": next(self._seq), "term": self.term}
+        self._queues[node].append(cmd.model_copy(update=stamp))
         self._events[node].set()
 
     def drop(self, node: str) -> None:

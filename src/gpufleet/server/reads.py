@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gpufleet.core.state import NodeRuntime
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.never_fits import NeverFits
 from gpufleet.scheduler.snapshot import NodeView
@@ -24,6 +25,7 @@ from gpufleet.server.admission import (
     fit_problems,
     priority_problems,
     queue_problems,
+    reservation_problems,
     valid_queues,
 )
 
@@ -77,9 +79,18 @@ class ClusterReads:
         return reversed(self.ctrl.jobs.values())
 
     def reason(self, job_id: str) -> Reason | None:
-        """Why the job waits (and when it may start), as of the last scheduling pass."""
+        """Why the job waits (and when it may start), as of the last scheduling pass; a
+        running job's, its idle-GPU warning (None if it has none)."""
+        if job_id in self.ctrl.running:
+            return self.ctrl.idle.reason(job_id)
         last = self.ctrl.last
         return None if last is None else last.reasons.get(job_id)
+
+    def reason_code_of(self, job_id: str) -> Reason | None:
+        """``reason`` without its estimated start (the plan's, worked out per job and copied
+        into the Reason): for squeue's table, which prints the code only."""
+        last = self.ctrl.last
+        return None if last is None else last.reasons.raw(job_id)
 
     def running_jobs(self) -> Mapping[str, RunningJob]:
         """The running jobs by id, with their placements."""
@@ -99,6 +110,22 @@ class ClusterReads:
         nodes = self.ctrl.nodes
         return [(name, nodes[name]) for name in sorted(nodes)]
 
+    def powered_off(self) -> list[tuple[NodeSpec, str, str]]:
+        """The elastic pools' nodes that are not up, sorted by name: (spec, power state, why);
+        Slurm's POWERED_DOWN, POWERING_UP, POWERING_DOWN, and failed (core/elastic/book.py)."""
+        book = self.ctrl.elastic.book
+        return [
+            (n.spec, n.power.value, n.why)
+            for name, n in sorted(book.nodes.items())
+            if n.power.value != "up"
+        ]
+
+    def powered_off_node(self, name: str) -> tuple[NodeSpec, str, str] | None:
+        n = self.ctrl.elastic.book.get(name)
+        if n is None or n.power.value == "up":
+            return None
+        return n.spec, n.power.value, n.why
+
     def node_jobs(self, name: str) -> list[str]:
         """The ids of the running jobs with a rank on the node."""
         return [
@@ -117,7 +144,9 @@ class ClusterReads:
         (admission.py), all of it at once."""
         refusal = Refusal()
         refusal.invalid += queue_problems(spec, self.configured_queues())
-        refusal.forbidden += priority_problems(spec, role)
+        resv = self.ctrl.state.reservations
+        refusal.invalid += reservation_problems(spec, resv, self.ctrl.now, role)
+        refusal.forbidden += priority_problems(spec, role, self.ctrl.queues)
         nodes, memo = self._configured_nodes()
         refusal.invalid += fit_problems(spec, nodes, self._profile, memo)
         return refusal
@@ -135,16 +164,21 @@ class ClusterReads:
             self._fit_cache = (key, specs, views, NeverFits())
         return self._fit_cache[2], self._fit_cache[3]
 
+    def entitlement_terms(self) -> tuple[dict[str, float], float]:
+        """What fairness against entitlement is measured by: each queue's weight, the GPUs."""
+        weights = {q.name: q.weight for q in self.ctrl.queues.values()}
+        return weights, self.ctrl.state.capacity.gpu_milli / MILLI
+
     def queue(self, name: str) -> QueueSpec:
         """The queue as configured, or the default one a job may name without configuring."""
         return self.ctrl.queues.get(name) or QueueSpec(name)
 
     def queue_names(self) -> list[str]:
-        """The queues worth showing, sorted: the configured ones, those with jobs, and those
-        with past usage the fair share still counts (their jobs may have ended before a
-        restart)."""
+        """The queues worth showing, sorted: those a job may name (``default`` alone on a
+        cluster that declares none, as sinfo shows it), those with jobs, and those with past
+        usage the fair share still counts (their jobs may have ended before a restart)."""
         c = self.ctrl
-        names = set(c.queues) | {r.job.spec.queue for r in c.jobs.values()}
+        names = set(self.configured_queues()) | {r.job.spec.queue for r in c.jobs.values()}
         names |= {q for q, u in c.ledger.values.items() if u > 0}
         return sorted(names)
 

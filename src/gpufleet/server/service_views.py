@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gpufleet.api import services as a
 from gpufleet.core.controller import Controller
 from gpufleet.core.services import Replica, Service
+from gpufleet.gateway.viewers import LOGIN
 from gpufleet.model.job import JobState
 from gpufleet.server.store.services import ServiceEventRecord
 
@@ -118,4 +119,12 @@ def service_out(
         if events is None
         else [a.ServiceEventOut(time=e.time, what=e.what, why=e.why) for e in events],
         endpoint=endpoint,
+        desktop=None
+        if spec.desktop is None
+        else a.DesktopOut(
+            suspended=svc.desired == 0 and not svc.deleting,
+            idle_suspend_s=spec.desktop.idle_suspend_s,
+            geometry=spec.desktop.geometry,
+            open_url=None if endpoint is None else endpoint.url + LOGIN,
+        ),
     )

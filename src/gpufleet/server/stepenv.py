@@ -45,6 +45,10 @@ def serves_steps(spec: JobSpec) -> bool:
     return spec.batch
 
 
+def _shift(secret: bytes) -> int:
+    return int.from_bytes(hashlib.sha256(b"step-port\0" + secret).digest()[:4], "big")
+
+
 def step_key(secret: bytes, job_id: str, attempt: int) -> str:
     return hmac.new(secret, f"{job_id}\0{attempt}".encode(), hashlib.sha256).hexdigest()
 
@@ -57,8 +61,11 @@ def step_env(
     links: Mapping[str, _Link],
     secret: bytes,
 ) -> list[dict[str, str]]:
-    """One dict per rank. Slots that share a node take the next ports."""
-    base = step_port(seq, attempt)
+    """One dict per rank. Slots that share a node take the next ports: the job's number's
+    (``step_port``), shifted by this cluster's secret, so that two clusters on the same hosts
+    (two controllers on one test machine, two gpufleets sharing nodes) rarely give their job N
+    the same ports; the secret is kept (``step.key``), so a restarted controller gives the same."""
+    base = step_port(seq + _shift(secret), attempt)
     on_node: dict[str, int] = {}
     hosts = []
     for p in allocation:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.api import schemas as s
 from gpufleet.core.state import JobRecord, NodeRuntime
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.reason import Reason
 from gpufleet.model.resources import MILLI
 
@@ -42,6 +43,8 @@ def reason_out(r: Reason | None) -> s.ReasonOut | None:
         estimated_start=at,
         estimated_start_at=None if at is None else iso8601(at),
         start_bound=r.start_bound,
+        start_low=r.start_low,
+        start_high=r.start_high,
     )
 
 
@@ -79,7 +82,8 @@ def job_out(
         ]
         if active or j.state.terminal
         else [],
-        reason=reason_out(reason) if j.state.value == "PENDING" else None,
+        # a running job's Reason is its idle-GPU warning, if any (core/idle.py)
+        reason=reason_out(reason) if j.state.value in ("PENDING", "RUNNING") else None,
         events=[
             s.EventOut(time=e.time, attempt=e.attempt, state=e.new.value, why=e.why) for e in events
         ]
@@ -87,6 +91,28 @@ def job_out(
         else None,
         array_id=rec.array_id,
         array_index=rec.array_index,
+    )
+
+
+def powered_off_out(spec: NodeSpec, state: str, why: str) -> s.NodeOut:
+    """An elastic pool's node that is not up (``powered_down``, ``powering_up``,
+    ``powering_down``, ``power_failed``): its configured shape, nothing allocated."""
+    return s.NodeOut(
+        name=spec.name,
+        state=state,
+        gpu_model=spec.gpu_model,
+        gpus=spec.gpus,
+        gpus_free=spec.gpus,
+        cpu_cores=spec.cpu_milli / MILLI,
+        cpu_free=spec.cpu_milli / MILLI,
+        memory_gib=spec.memory_mib / 1024,
+        memory_free_gib=spec.memory_mib / 1024,
+        leaf=spec.leaf,
+        pod=spec.pod,
+        why=why,
+        labels=dict(spec.labels),
+        features=list(spec.features),
+        gres_type=spec.gpu_type,
     )
 
 

@@ -52,7 +52,7 @@ def text(module: str, python: str = sys.executable, where: list[str] | None = No
     of every command, issue 27) and the directories ``site`` would have given it written in;
     should the import fail all the same (an install moved since), ``site`` is run then."""
     return (
-        f"#!{python} -S\n{MARK}: written by `gpufleet slurm-shims install`; "
+        f"#!{python} -S\n{MARK}: written by `gpufleet slurm-shims install` or `gpufleet setup`; "
         "`gpufleet slurm-shims uninstall DIR` removes it\n"
         f"import sys\n\nsys.path[1:1] = {where if where is not None else paths()!r}\n"
         f"try:\n    from {module} import main\n"

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from gpufleet.cli import slurm_style
 from gpufleet.client.errors import ApiError
 from gpufleet.client.lean import row
+from gpufleet.io import slurm_style
+from gpufleet.model.hostlist import ranged
 from gpufleet.shims.common import Usage, connect, hms, iso, run, users
 from gpufleet.shims.parser import Parser
 
@@ -110,7 +111,7 @@ def fields(now: float) -> dict[str, tuple[Callable[[Any], str], int, bool]]:
         "end": (lambda j: iso(j.end_time), 19, True),
         "submit": (lambda j: iso(j.submit_time), 19, True),
         "eligible": (lambda j: iso(j.submit_time), 19, True),
-        "nodelist": (lambda j: ",".join(_nodes(j)) or "None assigned", 15, False),
+        "nodelist": (lambda j: ranged(_nodes(j)) or "None assigned", 15, False),
         "nnodes": (lambda j: str(len(_nodes(j)) or j.workers), 8, True),
         "allocnodes": (lambda j: str(len(_nodes(j))), 10, True),
         "alloccpus": (cpus, 10, True),
@@ -122,7 +123,11 @@ def fields(now: float) -> dict[str, tuple[Callable[[Any], str], int, bool]]:
         "reqgres": (lambda j: f"gpu:{j.gpus:g}" if j.gpus else "", 12, False),
         "timelimit": (_limit, 10, True),
         "priority": (lambda j: str(j.spec.get("priority", 0)), 10, True),
-        "reason": (lambda j: j.reason.code if j.get("reason") else "None", 20, True),
+        "reason": (
+            lambda j: slurm_style.slurm_reason(j.reason.code) if j.get("reason") else "None",
+            20,
+            True,
+        ),
         "arrayjobid": (lambda j: str(j.get("array_id") or ""), 12, True),
         "arraytaskid": (lambda j: str(j.get("array_index") or ""), 12, True),
         "qos": (lambda j: "normal", 10, True),

@@ -110,13 +110,11 @@ def read_script(path: str | None) -> str:
 def _read_here(argv: list[str]) -> Any:
     """The command line and script read here (``io/sbatch_command.py``), sbatch's refusal
     raised as ``Usage``."""
-    import socket
-
     from gpufleet.io import sbatch_command
 
     try:
         return sbatch_command.read(
-            argv, script=read_script, environ=os.environ, cwd=os.getcwd(), host=socket.gethostname()
+            argv, script=read_script, environ=os.environ, cwd=os.getcwd(), host=_host()
         )
     except sbatch_command.Usage as e:
         raise Usage(str(e)) from None
@@ -141,9 +139,9 @@ def _utf8(argv: list[str], environ: dict[str, str]) -> bool:
 
 
 def _host() -> str:
-    import socket  # the wire imports it anyway: no cost
+    import _socket  # not socket: its enums are a few ms of a submission (issue 27)
 
-    return socket.gethostname()
+    return _socket.gethostname()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from gpufleet.cli import selection, slurm_style
+from gpufleet.cli import selection
+from gpufleet.io import slurm_style
 from gpufleet.shims.common import Usage, connect, error, run, users
 from gpufleet.shims.parser import Parser
 

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.cli.slurm_style import format_rows
 from gpufleet.client.lean import rows as lean_rows
+from gpufleet.io.slurm_style import format_rows
 from gpufleet.shims.common import Usage, connect, run
 from gpufleet.shims.parser import Parser
 
@@ -24,7 +24,31 @@ STATES = {
     "suspect": ("unk*", "unknown*"),
     "unhealthy": ("fail", "fail"),
     "lost": ("down*", "down*"),
+    # an elastic pool's nodes, as Slurm's power saving shows them (~ off, # powering up,
+    # % powering down; a node that failed to resume is DOWN+POWERED_DOWN)
+    "powered_down": ("idle~", "idle~"),
+    "powering_up": ("idle#", "idle#"),
+    "powering_down": ("idle%", "idle%"),
+    "power_failed": ("down~", "down~"),
+    # in an open reservation (not gpufleet states: worked out by ``state``)
+    "maint": ("maint", "maint"),
+    "reserved": ("resv", "reserved"),
 }
+_IN_USE = ("idle", "mixed", "allocated")
+
+
+def state(n: Any) -> str:
+    """The node's state as sinfo shows it: ``maint`` in an open maintenance window, ``reserved``
+    when idle in another open reservation (Slurm's), else gpufleet's."""
+    s = str(n["state"])
+    if n.get("reservation") and s in _IN_USE:
+        if n.get("maint"):
+            return "maint"
+        if s == "idle":
+            return "reserved"
+    return s
+
+
 TITLES = {
     "P": "PARTITION", "a": "AVAIL", "l": "TIMELIMIT", "D": "NODES", "t": "STATE", "T": "STATE",
     "N": "NODELIST", "n": "HOSTNAMES", "c": "CPUS", "m": "MEMORY", "G": "GRES",
@@ -49,8 +73,8 @@ def _fields() -> dict[str, Callable[[Any], str]]:
         "a": lambda r: "up",
         "l": lambda r: "infinite",
         "D": lambda r: str(len(r[2])),
-        "t": lambda r: STATES.get(r[2][0]["state"], (r[2][0]["state"], ""))[0],
-        "T": lambda r: STATES.get(r[2][0]["state"], ("", r[2][0]["state"]))[1],
+        "t": lambda r: STATES.get(state(r[2][0]), (state(r[2][0]), ""))[0],
+        "T": lambda r: STATES.get(state(r[2][0]), ("", state(r[2][0])))[1],
         "N": lambda r: _compress([n["name"] for n in r[2]]),
         "n": lambda r: ",".join(n["name"] for n in r[2]),
         "c": lambda r: f"{min(n['cpu_cores'] for n in r[2]):g}",
@@ -101,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
             nodes = [
                 n
                 for n in nodes
-                if keep & {n["state"], *(x.rstrip("*") for x in STATES.get(n["state"], ()))}
+                if keep & {state(n), *(x.rstrip("*") for x in STATES.get(state(n), ()))}
             ]
         rows: list[tuple[str, bool, list[Any]]] = []
         for q in sorted(queues, key=lambda q: (q != DEFAULT_QUEUE, q)):
@@ -110,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             groups: dict[str, list[Any]] = {}
             for n in nodes:
-                groups.setdefault(n["state"], []).append(n)
+                groups.setdefault(state(n), []).append(n)
             rows += [(q, q == DEFAULT_QUEUE, g) for g in groups.values()]
             if not groups:
                 rows.append((q, q == DEFAULT_QUEUE, []))

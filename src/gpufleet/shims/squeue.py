@@ -1,99 +1,117 @@
-"""``squeue`` over gpufleet: its options, its ``-o``/``-O`` formats and its default table."""
+"""``squeue`` over gpufleet: its options, its ``-o``/``-O`` formats and its default table.
+
+The controller runs the command line (``POST /squeue``: ``io/squeue_command.py`` reads it,
+``server/squeue.py`` lists and prints), so that this command imports next to nothing and squeue
+over thousands of jobs costs no JSON (issue 27). Run here instead, over ``GET /jobs``, as before:
+for ``--help``, when the controller has no ``/squeue`` (an older one), or when it asks (428: a
+format that prints times of day, which are this reader's local time)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
-from gpufleet.cli import selection, slurm_style
-from gpufleet.shims.common import Usage, connect, run, users
-from gpufleet.shims.parser import Parser
+from gpufleet.shims.common import Usage, connect, run
 
-LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"  # squeue -l
-# squeue -O's names → its -o letters (the fields gpufleet has)
-FORMAT_NAMES = {
-    "jobid": "i", "jobarrayid": "i", "arrayjobid": "A", "name": "j", "username": "u",
-    "userid": "u", "partition": "P", "statecompact": "t", "state": "T", "timeused": "M",
-    "timelimit": "l", "numnodes": "D", "reasonlist": "R", "reason": "r", "nodelist": "N",
-    "numcpus": "C", "tres-per-node": "b", "starttime": "S", "submittime": "V", "priority": "Q",
-}  # fmt: skip
+TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
+if TYPE_CHECKING:
+    from typing import Any
 
+    from gpufleet.client.lean import LeanClient
 
-def parser() -> Parser:
-    p = Parser("squeue", "View gpufleet's jobs as squeue shows them.")
-    p.add_argument("-u", "--user", help="comma list of users")
-    p.add_argument("--me", action="store_true", help="my jobs (this Unix user's)")
-    p.add_argument("-j", "--jobs", help="comma list of job ids")
-    p.add_argument("-t", "--states", help="comma list of states: PD,R,CD,… or all")
-    p.add_argument("-p", "--partition", help="comma list of partitions (gpufleet queues)")
-    p.add_argument("-n", "--name", help="comma list of job names")
-    p.add_argument("-o", "--format", help="squeue's %%-format")
-    p.add_argument("-O", "--Format", dest="Format", help="squeue's field names: JobID,State,…")
-    p.add_argument("-h", "--noheader", action="store_true", help="no header line")
-    p.add_argument("-l", "--long", action="store_true", help="squeue's long format")
-    p.add_argument("-a", "--all", action="store_true", help="(every partition: always)")
-    p.add_argument("-r", "--array", action="store_true", help="(one task a line: always)")
-    return p
-
-
-def fields_format(text: str) -> str:
-    """``-O JobID:10,State:.8`` as an ``-o`` format (each field 20 wide unless given)."""
-    out = []
-    bad = []
-    for item in (x.strip() for x in text.split(",") if x.strip()):
-        name, _, size = item.partition(":")
-        letter = FORMAT_NAMES.get(name.lower())
-        if letter is None:
-            bad.append(name)
-            continue
-        right = size.startswith(".")
-        width = size.lstrip(".") or "20"
-        if not width.isdigit():
-            raise Usage(f"-O {item}: the size must be a number")
-        out.append(f"%{'.' if right else ''}{width}{letter}")
-    if bad:
-        raise Usage(f"-O: invalid field {', '.join(bad)} (known: {', '.join(FORMAT_NAMES)})")
-    return " ".join(out)
+RUN_HERE = (404, 405, 428)  # no /squeue (an older controller), or a format of local times
 
 
 def main(argv: list[str] | None = None) -> None:
-    a = parser().parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    if any(_asks_help(w) for w in args):
+        _here(args)
+    run("squeue", lambda: _run(args))
 
-    def body() -> int:
-        try:
-            wanted = slurm_style.states(a.states) if a.states is not None else None
-        except ValueError as e:
-            raise Usage(f"--states: {e}") from None
-        fmt = a.format or (fields_format(a.Format) if a.Format else None)
-        fmt = fmt or (LONG_FORMAT if a.long else slurm_style.DEFAULT_FORMAT)
-        who = users(a.user, a.me)
-        queues = {q.strip() for q in a.partition.split(",")} if a.partition else None
-        problems: list[str] = []
-        with connect("squeue") as c:
-            rows, failed = selection.select(
-                c,
-                user=next(iter(who)) if who and len(who) == 1 else None,
-                # no queue asked of the server: a pending job of several queues is listed
-                # under each of them (squeue -p b shows a job of -p a,b)
-                queue=None,
-                wanted=wanted,
-                job_ids=a.jobs,
-                names=a.name,
-                limit=10_000,
-                all_states=a.states is not None and selection.lists_ended(wanted),
-                report=problems.append,
-                brief=True,  # the formats print a few of the spec's fields
-            )
-        rows = [j for j in rows if (who is None or j.user in who)]
-        rows = [j for j in rows if (queues is None or slurm_style.in_partitions(j, queues))]
-        for msg in problems:
-            sys.stderr.write(f"squeue: error: {msg}\n")
-        try:
-            sys.stdout.write(slurm_style.render(fmt, rows, header=not a.noheader))
-        except ValueError as e:
-            raise Usage(str(e)) from None
-        return 1 if failed else 0
 
-    run("squeue", body)
+def _asks_help(word: str) -> bool:
+    """``--help`` or ``--usage``, or a prefix argparse takes for one (``--he``; ``--us`` is
+    ``--user``'s too: argparse's refusal of it is printed here)."""
+    return (len(word) >= 3 and "--help".startswith(word)) or (
+        len(word) >= 4 and "--usage".startswith(word)
+    )
+
+
+def _run(args: list[str]) -> int:
+    from gpufleet.client.errors import ApiError
+
+    with connect("squeue") as c:
+        try:
+            answer = c.call("POST", "/squeue", json_body={"argv": args, "me": _me()})
+        except ApiError as e:
+            if e.status == 400 and "body.argv" in e.fields:
+                raise Usage(e.fields["body.argv"]) from None
+            if e.status not in RUN_HERE:
+                raise
+            return _listed_here(c, args)
+    for msg in answer["errors"]:
+        sys.stderr.write(f"squeue: error: {msg}\n")
+    sys.stdout.write(answer["out"])
+    return int(answer["code"])
+
+
+def _me() -> str | None:
+    """This Unix user, as ``getpass.getuser`` finds it (without importing it)."""
+    for key in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if os.environ.get(key):
+            return os.environ[key]
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return None
+
+
+def _here(args: list[str]) -> None:
+    """The whole command run here: ``--help`` printed by argparse, the rest over GET /jobs."""
+    from gpufleet.io import squeue_command
+    from gpufleet.shims.parser import Parser
+
+    squeue_command.parser(Parser).parse_args(args)  # --help prints and exits
+    run("squeue", lambda: _listed_here(connect("squeue"), args))
+
+
+def _listed_here(c: LeanClient, args: list[str]) -> int:
+    """squeue over ``GET /jobs``: the same selection and table as the controller's."""
+    from gpufleet.cli import selection
+    from gpufleet.io import slurm_style, squeue_command
+    from gpufleet.shims.parser import Parser
+
+    try:
+        q = squeue_command.read(args, _me(), squeue_command.parser(Parser))
+    except squeue_command.Usage as e:
+        raise Usage(str(e)) from None
+    problems: list[str] = []
+    with c:
+        rows: list[Any]
+        rows, failed = selection.select(
+            c,
+            user=q.one_user,
+            # no queue asked of the server: a pending job of several queues is listed
+            # under each of them (squeue -p b shows a job of -p a,b)
+            queue=None,
+            wanted=q.wanted,
+            job_ids=q.job_ids,
+            names=q.names,
+            limit=10_000,
+            all_states=q.states_given and selection.lists_ended(q.wanted),
+            report=problems.append,
+            brief=True,  # the formats print a few of the spec's fields
+        )
+    rows = [j for j in rows if (q.users is None or j.user in q.users)]
+    rows = [j for j in rows if (q.partitions is None or slurm_style.in_partitions(j, q.partitions))]
+    if q.by_start:
+        rows = squeue_command.by_start(rows)
+    for msg in problems:
+        sys.stderr.write(f"squeue: error: {msg}\n")
+    sys.stdout.write(slurm_style.render(q.fmt, rows, header=q.header))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

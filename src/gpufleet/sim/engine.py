@@ -22,9 +22,18 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from gpufleet.core.commands import Command, Kill, Launch, RouteBackend, Routes, Transition
+from gpufleet.core.commands import (
+    Command,
+    Kill,
+    Launch,
+    PowerDown,
+    PowerUp,
+    RouteBackend,
+    Routes,
+    Transition,
+)
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Driver, PassRule
 from gpufleet.core.events import (
@@ -32,13 +41,19 @@ from gpufleet.core.events import (
     JobSubmitted,
     NodeLost,
     NodeUp,
+    ReservationSet,
+    TaskCheckpointed,
     TaskExited,
     TaskStarted,
 )
 from gpufleet.model.checkpoint import kept_work_s
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.job import JobSpec, JobState
+from gpufleet.model.limits import SIGNALS
+from gpufleet.model.notice import CheckpointNotice
+from gpufleet.model.reservation import NodeReservation
 from gpufleet.scheduler.framework import Profile
+from gpufleet.sim.elastic import SimPower
 from gpufleet.sim.silence import NodeFails, SilentNodes
 
 # attempt endings after which the job runs again (FAILED only while retries remain)
@@ -96,6 +111,8 @@ class JobOutcome:
     # seconds of the job's work done and then lost (redone by a later attempt), by cause
     lost_preempted_s: float = 0.0
     lost_failed_s: float = 0.0  # node lost (or a failed attempt that is retried)
+    # (start, end) of each attempt that held GPUs (the entitlement figure reads them)
+    runs: list[tuple[float, float]] = field(default_factory=list)
     _attempt_start: float | None = None
 
     @property
@@ -106,6 +123,9 @@ class JobOutcome:
     def wait_s(self) -> float | None:
         j = self.jct
         return None if j is None else max(0.0, j - self.run_s)
+
+
+MAX_REPORTS = 10_000  # an attempt's checkpoint reports at most (the heap's bound)
 
 
 @dataclass(slots=True)
@@ -120,6 +140,10 @@ class SimConfig:
     # every job saves its state on the preemption's stop signal and resumes there (Tiresias'
     # premise for LAS); False: a preempted attempt keeps only its last periodic checkpoint
     checkpoint_on_preempt: bool = False
+    # every job that declares none declares ``checkpoint: {signal: USR1, grace_s: this}``: a
+    # preempted job then holds its GPUs for its grace (capped by its queue: preemption costs
+    # the preemptor that wait) and keeps its work (it saved it on the signal); None: no notice
+    preempt_grace_s: float | None = None
     # the live controller's pass rule (a what-if schedules when the live cluster would); its
     # interval tick changes nothing here (the state moves only at events), so it is left out
     min_pass_gap_s: float = 0.0
@@ -132,6 +156,11 @@ class SimConfig:
     # the live controller's ``--node-grace-s``: a failed node is declared lost this long after
     # its last heartbeat (its jobs held until then, ``sim.silence``); None: lost at once
     node_grace_s: float | None = None
+    # advance reservations (maintenance windows), in the simulation's seconds: given to the
+    # controller at the start, as an admin's ``gpufleet reserve create`` before the trace
+    reservations: tuple[NodeReservation, ...] = ()
+    # the price of a node-hour, fixed or elastic (``sim/elastic.py``); None: the pools' own
+    node_hour_price: float | None = None
 
 
 @dataclass(slots=True)
@@ -187,6 +216,9 @@ class Simulation:
         self.routes: dict[str, tuple[RouteBackend, ...]] = {}  # each service's last Routes
         self._rng = random.Random(self.config.seed)
         self._node_specs = {n.name: n for n in cluster.nodes}
+        self.power = SimPower(cluster, cfg.node_hour_price)  # elastic pools; node-hours
+        for r in self.config.reservations:
+            self._push(0.0, ReservationSet(r))
         for j in jobs:
             interval = j.checkpoint_interval_s or self.config.checkpoint_interval_s
             self.work[j.id] = _Work(j.duration_s, interval_s=interval)
@@ -201,7 +233,7 @@ class Simulation:
                 j.submit_time,
                 JobSubmitted(
                     j.id,
-                    j.spec,
+                    self._noticed(j.spec),
                     j.submit_time,
                     j.depends_on,
                     oracle_duration_s=j.duration_s,
@@ -290,6 +322,7 @@ class Simulation:
     def _account(self, t: float) -> None:
         if self._last_t is not None and t > self._last_t:
             self.gpu_seconds += self.busy_gpus * (t - self._last_t)
+            self.power.account(t - self._last_t, self.controller.elastic.book)
         self._last_t = t
 
     # ----- the executor ------------------------------------------------------------------
@@ -309,6 +342,8 @@ class Simulation:
                         self._push(t, TaskStarted(c.job_id, c.attempt, rank))
             elif isinstance(c, Routes):
                 self.routes[c.service] = c.backends
+            elif isinstance(c, PowerUp | PowerDown):
+                self.power.apply(c, t, self._push)
             elif isinstance(c, Launch):
                 w = self.work[c.job_id]
                 w.attempt = c.attempt
@@ -322,12 +357,16 @@ class Simulation:
                         continue
                     self._push(t, TaskStarted(c.job_id, c.attempt, rank))
                     self._push(end, TaskExited(c.job_id, c.attempt, rank, 0))
+                self._checkpoints(c.job_id, c.attempt, t + w.overhead_s, end, w.interval_s)
                 gpus = sum(len(p.gpus) for p in c.allocation)
                 self.busy_gpus += gpus
             elif isinstance(c, Kill):
-                # progress is settled when the attempt ends (_interrupted), for every cause
+                # progress is settled when the attempt ends (_interrupted), for every cause; a
+                # preemption's notice holds the GPUs for its whole wait (the checkpoint's write
+                # is not modelled shorter), then the ranks exit
+                end = t + (c.notice.wait_s if c.notice is not None else 0.0)
                 for rank in c.ranks:
-                    self._push(t, TaskExited(c.job_id, c.attempt, rank, 137, c.why))
+                    self._push(end, TaskExited(c.job_id, c.attempt, rank, 137, c.why))
 
     def _record(self, c: Transition) -> None:
         o = self.outcomes.get(c.job_id)
@@ -342,6 +381,7 @@ class Simulation:
         elif c.old in (JobState.STARTING, JobState.RUNNING) and c.new is not JobState.RUNNING:
             if o._attempt_start is not None:
                 o.run_s += c.time - o._attempt_start
+                o.runs.append((o._attempt_start, c.time))
                 o._attempt_start = None
             self.busy_gpus -= o.gpus if o.gpus else 0
             if c.new is JobState.PREEMPTED:
@@ -374,12 +414,34 @@ class Simulation:
         if stopped is not None:  # it stopped working when its node died
             end = min(end, stopped)
         useful = min(max(0.0, end - w.attempt_start - w.overhead_s), w.duration_s - w.done_s)
-        saved = self.config.checkpoint_on_preempt and c.new is JobState.PREEMPTED
+        noticed = self.controller.jobs[c.job_id].job.spec.preempt_notice is not None
+        saved = c.new is JobState.PREEMPTED and (self.config.checkpoint_on_preempt or noticed)
         kept = kept_work_s(useful, w.interval_s, saved_at_stop=saved)
         w.done_s += kept
         return useful - kept
 
     # ----- helpers -----------------------------------------------------------------------
+
+    def _checkpoints(
+        self, job_id: str, attempt: int, start: float, end: float, interval: float | None
+    ) -> None:
+        """The attempt's periodic checkpoints, reported as a live agent reports its file's
+        writes (victims are chosen by the work since the last one), up to ``MAX_REPORTS``."""
+        if not interval:
+            return
+        at = start + interval
+        for _ in range(MAX_REPORTS):
+            if at >= end:
+                return
+            self._push(at, TaskCheckpointed(job_id, attempt, 0))
+            at += interval
+
+    def _noticed(self, spec: JobSpec) -> JobSpec:
+        """``spec`` with the checkpoint notice ``preempt_grace_s`` gives every job."""
+        g = self.config.preempt_grace_s
+        if g is None or spec.preempt_notice is not None:
+            return spec
+        return replace(spec, checkpoint=CheckpointNotice(SIGNALS["USR1"], round(g)))
 
     def at(self, t: float, *events: Event) -> None:
         """Events from outside the trace (a service created, a crash, a load sample) at ``t``."""

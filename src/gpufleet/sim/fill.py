@@ -30,8 +30,17 @@ import numpy as np
 from gpufleet.model.cluster import ClusterSpec, NodeSpec
 from gpufleet.scheduler import openb_scores as sc
 from gpufleet.scheduler.openb_scores import MILLI, NodeState, PodRequest, TargetWorkload
+from gpufleet.scheduler.strand_scores import StrandScorer, model_pressure
 
-POLICIES: tuple[str, ...] = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
+POLICIES: tuple[str, ...] = (
+    "random",
+    "dotprod",
+    "gpuclustering",
+    "gpupacking",
+    "bestfit",
+    "fgd",
+    "fgd-strand",
+)
 SC_POLICY: dict[str, str] = {
     "random": "01-Random",
     "dotprod": "02-DotProd",
@@ -39,6 +48,7 @@ SC_POLICY: dict[str, str] = {
     "gpupacking": "04-GpuPacking",
     "bestfit": "05-BestFit",
     "fgd": "06-FGD",
+    "fgd-strand": "07-FGD-Strand",  # gpufleet's own (scheduler/strand_scores.py), not the paper's
 }
 DEFAULT_TUNE = 1.3
 X_MAX = 130  # the last column of the published curves
@@ -130,6 +140,10 @@ class _Cluster:
         self.changed: list[int] = []  # the node of every bind, in order
         self._scores: dict[Shape, tuple[np.ndarray, list[int]]] = {}
         self._fgd_memo: dict[tuple[int, tuple[int, ...], str, Shape], int] = {}
+        supply: dict[str, int] = {}
+        for s in st:
+            supply[s.model] = supply.get(s.model, 0) + len(s.gpus)
+        self.strand = StrandScorer(wl, model_pressure(wl, supply))
 
     def access(self, models: tuple[str, ...]) -> np.ndarray:
         mask = self._access.get(models)
@@ -167,14 +181,19 @@ class _Cluster:
             if not self._access_ok(i, pod):
                 return -1
         policy = self.policy
-        if policy == "fgd":
+        if policy in ("fgd", "fgd-strand"):
             key = (s.cpu_left, s.gpus, s.model, pod.shape)
             v = self._fgd_memo.get(key)
             if v is None:
-                v = sc.fgd_score(self.wl, s, pod)[0]
+                v = self._fgd(s, pod)[0]
                 self._fgd_memo[key] = v
             return v
         return sc.node_score(policy, s, pod, None)
+
+    def _fgd(self, s: NodeState, pod: PodRequest) -> tuple[int, tuple[int, ...]]:
+        if self.policy == "fgd":
+            return sc.fgd_score(self.wl, s, pod)
+        return self.strand.score(s, pod)
 
     def _access_ok(self, i: int, pod: PodRequest) -> bool:
         return bool(self.access(pod.gpu_models)[i])
@@ -219,7 +238,10 @@ class _Cluster:
 
     def _bind(self, i: int, pod: PodRequest) -> None:
         old = self.states[i]
-        devices = sc.choose_gpus(self.policy, old, pod, self.wl, self.rng)
+        if self.policy == "fgd-strand":
+            devices = self.strand.score(old, pod)[1] if pod.num_gpu else ()
+        else:
+            devices = sc.choose_gpus(self.policy, old, pod, self.wl, self.rng)
         new = sc.bind(old, pod, devices)
         self.states[i] = new
         self.cpu[i] = new.cpu_left

@@ -13,9 +13,12 @@ Definitions (all times in seconds; trace time starts at the first submission, t 
 - makespan lower bound = max(Σ gᵢ·dᵢ / G, max dᵢ) over the jobs that can run at all (gᵢ GPUs,
   dᵢ duration, G the cluster's GPUs). It ignores arrival times, so on a trace that arrives over
   months (Philly) the bound is loose; ``arrival_bound_s`` (max sᵢ + dᵢ) is given beside it.
-- jain_fairness: Jain's index J = (Σ xᵢ)² / (n · Σ xᵢ²) over the n queues with at least one
-  finished job, xᵢ being queue i's mean slowdown. J = 1 when every queue's jobs are slowed down
-  alike; J → 1/n when one queue takes all the delay. Unweighted: queue weights are not applied.
+- entitlement_fairness: how close each queue's share of GPU-time came to its entitlement, per
+  hour (``scheduler/entitlement.py``): in each hour with two or more queues with demand, Jain's
+  index over received ÷ entitled GPU-time, the entitlement being the queue's weighted max-min
+  fair share of the cluster given every queue's demand; the mean over those hours. 1 when every
+  queue got its entitlement; it replaces Jain over mean slowdowns, which a fair-share scheduler
+  rightly makes unequal. Per queue, ``entitled_ratio`` is received ÷ entitled over those hours.
 - lost_gpu_hours_preemption / lost_gpu_hours_node_failure: GPU-hours of work a job had done
   and then lost, summed over its interruptions (preempted; node lost): per interruption, its GPUs
   × the useful seconds of the attempt (restart overhead excluded) past its last checkpoint (all
@@ -39,6 +42,8 @@ import numpy as np
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.cycle import run_cycle
+from gpufleet.scheduler.entitlement import Span, entitlement_fairness
+from gpufleet.sim.elastic import max_gpus
 from gpufleet.sim.engine import JobOutcome, Simulation
 
 # the --json keys of the issue, in its order (plus "queues")
@@ -54,12 +59,14 @@ SUMMARY_KEYS = (
     "utilization",
     "makespan_s",
     "makespan_lower_bound_s",
-    "jain_fairness",
+    "entitlement_fairness",
     "preemptions",
     "lost_gpu_hours_preemption",
     "lost_gpu_hours_node_failure",
     "never_schedulable",
     "wall_s",
+    "node_hours",
+    "cost",
 )
 
 
@@ -82,6 +89,7 @@ class JobRow:
     never: bool = False
     lost_preempted_s: float = 0.0  # seconds of the job's work lost to preemptions
     lost_failed_s: float = 0.0  # … to node failures
+    runs: tuple[tuple[float, float], ...] = ()  # (start, end) of each attempt, when known
 
     @property
     def lost_work_s(self) -> float:
@@ -117,6 +125,7 @@ class QueueFigures:
     avg_slowdown: float | None
     gpu_seconds: float  # allocated GPU-seconds
     gpu_share: float  # of all allocated GPU-seconds
+    entitled_ratio: float | None = None  # GPU-time received ÷ entitled (entitlement_fairness)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +141,7 @@ class ReplayMetrics:
     utilization: float
     makespan_s: float
     makespan_lower_bound_s: float
-    jain_fairness: float | None
+    entitlement_fairness: float | None
     preemptions: int
     never_schedulable: int
     wall_s: float
@@ -143,6 +152,9 @@ class ReplayMetrics:
     arrival_bound_s: float = 0.0
     gpus: int = 0
     never_ids: tuple[str, ...] = ()
+    node_hours: float = 0.0  # nodes powered × hours (fixed nodes all the run long)
+    cost: float | None = None  # node-hours × price (sim/elastic.py); None: no price known
+    peak_nodes: int = 0  # the most nodes powered at once
 
     @property
     def makespan_ratio(self) -> float | None:
@@ -193,8 +205,10 @@ def compute(
     gpus: int,
     preemptions: int,
     wall_s: float,
+    weights: Mapping[str, float] | None = None,
 ) -> ReplayMetrics:
-    """The figures of ``rows`` on a cluster of ``gpus`` GPUs."""
+    """The figures of ``rows`` on a cluster of ``gpus`` GPUs (``weights``: the queues'
+    fair-share weights, 1 where not given)."""
     done = [r for r in rows if r.finished]
     never = [r for r in rows if r.never]
     runnable = [r for r in rows if not r.never]
@@ -210,6 +224,9 @@ def compute(
     by_queue: dict[str, list[JobRow]] = {}
     for r in rows:
         by_queue.setdefault(r.queue, []).append(r)
+    ent = entitlement_fairness(
+        [_span(r) for r in rows if not r.never], gpus, weights or {}, until=makespan
+    )
     queues: dict[str, QueueFigures] = {}
     for q, qrows in sorted(by_queue.items()):
         qdone = [r for r in qrows if r.finished]
@@ -226,8 +243,8 @@ def compute(
             avg_slowdown=_mean(qslow),
             gpu_seconds=qgpu,
             gpu_share=qgpu / allocated if allocated else 0.0,
+            entitled_ratio=ent.ratio.get(q),
         )
-    fairness = jain_index(f.avg_slowdown for f in queues.values() if f.avg_slowdown is not None)
     return ReplayMetrics(
         jobs=len(rows),
         avg_jct_s=_mean(jct),
@@ -240,7 +257,7 @@ def compute(
         utilization=allocated / (gpus * makespan) if gpus and makespan > 0 else 0.0,
         makespan_s=makespan,
         makespan_lower_bound_s=lower,
-        jain_fairness=fairness,
+        entitlement_fairness=ent.jain,
         preemptions=preemptions,
         never_schedulable=len(never),
         wall_s=wall_s,
@@ -252,6 +269,13 @@ def compute(
         gpus=gpus,
         never_ids=tuple(r.id for r in never),
     )
+
+
+def _span(r: JobRow) -> Span:
+    runs = r.runs
+    if not runs and r.first_start is not None and r.run_s > 0:  # one attempt, as far as known
+        runs = ((r.first_start, r.first_start + r.run_s),)
+    return Span(r.queue, r.gpus, r.submit_time, r.end_time, runs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,11 +323,15 @@ def _row(o: JobOutcome, gpus: float, why: Reason | None) -> JobRow:
         never=why is not None and why.code is ReasonCode.NEVER,
         lost_preempted_s=o.lost_preempted_s,
         lost_failed_s=o.lost_failed_s,
+        runs=tuple(o.runs),
     )
 
 
 def from_simulation(sim: Simulation, wall_s: float) -> tuple[ReplayMetrics, list[JobRow]]:
     """The figures of a finished simulation and the per-job rows they come from."""
     rows = job_rows(sim)
-    m = compute(rows, gpus=sim.cluster.total_gpus, preemptions=sim.preemptions, wall_s=wall_s)
-    return m, rows
+    gpus = max_gpus(sim.cluster)
+    weights = {q.name: q.weight for q in sim.controller.queues.values()}
+    m = compute(rows, gpus=gpus, preemptions=sim.preemptions, wall_s=wall_s, weights=weights)
+    p = sim.power
+    return replace(m, node_hours=p.node_hours, cost=p.cost, peak_nodes=p.peak), rows

@@ -207,11 +207,11 @@ def build(
     return Workload(snap, nodes, nodes * gpus_per_node, jobs, gangs, leaves, queues, seed, busy)
 
 
-def profile(seed: int = 0) -> Profile:
+def profile(seed: int = 0, place: str = PROFILE["place"]) -> Profile:
     return Profile.build(
         order=PROFILE["order"],
         admit=PROFILE["admit"],
-        place=PROFILE["place"],
+        place=place,
         backfill=PROFILE["backfill"],
         seed=seed,
     )
@@ -224,6 +224,7 @@ class Measurement:
     times_s: list[float] = field(default_factory=list)  # wall (perf_counter) per cycle
     explain_s: list[float] = field(default_factory=list)  # of which step 6 (reasons)
     cpu_s: list[float] = field(default_factory=list)  # process CPU time per cycle
+    place: str = PROFILE["place"]
 
     @property
     def cycle_s(self) -> float:
@@ -249,7 +250,7 @@ class Measurement:
             "pending_gangs": w.gangs,
             "running": len(w.snapshot.running),
             "busy_gpus": sum(len(p.gpus) for rj in w.snapshot.running for p in rj.allocation),
-            "profile": dict(PROFILE),
+            "profile": {**PROFILE, "place": self.place},
             "explain_included": True,
             "seed": w.seed,
             "repeats": len(self.times_s),
@@ -276,11 +277,13 @@ def time_cycle(snap: Snapshot, prof: Profile) -> tuple[float, CycleResult]:
     return time.perf_counter() - t0, res
 
 
-def measure(workload: Workload, repeats: int = 3, seed: int = 0) -> Measurement:
+def measure(
+    workload: Workload, repeats: int = 3, seed: int = 0, place: str = PROFILE["place"]
+) -> Measurement:
     """Run the same cycle ``repeats`` times (it is pure: the same snapshot gives the same
     decisions) and keep every time; the figure is the median. Step 6 (reasons) is timed on
     the side by wrapping ``explain.explain_all`` for the duration."""
-    prof = profile(seed)
+    prof = profile(seed, place)
     m: Measurement | None = None
     spent: list[float] = []
     inner = explain.explain_all
@@ -299,7 +302,7 @@ def measure(workload: Workload, repeats: int = 3, seed: int = 0) -> Measurement:
             t, r = time_cycle(workload.snapshot, prof)
             c = time.process_time() - c0
             if m is None:
-                m = Measurement(workload, r)
+                m = Measurement(workload, r, place=place)
             m.times_s.append(t)
             m.cpu_s.append(c)
             m.explain_s.append(sum(spent))
@@ -319,9 +322,10 @@ def placement(
     seed: int = 0,
     repeats: int = 3,
     busy: float = 0.0,
+    place: str = PROFILE["place"],
 ) -> dict[str, Any]:
     w = build(nodes, jobs, gangs, leaves, gpus_per_node, queues, seed, busy)
-    return measure(w, repeats, seed).as_dict()
+    return measure(w, repeats, seed, place).as_dict()
 
 
 # ----- scaling ---------------------------------------------------------------------------

@@ -81,7 +81,7 @@ def summary_table(m: ReplayMetrics, title: str = "") -> Table:
         f"{duration(m.makespan_s)} / {duration(m.makespan_lower_bound_s)} = {_ratio(m)}",
     )
     t.add_row("last arrival + duration", duration(m.arrival_bound_s))
-    t.add_row("Jain's index (queue slowdown)", _num(m.jain_fairness, ".3f"))
+    t.add_row("fairness vs entitlement (Jain, hourly)", _num(m.entitlement_fairness, ".3f"))
     t.add_row("preemptions", f"{m.preemptions:,}")
     t.add_row(
         "work lost: preemption / node failure",
@@ -94,6 +94,8 @@ def summary_table(m: ReplayMetrics, title: str = "") -> Table:
     t.add_row("never schedulable", never)
     if m.unfinished:
         t.add_row("[red]unfinished[/red]", f"[red]{m.unfinished:,}[/red]")
+    cost = "" if m.cost is None else f", cost {m.cost:,.2f}"
+    t.add_row("node-hours (peak nodes)", f"{m.node_hours:,.1f} ({m.peak_nodes:,}){cost}")
     t.add_row("simulation wall", f"{m.wall_s:.2f} s")
     return t
 
@@ -104,6 +106,7 @@ def queue_table(m: ReplayMetrics) -> Table:
         t.add_column(col, justify="left" if col == "queue" else "right")
     t.add_column("slowdown", justify="right")
     t.add_column("GPU share", justify="right")
+    t.add_column("of entitlement", justify="right")
     for name, q in m.queues.items():
         t.add_row(
             name,
@@ -115,6 +118,7 @@ def queue_table(m: ReplayMetrics) -> Table:
             duration(q.avg_wait_s),
             _num(q.avg_slowdown),
             f"{100 * q.gpu_share:.1f} %",
+            "—" if q.entitled_ratio is None else f"{100 * q.entitled_ratio:.0f} %",
         )
     return t
 
@@ -129,7 +133,7 @@ def compare_table(runs: Sequence[ReplayRun], title: str = "") -> Table:
         "slowdown",
         "util",
         "makespan/LB",
-        "Jain",
+        "fair/entitl.",
         "preempt",
         "lost GPU-h",
         "never",
@@ -146,7 +150,7 @@ def compare_table(runs: Sequence[ReplayRun], title: str = "") -> Table:
             _num(m.avg_slowdown),
             f"{100 * m.utilization:.1f} %",
             _ratio(m),
-            _num(m.jain_fairness, ".3f"),
+            _num(m.entitlement_fairness, ".3f"),
             f"{m.preemptions:,}",
             gpu_hours(m.lost_gpu_hours_preemption + m.lost_gpu_hours_node_failure, unit=""),
             f"{m.never_schedulable:,}",

@@ -10,9 +10,10 @@ from dataclasses import replace
 from typing import Any
 
 from gpufleet.agent.dcgm import DcgmProfiling
-from gpufleet.agent.gpu import PROF_FIELDS, DeviceRef, GpuSample, GpuUnavailable
+from gpufleet.agent.gpu import PROF_FIELDS, DeviceRef, GpuSample, GpuUnavailable, TaskUse
 from gpufleet.agent.nvml import discovery, readings
 from gpufleet.agent.nvml.calls import NvmlCalls, import_pynvml, text
+from gpufleet.agent.nvml.engines import SeenStamps
 from gpufleet.api.schemas import GpuInfo
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class NvmlBackend:
         self._said: set[str] = set()  # UUIDs of what was logged once (no instances, …)
         self._events: Any = None
         self._nvlink: readings.NvlinkCounters = {}
+        self._seen: SeenStamps = {}  # per-process samples read up to here, per GPU
         self.discover()
         self._events = self._open_xid_events()
         self.profiling: Any = DcgmProfiling.open() if profiling is _AUTO else profiling
@@ -75,6 +77,7 @@ class NvmlBackend:
         xids = self._drain_xids()
         prof = self._profiling()
         parents: dict[int, GpuSample] = {}  # each physical GPU read once, for all its devices
+        mig_parents = {parent for parent, _ in self.inv.mig.values()}
         out = []
         for idx, info in self.inv.info.items():
             p = self.inv.parent_of[idx]
@@ -87,6 +90,8 @@ class NvmlBackend:
                     now,
                     tuple(xids.get(p, ())),
                     self._nvlink,
+                    # a GPU in MIG mode has no per-process figures to split among its devices
+                    None if p in mig_parents else self._seen,
                 )
             if p in self.calls.lost:
                 continue
@@ -118,6 +123,12 @@ class NvmlBackend:
             fb_reserved=reserved,
             mig_profile=info.mig_profile,
             gpu_instance_id=self.inv.gpu_instance.get(idx),
+            # the encoder and the processes are the parent's: NVML does not split them per
+            # MIG device, so a device reports none (absent, not the parent's figures)
+            enc_sessions=None,
+            enc_fps=None,
+            enc_latency_us=None,
+            processes=(),
         )
 
     def _profiling(self) -> dict[str, dict[str, float]]:
@@ -201,8 +212,28 @@ class NvmlBackend:
             )
         return out
 
-    def set_load(self, load: Mapping[int, float], now: float) -> None:
-        return None  # real GPUs report their own utilization
+    def reset(self) -> str:
+        """Reset the node's GPUs for the heal loop (``nvml/reset.py`` says how, and what NVML
+        cannot do); raises ``ResetFailed`` with why."""
+        from gpufleet.agent.nvml.reset import reset_all
+
+        return reset_all(self)
+
+    def restart(self) -> None:
+        """NVML started again (after a reset): discovery and the XID event set anew."""
+        if self._events is not None:
+            self._call(None, "nvmlEventSetFree", self._events)
+            self._events = None
+        self._call(None, "nvmlShutdown")
+        self._call(None, "nvmlInit")
+        self.calls.lost.clear()
+        self._nvlink = {}
+        self._seen = {}
+        self.discover()
+        self._events = self._open_xid_events()
+
+    def set_load(self, load: Mapping[int, float], now: float, uses: Sequence[TaskUse] = ()) -> None:
+        return None  # real GPUs report their own utilization and processes
 
     def frozen(self, now: float) -> bool:
         return False

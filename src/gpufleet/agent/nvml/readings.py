@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from gpufleet.agent.gpu import GpuSample
+from gpufleet.agent.gpu import GpuSample, engine_utils
 from gpufleet.agent.nvml.calls import NvmlCalls, field_value, item, num, opt_float, opt_int
 from gpufleet.agent.nvml.discovery import nvlink_up
+from gpufleet.agent.nvml.engines import SeenStamps, encoder_stats, process_use
 from gpufleet.agent.nvml.names import MIB
 from gpufleet.api.schemas import GpuInfo
 
@@ -28,8 +29,10 @@ def sample_whole(
     now: float,
     xids: tuple[int, ...],
     counters: NvlinkCounters,
+    seen: SeenStamps | None = None,
 ) -> GpuSample:
-    """Physical GPU ``i`` (its NVML index) as a whole GPU."""
+    """Physical GPU ``i`` (its NVML index) as a whole GPU; ``seen``: where its per-process
+    samples were read up to (None: they are not read)."""
     c = nv.const
     util = nv.call(i, "nvmlDeviceGetUtilizationRates", h)
     power_mw = nv.call(i, "nvmlDeviceGetPowerUsage", h)
@@ -39,6 +42,12 @@ def sample_whole(
     rows = nv.call(i, "nvmlDeviceGetRemappedRows", h)  # (corr, unc, pending, failure)
     tx, rx, nvlink_total = _nvlink_rates(nv, i, h, info, now, counters)
     used, free, reserved = memory(nv, i, h)
+    enc, dec = engine_utils(
+        info.model,
+        item(nv.call(i, "nvmlDeviceGetEncoderUtilization", h), 0),
+        item(nv.call(i, "nvmlDeviceGetDecoderUtilization", h), 0),
+    )
+    sessions, fps, latency = encoder_stats(nv, i, h, info.model)
     return GpuSample(
         index=i,
         uuid=info.uuid,
@@ -47,8 +56,12 @@ def sample_whole(
         pci_bus_id=info.pci_bus_id,
         gpu_util=num(util, "gpu"),
         mem_copy_util=num(util, "memory"),
-        enc_util=item(nv.call(i, "nvmlDeviceGetEncoderUtilization", h), 0),
-        dec_util=item(nv.call(i, "nvmlDeviceGetDecoderUtilization", h), 0),
+        enc_util=enc,
+        dec_util=dec,
+        enc_sessions=sessions,
+        enc_fps=fps,
+        enc_latency_us=latency,
+        processes=process_use(nv, i, h, info.model, seen) if seen is not None else (),
         fb_used=used,
         fb_free=free,
         fb_reserved=reserved,

@@ -12,13 +12,22 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpufleet.agent import taskstart
+from gpufleet.agent import keeper, taskstart
 from gpufleet.agent.accounts import Account
 from gpufleet.api.schemas import AgentCommand
 
 # what a batch job's other ranks run (see gpufleet.slurm.stepd), with the agent's interpreter
 STEP_DAEMON = (sys.executable, "-I", "-m", "gpufleet.slurm.stepd")
 TASKSTART = taskstart.__file__
+KEEPER = keeper.__file__
+
+
+def keeper_argv(exit_file: Path, pidfile: Path) -> list[str]:
+    """What runs in front of every task, the leader of its group: it starts the task once the
+    agent has written ``pidfile``, outlives the agent, and records the task's exit status in
+    ``exit_file`` (see agent/keeper.py). Run as a file, isolated, without site: a few ms."""
+    agent = str(os.getpid())
+    return [sys.executable, "-I", "-S", KEEPER, str(exit_file), str(pidfile), agent, "--"]
 
 
 def taskstart_argv(

@@ -11,13 +11,15 @@ import re
 import signal
 import subprocess
 from collections.abc import Iterable
+from pathlib import Path
 
 import psutil  # type: ignore[import-untyped]
 
 from gpufleet.agent import sandbox, secrets
 from gpufleet.agent.runner.process import LiveTask, signal_group
 from gpufleet.agent.runner.taskhost import TaskHost
-from gpufleet.agent.tasks import Key, RunnerEvent, signal_name
+from gpufleet.agent.tasks import FENCED, Key, RunnerEvent, signal_name
+from gpufleet.agent.watchdog import fenced_mark
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +43,20 @@ def reaped(t: LiveTask, rc: int) -> RunnerEvent:
     with contextlib.suppress(OSError):
         t.pidfile.unlink()
     sandbox.remove_tree(t.tmp)
-    ev = RunnerEvent("exited", t.key, *describe(t, rc))
+    ev = fenced_by_watchdog(RunnerEvent("exited", t.key, *describe(t, rc)), t.pidfile)
     log.info("exited %s/%d rank %d: %s", *t.key, ev.why or "code 0")
     return ev
+
+
+def fenced_by_watchdog(ev: RunnerEvent, pidfile: Path) -> RunnerEvent:
+    """A task the watchdog killed (its agent hung, or dead) exited for the node's sake, not the
+    job's: say so, so that the controller requeues it instead of charging a retry."""
+    if ev.why.startswith(FENCED):
+        return ev
+    mark = fenced_mark(pidfile)
+    if mark is None:
+        return ev
+    return RunnerEvent(ev.kind, ev.key, ev.exit_code, f"{mark}; {ev.why}" if ev.why else mark)
 
 
 def kill_orphans(host: TaskHost, live: Iterable[Key]) -> list[Key]:

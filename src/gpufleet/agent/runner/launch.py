@@ -17,7 +17,8 @@ from typing import IO
 
 from gpufleet.agent import sandbox, secrets
 from gpufleet.agent.accounts import Account, resolve
-from gpufleet.agent.runner.argv import STEP_DAEMON, taskstart_argv, unrunnable
+from gpufleet.agent.runner.adopt import record
+from gpufleet.agent.runner.argv import STEP_DAEMON, keeper_argv, taskstart_argv, unrunnable
 from gpufleet.agent.runner.in_container import ContainerLaunch, Containers
 from gpufleet.agent.runner.process import LiveTask, signal_group, write_pidfile
 from gpufleet.agent.runner.taskhost import TaskHost
@@ -79,6 +80,9 @@ class Launcher:
         sandbox.private_dir(out_path.parent)
         tmp = host.tmp_path(key)
         sandbox.fresh_tmp(tmp, account)
+        ckpt = checkpoint_path(cmd, account, out_path.parent.parent)
+        if ckpt:
+            cmd = cmd.model_copy(update={"env": {**cmd.env, CHECKPOINT_ENV: ckpt}})
         plan = self._plan(cmd, key, account, command, tmp)
         cwd = self._cwd(cmd, plan, account, tmp, out_path)
         proc = self._spawn(cmd, key, command, plan, account, cwd, tmp)
@@ -104,6 +108,9 @@ class Launcher:
         launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
         visible = host.visible_devices(cmd.gpus)
         env = task_env(account, tmpdir, host.node_env, launch_env, visible, cmd.user_env)
+        env.update(host.sharing.task_env(len(cmd.gpus), cmd.gpu_milli))
+        if unbounded := host.sharing.note(len(cmd.gpus), cmd.gpu_milli):
+            log.info("%s/%d rank %d: %s", *key, unbounded)
         with_step_commands(env, host.step_bin)
         return _Plan(argv, env, launch_env)
 
@@ -144,18 +151,18 @@ class Launcher:
             raise
         with open(out_fd, "ab") as out, open(err_fd, "ab") as err:
             where = cmd.workdir if cmd.workdir and Path(cmd.workdir).is_dir() else cwd
-            missing = (
-                unrunnable(command[0], plan.env.get("PATH"), where)
-                if plan.argv != command and ctr is None
-                else None
-            )
+            # the keeper runs it: say here what Popen would have said
+            missing = unrunnable(command[0], plan.env.get("PATH"), where) if ctr is None else None
             if missing is not None:  # say so as Popen would, not as setpriv's exit 127
                 sandbox.remove_tree(tmp)
                 return spawn_failed(key, command, missing, err)
             on_stdin = ctr is not None and ctr.env_on_stdin
+            exit_file, pidfile = self.host.exit_path(key), self.host.pid_path(key)
+            exit_file.unlink(missing_ok=True)
+            pidfile.unlink(missing_ok=True)  # the keeper starts the task once we wrote it
             try:
                 return subprocess.Popen(
-                    plan.argv,
+                    [*keeper_argv(exit_file, pidfile), *plan.argv],
                     # a container's environment: an unlinked file the runtime reads as its
                     # stdin (--env-file /dev/stdin) or, behind taskstart, as /dev/fd/N; never
                     # a value on a command line
@@ -187,13 +194,7 @@ class Launcher:
     ) -> LiveTask:
         pidfile = self.host.pid_path(key)
         name = plan.container.name if plan.container is not None else ""
-        try:
-            write_pidfile(pidfile, proc.pid, self.containers.cleanup_argv(name))
-        except BaseException:  # it must not run on unsupervised
-            signal_group(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-            raise
-        return LiveTask(
+        task = LiveTask(
             key=key,
             proc=proc,
             started_at=now,
@@ -212,7 +213,35 @@ class Launcher:
             # in a container, env is the runtime's own: its probes need only the port
             env=plan.env if not name else {k: v for k, v in plan.launch_env.items() if k == "PORT"},
             cwd=cwd,
+            probes=dict(cmd.probes),
+            role=cmd.role,
+            checkpoint=cmd.env.get(CHECKPOINT_ENV, ""),
         )
+        try:
+            write_pidfile(pidfile, proc.pid, self.containers.cleanup_argv(name), record(task))
+        except BaseException:  # it must not run on unsupervised
+            signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+            raise
+        return task
+
+
+CHECKPOINT_ENV = "GPUFLEET_CHECKPOINT_FILE"
+
+
+def checkpoint_path(cmd: AgentCommand, account: Account, job_dir: Path) -> str:
+    """Where the job's checkpoint file is, the same for every attempt: in its working
+    directory (the submit directory: shared, as Slurm assumes); without one, in the job's
+    directory on this node when the task runs as the agent's account, else in its home.
+    "": none (a container sees other paths)."""
+    name = cmd.checkpoint_file
+    if not name or cmd.container is not None or "/" in name:
+        return ""
+    if cmd.workdir:
+        return str(Path(cmd.workdir) / name)
+    if not sandbox.switches(account):
+        return str(job_dir / name)
+    return str(Path(account.home) / name)
 
 
 def note(host: TaskHost, key: Key, why: str) -> None:

@@ -8,9 +8,9 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import psutil  # type: ignore[import-untyped]
 
@@ -18,10 +18,25 @@ from gpufleet.agent.accounts import Account
 from gpufleet.agent.tasks import Key
 
 
+class TaskProc(Protocol):
+    """What the runner asks of a task's leader: a ``Popen`` of its own, or a task a previous
+    agent started (``adopt.AdoptedProc``: not our child, its exit read from its keeper)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @dataclass
 class LiveTask:
     key: Key
-    proc: subprocess.Popen[bytes]
+    proc: TaskProc
     started_at: float
     time_limit_s: float | None
     grace_s: float
@@ -45,20 +60,35 @@ class LiveTask:
     account: Account | None = None
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = "/"
+    # a service replica's probes as its launch brought them (kept for the agent after ours)
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    adopted: bool = False  # started by the agent before this one (adopt.py)
+    role: str = "task"  # the launch's: "batch" runs the script, "step" the step daemon
+    # the job's checkpoint file ($GPUFLEET_CHECKPOINT_FILE; "": none) and the mtime last seen
+    checkpoint: str = ""
+    checkpoint_seen: float | None = None
+    # a stop with notice (a preemption's): the notice went out then, and the SIGTERM waits
+    # until ``notice_until`` or the checkpoint file is written, whichever comes first
+    noticed_at: float | None = None
+    notice_until: float | None = None
+    notice_mtime: float | None = None  # the checkpoint file's mtime at the notice
+    stop_grace_s: float = 0.0  # the stop's SIGTERM → SIGKILL grace
 
 
 def main_processes(t: LiveTask) -> list[int]:
-    """The task's main process: the leader, or under the output copier its child (Slurm's
-    B: signals the batch script, not what copies its output)."""
-    if not t.behind_copier:
-        return [t.proc.pid]
+    """The task's main process: the keeper's child (the group's leader is the keeper), or
+    under the output copier its child (Slurm's B: signals the batch script, not what copies
+    its output)."""
     try:
-        return [c.pid for c in psutil.Process(t.proc.pid).children()]
+        found = psutil.Process(t.proc.pid).children()
+        if t.behind_copier:
+            found = [g for c in found for g in c.children()]
+        return [c.pid for c in found]
     except psutil.Error:
         return []
 
 
-def exit_status(proc: subprocess.Popen[bytes]) -> int | None:
+def exit_status(proc: TaskProc) -> int | None:
     """The exit status, once the leader has exited; its group's stragglers die first.
 
     ``waitid(WNOWAIT)`` sees the exit without reaping, so the leader's pid — the group id —
@@ -93,7 +123,54 @@ def signal_main(t: LiveTask, sig: int) -> None:
             os.kill(pid, sig)
 
 
-def write_pidfile(path: Path, pid: int, cleanup: list[str] | None = None) -> None:
+SRUN_MODULE = "gpufleet.slurm.srun"
+
+
+def signal_steps(t: LiveTask, sig: int) -> int:
+    """``sig`` to the job steps a batch script runs (its ``srun`` processes, which pass it on
+    to every task of their step, on every node), not to the script itself: Slurm's --signal
+    without B:. Returns how many were signalled."""
+    try:
+        found = psutil.Process(t.proc.pid).children(recursive=True)
+    except psutil.Error:
+        return 0
+    n = 0
+    for p in found:
+        try:
+            argv = p.cmdline()
+        except psutil.Error:
+            continue
+        # srun is a script: its name is argv[0], or argv[1] after its interpreter (or it runs
+        # as ``python -m gpufleet.slurm.srun``)
+        if any(os.path.basename(a) == "srun" for a in argv[:2]) or SRUN_MODULE in argv[1:3]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p.pid, sig)
+                n += 1
+    return n
+
+
+def signal_job(t: LiveTask, sig: int, batch_only: bool) -> str:
+    """``sig`` where Slurm's ``--signal=[B:]SIG`` sends it; says to whom. B: the batch
+    shell (a plain job's rank: its own process) alone; else every task: a plain job's rank's
+    whole group, a batch script's steps. A step daemon's rank is never signalled: srun on the
+    script's node forwards it to the step's tasks there."""
+    if t.role == "step":
+        return "nobody here (srun forwards it)"
+    if batch_only:
+        signal_main(t, sig)
+        return "batch shell" if t.role == "batch" else "main process"
+    if t.role == "batch":
+        return f"job steps ({signal_steps(t, sig)} srun)"
+    signal_group(t.proc.pid, sig)
+    return "process group"
+
+
+def write_pidfile(
+    path: Path, pid: int, cleanup: list[str] | None = None, task: dict[str, object] | None = None
+) -> None:
+    """The task's pid file: its leader (pid and create time, so that a reused pid is not taken
+    for it), how to remove its container, and ``task``: what a restarted agent needs to go on
+    supervising it (``adopt.restore``)."""
     try:
         created = psutil.Process(pid).create_time()
     except psutil.Error:
@@ -102,5 +179,7 @@ def write_pidfile(path: Path, pid: int, cleanup: list[str] | None = None) -> Non
     rec: dict[str, object] = {"pid": pid, "create_time": created}
     if cleanup:
         rec["cleanup"] = cleanup
+    if task:
+        rec["task"] = task
     tmp.write_text(json.dumps(rec))
     tmp.replace(path)

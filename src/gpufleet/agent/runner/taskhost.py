@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpufleet.agent.accounts import Account
 from gpufleet.agent.gpu import DeviceRef
+from gpufleet.agent.sharing import Sharing
 from gpufleet.agent.tasks import Key
 
 
@@ -24,6 +25,8 @@ class TaskHost:
     # what the node's admin gives every task (--task-env); never the agent's environment
     node_env: dict[str, str] = field(default_factory=dict)
     step_bin: str = ""  # where srun/scontrol are (slurmbin.install); "" for none
+    # how a GPU held in fractions is shared (agent/sharing.py): what a task is told of its share
+    sharing: Sharing = field(default_factory=Sharing)
 
     def log_paths(self, key: Key) -> tuple[Path, Path]:
         job, attempt, rank = key
@@ -37,3 +40,9 @@ class TaskHost:
     def pid_path(self, key: Key) -> Path:
         job, attempt, rank = key
         return self.data_dir / job / str(attempt) / f"rank{rank}.pid"
+
+    def exit_path(self, key: Key) -> Path:
+        """Where the task's keeper records its exit status (kept until the controller has
+        the exit: a restarted agent reports it from there)."""
+        job, attempt, rank = key
+        return self.data_dir / job / str(attempt) / f"rank{rank}.exit"

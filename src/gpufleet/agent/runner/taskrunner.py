@@ -9,19 +9,22 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpufleet.agent import containers, sandbox
 from gpufleet.agent.accounts import LaunchRefused, own_account
-from gpufleet.agent.gpu import DeviceRef
+from gpufleet.agent.gpu import DeviceRef, TaskUse
 from gpufleet.agent.probes.book import ProbeTarget
-from gpufleet.agent.runner import exits, supervise
+from gpufleet.agent.runner import adopt, checkpoints, exits, supervise
 from gpufleet.agent.runner.in_container import Containers
 from gpufleet.agent.runner.launch import Launcher, note, refusal
-from gpufleet.agent.runner.process import LiveTask, exit_status
+from gpufleet.agent.runner.process import LiveTask, exit_status, write_pidfile
 from gpufleet.agent.runner.taskhost import TaskHost
+from gpufleet.agent.sharing import Sharing
 from gpufleet.agent.tasks import EXIT_REFUSED, Key, LatestAttempts, RunnerEvent
 from gpufleet.api.schemas import AgentCommand
 from gpufleet.base.clock import Clock, MonotonicClock
+from gpufleet.model.notice import StopNotice
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,14 @@ class TaskRunner:
         self.host.step_bin = path
 
     @property
+    def sharing(self) -> Sharing:
+        return self.host.sharing
+
+    @sharing.setter
+    def sharing(self, sharing: Sharing) -> None:
+        self.host.sharing = sharing
+
+    @property
     def container_runtime(self) -> containers.Runtime | None:
         return self.containers.runtime
 
@@ -93,12 +104,44 @@ class TaskRunner:
         return sorted(self._live)
 
     def gpu_load(self) -> dict[int, float]:
-        """GPU → share held by live tasks (1.0 a whole GPU), for the simulated backend."""
+        """GPU → share held by live tasks (1.0 a whole GPU), for the simulated backend. A task
+        whose environment sets GPUFLEET_SIM_GPU_LOAD (0 to 1) keeps its GPUs only that busy: a
+        simulated workload that holds its GPUs and computes little (the idle-GPU policy's
+        tests); real GPUs never read it."""
         load: dict[int, float] = {}
         for t in self._live.values():
+            busy = _sim_load(t.env.get(SIM_LOAD_ENV))
             for g in t.gpus:
-                load[g] = load.get(g, 0.0) + t.gpu_milli / 1000.0
+                load[g] = load.get(g, 0.0) + t.gpu_milli / 1000.0 * busy
         return load
+
+    def gpu_uses(self) -> list[TaskUse]:
+        """The live tasks holding GPUs as the simulated backend models them: each one's process
+        group, GPUs, busy share (``gpu_load``'s) and whether it was given the video capability
+        (``NVIDIA_DRIVER_CAPABILITIES``): it then runs an encoder session."""
+        return [
+            TaskUse(
+                pid=t.proc.pid,
+                gpus=t.gpus,
+                share=t.gpu_milli / 1000.0 * _sim_load(t.env.get(SIM_LOAD_ENV)),
+                video="video" in t.env.get(CAPABILITIES_ENV, "").split(","),
+            )
+            for t in self._live.values()
+            if t.gpus
+        ]
+
+    def job_of_pid(self, pid: int) -> str | None:
+        """The job whose task's process group ``pid`` is in (a task leads its own group; its
+        ranks' children stay in it); None for a process of no live task, or one in a container
+        (the runtime's own group)."""
+        try:
+            group = os.getpgid(pid)
+        except OSError:  # gone, or not ours to see
+            return None
+        for (job, _, _), t in self._live.items():
+            if t.proc.pid == group and not t.container:
+                return job
+        return None
 
     def probe_target(self, key: Key, host: str) -> ProbeTarget | None:
         """What a probe of live task ``key`` runs against (``host``: where it listens, the
@@ -108,12 +151,11 @@ class TaskRunner:
         t = self._live.get(key)
         if t is None:
             return None
-        if t.container:
-            return ProbeTarget(
-                host=host,
-                env=dict(t.env),
-                refuse_commands="command probes do not run in containers yet",
-            )
+        if t.container or t.adopted:
+            why = "command probes do not run in containers yet"
+            if t.adopted:  # its account and environment are not kept on disk (secrets)
+                why = "command probes stop when the agent restarts (the task runs on)"
+            return ProbeTarget(host=host, env=dict(t.env), refuse_commands=why)
         return ProbeTarget(host=host, env=dict(t.env), account=t.account, tmp=t.tmp, cwd=t.cwd)
 
     def log_paths(self, key: Key) -> tuple[Path, Path]:
@@ -153,15 +195,34 @@ class TaskRunner:
 
     # ----- stop ---------------------------------------------------------------------------
 
-    def kill(self, key: Key, grace_s: float, why: str, now: float | None = None) -> bool:
-        """SIGTERM to the task's group now, SIGKILL after ``grace_s``; False if not running."""
+    def kill(
+        self,
+        key: Key,
+        grace_s: float,
+        why: str,
+        now: float | None = None,
+        notice: StopNotice | None = None,
+    ) -> bool:
+        """SIGTERM to the task's group now, SIGKILL after ``grace_s``; with a ``notice``, its
+        signal first and the SIGTERM once the checkpoint file is written or the notice's wait
+        is over (``poll``). False if not running."""
         t = self._live.get(key)
         if t is None:
             return False
         now = self.clock.now() if now is None else now
-        if supervise.stop(t, grace_s, why, now):
+        if supervise.stop(t, grace_s, why, now, notice, checkpoints.mtime(t.checkpoint)):
             self._kill_hard(t)
+        elif t.notice_until is not None:
+            self._save(t)  # a wait a restarted agent must finish
         return True
+
+    def _save(self, t: LiveTask) -> None:
+        """The task's pid file anew, with its stop under way (``adopt.record``)."""
+        try:
+            cleanup = self.containers.cleanup_argv(t.container)
+            write_pidfile(t.pidfile, t.proc.pid, cleanup, adopt.record(t))
+        except OSError as e:  # the wait goes on here; only a restart would lose it
+            log.warning("%s/%d rank %d: could not record its stop: %s", *t.key, e)
 
     def _kill_hard(self, t: LiveTask) -> None:
         if supervise.kill_hard(t):
@@ -178,11 +239,17 @@ class TaskRunner:
             rc = exit_status(t.proc)
             if rc is not None:
                 del self._live[key]
+                if isinstance(t.proc, adopt.AdoptedProc) and t.proc.unknown:
+                    t.stop_why = t.stop_why or "its keeper was killed: its exit status is lost"
                 if t.container and (t.stop_why is not None or rc < 0):
                     self.containers.remove(t.container)  # its client was stopped: make sure
                 out.append(exits.reaped(t, rc))
                 continue
             supervise.warn_if_due(t, now)
+            if t.checkpoint:
+                out += checkpoints.look(t, now)
+            else:
+                supervise.notice_due(t, now, None)
             if supervise.time_limit_passed(t, now):
                 self.kill(key, t.grace_s, f"time limit ({t.time_limit_s:g} s) exceeded", now)
             if supervise.kill_due(t, now):
@@ -200,6 +267,22 @@ class TaskRunner:
 
     # ----- after an agent restart ---------------------------------------------------------
 
+    def adopt(
+        self, *, rebooted: bool
+    ) -> tuple[dict[Key, dict[str, dict[str, Any]]], list[RunnerEvent]]:
+        """At startup, before any launch: the tasks a previous agent left that still run are
+        ours to supervise now (their keys, each with its probes), and the exits of those that
+        ended meanwhile are to be reported (ADR 0031). After a reboot only exits."""
+        adopted, ended = adopt.collect(self.host, rebooted=rebooted)
+        for key, t in adopted.items():
+            self._live[key] = t
+            self._latest.put(key[0], key[1])
+        return {key: adopted[key].probes for key in sorted(adopted)}, ended
+
+    def forget_exit(self, key: Key) -> None:
+        """The controller has the task's exit: its keeper's record of it may go."""
+        self.host.exit_path(key).unlink(missing_ok=True)
+
     def kill_orphans(self) -> list[Key]:
         """Kill the process groups a previous agent left running (their pid files remain):
         nobody supervises them, and the controller will run their jobs again elsewhere."""
@@ -209,3 +292,15 @@ class TaskRunner:
         """Remove gpufleet's containers that no live task of this agent runs (left by an agent
         that died, or by a client killed before its container); blocking, at startup."""
         return self.containers.sweep({t.container for t in self._live.values()}, timeout_s)
+
+
+SIM_LOAD_ENV = "GPUFLEET_SIM_GPU_LOAD"
+CAPABILITIES_ENV = "NVIDIA_DRIVER_CAPABILITIES"
+
+
+def _sim_load(text: str | None) -> float:
+    try:
+        v = float(text) if text is not None else 1.0
+    except ValueError:
+        return 1.0
+    return min(1.0, max(0.0, v)) if v == v else 1.0

@@ -13,6 +13,7 @@ import typer
 from gpufleet.cli.jobs.job_logs import logs
 from gpufleet.cli.jobs.queue import cancel, jobs
 from gpufleet.cli.jobs.show_job import show
+from gpufleet.cli.jobs.slurm_order import SubmitCommand
 from gpufleet.cli.jobs.submit import submit
 from gpufleet.cli.jobs.usage import accounting, parse_period, parse_when
 
@@ -30,9 +31,11 @@ __all__ = [
 
 
 def register(app: typer.Typer) -> None:
-    # sbatch's order: options first, then the script (or command) and its own arguments
+    # sbatch's order: options first, then the script (or command) and its own arguments;
+    # sbatch's options that are not gpufleet's are read by sbatch's reader (slurm_order.py)
     app.command(
         "submit",
+        cls=SubmitCommand,
         context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
     )(submit)
     app.command("jobs")(jobs)

@@ -15,7 +15,7 @@ def slurm_states(state: str | None) -> set[str] | None:
     """``-t`` as squeue and scancel take it (None: every state); a CLI error when unknown."""
     if state is None:
         return None
-    from gpufleet.cli import slurm_style  # squeue's codes, only when asked
+    from gpufleet.io import slurm_style  # squeue's codes, only when asked
 
     try:
         return slurm_style.states(state)

@@ -21,9 +21,11 @@ def parse_only(
     time_limit: str | None,
     array: str | None,
     dependency: str | None,
+    more: list[str] | None = None,
 ) -> None:
     """Print the SlurmRequest sbatch would make of the script; exit 2 when sbatch refuses it.
-    The flags that are sbatch's own options override the script's, as on sbatch's command line."""
+    The flags that are sbatch's own options (and ``more``: sbatch's others, as given) override
+    the script's, as on sbatch's command line."""
     if not args:
         out.fail("--parse-only needs an #SBATCH script", code=2)
     script = Path(args[0])
@@ -37,7 +39,7 @@ def parse_only(
             ("dependency", dependency),
         )
         if val is not None
-    ]
+    ] + (more or [])
     try:
         text = sbatch.read_script(script)  # bytes as they are: a DOS line break is refused
     except (OSError, UnicodeDecodeError) as e:

@@ -8,12 +8,12 @@ from typing import Annotated
 import typer
 
 from gpufleet.api import schemas as s
-from gpufleet.cli import listing
 from gpufleet.cli import output as out
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
 from gpufleet.cli.jobs.common import JsonOpt
+from gpufleet.io import jobs_table
 
-_gpus, _run_time = listing.gpus, listing.run_time
+_gpus, _run_time = jobs_table.gpus, jobs_table.run_time
 
 
 def show(
@@ -92,14 +92,18 @@ def _gpu_list(p: s.PlacementOut) -> str:
 
 BOUND_WORDS = {
     "reserved": "at the latest: reserved, unless nodes fail or a job of higher priority comes",
-    "planned": "if every job runs to its time limit; earlier if they end sooner",
+    "planned": "the queue played forward, if no job of higher priority comes",
 }
 
 
 def _estimated_start(r: s.ReasonOut, now: float) -> str | None:
-    """When a pending job should start, in local time, and how sure that is."""
+    """When a pending job should start, in local time, and how sure that is: ``starts in 2h
+    10m, 80 % between 1h 40m and 3h 00m`` where the cluster's history gives a band."""
     if r.estimated_start is None:
         return None
     words = BOUND_WORDS.get(r.start_bound)
     at = out.when_relative(r.estimated_start, now)
+    if r.start_low is not None and r.start_high is not None:
+        low, high = (max(0.0, t - now) for t in (r.start_low, r.start_high))
+        at += f", 80 % between {out.duration(low)} and {out.duration(high)} from now"
     return f"{at}, {words}" if words else at

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +19,14 @@ from gpufleet.io import sbatch
 from gpufleet.model.errors import SpecError
 
 
-def load_yaml(path: Path) -> Any:
-    from gpufleet.io.specs import load_yaml  # yaml: only for -f FILE (issue 12)
-
-    return load_yaml(path)
-
-
 @dataclass
 class Submission:
     spec: dict[str, Any]
     array: str | None = None
     depends_on: list[tuple[str, str]] = field(default_factory=list)
     source: str = "command line"
+    # a problem of the spec as its file says where: line and column (a job YAML's)
+    locate: Callable[[SpecError], SpecError] | None = None
 
     def body(self) -> dict[str, Any]:
         """What ``POST /jobs`` receives."""
@@ -51,18 +48,27 @@ def container_of(
 
 
 def build(
-    args: list[str], file: Path | None, overrides: dict[str, Any], batch_opts: Sequence[str] = ()
+    args: list[str],
+    file: Path | None,
+    overrides: dict[str, Any],
+    batch_opts: Sequence[str] = (),
+    base: dict[str, Any] | None = None,
 ) -> list[Submission]:
+    """The submissions of a job YAML, an #SBATCH script, or a command (``base``: what sbatch's
+    options before it ask for)."""
     script = Path(args[0]) if args else None
     if batch_opts and not (script and script.is_file() and sbatch.looks_like_sbatch(script)):
-        raise SpecError(
-            f"{batch_opts[0].split('=')[0]} is sbatch's, for an #SBATCH script; a job YAML sets "
-            "batch, workdir, output, error, open_mode and submit_env itself"
+        what = (
+            "a job YAML sets batch, workdir, output, error, open_mode and submit_env itself"
+            if file is not None
+            else "a command's output and error are its logs (gpufleet logs JOB), it starts in "
+            "the job user's home"
         )
+        raise SpecError(f"{batch_opts[0].split('=')[0]} is sbatch's, for an #SBATCH script; {what}")
     if file is not None:
         if args:
             raise SpecError("give either -f FILE or a command, not both")
-        return [_merge(Submission(j, source=str(file)), overrides) for j in _yaml_jobs(file)]
+        return _yaml_jobs(file, overrides)
     if not args:
         raise SpecError(
             "nothing to run: give a command after --, a job YAML with -f, or an #SBATCH script"
@@ -78,7 +84,7 @@ def build(
         if job.request is not None:
             _submit_context(sub, job.request)
         return [_merge(sub, overrides)]
-    spec = {"name": Path(args[0]).name, "command": list(args)}
+    spec = {"name": Path(args[0]).name, **(base or {}), "command": list(args)}
     return [_merge(Submission(spec), overrides)]
 
 
@@ -101,15 +107,17 @@ def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:
     sub.spec["submit_env"] = env
 
 
-def _yaml_jobs(file: Path) -> list[dict[str, Any]]:
-    data = load_yaml(file)
-    if isinstance(data, dict) and "jobs" in data:
-        data = data["jobs"]
-    items = data if isinstance(data, list) else [data]
-    for i, j in enumerate(items):
+def _yaml_jobs(file: Path, overrides: dict[str, Any]) -> list[Submission]:
+    from gpufleet.io.specs import yaml_jobs  # yaml: only for -f FILE (issue 12)
+
+    y = yaml_jobs(file)
+    for i, j in enumerate(y.items):
         if not isinstance(j, dict):
             raise SpecError("expected a mapping", source=str(file), field=f"jobs[{i}]")
-    return [dict(j) for j in items]
+    return [
+        _merge(Submission(dict(j), source=y.source, locate=partial(y.locate, i)), overrides)
+        for i, j in enumerate(y.items)
+    ]
 
 
 def _merge(sub: Submission, overrides: dict[str, Any]) -> Submission:

@@ -3,6 +3,7 @@ signature: ``submit.py``), as sbatch's where sbatch has one."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -33,7 +34,28 @@ QueueOpt = Annotated[
 
 WorkersOpt = Annotated[int | None, typer.Option("--workers", min=1, help="Gang size.")]
 
-GpusOpt = Annotated[int | None, typer.Option("--gpus", min=0, help="GPUs per worker.")]
+
+def _gpus(value: str | None) -> str | None:
+    """sbatch's ``--gpus=[TYPE:]N``: a count of GPUs, of one type if named."""
+    if value is not None and not re.fullmatch(r"([A-Za-z0-9][\w.-]*:)?\d+", value):
+        raise typer.BadParameter(
+            f"{value!r}: sbatch's --gpus=[TYPE:]COUNT, e.g. --gpus 8 or --gpus h100:8"
+        )
+    return value
+
+
+GpusOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpus",
+        "-G",
+        callback=_gpus,
+        metavar="[TYPE:]N",
+        help="GPUs of the job in all, as sbatch's --gpus: split evenly over its workers "
+        "(per node: --gpus-per-node or --gres=gpu:N; per task: --gpus-per-task); TYPE:N, of "
+        "that GPU type (sbatch's --gpus=h100:8).",
+    ),
+]
 
 GpuShareOpt = Annotated[
     float | None,
@@ -71,6 +93,15 @@ StrictTopologyOpt = Annotated[
 
 DatasetOpt = Annotated[str | None, typer.Option("--dataset")]
 
+ReservationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--reservation",
+        help="Run in this advance reservation (sbatch's --reservation): only on its nodes, "
+        "only while it is active (gpufleet reserve ls).",
+    ),
+]
+
 RetriesOpt = Annotated[int | None, typer.Option("--retries", min=0, help="Max retries.")]
 
 SignalOpt = Annotated[
@@ -79,6 +110,16 @@ SignalOpt = Annotated[
         "--signal",
         help="[B:]SIG[@SECONDS], as sbatch: send SIG (default 60 s) before the time limit to "
         "each task's process group; B: to each task's own process only.",
+    ),
+]
+
+MinRuntimeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--min-runtime",
+        help="Not preempted before each attempt has run this long (sbatch's time format, as "
+        "--time: MINUTES, HH:MM:SS, D-HH); the spec's min_runtime_s. sbatch has no such "
+        "option (Slurm's PreemptExemptTime is the cluster's or a QOS's).",
     ),
 ]
 

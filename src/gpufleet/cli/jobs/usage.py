@@ -49,23 +49,39 @@ def accounting(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """GPU-hours used per user or per queue over a period, like sreport."""
+    """GPU-hours allocated and used (by GPU utilization) per user or queue, like sreport."""
     if by not in ("user", "queue"):
         out.fail(f"--by {by}: expected user or queue", code=2)
     now = time.time()
     t0, t1 = parse_period(since, until, now)
     with connect(server, token) as c:
         rows = c.accounting(since=t0, until=t1, by=by)
+        fair = c.fairness(since=t0, until=t1) if by == "queue" else None
     if json_out:
         out.emit_json(rows)
         return
     rows = sorted(rows, key=lambda r: -r.gpu_hours)
     period = f"{out.when(t0, now) if t0 else 'the start'} to {out.when(t1, now) if t1 else 'now'}"
-    total = [["TOTAL", sum(r.jobs for r in rows), f"{sum(r.gpu_hours for r in rows):,.1f}"]]
+    alloc, used = sum(r.gpu_hours for r in rows), sum(r.used_gpu_hours for r in rows)
+    total = [["TOTAL", sum(r.jobs for r in rows), *_hours(alloc, used)]]
     out.table(
-        [by.upper(), "JOBS", "GPU-HOURS"],
-        [[r.key, r.jobs, f"{r.gpu_hours:,.1f}"] for r in rows] + (total if len(rows) > 1 else []),
-        title=f"GPU-hours by {by}, {period}",
-        right=["JOBS", "GPU-HOURS"],
+        [by.upper(), "JOBS", "GPU-HOURS", "USED", "USED%"],
+        [[r.key, r.jobs, *_hours(r.gpu_hours, r.used_gpu_hours)] for r in rows]
+        + (total if len(rows) > 1 else []),
+        title=f"GPU-hours allocated and used (by GPU utilization) by {by}, {period}",
+        right=["JOBS", "GPU-HOURS", "USED", "USED%"],
         empty="no usage in this period",
     )
+    if fair is not None and fair.jain is not None:
+        # how close each queue came to its fair share of what was wanted (hourly)
+        shares = ", ".join(f"{q} {100 * r:.0f} %" for q, r in sorted(fair.queues.items()))
+        out.note(
+            f"fairness against entitlement: {fair.jain:.3f} (Jain, over {fair.windows} "
+            f"hours with two or more queues waiting or running); of entitlement: {shares}"
+        )
+
+
+def _hours(allocated: float, used: float) -> list[str]:
+    """Allocated and used GPU-hours, and used as a share of allocated ("-" with none)."""
+    pct = f"{100.0 * used / allocated:.0f}%" if allocated > 0 else "-"
+    return [f"{allocated:,.1f}", f"{used:,.1f}", pct]

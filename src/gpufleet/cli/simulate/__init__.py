@@ -1,4 +1,4 @@
-"""``gpufleet simulate replay|compare|whatif|sweep|fill``: workloads through the scheduler
+"""``gpufleet simulate replay|compare|whatif|sweep|fill|mixed``: workloads through the scheduler
 core, offline. One module per command; the options they share are declared once (``flags``),
 the workload they read and the replays they run are ``workload``'s, and ``console`` says how
 they speak.
@@ -13,6 +13,7 @@ import typer
 from gpufleet.cli.simulate.compare import compare
 from gpufleet.cli.simulate.console import OneLineUsageErrors
 from gpufleet.cli.simulate.fill import fill
+from gpufleet.cli.simulate.mixed import mixed
 from gpufleet.cli.simulate.replay import replay
 from gpufleet.cli.simulate.sweep import sweep
 from gpufleet.cli.simulate.whatif import whatif
@@ -24,6 +25,7 @@ for name, command in (
     ("whatif", whatif),
     ("sweep", sweep),
     ("fill", fill),
+    ("mixed", mixed),
 ):
     app.command(name, cls=OneLineUsageErrors)(command)
 

@@ -22,7 +22,10 @@ Pods = Annotated[Path, typer.Option("--pods", help="openb pod list (CSV)")]
 NodeList = Annotated[Path, typer.Option("--nodes", help="openb node list (CSV)")]
 Policy = Annotated[
     str,
-    typer.Option("--placement", help="random | dotprod | gpuclustering | packing | bestfit | fgd"),
+    typer.Option(
+        "--placement",
+        help="random | dotprod | gpuclustering | packing | bestfit | fgd | fgd-strand (ours)",
+    ),
 ]
 ShuffleSeed = Annotated[int, typer.Option("--seed", help="shuffle seed (the paper uses 42-51)")]
 Tune = Annotated[float, typer.Option("--tune", help="arrived workload, × the GPU capacity")]

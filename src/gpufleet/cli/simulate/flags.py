@@ -36,7 +36,7 @@ Leaves = Annotated[int, typer.Option("--leaves", help="without --cluster: leaf s
 Placement = Annotated[str, typer.Option("--placement", help="bestfit | topology | packing | …")]
 Backfill = Annotated[str, typer.Option("--backfill", help="easy | none | greedy")]
 Preempt = Annotated[
-    str, typer.Option("--preempt", help="comma list: reclaim, priority, order (or none)")
+    str, typer.Option("--preempt", help="comma list: reclaim, priority, order, defrag (or none)")
 ]
 Admit = Annotated[str, typer.Option("--admit", help="quota | none")]
 LasThresholds = Annotated[
@@ -90,6 +90,45 @@ CheckpointOnPreempt = Annotated[
         "--checkpoint-on-preempt",
         help="every job saves its state when preempted (on the stop signal) and resumes there, "
         "as Tiresias' LAS assumes; default: a preempted job keeps only its last checkpoint",
+    ),
+]
+PreemptGrace = Annotated[
+    float | None,
+    typer.Option(
+        "--preempt-grace-s",
+        min=0,
+        help="every job declares checkpoint: {signal: USR1, grace_s: G}: a preempted job holds "
+        "its GPUs for the grace (capped by its queue's preempt_grace_max_s) and resumes where "
+        "it stopped; default: no notice, SIGTERM at once",
+    ),
+]
+Autoscale = Annotated[
+    bool,
+    typer.Option(
+        "--autoscale",
+        help="one elastic pool of --gpus-per-node nodes instead of --nodes: nodes are asked for "
+        "when jobs wait for them and released when idle (the simulator's provider)",
+    ),
+]
+AutoscaleMin = Annotated[
+    int, typer.Option("--autoscale-min", help="with --autoscale: nodes kept up (default 0)")
+]
+AutoscaleMax = Annotated[
+    int | None, typer.Option("--autoscale-max", help="with --autoscale: the most nodes at once")
+]
+AutoscaleStart = Annotated[
+    float,
+    typer.Option("--autoscale-start-s", help="with --autoscale: seconds a new node takes to join"),
+]
+AutoscaleIdle = Annotated[
+    float,
+    typer.Option("--autoscale-idle-s", help="with --autoscale: a node idle this long is released"),
+]
+NodeHourPrice = Annotated[
+    float | None,
+    typer.Option(
+        "--node-hour-price",
+        help="price of one node-hour (fixed or elastic): the JSON's cost is node_hours × it",
     ),
 ]
 Seed = Annotated[int, typer.Option("--seed", help="seed of the profile and of random failures")]
@@ -150,6 +189,19 @@ class ReplayFlags:
     node_grace_s: NodeGrace = None
     checkpoint_interval: CheckpointInterval = None
     checkpoint_on_preempt: CheckpointOnPreempt = False
+    preempt_grace_s: PreemptGrace = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScaleFlags:
+    """An elastic pool instead of fixed nodes, and what a node-hour costs."""
+
+    autoscale: Autoscale = False
+    autoscale_min: AutoscaleMin = 0
+    autoscale_max: AutoscaleMax = None
+    autoscale_start_s: AutoscaleStart = 120.0
+    autoscale_idle_s: AutoscaleIdle = 600.0
+    node_hour_price: NodeHourPrice = None
 
 
 def flag_groups(command: F) -> F:

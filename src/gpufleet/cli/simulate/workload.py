@@ -13,12 +13,13 @@ from typing import Any
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.cli.simulate.console import stderr, warn
-from gpufleet.cli.simulate.flags import ClusterFlags, ProfileFlags, ReplayFlags
+from gpufleet.cli.simulate.flags import ClusterFlags, ProfileFlags, ReplayFlags, ScaleFlags
 from gpufleet.io.specs import load_queues
 from gpufleet.model.checkpoint import check_interval
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.errors import SpecError
 from gpufleet.sim import report
+from gpufleet.sim.elastic import elastic_cluster
 from gpufleet.sim.engine import SimConfig, TraceJob
 from gpufleet.sim.replay import (
     ProfileChoice,
@@ -46,7 +47,7 @@ def names(text: str) -> tuple[str, ...]:
 
 
 def las_options(las_thresholds: str) -> dict[str, dict[str, Any]]:
-    """The plugins' options from ``--las-thresholds``."""
+    """The plugins' options from ``--las-thresholds`` (both LAS orders' queues)."""
     if not las_thresholds:
         return {}
     try:
@@ -56,7 +57,7 @@ def las_options(las_thresholds: str) -> dict[str, dict[str, Any]]:
             f"must be GPU-seconds separated by commas, got {las_thresholds!r}",
             field="--las-thresholds",
         ) from None
-    return {"order/las": {"thresholds_gpu_s": values}}
+    return {o: {"thresholds_gpu_s": values} for o in ("order/las", "order/las-history")}
 
 
 def profile(order: str, flags: ProfileFlags) -> ProfileChoice:
@@ -72,7 +73,12 @@ def profile(order: str, flags: ProfileFlags) -> ProfileChoice:
 
 
 def load_workload(
-    trace: Path, fmt: str, layout: ClusterFlags, flags: ReplayFlags, seed: int
+    trace: Path,
+    fmt: str,
+    layout: ClusterFlags,
+    flags: ReplayFlags,
+    seed: int,
+    scale: ScaleFlags | None = None,
 ) -> Workload:
     """The cluster, the trace's jobs with their time limits, and the replay's settings."""
     if fmt not in FORMATS:
@@ -90,7 +96,14 @@ def load_workload(
             field="options",
         )
     limits = TimeLimit.parse(flags.time_limit)
-    if layout.cluster is not None:
+    scale = scale or ScaleFlags()
+    if scale.node_hour_price is not None and not 0 <= scale.node_hour_price < math.inf:
+        raise SpecError("must be a finite price >= 0", field="--node-hour-price")
+    if scale.autoscale:
+        cluster = _elastic(layout, scale)
+    elif scale.autoscale_max is not None or scale.autoscale_min:
+        raise SpecError("--autoscale-min and --autoscale-max need --autoscale", field="options")
+    elif layout.cluster is not None:
         cluster = load_cluster_file(layout.cluster)
     else:
         cluster = uniform_cluster(layout.nodes, layout.gpus_per_node, layout.leaves)
@@ -117,8 +130,32 @@ def load_workload(
             flags.checkpoint_interval, field="--checkpoint-interval"
         ),
         checkpoint_on_preempt=flags.checkpoint_on_preempt,
+        preempt_grace_s=flags.preempt_grace_s,
+        node_hour_price=scale.node_hour_price,
     )
     return Workload(cluster, jobs, config)
+
+
+def _elastic(layout: ClusterFlags, scale: ScaleFlags) -> ClusterSpec:
+    """``--autoscale``: one elastic pool of ``--gpus-per-node`` nodes under ``--leaves``."""
+    if layout.cluster is not None:
+        raise SpecError(
+            "--autoscale builds its own pool: a --cluster file declares elastic pools itself",
+            field="--autoscale",
+        )
+    if scale.autoscale_max is None:
+        raise SpecError("--autoscale needs --autoscale-max", field="--autoscale-max")
+    from gpufleet.sim.replay import DEFAULT_GPU_MODEL
+
+    return elastic_cluster(
+        scale.autoscale_min,
+        scale.autoscale_max,
+        layout.gpus_per_node,
+        layout.leaves,
+        gpu_model=DEFAULT_GPU_MODEL,
+        start=scale.autoscale_start_s,
+        idle_s=scale.autoscale_idle_s,
+    )
 
 
 def run_all(

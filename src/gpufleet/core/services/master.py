@@ -91,6 +91,9 @@ class ServiceMaster(ReplicaRules):
                 rec = self.jobmaster.jobs.get(rr.job_id)
                 if rec is None or rec.job.finished:
                     continue  # it ended before the store caught up: the reconcile replaces it
+                rec.replica = True
+                if rec.job.id in self.state.running:  # its view, made before it was known
+                    self.state.restate(rec.running_view())
                 r = Replica(rr.job_id, rr.generation, rr.index, rr.created, rr.port)
                 r.ready_since, r.stopping, r.failed = rr.ready_since, rr.stopping, rr.failed
                 if rec.job.state in (S.STARTING, S.RUNNING) and rec.allocation:
@@ -108,6 +111,7 @@ class ServiceMaster(ReplicaRules):
         if spec.name in self.services:
             raise ControllerError(f"service {spec.name} exists already")
         svc = Service({1: spec}, 1, spec.initial_replicas, next_index=max(1, ev.first_index))
+        svc.active_at = now
         self.services[spec.name] = svc
         out.append(ServiceEvent(spec.name, "created", now, f"{svc.desired} replica(s)"))
         self._reconcile(svc, now, out)
@@ -151,8 +155,10 @@ class ServiceMaster(ReplicaRules):
         if svc.deleting:
             raise ControllerError(f"service {svc.name} is being deleted")
         if ev.replicas != svc.desired:
-            out.append(ServiceEvent(svc.name, "scaled", now, f"{svc.desired} → {ev.replicas}"))
+            what = "resumed" if svc.spec.desktop and svc.desired == 0 else "scaled"
+            out.append(ServiceEvent(svc.name, what, now, f"{svc.desired} → {ev.replicas}"))
             svc.desired = ev.replicas
+            svc.active_at = now  # a resumed desktop's idle time starts again
         self._mark(svc)
         if a is None:
             svc.specs[svc.generation] = replace(svc.spec, replicas=ev.replicas)
@@ -205,6 +211,8 @@ class ServiceMaster(ReplicaRules):
         if svc.load and ev.now < svc.load[-1][0]:
             return  # older than what was measured already
         svc.load.append((ev.now, ev.qps))
+        if svc.spec.desktop is not None and not svc.deleting:
+            self._idle(svc, ev, now, out)
         if a is None or svc.deleting:
             del svc.load[:-1]
             return
@@ -221,6 +229,25 @@ class ServiceMaster(ReplicaRules):
             svc.desired = n
             self._mark(svc)  # the count (not the load history: after a restart, the
             # autoscaler waits for a delay's worth of new samples, which is safe)
+            self._reconcile(svc, now, out)
+
+    def _idle(self, svc: Service, ev: ServiceLoad, now: float, out: list[Command]) -> None:
+        """A desktop in use (a request, an open connection) stays; one ready and unused for
+        its ``idle_suspend_s`` is scaled to 0: suspended, its GPU freed, its endpoint kept."""
+        desktop = svc.spec.desktop
+        assert desktop is not None
+        up = any(r.live and r.ready_since is not None for r in svc.replicas.values())
+        if ev.qps > 0 or ev.connections > 0 or svc.active_at is None or not up:
+            # in use, or not up yet (starting, resuming): its idle time has not begun
+            svc.active_at = max(ev.now, svc.active_at or ev.now)
+            return
+        idle = ev.now - svc.active_at
+        if svc.desired > 0 and idle >= desktop.idle_suspend_s:
+            why = f"idle {idle:.0f} s (limit {desktop.idle_suspend_s:g} s)"
+            out.append(ServiceEvent(svc.name, "suspended", now, why))
+            svc.desired = 0
+            svc.specs[svc.generation] = replace(svc.spec, replicas=0)
+            self._mark(svc)
             self._reconcile(svc, now, out)
 
     def timer(self, name: str, now: float, out: list[Command]) -> None:

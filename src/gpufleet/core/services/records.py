@@ -66,6 +66,11 @@ class Replica:
     ready_since: float | None = None
     stopping: bool = False  # the service stops it: no failure
     failed: str = ""  # killed for failing liveness: a failure once it has ended
+    # make-before-break (a defragmentation move, ADR 0045): the nodes it must leave and since
+    # when; it serves on, not counted, until the replicas that replace it are ready (memory
+    # only: a restarted controller forgets the move, and the surplus rule settles it)
+    moving: tuple[str, ...] = ()
+    moving_since: float | None = None
 
     @property
     def live(self) -> bool:
@@ -91,6 +96,9 @@ class Service:
     note: str = ""
     routes: tuple[RouteBackend, ...] | None = None  # the last sent (None: never, since start)
     wakes: set[float] = field(default_factory=set)  # the timers set and not yet due
+    # a desktop's last sign of use (a request or an open connection; its creation or resume
+    # first): not stored, so a restarted controller counts the idle time again from its start
+    active_at: float | None = None
 
     @property
     def spec(self) -> ServiceSpec:

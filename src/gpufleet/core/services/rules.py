@@ -32,6 +32,7 @@ from gpufleet.core.services.records import (
     surplus_order,
 )
 from gpufleet.model.job import JobSpec, JobState
+from gpufleet.scheduler import filters
 
 S = JobState
 
@@ -48,6 +49,8 @@ class ReplicaRules:
         # ready (most often: something else holds the port). Its successors get another port
         # while one is free; a hint, not state (a restart forgets it)
         self._suspect: dict[tuple[str, int], float] = {}
+        # the ports replicas are given ($PORT): the controller's --replica-ports
+        self.replica_ports = range(REPLICA_PORT_BASE, REPLICA_PORT_BASE + REPLICA_PORT_SPAN)
 
     # ----- the rules -----------------------------------------------------------------------
 
@@ -112,8 +115,9 @@ class ReplicaRules:
         self._check_rollout(svc, now, out)
         desired, gen = svc.desired, svc.generation
         live = [r for r in svc.replicas.values() if r.live]
-        new = [r for r in live if r.generation == gen]
+        new = [r for r in live if r.generation == gen and not r.moving]
         old = [r for r in live if r.generation != gen]
+        self._moved_out(svc, [r for r in live if r.moving], new, now, out)
         victims: list[Replica] = []
         if len(new) > desired:
             extra = surplus_order(new)[: len(new) - desired]
@@ -174,6 +178,74 @@ class ReplicaRules:
         self._mark(svc)
         out.append(ServiceEvent(svc.name, "rolled back", now, svc.note))
 
+    def _moved_out(
+        self,
+        svc: Service,
+        moving: list[Replica],
+        new: list[Replica],
+        now: float,
+        out: list[Command],
+    ) -> None:
+        """Stop the replicas being moved (make-before-break) once the ready replicas not
+        moving hold the desired count (their replacements are ready), or, so that a move never
+        blocks for ever, once the rollout's progress deadline has passed."""
+        if not moving:
+            return
+        ready = sum(r.ready_since is not None for r in new)
+        deadline = svc.spec.rollout.progress_deadline_s
+        late = [r for r in moving if (r.moving_since or now) + deadline <= now]
+        if ready >= svc.desired:
+            why = "moved: its replacement is ready"
+            gone = moving
+        elif late:
+            why = f"moved: no replacement was ready within {deadline:g} s"
+            gone = late
+        else:
+            self._wake(svc, min((r.moving_since or now) for r in moving) + deadline, now, out)
+            return
+        for r in gone:
+            out.append(ServiceEvent(svc.name, "replica moved", now, f"{r.job_id}: {why}"))
+        self._stop(svc, gone, why, now, out)
+
+    def move(
+        self, job_id: str, avoid: tuple[str, ...], why: str, now: float, out: list[Command]
+    ) -> bool:
+        """Make-before-break: replica ``job_id``, chosen to be moved off ``avoid`` (a
+        defragmentation move), serves on while a replacement starts elsewhere and becomes
+        ready, then stops. False when it cannot be so moved (not a live replica of the
+        current generation, a rollout or a deletion under way): the caller preempts it."""
+        name = self._replica_of.get(job_id)
+        svc = None if name is None else self.services.get(name)
+        r = None if svc is None else svc.replicas.get(job_id)
+        rec = self.jobmaster.jobs.get(job_id)
+        if (
+            svc is None
+            or r is None
+            or rec is None
+            or not r.live
+            or r.moving
+            or r.generation != svc.generation
+            or svc.rollout_since is not None
+            or svc.deleting
+            or rec.job.state is not S.RUNNING
+        ):
+            return False
+        r.moving = tuple(dict.fromkeys((*avoid, r.node)))
+        r.moving_since = now
+        self._mark(svc)
+        out.append(
+            ServiceEvent(
+                svc.name,
+                "replica moving",
+                now,
+                f"{job_id} off {r.node} ({why}): a replacement starts elsewhere and is ready "
+                "before it stops",
+            )
+        )
+        self.jobmaster.leaving(rec, now)
+        self._reconcile(svc, now, out)
+        return True
+
     def _add(self, svc: Service, now: float, out: list[Command]) -> None:
         i = svc.next_index
         svc.next_index += 1
@@ -189,6 +261,9 @@ class ReplicaRules:
         self._mark(svc)
         out.append(ReplicaAdded(svc.name, job_id, svc.generation, spec))
         self.jobmaster.submit(JobSubmitted(job_id, spec, now), now, out)
+        rec = self.jobmaster.jobs.get(job_id)
+        if rec is not None:
+            rec.replica = True
 
     def _replica_spec(self, svc: Service) -> JobSpec:
         s = svc.spec
@@ -196,8 +271,15 @@ class ReplicaRules:
             s.replica, name=s.name, workers=1, time_limit_s=None, max_retries=0, batch=False
         )
         avoid = sorted(n for n, k in svc.node_failures.items() if k >= s.restart.avoid_node_after)
+        # the nodes replicas are being moved off (make-before-break): never back onto them
+        avoid += sorted({n for r in svc.replicas.values() if r.live for n in r.moving})
         if avoid:
-            t = replace(t, exclude=tuple(dict.fromkeys((*t.exclude, *avoid))))
+            away = replace(t, exclude=tuple(dict.fromkeys((*t.exclude, *avoid))))
+            # a preference, never a ban: where the failing nodes are all the replica may run
+            # on (its own -x, -w, -C), it goes back to them, paced by the back-off, instead of
+            # waiting for ever as NeverSchedulable
+            if filters.never(away, [n.view() for n in self.state.nodes.values()]) is None:
+                t = away
         return t
 
     def _stop(
@@ -255,7 +337,7 @@ class ReplicaRules:
                     anywhere.add(r.port)
                     if r.node == node:
                         on_node.add(r.port)
-        ports = range(REPLICA_PORT_BASE, REPLICA_PORT_BASE + REPLICA_PORT_SPAN)
+        ports = self.replica_ports
         for used in (anywhere | suspect, on_node | suspect, on_node):
             for p in ports:
                 if p not in used:

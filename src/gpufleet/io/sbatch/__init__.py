@@ -15,9 +15,10 @@ Two steps, kept apart:
 2. :func:`parse_sbatch_text` (``script``) maps the request onto a JobSpec (``build`` for the
    workers and their resources, ``terms`` for the rest): with ``--nodes`` (or
    ``--ntasks-per-node``) one worker per node on distinct nodes, its tasks sharing the node's
-   GPUs, CPUs and memory; with only ``--ntasks``, one worker per task. What a JobSpec cannot
-   express yet is refused here, at submit time, saying what gpufleet cannot do; options gpufleet
-   does not act on get one warning each.
+   GPUs, CPUs and memory; with only ``--ntasks``, one worker per task (with GPUs per node
+   too, the tasks in one worker on one node). What a JobSpec cannot express yet is refused
+   here, at submit time, saying what gpufleet cannot do; options gpufleet does not act on get
+   one warning each.
 """
 
 from gpufleet.io.sbatch.lex import looks_like_sbatch, read_script, split_directive

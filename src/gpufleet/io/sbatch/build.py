@@ -1,7 +1,8 @@
 """A :class:`SlurmRequest` as a JobSpec mapping: with ``--nodes`` (or ``--ntasks-per-node``)
 one worker per node on distinct nodes, its tasks sharing the node's GPUs, CPUs and memory; with
-only ``--ntasks``, one worker per task. What a JobSpec cannot express yet is refused here, at
-submit time, saying what gpufleet cannot do; the other terms are in ``terms``."""
+only ``--ntasks``, one worker per task (with GPUs per node too, the tasks in one worker on one
+node). What a JobSpec cannot express yet is refused here, at submit time, saying what gpufleet
+cannot do; the other terms are in ``terms``."""
 
 from __future__ import annotations
 
@@ -12,12 +13,32 @@ from gpufleet.io import slurm_values as v
 from gpufleet.io.sbatch.request import CANNOT, Build, SbatchJob
 from gpufleet.io.sbatch.terms import container, dependencies, nodes_terms, priority, signal
 from gpufleet.model.arrays import parse_array
+from gpufleet.model.engines import ENGINES
 from gpufleet.model.errors import SpecError
 
 
 def build_job(b: Build, command: list[str]) -> SbatchJob:
     """The job: ``nodes × tasks per node`` workers, each with the same GPUs, CPUs and memory,
     running ``command`` as Slurm's batch step."""
+    r = b.req
+    spec = job_terms(b)
+    spec["command"] = command
+    _batch(b, spec)
+    return SbatchJob(
+        spec,
+        r.array,
+        dependencies(b),
+        r.output,
+        r.error,
+        warnings=tuple(b.notes),
+        request=r,
+    )
+
+
+def job_terms(b: Build) -> dict[str, Any]:
+    """The spec of the request but its command and its batch files: name, queues, workers and
+    their resources, time limit, priority, signal, requeue and container (the array's size
+    checked from its text)."""
     r = b.req
     spec: dict[str, Any] = {"name": r.job_name}
     if r.partitions:
@@ -42,22 +63,12 @@ def build_job(b: Build, command: list[str]) -> SbatchJob:
     image = container(b)
     if image is not None:
         spec["container"] = image
-    spec["command"] = command
-    _batch(b, spec)
     if r.array is not None:
         try:  # the size is checked from the text, nothing is expanded
             parse_array(r.array, max_size=b.max_array_size)
         except SpecError as e:
             raise b.err(f"{b.text('array')}: {e.reason}", "array") from None
-    return SbatchJob(
-        spec,
-        r.array,
-        dependencies(b),
-        r.output,
-        r.error,
-        warnings=tuple(b.notes),
-        request=r,
-    )
+    return spec
 
 
 def _resources(b: Build, spec: dict[str, Any]) -> None:
@@ -74,6 +85,11 @@ def _resources(b: Build, spec: dict[str, Any]) -> None:
         spec["topology"] = {"level": "node", "required": False}
     gpus, gres_type = _gpus(b, by_node, workers, per)
     spec["gpus_per_worker"] = gpus
+    engines = {g.name: 1 for g in r.gres if g.name in ENGINES}
+    if engines:  # each of its GPUs has the engine (the count is of GPUs, as Slurm's GRES)
+        if max(g.count for g in r.gres if g.name in engines) > max(gpus, 1):
+            raise b.err(f"{b.text('gres')} asks for more GPUs with engines than GPUs", "gres")
+        spec["gpu_engines"] = engines
     if gres_type:
         spec["gres_type"] = gres_type
     cpus: int | None = None
@@ -128,6 +144,8 @@ def _layout(b: Build) -> tuple[bool, int, int]:
         )
     nodes = lo or 1
     by_node = r.nodes_set or r.ntasks_per_node is not None
+    if not by_node and r.ntasks > 1 and r.gpus_per_node:
+        return _packed(b)
     if not by_node:
         return False, max(r.ntasks, 1), 1
     if r.ntasks % nodes:
@@ -148,10 +166,27 @@ def _layout(b: Build) -> tuple[bool, int, int]:
     return True, nodes, per
 
 
+def _packed(b: Build) -> tuple[bool, int, int]:
+    """``-n N`` with GPUs per node (``--gres=gpu:G``, ``--gpus-per-node``) and no ``--nodes``:
+    Slurm chooses the node count, one node when one has room for the N tasks and that node's
+    GPUs and memory (Slurm 22.05 on an idle cluster), more when none has, each with the GPUs
+    and memory per node. A gpufleet job has a fixed node count: the tasks run on one node."""
+    r = b.req
+    gpus = "gres" if "gres" in b.seen else "gpus-per-node"
+    b.note(
+        "ntasks",
+        f"{b.text('ntasks')} with {b.text(gpus)} and no --nodes: Slurm chooses the node count; "
+        f"gpufleet runs the {r.ntasks} tasks on one node (Slurm's choice where one has room), "
+        "sharing its GPUs and memory; give --nodes to spread them",
+    )
+    return True, 1, r.ntasks
+
+
 def _gpus(b: Build, by_node: bool, workers: int, per: int) -> tuple[int, str]:
     """(GPUs per worker, the site's GPU type name or "")."""
     r = b.req
-    other = [g for g in r.gres if g.name != "gpu"]
+    engines = {g.name: g.count for g in r.gres if g.name in ENGINES}
+    other = [g for g in r.gres if g.name != "gpu" and g.name not in engines]
     if other:
         raise b.err(
             f"{CANNOT}{b.text('gres')}: generic resources other than GPUs "
@@ -172,8 +207,8 @@ def _gpus(b: Build, by_node: bool, workers: int, per: int) -> tuple[int, str]:
             + " and ".join(b.text(n) for n in names) + "); give them one way",
             *names,
         )  # fmt: skip
-    if not given:
-        return 0, ""  # Slurm gives no GPU unless asked
+    if not given:  # --gres=nvenc:N alone: N GPUs per node that have NVENC
+        return max(engines.values(), default=0), ""  # Slurm gives no GPU unless asked
     way = given[0]
     if way == "gpus-per-socket":
         raise b.err(f"{CANNOT}{b.text(way)}: GPUs per socket", way)
@@ -184,15 +219,7 @@ def _gpus(b: Build, by_node: bool, workers: int, per: int) -> tuple[int, str]:
     gres_type = (g.type or "").lower()
     if way == "gpus-per-task":
         return g.count * per, gres_type  # a worker's tasks, each its own GPUs
-    if way == "gpus-per-node":
-        if not by_node and workers > 1:
-            raise b.err(
-                f"{CANNOT}{b.text(name)} is per node, and without --nodes the node "
-                f"count of {b.text('ntasks')} is Slurm's choice; give --nodes (or "
-                "--gpus-per-task)",
-                name,
-                "ntasks",
-            )
+    if way == "gpus-per-node":  # without --nodes, the tasks are on one node (_packed)
         return g.count, gres_type  # the node's GPUs, shared by its tasks
     if g.count % workers:  # --gpus: for the whole job
         what = "nodes" if by_node else "tasks"

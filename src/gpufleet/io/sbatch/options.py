@@ -22,7 +22,7 @@ HONOURED = {
     "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
     "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
     "no-requeue", "exclusive", "nodelist", "exclude", "output", "error", "open-mode", "chdir",
-    "export", "export-file", "input",
+    "export", "export-file", "input", "reservation",
     "container-image", "container-mounts", "container-workdir",  # NVIDIA pyxis's (SPANK)
 }  # fmt: skip
 NO_EFFECT = {
@@ -115,7 +115,7 @@ _KEEP_TEXT = {
     "job-name": "job_name", "array": "array", "constraint": "constraint",
     "nodelist": "nodelist", "exclude": "exclude", "chdir": "chdir", "export": "export",
     "account": "account", "qos": "qos", "mail-user": "mail_user", "input": "input",
-    "export-file": "export_file",
+    "export-file": "export_file", "reservation": "reservation",
     "container-image": "container_image", "container-mounts": "container_mounts",
     "container-workdir": "container_workdir",
 }  # fmt: skip

@@ -56,6 +56,7 @@ class SlurmRequest:
     nodelist: str | None = None  # Slurm's hostlist syntax, as written
     exclude: str | None = None
     exclusive: str | None = None  # exclusive, user, mcs, topo, oversubscribe
+    reservation: str | None = None  # the advance reservation it runs in
     signal: v.Signal | None = None
     requeue: bool | None = None
     chdir: str | None = None

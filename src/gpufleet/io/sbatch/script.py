@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import replace
@@ -53,7 +52,7 @@ def parse_sbatch_text(
             raise SpecError(f"the script {problem}", source=source, field=f"line {n}")
     build = Build(req, source, _lines(text, options), max_array_size)
     job = build_job(build, _command(text, source, args))
-    return replace(job, warnings=req.warnings + job.warnings + _launcher_warnings(text, source))
+    return replace(job, warnings=req.warnings + job.warnings)
 
 
 def _lines(text: str, options: Sequence[str]) -> dict[str, Given]:
@@ -61,17 +60,6 @@ def _lines(text: str, options: Sequence[str]) -> dict[str, Given]:
     words, _, _, _ = component_words(text, "")
     given, _, _ = getopt(words + [Word(o, 0) for o in options])
     return {g.option.key: g for g in given}
-
-
-def _launcher_warnings(text: str, source: str) -> tuple[str, ...]:
-    """Slurm runs a batch script once and ``srun`` fans it out; so does gpufleet (the script on
-    the first node), whose ``srun`` is its own (gpufleet.slurm), not Slurm's."""
-    return tuple(
-        f"{source}:{n}: srun: gpufleet runs the script once, on the first node, as Slurm "
-        "does; srun there needs gpufleet's own srun on the job's PATH"
-        for n, line in enumerate(text.splitlines(), start=1)
-        if re.match(r"\s*(exec\s+)?srun\b", line)
-    )
 
 
 def _command(text: str, source: str, args: Sequence[str]) -> list[str]:

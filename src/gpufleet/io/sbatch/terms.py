@@ -1,6 +1,7 @@
 """The terms of a job other than its resources, from a :class:`SlurmRequest`: the nodes it may
-run on (``-w``, ``-x``, ``-C``, ``--exclusive``), its priority, its warning signal, its container
-(pyxis's options) and its dependencies, each refused with its line where gpufleet cannot run it."""
+run on (``-w``, ``-x``, ``-C``, ``--exclusive``, ``--reservation``), its priority, its warning
+signal, its container (pyxis's options) and its dependencies, each refused with its line where
+gpufleet cannot run it."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ def nodes_terms(b: Build) -> dict[str, Any]:
             out["constraint"] = parse_constraint(r.constraint).text()
         except ValueError as e:
             raise b.err(f"{CANNOT}{b.text('constraint')}: {e}", "constraint") from None
+    if r.reservation and r.reservation.strip():
+        out["reservation"] = r.reservation.strip()  # checked at submit: it exists, is the user's
     if r.exclusive == "exclusive":
         out["exclusive"] = True
     elif r.exclusive is not None:
@@ -87,16 +90,16 @@ def container(b: Build) -> dict[str, Any] | None:
 
 
 def signal(b: Build) -> dict[str, Any] | None:
-    """--signal=[B:]SIG[@T] as the spec's ``signal``: B: sends it to each task's own process
-    (gpufleet has no separate batch shell: the script runs once per task)."""
+    """--signal=[B:]SIG[@T] as the spec's ``signal``: T seconds before the time limit, and at a
+    preemption (as Slurm's send_user_signal), then up to T to checkpoint (model/notice.py)."""
     w = b.req.signal
     if w is None:
         return None
     lo, hi = SPEC_BOUNDS["signal.signal"]
     if w.reservation:
         raise b.err(
-            f"{CANNOT}{b.text('signal')}: R: (at the end of a reservation): gpufleet has "
-            "no reservations",
+            f"{CANNOT}{b.text('signal')}: R: (at the end of a reservation): gpufleet does "
+            "not signal a job when its reservation ends",
             "signal",
         )
     if not lo <= w.number <= hi:
@@ -106,7 +109,10 @@ def signal(b: Build) -> dict[str, Any] | None:
             "signal",
         )
     if b.req.time_limit is None or b.req.time_limit == v.UNLIMITED:
-        b.note("signal", f"{b.text('signal')} has no effect without a time limit (--time)")
+        b.note(
+            "signal",
+            f"{b.text('signal')} is sent only at a preemption without a time limit (--time)",
+        )
     return {"signal": w.number, "before_s": w.seconds, "batch_only": w.batch_only}
 
 

@@ -25,6 +25,15 @@ def apply(
     if nodes_problem:
         at = max((last[k] for k in ("nodes", "nodelist") if k in last), key=lambda g: g.line)
         problems.append(Problem(at.line, nodes_problem))
+    gpus = sum(g.count for g in req.gpus)
+    if req.gpus and req.nodes_set and gpus < req.nodes[0]:  # the controller's check (22.05)
+        problems.append(
+            Problem(
+                last["gpus"].line,
+                f"{last['gpus'].text}: fewer GPUs than nodes ({req.nodes[0]}): Invalid generic "
+                "resource (gres) specification (--gpus < -N)",
+            )
+        )
     warnings = _gres_warnings(req, last, source) + no_effect_warnings(last, source)
     return replace(req, warnings=req.warnings + warnings), problems
 
@@ -105,10 +114,19 @@ _AS_GIVEN = (
     "cpus_per_task", "cpus_per_gpu", "gpus", "gpus_per_task", "gpus_per_socket",
     "ntasks_per_gpu", "mem_per_node_mb", "mem_per_cpu_mb", "mem_per_gpu_mb", "time_min",
     "partitions", "dependency", "dependencies", "dependency_any", "input", "constraint",
-    "exclude", "exclusive", "signal", "requeue", "container_image", "container_mounts",
-    "container_workdir", "chdir", "export", "export_file", "open_mode", "account", "qos",
-    "mail_type", "mail_user", "hint", "priority", "nice", "hold",
+    "exclude", "exclusive", "reservation", "signal", "requeue", "container_image",
+    "container_mounts", "container_workdir", "chdir", "export", "export_file", "open_mode",
+    "account", "qos", "mail_type", "mail_user", "hint", "priority", "nice", "hold",
 )  # fmt: skip
+
+
+WRAP_SOURCE = "--wrap"  # the source of a script that sbatch --wrap made
+
+
+def default_name(source: str) -> str:
+    """sbatch's job name when -J is not given: ``wrap`` for ``--wrap`` (Slurm's own), else the
+    script's file name."""
+    return "wrap" if source == WRAP_SOURCE else Path(source).name
 
 
 def verify(f: dict[str, Any], source: str) -> tuple[SlurmRequest, str]:
@@ -121,7 +139,7 @@ def verify(f: dict[str, Any], source: str) -> tuple[SlurmRequest, str]:
     output = f.get("output") or ("slurm-%A_%a.out" if array else "slurm-%j.out")
     req = SlurmRequest(
         script=source,
-        job_name=f.get("job_name") or Path(source).name,
+        job_name=f.get("job_name") or default_name(source),
         nodes=(c.lo, c.hi if c.nodes_set else c.lo),
         nodes_set=c.nodes_set,
         ntasks=c.ntasks,

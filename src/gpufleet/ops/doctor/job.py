@@ -23,12 +23,23 @@ WAIT_HINTS = {
     "Reserved": "capacity is held for an earlier large job; a shorter time_limit_s lets it "
     "backfill",
     "Preempting": "lower-priority jobs are being stopped to make room: it starts shortly",
+    "Defragmenting": "smaller jobs are being moved off one leaf to make room for it: it starts "
+    "once they have stopped",
     "NeverSchedulable": "it can never fit: ask for fewer GPUs per worker, fewer workers, or models "
     "the cluster has (gpufleet nodes)",
     "BackOff": "it failed and waits before its retry: read why with the logs of its last attempt",
     "Dependency": "it waits for the job it depends on (gpufleet show that job)",
+    "UserNotFoundOnHost": "its user needs a Unix account, with one UID, on the nodes (an admin: "
+    "useradd, or the site's LDAP/SSSD); it starts once a node has it",
+    "UserLookup": "the nodes are looking its user up: it starts once one has the account",
     "Held": "the job at the head of the order is blocked and this profile does not backfill",
 }
+
+
+IDLE_HINT = (
+    "make the job use its GPUs, end it to free them, or ask to be spared for a while "
+    "(idle_exempt_s, within the queue's limit)"
+)
 
 
 def read_logs(client: Client, job: JobOut) -> dict[int, tuple[str, str]]:
@@ -79,6 +90,17 @@ def _state_finding(job: JobOut, t: str) -> Finding | None:
         hint = WAIT_HINTS.get(r.code, "see the reason")
         return Finding(
             "scheduling", f"{r.code}: {r.message}", "the job is waiting", hint, sev, t, "pending"
+        )
+    if job.state == "RUNNING" and job.reason is not None and job.reason.code == "IdleGpus":
+        r = job.reason
+        return Finding(
+            "idle GPUs",
+            f"{r.code}: {r.message}",
+            "its queue's idle-GPU policy warned it: its GPUs sit (nearly) unused",
+            IDLE_HINT,
+            Severity.WARNING,
+            t,
+            "idle_gpus",
         )
     if job.state == "TIMED_OUT":
         limit = job.spec.get("time_limit_s")
@@ -205,6 +227,28 @@ def exit_findings(job: JobOut, text_found: set[str]) -> list[Finding]:
     return []
 
 
+def refusal_findings(job: JobOut) -> list[Finding]:
+    """A task the node's agent refused to start (no account for the job's user, a bad secret or
+    container): the refusal is the cause, in the agent's words, and usually its fix after
+    ``;``: said once, not repeated as an unknown failure."""
+    why = _last_why(job, "FAILED") if job.state == "FAILED" else ""
+    _, found, reason = why.partition("refused: ")
+    if not found:
+        return []
+    cause, _, fix = reason.partition("; ")
+    return [
+        Finding(
+            "launch refused",
+            why,
+            f"the node's agent refused to start the task: {cause}",
+            fix or "fix what the refusal names on the node, then submit the job again",
+            Severity.ERROR,
+            f"job {job.id}",
+            "launch_refused",
+        )
+    ]
+
+
 def analyse(job: JobOut, logs: dict[int, tuple[str, str]]) -> list[Finding]:
     out = state_findings(job)
     by_code: dict[str, tuple[Finding, list[int]]] = {}
@@ -226,7 +270,7 @@ def analyse(job: JobOut, logs: dict[int, tuple[str, str]]) -> list[Finding]:
                 f.code,
             )
         out.append(f)
-    out += exit_findings(job, set(by_code))
+    out += refusal_findings(job) or exit_findings(job, set(by_code))
     if job.state == "FAILED" and not any(f.severity is Severity.ERROR for f in out):
         why = _last_why(job, "FAILED") or "FAILED"
         tail = next(

@@ -40,7 +40,7 @@ class CpuPlatform:
         return self.sockets * self.cores_per_socket
 
 
-# The seeds' recommendation: dual Xeon Platinum 8480+ or EPYC 9654.
+# sources.NODE_CPUS: dual Xeon Platinum 8480+ or EPYC 9654.
 PLATFORMS: dict[str, CpuPlatform] = {
     "sapphire-rapids": CpuPlatform(
         name="sapphire-rapids",
@@ -85,7 +85,7 @@ SWITCH_W = 1700  # a 64 × 400 Gb/s switch with its optics, at full load (set yo
 NODE_RACK_UNITS = {"SXM": 8, "OAM": 8, "PCIe": 4}  # HGX/DGX-class 8U; 8-card PCIe servers 4U
 
 # --- local drives ------------------------------------------------------------------------------
-# The seeds: system disks 2 × 480 GB NVMe, cache 4 × 3.84 TB NVMe U.2.
+# sources.NODE_DISKS: system disks 2 × 480 GB NVMe, cache 4 × 3.84 TB NVMe U.2.
 BOOT_DRIVES = 2
 BOOT_DRIVE_GB = 480
 CACHE_DRIVE_TB = 3.84

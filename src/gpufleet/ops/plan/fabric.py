@@ -14,7 +14,7 @@ Ports are counted at the NIC's speed (a 64-port 400 Gb/s switch is 32 OSFP cages
 * Spines: a spine has one port per leaf or more, so two tiers join at most ``radix`` leaves, that
   is radix × down endpoints (radix²/2 at 1:1). Spines = the smallest divisor of the uplinks per
   leaf that gives enough spine ports (so every leaf has the same number of links to every spine),
-  and at least 2 so that no spine is a single point of failure (the seeds ask for redundancy).
+  and at least 2 so that no spine is a single point of failure (``sources.NETWORK_REDUNDANCY``).
 * Three tiers, beyond ``radix`` leaves: pods of at most radix/2 leaves, each with its own spines
   that use half their ports down and half up (non-blocking above the leaves), and super-spines
   = ⌈pod-spine uplinks / radix⌉ above them; at most ``radix`` pods.

@@ -2,9 +2,10 @@
 
 Rules (each broken rule is a warning with its reason):
 
-* host memory ≥ the node's total GPU memory (the seeds: memory "与GPU显存总量匹配"), so that
-  pinned staging buffers, checkpoint copies and the page cache never starve the GPUs; a planned
-  node gets the smallest balanced DIMM layout (one DIMM per channel, one size) that meets it;
+* host memory ≥ the node's total GPU memory (``sources.HOST_MEMORY``: "确保与GPU显存总量匹配"),
+  so that pinned staging buffers, checkpoint copies and the page cache never starve the GPUs;
+  a planned node gets the smallest balanced DIMM layout (one DIMM per channel, one size) that
+  meets it;
 * CPU cores ≥ GPUs × cores per GPU (``assumptions.CORES_PER_GPU``: 8 for training, 4 for
   inference);
 * training on a rail-optimized fabric wants one ≥ 200 Gb/s compute NIC per GPU;
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from gpufleet.ops.plan import assumptions as A
 from gpufleet.ops.plan.findings import PlanWarning
 from gpufleet.ops.plan.intent import NodeGroup, PlanSpec
+from gpufleet.ops.plan.sources import HOST_MEMORY
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +175,8 @@ def _host_warnings(
                 group.name,
                 f"host memory {memory:g} GiB is below the GPUs' {gpu_memory:g} GiB"
                 f" ({gpus} × {gpu.memory_gib if gpu else 0:g} GiB)",
-                "host memory should be at least the total GPU memory (the seeds' rule): pinned "
-                "buffers, checkpoint staging and data loading need a host copy of what the GPUs "
-                "hold",
+                "host memory should be at least the total GPU memory: pinned buffers, checkpoint "
+                f"staging and data loading need a host copy of what the GPUs hold; {HOST_MEMORY}",
             )
         )
     if gpus and cores < gpus * opts.cores_per_gpu:

@@ -4,8 +4,9 @@
   budget still gets a rack of its own, with a warning. Where leaves sit in the nodes' racks
   (spine-leaf groups no larger than a rack), racks hold whole leaf groups.
 * Cooling: liquid when a GPU's TDP reaches ``liquid_from_gpu_w`` (700 W) or a rack draws more than
-  ``liquid_above_rack_kw`` (40 kW); else air. Air cannot hold 700 W parts under the seeds'
-  60 °C GPU target, and air-cooled rooms top out around 30–40 kW per rack.
+  ``liquid_above_rack_kw`` (40 kW); else air. Air cannot hold 700 W parts under the
+  60 °C GPU target (``sources.GPU_UNDER_60C``), and air-cooled rooms top out around 30–40 kW
+  per rack.
 * Network power = switches × ``network.switch_w``; leaf switches count there, not in the racks.
 """
 
@@ -20,6 +21,7 @@ from gpufleet.ops.plan.fabric import FabricPlan
 from gpufleet.ops.plan.findings import PlanWarning
 from gpufleet.ops.plan.intent import PowerOptions
 from gpufleet.ops.plan.node import NodePlan
+from gpufleet.ops.plan.sources import GPU_UNDER_60C
 
 Cooling = Literal["air", "liquid"]
 
@@ -98,9 +100,9 @@ def plan_facility(
                     "liquid-cooling",
                     node.pool,
                     f"liquid cooling: {why}",
-                    "air cannot keep such GPUs under the seeds' 60 °C target, and air-cooled "
-                    "rooms top out near 30–40 kW per rack; plan direct-to-chip liquid cooling "
-                    "and its facility water",
+                    "air cannot keep such GPUs under 60 °C, and air-cooled rooms top out near "
+                    "30–40 kW per rack; plan direct-to-chip liquid cooling and its facility "
+                    f"water; {GPU_UNDER_60C}",
                 )
             )
         racks.append(RackPlan(node.pool, per_rack, limit, count, rack_kw, cooling, why))

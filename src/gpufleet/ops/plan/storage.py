@@ -11,7 +11,8 @@ Formulas (TB = 10¹² bytes, GB/s = 10⁹ bytes per second, as storage is sold):
 * write bandwidth = one checkpoint / (``checkpoint_write_share`` × interval): with 5 % of an hour,
   a checkpoint must land in 180 s, so training loses at most 5 % of its time to checkpointing;
 * local NVMe cache per GPU node = its dataset shard (dataset / GPU nodes) × (1 + cache_headroom),
-  in drives of ``nvme_drive_tb``, at least ``min_nvme_drives`` (the seeds: 4 × 3.84 TB U.2).
+  in drives of ``nvme_drive_tb``, at least ``min_nvme_drives`` (``sources.NODE_DISKS``: 4 ×
+  3.84 TB U.2).
 """
 
 from __future__ import annotations

@@ -55,7 +55,10 @@ def recv_json(sock: socket.socket) -> Any:
         if not b:
             raise ConnectionError("the peer closed the connection mid-message")
         if b == b"\n":
-            return json.loads(buf.decode())
+            try:
+                return json.loads(buf.decode())
+            except ValueError:  # not the probe's line: say what came, not only that it is bad
+                raise ConnectionError(f"not a message of the probe: {bytes(buf[:120])!r}") from None
         buf += b
 
 
@@ -93,9 +96,22 @@ class Coordinator(threading.Thread):
             while len(conns) < self.world:
                 c, (addr, _) = self.srv.accept()
                 c.settimeout(self.timeout)
-                hello = recv_json(c)
-                conns[int(hello["rank"])] = c
-                peers[int(hello["rank"])] = {**hello, "addr": addr}
+                try:
+                    hello = recv_json(c)
+                    rank = int(hello["rank"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    # not a rank: another program that found the port (on a host of several
+                    # nodes, or in the ephemeral range, someone polling their own server's
+                    # port); closed, and the ranks are waited for still
+                    c.close()
+                    continue
+                if not 0 <= rank < self.world:
+                    c.close()
+                    continue
+                if rank in conns:  # the rank again (it reconnected): the newer connection
+                    conns[rank].close()
+                conns[rank] = c
+                peers[rank] = {**hello, "addr": addr}
             table = [peers[r] for r in range(self.world)]
             for c in conns.values():
                 send_json(c, {"peers": table})

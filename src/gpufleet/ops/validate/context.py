@@ -134,6 +134,11 @@ class Context:
                 r = self.client.http.get("/metrics")
                 if r.status_code == 200:
                     self._metrics = r.text
+                elif r.status_code in (401, 403):  # this token may not read it: not a fault
+                    self._metrics_error = (
+                        f"GET /metrics answered {r.status_code}: it needs a metrics or admin "
+                        "token, and this validate runs with another"
+                    )
                 else:
                     self._metrics_error = f"GET /metrics answered {r.status_code}"
             except httpx.HTTPError as e:

@@ -120,7 +120,8 @@ class Prober:
         for name, spec in specs:
             run = ProbeRun(name)
             try:
-                job_id: str | None = self.client.submit(spec)[0]
+                # as the controller's probe account, not as the admin token's name
+                job_id: str | None = self.client.submit(spec, probe=True)[0]
                 self.log(f"{name}: job {job_id} submitted")
             except ApiError as e:
                 run.error = f"the probe job was refused: {e}"

@@ -56,7 +56,9 @@ def exporter_checks(ctx: Context, nodes: list[NodeOut]) -> list[Check]:
                 "controller",
                 "unavailable",
                 "exported",
-                f"{ctx.metrics_error}: Prometheus cannot scrape the controller",
+                ctx.metrics_error
+                if "needs a metrics" in ctx.metrics_error
+                else f"{ctx.metrics_error}: Prometheus cannot scrape the controller",
             )
         ]
     try:

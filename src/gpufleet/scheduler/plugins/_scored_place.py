@@ -14,6 +14,7 @@ from gpufleet.scheduler import openb_scores as osc
 from gpufleet.scheduler.framework import NO_NODE, Choice, chosen
 from gpufleet.scheduler.plugins.base import PlaceBase
 from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.snapshot import Snapshot
 from gpufleet.scheduler.workspace import Domain, Workspace
 
 
@@ -21,6 +22,17 @@ def pod_of(req: WorkerRequest) -> osc.PodRequest:
     return osc.PodRequest(
         req.cpu_milli, req.memory_mib, req.gpus, req.gpu_milli if req.gpus else 0, req.models
     )
+
+
+def workload_pods(snap: Snapshot) -> list[osc.PodRequest]:
+    """One pod per worker of the jobs pending and running: what FGD's target workload is built
+    from (``place/fgd``, ``place/fgd-strand``)."""
+    return [
+        pod_of(WorkerRequest.of(j.spec))
+        for jobs in (snap.pending, snap.running)
+        for j in jobs
+        for _ in range(j.spec.workers)
+    ]
 
 
 def node_state(ws: Workspace, i: int) -> osc.NodeState:

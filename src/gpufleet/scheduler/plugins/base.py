@@ -5,8 +5,10 @@ the cycle reads every member directly (no probing with ``getattr``)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 
+from gpufleet.model.job import JobSpec
+from gpufleet.model.reason import Reason
 from gpufleet.scheduler.framework import (
     NO_VICTIMS,
     SUCCESS,
@@ -15,7 +17,7 @@ from gpufleet.scheduler.framework import (
     Status,
     Victims,
 )
-from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, ServiceMark, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 from gpufleet.scheduler.workspace import Workspace
 
@@ -34,6 +36,13 @@ class OrderBase:
 
     def outranked(self, job: PendingJob, snap: Snapshot) -> Iterable[RunningJob]:
         return (r for r in snap.running if self.outranks(job, r, snap))
+
+    def started(self, job: PendingJob, now: float) -> ServiceMark:
+        m = job.mark
+        return m if m.stopped_at is None else ServiceMark(m.base_gpu_s, m.waited(now))
+
+    def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
+        pass
 
 
 class AdmitBase:
@@ -64,11 +73,21 @@ class BackfillBase:
 
 
 def cheapest_first(victims: Iterable[RunningJob], now: float) -> list[RunningJob]:
-    """By (lost work now, latest start, id), stably. The keys are made in one pass (lost work
-    written out: ``v.lost_work(now)``'s product) and sorted by index: no Python call per
-    comparison key, which a cycle with a full cluster pays over every running job."""
-    vs = [v for v in victims if v.spec.preemptible]
-    keys = [((now - v.start_time) * v.spec.total_gpu_milli / 1000, -v.start_time, v.id) for v in vs]
+    """The preemptible ones past their minimum runtime, by (lost work now: since their last
+    checkpoint, latest start, id), stably. The keys are made in one pass (lost work written
+    out: ``v.lost_work(now)``'s product) and sorted by index: no Python call per comparison
+    key, which a cycle with a full cluster pays over every running job."""
+    vs = [v for v in victims if v.spec.preemptible and now - v.start_time >= v.spec.min_runtime_s]
+    keys = [
+        (
+            (now - (v.start_time if v.checkpoint_time is None else v.saved_since))
+            * v.spec.total_gpu_milli
+            / 1000,
+            -v.start_time,
+            v.id,
+        )
+        for v in vs
+    ]
     return [vs[i] for i in sorted(range(len(vs)), key=keys.__getitem__)]
 
 
@@ -114,4 +133,11 @@ class PreemptBase(ABC):
         usage: QueueUsage,
         order: OrderPlugin,
     ) -> Hashable | None:
+        return None
+
+    def reason_for(
+        self, job: PendingJob, victims: Sequence[RunningJob], snap: Snapshot
+    ) -> Reason | None:
+        """The preemptor's Reason when this plugin's rule says it better than the plain one
+        (``explain.preempting``); None: the plain one."""
         return None

@@ -1,100 +1,182 @@
-"""Tiresias' discretized two-dimensional least-attained-service (2D-LAS).
+"""Tiresias' discretized two-dimensional least-attained-service (2D-LAS, NSDI'19).
 
-Service is GPUs × time received so far, with no knowledge of durations. Jobs fall into queues
-by thresholds on that service; lower queues go first, FIFO inside a queue. A job that waited
-longer than ``starvation_factor`` times the time it has run is promoted to the first queue
-(Tiresias' starvation guard; 0 turns it off). With ``preempt: [las]`` a job in a lower queue
-preempts running jobs that have crossed into a higher one.
+Service is GPUs × time received (GPU-seconds), with no knowledge of durations. Jobs fall into
+queues by thresholds on that service; lower queues go first, FIFO inside a queue. With
+``preempt: [order]`` a job in a lower queue preempts running jobs that have crossed into a
+higher one. The defaults are Tiresias' own simulator's (SymbioticLab/Tiresias, ``jobs.py``:
+three queues, limits 3,250 and 7,200 GPU-s).
+
+Starvation (Tiresias' STARVELIMIT, its PROMOTEKNOB ``starvation_factor``): a job that has
+waited, since it first ran, ``starvation_factor`` times as long as it ran (both counted from
+its last promotion) goes back to the first queue, and its service counts from zero again
+there (its mark's ``base_gpu_s``, which the ``started`` hook sets as it starts), so it is
+demoted again only after another first queue's worth. 0 turns the promotion off.
+
+``within``: the order inside a queue. ``fifo`` (Tiresias'); ``history``: least expected
+remaining service first, as the cluster's own finished jobs of the same queue and GPU count
+predict it (``scheduler/service_history.py``; no duration is given by anyone), FIFO among equal
+or unknown ones (a new cluster's first jobs). ``history_window``: finished jobs kept per group.
 """
 
 from __future__ import annotations
 
-import bisect
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import chain
 
+from gpufleet.model.job import JobSpec
 from gpufleet.scheduler.plugins.base import OrderBase
-from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.service_history import ServiceHistory
+from gpufleet.scheduler.snapshot import PendingJob, RunningJob, ServiceMark, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 
 NAME = "order/las"
 
+TIRESIAS_THRESHOLDS_GPU_S = (3250.0, 7200.0)
+
 
 class Plugin(OrderBase):
     def __init__(
-        self, thresholds_gpu_s: Sequence[float] = (3200.0,), starvation_factor: float = 0.0
+        self,
+        thresholds_gpu_s: Sequence[float] = TIRESIAS_THRESHOLDS_GPU_S,
+        starvation_factor: float = 0.0,
+        within: str = "fifo",
+        history_window: int = 200,
     ) -> None:
         th = [float(t) for t in thresholds_gpu_s]
         if th != sorted(th) or any(t <= 0 for t in th):
             raise ValueError("thresholds_gpu_s must be positive and increasing")
+        if not starvation_factor >= 0:
+            raise ValueError("starvation_factor must be 0 (off) or above")
+        if within not in ("fifo", "history"):
+            raise ValueError("within must be 'fifo' or 'history'")
         self.thresholds = th
-        self.starvation_factor = starvation_factor
+        self.starvation_factor = float(starvation_factor)
+        self.history = ServiceHistory(history_window) if within == "history" else None
+
+    def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
+        if self.history is not None and service_gpu_s > 0:
+            self.history.learn(spec, service_gpu_s)
 
     def level_of(self, attained_gpu_s: float) -> int:
-        return bisect.bisect_right(self.thresholds, attained_gpu_s)
+        return bisect_right(self.thresholds, attained_gpu_s)
+
+    def starved(self, p: PendingJob, now: float) -> bool:
+        """Whether Tiresias' rule promotes ``p`` now: its wait since it first ran reached
+        ``starvation_factor`` times its run time, both since its last promotion."""
+        m = p.mark
+        if self.starvation_factor <= 0 or m.stopped_at is None:
+            return False
+        service = p.attained_gpu_s - m.base_gpu_s
+        gpus = p.spec.total_gpu_milli / 1000
+        return service > 0 < gpus and m.waited(now) >= self.starvation_factor * service / gpus
 
     def pending_level(self, p: PendingJob, now: float) -> int:
-        level = self.level_of(p.attained_gpu_s)
-        if level and self.starvation_factor > 0:
-            gpus = max(1, p.spec.workers * p.spec.gpus_per_worker)
-            ran = p.attained_gpu_s / gpus
-            if now - p.submit_time - ran > self.starvation_factor * ran:
-                return 0
-        return level
+        if self.starved(p, now):
+            return 0
+        return bisect_right(self.thresholds, p.attained_gpu_s - p.mark.base_gpu_s)
+
+    def started(self, job: PendingJob, now: float) -> ServiceMark:
+        if self.starved(job, now):  # promoted: its levels count from here, its waits anew
+            return ServiceMark(job.attained_gpu_s)
+        return super().started(job, now)
 
     def order(
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
     ) -> Iterator[PendingJob]:
         now = snap.now
+        if self.history is not None:
+            return self._by_prediction(pending, now, self.history)
         if pending is snap.pending and snap.pending_index is not None:
             return self._by_level(pending, now)
-        if self.starvation_factor <= 0:  # the level is the attained service's alone
-            th = self.thresholds
-            return iter(
-                sorted(
-                    pending,
-                    key=lambda p: (bisect_right(th, p.attained_gpu_s), p.submit_time, p.seq),
-                )
-            )
         return iter(
             sorted(pending, key=lambda p: (self.pending_level(p, now), p.submit_time, p.seq))
         )
 
+    def _levels(self, pending: Sequence[PendingJob], now: float) -> list[list[PendingJob]]:
+        """``pending`` split by ``pending_level``, each in its given order; written out (a
+        busy cluster's cycles ask it of every pending job): a job that never ran is level 0
+        without a look at its mark, and ``starved``'s test is inlined."""
+        th = self.thresholds
+        levels: list[list[PendingJob]] = [[] for _ in range(len(th) + 1)]
+        first, knob = levels[0], self.starvation_factor * 1000
+        for p in pending:
+            a = p.attained_gpu_s
+            if a <= 0:
+                first.append(p)
+                continue
+            m = p.mark
+            service = a - m.base_gpu_s
+            stopped = m.stopped_at
+            if knob > 0 and stopped is not None and service > 0:
+                s = p.spec
+                milli = s.workers * s.gpus_per_worker * s.gpu_milli  # total_gpu_milli
+                if milli > 0 and m.waited_s + now - stopped >= knob * service / milli:
+                    first.append(p)
+                    continue
+            levels[bisect_right(th, service)].append(p)
+        return levels
+
+    def _by_prediction(
+        self, pending: Sequence[PendingJob], now: float, history: ServiceHistory
+    ) -> Iterator[PendingJob]:
+        """By level, then least expected remaining service (unknown: last), then FIFO. Levels
+        are split first and each sorted only when the walk gets to it; the prediction is
+        worked out once per (queue, shape, service), which most jobs of a level share."""
+        levels = self._levels(pending, now)
+        memo: dict[tuple[str, int, int, int, float], float] = {}
+
+        def rest(p: PendingJob) -> float:
+            s = p.spec
+            k = (s.queue, s.workers, s.gpus_per_worker, s.gpu_milli, p.attained_gpu_s)
+            r = memo.get(k)
+            if r is None:
+                got = history.remaining(s, p.attained_gpu_s)
+                r = memo[k] = float("inf") if got is None else got
+            return r
+
+        def walk() -> Iterator[PendingJob]:
+            for level in levels:
+                level.sort(key=lambda p: (p.submit_time, p.seq))
+                level.sort(key=rest)  # stable: FIFO among equal predictions
+                yield from level
+
+        return walk()
+
     def _by_level(self, pending: Sequence[PendingJob], now: float) -> Iterator[PendingJob]:
         """``order`` for jobs already by ``(submit_time, seq)`` (a snapshot's pending jobs with
-        its index): a stable split by level is that sort, without its key per job; the higher
-        levels are split only when the walk gets to them (a full cluster ends it sooner)."""
+        its index): a stable split by level is that sort, without its key per job."""
         th = self.thresholds
         if self.starvation_factor <= 0 and len(th) == 1:
             t = th[0]  # level 0 exactly below it (``bisect_right``)
-            low = [p for p in pending if p.attained_gpu_s < t]
-            return chain(low, (p for p in pending if not p.attained_gpu_s < t))
-        levels: list[list[PendingJob]] = [[] for _ in range(len(th) + 1)]
-        for p in pending:
-            levels[self.pending_level(p, now)].append(p)
-        return chain.from_iterable(levels)
+            low = [p for p in pending if p.attained_gpu_s - p.mark.base_gpu_s < t]
+            return chain(low, (p for p in pending if not p.attained_gpu_s - p.mark.base_gpu_s < t))
+        return chain.from_iterable(self._levels(pending, now))
+
+    def running_level(self, r: RunningJob, now: float) -> int:
+        return bisect_right(self.thresholds, r.attained(now) - r.mark.base_gpu_s)
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
-        return self.pending_level(job, snap.now) < self.level_of(victim.attained(snap.now))
+        return self.pending_level(job, snap.now) < self.running_level(victim, snap.now)
 
     def outrank_key(self, job: PendingJob, snap: Snapshot) -> int:
         """In one snapshot, ``outranks(job, v, snap)`` depends on ``job`` only through this."""
-        if self.starvation_factor <= 0:  # asked per job a full cluster sends to step 5
-            return bisect_right(self.thresholds, job.attained_gpu_s)
         return self.pending_level(job, snap.now)
 
     def outranked(self, job: PendingJob, snap: Snapshot) -> list[RunningJob]:
-        """The running jobs ``job`` outranks (in ``snap.running``'s order): those whose
-        attained service reached the threshold above ``job``'s level (``level_of`` is a
-        ``bisect_right``, so it exceeds the level exactly there)."""
+        """The running jobs ``job`` outranks (in ``snap.running``'s order): those whose service
+        since their last promotion reached the threshold above ``job``'s level (``level_of``
+        is a ``bisect_right``, so it exceeds the level exactly there)."""
         level = self.pending_level(job, snap.now)
         if level >= len(self.thresholds):
             return []
         t, now = self.thresholds[level], snap.now
-        # r.attained(now), written out: the same sum, without two calls per running job
+        # r.attained(now) - base, written out: the same sum, without two calls per running job
         return [
             r
             for r in snap.running
-            if r.attained_gpu_s + (now - r.start_time) * r.spec.total_gpu_milli / 1000 >= t
+            if r.attained_gpu_s
+            - r.mark.base_gpu_s
+            + (now - r.start_time) * r.spec.total_gpu_milli / 1000
+            >= t
         ]

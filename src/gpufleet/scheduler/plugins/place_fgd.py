@@ -11,7 +11,7 @@ from random import Random
 
 from gpufleet.scheduler import openb_scores as osc
 from gpufleet.scheduler.framework import Choice
-from gpufleet.scheduler.plugins._scored_place import ScoredPlace, pod_of
+from gpufleet.scheduler.plugins._scored_place import ScoredPlace, pod_of, workload_pods
 from gpufleet.scheduler.request import WorkerRequest
 from gpufleet.scheduler.snapshot import Snapshot
 from gpufleet.scheduler.workspace import Domain, Workspace
@@ -29,12 +29,7 @@ class Plugin(ScoredPlace):
         self.popularity_pct = popularity_pct
 
     def prepare(self, snap: Snapshot, ws: Workspace) -> None:
-        pods = [
-            pod_of(WorkerRequest.of(j.spec))
-            for jobs in (snap.pending, snap.running)
-            for j in jobs
-            for _ in range(j.spec.workers)
-        ]
+        pods = workload_pods(snap)
         self.workload = osc.target_workload(pods, self.popularity_pct) if pods else None
 
     def choose(self, req: WorkerRequest, ws: Workspace, domain: Domain, rng: Random) -> Choice:

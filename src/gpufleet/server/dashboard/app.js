@@ -97,13 +97,17 @@ function when(t) {
 // How sure an estimated start is (the Reason's start_bound): a bound, not a promise.
 const BOUND_WORDS = {
   reserved: "at the latest (reserved, unless nodes fail or a job of higher priority comes)",
-  planned: "if every job runs to its time limit (earlier if they end sooner)",
+  planned: "the queue played forward, if no job of higher priority comes",
 };
 
 function estimatedStart(r) {
   if (!r || r.estimated_start === null || r.estimated_start === undefined) return "–";
   const words = BOUND_WORDS[r.start_bound];
-  return words ? `${when(r.estimated_start)}, ${words}` : when(r.estimated_start);
+  let at = when(r.estimated_start);
+  if (r.start_low != null && r.start_high != null) {
+    at += ` (80 % between ${when(r.start_low)} and ${when(r.start_high)})`;
+  }
+  return words ? `${at}, ${words}` : at;
 }
 
 // ----- the API -------------------------------------------------------------------------
@@ -385,19 +389,37 @@ function nodesTable(nodes) {
 
 // ----- queues --------------------------------------------------------------------------
 
+const GPU_HOURS_DAYS = 7; // the GPU-hours section's period: the last week
+
 function queuesPage() {
   const queues = slot();
+  const hours = slot();
   const pending = slot();
   return {
-    el: page("Queues", queues, pending),
+    el: page("Queues", queues, hours, pending),
     async refresh(current) {
-      const [qs_, jobs] = await Promise.all([api("/queues"),
-        api("/jobs?state=PENDING&limit=500")]);
+      const since = qs({ since: (now() - GPU_HOURS_DAYS * 86400).toFixed(0) });
+      const [qs_, jobs, byQueue, byUser] = await Promise.all([api("/queues"),
+        api("/jobs?state=PENDING&limit=500"), api(`/accounting${since}&by=queue`),
+        api(`/accounting${since}&by=user`)]);
       if (!current()) return;
       queues.replaceChildren(queuesTable(qs_));
+      hours.replaceChildren(gpuHoursSection(byQueue, byUser));
       pending.replaceChildren(pendingTable(jobs));
     },
   };
+}
+
+// GPU-hours allocated (the attempts' GPUs × their time) against used (weighted by the GPUs'
+// DCGM_FI_DEV_GPU_UTIL), per queue and per user: where held GPUs sit idle
+function gpuHoursSection(byQueue, byUser) {
+  const rows = (list, kind) => list.map((r) => tr(h("td", { class: "key" }, r.key),
+    kind, String(r.jobs), num(r.gpu_hours, 1), num(r.used_gpu_hours, 1),
+    r.gpu_hours > 0 ? pct(r.used_gpu_hours / r.gpu_hours) : "–"));
+  return section(`GPU-hours allocated and used, last ${GPU_HOURS_DAYS} days`,
+    h("div", { class: "gpu-hours" }, table(["Queue or user", "By", "Jobs", "Allocated",
+      "Used", "Used share"], [...rows(byQueue, "queue"), ...rows(byUser, "user")],
+    "no GPU time in the period")));
 }
 
 function usageBar(used, quota) {
@@ -606,6 +628,7 @@ function servicesPage(name) {
 
 function serviceStatus(s) {
   if (s.deleting) return badge("deleting", "cancelled");
+  if (s.desktop && s.desktop.suspended) return badge("suspended", "pending");
   if (s.rolling_out) return badge(`rolling out (from ${s.previous_generation})`, "starting");
   if (s.ready >= s.desired) return badge("ready", "running");
   // short of ready replicas: "starting" only while each one short is still coming up; one
@@ -615,6 +638,20 @@ function serviceStatus(s) {
   if (short.every(coming)) return badge("starting", "pending");
   return badge(s.ready ? `degraded (${s.ready}/${s.desired} ready)` : "down", "failed");
 }
+
+// a desktop session's login page on the gateway (its owner signs in with their own token);
+// only an http(s) URL becomes a link
+function desktopOpen(s) {
+  const url = s.desktop && s.desktop.open_url;
+  if (!url || !/^https?:\/\//.test(url)) return "–";
+  return h("a", { href: url, target: "_blank", rel: "noopener noreferrer", class: "desktop-open" },
+    "open desktop");
+}
+
+// what a service runs: a desktop says so, with its link
+const serviceRuns = (s) => (s.desktop
+  ? h("td", { class: "why" }, "desktop ", desktopOpen(s))
+  : h("td", { class: "why" }, s.image || s.command.join(" ")));
 
 // a probe's state, coloured: "none" is no probe at all
 const PROBE_KINDS = { passing: "running", waiting: "pending", failing: "warn", failed: "failed" };
@@ -630,7 +667,7 @@ function serviceListPage() {
       const rows = svcs.map((s) => tr(serviceLink(s.name), s.user, s.queue,
         `${s.ready}/${s.desired}`, String(s.generation),
         s.request_rate === null || s.request_rate === undefined ? "–" : num(s.request_rate, 1),
-        serviceStatus(s), h("td", { class: "why" }, s.image || s.command.join(" "))));
+        serviceStatus(s), serviceRuns(s)));
       list.replaceChildren(section(`${svcs.length} service${svcs.length === 1 ? "" : "s"}`,
         table(["Service", "User", "Queue", "Ready", "Generation", "Req/s", "Status", "Runs"],
           rows, "no services")));
@@ -657,6 +694,8 @@ function servicePage(name) {
           ["Request rate", s.request_rate === null || s.request_rate === undefined ? "–"
             : `${num(s.request_rate, 1)} req/s`],
           ["Endpoint", s.endpoint ? s.endpoint.url : "none (the controller runs no gateway)"],
+          ...(s.desktop ? [["Desktop", desktopOpen(s)], ["Screen", s.desktop.geometry],
+            ["Idle limit", `${s.desktop.idle_suspend_s} s, then suspended`]] : []),
           ["Generation", String(s.generation)], ["Runs", s.image || s.command.join(" ")],
           ["Note", s.note || "–"]]
           .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))));

@@ -117,6 +117,23 @@ DCGM_METRICS: dict[str, tuple[str, str]] = {
 
 # dcgm-exporter's default counters (etc/default-counters.csv of dcgm-exporter 3.x and later, the
 # profiling ones included), each published under its name with its type from DCGM_METRICS.
+# The encoder's figures NVML gives and dcgm-exporter does not publish (agent/gpu.py's
+# ENCODER_FIELDS), per GPU with the same labels; absent for a GPU without NVENC and on MIG.
+ENCODER_METRICS: dict[str, tuple[str, str]] = {
+    "gpufleet_gpu_encoder_sessions": (
+        "gauge",
+        "Active NVENC encoder sessions (NVML's nvmlDeviceGetEncoderStats).",
+    ),
+    "gpufleet_gpu_encoder_fps": (
+        "gauge",
+        "Moving average frames per second over the GPU's encoder sessions.",
+    ),
+    "gpufleet_gpu_encoder_latency_microseconds": (
+        "gauge",
+        "Moving average encode latency over the GPU's encoder sessions (in us).",
+    ),
+}
+
 DEFAULT_COUNTERS: tuple[str, ...] = (
     "DCGM_FI_DEV_SM_CLOCK",
     "DCGM_FI_DEV_MEM_CLOCK",

@@ -19,6 +19,7 @@ from gpufleet.model.job import JobState
 from gpufleet.scheduler.snapshot import PendingJob
 from gpufleet.server.metrics.catalog import DEFAULT_IDLE_UTIL_PCT, WAIT_BUCKETS_S
 from gpufleet.server.metrics.gpus import allocation_families, gpu_families
+from gpufleet.server.metrics.idle import idle_families
 from gpufleet.server.metrics.nodes import host_families, node_families
 from gpufleet.server.metrics.pending import PendingTally, waiting_since
 from gpufleet.server.metrics.queues import WaitHistogram, queue_families
@@ -36,9 +37,11 @@ class FleetCollector(Collector):
         *,
         idle_util_pct: float = DEFAULT_IDLE_UTIL_PCT,
         wait_buckets_s: Sequence[float] = WAIT_BUCKETS_S,
+        user_labels: bool = True,
     ) -> None:
         self.svc = service
         self.idle_util_pct = idle_util_pct
+        self.user_labels = user_labels  # False: no series names a user (a public /metrics)
         self.wait_buckets_s = tuple(float(b) for b in wait_buckets_s)
         self._wait: dict[str, WaitHistogram] = {}
         self._node_events: dict[tuple[str, str], int] = {}
@@ -67,6 +70,8 @@ class FleetCollector(Collector):
         for t in transitions:
             rec = jobs.get(t.job_id)
             queue = rec.job.spec.queue if rec is not None else ""
+            if t.old is t.new:
+                continue  # an idle-GPU warning (core/idle.py): no change of state
             key = (queue, t.new.value)
             self._transitions[key] = self._transitions.get(key, 0) + 1
             if t.new is JobState.PENDING and rec is not None:
@@ -116,10 +121,12 @@ class FleetCollector(Collector):
         ctrl, links = self.svc.ctrl, self.svc.links
         now = self.svc.clock.now()
         self._labels_prev, self._labels = self._labels, {}
-        gpu_fams, util = gpu_families(ctrl, links, self.label)
+        users = self.user_labels
+        gpu_fams, util = gpu_families(ctrl, links, self.label, users=users)
         return [
             *(gpu_fams if gpus else []),
-            *allocation_families(ctrl, util, self.label, self.idle_util_pct),
+            *allocation_families(ctrl, util, self.label, self.idle_util_pct, users),
+            *idle_families(ctrl, self.label, users),
             *host_families(ctrl, links, self.label),
             *node_families(ctrl, links, self.label, now, self._node_events),
             *queue_families(
@@ -138,7 +145,8 @@ class FleetCollector(Collector):
         saved = self._labels, self._labels_prev
         self._labels, self._labels_prev = {}, self._node_labels.get(node, {})
         try:
-            return gpu_families(self.svc.ctrl, self.svc.links, self.label, node)[0]
+            svc = self.svc
+            return gpu_families(svc.ctrl, svc.links, self.label, node, self.user_labels)[0]
         finally:
             self._node_labels[node] = self._labels
             self._labels, self._labels_prev = saved

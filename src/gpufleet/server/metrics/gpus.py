@@ -9,18 +9,26 @@ from collections.abc import Mapping
 from gpufleet.core.controller import Controller
 from gpufleet.core.state import NodeRuntime
 from gpufleet.model.resources import MILLI
-from gpufleet.server.metrics.catalog import DCGM_METRICS
+from gpufleet.server.metrics.catalog import DCGM_METRICS, ENCODER_METRICS
 from gpufleet.server.metrics.text import Family, LabelOf, Pairs, num, one, value
 from gpufleet.server.service.links import NodeLink
 
 GpuKey = tuple[str, int]  # (node, GPU index)
 
 
-def holders(ctrl: Controller) -> dict[GpuKey, list[Pairs]]:
+def job_pairs(jid: str, queue: str, user: str, users: bool) -> Pairs:
+    """A job's labels, as dcgm-exporter's HPC job mapping gives them, with its ``user`` only
+    where ``users`` (a public /metrics names no user unless its controller is told to)."""
+    if users:
+        return (("hpc_job", jid), ("queue", queue), ("user", user))
+    return (("hpc_job", jid), ("queue", queue))
+
+
+def holders(ctrl: Controller, users: bool = True) -> dict[GpuKey, list[Pairs]]:
     """(node, GPU index) → the job label pairs of each job holding that GPU."""
     out: dict[GpuKey, list[Pairs]] = {}
     for jid, r in ctrl.running.items():
-        jl = (("hpc_job", jid), ("queue", r.spec.queue), ("user", r.spec.user))
+        jl = job_pairs(jid, r.spec.queue, r.spec.user, users)
         for p in r.allocation:
             for d in p.gpus:
                 out.setdefault((p.node, d), []).append(jl)
@@ -28,21 +36,20 @@ def holders(ctrl: Controller) -> dict[GpuKey, list[Pairs]]:
 
 
 def gpu_families(
-    ctrl: Controller, links: Mapping[str, NodeLink], lab: LabelOf, only: str | None = None
+    ctrl: Controller,
+    links: Mapping[str, NodeLink],
+    lab: LabelOf,
+    only: str | None = None,
+    users: bool = True,
 ) -> tuple[list[Family], dict[GpuKey, float]]:
-    """The GPU families (of every node, or ``only`` that one) and each GPU's utilization."""
-    fams = {name: Family(name, kind, help_) for name, (kind, help_) in DCGM_METRICS.items()}
-    xid_info = Family(
-        "gpufleet_gpu_last_xid_info",
-        "gauge",
-        "1 for the last XID each GPU reported (its DCGM_FI_DEV_XID_ERRORS as a label).",
-    )
-    healthy = Family(
-        "gpufleet_gpu_healthy",
-        "gauge",
-        "1 while the GPU passes its node's health checks; 0 once a check marked it bad.",
-    )
-    held = holders(ctrl)
+    """The GPU families (of every node, or ``only`` that one) and each GPU's utilization;
+    ``users``: the jobs' labels name their users."""
+    fams = {
+        name: Family(name, kind, help_)
+        for name, (kind, help_) in (DCGM_METRICS | ENCODER_METRICS).items()
+    }
+    per_job, xid_info, healthy = _own_families()
+    held = holders(ctrl, users)
     samples_of = {name: f.samples for name, f in fams.items()}
     util: dict[GpuKey, float] = {}
     for name in sorted(ctrl.nodes) if only is None else [only]:
@@ -86,6 +93,7 @@ def gpu_families(
                     continue
                 for ls in label_sets:
                     out.append((metric, ls, raw))
+            _job_use(per_job, lab, g.get("jobs"), ctrl, base[:2] + node_labels[:1], users)
             u = value(values.get("DCGM_FI_DEV_GPU_UTIL"))
             if u is not None:
                 util[(name, idx)] = u
@@ -94,7 +102,49 @@ def gpu_families(
                 short = (("gpu", idx_text), ("UUID", uuid), ("Hostname", name))
                 xid_info.add(lab((*short, ("xid", num(xid)))), 1)
         _gpu_health(healthy, lab, name, node, seen)
-    return [*fams.values(), xid_info, healthy], util
+    return [*fams.values(), per_job, xid_info, healthy], util
+
+
+def _own_families() -> tuple[Family, Family, Family]:
+    """gpufleet's own GPU families: each job's engines, the last XID, the health."""
+    per_job = Family(
+        "gpufleet_job_gpu_utilization_percent",
+        "gauge",
+        "Each job's share of a GPU's engines (sm, memory, encoder, decoder), from the driver's "
+        "per-process utilization: on a shared GPU, what this job itself uses.",
+    )
+    xid_info = Family(
+        "gpufleet_gpu_last_xid_info",
+        "gauge",
+        "1 for the last XID each GPU reported (its DCGM_FI_DEV_XID_ERRORS as a label).",
+    )
+    healthy = Family(
+        "gpufleet_gpu_healthy",
+        "gauge",
+        "1 while the GPU passes its node's health checks; 0 once a check marked it bad.",
+    )
+    return per_job, xid_info, healthy
+
+
+def _job_use(
+    fam: Family, lab: LabelOf, jobs: object, ctrl: Controller, gpu: Pairs, users: bool
+) -> None:
+    """A GPU's ``jobs`` (the agent's: each job's engine shares) as series, for the jobs that
+    run here now (a job that ended since the sample is left out)."""
+    for j in jobs if isinstance(jobs, list) else []:
+        if not isinstance(j, dict) or not isinstance(j.get("util"), dict):
+            continue
+        jid = str(j.get("job"))
+        r = ctrl.running.get(jid)
+        if r is None:
+            continue
+        jl = job_pairs(jid, r.spec.queue, r.spec.user, users)
+        for engine, v in j["util"].items():
+            if engine in ENGINES and type(v) in (int, float):
+                fam.add(lab((*gpu, ("engine", engine), *jl)), v)
+
+
+ENGINES = frozenset({"sm", "memory", "encoder", "decoder"})  # agent/gpu.py's ENGINES
 
 
 def _gpu_health(
@@ -108,7 +158,11 @@ def _gpu_health(
 
 
 def allocation_families(
-    ctrl: Controller, util: Mapping[GpuKey, float], lab: LabelOf, idle_util_pct: float
+    ctrl: Controller,
+    util: Mapping[GpuKey, float],
+    lab: LabelOf,
+    idle_util_pct: float,
+    users: bool = True,
 ) -> list[Family]:
     """What is allocated, and how much of it sits idle (under ``idle_util_pct``)."""
     idle = Family(
@@ -120,7 +174,7 @@ def allocation_families(
     allocated_idle = 0
     seen: set[GpuKey] = set()
     for jid, r in ctrl.running.items():
-        jl = (("hpc_job", jid), ("queue", r.spec.queue), ("user", r.spec.user))
+        jl = job_pairs(jid, r.spec.queue, r.spec.user, users)
         for p in r.allocation:
             allocated += len(p.gpus) * p.gpu_milli / MILLI
             for d in p.gpus:

@@ -104,7 +104,34 @@ def node_families(
         free,
         info,
         _events(events_seen),
+        *_heal(ctrl, lab, now),
     ]
+
+
+def _heal(ctrl: Controller, lab: LabelOf, now: float) -> list[Family]:
+    """The heal loop's (ADR 0042), with a heal policy: each node's failures in its window, and
+    whether the loop gave it up (suspected hardware: an RMA to file)."""
+    book = ctrl.healer.book
+    if book is None:
+        return []
+    failures = Family(
+        "gpufleet_node_heal_failures",
+        "gauge",
+        "The node's heal-loop failures (faults, failed remediations and burn-ins) within the "
+        "policy's window; at its max_failures the node is given up.",
+    )
+    given_up = Family(
+        "gpufleet_node_heal_given_up",
+        "gauge",
+        "1 while the heal loop has given the node up as suspected hardware (drained until an "
+        "admin resumes it).",
+    )
+    since = now - book.policy.window_s
+    for name in sorted(ctrl.nodes):
+        lb = lab((("node", name),))
+        failures.add(lb, sum(1 for t, _ in book.failures(name) if t > since))
+        given_up.add(lb, int(book.phase(name) == "rma"))
+    return [failures, given_up]
 
 
 def _events(seen: Mapping[tuple[str, str], int]) -> Family:

@@ -1,4 +1,4 @@
-"""/tokens, /audit, /accounting."""
+"""/tokens, /audit, /accounting, /accounting/fairness."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from gpufleet.api import schemas as s
+from gpufleet.api.accounting import EntitlementOut
 from gpufleet.api.bounds import Finite, Name
+from gpufleet.scheduler.entitlement import WINDOW_S, entitlement_fairness
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.routers.deps import service, store
@@ -17,6 +19,7 @@ from gpufleet.server.store import LastAdminToken, Store
 from gpufleet.server.store.accounting import GroupBy
 
 router = APIRouter(tags=["admin"])
+MAX_FAIRNESS_PERIOD_S = 400 * 86400.0  # /accounting/fairness: 9,600 hourly windows at most
 
 
 @router.post("/tokens", response_model=s.TokenOut, status_code=201, operation_id="createToken")
@@ -39,6 +42,8 @@ async def create_token(
     except ValueError as e:
         raise HTTPException(409, str(e)) from None
     request.app.state.tokens.refresh()  # known at once, and no longer a cached failure
+    if svc.gateway is not None:
+        svc.gateway.viewers_changed()  # a desktop's owner may open it with this one too
     return s.TokenOut(name=body.name, role=body.role, user=body.user, node=body.node, token=secret)
 
 
@@ -62,6 +67,8 @@ async def revoke(
     if not revoked:
         raise HTTPException(404, f"no token named {name}")
     request.app.state.tokens.refresh()
+    if svc.gateway is not None:
+        svc.gateway.viewers_changed()  # a desktop's proxy refuses it from its next apply
     st.audit(who.name, who.role, "token.revoke", name, {}, time=svc.clock.now())
 
 
@@ -101,7 +108,41 @@ async def accounting(
     now = svc.clock.now()
     group: GroupBy = "queue" if by == "queue" else "user"  # the pattern allows only these
     rows = st.accounting(start, min(end, now), group) if start <= now else []
-    out = [s.AccountingRow(key=r.key, jobs=r.jobs, gpu_hours=r.gpu_hours) for r in rows]
+    used = st.gpu_used_hours(start, min(end, now), group) if start <= now else {}
+    out = [
+        s.AccountingRow(
+            key=r.key, jobs=r.jobs, gpu_hours=r.gpu_hours, used_gpu_hours=used.pop(r.key, 0.0)
+        )
+        for r in rows
+    ]
+    # used in an hour the period overlaps, by attempts that ran outside the period itself
+    out += [
+        s.AccountingRow(key=k, jobs=0, gpu_hours=0.0, used_gpu_hours=v) for k, v in used.items()
+    ]
     if who.role == "user" and by == "user":
         out = [r for r in out if r.key == who.user]
     return out
+
+
+@router.get("/accounting/fairness", response_model=EntitlementOut, operation_id="getFairness")
+async def fairness(
+    who: Principal = require("user", "admin"),
+    st: Store = Depends(store),
+    svc: ControllerService = Depends(service),
+    since: Finite | None = None,
+    until: Finite | None = None,
+) -> Any:
+    """Fairness against entitlement over the period, per hour (default: the last 7 days)."""
+    now = svc.clock.now()
+    end = min(until or now, now)
+    start = since if since is not None else end - 7 * 86400.0
+    if start > end:
+        raise FieldErrors([("query.until", f"must not be before since ({start:g}), got {end:g}")])
+    if end - start > MAX_FAIRNESS_PERIOD_S:  # one array cell per hour: bounded before it is made
+        raise FieldErrors(
+            [("query.since", f"a period of at most {MAX_FAIRNESS_PERIOD_S / 86400:g} days")]
+        )
+    weights, gpus = svc.entitlement_terms()
+    spans = st.job_spans(start, end)
+    f = entitlement_fairness(spans, gpus, weights, until=end, since=start)
+    return EntitlementOut(jain=f.jain, windows=f.windows, window_s=WINDOW_S, queues=dict(f.ratio))

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from gpufleet.api import schemas as s
 from gpufleet.api.bounds import Name
+from gpufleet.api.nodecommands import NodeCommandResult
 from gpufleet.model import catalog
 from gpufleet.model.cluster import NodeSpec, check_features
 from gpufleet.model.resources import MILLI
@@ -19,6 +20,7 @@ from gpufleet.server.auth import Principal, require, require_node
 from gpufleet.server.routers.deps import service, service_any, store
 from gpufleet.server.secrets import SecretService, refused_events
 from gpufleet.server.service import ControllerService
+from gpufleet.server.service.nodecommands import KINDS as NODE_COMMANDS
 
 router = APIRouter(prefix="/agent", tags=["agent"])
 log = logging.getLogger("gpufleet.controller")
@@ -70,6 +72,7 @@ async def register(
 ) -> Any:
     require_node(body.node, who)
     res = await svc.register(body, node_spec(body))
+    svc.resend_node_commands(body.node)  # a restarted controller's outbox lost them
     st.audit(
         who.name,
         who.role,
@@ -104,6 +107,10 @@ async def commands(
     require_node(node, who)
     svc.commands_allowed(node)
     cmds = await _unless_gone(request, svc.outbox.take(node, wait, ack))
+    svc.node_commands_taken(node, [c.job for c in cmds if c.kind in NODE_COMMANDS])
+    ha = getattr(request.app.state, "ha", None)
+    if cmds and ha is not None and not ha.ready():  # the lease ended while the poll waited
+        raise HTTPException(503, "this controller no longer leads: ask the leader")
     if any(c.secrets for c in cmds):
         _plain_http(request, node)
         cmds = await _hand_over(request.app.state.secrets, svc, node, cmds)
@@ -174,6 +181,18 @@ async def events(
     await svc.agent_events(node, body.events)
 
 
+@router.post("/{node}/accounts", status_code=204, operation_id="sendAccountAnswers")
+async def accounts(
+    node: Name,
+    body: s.AccountAnswers,
+    who: Principal = AGENT,
+    svc: ControllerService = Depends(service),
+) -> None:
+    """The node's answers to an "accounts" command: each user's uid there, or null."""
+    require_node(node, who)
+    await svc.accounts_answered(node, dict(body.answers))
+
+
 @router.post("/{node}/logs", status_code=204, operation_id="sendTaskLogs")
 async def logs(
     node: Name, body: s.LogChunk, who: Principal = AGENT, svc: ControllerService = Depends(service)
@@ -194,3 +213,15 @@ async def logs(
         raise HTTPException(422, str(e)) from None
     except OSError as e:  # the controller's disk (full): the agent keeps the bytes and retries
         raise HTTPException(503, f"could not write the log: {e}") from None
+
+
+@router.post("/{node}/command-results", status_code=204, operation_id="sendNodeCommandResult")
+async def command_result(
+    node: Name,
+    body: NodeCommandResult,
+    who: Principal = AGENT,
+    svc: ControllerService = Depends(service),
+) -> None:
+    """An operator's command ended on the node (server/service/nodecommands.py)."""
+    require_node(node, who)
+    svc.node_command_result(node, body)

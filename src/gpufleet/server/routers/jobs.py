@@ -13,9 +13,10 @@ from gpufleet.api.bounds import Count, Name, SmallCount
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec, JobState
+from gpufleet.server.admission import Refusal
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
-from gpufleet.server.listing import MAX_PAGE, next_link, record
+from gpufleet.server.listing import MAX_PAGE, next_link, owned_job
 from gpufleet.server.listing import Query as ListQuery
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
@@ -26,20 +27,7 @@ router = APIRouter(tags=["jobs"])
 USERS = require("user", "admin")
 
 
-async def _owned(svc: ControllerService, job_id: str, who: Principal) -> Any:
-    await svc.until_held(job_id)  # just submitted: the core holds it after this turn's step
-    rec = svc.job(job_id)
-    if rec is None:
-        # after a restart the controller holds only unfinished jobs: the rest are in the store
-        stored = svc.stored_job(job_id)
-        if stored is None:
-            raise HTTPException(404, f"no job {job_id}")
-        rec = record(stored)
-    if who.role == "user" and rec.job.spec.user != who.user:
-        raise HTTPException(
-            403, f"job {job_id} belongs to {rec.job.spec.user}; this token is {who.user}'s"
-        )
-    return rec
+_owned = owned_job  # GET /jobs/{id}, cancel, requeue, logs: who may read a job
 
 
 @router.post("/jobs", response_model=s.SubmitResult, status_code=201, operation_id="submitJob")
@@ -54,6 +42,10 @@ async def submit(
         if raw.get("user") not in (None, who.user):
             raise HTTPException(403, f"this token submits as {who.user}, not {raw.get('user')}")
         raw["user"] = who.user
+    if body.probe:  # `gpufleet validate`'s probe jobs run as the service account for them
+        if who.role != "admin":
+            raise HTTPException(403, "only an admin token submits validation probes")
+        raw["user"] = request.app.state.config.probe_account
     raw.setdefault("user", who.name)
     # the array's size is checked from its text, before the spec is read or anything expanded
     array = None
@@ -64,13 +56,23 @@ async def submit(
             )
         except SpecError as e:
             raise FieldErrors([(f"body.{e.field}", e.reason)]) from None
-    try:
-        spec = JobSpec.from_dict(raw, source="request", path="spec")
-    except SpecError as e:
-        raise FieldErrors([(f"body.{e.field}", e.reason)]) from None
-    refusal = svc.admission(spec, who.role)
-    if refusal:  # every problem at once, in Slurm's words (admission.py)
+    # every problem at once: the spec's (model/every.py), then admission's of the fields the
+    # spec's problems leave alone, in Slurm's words (admission.py)
+    read, problems = JobSpec.read_all(raw, source="request", path="spec")
+    bad = [(f"body.{e.field}", e.reason) for e in problems]
+    refusal = svc.admission(read, who.role) if read is not None else None
+    if read is not None:  # the user's Unix accounts on the nodes (looked up if new)
+        if refusal is None:
+            refusal = Refusal()
+        refusal.invalid += await svc.owner_problems(read)
+    if refusal and not bad:
         raise FieldErrors(refusal.problems, refusal.status)
+    if bad:
+        seen = {f for f, _ in bad}
+        more = refusal.problems if refusal else []
+        raise FieldErrors(bad + [(f, m) for f, m in more if f not in seen])
+    assert read is not None
+    spec = read
     spec = request.app.state.secrets.resolve(spec)  # each secret exists and is the job's to use
     deps = tuple((d.type, d.job) for d in body.depends_on)
     jobs: list[NewJob]

@@ -32,6 +32,21 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
         running=load.running,
         dominant_share=load.dominant_share,
         fair_share_usage=load.fair_share_usage,
+        preempt_grace_max_s=q.preempt_grace_max_s,
+        priority_max=q.priority_max,
+        idle=None
+        if q.idle is None
+        else s.IdlePolicyOut(
+            threshold_pct=q.idle.threshold_pct,
+            warn_after_s=list(q.idle.warn_after_s),
+            act_after_s=q.idle.act_after_s,
+            action=q.idle.action,
+            window_s=q.idle.window_s,
+            exempt=q.idle.exempt,
+            exempt_max_s=q.idle.exempt_max_s,
+            charge_idle=q.idle.charge_idle,
+        ),
+        defrag=None if q.defrag is None else q.defrag.to_dict(),
     )
 
 
@@ -55,6 +70,10 @@ async def update(
         q = replace(q, weight=body.weight)
     if body.cohort is not None:
         q = replace(q, cohort=body.cohort)
+    if body.preempt_grace_max_s is not None:
+        q = replace(q, preempt_grace_max_s=body.preempt_grace_max_s)
+    if body.priority_max is not None:
+        q = replace(q, priority_max=body.priority_max)
     if body.quota_gpus is not None:
         base = q.quota if q.limited else UNLIMITED
         q = replace(

@@ -11,21 +11,23 @@ from collections.abc import Sequence
 from gpufleet.api import schemas as s
 from gpufleet.core.events import (
     Event,
+    NodeHealReport,
     NodeHealth,
     NodeRegistered,
     ReplicaProbe,
+    TaskCheckpointed,
     TaskExited,
     TaskFenced,
     TaskStarted,
 )
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.server.refusals import Conflict, Forbidden
+from gpufleet.server.service.identity import Identity
 from gpufleet.server.service.links import NodeLink
-from gpufleet.server.service.requests import Requests
 from gpufleet.server.store import NodeRecord
 
 
-class Agents(Requests):
+class Agents(Identity):
     def check_own(self, node: str, field: str, events: Sequence[s.AgentEvent | s.TaskRef]) -> None:
         """403 unless every event (or task said to run) is about a rank placed on ``node``: an
         agent speaks only for its own node. One about an attempt that is not the job's current
@@ -33,6 +35,8 @@ class Agents(Requests):
         a node may well report the end of an attempt that was requeued meanwhile. Ranks and
         attempts are never negative here: the wire schema bounds them (``SmallCount``)."""
         for i, e in enumerate(events):
+            if isinstance(e, s.AgentEvent) and e.kind == "heal":
+                continue  # about the node itself, not a rank
             placed = self.ctrl.placed_elsewhere(e.job, e.attempt, e.rank, node)
             if placed is not None:
                 raise Forbidden(
@@ -59,6 +63,7 @@ class Agents(Requests):
         old, old_lease = self.links.get(req.node), self.liveness.renewed_at(req.node)
         self.links[req.node] = link
         self._renew(req.node)
+        self.accounts_at_register(req.node, req.runs_as_owner)
         try:
             self.store.upsert_node(
                 NodeRecord(
@@ -77,10 +82,19 @@ class Agents(Requests):
                 NodeRegistered(
                     spec,
                     tuple((r.job, r.attempt, r.rank) for r in req.running),
-                    tuple(
-                        ev
-                        for e in req.events
-                        if not isinstance(ev := task_event(req.node, e), ReplicaProbe)
+                    ended=tuple((e.job, e.attempt, e.rank) for e in req.ended),
+                    events=(
+                        *self._ended_unknown(req),
+                        *(
+                            ev
+                            for e in req.events
+                            # probe verdicts and heal reports follow the reconcile; a
+                            # checkpoint's age is stale
+                            if not isinstance(
+                                ev := task_event(req.node, e),
+                                ReplicaProbe | TaskCheckpointed | NodeHealReport,
+                            )
+                        ),
                     ),
                 )
             )
@@ -94,7 +108,7 @@ class Agents(Requests):
         link.registered = True  # reconciled: its heartbeats and long-polls are taken now
         self._renew(req.node)  # the registration's answer renews the lease
         for e in req.events:  # probe verdicts, after the reconcile: of the tasks it still runs
-            if e.kind == "probe":
+            if e.kind in ("probe", "heal"):
                 self.post(task_event(req.node, e))
         return s.RegisterResult(
             lease_s=self.lease_s,
@@ -102,7 +116,26 @@ class Agents(Requests):
             fence_grace_s=self.fence_grace_s,
             outage_tolerance_s=self.outage_tolerance_s,
             epoch=link.epoch,
+            term=self.outbox.term,
         )
+
+    def _ended_unknown(self, req: s.AgentRegister) -> list[TaskExited | TaskFenced]:
+        """The exits the agent remembers of ranks we hold running on its node, beyond those it
+        sends as new: we missed them (our store was restored from a backup taken before
+        them), and they are exits, not lost ranks to run again."""
+        sent = {(e.job, e.attempt, e.rank) for e in req.events}
+        out: list[TaskExited | TaskFenced] = []
+        for e in req.ended:
+            if e.kind in ("started", "probe", "checkpoint", "heal"):
+                continue
+            if (e.job, e.attempt, e.rank) in sent:
+                continue
+            if self.ctrl.current_rank(e.job, e.attempt, e.rank, req.node) is None:
+                continue  # its end is known, or it is not ours (any more): never refused
+            ev = task_event(req.node, e)
+            assert isinstance(ev, TaskExited | TaskFenced)
+            out.append(ev)
+        return out
 
     def heartbeat(self, node: str, hb: s.Heartbeat) -> s.HeartbeatResult:
         self.check_own(node, "running", hb.running)
@@ -143,6 +176,7 @@ class Agents(Requests):
                     node, h.healthy, h.why, tuple(h.bad_gpus), jobs_unaffected=h.jobs_unaffected
                 )
             )
+        self.accounts_recheck(node, link.last_seen)
         current = self.ctrl.current_rank
         stale = [t for t in hb.running if current(t.job, t.attempt, t.rank, node) is None]
         return s.HeartbeatResult(lease_s=self.lease_s, stale=stale)
@@ -171,11 +205,18 @@ class Agents(Requests):
             raise Conflict(f"node {node} is not registered with this controller: register first")
 
 
-def task_event(node: str, e: s.AgentEvent) -> TaskStarted | TaskExited | TaskFenced | ReplicaProbe:
+def task_event(
+    node: str, e: s.AgentEvent
+) -> TaskStarted | TaskExited | TaskFenced | ReplicaProbe | TaskCheckpointed | NodeHealReport:
     """An agent's report as the core's event (the node: who reported it; ``check_own`` made
-    sure the rank is the node's own, so a probe report speaks only of its own replicas)."""
+    sure the rank is the node's own, so a probe report speaks only of its own replicas; a
+    heal report speaks of the node that sent it)."""
+    if e.kind == "heal":
+        return NodeHealReport(node, e.attempt, e.step, e.ok, e.why)
     if e.kind == "probe":
         return ReplicaProbe(e.job, e.attempt, e.probe, e.ok, e.why)
+    if e.kind == "checkpoint":
+        return TaskCheckpointed(e.job, e.attempt, e.rank, e.age_s)
     if e.kind == "started":
         return TaskStarted(e.job, e.attempt, e.rank, node)
     if e.cause == "fenced":  # stopped for the node's sake: requeued, not charged

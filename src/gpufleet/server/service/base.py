@@ -9,23 +9,30 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpufleet.base.clock import Clock
-from gpufleet.core.commands import NodeEvent, Transition
+from gpufleet.core.commands import HealOrder, NodeEvent, Transition
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Driver, PassRule, Step
+from gpufleet.core.events import Event
+from gpufleet.core.executor import Executor
 from gpufleet.core.liveness import NodeLiveness
 from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.heal import HealPolicy
 from gpufleet.scheduler.framework import Profile
 from gpufleet.server.agent_executor import AgentExecutor
 from gpufleet.server.config import check_fencing, fencing_timings
+from gpufleet.server.elastic.executor import WithPower, power_pool
+from gpufleet.server.elastic.providers import PowerProvider
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
 from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.reads import ClusterReads
+from gpufleet.server.service.identity_book import AccountBook
 from gpufleet.server.service.links import NodeLink
 from gpufleet.server.service.store import Store
 from gpufleet.server.service.store_down import StoreDown
@@ -42,7 +49,7 @@ log = logging.getLogger("gpufleet.controller")
 MIN_PASS_GAP_S = 0.1
 
 
-class ServiceBase(ClusterReads):
+class ServiceBase(ClusterReads, ABC):
     """The read methods the routers call are ``ClusterReads``'s (reads.py)."""
 
     def __init__(
@@ -70,6 +77,9 @@ class ServiceBase(ClusterReads):
         min_pass_gap_s: float = MIN_PASS_GAP_S,
         gateway: ServiceGateway | None = None,
         queues_declared: bool | None = None,
+        heal: HealPolicy | None = None,
+        power: Mapping[str, PowerProvider] | None = None,
+        replica_ports: range | None = None,
     ) -> None:
         node_grace_s, outage_tolerance_s = fencing_timings(
             lease_s, fence_grace_s, node_grace_s, outage_tolerance_s
@@ -77,13 +87,25 @@ class ServiceBase(ClusterReads):
         check_fencing(heartbeat_s, lease_s, fence_grace_s, node_grace_s, outage_tolerance_s)
         self.store = store
         self.fallback_account = fallback_account
+        # the users whose accounts the nodes are asked about (service/identity.py); none are
+        # with a fallback account, which runs every such job
+        self.identity = AccountBook(enabled=not fallback_account)
         self.step_secret = step_secret or secrets.token_bytes(32)  # srun's step keys
         self.clock = clock
         self._profile = profile
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
         self._launch_timeout_s = launch_timeout_s
+        self._heal = heal  # the heal loop's policy (ADR 0042); None: no heal loop
+        self._replica_ports = replica_ports  # None: the core's default range
         self._cluster_queues = list(cluster.queues) if cluster is not None else []
-        self._cluster_nodes = cluster.nodes if cluster is not None else ()
+        # the elastic pools (core/elastic/) and their providers (server/elastic/)
+        self._elastic = cluster.elastic if cluster is not None else ()
+        self.power = dict(power or {})
+        self._power_pool = power_pool() if self.power else None
+        # what a submission is judged against: every node, an elastic pool's max of them too
+        self._cluster_nodes = (
+            (*cluster.nodes, *(n for p in cluster.elastic for n in p.nodes)) if cluster else ()
+        )
         self._fit_cache = None  # reads._configured_nodes
         # whether the cluster's files declare its queues (None: its cluster spec alone says);
         # a cluster declaring none has exactly one, ``default`` (admission.valid_queues)
@@ -99,10 +121,7 @@ class ServiceBase(ClusterReads):
         # the services' endpoints (gateway_executor.py); None: services get no data path
         self.gateway = gateway
         if gateway is not None:
-            gateway.links = self.links
-        self._sampler: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # the gateway's thread comes back
-        self._last_epoch = 0
+            gateway.links, gateway.viewers = self.links, self.desktop_viewers
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
         self.fence_grace_s = fence_grace_s
@@ -113,8 +132,15 @@ class ServiceBase(ClusterReads):
         self.batch_max = batch_max
         self._init_turns(monotonic, node_grace_s)
 
+    def desktop_viewers(self, name: str) -> tuple[str, ...]:
+        """Who may open a desktop service's endpoint (services.py says)."""
+        return ()
+
     def _init_turns(self, monotonic: Callable[[], float], node_grace_s: float) -> None:
         """The turn loop's state, the liveness timers and the core they drive."""
+        self._sampler: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the gateway's thread comes back
+        self._last_epoch = 0
         self._inbox: list[Work] = []
         self._current: list[Work] = []
         # ids stored and answered in this turn that the core does not hold yet (between a
@@ -148,23 +174,38 @@ class ServiceBase(ClusterReads):
             backoff_base_s=self._backoff[0],
             backoff_max_s=self._backoff[1],
             launch_timeout_s=self._launch_timeout_s,
+            heal=self._heal,
+            elastic=self._elastic,
+            replica_ports=self._replica_ports,
         )
         ctrl.queues = {q.name: q for q in self._cluster_queues}
         return ctrl
 
+    def _site_remedy(self, order: HealOrder) -> None:
+        """The heal loop's site remedy (``healremedy.py`` runs it as a node command)."""
+
+    def _node_command_later(
+        self, node: str, kind: str, command: str, timeout_s: float, why: str
+    ) -> None:
+        """A node command the core's step asked for, started off it (``healremedy.py``)."""
+
     def _new_driver(self, ctrl: Controller) -> Driver:
         """The core's driver: the store its journal, the agents' outboxes its executor, the
         service's liveness timers its node-loss timing."""
-        executor = AgentExecutor(
+        executor: Executor = AgentExecutor(
             ctrl,
             self.outbox,
             self.links,
             grace_kill_s=self.grace_kill_s,
             fallback_account=self.fallback_account,
             step_secret=self.step_secret,
+            site_remedy=self._site_remedy,
+            node_command=self._node_command_later,
         )
         journal = StoreJournal(self.store, ctrl, self._audits_of, self.down.committed)
         start = self.clock.now()
+        if self._power_pool is not None:
+            executor = WithPower(executor, self.power, self.post, self._on_loop, self._power_pool)
         if self.gateway is None:
             return Driver(ctrl, executor, journal, self._rule, start=start, liveness=self.liveness)
         routed = WithGateway(executor, self.gateway, _call_later, self._on_loop)
@@ -175,6 +216,18 @@ class ServiceBase(ClusterReads):
         timers are gone with the old one; the restored state implies them."""
         self.ctrl = ctrl
         self.driver = self._new_driver(ctrl)
+
+    @abstractmethod
+    def post(self, ev: Event) -> None:
+        """Handled at the next turn (``Requests.post``)."""
+
+    def close_power(self) -> None:
+        """The providers' asks under way finished, and their own ends (the ``local``
+        provider stops the agents it started). Off the loop: it waits."""
+        if self._power_pool is not None:
+            self._power_pool.shutdown(wait=True)
+        for p in self.power.values():
+            p.close()
 
     def lease_now(self) -> float:
         """Now on the clock leases are timed on (monotonic: NTP does not step it)."""

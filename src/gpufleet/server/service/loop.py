@@ -27,7 +27,10 @@ from gpufleet.core.commands import NodeEvent
 from gpufleet.core.controller import HEALTH_DRAIN, HEALTH_RESUME
 from gpufleet.core.driver import Step
 from gpufleet.core.events import Event
+from gpufleet.core.heal import HEAL_STEPS
+from gpufleet.core.healing import HEAL_RESUME
 from gpufleet.server.refusals import Unavailable, of_core
+from gpufleet.server.service.idlewatch import IdleWatch
 from gpufleet.server.service.intake import Intake
 from gpufleet.server.service.recovery import Recovery
 from gpufleet.server.service.work import Work, fail
@@ -39,7 +42,7 @@ log = logging.getLogger("gpufleet.controller")
 _ANSWER_YIELDS = 4
 
 
-class TurnLoop(Intake, Recovery):
+class TurnLoop(Intake, Recovery, IdleWatch):
     async def _run(self) -> None:
         assert self._wake is not None
         while not self._stopping:
@@ -70,6 +73,7 @@ class TurnLoop(Intake, Recovery):
         for w in self._inbox:
             fail(w, Unavailable("the controller is shutting down"))
         self._save_usage()
+        self._save_gpu_use()
 
     def _take(self, now: float) -> tuple[list[Work], list[Event]]:
         """A turn's first half: the batch, its new jobs stored (one transaction) and their
@@ -87,6 +91,7 @@ class TurnLoop(Intake, Recovery):
                 self._unheld.update(ev.job_id for ev in w.events)
                 w.future.set_result(w.ids)
         events += [w.payload for w in work if w.kind == "event"]
+        events += self._idle_events(now)  # the idle-GPU policy's samples, once an interval
         return work, events
 
     async def _let_answers_out(self) -> None:
@@ -104,6 +109,7 @@ class TurnLoop(Intake, Recovery):
         for node in step.lost:  # what a lost node never fetched is stale (new attempt ids)
             self.outbox.drop(node)
         self._answer(work, step)
+        self._idle_notices(step.commands)
         # 3. what others only read: the audit of the controller's own node decisions, metrics
         transitions, node_events = step.transitions, step.node_events
         if node_events:
@@ -115,6 +121,7 @@ class TurnLoop(Intake, Recovery):
                 log.exception("the metrics exporter failed on a turn's commit")
         if step.ticked:
             self._save_usage()
+            self._save_gpu_use()
 
     def _answer(self, work: list[Work], step: Step) -> None:
         """The turn's callers, answered only now that what they caused is durable."""
@@ -148,11 +155,11 @@ class TurnLoop(Intake, Recovery):
         """The controller's own node decisions (health, loss) in the audit log; an admin's
         drains and resumes are audited by the request that made them."""
         for e in node_events:
-            own = e.what in ("unhealthy", "healthy", "lost", "suspect", "trusted")
+            own = e.what in ("unhealthy", "healthy", "lost", "suspect", "trusted", *HEAL_STEPS)
             own = own and not e.why.startswith("forced")
-            if own or e.why.startswith((HEALTH_DRAIN, HEALTH_RESUME)):
+            if own or e.why.startswith((HEALTH_DRAIN, HEALTH_RESUME, HEAL_RESUME)):
                 try:
-                    what = f"node.{e.what}"
+                    what = f"node.{e.what.replace(' ', '_')}"
                     self.store.audit(
                         "controller", "system", what, e.node, {"why": e.why}, time=e.time
                     )

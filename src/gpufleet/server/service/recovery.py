@@ -13,6 +13,9 @@ import contextlib
 import logging
 
 from gpufleet.core.controller import HEALTH_DRAIN, Controller
+from gpufleet.core.events import ReservationSet
+from gpufleet.core.heal import from_history
+from gpufleet.model.job import JobState
 from gpufleet.server.refusals import InternalError, RequestError, Unavailable
 from gpufleet.server.service.base import ServiceBase
 from gpufleet.server.service.links import NodeLink
@@ -20,6 +23,9 @@ from gpufleet.server.service.work import fail
 from gpufleet.server.store import NodeRecord, StoreUnavailable
 
 log = logging.getLogger("gpufleet.controller")
+# the ended jobs a start reads for the run-time predictor (scheduler/runtime_history.py)
+RAN_OUT = (JobState.SUCCEEDED, JobState.TIMED_OUT, JobState.FAILED)
+RUNTIME_HISTORY_JOBS = 20_000
 
 
 class Recovery(ServiceBase):
@@ -31,6 +37,10 @@ class Recovery(ServiceBase):
         newest = self.store.list_jobs(limit=1, newest_first=True)
         usage, as_of = self.store.fairshare_usage()
         stored_queues = self.store.queues() if rebuild else []
+        reservations = self.store.reservations()
+        histories = self._heal_histories([n.name for n in rs.nodes if not n.lost])
+        # what the run-time predictor learns from (the newest ended jobs, oldest first)
+        ran = self.store.list_jobs(state=RAN_OUT, limit=RUNTIME_HISTORY_JOBS, newest_first=True)
         # every read done: from here on nothing can fail half-way. At start, the controller
         # made in __init__ (the app set its queues; tests wrap it); a rebuild starts afresh.
         # A rebuild, like a restart, holds only unfinished jobs: the ones that ended before it
@@ -49,16 +59,39 @@ class Recovery(ServiceBase):
         )
         if as_of is not None:  # who used the cluster before the restart still counts
             ctrl.ledger.restore(usage, as_of, self.clock.now())
+        for j in reversed(ran):  # how long the cluster's jobs ran, before the restart too
+            if j.start_time is not None and j.end_time is not None:
+                ctrl.state.history.record(j.spec, j.end_time - j.start_time)
         self._hold_known(ctrl, known, rebuild)
+        for n in known:  # the heal loop where it was: the node out of service until proven
+            phase, failures, last = from_history(histories.get(n.name, ()), HEALTH_DRAIN)
+            if phase:
+                ctrl.hold_restored_node(n.name, n.why, drained=True, health_drained=True)
+                ctrl.restore_heal(n.name, phase, failures, last)
+        for r in reservations:  # known at once (a submit naming one is checked against them)
+            ctrl.state.reservations[r.name] = r
         self._install(ctrl)
+        # and given again in the first step, which sets the timers of their windows
+        self.driver.post(*(ReservationSet(r) for r in reservations))
         if self.gateway is not None:
-            # every service's endpoint serves again at once (503 until its first Routes: the
-            # core sends them at its first reconcile)
-            self.gateway.open(ctrl.services.services)
+            # every service's endpoint serves again at once, routed to the replicas the
+            # store says are ready (the core sends its Routes again at its first reconcile);
+            # a new leader reads the endpoints its predecessor handed out first
+            self.gateway.book.reload()
+            self.gateway.open(ctrl.services.services, ctrl.services.ready)
         if rebuild:
             # what was queued was committed, but every agent registers again now and the
             # reconcile requeues what it does not run (the same as after a restart)
             self.outbox.clear()
+
+    def _heal_histories(self, names: list[str]) -> dict[str, list[tuple[float, str, str]]]:
+        """Each node's recent history, for the heal loop (none without a heal policy)."""
+        if self._heal is None:
+            return {}
+        return {
+            name: [(e.time, e.what, e.why) for e in self.store.node_events(name, limit=500)]
+            for name in names
+        }
 
     def _hold_known(self, ctrl: Controller, known: list[NodeRecord], rebuild: bool) -> None:
         """Returning agents have one grace period to re-register (their leases run from now);

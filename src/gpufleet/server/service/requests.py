@@ -109,9 +109,12 @@ class Requests(ServiceBase):
         why: str,
         *,
         force: bool = False,
+        requeue: bool = False,
         audit: AuditRow | None = None,
+        deadline_s: float | None = None,
     ) -> None:
-        await self.event(NodeDrain(node, drain, why, force), audit)
+        drained = NodeDrain(node, drain, why, force, requeue=requeue, deadline_s=deadline_s)
+        await self.event(drained, audit)
 
     # ----- what only the store remembers ---------------------------------------------------
 

@@ -25,6 +25,9 @@ from gpufleet.server.refusals import Conflict, Forbidden, NotFound, Unavailable
 from gpufleet.server.service.requests import Requests
 from gpufleet.server.service_views import endpoint_out, service_out
 
+# a desktop with no token to open it (none active): a digest no token has, so the route
+# stays a desktop's (an empty list would make it an ordinary service's, its token let in)
+NO_VIEWER = "0" * 64
 ROTATE_WAIT_S = 60.0  # the longest a token rotation waits for the proxy's reload
 
 
@@ -123,6 +126,21 @@ class ServiceRequests(Requests):
                 host = self.gateway.gateway.bind_host
                 endpoint = endpoint_out(host, e.port, e.token if token else None)
         return service_out(svc, self.ctrl, history, endpoint, serving)
+
+    def desktop_viewers(self, name: str) -> tuple[str, ...]:
+        """Who may open a desktop's endpoint: the SHA-256 of its owner's active user tokens
+        and of the admins' (the gateway checks a client's own token against them); () for
+        a service that is no desktop."""
+        svc = self.ctrl.services.services.get(name)
+        if svc is None or svc.spec.desktop is None:
+            return ()
+        owner = svc.spec.replica.user
+        digests = sorted(
+            h
+            for h, t in self.store.active_tokens()
+            if t.role == "admin" or (t.role == "user" and t.user == owner)
+        )
+        return tuple(digests) or (NO_VIEWER,)
 
     def visible_services(self, who: Principal) -> list[Service]:
         svcs = sorted(self.ctrl.services.services.values(), key=lambda s: s.name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
+from gpufleet.api.nodecommands import NodeCommandOut, NodeCommandResult
 from gpufleet.core.commands import (
     NodeEvent,
     ReplicaAdded,
@@ -16,6 +17,7 @@ from gpufleet.core.commands import (
 )
 from gpufleet.model.job import JobState
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.reservation import NodeReservation
 from gpufleet.server.journal import AuditRow
 from gpufleet.server.store.records import (
     JobEvent,
@@ -26,6 +28,7 @@ from gpufleet.server.store.records import (
     RestartState,
     StoredJob,
     SubmitAudit,
+    TokenInfo,
 )
 from gpufleet.server.store.services import ServiceEventRecord
 
@@ -58,6 +61,7 @@ class Store(Protocol):
         now: float | None = None,
         *,
         audits: Sequence[SubmitAudit] = (),
+        known: set[str] | None = None,
     ) -> list[str]: ...
 
     def apply_transitions(
@@ -74,6 +78,8 @@ class Store(Protocol):
     ) -> None: ...
 
     def save_fairshare_usage(self, values: Mapping[str, float], as_of: float) -> None: ...
+
+    def add_gpu_use(self, used: Mapping[tuple[str, str, float], float]) -> None: ...
 
     def audit(
         self,
@@ -93,6 +99,40 @@ class Store(Protocol):
         self, spec: QueueSpec, *, now: float | None = None, audit: AuditRow | None = None
     ) -> None: ...
 
+    def put_reservation(self, r: NodeReservation, *, now: float, audit: AuditRow) -> None: ...
+
+    def delete_reservation(self, name: str, *, now: float, audit: AuditRow) -> bool: ...
+
+    def reservations(self) -> list[NodeReservation]: ...
+
+    # ----- node operations (store/nodeops.py) --------------------------------------------
+    def add_node_command(self, cmd: NodeCommandOut, *, audit: AuditRow) -> None: ...
+
+    def node_command(self, cid: str) -> NodeCommandOut | None: ...
+
+    def node_commands(
+        self, node: str | None = None, *, unfinished: bool = False, limit: int = 100
+    ) -> list[NodeCommandOut]: ...
+
+    def node_commands_taken(self, node: str, ids: list[str]) -> None: ...
+
+    def finish_node_command(
+        self, node: str, res: NodeCommandResult, *, now: float
+    ) -> NodeCommandOut | None: ...
+
+    def put_maintenance(
+        self,
+        mid: str,
+        doc: Mapping[str, Any],
+        *,
+        active: bool,
+        now: float,
+        events: list[NodeEvent] | None = None,
+        audits: list[AuditRow] | None = None,
+    ) -> None: ...
+
+    def maintenances(self, *, active_only: bool = False) -> list[dict[str, Any]]: ...
+
     # ----- what only the store remembers (jobs ended before this process, histories) -----
     def job(self, job_id: str) -> StoredJob | None: ...
 
@@ -105,3 +145,5 @@ class Store(Protocol):
     def service_events(self, name: str, limit: int | None = 50) -> list[ServiceEventRecord]: ...
 
     def service_next_index(self, name: str) -> int: ...
+
+    def active_tokens(self) -> list[tuple[str, TokenInfo]]: ...

@@ -22,16 +22,11 @@ _ENDED = (S.SUCCEEDED, S.FAILED, S.CANCELLED, S.TIMED_OUT, S.PREEMPTED, S.NODE_L
 _ENDS = [s.value for s in _ENDED]
 
 
-def accounting(
-    conn: sa.Connection, since: float, until: float, group_by: GroupBy = "user"
-) -> list[Usage]:
-    if group_by not in ("user", "queue"):
-        raise ValueError(f"group_by must be 'user' or 'queue', got {group_by!r}")
-    if until < since:
-        raise ValueError(f"until ({until}) is before since ({since})")
+def attempt_bounds(hi: sa.BindParameter[float]) -> tuple[sa.Subquery, sa.Subquery]:
+    """Each attempt's start (its first STARTING before ``hi``: ``t0``) and end (its first move
+    from STARTING or RUNNING to an end state: ``t1``), by job and attempt: what accounting and
+    the fairness figure both charge GPU-time between."""
     e = job_events.c
-    lo = sa.bindparam("since", since, type_=sa.Double)
-    hi = sa.bindparam("until", until, type_=sa.Double)
     starts = (
         sa.select(e.job_id, e.attempt, sa.func.min(e.time).label("t0"))
         .where(e.new_state == S.STARTING.value, e.time < hi)
@@ -40,13 +35,23 @@ def accounting(
     )
     ends = (
         sa.select(e.job_id, e.attempt, sa.func.min(e.time).label("t1"))
-        .where(
-            e.old_state.in_([S.STARTING.value, S.RUNNING.value]),
-            e.new_state.in_(_ENDS),
-        )
+        .where(e.old_state.in_([S.STARTING.value, S.RUNNING.value]), e.new_state.in_(_ENDS))
         .group_by(e.job_id, e.attempt)
         .subquery("ends")
     )
+    return starts, ends
+
+
+def accounting(
+    conn: sa.Connection, since: float, until: float, group_by: GroupBy = "user"
+) -> list[Usage]:
+    if group_by not in ("user", "queue"):
+        raise ValueError(f"group_by must be 'user' or 'queue', got {group_by!r}")
+    if until < since:
+        raise ValueError(f"until ({until}) is before since ({since})")
+    lo = sa.bindparam("since", since, type_=sa.Double)
+    hi = sa.bindparam("until", until, type_=sa.Double)
+    starts, ends = attempt_bounds(hi)
     t1 = sa.func.coalesce(ends.c.t1, hi)
     end = sa.case((t1 < hi, t1), else_=hi)
     begin = sa.case((starts.c.t0 > lo, starts.c.t0), else_=lo)

@@ -14,7 +14,10 @@ from typing import Any
 from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.container import container_from_dict
+from gpufleet.model.defrag import DefragOverrides
+from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.job import JobSpec, Topology, TopologyLevel, WarningSignal
+from gpufleet.model.notice import CheckpointNotice
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
 from gpufleet.model.secrets import ref_from_dict, ref_to_dict
@@ -43,6 +46,7 @@ ALLOC_KEYS = (
     "exclusive",
     "whole_node_memory",
     "gres_type",
+    "reservation",
 )
 _SPEC_KEYS = (
     "name",
@@ -75,6 +79,10 @@ _SPEC_KEYS = (
     "submit_env",
     "container",
     "queues",
+    "checkpoint",
+    "min_runtime_s",
+    "idle_exempt_s",
+    "gpu_engines",
 )
 # kept with the job, never shown: the environment captured at submit (sbatch's --export)
 HIDDEN_SPEC_KEYS = ("submit_env",)
@@ -118,6 +126,16 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "submit_env": [[k, v] for k, v in spec.submit_env],
         "container": None if spec.container is None else spec.container.to_dict(),
         "queues": list(spec.queues),
+        "checkpoint": None
+        if spec.checkpoint is None
+        else {
+            "signal": spec.checkpoint.signal,
+            "grace_s": spec.checkpoint.grace_s,
+            "batch_only": spec.checkpoint.batch_only,
+        },
+        "min_runtime_s": spec.min_runtime_s,
+        "idle_exempt_s": spec.idle_exempt_s,
+        "gpu_engines": dict(spec.gpu_engines),
     }
 
 
@@ -184,13 +202,25 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
     for key in ("nodelist", "exclude"):
         if key in d:
             kw[key] = tuple(str(x) for x in d[key])
-    for key in ("constraint", "gres_type"):
+    for key in ("constraint", "gres_type", "reservation"):
         if key in d:
             kw[key] = str(d[key])
+    if d.get("gpu_engines"):
+        kw["gpu_engines"] = tuple(sorted((str(k), int(n)) for k, n in d["gpu_engines"].items()))
     if d.get("container") is not None:
         c = d["container"]
         _check_keys("job spec container", c, ("image", "mounts", "workdir"))
         kw["container"] = container_from_dict(c)
+    if d.get("checkpoint") is not None:
+        c = d["checkpoint"]
+        _check_keys("job spec checkpoint", c, ("signal", "grace_s", "batch_only"))
+        kw["checkpoint"] = CheckpointNotice(
+            int(c["signal"]), int(c.get("grace_s", 60)), bool(c.get("batch_only", False))
+        )
+    if "min_runtime_s" in d:
+        kw["min_runtime_s"] = float(d["min_runtime_s"])
+    if "idle_exempt_s" in d:
+        kw["idle_exempt_s"] = float(d["idle_exempt_s"])
     return JobSpec(**kw)
 
 
@@ -271,11 +301,30 @@ def queue_to_dict(q: QueueSpec) -> dict[str, Any]:
         "cohort": q.cohort,
         "can_borrow": q.can_borrow,
         "can_lend": q.can_lend,
+        "preempt_grace_max_s": q.preempt_grace_max_s,
+        "priority_max": q.priority_max,
+        **({"idle": q.idle.to_dict()} if q.idle is not None else {}),
+        **({"defrag": q.defrag.to_dict()} if q.defrag is not None else {}),
     }
 
 
 def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
-    _check_keys("queue", d, ("name", "quota", "weight", "cohort", "can_borrow", "can_lend"))
+    _check_keys(
+        "queue",
+        d,
+        (
+            "name",
+            "quota",
+            "weight",
+            "cohort",
+            "can_borrow",
+            "can_lend",
+            "preempt_grace_max_s",
+            "priority_max",
+            "idle",
+            "defrag",
+        ),
+    )
     kw: dict[str, Any] = {}
     if "quota" in d:
         q = d["quota"]
@@ -288,4 +337,12 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
     for key in ("can_borrow", "can_lend"):
         if key in d:
             kw[key] = bool(d[key])
+    if "preempt_grace_max_s" in d:
+        kw["preempt_grace_max_s"] = float(d["preempt_grace_max_s"])
+    if d.get("priority_max") is not None:
+        kw["priority_max"] = int(d["priority_max"])
+    if "idle" in d:
+        kw["idle"] = IdlePolicy.from_dict(d["idle"], source="store", path="queue.idle")
+    if "defrag" in d:
+        kw["defrag"] = DefragOverrides.from_dict(d["defrag"], source="store", path="queue.defrag")
     return QueueSpec(str(d["name"]), **kw)

@@ -76,9 +76,12 @@ _UPDATE_STATE = (
 # ----- writing ---------------------------------------------------------------------------
 
 
-def add_jobs(conn: sa.Connection, new: Sequence[NewJob], now: float) -> list[str]:
+def add_jobs(
+    conn: sa.Connection, new: Sequence[NewJob], now: float, known: set[str] | None = None
+) -> list[str]:
     """Insert a batch (executemany); ids in input order. A key seen before gives back the
-    id of the job it created; the same key twice in one batch means one job."""
+    id of the job it created (added to ``known``, where given); the same key twice in one
+    batch means one job."""
     new = [nj if nj.submit_time is not None else replace(nj, submit_time=now) for nj in new]
     for i, nj in enumerate(new):
         _check(i, nj)
@@ -97,6 +100,8 @@ def add_jobs(conn: sa.Connection, new: Sequence[NewJob], now: float) -> list[str
     ids: list[str | None] = [None] * len(new)
     for known_key, known_id in _existing(conn, new, first).items():
         ids[first[known_key]] = known_id
+        if known is not None:
+            known.add(known_id)
     _check_dependencies(conn, new)
     rows: list[dict[str, Any]] = []
     array_head: dict[int, str] = {}  # array_group → the id of its first job

@@ -26,6 +26,11 @@ _FLAGS: dict[str, dict[str, bool]] = {
     "resumed": {"drained": False, "lost": False},
     "unhealthy": {"healthy": False},
     "healthy": {"healthy": True},
+    # the heal loop's steps (core/heal.py): the node's reason is the step's; given up, drained
+    "remediating": {},
+    "burning in": {},
+    "heal failed": {},
+    "rma": {"drained": True},
 }
 
 

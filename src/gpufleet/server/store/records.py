@@ -13,8 +13,9 @@ from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import Job, JobSpec, JobState
 from gpufleet.model.queue import QueueSpec
 
-Role = Literal["user", "admin", "agent"]
-ROLES: tuple[Role, ...] = ("user", "admin", "agent")
+# metrics: reads /metrics and nothing else (Prometheus's scrape token)
+Role = Literal["user", "admin", "agent", "metrics"]
+ROLES: tuple[Role, ...] = ("user", "admin", "agent", "metrics")
 DEPENDENCY_KINDS = ("afterok", "afterany")
 
 
@@ -248,3 +249,19 @@ class RestartState:
     def restored_jobs(self) -> list[RestoredJob]:
         """What ``Controller.restore`` takes: the unfinished jobs and their dependencies."""
         return [j.to_restored() for j in (*self.dependencies, *self.jobs)]
+
+
+class Deposed(StoreUnavailable):
+    """A write of a controller that no longer leads: another took the leader lease (a higher
+    epoch) since. Nothing of it was stored; this controller must step down (ADR 0032)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderRow:
+    """The leader lease as stored (``schema.leader``): who leads, under which epoch, and how
+    many times it renewed (``version``); ``holder`` empty: nobody leads."""
+
+    epoch: int
+    version: int
+    holder: str
+    address: str

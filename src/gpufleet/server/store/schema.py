@@ -123,6 +123,46 @@ queues = sa.Table(
     sa.Column("updated_time", sa.Double, nullable=False),
 )
 
+# advance reservations (maintenance windows): model/reservation.py, as JSON
+reservations = sa.Table(
+    "reservations",
+    metadata,
+    sa.Column("name", sa.String(63), primary_key=True),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("updated_time", sa.Double, nullable=False),
+)
+
+# operators' commands run on a node through its agent (api/nodecommands.py)
+node_commands = sa.Table(
+    "node_commands",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("node", sa.String(NAME_MAX), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("command", sa.Text, nullable=False),
+    sa.Column("timeout_s", sa.Double, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("exit_code", sa.BigInteger),
+    sa.Column("output", sa.Text, nullable=False),
+    sa.Column("why", sa.Text, nullable=False),
+    sa.Column("requested_by", sa.String(NAME_MAX), nullable=False),
+    sa.Column("created", sa.Double, nullable=False),
+    sa.Column("started", sa.Double),
+    sa.Column("ended", sa.Double),
+    sa.Index(None, "node", "state"),
+)
+
+# rolling maintenance (core/rollout.py): each rollout's state, as JSON, the controller drives
+maintenance = sa.Table(
+    "maintenance",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("doc", sa.JSON, nullable=False),
+    sa.Column("active", sa.Boolean, nullable=False),
+    sa.Column("created", sa.Double, nullable=False),
+    sa.Column("updated_time", sa.Double, nullable=False),
+)
+
 tokens = sa.Table(
     "tokens",
     metadata,
@@ -134,7 +174,7 @@ tokens = sa.Table(
     sa.Column("secret_sha256", sa.String(64), nullable=False, unique=True),
     sa.Column("created_time", sa.Double, nullable=False),
     sa.Column("revoked_time", sa.Double),
-    sa.CheckConstraint("role IN ('user', 'admin', 'agent')", name="role"),
+    sa.CheckConstraint("role IN ('user', 'admin', 'agent', 'metrics')", name="role"),
     sa.CheckConstraint(
         "(role <> 'user' OR \"user\" IS NOT NULL) AND (role <> 'agent' OR node IS NOT NULL)",
         name="subject",
@@ -164,6 +204,18 @@ fairshare_usage = sa.Table(
     sa.Column("queue", sa.String(NAME_MAX), primary_key=True),
     sa.Column("usage", sa.Double, nullable=False),
     sa.Column("as_of", sa.Double, nullable=False),
+)
+
+# GPU-time used, weighted by utilization (DCGM_FI_DEV_GPU_UTIL from the agents' samples), per
+# user, queue and hour (server/store/gpuuse.py): `gpufleet accounting`'s "used" beside the
+# GPU-hours allocated, kept across restarts
+gpu_use = sa.Table(
+    "gpu_use",
+    metadata,
+    sa.Column("user", sa.String(NAME_MAX), primary_key=True),
+    sa.Column("queue", sa.String(NAME_MAX), primary_key=True),
+    sa.Column("hour", sa.Double, primary_key=True),  # the hour's start (epoch seconds)
+    sa.Column("used_gpu_s", sa.Double, nullable=False),
 )
 
 # Job secrets (server/secrets.py): each value sealed with AES-GCM (server/secrets_box.py),
@@ -213,4 +265,31 @@ service_events = sa.Table(
     sa.Column("what", sa.String(32), nullable=False),
     sa.Column("why", sa.Text, nullable=False),
     sa.Index(None, "service", "seq"),
+)
+
+# The leader lease of controllers in high availability (server/ha/, ADR 0032): one row (id 1).
+# ``epoch`` rises at every takeover (the fencing token every write of the leader checks);
+# ``version`` rises at every renewal (a standby times the lease by when it last saw it change,
+# on its own clock); ``holder`` is the leading process ("" once it let go), ``address`` its
+# URL (what a standby tells clients).
+leader = sa.Table(
+    "leader",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("epoch", sa.BigInteger, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("holder", sa.String(256), nullable=False),
+    sa.Column("address", sa.String(512), nullable=False),
+    sa.Column("renewed_time", sa.Double, nullable=False),
+)
+
+# Each service's endpoint on the gateway (server/endpoints.py) where controllers are in high
+# availability: every one of them hands out the same port and token (ADR 0044). A single
+# controller keeps them in its data directory instead.
+endpoints = sa.Table(
+    "endpoints",
+    metadata,
+    sa.Column("service", sa.String(SERVICE_MAX), primary_key=True),
+    sa.Column("port", sa.Integer, nullable=False),
+    sa.Column("token", sa.String(128), nullable=False),
 )

@@ -16,12 +16,17 @@ import sqlalchemy as sa
 from gpufleet.core.commands import NodeEvent, ReplicaAdded, ServiceEvent, ServiceRecord, Transition
 from gpufleet.model.job import JobState
 from gpufleet.model.queue import QueueSpec
+from gpufleet.model.reservation import NodeReservation
+from gpufleet.scheduler.entitlement import Span
 from gpufleet.server.store import accounting as _accounting
-from gpufleet.server.store import auth, fairshare, jobs, nodes
+from gpufleet.server.store import auth, fairshare, gpuuse, jobs, leader, nodes, reservations
+from gpufleet.server.store import fairness as _fairness
 from gpufleet.server.store import secrets as _secrets
 from gpufleet.server.store import services as _services
 from gpufleet.server.store.accounting import GroupBy
+from gpufleet.server.store.endpoints import EndpointStore
 from gpufleet.server.store.engine import WRITE, make_engine, upgrade
+from gpufleet.server.store.nodeops import NodeOpsStore
 from gpufleet.server.store.records import (
     AuditEntry,
     JobEvent,
@@ -42,9 +47,12 @@ from gpufleet.server.store.records import (
 AuditRow = tuple[str, str, str, str, Mapping[str, Any]]
 
 
-class Store:
+class Store(NodeOpsStore, EndpointStore):
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
+        # the leader's epoch (high availability, ADR 0032): every write transaction checks it
+        # first and holds it until its commit; None: one controller, nothing to check
+        self.fence_epoch: int | None = None
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> Store:
@@ -67,6 +75,8 @@ class Store:
     def _write(self) -> Iterator[sa.Connection]:
         try:
             with self.engine.connect().execution_options(**WRITE) as c, c.begin():
+                if self.fence_epoch is not None:
+                    leader.check(c, self.fence_epoch)
                 yield c
         except (sa.exc.IntegrityError, sa.exc.DataError) as e:  # constraints, too-long text
             raise StoreError(f"refused by the database: {e.orig}") from e
@@ -82,6 +92,11 @@ class Store:
                 if snapshot and c.dialect.name == "postgresql":
                     c.execution_options(isolation_level="REPEATABLE READ")
                 with c.begin():
+                    if self.fence_epoch is not None and c.dialect.name == "postgresql":
+                        # a read holds no lock a takeover waits for: the idle timeout that
+                        # ends a frozen leader's write (leader.idle_timeout) must not end a
+                        # new leader's read back of the store on a busy host
+                        c.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
                     yield c
         except _OUTAGES as e:
             raise _unavailable(e) from e
@@ -101,16 +116,16 @@ class Store:
         now: float | None = None,
         *,
         audits: Sequence[SubmitAudit] = (),
+        known: set[str] | None = None,
     ) -> list[str]:
-        """Store a batch all or nothing; the ids in input order (an idempotency key seen
-        before gives back its job's id and stores nothing new). ``audits``, in batch order,
-        say who submitted which jobs: their ``job.submit`` entries go in the same
-        transaction."""
+        """Store a batch all or nothing; the ids in input order (a key seen before gives back
+        its job's id, added to ``known`` where given, and stores nothing new). ``audits``, in
+        batch order, say who submitted which jobs: their ``job.submit`` entries too."""
         if sum(a.count for a in audits) not in (0, len(new)):
             raise ValueError(f"audits cover {sum(a.count for a in audits)} of {len(new)} jobs")
         t = _now(now)
         with self._write() as c:
-            ids = jobs.add_jobs(c, new, t)
+            ids = jobs.add_jobs(c, new, t, known)
             rows, k = [], 0
             for a in audits:
                 mine = ids[k : k + a.count]
@@ -289,6 +304,22 @@ class Store:
         with self._read() as c:
             return nodes.all_queues(c)
 
+    # ----- reservations (each change committed with its audit entry) ---------------------
+
+    def put_reservation(self, r: NodeReservation, *, now: float, audit: AuditRow) -> None:
+        with self._write() as c:
+            reservations.put(c, r, now)
+            auth.add_audits(c, now, [audit])
+
+    def delete_reservation(self, name: str, *, now: float, audit: AuditRow) -> bool:
+        with self._write() as c:
+            auth.add_audits(c, now, [audit])
+            return reservations.delete(c, name)
+
+    def reservations(self) -> list[NodeReservation]:
+        with self._read() as c:
+            return reservations.all_reservations(c)
+
     # ----- tokens and audit ----------------------------------------------------------------
 
     def create_token(
@@ -438,6 +469,19 @@ class Store:
         """GPU-hours per user or queue in ``[since, until)``, most first."""
         with self._read() as c:
             return _accounting.accounting(c, since, until, group_by)
+
+    def job_spans(self, since: float, until: float) -> list[Span]:
+        """The jobs that wanted GPUs in ``[since, until)``, for the entitlement figure."""
+        with self._read() as c:
+            return _fairness.spans(c, since, until)
+
+    def add_gpu_use(self, used: Mapping[gpuuse.UseKey, float]) -> None:
+        with self._write() as c:
+            gpuuse.add(c, used)
+
+    def gpu_used_hours(self, since: float, until: float, group_by: GroupBy) -> dict[str, float]:
+        with self._read() as c:
+            return gpuuse.used_hours(c, since, until, group_by)
 
 
 # What a database that is down, unreachable or out of disk raises (checked after the

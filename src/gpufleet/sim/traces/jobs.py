@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.model.checkpoint import check_interval
-from gpufleet.model.errors import SpecError
+from gpufleet.model.errors import SpecError, each, every
 from gpufleet.model.job import JobSpec
 from gpufleet.sim.engine import Recorded, TraceJob
 from gpufleet.sim.traces.loader import LoadOptions, TraceFormat, finish
@@ -207,9 +207,13 @@ def _job_from_record(record: Any, *, source: str, line: int) -> TraceJob:
         spec = JobSpec.from_dict(data, source=source, path=where)
     except SpecError as e:
         # Fields names "line 3.workers": say "line 3: workers", as the CSV loaders do
-        column = e.field[len(where) + 1 :] if e.field.startswith(where + ".") else e.field
-        raise SpecError(e.reason, source=source, field=f"{where}: {column}") from None
+        raise every([_at_line(x, source, where) for x in each(e)]) from None
     return TraceJob(jid, spec, submit, duration, deps, interval, recorded=recorded)
+
+
+def _at_line(e: SpecError, source: str, where: str) -> SpecError:
+    column = e.field[len(where) + 1 :] if e.field.startswith(where + ".") else e.field
+    return SpecError(e.reason, source=source, field=f"{where}: {column}")
 
 
 RECORDED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT")

@@ -9,14 +9,57 @@ from __future__ import annotations
 import re
 import time
 
+from gpufleet.model.hostlist import ranged
+
 TYPE_CHECKING = False  # no typing at run time: squeue starts on few imports (issue 27)
 if TYPE_CHECKING:  # the shims render plain rows with these names, without pydantic (issue 12)
-    from collections.abc import Callable, Mapping, Sequence
-    from typing import Any, TypeVar
-
-    from gpufleet.api import schemas as s
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from typing import Any, Protocol, TypeVar
 
     T = TypeVar("T")
+
+    class _Spec(Protocol):
+        def get(self, key: str, default: Any = ..., /) -> Any: ...
+
+    class _Placed(Protocol):
+        @property
+        def node(self) -> str: ...
+
+    class _Why(Protocol):
+        @property
+        def code(self) -> Any: ...
+
+    class Listed(Protocol):
+        """What the table reads of a job: the API's ``JobOut``, a lean client's row, or the
+        controller's own view of a record (``server/squeue.py``)."""
+
+        @property
+        def id(self) -> str: ...
+        @property
+        def name(self) -> str: ...
+        @property
+        def user(self) -> str: ...
+        @property
+        def queue(self) -> str: ...
+        @property
+        def state(self) -> str: ...
+        @property
+        def submit_time(self) -> float: ...
+        @property
+        def start_time(self) -> float | None: ...
+        @property
+        def end_time(self) -> float | None: ...
+        @property
+        def gpus(self) -> float: ...
+        @property
+        def workers(self) -> int: ...
+        @property
+        def spec(self) -> _Spec: ...
+        @property
+        def placement(self) -> Sequence[_Placed]: ...
+        @property
+        def reason(self) -> _Why | None: ...
+
 
 # gpufleet's states → squeue's compact and long names
 CODES = {
@@ -56,7 +99,7 @@ def states(text: str) -> set[str] | None:
     return wanted
 
 
-def _elapsed(j: s.JobOut, now: float) -> float | None:
+def _elapsed(j: Listed, now: float) -> float | None:
     if j.start_time is None:
         return None
     end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
@@ -76,18 +119,46 @@ def slurm_time(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
+def start_iso(t: float | None) -> str:
+    """A time as squeue prints it (START_TIME, SUBMIT_TIME), local; N/A for none."""
+    return _iso(t)
+
+
 def _iso(t: float | None) -> str:
     return "N/A" if t is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
 
 
-def _nodes(j: s.JobOut) -> list[str]:
+def start_of(j: Listed) -> float | None:
+    """When the job started, or for a pending one when it is expected to (the plan's estimate:
+    Slurm's start time of a pending job is its backfill's)."""
+    if j.start_time is not None or j.state != "PENDING" or j.reason is None:
+        return j.start_time
+    return getattr(j.reason, "estimated_start", None)
+
+
+def _nodes(j: Listed) -> list[str]:
     return list(dict.fromkeys(p.node for p in j.placement))
 
 
-def _reason(j: s.JobOut) -> str:
+# gpufleet's Reason codes that Slurm words otherwise (squeue's %r and %R): the rest are the same
+SLURM_REASONS = {
+    "ReservedForMaintenance": "ReqNodeNotAvail, Reserved for maintenance",
+    "ReservedNodes": "ReqNodeNotAvail",
+    "Reservation": "Reservation",
+    # Slurm holds a job whose user the node lacks once its launch failed; gpufleet holds it
+    # before (scheduler/identity.py), for the same cause
+    "UserNotFoundOnHost": "launch failed requeued held",
+}
+
+
+def slurm_reason(code: str) -> str:
+    return SLURM_REASONS.get(code, code)
+
+
+def _reason(j: Listed) -> str:
     if j.state == "PENDING":
-        return f"({j.reason.code})" if j.reason is not None else "(None)"
-    return ",".join(_nodes(j))
+        return f"({slurm_reason(j.reason.code)})" if j.reason is not None else "(None)"
+    return ranged(_nodes(j))
 
 
 def partitions(j: Any) -> str:
@@ -103,8 +174,8 @@ def in_partitions(j: Any, wanted: set[str]) -> bool:
     return j.queue in wanted or any(q in wanted for q in (j.spec.get("queues") or ()))
 
 
-def _fields(now: float) -> dict[str, Callable[[s.JobOut], str]]:
-    def spec(j: s.JobOut, k: str, d: object = "") -> str:
+def _fields(now: float) -> dict[str, Callable[[Listed], str]]:
+    def spec(j: Listed, k: str, d: object = "") -> str:
         return str(j.spec.get(k, d))
 
     return {
@@ -119,11 +190,12 @@ def _fields(now: float) -> dict[str, Callable[[s.JobOut], str]]:
         "l": lambda j: slurm_time(j.spec.get("time_limit_s")),
         "D": lambda j: str(len(_nodes(j)) or 1),
         "R": _reason,
-        "r": lambda j: j.reason.code if j.reason is not None else "None",
-        "N": lambda j: ",".join(_nodes(j)),
+        "r": lambda j: slurm_reason(j.reason.code) if j.reason is not None else "None",
+        "N": lambda j: ranged(_nodes(j)),
         "C": lambda j: str(j.workers * int(float(spec(j, "cpus", 1)) + 0.999)),
         "b": lambda j: f"gres/gpu:{j.gpus:g}" if j.gpus else "N/A",
-        "S": lambda j: _iso(j.start_time),
+        "S": lambda j: _iso(start_of(j)),
+        "Y": lambda j: "(null)",
         "V": lambda j: _iso(j.submit_time),
         "Q": lambda j: spec(j, "priority", 0),
         "%": lambda j: "%",
@@ -134,11 +206,25 @@ TITLES = {
     "i": "JOBID", "A": "JOBID", "j": "NAME", "u": "USER", "P": "PARTITION", "t": "ST",
     "T": "STATE", "M": "TIME", "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)",
     "r": "REASON", "N": "NODELIST", "C": "CPUS", "b": "TRES_PER_NODE", "S": "START_TIME",
+    "Y": "SCHEDNODES",
     "V": "SUBMIT_TIME", "Q": "PRIORITY", "%": "%",
 }  # fmt: skip
 
 
-def render(fmt: str, jobs: list[s.JobOut], *, header: bool, now: float | None = None) -> str:
+def fields(fmt: str) -> Iterator[re.Match[str]]:
+    """The ``%[.][size]letter`` fields of ``fmt``."""
+    return _FIELD.finditer(fmt)
+
+
+def check(fmt: str) -> None:
+    """ValueError, as ``render`` raises it, for a field letter squeue's table does not know."""
+    for m in fields(fmt):
+        if m.group(3) not in TITLES:
+            known = " ".join(sorted(TITLES))
+            raise ValueError(f"-o: unknown field %{m.group(3)} (known: {known})")
+
+
+def render(fmt: str, jobs: Sequence[Listed], *, header: bool, now: float | None = None) -> str:
     """squeue's table for ``jobs`` in ``fmt``; ValueError names an unknown field letter."""
     fields = _fields(time.time() if now is None else now)
     return format_rows(fmt, jobs, fields, TITLES, header=header)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.cli.slurm_style import CODES, slurm_time, states
+from gpufleet.io.slurm_style import CODES, slurm_time, states
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,24 @@ def test_states_by_code_or_name_any_case_and_all() -> None:
 def test_an_unknown_state_is_named_with_what_is_known() -> None:
     with pytest.raises(ValueError, match="invalid job state 'WAITING, X': one of PD/PENDING"):
         states("waiting,R,x")
+
+
+def test_reservation_reasons_in_slurms_words() -> None:
+    from gpufleet.io.slurm_style import slurm_reason
+    from gpufleet.model.reason import ReasonCode
+
+    assert slurm_reason(ReasonCode.RESV_MAINT) == "ReqNodeNotAvail, Reserved for maintenance"
+    assert slurm_reason(ReasonCode.RESV_WAIT) == "Reservation"
+    assert slurm_reason(ReasonCode.RESOURCES) == "Resources"  # the others as they are
+
+
+def test_sinfo_shows_nodes_in_an_open_window_as_slurm_does() -> None:
+    from gpufleet.shims.sinfo import STATES, state
+
+    node = {"state": "mixed", "reservation": "maint", "maint": True}
+    assert state(node) == "maint" and STATES["maint"][0] == "maint"
+    assert state({**node, "maint": False}) == "mixed"  # in use: its own state
+    assert state({**node, "maint": False, "state": "idle"}) == "reserved"
+    assert STATES["reserved"][0] == "resv"
+    assert state({**node, "state": "drained"}) == "drained"  # a drain says more
+    assert state({"state": "idle", "reservation": ""}) == "idle"

@@ -1,0 +1,161 @@
+"""How a node shares one GPU between the jobs that hold fractions of it (``gpu_milli``).
+
+``timeslice`` (the default, what CUDA does with several processes on one GPU): the driver
+time-slices their kernels; nothing limits a task's memory or compute to its share, and the task
+is told so. ``mps``: NVIDIA's Multi-Process Service: one MPS server per GPU runs every client's
+kernels; each task is told its share as ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` (the share of the
+SMs it may use) and ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` (an allocation beyond it fails: the
+MPS server enforces it), and where the node's control daemon listens. The agent starts that
+daemon (``nvidia-cuda-mps-control -d``) unless one answers, and never stops it: it outlives the
+agent as the tasks do. One mode per node (a pool), so jobs never mix modes on one GPU; the node
+says its mode as the label ``gpufleet.io/gpu-sharing``.
+
+A task in a container gets the same variables and the daemon's pipe directory mounted at the
+same path (podman and docker share the host's IPC namespace, as MPS needs). The agent asks the
+daemon every ``CHECK_EVERY_S`` whether it lives and starts it again if not (``revive``). Not
+done: MPS on MIG devices. With simulated GPUs there is no daemon: the variables are set,
+nothing enforces them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet.model.container import Mount
+from gpufleet.model.resources import MILLI
+
+MODES = ("timeslice", "mps")
+LABEL = "gpufleet.io/gpu-sharing"
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    mode: str = "timeslice"
+    memory_mib: int = 0  # one GPU's memory (the node's GPUs are one model)
+    pipe_dir: str = ""  # CUDA_MPS_PIPE_DIRECTORY: where the control daemon listens
+    log_dir: str = ""
+    daemon: bool = False  # the agent started (or found) a real control daemon: it watches it
+
+    def task_env(self, gpus: int, gpu_milli: int) -> dict[str, str]:
+        """What a task with ``gpus`` devices of ``gpu_milli`` each is told of its share."""
+        if self.mode != "mps" or gpus == 0:
+            return {}
+        env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": self.log_dir}
+        if gpu_milli < MILLI:  # a fraction is always of one device: device 0 of its own
+            env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, math.ceil(gpu_milli / 10)))
+            if self.memory_mib:
+                env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = (
+                    f"0={self.memory_mib * gpu_milli // MILLI}M"
+                )
+        return env
+
+    def container_env(self, gpus: int, gpu_milli: int) -> dict[str, str]:
+        """``task_env`` for a task in a container: the daemon's pipes are mounted at the same
+        path (``container_mounts``); its log directory is the daemon's alone."""
+        env = self.task_env(gpus, gpu_milli)
+        env.pop("CUDA_MPS_LOG_DIRECTORY", None)
+        return env
+
+    def container_mounts(self, gpus: int) -> tuple[Mount, ...]:
+        """What a container task needs of the node for its share: the MPS control daemon's
+        pipe directory, at the same path (the clients talk to the server through it; the
+        runtimes share the host's IPC namespace, which MPS needs too)."""
+        if self.mode != "mps" or gpus == 0 or not self.pipe_dir:
+            return ()
+        return (Mount(self.pipe_dir, self.pipe_dir),)
+
+    def note(self, gpus: int, gpu_milli: int) -> str:
+        """What a fractional task is told its share does not bound ("" when it does)."""
+        if gpus == 0 or gpu_milli >= MILLI or self.mode == "mps":
+            return ""
+        return (
+            f"GPU sharing by time-slicing: this task's {gpu_milli}/{MILLI} share of the GPU is "
+            "not enforced (its memory and compute are the whole GPU's); a node with "
+            "--gpu-sharing mps enforces it"
+        )
+
+
+def prepare(mode: str, data: Path, memory_mib: int, *, simulated: bool) -> Sharing:
+    """The node's sharing; for ``mps`` on real GPUs, its control daemon running. ValueError
+    (the agent refuses to start) when the mode is unknown or MPS cannot run here."""
+    if mode not in MODES:
+        raise ValueError(f"--gpu-sharing must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode != "mps":
+        return Sharing(mode, memory_mib)
+    pipe, logs = data / "mps" / "pipe", data / "mps" / "log"
+    for d in (pipe, logs):
+        d.mkdir(parents=True, exist_ok=True)
+    pipe.chmod(0o755)  # the tasks' accounts connect to the daemon's pipes
+    sharing = Sharing(mode, memory_mib, str(pipe), str(logs), daemon=not simulated)
+    if not simulated:
+        start_daemon(sharing)
+    return sharing
+
+
+CHECK_EVERY_S = 30.0  # how often the agent asks its MPS control daemon whether it lives
+
+
+def revive(s: Sharing) -> str:
+    """The control daemon started again if it no longer answers: what was done, "" when it
+    answered (a daemon that died would leave every new MPS client failing to start)."""
+    exe = shutil.which(MPS_CONTROL)
+    if not s.daemon or exe is None:
+        return ""
+    if _answers(exe, _env(s)):
+        return ""
+    try:
+        start_daemon(s)
+    except (ValueError, OSError, subprocess.SubprocessError) as e:
+        return f"the MPS control daemon does not answer and did not start again: {e}"
+    return "the MPS control daemon did not answer: started again"
+
+
+@dataclass(slots=True)
+class DaemonWatch:
+    """When the agent next asks its MPS control daemon whether it lives."""
+
+    next_at: float = 0.0
+
+    def check(self, s: Sharing, now: float) -> str:
+        """``revive``'s word, at most every ``CHECK_EVERY_S`` ("" otherwise)."""
+        if not s.daemon or now < self.next_at:
+            return ""
+        self.next_at = now + CHECK_EVERY_S
+        return revive(s)
+
+
+def _env(s: Sharing) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CUDA_MPS_PIPE_DIRECTORY": s.pipe_dir,
+        "CUDA_MPS_LOG_DIRECTORY": s.log_dir,
+    }
+
+
+def start_daemon(s: Sharing) -> None:
+    """The MPS control daemon for ``s``'s pipe directory: started unless one answers."""
+    exe = shutil.which(MPS_CONTROL)
+    if exe is None:
+        raise ValueError(
+            f"--gpu-sharing mps needs {MPS_CONTROL} (the NVIDIA driver's MPS) on PATH; "
+            "install the driver's utilities or use --gpu-sharing timeslice"
+        )
+    env = _env(s)
+    if _answers(exe, env):
+        return
+    r = subprocess.run([exe, "-d"], env=env, capture_output=True, text=True, timeout=30)
+    if r.returncode != 0 or not _answers(exe, env):
+        raise ValueError(f"{MPS_CONTROL} -d did not start: {(r.stderr or r.stdout).strip()}")
+
+
+def _answers(exe: str, env: dict[str, str]) -> bool:
+    r = subprocess.run(
+        [exe], input="get_server_list\n", env=env, capture_output=True, text=True, timeout=10
+    )
+    return r.returncode == 0

@@ -1,0 +1,127 @@
+"""A transport over several controllers' addresses (``URL,URL``: controllers in high
+availability, ADR 0032) that follows the leader: a standby answers 503 with
+``X-Gpufleet-Role: standby`` and, when it knows, the leader's address (``X-Gpufleet-Leader``),
+and the request goes there; an address that cannot be reached is skipped for the next. Once
+a full round found no leader (one is being elected), it waits a moment and goes round again,
+for at most ``patience_s``.
+
+A request is sent again elsewhere only where it cannot have been done: a standby's 503 does
+nothing, and a connection that was never made sent nothing. A failure mid-request is resent
+only for a read (GET, HEAD) or a submission that carries an idempotency key (the leader
+stores it once whatever reaches it twice); any other write's failure is raised, as with one
+address. Light: the shims import it."""
+
+from __future__ import annotations
+
+import time
+
+from gpufleet.client.transport import Response
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from gpufleet.client.transport import Transport
+
+ROLE_HEADER = "x-gpufleet-role"
+LEADER_HEADER = "x-gpufleet-leader"
+# what a failed connect raises: the built-in errors (the wire's socket) and httpx's, by name
+_NOT_SENT = (ConnectionRefusedError, ConnectionAbortedError, TimeoutError)
+_NOT_SENT_NAMES = frozenset({"ConnectError", "ConnectTimeout"})
+_READS = frozenset({"GET", "HEAD"})
+_KEYED = b'"idempotency_key"'
+
+
+def addresses(server: str) -> list[str]:
+    """``URL,URL,…`` as its addresses, each without a trailing slash (one: a list of one)."""
+    urls = [u.strip().rstrip("/") for u in server.split(",") if u.strip()]
+    if not urls:
+        raise ValueError(f"server {server!r}: no address")
+    return urls
+
+
+def _not_sent(e: BaseException) -> bool:
+    return isinstance(e, _NOT_SENT) or type(e).__name__ in _NOT_SENT_NAMES
+
+
+class Failover:
+    """A ``transport.Transport`` over the controllers at ``urls`` (each through its own
+    transport, made by ``make`` when first used)."""
+
+    def __init__(
+        self,
+        urls: list[str],
+        make: Callable[[str], Transport],
+        *,
+        patience_s: float = 30.0,
+        pause_s: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.urls = list(urls)
+        self.current = self.urls[0]
+        self._make = make
+        self._open: dict[str, Transport] = {}
+        self.patience_s, self.pause_s = patience_s, pause_s
+        self._sleep, self._now = sleep, now
+
+    def transport(self, url: str | None = None) -> Transport:
+        url = url or self.current
+        t = self._open.get(url)
+        if t is None:
+            t = self._open[url] = self._make(url)
+        return t
+
+    @property
+    def http(self) -> Any:
+        """The current address's httpx client (the SDK's ``Client.http``)."""
+        return getattr(self.transport(), "http", None)
+
+    def close(self) -> None:
+        for t in self._open.values():
+            t.close()
+        self._open.clear()
+
+    def request(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Response:
+        deadline = self._now() + self.patience_s
+        missed = 0  # addresses in a row that were no leader
+        while True:
+            url = self.current
+            try:
+                r = self.transport(url).request(method, target, headers, body, timeout=timeout)
+            except Exception as e:
+                if not (_not_sent(e) or method in _READS or (body and _KEYED in body)):
+                    raise
+                if not self._next(missed := missed + 1, deadline):
+                    raise
+                continue
+            if r.status != 503 or r.headers.get(ROLE_HEADER) != "standby":
+                return r
+            leader = r.headers.get(LEADER_HEADER, "").rstrip("/")
+            if leader and leader != url and missed < 2 * len(self.urls):
+                if leader not in self.urls:
+                    self.urls.append(leader)
+                self.current = leader
+                missed += 1
+                continue
+            if not self._next(missed := missed + 1, deadline):
+                return r  # no leader within our patience: the standby's answer says why
+
+    def _next(self, missed: int, deadline: float) -> bool:
+        """On to the next address; after a whole round without a leader, a pause. False once
+        the patience is spent."""
+        self.current = self.urls[(self.urls.index(self.current) + 1) % len(self.urls)]
+        if missed % len(self.urls) == 0:
+            if self._now() + self.pause_s > deadline:
+                return False
+            self._sleep(self.pause_s)
+        return True

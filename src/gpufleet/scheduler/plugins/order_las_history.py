@@ -1,0 +1,26 @@
+"""LAS with a history predictor (issue 24): Tiresias' 2D-LAS (``order/las``) whose queues are
+ordered by the expected remaining service the cluster's own finished jobs predict (``within:
+history``, in the spirit of Helios' QSSF and Lucid's estimator: nobody states a duration), with
+more queues (Tiresias' sensitivity analysis varies K and the thresholds: here six, each 4 ×
+the last from 3,200 GPU-s) and PROMOTEKNOB 16. The options are ``order/las``'s."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpufleet.scheduler.plugins import order_las
+
+NAME = "order/las-history"
+
+THRESHOLDS_GPU_S = (3200.0, 12800.0, 51200.0, 204800.0, 819200.0)
+
+
+class Plugin(order_las.Plugin):
+    def __init__(
+        self,
+        thresholds_gpu_s: Sequence[float] = THRESHOLDS_GPU_S,
+        starvation_factor: float = 16.0,
+        within: str = "history",
+        history_window: int = 200,
+    ) -> None:
+        super().__init__(thresholds_gpu_s, starvation_factor, within, history_window)

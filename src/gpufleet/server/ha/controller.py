@@ -1,0 +1,151 @@
+"""A controller in high availability: it stands by until the elector gives it the lead, then
+does what a start does (the store read back, agents reconciled as after a restart), every
+write fenced by its epoch; deposed, it stops acting at once and the process starts again as a
+standby (``on_deposed``: the CLI re-executes itself)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gpufleet.base.clock import MonotonicClock
+from gpufleet.server.ha.elector import Elector
+from gpufleet.server.ha.lease import LeaseBook, LeaseTimes, agents_silent
+from gpufleet.server.store import Store
+from gpufleet.server.store import leader as rows
+
+log = logging.getLogger("gpufleet.controller")
+YIELD_ENV = "GPUFLEET_HA_YIELD_S"  # set for the process that replaces one that gave up
+
+
+class HighAvailability:
+    def __init__(
+        self,
+        store: Store,
+        service: Any,  # ControllerService: its outbox's term, start and stop
+        *,
+        address: str,
+        lease_s: float,
+        lead: Callable[[], Awaitable[None]],
+        on_deposed: Callable[[], None] | None = None,
+        agent_silence_s: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.service = service
+        self.address = address
+        self._lead = lead  # what a start does: seeds, the service's start
+        self.on_deposed = on_deposed
+        self.agent_silence_s = agent_silence_s
+        self._acting_since = 0.0  # wall clock: when we last started to act as the leader
+        times = LeaseTimes.of(lease_s)
+        me = f"{socket.gethostname()}:{os.getpid()}:{address}"
+        self.book = LeaseBook(me, times)
+        # this process replaced one that gave the lead up: let another take it first
+        yield_s = float(os.environ.pop(YIELD_ENV, "0") or 0)
+        self.book.not_before = MonotonicClock().now() + yield_s
+        self.started = False  # leading, and the service holds the store's state
+        self.clock = MonotonicClock()
+        store.fence_epoch = 0  # no write until we lead (no epoch is 0)
+        # a leader frozen inside a write holds the lease row's share lock no longer than this
+        rows.idle_timeout(store.engine, int(times.guard_s * 1000))
+        self.elector = Elector(
+            store.engine,
+            self.book,
+            self.clock,
+            address=address,
+            on_elected=self._elected,
+            on_deposed=self._deposed,
+            step_down=self._cut_off,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def ready(self) -> bool:
+        return self.started and self.elector.leading()
+
+    def leader(self) -> str:
+        return self.book.leader_address()
+
+    def contact(self) -> tuple[float | None, bool]:
+        """For a stale read (``stale.py``): seconds since the leader was last seen renewing
+        (0 while we lead), and whether one is known now."""
+        if self.ready():
+            return 0.0, True
+        return self.book.last_contact(self.clock.now())
+
+    def health(self) -> dict[str, Any]:
+        role: str = self.book.role
+        if self.ready():
+            role = "leader"
+        elif role == "leader":  # it holds the row but could not renew in time: it acts not
+            role = "lapsed"
+        return {
+            "role": role,
+            "epoch": self.book.epoch if self.book.role == "leader" else None,
+            "leader": self.address if self.ready() else self.leader(),
+        }
+
+    def metrics_text(self) -> bytes:
+        """This controller's role in the Prometheus text format (a scrape of a standby is
+        these alone; of the leader, after the cluster's series)."""
+        leads = self.ready()
+        return (
+            "# HELP gpufleet_ha_leader 1 while this controller leads (--ha), else 0\n"
+            "# TYPE gpufleet_ha_leader gauge\n"
+            f"gpufleet_ha_leader {int(leads)}\n"
+            "# HELP gpufleet_ha_epoch The leader epoch this controller leads under (0: none)\n"
+            "# TYPE gpufleet_ha_epoch gauge\n"
+            f"gpufleet_ha_epoch {self.book.epoch if leads else 0}\n"
+        ).encode()
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.elector.start()
+
+    async def stop(self) -> None:
+        if self.started:
+            await self.service.stop()
+        await asyncio.to_thread(self.elector.stop)
+
+    async def _elected(self, epoch: int) -> None:
+        self.store.fence_epoch = epoch
+        self.service.outbox.term = epoch
+        try:
+            await self._lead()
+        except Exception:
+            log.exception("could not take over as the leader: standing down")
+            self._deposed()
+            return
+        self.started = True
+        log.warning("leading with epoch %d: state read back from the store", epoch)
+
+    def _cut_off(self, resumed: bool) -> str:
+        """Why to give the lead up: the agents that registered with us are silent (we are cut
+        off from them, not from the store: a standby they reach should lead). Counted from
+        the later of their last word and when we last started to act (``resumed``: a lapse
+        of our own, during which the gate turned them away, just ended)."""
+        now = self.service.clock.now()
+        if resumed or not self.started:
+            self._acting_since = now
+            return ""
+        try:
+            seen = [link.last_seen for link in list(self.service.links.values()) if link.registered]
+        except RuntimeError:  # the loop changed the links meanwhile: next renewal
+            return ""
+        seen = [max(t, self._acting_since) for t in seen]
+        if not agents_silent(seen, now, self.agent_silence_s):
+            return ""
+        # the process that replaces this one stands by two leases before it may lead again
+        os.environ[YIELD_ENV] = str(2 * self.book.times.lease_s)
+        return f"no agent reached this controller for {self.agent_silence_s:g} s"
+
+    def _deposed(self) -> None:
+        """Another leads: stop acting (the gate answers 503 from now on; every write fails in
+        the store), then hand over to ``on_deposed``."""
+        self.started = False
+        self.store.fence_epoch = 0
+        if self.on_deposed is not None:
+            self.on_deposed()

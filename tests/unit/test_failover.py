@@ -1,0 +1,92 @@
+"""The client's failover over several controllers (client/failover.py): a standby's 503
+points at the leader, an address that refuses connections is skipped, and a write is sent
+again only where it cannot have been done. Transports are stand-ins at the transport seam;
+the live path is tests/chaos/test_ha_failover.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpufleet.base.settings import resolve
+from gpufleet.client.failover import Failover, addresses
+from gpufleet.client.transport import Response
+
+LEADS = Response(200, {}, b"{}")
+
+
+def standby(leader: str = "") -> Response:
+    headers = {"x-gpufleet-role": "standby", "retry-after": "1"}
+    if leader:
+        headers["x-gpufleet-leader"] = leader
+    return Response(503, headers, b'{"detail": "standby"}')
+
+
+class At:
+    """What one address answers, in order (an exception: raised)."""
+
+    def __init__(self, log: list[str], url: str, answers: list[Any]) -> None:
+        self.log, self.url, self.answers = log, url, answers
+
+    def request(self, method: str, target: str, headers: dict[str, str], body: Any = None,
+                *, timeout: float | None = None) -> Response:  # fmt: skip
+        self.log.append(self.url)
+        a = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(a, BaseException):
+            raise a
+        return a  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        pass
+
+
+def failover(answers: dict[str, list[Any]]) -> tuple[Failover, list[str], list[float]]:
+    log: list[str] = []
+    slept: list[float] = []
+    clock = [0.0]
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock[0] += s
+
+    f = Failover(list(answers), lambda u: At(log, u, answers[u]), patience_s=2.0,
+                 sleep=sleep, now=lambda: clock[0])  # fmt: skip
+    return f, log, slept
+
+
+def test_a_standby_points_at_the_leader_and_later_calls_go_there() -> None:
+    f, log, _ = failover({"http://a": [standby("http://b")], "http://b": [LEADS]})
+    assert f.request("GET", "/x", {}).status == 200
+    assert f.request("POST", "/y", {}, b"{}").status == 200
+    assert log == ["http://a", "http://b", "http://b"]
+
+
+def test_an_unreachable_address_is_skipped_and_a_round_without_leader_waits() -> None:
+    f, log, slept = failover(
+        {"http://a": [ConnectionRefusedError()], "http://b": [standby(), standby(), LEADS]}
+    )
+    assert f.request("POST", "/jobs", {}, b"{}").status == 200
+    assert log == ["http://a", "http://b", "http://a", "http://b", "http://a", "http://b"]
+    assert slept == [0.2, 0.2]
+
+
+def test_no_leader_within_the_patience_gives_the_standbys_answer() -> None:
+    f, _, slept = failover({"http://a": [standby()], "http://b": [standby()]})
+    assert f.request("GET", "/x", {}).status == 503
+    assert sum(slept) <= 2.0
+
+
+def test_a_write_cut_mid_request_is_not_sent_again_unless_keyed() -> None:
+    f, log, _ = failover({"http://a": [ConnectionResetError()], "http://b": [LEADS]})
+    with pytest.raises(ConnectionResetError):
+        f.request("POST", "/jobs", {}, b'{"name": "x"}')
+    assert log == ["http://a"]
+    assert f.request("POST", "/jobs", {}, b'{"idempotency_key": "k"}').status == 200
+    assert f.request("GET", "/jobs", {}).status == 200
+
+
+def test_settings_take_several_addresses() -> None:
+    s = resolve(server="127.0.0.1:1, http://h:2/", env={"GPUFLEET_CONFIG": "/nonexistent"})
+    assert s.server == "http://127.0.0.1:1,http://h:2/"
+    assert addresses(s.server) == ["http://127.0.0.1:1", "http://h:2"]

@@ -1,0 +1,59 @@
+"""The controller's side of ``gpufleet gateway`` (ADR 0044): an apply is done once the gateway
+process says it serves that set (or newer) of this controller process, never on the word of
+an acknowledgement given to another one; no acknowledgement: GatewayError, the old set on."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from gpufleet.gateway import Backend, GatewayError, ServiceRoute
+from gpufleet.server.remote_gateway import RemoteGateway, routes_json
+
+ROUTE = ServiceRoute("web", 31500, "t" * 43, (Backend.parse("10.0.0.5:8000"),))
+
+
+def apply_in_thread(gw: RemoteGateway) -> tuple[threading.Thread, list[BaseException | None]]:
+    out: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            gw.apply([ROUTE])
+            out.append(None)
+        except BaseException as e:
+            out.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def test_an_apply_ends_when_the_gateway_process_serves_it() -> None:
+    gw = RemoteGateway(apply_wait_s=60)
+    t, out = apply_in_thread(gw)
+    while gw.published().version == 0:  # published, waiting for the acknowledgement
+        t.join(0.01)
+    p = gw.published()
+    assert routes_json(p)["routes"] == [
+        {"name": "web", "port": 31500, "token": "t" * 43, "backends": ["10.0.0.5:8000"]}
+    ]
+    gw.report("another-controller", p.version, {})  # an old leader's number: not ours
+    t.join(0.05)
+    assert t.is_alive()
+    gw.report(p.instance, p.version, {})
+    t.join(10)
+    assert not t.is_alive() and out == [None]
+
+
+def test_an_apply_nobody_serves_fails_and_says_why() -> None:
+    gw = RemoteGateway(apply_wait_s=0.01)
+    with pytest.raises(GatewayError, match="no gateway process served the routes"):
+        gw.apply([ROUTE])
+
+
+def test_a_bad_route_is_refused_before_it_is_published() -> None:
+    gw = RemoteGateway(apply_wait_s=60)
+    with pytest.raises(GatewayError):
+        gw.apply([ServiceRoute("web", 0, "short", ())])
+    assert gw.published().version == 0
