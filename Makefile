@@ -31,7 +31,7 @@ typecheck: $(STAMP)
 # that share a cluster (or another costly fixture) stay on one worker (tests/support/grouping.py).
 # Then the tests marked `alone` (they measure latency under a load of their own), one by one.
 WORKERS ?= 6
-PYTEST_ARGS ?=  # e.g. --durations=10
+PYTEST_ARGS ?= --durations=15  # the slowest tests of each pass, for BENCHMARKS.md
 # The type check runs beside the parallel pass (the suite leaves the CPUs mostly idle); its
 # report is printed after it, and a type error fails `make test` as a failed test does.
 # The suite's processes write their .pyc files (a clone's ignored __pycache__/) even where the
