@@ -462,9 +462,9 @@ DEFRAG_SCORE = Scenario(
 )
 
 # How often: one move per 40 s in the cluster. As DEFRAG: g1 frees leaf-1 at 40 (s34
-# requeues onto leaf-0's free halves) and runs to 72. g2 at 46 could only be given leaf-0 by moving s1, s2
-# and s34 (no room elsewhere is asked: room_elsewhere off), but the cluster moved 6 s ago: it
-# waits, and starts on leaf-1 when g1 ends (72), before the bound lapses (80).
+# requeues onto leaf-0's free halves) and runs to 72. g2 at 46 could only be given leaf-0 by
+# moving s1, s2 and s34 (no room elsewhere is asked: room_elsewhere off), but the cluster
+# moved 6 s ago: it waits, and starts on leaf-1 when g1 ends (72), before the bound lapses (80).
 DEFRAG_INTERVAL = Scenario(
     "defrag_once_per_interval",
     nodes=4,
