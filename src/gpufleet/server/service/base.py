@@ -74,6 +74,7 @@ class ServiceBase(ClusterReads, ABC):
         monotonic: Callable[[], float] = time.monotonic,
         fallback_account: str = "",
         step_secret: bytes = b"",
+        desktop_secret: bytes = b"",
         min_pass_gap_s: float = MIN_PASS_GAP_S,
         gateway: ServiceGateway | None = None,
         queues_declared: bool | None = None,
@@ -90,7 +91,7 @@ class ServiceBase(ClusterReads, ABC):
         # the users whose accounts the nodes are asked about (service/identity.py); none are
         # with a fallback account, which runs every such job
         self.identity = AccountBook(enabled=not fallback_account)
-        self.step_secret = step_secret or secrets.token_bytes(32)  # srun's step keys
+        self._init_keys(step_secret, desktop_secret)
         self.clock = clock
         self._profile = profile
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
@@ -121,7 +122,7 @@ class ServiceBase(ClusterReads, ABC):
         # the services' endpoints (gateway_executor.py); None: services get no data path
         self.gateway = gateway
         if gateway is not None:
-            gateway.links, gateway.viewers = self.links, self.desktop_viewers
+            self._wire(gateway)
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
         self.fence_grace_s = fence_grace_s
@@ -132,9 +133,25 @@ class ServiceBase(ClusterReads, ABC):
         self.batch_max = batch_max
         self._init_turns(monotonic, node_grace_s)
 
+    def _wire(self, gateway: ServiceGateway) -> None:
+        """What the gateway asks of this service: the nodes' addresses, a desktop's viewers
+        and its replicas' keys."""
+        gateway.links, gateway.viewers = self.links, self.desktop_viewers
+        gateway.keys = self.desktop_key
+
+    def _init_keys(self, step_secret: bytes, desktop_secret: bytes) -> None:
+        """srun's step keys; desktop replicas' keys (stepenv.desktop_key: from the secrets
+        key, which the controllers share). Process-lifetime ones when none is given (tests)."""
+        self.step_secret = step_secret or secrets.token_bytes(32)
+        self.desktop_secret = desktop_secret or secrets.token_bytes(32)
+
     def desktop_viewers(self, name: str) -> tuple[str, ...]:
         """Who may open a desktop service's endpoint (services.py says)."""
         return ()
+
+    def desktop_key(self, name: str, job_id: str) -> str:
+        """A desktop replica's key (services.py says)."""
+        return ""
 
     def _init_turns(self, monotonic: Callable[[], float], node_grace_s: float) -> None:
         """The turn loop's state, the liveness timers and the core they drive."""
@@ -199,6 +216,7 @@ class ServiceBase(ClusterReads, ABC):
             grace_kill_s=self.grace_kill_s,
             fallback_account=self.fallback_account,
             step_secret=self.step_secret,
+            desktop_secret=self.desktop_secret,
             site_remedy=self._site_remedy,
             node_command=self._node_command_later,
         )
