@@ -19,9 +19,7 @@ def _names(v: dict[str, float]) -> dict[str, float]:
 
 
 Value = Annotated[float, Field(allow_inf_nan=False, ge=-jm.MAX_VALUE, le=jm.MAX_VALUE)]
-MetricValues = Annotated[
-    dict[str, Value], Field(max_length=jm.MAX_METRICS), AfterValidator(_names)
-]
+MetricValues = Annotated[dict[str, Value], Field(max_length=jm.MAX_METRICS), AfterValidator(_names)]
 MetricProblems = Annotated[list[Text], Field(max_length=jm.MAX_PROBLEMS)]
 
 

@@ -28,9 +28,9 @@ from gpufleet.server.config import check_fencing, fencing_timings
 from gpufleet.server.elastic.executor import WithPower, power_pool
 from gpufleet.server.elastic.providers import PowerProvider
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
+from gpufleet.server.jobmetrics import JobMetricsBook
 from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
-from gpufleet.server.jobmetrics import JobMetricsBook
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.reads import ClusterReads
 from gpufleet.server.service.identity_book import AccountBook
