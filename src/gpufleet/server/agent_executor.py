@@ -22,7 +22,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.model.notice import checkpoint_file
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.secrets import refs_for_launch
-from gpufleet.server.stepenv import serves_steps, step_env
+from gpufleet.server.stepenv import desktop_key, serves_steps, step_env
 
 # the burn-in network test's coordinator ports: below the kernel's ephemeral ports (32768 on,
 # where any process's bind(0) or outgoing connection may hold one: on a test host, another
@@ -46,6 +46,7 @@ class AgentExecutor:
         grace_kill_s: float,
         fallback_account: str = "",
         step_secret: bytes = b"",
+        desktop_secret: bytes = b"",
         site_remedy: Callable[[HealOrder], None] | None = None,
         node_command: Callable[[str, str, str, float, str], None] | None = None,
     ) -> None:
@@ -56,6 +57,8 @@ class AgentExecutor:
         self.fallback_account = fallback_account
         # keys srun's step daemons check; a process-lifetime one when none is given (tests)
         self.step_secret = step_secret or secrets.token_bytes(32)
+        # a desktop replica's key (GPUFLEET_DESKTOP_KEY), which the gateway presents to it
+        self.desktop_secret = desktop_secret or secrets.token_bytes(32)
         # the heal loop's site remedy, run as a node command by the service (nodecommands.py)
         self.site_remedy = site_remedy
         # an operator's node command, started and left to run (node, kind, command, bound, why)
@@ -175,6 +178,9 @@ class AgentExecutor:
             return {}, {}
         readiness, liveness, port = got
         env = {"PORT": str(port)} if port else {}
+        name = self.core.services.service_of(job_id)
+        if name is not None and self.core.services.services[name].spec.desktop is not None:
+            env["GPUFLEET_DESKTOP_KEY"] = desktop_key(self.desktop_secret, job_id)
         probes: dict[str, dict[str, Any]] = {}
         for kind, probe in (("readiness", readiness), ("liveness", liveness)):
             if probe is None:
