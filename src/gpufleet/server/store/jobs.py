@@ -200,8 +200,9 @@ def _check_dependencies(conn: sa.Connection, new: Sequence[NewJob]) -> None:
 
 
 def _row(
-    job_id: str, seq: int, nj: NewJob, array_id: str | None, spec: dict[str, Any]
+    job_id: str, seq: int, nj: NewJob, array_id: str | None, spec: dict[str, Any] | None = None
 ) -> dict[str, Any]:
+    """The job's row; ``spec``: its ``spec_to_dict``, if worked out already."""
     s = nj.spec
     return {
         "id": job_id,
@@ -218,7 +219,7 @@ def _row(
         "end_time": None,
         "eligible_time": 0.0,
         "attained_gpu_s": 0.0,
-        "spec": spec,
+        "spec": spec if spec is not None else spec_to_dict(s),
         "allocation": [],
         "borrowing": False,
         "depends_on": [list(d) for d in nj.depends_on],
