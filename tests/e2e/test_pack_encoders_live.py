@@ -18,9 +18,9 @@ pytestmark = pytest.mark.e2e
 def test_a_video_job_runs_on_a_training_gpus_encoder(new_cluster: Any) -> None:
     c: LocalCluster = new_cluster(agents=1, gpus="2xL40S", controller_args=["--pack-encoders"])
     train = {"name": "train", "gpus_per_worker": 2, "command": ["sleep", "300"]}
+    say = "echo $CUDA_VISIBLE_DEVICES $NVIDIA_DRIVER_CAPABILITIES"
     video = {"name": "video", "gpus_per_worker": 1, "gpu_milli": 250,
-             "gpu_engines": {"nvenc": 1},
-             "command": ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES $NVIDIA_DRIVER_CAPABILITIES"]}  # fmt: skip
+             "gpu_engines": {"nvenc": 1}, "command": ["sh", "-c", say]}  # fmt: skip
     with c.admin() as a:
         (tid,) = a.submit(train)
         wait_for("training runs", lambda: a.job(tid).state == "RUNNING", 60)
