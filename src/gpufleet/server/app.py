@@ -133,6 +133,7 @@ def profile_of(config: ServerConfig) -> Profile:
         backfill=config.backfill,
         preempt=config.preempt,
         options={"preempt/defrag": parse_options(config.defrag)} if config.defrag else None,
+        pack_encoders=config.pack_encoders,
     )
 
 
@@ -324,7 +325,9 @@ def create_app(
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     if ha is not None:  # a standby answers where the leader is, and nothing else
-        app.add_middleware(StandbyGate, ready=ha.ready, leader=ha.leader, contact=ha.contact)
+        app.add_middleware(
+            StandbyGate, ready=ha.ready, leader=ha.leader, contact=ha.contact, told=ha.told
+        )
     app.state.ha = ha
     install_health(app, service, wall)
     errors.document(app, API, CONFLICTS, EXTRA_ERRORS, METRICS_SCHEME)

@@ -24,6 +24,7 @@ class ServerConfig:
     preempt: tuple[str, ...] = ("reclaim",)
     # preempt/defrag's policy, KEY=VALUE,... (model/defrag.py); "": its defaults
     defrag: str = ""
+    pack_encoders: bool = False  # video jobs may use training GPUs' encoders (ADR 0050)
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
     queues_file: Path | None = None  # queues from a YAML list (applied at start)
     # the heal loop's policy (model/heal.py, ADR 0042); None: the cluster spec's heal:, else
@@ -96,8 +97,8 @@ class ServerConfig:
     # http://host:port), which a standby tells them when this one leads
     ha: bool = False
     ha_lease_s: float = 3.0
-    # a leader no registered agent reached for this long gives the lead up (0: the longest of
-    # 5 heartbeats, 3 agent leases and 10 s)
+    # an agent counts as heard by the leader, or as cut off from it by a standby, this long
+    # after its last word (ADR 0048; 0: the longest of 5 heartbeats, 3 agent leases and 10 s)
     ha_agent_silence_s: float = 0.0
     advertise: str = ""
 

@@ -28,6 +28,7 @@ from gpufleet.server.config import check_fencing, fencing_timings
 from gpufleet.server.elastic.executor import WithPower, power_pool
 from gpufleet.server.elastic.providers import PowerProvider
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
+from gpufleet.server.jobmetrics import JobMetricsBook
 from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
@@ -183,6 +184,7 @@ class ServiceBase(ClusterReads, ABC):
         self.on_commit: Callable[[float, list[Transition], list[NodeEvent]], None] | None = None
         # the dashboard: each heartbeat's metrics (node, time, body), for its history charts
         self.on_heartbeat: Callable[[str, float, dict[str, Any]], None] | None = None
+        self.job_metrics = JobMetricsBook()  # each job's own, as its agent reported them
 
     def _new_controller(self) -> Controller:
         ctrl = Controller(
