@@ -273,3 +273,22 @@ def test_a_leader_cut_off_from_its_agents_but_not_from_postgresql_gives_the_lead
     finally:
         for r in relays:
             r.close()
+
+
+@pytest.mark.slow
+def test_a_leader_whose_agents_all_died_keeps_the_lead(ha_cluster: Any) -> None:
+    """Every agent SIGKILLed: the leader hears nobody, and neither does the standby, so no
+    claim deposes it (ADR 0048): another leader would fare no better, and a cluster whose
+    nodes are all down does not flap between its controllers."""
+    c: HaCluster = ha_cluster(
+        controller_args=["--outage-tolerance-s", "60", "--ha-agent-silence-s", "4"]
+    )
+    old = c.wait_leader()  # the agents registered with it (``start`` waits for them)
+    epoch = httpx.get(f"{c.urls[old]}/healthz", timeout=10).json()["ha"]["epoch"]
+    for ap in c.agent_procs.values():
+        os.killpg(ap.proc.pid, signal.SIGKILL)
+        ap.proc.wait(timeout=30)
+    assert one_leader_for(c, 15.0) == old  # over three silences
+    assert httpx.get(f"{c.urls[old]}/healthz", timeout=10).json()["ha"]["epoch"] == epoch
+    for i in range(c.controllers):
+        assert "giving the lead up" not in (c.data_dir / f"controller{i}.log").read_text()

@@ -139,3 +139,40 @@ def test_a_leader_cut_off_from_postgresql_but_not_from_the_agents_acts_no_more(
         go.touch()
         assert_once(u, ids, records)
     nothing_killed(c)
+
+
+def test_a_leader_cut_off_from_the_agents_but_not_from_postgresql_hands_over(
+    ns_ha: Callable[..., HaCluster], net: tuple[Hosts, PgServer], tmp_path: Path
+) -> None:
+    """The leader's host loses both agents' hosts (PostgreSQL and the clients still reach it):
+    it can still renew its lease, but the agents tell the standby they reach that they cannot
+    reach it, and the standby proves so through the store (ADR 0048). The leader steps down
+    and the standby leads; the agents register with it, the job running all along keeps its
+    first attempt (no agent's fence fires: that would take 60 s), new work runs; healed, the
+    old leader stands by and does not take the lead back."""
+    hosts, _pg = net
+    c = ns_ha()
+    records, go = tmp_path / "records", tmp_path / "go"
+    old = c.wait_leader()
+    with c.user("alice") as u:
+        (running,) = u.submit(job("long", records, go))
+        wait_state(u, running, "RUNNING")
+        for a in AGENTS:
+            hosts.cut(CONTROLLERS[old], hosts.addr(a))
+        cut = time.monotonic()
+        new = c.wait_leader(other_than=old, timeout_s=120)
+        ids = [running, *u.submit(job("during", records), idempotency_key="during")]
+        wait_state(u, ids[1], "SUCCEEDED", 120)
+        # the partition is the one named: no agent reaches the old leader's host, the
+        # standby's host reaches PostgreSQL and the old leader's host too
+        assert not any(reaches(hosts, a, c.urls[old]) for a in AGENTS)
+        assert reaches(hosts, CONTROLLERS[new], c.urls[old])
+        wait_until("the cut held", lambda: time.monotonic() - cut >= 3 * CUT_S, 60, 0.2)
+        assert one_leader_for(c, 3.0) == new  # the old one did not take the lead back
+        hosts.heal(CONTROLLERS[old])
+        wait_until("the old leader standing by", lambda: c.roles().get(old) == "standby", 90)
+        assert one_leader_for(c, 5.0) == new
+        ids += u.submit(job("after", records), idempotency_key="after")
+        go.touch()
+        assert_once(u, ids, records)
+    nothing_killed(c)

@@ -15,8 +15,9 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from decisions import Decisions, Step, Where, decide
 from scenarios import (
@@ -199,7 +200,31 @@ def _profile(sc: Scenario) -> Profile:
         place=PROFILE["placement"],
         backfill=PROFILE["backfill"],
         preempt=tuple(sc.preempt.split(",")),
+        options={"preempt/defrag": dict(sc.defrag)} if sc.defrag else None,
     )
+
+
+# the defrag policy's fields that are times (GPU-seconds or seconds): the live run scales them
+DEFRAG_TIMES = frozenset(
+    {"max_lost_gpu_s", "savings_horizon_s", "restart_cost_s", "interval_s", "leaf_interval_s"}
+)
+
+
+def defrag_scaled(policy: Mapping[str, Any], scale: float) -> dict[str, Any]:
+    """A defrag policy (the cluster's or a queue's) in real seconds: the score, a ratio of
+    GPU-seconds, is the same at any scale."""
+    return {k: v * scale if k in DEFRAG_TIMES else v for k, v in policy.items()}
+
+
+def _text(v: object) -> str:
+    return str(v).lower() if isinstance(v, bool) else f"{v:g}"
+
+
+def live_queues(sc: Scenario, scale: float) -> list[dict[str, Any]]:
+    return [
+        {**q, "defrag": defrag_scaled(q["defrag"], scale)} if "defrag" in q else dict(q)
+        for q in sc.queues
+    ]
 
 
 def run_sim(sc: Scenario) -> Decisions:
@@ -229,8 +254,11 @@ def command(job: Job, scale: float) -> list[str]:
 def live_cluster(sc: Scenario, data_dir: Path, scale: float) -> LocalCluster:
     data_dir.mkdir(parents=True, exist_ok=True)
     queues = data_dir / "queues.yaml"
-    queues.write_text(json.dumps([dict(q) for q in sc.queues]))  # JSON is YAML
+    queues.write_text(json.dumps(live_queues(sc, scale)))  # JSON is YAML
     args = [f"--{k}={v}" for k, v in {**PROFILE, "preempt": sc.preempt}.items()]
+    if sc.defrag:
+        policy = defrag_scaled(sc.defrag, scale)
+        args += ["--defrag=" + ",".join(f"{k}={_text(v)}" for k, v in policy.items())]
     args += [f"--retry-backoff-s={sc.backoff_s * scale:g}"]
     if sc.launch_timeout_s is not None:
         args += [f"--launch-timeout-s={sc.launch_timeout_s * scale:g}"]

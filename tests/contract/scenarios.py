@@ -8,6 +8,7 @@ the live side's latency (HTTP, the agents' polls, the loop's turns) cannot reord
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +121,8 @@ class Scenario:
     xfail: str = ""  # why the live controller and the simulator decide differently
     reservations: tuple[Reserve, ...] = ()
     preempt: str = "reclaim"  # the profile's preempt plugins (both sides), comma-separated
+    # preempt/defrag's policy (``gpufleet serve --defrag``), its times in scenario seconds
+    defrag: Mapping[str, Any] | None = None
 
     def job(self, name: str) -> Job:
         return next(j for j in self.jobs if j.name == name)
@@ -282,6 +285,8 @@ BACKFILL = Scenario(
     ),
 )
 
+_GANG: dict[str, Any] = {"gpus": 8, "workers": 2, "topology": {"level": "leaf", "required": True}}
+
 DEFRAG = Scenario(
     "defrag_frees_one_leaf",
     nodes=4,
@@ -289,29 +294,22 @@ DEFRAG = Scenario(
     leaves=2,
     preempt="defrag,reclaim",
     jobs=(
-        # a 4-GPU job on half of every node: each sN is packed beside a short fN (tightest
-        # placement), and the fN end one by one (leaf-0: node-0, node-1; leaf-1: node-2, node-3)
+        # 4 GPUs on half of every node: each is packed beside a short filler (tightest
+        # placement), and the fillers end one by one (leaf-0: node-0, node-1; leaf-1: node-2,
+        # node-3). Leaf-1's is one job of two workers (s34): were they two jobs, live, the
+        # first to stop could start again on leaf-0 before the other stopped and the gang
+        # started, where the simulator stops both at once.
         _job("s1", 0, 60, gpus=4),
         _job("f1", 2, 18, gpus=4),
         _job("s2", 4, 60, gpus=4),
         _job("f2", 6, 18, gpus=4),
-        _job("s3", 8, 60, gpus=4),
-        _job("f3", 10, 18, gpus=4),
-        _job("s4", 12, 60, gpus=4),
-        _job("f4", 14, 18, gpus=4),
-        # 2 × 8 GPUs under one leaf: no node has 8 free. Defrag frees leaf-1 (s3, s4 started
-        # later: less work lost; they fit on leaf-0's free halves), never one job per leaf;
-        # the gang starts there once they stop, s3 and s4 on node-0 and node-1.
+        _job("s34", 8, 60, gpus=4, workers=2, distinct_nodes=True),
+        _job("f34", 10, 18, gpus=4, workers=2, distinct_nodes=True),
+        # 2 x 8 GPUs under one leaf: no node has 8 free. Defrag frees leaf-1 (s34 started
+        # later: 8 x 32 = 256 GPU-s lost, against leaf-0's 4 x 40 + 4 x 36 = 304; it fits on
+        # leaf-0's free halves); the gang starts there once it stops, s34 on node-0 and node-1.
         # Its rank on node-3 runs 2 s longer, so that the nodes free in one order
-        _job(
-            "gang",
-            40,
-            4,
-            Rule(6, rank=1),
-            gpus=8,
-            workers=2,
-            topology={"level": "leaf", "required": True},
-        ),
+        _job("gang", 40, 4, Rule(6, rank=1), **_GANG),
     ),
 )
 
@@ -424,12 +422,72 @@ MAINT_WINDOW = Scenario(
     ),
 )
 
+# The defrag policy's bounds (ADR 0045), each where it changes what is decided: the "how
+# much work" bound, a queue's (max_lost_gpu_s); the savings-versus-disruption score
+# (min_score); the "how often" bound (interval_s). tests/contract/test_harness.py shows what
+# each decides without its bound.
+
+# DEFRAG with its queue's bound on the work one move may lose: freeing leaf-1 at 40 would
+# lose 256 GPU-s, leaf-0 304, both over 200. Nothing is moved; the gang waits for s1 and s2
+# to end (64) and starts on node-0 and node-1.
+DEFRAG_WORK_BOUND = dataclasses.replace(
+    DEFRAG,
+    name="defrag_work_bound",
+    queues=({"name": "q", "defrag": {"max_lost_gpu_s": 200}},),
+)
+
+# The score picks the leaf. Fillers (F*, G, H) steer the packing; at 42 each node has half
+# or more free: x (2 x 4 GPUs, started 28) on node-0 and node-1, y (2 x 2 GPUs, started 4) on
+# node-2 and node-3 (each leaf's victim is one job, so that no rank's exit can start another
+# before the gang). Leaf-0 loses least (x: 8 x 14 = 112 GPU-s) but restarts 8 GPUs: with
+# savings 16 x 20 = 320 and 40 GPU-s per GPU restarted, its score is 320 / (320 + 112 + 320)
+# = 0.43; leaf-1's (y: 4 x 38 = 152 GPU-s, 4 GPUs) is 320 / (320 + 152 + 160) = 0.51. At
+# min_score 0.47 only leaf-1 may be freed: y moves to leaf-0's free GPUs.
+DEFRAG_SCORE = Scenario(
+    "defrag_score_picks_the_leaf",
+    nodes=4,
+    gpus_per_node=8,
+    leaves=2,
+    preempt="defrag,reclaim",
+    defrag={"min_score": 0.47, "savings_horizon_s": 20, "restart_cost_s": 40},
+    jobs=(
+        _job("F0", 0, 24, gpus=8),
+        _job("F1", 2, 24, gpus=8),
+        _job("y", 4, 50, gpus=2, workers=2, distinct_nodes=True),
+        _job("G", 6, 30, gpus=6, workers=2, distinct_nodes=True),
+        _job("x", 28, 50, gpus=4, workers=2, distinct_nodes=True),
+        _job("H", 30, 5, gpus=4, workers=2, distinct_nodes=True),
+        _job("gang", 42, 4, Rule(6, rank=1), **_GANG),
+    ),
+)
+
+# How often: one move per 40 s in the cluster. As DEFRAG: g1 frees leaf-1 at 40 (s34
+# requeues onto leaf-0's free halves) and runs to 72. g2 at 46 could only be given leaf-0 by
+# moving s1, s2 and s34 (no room elsewhere is asked: room_elsewhere off), but the cluster
+# moved 6 s ago: it waits, and starts on leaf-1 when g1 ends (72), before the bound lapses (80).
+DEFRAG_INTERVAL = Scenario(
+    "defrag_once_per_interval",
+    nodes=4,
+    gpus_per_node=8,
+    leaves=2,
+    preempt="defrag,reclaim",
+    defrag={"interval_s": 40, "room_elsewhere": False},
+    jobs=(
+        *DEFRAG.jobs[:6],
+        _job("g1", 40, 30, Rule(32, rank=1), **_GANG),
+        _job("g2", 46, 6, Rule(8, rank=1), **_GANG),
+    ),
+)
+
 SCENARIOS: tuple[Scenario, ...] = (
     GANG_RETRY,
     NODE_LOSS,
     LAUNCH_DEADLINE,
     RECLAIM,
     DEFRAG,
+    DEFRAG_WORK_BOUND,
+    DEFRAG_SCORE,
+    DEFRAG_INTERVAL,
     BACKFILL,
     ARRAY_AFTEROK,
     FAIR_SHARE,

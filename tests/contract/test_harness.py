@@ -3,12 +3,24 @@ simulator plays them (a real shell, run as the agent runs it, with the agent's v
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 
 import pytest
 from harness import command, run_sim
-from scenarios import AGENT_RETURNS, GANG_SPLIT_LOSS, PARTITIONS, SCENARIOS, Job, Rule, Scenario
+from scenarios import (
+    AGENT_RETURNS,
+    DEFRAG_INTERVAL,
+    DEFRAG_SCORE,
+    DEFRAG_WORK_BOUND,
+    GANG_SPLIT_LOSS,
+    PARTITIONS,
+    SCENARIOS,
+    Job,
+    Rule,
+    Scenario,
+)
 
 
 def _exit_code(job: Job, attempt: int, rank: int, index: int | None) -> int:
@@ -91,3 +103,48 @@ EXPECTED = {
 )
 def test_these_scenarios_decide_as_their_comments_say(scenario: Scenario) -> None:
     assert run_sim(scenario).lines() == EXPECTED[scenario.name]
+
+
+# The defrag policy's bounds: each scenario decides as its comment says, and differently from
+# the same scenario without its bound (so the contract's agreement covers the bound itself).
+DEFRAG_BOUNDS = {
+    DEFRAG_WORK_BOUND.name: (
+        dataclasses.replace(DEFRAG_WORK_BOUND, queues=({"name": "q"},)),
+        [
+            "gang attempt 1: node-0[0,1,2,3,4,5,6,7] node-1[0,1,2,3,4,5,6,7] -> SUCCEEDED",
+            "s34 attempt 1: node-2[0,1,2,3] node-3[0,1,2,3] -> SUCCEEDED",  # 256 GPU-s > 200
+        ],
+    ),
+    DEFRAG_SCORE.name: (
+        dataclasses.replace(DEFRAG_SCORE, defrag=None),
+        [
+            "gang attempt 1: node-2[0,1,2,3,4,5,6,7] node-3[0,1,2,3,4,5,6,7] -> SUCCEEDED",
+            "x attempt 1: node-0[0,1,2,3] node-1[0,1,2,3] -> SUCCEEDED",  # cheaper, scores 0.43
+            "y attempt 1: node-2[0,1] node-3[0,1] -> PREEMPTED",  # dearer, scores 0.51
+            "y attempt 2: node-0[4,5] node-1[4,5] -> SUCCEEDED",
+        ],
+    ),
+    DEFRAG_INTERVAL.name: (
+        dataclasses.replace(DEFRAG_INTERVAL, defrag={"interval_s": 0, "room_elsewhere": False}),
+        [
+            "g1 attempt 1: node-2[0,1,2,3,4,5,6,7] node-3[0,1,2,3,4,5,6,7] -> SUCCEEDED",
+            "g2 attempt 1: node-2[0,1,2,3,4,5,6,7] node-3[0,1,2,3,4,5,6,7] -> SUCCEEDED",
+            "s1 attempt 1: node-0[0,1,2,3] -> SUCCEEDED",  # no second move within 40 s
+            "s34 attempt 1: node-2[0,1,2,3] node-3[0,1,2,3] -> PREEMPTED",
+            "s34 attempt 2: node-0[4,5,6,7] node-1[4,5,6,7] -> SUCCEEDED",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "scenario", [DEFRAG_WORK_BOUND, DEFRAG_SCORE, DEFRAG_INTERVAL], ids=lambda sc: sc.name
+)
+def test_each_defrag_bound_decides_what_it_says_and_what_none_would_not(
+    scenario: Scenario,
+) -> None:
+    unbounded, expected = DEFRAG_BOUNDS[scenario.name]
+    lines = run_sim(scenario).lines()
+    assert set(expected) <= set(lines)
+    assert run_sim(unbounded).lines() != lines
+    assert not set(expected) <= set(run_sim(unbounded).lines())

@@ -22,9 +22,10 @@ def test_a_service_runs_on_the_agents_and_survives_a_controller_restart(
     new_cluster: Callable[..., LocalCluster],
 ) -> None:
     # a lease longer than the controller's restart (its start and migrations took 2.7 s on a
-    # busy CI box, past the default 1.5 s): within it the agents keep their replicas running;
-    # past it they fence them, rightly, and the replicas run again (tests/chaos covers that)
-    c = new_cluster(agents=2, lease_s=10.0, node_grace_s=15.0)
+    # busy CI box, past the default 1.5 s, and over 10 s at a load of 25): within it the agents
+    # keep their replicas running; past it they fence them, rightly, and the replicas run
+    # again (tests/chaos covers that)
+    c = new_cluster(agents=2, lease_s=30.0, node_grace_s=40.0)
     alice = c.user("alice")
     web = alice.create_service(
         {"name": "web", "replicas": 2, "replica": {"gpus_per_worker": 1, "command": SLEEP}}

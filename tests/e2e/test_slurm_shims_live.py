@@ -376,11 +376,7 @@ def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
             ["jobs", "-j", pending.strip(), "--json"],
             ["jobs", "-u", "nobody-here"],
         ):
-            lean = sh(env, sys.executable, "-c", _LEAN, *argv)
-            assert lean.stderr.endswith("lean"), (argv, lean.stderr)
-            full = sh(env, sys.executable, "-m", "gpufleet.cli.main", *argv)
-            assert _steady(lean.stdout) == _steady(full.stdout), argv
-            assert lean.stderr.removesuffix("lean") == full.stderr, argv
+            _same_listing(env, argv)
         # the plain table was the controller's (POST /jobs/table); a job id it cannot find
         # is left to the command (428), which leaves it to typer
         from gpufleet.base.settings import resolve
@@ -388,8 +384,13 @@ def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
         from gpufleet.client.lean import LeanClient
 
         with LeanClient(resolve(env=env)) as c:
-            made = c.call("POST", "/jobs/table", json_body={"all": True, "width": 200})
-            lean = sh(env, sys.executable, "-c", _LEAN, "jobs", "--all")
+            table = {"all": True, "width": 200}
+            for _ in range(10):  # as in _same_listing: one state of the queue
+                made = c.call("POST", "/jobs/table", json_body=table)
+                lean = sh(env, sys.executable, "-c", _LEAN, "jobs", "--all")
+                again = c.call("POST", "/jobs/table", json_body=table)
+                if _steady(made["out"]) == _steady(again["out"]):
+                    break
             assert _steady(made["out"]) == _steady(lean.stdout) and made["jobs"] > 1
             with pytest.raises(ApiError) as here:
                 c.call("POST", "/jobs/table", json_body={"job_ids": "999999"})
@@ -402,6 +403,23 @@ def test_gpufleet_jobs_fast_path_prints_what_typer_prints(
             assert lean.stdout == full.stdout and lean.stderr == full.stderr, argv
     finally:
         sh(env, "scancel", pending.strip(), sleeper)
+
+
+def _same_listing(env: dict[str, str], argv: list[str]) -> None:
+    """The fast path and typer print the same listing of one state of the queue.
+
+    Jobs of the module's earlier tests may still end while the two commands run: a comparison
+    counts only when the fast path printed the same before and after typer did."""
+    for _ in range(10):
+        before = sh(env, sys.executable, "-c", _LEAN, *argv)
+        assert before.stderr.endswith("lean"), (argv, before.stderr)
+        full = sh(env, sys.executable, "-m", "gpufleet.cli.main", *argv)
+        after = sh(env, sys.executable, "-c", _LEAN, *argv)
+        if _steady(before.stdout) == _steady(after.stdout):
+            assert _steady(before.stdout) == _steady(full.stdout), argv
+            assert before.stderr.removesuffix("lean") == full.stderr, argv
+            return
+    raise AssertionError(f"{argv}: the queue never held still for one comparison")
 
 
 def _steady(text: str) -> str:

@@ -1,7 +1,9 @@
 """A desktop's endpoint on the real proxies (the built-in one and HAProxy; nginx says it cannot):
 only its viewers' own tokens get in (a bearer, or the cookie of the login form), never the
 service's token or another user's; the credential does not reach the desktop; a WebSocket
-upgrade passes and carries bytes both ways; an open WebSocket is counted as a connection."""
+upgrade passes and carries bytes both ways; an open WebSocket is counted as a connection.
+The session's door (ops/desktop_key.py) lets in the proxy, which presents the replica's key,
+and refuses a connection straight to it without that key."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import pytest
 
 from gpufleet.gateway import Backend, Gateway, ServiceRoute, make_gateway
 from gpufleet.gateway import viewers as v
+from gpufleet.gateway.routes import KEY_HEADER, ConfigError, validate
+from gpufleet.ops.desktop_key import Door, checked
 from gpufleet.ops.http_backends import free_port
 from realparts import require
 
@@ -184,3 +188,70 @@ def test_a_desktop_with_no_ready_replica_says_it_is_starting(gateway: Gateway) -
     assert r.status_code == 503 and 'http-equiv="refresh"' in r.text, r.text
     r = httpx.get(f"http://127.0.0.1:{port}/vnc.html", headers={"Authorization": f"Bearer {BOB}"})
     assert r.status_code == 403  # the token check comes first
+
+
+KEY = "0b" * 32  # a desktop replica's key (hex), as the controller derives one
+
+
+def _door(echo: int) -> Iterator[int]:
+    """The session's door (ops/desktop_key.py) in front of the echo backend."""
+    port = free_port()
+    door = Door("127.0.0.1", port, echo, KEY)
+    door.start()
+    try:
+        yield port
+    finally:
+        door.stop()
+
+
+@pytest.fixture
+def door(echo: int) -> Iterator[int]:
+    yield from _door(echo)
+
+
+def test_the_proxy_presents_the_replicas_key_and_nothing_else_opens_the_door(
+    gateway: Gateway, door: int
+) -> None:
+    port = free_port()
+    route = _desktop(port, door)
+    gateway.apply([replace(route, backends=(Backend("127.0.0.1", door, key=KEY),))])
+    url = f"http://127.0.0.1:{port}"
+    forged = {"Authorization": f"Bearer {ALICE}", KEY_HEADER: "cd" * 32}
+    ok = httpx.get(url + "/vnc.html", headers=forged)
+    # through the gateway: the proxy's key, the client's forged one dropped, and the door
+    # takes the key out before the session sees the request
+    assert ok.status_code == 200, ok.text
+    assert b"desktop-key" not in ok.content.lower()
+    s = _upgrade(port, ALICE)  # the WebSocket: through the door too
+    try:
+        s.sendall(b"RFB 003.008\n")
+        assert s.recv(64) == b"RFB 003.008\n"
+    finally:
+        s.close()
+    direct = f"http://127.0.0.1:{door}"
+    for headers in ({}, {KEY_HEADER: "cd" * 32}, {"Authorization": f"Bearer {ALICE}"}):
+        r = httpx.get(direct + "/vnc.html", headers=headers)
+        assert r.status_code == 403 and "only through the gpufleet gateway" in r.text
+    assert httpx.get(direct + "/.gpufleet/ready").status_code == 200  # the agent's probe
+    assert httpx.get(direct + "/vnc.html", headers={KEY_HEADER: KEY}).status_code == 200
+
+
+def test_a_websocket_straight_to_the_door_without_the_key_is_refused(door: int) -> None:
+    s = socket.create_connection(("127.0.0.1", door), timeout=10)
+    with s:
+        s.sendall(
+            b"GET /websockify HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        assert s.recv(4096).startswith(b"HTTP/1.1 403")
+        assert s.recv(4096) == b""  # and closed
+
+
+def test_a_key_with_two_values_or_a_bad_one_is_refused() -> None:
+    head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Gpufleet-Desktop-Key: " + KEY.encode()
+    assert checked(head, KEY.encode()) == b"GET / HTTP/1.1\r\nHost: x"
+    assert checked(head + b"\r\nx-gpufleet-desktop-key: " + KEY.encode(), KEY.encode()) is None
+    assert checked(head.replace(b"0b", b"cd"), KEY.encode()) is None
+    with pytest.raises(ConfigError, match="a key must be"):
+        validate([ServiceRoute("d", 1, SERVICE_TOKEN, (Backend("h", 2, key="NOT-HEX"),))])

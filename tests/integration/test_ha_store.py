@@ -51,16 +51,30 @@ def test_two_standbys_that_saw_the_same_row_take_it_once(pg: Store) -> None:
 def test_a_takeover_raises_the_epoch_and_deposes_the_old_leader(pg: Store) -> None:
     first = rows.take(pg.engine, "a", "http://a", None)
     assert first is not None
-    assert rows.renew(pg.engine, first)
+    assert rows.renew(pg.engine, first) == 2  # its version
     seen = rows.read(pg.engine)
     assert seen is not None and seen.version == 2
     assert rows.take(pg.engine, "b", "http://b", rows.read(pg.engine)) == first + 1
-    assert not rows.renew(pg.engine, first)  # deposed
+    assert rows.renew(pg.engine, first) is None  # deposed
     stale = rows.take(pg.engine, "c", "http://c", seen)  # what c saw is old: it loses
     assert stale is None
     rows.let_go(pg.engine, first + 1)
     row = rows.read(pg.engine)
     assert row is not None and row.holder == "" and row.epoch == first + 1
+
+
+def test_a_standbys_claim_is_read_by_the_leader_of_its_epoch_while_fresh(pg: Store) -> None:
+    epoch = rows.take(pg.engine, "a", "http://a", None)
+    assert epoch is not None
+    seen = rows.read(pg.engine)
+    assert seen is not None
+    rows.claim(pg.engine, "b", "http://b", seen, frozenset({"n1", "n0"}))
+    rows.claim(pg.engine, "b", "http://b", seen, frozenset({"n0", "n1", "n2"}))  # replaced
+    assert rows.claims(pg.engine, epoch, seen.version) == {"http://b": {"n0", "n1", "n2"}}
+    assert rows.claims(pg.engine, epoch, seen.version + 1) == {}  # older than wanted
+    assert rows.claims(pg.engine, epoch + 1, 0) == {}  # against another leader
+    rows.claim(pg.engine, "b", "http://b", seen, frozenset())  # withdrawn
+    assert rows.claims(pg.engine, epoch, 0) == {}
 
 
 def test_every_write_of_a_deposed_leader_fails_and_stores_nothing(pg: Store) -> None:

@@ -90,3 +90,41 @@ def test_settings_take_several_addresses() -> None:
     s = resolve(server="127.0.0.1:1, http://h:2/", env={"GPUFLEET_CONFIG": "/nonexistent"})
     assert s.server == "http://127.0.0.1:1,http://h:2/"
     assert addresses(s.server) == ["http://127.0.0.1:1", "http://h:2"]
+
+
+def test_an_address_that_failed_is_avoided_and_named_to_the_others() -> None:
+    seen: list[dict[str, str]] = []
+
+    class Noting(At):
+        def request(self, method: str, target: str, headers: dict[str, str], body: Any = None,
+                    *, timeout: float | None = None) -> Response:  # fmt: skip
+            seen.append(dict(headers))
+            return super().request(method, target, headers, body, timeout=timeout)
+
+    log: list[str] = []
+    clock = [0.0]
+    answers: dict[str, list[Any]] = {
+        "http://a": [TimeoutError()],  # the leader, cut off
+        "http://b": [standby("http://a")],  # a standby that still sees it lead
+    }
+    f = Failover(list(answers), lambda u: Noting(log, u, answers[u]), patience_s=0.0,
+                 sleep=lambda s: None, now=lambda: clock[0])  # fmt: skip
+    assert f.request("POST", "/hb", {}, b"{}").status == 503
+    assert log == ["http://a", "http://b"]  # its pointer back to the leader is not followed
+    assert seen[1] == {"x-gpufleet-unreached": "http://a"}
+    log.clear()
+    assert f.request("POST", "/hb", {}, b"{}").status == 503  # the next starts elsewhere
+    assert log == ["http://b"]
+    clock[0] = 11.0  # the avoidance is over: the leader is tried again, unnamed
+    log.clear()
+    answers["http://a"][:] = [LEADS]
+    assert f.request("POST", "/hb", {}, b"{}").status == 200
+    assert log == ["http://a"] and "x-gpufleet-unreached" not in seen[-1]
+
+
+def test_a_write_that_failed_mid_request_sends_the_next_elsewhere() -> None:
+    f, log, _ = failover({"http://a": [ConnectionResetError(), LEADS], "http://b": [LEADS]})
+    with pytest.raises(ConnectionResetError):
+        f.request("POST", "/jobs", {}, b'{"name": "x"}')
+    assert f.request("POST", "/jobs", {}, b'{"name": "y"}').status == 200
+    assert log == ["http://a", "http://b"]

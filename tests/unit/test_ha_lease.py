@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.base.clock import ManualClock
-from gpufleet.server.ha.lease import LeaseBook, LeaseTimes, agents_silent
+from gpufleet.server.ha.hearing import Hearing
+from gpufleet.server.ha.lease import LeaseBook, LeaseTimes, outvoted
 from gpufleet.server.store.records import LeaderRow
 
 TIMES = LeaseTimes.of(3.0)
@@ -101,10 +102,26 @@ def test_ha_with_sqlite_is_refused_with_why(tmp_path: object) -> None:
     ServerConfig(ha=True, db_url="postgresql://postgres@127.0.0.1/test")
 
 
-def test_a_leader_gives_up_only_when_agents_that_registered_with_it_fall_silent() -> None:
-    assert not agents_silent([], 1000.0, 10.0)  # none registered (all nodes down): it stays
-    assert not agents_silent([995.0, 985.0], 1000.0, 10.0)  # one spoke 5 s ago
-    assert agents_silent([989.0, 985.0], 1000.0, 10.0)  # none for 11 s: cut off from them
+def test_a_leader_steps_down_only_for_a_standby_that_hears_most_of_the_live_agents() -> None:
+    some = frozenset({"n0", "n1", "n2"})
+    assert outvoted(set(), []) == set()  # nobody claims: it stays
+    assert outvoted(set(), [frozenset()]) == set()  # all nodes down: nobody hears any of them
+    assert outvoted(set(), [some]) == some  # cut off from all: the standby hears them
+    assert outvoted({"n3", "n4"}, [some]) == some  # three of five reach only the standby
+    assert outvoted({"n3", "n4", "n5"}, [some]) == set()  # a tie: no flapping
+    assert outvoted({"n0", "n1"}, [some]) == set()  # n0, n1 reach both: n2 alone is cut off
+    best = frozenset({"n0", "n1", "n2", "n3"})
+    assert outvoted(set(), [some, best]) == best  # the standby that hears the most
+
+
+def test_a_standby_hears_an_agent_cut_off_from_the_leader_for_a_window() -> None:
+    h = Hearing(window_s=10.0)
+    h.told("n0", frozenset({"http://a:1"}), 100.0)
+    h.told("n1", frozenset({"http://b:1"}), 100.0)  # another controller: not the leader
+    assert h.cut_off_from("http://a:1/", 105.0) == {"n0"}
+    assert h.cut_off_from("", 105.0) == set()  # no leader: nothing to claim against
+    h.told("n1", frozenset({"http://a:1", "http://b:1"}), 108.0)
+    assert h.cut_off_from("http://a:1", 111.0) == {"n1"}  # n0 said so 11 s ago: forgotten
 
 
 def test_a_standby_says_how_long_ago_it_saw_the_leader_for_its_stale_reads() -> None:

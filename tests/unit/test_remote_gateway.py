@@ -57,3 +57,15 @@ def test_a_bad_route_is_refused_before_it_is_published() -> None:
     with pytest.raises(GatewayError):
         gw.apply([ServiceRoute("web", 0, "short", ())])
     assert gw.published().version == 0
+
+
+def test_a_desktop_replicas_key_reaches_the_gateway_process() -> None:
+    from gpufleet.ops.gatewayd import _backends
+    from gpufleet.server.remote_gateway import Published
+
+    keyed = (Backend("10.0.0.5", 8000, key="0f" * 32), Backend("10.0.0.6", 8000))
+    desk = ServiceRoute("desk", 31501, "t" * 43, keyed, ("a" * 64,))
+    doc = routes_json(Published("i", 1, (ROUTE, desk)))
+    web, got = doc["routes"]
+    assert "keys" not in web  # an ordinary service's route is as it was
+    assert _backends(got) == keyed and _backends(web) == ROUTE.backends

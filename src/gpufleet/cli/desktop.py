@@ -62,8 +62,13 @@ def spec_of(
         "replicas": 1,
         "replica": replica,
         "desktop": {"idle_suspend_s": idle_s, "geometry": geometry},
-        # noVNC's page answers once websockify listens, which is after the X and VNC servers
-        "readiness": {"http": {"path": "/vnc.html"}, "period_s": 0.5, "failure_threshold": 1},
+        # the session's door answers this (without its key) once websockify listens, which is
+        # after the X and VNC servers (ops/desktop_key.py)
+        "readiness": {
+            "http": {"path": "/.gpufleet/ready"},
+            "period_s": 0.5,
+            "failure_threshold": 1,
+        },
     }
 
 

@@ -176,8 +176,10 @@ _HA_LEASE_S = typer.Option(
 _HA_AGENT_SILENCE_S = typer.Option(
     0.0,
     "--ha-agent-silence-s",
-    help="with --ha: a leader that no registered agent reached this long gives the lead up "
-    "(0: the longest of 5 heartbeats, 3 agent leases and 10 s)",
+    help="with --ha: an agent counts as heard by the leader, or as cut off from it by a "
+    "standby, this long after its last word; the leader steps down when a standby hears more "
+    "agents cut off from it than it hears (0: the longest of 5 heartbeats, 3 agent leases "
+    "and 10 s)",
 )
 _ADVERTISE = typer.Option(
     "",

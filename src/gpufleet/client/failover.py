@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 ROLE_HEADER = "x-gpufleet-role"
 LEADER_HEADER = "x-gpufleet-leader"
+UNREACHED_HEADER = "x-gpufleet-unreached"  # the addresses a request failed at lately
 # what a failed connect raises: the built-in errors (the wire's socket) and httpx's, by name
 _NOT_SENT = (ConnectionRefusedError, ConnectionAbortedError, TimeoutError)
 _NOT_SENT_NAMES = frozenset({"ConnectError", "ConnectTimeout"})
@@ -47,7 +48,13 @@ def _not_sent(e: BaseException) -> bool:
 
 class Failover:
     """A ``transport.Transport`` over the controllers at ``urls`` (each through its own
-    transport, made by ``make`` when first used)."""
+    transport, made by ``make`` when first used).
+
+    An address whose request failed (no connection, or no answer) is avoided for ``avoid_s``:
+    the next request starts elsewhere, a standby's pointer to it is not followed in the first
+    round, and every request to another address names it (``X-Gpufleet-Unreached``): a
+    standby an agent reaches so learns that the agent cannot reach the leader (ADR 0048).
+    After a first round without a leader every address is tried again."""
 
     def __init__(
         self,
@@ -56,6 +63,7 @@ class Failover:
         *,
         patience_s: float = 30.0,
         pause_s: float = 0.2,
+        avoid_s: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -63,8 +71,9 @@ class Failover:
         self.current = self.urls[0]
         self._make = make
         self._open: dict[str, Transport] = {}
-        self.patience_s, self.pause_s = patience_s, pause_s
+        self.patience_s, self.pause_s, self.avoid_s = patience_s, pause_s, avoid_s
         self._sleep, self._now = sleep, now
+        self._failed: dict[str, float] = {}  # address: when a request to it last failed
 
     def transport(self, url: str | None = None) -> Transport:
         url = url or self.current
@@ -83,6 +92,11 @@ class Failover:
             t.close()
         self._open.clear()
 
+    def unreached(self) -> list[str]:
+        """The addresses a request failed at within ``avoid_s``."""
+        now = self._now()
+        return [u for u, t in list(self._failed.items()) if now - t < self.avoid_s]
+
     def request(
         self,
         method: str,
@@ -94,20 +108,34 @@ class Failover:
     ) -> Response:
         deadline = self._now() + self.patience_s
         missed = 0  # addresses in a row that were no leader
+        last: Response | None = None  # a standby's answer, given when the patience is spent
         while True:
-            url = self.current
+            url, avoided = self.current, self.unreached()
+            if url in avoided and len(avoided) < len(self.urls) and missed < len(self.urls):
+                if self._next(missed := missed + 1, deadline):  # the first round: others first
+                    continue
+                if last is not None:
+                    return last
+                raise ConnectionError(f"no controller reached (avoiding {', '.join(avoided)})")
             try:
-                r = self.transport(url).request(method, target, headers, body, timeout=timeout)
+                r = self.transport(url).request(
+                    method, target, _naming(headers, avoided, url), body, timeout=timeout
+                )
             except Exception as e:
+                self._failed[url] = self._now()
                 if not (_not_sent(e) or method in _READS or (body and _KEYED in body)):
+                    self._step()  # the next request starts elsewhere
                     raise
                 if not self._next(missed := missed + 1, deadline):
                     raise
                 continue
+            self._failed.pop(url, None)
             if r.status != 503 or r.headers.get(ROLE_HEADER) != "standby":
                 return r
+            last = r
             leader = r.headers.get(LEADER_HEADER, "").rstrip("/")
-            if leader and leader != url and missed < 2 * len(self.urls):
+            shunned = leader in avoided and missed < len(self.urls)
+            if leader and leader != url and missed < 2 * len(self.urls) and not shunned:
                 if leader not in self.urls:
                     self.urls.append(leader)
                 self.current = leader
@@ -116,12 +144,20 @@ class Failover:
             if not self._next(missed := missed + 1, deadline):
                 return r  # no leader within our patience: the standby's answer says why
 
+    def _step(self) -> None:
+        self.current = self.urls[(self.urls.index(self.current) + 1) % len(self.urls)]
+
     def _next(self, missed: int, deadline: float) -> bool:
         """On to the next address; after a whole round without a leader, a pause. False once
         the patience is spent."""
-        self.current = self.urls[(self.urls.index(self.current) + 1) % len(self.urls)]
+        self._step()
         if missed % len(self.urls) == 0:
             if self._now() + self.pause_s > deadline:
                 return False
             self._sleep(self.pause_s)
         return True
+
+
+def _naming(headers: dict[str, str], avoided: list[str], url: str) -> dict[str, str]:
+    others = [u for u in avoided if u != url]
+    return {**headers, UNREACHED_HEADER: ",".join(others)} if others else headers

@@ -34,7 +34,14 @@ from gpufleet.gateway.http1 import (
     read_head,
     simple,
 )
-from gpufleet.gateway.routes import Backend, ConfigError, GatewayError, ServiceRoute, validate
+from gpufleet.gateway.routes import (
+    KEY_HEADER,
+    Backend,
+    ConfigError,
+    GatewayError,
+    ServiceRoute,
+    validate,
+)
 
 POOL_PER_BACKEND = 64
 IDLE_S = 60.0  # a client connection with no request head for this long is closed
@@ -47,6 +54,7 @@ HOP = {
     b"trailer",
     b"upgrade",
     b"expect",
+    KEY_HEADER.lower().encode(),  # a client's own: only the proxy presents a backend's key
 }
 T = TypeVar("T")
 
@@ -282,7 +290,6 @@ class BuiltinGateway(Gateway):
                 out_head.append(k + b": " + v)
         host = peer[0] if isinstance(peer, tuple) else "unknown"
         out_head += [b"X-Forwarded-For: " + str(host).encode(), b"Connection: keep-alive"]
-        request_head = b"\r\n".join(out_head) + b"\r\n\r\n"
         body = has_body(head)
         conn: _Conn | None = None
         resp: Head | None = None
@@ -296,7 +303,7 @@ class BuiltinGateway(Gateway):
                 continue  # refused: never sent, try the next backend
             br, bw = conn
             try:
-                bw.write(request_head)
+                bw.write(b"\r\n".join(out_head + desktop_gate.key_line(b)) + b"\r\n\r\n")
                 if body:
                     await copy_body(head, reader, bw, until_close=False)
                 await bw.drain()

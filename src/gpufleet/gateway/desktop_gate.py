@@ -9,9 +9,15 @@ import hmac
 
 from gpufleet.gateway import viewers as v
 from gpufleet.gateway.http1 import CHUNK, Head, read_head, simple
-from gpufleet.gateway.routes import Backend, ServiceRoute
+from gpufleet.gateway.routes import KEY_HEADER, Backend, ServiceRoute
 
 CONNECT_S = 2.0
+
+
+def key_line(b: Backend) -> list[bytes]:
+    """The header line that shows a desktop's session the request came through this proxy
+    (none for a backend with no key)."""
+    return [f"{KEY_HEADER}: {b.key}".encode()] if b.key else []
 
 
 def _answer(status: int, reason: str, body: bytes, extra: str = "") -> bytes:
@@ -123,7 +129,7 @@ async def tunnel(
         return 503
     br, bw = conn
     try:
-        bw.write(b"\r\n".join(lines) + b"\r\n\r\n")
+        bw.write(b"\r\n".join(lines + key_line(b)) + b"\r\n\r\n")
         await bw.drain()
         resp = await read_head(br)
         if resp is None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from gpufleet.gateway import viewers as v
 from gpufleet.gateway.files import REFUSED, tail
 from gpufleet.gateway.process import ProcessGateway
-from gpufleet.gateway.routes import ServiceRoute
+from gpufleet.gateway.routes import KEY_HEADER, ServiceRoute
 
 LOGIN_PAGE = "desktop-login.html"
 DENIED_PAGE = "desktop-denied.html"
@@ -71,8 +71,13 @@ def render(services: list[ServiceRoute], bind_host: str, run_dir: Path) -> str:
         ]
         if s.desktop:  # no ready replica yet: a page that reloads itself
             lines.append(f"    errorfile 503 {run_dir}/{STARTING_PAGE}")
+        if any(b.key for b in s.backends):
+            # each replica's key, sent to it as the name of the server chosen (HAProxy has no
+            # header per server; the log format names no server, and the CLI socket is 0600)
+            lines.append(f"    http-send-name-header {KEY_HEADER}")
         for i, b in enumerate(s.backends):
-            lines.append(f"    server r{i} {b.address} weight {b.weight}")
+            name = b.key or f"r{i}"
+            lines.append(f"    server {name} {b.address} weight {b.weight}")
         lines.append("")
     return "\n".join(lines)
 
@@ -117,6 +122,7 @@ def _desktop_gate(s: ServiceRoute, run_dir: Path) -> list[str]:
         "    http-request return status 403 content-type text/plain"
         ' string "forbidden\\n" unless by_cookie or by_bearer',
         "    http-request del-header authorization",
+        f"    http-request del-header {KEY_HEADER}",
         f"    http-request replace-header cookie (^|.*;[[:space:]]*){v.COOKIE}=[^;]*;?(.*) \\1\\2",
     ]
 

@@ -14,6 +14,10 @@ _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _TOKEN = re.compile(r"^[A-Za-z0-9._~+/-]{16,256}=*$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")  # SHA-256, lowercase hex
 _HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9a-fA-F:]+\]$")
+_KEY = re.compile(r"^[0-9a-f]{32,128}$")  # a desktop replica's key: lowercase hex
+# the header a proxy adds to each request to a backend with a key (a desktop's session lets
+# in no connection whose first request lacks it: ops/desktop_key.py); a client's own is dropped
+KEY_HEADER = "X-Gpufleet-Desktop-Key"
 
 
 class GatewayError(Exception):
@@ -26,11 +30,13 @@ class ConfigError(GatewayError):
 
 @dataclass(frozen=True)
 class Backend:
-    """One ready replica: ``host:port``, with an optional relative weight (1–256)."""
+    """One ready replica: ``host:port``, with an optional relative weight (1–256), and for a
+    desktop's replica the key the proxy presents to it (``KEY_HEADER``; "" for none)."""
 
     host: str
     port: int
     weight: int = 1
+    key: str = field(default="", repr=False, compare=True)
 
     @classmethod
     def parse(cls, text: str, weight: int = 1) -> Backend:
@@ -100,6 +106,8 @@ def validate(routes: list[ServiceRoute]) -> None:
                 problems.append(f"{bw}: port not in 1-65535")
             if not 1 <= b.weight <= 256:
                 problems.append(f"{bw}: weight {b.weight} not in 1-256")
+            if b.key and not _KEY.match(b.key):
+                problems.append(f"{bw}: a key must be 32-128 characters of lowercase hex")
             if b.address in seen:
                 problems.append(f"{bw}: listed twice")
             seen.add(b.address)

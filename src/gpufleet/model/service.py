@@ -21,6 +21,7 @@ are kept where they exist:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,16 @@ class Probe:
             "success_threshold": self.success_threshold,
         }
         return out
+
+    def ready_after(self, up_s: float) -> float:
+        """Seconds from a replica's start to the probe's verdict "ready", for a replica that
+        answers from ``up_s`` after its start (the agent's probe runner: a first probe after
+        ``initial_delay_s``, one per ``period_s``, ready after ``success_threshold`` passes
+        in a row; a probe's own duration not counted). The simulator's replicas are ready so."""
+        late = max(0.0, up_s - self.initial_delay_s)
+        periods = math.ceil(late / self.period_s) if self.period_s > 0 else 0
+        first = self.initial_delay_s + periods * self.period_s
+        return first + (self.success_threshold - 1) * self.period_s
 
     @staticmethod
     def from_dict(

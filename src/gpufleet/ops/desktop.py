@@ -1,8 +1,10 @@
 """One desktop session, run as the replica of a desktop service (``gpufleet desktop run``):
-an X server, a VNC server on it, and noVNC's browser client over websockify on ``$PORT``
-(the port the gateway routes to). Here the X server is Xvfb (software); on a node with a
-GPU X server or EGL, ``--x-server`` names another command line taking the display (not
-tested here: no GPU).
+an X server, a VNC server on it, and noVNC's browser client over websockify, both on the
+node's loopback, behind the session's door on ``$PORT`` (the port the gateway routes to:
+``desktop_key.py``), which lets in only connections that present the replica's key
+(``$GPUFLEET_DESKTOP_KEY``, which the gateway adds to each request it forwards). Here the X
+server is Xvfb (software); on a node with a GPU X server or EGL, ``--x-server`` names
+another command line taking the display (not tested here: no GPU).
 
 The root window is painted ``--color`` (``xsetroot``), so a screenshot shows the session
 drew something known, and ``--run`` starts a program on the display (an xterm, a desktop
@@ -27,10 +29,13 @@ import sys
 import time
 from pathlib import Path
 
+from gpufleet.ops.desktop_key import Door
+
 NOVNC = Path("/usr/share/novnc")
 COLOR = "#2e8b57"  # "sea green": what the e2e test looks for in the screenshot
 WAIT_S = 30.0
 PR_SET_PDEATHSIG = 1
+KEY_ENV = "GPUFLEET_DESKTOP_KEY"
 
 
 def _with_parent() -> None:
@@ -93,12 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--listen",
         default=os.environ.get("GPUFLEET_DESKTOP_LISTEN", "0.0.0.0"),
-        help="the address websockify listens on (the gateway must reach it)",
+        help="the address the session's door listens on (the gateway must reach it)",
     )
     a = p.parse_args(argv)
     port = int(os.environ.get("PORT", "0"))
-    if not port:
-        raise SystemExit("desktop: no $PORT (run it as a desktop service's replica)")
+    key = os.environ.pop(KEY_ENV, "")  # not passed on to the programs of the session
+    if not port or not key:
+        raise SystemExit(f"desktop: no $PORT or ${KEY_ENV} (run it as a desktop service's replica)")
     _need(shlex.split(a.x_server)[0], "x11vnc", "websockify", "xsetroot")
     procs: list[subprocess.Popen[bytes]] = []
 
@@ -133,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         _wait_port(vnc, procs[-1], "x11vnc")
-        web = ["websockify", "--web", str(NOVNC), f"{a.listen}:{port}", f"127.0.0.1:{vnc}"]
+        inner = _free_port()
+        web = ["websockify", "--web", str(NOVNC), f"127.0.0.1:{inner}", f"127.0.0.1:{vnc}"]
         procs.append(subprocess.Popen(web, stderr=subprocess.DEVNULL, preexec_fn=_with_parent))
-        _wait_port(port, procs[-1], "websockify")
+        _wait_port(inner, procs[-1], "websockify")
+        door = Door(a.listen, port, inner, key)
+        door.start()
         print(f"desktop: display {display} ({a.geometry}) on port {port}", flush=True)
         while all(proc.poll() is None for proc in procs):
             time.sleep(0.5)

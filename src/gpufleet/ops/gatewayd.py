@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,15 @@ log = logging.getLogger("gpufleet.gateway")
 SYNC_PATH = "/api/v1/gateway/sync"
 WAIT_S = 2.0  # the long-poll: also how often the counters reach the controller
 RETRY_S = 0.5  # after a sync that failed (no leader yet)
+
+
+def _backends(x: dict[str, Any]) -> tuple[Backend, ...]:
+    """A route's backends, each with its key where the controller gave one (a desktop's)."""
+    keys = [str(k) for k in x.get("keys", ())]
+    keys += [""] * (len(x["backends"]) - len(keys))
+    return tuple(
+        replace(Backend.parse(str(b)), key=k) for b, k in zip(x["backends"], keys, strict=False)
+    )
 
 
 class SyncError(Exception):
@@ -74,7 +83,7 @@ class Follower:
                 str(x["name"]),
                 int(x["port"]),
                 str(x["token"]),
-                tuple(Backend.parse(str(b)) for b in x["backends"]),
+                _backends(x),
                 tuple(str(v) for v in x.get("viewers", ())),
             )
             for x in doc["routes"]

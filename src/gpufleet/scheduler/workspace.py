@@ -91,6 +91,11 @@ class Workspace:
         self.gfree = gfree
         self.cpu = cpu
         self.mem = mem
+        # every node whose free capacity or health changed, in order (assign, release, hold,
+        # refresh): what an index kept outside the workspace (``state_index``) catches up on
+        self.touched: list[int] = []
+        # the workspace this one was copied from and how far its log was then (None: not a copy)
+        self.copied_from: tuple[Workspace, int] | None = None
         self._index_fabric(nodes)
         self._index_free()
 
@@ -314,6 +319,18 @@ class Workspace:
                         if lb is not None and lb[k]:
                             yield from self._fitting(lb[k], req)
 
+    def takes(self, i: int, req: WorkerRequest) -> bool:
+        """Whether ``candidates(req)`` yields node ``i`` (its domain aside), without the walk."""
+        if req.gpus == 0:
+            return self.ok[i] and self.devices_for(i, req) is not None
+        m, g = self.model[i], self.gfree[i]
+        if not self.ok[i] or not m or not g or (req.models and m not in req.models):
+            return False
+        k = self.full[i]
+        if not req.whole and k < len(g) and partly_used(g) and self.devices_for(i, req) is not None:
+            return True
+        return k >= (req.gpus if req.whole else 1) and any(True for _ in self._fitting((i,), req))
+
     def _host_fits(self, i: int, req: WorkerRequest) -> bool:
         """CPU and memory for one worker on node ``i`` (behind the fence: less what is kept)."""
         cpu, mem = self.cpu[i], self.mem[i]
@@ -385,11 +402,14 @@ class Workspace:
         c.model_free = self.model_free.copy()
         c.fence = False
         c.barred = set()
+        c.touched = []
+        c.copied_from = (self, len(self.touched))
         return c
 
     # ----- writing -------------------------------------------------------------------------
 
     def assign(self, i: int, devices: tuple[int, ...], req: WorkerRequest) -> Placement:
+        self.touched.append(i)
         self.unindex(i)
         g = list(self.gfree[i])
         milli, cpu, mem = req.gpu_milli, req.cpu_milli, req.memory_mib
@@ -408,6 +428,7 @@ class Workspace:
         return Placement(self.views[i].name, devices, milli, cpu, mem)
 
     def release(self, i: int, p: Placement) -> None:
+        self.touched.append(i)
         self.unindex(i)
         g = list(self.gfree[i])
         milli = p.gpu_milli
@@ -427,6 +448,7 @@ class Workspace:
 
     def hold(self, i: int) -> None:
         """Take node ``i`` out of the indexes (its capacity is reserved or it is unusable)."""
+        self.touched.append(i)
         self.unindex(i)
         self.ok[i] = False
 

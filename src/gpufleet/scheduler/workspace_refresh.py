@@ -44,6 +44,8 @@ def refreshed(
             or len(a.gpu_free) != len(b.gpu_free)
         ):
             return Workspace(nodes)
+    prev.touched = []  # a new log: an index kept on ``prev`` (``state_index``) is rebuilt
+    prev.copied_from = None
     for i in changed:
         v = nodes[i]
         prev.cpu[i] = v.cpu_free

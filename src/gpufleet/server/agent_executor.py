@@ -22,7 +22,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.model.notice import checkpoint_file
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.secrets import refs_for_launch
-from gpufleet.server.stepenv import JobPorts, serves_steps, step_env
+from gpufleet.server.stepenv import JobPorts, desktop_key, serves_steps, step_env
 
 # the burn-in network test's coordinator ports: below the kernel's ephemeral ports (32768 on,
 # where any process's bind(0) or outgoing connection may hold one: on a test host, another
@@ -46,6 +46,7 @@ class AgentExecutor:
         grace_kill_s: float,
         fallback_account: str = "",
         step_secret: bytes = b"",
+        desktop_secret: bytes = b"",
         job_ports: JobPorts | None = None,
         site_remedy: Callable[[HealOrder], None] | None = None,
         node_command: Callable[[str, str, str, float, str], None] | None = None,
@@ -57,6 +58,8 @@ class AgentExecutor:
         self.fallback_account = fallback_account
         # keys srun's step daemons check; a process-lifetime one when none is given (tests)
         self.step_secret = step_secret or secrets.token_bytes(32)
+        # a desktop replica's key (GPUFLEET_DESKTOP_KEY), which the gateway presents to it
+        self.desktop_secret = desktop_secret or secrets.token_bytes(32)
         # MASTER_PORT and the step daemons' ports from a block of this controller's own
         # (--job-ports); None: the fixed ranges every controller draws from
         self.job_ports = job_ports
@@ -188,6 +191,9 @@ class AgentExecutor:
             return {}, {}
         readiness, liveness, port = got
         env = {"PORT": str(port)} if port else {}
+        name = self.core.services.service_of(job_id)
+        if name is not None and self.core.services.services[name].spec.desktop is not None:
+            env["GPUFLEET_DESKTOP_KEY"] = desktop_key(self.desktop_secret, job_id)
         probes: dict[str, dict[str, Any]] = {}
         for kind, probe in (("readiness", readiness), ("liveness", liveness)):
             if probe is None:

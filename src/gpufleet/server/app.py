@@ -161,6 +161,10 @@ def open_service(config: ServerConfig, store: Store, clock: Clock) -> Controller
         retry_backoff_max_s=config.retry_backoff_max_s,
         fallback_account=config.fallback_account,
         step_secret=load_secret(config.data_dir),
+        # the same on every controller that shares the secrets key (HA: ADR 0032)
+        desktop_secret=load_box(config.secrets_key_file, config.data_dir, os.environ).derive(
+            "desktop keys"
+        ),
         gateway=service_gateway(config, store),
         queues_declared=bool(_initial_queues(config, cluster)),
         heal=heal_policy(config, cluster),
@@ -321,7 +325,9 @@ def create_app(
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     if ha is not None:  # a standby answers where the leader is, and nothing else
-        app.add_middleware(StandbyGate, ready=ha.ready, leader=ha.leader, contact=ha.contact)
+        app.add_middleware(
+            StandbyGate, ready=ha.ready, leader=ha.leader, contact=ha.contact, told=ha.told
+        )
     app.state.ha = ha
     install_health(app, service, wall)
     errors.document(app, API, CONFLICTS, EXTRA_ERRORS, METRICS_SCHEME)

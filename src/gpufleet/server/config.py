@@ -100,8 +100,8 @@ class ServerConfig:
     # http://host:port), which a standby tells them when this one leads
     ha: bool = False
     ha_lease_s: float = 3.0
-    # a leader no registered agent reached for this long gives the lead up (0: the longest of
-    # 5 heartbeats, 3 agent leases and 10 s)
+    # an agent counts as heard by the leader, or as cut off from it by a standby, this long
+    # after its last word (ADR 0048; 0: the longest of 5 heartbeats, 3 agent leases and 10 s)
     ha_agent_silence_s: float = 0.0
     advertise: str = ""
 

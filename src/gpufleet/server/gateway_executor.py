@@ -107,6 +107,9 @@ class ServiceGateway:
         # a desktop service's viewers: the SHA-256 of each token that may open it (set by the
         # controller service; () for an ordinary service, let in by its endpoint's token)
         self.viewers: Callable[[str], tuple[str, ...]] = lambda name: ()
+        # a desktop replica's key (service, job id → hex; "" for an ordinary service's): the
+        # proxy presents it, and the session lets in no connection without it (ADR 0047)
+        self.keys: Callable[[str, str], str] = lambda name, job: ""
 
     @property
     def started(self) -> bool:
@@ -166,7 +169,7 @@ class ServiceGateway:
             if link is None:  # its agent never registered with this process: not reachable
                 log.warning("service %s: no address for node %s of %s", service, b.node, b.job_id)
                 continue
-            backends.append(Backend(_host(link.address), b.port))
+            backends.append(Backend(_host(link.address), b.port, key=self.keys(service, b.job_id)))
             routed.add(b.job_id)
         self.routes[service] = tuple(dict.fromkeys(backends))
         self._routed[service] = frozenset(routed)

@@ -93,6 +93,8 @@ def routes_json(p: Published) -> dict[str, Any]:
                 "backends": [f"{b.host}:{b.port}" for b in r.backends],
                 # a desktop's only (an ordinary service's route is as it was)
                 **({"viewers": list(r.viewers)} if r.viewers else {}),
+                # each backend's key, in the backends' order (a desktop's replicas only)
+                **({"keys": [b.key for b in r.backends]} if any(b.key for b in r.backends) else {}),
             }
             for r in p.routes
         ],

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import logging
 import os
 from collections.abc import Mapping
@@ -79,6 +80,7 @@ class SecretBox:
         if len(key) != KEY_BYTES:
             raise SecretKeyError(f"a secrets key has {KEY_BYTES} bytes, got {len(key)}")
         self._aead = AESGCM(key)
+        self._key = key
         self.key_id = key_id(key)
 
     def __repr__(self) -> str:  # never the key
@@ -88,6 +90,11 @@ class SecretBox:
         nonce = os.urandom(NONCE_BYTES)
         ct = self._aead.encrypt(nonce, value.encode(), aad(scope, owner, name))
         return Sealed(self.key_id, nonce, ct)
+
+    def derive(self, label: str) -> bytes:
+        """A key for another use, the same on every controller that has this box's key (a
+        standby that takes over derives what the leader did): HMAC-SHA256 over ``label``."""
+        return hmac.new(self._key, f"gpufleet derive\0{label}".encode(), hashlib.sha256).digest()
 
     def open(self, sealed: Sealed, scope: str, owner: str, name: str) -> str:
         what = f"secret {name!r} ({describe(scope, owner)})"

@@ -82,6 +82,13 @@ def step_key(secret: bytes, job_id: str, attempt: int) -> str:
     return hmac.new(secret, f"{job_id}\0{attempt}".encode(), hashlib.sha256).hexdigest()
 
 
+def desktop_key(secret: bytes, job_id: str) -> str:
+    """A desktop replica's key (``GPUFLEET_DESKTOP_KEY``; the gateway presents it to the
+    session): an HMAC of the controllers' shared desktop secret over the replica's job id,
+    which no other service, nor this one made again under its name, ever has."""
+    return hmac.new(secret, f"desktop\0{job_id}".encode(), hashlib.sha256).hexdigest()
+
+
 def step_env(
     job_id: str,
     seq: int,

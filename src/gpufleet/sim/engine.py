@@ -41,6 +41,7 @@ from gpufleet.core.events import (
     JobSubmitted,
     NodeLost,
     NodeUp,
+    ReplicaProbe,
     ReservationSet,
     TaskCheckpointed,
     TaskExited,
@@ -161,6 +162,9 @@ class SimConfig:
     reservations: tuple[NodeReservation, ...] = ()
     # the price of a node-hour, fixed or elastic (``sim/elastic.py``); None: the pools' own
     node_hour_price: float | None = None
+    # a service replica answers this long after its start: its readiness probe passes at the
+    # first probe after that (``Probe.ready_after``), as the live agent reports it
+    replica_up_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -334,12 +338,7 @@ class Simulation:
             if isinstance(c, Transition):
                 self._record(c)
             elif isinstance(c, Launch) and c.job_id not in self.work:
-                # a service's replica (core/services.py): it serves until it is stopped
-                if self.silence is not None:
-                    self.silence.launched(c.job_id, c.attempt, c.allocation, t)
-                for rank in range(len(c.allocation)):
-                    if rank not in c.skip:
-                        self._push(t, TaskStarted(c.job_id, c.attempt, rank))
+                self._replica(c, t)
             elif isinstance(c, Routes):
                 self.routes[c.service] = c.backends
             elif isinstance(c, PowerUp | PowerDown):
@@ -367,6 +366,20 @@ class Simulation:
                 end = t + (c.notice.wait_s if c.notice is not None else 0.0)
                 for rank in c.ranks:
                     self._push(end, TaskExited(c.job_id, c.attempt, rank, 137, c.why))
+
+    def _replica(self, c: Launch, t: float) -> None:
+        """A service's replica (core/services): it serves until it is stopped, and is ready
+        when its readiness probe would first pass (none: running is ready)."""
+        if self.silence is not None:
+            self.silence.launched(c.job_id, c.attempt, c.allocation, t)
+        for rank in range(len(c.allocation)):
+            if rank not in c.skip:
+                self._push(t, TaskStarted(c.job_id, c.attempt, rank))
+        probes = self.controller.services.probes(c.job_id)
+        readiness = None if probes is None else probes[0]
+        if readiness is not None and 0 not in c.skip:
+            at = t + readiness.ready_after(self.config.replica_up_s)
+            self._push(at, ReplicaProbe(c.job_id, c.attempt, "readiness", True, "simulated"))
 
     def _record(self, c: Transition) -> None:
         o = self.outcomes.get(c.job_id)

@@ -26,13 +26,18 @@ def pod_of(req: WorkerRequest) -> osc.PodRequest:
 
 def workload_pods(snap: Snapshot) -> list[osc.PodRequest]:
     """One pod per worker of the jobs pending and running: what FGD's target workload is built
-    from (``place/fgd``, ``place/fgd-strand``)."""
-    return [
-        pod_of(WorkerRequest.of(j.spec))
-        for jobs in (snap.pending, snap.running)
-        for j in jobs
-        for _ in range(j.spec.workers)
-    ]
+    from (``place/fgd``, ``place/fgd-strand``). Jobs of one shape share one pod."""
+    made: dict[tuple[int, int, int, int, tuple[str, ...]], osc.PodRequest] = {}
+    out: list[osc.PodRequest] = []
+    for jobs in (snap.pending, snap.running):
+        for j in jobs:
+            s = j.spec
+            key = (s.cpu_milli, s.memory_mib, s.gpus_per_worker, s.gpu_milli, s.gpu_models)
+            pod = made.get(key)
+            if pod is None:
+                pod = made[key] = pod_of(WorkerRequest.of(s))
+            out.extend([pod] * s.workers)
+    return out
 
 
 def node_state(ws: Workspace, i: int) -> osc.NodeState:

@@ -14,7 +14,8 @@ from typing import Any
 
 from gpufleet.base.clock import MonotonicClock
 from gpufleet.server.ha.elector import Elector
-from gpufleet.server.ha.lease import LeaseBook, LeaseTimes, agents_silent
+from gpufleet.server.ha.hearing import Hearing
+from gpufleet.server.ha.lease import LeaseBook, LeaseTimes, outvoted
 from gpufleet.server.store import Store
 from gpufleet.server.store import leader as rows
 
@@ -39,7 +40,10 @@ class HighAvailability:
         self.address = address
         self._lead = lead  # what a start does: seeds, the service's start
         self.on_deposed = on_deposed
+        # an agent counts as heard (by the leader) or as cut off from it (by a standby) for
+        # this long after its last word (ADR 0048)
         self.agent_silence_s = agent_silence_s
+        self.hearing = Hearing(agent_silence_s)
         self._acting_since = 0.0  # wall clock: when we last started to act as the leader
         times = LeaseTimes.of(lease_s)
         me = f"{socket.gethostname()}:{os.getpid()}:{address}"
@@ -59,7 +63,8 @@ class HighAvailability:
             address=address,
             on_elected=self._elected,
             on_deposed=self._deposed,
-            step_down=self._cut_off,
+            step_down=self._outvoted,
+            cut_off=lambda leader: self.hearing.cut_off_from(leader, self.clock.now()),
         )
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -122,25 +127,45 @@ class HighAvailability:
         self.started = True
         log.warning("leading with epoch %d: state read back from the store", epoch)
 
-    def _cut_off(self, resumed: bool) -> str:
-        """Why to give the lead up: the agents that registered with us are silent (we are cut
-        off from them, not from the store: a standby they reach should lead). Counted from
-        the later of their last word and when we last started to act (``resumed``: a lapse
-        of our own, during which the gate turned them away, just ended)."""
+    def told(self, node: str, unreached: frozenset[str]) -> None:
+        """An agent told this standby (its gate) it cannot reach these addresses."""
+        self.hearing.told(node, unreached, self.clock.now())
+
+    def _outvoted(self, resumed: bool, claims: dict[str, frozenset[str]]) -> str:
+        """Why to give the lead up (ADR 0048): a standby's claim shows that most of the live
+        agents reach it and not us (we are cut off from them, not from the store). We hear
+        a node that spoke to us within the silence; for that long after we started to act
+        (``resumed``: a lapse of our own, during which the gate turned them away, just
+        ended) no claim counts, as the agents have not had the time to find us."""
         now = self.service.clock.now()
         if resumed or not self.started:
             self._acting_since = now
             return ""
+        if not claims or now - self._acting_since <= self.agent_silence_s:
+            return ""
         try:
-            seen = [link.last_seen for link in list(self.service.links.values()) if link.registered]
+            links = list(self.service.links.items())
         except RuntimeError:  # the loop changed the links meanwhile: next renewal
             return ""
-        seen = [max(t, self._acting_since) for t in seen]
-        if not agents_silent(seen, now, self.agent_silence_s):
+        heard = {
+            n
+            for n, link in links
+            if link.registered and now - link.last_seen <= self.agent_silence_s
+        }
+        won = outvoted(heard, list(claims.values()))
+        if not won:
             return ""
+        # stop acting now: nothing more is written under our epoch (the lease is let go next)
+        self.started = False
+        self.store.fence_epoch = 0
         # the process that replaces this one stands by two leases before it may lead again
         os.environ[YIELD_ENV] = str(2 * self.book.times.lease_s)
-        return f"no agent reached this controller for {self.agent_silence_s:g} s"
+        standby = next(a for a, nodes in claims.items() if won <= nodes)
+        return (
+            f"{len(won)} agents ({', '.join(sorted(won)[:5])}) reach the standby at {standby} "
+            f"and not this controller, which heard {len(heard)} within "
+            f"{self.agent_silence_s:g} s"
+        )
 
     def _deposed(self) -> None:
         """Another leads: stop acting (the gate answers 503 from now on; every write fails in

@@ -6,10 +6,12 @@ a page (the dashboard) is sent to the leader with 307."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
 
+from gpufleet.server.ha.hearing import UNREACHED_HEADER, addresses
 from gpufleet.server.ha.stale import (
     KNOWN_LEADER_HEADER,
     LAST_CONTACT_HEADER,
@@ -29,11 +31,13 @@ class StandbyGate:
         ready: Callable[[], bool],
         leader: Callable[[], str],
         contact: Callable[[], tuple[float | None, bool]] = lambda: (None, False),
+        told: Callable[[str, frozenset[str]], None] | None = None,
     ) -> None:
         self.app = app
         self.ready = ready  # this controller leads and has its state: it answers
         self.leader = leader  # where the leader is ("" unknown)
         self.contact = contact  # (seconds since the leader was seen, one known): stale reads
+        self.told = told  # an agent cannot reach these addresses (ADR 0048)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
@@ -43,6 +47,7 @@ class StandbyGate:
         if self.ready():
             await self.app(scope, receive, self._stamped(send, "leader") if stale else send)
             return
+        await self._note(scope)
         if stale is not None:  # answered from the store, saying how old it may be
             scope = {**scope, "path": stale, "raw_path": stale.encode()}
             await self.app(scope, receive, self._stamped(send, "standby"))
@@ -67,6 +72,21 @@ class StandbyGate:
             headers.append((LEADER_HEADER.encode(), where.encode()))
         await send({"type": "http.response.start", "status": 503, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    async def _note(self, scope: Any) -> None:
+        """An agent that names the addresses it cannot reach: noted for its node, which its
+        own token says (any other caller's header is ignored)."""
+        headers = dict(scope.get("headers") or ())
+        raw, auth = headers.get(UNREACHED_HEADER.encode()), headers.get(b"authorization", b"")
+        if self.told is None or not raw or auth[:7].lower() != b"bearer ":
+            return
+        try:
+            tokens = scope["app"].state.tokens
+            who = await asyncio.to_thread(tokens.verify, auth[7:].decode().strip())
+        except Exception:  # no token cache, the store away, a header not ASCII: not noted
+            return
+        if who is not None and who.role == "agent" and who.node:
+            self.told(who.node, addresses(raw.decode(errors="replace")))
 
     def _stamped(self, send: Any, role: str) -> Any:
         """``send`` with the headers that say how stale the answer may be."""

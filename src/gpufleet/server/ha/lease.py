@@ -127,12 +127,20 @@ class LeaseBook:
         return now - last_start >= self.times.renew_s
 
 
-def agents_silent(last_seen: list[float], now: float, silence_s: float) -> bool:
-    """Whether a leader should give the lead up because no agent reaches it: some registered
-    with it (``last_seen``: when each registered node was last heard, on its clock), and none
-    was heard for ``silence_s``. A leader no agent ever registered with never gives up (all
-    the nodes may be down: another leader would fare no better)."""
-    return bool(last_seen) and now - max(last_seen) > silence_s
+def outvoted(heard: set[str], claims: list[frozenset[str]]) -> frozenset[str]:
+    """Raft's check-quorum, through the store (ADR 0048): the nodes of the standby's claim
+    that shows the leader cut off from most of the agents it should lead, or none. ``heard``:
+    the nodes the leader heard lately; each claim: the nodes that told one standby lately
+    that they cannot reach the leader. A claim wins when the nodes it holds that the leader
+    does not hear outnumber those the leader hears: a majority of the live agents reach that
+    standby and not the leader. A standby that hears nobody claims nothing, so a leader that
+    hears nobody either (every node down) stays: another would fare no better."""
+    best: frozenset[str] = frozenset()
+    for nodes in claims:
+        only = nodes - heard
+        if len(only) > len(heard) and len(only) > len(best):
+            best = only
+    return best
 
 
 def _key(row: LeaderRow | None) -> tuple[int, int, str] | None:

@@ -46,6 +46,7 @@ class GatewayRouteOut(BaseModel):
     token: str
     backends: list[str]  # host:port
     viewers: list[str] = []  # a desktop's: SHA-256 of each token that may open it
+    keys: list[str] = []  # a desktop's: each backend's key, in the backends' order
 
 
 class GatewayRoutesOut(BaseModel):

@@ -28,6 +28,7 @@ from gpufleet.server.config import check_fencing, fencing_timings
 from gpufleet.server.elastic.executor import WithPower, power_pool
 from gpufleet.server.elastic.providers import PowerProvider
 from gpufleet.server.gateway_executor import ServiceGateway, WithGateway
+from gpufleet.server.jobmetrics import JobMetricsBook
 from gpufleet.server.journal import AuditRow, StoreJournal
 from gpufleet.server.logs import LogStore
 from gpufleet.server.outbox import Outbox
@@ -75,6 +76,7 @@ class ServiceBase(ClusterReads, ABC):
         monotonic: Callable[[], float] = time.monotonic,
         fallback_account: str = "",
         step_secret: bytes = b"",
+        desktop_secret: bytes = b"",
         min_pass_gap_s: float = MIN_PASS_GAP_S,
         gateway: ServiceGateway | None = None,
         queues_declared: bool | None = None,
@@ -92,7 +94,7 @@ class ServiceBase(ClusterReads, ABC):
         # the users whose accounts the nodes are asked about (service/identity.py); none are
         # with a fallback account, which runs every such job
         self.identity = AccountBook(enabled=not fallback_account)
-        self.step_secret = step_secret or secrets.token_bytes(32)  # srun's step keys
+        self._init_keys(step_secret, desktop_secret)
         self.clock = clock
         self._profile = profile
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
@@ -124,7 +126,7 @@ class ServiceBase(ClusterReads, ABC):
         # the services' endpoints (gateway_executor.py); None: services get no data path
         self.gateway = gateway
         if gateway is not None:
-            gateway.links, gateway.viewers = self.links, self.desktop_viewers
+            self._wire(gateway)
         self.heartbeat_s = heartbeat_s
         self.lease_s = lease_s
         self.fence_grace_s = fence_grace_s
@@ -134,9 +136,25 @@ class ServiceBase(ClusterReads, ABC):
         self.grace_kill_s, self.batch_max = grace_kill_s, batch_max
         self._init_turns(monotonic, node_grace_s)
 
+    def _wire(self, gateway: ServiceGateway) -> None:
+        """What the gateway asks of this service: the nodes' addresses, a desktop's viewers
+        and its replicas' keys."""
+        gateway.links, gateway.viewers = self.links, self.desktop_viewers
+        gateway.keys = self.desktop_key
+
+    def _init_keys(self, step_secret: bytes, desktop_secret: bytes) -> None:
+        """srun's step keys; desktop replicas' keys (stepenv.desktop_key: from the secrets
+        key, which the controllers share). Process-lifetime ones when none is given (tests)."""
+        self.step_secret = step_secret or secrets.token_bytes(32)
+        self.desktop_secret = desktop_secret or secrets.token_bytes(32)
+
     def desktop_viewers(self, name: str) -> tuple[str, ...]:
         """Who may open a desktop service's endpoint (services.py says)."""
         return ()
+
+    def desktop_key(self, name: str, job_id: str) -> str:
+        """A desktop replica's key (services.py says)."""
+        return ""
 
     def _init_turns(self, monotonic: Callable[[], float], node_grace_s: float) -> None:
         """The turn loop's state, the liveness timers and the core they drive."""
@@ -168,6 +186,7 @@ class ServiceBase(ClusterReads, ABC):
         self.on_commit: Callable[[float, list[Transition], list[NodeEvent]], None] | None = None
         # the dashboard: each heartbeat's metrics (node, time, body), for its history charts
         self.on_heartbeat: Callable[[str, float, dict[str, Any]], None] | None = None
+        self.job_metrics = JobMetricsBook()  # each job's own, as its agent reported them
 
     def _new_controller(self) -> Controller:
         ctrl = Controller(
@@ -201,6 +220,7 @@ class ServiceBase(ClusterReads, ABC):
             grace_kill_s=self.grace_kill_s,
             fallback_account=self.fallback_account,
             step_secret=self.step_secret,
+            desktop_secret=self.desktop_secret,
             job_ports=self._job_ports,
             site_remedy=self._site_remedy,
             node_command=self._node_command_later,

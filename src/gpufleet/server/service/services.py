@@ -24,6 +24,7 @@ from gpufleet.server.errors import FieldErrors
 from gpufleet.server.refusals import Conflict, Forbidden, NotFound, Unavailable
 from gpufleet.server.service.requests import Requests
 from gpufleet.server.service_views import endpoint_out, service_out
+from gpufleet.server.stepenv import desktop_key
 
 # a desktop with no token to open it (none active): a digest no token has, so the route
 # stays a desktop's (an empty list would make it an ordinary service's, its token let in)
@@ -141,6 +142,13 @@ class ServiceRequests(Requests):
             if t.role == "admin" or (t.role == "user" and t.user == owner)
         )
         return tuple(digests) or (NO_VIEWER,)
+
+    def desktop_key(self, name: str, job_id: str) -> str:
+        """The key the gateway presents to a desktop's replica ("" for another service's)."""
+        svc = self.ctrl.services.services.get(name)
+        if svc is None or svc.spec.desktop is None:
+            return ""
+        return desktop_key(self.desktop_secret, job_id)
 
     def visible_services(self, who: Principal) -> list[Service]:
         svcs = sorted(self.ctrl.services.services.values(), key=lambda s: s.name)

@@ -7,6 +7,7 @@ each process on its own monotonic clock (``server/ha/lease.py``)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import sqlalchemy as sa
@@ -14,7 +15,7 @@ from sqlalchemy.dialects import postgresql
 
 from gpufleet.server.store.engine import WRITE
 from gpufleet.server.store.records import Deposed, LeaderRow
-from gpufleet.server.store.schema import leader
+from gpufleet.server.store.schema import leader, leader_claims
 
 _ROW = 1
 # how long a lease statement waits for a row lock (a write of the leader holds a share lock)
@@ -65,16 +66,51 @@ def take(engine: sa.Engine, holder: str, address: str, seen: LeaderRow | None) -
     return None if r is None else int(r[0])
 
 
-def renew(engine: sa.Engine, epoch: int) -> bool:
-    """Renew the lease held under ``epoch``; False: another controller took it (deposed)."""
+def renew(engine: sa.Engine, epoch: int) -> int | None:
+    """Renew the lease held under ``epoch``: the row's new version, or None when another
+    controller took it (deposed)."""
     with engine.connect().execution_options(**WRITE) as c, c.begin():
         _bounded(c)
         r = c.execute(
             leader.update()
             .where(leader.c.id == _ROW, leader.c.epoch == epoch)
             .values(version=leader.c.version + 1, renewed_time=time.time())
+            .returning(leader.c.version)
+        ).first()
+        return None if r is None else int(r[0])
+
+
+def claim(
+    engine: sa.Engine, standby: str, address: str, seen: LeaderRow | None, nodes: frozenset[str]
+) -> None:
+    """A standby's claim (ADR 0048): ``nodes`` told it lately that they cannot reach the
+    leader of the lease as ``seen``; none: the claim is withdrawn."""
+    with engine.connect().execution_options(**WRITE) as c, c.begin():
+        _bounded(c)
+        if not nodes or seen is None:
+            c.execute(leader_claims.delete().where(leader_claims.c.standby == standby))
+            return
+        row = {"address": address, "epoch": seen.epoch, "version": seen.version,
+               "nodes": json.dumps(sorted(nodes))}  # fmt: skip
+        c.execute(
+            postgresql.insert(leader_claims)
+            .values(standby=standby, **row)
+            .on_conflict_do_update(index_elements=["standby"], set_=row)
         )
-        return r.rowcount == 1
+
+
+def claims(engine: sa.Engine, epoch: int, since: int) -> dict[str, frozenset[str]]:
+    """The claims against the leader of ``epoch`` made on a lease of version ``since`` or
+    later (fresh: the version counts the leader's renewals, no host's clock is compared), by
+    the standby's address."""
+    with engine.connect() as c, c.begin():
+        _bounded(c)
+        rows = c.execute(
+            sa.select(leader_claims.c.address, leader_claims.c.nodes).where(
+                leader_claims.c.epoch == epoch, leader_claims.c.version >= since
+            )
+        ).all()
+    return {str(a): frozenset(json.loads(str(n))) for a, n in rows}
 
 
 def let_go(engine: sa.Engine, epoch: int) -> None:

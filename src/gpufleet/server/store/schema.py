@@ -283,6 +283,20 @@ leader = sa.Table(
     sa.Column("renewed_time", sa.Double, nullable=False),
 )
 
+# What a standby heard (server/ha/, ADR 0048): the agents that told it lately that they cannot
+# reach the leader of ``epoch``, as the standby saw the lease at ``version``; ``nodes`` a JSON
+# list. The leader reads the fresh claims against its epoch at each renewal and steps down
+# when one shows it cut off from most of its agents. One row per standby process.
+leader_claims = sa.Table(
+    "leader_claims",
+    metadata,
+    sa.Column("standby", sa.String(256), primary_key=True),
+    sa.Column("address", sa.String(512), nullable=False),
+    sa.Column("epoch", sa.BigInteger, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("nodes", sa.Text, nullable=False),
+)
+
 # Each service's endpoint on the gateway (server/endpoints.py) where controllers are in high
 # availability: every one of them hands out the same port and token (ADR 0044). A single
 # controller keeps them in its data directory instead.
