@@ -63,6 +63,12 @@ _DEFRAG = typer.Option(
     "min_gang_gpus, max_lost_gpu_s, min_score, savings_horizon_s, restart_cost_s, "
     "room_elsewhere, interval_s, leaf_interval_s, enabled; a queue's defrag: overrides it",
 )
+_PACK_ENCODERS = typer.Option(
+    False,
+    "--pack-encoders",
+    help="a video job (one GPU share asking for NVENC/NVDEC only) may use the encoders of a "
+    "GPU a training job holds, taking none of its compute (default: kept apart)",
+)
 _HEARTBEAT_S = typer.Option(
     5.0, help="agent heartbeat interval; agents sample their GPUs with each heartbeat"
 )
@@ -213,6 +219,7 @@ _AS_GIVEN = (
     "order",
     "backfill",
     "defrag",
+    "pack_encoders",
     "heartbeat_s",
     "lease_s",
     "fence_grace_s",
@@ -265,6 +272,7 @@ def controller(
     backfill: str = _BACKFILL,
     preempt: str = _PREEMPT,
     defrag: str = _DEFRAG,
+    pack_encoders: bool = _PACK_ENCODERS,
     heartbeat_s: float = _HEARTBEAT_S,
     node_grace_s: float = _NODE_GRACE_S,
     outage_tolerance_s: float = _OUTAGE_TOLERANCE_S,

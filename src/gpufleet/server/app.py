@@ -133,6 +133,7 @@ def profile_of(config: ServerConfig) -> Profile:
         backfill=config.backfill,
         preempt=config.preempt,
         options={"preempt/defrag": parse_options(config.defrag)} if config.defrag else None,
+        pack_encoders=config.pack_encoders,
     )
 
 

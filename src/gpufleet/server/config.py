@@ -25,6 +25,7 @@ class ServerConfig:
     preempt: tuple[str, ...] = ("reclaim",)
     # preempt/defrag's policy, KEY=VALUE,... (model/defrag.py); "": its defaults
     defrag: str = ""
+    pack_encoders: bool = False  # video jobs may use training GPUs' encoders (ADR 0050)
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
     queues_file: Path | None = None  # queues from a YAML list (applied at start)
     # the heal loop's policy (model/heal.py, ADR 0042); None: the cluster spec's heal:, else
