@@ -100,8 +100,7 @@ class ServiceBase(ClusterReads, ABC):
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
         self._launch_timeout_s = launch_timeout_s
         self._heal = heal  # the heal loop's policy (ADR 0042); None: no heal loop
-        self._replica_ports = replica_ports  # None: the core's default range
-        self._job_ports = job_ports  # None: the fixed ranges (--job-ports)
+        self._replica_ports, self._job_ports = replica_ports, job_ports  # None: the defaults
         self._cluster_queues = list(cluster.queues) if cluster is not None else []
         # the elastic pools (core/elastic/) and their providers (server/elastic/)
         self._elastic = cluster.elastic if cluster is not None else ()
