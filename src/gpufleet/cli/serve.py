@@ -147,6 +147,13 @@ _REPLICA_PORTS = typer.Option(
     help="the ports service replicas are given as $PORT, FIRST-LAST (each node's own; nodes "
     "that share a host get different ones while the range lasts)",
 )
+_JOB_PORTS = typer.Option(
+    "",
+    "--job-ports",
+    help="a block of ports, FIRST-LAST (32 or more), for what a job's number decides: "
+    "MASTER_PORT from its first half, srun's step daemons' from the second (default: the "
+    "fixed ranges 27500-31499; give each controller that shares hosts a block of its own)",
+)
 _GATEWAY_PORTS = typer.Option(
     "31500-32499", "--gateway-ports", help="the endpoints' port range, FIRST-LAST"
 )
@@ -231,6 +238,7 @@ _AS_GIVEN = (
     "account_lookup_s",
     "probe_account",
     "replica_ports",
+    "job_ports",
     "heal_policy",
     "heal",
     "secrets_key_file",
@@ -287,6 +295,7 @@ def controller(
     gateway_host: str = _GATEWAY_HOST,
     gateway_ports: str = _GATEWAY_PORTS,
     replica_ports: str = _REPLICA_PORTS,
+    job_ports: str = _JOB_PORTS,
     gateway_drain_s: float = _GATEWAY_DRAIN_S,
     gateway_stats_s: float = _GATEWAY_STATS_S,
     secrets_key_file: Path = _SECRETS_KEY_FILE,
