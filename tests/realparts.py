@@ -123,6 +123,7 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "xsetroot": _binary("xsetroot", "x11-xserver-utils"),
     "x11vnc": _binary("x11vnc", "x11vnc"),
     "websockify": _binary("websockify", "websockify novnc"),
+    "ffmpeg": _binary("ffmpeg", "ffmpeg"),  # the transcode example (gpufleet.examples)
     # gpufleet backup on PostgreSQL: pg_dump, and pg_restore/psql to restore
     "pg_dump": _binary("pg_dump", "postgresql-client"),
     "pg_restore": _binary("pg_restore", "postgresql-client"),

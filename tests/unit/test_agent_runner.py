@@ -96,6 +96,8 @@ def test_nothing_of_the_agents_environment_reaches_a_task(
         "LOGNAME": me.pw_name,
         "SHELL": me.pw_shell,
         "TMPDIR": str(runner.tmp_path(("j1", 0, 0))),
+        # rank 0's metrics file, in its own TMPDIR (model/jobmetrics.py)
+        "GPUFLEET_METRICS_FILE": str(runner.tmp_path(("j1", 0, 0)) / "gpufleet.metrics"),
         "LANG": "C.UTF-8",
         "WANDB_API_KEY": "the-jobs-own",
         "CUDA_VISIBLE_DEVICES": "",

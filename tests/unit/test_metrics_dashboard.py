@@ -16,6 +16,7 @@ from test_metrics import T0, Fleet
 
 from gpufleet.agent.host import host_metrics
 from gpufleet.agent.simgpu import SimulatedGpus
+from gpufleet.api.jobmetrics import JobMetricsIn
 from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.core.events import GpuUtilization, NodeHealth, ServiceCreated, ServiceLoad
 from gpufleet.model.catalog import lookup
@@ -77,6 +78,8 @@ def emitted(tmp: Path) -> set[str]:
     f.ctrl.queues["vision"] = replace(f.ctrl.queues["vision"], idle=idle)
     attempt = f.ctrl.jobs["j1"].job.attempt
     f.ctrl.handle(T0 + 3, GpuUtilization((("j1", attempt, (0.0, 0.0, 0.0, 0.0)),)))
+    # j1 wrote its metrics file (model/jobmetrics.py), as the transcode example does
+    f.svc.job_metrics.record("j1", attempt, JobMetricsIn(values={"transcode_fps": 30.0}), T0 + 3)
     f.coll.on_commit(
         T0 + 3,
         [c for c in out if isinstance(c, Transition)],

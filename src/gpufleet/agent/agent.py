@@ -177,7 +177,7 @@ class Agent:
 
     def _feed(self, evs: list[RunnerEvent]) -> None:
         for ev in evs:
-            if ev.kind == "checkpoint":  # no log to follow: only a report
+            if ev.kind in ("checkpoint", "metrics"):  # no log to follow: only a report
                 self._do(self.state.on_task(ev))
                 continue
             out, err = self.runner.log_paths(key := ev.key)

@@ -265,7 +265,7 @@ class AgentState:
     # ----- tasks --------------------------------------------------------------------------
 
     def on_task(self, ev: RunnerEvent) -> list[Action]:
-        if ev.kind == "checkpoint":  # reported while the task is ours (it may be stopping)
+        if ev.kind in ("checkpoint", "metrics"):  # while the task is ours (it may be stopping)
             return [Send(ev.wire())] if ev.key in self.tasks else []
         if ev.kind == "started":
             out: list[Action] = [Send(ev.wire())]

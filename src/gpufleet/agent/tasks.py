@@ -9,6 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
+from gpufleet.api.jobmetrics import JobMetricsIn
 from gpufleet.api.schemas import AgentEvent
 
 Key = tuple[str, int, int]  # (job, attempt, rank)
@@ -22,11 +23,14 @@ FENCED = "fenced:"
 
 @dataclass(frozen=True, slots=True)
 class RunnerEvent:
-    kind: Literal["started", "exited", "checkpoint"]
+    kind: Literal["started", "exited", "checkpoint", "metrics"]
     key: Key
     exit_code: int = 0
     why: str = ""
     age_s: float = 0.0  # "checkpoint": the job's checkpoint file was written this long ago
+    # "metrics": what the task's metrics file says now (model/jobmetrics.py)
+    metrics: tuple[tuple[str, float], ...] = ()
+    problems: tuple[str, ...] = ()
 
     def wire(self) -> AgentEvent:
         job, attempt, rank = self.key
@@ -39,6 +43,11 @@ class RunnerEvent:
             why=self.why,
             cause="fenced" if self.why.startswith(FENCED) else "",
             age_s=self.age_s,
+            metrics=(
+                JobMetricsIn(values=dict(self.metrics), problems=list(self.problems))
+                if self.kind == "metrics"
+                else None
+            ),
         )
 
 

@@ -20,13 +20,13 @@ from gpufleet.api.bounds import (
     Text,
 )
 from gpufleet.api.idle import IdlePolicyOut as IdlePolicyOut
+from gpufleet.api.jobmetrics import JobMetricsIn, JobMetricsOut
 from gpufleet.api.jobspec import JobSpecIn, documented_as
 from gpufleet.api.jobspec_out import JobSpecOut
 
 Role = Literal["user", "admin", "agent", "metrics"]  # metrics: GET /metrics only
 MAX_LIST = 10_000  # tasks, events and dependencies in one request
-# users a node is asked about at once (the controller's recent users: server/identity.py)
-MAX_ACCOUNTS = 4096
+MAX_ACCOUNTS = 4096  # users a node is asked about at once (its recent users: server/identity.py)
 
 
 class Strict(BaseModel):
@@ -129,6 +129,7 @@ class JobOut(Strict):
     # a task of an array: the array's id (its first task's, as Slurm's ArrayJobId) and index
     array_id: str | None = None
     array_index: int | None = None
+    metrics: JobMetricsOut | None = None  # what its metrics file said last (api/jobmetrics.py)
 
 
 class LogOut(Strict):
@@ -286,8 +287,7 @@ class AgentRegister(Input):
     leaf: Name = "leaf-0"
     pod: Name = "pod-0"
     labels: dict[Name, Text] = Field(default={}, max_length=1024)
-    # Slurm's node features (what -C matches) and the site's GPU type name (--gres=gpu:TYPE;
-    # "" = the model's usual name, h100, a100, …)
+    # Slurm's node features (what -C matches), the site's GPU type name (--gres=gpu:TYPE; "")
     features: list[Name] = Field(default=[], max_length=64)
     gres_type: OptName = ""
     driver_version: OptName = ""
@@ -459,19 +459,19 @@ class AgentEvent(Input):
     # "probe": a replica's probe runner changed its verdict (``probe``, ``ok``, ``why``);
     # "checkpoint": the job's checkpoint file was written ``age_s`` ago (by the agent's clock);
     # "heal": a step of the heal loop done (``step``, its round in ``attempt``, ``ok``, ``why``)
-    kind: Literal["started", "exited", "probe", "checkpoint", "heal"]
+    kind: Literal["started", "exited", "probe", "checkpoint", "heal", "metrics"]
     job: Name
     attempt: Count
     rank: SmallCount
     exit_code: Int64 = 0
     why: Reason = ""
-    # "fenced": the node stopped (or refused) the task for its own sake, its agent's lease having
-    # expired: the job is requeued, not charged a retry
+    # "fenced": stopped (or refused) for the node's own sake (its lease expired): requeued, free
     cause: Literal["", "fenced"] = ""
     probe: Literal["", "readiness", "liveness"] = ""  # kind "probe": which probe
     ok: bool = False  # kind "probe": ready (readiness), or alive (liveness: only False is sent)
     age_s: Annotated[float, Field(ge=0, le=1e9)] = 0.0  # kind "checkpoint"
     step: Literal["", "remediate", "burn-in"] = ""  # kind "heal"
+    metrics: JobMetricsIn | None = None  # kind "metrics": its metrics file's (api/jobmetrics.py)
 
     @model_validator(mode="after")
     def _probe_named(self) -> AgentEvent:

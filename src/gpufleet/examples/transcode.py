@@ -2,8 +2,9 @@
 needed) to H.264, with ``h264_nvenc`` when the job was given a GPU with NVENC
 (``--gres=nvenc:1``: the agent tells it ``NVIDIA_DRIVER_CAPABILITIES=…,video``) on a host with
 a real NVIDIA driver and its encoder opens, ``libx264`` on the CPU otherwise, and says which
-and why. Its frames/s go
-to the log as one JSON line (``{"metric": "transcode_fps", …}``) for whatever reads the log.
+and why. Its frames/s
+are a job metric (``transcode_fps`` in ``$GPUFLEET_METRICS_FILE``: ``gpufleet show JOB``, and
+``gpufleet_job_metric`` on /metrics), and go to the log as one JSON line as well.
 
     gpufleet submit --gres=nvenc:1 -- python3 -m gpufleet.examples.transcode --seconds 10
 """
@@ -103,7 +104,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     row = {"metric": "transcode_fps", "value": round(fps, 2), "encoder": encoder,
            "frames": frames, "seconds": round(seconds, 3), "output": str(Path(a.out))}  # fmt: skip
     print(json.dumps(row), flush=True)
+    nvenc = 1 if encoder == "h264_nvenc" else 0
+    report({"transcode_fps": round(fps, 2), "transcode_frames": frames, "nvenc": nvenc})
     return 0
+
+
+def report(metrics: dict[str, float]) -> None:
+    """The job's metrics to its agent (``$GPUFLEET_METRICS_FILE``, one ``name value`` a line;
+    a new file renamed over the old, so the agent never reads half of one); none outside a
+    gpufleet job."""
+    path = os.environ.get("GPUFLEET_METRICS_FILE")
+    if not path:
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.writelines(f"{k} {v}\n" for k, v in metrics.items())
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.api import schemas as s
+from gpufleet.api.jobmetrics import JobMetricsOut
 from gpufleet.core.state import JobRecord, NodeRuntime
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.reason import Reason
@@ -49,10 +50,14 @@ def reason_out(r: Reason | None) -> s.ReasonOut | None:
 
 
 def job_out(
-    rec: JobRecord, reason: Reason | None, *, events: Sequence[JobEvent] | None = None
+    rec: JobRecord,
+    reason: Reason | None,
+    *,
+    events: Sequence[JobEvent] | None = None,
+    metrics: JobMetricsOut | None = None,
 ) -> s.JobOut:
     """``events``: the job's stored transitions (the store has them all, with their attempt;
-    the in-memory history starts again at a restart)."""
+    the in-memory history starts again at a restart); ``metrics``: its own (jobmetrics.py)."""
     j = rec.job
     spec = j.spec
     active = j.state.value in ("STARTING", "RUNNING")
@@ -91,6 +96,7 @@ def job_out(
         else None,
         array_id=rec.array_id,
         array_index=rec.array_index,
+        metrics=metrics,
     )
 
 

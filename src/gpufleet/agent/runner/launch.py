@@ -32,6 +32,7 @@ from gpufleet.agent.tasks import (
     RunnerEvent,
 )
 from gpufleet.api.schemas import AgentCommand
+from gpufleet.model.jobmetrics import METRICS_ENV
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,9 @@ class Launcher:
         ckpt = checkpoint_path(cmd, account, out_path.parent.parent)
         if ckpt:
             cmd = cmd.model_copy(update={"env": {**cmd.env, CHECKPOINT_ENV: ckpt}})
+        if cmd.rank == 0 and cmd.container is None and cmd.role != "step":
+            mfile = str(tmp / METRICS_FILE)  # the task's own directory (a container's differs)
+            cmd = cmd.model_copy(update={"env": {**cmd.env, METRICS_ENV: mfile}})
         plan = self._plan(cmd, key, account, command, tmp)
         cwd = self._cwd(cmd, plan, account, tmp, out_path)
         proc = self._spawn(cmd, key, command, plan, account, cwd, tmp)
@@ -216,6 +220,7 @@ class Launcher:
             probes=dict(cmd.probes),
             role=cmd.role,
             checkpoint=cmd.env.get(CHECKPOINT_ENV, ""),
+            metrics=cmd.env.get(METRICS_ENV, ""),
         )
         try:
             write_pidfile(pidfile, proc.pid, self.containers.cleanup_argv(name), record(task))
@@ -227,6 +232,7 @@ class Launcher:
 
 
 CHECKPOINT_ENV = "GPUFLEET_CHECKPOINT_FILE"
+METRICS_FILE = "gpufleet.metrics"  # in the task's private temporary directory
 
 
 def checkpoint_path(cmd: AgentCommand, account: Account, job_dir: Path) -> str:

@@ -67,6 +67,9 @@ class LiveTask:
     # the job's checkpoint file ($GPUFLEET_CHECKPOINT_FILE; "": none) and the mtime last seen
     checkpoint: str = ""
     checkpoint_seen: float | None = None
+    # rank 0's metrics file ($GPUFLEET_METRICS_FILE; "": none) and what was last seen of it
+    metrics: str = ""
+    metrics_seen: object = None
     # a stop with notice (a preemption's): the notice went out then, and the SIGTERM waits
     # until ``notice_until`` or the checkpoint file is written, whichever comes first
     noticed_at: float | None = None

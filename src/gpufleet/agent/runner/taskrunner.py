@@ -15,7 +15,7 @@ from gpufleet.agent import containers, sandbox
 from gpufleet.agent.accounts import LaunchRefused, own_account
 from gpufleet.agent.gpu import DeviceRef, TaskUse
 from gpufleet.agent.probes.book import ProbeTarget
-from gpufleet.agent.runner import adopt, checkpoints, exits, supervise
+from gpufleet.agent.runner import adopt, checkpoints, exits, metricsfile, supervise
 from gpufleet.agent.runner.in_container import Containers
 from gpufleet.agent.runner.launch import Launcher, note, refusal
 from gpufleet.agent.runner.process import LiveTask, exit_status, write_pidfile
@@ -239,6 +239,8 @@ class TaskRunner:
             rc = exit_status(t.proc)
             if rc is not None:
                 del self._live[key]
+                if t.metrics:  # what it wrote last, before its directory goes
+                    out += metricsfile.look(t)
                 if isinstance(t.proc, adopt.AdoptedProc) and t.proc.unknown:
                     t.stop_why = t.stop_why or "its keeper was killed: its exit status is lost"
                 if t.container and (t.stop_why is not None or rc < 0):
@@ -246,6 +248,8 @@ class TaskRunner:
                 out.append(exits.reaped(t, rc))
                 continue
             supervise.warn_if_due(t, now)
+            if t.metrics:
+                out += metricsfile.look(t)
             if t.checkpoint:
                 out += checkpoints.look(t, now)
             else:

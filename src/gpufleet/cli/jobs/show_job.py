@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.api import schemas as s
+from gpufleet.api.jobmetrics import JobMetricsOut
 from gpufleet.cli import output as out
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
 from gpufleet.cli.jobs.common import JsonOpt
@@ -76,6 +77,8 @@ def show(
             title="Placement",
             right=["RANK", "CPUS", "MEMORY"],
         )
+    if j.metrics is not None:
+        _metrics(j.metrics, now)
     if j.events:
         out.table(
             ["TIME", "ATTEMPT", "STATE", "WHY"],
@@ -83,6 +86,19 @@ def show(
             title="Events",
             right=["ATTEMPT"],
         )
+
+
+def _metrics(m: JobMetricsOut, now: float) -> None:
+    """What the job reported of itself ($GPUFLEET_METRICS_FILE), and what in it was refused."""
+    out.table(
+        ["NAME", "VALUE"],
+        [[k, f"{v:g}"] for k, v in m.values.items()],
+        title=f"Metrics (reported {out.when_relative(m.at, now)})",
+        right=["VALUE"],
+        empty="none",
+    )
+    for p in m.problems:
+        print(f"metrics file refused: {p}")
 
 
 def _gpu_list(p: s.PlacementOut) -> str:

@@ -20,6 +20,7 @@ from gpufleet.scheduler.snapshot import PendingJob
 from gpufleet.server.metrics.catalog import DEFAULT_IDLE_UTIL_PCT, WAIT_BUCKETS_S
 from gpufleet.server.metrics.gpus import allocation_families, gpu_families
 from gpufleet.server.metrics.idle import idle_families
+from gpufleet.server.metrics.jobmetrics import job_metric_families
 from gpufleet.server.metrics.nodes import host_families, node_families
 from gpufleet.server.metrics.pending import PendingTally, waiting_since
 from gpufleet.server.metrics.queues import WaitHistogram, queue_families
@@ -133,6 +134,7 @@ class FleetCollector(Collector):
                 ctrl, now, self._pending, self._wait, self._transitions, self._waiting_since
             ),
             *service_families(ctrl),
+            *job_metric_families(self.svc.job_metrics, ctrl, self.label, users),
             *self._controller(),
         ]
 

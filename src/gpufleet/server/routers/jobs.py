@@ -174,7 +174,8 @@ async def show(
     job_id: Name, who: Principal = USERS, svc: ControllerService = Depends(service)
 ) -> Any:
     rec = await _owned(svc, job_id, who)
-    return job_out(rec, svc.reason(job_id), events=svc.job_events(job_id))
+    events = svc.job_events(job_id)
+    return job_out(rec, svc.reason(job_id), events=events, metrics=svc.job_metrics.get(job_id))
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=s.JobOut, operation_id="cancelJob")

@@ -48,6 +48,7 @@ class Agents(Identity):
         self.down.check()  # before its link is replaced: it needs the store in any case
         self.check_own(req.node, "events", req.events)
         self.check_own(req.node, "running", req.running)
+        req.events = self.take_metrics(req.events)
         now = self.clock.now()
         link = NodeLink(
             req.address,
@@ -126,7 +127,7 @@ class Agents(Identity):
         sent = {(e.job, e.attempt, e.rank) for e in req.events}
         out: list[TaskExited | TaskFenced] = []
         for e in req.ended:
-            if e.kind in ("started", "probe", "checkpoint", "heal"):
+            if e.kind in ("started", "probe", "checkpoint", "heal", "metrics"):
                 continue
             if (e.job, e.attempt, e.rank) in sent:
                 continue
@@ -196,8 +197,18 @@ class Agents(Identity):
         link = self.links.get(node)
         if link is not None and link.registered:
             link.last_seen = self.clock.now()
-        evs: list[Event] = [task_event(node, e) for e in events]
-        await self.report(evs)
+        evs: list[Event] = [task_event(node, e) for e in self.take_metrics(events)]
+        if evs:
+            await self.report(evs)
+
+    def take_metrics(self, events: list[s.AgentEvent]) -> list[s.AgentEvent]:
+        """Keep what the jobs' metrics files said (in memory: no core event, nothing stored);
+        the other events."""
+        now = self.clock.now()
+        for e in events:
+            if e.kind == "metrics" and e.metrics is not None and e.rank == 0:
+                self.job_metrics.record(e.job, e.attempt, e.metrics, now)
+        return [e for e in events if e.kind != "metrics"]
 
     def commands_allowed(self, node: str) -> None:
         link = self.links.get(node)
