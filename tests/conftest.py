@@ -55,12 +55,6 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "no_fixed_ports: in a module of grouping.PORT_GROUPS, the test binds none of the ports "
-        "a job's number or a node decides (its own cluster, jobs that listen on nothing): "
-        "it leaves the module's port group",
-    )
-    config.addinivalue_line(
-        "markers",
         "alone: measures latency under a load of its own; make test runs it after the parallel "
         "pass, by itself",
     )
@@ -139,6 +133,12 @@ def store(db_url: str) -> Iterator[Any]:
         yield s
     finally:
         s.close()
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    grouping.end_unused_session_fixtures(item, nextitem)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook names the items)

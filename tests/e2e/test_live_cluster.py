@@ -136,6 +136,9 @@ def test_gang_starts_all_or_nothing_and_each_rank_sees_its_environment(
         assert env["GPUFLEET_ATTEMPT"] == "1"
         assert (attempt_dir(cluster, p.node, job, 1) / f"rank{rank}.out").exists()
     assert seen[0]["MASTER_PORT"] == seen[1]["MASTER_PORT"]
+    # from the cluster's own block (--job-ports): no other cluster on this host gives it
+    first, _, last = cluster.job_ports.partition("-")
+    assert int(first) <= int(seen[0]["MASTER_PORT"]) <= int(last)
     assert "heard from ranks [0, 1]" in read_log(alice, job, 0)  # the gang met at MASTER_ADDR
 
 
@@ -289,7 +292,6 @@ def test_pytorch_ddp_on_two_agents_with_two_workers_each(
 # ----- an agent killed ----------------------------------------------------------------------
 
 
-@pytest.mark.no_fixed_ports  # its own cluster; its job (sleep) listens on nothing
 def test_a_killed_agent_s_job_restarts_elsewhere_within_the_grace(new_cluster: Any) -> None:
     c: LocalCluster = new_cluster(agents=3)
     alice = c.user("alice")
@@ -342,7 +344,6 @@ KILL_AFTER = 300  # accepted submissions before the SIGKILL
 
 @pytest.mark.slow
 @pytest.mark.both_stores  # through every layer down to the database
-@pytest.mark.no_fixed_ports  # its own cluster; its jobs (echo, sleep) listen on nothing
 def test_controller_killed_during_a_burst_loses_nothing_and_runs_no_attempt_twice(
     new_cluster: Any, db_url: str
 ) -> None:

@@ -5,8 +5,9 @@ default); two controllers in two workers would both hand out 31500 first. So eac
 serves its in-process controllers' endpoints from a slice of its own of 31500-32499, and the
 live clusters (``LocalCluster``, whose controllers pick a free range themselves) take theirs
 from 32500-32767, which no in-process controller uses. The ports that a job's number decides
-(a batch job's step daemons, MASTER_PORT) or that a node hands its replicas (from 20000 up)
-cannot be moved: the tests that bind those share an xdist group (``grouping.py``)."""
+(a batch job's step daemons, MASTER_PORT) and those a node hands its replicas (from 20000 up)
+come from blocks each live cluster claims (``--job-ports``, ``--replica-ports``:
+``ops/portblocks.py``), so no test shares a worker for its ports."""
 
 from __future__ import annotations
 

@@ -8,12 +8,21 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pytest
+
 from gpufleet.agent import slurmbin
 from gpufleet.agent.taskenv import with_step_commands
 from gpufleet.core.launch_env import MASTER_PORT_BASE, MASTER_PORT_SPAN, STEP_PORT_BASE
 from gpufleet.model.allocation import Placement
 from gpufleet.model.job import JobSpec
-from gpufleet.server.stepenv import load_secret, serves_steps, step_env, step_key
+from gpufleet.server.stepenv import (
+    SLOTS_ON_A_NODE,
+    JobPorts,
+    load_secret,
+    serves_steps,
+    step_env,
+    step_key,
+)
 
 
 @dataclass
@@ -89,3 +98,25 @@ def test_srun_and_scontrol_on_a_step_jobs_path_only(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert r.stdout == "n1\nn2\n", r.stderr
+
+
+def test_a_controllers_own_job_ports_hold_its_master_and_step_ports() -> None:
+    """``--job-ports``: MASTER_PORT from the block's first half, the step daemons' (each base
+    and the slots after it on one node) from the second; two clusters given two blocks (the
+    suite's parallel clusters) give their job N ports of their own blocks only."""
+    blocks = [JobPorts.parse("28000-28063"), JobPorts.parse("28064-28127")]
+    alloc = tuple(at("a") for _ in range(SLOTS_ON_A_NODE))  # 8 slots on one node
+    for block, first in zip(blocks, (28000, 28064), strict=True):
+        whole = range(first, first + 64)
+        for seq in range(1, 200):
+            for attempt in (1, 2):
+                master = block.master_port(seq, attempt)
+                assert first <= master < first + 32
+                hosts = step_env("j", seq, attempt, alloc, {}, b"s" * 32, block)
+                ports = [
+                    int(h.rpartition(":")[2]) for h in hosts[0]["GPUFLEET_STEP_HOSTS"].split(",")
+                ]
+                assert all(first + 32 <= p < whole.stop for p in ports), ports
+                assert len(set(ports)) == len(ports)
+    with pytest.raises(ValueError, match="--job-ports '28000-28010': need at least 32 ports"):
+        JobPorts.parse("28000-28010")

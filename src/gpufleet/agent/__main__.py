@@ -12,13 +12,17 @@ import sys
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 
-from gpufleet.agent import bootid
-from gpufleet.agent.gpu import GpuUnavailable
-from gpufleet.agent.main import RESTART, run_agent
-from gpufleet.agent.nodecommand import NodeCommands
-from gpufleet.base import optionfile
-from gpufleet.base.secretfile import private_umask, read_secret
-from gpufleet.model.catalog import GPU_MODELS
+# as the gpufleet command does (cli/__init__.py): httpx's own command line (click, pygments,
+# rich: ~50 ms of CPU at every agent start) marked missing before the agent imports httpx
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "not importable"
+
+from gpufleet.agent import bootid  # noqa: E402
+from gpufleet.agent.gpu import GpuUnavailable  # noqa: E402
+from gpufleet.agent.main import RESTART, run_agent  # noqa: E402
+from gpufleet.agent.nodecommand import NodeCommands  # noqa: E402
+from gpufleet.base import optionfile  # noqa: E402
+from gpufleet.base.secretfile import private_umask, read_secret  # noqa: E402
+from gpufleet.model.catalog import GPU_MODELS  # noqa: E402
 
 NO_ARGV_TOKEN = (
     "--token puts the secret on the command line, where every user and job on this node can "

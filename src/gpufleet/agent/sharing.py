@@ -47,7 +47,9 @@ class Sharing:
         if self.mode != "mps" or gpus == 0:
             return {}
         env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": self.log_dir}
-        if gpu_milli < MILLI:  # a fraction is always of one device: device 0 of its own
+        # a fraction is always of one device: device 0 of its own (0: a video job packed
+        # beside training uses the GPU's encoders only, and is given no compute share)
+        if 0 < gpu_milli < MILLI:
             env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, math.ceil(gpu_milli / 10)))
             if self.memory_mib:
                 env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = (
@@ -72,7 +74,7 @@ class Sharing:
 
     def note(self, gpus: int, gpu_milli: int) -> str:
         """What a fractional task is told its share does not bound ("" when it does)."""
-        if gpus == 0 or gpu_milli >= MILLI or self.mode == "mps":
+        if gpus == 0 or gpu_milli >= MILLI or gpu_milli == 0 or self.mode == "mps":
             return ""
         return (
             f"GPU sharing by time-slicing: this task's {gpu_milli}/{MILLI} share of the GPU is "

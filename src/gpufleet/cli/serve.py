@@ -63,6 +63,12 @@ _DEFRAG = typer.Option(
     "min_gang_gpus, max_lost_gpu_s, min_score, savings_horizon_s, restart_cost_s, "
     "room_elsewhere, interval_s, leaf_interval_s, enabled; a queue's defrag: overrides it",
 )
+_PACK_ENCODERS = typer.Option(
+    False,
+    "--pack-encoders",
+    help="a video job (one GPU share asking for NVENC/NVDEC only) may use the encoders of a "
+    "GPU a training job holds, taking none of its compute (default: kept apart)",
+)
 _HEARTBEAT_S = typer.Option(
     5.0, help="agent heartbeat interval; agents sample their GPUs with each heartbeat"
 )
@@ -141,6 +147,13 @@ _REPLICA_PORTS = typer.Option(
     help="the ports service replicas are given as $PORT, FIRST-LAST (each node's own; nodes "
     "that share a host get different ones while the range lasts)",
 )
+_JOB_PORTS = typer.Option(
+    "",
+    "--job-ports",
+    help="a block of ports, FIRST-LAST (32 or more), for what a job's number decides: "
+    "MASTER_PORT from its first half, srun's step daemons' from the second (default: the "
+    "fixed ranges 27500-31499; give each controller that shares hosts a block of its own)",
+)
 _GATEWAY_PORTS = typer.Option(
     "31500-32499", "--gateway-ports", help="the endpoints' port range, FIRST-LAST"
 )
@@ -206,6 +219,7 @@ _AS_GIVEN = (
     "order",
     "backfill",
     "defrag",
+    "pack_encoders",
     "heartbeat_s",
     "lease_s",
     "fence_grace_s",
@@ -224,6 +238,7 @@ _AS_GIVEN = (
     "account_lookup_s",
     "probe_account",
     "replica_ports",
+    "job_ports",
     "heal_policy",
     "heal",
     "secrets_key_file",
@@ -257,6 +272,7 @@ def controller(
     backfill: str = _BACKFILL,
     preempt: str = _PREEMPT,
     defrag: str = _DEFRAG,
+    pack_encoders: bool = _PACK_ENCODERS,
     heartbeat_s: float = _HEARTBEAT_S,
     node_grace_s: float = _NODE_GRACE_S,
     outage_tolerance_s: float = _OUTAGE_TOLERANCE_S,
@@ -279,6 +295,7 @@ def controller(
     gateway_host: str = _GATEWAY_HOST,
     gateway_ports: str = _GATEWAY_PORTS,
     replica_ports: str = _REPLICA_PORTS,
+    job_ports: str = _JOB_PORTS,
     gateway_drain_s: float = _GATEWAY_DRAIN_S,
     gateway_stats_s: float = _GATEWAY_STATS_S,
     secrets_key_file: Path = _SECRETS_KEY_FILE,

@@ -61,8 +61,20 @@ def free_replica_ports(n: int = 40) -> str:
     return _claim(REPLICA_PORTS, n)
 
 
+# what a job's number decides (MASTER_PORT, srun's step daemons): the fixed ranges every
+# controller draws from without --job-ports, a block per local cluster (two clusters' job 1
+# would otherwise be given the same ports)
+JOB_PORTS = range(27500, 31500)
+
+
+def free_job_ports(n: int = 64) -> str:
+    """``FIRST-LAST`` for ``--job-ports``: as ``free_gateway_ports``, of JOB_PORTS."""
+    return _claim(JOB_PORTS, n)
+
+
 def release_ports(text: str) -> None:
-    """A block ``free_gateway_ports`` or ``free_replica_ports`` gave, given back."""
+    """A block ``free_gateway_ports``, ``free_replica_ports`` or ``free_job_ports`` gave, given
+    back."""
     first, _, last = text.partition("-")
     portblocks.release(range(int(first), int(last or first) + 1))
 
@@ -131,6 +143,8 @@ class LocalCluster:
     gateway_ports: str = ""
     # the replicas' ports (--replica-ports; "" a free block of free_replica_ports())
     replica_ports: str = ""
+    # MASTER_PORT and step daemons' ports (--job-ports; "" a free block of free_job_ports())
+    job_ports: str = ""
     # HTTPS: the controller serves tls_cert/tls_key; agents and clients verify it against ca
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -235,6 +249,9 @@ class LocalCluster:
         if not self.replica_ports:  # kept: a restarted controller gives the same ports
             self.replica_ports = free_replica_ports()
         args += ["--replica-ports", self.replica_ports]
+        if not self.job_ports:  # kept: a restarted controller gives the same ports
+            self.job_ports = free_job_ports()
+        args += ["--job-ports", self.job_ports]
         return args, env
 
     def start_agent(self, i: int, *extra: str, wrap: Sequence[str] = ()) -> AgentProc:
@@ -330,7 +347,7 @@ class LocalCluster:
             _kill_group(self.controller, signal.SIGTERM, group=False)
             _reap(self.controller)
             self.controller = None
-        for ports in (self.replica_ports, self.gateway_ports):
+        for ports in (self.replica_ports, self.gateway_ports, self.job_ports):
             if ports:
                 release_ports(ports)
 

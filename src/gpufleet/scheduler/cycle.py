@@ -11,13 +11,14 @@ give the same decisions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from itertools import chain
 from random import Random
 
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
-from gpufleet.scheduler import backfill, explain, preemption
+from gpufleet.scheduler import backfill, explain, pack_encoders, preemption
 from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
@@ -194,6 +195,9 @@ class _Cycle:
             if alloc is None:
                 self.failed_shapes.add(key)
         ws.fence = False
+        if alloc is None and self.profile.pack_encoders and pack_encoders.video_job(s):
+            started = ((j.id, j.spec, a) for j, a in self.started)
+            alloc = pack_encoders.pack(s, self.snap, ws, started)  # beside training
         if alloc is None:
             return False
         res.starts.append(Start(job.id, alloc, adm.borrowing, s.queue))
@@ -298,7 +302,20 @@ class _Cycle:
             if self.windows is not None:
                 self.windows.explain(res.reasons, self.ws, self.profile.place, self.snap.cycle)
             explain.moving(self.snap, res)
+            self._kept_apart()
         return res
+
+    def _kept_apart(self) -> None:
+        """A waiting video job that packing would have placed beside training is told so."""
+        if self.profile.pack_encoders:
+            return
+        for job in self.unplaced:
+            r = self.res.reasons.get(job.id)
+            if r is None or not pack_encoders.video_job(job.spec):
+                continue
+            said = pack_encoders.kept_apart(job.spec, self.snap, self.ws)
+            if said:
+                self.res.reasons[job.id] = replace(r, message=r.message + said)
 
 
 __all__ = ["Reason", "ReasonCode", "run_cycle"]

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # imported where the figure is computed: the controller starts without it
+    import numpy as np
 
 WINDOW_S = 3600.0
 
@@ -67,6 +69,8 @@ def water_fill(
 
 def _integrals(intervals: Iterable[tuple[float, float, float]], edges: np.ndarray) -> np.ndarray:
     """∫ of the sum of the step functions (value v on [a, b)) over each window of ``edges``."""
+    import numpy as np
+
     ts: list[float] = []
     dv: list[float] = []
     for a, b, v in intervals:
@@ -93,6 +97,8 @@ def entitlement_fairness(
     since: float = 0.0,
 ) -> EntitlementFairness:
     """The figure over ``[since, until)`` cut into windows of ``window_s``."""
+    import numpy as np
+
     if until <= since or capacity_gpus <= 0:
         return EntitlementFairness(None, 0, {})
     edges = np.arange(since, until + window_s, window_s)

@@ -288,6 +288,8 @@ class Profile:
     seed: int = 0
     max_depth: int = 0  # 0 = consider every pending job each cycle; else Slurm-like depth
     explain: bool = True  # give every pending job a Reason (the simulator may skip it)
+    # a video job may use the encoders of a GPU a training job holds (pack_encoders.py)
+    pack_encoders: bool = False
 
     @staticmethod
     def build(
@@ -301,6 +303,7 @@ class Profile:
         seed: int = 0,
         max_depth: int = 0,
         explain: bool = True,
+        pack_encoders: bool = False,
     ) -> Profile:
         """A profile from plugin names; ``options`` maps ``"order/fairshare"`` to its options."""
         opts = dict(options or {})
@@ -325,6 +328,7 @@ class Profile:
             seed=seed,
             max_depth=max_depth,
             explain=explain,
+            pack_encoders=pack_encoders,
         )
         if opts:
             raise ProfileError(f"options for plugins not in the profile: {', '.join(opts)}")

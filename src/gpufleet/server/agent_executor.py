@@ -22,7 +22,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.model.notice import checkpoint_file
 from gpufleet.server.outbox import Outbox
 from gpufleet.server.secrets import refs_for_launch
-from gpufleet.server.stepenv import desktop_key, serves_steps, step_env
+from gpufleet.server.stepenv import JobPorts, desktop_key, serves_steps, step_env
 
 # the burn-in network test's coordinator ports: below the kernel's ephemeral ports (32768 on,
 # where any process's bind(0) or outgoing connection may hold one: on a test host, another
@@ -47,6 +47,7 @@ class AgentExecutor:
         fallback_account: str = "",
         step_secret: bytes = b"",
         desktop_secret: bytes = b"",
+        job_ports: JobPorts | None = None,
         site_remedy: Callable[[HealOrder], None] | None = None,
         node_command: Callable[[str, str, str, float, str], None] | None = None,
     ) -> None:
@@ -59,6 +60,9 @@ class AgentExecutor:
         self.step_secret = step_secret or secrets.token_bytes(32)
         # a desktop replica's key (GPUFLEET_DESKTOP_KEY), which the gateway presents to it
         self.desktop_secret = desktop_secret or secrets.token_bytes(32)
+        # MASTER_PORT and the step daemons' ports from a block of this controller's own
+        # (--job-ports); None: the fixed ranges every controller draws from
+        self.job_ports = job_ports
         # the heal loop's site remedy, run as a node command by the service (nodecommands.py)
         self.site_remedy = site_remedy
         # an operator's node command, started and left to run (node, kind, command, bound, why)
@@ -116,6 +120,20 @@ class AgentExecutor:
             ),
         )
 
+    def _numbered(self, c: Launch, spec: JobSpec) -> list[dict[str, str]]:
+        """Per rank, what the job's number decides beyond the core's environment: a batch
+        job's step daemons (``step_env``), MASTER_PORT from this controller's own block."""
+        out: list[dict[str, str]] = [{} for _ in c.allocation]
+        if serves_steps(spec):
+            out = step_env(
+                c.job_id, c.seq, c.attempt, c.allocation, self.links, self.step_secret,
+                self.job_ports,
+            )  # fmt: skip
+        if self.job_ports is not None:
+            port = str(self.job_ports.master_port(c.seq, c.attempt))
+            out = [{**e, "MASTER_PORT": port} for e in out]
+        return out
+
     def _launch(self, c: Launch) -> None:
         spec = self.core.jobs[c.job_id].job.spec
         head = self.links.get(c.allocation[0].node)
@@ -123,18 +141,13 @@ class AgentExecutor:
         facts = self.core.launch_facts(c.job_id)
         envs = c.environment(facts)
         user_env = dict(spec.submit_env)
-        steps = (
-            step_env(c.job_id, c.seq, c.attempt, c.allocation, self.links, self.step_secret)
-            if serves_steps(spec)
-            else None
-        )
+        numbered = self._numbered(c, spec)
         replica_env, probes = self._replica(c.job_id)
         for rank, (p, env) in enumerate(zip(c.allocation, envs, strict=True)):
             if rank in c.skip:
                 continue
             e = dict(env) | replica_env
-            if steps is not None:
-                e.update(steps[rank])
+            e.update(numbered[rank])
             warning = spec.signal
             batch = _batch_fields(spec, c.job_id, c.attempt, rank, p.node, facts)
             step = batch.get("role") == "step"  # the agent runs its own step daemon

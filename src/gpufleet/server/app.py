@@ -58,7 +58,7 @@ from gpufleet.server.routers import (
 from gpufleet.server.secrets import SecretService
 from gpufleet.server.secrets_box import load_box
 from gpufleet.server.service import ControllerService
-from gpufleet.server.stepenv import load_secret
+from gpufleet.server.stepenv import JobPorts, load_secret
 from gpufleet.server.store import Store
 from gpufleet.server.strict_query import known_query
 
@@ -133,6 +133,7 @@ def profile_of(config: ServerConfig) -> Profile:
         backfill=config.backfill,
         preempt=config.preempt,
         options={"preempt/defrag": parse_options(config.defrag)} if config.defrag else None,
+        pack_encoders=config.pack_encoders,
     )
 
 
@@ -170,6 +171,7 @@ def open_service(config: ServerConfig, store: Store, clock: Clock) -> Controller
         heal=heal_policy(config, cluster),
         power=elastic_providers(config, store, cluster),
         replica_ports=config.replica_port_range(),
+        job_ports=JobPorts.parse(config.job_ports) if config.job_ports else None,
     )
     service.idle_hook = config.idle_hook
     service.identity.first_wait_s = config.account_lookup_s

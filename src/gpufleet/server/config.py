@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.base.portrange import port_range
+from gpufleet.server.stepenv import JobPorts
 
 _ACCOUNT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}\$?")  # as useradd accepts them
 
@@ -24,6 +25,7 @@ class ServerConfig:
     preempt: tuple[str, ...] = ("reclaim",)
     # preempt/defrag's policy, KEY=VALUE,... (model/defrag.py); "": its defaults
     defrag: str = ""
+    pack_encoders: bool = False  # video jobs may use training GPUs' encoders (ADR 0050)
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
     queues_file: Path | None = None  # queues from a YAML list (applied at start)
     # the heal loop's policy (model/heal.py, ADR 0042); None: the cluster spec's heal:, else
@@ -82,6 +84,9 @@ class ServerConfig:
     gateway_host: str = "127.0.0.1"
     # the ports replicas are given as $PORT (FIRST-LAST): --replica-ports
     replica_ports: str = "20000-27499"
+    # MASTER_PORT and the step daemons' ports (FIRST-LAST, server/stepenv.py JobPorts):
+    # --job-ports; "" the fixed ranges (27500-31499) that every controller draws from
+    job_ports: str = ""
     gateway_port_base: int = 31500
     gateway_port_span: int = 1000
     # a replica out of the routes is killed this much after the proxy stopped routing to it
@@ -104,6 +109,8 @@ class ServerConfig:
     def __post_init__(self) -> None:
         check_ha(self)
         self.replica_port_range()  # a bad range is refused here, before the start
+        if self.job_ports:
+            JobPorts.parse(self.job_ports)
         if self.defrag:
             check_defrag(self.defrag, self.preempt)
         if self.gateway not in ("", "off", "haproxy", "nginx", "builtin", "remote"):

@@ -9,9 +9,11 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from gpufleet.base.portrange import port_range
 from gpufleet.base.secretfile import SecretFileError, read_secret, write_secret
 from gpufleet.core.launch_env import step_port
 from gpufleet.model.allocation import Allocation
@@ -37,6 +39,33 @@ def load_secret(data_dir: Path) -> bytes:
     if len(key) < 16:
         raise SecretFileError(f"step key file {path}: shorter than 16 bytes")
     return key
+
+
+# slots of one job on one node take the ports after its base: up to this many more
+SLOTS_ON_A_NODE = 8
+JOB_PORTS_MIN = 32
+
+
+@dataclass(frozen=True)
+class JobPorts:
+    """A block of ports of the controller's own (``--job-ports FIRST-LAST``) for what a job's
+    number decides: MASTER_PORT from its first half, the step daemons' from the second. Two
+    controllers on one host (parallel test clusters) given two blocks never give their job N
+    the same ports; without one, both draw from the fixed ranges (core/launch_env.py)."""
+
+    master: range
+    step: range  # the bases: a job's slots on one node take its base and the next ports
+
+    @classmethod
+    def parse(cls, text: str, option: str = "--job-ports") -> JobPorts:
+        first, count = port_range(text, option)
+        if count < JOB_PORTS_MIN:
+            raise ValueError(f"{option} {text!r}: need at least {JOB_PORTS_MIN} ports")
+        half = first + count // 2
+        return cls(range(first, half), range(half, first + count - SLOTS_ON_A_NODE))
+
+    def master_port(self, seq: int, attempt: int) -> int:
+        return self.master.start + (seq * 7 + attempt) % len(self.master)
 
 
 def serves_steps(spec: JobSpec) -> bool:
@@ -67,12 +96,17 @@ def step_env(
     allocation: Allocation,
     links: Mapping[str, _Link],
     secret: bytes,
+    ports: JobPorts | None = None,
 ) -> list[dict[str, str]]:
     """One dict per rank. Slots that share a node take the next ports: the job's number's
     (``step_port``), shifted by this cluster's secret, so that two clusters on the same hosts
     (two controllers on one test machine, two gpufleets sharing nodes) rarely give their job N
-    the same ports; the secret is kept (``step.key``), so a restarted controller gives the same."""
-    base = step_port(seq + _shift(secret), attempt)
+    the same ports; the secret is kept (``step.key``), so a restarted controller gives the same.
+    ``ports``: the controller's own block (``JobPorts``), where the base is drawn from instead."""
+    if ports is None:
+        base = step_port(seq + _shift(secret), attempt)
+    else:
+        base = ports.step.start + ((seq + _shift(secret)) * 7 + attempt) % len(ports.step)
     on_node: dict[str, int] = {}
     hosts = []
     for p in allocation:

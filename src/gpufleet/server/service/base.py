@@ -38,6 +38,7 @@ from gpufleet.server.service.links import NodeLink
 from gpufleet.server.service.store import Store
 from gpufleet.server.service.store_down import StoreDown
 from gpufleet.server.service.work import Work
+from gpufleet.server.stepenv import JobPorts
 
 log = logging.getLogger("gpufleet.controller")
 
@@ -82,6 +83,7 @@ class ServiceBase(ClusterReads, ABC):
         heal: HealPolicy | None = None,
         power: Mapping[str, PowerProvider] | None = None,
         replica_ports: range | None = None,
+        job_ports: JobPorts | None = None,
     ) -> None:
         node_grace_s, outage_tolerance_s = fencing_timings(
             lease_s, fence_grace_s, node_grace_s, outage_tolerance_s
@@ -98,7 +100,7 @@ class ServiceBase(ClusterReads, ABC):
         self._backoff = (retry_backoff_s, retry_backoff_max_s)
         self._launch_timeout_s = launch_timeout_s
         self._heal = heal  # the heal loop's policy (ADR 0042); None: no heal loop
-        self._replica_ports = replica_ports  # None: the core's default range
+        self._replica_ports, self._job_ports = replica_ports, job_ports  # None: the defaults
         self._cluster_queues = list(cluster.queues) if cluster is not None else []
         # the elastic pools (core/elastic/) and their providers (server/elastic/)
         self._elastic = cluster.elastic if cluster is not None else ()
@@ -130,8 +132,7 @@ class ServiceBase(ClusterReads, ABC):
         self.node_grace_s = node_grace_s
         self.outage_tolerance_s = outage_tolerance_s  # sent to agents at registration
         self.schedule_interval_s = schedule_interval_s
-        self.grace_kill_s = grace_kill_s
-        self.batch_max = batch_max
+        self.grace_kill_s, self.batch_max = grace_kill_s, batch_max
         self._init_turns(monotonic, node_grace_s)
 
     def _wire(self, gateway: ServiceGateway) -> None:
@@ -219,6 +220,7 @@ class ServiceBase(ClusterReads, ABC):
             fallback_account=self.fallback_account,
             step_secret=self.step_secret,
             desktop_secret=self.desktop_secret,
+            job_ports=self._job_ports,
             site_remedy=self._site_remedy,
             node_command=self._node_command_later,
         )

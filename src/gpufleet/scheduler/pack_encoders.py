@@ -1,0 +1,117 @@
+"""Encoders beside training (issue 28's mixed scheduling): a video job may use the NVENC or
+NVDEC engines of a GPU whose compute a training job holds whole, when the operator allows it
+(``Profile.pack_encoders``; off by default, and then encoders and training stay apart).
+
+A video job here: one worker, one GPU, a share of it (``gpu_milli`` below a whole GPU), asking
+only for video engines (``gpu_engines`` of nvenc, nvdec, nvjpg). Packed, it holds the GPU with
+no compute share (``gpu_milli`` 0 in its placement: the core takes nothing from the GPU's free
+compute), beside at most as many other packed jobs as the GPU has of the engine it asks for
+(an L40S's three NVENC); its CPUs and memory are taken as any job's. The GPU must have no
+free compute left (a GPU with room takes the job the ordinary way) and be held by a job that
+asks for no video engine (training). Pure: the snapshot's running jobs and the cycle's
+workspace only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpufleet.model.allocation import Allocation, Placement
+from gpufleet.model.engines import engines_of
+from gpufleet.model.job import JobSpec
+from gpufleet.model.resources import MILLI
+from gpufleet.scheduler.request import WorkerRequest
+from gpufleet.scheduler.snapshot import Snapshot
+from gpufleet.scheduler.workspace import Workspace
+
+VIDEO = frozenset({"nvenc", "nvdec", "nvjpg"})
+GpuKey = tuple[str, int]
+
+
+def video_job(spec: JobSpec) -> bool:
+    engines = dict(spec.gpu_engines)
+    return (
+        spec.workers == 1
+        and spec.gpus_per_worker == 1
+        and 0 < spec.gpu_milli < MILLI
+        and bool(engines)
+        and set(engines) <= VIDEO
+    )
+
+
+def _holders(
+    snap: Snapshot, started: Iterable[tuple[str, JobSpec, Allocation]]
+) -> tuple[set[GpuKey], dict[GpuKey, int]]:
+    """The GPUs held with compute by a job that asks for no video engine (training), and how
+    many packed video jobs each GPU has now."""
+    training: set[GpuKey] = set()
+    packed: dict[GpuKey, int] = {}
+    jobs = [(r.spec, r.allocation) for r in snap.running if r.stopping_since is None]
+    jobs += [(spec, alloc) for _, spec, alloc in started]
+    for spec, alloc in jobs:
+        video = bool(set(dict(spec.gpu_engines)) & VIDEO)
+        for p in alloc:
+            for d in p.gpus:
+                if p.gpu_milli == 0:
+                    packed[(p.node, d)] = packed.get((p.node, d), 0) + 1
+                elif not video:
+                    training.add((p.node, d))
+    return training, packed
+
+
+def where(
+    spec: JobSpec,
+    snap: Snapshot,
+    ws: Workspace,
+    started: Iterable[tuple[str, JobSpec, Allocation]],
+) -> tuple[int, int] | None:
+    """(node index, GPU) a video job may be packed onto now; None when there is none."""
+    training, packed = _holders(snap, started)
+    if not training:
+        return None
+    want = dict(spec.gpu_engines)
+    req = WorkerRequest.of(spec)
+    for i, v in enumerate(ws.views):
+        if not ws.ok[i] or (req.select is not None and not ws.selected(i, req.select)):
+            continue
+        if req.models and v.gpu_model not in req.models:
+            continue
+        e = engines_of(v.gpu_model)
+        room = min((e.count(k) or 0) // max(1, n) for k, n in want.items())
+        if room <= 0 or ws.cpu[i] < req.cpu_milli or ws.mem[i] < req.memory_mib:
+            continue
+        for d, free in enumerate(ws.gfree[i]):
+            key = (v.name, d)
+            if free == 0 and key in training and packed.get(key, 0) < room:
+                return i, d
+    return None
+
+
+def pack(
+    spec: JobSpec,
+    snap: Snapshot,
+    ws: Workspace,
+    started: Iterable[tuple[str, JobSpec, Allocation]],
+) -> Allocation | None:
+    """The video job packed onto a training GPU (its placement's compute share 0), or None."""
+    got = where(spec, snap, ws, started)
+    if got is None:
+        return None
+    i, d = got
+    req = WorkerRequest.of(spec)
+    engine_only = WorkerRequest(1, 0, req.cpu_milli, req.memory_mib, req.models, "", None)
+    p: Placement = ws.assign(i, (d,), engine_only)
+    return (p,)
+
+
+def kept_apart(spec: JobSpec, snap: Snapshot, ws: Workspace) -> str:
+    """What a waiting video job is told when packing is off and would have placed it ("" if
+    it would not have)."""
+    got = where(spec, snap, ws, ())
+    if got is None:
+        return ""
+    i, d = got
+    return (
+        f"; GPU {d} of {ws.views[i].name} is busy with training and has a free "
+        f"{'/'.join(e.upper() for e in dict(spec.gpu_engines))}, but this cluster keeps video "
+        "jobs off training GPUs (the controller's --pack-encoders allows it)"
+    )
