@@ -84,8 +84,9 @@ class Launcher:
         ckpt = checkpoint_path(cmd, account, out_path.parent.parent)
         if ckpt:
             cmd = cmd.model_copy(update={"env": {**cmd.env, CHECKPOINT_ENV: ckpt}})
-        if cmd.rank == 0 and cmd.container is None and cmd.role != "step":
-            mfile = str(tmp / METRICS_FILE)  # the task's own directory (a container's differs)
+        if reports_metrics(cmd):  # in its TMPDIR, which a container sees at /tmp
+            inside = "/tmp" if cmd.container is not None else str(tmp)
+            mfile = f"{inside}/{METRICS_FILE}"
             cmd = cmd.model_copy(update={"env": {**cmd.env, METRICS_ENV: mfile}})
         plan = self._plan(cmd, key, account, command, tmp)
         cwd = self._cwd(cmd, plan, account, tmp, out_path)
@@ -220,7 +221,7 @@ class Launcher:
             probes=dict(cmd.probes),
             role=cmd.role,
             checkpoint=cmd.env.get(CHECKPOINT_ENV, ""),
-            metrics=cmd.env.get(METRICS_ENV, ""),
+            metrics=str(tmp / METRICS_FILE) if reports_metrics(cmd) else "",  # on the host
         )
         try:
             write_pidfile(pidfile, proc.pid, self.containers.cleanup_argv(name), record(task))
@@ -233,6 +234,12 @@ class Launcher:
 
 CHECKPOINT_ENV = "GPUFLEET_CHECKPOINT_FILE"
 METRICS_FILE = "gpufleet.metrics"  # in the task's private temporary directory
+
+
+def reports_metrics(cmd: AgentCommand) -> bool:
+    """Whether the task is told a metrics file (ADR 0049): rank 0 of a job, not a step
+    daemon."""
+    return cmd.rank == 0 and cmd.role != "step"
 
 
 def checkpoint_path(cmd: AgentCommand, account: Account, job_dir: Path) -> str:
