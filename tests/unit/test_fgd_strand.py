@@ -68,7 +68,8 @@ def test_a_cpu_heavy_gpu_pod_leaves_the_cpu_poor_node() -> None:
 
 def test_with_no_weights_and_fgds_scale_it_is_fgd() -> None:
     wl = wl_of((4000, 500, 1, (), 0.4), (8000, 1000, 1, (), 0.3), (1000, 0, 0, (), 0.3))
-    scorer = StrandScorer(wl, {}, StrandParams(strand_weight=0.0, typed_weight=0.0, scale=1000))
+    params = StrandParams(strand_weight=0.0, typed_weight=0.0, scale=1000, lookahead=0.0)
+    scorer = StrandScorer(wl, {}, params)
     rng = random.Random(7)
     for _ in range(300):
         gpus = tuple(rng.choice((0, 200, 500, 700, 1000)) for _ in range(rng.choice((2, 4, 8))))
@@ -111,14 +112,38 @@ def test_an_untyped_pod_stays_off_the_model_that_typed_pods_need() -> None:
 def test_a_fraction_takes_the_first_device_with_the_best_score() -> None:
     wl = wl_of((1000, 600, 1, (), 1.0))  # 500 free on a device is a sliver to this class
     n = NodeState(64_000, 10**6, (1000, 500, 1000, 500), "G2")
-    score, devices = StrandScorer(wl, {}).score(n, PodRequest(1000, 1, 1, 500))
+    flat = StrandScorer(wl, {}, StrandParams(lookahead=0.0))
+    score, devices = flat.score(n, PodRequest(1000, 1, 1, 500))
     assert devices == (1,)  # filling a sliver removes 500 of fragmentation: first of the two
     assert score == int(100 / (1 + math.exp(-500 / 600)))
+    # the look-ahead counts the sliver again, at what it will still waste: all of it here
+    score, devices = StrandScorer(wl, {}).score(n, PodRequest(1000, 1, 1, 500))
+    assert devices == (1,)
+    assert score == int(100 / (1 + math.exp(-(500 + 0.75 * 500) / 600)))
+
+
+def test_the_look_ahead_prices_a_sliver_by_what_can_still_fill_it() -> None:
+    # 160-milli pods can fill a 190 sliver down to 30; nothing fills a 60 sliver
+    wl = wl_of((4000, 810, 1, (), 0.5), (4000, 160, 1, (), 0.5))
+    scorer = StrandScorer(wl, {})
+    w = scorer._waste_table()
+    assert w[19] == pytest.approx(30.0)  # 190 free: one 160 fits, 30 stay
+    assert w[6] == pytest.approx(60.0)
+    assert w[100] == pytest.approx(0.5 * 30 + 0.5 * w[84])  # 1000: an 810 or a 160 first
+    # an 810 goes where a 160 already sits (30 left) rather than to the empty device
+    n = NodeState(64_000, 10**6, (840, 1000), "G2")
+    assert scorer.score(n, PodRequest(4000, 1, 1, 810))[1] == (0,)
 
 
 @pytest.mark.parametrize(
     "kw",
-    [{"cpu_per_gpu": 0.0}, {"scale": -1.0}, {"strand_weight": -0.5}, {"typed_weight": -1.0}],
+    [
+        {"cpu_per_gpu": 0.0},
+        {"scale": -1.0},
+        {"strand_weight": -0.5},
+        {"typed_weight": -1.0},
+        {"lookahead": -0.1},
+    ],
 )
 def test_params_are_checked(kw: dict[str, float]) -> None:
     with pytest.raises(ValueError):

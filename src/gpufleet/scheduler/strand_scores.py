@@ -10,6 +10,11 @@ This score adds to F_n
 
 * **stranding**: ``strand_weight * max(0, gL - cpu_left / cpu_per_gpu)``, the GPU milli of the
   node that the CPU left cannot feed at ``cpu_per_gpu`` milli-CPU per GPU milli; and
+* **look-ahead waste**: ``lookahead * Σ W(g)`` over the node's partly used devices, where W(g)
+  is the GPU milli a device with g free is expected to keep once the workload's fractional
+  classes, drawn by share among those that still fit, no longer fit (W(g) = g where none fits).
+  FGD counts a sliver once, against the next pod; W looks further: a 190-milli sliver that a
+  160-milli pod may still fill costs less than a 60-milli one nothing fills; and
 * **typed pressure** (only for a GPU pod that accepts any model): ``typed_weight * pressure(m) *
   gpu_demand``, where pressure(m) is the share of the workload's GPU demand that can run only on
   a set of models including m, over m's share of the cluster's GPUs. It keeps pods that could go
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.scheduler.openb_scores import (
     MAX_SCORE,
+    MILLI,
     Gpus,
     NodeState,
     PodRequest,
@@ -38,10 +44,12 @@ from gpufleet.scheduler.openb_scores import (
     sigmoid,
 )
 
+WASTE_STEP = 10  # GPU milli: the look-ahead's grid
 DEFAULT_CPU_PER_GPU = 12.0  # milli-CPU per GPU milli: 12 cores per whole GPU
 DEFAULT_STRAND_WEIGHT = 2.0
 DEFAULT_TYPED_WEIGHT = 1.0
 DEFAULT_SCALE = 600.0  # GPU milli per unit of the sigmoid (FGD: 1000)
+DEFAULT_LOOKAHEAD = 0.75  # weight of the look-ahead waste (openb default: 95.91 → 95.96)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +58,13 @@ class StrandParams:
     strand_weight: float = DEFAULT_STRAND_WEIGHT
     typed_weight: float = DEFAULT_TYPED_WEIGHT
     scale: float = DEFAULT_SCALE
+    lookahead: float = DEFAULT_LOOKAHEAD
 
     def __post_init__(self) -> None:
         if not self.cpu_per_gpu > 0 or not self.scale > 0:
             raise ValueError("cpu_per_gpu and scale must be positive")
-        if self.strand_weight < 0 or self.typed_weight < 0:
-            raise ValueError("strand_weight and typed_weight must be at least 0")
+        if self.strand_weight < 0 or self.typed_weight < 0 or self.lookahead < 0:
+            raise ValueError("strand_weight, typed_weight and lookahead must be at least 0")
 
 
 def model_pressure(wl: TargetWorkload, supply: Mapping[str, int]) -> dict[str, float]:
@@ -89,6 +98,7 @@ class StrandScorer:
     pressure: Mapping[str, float]
     params: StrandParams = StrandParams()
     _value: dict[tuple[int, Gpus, str], float] = field(default_factory=dict, repr=False)
+    _waste: list[float] = field(default_factory=list, repr=False)  # W(g), per 10 milli
     _scores: dict[tuple[int, Gpus, str, object], tuple[int, tuple[int, ...]]] = field(
         default_factory=dict, repr=False
     )
@@ -101,8 +111,27 @@ class StrandScorer:
             p = self.params
             stranded = max(0.0, sum(gpus) - cpu_left / p.cpu_per_gpu)
             v = self.wl.frag(cpu_left, gpus, model) + p.strand_weight * stranded
+            if p.lookahead:
+                w = self._waste or self._waste_table()
+                v += p.lookahead * sum(w[g // WASTE_STEP] for g in gpus if 0 < g < MILLI)
             self._value[key] = v
         return v
+
+    def _waste_table(self) -> list[float]:
+        """W(g) for g = 0, 10, ..., 1000 GPU milli (``lookahead``); a size between steps counts
+        as the step below it."""
+        sizes: dict[int, float] = {}
+        for c in self.wl.classes:
+            if c.num_gpu == 1 and 0 < c.gpu_milli < MILLI:
+                sizes[c.gpu_milli] = sizes.get(c.gpu_milli, 0.0) + c.p
+        w = [0.0] * (MILLI // WASTE_STEP + 1)
+        for k in range(len(w)):
+            g = k * WASTE_STEP
+            fit = [(m, q) for m, q in sizes.items() if m <= g]
+            tot = sum(q for _, q in fit)
+            w[k] = sum(q * w[(g - m) // WASTE_STEP] for m, q in fit) / tot if tot else float(g)
+        self._waste = w
+        return w
 
     def _score(self, delta: float) -> int:
         return int(sigmoid(-delta / self.params.scale) * MAX_SCORE)

@@ -40,12 +40,13 @@ class Plugin(ScoredPlace):
         strand_weight: float = ss.DEFAULT_STRAND_WEIGHT,
         typed_weight: float = ss.DEFAULT_TYPED_WEIGHT,
         scale: float = ss.DEFAULT_SCALE,
+        lookahead: float = ss.DEFAULT_LOOKAHEAD,
     ) -> None:
         super().__init__()
         if not 1 <= popularity_pct <= 100:
             raise ValueError("popularity_pct must be within 1..100")
         self.popularity_pct = popularity_pct
-        self.params = StrandParams(cpu_per_gpu, strand_weight, typed_weight, scale)
+        self.params = StrandParams(cpu_per_gpu, strand_weight, typed_weight, scale, lookahead)
         self.scorer: StrandScorer | None = None
         self._supply: dict[str, int] = {}
         self._indexes: weakref.WeakKeyDictionary[Workspace, StateIndex] = (
