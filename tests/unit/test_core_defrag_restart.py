@@ -97,6 +97,10 @@ def test_a_restarted_controller_keeps_its_move_in_progress() -> None:
     out = do(c2, 130.0, TaskExited("b3", 1, 0, 143, "preempted; killed by SIGTERM"))
     b3 = c2.jobs["b3"].job
     assert [st for _, st, _ in b3.history][-2:] == [S.PREEMPTED, S.PENDING]
+    assert b3.history[-2][2] == (
+        "for job g: moving 2 jobs to free 2 nodes under leaf-1 (SIGUSR1, then up to 60 s for its "
+        "checkpoint)"
+    )
     assert b3.retries_used == 0
     (launch,) = [x for x in out if isinstance(x, Launch) and x.job_id == "g"]
     assert sorted(p.node for p in launch.allocation) == ["n02", "n03"]

@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from gpufleet.core.cluster_state import ClusterState
 from gpufleet.core.commands import Command, Kill
 from gpufleet.core.jobmaster import JobMaster
-from gpufleet.model.job import JobState
-from gpufleet.model.notice import PREEMPT_GRACE_MAX_S, stop_notice
+from gpufleet.model.job import JobSpec, JobState
+from gpufleet.model.notice import PREEMPT_GRACE_MAX_S, StopNotice, stop_notice
 from gpufleet.scheduler.snapshot import DefragMove
 
 S = JobState
@@ -43,7 +43,9 @@ def restore_moves(state: ClusterState, jm: JobMaster, moves: Iterable[DefragMove
             ):
                 continue
             rec.ending = S.PREEMPTED
-            rec.ending_why = f"for job {m.for_job}: {m.message}"
+            notice = _notice(state, rec.job.spec)
+            said = f" ({notice.describe()})" if notice is not None else ""
+            rec.ending_why = f"for job {m.for_job}: {m.message}{said}"  # as ``evict`` says it
             rec.stopping_since = m.time
             if rec.id in state.running:
                 state.restate(rec.running_view())
@@ -66,8 +68,13 @@ def rekill(state: ClusterState, jm: JobMaster, victims: Iterable[str], out: list
         live = tuple(rec.live_ranks())
         if not live:
             continue
-        q = state.queues.get(rec.job.spec.queue)
-        cap = q.preempt_grace_max_s if q is not None else PREEMPT_GRACE_MAX_S
-        notice = stop_notice(rec.job.spec.preempt_notice, cap)
+        notice = _notice(state, rec.job.spec)
         rec.noticed = notice is not None
         out.append(Kill(rec.id, rec.job.attempt, live, "preempted", notice))
+
+
+def _notice(state: ClusterState, spec: JobSpec) -> StopNotice | None:
+    """The job's checkpoint notice under its queue's cap (``JobMaster.evict``'s)."""
+    q = state.queues.get(spec.queue)
+    cap = q.preempt_grace_max_s if q is not None else PREEMPT_GRACE_MAX_S
+    return stop_notice(spec.preempt_notice, cap)
