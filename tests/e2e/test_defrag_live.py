@@ -101,3 +101,58 @@ def test_a_gang_frees_one_leaf_and_a_moved_replica_is_ready_before_its_old_one_s
     assert ready and old_end is not None and ready[0].time <= old_end  # made before broken
     assert alice.job("web.1").state == "CANCELLED"
     assert alice.job(b3).state in ("PENDING", "RUNNING", "STARTING")  # requeued, not failed
+
+
+def test_a_restarted_controller_keeps_its_move_in_progress(new_cluster: Any) -> None:
+    """The controller is SIGKILLed and started again while the move's victim writes its
+    checkpoint (its notice's grace): the new one knows the move (the gang's Reason says it, the
+    leaf stays held for the gang), the victim's end is a preemption (requeued, not failed) and
+    the gang starts on the leaf it freed."""
+    c: LocalCluster = new_cluster(
+        agents=4,
+        leaves=2,
+        gateway="off",
+        node_grace_s=0.0,  # the default for this tolerance
+        controller_args=[
+            *("--preempt", "defrag", "--defrag", "interval_s=0,leaf_interval_s=0"),
+            *("--outage-tolerance-s", "60"),  # the agents keep their tasks while it is down
+        ],
+    )
+    alice = c.user("alice")
+    # every node half taken; b0, b1 may not be moved, so leaf-1 (b2, b3) is the one freed.
+    # b3 asks for a notice it ignores: it stops only when the agent's wait is over (60 s,
+    # more than the restart takes on a loaded machine)
+    fixed = [alice.submit(_pinned(f"b{i}", f"node-{i}", 4, preemptible=False))[0] for i in (0, 1)]
+    (b2,) = alice.submit(_pinned("b2", "node-2", 4))
+    deaf = ["sh", "-c", "trap '' USR1; sleep 600"]
+    (b3,) = alice.submit(
+        _pinned("b3", "node-3", 4, command=deaf, checkpoint={"signal": "USR1", "grace_s": 60})
+    )
+    for j in (*fixed, b2, b3):
+        wait_state(alice, j, "RUNNING", 60)
+    gang = {
+        "name": "gang",
+        "workers": 2,
+        "gpus_per_worker": 8,
+        "topology": {"level": "leaf", "required": True},
+        "command": "sleep 1",
+    }
+    (g,) = alice.submit(gang)
+    wait_for("b2 stopped", lambda: alice.job(b2).state == "PENDING", 60)
+    assert alice.job(b3).state == "RUNNING"  # in its notice's wait
+    c.kill_controller()  # SIGKILL, mid-move
+    c.start_controller()
+    c.wait_nodes(4)
+    said = wait_for(
+        "the restarted controller says the move",
+        lambda: (r := alice.job(g).reason) is not None and r.code == "Defragmenting" and r,
+        30,
+    )
+    assert said.message.startswith("moving 2 jobs to free 2 nodes under leaf-1: 1 of 2 stopped")
+    assert alice.job(b3).state == "RUNNING"  # still in its wait: the move is the old one
+    done = wait_state(alice, g, "SUCCEEDED", 120)
+    assert sorted(p.node for p in done.placement) == ["node-2", "node-3"]
+    states = [e.state for e in alice.job(b3).events or []]
+    assert states[:5] == ["PENDING", "STARTING", "RUNNING", "PREEMPTED", "PENDING"], states
+    assert "FAILED" not in states
+    assert alice.job(b3).retries_used == 0

@@ -358,3 +358,35 @@ def test_a_cancelled_container_batch_script_keeps_its_output_and_leaves_no_conta
     assert code == 143 and why.startswith("cancelled by the user"), (code, why)
     assert out_file.read_text() == "started\n"
     assert leftovers("cb-cancel") == []
+
+
+def test_a_container_task_writes_its_checkpoint_file_where_the_agent_looks(
+    image: str, runner: TaskRunner, submit_dir: Path
+) -> None:
+    """$GPUFLEET_CHECKPOINT_FILE in a container: the file's directory on the node (the submit
+    directory) is mounted, so the job writes it as a bare job does (a temporary file renamed
+    over it, as the DDP example), the agent sees the write, and the next attempt, bare or not,
+    finds it at the same place."""
+    script = (
+        'echo "file=$GPUFLEET_CHECKPOINT_FILE"; echo step7 > "$GPUFLEET_CHECKPOINT_FILE.tmp" '
+        '&& mv "$GPUFLEET_CHECKPOINT_FILE.tmp" "$GPUFLEET_CHECKPOINT_FILE" && echo written; sleep 3'
+    )
+    launch(
+        runner,
+        "ck1",
+        ["/bin/sh", "-c", script],
+        workdir=str(submit_dir),
+        run_as="nobody",
+        container=ContainerSpec(image).to_dict(),
+        checkpoint_file="gpufleet-ck1.checkpoint",
+    )
+    events = runner.wait(90)
+    out = runner.log_paths(("ck1", 1, 0))[0].read_text()
+    assert "file=/gpufleet-checkpoint/gpufleet-ck1.checkpoint\nwritten\n" in out, out
+    on_node = submit_dir / "gpufleet-ck1.checkpoint"
+    assert on_node.read_text() == "step7\n"
+    assert on_node.stat().st_uid == pwd.getpwnam("nobody").pw_uid
+    assert [e.kind for e in events if e.kind in ("checkpoint", "exited")] == [
+        "checkpoint",
+        "exited",
+    ]

@@ -255,3 +255,29 @@ def test_without_pidfds_a_task_is_adopted_by_its_pid_and_create_time(
     assert list(new.adopt(rebooted=False)[0]) == [KEY] and new.poll() == []
     go.touch()
     assert exited(new.wait(10.0)).exit_code == 4
+
+
+def test_an_adopted_task_s_metrics_file_is_read_on_and_at_its_end(
+    runners: list[TaskRunner], tmp_path: Path, clock: ManualClock
+) -> None:
+    """The metrics file (ADR 0049) is kept in the pid file's record: the next agent reads it,
+    the task's account known from its private directory's owner."""
+    old = runner(runners, tmp_path, clock)
+    go = tmp_path / "go"
+    code = (
+        "import os, time\n"
+        "open(os.environ['GPUFLEET_METRICS_FILE'], 'w').write('fps 30\\n')\n"
+        f"print('ready', flush=True)\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
+        "open(os.environ['GPUFLEET_METRICS_FILE'], 'w').write('fps 31\\n')\n"
+    )
+    old.launch(cmd(code))
+    out, _ = old.log_paths(KEY)
+    wait_for("the task ready", lambda: b"ready" in out.read_bytes(), 10)
+    new = runner(runners, tmp_path, clock)
+    new.adopt(rebooted=False)
+    [first] = [e for e in new.poll() if e.kind == "metrics"]
+    assert first.metrics == (("fps", 30.0),)
+    go.touch()
+    evs = new.wait(10.0)
+    [last] = [e for e in evs if e.kind == "metrics"]
+    assert last.metrics == (("fps", 31.0),) and exited(evs).exit_code == 0

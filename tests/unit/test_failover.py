@@ -67,7 +67,8 @@ def test_an_unreachable_address_is_skipped_and_a_round_without_leader_waits() ->
         {"http://a": [ConnectionRefusedError()], "http://b": [standby(), standby(), LEADS]}
     )
     assert f.request("POST", "/jobs", {}, b"{}").status == 200
-    assert log == ["http://a", "http://b", "http://a", "http://b", "http://a", "http://b"]
+    # the address that refused is avoided for a while: not tried again at every round
+    assert log == ["http://a", "http://b", "http://b", "http://b"]
     assert slept == [0.2, 0.2]
 
 
@@ -128,3 +129,16 @@ def test_a_write_that_failed_mid_request_sends_the_next_elsewhere() -> None:
         f.request("POST", "/jobs", {}, b'{"name": "x"}')
     assert f.request("POST", "/jobs", {}, b'{"name": "y"}').status == 200
     assert log == ["http://a", "http://b"]
+
+
+def test_a_request_waits_on_the_standby_while_the_leader_it_names_is_avoided() -> None:
+    """The leader cut off: the standby still names it until it takes over itself; the request
+    is not sent back to the timeout at every round, and goes through once the standby leads."""
+    f, log, slept = failover(
+        {
+            "http://a": [TimeoutError()],
+            "http://b": [standby("http://a"), standby("http://a"), LEADS],
+        }
+    )
+    assert f.request("POST", "/hb", {}, b"{}").status == 200
+    assert log == ["http://a", "http://b", "http://b", "http://b"] and slept == [0.2, 0.2]

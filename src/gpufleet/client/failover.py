@@ -50,11 +50,11 @@ class Failover:
     """A ``transport.Transport`` over the controllers at ``urls`` (each through its own
     transport, made by ``make`` when first used).
 
-    An address whose request failed (no connection, or no answer) is avoided for ``avoid_s``:
-    the next request starts elsewhere, a standby's pointer to it is not followed in the first
-    round, and every request to another address names it (``X-Gpufleet-Unreached``): a
-    standby an agent reaches so learns that the agent cannot reach the leader (ADR 0048).
-    After a first round without a leader every address is tried again."""
+    An address whose request failed (no connection, or no answer) is avoided for ``avoid_s``
+    while another is not: requests go elsewhere, a standby's pointer to it is not followed
+    (a partitioned leader costs a timeout once, not at every try), and every request to
+    another address names it (``X-Gpufleet-Unreached``): a standby an agent reaches so learns
+    that the agent cannot reach the leader (ADR 0048)."""
 
     def __init__(
         self,
@@ -111,8 +111,8 @@ class Failover:
         last: Response | None = None  # a standby's answer, given when the patience is spent
         while True:
             url, avoided = self.current, self.unreached()
-            if url in avoided and len(avoided) < len(self.urls) and missed < len(self.urls):
-                if self._next(missed := missed + 1, deadline):  # the first round: others first
+            if url in avoided and len(avoided) < len(self.urls):  # others first
+                if self._next(missed := missed + 1, deadline):
                     continue
                 if last is not None:
                     return last
@@ -134,7 +134,7 @@ class Failover:
                 return r
             last = r
             leader = r.headers.get(LEADER_HEADER, "").rstrip("/")
-            shunned = leader in avoided and missed < len(self.urls)
+            shunned = leader in avoided and len(avoided) < len(self.urls)
             if leader and leader != url and missed < 2 * len(self.urls) and not shunned:
                 if leader not in self.urls:
                     self.urls.append(leader)

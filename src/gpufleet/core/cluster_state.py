@@ -8,7 +8,7 @@ changed (``take``, ``free``, ``node_changed``, ``run``...) and never touch a cac
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from gpufleet.core.commands import NodeEvent
 from gpufleet.core.pending import PendingBook
@@ -41,8 +41,8 @@ class ClusterState:
         self.history = RuntimeHistory()
         # how the estimated starts came out (their calibration and 80 % band)
         self.start_errors = StartErrors()
-        # each leaf's last defragmentation move (memory only: a restarted controller may move
-        # sooner once, never more often after that)
+        # each leaf's last defragmentation move (the store keeps them too: ``DefragMoved``; a
+        # restarted controller gets them back, ``Controller.restore``)
         self.defrag_moves: dict[str, DefragMove] = {}
         # something changed that a scheduling pass should see
         self.dirty = True
@@ -261,18 +261,30 @@ class ClusterState:
             return  # no time passed and no new queue in use: the advance would change nothing
         led.advance(now, self.dominant_shares())
 
-    def moved(self, res: CycleResult, now: float, replacing: set[str] | None = None) -> None:
-        """The defragmentation moves of a cycle (its preemptions with a ``domain``);
-        ``replacing``: the victims that stop once their replacements are ready."""
+    def moved(
+        self,
+        res: CycleResult,
+        now: float,
+        replacing: set[str] | None = None,
+        attempts: Mapping[str, int] | None = None,
+    ) -> list[DefragMove]:
+        """The defragmentation moves of a cycle (its preemptions with a ``domain``), kept and
+        returned; ``replacing``: the victims that stop once their replacements are ready;
+        ``attempts``: each victim's attempt."""
         victims: dict[tuple[str, str], list[str]] = {}
         for pre in res.preemptions:
             if pre.domain:
                 victims.setdefault((pre.domain, pre.for_job), []).append(pre.job_id)
+        made = []
         for (leaf, job), ids in victims.items():
             r = res.reasons.raw(job)
             msg, data = ("", {}) if r is None else (r.message, dict(r.data))
             waits = tuple(i for i in ids if i in (replacing or ()))
-            self.defrag_moves[leaf] = DefragMove(leaf, now, job, tuple(ids), msg, data, waits)
+            tries = tuple((attempts or {}).get(i, 0) for i in ids)
+            move = DefragMove(leaf, now, job, tuple(ids), msg, data, waits, tries)
+            self.defrag_moves[leaf] = move
+            made.append(move)
+        return made
 
     # ----- the scheduler's view ----------------------------------------------------------
 

@@ -17,6 +17,7 @@ from gpufleet.model.notice import StopNotice
 
 if TYPE_CHECKING:
     from gpufleet.core.services import RestoredService
+    from gpufleet.scheduler.snapshot import DefragMove
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,15 @@ class ServiceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class DefragMoved:
+    """A defragmentation move made (ADR 0045): the store keeps each leaf's last, so that a
+    restarted controller knows the moves in progress (``Controller.restore(defrag_moves=)``):
+    their victims still stopping, the gangs they free a leaf for, the "how often" bounds."""
+
+    move: DefragMove
+
+
+@dataclass(frozen=True, slots=True)
 class IdleNotice:
     """A job's GPUs have sat idle past a step of its queue's policy (core/idle.py): ``stage``
     "warn" (the ``n``th warning) or the action taken ("cancel", "requeue", or "warn" once the
@@ -210,4 +220,5 @@ Command = (
     | ServiceEvent
     | ServiceRecord
     | IdleNotice
+    | DefragMoved
 )

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpufleet.core.cluster_state import ClusterState
-from gpufleet.core.commands import Command, DropLaunches, Launch, SetTimer, Transition
+from gpufleet.core.commands import Command, DefragMoved, DropLaunches, Launch, SetTimer, Transition
+from gpufleet.core.defrag_moves import rekill, restore_moves
 from gpufleet.core.elastic import TIMER as ELASTIC_TIMER
 from gpufleet.core.elastic import ElasticMaster
 from gpufleet.core.errors import ControllerError
@@ -63,7 +64,7 @@ from gpufleet.model.resources import Resources
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.framework import Profile
-from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
+from gpufleet.scheduler.snapshot import DefragMove, PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import DecayedUsage
 
 __all__ = [
@@ -128,6 +129,7 @@ class Controller:
         self.last: CycleResult | None = None
         self._quiet = False  # nothing but whole-GPU arrivals since the last cycle
         self.now = 0.0
+        self._rekill: list[str] = []  # restored defrag victims: their Kills at the first tick
 
     # ----- the parts' state, as the rest of the code reads it ----------------------------
 
@@ -261,6 +263,9 @@ class Controller:
         self.state.dirty = True
         self._quiet = False
         out: list[Command] = []
+        if self._rekill:
+            rekill(self.state, self.jobmaster, self._rekill, out)
+            self._rekill = []
         if self.services.services:
             now = self._at(now)
             self.services.tick(now, out)
@@ -276,6 +281,7 @@ class Controller:
         *,
         seq: int = 0,
         services: Iterable[RestoredService] = (),
+        defrag_moves: Iterable[DefragMove] = (),
     ) -> None:
         """Rebuild the state after a restart from what the store holds; ``seq``: the newest
         job's number in the store (finished jobs are not restored), so that new jobs number
@@ -285,7 +291,7 @@ class Controller:
         do not return within the grace); running attempts keep their allocations and are
         reconciled when their agents re-register (``reconcile``). Nothing is relaunched.
         Services come back with their replicas' generations and their rollout; their routes
-        go out again at the first tick."""
+        go out again at the first tick, as do defrag moves in progress (``defrag_moves``)."""
         jm = self.jobmaster
         jm.seq = max(jm.seq, seq)
         for spec in nodes:
@@ -294,6 +300,7 @@ class Controller:
         jm.restore(jobs)
         self.elastic.restored(self.now)
         self.services.restore(services)
+        self._rekill = restore_moves(self.state, jm, defrag_moves)
         self.state.dirty = True
 
     def hold_restored_node(
@@ -486,6 +493,7 @@ class Controller:
             else:
                 self.jobmaster.preempt(pre, now, out)
         if any(pre.domain for pre in res.preemptions):
-            self.state.moved(res, now, replacing)
+            tries = {p.job_id: self.jobs[p.job_id].job.attempt for p in res.preemptions}
+            out += map(DefragMoved, self.state.moved(res, now, replacing, tries))
         self._watch(out, mark, now)
         self.elastic.after_cycle(now, self.cycle, res, self.profile.place, out)

@@ -127,7 +127,8 @@ class PendingJob:
 @dataclass(frozen=True, slots=True)
 class DefragMove:
     """A defragmentation move the core made (``preempt/defrag``): when, under which leaf, for
-    which pending job, the victims it stopped and the Reason it gave. Kept in memory only."""
+    which pending job, the victims it stopped and the Reason it gave. Stored (``DefragMoved``), so
+    that a restarted controller keeps its moves in progress."""
 
     leaf: str
     time: float
@@ -138,6 +139,9 @@ class DefragMove:
     # victims that stop only once their replacements are ready (service replicas moved
     # make-before-break)
     replacing: tuple[str, ...] = ()
+    # each victim's attempt (as ``victims``): a restarted controller stops again only those
+    # still in it, and holds the freed leaf for ``for_job`` (the store keeps the move)
+    attempts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

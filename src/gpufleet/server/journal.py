@@ -1,13 +1,19 @@
-"""The live driver's journal: a step's transitions, node events, audit entries and service
-changes (new replica jobs, service records, their history) committed to the store in one
-transaction before any of its commands reaches an agent (``core.driver``)."""
+"""The live driver's journal: a step's transitions, node events, audit entries, service
+changes (new replica jobs, service records, their history) and defragmentation moves committed
+to the store in one transaction before any of its commands reaches an agent (``core.driver``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.core.commands import ReplicaAdded, ServiceEvent, ServiceRecord, Transition
+from gpufleet.core.commands import (
+    DefragMoved,
+    ReplicaAdded,
+    ServiceEvent,
+    ServiceRecord,
+    Transition,
+)
 from gpufleet.core.controller import Controller
 from gpufleet.core.driver import Step
 from gpufleet.server.store import JobUpdate
@@ -38,7 +44,8 @@ class StoreJournal:
         replicas = [c for c in step.commands if isinstance(c, ReplicaAdded)]
         records = [c for c in step.commands if isinstance(c, ServiceRecord)]
         history = [c for c in step.commands if isinstance(c, ServiceEvent)]
-        if not (transitions or node_events or audits or records or history):
+        moves = [c for c in step.commands if isinstance(c, DefragMoved)]
+        if not (transitions or node_events or audits or records or history or moves):
             return
         # the controller's own service decisions in the audit log (a user's requests are
         # audited by the request: ``audits``)
@@ -63,6 +70,7 @@ class StoreJournal:
             replicas=replicas,
             services=records,
             service_events=history,
+            defrag_moves=moves,
         )
         if self._on_committed is not None:
             self._on_committed()

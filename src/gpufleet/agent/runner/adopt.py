@@ -58,6 +58,7 @@ def record(t: LiveTask) -> dict[str, object]:
         "cwd": t.cwd,
         "role": t.role,
         "checkpoint": t.checkpoint,
+        "metrics": t.metrics,
         # a stop under way (its notice's wait, its SIGKILL's time): on the monotonic clock,
         # which a restarted agent shares
         "stop": None
@@ -169,6 +170,7 @@ def restore(host: TaskHost, key: Key, pid: int, created: float, rec: dict[str, A
         cwd=str(t.get("cwd", "/")),
         role=str(t.get("role", "task")),
         checkpoint=str(t.get("checkpoint", "")),
+        metrics=str(t.get("metrics", "")),
         **_stop(t.get("stop")),
         env={"PORT": str(t["port"])} if t.get("port") else {},
         probes=dict(t["probes"]) if isinstance(t.get("probes"), dict) else {},

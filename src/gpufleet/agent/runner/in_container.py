@@ -10,7 +10,7 @@ import logging
 import os
 import resource
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpufleet.agent import containers, sandbox
@@ -22,7 +22,9 @@ from gpufleet.agent.taskenv import SECURE_PATH, container_env
 from gpufleet.agent.tasks import Key
 from gpufleet.api.schemas import AgentCommand
 from gpufleet.base.clock import Clock
-from gpufleet.model.container import ContainerSpec, container_from_dict
+from gpufleet.model.container import ContainerSpec, Mount, container_from_dict
+
+CHECKPOINT_MOUNT = "/gpufleet-checkpoint"  # in a container: the checkpoint file's directory
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,13 @@ class Containers:
         self._image_envs: dict[str, tuple[frozenset[str], float]] = {}  # image → (names, when)
 
     def launch(
-        self, cmd: AgentCommand, key: Key, account: Account, tmp: Path, launch_env: dict[str, str]
+        self,
+        cmd: AgentCommand,
+        key: Key,
+        account: Account,
+        tmp: Path,
+        launch_env: dict[str, str],
+        checkpoint_dir: str = "",
     ) -> ContainerLaunch:
         """How ``cmd`` starts in its image (LaunchRefused: it cannot here).
 
@@ -73,7 +81,9 @@ class Containers:
         user by taskstart, which copies the output to them and to the agent's logs as for a
         bare job: a runtime that switches users itself (podman, docker) is started by a
         taskstart that opens them with the user's effective ids and runs it as root; one that
-        runs as the job (apptainer, enroot) is started by the bare runner's taskstart."""
+        runs as the job (apptainer, enroot) is started by the bare runner's taskstart.
+        ``checkpoint_dir``: the job's checkpoint file's directory on the node, mounted where
+        its ``$GPUFLEET_CHECKPOINT_FILE`` points in the container ("": none)."""
         rt = self.runtime
         if rt is None:
             raise LaunchRefused(
@@ -101,6 +111,9 @@ class Containers:
         self.used_marker().touch(mode=0o600, exist_ok=True)
         fd = _unlinked_file(tmp.parent, text.encode())
         try:
+            if checkpoint_dir:
+                mount = Mount(checkpoint_dir, CHECKPOINT_MOUNT)
+                spec = replace(spec, mounts=(*spec.mounts, mount))
             return self._command(rt, cmd, key, account, tmp, spec, gpus, env, fd)
         except BaseException:
             os.close(fd)

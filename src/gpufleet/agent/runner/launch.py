@@ -19,7 +19,7 @@ from gpufleet.agent import sandbox, secrets
 from gpufleet.agent.accounts import Account, resolve
 from gpufleet.agent.runner.adopt import record
 from gpufleet.agent.runner.argv import STEP_DAEMON, keeper_argv, taskstart_argv, unrunnable
-from gpufleet.agent.runner.in_container import ContainerLaunch, Containers
+from gpufleet.agent.runner.in_container import CHECKPOINT_MOUNT, ContainerLaunch, Containers
 from gpufleet.agent.runner.process import LiveTask, signal_group, write_pidfile
 from gpufleet.agent.runner.taskhost import TaskHost
 from gpufleet.agent.taskenv import check_no_nul, task_env, with_step_commands
@@ -81,30 +81,40 @@ class Launcher:
         sandbox.private_dir(out_path.parent)
         tmp = host.tmp_path(key)
         sandbox.fresh_tmp(tmp, account)
-        ckpt = checkpoint_path(cmd, account, out_path.parent.parent)
-        if ckpt:
-            cmd = cmd.model_copy(update={"env": {**cmd.env, CHECKPOINT_ENV: ckpt}})
+        ckpt = checkpoint_path(cmd, account, out_path.parent.parent)  # on the node
+        if ckpt and _in_image(cmd) and not Path(ckpt).parent.is_dir():
+            ckpt = ""  # no directory on the node to mount (an image job's workdir may be none)
+        if ckpt:  # a container sees it where its directory is mounted (``in_container``)
+            seen = in_image_checkpoint(ckpt) if _in_image(cmd) else ckpt
+            cmd = cmd.model_copy(update={"env": {**cmd.env, CHECKPOINT_ENV: seen}})
         if cmd.rank == 0 and cmd.container is None and cmd.role != "step":
             mfile = str(tmp / METRICS_FILE)  # the task's own directory (a container's differs)
             cmd = cmd.model_copy(update={"env": {**cmd.env, METRICS_ENV: mfile}})
-        plan = self._plan(cmd, key, account, command, tmp)
+        plan = self._plan(cmd, key, account, command, tmp, ckpt)
         cwd = self._cwd(cmd, plan, account, tmp, out_path)
         proc = self._spawn(cmd, key, command, plan, account, cwd, tmp)
         if isinstance(proc, RunnerEvent):
             return proc, None
-        task = self._record(cmd, key, proc, plan, account, tmp, cwd, now)
+        task = self._record(cmd, key, proc, plan, account, tmp, cwd, now, ckpt)
         log.info("started %s/%d rank %d as %s: pid %d", *key, account.name, proc.pid)
         return RunnerEvent("started", key), task
 
     def _plan(
-        self, cmd: AgentCommand, key: Key, account: Account, command: list[str], tmp: Path
+        self,
+        cmd: AgentCommand,
+        key: Key,
+        account: Account,
+        command: list[str],
+        tmp: Path,
+        ckpt: str = "",
     ) -> _Plan:
         # a batch job's other ranks run gpufleet's step daemon, on the node as slurmstepd does:
         # never in the job's image, which has no gpufleet
-        if cmd.container is not None and cmd.role != "step":
+        if _in_image(cmd):
             # the task's /tmp is its directory in the container too: file secrets land there
             launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, "/tmp", account)}
-            ctr = self.containers.launch(cmd, key, account, tmp, launch_env)
+            where = str(Path(ckpt).parent) if ckpt else ""
+            ctr = self.containers.launch(cmd, key, account, tmp, launch_env, where)
             return _Plan(ctr.argv, ctr.env, launch_env, ctr)
         host = self.host
         wrapped = taskstart_argv(cmd, command) if _helped(cmd) else command
@@ -195,6 +205,7 @@ class Launcher:
         tmp: Path,
         cwd: str,
         now: float,
+        ckpt: str = "",
     ) -> LiveTask:
         pidfile = self.host.pid_path(key)
         name = plan.container.name if plan.container is not None else ""
@@ -219,7 +230,7 @@ class Launcher:
             cwd=cwd,
             probes=dict(cmd.probes),
             role=cmd.role,
-            checkpoint=cmd.env.get(CHECKPOINT_ENV, ""),
+            checkpoint=ckpt,  # on the node, where the agent looks (a container's is mounted)
             metrics=cmd.env.get(METRICS_ENV, ""),
         )
         try:
@@ -235,13 +246,26 @@ CHECKPOINT_ENV = "GPUFLEET_CHECKPOINT_FILE"
 METRICS_FILE = "gpufleet.metrics"  # in the task's private temporary directory
 
 
+def _in_image(cmd: AgentCommand) -> bool:
+    """The task runs in its image (a batch job's step daemons run on the node)."""
+    return cmd.container is not None and cmd.role != "step"
+
+
+def in_image_checkpoint(path: str) -> str:
+    """The checkpoint file as a container sees it: its directory on the node is mounted on
+    ``CHECKPOINT_MOUNT`` (a directory, so that a job may write a temporary file and rename it
+    over the checkpoint, as the DDP example does: a file mounted alone could not be renamed
+    over)."""
+    return f"{CHECKPOINT_MOUNT}/{Path(path).name}"
+
+
 def checkpoint_path(cmd: AgentCommand, account: Account, job_dir: Path) -> str:
-    """Where the job's checkpoint file is, the same for every attempt: in its working
-    directory (the submit directory: shared, as Slurm assumes); without one, in the job's
-    directory on this node when the task runs as the agent's account, else in its home.
-    "": none (a container sees other paths)."""
+    """Where the job's checkpoint file is on the node, the same for every attempt: in its
+    working directory (the submit directory: shared, as Slurm assumes); without one, in the
+    job's directory on this node when the task runs as the agent's account, else in its home.
+    A container's is mounted (``in_image_checkpoint``). "": none."""
     name = cmd.checkpoint_file
-    if not name or cmd.container is not None or "/" in name:
+    if not name or "/" in name:
         return ""
     if cmd.workdir:
         return str(Path(cmd.workdir) / name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 from gpufleet.agent.runner.process import LiveTask
 from gpufleet.agent.tasks import RunnerEvent
@@ -38,10 +39,21 @@ def read(path: str, uid: int | None) -> tuple[tuple[float, int], bytes, int] | s
         os.close(fd)
 
 
+def _owner(directory: Path) -> int | None:
+    """The task's account, as the owner of its private directory (the agent made it so): an
+    adopted task's account is not kept on disk."""
+    try:
+        return os.lstat(directory).st_uid
+    except OSError:
+        return None
+
+
 def look(t: LiveTask) -> list[RunnerEvent]:
     """A report when the file changed since the last look (none when it did not, or is
     absent)."""
-    uid = t.account.uid if t.account is not None else None
+    uid = t.account.uid if t.account is not None else _owner(t.tmp)
+    if uid is None:  # an adopted task whose directory is gone: nothing of its own to read
+        return []
     got = read(t.metrics, uid)
     if got is None:
         return []

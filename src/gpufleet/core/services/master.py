@@ -96,6 +96,9 @@ class ServiceMaster(ReplicaRules):
                     self.state.restate(rec.running_view())
                 r = Replica(rr.job_id, rr.generation, rr.index, rr.created, rr.port)
                 r.ready_since, r.stopping, r.failed = rr.ready_since, rr.stopping, rr.failed
+                r.moving, r.moving_since = rr.moving, rr.moving_since
+                if r.moving and r.live and rec.job.state in (S.STARTING, S.RUNNING):
+                    self.jobmaster.leaving(rec, rr.moving_since or 0.0)  # serves on, leaving
                 if rec.job.state in (S.STARTING, S.RUNNING) and rec.allocation:
                     r.node = rec.allocation[0].node
                 svc.replicas[r.job_id] = r

@@ -27,6 +27,9 @@ class RestoredReplica:
     ready_since: float | None = None
     stopping: bool = False
     failed: str = ""  # why it was killed as failed (liveness), "" otherwise
+    # moved make-before-break (a defragmentation move): the nodes it leaves, and since when
+    moving: tuple[str, ...] = ()
+    moving_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,8 @@ class Service:
                     r.ready_since,
                     r.stopping,
                     r.failed,
+                    r.moving,
+                    r.moving_since,
                 )
                 for r in sorted(self.replicas.values(), key=lambda r: r.index)
             ),

@@ -56,6 +56,7 @@ class Recovery(ServiceBase):
             [j.to_restored() for j in (*rs.dependencies, *rs.jobs)],
             seq=self.restored_seq,  # new jobs list after every stored one (GET /jobs)
             services=rs.services,
+            defrag_moves=rs.defrag_moves,  # its moves in progress (ADR 0045)
         )
         if as_of is not None:  # who used the cluster before the restart still counts
             ctrl.ledger.restore(usage, as_of, self.clock.now())

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from gpufleet.api.nodecommands import NodeCommandOut, NodeCommandResult
 from gpufleet.core.commands import (
+    DefragMoved,
     NodeEvent,
     ReplicaAdded,
     ServiceEvent,
@@ -75,6 +76,7 @@ class Store(Protocol):
         replicas: Sequence[ReplicaAdded] = (),
         services: Sequence[ServiceRecord] = (),
         service_events: Sequence[ServiceEvent] = (),
+        defrag_moves: Sequence[DefragMoved] = (),
     ) -> None: ...
 
     def save_fairshare_usage(self, values: Mapping[str, float], as_of: float) -> None: ...

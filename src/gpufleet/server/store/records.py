@@ -12,6 +12,7 @@ from gpufleet.model.allocation import Allocation
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import Job, JobSpec, JobState
 from gpufleet.model.queue import QueueSpec
+from gpufleet.scheduler.snapshot import DefragMove
 
 # metrics: reads /metrics and nothing else (Prometheus's scrape token)
 Role = Literal["user", "admin", "agent", "metrics"]
@@ -245,6 +246,7 @@ class RestartState:
     nodes: tuple[NodeRecord, ...]
     queues: tuple[QueueSpec, ...]
     services: tuple[RestoredService, ...] = ()
+    defrag_moves: tuple[DefragMove, ...] = ()  # each leaf's last move (ADR 0045)
 
     def restored_jobs(self) -> list[RestoredJob]:
         """What ``Controller.restore`` takes: the unfinished jobs and their dependencies."""

@@ -307,3 +307,13 @@ endpoints = sa.Table(
     sa.Column("port", sa.Integer, nullable=False),
     sa.Column("token", sa.String(128), nullable=False),
 )
+
+# Each leaf's last defragmentation move (core ``DefragMoved``, ADR 0045): what a restarted
+# controller needs of the moves in progress (their victims and attempts, the gang, the Reason).
+defrag_moves = sa.Table(
+    "defrag_moves",
+    metadata,
+    sa.Column("leaf", sa.String(NAME_MAX), primary_key=True),
+    sa.Column("time", sa.Double, nullable=False),
+    sa.Column("record", sa.JSON, nullable=False),
+)

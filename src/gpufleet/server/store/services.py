@@ -62,6 +62,8 @@ def record_to_dict(r: RestoredService) -> dict[str, Any]:
                 "ready_since": x.ready_since,
                 "stopping": x.stopping,
                 "failed": x.failed,
+                "moving": list(x.moving),
+                "moving_since": x.moving_since,
             }
             for x in r.replicas
         ],
@@ -97,6 +99,8 @@ def record_from_dict(d: dict[str, Any]) -> RestoredService:
                 x["ready_since"],
                 bool(x["stopping"]),
                 str(x["failed"]),
+                tuple(str(n) for n in x.get("moving", ())),
+                x.get("moving_since"),
             )
             for x in d["replicas"]
         ),

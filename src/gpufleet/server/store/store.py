@@ -1,8 +1,7 @@
 """The controller's durable store: the store is the truth (DESIGN.md, reliability rules).
 
 Every method is one transaction. Writes that the server batches (``add_jobs``,
-``apply_transitions``) go down as executemany, so a group commit costs one fsync.
-"""
+``apply_transitions``) go down as executemany, so a group commit costs one fsync."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from gpufleet.model.queue import QueueSpec
 from gpufleet.model.reservation import NodeReservation
 from gpufleet.scheduler.entitlement import Span
 from gpufleet.server.store import accounting as _accounting
-from gpufleet.server.store import auth, fairshare, gpuuse, jobs, leader, nodes, reservations
+from gpufleet.server.store import auth, defrag, fairshare, gpuuse, jobs, leader, nodes, reservations
 from gpufleet.server.store import fairness as _fairness
 from gpufleet.server.store import secrets as _secrets
 from gpufleet.server.store import services as _services
@@ -146,18 +145,20 @@ class Store(NodeOpsStore, EndpointStore):
         replicas: Sequence[ReplicaAdded] = (),
         services: Sequence[ServiceRecord] = (),
         service_events: Sequence[ServiceEvent] = (),
+        defrag_moves: Sequence[defrag.DefragMoved] = (),
     ) -> None:
         """Make a batch of the controller's commands durable, in one transaction, before the
         commands after them are carried out; ``audits`` (actor, role, action, target, detail):
-        the requests that caused them, so that an action and its audit entry commit together.
-        ``replicas``: new replica jobs, inserted before their Transitions to PENDING;
-        ``services``: each changed service's record (None: the service is gone)."""
+        the requests that caused them (an action and its audit entry commit together);
+        ``replicas``: new replica jobs (before their Transitions to PENDING); ``services``:
+        each changed service's record (None: gone); ``defrag_moves``: each leaf's last move."""
         with self._write() as c:
             _services.add_replicas(c, replicas, _now(time))
             jobs.apply_transitions(c, transitions, job_updates)
             nodes.add_node_events(c, node_events)
             _services.put_records(c, services, _now(time))
             _services.add_events(c, service_events)
+            defrag.put(c, defrag_moves)
             auth.add_audits(c, _now(time), audits)
 
     def job(self, job_id: str) -> StoredJob | None:
@@ -175,8 +176,7 @@ class Store(NodeOpsStore, EndpointStore):
         newest_first: bool = False,
         max_seq: int | None = None,
     ) -> list[StoredJob]:
-        """Jobs in submission order (or newest first); ``after`` a job id pages on from it;
-        ``max_seq``: only jobs submitted up to that sequence number."""
+        """Jobs in submission order (or newest first), after job ``after``, up to ``max_seq``."""
         with self._read() as c:
             return jobs.list_jobs(
                 c,
@@ -202,6 +202,7 @@ class Store(NodeOpsStore, EndpointStore):
                 tuple(nodes.all_nodes(c)),
                 tuple(nodes.all_queues(c)),
                 tuple(r.record for r in _services.all_services(c)),
+                tuple(defrag.all_moves(c)),
             )
 
     def save_fairshare_usage(self, values: Mapping[str, float], as_of: float) -> None:
@@ -417,8 +418,7 @@ class Store(NodeOpsStore, EndpointStore):
         replace: bool = False,
         audit: AuditRow | None = None,
     ) -> bool:
-        """True: a new secret; False: it replaced one (``replace``); SecretExists otherwise.
-        ``audit``: committed with it."""
+        """True: new; False: it replaced one (``replace``); SecretExists otherwise; ``audit``."""
         with self._write() as c:
             new = _secrets.put(c, info, key_id, nonce, ciphertext, replace=replace)
             auth.add_audits(c, info.updated_time, [audit] if audit else [])
