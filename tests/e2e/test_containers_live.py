@@ -74,6 +74,28 @@ def test_an_image_job_runs_in_its_container_on_the_node_with_a_runtime(
     assert "in=/work" in out and "/bin/busybox" in out
 
 
+def test_a_job_in_a_container_reports_its_metrics_through_its_tmp(cluster: LocalCluster) -> None:
+    """ADR 0049 in a container: the task is told /tmp/gpufleet.metrics (its TMPDIR, mounted on
+    /tmp), and its agent reads the file on the host, as the job's own (its uid's)."""
+    c: Client = cluster.user("nobody")
+    write = 'echo "$GPUFLEET_METRICS_FILE"; printf "fps 12.5\\n" > "$GPUFLEET_METRICS_FILE"'
+    (job,) = c.submit(
+        {
+            "name": "ctr-metrics",
+            "gpus_per_worker": 1,
+            "command": ["/bin/sh", "-c", write],
+            "container": {"image": "localhost/gpufleet-test:2"},
+            "time_limit_s": 300,
+        }
+    )
+    wait_for("the job ends", lambda: c.job(job).state in ("SUCCEEDED", "FAILED"), 90)
+    assert c.job(job).state == "SUCCEEDED", c.job(job).events
+    m = wait_for("its metrics", lambda: c.job(job).metrics, 30)
+    assert m.values == {"fps": 12.5} and m.problems == [], m
+    got = wait_for("its output", lambda: c.logs(job).data if c.logs(job).complete else None, 30)
+    assert got == "/tmp/gpufleet.metrics\n"
+
+
 # what a batch script's users look for, the same bare and in a container (pyxis's sbatch
 # --container-image): its user, Slurm's variables, the submitter's exported environment, its
 # output file in the submit directory

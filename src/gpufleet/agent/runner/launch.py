@@ -87,8 +87,9 @@ class Launcher:
         if ckpt:  # a container sees it where its directory is mounted (``in_container``)
             seen = in_image_checkpoint(ckpt) if _in_image(cmd) else ckpt
             cmd = cmd.model_copy(update={"env": {**cmd.env, CHECKPOINT_ENV: seen}})
-        if cmd.rank == 0 and cmd.container is None and cmd.role != "step":
-            mfile = str(tmp / METRICS_FILE)  # the task's own directory (a container's differs)
+        if reports_metrics(cmd):  # in its TMPDIR, which a container sees at /tmp
+            inside = "/tmp" if cmd.container is not None else str(tmp)
+            mfile = f"{inside}/{METRICS_FILE}"
             cmd = cmd.model_copy(update={"env": {**cmd.env, METRICS_ENV: mfile}})
         plan = self._plan(cmd, key, account, command, tmp, ckpt)
         cwd = self._cwd(cmd, plan, account, tmp, out_path)
@@ -231,7 +232,7 @@ class Launcher:
             probes=dict(cmd.probes),
             role=cmd.role,
             checkpoint=ckpt,  # on the node, where the agent looks (a container's is mounted)
-            metrics=cmd.env.get(METRICS_ENV, ""),
+            metrics=str(tmp / METRICS_FILE) if reports_metrics(cmd) else "",  # on the host
         )
         try:
             write_pidfile(pidfile, proc.pid, self.containers.cleanup_argv(name), record(task))
@@ -244,6 +245,12 @@ class Launcher:
 
 CHECKPOINT_ENV = "GPUFLEET_CHECKPOINT_FILE"
 METRICS_FILE = "gpufleet.metrics"  # in the task's private temporary directory
+
+
+def reports_metrics(cmd: AgentCommand) -> bool:
+    """Whether the task is told a metrics file (ADR 0049): rank 0 of a job, not a step
+    daemon."""
+    return cmd.rank == 0 and cmd.role != "step"
 
 
 def _in_image(cmd: AgentCommand) -> bool:
