@@ -15,6 +15,7 @@ from gpufleet.model.queue import QueueSpec
 from gpufleet.server.store import Store
 from gpufleet.server.store import leader as rows
 from gpufleet.server.store.records import Deposed, StoreUnavailable
+from gpufleet.server.store.schema import leader_claims
 
 pytestmark = pytest.mark.requires("postgres")
 
@@ -75,6 +76,10 @@ def test_a_standbys_claim_is_read_by_the_leader_of_its_epoch_while_fresh(pg: Sto
     assert rows.claims(pg.engine, epoch + 1, 0) == {}  # against another leader
     rows.claim(pg.engine, "b", "http://b", seen, frozenset())  # withdrawn
     assert rows.claims(pg.engine, epoch, 0) == {}
+    rows.claim(pg.engine, "b", "http://b", seen, frozenset({"n0"}))
+    assert rows.take(pg.engine, "b", "http://b", rows.read(pg.engine)) == epoch + 1
+    with pg.engine.connect() as c:  # a takeover clears the claims against older leaders
+        assert c.execute(sa.select(sa.func.count()).select_from(leader_claims)).scalar() == 0
 
 
 def test_every_write_of_a_deposed_leader_fails_and_stores_nothing(pg: Store) -> None:

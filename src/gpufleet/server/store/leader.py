@@ -63,6 +63,8 @@ def take(engine: sa.Engine, holder: str, address: str, seen: LeaderRow | None) -
             )
             .returning(leader.c.epoch)
         ).first()
+        if r is not None:  # every claim was against an older leader: none counts any more
+            c.execute(leader_claims.delete())
     return None if r is None else int(r[0])
 
 
