@@ -263,6 +263,37 @@ def test_las_promotion_counts_service_and_waits_from_the_promotion_on() -> None:
     assert plugin.pending_level(later, 23_500.0) == 0
 
 
+def test_las_starvation_cap_promotes_after_the_cap_whatever_it_ran() -> None:
+    """PROMOTEKNOB 16 alone would make a job that ran 40,000 s wait 640,000 s; the cap
+    promotes it once it has waited 1,000 s since it stopped."""
+    opts = {"starvation_factor": 16.0, "starvation_cap_s": 1000.0}
+    heavy = job("heavy", submit=0, attained=40_000.0, mark=ServiceMark(stopped_at=10_000.0))
+    plugin = make("order", "las", opts)
+    assert plugin.pending_level(heavy, 10_999.0) == 2
+    assert plugin.pending_level(heavy, 11_000.0) == 0
+    light = job("light", submit=10, attained=0.0)
+    assert ordered("las", [heavy, light], now=10_999.0, options=opts) == ["light", "heavy"]
+    assert ordered("las", [heavy, light], now=11_000.0, options=opts) == ["heavy", "light"]
+
+
+def test_las_age_limit_puts_old_jobs_first_and_keeps_them_running() -> None:
+    opts = {"age_limit_s": 1000.0, "within": "history"}
+    old = job("old", submit=0, attained=20_000.0, gpus=2, mark=ServiceMark(stopped_at=500.0))
+    new = job("new", submit=900, attained=0.0)
+    assert ordered("las", [old, new], now=999.0, options=opts) == ["new", "old"]
+    assert ordered("las", [old, new], now=1000.0, options=opts) == ["old", "new"]
+    plugin = make("order", "las", opts)
+    assert plugin.pending_level(old, 1000.0) == 0
+    mark = plugin.started(old, 1000.0)
+    assert mark.aged
+    snap = snapshot(cluster(1, 8), now=10_000.0)
+    ran = running("old", ("n00", [0, 1]), start=1000.0, attained=20_000.0)
+    assert plugin.outranks(job("newer"), ran, snap)  # without the mark: level 2
+    kept = replace(ran, mark=mark)
+    assert plugin.running_level(kept, 10_000.0) == 0
+    assert not plugin.outranks(job("newer"), kept, snap)
+
+
 def test_las_outranks_running_jobs_that_crossed_into_a_higher_level() -> None:
     plugin = make("order", "las")
     snap = snapshot(cluster(1, 8), now=1000.0)

@@ -54,6 +54,7 @@ class ServiceMark:
     base_gpu_s: float = 0.0  # its attained service when last promoted: levels count from here
     waited_s: float = 0.0  # time pending after a run since that promotion, to its last start
     stopped_at: float | None = None  # when its last attempt ended; None: never ran
+    aged: bool = False  # it started past LAS' age limit: kept running, first level, to its end
 
     def waited(self, now: float) -> float:
         """Time pending after a run since the last promotion, the current wait included."""

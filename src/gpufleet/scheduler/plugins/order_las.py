@@ -11,6 +11,9 @@ waited, since it first ran, ``starvation_factor`` times as long as it ran (both 
 its last promotion) goes back to the first queue, and its service counts from zero again
 there (its mark's ``base_gpu_s``, which the ``started`` hook sets as it starts), so it is
 demoted again only after another first queue's worth. 0 turns the promotion off.
+``starvation_cap_s`` (0: none) caps that wait: a job that waited this long is promoted whatever
+it ran. ``age_limit_s`` (0: off): a job this long in the system (since its submission) goes
+ahead of every level and, once started, is kept running to its end (no job outranks it).
 
 ``within``: the order inside a queue. ``fifo`` (Tiresias'); ``history``: least expected
 remaining service first, as the cluster's own finished jobs of the same queue and GPU count
@@ -42,16 +45,22 @@ class Plugin(OrderBase):
         starvation_factor: float = 0.0,
         within: str = "fifo",
         history_window: int = 200,
+        starvation_cap_s: float = 0.0,
+        age_limit_s: float = 0.0,
     ) -> None:
         th = [float(t) for t in thresholds_gpu_s]
         if th != sorted(th) or any(t <= 0 for t in th):
             raise ValueError("thresholds_gpu_s must be positive and increasing")
-        if not starvation_factor >= 0:
-            raise ValueError("starvation_factor must be 0 (off) or above")
+        if not starvation_factor >= 0 or not starvation_cap_s >= 0 or not age_limit_s >= 0:
+            raise ValueError(
+                "starvation_factor, starvation_cap_s and age_limit_s must be 0 (off) or above"
+            )
         if within not in ("fifo", "history"):
             raise ValueError("within must be 'fifo' or 'history'")
         self.thresholds = th
         self.starvation_factor = float(starvation_factor)
+        self.starvation_cap_s = float(starvation_cap_s)
+        self.age_limit_s = float(age_limit_s)
         self.history = ServiceHistory(history_window) if within == "history" else None
 
     def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
@@ -69,14 +78,23 @@ class Plugin(OrderBase):
             return False
         service = p.attained_gpu_s - m.base_gpu_s
         gpus = p.spec.total_gpu_milli / 1000
-        return service > 0 < gpus and m.waited(now) >= self.starvation_factor * service / gpus
+        limit = self.starvation_factor * service / gpus if gpus > 0 else 0.0
+        if self.starvation_cap_s > 0:
+            limit = min(limit, self.starvation_cap_s)
+        return service > 0 < gpus and m.waited(now) >= limit
+
+    def aged(self, p: PendingJob, now: float) -> bool:
+        """Whether ``p`` has been in the system ``age_limit_s`` or more (0: never)."""
+        return 0 < self.age_limit_s <= now - p.submit_time
 
     def pending_level(self, p: PendingJob, now: float) -> int:
-        if self.starved(p, now):
+        if self.starved(p, now) or self.aged(p, now):
             return 0
         return bisect_right(self.thresholds, p.attained_gpu_s - p.mark.base_gpu_s)
 
     def started(self, job: PendingJob, now: float) -> ServiceMark:
+        if self.aged(job, now):  # kept running to its end: no job outranks it
+            return ServiceMark(job.attained_gpu_s, aged=True)
         if self.starved(job, now):  # promoted: its levels count from here, its waits anew
             return ServiceMark(job.attained_gpu_s)
         return super().started(job, now)
@@ -94,13 +112,19 @@ class Plugin(OrderBase):
         )
 
     def _levels(self, pending: Sequence[PendingJob], now: float) -> list[list[PendingJob]]:
-        """``pending`` split by ``pending_level``, each in its given order; written out (a
-        busy cluster's cycles ask it of every pending job): a job that never ran is level 0
-        without a look at its mark, and ``starved``'s test is inlined."""
+        """``pending`` split by ``pending_level``, each in its given order, after a first list
+        of the aged jobs (``age_limit_s``; level 0 too, ahead of the rest); written out (a busy
+        cluster's cycles ask it of every pending job): a job that never ran is level 0 without
+        a look at its mark, and ``starved``'s test is inlined."""
         th = self.thresholds
-        levels: list[list[PendingJob]] = [[] for _ in range(len(th) + 1)]
-        first, knob = levels[0], self.starvation_factor * 1000
+        levels: list[list[PendingJob]] = [[] for _ in range(len(th) + 2)]
+        aged, first, knob = levels[0], levels[1], self.starvation_factor * 1000
+        cap = self.starvation_cap_s or float("inf")
+        born = now - self.age_limit_s if self.age_limit_s > 0 else float("-inf")
         for p in pending:
+            if p.submit_time <= born:
+                aged.append(p)
+                continue
             a = p.attained_gpu_s
             if a <= 0:
                 first.append(p)
@@ -111,10 +135,10 @@ class Plugin(OrderBase):
             if knob > 0 and stopped is not None and service > 0:
                 s = p.spec
                 milli = s.workers * s.gpus_per_worker * s.gpu_milli  # total_gpu_milli
-                if milli > 0 and m.waited_s + now - stopped >= knob * service / milli:
+                if milli > 0 and m.waited_s + now - stopped >= min(knob * service / milli, cap):
                     first.append(p)
                     continue
-            levels[bisect_right(th, service)].append(p)
+            levels[1 + bisect_right(th, service)].append(p)
         return levels
 
     def _by_prediction(
@@ -136,7 +160,8 @@ class Plugin(OrderBase):
             return r
 
         def walk() -> Iterator[PendingJob]:
-            for level in levels:
+            yield from levels[0]  # the aged, first come first
+            for level in levels[1:]:
                 level.sort(key=lambda p: (p.submit_time, p.seq))
                 level.sort(key=rest)  # stable: FIFO among equal predictions
                 yield from level
@@ -147,13 +172,15 @@ class Plugin(OrderBase):
         """``order`` for jobs already by ``(submit_time, seq)`` (a snapshot's pending jobs with
         its index): a stable split by level is that sort, without its key per job."""
         th = self.thresholds
-        if self.starvation_factor <= 0 and len(th) == 1:
+        if self.starvation_factor <= 0 and len(th) == 1 and self.age_limit_s <= 0:
             t = th[0]  # level 0 exactly below it (``bisect_right``)
             low = [p for p in pending if p.attained_gpu_s - p.mark.base_gpu_s < t]
             return chain(low, (p for p in pending if not p.attained_gpu_s - p.mark.base_gpu_s < t))
         return chain.from_iterable(self._levels(pending, now))
 
     def running_level(self, r: RunningJob, now: float) -> int:
+        if r.mark.aged:
+            return 0
         return bisect_right(self.thresholds, r.attained(now) - r.mark.base_gpu_s)
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
@@ -175,7 +202,8 @@ class Plugin(OrderBase):
         return [
             r
             for r in snap.running
-            if r.attained_gpu_s
+            if not r.mark.aged
+            and r.attained_gpu_s
             - r.mark.base_gpu_s
             + (now - r.start_time) * r.spec.total_gpu_milli / 1000
             >= t

@@ -22,5 +22,14 @@ class Plugin(order_las.Plugin):
         starvation_factor: float = 16.0,
         within: str = "history",
         history_window: int = 200,
+        starvation_cap_s: float = 0.0,
+        age_limit_s: float = 0.0,
     ) -> None:
-        super().__init__(thresholds_gpu_s, starvation_factor, within, history_window)
+        super().__init__(
+            thresholds_gpu_s,
+            starvation_factor,
+            within,
+            history_window,
+            starvation_cap_s,
+            age_limit_s,
+        )
