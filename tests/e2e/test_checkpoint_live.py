@@ -143,3 +143,56 @@ def test_an_sbatch_script_with_signal_b_saves_on_preemption_and_resumes(
     assert f"resumed from step {saved[0]}\n" in log, log
     said = _text(c.data_dir / "node-0.log")  # SIGTERM once the file was written, not at 120 s
     assert f"{job}/1 rank 0: its checkpoint is written: SIGTERM" in said, said[-3000:]
+
+
+# on USR1: 15 s of work, then the checkpoint written (which ends the agent's wait: SIGTERM);
+# on TERM: exit 0, as a job that saved its state does
+SAVES_LATE = (
+    "trap 'sleep 15; echo saved > \"$GPUFLEET_CHECKPOINT_FILE\"' USR1; trap 'exit 0' TERM; "
+    "touch traps-set; while :; do sleep 1 & wait $!; done"
+)
+
+
+def test_a_victim_that_saves_while_the_controller_restarts_is_requeued(
+    new_cluster: Any, tmp_path: Path
+) -> None:
+    """The controller is SIGKILLed and started again during a victim's notice: the victim
+    writes its checkpoint meanwhile and exits 0 on the SIGTERM that follows. The new controller
+    had forgotten the preemption; the agent's word that it evicted the rank (cause "evicted")
+    makes the exit a preemption, requeued and not charged, not the job's success."""
+    c: LocalCluster = new_cluster(
+        agents=1,
+        gpus="2xH100",
+        node_grace_s=0.0,
+        controller_args=["--preempt", "priority", "--outage-tolerance-s", "60"],
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    alice = c.user("alice")
+    (low,) = alice.submit(
+        {
+            "name": "low",
+            "gpus_per_worker": 2,
+            "priority": -1,
+            "command": ["sh", "-c", SAVES_LATE],
+            "workdir": str(work),
+            "checkpoint": {"signal": "USR1", "grace_s": 120},
+        }
+    )
+    node = wait_state(alice, low, "RUNNING", 60).placement[0].node
+    wait_for("its traps set", (work / "traps-set").exists, 60)
+    (hi,) = alice.submit({"name": "urgent", "gpus_per_worker": 2, "command": "sleep 1"})
+    agent_log = c.data_dir / f"{node}.log"
+    wait_for("the notice", lambda: f"{low}/1 rank 0: SIGUSR1" in _text(agent_log), 60)
+    c.kill_controller()  # SIGKILL, during the victim's 15 s to its checkpoint
+    c.start_controller()
+    c.wait_nodes(1)
+    wait_state(alice, hi, "SUCCEEDED", 120)
+    assert (work / f"gpufleet-{low}.checkpoint").read_text() == "saved\n"
+    said = _text(agent_log)
+    assert f"{low}/1 rank 0: its checkpoint is written: SIGTERM" in said, said[-3000:]
+    j = wait_for("low runs again", lambda: (j := alice.job(low)).attempt == 2 and j, 120)
+    first = [e.state for e in j.events or [] if e.attempt == 1]
+    assert first[-2:] == ["PREEMPTED", "PENDING"], j.events
+    assert j.retries_used == 0
+    alice.cancel(low)

@@ -11,6 +11,7 @@ from typing import Literal
 
 from gpufleet.api.jobmetrics import JobMetricsIn
 from gpufleet.api.schemas import AgentEvent
+from gpufleet.model.notice import EVICTION_KILLS
 
 Key = tuple[str, int, int]  # (job, attempt, rank)
 EXIT_REFUSED = 125  # the agent refused the launch or could not start it (as docker run does)
@@ -32,6 +33,16 @@ class RunnerEvent:
     metrics: tuple[tuple[str, float], ...] = ()
     problems: tuple[str, ...] = ()
 
+    @property
+    def cause(self) -> Literal["", "fenced", "evicted"]:
+        """ "fenced": stopped for the node's sake; "evicted": stopped on the controller's Kill
+        of an eviction (its reason first in the why: ``exits.describe``)."""
+        if self.why.startswith(FENCED):
+            return "fenced"
+        if self.kind == "exited" and self.why.split(";", 1)[0] in EVICTION_KILLS:
+            return "evicted"
+        return ""
+
     def wire(self) -> AgentEvent:
         job, attempt, rank = self.key
         return AgentEvent(
@@ -41,7 +52,7 @@ class RunnerEvent:
             rank=rank,
             exit_code=self.exit_code,
             why=self.why,
-            cause="fenced" if self.why.startswith(FENCED) else "",
+            cause=self.cause,
             age_s=self.age_s,
             metrics=(
                 JobMetricsIn(values=dict(self.metrics), problems=list(self.problems))

@@ -465,8 +465,8 @@ class AgentEvent(Input):
     rank: SmallCount
     exit_code: Int64 = 0
     why: Reason = ""
-    # "fenced": stopped (or refused) for the node's own sake (its lease expired): requeued, free
-    cause: Literal["", "fenced"] = ""
+    # "fenced": stopped for the node's sake (requeued, free); "evicted": on an eviction's Kill
+    cause: Literal["", "fenced", "evicted"] = ""
     probe: Literal["", "readiness", "liveness"] = ""  # kind "probe": which probe
     ok: bool = False  # kind "probe": ready (readiness), or alive (liveness: only False is sent)
     age_s: Annotated[float, Field(ge=0, le=1e9)] = 0.0  # kind "checkpoint"

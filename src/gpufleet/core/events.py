@@ -47,6 +47,9 @@ class TaskExited:
     rank: int
     exit_code: int
     why: str = ""  # "killed", "timeout", "preempted", "oom", … as the executor saw it
+    # its agent stopped it on the controller's Kill of an eviction (a preemption, a drain's
+    # deadline): a controller restarted since, which forgot that stop, requeues the job
+    evicted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

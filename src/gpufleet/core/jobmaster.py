@@ -214,6 +214,8 @@ class JobMaster(JobBook):
             # others wait for nothing more (a gang's ranks may block on the one that left)
             rec.noticed = False
             out.append(Kill(rec.id, rec.job.attempt, rec.live_ranks(), "preempted"))
+        if rec.ending is None and ev.evicted:  # a stop this controller forgot (a restart)
+            rec.ending, rec.ending_why = S.PREEMPTED, f"evicted before a restart: {ev.why}"
         if rec.ending is None:
             if rec.job.spec.batch:
                 self._batch_rank_exited(rec, ev, now, out)

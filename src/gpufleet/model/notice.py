@@ -56,3 +56,10 @@ def checkpoint_file(job_id: str) -> str:
     """The job's checkpoint file, relative to its working directory: the same for every attempt
     (the submit directory's, as Slurm's ``slurm-%j.out``)."""
     return CHECKPOINT_FILE.format(job=job_id)
+
+
+# The reasons of the controller's Kills that evict a job (``JobMaster.evict``: a preemption, a
+# drain's deadline, the idle policy's requeue): an agent that stopped a rank for one of them
+# says so with its exit (cause "evicted"), so that a controller restarted meanwhile, which
+# forgot the stop, requeues the job instead of reading the exit as a failure.
+EVICTION_KILLS = frozenset({"preempted", "drained", "idle"})

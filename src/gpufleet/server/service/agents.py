@@ -232,4 +232,4 @@ def task_event(
         return TaskStarted(e.job, e.attempt, e.rank, node)
     if e.cause == "fenced":  # stopped for the node's sake: requeued, not charged
         return TaskFenced(node, e.job, e.attempt, e.rank, e.why)
-    return TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why)
+    return TaskExited(e.job, e.attempt, e.rank, e.exit_code, e.why, e.cause == "evicted")
