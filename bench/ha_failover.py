@@ -25,18 +25,21 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 
 from bench.ha_load import Load
-from gpufleet.client import Client
+from gpufleet.client import ApiError, Client
 from gpufleet.ops.hacluster import HaCluster
 from gpufleet.ops.loadgen import LoadGen
 from gpufleet.ops.localcluster import wait_until
 from gpufleet.ops.stubservice import ready_service, stub_spec, wait_serving
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+T = TypeVar("T")
 
 
 def trial(c: HaCluster, u: Client, n: int) -> tuple[float, float, float]:
@@ -46,11 +49,11 @@ def trial(c: HaCluster, u: Client, n: int) -> tuple[float, float, float]:
     c.kill_one(old)
     spec = {"name": f"after-{n}", "gpus_per_worker": 1, "cpus": 1, "memory_gib": 1,
             "command": ["/bin/true"]}  # fmt: skip
-    (jid,) = u.submit(spec, idempotency_key=f"after-{n}")
+    (jid,) = _retried(lambda: u.submit(spec, idempotency_key=f"after-{n}"))
     accepted = time.monotonic() - t0
     placed = running = 0.0
     while not running:
-        j = u.job(jid)
+        j = _retried(lambda: u.job(jid))
         now = time.monotonic() - t0
         if j.placement and not placed:
             placed = now
@@ -63,6 +66,20 @@ def trial(c: HaCluster, u: Client, n: int) -> tuple[float, float, float]:
     c.start_one(old)  # back, as a standby
     wait_until("the old leader standing by", lambda: c.roles().get(old) == "standby", 60)
     return accepted, placed, running
+
+
+def _retried(call: Callable[[], T]) -> T:
+    """``call``, sent again while the leader answers 503 (rebuilding its state from the
+    store after a failed turn, or lapsed for a moment), as a client should; for 60 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return call()
+        except ApiError as e:
+            if e.status != 503 or time.monotonic() > deadline:
+                raise
+            print(f"  (503, sent again: {str(e)[:100]})", flush=True)
+            time.sleep(0.1)
 
 
 def service_load(u: Client, rate: float) -> LoadGen:
@@ -178,6 +195,20 @@ def trials(c: HaCluster, args: argparse.Namespace, db_url: str, root: Path) -> b
     return ok and attempt == 1 and starts == ["start 1"]
 
 
+INCIDENTS = {
+    "turns failed (a rebuild from the store)": "the store failed in a turn",
+    "lease errors": "the leader lease could not be read or written",
+    "deposed": "deposed: another controller took",
+}
+
+
+def incidents(root: Path) -> str:
+    """What the controllers' logs say went wrong besides the SIGKILLs (a load they could not
+    carry shows here first)."""
+    text = "".join(p.read_text(errors="replace") for p in sorted(root.glob("controller*.log")))
+    return ", ".join(f"{what} {text.count(line)}" for what, line in INCIDENTS.items())
+
+
 def main() -> int:
     args = parse()
     schema = f"gf_bench_{uuid.uuid4().hex[:12]}"
@@ -203,6 +234,7 @@ def main() -> int:
             c.start_gateway()
         ok = trials(c, args, db_url, root)
     finally:
+        print(f"controllers' logs: {incidents(root)}", flush=True)
         c.stop()
         with psycopg.connect("host=127.0.0.1 user=postgres dbname=test", autocommit=True) as pg:
             pg.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -96,6 +96,38 @@ def test_a_job_in_a_container_reports_its_metrics_through_its_tmp(cluster: Local
     assert got == "/tmp/gpufleet.metrics\n"
 
 
+def test_a_containers_gpu_processes_are_its_jobs(cluster: LocalCluster) -> None:
+    """Per-job GPU use for a job in a podman container: the simulated GPU says a process of
+    the container uses it (not podman's client, as on a real GPU), in another process group
+    than the task's; the agent finds the job by the container's cgroup (its cid file's ID)."""
+    c: Client = cluster.user("nobody")
+    (job,) = c.submit(
+        {
+            "name": "ctr-gpu",
+            "gpus_per_worker": 1,
+            "command": ["/bin/sh", "-c", "sleep 300"],
+            "container": {"image": "localhost/gpufleet-test:2"},
+            "time_limit_s": 300,
+        }
+    )
+    wait_for("it runs", lambda: c.job(job).state == "RUNNING", 90)
+    with cluster.admin() as a:
+
+        def attributed() -> str | None:
+            text = a.http.get("/metrics").text
+            mine = [
+                line
+                for line in text.splitlines()
+                if line.startswith("gpufleet_job_gpu_utilization_percent{")
+                and f'hpc_job="{job}"' in line
+            ]
+            return "\n".join(mine) or None
+
+        lines = wait_for("the container job's GPU use on /metrics", attributed, 60)
+    assert 'engine="sm"' in lines, lines
+    c.cancel(job)
+
+
 # what a batch script's users look for, the same bare and in a container (pyxis's sbatch
 # --container-image): its user, Slurm's variables, the submitter's exported environment, its
 # output file in the submit directory

@@ -310,8 +310,12 @@ class _Cycle:
         if self.profile.pack_encoders:
             return
         for job in self.unplaced:
-            r = self.res.reasons.get(job.id)
-            if r is None or not pack_encoders.video_job(job.spec):
+            if not pack_encoders.video_job(job.spec):
+                continue
+            # raw: a read with the estimated start would play the whole queue forward each
+            # pass (StartPlan), only to add a sentence; the estimate is added when read
+            r = self.res.reasons.raw(job.id)
+            if r is None:
                 continue
             said = pack_encoders.kept_apart(job.spec, self.snap, self.ws)
             if said:

@@ -239,8 +239,25 @@ def explain_all(
     why.unplaced(unplaced, head)
     why.held_by_quota(cycle_reasons)
     skipped = started | examined
-    res.reasons.defer(snap.pending, skipped.__contains__, why.behind(head, len(examined)))
+    res.reasons.defer(
+        snap.pending, skipped.__contains__, _or_waiting(why.behind(head, len(examined)))
+    )
     res.reasons.estimate_with(StartPlan(snap, profile, res))
+
+
+def _or_waiting(rest: Callable[[PendingJob], Reason]) -> Callable[[PendingJob], Reason]:
+    """``rest``, but a job waiting on a dependency or on its array's throttle is told that,
+    worked out when asked for (``Reasons.defer``): a load of jobs held on a dependency would
+    otherwise cost every pass a Reason each (issue 26: ten thousand of them, ten passes a
+    second). Such a job is never examined, so nothing else explains it."""
+
+    def reason(job: PendingJob) -> Reason:
+        if job.waiting_for:
+            code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
+            return Reason(code, job.waiting_for)
+        return rest(job)
+
+    return reason
 
 
 class _Explainer:
@@ -287,12 +304,10 @@ class _Explainer:
         return self.never_cache[k]
 
     def waiting(self, waiting: list[PendingJob]) -> None:
-        """Jobs not yet eligible: their dependency or throttle, else their back-off."""
+        """Jobs not yet eligible by their back-off (those waiting on a dependency or their
+        array's throttle get theirs when asked for: ``_or_waiting``)."""
         for job in waiting:
-            if job.waiting_for:
-                code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
-                self.res.reasons[job.id] = Reason(code, job.waiting_for)
-            else:
+            if not job.waiting_for:
                 # a job that could not fit even on an empty cluster, or that its queue can
                 # never admit, will not start once its back-off is over either: that is what
                 # its user must hear (and it has no estimated start)

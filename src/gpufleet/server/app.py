@@ -61,6 +61,7 @@ from gpufleet.server.service import ControllerService
 from gpufleet.server.stepenv import JobPorts, load_secret
 from gpufleet.server.store import Store
 from gpufleet.server.strict_query import known_query
+from gpufleet.server.submit_fast import SubmitFastPath
 
 log = logging.getLogger("gpufleet.controller")
 API = "/api/v1"
@@ -323,6 +324,8 @@ def create_app(
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
     apidocs.install(app, API)  # Swagger UI at {API}/docs, its files served from here
     errors.install(app)  # one error shape for every 4xx and 5xx; refusals by their type
+    # innermost: a plain submission skips FastAPI's routing (submit_fast.py)
+    app.add_middleware(SubmitFastPath, api=app, path=f"{API}/jobs")
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     if ha is not None:  # a standby answers where the leader is, and nothing else

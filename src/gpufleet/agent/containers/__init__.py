@@ -57,6 +57,9 @@ class ContainerTask:
     env_names: Sequence[str] = ()
     # the task reads its stdin (a batch script's --input): podman and docker forward it (-i)
     stdin: bool = False
+    # where podman and docker write the container's ID (``--cidfile``): the agent finds the
+    # container's processes by it in their cgroup (per-job GPU use, ADR 0050's neighbour)
+    cidfile: str = ""
 
 
 class Runtime(abc.ABC):

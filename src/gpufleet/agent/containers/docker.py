@@ -19,6 +19,8 @@ class Docker(DockerCli):
         a += ["--user", f"{task.uid}:{task.gid}"]
         a += ["--network", "host", "--ipc", "host", "--security-opt", "no-new-privileges"]
         a += ["--env-file", task.env_file]
+        if task.cidfile:
+            a += ["--cidfile", task.cidfile]
         if task.stdin:
             a += ["--interactive"]
         for name, soft, hard in task.ulimits:

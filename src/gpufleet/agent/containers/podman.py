@@ -37,6 +37,8 @@ class Podman(DockerCli):
             a += ["--userns=keep-id"]
         a += ["--network", "host", "--ipc", "host", "--security-opt", "no-new-privileges"]
         a += ["--env-file", task.env_file]
+        if task.cidfile:
+            a += ["--cidfile", task.cidfile]
         if task.stdin:
             a += ["--interactive"]
         for name, soft, hard in task.ulimits:

@@ -31,6 +31,12 @@ log = logging.getLogger(__name__)
 IMAGE_ENV_TTL_S = 60.0  # how long an image's environment names are kept (see image_env_names)
 
 
+def cid_path(pidfile: Path) -> Path:
+    """Where the runtime writes the container's ID (podman's and docker's ``--cidfile``),
+    beside the task's pid file."""
+    return pidfile.with_suffix(".cid")
+
+
 @dataclass(frozen=True)
 class ContainerLaunch:
     """What starts a task in its container: the runtime's command line, the runtime process's
@@ -178,7 +184,10 @@ class Containers:
             owner=self.owner,
             env_names=tuple(env),
             stdin=bool(cmd.input),
+            cidfile=str(cid_path(self.host.pid_path(key))),
         )
+        with contextlib.suppress(FileNotFoundError):  # a relaunch's: the runtime refuses one
+            os.unlink(task.cidfile)
         argv = rt.argv(task)
         if files:
             who = None if switch or not sandbox.switches(account) else account

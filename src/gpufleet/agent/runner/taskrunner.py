@@ -4,6 +4,7 @@ and at startup kill_orphans and sweep_containers). The steps are modules of thei
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -15,8 +16,8 @@ from gpufleet.agent import containers, sandbox
 from gpufleet.agent.accounts import LaunchRefused, own_account
 from gpufleet.agent.gpu import DeviceRef, TaskUse
 from gpufleet.agent.probes.book import ProbeTarget
-from gpufleet.agent.runner import adopt, checkpoints, exits, metricsfile, supervise
-from gpufleet.agent.runner.in_container import Containers
+from gpufleet.agent.runner import adopt, cgroups, checkpoints, exits, metricsfile, supervise
+from gpufleet.agent.runner.in_container import Containers, cid_path
 from gpufleet.agent.runner.launch import Launcher, note, refusal
 from gpufleet.agent.runner.process import LiveTask, exit_status, write_pidfile
 from gpufleet.agent.runner.taskhost import TaskHost
@@ -60,6 +61,10 @@ class TaskRunner:
         self.containers = Containers(self.host, container_runtime, self.clock)
         self._launcher = Launcher(self.host, self.containers)
         self._live: dict[Key, LiveTask] = {}
+        # a podman or docker task's container ID, and the process the simulated GPU says is
+        # its (cgroups.py); forgotten when the task is reaped
+        self._cids: dict[Key, str] = {}
+        self._sim_pids: dict[Key, int] = {}
         self._latest = LatestAttempts()
 
     # ----- the node's setup -------------------------------------------------------------
@@ -121,26 +126,51 @@ class TaskRunner:
         (``NVIDIA_DRIVER_CAPABILITIES``): it then runs an encoder session."""
         return [
             TaskUse(
-                pid=t.proc.pid,
+                pid=pid,
                 gpus=t.gpus,
                 share=t.gpu_milli / 1000.0 * _sim_load(t.env.get(SIM_LOAD_ENV)),
                 video="video" in t.env.get(CAPABILITIES_ENV, "").split(","),
             )
-            for t in self._live.values()
-            if t.gpus
+            for key, t in self._live.items()
+            if t.gpus and (pid := self._sim_pid(key, t)) is not None
         ]
+
+    def _container_id(self, key: Key, t: LiveTask) -> str:
+        cid = self._cids.get(key, "")
+        if not cid and t.container:
+            cid = self._cids[key] = cgroups.container_id(cid_path(t.pidfile))
+        return cid
+
+    def _sim_pid(self, key: Key, t: LiveTask) -> int | None:
+        """The process the simulated GPU says uses it: the task's own, or in a podman or
+        docker container one of the container's (as on a real GPU, where the runtime's client
+        uses none; None until the container has one)."""
+        rt = self.containers.runtime
+        if not t.container or rt is None or rt.NAME not in ("podman", "docker"):
+            return t.proc.pid  # bare, or apptainer/enroot: in the task's process group
+        if key not in self._sim_pids:
+            cid = self._container_id(key, t)
+            found = cgroups.a_process_in(cid) if cid else None
+            if found is None:
+                return None
+            self._sim_pids[key] = found
+        return self._sim_pids[key]
 
     def job_of_pid(self, pid: int) -> str | None:
         """The job whose task's process group ``pid`` is in (a task leads its own group; its
-        ranks' children stay in it); None for a process of no live task, or one in a container
-        (the runtime's own group)."""
+        ranks' children stay in it, as do apptainer's and enroot's containers), else whose
+        podman or docker container's cgroup it is in; None for a process of no live task."""
         try:
             group = os.getpgid(pid)
         except OSError:  # gone, or not ours to see
             return None
         for (job, _, _), t in self._live.items():
-            if t.proc.pid == group and not t.container:
+            if t.proc.pid == group:
                 return job
+        for key, t in self._live.items():
+            cid = self._container_id(key, t) if t.container else ""
+            if cid and cgroups.within(pid, cid):
+                return key[0]
         return None
 
     def probe_target(self, key: Key, host: str) -> ProbeTarget | None:
@@ -239,6 +269,10 @@ class TaskRunner:
             rc = exit_status(t.proc)
             if rc is not None:
                 del self._live[key]
+                self._cids.pop(key, None)
+                self._sim_pids.pop(key, None)
+                with contextlib.suppress(OSError):
+                    cid_path(t.pidfile).unlink()
                 if t.metrics:  # what it wrote last, before its directory goes
                     out += metricsfile.look(t)
                 if isinstance(t.proc, adopt.AdoptedProc) and t.proc.unknown:

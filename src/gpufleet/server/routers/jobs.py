@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -10,17 +9,15 @@ from fastapi.responses import JSONResponse, Response
 
 from gpufleet.api import schemas as s
 from gpufleet.api.bounds import Count, Name, SmallCount
-from gpufleet.model.arrays import parse_array
-from gpufleet.model.errors import SpecError
-from gpufleet.model.job import JobSpec, JobState
-from gpufleet.server.admission import Refusal
+from gpufleet.model.job import JobState
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.listing import MAX_PAGE, next_link, owned_job
 from gpufleet.server.listing import Query as ListQuery
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
-from gpufleet.server.store import NewJob, Store, SubmitAudit
+from gpufleet.server.store import Store
+from gpufleet.server.submitting import submit_jobs
 from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
@@ -37,72 +34,7 @@ async def submit(
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
 ) -> Any:
-    raw = dict(body.spec)
-    if who.role == "user":
-        if raw.get("user") not in (None, who.user):
-            raise HTTPException(403, f"this token submits as {who.user}, not {raw.get('user')}")
-        raw["user"] = who.user
-    if body.probe:  # `gpufleet validate`'s probe jobs run as the service account for them
-        if who.role != "admin":
-            raise HTTPException(403, "only an admin token submits validation probes")
-        raw["user"] = request.app.state.config.probe_account
-    raw.setdefault("user", who.name)
-    # the array's size is checked from its text, before the spec is read or anything expanded
-    array = None
-    if body.array:
-        try:
-            array = parse_array(
-                body.array, max_size=request.app.state.config.max_array_size, source="request"
-            )
-        except SpecError as e:
-            raise FieldErrors([(f"body.{e.field}", e.reason)]) from None
-    # every problem at once: the spec's (model/every.py), then admission's of the fields the
-    # spec's problems leave alone, in Slurm's words (admission.py)
-    read, problems = JobSpec.read_all(raw, source="request", path="spec")
-    bad = [(f"body.{e.field}", e.reason) for e in problems]
-    refusal = svc.admission(read, who.role) if read is not None else None
-    if read is not None:  # the user's Unix accounts on the nodes (looked up if new)
-        if refusal is None:
-            refusal = Refusal()
-        refusal.invalid += await svc.owner_problems(read)
-    if refusal and not bad:
-        raise FieldErrors(refusal.problems, refusal.status)
-    if bad:
-        seen = {f for f, _ in bad}
-        more = refusal.problems if refusal else []
-        raise FieldErrors(bad + [(f, m) for f, m in more if f not in seen])
-    assert read is not None
-    spec = read
-    spec = request.app.state.secrets.resolve(spec)  # each secret exists and is the job's to use
-    deps = tuple((d.type, d.job) for d in body.depends_on)
-    jobs: list[NewJob]
-    if array is not None:
-        idx, limit = array.indexes, array.limit
-        jobs = [
-            NewJob(
-                replace(
-                    spec,
-                    name=f"{spec.name}_{i}",
-                    env=tuple(
-                        sorted(
-                            {
-                                **dict(spec.env),
-                                "SLURM_ARRAY_TASK_ID": str(i),
-                                "GPUFLEET_ARRAY_INDEX": str(i),
-                            }.items()
-                        )
-                    ),
-                ),
-                depends_on=deps,
-                array_index=i,
-                array_limit=limit,
-                idempotency_key=f"{body.idempotency_key}#{i}" if body.idempotency_key else None,
-            )
-            for i in idx
-        ]
-    else:
-        jobs = [NewJob(spec, depends_on=deps, idempotency_key=body.idempotency_key)]
-    ids = await svc.submit(jobs, SubmitAudit(who.name, who.role, len(jobs), spec.name))
+    ids = await submit_jobs(body, who, svc, request.app.state)
     # the ids as they are (SubmitResult's shape): FastAPI would validate them again
     return JSONResponse({"ids": ids}, status_code=201)
 

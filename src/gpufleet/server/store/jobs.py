@@ -76,17 +76,29 @@ _UPDATE_STATE = (
 # ----- writing ---------------------------------------------------------------------------
 
 
+def encode_specs(new: Sequence[NewJob]) -> list[dict[str, Any]]:
+    """The batch's specs as stored: worked out before the transaction (``add_jobs``'s
+    ``specs``), so that a batch's CPU is not spent holding its locks (a leader's write
+    transaction idle longer than the fencing's guard is ended by PostgreSQL)."""
+    return [spec_to_dict(nj.spec) for nj in new]
+
+
 def add_jobs(
-    conn: sa.Connection, new: Sequence[NewJob], now: float, known: set[str] | None = None
+    conn: sa.Connection,
+    new: Sequence[NewJob],
+    now: float,
+    known: set[str] | None = None,
+    specs: Sequence[dict[str, Any]] | None = None,
 ) -> list[str]:
     """Insert a batch (executemany); ids in input order. A key seen before gives back the
     id of the job it created (added to ``known``, where given); the same key twice in one
-    batch means one job."""
+    batch means one job. ``specs``: ``encode_specs(new)``, if worked out already."""
     new = [nj if nj.submit_time is not None else replace(nj, submit_time=now) for nj in new]
     for i, nj in enumerate(new):
         _check(i, nj)
     if not new:
         return []
+    encoded = list(specs) if specs is not None else encode_specs(new)
     first: dict[str, int] = {}  # idempotency key → index of its first job in the batch
     for i, nj in enumerate(new):
         if nj.idempotency_key is not None:
@@ -98,7 +110,7 @@ def add_jobs(
     start: int = conn.execute(_BUMP, {"n": wanted}).scalar_one() - wanted
     last = start
     ids: list[str | None] = [None] * len(new)
-    for known_key, known_id in _existing(conn, new, first).items():
+    for known_key, known_id in _existing(conn, new, first, encoded).items():
         ids[first[known_key]] = known_id
         if known is not None:
             known.add(known_id)
@@ -114,7 +126,7 @@ def add_jobs(
         array_id: str | None = nj.array_id
         if nj.array_index is not None and array_id is None:
             array_id = array_head.setdefault(nj.array_group, job_id)
-        rows.append(_row(job_id, last, nj, array_id))
+        rows.append(_row(job_id, last, nj, array_id, encoded[i]))
     for i, nj in enumerate(new):
         if ids[i] is None and nj.idempotency_key is not None:
             ids[i] = ids[first[nj.idempotency_key]]
@@ -154,7 +166,12 @@ def _check(i: int, nj: NewJob) -> None:
             raise StoreError(f"{where}: unknown dependency type {kind!r} (afterok, afterany)")
 
 
-def _existing(conn: sa.Connection, new: Sequence[NewJob], first: dict[str, int]) -> dict[str, str]:
+def _existing(
+    conn: sa.Connection,
+    new: Sequence[NewJob],
+    first: dict[str, int],
+    specs: Sequence[dict[str, Any]],
+) -> dict[str, str]:
     if not first:
         return {}
     found = conn.execute(_BY_KEY, {"keys": list(first)}).all()
@@ -162,7 +179,7 @@ def _existing(conn: sa.Connection, new: Sequence[NewJob], first: dict[str, int])
     for key, job_id, user, spec in found:
         key, job_id = str(key), str(job_id)
         nj = new[first[key]]
-        if user != nj.spec.user or spec != spec_to_dict(nj.spec):
+        if user != nj.spec.user or spec != specs[first[key]]:
             raise IdempotencyConflict(
                 f"jobs[{first[key]}]: idempotency key {key!r} was used for job {job_id}, "
                 "a different submission"
@@ -182,7 +199,10 @@ def _check_dependencies(conn: sa.Connection, new: Sequence[NewJob]) -> None:
                 raise StoreError(f"jobs[{i}]: dependency {kind}:{dep} is not a known job")
 
 
-def _row(job_id: str, seq: int, nj: NewJob, array_id: str | None) -> dict[str, Any]:
+def _row(
+    job_id: str, seq: int, nj: NewJob, array_id: str | None, spec: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The job's row; ``spec``: its ``spec_to_dict``, if worked out already."""
     s = nj.spec
     return {
         "id": job_id,
@@ -199,7 +219,7 @@ def _row(job_id: str, seq: int, nj: NewJob, array_id: str | None) -> dict[str, A
         "end_time": None,
         "eligible_time": 0.0,
         "attained_gpu_s": 0.0,
-        "spec": spec_to_dict(s),
+        "spec": spec if spec is not None else spec_to_dict(s),
         "allocation": [],
         "borrowing": False,
         "depends_on": [list(d) for d in nj.depends_on],

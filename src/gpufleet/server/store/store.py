@@ -122,9 +122,9 @@ class Store(NodeOpsStore, EndpointStore):
         batch order, say who submitted which jobs: their ``job.submit`` entries too."""
         if sum(a.count for a in audits) not in (0, len(new)):
             raise ValueError(f"audits cover {sum(a.count for a in audits)} of {len(new)} jobs")
-        t = _now(now)
+        t, specs = _now(now), jobs.encode_specs(new)  # before the transaction: no lock held
         with self._write() as c:
-            ids = jobs.add_jobs(c, new, t, known)
+            ids = jobs.add_jobs(c, new, t, known, specs)
             rows, k = [], 0
             for a in audits:
                 mine = ids[k : k + a.count]
