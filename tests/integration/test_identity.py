@@ -129,9 +129,11 @@ def test_held_with_its_reason_until_the_account_exists_then_refused_once_known(
             {"name": "id", "command": ["id", "-un"], "gpus_per_worker": 1}
         )  # not known yet
 
-        def held() -> str | None:
+        def held() -> str | None:  # once every node has answered (one may answer later)
             r = c.job(job).reason
-            return r.message if r is not None and r.code == "UserNotFoundOnHost" else None
+            if r is None or r.code != "UserNotFoundOnHost" or "not yet looked up" in r.message:
+                return None
+            return r.message
 
         why = wait_for("the job held for its user", held, 30)
         assert why.startswith(f"user {user} has no Unix account on node-[0-1]: held until")

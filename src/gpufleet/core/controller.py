@@ -300,7 +300,7 @@ class Controller:
         jm.restore(jobs)
         self.elastic.restored(self.now)
         self.services.restore(services)
-        self._rekill = restore_moves(self.state, jm, defrag_moves)
+        self._rekill += restore_moves(self.state, jm, defrag_moves)  # a later restore adds
         self.state.dirty = True
 
     def hold_restored_node(
