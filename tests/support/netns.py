@@ -21,6 +21,8 @@ def unsupported() -> str | None:
         return "needs root (ip netns add)"
     if shutil.which("ip") is None:
         return "ip (iproute2) is not installed"
+    if shutil.which("iptables") is None:
+        return "iptables is not installed (the cuts between hosts are its DROP rules)"
     ns = f"gfchk{os.getpid()}"
     try:
         r = _sh("ip", "netns", "add", ns, check=False)
