@@ -65,6 +65,20 @@ def test_an_idle_node_is_remediated_burnt_in_and_returned() -> None:
     assert c.jobs["j"].job.state.value == "STARTING"
 
 
+def test_a_burn_in_passed_before_the_agents_healthy_report_returns_a_healthy_node() -> None:
+    # the agent's next health report may come a heartbeat after its burn-in's: "resumed" means
+    # schedulable at once, not "unhealthy" until then
+    c = ctrl()
+    c.handle(1.0, NodeHealth("n00", False, WHY, (0,)))
+    c.handle(3.0, NodeHealReport("n00", 1, "remediate", True, "GPU 0 reset"))
+    out = c.handle(9.0, NodeHealReport("n00", 1, "burn-in", True, "5 s at full load"))
+    assert ("resumed", HEAL_RESUME) in events(out)
+    n = c.nodes["n00"]
+    assert n.healthy and not n.bad_gpus and n.schedulable and n.state == "idle"
+    # the report, when it comes, changes nothing
+    assert events(c.handle(10.0, NodeHealth("n00", True))) == []
+
+
 def test_the_round_waits_for_the_jobs_on_the_node_to_end() -> None:
     c = ctrl()
     c.handle(0.0, JobSubmitted("a", spec("a", gpus=4), 0.0))

@@ -117,6 +117,9 @@ class Healer:
             elif isinstance(a, HealOver) and node is not None:
                 if a.ok and node.health_drained:
                     node.drained = node.health_drained = False
+                    # the burn-in ran the agent's health checks after the remedy: they passed,
+                    # though its next health report may come a heartbeat later
+                    node.healthy, node.bad_gpus = True, frozenset()
                     node.why = HEAL_RESUME
                     out.append(NodeEvent(a.node, "resumed", now, HEAL_RESUME))
                 elif not a.ok:
