@@ -40,7 +40,7 @@ def runner(tmp_path: Path) -> TaskRunner:
 
 def run(runner: TaskRunner, c: AgentCommand) -> RunnerEvent:
     assert runner.launch(c)[0].kind == "started"
-    [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
+    [ev] = [e for e in runner.wait(60.0) if e.kind == "exited"]
     return ev
 
 
@@ -113,7 +113,7 @@ def test_a_killed_script_exits_as_killed_and_its_output_is_kept(
         runner.wait(0.05)
         end -= 1
     runner.kill(key, 5.0, "cancelled")
-    [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
+    [ev] = [e for e in runner.wait(60.0) if e.kind == "exited"]
     assert ev.exit_code == 128 + signal.SIGTERM and "killed by SIGTERM" in ev.why
     assert (tmp_path / "o.txt").read_text() == "ready\n"
 
@@ -167,7 +167,7 @@ def test_a_step_host_runs_the_step_daemon_until_stopped(runner: TaskRunner) -> N
     holds = lambda: any(catches(p, signal.SIGTERM) for p in main_processes(task))  # noqa: E731
     until(holds, runner)  # it holds its node, until stopped
     runner.kill(("b1", 1, 1), 5.0, "batch script ended")
-    [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
+    [ev] = [e for e in runner.wait(60.0) if e.kind == "exited"]
     assert ev.exit_code == 0, logs(runner, c)
 
 
@@ -187,7 +187,7 @@ def test_a_batch_only_warning_reaches_the_script_not_its_output_copier(
     out, _ = runner.log_paths(("b1", 1, 0))
     until(lambda: b"ready" in out.read_bytes(), runner)
     runner.clock.advance(11.0)  # type: ignore[attr-defined]
-    [ev] = [e for e in runner.wait(20.0) if e.kind == "exited"]
+    [ev] = [e for e in runner.wait(60.0) if e.kind == "exited"]
     assert ev.exit_code == 5  # the script's own exit, after its handler ran
     assert (tmp_path / "o.txt").read_text() == "ready\nwarned\n", logs(runner, c)
 

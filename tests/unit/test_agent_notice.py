@@ -67,7 +67,7 @@ def start(runner: TaskRunner, marks: Path, work: Path, *, write: bool) -> None:
     )
     runner.launch(c)
     out, _ = runner.log_paths(KEY)
-    wait_for("the task ready", lambda: b"ready" in out.read_bytes(), 10)
+    wait_for("the task ready", lambda: b"ready" in out.read_bytes(), 30)
 
 
 def noticed(runner: TaskRunner, tmp_path: Path) -> Path:
@@ -76,12 +76,12 @@ def noticed(runner: TaskRunner, tmp_path: Path) -> Path:
     marks = tmp_path / "marks"
     start(runner, marks, tmp_path / "work", write=False)
     runner.kill(KEY, 10.0, "preempted", notice=StopNotice(signal.SIGUSR1, 120.0))
-    wait_for("the notice's signal", (marks / "usr1").exists, 10)
+    wait_for("the notice's signal", (marks / "usr1").exists, 30)
     return marks
 
 
 def exited(runner: TaskRunner) -> RunnerEvent:
-    [ev] = [e for e in runner.wait(10.0) if e.kind == "exited"]
+    [ev] = [e for e in runner.wait(60.0) if e.kind == "exited"]
     return ev
 
 
@@ -92,7 +92,7 @@ def test_the_checkpoint_file_ends_the_wait_and_then_sigterm(
     start(runner, marks, work, write=True)
     ckpt = work / "gpufleet-j1.checkpoint"
     runner.kill(KEY, 10.0, "preempted", notice=StopNotice(signal.SIGUSR1, 120.0))
-    wait_for("the checkpoint written", ckpt.exists, 10)
+    wait_for("the checkpoint written", ckpt.exists, 30)
     assert not (marks / "term").exists()  # the notice's signal only, so far
     clock.advance(1.0)  # far inside the 120 s: the file ends the wait
     events = runner.poll()
@@ -181,11 +181,11 @@ def test_a_batch_jobs_signal_goes_to_its_steps_or_with_b_to_its_shell(
     )  # fmt: skip
     runner.launch(c)
     out = work / "out.txt"
-    wait_for("the script ready", lambda: out.exists() and b"ready" in out.read_bytes(), 10)
+    wait_for("the script ready", lambda: out.exists() and b"ready" in out.read_bytes(), 30)
     clock.advance(70.0)
     runner.poll()
     mark = marks / ("shell" if batch_only else "srun")
-    wait_for("the signal", mark.exists, 10)
+    wait_for("the signal", mark.exists, 30)
     other = marks / ("srun" if batch_only else "shell")
     runner.kill(("b1", 1, 0), 0, "test over")  # the mark above was written before this
     runner.wait(5.0)
@@ -207,10 +207,10 @@ def test_a_job_warned_by_its_signal_already_gets_sigterm_at_once(
     )  # fmt: skip
     runner.launch(c)
     out, _ = runner.log_paths(KEY)
-    wait_for("the task ready", lambda: out.exists() and b"ready" in out.read_bytes(), 10)
+    wait_for("the task ready", lambda: out.exists() and b"ready" in out.read_bytes(), 30)
     clock.advance(40.0)
     runner.poll()  # the time limit's warning
-    wait_for("the warning", (marks / "usr1").exists, 10)
+    wait_for("the warning", (marks / "usr1").exists, 30)
     runner.kill(KEY, 10.0, "preempted", notice=StopNotice(signal.SIGUSR1, 60.0))
     exited(runner)
     assert (marks / "usr1").read_text() == "x" and (marks / "term").read_text() == "x"
@@ -229,7 +229,7 @@ def test_a_restarted_agent_finishes_the_notices_wait(
         assert new.poll() == [] and not (marks / "term").exists()
         clock.advance(1.0)
         new.poll()
-        [ev] = [e for e in new.wait(10.0) if e.kind == "exited"]
+        [ev] = [e for e in new.wait(60.0) if e.kind == "exited"]
         assert (marks / "term").read_text() == "x" and ev.exit_code == 0
     finally:
         for k in new.live():

@@ -75,8 +75,9 @@ def test_a_burn_in_passed_before_the_agents_healthy_report_returns_a_healthy_nod
     assert ("resumed", HEAL_RESUME) in events(out)
     n = c.nodes["n00"]
     assert n.healthy and not n.bad_gpus and n.schedulable and n.state == "idle"
-    # the report, when it comes, changes nothing
+    # the report, when it comes, changes nothing, not even the node's reason
     assert events(c.handle(10.0, NodeHealth("n00", True))) == []
+    assert n.state == "idle" and n.why == HEAL_RESUME
 
 
 def test_the_round_waits_for_the_jobs_on_the_node_to_end() -> None:

@@ -133,7 +133,9 @@ class NodeLifecycle:
         node.healthy = ev.healthy
         node.bad_gpus = frozenset(ev.bad_gpus) if not ev.healthy else frozenset()
         healing = self.heal.holds(ev.node)
-        if not healing:  # while healing, the node's reason is the loop's step
+        # while healing, the node's reason is the loop's step; a healthy node's report with
+        # nothing to say keeps the reason it has ("passed its burn-in")
+        if not healing and not (ev.healthy and was and not ev.why):
             node.why = ev.why
         if was != ev.healthy or node.bad_gpus != was_bad:
             out.append(NodeEvent(ev.node, "healthy" if ev.healthy else "unhealthy", now, ev.why))
