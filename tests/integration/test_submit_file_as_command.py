@@ -6,18 +6,22 @@ can run (an executable, a ``#!`` script, a command on the PATH) is still submitt
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import subprocess
 from test_api import Api
 
 GPUFLEET = Path(sys.executable).with_name("gpufleet")
 
 
 def _submit(api: Api, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GPUFLEET_SERVER": api.url, "GPUFLEET_TOKEN": api.token("user", user="alice")}
+    env = {
+        **os.environ,
+        "GPUFLEET_SERVER": api.url,
+        "GPUFLEET_TOKEN": api.token("user", user="alice"),
+    }
     env.pop("GPUFLEET_TOKEN_FILE", None)
     env["GPUFLEET_CONFIG"] = str(cwd / "none.yaml")
     return subprocess.run(
@@ -42,7 +46,9 @@ def test_a_plain_file_is_refused_as_a_command(
     r = _submit(api, tmp_path, "--gpus", "1", name)
     assert r.returncode == 2, (r.stdout, r.stderr)
     first = r.stderr.splitlines()[0]
-    assert first.startswith(f"error: {name} is a file that is neither executable nor a script"), r.stderr
+    assert first.startswith(f"error: {name} is a file that is neither executable nor a script"), (
+        r.stderr
+    )
     assert hint in first, first
     if not name.endswith((".yaml", ".json")) and hint.startswith("chmod"):
         assert f"sbatch {name}" in first
