@@ -341,3 +341,21 @@ def test_without_a_gateway_a_service_has_no_endpoint(db_url: str, tmp_path: Path
             assert "runs no gateway" in refused(409, lambda: alice.rotate_service_token("web"))
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("gateway", "said"),
+    [("nginx", "gateway is nginx, which cannot check"), ("off", "runs none (--gateway off)")],
+)
+def test_a_desktop_no_one_could_open_is_refused_at_desktop_run(
+    db_url: str, tmp_path: Path, gateway: str, said: str
+) -> None:
+    store = Store.open(db_url)
+    try:
+        with serve(store, tmp_path / "controller", ManualClock(T0), gateway=gateway) as api:
+            token = api.token("user", user="alice")
+            r = cli(api, token, "desktop", "run", "studio", "--gpu-share", "250")
+            assert r.exit_code != 0 and said in r.output and "haproxy or builtin" in r.output
+            assert api.admin.services() == []  # nothing made, no proxy started
+    finally:
+        store.close()

@@ -29,6 +29,8 @@ from gpufleet.server.stepenv import desktop_key
 # a desktop with no token to open it (none active): a digest no token has, so the route
 # stays a desktop's (an empty list would make it an ordinary service's, its token let in)
 NO_VIEWER = "0" * 64
+# the proxies that cannot hash a client's token to check it (gateway/nginx.py answers 501)
+NO_DESKTOPS = frozenset({"nginx"})
 ROTATE_WAIT_S = 60.0  # the longest a token rotation waits for the proxy's reload
 
 
@@ -158,9 +160,28 @@ class ServiceRequests(Requests):
 
     # ----- changes (each returns once it and its audit entry committed) ----------------
 
+    def _openable(self, spec: ServiceSpec) -> None:
+        """A desktop is refused (409, said plainly) where no one could open it: without a
+        gateway, or behind nginx, which cannot check a viewer's own token (ADR 0047)."""
+        if spec.desktop is None:
+            return
+        if self.gateway is None:
+            raise Conflict(
+                "a desktop is opened through the service gateway, and this controller runs "
+                "none (--gateway off): run it with --gateway haproxy or builtin"
+            )
+        kind = self.gateway.gateway.kind
+        if kind in NO_DESKTOPS:
+            raise Conflict(
+                f"this controller's gateway is {kind}, which cannot check a viewer's own "
+                "token and opens no desktop (it would answer 501): run the controller with "
+                "--gateway haproxy or builtin"
+            )
+
     async def create_service(self, spec: ServiceSpec, who: Principal) -> Service:
         if spec.name in self.ctrl.services.services:
             raise Conflict(f"service {spec.name} exists already")
+        self._openable(spec)
         first = self.store.service_next_index(spec.name)
         detail = {"replicas": spec.initial_replicas, "queue": spec.replica.queue}
         await self.event(
@@ -170,6 +191,7 @@ class ServiceRequests(Requests):
 
     async def update_service(self, spec: ServiceSpec, who: Principal) -> Service:
         old = self.owned_service(spec.name, who)
+        self._openable(spec)
         before = old.generation
         await self.event(
             ServiceUpdated(spec),
