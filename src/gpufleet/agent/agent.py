@@ -256,6 +256,7 @@ class Agent:
                 self.state.outage_tolerance_s = res.outage_tolerance_s or 0.0
                 self._do(self.state.on_registered(res.lease_s, now))
                 self._publish_lease()
+                self.runner.report_metrics_again()  # a new controller's memory lacks them
         finally:
             if not done:
                 with self._lock:
@@ -277,8 +278,7 @@ class Agent:
         cores, mem = host_resources()
         c = self.config
         with self._lock:
-            running = self.state.running()
-            ended = self.state.ended()
+            running, ended = self.state.running(), self.state.ended()
         unacked = self.events.peek(self.config.max_events)
         req = AgentRegister(
             node=c.node,

@@ -108,6 +108,13 @@ class TaskRunner:
     def live(self) -> list[Key]:
         return sorted(self._live)
 
+    def report_metrics_again(self) -> None:
+        """Each live task's metrics file is reported at its next look even if unchanged: a
+        controller that registers this agent anew (restarted, or a new leader) keeps job
+        metrics in memory only (ADR 0049) and would otherwise wait for the file's next change."""
+        for t in self._live.values():
+            t.metrics_seen = None
+
     def gpu_load(self) -> dict[int, float]:
         """GPU → share held by live tasks (1.0 a whole GPU), for the simulated backend. A task
         whose environment sets GPUFLEET_SIM_GPU_LOAD (0 to 1) keeps its GPUs only that busy: a
