@@ -102,10 +102,10 @@ if [ -f "$GPUFLEET_CHECKPOINT_FILE" ]; then
     exit 0
 fi
 step=0
-save() {
+save() {  # said first: the SIGTERM may come as soon as the file is there
     echo "step $step" > "$GPUFLEET_CHECKPOINT_FILE.tmp"
-    mv "$GPUFLEET_CHECKPOINT_FILE.tmp" "$GPUFLEET_CHECKPOINT_FILE"
     echo "saved step $step"
+    mv "$GPUFLEET_CHECKPOINT_FILE.tmp" "$GPUFLEET_CHECKPOINT_FILE"
 }
 trap save USR1
 while true; do step=$((step + 1)); echo "at $step"; sleep 0.2; done
