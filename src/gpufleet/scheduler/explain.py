@@ -11,6 +11,7 @@ from dataclasses import replace
 from random import Random
 from typing import TYPE_CHECKING
 
+from gpufleet.model.engines import lacking
 from gpufleet.model.job import TopologyLevel
 from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
@@ -19,6 +20,7 @@ from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.framework import Code
 from gpufleet.scheduler.gang import place_gang
+from gpufleet.scheduler.plugins.filter_engines import describe
 from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
@@ -143,6 +145,8 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
     free = ws.free_gpus(req)
     free_any = ws.free_gpus(replace(req, models=()))
     data["free_gpus"] = free
+    if (engines := _engine_reason(req, ws, need, data)) is not None:
+        return engines
     if free < need:
         if s.gpu_models and free_any >= need:
             models = ", ".join(s.gpu_models)
@@ -174,6 +178,32 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
         f"{s.memory_mib / 1024:g} GiB beside each of {s.workers} worker slots",
         data,
     )
+
+
+def _engine_reason(
+    req: WorkerRequest, ws: Workspace, need: int, data: dict[str, object]
+) -> Reason | None:
+    """A job that asks for engines (``--gres=nvenc:N``) waiting while GPUs without them are
+    free: said so, naming their models ("the 3 free GPUs are H100-SXM, which have none"), not
+    taken for a want of CPUs or memory."""
+    want = dict(req.select.engines) if req.select is not None else {}
+    if not want:
+        return None
+    allowed = ws.allowed_models(req)
+    free = {m: n for m, n in ws.model_free.items() if n and m in allowed}
+    have = sum(n for m, n in free.items() if not lacking(m, want))
+    lack = {m: n for m, n in free.items() if lacking(m, want)}
+    if have >= need or not lack:
+        return None
+    n_lack = sum(lack.values())
+    names = " and ".join(m if len(lack) == 1 else f"{m} ({n})" for m, n in sorted(lack.items()))
+    data["free_without_engines"] = n_lack
+    if have == 0:
+        what = "the free GPU is" if n_lack == 1 else f"the {n_lack} free GPUs are"
+        said = f"{what} {names}, which {'has' if n_lack == 1 else 'have'} none"
+    else:
+        said = f"{have} free with it; the other {n_lack} free ({names}) have none"
+    return Reason(ReasonCode.RESOURCES, f"needs {_gpus(need)} with {describe(want)}; {said}", data)
 
 
 def _topology_reason(
