@@ -6,11 +6,14 @@ killed by a signal → JobLaunchFailure 0:9; completed → None 0:0."""
 
 from __future__ import annotations
 
+import pytest
 from builders import cluster_spec
 from test_controller import Harness, of
 
+from gpufleet.client.calls import Row
 from gpufleet.core.commands import Kill, SetTimer
 from gpufleet.core.events import JobCancelled, NodeLost, TaskExited, TimerFired
+from gpufleet.io import jobs_table, slurm_style
 from gpufleet.model.job_end import JobEnd, exit_status
 
 
@@ -105,3 +108,41 @@ def test_exit_status_reads_the_agents_words() -> None:
     assert exit_status(137, "killed by SIGKILL after 5 s grace") == (0, 9)
     assert exit_status(143, "exited with code 143") == (143, 0)  # exit 143 is no signal
     assert JobEnd.from_dict(JobEnd("TimeLimit", 0, 15).to_dict()) == JobEnd("TimeLimit", 0, 15)
+
+
+def _row(state: str, ended: JobEnd | None, nodes: tuple[str, ...] = ("n1",)) -> Row:
+    """A lean client's row of ``GET /jobs`` (what the shims read), as JSON decodes it."""
+    out = Row(id="7", name="wrap", user="alice", queue="gpu", state=state, submit_time=0.0,
+              start_time=1.0, end_time=2.0, gpus=1.0, workers=1, spec=Row(),
+              placement=[Row(node=n) for n in nodes], reason=None)  # fmt: skip
+    if ended is not None:
+        out["ended"] = Row(reason=ended.reason, exit_code=ended.exit_code)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("state", "ended", "shown"),
+    [  # squeue's %t %r %R, as a real Slurm printed them for the same ends
+        ("FAILED", JobEnd("NonZeroExitCode", 3), "F NonZeroExitCode (NonZeroExitCode)"),
+        ("FAILED", JobEnd("JobLaunchFailure", 0, 9), "F JobLaunchFailure (JobLaunchFailure)"),
+        ("TIMED_OUT", JobEnd("TimeLimit", 0, 15), "TO TimeLimit (TimeLimit)"),
+        ("CANCELLED", JobEnd("None", 0, 15), "CA None n1"),
+        ("SUCCEEDED", JobEnd(), "CD None n1"),
+        # a job that ended before its end was kept: its state's usual reason
+        ("FAILED", None, "F NonZeroExitCode (NonZeroExitCode)"),
+        ("TIMED_OUT", None, "TO TimeLimit (TimeLimit)"),
+    ],
+)
+def test_squeue_prints_the_end(state: str, ended: JobEnd | None, shown: str) -> None:
+    text = slurm_style.render("%t %r %R", [_row(state, ended)], header=False, now=10.0)
+    assert text == shown + "\n"
+
+
+def test_the_jobs_table_says_an_end_that_was_not_exit_0() -> None:
+    assert jobs_table.where(_row("FAILED", JobEnd("NonZeroExitCode", 3))) == (
+        "n1 (NonZeroExitCode) ExitCode=3:0"
+    )
+    assert jobs_table.where(_row("SUCCEEDED", JobEnd())) == "n1"
+    assert (
+        jobs_table.where(_row("CANCELLED", JobEnd("Resources"), ())) == "(Resources) ExitCode=0:0"
+    )
