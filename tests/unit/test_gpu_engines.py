@@ -136,3 +136,18 @@ def test_an_engine_job_waiting_beside_free_gpus_without_it_is_told_so() -> None:
             nodes, [replace(enc, spec=replace(enc.spec, gpus_per_worker=1))], [busy]
         ).reasons
     )
+
+
+def test_a_share_with_an_engine_waiting_beside_room_on_gpus_without_it_is_told_so() -> None:
+    """A video job (a quarter GPU and NVENC) while the L40S is held whole and H100s have room:
+    the Reason names the H100s (before: "no node has that free now")."""
+    from builders import running
+
+    nodes = cluster(1, 3, model="H100-SXM") + cluster(1, 1, model="L40S", start=1)
+    vid = pjob("vid", {"gpu_engines": (("nvenc", 1),)}, gpus=1, milli=250)
+    r = cycle(nodes, [vid], [running("train", ("n01", [0]))]).reasons["vid"]
+    assert r.code is ReasonCode.RESOURCES and r.data["nodes_with_room_without_engines"] == 1
+    assert r.message.startswith(
+        "needs 0.25 GPU with NVENC; no GPU with it has that free now, and the GPUs with room "
+        "have none (H100-SXM (1 node))"
+    )

@@ -6,13 +6,14 @@ within the cycle, so 100,000 waiting jobs of a few shapes cost a few explanation
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from random import Random
 from typing import TYPE_CHECKING
 
 from gpufleet.model.engines import lacking
-from gpufleet.model.job import TopologyLevel
+from gpufleet.model.job import JobSpec, TopologyLevel
 from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import filters
@@ -136,6 +137,8 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
     data: dict[str, object] = {"needed_gpus": need}
     if req.gpus == 0 or not req.whole:
         data["fractional"] = not req.whole
+        if (engines := _share_engine_reason(s, req, ws, data)) is not None:
+            return engines
         return Reason(
             ReasonCode.RESOURCES,
             f"needs {s.describe()} with {s.cpu_milli / MILLI:g} CPUs and "
@@ -204,6 +207,32 @@ def _engine_reason(
     else:
         said = f"{have} free with it; the other {n_lack} free ({names}) have none"
     return Reason(ReasonCode.RESOURCES, f"needs {_gpus(need)} with {describe(want)}; {said}", data)
+
+
+def _share_engine_reason(
+    s: JobSpec, req: WorkerRequest, ws: Workspace, data: dict[str, object]
+) -> Reason | None:
+    """A share of a GPU with an engine (a video job) that would fit now only on GPUs without
+    it: said so, naming those models, not taken for a want of room."""
+    want = dict(req.select.engines) if req.select is not None else {}
+    if not want or req.select is None or req.gpus == 0:
+        return None
+    bare = replace(req, select=replace(req.select, engines=()))
+    room = Counter(
+        ws.model[i]
+        for i in range(ws.n)
+        if lacking(ws.model[i], want) and ws.devices_for(i, bare) is not None
+    )
+    if not room:
+        return None
+    data["nodes_with_room_without_engines"] = sum(room.values())
+    names = " and ".join(f"{m} ({n} node{'s' if n != 1 else ''})" for m, n in sorted(room.items()))
+    return Reason(
+        ReasonCode.RESOURCES,
+        f"needs {s.describe()} with {describe(want)}; no GPU with it has that free now, and "
+        f"the GPUs with room have none ({names})",
+        data,
+    )
 
 
 def _topology_reason(
