@@ -279,6 +279,10 @@ class Agent:
         c = self.config
         with self._lock:
             running, ended = self.state.running(), self.state.ended()
+            # the checkpoints as they stand, aged now: a queued report is stale by the outage
+            fresh = [
+                e.wire() for e in self.runner.checkpoints_now(now) if e.key in self.state.tasks
+            ]
         unacked = self.events.peek(self.config.max_events)
         req = AgentRegister(
             node=c.node,
@@ -296,7 +300,7 @@ class Agent:
             cuda_version=cuda,
             container_runtimes=[rt.NAME] if (rt := self.runner.container_runtime) else [],
             running=running,
-            events=unacked,
+            events=[*(e for e in unacked if e.kind != "checkpoint"), *fresh],
             ended=ended,
             runs_as_owner=self.runner.as_root,
         )

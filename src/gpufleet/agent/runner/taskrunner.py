@@ -108,6 +108,12 @@ class TaskRunner:
     def live(self) -> list[Key]:
         return sorted(self._live)
 
+    def checkpoints_now(self, now: float) -> list[RunnerEvent]:
+        """Each live rank 0's checkpoint of this attempt, its age counted now (a registration's;
+        ``checkpoints.current``)."""
+        found = (checkpoints.current(t, now) for t in self._live.values() if t.checkpoint)
+        return [ev for ev in found if ev is not None]
+
     def report_metrics_again(self) -> None:
         """Each live task's metrics file is reported at its next look even if unchanged: a
         controller that registers this agent anew (restarted, or a new leader) keeps job
