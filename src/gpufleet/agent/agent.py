@@ -263,12 +263,8 @@ class Agent:
                     self._registering -= 1
         if res.heartbeat_s > 0:
             self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
-        log.info(
-            "registered %s: lease %.1f s, heartbeat %.1f s",
-            self.config.node,
-            res.lease_s,
-            self.heartbeat_s,
-        )
+        node, lease = self.config.node, res.lease_s
+        log.info("registered %s: lease %.1f s, heartbeat %.1f s", node, lease, self.heartbeat_s)
         return True
 
     def _register(self, now: float) -> RegisterResult | None:
@@ -279,10 +275,7 @@ class Agent:
         c = self.config
         with self._lock:
             running, ended = self.state.running(), self.state.ended()
-            # the checkpoints as they stand, aged now: a queued report is stale by the outage
-            fresh = [
-                e.wire() for e in self.runner.checkpoints_now(now) if e.key in self.state.tasks
-            ]
+            fresh = [e.wire() for e in self.runner.checkpoints_now(now, self.state.tasks)]
         unacked = self.events.peek(self.config.max_events)
         req = AgentRegister(
             node=c.node,
