@@ -43,6 +43,7 @@ class RemoteGateway(Gateway):
         self._acked = 0  # the newest of our versions a gateway process serves
         self._stats: dict[str, ServiceStats] = {}
         self.synced_at: float | None = None  # monotonic: the gateway process's last sync
+        self.proxy = ""  # the proxy the gateway process said it runs ("" not yet said)
 
     def start(self) -> None:  # the proxy is the gateway process's: nothing runs here
         pass
@@ -71,10 +72,14 @@ class RemoteGateway(Gateway):
         with self._cond:
             return self._published
 
-    def report(self, instance: str, applied: int, stats: dict[str, ServiceStats]) -> None:
-        """What the gateway process serves (``applied`` of ``instance``) and its counters."""
+    def report(
+        self, instance: str, applied: int, stats: dict[str, ServiceStats], proxy: str = ""
+    ) -> None:
+        """What the gateway process serves (``applied`` of ``instance``), its counters and
+        the proxy it runs."""
         with self._cond:
             self.synced_at = time.monotonic()
+            self.proxy = proxy or self.proxy
             self._stats = dict(stats)
             if instance == self.instance and applied > self._acked:
                 self._acked = applied

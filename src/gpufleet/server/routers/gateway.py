@@ -31,6 +31,9 @@ class GatewaySync(BaseModel):
     # service → [requests, 4xx, 5xx, refused by the token check, connections open now]
     # (the counters since the process started)
     stats: dict[str, list[int]] = Field(default_factory=dict, max_length=10_000)
+    proxy: str = Field(
+        "", max_length=16, description="the proxy it runs (haproxy, nginx, builtin; '' unsaid)"
+    )
 
 
 def _remote(svc: ControllerService) -> RemoteGateway:
@@ -66,7 +69,7 @@ async def sync(
 ) -> Any:
     gw = _remote(svc)
     stats = {k: ServiceStats(*[*v, 0, 0, 0, 0, 0][:5]) for k, v in body.stats.items()}
-    gw.report(body.instance, body.applied, stats)
+    gw.report(body.instance, body.applied, stats, body.proxy)
     deadline = time.monotonic() + body.wait_s
 
     def ready_to_answer() -> bool:  # routes to come: the services a takeover opened

@@ -22,6 +22,7 @@ from gpufleet.server.admission import unknown_queue
 from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.refusals import Conflict, Forbidden, NotFound, Unavailable
+from gpufleet.server.remote_gateway import RemoteGateway
 from gpufleet.server.service.requests import Requests
 from gpufleet.server.service_views import endpoint_out, service_out
 from gpufleet.server.stepenv import desktop_key
@@ -170,12 +171,18 @@ class ServiceRequests(Requests):
                 "a desktop is opened through the service gateway, and this controller runs "
                 "none (--gateway off): run it with --gateway haproxy or builtin"
             )
-        kind = self.gateway.gateway.kind
+        gw = self.gateway.gateway
+        remote = isinstance(gw, RemoteGateway)
+        kind = (gw.proxy or gw.kind) if isinstance(gw, RemoteGateway) else gw.kind
         if kind in NO_DESKTOPS:
+            where, fix = (
+                ("gateway process (gpufleet gateway) runs", "gpufleet gateway --kind")
+                if remote
+                else ("controller's gateway is", "the controller with --gateway")
+            )
             raise Conflict(
-                f"this controller's gateway is {kind}, which cannot check a viewer's own "
-                "token and opens no desktop (it would answer 501): run the controller with "
-                "--gateway haproxy or builtin"
+                f"this {where} {kind}, which cannot check a viewer's own token and opens no "
+                f"desktop (it would answer 501): run {fix} haproxy or builtin"
             )
 
     async def create_service(self, spec: ServiceSpec, who: Principal) -> Service:
