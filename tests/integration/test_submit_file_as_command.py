@@ -63,8 +63,9 @@ def test_what_can_run_is_still_submitted(api: Api, tmp_path: Path) -> None:
     exe.chmod(0o755)
     shebang = tmp_path / "train.py"
     shebang.write_text("#!/usr/bin/env python3\nprint('hi')\n")
-    for argv in (["./run.sh"], ["train.py"], ["--", "echo", "job.yaml"]):
+    (tmp_path / "true").write_text("a file that is not the command\n")  # true is PATH's
+    for argv in (["./run.sh"], ["train.py"], ["--", "echo", "job.yaml"], ["true"]):
         r = _submit(api, tmp_path, "--gpus", "1", *argv)
         assert r.returncode == 0, (argv, r.stderr)
         assert r.stdout.startswith("Submitted job "), r.stdout
-    assert len(api.stored_ids()) == 3
+    assert len(api.stored_ids()) == 4

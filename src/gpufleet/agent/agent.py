@@ -263,12 +263,8 @@ class Agent:
                     self._registering -= 1
         if res.heartbeat_s > 0:
             self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
-        log.info(
-            "registered %s: lease %.1f s, heartbeat %.1f s",
-            self.config.node,
-            res.lease_s,
-            self.heartbeat_s,
-        )
+        node, lease = self.config.node, res.lease_s
+        log.info("registered %s: lease %.1f s, heartbeat %.1f s", node, lease, self.heartbeat_s)
         return True
 
     def _register(self, now: float) -> RegisterResult | None:
@@ -279,6 +275,7 @@ class Agent:
         c = self.config
         with self._lock:
             running, ended = self.state.running(), self.state.ended()
+            fresh = [e.wire() for e in self.runner.checkpoints_now(now, self.state.tasks)]
         unacked = self.events.peek(self.config.max_events)
         req = AgentRegister(
             node=c.node,
@@ -296,7 +293,7 @@ class Agent:
             cuda_version=cuda,
             container_runtimes=[rt.NAME] if (rt := self.runner.container_runtime) else [],
             running=running,
-            events=unacked,
+            events=[*(e for e in unacked if e.kind != "checkpoint"), *fresh],
             ended=ended,
             runs_as_owner=self.runner.as_root,
         )

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,13 @@ class TaskRunner:
 
     def live(self) -> list[Key]:
         return sorted(self._live)
+
+    def checkpoints_now(self, now: float, ours: Container[Key]) -> list[RunnerEvent]:
+        """The checkpoint of this attempt of each live rank 0 among ``ours``, its age counted
+        now (``checkpoints.current``): a registration sends these in place of the reports
+        queued while no controller listened, stale by the outage."""
+        found = (checkpoints.current(t, now) for k, t in self._live.items() if k in ours)
+        return [ev for ev in found if ev is not None]
 
     def report_metrics_again(self) -> None:
         """Each live task's metrics file is reported at its next look even if unchanged, and

@@ -5,6 +5,7 @@ or the script's values as sbatch's options are over its #SBATCH lines."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -98,6 +99,8 @@ def refuse_plain_file(path: Path) -> None:
     before anything is stored."""
     if not path.is_file() or os.access(path, os.X_OK):
         return
+    if "/" not in str(path) and shutil.which(str(path)) is not None:
+        return  # a bare name runs from PATH (``true``), not the file of that name here
     try:
         with path.open("rb") as f:
             head = f.read(512)
