@@ -161,6 +161,35 @@ def test_controllers_started_at_once_elect_one_leader(ha_cluster: Any, tmp_path:
 
 
 @pytest.mark.slow
+def test_three_controllers_settle_on_one_leader_after_each_kill(
+    ha_cluster: Any, tmp_path: Path
+) -> None:
+    """Three controllers: started at once, one leads; each time the leader is SIGKILLed one
+    of the two standbys leads and the other stays a standby, never two leaders, and a job
+    running throughout keeps its first attempt."""
+    c: HaCluster = ha_cluster(agents=1, controllers=3)
+    records, go = tmp_path / "records", tmp_path / "go"
+    leader = one_leader_for(c, 2.0)
+    with c.user("alice") as u:
+        (long,) = u.submit(job("long", records, go))
+        wait_state(u, long, "RUNNING")
+        for _ in range(2):
+            c.kill_one(leader)  # SIGKILL
+            new = c.wait_leader(other_than=leader)
+            settled = one_leader_for(c, 2.0)
+            assert settled == new, c.roles()
+            roles = c.roles()
+            assert sorted(roles.values()) == ["leader", "standby"], roles
+            c.start_one(leader)  # back, as a standby
+            back = lambda old=leader: c.roles().get(old) == "standby"  # noqa: E731
+            wait_until("the old leader standing by", back, 60)
+            assert sorted(c.roles().values()) == ["leader", "standby", "standby"], c.roles()
+            leader = new
+        go.touch()
+        assert_once(u, [long], records)
+    assert c.leader() == leader
+
+
 def test_a_leader_killed_mid_burst_loses_no_accepted_job_and_runs_none_twice(
     ha_cluster: Any, tmp_path: Path
 ) -> None:

@@ -102,10 +102,10 @@ if [ -f "$GPUFLEET_CHECKPOINT_FILE" ]; then
     exit 0
 fi
 step=0
-save() {
+save() {  # said first: the SIGTERM may come as soon as the file is there
     echo "step $step" > "$GPUFLEET_CHECKPOINT_FILE.tmp"
-    mv "$GPUFLEET_CHECKPOINT_FILE.tmp" "$GPUFLEET_CHECKPOINT_FILE"
     echo "saved step $step"
+    mv "$GPUFLEET_CHECKPOINT_FILE.tmp" "$GPUFLEET_CHECKPOINT_FILE"
 }
 trap save USR1
 while true; do step=$((step + 1)); echo "at $step"; sleep 0.2; done
@@ -196,3 +196,64 @@ def test_a_victim_that_saves_while_the_controller_restarts_is_requeued(
     assert first[-2:] == ["PREEMPTED", "PENDING"], j.events
     assert j.retries_used == 0
     alice.cancel(low)
+
+
+# waits for the test's word, then writes its checkpoint and counts on
+SAVES_ON_GO = (
+    'while [ ! -f go ]; do sleep 0.1; done; echo saved > "$GPUFLEET_CHECKPOINT_FILE"; '
+    'i=0; while :; do i=$((i + 1)); echo "tick $i"; sleep 0.2; done'
+)
+
+
+def _last_tick(text: str) -> int:
+    return max((int(n) for n in re.findall(r"^tick (\d+)$", text, re.M)), default=0)
+
+
+def test_a_restarted_controller_chooses_victims_by_the_checkpoints_its_agents_report(
+    new_cluster: Any, tmp_path: Path
+) -> None:
+    """Two preemptible jobs: ``saver`` started first but writes its checkpoint after ``plain``
+    started, so it loses less, and the controller hears of it. Then the controller is
+    SIGKILLed and started again: its memory of the checkpoint is gone, and the agent's
+    registration reports the file as it stands, aged then, so the urgent job's preemption
+    takes ``saver``. Before, the restarted controller counted ``saver``'s loss from its start
+    (and a registration dropped the reports queued while no controller listened): ``plain``
+    was the victim."""
+    c: LocalCluster = new_cluster(
+        agents=1,
+        gpus="2xH100",
+        node_grace_s=0.0,
+        controller_args=["--preempt", "priority", "--outage-tolerance-s", "60"],
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    alice = c.user("alice")
+    low = {"gpus_per_worker": 1, "priority": -1, "workdir": str(work)}
+    (saver,) = alice.submit({**low, "name": "saver", "command": ["sh", "-c", SAVES_ON_GO]})
+    wait_state(alice, saver, "RUNNING", 60)
+    (plain,) = alice.submit({**low, "name": "plain", "command": ["sleep", "600"]})
+    wait_state(alice, plain, "RUNNING", 60)
+    (work / "go").touch()
+    agent_log = c.data_dir / "node-0.log"
+    said = f"{saver}/1 rank 0: its checkpoint is written"
+    wait_for("the agent's report", lambda: said in _text(agent_log), 60)
+    # a line the job printed after the report was queued, shipped through the API: the
+    # agent sends its events before its logs, so the controller has the report
+    printed = _last_tick(_text(c.data_dir / "node-0" / saver / "1" / "rank0.out"))
+    shipped = lambda: _last_tick(alice.logs(saver, rank=0).data) > printed  # noqa: E731
+    wait_for("a later line through the API", shipped, 60)
+    registered = _text(agent_log).count("registered node-0")
+    c.kill_controller()
+    c.start_controller()
+    c.wait_nodes(1)
+    again = lambda: _text(agent_log).count("registered node-0") > registered  # noqa: E731
+    wait_for("the agent registered again", again, 60)
+    (hi,) = alice.submit({"name": "urgent", "gpus_per_worker": 1, "command": "sleep 1"})
+    wait_state(alice, hi, "SUCCEEDED", 120)
+    preempted = {
+        j: [(e.attempt, e.state) for e in alice.job(j).events or []] for j in (saver, plain)
+    }
+    assert (1, "PREEMPTED") in preempted[saver], preempted
+    assert (1, "PREEMPTED") not in preempted[plain], preempted
+    alice.cancel(saver)
+    alice.cancel(plain)

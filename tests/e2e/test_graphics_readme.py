@@ -57,6 +57,9 @@ def test_the_readmes_mixed_simulation_runs_as_written() -> None:
     assert apart["utilization"]["L40S"]["training"] == 0.0  # kept apart
     assert together["utilization"]["L40S"]["training"] > 0.0
     assert apart["desktops"] == together["desktops"] > 0
+    # --videos-per-hour --pack-encoders: only training on the L40S leaves encoders to pack
+    assert apart["videos"] == together["videos"] > 0 == apart["videos_packed"]
+    assert together["videos_packed"] > 0 and together["engines"]["L40S"]["nvenc"] > 0.0
 
 
 def frame_count(video: Path) -> int:

@@ -30,9 +30,9 @@ def fgd_published(workload: str, x: int) -> float:
     return sum(vals) / len(vals)
 
 
-# measured at 10 seeds: default 95.96, gpuspec20 95.66, multigpu20 96.08 (FGD: 95.23, 94.66,
-# 95.53); one seed's value sits well within 0.3 of its mean
-@pytest.mark.parametrize(("trace", "floor"), [("default", 95.85), ("gpuspec20", 95.45)])
+# measured at 10 seeds: default 96.08, gpuspec20 95.86, multigpu20 96.15 (FGD: 95.23, 94.66,
+# 95.53); one seed's value sits well within 0.2 of its mean (seed 42: 96.10, 95.86)
+@pytest.mark.parametrize(("trace", "floor"), [("default", 96.0), ("gpuspec20", 95.7)])
 def test_fgd_strand_allocates_more_than_fgd_at_x100(trace: str, floor: float) -> None:
     from gpufleet.sim.openb import load_nodes, load_pods
 

@@ -6,6 +6,7 @@ at once; a restarted controller keeps the same replicas; removing it stops them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from test_api import T0, Api, refused, register, serve, started, wait_for
 from gpufleet.api import schemas as s
 from gpufleet.base.clock import ManualClock
 from gpufleet.client import Client
-from gpufleet.client.http import AgentClient
+from gpufleet.client.http import AgentClient, over_httpx
+from gpufleet.gateway import make_gateway
+from gpufleet.ops.gatewayd import Follower, SyncError
 from gpufleet.server.store import Store
 
 SVC: dict[str, Any] = {
@@ -339,5 +342,32 @@ def test_without_a_gateway_a_service_has_no_endpoint(db_url: str, tmp_path: Path
             assert alice.service("web").endpoint is None
             assert {r.routed for r in alice.service("web").replicas} == {None}
             assert "runs no gateway" in refused(409, lambda: alice.rotate_service_token("web"))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("gateway", "said"),
+    [
+        ("nginx", "gateway is nginx, which cannot check"),
+        ("off", "runs none (--gateway off)"),
+        ("remote", "gateway process (gpufleet gateway) runs nginx, which cannot check"),
+    ],
+)
+def test_a_desktop_no_one_could_open_is_refused_at_desktop_run(
+    db_url: str, tmp_path: Path, gateway: str, said: str
+) -> None:
+    store = Store.open(db_url)
+    try:
+        with serve(store, tmp_path / "controller", ManualClock(T0), gateway=gateway) as api:
+            token = api.token("user", user="alice")
+            if gateway == "remote":  # a gateway process on nginx syncs once (gatewayd.py)
+                admin = (tmp_path / "controller" / "admin.token").read_text().strip()
+                http = over_httpx(api.url, admin, ca=None, transport=None, timeout=10)
+                with contextlib.suppress(SyncError):  # no routes yet (503): said all the same
+                    Follower(http, make_gateway("nginx"), wait_s=0.0).sync_once()
+            r = cli(api, token, "desktop", "run", "studio", "--gpu-share", "250")
+            assert r.exit_code != 0 and said in r.output and "haproxy or builtin" in r.output
+            assert api.admin.services() == []  # nothing made, no proxy started
     finally:
         store.close()

@@ -16,6 +16,7 @@ from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.model.allocation import Placement
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import JobSpec, JobState, Topology, TopologyLevel, WarningSignal
+from gpufleet.model.job_end import JobEnd
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import Resources
 from gpufleet.server.store import (
@@ -294,6 +295,15 @@ def test_a_job_of_several_queues_keeps_the_one_it_started_in(store: Store) -> No
     assert [j.id for j in store.list_jobs(queue="b")] == [jid]
     (active,) = store.load_jobs_for_restart().jobs
     assert active.spec.partitions == ("b", "a")
+
+
+def test_a_jobs_end_is_stored_and_read_back(store: Store) -> None:
+    jid = one(store)
+    assert store.job(jid).ended is None  # type: ignore[union-attr]
+    end = JobEnd("TimeLimit", 0, 15)
+    store.apply_transitions([], [JobUpdate(jid, S.TIMED_OUT, 1, 0, 5.0, 9.0, 0.0, 0.0, ended=end)])
+    row = store.job(jid)
+    assert row is not None and row.ended == end and row.to_job().ended == end
 
 
 def test_transitions_of_an_unknown_job_apply_nothing(store: Store) -> None:

@@ -432,3 +432,25 @@ def test_podman_and_docker_forward_a_batch_scripts_input_and_read_the_images_env
         assert "--interactive" in rt.argv(_with(stdin=True))
         inspect = rt.image_env_argv("localhost/app:1")
         assert inspect[1:3] == ["image", "inspect"] and inspect[-2:] == ["--", "localhost/app:1"]
+
+
+def test_the_driver_capabilities_a_job_was_given_reach_each_runtimes_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's NVIDIA_DRIVER_CAPABILITIES (core/launch env: `video` for an encoder
+    job) is in the container's environment on every runtime, where the toolkit's hook, enroot's
+    and apptainer's read it; enroot, which starts from the image's environment, by name."""
+    from gpufleet.agent import containers
+    from gpufleet.agent.runner import TaskRunner
+
+    monkeypatch.setattr(containers, "nvidia_cdi", lambda: True)
+    caps = "compute,utility,video"
+    for name, rt in (("p", Recording()), ("a", RecordingApptainer()), ("e", RecordingEnroot())):
+        r = TaskRunner(tmp_path / name, lambda gs: ",".join(f"GPU-{g}" for g in gs),
+                       as_root=False, container_runtime=rt)  # fmt: skip
+        spec = {"kind": "launch", "job": "j", "attempt": 0, "rank": 0, "gpus": [2],
+                "command": ["x"], "container": {"image": "i"},
+                "env": {"NVIDIA_DRIVER_CAPABILITIES": caps}}  # fmt: skip
+        assert _env_of(r, spec)["NVIDIA_DRIVER_CAPABILITIES"] == caps, name
+    argv = Enroot("enroot").argv(rt.tasks[0])
+    assert "NVIDIA_DRIVER_CAPABILITIES" in {argv[i + 1] for i, a in enumerate(argv) if a == "--env"}

@@ -103,3 +103,12 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_mps_on_mig_devices_is_refused_at_start_and_says_what_to_use(tmp_path: Path) -> None:
+    """One control daemon over MIG devices is not how NVIDIA runs MPS on MIG (a daemon per
+    device): the agent refuses to start rather than tell tasks limits no server keeps."""
+    with pytest.raises(ValueError, match="on MIG devices is not done") as e:
+        prepare("mps", tmp_path, 18_176, simulated=True, mig=True)  # an H200's 1g.18gb
+    assert "--gpu-sharing timeslice" in str(e.value) and not (tmp_path / "mps").exists()
+    assert prepare("timeslice", tmp_path, 18_176, simulated=True, mig=True).mode == "timeslice"

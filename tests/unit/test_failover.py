@@ -5,6 +5,7 @@ the live path is tests/chaos/test_ha_failover.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,6 +92,14 @@ def test_settings_take_several_addresses() -> None:
     s = resolve(server="127.0.0.1:1, http://h:2/", env={"GPUFLEET_CONFIG": "/nonexistent"})
     assert s.server == "http://127.0.0.1:1,http://h:2/"
     assert addresses(s.server) == ["http://127.0.0.1:1", "http://h:2"]
+
+
+def test_the_config_file_takes_several_addresses(tmp_path: Path) -> None:
+    """Issue 26: ``--controller URL,URL``, ``GPUFLEET_SERVER=URL,URL`` and the config file."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("server: http://c0:8600, http://c1:8600\n")
+    s = resolve(env={"GPUFLEET_CONFIG": str(cfg), "HOME": str(tmp_path)})
+    assert addresses(s.server) == ["http://c0:8600", "http://c1:8600"]
 
 
 def test_an_address_that_failed_is_avoided_and_named_to_the_others() -> None:

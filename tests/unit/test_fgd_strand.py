@@ -119,7 +119,7 @@ def test_a_fraction_takes_the_first_device_with_the_best_score() -> None:
     # the look-ahead counts the sliver again, at what it will still waste: all of it here
     score, devices = StrandScorer(wl, {}).score(n, PodRequest(1000, 1, 1, 500))
     assert devices == (1,)
-    assert score == int(100 / (1 + math.exp(-(500 + 0.75 * 500) / 600)))
+    assert score == int(100 / (1 + math.exp(-(500 + 1.25 * 500) / 600)))
 
 
 def test_the_look_ahead_prices_a_sliver_by_what_can_still_fill_it() -> None:
@@ -133,6 +133,17 @@ def test_the_look_ahead_prices_a_sliver_by_what_can_still_fill_it() -> None:
     # an 810 goes where a 160 already sits (30 left) rather than to the empty device
     n = NodeState(64_000, 10**6, (840, 1000), "G2")
     assert scorer.score(n, PodRequest(4000, 1, 1, 810))[1] == (0,)
+
+
+def test_the_look_ahead_does_not_count_on_fillers_scarcer_than_the_slivers() -> None:
+    # 810s leave 190 slivers nine times as often as a 160 comes: a 190 sliver is waste
+    wl = wl_of((4000, 810, 1, (), 0.6), (4000, 160, 1, (), 0.1), (4000, 470, 1, (), 0.3))
+    w = StrandScorer(wl, {})._waste_table()
+    assert w[19] == pytest.approx(190.0)
+    assert w[53] == pytest.approx(60.0)  # 530 free: a 470 fits, 60 stay
+    # as many 160s as 810s: they count (the test above)
+    even = wl_of((4000, 810, 1, (), 0.45), (4000, 160, 1, (), 0.45), (4000, 470, 1, (), 0.1))
+    assert StrandScorer(even, {})._waste_table()[19] == pytest.approx(30.0)
 
 
 @pytest.mark.parametrize(
@@ -211,3 +222,12 @@ def test_simulate_fill_and_the_live_plugin_place_alike() -> None:
     first_miss = placed.index(None) if None in placed else len(placed)
     assert first_miss >= 30
     assert live[:first_miss] == placed[:first_miss]
+
+
+def test_simulate_fill_places_with_fgd_strand_unless_told() -> None:
+    import inspect
+
+    from gpufleet.cli.simulate.fill import fill
+
+    # issue 24: fgd-strand beats FGD on every openb pod list (BENCHMARKS.md), so it is the default
+    assert inspect.signature(fill).parameters["placement"].default == "fgd-strand"

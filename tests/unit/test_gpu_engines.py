@@ -108,3 +108,46 @@ def test_a_node_offers_its_gpus_capabilities_as_features_for_constraint() -> Non
     nodes = [replace(n, features=gpu_features(n.gpu_model)) for n in mixed()]
     res = cycle(nodes, [pjob("render", {"constraint": "graphics"}, gpus=1)])
     assert nodes_of(res, "render") == ["n02"]
+
+
+def test_an_engine_job_waiting_beside_free_gpus_without_it_is_told_so() -> None:
+    """The L40S is busy and three H100s are free: the Reason names the H100s' lack of NVENC
+    (before, it blamed CPUs and memory: "3 GPUs are free, but not with 1 CPUs and 4 GiB")."""
+    from builders import running
+
+    nodes = cluster(1, 3, model="H100-SXM") + cluster(1, 2, model="L40S", start=1)
+    busy = running("train", ("n01", [0]))
+    enc = pjob("enc", {"gpu_engines": (("nvenc", 1),)}, gpus=2)
+    r = cycle(nodes, [enc], [busy]).reasons["enc"]
+    assert r.code is ReasonCode.RESOURCES and r.data["free_without_engines"] == 3
+    assert (
+        r.message
+        == "needs 2 GPUs with NVENC; 1 free with it; the other 3 free (H100-SXM) have none"
+    )
+    both = running("train", ("n01", [0, 1]))
+    r = cycle(nodes, [replace(enc, spec=replace(enc.spec, gpus_per_worker=1))], [both]).reasons[
+        "enc"
+    ]
+    assert r.message == "needs 1 GPU with NVENC; the 3 free GPUs are H100-SXM, which have none"
+    # a GPU with the engine free: placed, no Reason
+    assert (
+        "enc"
+        not in cycle(
+            nodes, [replace(enc, spec=replace(enc.spec, gpus_per_worker=1))], [busy]
+        ).reasons
+    )
+
+
+def test_a_share_with_an_engine_waiting_beside_room_on_gpus_without_it_is_told_so() -> None:
+    """A video job (a quarter GPU and NVENC) while the L40S is held whole and H100s have room:
+    the Reason names the H100s (before: "no node has that free now")."""
+    from builders import running
+
+    nodes = cluster(1, 3, model="H100-SXM") + cluster(1, 1, model="L40S", start=1)
+    vid = pjob("vid", {"gpu_engines": (("nvenc", 1),)}, gpus=1, milli=250)
+    r = cycle(nodes, [vid], [running("train", ("n01", [0]))]).reasons["vid"]
+    assert r.code is ReasonCode.RESOURCES and r.data["nodes_with_room_without_engines"] == 1
+    assert r.message.startswith(
+        "needs 0.25 GPU with NVENC; no GPU with it has that free now, and the GPUs with room "
+        "have none (H100-SXM (1 node))"
+    )

@@ -69,3 +69,24 @@ def test_a_desktop_replicas_key_reaches_the_gateway_process() -> None:
     web, got = doc["routes"]
     assert "keys" not in web  # an ordinary service's route is as it was
     assert _backends(got) == keyed and _backends(web) == ROUTE.backends
+
+
+def test_a_new_leader_never_answers_an_empty_set_while_its_first_routes_are_on_their_way() -> None:
+    """Issue 26: a takeover opens the services' endpoints and hands the first set to the
+    proxy's worker thread; a gateway sync that came first got version 0's empty set, and the
+    gateway process closed every endpoint until the next sync (10 requests refused)."""
+    from gpufleet.server.remote_gateway import answerable
+
+    fresh = RemoteGateway(apply_wait_s=60).published()  # nothing published yet: version 0
+    assert fresh.version == 0 and fresh.routes == ()
+    # the gateway process served the old leader's set (another instance, version 7)
+    assert not answerable(fresh, "old-leader", 7, coming=True)
+    assert answerable(fresh, "old-leader", 7, coming=False)  # no service at all: [] is true
+    assert answerable(fresh, "", 0, coming=False)  # a gateway process's first sync
+    gw = RemoteGateway(apply_wait_s=0.01)
+    with pytest.raises(GatewayError):  # published, not acknowledged
+        gw.apply([ROUTE])
+    first = gw.published()
+    assert answerable(first, "old-leader", 7, coming=True)  # this process's first set
+    assert not answerable(first, first.instance, first.version, coming=True)  # nothing newer
+    assert answerable(first, first.instance, first.version - 1, coming=True)

@@ -45,6 +45,10 @@ def same_index(idx: StateIndex, ws: Workspace) -> None:
     }
     for key, b in idx.nodes.items():
         assert idx.low(key) == min(b)
+    # one key object per state (what keeps the garbage collector's count low)
+    assert idx.canon.keys() == idx.nodes.keys()
+    for k in idx.key_of:
+        assert k is None or k is idx.canon[k]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

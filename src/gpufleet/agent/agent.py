@@ -256,18 +256,15 @@ class Agent:
                 self.state.outage_tolerance_s = res.outage_tolerance_s or 0.0
                 self._do(self.state.on_registered(res.lease_s, now))
                 self._publish_lease()
+                self.runner.report_metrics_again()  # a new controller's memory lacks them
         finally:
             if not done:
                 with self._lock:
                     self._registering -= 1
         if res.heartbeat_s > 0:
             self.heartbeat_s = min(self.config.heartbeat_s, res.heartbeat_s)
-        log.info(
-            "registered %s: lease %.1f s, heartbeat %.1f s",
-            self.config.node,
-            res.lease_s,
-            self.heartbeat_s,
-        )
+        node, lease = self.config.node, res.lease_s
+        log.info("registered %s: lease %.1f s, heartbeat %.1f s", node, lease, self.heartbeat_s)
         return True
 
     def _register(self, now: float) -> RegisterResult | None:
@@ -277,8 +274,8 @@ class Agent:
         cores, mem = host_resources()
         c = self.config
         with self._lock:
-            running = self.state.running()
-            ended = self.state.ended()
+            running, ended = self.state.running(), self.state.ended()
+            fresh = [e.wire() for e in self.runner.checkpoints_now(now, self.state.tasks)]
         unacked = self.events.peek(self.config.max_events)
         req = AgentRegister(
             node=c.node,
@@ -296,7 +293,7 @@ class Agent:
             cuda_version=cuda,
             container_runtimes=[rt.NAME] if (rt := self.runner.container_runtime) else [],
             running=running,
-            events=unacked,
+            events=[*(e for e in unacked if e.kind != "checkpoint"), *fresh],
             ended=ended,
             runs_as_owner=self.runner.as_root,
         )

@@ -158,7 +158,8 @@ def _equip(agent: Agent, data: Path, gpu_sharing: str, *, simulated: bool) -> No
     """What tasks find on this node: srun and scontrol, and how a shared GPU is shared."""
     agent.runner.step_bin = str(slurmbin.install(data))
     memory = min((g.memory_mib for g in agent.gpus), default=0)
-    agent.runner.sharing = sharing.prepare(gpu_sharing, data, memory, simulated=simulated)
+    mig = any(g.mig_profile for g in agent.gpus)
+    agent.runner.sharing = sharing.prepare(gpu_sharing, data, memory, simulated=simulated, mig=mig)
 
 
 def _data(data_dir: Path, check_access: bool) -> Path:

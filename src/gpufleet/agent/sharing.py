@@ -12,9 +12,11 @@ says its mode as the label ``gpufleet.io/gpu-sharing``.
 
 A task in a container gets the same variables and the daemon's pipe directory mounted at the
 same path (podman and docker share the host's IPC namespace, as MPS needs). The agent asks the
-daemon every ``CHECK_EVERY_S`` whether it lives and starts it again if not (``revive``). Not
-done: MPS on MIG devices. With simulated GPUs there is no daemon: the variables are set,
-nothing enforces them.
+daemon every ``CHECK_EVERY_S`` whether it lives and starts it again if not (``revive``). MPS on
+MIG devices is refused at the agent's start (``prepare``): NVIDIA runs it with a control daemon
+per MIG device (each with its own ``CUDA_VISIBLE_DEVICES`` and pipe directory), which this agent
+does not start, and it has never run here on a GPU. With simulated GPUs there is no daemon: the
+variables are set, nothing enforces them.
 """
 
 from __future__ import annotations
@@ -83,11 +85,20 @@ class Sharing:
         )
 
 
-def prepare(mode: str, data: Path, memory_mib: int, *, simulated: bool) -> Sharing:
+def prepare(
+    mode: str, data: Path, memory_mib: int, *, simulated: bool, mig: bool = False
+) -> Sharing:
     """The node's sharing; for ``mps`` on real GPUs, its control daemon running. ValueError
-    (the agent refuses to start) when the mode is unknown or MPS cannot run here."""
+    (the agent refuses to start) when the mode is unknown or MPS cannot run here: ``mig``, the
+    node's GPUs are MIG devices."""
     if mode not in MODES:
         raise ValueError(f"--gpu-sharing must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "mps" and mig:
+        raise ValueError(
+            "--gpu-sharing mps on MIG devices is not done: MPS there needs a control daemon "
+            "per MIG device, which this agent does not start; use --gpu-sharing timeslice "
+            "(the share is then not enforced), or give jobs whole MIG devices"
+        )
     if mode != "mps":
         return Sharing(mode, memory_mib)
     pipe, logs = data / "mps" / "pipe", data / "mps" / "log"

@@ -20,6 +20,8 @@ from gpufleet.api.bounds import (
     Text,
 )
 from gpufleet.api.idle import IdlePolicyOut as IdlePolicyOut
+from gpufleet.api.jobend import JobEndOut as JobEndOut
+from gpufleet.api.jobend import LogOut as LogOut
 from gpufleet.api.jobmetrics import JobMetricsIn, JobMetricsOut
 from gpufleet.api.jobspec import JobSpecIn, documented_as
 from gpufleet.api.jobspec_out import JobSpecOut
@@ -130,16 +132,7 @@ class JobOut(Strict):
     array_id: str | None = None
     array_index: int | None = None
     metrics: JobMetricsOut | None = None  # what its metrics file said last (api/jobmetrics.py)
-
-
-class LogOut(Strict):
-    job: str
-    rank: int
-    stream: Literal["stdout", "stderr"]
-    offset: int
-    next_offset: int
-    data: str
-    complete: bool  # the rank has exited and everything it wrote is here
+    ended: JobEndOut | None = None  # how it ended, once it has (api/jobend.py)
 
 
 class NodeOut(Strict):

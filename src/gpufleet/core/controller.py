@@ -369,7 +369,7 @@ class Controller:
         elif isinstance(ev, JobSubmitted):
             jm.submit(ev, now, out)
         elif isinstance(ev, JobCancelled):
-            jm.cancel(ev, now, out)
+            jm.cancel(ev, now, out, self.reason(ev.job_id))
         elif isinstance(ev, TimerFired):
             if ev.kind == RESERVATION_TIMER:
                 self.state.dirty = True  # a window opened or closed: the next pass sees it

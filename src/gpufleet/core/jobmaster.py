@@ -8,7 +8,7 @@ changes the cluster's state only through ``ClusterState``'s methods."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gpufleet.core.commands import Command, Kill, Launch, SetTimer, Transition
 from gpufleet.core.errors import ControllerError, UnknownObject
@@ -23,8 +23,9 @@ from gpufleet.core.events import (
 )
 from gpufleet.core.jobbook import JobBook
 from gpufleet.core.state import JobRecord
-from gpufleet.model.allocation import Allocation
+from gpufleet.core.state import RestoredJob as RestoredJob
 from gpufleet.model.job import Job, JobState
+from gpufleet.model.job_end import DEPENDENCY, NONE, JobEnd, ended_as
 from gpufleet.model.notice import PREEMPT_GRACE_MAX_S, StopNotice, stop_notice
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.decisions import Preempt, Start
@@ -34,20 +35,6 @@ S = JobState
 _RAN_OUT = frozenset({S.SUCCEEDED, S.TIMED_OUT, S.FAILED})
 
 NO_REQUEUE = "node lost and the job asked not to be requeued (--no-requeue)"
-
-
-@dataclass(frozen=True, slots=True)
-class RestoredJob:
-    """What the store gives back for one job at restart."""
-
-    job: Job
-    seq: int
-    allocation: Allocation = ()
-    borrowing: bool = False
-    depends_on: tuple[tuple[str, str], ...] = ()
-    array_id: str | None = None
-    array_limit: int = 0
-    array_index: int | None = None
 
 
 class JobMaster(JobBook):
@@ -115,11 +102,15 @@ class JobMaster(JobBook):
         failed = self._deps.failed(rec, self.jobs)
         if failed:
             self._to(rec, S.CANCELLED, now, failed, out)
-            rec.job.end_time = now
+            rec.job.end_time, rec.job.ended = now, JobEnd(DEPENDENCY)
             return
         self._enqueue(rec)
 
-    def cancel(self, ev: JobCancelled, now: float, out: list[Command]) -> None:
+    def cancel(
+        self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
+    ) -> None:
+        """``waited``: why the job waited, if it did (its Reason): what Slurm keeps as the
+        reason of a job cancelled pending."""
         rec = self.jobs.get(ev.job_id)
         if rec is None:
             raise UnknownObject(f"unknown job {ev.job_id}")
@@ -128,12 +119,15 @@ class JobMaster(JobBook):
             self._dequeue(rec)
             self._to(rec, S.CANCELLED, now, ev.why, out)
             rec.job.end_time = now
+            code = getattr(waited, "code", None) if st is S.PENDING else None
+            rec.job.ended = JobEnd(NONE if code is None else str(code))
             self._finished(rec, now, out)
         elif st in (S.STARTING, S.RUNNING):
             self.stop(rec, S.CANCELLED, ev.why, out, now=now)
         elif st is S.FAILED and not rec.job.finished:
             self._dequeue(rec)
             rec.job.retries_used = rec.job.spec.max_retries
+            rec.job.ended = ended_as(S.FAILED.value, rec.exit_status)
             self._finished(rec, now, out)
 
     def timer(self, ev: TimerFired, now: float, out: list[Command]) -> None:
@@ -206,6 +200,7 @@ class JobMaster(JobBook):
         if rec.job.state not in (S.STARTING, S.RUNNING) or ev.rank >= len(rec.allocation):
             return
         rec.exited[ev.rank] = ev.exit_code
+        rec.note_exit(ev.rank, ev.exit_code, ev.why)
         self.state.free(rec.allocation[ev.rank])
         self.state.dirty = True
         self._restate(rec)
@@ -340,6 +335,7 @@ class JobMaster(JobBook):
         rec.borrowing = st.borrowing
         rec.started_ranks = set()
         rec.exited = {}
+        rec.exit_status = None
         rec.ending = None
         rec.ending_why = ""
         rec.stopping_since = None
@@ -464,6 +460,8 @@ class JobMaster(JobBook):
             self._enqueue(rec)
         else:
             j.end_time = now
+            lost = ending is S.FAILED and why.startswith(NO_REQUEUE)
+            j.ended = ended_as(ending.value, rec.exit_status, node_lost=lost)
             if ran is not None and ending in _RAN_OUT:  # what the run-time predictor learns
                 self.state.history.record(j.spec, ran)
             if self.finished is not None:
@@ -480,7 +478,7 @@ class JobMaster(JobBook):
             if failed:
                 self._dequeue(dep)
                 self._to(dep, S.CANCELLED, now, failed, out)
-                dep.job.end_time = now
+                dep.job.end_time, dep.job.ended = now, JobEnd(DEPENDENCY)
                 self._finished(dep, now, out)
             else:
                 self._requeue_view(dep)

@@ -10,6 +10,7 @@ from gpufleet.model.allocation import Allocation
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.engines import gpu_features
 from gpufleet.model.job import Job, JobState
+from gpufleet.model.job_end import exit_status
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.snapshot import NO_MARK, NodeView, PendingJob, RunningJob, ServiceMark
 
@@ -88,6 +89,20 @@ class NodeRuntime:
         return self._view
 
 
+@dataclass(frozen=True, slots=True)
+class RestoredJob:
+    """What the store gives back for one job at restart."""
+
+    job: Job
+    seq: int
+    allocation: Allocation = ()
+    borrowing: bool = False
+    depends_on: tuple[tuple[str, str], ...] = ()
+    array_id: str | None = None
+    array_limit: int = 0
+    array_index: int | None = None
+
+
 @dataclass(slots=True)
 class JobRecord:
     """A job and what the JobMaster tracks about its current attempt."""
@@ -98,6 +113,9 @@ class JobRecord:
     borrowing: bool = False
     started_ranks: set[int] = field(default_factory=set)
     exited: dict[int, int] = field(default_factory=dict)  # rank → exit code
+    # the attempt's deciding exit as (code, signal): a batch job's script's (rank 0), else
+    # the first rank that failed (rank 0's while none has); what the job's ``ended`` says
+    exit_status: tuple[int, int] | None = None
     ending: JobState | None = None  # where the attempt goes once every rank has exited
     ending_why: str = ""
     stopping_since: float | None = None  # when the stop of this attempt began
@@ -121,6 +139,14 @@ class JobRecord:
     @property
     def id(self) -> str:
         return self.job.id
+
+    def note_exit(self, rank: int, code: int, why: str) -> None:
+        """A rank's exit, as the job's ``exit_status`` counts it."""
+        batch = self.job.spec.batch
+        if batch and rank != 0:
+            return
+        if self.exit_status is None or (not batch and self.exit_status == (0, 0) and code):
+            self.exit_status = exit_status(code, why)
 
     def live_ranks(self) -> tuple[int, ...]:
         return tuple(r for r in range(len(self.allocation)) if r not in self.exited)

@@ -81,8 +81,10 @@ def main(steps: int = 60, step_s: float = 0.0, checkpoint_every: int = 0) -> int
                 _asked = False
                 if rank == 0:
                     state = {"model": model.module.state_dict(), "opt": opt.state_dict()}
-                    _save(torch, path, {**state, "step": step, "first_loss": first})
+                    # said before the file appears: the agent's SIGTERM follows the file at
+                    # once, and a line printed after it could be lost to it
                     print(f"checkpoint at step {step}", flush=True)
+                    _save(torch, path, {**state, "step": step, "first_loss": first})
         if step_s:
             time.sleep(step_s)
     if rank == 0:

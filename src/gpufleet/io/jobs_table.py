@@ -55,9 +55,15 @@ def nodes(j: Any) -> str:
 
 
 def where(j: Any) -> str:
+    """A pending job's reason; the nodes of one that runs or ran, and how it ended when that
+    was not a plain exit 0 (``(NonZeroExitCode) ExitCode=3:0``: Slurm's Reason and ExitCode,
+    model/job_end.py)."""
     if j.state == "PENDING" and j.reason is not None:
         return f"({j.reason.code}) {j.reason.message}"
-    return nodes(j)
+    ended = getattr(j, "ended", None)
+    if ended is None or (ended.reason == "None" and ended.exit_code == "0:0"):
+        return nodes(j)
+    return f"{nodes(j)} ({ended.reason}) ExitCode={ended.exit_code}".strip()
 
 
 def cells(j: Any, now: float) -> list[str]:

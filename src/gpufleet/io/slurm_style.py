@@ -155,10 +155,46 @@ def slurm_reason(code: str) -> str:
     return SLURM_REASONS.get(code, code)
 
 
+# what a job that ended without a stored ``ended`` (one that ended before gpufleet kept it)
+# shows; the rest show their own (model/job_end.py)
+_ENDED_AS = {"SUCCEEDED": "None", "CANCELLED": "None", "FAILED": "NonZeroExitCode",
+             "TIMED_OUT": "TimeLimit"}  # fmt: skip
+# the ended states whose NODELIST(REASON) is their reason, as squeue prints them (the others
+# print their nodes)
+_REASON_SHOWN = frozenset({"FAILED", "TIMED_OUT"})
+
+
+def end_reason(j: Any) -> str | None:
+    """How the job ended in Slurm's words (``Reason=``), None while it has not."""
+    if j.state not in _ENDED_AS:
+        return None
+    ended = getattr(j, "ended", None)
+    if ended is None:
+        return _ENDED_AS[j.state]
+    return slurm_reason(ended.reason)
+
+
+def exit_code(j: Any) -> str:
+    """Slurm's ``ExitCode=CODE:SIGNAL``: an ended job's, ``0:0`` before it has."""
+    ended = getattr(j, "ended", None)
+    if ended is not None:
+        return str(ended.exit_code)
+    return {"FAILED": "1:0", "CANCELLED": "0:15", "TIMED_OUT": "0:15"}.get(j.state, "0:0")
+
+
 def _reason(j: Listed) -> str:
     if j.state == "PENDING":
         return f"({slurm_reason(j.reason.code)})" if j.reason is not None else "(None)"
+    if j.state in _REASON_SHOWN:
+        return f"({end_reason(j)})"
     return ranged(_nodes(j))
+
+
+def _why(j: Listed) -> str:
+    """squeue's ``%r``: why it waits (a running job's idle warning), or how it ended."""
+    if j.reason is not None:
+        return slurm_reason(j.reason.code)
+    return end_reason(j) or "None"
 
 
 def partitions(j: Any) -> str:
@@ -190,7 +226,7 @@ def _fields(now: float) -> dict[str, Callable[[Listed], str]]:
         "l": lambda j: slurm_time(j.spec.get("time_limit_s")),
         "D": lambda j: str(len(_nodes(j)) or 1),
         "R": _reason,
-        "r": lambda j: slurm_reason(j.reason.code) if j.reason is not None else "None",
+        "r": _why,
         "N": lambda j: ranged(_nodes(j)),
         "C": lambda j: str(j.workers * int(float(spec(j, "cpus", 1)) + 0.999)),
         "b": lambda j: f"gres/gpu:{j.gpus:g}" if j.gpus else "N/A",

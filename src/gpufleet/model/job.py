@@ -8,6 +8,7 @@ from typing import Any
 
 from gpufleet.model.container import ContainerSpec
 from gpufleet.model.errors import SpecError, every
+from gpufleet.model.job_end import JobEnd
 from gpufleet.model.limits import SIGNAL_BEFORE_S, SIGNALS
 from gpufleet.model.notice import CheckpointNotice
 from gpufleet.model.resources import MILLI, Resources
@@ -306,6 +307,7 @@ class Job:
     eligible_time: float = 0.0  # not before (retry back-off)
     attained_gpu_s: float = 0.0  # GPU-seconds of service so far (LAS)
     history: list[tuple[float, JobState, str]] = field(default_factory=list)
+    ended: JobEnd | None = None  # how it ended, once it has (model/job_end.py)
 
     def to(self, state: JobState, now: float, why: str = "") -> None:
         if state not in TRANSITIONS[self.state]:

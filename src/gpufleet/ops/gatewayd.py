@@ -70,6 +70,7 @@ class Follower:
             "known": self.version,
             "wait_s": self.wait_s,
             "stats": stats,
+            "proxy": self.gateway.kind,  # a controller refuses desktops nginx cannot open
         }
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         r = self.transport.request(

@@ -6,12 +6,14 @@ within the cycle, so 100,000 waiting jobs of a few shapes cost a few explanation
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from random import Random
 from typing import TYPE_CHECKING
 
-from gpufleet.model.job import TopologyLevel
+from gpufleet.model.engines import lacking
+from gpufleet.model.job import JobSpec, TopologyLevel
 from gpufleet.model.reason import Reason, ReasonCode, in_words
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import filters
@@ -19,6 +21,7 @@ from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.framework import Code
 from gpufleet.scheduler.gang import place_gang
+from gpufleet.scheduler.plugins.filter_engines import describe
 from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
@@ -134,6 +137,8 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
     data: dict[str, object] = {"needed_gpus": need}
     if req.gpus == 0 or not req.whole:
         data["fractional"] = not req.whole
+        if (engines := _share_engine_reason(s, req, ws, data)) is not None:
+            return engines
         return Reason(
             ReasonCode.RESOURCES,
             f"needs {s.describe()} with {s.cpu_milli / MILLI:g} CPUs and "
@@ -143,6 +148,8 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
     free = ws.free_gpus(req)
     free_any = ws.free_gpus(replace(req, models=()))
     data["free_gpus"] = free
+    if (engines := _engine_reason(req, ws, need, data)) is not None:
+        return engines
     if free < need:
         if s.gpu_models and free_any >= need:
             models = ", ".join(s.gpu_models)
@@ -172,6 +179,58 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
         ReasonCode.RESOURCES,
         f"{free} GPUs are free, but not with {s.cpu_milli / MILLI:g} CPUs and "
         f"{s.memory_mib / 1024:g} GiB beside each of {s.workers} worker slots",
+        data,
+    )
+
+
+def _engine_reason(
+    req: WorkerRequest, ws: Workspace, need: int, data: dict[str, object]
+) -> Reason | None:
+    """A job that asks for engines (``--gres=nvenc:N``) waiting while GPUs without them are
+    free: said so, naming their models ("the 3 free GPUs are H100-SXM, which have none"), not
+    taken for a want of CPUs or memory."""
+    want = dict(req.select.engines) if req.select is not None else {}
+    if not want:
+        return None
+    allowed = ws.allowed_models(req)
+    free = {m: n for m, n in ws.model_free.items() if n and m in allowed}
+    have = sum(n for m, n in free.items() if not lacking(m, want))
+    lack = {m: n for m, n in free.items() if lacking(m, want)}
+    if have >= need or not lack:
+        return None
+    n_lack = sum(lack.values())
+    names = " and ".join(m if len(lack) == 1 else f"{m} ({n})" for m, n in sorted(lack.items()))
+    data["free_without_engines"] = n_lack
+    if have == 0:
+        what = "the free GPU is" if n_lack == 1 else f"the {n_lack} free GPUs are"
+        said = f"{what} {names}, which {'has' if n_lack == 1 else 'have'} none"
+    else:
+        said = f"{have} free with it; the other {n_lack} free ({names}) have none"
+    return Reason(ReasonCode.RESOURCES, f"needs {_gpus(need)} with {describe(want)}; {said}", data)
+
+
+def _share_engine_reason(
+    s: JobSpec, req: WorkerRequest, ws: Workspace, data: dict[str, object]
+) -> Reason | None:
+    """A share of a GPU with an engine (a video job) that would fit now only on GPUs without
+    it: said so, naming those models, not taken for a want of room."""
+    want = dict(req.select.engines) if req.select is not None else {}
+    if not want or req.select is None or req.gpus == 0:
+        return None
+    bare = replace(req, select=replace(req.select, engines=()))
+    room = Counter(
+        ws.model[i]
+        for i in range(ws.n)
+        if lacking(ws.model[i], want) and ws.devices_for(i, bare) is not None
+    )
+    if not room:
+        return None
+    data["nodes_with_room_without_engines"] = sum(room.values())
+    names = " and ".join(f"{m} ({n} node{'s' if n != 1 else ''})" for m, n in sorted(room.items()))
+    return Reason(
+        ReasonCode.RESOURCES,
+        f"needs {s.describe()} with {describe(want)}; no GPU with it has that free now, and "
+        f"the GPUs with room have none ({names})",
         data,
     )
 

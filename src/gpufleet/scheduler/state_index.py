@@ -35,7 +35,12 @@ class StateIndex:
         self.nodes: dict[StateKey, dict[int, None]] = {}
         self.leaf_nodes: dict[tuple[StateKey, int], dict[int, None]] = {}
         self.heaps: dict[StateKey, list[int]] = {}  # per state its nodes, a min-heap (lazy)
-        self.events: list[tuple[StateKey, bool]] = []  # a state made (True) or emptied
+        # the states made (True) or emptied, in order: two lists, not a list of pairs, and one
+        # key object per state (``canon``), so that a worker placed leaves few objects for the
+        # garbage collector to count (a full collection in a cycle costs more than the index)
+        self.events: list[StateKey] = []
+        self.made: list[bool] = []
+        self.canon: dict[StateKey, StateKey] = {}
         self._tiers: dict[Hashable, tuple[Tiers, list[int]]] = {}
         for i in range(ws.n):
             self._add(ws, i)
@@ -56,7 +61,8 @@ class StateIndex:
         c.nodes = {k: b.copy() for k, b in self.nodes.items()}
         c.leaf_nodes = {k: b.copy() for k, b in self.leaf_nodes.items()}
         c.heaps = {k: h.copy() for k, h in self.heaps.items()}
-        c.events, c._tiers = [], {}
+        c.canon = dict(self.canon)
+        c.events, c.made, c._tiers = [], [], {}
         for i in set(src[0].touched[self.pos : src[1]]):
             c._drop(i)
             c._add(ws, i)
@@ -68,15 +74,18 @@ class StateIndex:
             self.key_of[i] = None
             return
         key = (ws.cpu[i], ws.mem[i], g, ws.model[i])
-        self.key_of[i] = key
         b = self.nodes.get(key)
         if b is None:
+            self.canon[key] = key
             self.nodes[key] = {i: None}
             self.heaps[key] = [i]
-            self.events.append((key, True))
+            self.events.append(key)
+            self.made.append(True)
         else:
+            key = self.canon[key]
             b[i] = None
             heapq.heappush(self.heaps[key], i)
+        self.key_of[i] = key
         lk = (key, self.leaf[i])
         lb = self.leaf_nodes.get(lk)
         if lb is None:
@@ -92,7 +101,9 @@ class StateIndex:
         if not b:
             del self.nodes[key]
             del self.heaps[key]
-            self.events.append((key, False))
+            del self.canon[key]
+            self.events.append(key)
+            self.made.append(False)
         lk = (key, self.leaf[i])
         lb = self.leaf_nodes[lk]
         del lb[i]
@@ -134,7 +145,8 @@ class StateIndex:
         by, pos = hit
         events = self.events
         if pos[0] < len(events):
-            for key, made in events[pos[0] :]:
+            p = pos[0]
+            for key, made in zip(events[p:], self.made[p:], strict=True):
                 k = known.get(key)
                 s = score_of(key) if k is None else k[0]
                 if s < 0:

@@ -99,7 +99,7 @@ def _shown(rec: JobRecord, reason: Reason | None) -> tuple[Any, ...]:
                                        reason.start_low, reason.start_high,
                                        reason.data)  # fmt: skip
     return (j.spec, j.state, j.attempt, j.retries_used, j.submit_time, j.start_time,
-            j.end_time, rec.allocation, rec.array_id, rec.array_index, why)  # fmt: skip
+            j.end_time, j.ended, rec.allocation, rec.array_id, rec.array_index, why)  # fmt: skip
 
 
 class Listings:

@@ -43,6 +43,7 @@ class RemoteGateway(Gateway):
         self._acked = 0  # the newest of our versions a gateway process serves
         self._stats: dict[str, ServiceStats] = {}
         self.synced_at: float | None = None  # monotonic: the gateway process's last sync
+        self.proxy = ""  # the proxy the gateway process said it runs ("" not yet said)
 
     def start(self) -> None:  # the proxy is the gateway process's: nothing runs here
         pass
@@ -71,14 +72,31 @@ class RemoteGateway(Gateway):
         with self._cond:
             return self._published
 
-    def report(self, instance: str, applied: int, stats: dict[str, ServiceStats]) -> None:
-        """What the gateway process serves (``applied`` of ``instance``) and its counters."""
+    def report(
+        self, instance: str, applied: int, stats: dict[str, ServiceStats], proxy: str = ""
+    ) -> None:
+        """What the gateway process serves (``applied`` of ``instance``), its counters and
+        the proxy it runs."""
         with self._cond:
             self.synced_at = time.monotonic()
+            self.proxy = proxy or self.proxy
             self._stats = dict(stats)
             if instance == self.instance and applied > self._acked:
                 self._acked = applied
                 self._cond.notify_all()
+
+
+def answerable(p: Published, instance: str, known: int, coming: bool) -> bool:
+    """Whether a gateway process's sync (it serves version ``known`` of ``instance``) may be
+    answered with ``p`` now. A process that published nothing yet (version 0) answers its
+    empty set only when no route is on its way (``coming``: its takeover opened services whose
+    first set the proxy's worker thread has not published yet); answered empty, the gateway
+    process would close every endpoint until the first set came (issue 26: 10 requests
+    refused in 110 ms after a failover). Otherwise a newer set, or this process's first answer
+    to a gateway that followed another one."""
+    if p.version == 0:
+        return not coming
+    return p.instance != instance or p.version > known
 
 
 def routes_json(p: Published) -> dict[str, Any]:

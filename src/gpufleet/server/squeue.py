@@ -69,8 +69,8 @@ class _Node:
 class Row:
     """A record as ``views.job_out`` shows it, in the fields squeue's table reads."""
 
-    __slots__ = ("end_time", "gpus", "id", "name", "placement", "queue", "reason", "spec",
-                 "start_time", "state", "submit_time", "user", "workers")  # fmt: skip
+    __slots__ = ("end_time", "ended", "gpus", "id", "name", "placement", "queue", "reason",
+                 "spec", "start_time", "state", "submit_time", "user", "workers")  # fmt: skip
 
     def __init__(self, rec: JobRecord, reason: Reason | None) -> None:
         j = rec.job
@@ -80,7 +80,8 @@ class Row:
         self.submit_time, self.start_time, self.end_time = j.submit_time, j.start_time, j.end_time
         self.gpus, self.workers = sp.total_gpu_milli / MILLI, sp.workers
         self.spec = _Spec(sp)
-        shown = self.state in ("STARTING", "RUNNING") or j.state.terminal
+        shown = self.state in ("STARTING", "RUNNING") or j.finished
+        self.ended = j.ended if j.finished else None  # model/job_end.py's, as JobOut's reads
         self.placement = [_Node(p.node) for p in rec.allocation] if shown else []
         self.reason = reason if self.state == "PENDING" and reason is not None else None
 

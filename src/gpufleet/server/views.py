@@ -10,6 +10,7 @@ from gpufleet.api import schemas as s
 from gpufleet.api.jobmetrics import JobMetricsOut
 from gpufleet.core.state import JobRecord, NodeRuntime
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.job_end import JobEnd
 from gpufleet.model.reason import Reason
 from gpufleet.model.resources import MILLI
 
@@ -85,7 +86,7 @@ def job_out(
             )
             for p in rec.allocation
         ]
-        if active or j.state.terminal
+        if active or j.finished
         else [],
         # a running job's Reason is its idle-GPU warning, if any (core/idle.py)
         reason=reason_out(reason) if j.state.value in ("PENDING", "RUNNING") else None,
@@ -97,7 +98,14 @@ def job_out(
         array_id=rec.array_id,
         array_index=rec.array_index,
         metrics=metrics,
+        ended=ended_out(j.ended) if j.finished else None,
     )
+
+
+def ended_out(e: JobEnd | None) -> s.JobEndOut | None:
+    if e is None:
+        return None
+    return s.JobEndOut(reason=e.reason, exit_code=e.exit_code, code=e.code, signal=e.signal)
 
 
 def powered_off_out(spec: NodeSpec, state: str, why: str) -> s.NodeOut:

@@ -16,9 +16,11 @@ SHIMS = {
     "scancel": "gpufleet.shims.scancel",
     "sinfo": "gpufleet.shims.sinfo",
     "sacct": "gpufleet.shims.sacct",
+    # show job over the API; the rest is the in-job scontrol's (show hostnames)
+    "scontrol": "gpufleet.shims.scontrol",
 }
-# the srun helper's commands (inside a job the agent puts them on PATH): linked when present
-POINTERS = {"srun": "gpufleet.slurm.srun", "scontrol": "gpufleet.slurm.scontrol"}
+# the srun helper's command (inside a job the agent puts it on PATH): linked when present
+POINTERS = {"srun": "gpufleet.slurm.srun"}
 
 
 def _exists(module: str) -> bool:

@@ -44,7 +44,10 @@ def _state(j: Any) -> str:
 
 
 def _exit_code(j: Any) -> str:
-    """``code:signal``; the code from the job's events when they say it."""
+    """``code:signal``: the job's own (``ended``), or for a job that ended before it was kept,
+    the code from its events when they say it."""
+    if j.get("ended") is not None:
+        return str(j.ended.exit_code)
     for e in reversed(j.get("events") or []):
         m = _EXIT.search(e.get("why") or "")
         if m:
@@ -53,6 +56,12 @@ def _exit_code(j: Any) -> str:
     return {"SUCCEEDED": "0:0", "FAILED": "1:0", "CANCELLED": "0:15", "TIMED_OUT": "0:15"}.get(
         j.state, "0:0"
     )
+
+
+def _reason(j: Any) -> str:
+    if j.get("reason"):
+        return slurm_style.slurm_reason(j.reason.code)
+    return slurm_style.end_reason(j) or "None"
 
 
 def _nodes(j: Any) -> list[str]:
@@ -123,11 +132,7 @@ def fields(now: float) -> dict[str, tuple[Callable[[Any], str], int, bool]]:
         "reqgres": (lambda j: f"gpu:{j.gpus:g}" if j.gpus else "", 12, False),
         "timelimit": (_limit, 10, True),
         "priority": (lambda j: str(j.spec.get("priority", 0)), 10, True),
-        "reason": (
-            lambda j: slurm_style.slurm_reason(j.reason.code) if j.get("reason") else "None",
-            20,
-            True,
-        ),
+        "reason": (_reason, 20, True),
         "arrayjobid": (lambda j: str(j.get("array_id") or ""), 12, True),
         "arraytaskid": (lambda j: str(j.get("array_index") or ""), 12, True),
         "qos": (lambda j: "normal", 10, True),

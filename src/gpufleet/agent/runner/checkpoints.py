@@ -4,12 +4,15 @@ controller as its age, so that victims are chosen by the work since (ADR 0036)."
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
 from gpufleet.agent.runner import supervise
 from gpufleet.agent.runner.process import LiveTask
 from gpufleet.agent.tasks import RunnerEvent
+
+log = logging.getLogger(__name__)
 
 
 def mtime(path: str) -> float | None:
@@ -36,4 +39,18 @@ def look(t: LiveTask, now: float) -> list[RunnerEvent]:
     age = max(0.0, time.time() - m)
     if t.key[2] != 0 or (first and age > now - t.started_at):
         return []
+    log.info("%s/%d rank %d: its checkpoint is written (%.1f s ago): reported", *t.key, age)
     return [RunnerEvent("checkpoint", t.key, age_s=age)]
+
+
+def current(t: LiveTask, now: float) -> RunnerEvent | None:
+    """Rank 0's checkpoint as the file stands, its age counted now: what the agent tells a
+    controller that registers it (a restarted one has forgotten the last report, and a report
+    queued while none listened is stale by the outage). None: no file of this attempt."""
+    m = mtime(t.checkpoint)
+    if t.key[2] != 0 or m is None:
+        return None
+    age = max(0.0, time.time() - m)
+    if age > now - t.started_at:  # an earlier attempt's file saves none of this one's work
+        return None
+    return RunnerEvent("checkpoint", t.key, age_s=age)

@@ -17,6 +17,11 @@ from gpufleet.io import jobs_table
 _gpus, _run_time = jobs_table.gpus, jobs_table.run_time
 
 
+def _ended(j: s.JobOut) -> str | None:
+    """How the job ended in Slurm's words (scontrol show job's Reason=)."""
+    return None if j.ended is None else j.ended.reason
+
+
 def show(
     job: Annotated[str, typer.Argument(help="Job id.")],
     json_out: JsonOpt = False,
@@ -57,7 +62,8 @@ def show(
                 out.duration(spec.get("time_limit_s")) if spec.get("time_limit_s") else None,
             ),
             ("Command", " ".join(command) if isinstance(command, list) else command),
-            ("Reason", f"{j.reason.code}: {j.reason.message}" if j.reason else None),
+            ("Reason", f"{j.reason.code}: {j.reason.message}" if j.reason else _ended(j)),
+            ("ExitCode", j.ended.exit_code if j.ended else None),  # Slurm's CODE:SIGNAL
             ("Est. start", _estimated_start(j.reason, now) if j.reason else None),
         ]
     )

@@ -5,6 +5,7 @@ or the script's values as sbatch's options are over its #SBATCH lines."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -84,8 +85,41 @@ def build(
         if job.request is not None:
             _submit_context(sub, job.request)
         return [_merge(sub, overrides)]
+    refuse_plain_file(script)
     spec = {"name": Path(args[0]).name, **(base or {}), "command": list(args)}
     return [_merge(Submission(spec), overrides)]
+
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def refuse_plain_file(path: Path) -> None:
+    """A command that is a file here, neither executable nor a script with a ``#!`` line
+    (``job.yaml`` without ``-f``): it could not run on the nodes, so it is refused now,
+    before anything is stored."""
+    if not path.is_file() or os.access(path, os.X_OK):
+        return
+    if "/" not in str(path) and shutil.which(str(path)) is not None:
+        return  # a bare name runs from PATH (``true``), not the file of that name here
+    try:
+        with path.open("rb") as f:
+            head = f.read(512)
+    except OSError:
+        return  # unreadable here: the command is the nodes' to run (or to refuse)
+    if head.startswith(b"#!"):
+        return
+    text = head.decode("utf-8", "replace").lstrip()
+    if path.suffix.lower() in SPEC_SUFFIXES or text.startswith(("{", "jobs:", "name:")):
+        hint = f"to submit it as a job spec give it with -f: gpufleet submit -f {path}"
+    else:
+        hint = (
+            f"to run it, make it executable (chmod +x {path}) or give it a #! line and "
+            f"submit it as a batch script (sbatch {path})"
+        )
+    raise SpecError(
+        f"{path} is a file that is neither executable nor a script with a #! line, so it "
+        f"cannot run as the job's command; {hint}"
+    )
 
 
 def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:

@@ -24,7 +24,8 @@ Policy = Annotated[
     str,
     typer.Option(
         "--placement",
-        help="random | dotprod | gpuclustering | packing | bestfit | fgd | fgd-strand (ours)",
+        help="random | dotprod | gpuclustering | packing | bestfit | fgd | fgd-strand (ours, the "
+        "default: above FGD on every openb pod list)",
     ),
 ]
 ShuffleSeed = Annotated[int, typer.Option("--seed", help="shuffle seed (the paper uses 42-51)")]
@@ -39,7 +40,7 @@ def fill(
     *,
     pods: Pods,
     node_list: NodeList,
-    placement: Policy = "fgd",
+    placement: Policy = "fgd-strand",
     seed: ShuffleSeed = 42,
     tune: Tune = 1.3,
     as_json: Json = False,

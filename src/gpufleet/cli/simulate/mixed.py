@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpufleet.cli.simulate.console import refusals, stdout
 from gpufleet.cli.simulate.flags import Json, Seed
 from gpufleet.model.errors import SpecError
+
+if TYPE_CHECKING:
+    from gpufleet.sim.mixed import MixedFigures
 
 Trace = Annotated[Path, typer.Option("--trace", help="the training trace (a file)")]
 Format = Annotated[str, typer.Option("--format", help="the trace's format (philly, ...)")]
@@ -24,6 +27,12 @@ GfxGpus = Annotated[int, typer.Option("--graphics-gpus", help="GPUs per graphics
 Rate = Annotated[float, typer.Option("--desktops-per-hour", help="arrivals at the peak")]
 Share = Annotated[int, typer.Option("--desktop-share", help="milli-GPUs per desktop")]
 Policy = Annotated[str, typer.Option("--policy", help="apart | together | both")]
+Videos = Annotated[
+    float, typer.Option("--videos-per-hour", help="transcode jobs (a share and one NVENC)")
+]
+Pack = Annotated[
+    bool, typer.Option("--pack-encoders", help="video jobs may use training GPUs' encoders")
+]
 
 
 def mixed(
@@ -38,6 +47,8 @@ def mixed(
     per_hour: Rate = 12.0,
     share: Share = 250,
     policy: Policy = "both",
+    videos_per_hour: Videos = 0.0,
+    pack_encoders: Pack = False,
     seed: Seed = 0,
     as_json: Json = False,
 ) -> None:
@@ -49,10 +60,12 @@ def mixed(
     from gpufleet.sim.mixed import (
         POLICIES,
         Desktops,
+        Videos,
         desktop_sessions,
         mixed_cluster,
         mixed_jobs,
         run_mixed,
+        video_jobs,
     )
     from gpufleet.sim.traces.registry import load_trace
 
@@ -65,36 +78,66 @@ def mixed(
             raise SpecError(
                 f"{model} has no graphics pipeline (no RT cores)", field="--graphics-model"
             )
-        if not 0 < share <= 1000 or min(train_nodes, graphics_nodes, graphics_gpus) < 1:
+        if (
+            not 0 < share <= 1000
+            or min(train_nodes, graphics_nodes, graphics_gpus) < 1
+            or videos_per_hour < 0
+        ):
             raise SpecError(
-                "--desktop-share is 1..1000, node and GPU counts at least 1", field="options"
+                "--desktop-share is 1..1000, node and GPU counts at least 1, "
+                "--videos-per-hour at least 0",
+                field="options",
             )
         training = load_trace(trace, fmt, gpus_per_node=8)
         training = training[:jobs] if jobs > 0 else training
         span = max((j.submit_time for j in training), default=0.0)
         days = max(span / 86_400.0, 1.0)
         desktops = desktop_sessions(Desktops(per_hour, days, share_milli=share), seed)
+        videos = video_jobs(Videos(videos_per_hour, days), seed)
         cluster = mixed_cluster(
             train_nodes, graphics_nodes, graphics_model=model, graphics_gpus=graphics_gpus
         )
-        profile = Profile.build(order="fifo", place="bestfit", backfill="easy", explain=False)
+        profile = Profile.build(
+            order="fifo", place="bestfit", backfill="easy", explain=False,
+            pack_encoders=pack_encoders,
+        )  # fmt: skip
         figures = [
-            run_mixed(cluster, mixed_jobs(training, desktops, p, "H100-SXM"), profile, p, seed)
+            run_mixed(
+                cluster, mixed_jobs(training, desktops, p, "H100-SXM", videos), profile, p, seed
+            )
             for p in chosen
         ]
     if as_json:
         print(json.dumps([asdict(f) for f in figures]))
         return
+    _print(figures)
+
+
+def _minutes(s: float | None) -> str:
+    return "—" if s is None else f"{s / 60:.1f} min"
+
+
+def _print(figures: list[MixedFigures]) -> None:
     out = stdout()
     for f in figures:
         util = "; ".join(
             f"{m}: training {u['training']:.0%}, desktops {u['desktop']:.0%}"
+            + (f", video {u['video']:.0%}" if f.videos else "")
             for m, u in f.utilization.items()
         )
-        p50 = "—" if f.desktop_wait_p50_s is None else f"{f.desktop_wait_p50_s / 60:.1f} min"
-        p90 = "—" if f.desktop_wait_p90_s is None else f"{f.desktop_wait_p90_s / 60:.1f} min"
         jct = "—" if f.training_mean_jct_s is None else f"{f.training_mean_jct_s / 3600:.2f} h"
         out.print(
             f"{f.policy}: {util}\n  desktops {f.desktops} (never started {f.desktops_unstarted}): "
-            f"wait p50 {p50}, p90 {p90}; training mean JCT {jct}"
+            f"wait p50 {_minutes(f.desktop_wait_p50_s)}, p90 {_minutes(f.desktop_wait_p90_s)}; "
+            f"training mean JCT {jct}"
         )
+        if f.videos:
+            engines = "; ".join(
+                f"{m} " + ", ".join(f"{e.upper()} {v:.0%}" for e, v in es.items())
+                for m, es in f.engines.items()
+            )
+            out.print(
+                f"  videos {f.videos} ({f.videos_packed} on a training GPU's encoder): wait p50 "
+                f"{_minutes(f.video_wait_p50_s)}, p90 {_minutes(f.video_wait_p90_s)}; "
+                f"engines held: {engines or 'none'}"
+            )

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from gpufleet.gateway import ServiceStats
 from gpufleet.server.auth import Principal, require
-from gpufleet.server.remote_gateway import RemoteGateway, routes_json
+from gpufleet.server.remote_gateway import RemoteGateway, answerable, routes_json
 from gpufleet.server.routers.deps import service_any
 from gpufleet.server.service import ControllerService
 
@@ -31,6 +31,9 @@ class GatewaySync(BaseModel):
     # service → [requests, 4xx, 5xx, refused by the token check, connections open now]
     # (the counters since the process started)
     stats: dict[str, list[int]] = Field(default_factory=dict, max_length=10_000)
+    proxy: str = Field(
+        "", max_length=16, description="the proxy it runs (haproxy, nginx, builtin; '' unsaid)"
+    )
 
 
 def _remote(svc: ControllerService) -> RemoteGateway:
@@ -66,16 +69,21 @@ async def sync(
 ) -> Any:
     gw = _remote(svc)
     stats = {k: ServiceStats(*[*v, 0, 0, 0, 0, 0][:5]) for k, v in body.stats.items()}
-    gw.report(body.instance, body.applied, stats)
+    gw.report(body.instance, body.applied, stats, body.proxy)
     deadline = time.monotonic() + body.wait_s
-    # a newer set, or this process's first answer to that gateway (another instance)
-    while (
-        gw.published().instance == body.instance
-        and gw.published().version <= body.known
-        and time.monotonic() < deadline
-    ):
+
+    def ready_to_answer() -> bool:  # routes to come: the services a takeover opened
+        coming = svc.gateway is not None and bool(svc.gateway.routes)
+        return answerable(gw.published(), body.instance, body.known, coming)
+
+    while not ready_to_answer() and time.monotonic() < deadline:
         await asyncio.sleep(POLL_S)
     ha = getattr(request.app.state, "ha", None)
     if ha is not None and not ha.ready():  # the lease ended while the poll waited
         raise HTTPException(503, "this controller no longer leads: ask the leader")
-    return routes_json(gw.published())
+    published = gw.published()
+    if published.version == 0 and not ready_to_answer():
+        # never an empty set in place of the routes still on their way: the gateway
+        # process serves its last ones meanwhile
+        raise HTTPException(503, "this controller has not published its first routes yet")
+    return routes_json(published)

@@ -89,8 +89,8 @@ class Agents(Identity):
                         *(
                             ev
                             for e in req.events
-                            # probe verdicts and heal reports follow the reconcile; a
-                            # checkpoint's age is stale
+                            # probe verdicts, heal reports and checkpoints (their ages
+                            # counted at the registration) follow the reconcile
                             if not isinstance(
                                 ev := task_event(req.node, e),
                                 ReplicaProbe | TaskCheckpointed | NodeHealReport,
@@ -108,8 +108,8 @@ class Agents(Identity):
             raise
         link.registered = True  # reconciled: its heartbeats and long-polls are taken now
         self._renew(req.node)  # the registration's answer renews the lease
-        for e in req.events:  # probe verdicts, after the reconcile: of the tasks it still runs
-            if e.kind in ("probe", "heal"):
+        for e in req.events:  # after the reconcile: of the tasks it still runs
+            if e.kind in ("probe", "heal", "checkpoint"):
                 self.post(task_event(req.node, e))
         return s.RegisterResult(
             lease_s=self.lease_s,

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from gpufleet.core.commands import Transition
 from gpufleet.model.job import JobSpec, JobState
+from gpufleet.model.job_end import JobEnd
 from gpufleet.server.store.codec import (
     allocation_from_list,
     allocation_to_list,
@@ -59,6 +60,7 @@ _UPDATE = (
         retries_used=sa.bindparam("b_retries_used"),
         start_time=sa.bindparam("b_start_time"),
         end_time=sa.bindparam("b_end_time"),
+        ended=sa.bindparam("b_ended", type_=sa.JSON),
         eligible_time=sa.bindparam("b_eligible_time"),
         attained_gpu_s=sa.bindparam("b_attained_gpu_s"),
         allocation=sa.bindparam("b_allocation", type_=sa.JSON),
@@ -217,6 +219,7 @@ def _row(
         "submit_time": nj.submit_time,
         "start_time": None,
         "end_time": None,
+        "ended": None,
         "eligible_time": 0.0,
         "attained_gpu_s": 0.0,
         "spec": spec if spec is not None else spec_to_dict(s),
@@ -289,6 +292,7 @@ def _update_row(u: JobUpdate) -> dict[str, Any]:
         "b_retries_used": u.retries_used,
         "b_start_time": u.start_time,
         "b_end_time": u.end_time,
+        "b_ended": None if u.ended is None else u.ended.to_dict(),
         "b_eligible_time": u.eligible_time,
         "b_attained_gpu_s": u.attained_gpu_s,
         "b_allocation": allocation_to_list(u.allocation),
@@ -393,4 +397,5 @@ def _stored(r: sa.Row[Any]) -> StoredJob:
         r.array_index,
         r.idempotency_key,
         r.array_limit,
+        JobEnd.from_dict(r.ended),
     )

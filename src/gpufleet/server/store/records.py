@@ -11,6 +11,7 @@ from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.job import Job, JobSpec, JobState
+from gpufleet.model.job_end import JobEnd
 from gpufleet.model.queue import QueueSpec
 from gpufleet.scheduler.snapshot import DefragMove
 
@@ -84,6 +85,7 @@ class JobUpdate:
     # the queue it runs (or last ran) in: of a job of several queues, the one it started in
     # (the row's queue column; None: unchanged)
     queue: str | None = None
+    ended: JobEnd | None = None
 
     @staticmethod
     def of(job: Job, allocation: Allocation = (), borrowing: bool = False) -> JobUpdate:
@@ -99,6 +101,7 @@ class JobUpdate:
             allocation,
             borrowing,
             job.spec.queue,
+            job.ended,
         )
 
     @staticmethod
@@ -127,6 +130,7 @@ class StoredJob:
     array_index: int | None
     idempotency_key: str | None
     array_limit: int | None = None
+    ended: JobEnd | None = None
 
     @property
     def finished(self) -> bool:
@@ -145,6 +149,7 @@ class StoredJob:
             self.end_time,
             self.eligible_time,
             self.attained_gpu_s,
+            ended=self.ended,
         )
 
     def to_restored(self) -> RestoredJob:

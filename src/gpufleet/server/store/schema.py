@@ -48,6 +48,7 @@ jobs = sa.Table(
     sa.Column("submit_time", sa.Double, nullable=False),
     sa.Column("start_time", sa.Double),
     sa.Column("end_time", sa.Double),
+    sa.Column("ended", sa.JSON),  # how it ended: model/job_end.py's JobEnd; NULL until then
     sa.Column("eligible_time", sa.Double, nullable=False),
     sa.Column("attained_gpu_s", sa.Double, nullable=False),
     sa.Column("spec", sa.JSON, nullable=False),
