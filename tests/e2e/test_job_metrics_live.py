@@ -88,17 +88,22 @@ def test_a_restarted_controller_knows_a_running_jobs_metrics_again(
     new_cluster: Any, tmp_path: Path
 ) -> None:
     """The file does not change after the restart: the agent, registered anew, reports it
-    again (before, the new controller showed no metrics until the file's next change)."""
+    again (before, the new controller showed no metrics until the file's next change); and the
+    last report of a job that ended before the restart, which its agent keeps."""
     # its tasks run on while the controller is away (ADR 0048's outage tolerance)
     c: LocalCluster = new_cluster(
         agents=1, gpus="2xL40S", node_grace_s=0.0, controller_args=["--outage-tolerance-s", "120"]
     )
     go = tmp_path / "go"
     writes = f'echo "frames 42" > "$GPUFLEET_METRICS_FILE"; until [ -e {go} ]; do sleep 0.2; done'
+    wrote = 'echo "frames 7" > "$GPUFLEET_METRICS_FILE"'
     with c.admin() as a:
         (jid,) = a.submit({"name": "steady", "command": ["sh", "-c", writes]})
         m = wait_for("the first report", lambda: a.job(jid).metrics, 60)
         assert m.values == {"frames": 42.0}
+        (done,) = a.submit({"name": "done", "command": ["sh", "-c", wrote]})
+        wait_for("the short job ends", lambda: a.job(done).state in ENDED, 60)
+        assert wait_for("its report", lambda: a.job(done).metrics, 60).values == {"frames": 7.0}
     c.kill_controller()
     c.start_controller()
     with c.admin() as a:
@@ -108,6 +113,8 @@ def test_a_restarted_controller_knows_a_running_jobs_metrics_again(
         m = wait_for("the same metrics, unchanged file", lambda: a.job(jid).metrics, 60)
         assert m.values == {"frames": 42.0} and m.problems == []
         assert a.job(jid).attempt == 1  # the same task, whose file did not change
+        ended = wait_for("the ended job's kept report", lambda: a.job(done).metrics, 60)
+        assert ended.values == {"frames": 7.0}
         go.touch()
         wait_for("the job ends", lambda: a.job(jid).state in ENDED, 60)
         assert a.job(jid).state == "SUCCEEDED", a.logs(jid).data

@@ -10,10 +10,11 @@ from dataclasses import replace
 import pytest
 from builders import cluster, cluster_spec, cycle, job, profile, running, spec
 
-from gpufleet.core.commands import Kill
+from gpufleet.core.commands import Kill, Launch
 from gpufleet.core.controller import Controller
 from gpufleet.core.events import (
     JobSubmitted,
+    NodeUp,
     QueueChanged,
     TaskCheckpointed,
     TaskExited,
@@ -229,3 +230,38 @@ def test_a_maintenances_requeue_gives_the_notice_too() -> None:
     out = c.handle(5.0, NodeDrain("n00", True, "maintenance m1", requeue=True))
     (k,) = [k for k in out if isinstance(k, Kill)]
     assert (k.why, k.notice) == ("preempted", StopNotice(USR1, 60.0, True))
+
+
+def test_a_stopping_victims_room_is_not_taken_twice() -> None:
+    """A victim in its notice's wait still holds its GPUs: the preemptor, nominated, waits for
+    them. A pass meanwhile must not preempt another job for it (before: one that a checkpoint
+    report had just made cheaper than the stopping victim was stopped too)."""
+    stopping = replace(running("b", ("n00", range(4)), start=500.0), stopping_since=990.0)
+    saved = replace(running("a", ("n00", range(4, 8)), start=0.0), checkpoint_time=995.0)
+    res = cycle(cluster(1, 8), [job("hi", gpus=4, priority=5)], [stopping, saved], now=NOW,
+                preempt=["priority"])  # fmt: skip
+    assert victims(res) == [] and res.starts == []
+    # a job the stopping victim's room does not hold still preempts, the stopping one aside
+    res = cycle(cluster(1, 8), [job("hi", gpus=8, priority=5)], [stopping, saved], now=NOW,
+                preempt=["priority"])  # fmt: skip
+    assert victims(res) == ["a"]
+
+
+def test_a_checkpoint_during_a_victims_notice_stops_no_second_job() -> None:
+    """Through the core: b is preempted for hi with a notice; while b waits for its checkpoint,
+    a's report makes a the cheaper job, and a later pass (a node's change) runs: a runs on."""
+    c = Controller(profile(order="priority", preempt=["priority"]), cluster_spec(1, 2))
+    notice = CheckpointNotice(USR1, 120)
+    for t, name in ((0.0, "a"), (2.0, "b")):
+        c.handle(
+            t, JobSubmitted(name, replace(spec(name, gpus=1, priority=-1), checkpoint=notice), t)
+        )
+        c.handle(t + 1, TaskStarted(name, 1, 0))
+    out = c.handle(10.0, JobSubmitted("hi", spec("hi", gpus=1, priority=0), 10.0))
+    assert [k.job_id for k in out if isinstance(k, Kill)] == ["b"]
+    c.handle(10.1, TaskCheckpointed("a", 1, 0, 0.05))
+    node = next(iter(c.nodes.values())).spec
+    out = c.handle(20.0, NodeUp(node, healthy=True))
+    assert [k.job_id for k in out if isinstance(k, Kill)] == []
+    out = c.handle(30.0, TaskExited("b", 1, 0, 0))
+    assert [x.job_id for x in out if isinstance(x, Launch)] == ["hi"]

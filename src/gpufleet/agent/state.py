@@ -266,7 +266,8 @@ class AgentState:
 
     def on_task(self, ev: RunnerEvent) -> list[Action]:
         if ev.kind in ("checkpoint", "metrics"):  # while the task is ours (it may be stopping)
-            return [Send(ev.wire())] if ev.key in self.tasks else []
+            ours = ev.key in self.tasks or (ev.kind == "metrics" and ev.key in self._done)
+            return [Send(ev.wire())] if ours else []  # an ended task's metrics: sent again
         if ev.kind == "started":
             out: list[Action] = [Send(ev.wire())]
             if self.tasks.get(ev.key) == "launching":

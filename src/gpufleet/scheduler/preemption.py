@@ -36,6 +36,18 @@ class PreemptMemo:
         self.cands: dict[tuple[Hashable, ...], tuple[int, list[RunningJob]]] = {}
         # with one plugin, the keys whose candidates ran out (they only go: they stay out)
         self.none_for: set[Hashable] = set()
+        self.going: list[RunningJob] | None = None  # the running jobs stopping, once known
+
+
+def going(snap: Snapshot, memo: PreemptMemo | None) -> list[RunningJob]:
+    """The running jobs whose stop is under way (a victim in its notice's wait): no victims
+    again, and their devices are the room being made (once per cycle with ``memo``)."""
+    if memo is not None and memo.going is not None:
+        return memo.going
+    found = [r for r in snap.running if r.stopping_since is not None]
+    if memo is not None:
+        memo.going = found
+    return found
 
 
 def victims_keys(
@@ -126,6 +138,15 @@ def preempt(
     else:
         keys = [k(job, adm, snap, usage, order) for k in keyers]
     s = job.spec
+    if stopping := going(snap, memo):
+        # the room being made (a victim in its notice's wait holds its devices until it
+        # exits): a job it lets start waits for it, and no one else is stopped for it
+        ws = ws.copy()
+        for r in stopping:
+            release(ws, r.allocation)
+        if place_gang(s, ws.copy(), profile.place, rng)[0] is not None:
+            return []
+        taken = taken | {r.id for r in stopping}
     gang: tuple[Hashable, Shape] | None = None
     if memo is not None and None not in keys:
         # most jobs a full cluster sends here have the candidates of an earlier one (LAS: a job

@@ -1,6 +1,6 @@
 """Each job's own metrics, as its agent last reported its metrics file (model/jobmetrics.py):
 kept in the controller's memory for the newest ``LIMIT`` jobs (a restarted controller hears
-a running job's again when its agent registers anew; an ended job's are gone), shown by
+them again when the job's agent registers anew: agent/runner/metricsfile.py), shown by
 ``GET /jobs/{id}`` and as the family ``gpufleet_job_metric{hpc_job, name}`` on /metrics."""
 
 from __future__ import annotations

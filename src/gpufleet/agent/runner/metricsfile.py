@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import OrderedDict
+from collections.abc import Collection
 from pathlib import Path
 
 from gpufleet.agent.runner.process import LiveTask
-from gpufleet.agent.tasks import RunnerEvent
+from gpufleet.agent.tasks import Key, RunnerEvent
 from gpufleet.model.jobmetrics import MAX_BYTES, Metrics, parse
 
+KEPT = 256  # ended tasks whose last report is kept (for a controller that registers us anew)
 FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -69,3 +72,31 @@ def look(t: LiveTask) -> list[RunnerEvent]:
         return []
     t.metrics_seen = seen
     return [RunnerEvent("metrics", t.key, metrics=metrics, problems=problems)]
+
+
+class Kept:
+    """Each task's last report, kept past its end for the newest ``most`` tasks: a controller
+    that registers the agent anew (restarted, or a new leader) keeps job metrics in memory only
+    and hears them again from here (``replay``, then the next poll's ``take``)."""
+
+    def __init__(self, most: int = KEPT) -> None:
+        self._last: OrderedDict[Key, RunnerEvent] = OrderedDict()
+        self._again: list[RunnerEvent] = []
+        self.most = most
+
+    def keep(self, events: list[RunnerEvent]) -> list[RunnerEvent]:
+        for ev in events:
+            self._last[ev.key] = ev
+            self._last.move_to_end(ev.key)
+            while len(self._last) > self.most:
+                self._last.popitem(last=False)
+        return events
+
+    def replay(self, live: Collection[Key]) -> None:
+        """The ended tasks' last reports, sent again at the next poll (the live ones' files
+        are read again instead)."""
+        self._again = [ev for k, ev in list(self._last.items()) if k not in live]
+
+    def take(self) -> list[RunnerEvent]:
+        out, self._again = self._again, []
+        return out

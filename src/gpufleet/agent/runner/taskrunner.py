@@ -66,6 +66,7 @@ class TaskRunner:
         self._cids: dict[Key, str] = {}
         self._sim_pids: dict[Key, int] = {}
         self._latest = LatestAttempts()
+        self._reported = metricsfile.Kept()  # each task's last metrics report
 
     # ----- the node's setup -------------------------------------------------------------
 
@@ -116,11 +117,13 @@ class TaskRunner:
         return [ev for ev in found if ev is not None]
 
     def report_metrics_again(self) -> None:
-        """Each live task's metrics file is reported at its next look even if unchanged: a
-        controller that registers this agent anew (restarted, or a new leader) keeps job
+        """Each live task's metrics file is reported at its next look even if unchanged, and
+        the last report of each task that ended here (the newest ``metricsfile.KEPT``) again:
+        a controller that registers this agent anew (restarted, or a new leader) keeps job
         metrics in memory only (ADR 0049) and would otherwise wait for the file's next change."""
         for t in self._live.values():
             t.metrics_seen = None
+        self._reported.replay(self._live)
 
     def gpu_load(self) -> dict[int, float]:
         """GPU → share held by live tasks (1.0 a whole GPU), for the simulated backend. A task
@@ -277,7 +280,7 @@ class TaskRunner:
     def poll(self, now: float | None = None) -> list[RunnerEvent]:
         """Reap exited tasks and act on deadlines. Never blocks."""
         now = self.clock.now() if now is None else now
-        out = []
+        out = self._reported.take()
         self.containers.reap_removals()
         for key, t in list(self._live.items()):
             rc = exit_status(t.proc)
@@ -288,7 +291,7 @@ class TaskRunner:
                 with contextlib.suppress(OSError):
                     cid_path(t.pidfile).unlink()
                 if t.metrics:  # what it wrote last, before its directory goes
-                    out += metricsfile.look(t)
+                    out += self._reported.keep(metricsfile.look(t))
                 if isinstance(t.proc, adopt.AdoptedProc) and t.proc.unknown:
                     t.stop_why = t.stop_why or "its keeper was killed: its exit status is lost"
                 if t.container and (t.stop_why is not None or rc < 0):
@@ -297,7 +300,7 @@ class TaskRunner:
                 continue
             supervise.warn_if_due(t, now)
             if t.metrics:
-                out += metricsfile.look(t)
+                out += self._reported.keep(metricsfile.look(t))
             if t.checkpoint:
                 out += checkpoints.look(t, now)
             else:
