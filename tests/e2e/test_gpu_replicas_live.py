@@ -41,7 +41,9 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits(
         wait_for("each of the four started", lambda: len(list(tmp_path.glob("*.up"))) == 4, 30)
         assert {p.gpus[0] for j in four for p in a.job(j).placement} == {0}  # one GPU, shared
         wait_for("the fifth's Reason", lambda: a.job(fifth).reason is not None, 30)
-        assert a.job(fifth).state == "PENDING" and a.job(fifth).reason.code == "Resources", a.job(fifth).reason
+        waiting = a.job(fifth)
+        assert waiting.state == "PENDING" and waiting.reason is not None
+        assert waiting.reason.code == "Resources", waiting.reason
         with pytest.raises(ApiError) as refused:  # two replicas: failRequestsGreaterThanOne
             a.submit({"name": "two", "gpus_per_worker": 1, "command": "true"})
         assert refused.value.status == 422, refused.value
