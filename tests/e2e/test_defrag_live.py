@@ -23,6 +23,11 @@ from gpufleet.ops.stubservice import stub_spec
 pytestmark = pytest.mark.e2e
 PY = sys.executable
 SLEEP = [PY, "-c", "import time; time.sleep(600)"]
+# the stub's own readiness answer, as its HTTP probe asks for it
+HEALTHZ = (
+    f"{PY} -c 'import os, urllib.request as u; "
+    'u.urlopen("http://127.0.0.1:%s/healthz" % os.environ["PORT"], timeout=5)\''
+)
 
 
 def _pinned(name: str, node: str, gpus: int, **kw: Any) -> dict[str, Any]:
@@ -48,8 +53,19 @@ def test_a_gang_frees_one_leaf_and_a_moved_replica_is_ready_before_its_old_one_s
         wait_state(alice, h, "RUNNING", 60)
     svc = stub_spec("web", 1)
     svc["replica"] = {**svc["replica"], "gpus_per_worker": 4}
-    # ready 6 s after it starts: the move's window, long enough to be seen from outside
-    svc["readiness"] = {**svc["readiness"], "initial_delay_s": 6}
+    # the replacement is ready only once the test opens the gate: the move's window holds
+    # still while the test looks at it from outside (a timed window closed under load)
+    gate = tmp_path / "replacement-may-be-ready"
+    svc["readiness"] = {
+        "command": [
+            "/bin/sh",
+            "-c",
+            f'[ "$GPUFLEET_JOB_ID" = web.1 ] || [ -e {gate} ] && {HEALTHZ}',
+        ],
+        "period_s": 0.5,
+        "timeout_s": 10,
+        "failure_threshold": 1,
+    }
     alice.create_service(svc)
     wait_for("web.1 ready", lambda: alice.service("web").ready == 1, 90)
     assert alice.job("web.1").placement[0].node == "node-2"
@@ -88,6 +104,7 @@ def test_a_gang_frees_one_leaf_and_a_moved_replica_is_ready_before_its_old_one_s
     )
     assert "Defragmenting: moving 2 jobs to free 2 nodes under leaf-1: 1 of 2" in shown.stdout
     assert alice.job("web.1").state == "RUNNING"  # still serving: its replacement is not ready
+    gate.touch()
 
     done = wait_state(alice, g, "SUCCEEDED", 180)
     assert sorted(p.node for p in done.placement) == ["node-2", "node-3"]

@@ -67,7 +67,7 @@ def _offline_page(browser: Any, url: str, elsewhere: list[str], errors: list[str
     pg = ctx.new_page()
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("requestfailed", lambda q: errors.append(f"failed: {q.url}"))
-    pg.set_default_timeout(30_000)
+    pg.set_default_timeout(90_000)  # a wait for a state: it ends when it is there
     return pg
 
 

@@ -36,7 +36,8 @@ def generate(url: str, out: Path) -> Path:
     except ImportError:
         missing("openapi-python-client is not installed (pip install -e '.[dev]')")
     schema = out / "openapi.json"
-    schema.write_bytes(httpx.get(url).raise_for_status().content)
+    # the first request builds the schema: seconds on a loaded machine (httpx waits 5 s)
+    schema.write_bytes(httpx.get(url, timeout=60).raise_for_status().content)
     # its post-generation hook runs ruff: the one of this interpreter's environment
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}

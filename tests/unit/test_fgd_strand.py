@@ -231,3 +231,23 @@ def test_simulate_fill_places_with_fgd_strand_unless_told() -> None:
 
     # issue 24: fgd-strand beats FGD on every openb pod list (BENCHMARKS.md), so it is the default
     assert inspect.signature(fill).parameters["placement"].default == "fgd-strand"
+
+
+def test_the_live_default_places_fractions_as_fgd_strand_does() -> None:
+    # place/topology (the live controller's default) hands fractions to fgd-strand; whole GPUs
+    # stay its own (tightest node). Fractions of mixed sizes, on nodes of two models.
+    rng = random.Random(5)
+    views = [
+        node(f"n{i:02d}", (8, 4)[i % 2], model=MODELS[i % 2], cpus=(96, 64)[i % 2])
+        for i in range(6)
+    ]
+    sizes = (810, 470, 320, 160, 650, 230)
+    jobs = [
+        job(f"j{k:02d}", submit=float(k), cpus=rng.choice((2, 4, 8)), milli=rng.choice(sizes))
+        for k in range(60)
+    ]
+    topo = cycle(views, jobs, place="topology", backfill="none")
+    strand = cycle(views, jobs, place="fgd-strand", backfill="none")
+    for k in range(len(jobs)):
+        assert start_of(topo, f"j{k:02d}") == start_of(strand, f"j{k:02d}")
+    assert len(topo.starts) == 60
