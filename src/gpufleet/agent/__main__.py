@@ -127,6 +127,14 @@ def _limits(p: argparse.ArgumentParser) -> None:
         help="how jobs holding fractions of a GPU share it: timeslice (CUDA's own; shares not "
         "enforced) or mps (NVIDIA MPS: each job's SM share and memory limit enforced)",
     )
+    p.add_argument(
+        "--gpu-replicas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="offer each GPU time-sliced as N replicas: a job asks one with --gpu-share 1/N "
+        "(NVIDIA's device plugin timeSlicing replicas; memory not bounded)",
+    )
     p.add_argument("--address", help="address other nodes reach this one at (MASTER_ADDR)")
     p.add_argument("--heartbeat-s", type=float, default=5.0)
     p.add_argument("--poll-wait-s", type=float, default=20.0)
@@ -205,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             features=[x for f in args.feature for x in f.split(",") if x],
             gres_type=args.gres_type,
             gpu_sharing=args.gpu_sharing,
+            gpu_replicas=args.gpu_replicas,
             heartbeat_s=args.heartbeat_s,
             inject=args.inject,
             address=args.address,

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ from gpufleet.agent.watchdog import Lease, WatchdogHandle, read_lease
 from gpufleet.base.clock import Clock, MonotonicClock
 from gpufleet.base.secretfile import private_dir
 from gpufleet.client.http import AgentClient
+from gpufleet.model import replicas
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,7 @@ def run_agent(
     boot_id_file: str | Path = bootid.BOOT_ID,
     check_access: bool = False,
     gpu_sharing: str = "timeslice",
+    gpu_replicas: int = 0,
 ) -> int:
     """Run a node agent until ``stop`` is set or the process gets SIGTERM/SIGINT; returns the
     exit status. Raises ValueError for a bad ``simulate``/``inject`` spec and
@@ -117,7 +120,7 @@ def run_agent(
         data_dir=data,
         leaf=leaf,
         pod=pod,
-        labels={**(labels or {}), sharing.LABEL: gpu_sharing},
+        labels={**(labels or {}), **_sharing_labels(gpu_sharing, gpu_replicas)},
         features=tuple(features),
         gres_type=gres_type,
         heartbeat_s=heartbeat_s,
@@ -132,11 +135,10 @@ def run_agent(
     )
     lock = _hold(data)
     agent = Agent(client, backend, config, clock=clock)
-    _equip(agent, data, gpu_sharing, simulated=bool(simulate))
+    _equip(agent, data, gpu_sharing, gpu_replicas, simulated=bool(simulate))
     # fencing that does not need this process to be alive (or awake): its own process
     agent.watchdog = WatchdogHandle(data)
     agent.watchdog.start(_take_over(agent, data, Path(boot_id_file)))
-
     stop, handoff = stop or threading.Event(), threading.Event()
     _stop_on_signals(stop, handoff)
     restart = _restart_on_request(agent, stop, handoff)
@@ -154,12 +156,23 @@ def run_agent(
     return RESTART if restart else 0
 
 
-def _equip(agent: Agent, data: Path, gpu_sharing: str, *, simulated: bool) -> None:
+def _sharing_labels(mode: str, n: int) -> dict[str, str]:
+    """The labels that say how this node shares its GPUs; ValueError for replicas other than
+    time-sliced ones (MPS clients are bounded by their own share, not a replica count)."""
+    if not n:
+        return {sharing.LABEL: mode}
+    if mode != "timeslice":
+        raise ValueError(f"--gpu-replicas needs --gpu-sharing timeslice, got {mode!r}")
+    return replicas.labels(n)
+
+
+def _equip(agent: Agent, data: Path, gpu_sharing: str, n: int, *, simulated: bool) -> None:
     """What tasks find on this node: srun and scontrol, and how a shared GPU is shared."""
     agent.runner.step_bin = str(slurmbin.install(data))
     memory = min((g.memory_mib for g in agent.gpus), default=0)
     mig = any(g.mig_profile for g in agent.gpus)
-    agent.runner.sharing = sharing.prepare(gpu_sharing, data, memory, simulated=simulated, mig=mig)
+    share = sharing.prepare(gpu_sharing, data, memory, simulated=simulated, mig=mig)
+    agent.runner.sharing = replace(share, replicas=n)
 
 
 def _data(data_dir: Path, check_access: bool) -> Path:

@@ -43,6 +43,7 @@ class Sharing:
     pipe_dir: str = ""  # CUDA_MPS_PIPE_DIRECTORY: where the control daemon listens
     log_dir: str = ""
     daemon: bool = False  # the agent started (or found) a real control daemon: it watches it
+    replicas: int = 0  # each GPU offered as this many time-sliced replicas (model/replicas.py)
 
     def task_env(self, gpus: int, gpu_milli: int) -> dict[str, str]:
         """What a task with ``gpus`` devices of ``gpu_milli`` each is told of its share."""
@@ -78,6 +79,12 @@ class Sharing:
         """What a fractional task is told its share does not bound ("" when it does)."""
         if gpus == 0 or gpu_milli >= MILLI or gpu_milli == 0 or self.mode == "mps":
             return ""
+        if self.replicas:
+            return (
+                f"GPU sharing by time-slicing with {self.replicas} replicas per GPU: this task "
+                "holds one replica; its memory and compute are not bounded (as NVIDIA says of "
+                "time-slicing: no memory or fault isolation between replicas)"
+            )
         return (
             f"GPU sharing by time-slicing: this task's {gpu_milli}/{MILLI} share of the GPU is "
             "not enforced (its memory and compute are the whole GPU's); a node with "

@@ -17,6 +17,7 @@
         labels: {zone: a}
         features: [ib, nvme]      # Slurm's node features (what -C/--constraint matches)
         gres_type: h100           # the site's GPU type name (default: the model's family)
+        gpu_replicas: 4           # each GPU time-sliced as 4 replicas (model/replicas.py)
         leaves: [leaf-1, leaf-2]  # nodes are spread evenly over these, in order
     queues:
       - name: vision
@@ -35,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.model import catalog
+from gpufleet.model import catalog, replicas
 from gpufleet.model.elastic import ElasticPool, check_no_count, read_elastic
 from gpufleet.model.errors import SpecError
 from gpufleet.model.heal import HealPolicy
@@ -192,6 +193,16 @@ def _gpu_fields(f: Fields) -> tuple[str, int, int, int, int]:
     return model, gpus, round(cpu * MILLI), round(mem * 1024), nvl
 
 
+def _replicas(f: Fields, gpus: int) -> dict[str, str]:
+    """The labels of a pool whose GPUs are time-sliced as ``gpu_replicas`` each."""
+    if not f.has("gpu_replicas"):
+        return {}
+    n = f.integer("gpu_replicas", minimum=2, maximum=replicas.MAX_REPLICAS)
+    if not gpus:
+        raise f.error("gpu_replicas", "needs GPUs to time-slice (the pool has gpus: 0)")
+    return replicas.labels(n)
+
+
 def _read_pool(
     raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]
 ) -> list[NodeSpec] | ElasticPool:
@@ -205,7 +216,7 @@ def _read_pool(
     else:
         count = f.integer("count", minimum=0)
     model, gpus, cpu, mem, nvl = _gpu_fields(f)
-    labels = tuple(sorted(f.labels("labels").items()))
+    labels = tuple(sorted({**f.labels("labels"), **_replicas(f, gpus)}.items()))
     features, gres_type = _features(f, gpus)
     prefix = f.text("prefix", pool)
     places = _placement(f, count, leaf_pod)

@@ -22,6 +22,7 @@ from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.framework import Code
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.plugins.filter_engines import describe
+from gpufleet.scheduler.replica_reason import replica_refusal
 from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
@@ -89,6 +90,9 @@ def never_reason(job: PendingJob, empty: Workspace) -> Reason:
         if found is not None:
             return found[1]
     req = WorkerRequest.of(s)
+    refused = replica_refusal(s, empty)
+    if refused is not None:
+        return refused
     models = ", ".join(s.gpu_models) if s.gpu_models else "any model"
     total = empty.free_gpus(req)
     need = s.workers * s.gpus_per_worker

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from random import Random
 
+from gpufleet.model import replicas
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.request import Shape, shape_of
@@ -47,7 +48,11 @@ def _never_fits_now(
     if (s.workers == 1 or not s.topology.required) and not s.selects_nodes:
         room = 0
         for n in snap.nodes:
-            if n.schedulable and (not s.gpu_models or n.gpu_model in s.gpu_models):
+            if not n.schedulable or not replicas.takes(
+                replicas.of(n.labels), s.gpus_per_worker, s.gpu_milli
+            ):
+                continue
+            if not s.gpu_models or n.gpu_model in s.gpu_models:
                 room += min(
                     n.gpus // s.gpus_per_worker if s.gpus_per_worker else s.workers,
                     n.cpu_total // s.cpu_milli if s.cpu_milli else s.workers,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from gpufleet.model import replicas
 from gpufleet.model.allocation import Placement
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.free_counts import EmptiedViews, full_count, partly_used
@@ -111,6 +112,7 @@ class Workspace:
         self.by_name: dict[str, int] = {}
         self.model: list[str] = []
         self.ok: list[bool] = []
+        self.replicas = [replicas.of(v.labels) for v in nodes]  # 0: GPUs not offered as replicas
         for i in range(n):
             v = nodes[i]
             self.by_name[v.name] = i
@@ -229,7 +231,7 @@ class Workspace:
     def devices_for(self, i: int, req: WorkerRequest) -> tuple[int, ...] | None:
         """Device indices on node ``i`` for one worker (lowest-index fully free devices for whole
         GPUs; the tightest device that fits for a fraction), or None when it does not fit."""
-        if not self.ok[i] or not self._host_fits(i, req):
+        if not self.ok[i] or not self._host_fits(i, req) or not self._kind_ok(i, req):
             return None
         sel = req.select
         if sel is not None and not self.selected(i, sel):
@@ -259,6 +261,8 @@ class Workspace:
     def workers_fit(self, i: int, req: WorkerRequest) -> int:
         """How many workers of ``req`` node ``i`` could take now (an exact count)."""
         if not self.ok[i] or (req.models and self.model[i] not in req.models):
+            return 0
+        if not self._kind_ok(i, req):
             return 0
         if req.select is not None:
             if not self.selected(i, req.select):
@@ -331,6 +335,10 @@ class Workspace:
             return True
         return k >= (req.gpus if req.whole else 1) and any(True for _ in self._fitting((i,), req))
 
+    def _kind_ok(self, i: int, req: WorkerRequest) -> bool:
+        """A node whose GPUs are replicas takes GPU workers asking one replica only."""
+        return replicas.takes(self.replicas[i], req.gpus, req.gpu_milli)
+
     def _host_fits(self, i: int, req: WorkerRequest) -> bool:
         """CPU and memory for one worker on node ``i`` (behind the fence: less what is kept)."""
         cpu, mem = self.cpu[i], self.mem[i]
@@ -345,7 +353,7 @@ class Workspace:
         for i in nodes:
             if sel is not None and not self.selected(i, sel):
                 continue
-            if self._host_fits(i, req):
+            if self._host_fits(i, req) and self._kind_ok(i, req):
                 if fenced and self.full[i] - fenced.get(i, 0) < req.gpus:
                     continue
                 yield i

@@ -41,6 +41,7 @@ def refreshed(
             or a.schedulable != b.schedulable
             or a.features != b.features
             or a.gres_type != b.gres_type
+            or a.labels != b.labels  # a replica count (model/replicas.py) among them
             or len(a.gpu_free) != len(b.gpu_free)
         ):
             return Workspace(nodes)
