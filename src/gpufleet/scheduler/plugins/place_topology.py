@@ -3,7 +3,7 @@ leaf, else one pod, else anywhere), in the domain that fits it most tightly, and
 inside it, so large free blocks stay whole for the next large gang.
 
 A fraction of a GPU goes where ``place/fgd-strand`` puts it (issue 24: on the openb pod lists
-it packs fractions better than FGD, BENCHMARKS.md); its target
+it packs fractions better than FGD, BENCHMARKS.md; ADR 0053); its target
 workload is built, at the first fraction of a cycle, from the jobs pending and running."""
 
 from __future__ import annotations
