@@ -1,0 +1,52 @@
+"""A node whose simulated GPU is time-sliced as 4 replicas (``--gpu-replicas 4``, ADR 0052),
+live: its labels say so, four one-replica jobs run on the one GPU at once, a fifth waits with a
+Reason, and a job asking more than one replica is refused at submit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.client.errors import ApiError
+from gpufleet.ops.localcluster import LocalCluster
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits(
+    new_cluster: Any, tmp_path: Path
+) -> None:
+    c: LocalCluster = new_cluster(agents=0, gpus="1xL40S")
+    c.start_agent(0, "--gpu-replicas", "4")
+    c.wait_nodes(1)
+    gate = tmp_path / "go"
+    # each job says it runs, then holds its replica until the test opens the gate
+    hold = f'touch "{tmp_path}/$SLURM_JOB_NAME.up"; while [ ! -e "{gate}" ]; do sleep 0.1; done'
+    with c.admin() as a:
+        (node,) = a.nodes()
+        assert node.labels["gpufleet.io/gpu-replicas"] == "4"
+        assert node.labels["gpufleet.io/gpu-sharing"] == "timeslice"
+        jobs = []
+        for i in range(5):
+            spec = {"name": f"rep{i}", "gpus_per_worker": 1, "gpu_milli": 250,
+                    "command": ["sh", "-c", hold]}  # fmt: skip
+            jobs += a.submit(spec)
+        four, fifth = jobs[:4], jobs[4]
+        wait_for(
+            "four replicas running", lambda: all(a.job(j).state == "RUNNING" for j in four), 60
+        )
+        wait_for("each of the four started", lambda: len(list(tmp_path.glob("*.up"))) == 4, 30)
+        assert {p.gpus[0] for j in four for p in a.job(j).placement} == {0}  # one GPU, shared
+        wait_for("the fifth's Reason", lambda: a.job(fifth).reason is not None, 30)
+        waiting = a.job(fifth)
+        assert waiting.state == "PENDING" and waiting.reason is not None
+        assert waiting.reason.code == "Resources", waiting.reason
+        with pytest.raises(ApiError) as refused:  # two replicas: failRequestsGreaterThanOne
+            a.submit({"name": "two", "gpus_per_worker": 1, "command": "true"})
+        assert refused.value.status == 422, refused.value
+        assert "time-sliced as 4 replicas" in str(refused.value)
+        gate.touch()
+        wait_for("all five end", lambda: all(a.job(j).state == "SUCCEEDED" for j in jobs), 90)
