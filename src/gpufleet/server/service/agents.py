@@ -84,6 +84,7 @@ class Agents(Identity):
                     spec,
                     tuple((r.job, r.attempt, r.rank) for r in req.running),
                     ended=tuple((e.job, e.attempt, e.rank) for e in req.ended),
+                    stopping=tuple((r.job, r.attempt, r.rank) for r in req.stopping),
                     events=(
                         *self._ended_unknown(req),
                         *(
