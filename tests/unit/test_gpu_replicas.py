@@ -105,3 +105,19 @@ def test_modes_never_mix_whole_gpus_and_shares_go_to_the_other_nodes() -> None:
     assert res.reasons["w2"].code is ReasonCode.RESOURCES
     assert res.reasons["h2"].code is ReasonCode.RESOURCES
     assert nodes_of(res, "r2") == ["n00"]
+
+
+def test_sinfo_shows_replicas_as_slurms_shards_and_nodes_says_them() -> None:
+    from gpufleet.api.schemas import NodeOut
+    from gpufleet.cli.admin import _node_row
+    from gpufleet.shims.sinfo import _gres
+
+    row = {"gpus": 2, "gpu_model": "L40S", "gres_type": "l40s", "labels": replicas.labels(4)}
+    assert _gres(row) == "gpu:l40s:2,shard:8"  # Slurm: Gres=gpu:2,shard:8
+    assert _gres({**row, "labels": {}}) == "gpu:l40s:2"
+    assert _gres({**row, "gpus": 0}) == "(null)"
+    node = NodeOut(name="ts-000", state="mixed", gpu_model="L40S", gpus=2, gpus_free=1.5,
+                   cpu_cores=32, cpu_free=30, memory_gib=256, memory_free_gib=248, leaf="l",
+                   pod="p", labels=replicas.labels(4))  # fmt: skip
+    assert _node_row(node, 0.0)[2] == "L40S ×4 replicas"
+    assert _node_row(node.model_copy(update={"labels": {}}), 0.0)[2] == "L40S"
