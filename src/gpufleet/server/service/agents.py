@@ -48,6 +48,7 @@ class Agents(Identity):
         self.down.check()  # before its link is replaced: it needs the store in any case
         self.check_own(req.node, "events", req.events)
         self.check_own(req.node, "running", req.running)
+        self.check_own(req.node, "stopping", req.stopping)
         req.events = self.take_metrics(req.events)
         now = self.clock.now()
         link = NodeLink(
