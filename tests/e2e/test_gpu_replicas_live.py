@@ -48,6 +48,9 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits(
         waiting = a.job(fifth)
         assert waiting.state == "PENDING" and waiting.reason is not None
         assert waiting.reason.code == "Resources", waiting.reason
+        assert (
+            "all 4 replicas of the 1 GPU time-sliced as 4 each are held" in waiting.reason.message
+        )
         with pytest.raises(ApiError) as refused:  # two replicas: failRequestsGreaterThanOne
             a.submit({"name": "two", "gpus_per_worker": 1, "command": "true"})
         assert refused.value.status == 422, refused.value

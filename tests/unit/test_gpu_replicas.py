@@ -64,7 +64,12 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits() -> None:
     started = [j.id for j in jobs if j.id not in res.reasons]
     assert started == ["r0", "r1", "r2", "r3"]
     assert all(nodes_of(res, j) == ["n00"] for j in started)
-    assert res.reasons["r4"].code is ReasonCode.RESOURCES
+    r = res.reasons["r4"]
+    assert r.code is ReasonCode.RESOURCES and r.data["gpu_replicas"] == 4
+    assert r.message == (
+        "needs one replica (0.25 of a GPU); all 4 replicas of the 1 GPU time-sliced as 4 each "
+        "are held, and no other node has that share free now"
+    )
     four = [running(f"r{i}", ("n00", [0]), milli=QUARTER) for i in range(4)]
     assert cycle(nodes, [jobs[4]], four).reasons["r4"].code is ReasonCode.RESOURCES
 
@@ -121,3 +126,18 @@ def test_sinfo_shows_replicas_as_slurms_shards_and_nodes_says_them() -> None:
                    pod="p", labels=replicas.labels(4))  # fmt: skip
     assert _node_row(node, 0.0)[2] == "L40S ×4 replicas"
     assert _node_row(node.model_copy(update={"labels": {}}), 0.0)[2] == "L40S"
+
+
+def test_the_simulator_replays_a_pool_of_replicas_as_the_controller_places_them() -> None:
+    from builders import spec
+
+    from gpufleet.sim.engine import Simulation, TraceJob
+
+    cs = spec_with({"gpu_replicas": 4, "gpus": 1})
+    jobs = [TraceJob(f"r{i}", spec(f"r{i}", milli=QUARTER), 0.0, 100.0) for i in range(5)]
+    jobs.append(TraceJob("whole", spec("whole"), 0.0, 100.0))
+    sim = Simulation(cs, profile(backfill="none"), jobs)
+    sim.run(until=1000.0)
+    starts = {j: o.first_start for j, o in sim.outcomes.items()}
+    assert [starts[f"r{i}"] for i in range(5)] == [0.0, 0.0, 0.0, 0.0, 100.0]
+    assert starts["whole"] is None  # a whole GPU never on the replicas' GPU
