@@ -4,6 +4,9 @@ Reason, and a job asking more than one replica is refused at submit."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ import pytest
 
 from gpufleet.client.errors import ApiError
 from gpufleet.ops.localcluster import LocalCluster
+from gpufleet.shims.install import install
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -44,9 +48,33 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits(
         waiting = a.job(fifth)
         assert waiting.state == "PENDING" and waiting.reason is not None
         assert waiting.reason.code == "Resources", waiting.reason
+        assert (
+            "all 4 replicas of the 1 GPU time-sliced as 4 each are held" in waiting.reason.message
+        )
         with pytest.raises(ApiError) as refused:  # two replicas: failRequestsGreaterThanOne
             a.submit({"name": "two", "gpus_per_worker": 1, "command": "true"})
         assert refused.value.status == 422, refused.value
         assert "time-sliced as 4 replicas" in str(refused.value)
+        shown = _as_operator(c, tmp_path)
+        assert shown["sinfo"] == "gpu:l40s:1,shard:4"  # Slurm's shards: 4 replicas of 1 GPU
+        assert "L40S ×4 replicas" in shown["nodes"], shown["nodes"]
         gate.touch()
         wait_for("all five end", lambda: all(a.job(j).state == "SUCCEEDED" for j in jobs), 90)
+
+
+def _as_operator(c: LocalCluster, tmp: Path) -> dict[str, str]:
+    """What ``sinfo -h -o %G`` (the shim, its own process) and ``gpufleet nodes`` print."""
+    install(tmp / "bin")
+    env = {**os.environ, "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.update(GPUFLEET_SERVER=c.url, GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
+               GPUFLEET_CONFIG=str(tmp / "none.yaml"), COLUMNS="200")  # fmt: skip
+    env.pop("GPUFLEET_TOKEN", None)
+
+    def run(*argv: str) -> str:
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=True)
+        return r.stdout.strip()
+
+    return {
+        "sinfo": run("sinfo", "-h", "-o", "%G"),
+        "nodes": run(sys.executable, "-m", "gpufleet.cli", "nodes"),
+    }

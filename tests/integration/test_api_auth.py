@@ -62,6 +62,11 @@ def test_an_agent_may_not_end_or_start_a_rank_on_another_node(api: Api) -> None:
         events=[exited],
     )
     assert "events[0]:" in refused(403, lambda: a0.register(again))
+    # nor say it is stopping another node's rank (a restarted core would stop its job)
+    stopping = again.model_copy(
+        update={"events": [], "stopping": [s.TaskRef(job=job, attempt=attempt, rank=0)]}
+    )
+    assert "stopping[0]: rank 0" in refused(403, lambda: a0.register(stopping))
     # nor report a probe's verdict on another node's replica (a liveness failure kills it)
     dead = s.AgentEvent(kind="probe", job=job, attempt=attempt, rank=0, probe="liveness")
     assert "events[0]: rank 0" in refused(403, lambda: a0.events("node-0", [dead]))

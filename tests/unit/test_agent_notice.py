@@ -235,3 +235,16 @@ def test_a_restarted_agent_finishes_the_notices_wait(
         for k in new.live():
             new.kill(k, 0, "test over")
         new.wait(5.0)
+
+
+def test_a_registration_names_the_ranks_being_evicted(
+    runner: TaskRunner, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A rank in a preemption's notice is named (for a controller that restarted meanwhile);
+    one stopped for another reason (a cancel), or not ours, is not."""
+    noticed(runner, tmp_path)
+    assert [(r.job, r.attempt, r.rank) for r in runner.evicting({KEY})] == [KEY]
+    assert runner.evicting(set()) == []
+    runner.kill(KEY, 0.0, "cancelled")  # SIGTERM, then SIGKILL at once
+    exited(runner)
+    assert runner.evicting({KEY}) == []

@@ -11,9 +11,10 @@ import pytest
 from builders import cluster, cluster_spec, cycle, job, profile, running, spec
 
 from gpufleet.core.commands import Kill, Launch
-from gpufleet.core.controller import Controller
+from gpufleet.core.controller import Controller, RestoredJob
 from gpufleet.core.events import (
     JobSubmitted,
+    NodeRegistered,
     NodeUp,
     QueueChanged,
     TaskCheckpointed,
@@ -265,3 +266,32 @@ def test_a_checkpoint_during_a_victims_notice_stops_no_second_job() -> None:
     assert [k.job_id for k in out if isinstance(k, Kill)] == []
     out = c.handle(30.0, TaskExited("b", 1, 0, 0))
     assert [x.job_id for x in out if isinstance(x, Launch)] == ["hi"]
+
+
+def test_a_restarted_controller_keeps_a_stop_its_agent_says_is_under_way() -> None:
+    """The controller restarted while b saved for hi: the agent's registration says b is being
+    stopped for an eviction, so the new core stops it as a preemption again (requeued, not
+    charged) and its GPUs are hi's room: a, made cheaper by a checkpoint, runs on."""
+    old = Controller(profile(order="priority", preempt=["priority"]), cluster_spec(1, 2))
+    notice = CheckpointNotice(USR1, 120)
+    for t, name in ((0.0, "a"), (2.0, "b")):
+        job_spec = replace(spec(name, gpus=1, priority=-1), checkpoint=notice)
+        old.handle(t, JobSubmitted(name, job_spec, t))
+        old.handle(t + 1, TaskStarted(name, 1, 0))
+    c = Controller(profile(order="priority", preempt=["priority"]), cluster_spec(1, 2))
+    recs = [RestoredJob(r.job, r.seq, r.allocation, r.borrowing) for r in old.jobs.values()]
+    node = next(iter(old.nodes.values())).spec
+    c.restore([node], recs)
+    c.hold_restored_node(node.name, "the controller restarted")
+    c.handle(10.0, JobSubmitted("hi", spec("hi", gpus=1, priority=0), 10.0))
+    running = (("a", 1, 0), ("b", 1, 0))
+    # a's checkpoint, reported with the registration, makes a the cheaper job
+    registered = NodeRegistered(node, running, stopping=(("b", 1, 0),))
+    out = c.handle(11.0, registered, TaskCheckpointed("a", 1, 0, 5.0))
+    assert [k.job_id for k in out if isinstance(k, Kill)] == ["b"]  # again, with its notice
+    assert c.jobs["b"].stopping_since == 11.0
+    out = c.handle(11.5, NodeUp(node, healthy=True))
+    assert [k.job_id for k in out if isinstance(k, Kill)] == []
+    out = c.handle(30.0, TaskExited("b", 1, 0, 0))
+    assert [x.job_id for x in out if isinstance(x, Launch)] == ["hi"]
+    assert c.jobs["b"].job.retries_used == 0

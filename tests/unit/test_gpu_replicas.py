@@ -64,7 +64,12 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits() -> None:
     started = [j.id for j in jobs if j.id not in res.reasons]
     assert started == ["r0", "r1", "r2", "r3"]
     assert all(nodes_of(res, j) == ["n00"] for j in started)
-    assert res.reasons["r4"].code is ReasonCode.RESOURCES
+    r = res.reasons["r4"]
+    assert r.code is ReasonCode.RESOURCES and r.data["gpu_replicas"] == 4
+    assert r.message == (
+        "needs one replica (0.25 of a GPU); all 4 replicas of the 1 GPU time-sliced as 4 each "
+        "are held, and no other node has that share free now"
+    )
     four = [running(f"r{i}", ("n00", [0]), milli=QUARTER) for i in range(4)]
     assert cycle(nodes, [jobs[4]], four).reasons["r4"].code is ReasonCode.RESOURCES
 
@@ -105,3 +110,34 @@ def test_modes_never_mix_whole_gpus_and_shares_go_to_the_other_nodes() -> None:
     assert res.reasons["w2"].code is ReasonCode.RESOURCES
     assert res.reasons["h2"].code is ReasonCode.RESOURCES
     assert nodes_of(res, "r2") == ["n00"]
+
+
+def test_sinfo_shows_replicas_as_slurms_shards_and_nodes_says_them() -> None:
+    from gpufleet.api.schemas import NodeOut
+    from gpufleet.cli.admin import _node_row
+    from gpufleet.shims.sinfo import _gres
+
+    row = {"gpus": 2, "gpu_model": "L40S", "gres_type": "l40s", "labels": replicas.labels(4)}
+    assert _gres(row) == "gpu:l40s:2,shard:8"  # Slurm: Gres=gpu:2,shard:8
+    assert _gres({**row, "labels": {}}) == "gpu:l40s:2"
+    assert _gres({**row, "gpus": 0}) == "(null)"
+    node = NodeOut(name="ts-000", state="mixed", gpu_model="L40S", gpus=2, gpus_free=1.5,
+                   cpu_cores=32, cpu_free=30, memory_gib=256, memory_free_gib=248, leaf="l",
+                   pod="p", labels=replicas.labels(4))  # fmt: skip
+    assert _node_row(node, 0.0)[2] == "L40S ×4 replicas"
+    assert _node_row(node.model_copy(update={"labels": {}}), 0.0)[2] == "L40S"
+
+
+def test_the_simulator_replays_a_pool_of_replicas_as_the_controller_places_them() -> None:
+    from builders import spec
+
+    from gpufleet.sim.engine import Simulation, TraceJob
+
+    cs = spec_with({"gpu_replicas": 4, "gpus": 1})
+    jobs = [TraceJob(f"r{i}", spec(f"r{i}", milli=QUARTER), 0.0, 100.0) for i in range(5)]
+    jobs.append(TraceJob("whole", spec("whole"), 0.0, 100.0))
+    sim = Simulation(cs, profile(backfill="none"), jobs)
+    sim.run(until=1000.0)
+    starts = {j: o.first_start for j, o in sim.outcomes.items()}
+    assert [starts[f"r{i}"] for i in range(5)] == [0.0, 0.0, 0.0, 0.0, 100.0]
+    assert starts["whole"] is None  # a whole GPU never on the replicas' GPU

@@ -276,6 +276,7 @@ class Agent:
         with self._lock:
             running, ended = self.state.running(), self.state.ended()
             fresh = [e.wire() for e in self.runner.checkpoints_now(now, self.state.tasks)]
+            stopping = self.runner.evicting(self.state.tasks)
         unacked = self.events.peek(self.config.max_events)
         req = AgentRegister(
             node=c.node,
@@ -295,6 +296,7 @@ class Agent:
             running=running,
             events=[*(e for e in unacked if e.kind != "checkpoint"), *fresh],
             ended=ended,
+            stopping=stopping,
             runs_as_owner=self.runner.as_root,
         )
         try:

@@ -295,6 +295,7 @@ class AgentRegister(Input):
     # the latest exits it remembers, reported before or not: a controller restored from a
     # backup that still holds one of these ranks running here takes the exit (not a loss)
     ended: list[AgentEvent] = Field(default=[], max_length=MAX_LIST)
+    stopping: list[TaskRef] = Field(default=[], max_length=MAX_LIST)  # for an eviction (notice)
     # it runs each task as its owner's Unix account (a root agent): the controller asks it
     # about its users' accounts ("accounts" commands) and keeps jobs off where one is missing
     runs_as_owner: bool = False

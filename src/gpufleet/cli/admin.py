@@ -15,6 +15,7 @@ from gpufleet.api import schemas as s
 from gpufleet.base.secretfile import SecretFileError, write_secret
 from gpufleet.cli import output as out
 from gpufleet.cli.config import ServerOpt, TokenOpt, connect
+from gpufleet.model import replicas
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 NODE_404 = {404: "check the node name (gpufleet nodes)"}
@@ -67,6 +68,12 @@ def nodes(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt =
     )
 
 
+def _gpu(n: s.NodeOut) -> str:
+    """The node's GPU model, and how many time-sliced replicas each GPU is offered as."""
+    per = replicas.of(n.labels.items())
+    return f"{n.gpu_model} ×{per} replicas" if per else n.gpu_model
+
+
 def _node_row(n: s.NodeOut, now: float) -> list[object]:
     why = n.why
     if not why and n.reservation:
@@ -76,7 +83,7 @@ def _node_row(n: s.NodeOut, now: float) -> list[object]:
     return [
         n.name,
         Text(n.state, style=STATE_STYLE.get(n.state, "red")),
-        n.gpu_model,
+        _gpu(n),
         f"{out.number(n.gpus_free)}/{n.gpus}",
         f"{out.number(n.cpu_free)}/{out.number(n.cpu_cores)}",
         f"{out.number(n.memory_free_gib)}/{out.number(n.memory_gib)} GiB",

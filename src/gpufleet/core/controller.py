@@ -459,7 +459,7 @@ class Controller:
         for e in ev.events:
             self._apply(e, now, out)
         self.jobmaster.attempts_seen((*ev.running, *ev.ended))
-        self.jobmaster.reconcile(now, node, ev.running, out)
+        self.jobmaster.reconcile(now, node, ev.running, out, stopping=ev.stopping)
         out.append(DropLaunches(node, frozenset(ev.running)))
 
     # ----- scheduling --------------------------------------------------------------------

@@ -97,6 +97,8 @@ class NodeRegistered:
     events: tuple[TaskStarted | TaskExited | TaskFenced, ...] = ()
     # ranks that ran here and ended, as the agent remembers them (``JobMaster.attempts_seen``)
     ended: tuple[TaskKey, ...] = ()
+    # ranks it is stopping for an eviction, which a restarted controller knows nothing of
+    stopping: tuple[TaskKey, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

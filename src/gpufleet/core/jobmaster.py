@@ -21,9 +21,11 @@ from gpufleet.core.events import (
     TaskStarted,
     TimerFired,
 )
+from gpufleet.core.events import TaskKey as Key
 from gpufleet.core.jobbook import JobBook
 from gpufleet.core.state import JobRecord
 from gpufleet.core.state import RestoredJob as RestoredJob
+from gpufleet.core.stops import Keys, stops_seen
 from gpufleet.model.job import Job, JobState
 from gpufleet.model.job_end import DEPENDENCY, NONE, JobEnd, ended_as
 from gpufleet.model.notice import PREEMPT_GRACE_MAX_S, StopNotice, stop_notice
@@ -289,11 +291,12 @@ class JobMaster(JobBook):
                 rec.job.attempt = attempt
 
     def reconcile(
-        self, now: float, node: str, running: Iterable[tuple[str, int, int]], out: list[Command]
+        self, now: float, node: str, running: Iterable[Key], out: list[Command], stopping: Keys = ()
     ) -> None:
         """The ranks the agent still runs: every rank the controller placed there that the
         agent does not run is gone (it never started, or ended while nobody listened): it
-        counts as lost, and the job is requeued."""
+        counts as lost, and the job is requeued. Those it is stopping for an eviction that we
+        knew nothing of (a restart): ``stops_seen``."""
         alive = set(running)
         for rec in self.jobs_on(node):
             lost = [
@@ -311,6 +314,7 @@ class JobMaster(JobBook):
             self.stop(rec, S.NODE_LOST, f"node {node} no longer runs rank(s) {lost}", out, now=now)
             if not rec.live_ranks():
                 self.attempt_over(rec, now, out)
+        stops_seen(self, stopping, now, out)
         self.state.dirty = True
 
     # ----- a scheduling pass's decisions -------------------------------------------------

@@ -22,7 +22,7 @@ from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.framework import Code
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.plugins.filter_engines import describe
-from gpufleet.scheduler.replica_reason import replica_refusal
+from gpufleet.scheduler.replica_reason import replica_refusal, replicas_held
 from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
@@ -143,6 +143,8 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
         data["fractional"] = not req.whole
         if (engines := _share_engine_reason(s, req, ws, data)) is not None:
             return engines
+        if (held := replicas_held(s, ws, data)) is not None:
+            return held
         return Reason(
             ReasonCode.RESOURCES,
             f"needs {s.describe()} with {s.cpu_milli / MILLI:g} CPUs and "

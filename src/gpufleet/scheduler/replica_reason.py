@@ -28,3 +28,26 @@ def replica_refusal(s: JobSpec, empty: Workspace) -> Reason | None:
         replicas.refusal(n, s.gpus_per_worker, s.gpu_milli),
         {"gpu_replicas": n, "asked_gpus": s.gpus_per_worker, "asked_milli": s.gpu_milli},
     )
+
+
+def replicas_held(s: JobSpec, ws: Workspace, data: dict[str, object]) -> Reason | None:
+    """Why a one-replica job waits when every replica of the GPUs that could give it one is
+    held (None when some such GPU has a replica free: it waits for something else)."""
+    if s.gpus_per_worker != 1:
+        return None
+    nodes = [i for i in range(ws.n) if ws.replicas[i] and ws.ok[i]]
+    nodes = [i for i in nodes if replicas.takes(ws.replicas[i], 1, s.gpu_milli)]
+    if s.gpu_models:
+        nodes = [i for i in nodes if ws.model[i] in s.gpu_models]
+    if not nodes or any(f >= s.gpu_milli for i in nodes for f in ws.gfree[i]):
+        return None
+    n = ws.replicas[nodes[0]]
+    gpus = sum(len(ws.gfree[i]) for i in nodes)
+    data.update(gpu_replicas=n, replica_gpus=gpus)
+    return Reason(
+        ReasonCode.RESOURCES,
+        f"needs one replica ({s.gpu_milli / 1000:g} of a GPU); all {n * gpus} replicas of the "
+        f"{gpus} GPU{'s' if gpus != 1 else ''} time-sliced as {n} each are held, and no other "
+        "node has that share free now",
+        data,
+    )

@@ -9,6 +9,7 @@ from typing import Any
 
 from gpufleet.client.lean import rows as lean_rows
 from gpufleet.io.slurm_style import format_rows
+from gpufleet.model import replicas
 from gpufleet.shims.common import Usage, connect, run
 from gpufleet.shims.parser import Parser
 
@@ -79,16 +80,22 @@ def _fields() -> dict[str, Callable[[Any], str]]:
         "n": lambda r: ",".join(n["name"] for n in r[2]),
         "c": lambda r: f"{min(n['cpu_cores'] for n in r[2]):g}",
         "m": lambda r: str(int(min(n["memory_gib"] for n in r[2]) * 1024)),
-        "G": lambda r: (
-            f"gpu:{r[2][0].get('gres_type') or r[2][0]['gpu_model']}:{r[2][0]['gpus']}"
-            if r[2][0]["gpus"]
-            else "(null)"
-        ),
+        "G": lambda r: _gres(r[2][0]),
         "C": lambda r: _cpus(r[2]),
         "E": lambda r: first("why")(r) or "none",
         "f": lambda r: ",".join(r[2][0].get("features") or []) or "(null)",
         "%": lambda r: "%",
     }
+
+
+def _gres(n: Any) -> str:
+    """A node's GRES as Slurm prints it; GPUs time-sliced as replicas add Slurm's ``shard``
+    (``gpu:l40s:2,shard:8``: 4 replicas of each of 2 GPUs; model/replicas.py)."""
+    if not n["gpus"]:
+        return "(null)"
+    gres = f"gpu:{n.get('gres_type') or n['gpu_model']}:{n['gpus']}"
+    per = replicas.of((n.get("labels") or {}).items())
+    return f"{gres},shard:{n['gpus'] * per}" if per else gres
 
 
 def _cpus(nodes: list[Any]) -> str:

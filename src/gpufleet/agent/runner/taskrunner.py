@@ -23,9 +23,9 @@ from gpufleet.agent.runner.process import LiveTask, exit_status, write_pidfile
 from gpufleet.agent.runner.taskhost import TaskHost
 from gpufleet.agent.sharing import Sharing
 from gpufleet.agent.tasks import EXIT_REFUSED, Key, LatestAttempts, RunnerEvent
-from gpufleet.api.schemas import AgentCommand
+from gpufleet.api.schemas import AgentCommand, TaskRef
 from gpufleet.base.clock import Clock, MonotonicClock
-from gpufleet.model.notice import StopNotice
+from gpufleet.model.notice import EVICTION_KILLS, StopNotice
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,14 @@ class TaskRunner:
         queued while no controller listened, stale by the outage."""
         found = (checkpoints.current(t, now) for k, t in self._live.items() if k in ours)
         return [ev for ev in found if ev is not None]
+
+    def evicting(self, ours: Container[Key]) -> list[TaskRef]:
+        """The live ranks among ``ours`` being stopped for an eviction (a preemption's, a
+        drain's deadline, the idle policy's: their notice may last minutes): a registration
+        names them, for a controller that restarted meanwhile has forgotten the stop."""
+        stops = ((k, t.stop_why) for k, t in self._live.items() if k in ours and t.stop_why)
+        keys = [k for k, why in stops if why.split(";", 1)[0] in EVICTION_KILLS]
+        return [TaskRef(job=j, attempt=a, rank=r) for j, a, r in keys]
 
     def report_metrics_again(self) -> None:
         """Each live task's metrics file is reported at its next look even if unchanged, and

@@ -48,6 +48,7 @@ class Agents(Identity):
         self.down.check()  # before its link is replaced: it needs the store in any case
         self.check_own(req.node, "events", req.events)
         self.check_own(req.node, "running", req.running)
+        self.check_own(req.node, "stopping", req.stopping)
         req.events = self.take_metrics(req.events)
         now = self.clock.now()
         link = NodeLink(
@@ -84,6 +85,7 @@ class Agents(Identity):
                     spec,
                     tuple((r.job, r.attempt, r.rank) for r in req.running),
                     ended=tuple((e.job, e.attempt, e.rank) for e in req.ended),
+                    stopping=tuple((r.job, r.attempt, r.rank) for r in req.stopping),
                     events=(
                         *self._ended_unknown(req),
                         *(
