@@ -3,6 +3,8 @@ limits, the reservation and the quota its queue will have then; and how sure it 
 
 from __future__ import annotations
 
+import math
+
 from builders import cluster, cycle, job, queue, running
 
 from gpufleet.model.reason import ReasonCode
@@ -79,8 +81,9 @@ def test_an_estimate_for_every_job_that_can_start_and_none_for_the_others() -> N
 
 def test_fair_share_is_played_forward_queues_taking_turns_as_their_usage_moves() -> None:
     """Four GPUs held by queue c until 100, 200, 300, 400. a and b are both idle: a goes first
-    (the tie), and once a1 runs, a's share is above b's: b1 is next, then a2, then b2. A plan
-    ordered once, on the usage of the cycle, would run a's whole backlog first."""
+    (the tie), and once a1 runs, a's share is above b's: b1 is next; then both run one job, but
+    a has run its for longer (its past usage is larger): b2 is next, then a2. A plan ordered
+    once, on the usage of the cycle, would run a's whole backlog first."""
     busy = [running(f"c{i}", ("n00", [i]), queue="c", limit=100.0 * (i + 1)) for i in range(4)]
     pending = [
         job("a1", submit=0, queue="a", limit=1000.0),
@@ -90,7 +93,7 @@ def test_fair_share_is_played_forward_queues_taking_turns_as_their_usage_moves()
     ]
     res = cycle(cluster(1, 4), pending, busy, order="fairshare")
     starts = {x: res.reasons[x].estimated_start for x in ("a1", "b1", "a2", "b2")}
-    assert starts == {"a1": 100.0, "b1": 200.0, "a2": 300.0, "b2": 400.0}
+    assert starts == {"a1": 100.0, "b1": 200.0, "b2": 300.0, "a2": 400.0}
 
 
 def test_a_short_job_deep_in_the_queue_backfills_ahead_of_a_blocked_head() -> None:
@@ -106,3 +109,23 @@ def test_a_short_job_deep_in_the_queue_backfills_ahead_of_a_blocked_head() -> No
     assert res.reasons["head"].estimated_start == 400.0
     assert res.reasons["short"].estimated_start == 100.0
     assert res.reasons["long0"].estimated_start == 1400.0
+
+
+def test_fair_share_counts_the_usage_the_plan_accrues_as_it_runs() -> None:
+    """Queue a holds 2 of 4 GPUs until 200,000 s (share 0.5, no past); b runs nothing but has a
+    past of 0.6. On the cycle's shares a goes first: a1 holds the reservation at 100,000 s,
+    where c's 2 GPUs free. When a1 ends, a has accrued what it ran (0.5 → 0.55) and b's past
+    has decayed (0.6 → 0.53), as the core's ledger would have them then: b1 is next, not a2."""
+    tau = 7 * 86400.0 / math.log(2)  # fair share's default half-life, as a mean life
+    busy = [
+        running("a0", ("n00", [0, 1]), queue="a", limit=200_000.0),
+        running("c0", ("n00", [2, 3]), queue="c", limit=100_000.0),
+    ]
+    pending = [
+        job("a1", submit=0, queue="a", gpus=2, limit=1000.0),
+        job("a2", submit=1, queue="a", gpus=2, limit=1000.0),
+        job("b1", submit=2, queue="b", gpus=2, limit=1000.0),
+    ]
+    res = cycle(cluster(1, 4), pending, busy, order="fairshare", usage={"b": 0.6 * tau})
+    starts = {x: res.reasons[x].estimated_start for x in ("a1", "a2", "b1")}
+    assert starts == {"a1": 100_000.0, "b1": 101_000.0, "a2": 102_000.0}

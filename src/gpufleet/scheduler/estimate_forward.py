@@ -9,7 +9,9 @@ orders every pending job once, on the usage the cycle leaves, runs one queue's w
 before the next and puts the big jobs of a queue under its share ahead of a flood of small ones
 that in fact interleave with them (on Philly's first 10,000 jobs, 463 of 506 sampled estimates
 were one queue's 1-GPU jobs behind two other queues' 32-GPU jobs). Orders without a ``share``
-(fifo, sjf, las) keep one order for the whole plan: their ranks do not move with usage.
+(fifo, sjf, las) keep one order for the whole plan: their ranks do not move with usage. Fair
+share's past usage moves too: it is accrued (and decayed) as the plan runs, as the core's ledger
+would have it at each moment.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from gpufleet.model.resources import Resources
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
-from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.usage import DecayedUsage, QueueUsage
 
 INF = math.inf
 BACKFILL_SCAN = 200  # jobs looked at in order behind a blocked head, per moment
@@ -30,6 +32,19 @@ BACKFILL_SCAN = 200  # jobs looked at in order behind a blocked head, per moment
 
 class _Shares(Protocol):
     def share(self, queue: str, snap: Snapshot, usage: QueueUsage) -> float: ...
+
+
+class _PastView:
+    """The snapshot as the order sees it later in the plan: its past usage as accrued by then
+    (``usage``), everything else the snapshot's."""
+
+    __slots__ = ("_snap", "usage")
+
+    def __init__(self, snap: Snapshot, usage: dict[str, float]) -> None:
+        self._snap, self.usage = snap, usage
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._snap, name)
 
 
 class Forward:
@@ -62,6 +77,15 @@ class Forward:
         self._eligible: list[float] = []
         self._by_run: list[tuple[float, int, PendingJob]] = []  # (run time, rank, job)
         self._runs: list[float] = []
+        # fair share's past usage, accrued (and decayed) as the plan runs, as the core's ledger
+        # does between cycles: a queue that runs most of a long plan has a larger share by its end
+        half_life = getattr(shares, "half_life_s", None)
+        self._past: DecayedUsage | None = None
+        self._view = snap
+        if shares is not None and half_life:
+            self._past = DecayedUsage(float(half_life))
+            self._past.restore(snap.usage, snap.now, snap.now)
+            self._view = cast(Snapshot, _PastView(snap, self._past.values))
 
     def hold(self, start: float, end: float, queue: str, res: Resources) -> None:
         """``res`` held from ``start`` (≤ now: already, and counted in ``usage``) until
@@ -91,6 +115,7 @@ class Forward:
         self._runs = [run for run, _, _ in by_run]
         t = self.now
         while len(starts) < min(limit, len(jobs)) and t < INF:
+            self._accrue(t)
             self._release(t)
             if self.free >= need_min:
                 for job in self._at(t, queues, pos, done):
@@ -99,6 +124,13 @@ class Forward:
                         break
             t = self._next(t)
         return starts
+
+    def _accrue(self, t: float) -> None:
+        """The past usage at ``t``: the shares held since the last moment, added, decayed."""
+        past = self._past
+        if past is not None and past.last is not None and t > past.last:
+            usage = self.usage
+            past.advance(t, {q: usage.dominant_share(q) for q in usage.used})
 
     def _release(self, t: float) -> None:
         ends, later = self._ends, self._later
@@ -129,7 +161,7 @@ class Forward:
         """The jobs left, in the order of this moment: queue by queue on their shares now."""
         names = [q for q in queues if pos[q] < len(queues[q])]
         if self.shares is not None:
-            shares, snap, usage = self.shares, self.snap, self.usage
+            shares, snap, usage = self.shares, self._view, self.usage
             names.sort(key=lambda q: shares.share(q, snap, usage))
         for q in names:
             line = queues[q]
@@ -212,7 +244,7 @@ class Forward:
     def _queue_rank(self, queues: dict[str, list[PendingJob]]) -> dict[str, int]:
         if self.shares is None:
             return {}
-        shares, snap, usage = self.shares, self.snap, self.usage
+        shares, snap, usage = self.shares, self._view, self.usage
         names = sorted(queues, key=lambda q: shares.share(q, snap, usage))
         return {q: i for i, q in enumerate(names)}
 
