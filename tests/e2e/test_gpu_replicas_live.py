@@ -60,21 +60,37 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits(
         assert "L40S ×4 replicas" in shown["nodes"], shown["nodes"]
         gate.touch()
         wait_for("all five end", lambda: all(a.job(j).state == "SUCCEEDED" for j in jobs), 90)
+        # Slurm's way to ask a replica: sbatch --gres=shard:1 (the shim, its own process)
+        sent = _shim(c, tmp_path, "sbatch", "--parsable", "--gres=shard:1", "--wrap=true")
+        assert sent.returncode == 0, sent.stderr
+        job = a.job(sent.stdout.strip())
+        assert (job.spec["gpus_per_worker"], job.spec["gpu_milli"]) == (1, 250)
+        wait_for("the shard job ends", lambda: a.job(job.id).state == "SUCCEEDED", 90)
+        two = _shim(c, tmp_path, "sbatch", "--gres=shard:2", "--wrap=true")
+        assert two.returncode != 0 and "failRequestsGreaterThanOne" in two.stderr, two.stderr
+        both = _shim(c, tmp_path, "sbatch", "--gres=gpu:1,shard:1", "--wrap=true")
+        assert both.returncode != 0 and "GPUs and shards at once" in both.stderr, both.stderr
 
 
 def _as_operator(c: LocalCluster, tmp: Path) -> dict[str, str]:
     """What ``sinfo -h -o %G`` (the shim, its own process) and ``gpufleet nodes`` print."""
-    install(tmp / "bin")
-    env = {**os.environ, "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env.update(GPUFLEET_SERVER=c.url, GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
-               GPUFLEET_CONFIG=str(tmp / "none.yaml"), COLUMNS="200")  # fmt: skip
-    env.pop("GPUFLEET_TOKEN", None)
 
     def run(*argv: str) -> str:
-        r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=True)
+        r = _shim(c, tmp, *argv)
+        assert r.returncode == 0, r.stderr
         return r.stdout.strip()
 
     return {
         "sinfo": run("sinfo", "-h", "-o", "%G"),
         "nodes": run(sys.executable, "-m", "gpufleet.cli", "nodes"),
     }
+
+
+def _shim(c: LocalCluster, tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` run with the Slurm shims on PATH, as the cluster's admin, in ``tmp``."""
+    install(tmp / "bin")
+    env = {**os.environ, "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.update(GPUFLEET_SERVER=c.url, GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
+               GPUFLEET_CONFIG=str(tmp / "none.yaml"), COLUMNS="200")  # fmt: skip
+    env.pop("GPUFLEET_TOKEN", None)
+    return subprocess.run(argv, env=env, cwd=tmp, capture_output=True, text=True, timeout=60)

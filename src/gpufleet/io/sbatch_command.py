@@ -63,10 +63,11 @@ def read(
     cwd: str,
     host: str,
     local_files: bool = True,
+    replicas: tuple[int, ...] | None = None,
 ) -> Batch:
     """sbatch's command line (without ``sbatch``): Usage for what sbatch refuses; whatever
     ``script`` raises; ``NeedsLocalFiles`` when ``local_files`` is False and another file is
-    named."""
+    named. ``replicas``: the nodes' replica counts (``--gres=shard:1``), when known."""
     given, problems, stop = getopt([Word(w, 0) for w in argv])
     if problems:
         raise Usage("; ".join(p.message for p in problems))
@@ -85,7 +86,9 @@ def read(
     if not text.strip():
         raise Usage("Batch script is empty!")
     try:
-        job = reader.parse_sbatch_text(text, source=source, args=args, options=options)
+        job = reader.parse_sbatch_text(
+            text, source=source, args=args, options=options, replicas=replicas
+        )
     except SpecError as e:
         raise Usage(str(e)) from None
     batch = Batch(dict(job.spec), job.array, list(job.depends_on), list(job.warnings))

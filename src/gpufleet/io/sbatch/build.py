@@ -11,6 +11,7 @@ from typing import Any
 
 from gpufleet.io import slurm_values as v
 from gpufleet.io.sbatch.request import CANNOT, Build, SbatchJob
+from gpufleet.io.sbatch.shards import shard_milli
 from gpufleet.io.sbatch.terms import container, dependencies, nodes_terms, priority, signal
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.engines import ENGINES
@@ -83,8 +84,11 @@ def _resources(b: Build, spec: dict[str, Any]) -> None:
             spec["tasks_per_worker"] = per
     elif workers > 1:  # Slurm packs the tasks of a job without --nodes where it can
         spec["topology"] = {"level": "node", "required": False}
-    gpus, gres_type = _gpus(b, by_node, workers, per)
+    milli = shard_milli(b)  # --gres=shard:1: one replica (io/sbatch/shards.py)
+    gpus, gres_type = (1, "") if milli is not None else _gpus(b, by_node, workers, per)
     spec["gpus_per_worker"] = gpus
+    if milli is not None:
+        spec["gpu_milli"] = milli
     engines = {g.name: 1 for g in r.gres if g.name in ENGINES}
     if engines:  # each of its GPUs has the engine (the count is of GPUs, as Slurm's GRES)
         if max(g.count for g in r.gres if g.name in engines) > max(gpus, 1):
@@ -186,7 +190,7 @@ def _gpus(b: Build, by_node: bool, workers: int, per: int) -> tuple[int, str]:
     """(GPUs per worker, the site's GPU type name or "")."""
     r = b.req
     engines = {g.name: g.count for g in r.gres if g.name in ENGINES}
-    other = [g for g in r.gres if g.name != "gpu" and g.name not in engines]
+    other = [g for g in r.gres if g.name not in ("gpu", "shard") and g.name not in engines]
     if other:
         raise b.err(
             f"{CANNOT}{b.text('gres')}: generic resources other than GPUs "

@@ -133,6 +133,7 @@ class Build:
     seen: dict[str, Given] = field(default_factory=dict)
     max_array_size: int = MAX_ARRAY_SIZE
     notes: list[str] = field(default_factory=list)
+    replicas: tuple[int, ...] | None = None  # the nodes' replica counts (None: not known)
 
     def err(self, message: str, *names: str) -> SpecError:
         """A refusal naming the lines where the options ``names`` were given."""

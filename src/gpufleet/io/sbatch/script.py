@@ -42,15 +42,17 @@ def parse_sbatch_text(
     args: Sequence[str] = (),
     options: Sequence[str] = (),
     max_array_size: int = MAX_ARRAY_SIZE,
+    replicas: tuple[int, ...] | None = None,
 ) -> SbatchJob:
-    """The script as a gpufleet job: sbatch's reading, then the JobSpec mapping."""
+    """The script as a gpufleet job: sbatch's reading, then the JobSpec mapping (``replicas``:
+    the nodes' replica counts, for ``--gres=shard:1``)."""
     req = read_request(text, source=source, options=options, max_array_size=max_array_size)
     for n, line in enumerate(text.splitlines(), start=1):
         # the script becomes an exec argument: refused here, with its line, not at the server
         problem = text_problem(line, max_len=len(line) + 1)
         if problem:
             raise SpecError(f"the script {problem}", source=source, field=f"line {n}")
-    build = Build(req, source, _lines(text, options), max_array_size)
+    build = Build(req, source, _lines(text, options), max_array_size, replicas=replicas)
     job = build_job(build, _command(text, source, args))
     return replace(job, warnings=req.warnings + job.warnings)
 

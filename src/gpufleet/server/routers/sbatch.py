@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from gpufleet.api import schemas as s
 from gpufleet.api.sbatch import SbatchAnswer, SbatchSubmit
 from gpufleet.io import sbatch_command
+from gpufleet.model import replicas
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers import jobs
 from gpufleet.server.routers.deps import service
@@ -49,6 +50,7 @@ async def sbatch(
             cwd=body.cwd,
             host=body.host,
             local_files=False,
+            replicas=tuple({replicas.of(n.spec.labels) for _, n in svc.nodes_by_name()} - {0}),
         )
     except sbatch_command.Usage as e:
         return _error(400, str(e), "body.argv", str(e))
