@@ -49,7 +49,8 @@ PYTEST_ARGS ?= --durations=15  # the slowest tests of each pass, for BENCHMARKS.
 # the whole suite again (collecting it costs 14 s of CPU so, 5.5 s once they exist; the `alone`
 # pass, serial, collects it all again), and every controller, agent and CLI compiled src.
 # A test of real processes that fails under the parallel pass's load (6 workers on 2 cores) runs
-# once more, alone, as CPython's regrtest does with -w: at most RERUN_AT_MOST of them, each named
+# once more, alone, as CPython's regrtest does with -w (tests/support/rerun.py names each by its
+# id: a grouped test's too): at most RERUN_AT_MOST of them, each named
 # in the output as load-sensitive; a second failure, or more failures than that, fails the suite.
 RERUN_AT_MOST ?= 5
 test: export PYTHONDONTWRITEBYTECODE =
@@ -58,11 +59,8 @@ test: $(STAMP) lint
 	  $(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS); \
 	  parallel=$$?; \
 	  if [ $$parallel -eq 1 ]; then \
-	    failed=$$($(BIN)/python -c 'import json; print(len(json.load(open(".pytest_cache/v/cache/lastfailed"))))'); \
-	    if [ "$$failed" -le $(RERUN_AT_MOST) ]; then \
-	      echo "--- load-sensitive: $$failed test(s) failed under the parallel load; each runs again alone"; \
-	      $(BIN)/pytest --last-failed --last-failed-no-failures none -m "not alone" -rA; parallel=$$?; \
-	    fi; \
+	    $(BIN)/python tests/support/rerun.py $(RERUN_AT_MOST) $(BIN)/pytest -m "not alone"; \
+	    parallel=$$?; \
 	  fi; \
 	  wait $$mypy; typed=$$?; echo "--- mypy"; cat $$types; rm -f $$types; \
 	  $(BIN)/pytest -m alone $(PYTEST_ARGS); alone=$$?; \
