@@ -44,8 +44,8 @@ def leftovers(*jobs: str) -> list[str]:
     """The containers of ``jobs`` (attempt 1, rank 0) still there: a test's own, not those of
     a test another worker runs meanwhile (pytest -n without --dist loadgroup)."""
     out = podman("ps", "--all", "--filter", "name=^gpufleet-", "--format", "{{.Names}}")
-    mine = {container_name(j, 1, 0) for j in jobs}
-    return [n for n in out.stdout.split() if n in mine]
+    mine = {container_name(j, 1, 0) for j in jobs}  # and each agent's mark after it
+    return [n for n in out.stdout.split() if n in mine or n.rsplit("-", 1)[0] in mine]
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def psutil_cmdlines() -> list[str]:
 def test_cancel_and_sigkill_stop_the_container(image: str, runner: TaskRunner) -> None:
     spec = ContainerSpec(image).to_dict()
     launch(runner, "ctr2", ["/bin/sh", "-c", "echo up; exec sleep 300"], container=spec)
-    name = container_name("ctr2", 1, 0)
+    name = container_name("ctr2", 1, 0, runner.container_owner)
     wait_running(name)
     runner.kill(("ctr2", 1, 0), 60, "cancelled by the user")
     code, why = finish(runner)
@@ -201,7 +201,7 @@ def test_cancel_and_sigkill_stop_the_container(image: str, runner: TaskRunner) -
     )  # fmt: skip
     [ev] = runner.launch(cmd, now=0.0)  # started at 0 on the runner's clock: the next poll
     assert ev.kind == "started", ev  # (the clock's now) is past the time limit
-    wait_running(container_name("ctr3", 1, 0))
+    wait_running(container_name("ctr3", 1, 0, runner.container_owner))
     code, why = finish(runner)
     assert code == 137, (code, why)
     assert why == "time limit (1 s) exceeded; killed by SIGKILL after 0 s grace", why
@@ -229,7 +229,7 @@ def test_the_orphan_sweep_removes_containers_nobody_supervises(
         ["/bin/sh", "-c", "exec sleep 300"],
         container=ContainerSpec(image).to_dict(),
     )
-    wait_running(container_name("ctr4", 1, 0))
+    wait_running(container_name("ctr4", 1, 0, runner.container_owner))
     pidfile = runner.log_paths(("ctr4", 1, 0))[0].with_name("rank0.pid")
     assert "cleanup" in pidfile.read_text()
     after = TaskRunner(
@@ -348,7 +348,7 @@ def test_a_cancelled_container_batch_script_keeps_its_output_and_leaves_no_conta
     # behind taskstart the runtime's client still gets the group's SIGTERM and passes it on
     script = "echo started; exec sleep 300"
     launch_batch(runner, "cb-cancel", script, submit_dir, image, output="slurm-9.out")
-    wait_running(container_name("cb-cancel", 1, 0))
+    wait_running(container_name("cb-cancel", 1, 0, runner.container_owner))
     out_file = submit_dir / "slurm-9.out"
     deadline = time.monotonic() + 60
     while "started" not in out_file.read_text() and time.monotonic() < deadline:

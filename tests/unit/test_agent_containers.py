@@ -131,6 +131,9 @@ def test_runtimes_are_found_in_order_and_a_named_one_must_exist() -> None:
     with pytest.raises(ValueError, match="unknown container runtime 'lxc'"):
         choose("lxc", which("podman"))
     assert container_name("j1", 2, 0) == "gpufleet-j1-2-0"
+    # two agents' job 1 on one host: two names, each with its agent's mark
+    assert container_name("1", 1, 0, "a1b2c3d4e5f6") == "gpufleet-1-1-0-a1b2c3d4"
+    assert container_name("1", 1, 0, "ffff0000") != container_name("1", 1, 0, "a1b2c3d4")
 
 
 def test_env_file_lines_and_a_value_it_cannot_hold() -> None:

@@ -167,8 +167,13 @@ def choose(configured: str = "", which: Which = shutil.which) -> Runtime | None:
     return found[0] if found else None
 
 
-def container_name(job: str, attempt: int, rank: int) -> str:
-    return f"{NAME_PREFIX}{job}-{attempt}-{rank}"
+def container_name(job: str, attempt: int, rank: int, owner: str = "") -> str:
+    """The task's container, named for the agent too (its OWNER_LABEL's first 8 characters):
+    job ids are a cluster's own, and two agents on one host (a test machine's clusters, a
+    restored store's reused ids) would otherwise ask the runtime for one name twice, and the
+    second ``run`` is refused ("name is already in use") while the first container lives."""
+    mark = f"-{owner[:8]}" if owner else ""
+    return f"{NAME_PREFIX}{job}-{attempt}-{rank}{mark}"
 
 
 def nvidia_cdi(dirs: Sequence[str] = ("/etc/cdi", "/var/run/cdi")) -> bool:

@@ -162,7 +162,7 @@ class Containers:
         files = bool(cmd.output or cmd.input)  # behind taskstart, whose stdin is the job's
         if switch and sandbox.switches(account):  # the runtime, as the job, reopens the file
             os.fchown(fd, account.uid, account.gid)
-        name = containers.container_name(*key)
+        name = containers.container_name(*key, owner=self.owner)
         task = containers.ContainerTask(
             name=name,
             image=spec.image,
