@@ -15,6 +15,7 @@ import httpx
 from gpufleet.api.schemas import JobOut
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
+from gpufleet.shims.install import install
 from support import waiting
 
 T = TypeVar("T")
@@ -74,6 +75,27 @@ def tail(path: Path, n: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return "(none)"
+
+
+def shim_env(c: LocalCluster, base: Path) -> dict[str, str]:
+    """The environment a Slurm user's shell has against ``c``: the shims installed in
+    ``base/bin`` first on PATH, the cluster's admin token by file (never in the environment),
+    no config file, and ``base/submit`` as the working directory (``PWD``: sbatch's submit
+    directory, where slurm-%j.out goes)."""
+    bindir = base / "bin"
+    install(bindir)
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
+        GPUFLEET_SERVER=c.url,
+        GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
+        GPUFLEET_CONFIG=str(base / "none.yaml"),
+    )
+    env.pop("GPUFLEET_TOKEN", None)
+    submit = base / "submit"
+    submit.mkdir()
+    env["PWD"] = str(submit)
+    return env
 
 
 def dump_logs(c: LocalCluster) -> None:

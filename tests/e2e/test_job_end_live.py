@@ -16,17 +16,15 @@ What a real Slurm 22.05 printed for the same jobs (``/work/shared/tools/slurm_lo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, wait_for
+from livehelp import dump_logs, make_cluster, shim_env, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
-from gpufleet.shims.install import install
 
 pytestmark = pytest.mark.e2e
 GPUFLEET = str(Path(sys.executable).with_name("gpufleet"))
@@ -36,20 +34,8 @@ GPUFLEET = str(Path(sys.executable).with_name("gpufleet"))
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
     base = tmp_path_factory.mktemp("ends")
     c = make_cluster(base / "cluster", 1, gpus="1xH100").start()
-    bindir = base / "bin"
-    install(bindir)
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
-        GPUFLEET_SERVER=c.url,
-        GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
-        GPUFLEET_CONFIG=str(base / "none.yaml"),
-        COLUMNS="200",
-    )
-    env.pop("GPUFLEET_TOKEN", None)
-    submit = base / "submit"
-    submit.mkdir()
-    env["PWD"] = str(submit)
+    env = shim_env(c, base)
+    env["COLUMNS"] = "200"
     try:
         yield c, env
     except BaseException:

@@ -6,15 +6,13 @@ naming it, as sbatch refuses an invalid partition."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 
 import pytest
-from livehelp import dump_logs, make_cluster, wait_for
+from livehelp import dump_logs, make_cluster, shim_env, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
-from gpufleet.shims.install import install
 
 pytestmark = pytest.mark.e2e
 
@@ -31,19 +29,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluste
     queues = base / "queues.yaml"
     queues.write_text(json.dumps(QUEUES))  # JSON is YAML
     c: LocalCluster = make_cluster(base / "cluster", 2, queues_file=queues).start()
-    bindir = base / "bin"
-    install(bindir)
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
-        GPUFLEET_SERVER=c.url,
-        GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
-        GPUFLEET_CONFIG=str(base / "none.yaml"),
-    )
-    env.pop("GPUFLEET_TOKEN", None)
-    submit = base / "submit"
-    submit.mkdir()
-    env["PWD"] = str(submit)
+    env = shim_env(c, base)
     try:
         yield c, env
     except BaseException:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, wait_for
+from livehelp import dump_logs, make_cluster, shim_env, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.shims.install import install
@@ -25,20 +25,7 @@ pytestmark = pytest.mark.e2e
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
     base = tmp_path_factory.mktemp("shims")
     c = make_cluster(base / "cluster", 2).start()
-    bindir = base / "bin"
-    install(bindir)
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
-        GPUFLEET_SERVER=c.url,
-        GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
-        GPUFLEET_CONFIG=str(base / "none.yaml"),
-    )
-    env.pop("GPUFLEET_TOKEN", None)
-    # jobs are submitted from here (sbatch's submit directory, where slurm-%j.out goes)
-    submit = base / "submit"
-    submit.mkdir()
-    env["PWD"] = str(submit)
+    env = shim_env(c, base)
     try:
         yield c, env
     except BaseException:
