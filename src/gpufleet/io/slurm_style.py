@@ -190,10 +190,12 @@ def _reason(j: Listed) -> str:
     return ranged(_nodes(j))
 
 
-def _why(j: Listed) -> str:
-    """squeue's ``%r``: why it waits (a running job's idle warning), or how it ended."""
-    if j.reason is not None:
-        return slurm_reason(j.reason.code)
+def why(j: Any) -> str:
+    """squeue's ``%r``, sacct's ``Reason`` and scontrol's ``Reason=``: why the job waits (a
+    running job's idle warning), or how it ended."""
+    reason = getattr(j, "reason", None)
+    if reason:
+        return slurm_reason(reason.code)
     return end_reason(j) or "None"
 
 
@@ -226,7 +228,7 @@ def _fields(now: float) -> dict[str, Callable[[Listed], str]]:
         "l": lambda j: slurm_time(j.spec.get("time_limit_s")),
         "D": lambda j: str(len(_nodes(j)) or 1),
         "R": _reason,
-        "r": _why,
+        "r": why,
         "N": lambda j: ranged(_nodes(j)),
         "C": lambda j: str(j.workers * int(float(spec(j, "cpus", 1)) + 0.999)),
         "b": lambda j: f"gres/gpu:{j.gpus:g}" if j.gpus else "N/A",

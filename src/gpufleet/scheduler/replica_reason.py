@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpufleet.model import replicas
 from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
+from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.workspace import Workspace
 
 
@@ -46,7 +47,7 @@ def replicas_held(s: JobSpec, ws: Workspace, data: dict[str, object]) -> Reason 
     data.update(gpu_replicas=n, replica_gpus=gpus)
     return Reason(
         ReasonCode.RESOURCES,
-        f"needs one replica ({s.gpu_milli / 1000:g} of a GPU); all {n * gpus} replicas of the "
+        f"needs one replica ({s.gpu_milli / MILLI:g} of a GPU); all {n * gpus} replicas of the "
         f"{gpus} GPU{'s' if gpus != 1 else ''} time-sliced as {n} each are held, and no other "
         "node has that share free now",
         data,

@@ -58,12 +58,6 @@ def _exit_code(j: Any) -> str:
     )
 
 
-def _reason(j: Any) -> str:
-    if j.get("reason"):
-        return slurm_style.slurm_reason(j.reason.code)
-    return slurm_style.end_reason(j) or "None"
-
-
 def _nodes(j: Any) -> list[str]:
     return list(dict.fromkeys(p.node for p in j.placement))
 
@@ -132,7 +126,7 @@ def fields(now: float) -> dict[str, tuple[Callable[[Any], str], int, bool]]:
         "reqgres": (lambda j: f"gpu:{j.gpus:g}" if j.gpus else "", 12, False),
         "timelimit": (_limit, 10, True),
         "priority": (lambda j: str(j.spec.get("priority", 0)), 10, True),
-        "reason": (_reason, 20, True),
+        "reason": (slurm_style.why, 20, True),
         "arrayjobid": (lambda j: str(j.get("array_id") or ""), 12, True),
         "arraytaskid": (lambda j: str(j.get("array_index") or ""), 12, True),
         "qos": (lambda j: "normal", 10, True),

@@ -51,12 +51,6 @@ def _ids(user: str) -> tuple[str, str]:
     return f"{user}({pw.pw_uid})", f"{group}({pw.pw_gid})"
 
 
-def _reason(j: Any) -> str:
-    if j.get("reason"):
-        return slurm_style.slurm_reason(j.reason.code)
-    return slurm_style.end_reason(j) or "None"
-
-
 def job_text(j: Any, now: float) -> str:
     """One job as ``scontrol show job`` prints it, its blank line after."""
     nodes = list(dict.fromkeys(p.node for p in j.placement))
@@ -75,7 +69,7 @@ def job_text(j: Any, now: float) -> str:
         f"{first} JobName={j.name}",
         f"UserId={user} GroupId={group} MCS_label=N/A",
         f"Priority={spec.get('priority', 0)} Nice=0 Account={j.queue} QOS=(null)",
-        f"JobState={slurm_style.CODES.get(j.state, ('', j.state))[1]} Reason={_reason(j)} "
+        f"JobState={slurm_style.CODES.get(j.state, ('', j.state))[1]} Reason={slurm_style.why(j)} "
         "Dependency=(null)",
         f"Requeue={1 if spec.get('requeue', True) else 0} Restarts={max(0, j.attempt - 1)} "
         f"BatchFlag={1 if spec.get('batch') else 0} Reboot=0 "
