@@ -5,7 +5,6 @@ other input)."""
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -14,6 +13,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from gpufleet import __version__
+from gpufleet.base.gcpause import gc_paused
 from gpufleet.core.commands import NodeEvent, Transition
 from gpufleet.model.job import JobState
 from gpufleet.scheduler.snapshot import PendingJob
@@ -101,13 +101,8 @@ class FleetCollector(Collector):
         the controller's whole heap cost three times the scrape itself (bench/metrics_scrape.py);
         nothing here makes a cycle, and reference counting frees the rest as usual."""
         t0 = time.perf_counter()
-        was = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             body = render(self.families(node, gpus))
-        finally:
-            if was:
-                gc.enable()
         self.last_render_s = time.perf_counter() - t0
         return body
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 
+from gpufleet.base.gcpause import gc_paused
 from gpufleet.core.controller import HEALTH_DRAIN, Controller
 from gpufleet.core.events import ReservationSet
 from gpufleet.core.heal import from_history
@@ -39,13 +39,8 @@ class Recovery(ServiceBase):
         makes a few objects per unfinished job, which set off collections over the whole heap
         again and again (20,000 held jobs: 1.6 s of CPU, 1.15 s without them; a takeover under
         load, issue 26). Nothing here makes a cycle; reference counting frees the rest."""
-        was = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             self._read_back(rebuild)
-        finally:
-            if was:
-                gc.enable()
 
     def _read_back(self, rebuild: bool) -> None:
         rs = self.store.load_jobs_for_restart()
