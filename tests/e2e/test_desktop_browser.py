@@ -1,6 +1,6 @@
 """A desktop session opened in a real headless Chromium through the service gateway (HAProxy,
 the default where installed, and nginx, whose auth_request asks the gateway's viewer check:
-ADR 0056; the module runs once per proxy), on a live cluster whose node has
+ADR 0057; the module runs once per proxy), on a live cluster whose node has
 simulated L40S GPUs: alice starts it with ``gpufleet desktop run`` (her token in the
 environment, never on the command line), signs in on the gateway's page with her own token,
 and noVNC shows the X session, whose root window the session painted sea green: the test

@@ -363,7 +363,7 @@ def test_a_desktop_no_one_could_open_is_refused_at_desktop_run(db_url: str, tmp_
 def test_a_desktop_is_made_behind_nginx_which_asks_its_viewer_check(
     db_url: str, tmp_path: Path, gateway: str
 ) -> None:
-    """Refused before ADR 0056 (nginx could not check a viewer's token); a gateway process
+    """Refused before ADR 0057 (nginx could not check a viewer's token); a gateway process
     on nginx (``--gateway remote``) likewise."""
     store = Store.open(db_url)
     try:

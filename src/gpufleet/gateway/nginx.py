@@ -11,7 +11,7 @@ socket table (a desktop's WebSocket among them, for its idle suspension).
 
 A desktop's viewers are checked by an ``auth_request`` subrequest to the gateway's own
 ``ViewerCheck`` on a Unix socket (nginx_viewers.py), which also serves the login page and its
-form: nginx cannot hash a token itself (ADR 0056).
+form: nginx cannot hash a token itself (ADR 0057).
 """
 
 from __future__ import annotations

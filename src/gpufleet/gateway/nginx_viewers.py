@@ -1,4 +1,4 @@
-"""What nginx asks about a desktop's viewers (ADR 0056): nginx cannot hash a client's token, so
+"""What nginx asks about a desktop's viewers (ADR 0057): nginx cannot hash a client's token, so
 its ``auth_request`` subrequest comes here, to a small HTTP server on a Unix socket run by the
 process that runs nginx (the controller, or ``gpufleet gateway``), which holds the routes nginx
 was last given. No request leaves the gateway's host and the control plane is not asked: the

@@ -161,7 +161,7 @@ class ServiceRequests(Requests):
     def _openable(self, spec: ServiceSpec) -> None:
         """A desktop is refused (409, said plainly) where no one could open it: without a
         gateway. Every proxy checks a viewer's own token (nginx through its viewer check,
-        ADR 0056)."""
+        ADR 0057)."""
         if spec.desktop is not None and self.gateway is None:
             raise Conflict(
                 "a desktop is opened through the service gateway, and this controller runs "
