@@ -57,6 +57,9 @@ PYTEST_ARGS ?= --durations=15  # the slowest tests of each pass, for BENCHMARKS.
 # id: a grouped test's too): at most RERUN_AT_MOST of them, each named
 # in the output as load-sensitive; a second failure, or more failures than that, fails the suite.
 RERUN_AT_MOST ?= 5
+# The `alone` pass collects only the files that mark a test so (collecting the whole suite again
+# costs ~10 s, serially, to select one file's tests)
+ALONE_FILES = $(shell grep -rl --include='test_*.py' 'mark\.alone' tests)
 test: export PYTHONDONTWRITEBYTECODE =
 test: $(STAMP) lint
 	types=$$(mktemp); $(BIN)/mypy >$$types 2>&1 & mypy=$$!; \
@@ -68,7 +71,7 @@ test: $(STAMP) lint
 	    parallel=$$?; \
 	  fi; \
 	  wait $$mypy; typed=$$?; echo "--- mypy"; cat $$types; rm -f $$types; \
-	  $(BIN)/pytest -m alone $(PYTEST_ARGS); alone=$$?; \
+	  $(BIN)/pytest -m alone $(PYTEST_ARGS) $(ALONE_FILES); alone=$$?; \
 	  if [ $$typed -ne 0 ]; then exit $$typed; fi; \
 	  if [ $$parallel -ne 0 ]; then exit $$parallel; fi; exit $$alone
 
