@@ -48,14 +48,22 @@ PYTEST_ARGS ?= --durations=15  # the slowest tests of each pass, for BENCHMARKS.
 # shell sets PYTHONDONTWRITEBYTECODE=1: without them every pytest process rewrote and compiled
 # the whole suite again (collecting it costs 14 s of CPU so, 5.5 s once they exist; the `alone`
 # pass, serial, collects it all again), and every controller, agent and CLI compiled src.
+# On a fresh clone the parallel pass's workers start at once, so each found no cached file and
+# rewrote and compiled everything again (the tests, src and the packages they import: uv writes
+# no .pyc): one collection first writes them all. Measured (BENCHMARKS.md, issue 27's CPU): six
+# workers' collection 80.6 CPU-s cold → 19.0 s for the one collection + 32.5 s for the six.
 # A test of real processes that fails under the parallel pass's load (6 workers on 2 cores) runs
 # once more, alone, as CPython's regrtest does with -w (tests/support/rerun.py names each by its
 # id: a grouped test's too): at most RERUN_AT_MOST of them, each named
 # in the output as load-sensitive; a second failure, or more failures than that, fails the suite.
 RERUN_AT_MOST ?= 5
+# The `alone` pass collects only the files that mark a test so (collecting the whole suite again
+# costs ~10 s, serially, to select one file's tests)
+ALONE_FILES = $(shell grep -rl --include='test_*.py' 'mark\.alone' tests)
 test: export PYTHONDONTWRITEBYTECODE =
 test: $(STAMP) lint
 	types=$$(mktemp); $(BIN)/mypy >$$types 2>&1 & mypy=$$!; \
+	  $(BIN)/pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1 || true; \
 	  $(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS); \
 	  parallel=$$?; \
 	  if [ $$parallel -eq 1 ]; then \
@@ -63,7 +71,7 @@ test: $(STAMP) lint
 	    parallel=$$?; \
 	  fi; \
 	  wait $$mypy; typed=$$?; echo "--- mypy"; cat $$types; rm -f $$types; \
-	  $(BIN)/pytest -m alone $(PYTEST_ARGS); alone=$$?; \
+	  $(BIN)/pytest -m alone $(PYTEST_ARGS) $(ALONE_FILES); alone=$$?; \
 	  if [ $$typed -ne 0 ]; then exit $$typed; fi; \
 	  if [ $$parallel -ne 0 ]; then exit $$parallel; fi; exit $$alone
 

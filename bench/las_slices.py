@@ -15,16 +15,20 @@ preempted job saves its state too, but holds its GPUs for G s first (the preempt
 ``--checkpoint-interval S``: every job checkpoints every S s (a preempted one keeps its
 last); the simulator reports each, and victims are chosen by the work since. ``--write DIR``
 also writes each slice's CSV there (for the CLI); ``--plot DIR`` draws each slice's JCT CDFs
-per order (``jct_cdf-SLICE.png``, matplotlib).
+per order (``jct_cdf-SLICE.png``, matplotlib). ``--las-options JSON``: options of the LAS
+orders (``order/las``'s, e.g. ``{"age_limit_s": 540000, "aged_share": 0.35, "min_run_s":
+43200}``, the tail options of issue 24's nov-late figures).
 
     PYTHONPATH=src .venv/bin/python bench/las_slices.py [--slices A,B] [--checkpoint-on-preempt]
         [--preempt-grace-s G] [--checkpoint-interval S] [--orders las,las-history] [--plot DIR]
+        [--las-options JSON]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -91,13 +95,18 @@ def write_slice(trace: Path, s: Slice, out: Path) -> int:
     return len(rows)
 
 
-def replay(path: Path, cfg: SimConfig, orders: Sequence[str]) -> dict[str, ReplayRun]:
+def replay(
+    path: Path, cfg: SimConfig, orders: Sequence[str], options: dict[str, object] | None = None
+) -> dict[str, ReplayRun]:
+    """Each order's replay of the slice at ``path``; ``options`` go to the LAS orders."""
     jobs = apply_time_limits(load_trace(path, "philly"), TimeLimit("exact"))
     cluster = with_queues(uniform_cluster(16, 8, 2), equal_share_queues(jobs))
-    return {
-        o: run_replay(cluster, jobs, ProfileChoice(o, "topology", "easy", ("order",)), cfg)
-        for o in (*BASES, *orders)
-    }
+
+    def choice(o: str) -> ProfileChoice:
+        opts = {f"order/{o}": options} if options and o not in BASES else {}
+        return ProfileChoice(o, "topology", "easy", ("order",), options=opts)
+
+    return {o: run_replay(cluster, jobs, choice(o), cfg) for o in (*BASES, *orders)}
 
 
 def row(name: str, jobs: int, order: str, runs: dict[str, ReplayRun]) -> str:
@@ -128,6 +137,7 @@ def main() -> int:
     ap.add_argument("--write", type=Path, help="write each slice's CSV here")
     ap.add_argument("--orders", default="las,las-history", help="the LAS orders to measure")
     ap.add_argument("--plot", type=Path, help="write each slice's JCT CDFs here")
+    ap.add_argument("--las-options", type=json.loads, help="the LAS orders' options, JSON")
     args = ap.parse_args()
     cfg = SimConfig(
         checkpoint_on_preempt=args.checkpoint_on_preempt,
@@ -145,7 +155,7 @@ def main() -> int:
             out = (args.write or Path(tmp)) / f"{name}.csv"
             out.parent.mkdir(parents=True, exist_ok=True)
             jobs = write_slice(args.trace, SLICES[name], out)
-            runs = replay(out, cfg, orders)
+            runs = replay(out, cfg, orders, args.las_options)
             for o in orders:
                 print(row(name, jobs, o, runs), flush=True)
             if args.plot:

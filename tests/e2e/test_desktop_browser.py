@@ -1,5 +1,6 @@
-"""A desktop session opened in a real headless Chromium through the service gateway (the
-default one: HAProxy where installed, as here and in CI), on a live cluster whose node has
+"""A desktop session opened in a real headless Chromium through the service gateway (HAProxy,
+the default where installed, and nginx, whose auth_request asks the gateway's viewer check:
+ADR 0057; the module runs once per proxy), on a live cluster whose node has
 simulated L40S GPUs: alice starts it with ``gpufleet desktop run`` (her token in the
 environment, never on the command line), signs in on the gateway's page with her own token,
 and noVNC shows the X session, whose root window the session painted sea green: the test
@@ -66,15 +67,18 @@ def green_share(png: bytes) -> float:
     return close / len(pixels)
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    base = tmp_path_factory.mktemp("desktop")
+@pytest.fixture(scope="module", params=["haproxy", "nginx"])
+def env(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Any]]:
+    base = tmp_path_factory.mktemp(f"desktop-{request.param}")
     c = LocalCluster(
         base / "cluster",
         agents=1,
         gpus="2xL40S",
         heartbeat_s=0.5,
         schedule_interval_s=0.5,
+        gateway=request.param,
         controller_args=["--gateway-stats-s", "1"],
     )
     try:
@@ -82,7 +86,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         users = {n: make_user(c, n) for n in ("alice", "bob")}
         shots = base / "screenshots"
         shots.mkdir()
-        yield {"cluster": c, "users": users, "shots": shots}
+        yield {"cluster": c, "users": users, "shots": shots, "proxy": request.param}
     finally:
         c.stop()
 
@@ -94,7 +98,7 @@ def browser() -> Iterator[Any]:
 
 
 def shoot(pg: Any, env: dict[str, Any], name: str) -> bytes:
-    path = env["shots"] / f"{name}.png"
+    path = env["shots"] / f"{name}-{env['proxy']}.png"
     png = pg.screenshot(path=str(path))
     print(f"screenshot: {path}")
     keep_screenshots(path)

@@ -1,6 +1,7 @@
 """A node whose simulated GPU is time-sliced as 4 replicas (``--gpu-replicas 4``, ADR 0052),
 live: its labels say so, four one-replica jobs run on the one GPU at once, a fifth waits with a
-Reason, and a job asking more than one replica is refused at submit."""
+Reason, a job asking more than one replica is refused at submit, and a 1-GPU job (spec or
+``sbatch --gres=gpu:1``) takes the GPU whole once none of its replicas is held (ADR 0054)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,14 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits(
         assert (
             "all 4 replicas of the 1 GPU time-sliced as 4 each are held" in waiting.reason.message
         )
-        with pytest.raises(ApiError) as refused:  # two replicas: failRequestsGreaterThanOne
-            a.submit({"name": "two", "gpus_per_worker": 1, "command": "true"})
+        (whole,) = a.submit({"name": "whole", "gpus_per_worker": 1, "command": "true"})
+        wait_for("the whole GPU's Reason", lambda: a.job(whole).reason is not None, 30)
+        behind = a.job(whole).reason
+        assert behind is not None and "given whole only when none of its replicas is held" in (
+            behind.message
+        ), behind
+        with pytest.raises(ApiError) as refused:  # two replicas' worth: failRequestsGreaterThanOne
+            a.submit({"name": "half", "gpus_per_worker": 1, "gpu_milli": 500, "command": "true"})
         assert refused.value.status == 422, refused.value
         assert "time-sliced as 4 replicas" in str(refused.value)
         shown = _as_operator(c, tmp_path)
@@ -60,6 +67,14 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits(
         assert "L40S ×4 replicas" in shown["nodes"], shown["nodes"]
         gate.touch()
         wait_for("all five end", lambda: all(a.job(j).state == "SUCCEEDED" for j in jobs), 90)
+        wait_for("the whole GPU job ends", lambda: a.job(whole).state == "SUCCEEDED", 90)
+        assert [p.gpus for p in a.job(whole).placement] == [[0]]
+        # Slurm's --gres=gpu:1 on a node with shards: the GPU whole
+        gpu1 = _shim(c, tmp_path, "sbatch", "--parsable", "--gres=gpu:1", "--wrap=true")
+        assert gpu1.returncode == 0, gpu1.stderr
+        g = a.job(gpu1.stdout.strip())
+        assert (g.spec["gpus_per_worker"], g.spec["gpu_milli"]) == (1, 1000)
+        wait_for("the gpu:1 job ends", lambda: a.job(g.id).state == "SUCCEEDED", 90)
         # Slurm's way to ask a replica: sbatch --gres=shard:1 (the shim, its own process)
         sent = _shim(c, tmp_path, "sbatch", "--parsable", "--gres=shard:1", "--wrap=true")
         assert sent.returncode == 0, sent.stderr

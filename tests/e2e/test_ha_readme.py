@@ -88,7 +88,7 @@ def test_the_readmes_high_availability_commands_work_as_written(
             except ProcessLookupError:
                 break
             if sig == signal.SIGTERM:
-                wait_until("the README's processes stopped", lambda: not _alive(sh.pid), 20)
+                wait_until("the README's processes stopped", lambda: not _alive(sh.pid), 60)
 
 
 def _alive(pgid: int) -> bool:

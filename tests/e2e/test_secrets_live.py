@@ -41,7 +41,7 @@ def mode(p: Path) -> int:
 def test_no_token_on_a_command_line_not_even_where_a_job_looks(
     new_cluster: Callable[..., LocalCluster],
 ) -> None:
-    c = new_cluster(agents=1)
+    c = new_cluster(agents=1, prefork=False)  # exec'd: their own command lines
     ap = c.agent_procs["node-0"]
     assert ap.token and ap.token_file is not None
     assert ap.token.encode() not in cmdline(ap.proc.pid)
@@ -104,7 +104,7 @@ def test_a_database_password_stays_off_the_command_line_and_out_of_the_log(
 
     password = "s3cret-pw-e2e"  # trust auth on the test server: accepted, and never needed
     url = make_url(pg_url).set(password=password).render_as_string(hide_password=False)
-    c = new_cluster(agents=1, db_url=url)
+    c = new_cluster(agents=1, db_url=url, prefork=False)  # exec'd: its own command line
     assert c.controller is not None
     assert password.encode() not in cmdline(c.controller.pid)
     c.stop()  # everything it will log about its store is written

@@ -34,7 +34,7 @@ def test_https_with_the_clusters_ca_and_refusals_without_it(
     cert, key = ca.server_cert(tmp_path / "ca")
     other = LocalCA.make(tmp_path / "other", "another-ca")
     # new_cluster waits until the agent registered: over HTTPS, verified with --ca
-    c = new_cluster(agents=1, tls_cert=cert, tls_key=key, ca=ca.cert_file)
+    c = new_cluster(agents=1, tls_cert=cert, tls_key=key, ca=ca.cert_file, prefork=False)
     assert c.url.startswith("https://127.0.0.1:")
     assert b"--ca" in Path(f"/proc/{c.agent_procs['node-0'].proc.pid}/cmdline").read_bytes()
 

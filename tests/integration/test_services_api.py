@@ -346,17 +346,25 @@ def test_without_a_gateway_a_service_has_no_endpoint(db_url: str, tmp_path: Path
         store.close()
 
 
-@pytest.mark.parametrize(
-    ("gateway", "said"),
-    [
-        ("nginx", "gateway is nginx, which cannot check"),
-        ("off", "runs none (--gateway off)"),
-        ("remote", "gateway process (gpufleet gateway) runs nginx, which cannot check"),
-    ],
-)
-def test_a_desktop_no_one_could_open_is_refused_at_desktop_run(
-    db_url: str, tmp_path: Path, gateway: str, said: str
+def test_a_desktop_no_one_could_open_is_refused_at_desktop_run(db_url: str, tmp_path: Path) -> None:
+    store = Store.open(db_url)
+    try:
+        with serve(store, tmp_path / "controller", ManualClock(T0), gateway="off") as api:
+            token = api.token("user", user="alice")
+            r = cli(api, token, "desktop", "run", "studio", "--gpu-share", "250")
+            assert r.exit_code != 0 and "runs none (--gateway off)" in r.output
+            assert "haproxy, nginx or builtin" in r.output
+            assert api.admin.services() == []  # nothing made, no proxy started
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("gateway", ["nginx", "remote"])
+def test_a_desktop_is_made_behind_nginx_which_asks_its_viewer_check(
+    db_url: str, tmp_path: Path, gateway: str
 ) -> None:
+    """Refused before ADR 0057 (nginx could not check a viewer's token); a gateway process
+    on nginx (``--gateway remote``) likewise."""
     store = Store.open(db_url)
     try:
         with serve(store, tmp_path / "controller", ManualClock(T0), gateway=gateway) as api:
@@ -364,10 +372,10 @@ def test_a_desktop_no_one_could_open_is_refused_at_desktop_run(
             if gateway == "remote":  # a gateway process on nginx syncs once (gatewayd.py)
                 admin = (tmp_path / "controller" / "admin.token").read_text().strip()
                 http = over_httpx(api.url, admin, ca=None, transport=None, timeout=10)
-                with contextlib.suppress(SyncError):  # no routes yet (503): said all the same
+                with contextlib.suppress(SyncError):  # no routes yet (503)
                     Follower(http, make_gateway("nginx"), wait_s=0.0).sync_once()
             r = cli(api, token, "desktop", "run", "studio", "--gpu-share", "250")
-            assert r.exit_code != 0 and said in r.output and "haproxy or builtin" in r.output
-            assert api.admin.services() == []  # nothing made, no proxy started
+            assert r.exit_code == 0, r.output
+            assert [s.name for s in api.admin.services()] == ["studio"]
     finally:
         store.close()

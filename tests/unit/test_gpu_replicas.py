@@ -1,13 +1,13 @@
-"""Time-slicing with N replicas per GPU (model/replicas.py, ADR 0052): the spec's pool field,
-the agent's flag, placement that gives one replica per worker and never mixes it with whole
-GPUs or other shares on one node, and the Reasons (failRequestsGreaterThanOne at submit)."""
+"""Time-slicing with N replicas per GPU (model/replicas.py, ADR 0052 and 0054): the spec's pool
+field, the agent's flag, placement that gives one replica per worker or whole GPUs none of whose
+replicas is held, never other shares, and the Reasons (failRequestsGreaterThanOne at submit)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
-from builders import cluster, cycle, nodes_of, profile, running
+from builders import cluster, cycle, nodes_of, profile, running, start_of
 from test_scheduler_alloc import pjob
 
 from gpufleet.agent.main import _sharing_labels
@@ -74,7 +74,7 @@ def test_four_replicas_of_one_gpu_run_at_once_and_a_fifth_waits() -> None:
     assert cycle(nodes, [jobs[4]], four).reasons["r4"].code is ReasonCode.RESOURCES
 
 
-@pytest.mark.parametrize(("gpus", "milli"), [(1, 1000), (2, 1000), (1, 500), (1, 100)])
+@pytest.mark.parametrize(("gpus", "milli"), [(1, 500), (1, 100)])
 def test_other_than_one_replica_is_refused_at_submit_where_only_replicas_are(
     gpus: int, milli: int
 ) -> None:
@@ -88,28 +88,58 @@ def test_other_than_one_replica_is_refused_at_submit_where_only_replicas_are(
     assert fit_problems(pjob("one", gpus=1, milli=QUARTER).spec, nodes, profile()) == []
 
 
-def test_modes_never_mix_whole_gpus_and_shares_go_to_the_other_nodes() -> None:
+@pytest.mark.parametrize("place", ["", "fgd-strand"])
+def test_modes_never_mix_other_shares_go_to_the_other_nodes(place: str) -> None:
+    """Under every placement plugin: fgd-strand's states say nothing of replicas, and it once
+    put a half GPU on a replica GPU (the live controller's default, so submit took it too)."""
+    kw = {"place": place} if place else {}
     nodes = sliced(cluster(1, 2, model="L40S")) + cluster(1, 2, model="L40S", start=1)
     jobs = [
-        pjob("whole", gpus=1),
         pjob("half", gpus=1, milli=500),
         pjob("rep", gpus=1, milli=QUARTER),
         pjob("cpu", gpus=0),
     ]
-    res = cycle(nodes, jobs)
-    assert nodes_of(res, "whole") == ["n01"] and nodes_of(res, "half") == ["n01"]
+    res = cycle(nodes, jobs, **kw)
+    only = sliced(cluster(1, 1, model="L40S"))
+    assert fit_problems(pjob("h", gpus=1, milli=500).spec, only, profile(**kw))
+    assert nodes_of(res, "half") == ["n01"]
     assert nodes_of(res, "rep")  # a replica-sized share fits either node
-    assert fit_problems(pjob("two", gpus=2).spec, nodes, profile()) == []  # n01 serves it
-    # the whole-GPU node full: a whole GPU waits, never on the replicas' node
+    assert fit_problems(pjob("two", gpus=2).spec, nodes, profile()) == []
+    # the plain node full: a half waits, never on the replicas' node
     full = [running("t", ("n01", [0, 1]))]
     res = cycle(
-        nodes,
-        [pjob("w2", gpus=1), pjob("h2", gpus=1, milli=500), pjob("r2", gpus=1, milli=QUARTER)],
-        full,
+        nodes, [pjob("h2", gpus=1, milli=500), pjob("r2", gpus=1, milli=QUARTER)], full, **kw
     )
-    assert res.reasons["w2"].code is ReasonCode.RESOURCES
     assert res.reasons["h2"].code is ReasonCode.RESOURCES
     assert nodes_of(res, "r2") == ["n00"]
+
+
+def test_a_whole_gpu_job_takes_a_replica_nodes_gpu_none_of_whose_replicas_is_held() -> None:
+    """Slurm's Gres=gpu:2,shard:8: --gres=gpu:1 is a whole GPU, given as a gpu or as shards,
+    never both (ADR 0054); before, a 1-GPU job never fit a node offering replicas."""
+    nodes = sliced(cluster(1, 2, model="L40S"))
+    assert fit_problems(pjob("one", gpus=1).spec, nodes, profile()) == []
+    assert fit_problems(pjob("two", gpus=2).spec, nodes, profile()) == []
+    res = cycle(nodes, [pjob("w", gpus=1), pjob("r", gpus=1, milli=QUARTER)])
+    assert nodes_of(res, "w") == ["n00"] and nodes_of(res, "r") == ["n00"]
+    ((w,),) = [start_of(res, "w")]
+    ((r,),) = [start_of(res, "r")]
+    assert w.gpus != r.gpus and w.gpu_milli == 1000 and r.gpu_milli == QUARTER
+    # one replica held on each GPU: no GPU is free whole, and the Reason says why
+    held = [running(f"h{d}", ("n00", [d]), milli=QUARTER) for d in (0, 1)]
+    res = cycle(nodes, [pjob("w", gpus=1), pjob("r", gpus=1, milli=QUARTER)], held)
+    assert nodes_of(res, "r") == ["n00"]
+    r = res.reasons["w"]
+    assert r.code is ReasonCode.RESOURCES and r.data["gpu_replicas"] == 4
+    assert r.message == (
+        "needs 1 GPU, whole; 0 free now: 2 GPUs time-sliced as 4 replicas each are held, by "
+        "replicas or whole, and such a GPU is given whole only when none of its replicas is held"
+    )
+    # a GPU held whole gives no replica
+    whole = [running("w0", ("n00", [0, 1]))]
+    assert cycle(nodes, [pjob("r", gpus=1, milli=QUARTER)], whole).reasons["r"].code is (
+        ReasonCode.RESOURCES
+    )
 
 
 def test_sinfo_shows_replicas_as_slurms_shards_and_nodes_says_them() -> None:
@@ -140,4 +170,4 @@ def test_the_simulator_replays_a_pool_of_replicas_as_the_controller_places_them(
     sim.run(until=1000.0)
     starts = {j: o.first_start for j, o in sim.outcomes.items()}
     assert [starts[f"r{i}"] for i in range(5)] == [0.0, 0.0, 0.0, 0.0, 100.0]
-    assert starts["whole"] is None  # a whole GPU never on the replicas' GPU
+    assert starts["whole"] == 200.0  # the GPU whole once none of its replicas is held

@@ -294,6 +294,47 @@ def test_las_age_limit_puts_old_jobs_first_and_keeps_them_running() -> None:
     assert not plugin.outranks(job("newer"), kept, snap)
 
 
+def test_las_aged_share_lets_the_oldest_aged_jobs_ahead_while_the_share_lasts() -> None:
+    """On 8 GPUs with ``aged_share`` 0.5, the aged jobs go ahead, oldest first, while they
+    fit in 4 GPUs with the aged ones already running; the others keep their level. Any aged
+    job is kept running once started (and counts in the share)."""
+    opts = {"age_limit_s": 1000.0, "aged_share": 0.5}
+    a = job("a", submit=0, attained=20_000.0, gpus=2, mark=ServiceMark(stopped_at=500.0))
+    b = job("b", submit=1, attained=20_000.0, gpus=2, mark=ServiceMark(stopped_at=500.0))
+    c = job("c", submit=2, attained=20_000.0, gpus=2, mark=ServiceMark(stopped_at=500.0))
+    new = job("new", submit=900, attained=0.0)
+    assert ordered("las", [a, b, c, new], now=1500.0, options=opts) == ["a", "b", "new", "c"]
+    plugin = make("order", "las", opts)
+    snap = snapshot(cluster(1, 8), [a, b, c, new], now=1500.0)
+    assert plugin.admitted(snap) == {"a", "b"}
+    assert plugin.started(a, 1500.0).aged and plugin.started(c, 1500.0).aged
+    # one aged job already runs on 2 GPUs: 2 left, for the oldest pending one
+    held = replace(running("old", ("n00", [6, 7]), start=1000.0), mark=ServiceMark(aged=True))
+    snap = snapshot(cluster(1, 8), [a, b, c, new], running=[held], now=1500.0)
+    assert plugin.admitted(snap) == {"a"}
+    assert plugin.pending_level(b, 1500.0, snap) == 2  # its level, not ahead
+    with pytest.raises(ValueError):
+        make("order", "las", {"aged_share": 0.0})
+
+
+def test_las_min_run_keeps_a_job_running_until_it_has_run_that_long() -> None:
+    """``min_run_s`` (Slurm's PreemptExemptTime): a job in a higher level is not preempted
+    before its current attempt has run this long."""
+    plugin = make("order", "las", {"min_run_s": 600.0})
+    # 4,000 GPU-s from earlier attempts: level 1 from its start at 1,000
+    hog = running("hog", ("n00", range(4)), start=1000.0, attained=4000.0)
+    early = snapshot(cluster(1, 8), running=[hog], now=1599.0)
+    late = snapshot(cluster(1, 8), running=[hog], now=1600.0)
+    assert not plugin.outranks(job("new"), hog, early) and not list(
+        plugin.outranked(job("new"), early)
+    )
+    assert plugin.outranks(job("new"), hog, late)
+    assert [r.id for r in plugin.outranked(job("new"), late)] == ["hog"]
+    assert make("order", "las").outranks(job("new"), hog, early)  # off by default
+    with pytest.raises(ValueError):
+        make("order", "las", {"min_run_s": -1.0})
+
+
 def test_las_outranks_running_jobs_that_crossed_into_a_higher_level() -> None:
     plugin = make("order", "las")
     snap = snapshot(cluster(1, 8), now=1000.0)

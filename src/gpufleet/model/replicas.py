@@ -3,9 +3,11 @@ NVIDIA's Kubernetes device plugin does with ``sharing: timeSlicing: resources: [
 nvidia.com/gpu, replicas: N}]`` and Slurm with ``shard`` GRES (ADR 0052).
 
 A replica is one N-th of one GPU (``MILLI // N`` thousandths): a job asks for one as a share of
-that size (``--gpu-share 0.25`` where N is 4). Such a node takes nothing else that uses a GPU:
-no whole GPU, no share of another size, and no more than one replica per worker (the device
-plugin's ``failRequestsGreaterThanOne``), so modes never mix on its GPUs. CUDA time-slices the
+that size (``--gpu-share 0.25`` where N is 4). Such a node also takes whole GPUs, each one of
+its GPUs whose N replicas are all free (Slurm's ``Gres=gpu:G,shard:G*N``: a GPU is given as a
+``gpu`` or as shards, never both at once; ADR 0054), and nothing else: no share of another
+size and no more than one replica per worker (the device plugin's
+``failRequestsGreaterThanOne``), so modes never mix on one GPU. CUDA time-slices the
 replicas' processes; nothing bounds a replica's memory or compute (NVIDIA: "no memory or fault
 isolation between replicas"), and the task's log says so.
 
@@ -53,17 +55,17 @@ def milli(n: int) -> int:
 def takes(n: int, gpus: int, gpu_milli: int) -> bool:
     """Whether a node with ``n`` replicas per GPU (0: none) may take one worker asking ``gpus``
     devices of ``gpu_milli`` each: anything on a node without replicas, and there only workers
-    without GPUs or with exactly one replica."""
-    return not n or not gpus or (gpus == 1 and gpu_milli == milli(n))
+    without GPUs, with whole GPUs (each a GPU none of whose replicas is held) or with exactly one
+    replica."""
+    return not n or not gpus or gpu_milli >= MILLI or (gpus == 1 and gpu_milli == milli(n))
 
 
 def refusal(n: int, gpus: int, gpu_milli: int) -> str:
     """Why a worker asking ``gpus`` × ``gpu_milli`` cannot use GPUs offered as ``n`` replicas."""
-    share = f"{gpu_milli / MILLI:g} of a GPU" if gpu_milli < MILLI else "a whole GPU"
-    asked = f"{gpus} GPUs" if gpus > 1 else share
+    one = f"{milli(n) / MILLI:g}"
     return (
-        f"asks for {asked}; the nodes that could take it offer their GPUs time-sliced as "
-        f"{n} replicas each and give one replica ({milli(n) / MILLI:g} of a GPU, "
-        f"--gpu-share {milli(n) / MILLI:g}) per worker, never more (as NVIDIA's device plugin "
-        "with failRequestsGreaterThanOne)"
+        f"asks for {gpu_milli / MILLI:g} of a GPU per worker; the nodes that could take it "
+        f"offer their GPUs time-sliced as {n} replicas each and give one replica ({one} of a "
+        f"GPU, --gpu-share {one}) per worker, never more (as NVIDIA's device plugin with "
+        "failRequestsGreaterThanOne), or whole GPUs"
     )

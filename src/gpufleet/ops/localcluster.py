@@ -21,6 +21,7 @@ from gpufleet.api.schemas import TokenCreate
 from gpufleet.base.secretfile import write_secret
 from gpufleet.client import ApiError, Client
 from gpufleet.ops import portblocks
+from gpufleet.ops.prefork import Proc, launch
 
 
 def free_port() -> int:
@@ -111,7 +112,7 @@ def wait_until(what: str, check: object, timeout_s: float, every_s: float = 0.1)
 @dataclass
 class AgentProc:
     name: str
-    proc: subprocess.Popen[bytes]
+    proc: Proc
     token: str
     args: list[str]  # never the token: it is in token_file (0600), as on a real node
     token_file: Path | None = None
@@ -150,12 +151,15 @@ class LocalCluster:
     tls_key: Path | None = None
     ca: Path | None = None
     port: int = 0
-    controller: subprocess.Popen[bytes] | None = None
+    controller: Proc | None = None
     agent_procs: dict[str, AgentProc] = field(default_factory=dict)
     admin_token: str = ""
     # the agents' interpreter (default: this one): a root agent runs a batch job's helpers
     # (agent/taskstart.py, the step daemon) with it as the job's user, who must be able to
     agent_python: str = ""
+    # the controller and agents may be forked from this process's zygote where it has one (the
+    # suite's workers: ops/prefork.py); False: always exec'd (a test of their /proc cmdline)
+    prefork: bool = True
 
     @property
     def url(self) -> str:
@@ -184,9 +188,7 @@ class LocalCluster:
             self.port = free_port()
         args, env = self.controller_command(self.data_dir / "controller", self.port)
         log = (self.data_dir / "controller.log").open("ab")
-        self.controller = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+        self.controller = launch(args, env, log, fork=self.prefork)
         token_file = self.admin_token_file
 
         def up() -> bool:
@@ -301,9 +303,7 @@ class LocalCluster:
             *extra,
         ]
         log = (self.data_dir / f"{name}.log").open("ab")
-        proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True
-        )
+        proc = launch(args, self._env(), log, fork=self.prefork)
         ap = AgentProc(name, proc, token, args, token_file)
         self.agent_procs[name] = ap
         return ap
@@ -358,7 +358,7 @@ class LocalCluster:
         self.stop()
 
 
-def _kill_group(p: subprocess.Popen[bytes], sig: int, group: bool = True) -> None:
+def _kill_group(p: Proc, sig: int, group: bool = True) -> None:
     if p.poll() is not None:
         return
     try:
@@ -370,7 +370,7 @@ def _kill_group(p: subprocess.Popen[bytes], sig: int, group: bool = True) -> Non
         pass
 
 
-def _reap(p: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
+def _reap(p: Proc, timeout_s: float = 15) -> None:
     try:
         p.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

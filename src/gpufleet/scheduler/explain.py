@@ -22,7 +22,7 @@ from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.framework import Code
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.plugins.filter_engines import describe
-from gpufleet.scheduler.replica_reason import replica_refusal, replicas_held
+from gpufleet.scheduler.replica_reason import replica_refusal, replicas_held, whole_behind_replicas
 from gpufleet.scheduler.request import Shape, WorkerRequest, shape_of
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
@@ -164,6 +164,8 @@ def resource_reason(job: PendingJob, ws: Workspace) -> Reason:
                 f"needs {_gpus(need)} of {models}; {free} of the {free_any} free GPUs are {models}",
                 data,
             )
+        if (behind := whole_behind_replicas(s, ws, free, data)) is not None:
+            return behind
         return Reason(
             ReasonCode.RESOURCES, f"needs {_gpus(need)} ({s.describe()}); {free} free now", data
         )

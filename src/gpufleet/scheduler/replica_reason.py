@@ -52,3 +52,26 @@ def replicas_held(s: JobSpec, ws: Workspace, data: dict[str, object]) -> Reason 
         "node has that share free now",
         data,
     )
+
+
+def whole_behind_replicas(
+    s: JobSpec, ws: Workspace, free: int, data: dict[str, object]
+) -> Reason | None:
+    """Why a whole-GPU job waits when GPUs offered as replicas would serve it but are held (by
+    replicas or whole): such a GPU is given whole only when none of its replicas is held
+    (Slurm's gpu beside shards, ADR 0054). None when no such GPU is held."""
+    nodes = [i for i in range(ws.n) if ws.replicas[i] and ws.ok[i]]
+    if s.gpu_models:
+        nodes = [i for i in nodes if ws.model[i] in s.gpu_models]
+    held = sum(1 for i in nodes for f in ws.gfree[i] if f < MILLI)
+    if not held:
+        return None
+    n = ws.replicas[nodes[0]]
+    data.update(gpu_replicas=n, replica_gpus_held=held)
+    return Reason(
+        ReasonCode.RESOURCES,
+        f"needs {s.describe()}, whole; {free} free now: {held} GPU{'s' if held != 1 else ''} "
+        f"time-sliced as {n} replicas each {'are' if held != 1 else 'is'} held, by replicas or "
+        "whole, and such a GPU is given whole only when none of its replicas is held",
+        data,
+    )

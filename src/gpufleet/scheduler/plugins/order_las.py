@@ -14,6 +14,11 @@ demoted again only after another first queue's worth. 0 turns the promotion off.
 ``starvation_cap_s`` (0: none) caps that wait: a job that waited this long is promoted whatever
 it ran. ``age_limit_s`` (0: off): a job this long in the system (since its submission) goes
 ahead of every level and, once started, is kept running to its end (no job outranks it).
+``aged_share`` (1: no cap) bounds that: the aged jobs go ahead, oldest first, only while they
+and the aged jobs already running hold at most this share of the cluster's GPUs (the first
+always goes when none runs); the others keep their level (an aged job that starts from there
+is kept running too, and counts). ``min_run_s`` (0: off; Slurm's PreemptExemptTime, Themis'
+leases): a running job is not preempted before its current attempt has run this long.
 
 ``within``: the order inside a queue. ``fifo`` (Tiresias'); ``history``: least expected
 remaining service first, as the cluster's own finished jobs of the same queue and GPU count
@@ -31,7 +36,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.scheduler.plugins.base import OrderBase
 from gpufleet.scheduler.service_history import ServiceHistory
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, ServiceMark, Snapshot
-from gpufleet.scheduler.usage import QueueUsage
+from gpufleet.scheduler.usage import QueueUsage, capacity_of
 
 NAME = "order/las"
 
@@ -47,6 +52,8 @@ class Plugin(OrderBase):
         history_window: int = 200,
         starvation_cap_s: float = 0.0,
         age_limit_s: float = 0.0,
+        aged_share: float = 1.0,
+        min_run_s: float = 0.0,
     ) -> None:
         th = [float(t) for t in thresholds_gpu_s]
         if th != sorted(th) or any(t <= 0 for t in th):
@@ -55,12 +62,19 @@ class Plugin(OrderBase):
             raise ValueError(
                 "starvation_factor, starvation_cap_s and age_limit_s must be 0 (off) or above"
             )
+        if not 0 < aged_share <= 1 or not min_run_s >= 0:
+            raise ValueError("aged_share must be in (0, 1] and min_run_s 0 (off) or above")
         if within not in ("fifo", "history"):
             raise ValueError("within must be 'fifo' or 'history'")
         self.thresholds = th
         self.starvation_factor = float(starvation_factor)
         self.starvation_cap_s = float(starvation_cap_s)
         self.age_limit_s = float(age_limit_s)
+        self.aged_share = float(aged_share)
+        self.min_run_s = float(min_run_s)
+        # a memo: the aged jobs ``admitted`` lets ahead in the snapshot last asked of
+        self._admitted: frozenset[str] = frozenset()
+        self._admitted_for: Snapshot | None = None
         self.history = ServiceHistory(history_window) if within == "history" else None
 
     def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
@@ -87,8 +101,37 @@ class Plugin(OrderBase):
         """Whether ``p`` has been in the system ``age_limit_s`` or more (0: never)."""
         return 0 < self.age_limit_s <= now - p.submit_time
 
-    def pending_level(self, p: PendingJob, now: float) -> int:
-        if self.starved(p, now) or self.aged(p, now):
+    def admitted(self, snap: Snapshot) -> frozenset[str] | None:
+        """The aged pending jobs let ahead in ``snap``; None: every aged job (no share)."""
+        if self.aged_share >= 1 or self.age_limit_s <= 0:
+            return None
+        if self._admitted_for is snap:
+            return self._admitted
+        cap = snap.capacity or capacity_of(snap.nodes)
+        held = sum(r.spec.total_gpu_milli for r in snap.running if r.mark.aged)
+        room = self.aged_share * cap.gpu_milli - held
+        born, ids = snap.now - self.age_limit_s, list[str]()
+        for p in snap.pending:  # arrival order: the oldest first, while the share lasts
+            if p.submit_time > born:
+                continue
+            g = p.spec.total_gpu_milli
+            if g > room and (ids or held > 0):
+                break
+            ids.append(p.id)
+            room -= g
+        self._admitted, self._admitted_for = frozenset(ids), snap
+        return self._admitted
+
+    def is_aged(self, p: PendingJob, snap: Snapshot) -> bool:
+        if not self.aged(p, snap.now):
+            return False
+        ids = self.admitted(snap)
+        return ids is None or p.id in ids
+
+    def pending_level(self, p: PendingJob, now: float, snap: Snapshot | None = None) -> int:
+        if self.starved(p, now):
+            return 0
+        if self.aged(p, now) and (snap is None or self.is_aged(p, snap)):
             return 0
         return bisect_right(self.thresholds, p.attained_gpu_s - p.mark.base_gpu_s)
 
@@ -103,15 +146,18 @@ class Plugin(OrderBase):
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
     ) -> Iterator[PendingJob]:
         now = snap.now
+        admitted = self.admitted(snap)
         if self.history is not None:
-            return self._by_prediction(pending, now, self.history)
+            return self._by_prediction(pending, now, self.history, admitted)
         if pending is snap.pending and snap.pending_index is not None:
-            return self._by_level(pending, now)
+            return self._by_level(pending, now, admitted)
         return iter(
-            sorted(pending, key=lambda p: (self.pending_level(p, now), p.submit_time, p.seq))
+            sorted(pending, key=lambda p: (self.pending_level(p, now, snap), p.submit_time, p.seq))
         )
 
-    def _levels(self, pending: Sequence[PendingJob], now: float) -> list[list[PendingJob]]:
+    def _levels(
+        self, pending: Sequence[PendingJob], now: float, admitted: frozenset[str] | None
+    ) -> list[list[PendingJob]]:
         """``pending`` split by ``pending_level``, each in its given order, after a first list
         of the aged jobs (``age_limit_s``; level 0 too, ahead of the rest); written out (a busy
         cluster's cycles ask it of every pending job): a job that never ran is level 0 without
@@ -122,7 +168,7 @@ class Plugin(OrderBase):
         cap = self.starvation_cap_s or float("inf")
         born = now - self.age_limit_s if self.age_limit_s > 0 else float("-inf")
         for p in pending:
-            if p.submit_time <= born:
+            if p.submit_time <= born and (admitted is None or p.id in admitted):
                 aged.append(p)
                 continue
             a = p.attained_gpu_s
@@ -142,12 +188,16 @@ class Plugin(OrderBase):
         return levels
 
     def _by_prediction(
-        self, pending: Sequence[PendingJob], now: float, history: ServiceHistory
+        self,
+        pending: Sequence[PendingJob],
+        now: float,
+        history: ServiceHistory,
+        admitted: frozenset[str] | None,
     ) -> Iterator[PendingJob]:
         """By level, then least expected remaining service (unknown: last), then FIFO. Levels
         are split first and each sorted only when the walk gets to it; the prediction is
         worked out once per (queue, shape, service), which most jobs of a level share."""
-        levels = self._levels(pending, now)
+        levels = self._levels(pending, now, admitted)
         memo: dict[tuple[str, int, int, int, float], float] = {}
 
         def rest(p: PendingJob) -> float:
@@ -168,7 +218,9 @@ class Plugin(OrderBase):
 
         return walk()
 
-    def _by_level(self, pending: Sequence[PendingJob], now: float) -> Iterator[PendingJob]:
+    def _by_level(
+        self, pending: Sequence[PendingJob], now: float, admitted: frozenset[str] | None
+    ) -> Iterator[PendingJob]:
         """``order`` for jobs already by ``(submit_time, seq)`` (a snapshot's pending jobs with
         its index): a stable split by level is that sort, without its key per job."""
         th = self.thresholds
@@ -176,7 +228,7 @@ class Plugin(OrderBase):
             t = th[0]  # level 0 exactly below it (``bisect_right``)
             low = [p for p in pending if p.attained_gpu_s - p.mark.base_gpu_s < t]
             return chain(low, (p for p in pending if not p.attained_gpu_s - p.mark.base_gpu_s < t))
-        return chain.from_iterable(self._levels(pending, now))
+        return chain.from_iterable(self._levels(pending, now, admitted))
 
     def running_level(self, r: RunningJob, now: float) -> int:
         if r.mark.aged:
@@ -184,25 +236,29 @@ class Plugin(OrderBase):
         return bisect_right(self.thresholds, r.attained(now) - r.mark.base_gpu_s)
 
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
-        return self.pending_level(job, snap.now) < self.running_level(victim, snap.now)
+        if snap.now - victim.start_time < self.min_run_s:
+            return False
+        return self.pending_level(job, snap.now, snap) < self.running_level(victim, snap.now)
 
     def outrank_key(self, job: PendingJob, snap: Snapshot) -> int:
         """In one snapshot, ``outranks(job, v, snap)`` depends on ``job`` only through this."""
-        return self.pending_level(job, snap.now)
+        return self.pending_level(job, snap.now, snap)
 
     def outranked(self, job: PendingJob, snap: Snapshot) -> list[RunningJob]:
         """The running jobs ``job`` outranks (in ``snap.running``'s order): those whose service
         since their last promotion reached the threshold above ``job``'s level (``level_of``
         is a ``bisect_right``, so it exceeds the level exactly there)."""
-        level = self.pending_level(job, snap.now)
+        level = self.pending_level(job, snap.now, snap)
         if level >= len(self.thresholds):
             return []
         t, now = self.thresholds[level], snap.now
+        started = now - self.min_run_s  # a job started after this is not preempted yet
         # r.attained(now) - base, written out: the same sum, without two calls per running job
         return [
             r
             for r in snap.running
             if not r.mark.aged
+            and r.start_time <= started
             and r.attained_gpu_s
             - r.mark.base_gpu_s
             + (now - r.start_time) * r.spec.total_gpu_milli / 1000

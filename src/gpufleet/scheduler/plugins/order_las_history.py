@@ -24,6 +24,8 @@ class Plugin(order_las.Plugin):
         history_window: int = 200,
         starvation_cap_s: float = 0.0,
         age_limit_s: float = 0.0,
+        aged_share: float = 1.0,
+        min_run_s: float = 0.0,
     ) -> None:
         super().__init__(
             thresholds_gpu_s,
@@ -32,4 +34,6 @@ class Plugin(order_las.Plugin):
             history_window,
             starvation_cap_s,
             age_limit_s,
+            aged_share,
+            min_run_s,
         )

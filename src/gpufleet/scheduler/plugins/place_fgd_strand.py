@@ -55,6 +55,7 @@ class Plugin(ScoredPlace):
         # per request shape: the states scored so far, and the function that scores them
         self._memo: dict[object, tuple[dict[StateKey, Scored], Callable[[StateKey], int]]] = {}
         self._last: tuple[Workspace, StateIndex] | None = None  # the index asked for last
+        self._replica_list: tuple[list[int], bool] | None = None  # _replicas's last answer
 
     def prepare(self, snap: Snapshot, ws: Workspace) -> None:
         pods = workload_pods(snap)
@@ -101,7 +102,8 @@ class Plugin(ScoredPlace):
         tiers = idx.tiers(shape, memo, score_of)
         if not tiers:
             return NO_NODE
-        plain = not ws.fence and req.select is None and not req.dataset
+        # a node offering replicas takes only some workers (ws.takes): not every node of a state
+        plain = not ws.fence and req.select is None and not req.dataset and not self._replicas(ws)
         for score in (max(tiers),) if len(tiers) == 1 else sorted(tiers, reverse=True):
             keys = tiers[score]
             if plain and domain.level == "any":
@@ -118,6 +120,14 @@ class Plugin(ScoredPlace):
                 assert key is not None
                 return chosen(i, memo[key][1])
         return NO_NODE
+
+    def _replicas(self, ws: Workspace) -> bool:
+        """Whether any node of ``ws`` offers its GPUs as replicas (model/replicas.py): its
+        state says nothing of it. Kept per replica list, which copies of a workspace share."""
+        last = self._replica_list
+        if last is None or last[0] is not ws.replicas:
+            last = self._replica_list = (ws.replicas, any(ws.replicas))
+        return last[1]
 
     def _forget(self) -> None:
         """Drop what was scored with an earlier scorer."""

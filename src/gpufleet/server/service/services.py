@@ -22,7 +22,6 @@ from gpufleet.server.admission import unknown_queue
 from gpufleet.server.auth import Principal
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.refusals import Conflict, Forbidden, NotFound, Unavailable
-from gpufleet.server.remote_gateway import RemoteGateway
 from gpufleet.server.service.requests import Requests
 from gpufleet.server.service_views import endpoint_out, service_out
 from gpufleet.server.stepenv import desktop_key
@@ -30,8 +29,6 @@ from gpufleet.server.stepenv import desktop_key
 # a desktop with no token to open it (none active): a digest no token has, so the route
 # stays a desktop's (an empty list would make it an ordinary service's, its token let in)
 NO_VIEWER = "0" * 64
-# the proxies that cannot hash a client's token to check it (gateway/nginx.py answers 501)
-NO_DESKTOPS = frozenset({"nginx"})
 ROTATE_WAIT_S = 60.0  # the longest a token rotation waits for the proxy's reload
 
 
@@ -163,26 +160,12 @@ class ServiceRequests(Requests):
 
     def _openable(self, spec: ServiceSpec) -> None:
         """A desktop is refused (409, said plainly) where no one could open it: without a
-        gateway, or behind nginx, which cannot check a viewer's own token (ADR 0047)."""
-        if spec.desktop is None:
-            return
-        if self.gateway is None:
+        gateway. Every proxy checks a viewer's own token (nginx through its viewer check,
+        ADR 0057)."""
+        if spec.desktop is not None and self.gateway is None:
             raise Conflict(
                 "a desktop is opened through the service gateway, and this controller runs "
-                "none (--gateway off): run it with --gateway haproxy or builtin"
-            )
-        gw = self.gateway.gateway
-        remote = isinstance(gw, RemoteGateway)
-        kind = (gw.proxy or gw.kind) if isinstance(gw, RemoteGateway) else gw.kind
-        if kind in NO_DESKTOPS:
-            where, fix = (
-                ("gateway process (gpufleet gateway) runs", "gpufleet gateway --kind")
-                if remote
-                else ("controller's gateway is", "the controller with --gateway")
-            )
-            raise Conflict(
-                f"this {where} {kind}, which cannot check a viewer's own token and opens no "
-                f"desktop (it would answer 501): run {fix} haproxy or builtin"
+                "none (--gateway off): run it with --gateway haproxy, nginx or builtin"
             )
 
     async def create_service(self, spec: ServiceSpec, who: Principal) -> Service:
