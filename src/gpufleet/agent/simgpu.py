@@ -344,8 +344,7 @@ class SimulatedGpus:
                 pcie_gen=5 if self.model.name in ("B200", "H200", "H100-SXM", "H100-PCIe") else 4,
                 pcie_width=16,
                 nvlink_up=0 if g.nvlink_down else self._links,
-                **self._mig(g.index),
-            )
+            ).model_copy(update=self._mig(g.index))
             for g in self._gpus
             if not g.offbus
         ]

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from gpufleet.client import Client
+from gpufleet.client.httpx_transport import verify_for
 from gpufleet.ops.localcluster import (
     AgentProc,
     LocalCluster,
@@ -139,8 +140,9 @@ class HaCluster(LocalCluster):
                 if p.returncode == -signal.SIGTERM:  # stopped by the test: gone
                     continue
                 raise ProcessDied(f"controller {i} exited with {p.returncode}")
-            try:
-                r = httpx.get(f"{self.urls[i]}/healthz", timeout=2.0)
+            url = f"{self.urls[i]}/healthz"
+            try:  # verify_for: no trusted CAs loaded for plain http, 28 → 2 ms of CPU a call
+                r = httpx.get(url, timeout=2.0, verify=verify_for(url, None))
                 out[i] = str((r.json().get("ha") or {}).get("role", ""))
             except (httpx.HTTPError, ValueError):
                 out[i] = ""
