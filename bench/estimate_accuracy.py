@@ -25,9 +25,12 @@ how far its earlier estimates were off) is checked too: how many of the banded e
 started within it (calibrated: 75-85 %). Slurm's ``squeue --start`` gives a start only where its
 backfill holds a reservation: the ``reserved`` row is that figure on the same replay, and the
 ``slurm-like`` line says how many of the jobs it covers. ``--order`` replays another order
-(``bench/estimate_plot.py`` runs several and plots their errors).
+(``bench/estimate_plot.py`` runs several and plots their errors). ``--per-node`` plans a job of
+several GPUs per worker per node (``Profile.plan_per_node``, off by default: worse here, see
+BENCHMARKS.md).
 
     .venv/bin/python bench/estimate_accuracy.py [--jobs N] [--sample F [--seed S]] [--order O]
+        [--per-node]
 """
 
 from __future__ import annotations
@@ -101,8 +104,13 @@ def main() -> int:
     )
     ap.add_argument("--seed", type=int, default=0, help="which sample (with --sample)")
     ap.add_argument("--order", default=HEADLINE.order, help="the order plugin (fairshare)")
+    ap.add_argument(
+        "--per-node",
+        action="store_true",
+        help="plan jobs of several GPUs per worker per node (Profile.plan_per_node)",
+    )
     args = ap.parse_args()
-    m = measure(args.trace, args.jobs, args.sample, args.seed, args.order)
+    m = measure(args.trace, args.jobs, args.sample, args.seed, args.order, args.per_node)
     report(m, args.sample, args.seed)
     return 0
 
@@ -125,11 +133,13 @@ class Measured:
     jct: list[float] = field(default_factory=list)  # every job that ended: end − submit, s
 
 
-def measure(trace: Path, limit: int | None, sample: float, seed: int, order: str) -> Measured:
+def measure(
+    trace: Path, limit: int | None, sample: float, seed: int, order: str, per_node: bool = False
+) -> Measured:
     """One replay reading the sampled jobs' first estimates (see the module's docstring)."""
     cluster, jobs = philly_workload(trace, limit)
     choice = replace(HEADLINE, order=order)
-    profile: Profile = replace(choice.build(), explain=True)
+    profile: Profile = replace(choice.build(), explain=True, plan_per_node=per_node)
     asked = {j.id for j in jobs if sampled(j.id, sample, seed)}
     # id → (estimate, bound, band low, band high)
     told: dict[str, tuple[float | None, str, float | None, float | None]] = {}

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from builders import job, node, queue, running, snapshot
 from hypothesis import HealthCheck, given, settings
@@ -413,3 +414,16 @@ def test_quotas_hold_and_borrowing_stays_within_what_the_cohort_lends(scene) -> 
 def test_decisions_are_deterministic(scene) -> None:
     snap, profile = scene
     assert decisions(run_cycle(snap, profile)) == decisions(run_cycle(snap, profile))
+
+
+@SETTINGS
+@given(scenes())
+def test_estimates_planned_per_node_keep_the_same_rules(scene) -> None:
+    """``Profile.plan_per_node`` (estimate_nodes): the same estimates' rules hold, and the
+    cycle's decisions are the plan's to read, never moved by it."""
+    snap, profile = scene
+    per_node = replace(profile, plan_per_node=True)
+    res = run_cycle(snap, per_node)
+    check_estimates(snap, res, per_node)
+    plain = run_cycle(snap, profile)
+    assert decisions(res)[:3] == decisions(plain)[:3]

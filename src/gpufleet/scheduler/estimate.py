@@ -6,9 +6,11 @@ without a history, until its time limit, or the backfill plugin's assumed one, o
 EASY reservation's job starts at its reservation; then the other pending jobs are played forward
 as the scheduler would take them (``estimate_forward``): at each predicted end, in the order
 plugin's order on the usage of that moment, EASY-style, each where its queue's quota admits it.
-Counted in GPUs over the cluster, not per node: fragmentation can delay a start beyond its
-estimate. What the user is told comes with an 80 % band, from how far such estimates were off
-on this cluster (``start_errors``).
+Counted in GPUs over the cluster, and per node for a job of several GPUs per worker
+(``estimate_nodes``: its start and its shadow wait for enough nodes each with room for a
+worker, and the nodes it will take are kept from jobs that would run past its start; the
+running jobs are held where they run, the planned ones best fit). What the user is told comes
+with an 80 % band, from how far such estimates were off on this cluster (``start_errors``).
 
 Built lazily: nothing is worked out until a Reason is read (the simulator never reads them).
 """
@@ -21,11 +23,13 @@ from dataclasses import dataclass, replace
 from itertools import chain
 from typing import TYPE_CHECKING
 
+from gpufleet.model.allocation import Allocation
 from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import Resources
 from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.estimate_forward import Forward
+from gpufleet.scheduler.estimate_nodes import room_of, takes_of
 from gpufleet.scheduler.runtime_history import RuntimeQuantiles
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage, capacity_of
@@ -105,6 +109,7 @@ class StartPlan:
         assumed = self.profile.backfill.assume_limit_s
         cap = self._cap.gpu_milli
         holds: list[tuple[float, float, str, Resources]] = []  # (start, end, queue, resources)
+        where: list[Allocation] = []  # each hold's allocation, in step with ``holds``
         stopping = {p.job_id for p in res.preemptions}
         for r in snap.running:
             if r.id in stopping or r.stopping_since is not None:
@@ -112,11 +117,13 @@ class StartPlan:
             else:
                 end = self._end_of(r.spec, r.start_time, assumed, now - r.start_time)
             holds.append((-INF, end, r.spec.queue, r.spec.total_resources))
+            where.append(r.allocation)
         by_id = {p.id: p for p in snap.pending}
         for s in res.starts:
             spec = by_id[s.job_id].spec
             queue = s.queue or spec.queue  # a job of several queues: the one it started in
             holds.append((now, self._end_of(spec, now, assumed), queue, spec.total_resources))
+            where.append(s.allocation)
 
         plan: dict[str, Estimate] = {}
         reservation = res.reservation
@@ -125,6 +132,7 @@ class StartPlan:
             t = reservation.start_time
             end = self._end_of(spec, t, assumed)
             holds.append((t, end, spec.queue, spec.total_resources))
+            where.append(reservation.allocation)
             plan[reservation.job_id] = Estimate(t, RESERVED)
         reasons: Reasons = res.reasons
         started = {s.job_id for s in res.starts}
@@ -155,6 +163,7 @@ class StartPlan:
         def on_start(job: PendingJob, t: float, end: float, queue: str) -> None:
             holds.append((t, end, queue, job.spec.total_resources))
 
+        nodes, index = room_of(snap.nodes) if self.profile.plan_per_node else (None, {})
         fwd = Forward(
             snap,
             usage,
@@ -163,9 +172,10 @@ class StartPlan:
             end_of,
             admits,
             on_start,
+            nodes,
         )
-        for start, end, queue, need in holds:
-            fwd.hold(start, end, queue, need)
+        for (start, end, queue, need), alloc in zip(holds, where, strict=True):
+            fwd.hold(start, end, queue, need, takes_of(alloc, index))
         for job_id, at in fwd.play(jobs, MAX_PLANNED).items():
             plan[job_id] = Estimate(at, PLANNED)
         return plan

@@ -3,8 +3,11 @@ at their predicted times, and at each end the pending jobs are taken in the orde
 *on the usage of that moment*, EASY-style (the first that does not fit gets the earliest time
 enough GPUs are free, and the jobs behind it start only where they do not delay that).
 
-Pure; counted in GPUs over the cluster, like the plan it replaces. Why forward: under fair share
-a queue's turn depends on what it runs, which changes with every start and end; a plan that
+Pure; counted in GPUs over the cluster, like the plan it replaces, and for a job of several
+GPUs per worker per node too (``estimate_nodes``: it starts, and its shadow is, where enough
+nodes each have room for a worker; its wall keeps those nodes, and a count over the cluster of
+the GPUs left, from the jobs that would run past it). Why forward: under fair share a queue's
+turn depends on what it runs, which changes with every start and end; a plan that
 orders every pending job once, on the usage the cycle leaves, runs one queue's whole backlog
 before the next and puts the big jobs of a queue under its share ahead of a flood of small ones
 that in fact interleave with them (on Philly's first 10,000 jobs, 463 of 506 sampled estimates
@@ -21,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from gpufleet.model.resources import Resources
+from gpufleet.scheduler.estimate_nodes import NodeRoom, Probe, Takes, Wall, node_checked
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage
 
@@ -38,7 +42,9 @@ class Forward:
     ``ends``: (end, GPU milli, queue, job) of what holds GPUs at ``now`` (running, started this
     cycle), ``fixed``: (start, end, GPU milli, queue) of what holds them later (the EASY
     reservation's job). ``end_of(job, start)`` is a job's predicted end, ``admits(job, t)`` its
-    queue's quota at ``t`` (the queue it would start in, or None)."""
+    queue's quota at ``t`` (the queue it would start in, or None). ``nodes``: each node's free
+    GPUs, where the holds' ``takes`` are counted and the planned starts placed (None: GPUs over
+    the cluster only)."""
 
     def __init__(
         self,
@@ -49,29 +55,34 @@ class Forward:
         end_of: Callable[[PendingJob, float], float],
         admits: Callable[[PendingJob, float], str | None],
         started: Callable[[PendingJob, float, float, str], None],
+        nodes: NodeRoom | None = None,
     ) -> None:
         self.snap, self.usage, self.shares, self.cap = snap, usage, shares, cap
         self.end_of, self.admits, self.started = end_of, admits, started
         self.free = cap
+        self.nodes = nodes
         self.now = snap.now
-        # (end, seq, GPU milli, queue, resources): what holds GPUs now, by end (a heap)
-        self._ends: list[tuple[float, int, int, str, Resources]] = []
-        # (start, seq, end, GPU milli, queue, resources): what will hold them, by start
-        self._later: list[tuple[float, int, float, int, str, Resources]] = []
+        # (end, seq, GPU milli, queue, resources, where): what holds GPUs now, by end (a heap)
+        self._ends: list[tuple[float, int, int, str, Resources, Takes]] = []
+        # (start, seq, end, GPU milli, queue, resources, where): what will hold them, by start
+        self._later: list[tuple[float, int, float, int, str, Resources, Takes]] = []
         self._seq = 0
         self._eligible: list[float] = []
         self._by_run: list[tuple[float, int, PendingJob]] = []  # (run time, rank, job)
         self._runs: list[float] = []
 
-    def hold(self, start: float, end: float, queue: str, res: Resources) -> None:
+    def hold(self, start: float, end: float, queue: str, res: Resources, takes: Takes = ()) -> None:
         """``res`` held from ``start`` (≤ now: already, and counted in ``usage``) until
-        ``end``."""
+        ``end``, on the nodes ``takes`` says."""
         self._seq += 1
         if start <= self.now:
             self.free -= res.gpu_milli
-            heapq.heappush(self._ends, (end, self._seq, res.gpu_milli, queue, res))
+            if self.nodes is not None:
+                self.nodes.take(takes)
+            heapq.heappush(self._ends, (end, self._seq, res.gpu_milli, queue, res, takes))
         else:
-            heapq.heappush(self._later, (start, self._seq, end, res.gpu_milli, queue, res))
+            item = (start, self._seq, end, res.gpu_milli, queue, res, takes)
+            heapq.heappush(self._later, item)
 
     def play(self, jobs: Sequence[PendingJob], limit: int) -> dict[str, float]:
         """Each job's start (those that start before ``limit`` jobs have)."""
@@ -102,15 +113,20 @@ class Forward:
 
     def _release(self, t: float) -> None:
         ends, later = self._ends, self._later
+        nodes = self.nodes
         while later and later[0][0] <= t:
-            _, seq, end, milli, queue, res = heapq.heappop(later)
+            _, seq, end, milli, queue, res, takes = heapq.heappop(later)
             self.free -= milli
             self.usage.add(queue, res)
-            heapq.heappush(ends, (end, seq, milli, queue, res))
+            if nodes is not None:
+                nodes.take(takes)
+            heapq.heappush(ends, (end, seq, milli, queue, res, takes))
         while ends and ends[0][0] <= t:
-            _, _, milli, queue, res = heapq.heappop(ends)
+            _, _, milli, queue, res, takes = heapq.heappop(ends)
             self.free += milli
             self.usage.remove(queue, res)
+            if nodes is not None:
+                nodes.give(takes)
 
     def _next(self, t: float) -> float:
         nxt = INF
@@ -152,7 +168,7 @@ class Forward:
         (a wall at its shadow time: the GPUs left over then), those that fit and do not
         delay it. What will hold GPUs later (the EASY reservation) is a wall too."""
         started: list[PendingJob] = []
-        walls = self._walls()  # [time, GPUs free then]: a job running past it takes from it
+        walls = self._walls()  # a job running past one takes from its room, off its nodes
         reorder = True
         while reorder:  # fair share: the order anew after each start (its shares moved)
             reorder = False
@@ -166,7 +182,7 @@ class Forward:
                         reorder = True
                         break
                     continue
-                walls.append(list(self._shadow(t, job.spec.total_gpu_milli)))
+                walls.append(self._shadow(job))
                 break
             else:
                 return started  # every job left has started
@@ -179,13 +195,13 @@ class Forward:
         queues: dict[str, list[PendingJob]],
         pos: dict[str, int],
         done: set[str],
-        walls: list[list[float]],
+        walls: list[Wall],
         started: list[PendingJob],
     ) -> None:
         """Behind a blocked head: the jobs that end before the first wall (found by run time,
         not by scanning the queue), in order; then, while every wall has room, those that fit
         in it (at most ``BACKFILL_SCAN`` looked at)."""
-        first = min(at for at, _ in walls)
+        first = min(w.at for w in walls)
         k = bisect.bisect_right(self._runs, first - t)
         short = [(i, j) for _, i, j in self._by_run[:k] if j.id not in done]
         if short:
@@ -200,7 +216,7 @@ class Forward:
             self._by_run = [x for x in self._by_run if x[2].id not in done]  # done ones out
             self._runs = [run for run, _, _ in self._by_run]
         for scanned, job in enumerate(self._order(queues, pos, done)):
-            room = min((r for _, r in walls), default=INF)
+            room = min((w.room for w in walls), default=INF)
             if self.free <= 0 or room <= 0 or scanned >= BACKFILL_SCAN:
                 return
             if job.eligible_time <= t and job.spec.total_gpu_milli <= room:
@@ -220,56 +236,82 @@ class Forward:
         self,
         job: PendingJob,
         t: float,
-        walls: list[list[float]],
+        walls: list[Wall],
         done: set[str],
         started: list[PendingJob],
     ) -> bool:
-        """Start ``job`` at ``t`` if it fits now and past every wall it runs over."""
-        need = job.spec.total_gpu_milli
+        """Start ``job`` at ``t`` if it fits now and past every wall it runs over (in the
+        wall's room, off the nodes it keeps)."""
+        spec = job.spec
+        need = spec.total_gpu_milli
         if need > self.free:
             return False
         end = self.end_of(job, t)
-        if any(need > room for at, room in walls if at < end):
+        over = [w for w in walls if w.at < end]
+        if any(need > w.room for w in over):
+            return False
+        nodes = self.nodes
+        avoid: frozenset[int] = frozenset().union(*(w.fenced for w in over))
+        shape = (spec.gpus_per_worker, spec.gpu_milli, spec.workers)
+        if nodes is not None and not nodes.fits(*shape, avoid):
             return False
         queue = self.admits(job, t)
         if queue is None:
             return False
-        for w in walls:
-            if end > w[0]:
-                w[1] -= need
+        for w in over:
+            w.room -= need
         self.free -= need
-        self.usage.add(queue, job.spec.total_resources)
+        self.usage.add(queue, spec.total_resources)
         self._seq += 1
-        heapq.heappush(self._ends, (end, self._seq, need, queue, job.spec.total_resources))
+        takes: Takes = () if nodes is None else nodes.place(*shape, avoid)
+        heapq.heappush(self._ends, (end, self._seq, need, queue, spec.total_resources, takes))
         done.add(job.id)
         started.append(job)
         self.started(job, t, end, queue)
         return True
 
-    def _walls(self) -> list[list[float]]:
-        """For each hold to come, [its start, the GPUs free just after it starts]."""
+    def _walls(self) -> list[Wall]:
+        """For each hold to come, a wall at its start: the GPUs free just after it starts, and
+        the nodes of the holds come by then."""
         if not self._later:
             return []
         out = []
         for s in sorted(x[0] for x in self._later):
-            back = sum(m for e, _, m, _, _ in self._ends if e <= s)
-            taken = sum(m for s2, _, _, m, _, _ in self._later if s2 <= s)
-            out.append([s, float(self.free + back - taken)])
+            back = sum(x[2] for x in self._ends if x[0] <= s)
+            taken = sum(x[3] for x in self._later if x[0] <= s)
+            fenced = frozenset(n for x in self._later if x[0] <= s for n, _ in x[6])
+            out.append(Wall(s, float(self.free + back - taken), fenced))
         return out
 
-    def _shadow(self, t: float, need: int) -> tuple[float, float]:
-        """When ``need`` GPUs are first free (ends only; holds to come counted as they come),
-        and how many are left over then."""
+    def _shadow(self, job: PendingJob) -> Wall:
+        """The wall of a blocked ``job``: when it can first start (ends only; holds to come
+        counted as they come): enough GPUs free, and for a job of several GPUs per worker enough
+        nodes with room for a worker each (the nodes it would take then are kept for it, as
+        EASY's reservation keeps them); and how many GPUs are left over then, over the
+        cluster."""
+        spec = job.spec
+        need = spec.total_gpu_milli
+        probe = None
+        if self.nodes is not None and node_checked(spec.gpus_per_worker, spec.gpu_milli):
+            probe = Probe(self.nodes)
         free = self.free
         ends = list(self._ends)  # a copy of the heap, popped in time order
-        later = sorted((s, m) for s, _, _, m, _, _ in self._later)
+        later = sorted((x[0], x[3], x[6]) for x in self._later)
         k = 0
         while ends:
-            at, _, m, _, _ = heapq.heappop(ends)
+            at, _, m, _, _, takes = heapq.heappop(ends)
             while k < len(later) and later[k][0] <= at:
                 free -= later[k][1]
+                if probe is not None:
+                    probe.add(later[k][2], -1)
                 k += 1
             free += m
-            if free >= need:
-                return at, float(free - need)
-        return INF, 0.0
+            if probe is not None:
+                probe.add(takes, 1)
+            if probe is None:
+                if free >= need:
+                    return Wall(at, float(free - need))
+            elif free >= need and probe.fits(spec.gpus_per_worker, spec.workers):
+                fenced = probe.pick(spec.gpus_per_worker, spec.workers)
+                return Wall(at, float(free - need), fenced)
+        return Wall(INF, 0.0)

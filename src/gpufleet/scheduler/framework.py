@@ -290,6 +290,10 @@ class Profile:
     explain: bool = True  # give every pending job a Reason (the simulator may skip it)
     # a video job may use the encoders of a GPU a training job holds (pack_encoders.py)
     pack_encoders: bool = False
+    # estimated starts: a job of several GPUs per worker planned per node (estimate_nodes);
+    # off (the default): GPUs counted over the cluster. Off because on Philly it is worse with
+    # arrivals (BENCHMARKS.md, issue 24), though faithful without them
+    plan_per_node: bool = False
 
     @staticmethod
     def build(
