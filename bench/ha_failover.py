@@ -67,7 +67,7 @@ def trial(c: HaCluster, u: Client, n: int, caught_up: bool = False) -> tuple[flo
         time.sleep(0.02)
     c.start_one(old)  # back, as a standby
     wait_until("the old leader standing by", lambda: c.roles().get(old) == "standby", 60)
-    if caught_up:  # and it has read the store ahead, as one that stood by a while (ADR 0058)
+    if caught_up:  # and it has read the store ahead, as one that stood by a while (ADR 0059)
         wait_until("the old leader read ahead", lambda: read_ahead(c, old), 120)
     return accepted, placed, running
 
@@ -141,7 +141,7 @@ def parse() -> argparse.Namespace:
     ap.add_argument(
         "--read-ahead",
         action="store_true",
-        help="before each trial, wait until the standby has read the store ahead (ADR 0058), "
+        help="before each trial, wait until the standby has read the store ahead (ADR 0059), "
         "as one that stood by a while (without: it reads ahead what it can meanwhile)",
     )
     ap.add_argument(

@@ -1,4 +1,4 @@
-"""A standby reads the jobs' bodies ahead (ADR 0058, issue 26): its takeover's read-back then
+"""A standby reads the jobs' bodies ahead (ADR 0059, issue 26): its takeover's read-back then
 decodes no spec of a job it has read already (counted, not timed), and what it reads is what
 a read-back without them reads, whatever changed since (state, queue, new and ended jobs)."""
 

@@ -127,7 +127,7 @@ class HaHealth(Strict):
     read_ahead: int | None = Field(
         default=None,
         description="a standby: the unfinished jobs whose bodies it has read ahead from the "
-        "store, once it has caught up (a takeover then reads only what changed: ADR 0058); "
+        "store, once it has caught up (a takeover then reads only what changed: ADR 0059); "
         "null until then, and on a leader",
     )
 

@@ -128,7 +128,7 @@ class HighAvailability:
     async def _elected(self, epoch: int) -> None:
         self.store.fence_epoch = epoch
         self.service.outbox.term = epoch
-        # the read-back decodes only the bodies not read ahead (ADR 0058)
+        # the read-back decodes only the bodies not read ahead (ADR 0059)
         bodies = self.service.bodies = self.read_ahead.stop()
         ahead, decoded = len(bodies), bodies.decoded
         try:

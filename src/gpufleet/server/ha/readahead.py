@@ -1,4 +1,4 @@
-"""A standby reads ahead (ADR 0058): while it waits, a thread of its own reads the bodies of
+"""A standby reads ahead (ADR 0059): while it waits, a thread of its own reads the bodies of
 the unfinished jobs from the store (spec and dependencies, which never change once stored)
 and decodes them, following new ones as they are stored; a takeover then reads only each
 job's mutable columns and decodes only the bodies it has not read yet.

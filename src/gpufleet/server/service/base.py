@@ -180,7 +180,7 @@ class ServiceBase(ClusterReads, ABC):
         # the newest job stored before this process started: the jobs up to it that had
         # finished are in the store only (a restart loads the unfinished ones)
         self.restored_seq = 0
-        # the jobs' bodies a standby read ahead (ADR 0058): its takeover's read-back uses them
+        # the jobs' bodies a standby read ahead (ADR 0059): its takeover's read-back uses them
         self.bodies: Bodies | None = None
         self.turns = 0
         self.on_turn: Callable[[], None] | None = None  # tests: observe a finished turn

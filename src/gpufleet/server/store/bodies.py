@@ -1,6 +1,6 @@
 """A job row's immutable part (its spec and dependencies), decoded once: a standby reads it
 ahead while it waits, so that a takeover reads only each unfinished job's mutable columns
-(ADR 0058).
+(ADR 0059).
 
 Decoding a spec is most of what a read-back costs (~55 µs a job: the JSON and
 ``spec_from_dict``); with 20,000 held jobs a new leader on a busy host spent seconds on it

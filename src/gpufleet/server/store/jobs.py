@@ -343,7 +343,7 @@ def unfinished(
     conn: sa.Connection, known: Bodies | None = None
 ) -> tuple[list[StoredJob], list[StoredJob]]:
     """Unfinished jobs in seq order, and the finished jobs they depend on. ``known``: bodies
-    read ahead (a standby's, ADR 0058): only the mutable columns are read of those jobs, and
+    read ahead (a standby's, ADR 0059): only the mutable columns are read of those jobs, and
     the bodies of the others are read and decoded into it."""
     if known is None:
         q = sa.select(jobs).where(_ACTIVE).order_by(jobs.c.seq)
@@ -367,7 +367,7 @@ def _unfinished_known(conn: sa.Connection, known: Bodies) -> list[StoredJob]:
 
 
 def bodies_after(conn: sa.Connection, cursor: int, limit: int) -> tuple[list[sa.Row[Any]], int]:
-    """A standby's tail (ADR 0058): the ``BODY`` rows of the unfinished jobs stored after
+    """A standby's tail (ADR 0059): the ``BODY`` rows of the unfinished jobs stored after
     ``cursor``, oldest first, at most ``limit``, undecoded (the caller decodes them after
     its transaction); and the newest ``seq`` stored, in the same snapshot (the caller's)."""
     newest = conn.execute(sa.select(sa.func.max(jobs.c.seq))).scalar() or 0

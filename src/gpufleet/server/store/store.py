@@ -196,7 +196,7 @@ class Store(NodeOpsStore, EndpointStore):
 
     def load_jobs_for_restart(self, known: Bodies | None = None) -> RestartState:
         with self._read(snapshot=True) as c:
-            active, deps = jobs.unfinished(c, known)  # known: read ahead (ADR 0058)
+            active, deps = jobs.unfinished(c, known)  # known: read ahead (ADR 0059)
             return RestartState(
                 tuple(active),
                 tuple(deps),
