@@ -112,3 +112,25 @@ def test_a_preload_that_starts_a_thread_is_refused(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     with pytest.raises(RuntimeError, match="preloading started threads"):
         Zygote(preload=("threaded_mod",))
+
+
+def test_a_pid_used_again_is_the_new_childs(zygote: Zygote, tmp_path: Path) -> None:
+    """The zygote keeps what its children's exits were; a new child given a pid an ended one
+    had (the kernel reuses them) is alive, not that one's exit status."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root: it sets the kernel's last pid to make it reuse one")
+    with (tmp_path / "out").open("wb") as out:
+        for _ in range(20):  # another process may take the pid first: try again
+            first = zygote.spawn("probe_mod", ["report", "7"], _env(tmp_path), out)
+            assert first.wait(timeout=30) == 7
+            Path("/proc/sys/kernel/ns_last_pid").write_text(str(first.pid - 1))
+            second = zygote.spawn("probe_mod", ["sleep", "0"], _env(tmp_path), out)
+            if second.pid == first.pid:
+                break
+            second.kill()
+            second.wait(timeout=30)
+        else:
+            pytest.fail("the kernel never gave the pid again in 20 tries")
+        assert second.poll() is None, "a new child read as the ended one's exit"
+        second.kill()
+        assert second.wait(timeout=30) == -signal.SIGKILL

@@ -201,6 +201,7 @@ def _serve(sock: socket.socket) -> tuple[dict[str, Any], int] | None:
                 sock.close()
                 return req, fds[0]
             os.close(fds[0])
+            ended.pop(pid, None)  # a pid reaped before is this new child's now
             reply: dict[str, Any] = {"pid": pid}
         elif req["op"] == "status":
             _reap(ended)
@@ -261,7 +262,11 @@ def main(argv: Sequence[str]) -> int:
     req, out_fd = got
     _become(req, out_fd)
     import runpy
+    import warnings
 
+    # runpy's warning that the module was imported already: by the preload, on purpose (its
+    # code runs again as __main__, a module of its own, as `python -m` runs it)
+    warnings.filterwarnings("ignore", "'.*' found in sys.modules after import", RuntimeWarning)
     runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
     return 0
 
