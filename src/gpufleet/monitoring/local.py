@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from gpufleet.base.secretfile import write_secret
+from gpufleet.client.httpx_transport import trusts_no_one
 from gpufleet.monitoring import RULES, prometheus_config
 
 
@@ -93,14 +94,20 @@ class LocalPrometheus:
     def api(self, path: str, **params: str) -> Any:
         """``/api/v1/<path>``'s data; an HTTP error (a bad query: 400) raises."""
         self._alive()
-        r = httpx.get(self.url + "/api/v1/" + path, params=params, timeout=10)
+        # a plain-http Prometheus polled by tests: no trusted CAs loaded per call (28 → 2 ms)
+        r = httpx.get(
+            self.url + "/api/v1/" + path, params=params, timeout=10, verify=trusts_no_one()
+        )
         r.raise_for_status()
         return r.json()["data"]
 
     def ready(self) -> bool:
         self._alive()
         try:
-            return httpx.get(self.url + "/-/ready", timeout=2).status_code == 200
+            return (
+                httpx.get(self.url + "/-/ready", timeout=2, verify=trusts_no_one()).status_code
+                == 200
+            )
         except httpx.HTTPError:
             return False
 
