@@ -11,6 +11,7 @@ import pytest
 
 import realparts
 from containerimage import build_image
+from gpufleet.agent.simgpu import SimulatedGpus
 from gpufleet.ops.localcluster import LocalCluster
 from support.waiting import wait_for
 
@@ -73,3 +74,37 @@ def test_a_fraction_in_a_container_on_an_mps_node_reaches_the_daemons_pipes(
         f"CUDA_MPS_PIPE_DIRECTORY={pipe}",
         f"pipes: {pipe}",
     ]
+
+
+def test_mps_on_simulated_mig_devices_tells_a_fraction_its_devices_daemon(
+    new_cluster: Any,
+) -> None:
+    """MPS on MIG (ADR 0058): the agent on four simulated H200 1g.18gb MIG devices starts with
+    --gpu-sharing mps (refused before), and a quarter's task is told the pipe directory of its
+    own device's daemon, a quarter of that device's memory, and the device by its MIG UUID."""
+    c: LocalCluster = new_cluster(agents=0, gpus="4xH200-1g.18gb")
+    c.start_agent(0, "--gpu-sharing", "mps")
+    c.wait_nodes(1)
+    show = "env | grep -E '^CUDA_(MPS_|VISIBLE_DEVICES)' | sort"
+    with c.admin() as a:
+        # the simulated devices' UUIDs, as the agent's backend makes them for its node
+        uuids = [g.uuid for g in SimulatedGpus.from_spec("4xH200-1g.18gb", "node-0").discover()]
+        jobs = []
+        for i in range(2):
+            spec = {"name": f"q{i}", "gpus_per_worker": 1, "gpu_milli": 250,
+                    "command": ["sh", "-c", show]}  # fmt: skip
+            jobs += a.submit(spec)
+        for job in jobs:
+            wait_for(f"{job} ends", lambda j=job: a.job(j).state == "SUCCEEDED", 60)
+            wait_for(f"{job}'s log", lambda j=job: a.logs(j).complete, 30)
+            (p,) = a.job(job).placement
+            (d,) = p.gpus
+            pipe = c.data_dir / "node-0" / "mps" / str(d) / "pipe"
+            assert a.logs(job).data.splitlines() == [
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25",
+                f"CUDA_MPS_LOG_DIRECTORY={pipe.parent / 'log'}",
+                "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4608M",  # a quarter of the 18 GiB device
+                f"CUDA_MPS_PIPE_DIRECTORY={pipe}",
+                f"CUDA_VISIBLE_DEVICES={uuids[d]}",
+            ]
+            assert uuids[d].startswith("MIG-")

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpufleet.agent.sharing import CHECK_EVERY_S, DaemonWatch, Sharing, prepare
+from gpufleet.agent.sharing import CHECK_EVERY_S, DaemonWatch, Sharing, daemons, prepare
 from gpufleet.model.container import Mount
 from support.waiting import wait_for
 
@@ -60,7 +60,10 @@ def test_a_container_gets_the_daemons_pipes_at_the_same_path(tmp_path: Path) -> 
 # (a zombie, which nothing may reap in a container, is dead).
 STAND_IN = """#!/bin/sh
 pidf="$CUDA_MPS_PIPE_DIRECTORY/stand-in.pid"
-if [ "$1" = "-d" ]; then (sleep 600 > /dev/null 2>&1 & echo $! > "$pidf"); exit 0; fi
+if [ "$1" = "-d" ]; then
+  echo "$CUDA_VISIBLE_DEVICES" > "$CUDA_MPS_PIPE_DIRECTORY/visible"
+  (sleep 600 > /dev/null 2>&1 & echo $! > "$pidf"); exit 0
+fi
 cat > /dev/null
 [ -s "$pidf" ] || exit 1
 st=$(cut -d' ' -f3 "/proc/$(cat "$pidf")/stat" 2>/dev/null)
@@ -105,10 +108,74 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_mps_on_mig_devices_is_refused_at_start_and_says_what_to_use(tmp_path: Path) -> None:
-    """One control daemon over MIG devices is not how NVIDIA runs MPS on MIG (a daemon per
-    device): the agent refuses to start rather than tell tasks limits no server keeps."""
-    with pytest.raises(ValueError, match="on MIG devices is not done") as e:
-        prepare("mps", tmp_path, 18_176, simulated=True, mig=True)  # an H200's 1g.18gb
-    assert "--gpu-sharing timeslice" in str(e.value) and not (tmp_path / "mps").exists()
-    assert prepare("timeslice", tmp_path, 18_176, simulated=True, mig=True).mode == "timeslice"
+MIG = ((0, "MIG-aaaa", 18_432), (1, "MIG-bbbb", 18_432))  # two H200 1g.18gb devices
+
+
+def test_mps_on_mig_has_a_daemon_per_device_and_a_task_talks_to_its_own(tmp_path: Path) -> None:
+    """NVIDIA's MPS on MIG: a control daemon per MIG device, seeing that device alone, with
+    pipe and log directories of its own; a share is of its device's memory (ADR 0058)."""
+    s = prepare("mps", tmp_path, 18_432, simulated=True, mig=MIG)
+    one = tmp_path / "mps" / "1"
+    env = s.task_env(1, 250, (1,))
+    assert env == {
+        "CUDA_MPS_PIPE_DIRECTORY": str(one / "pipe"),
+        "CUDA_MPS_LOG_DIRECTORY": str(one / "log"),
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4608M",  # a quarter of the 18 GiB device
+    }
+    assert (one / "pipe").is_dir() and not (tmp_path / "mps" / "pipe").exists()
+    assert s.task_env(1, 1000, (0,))["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps/0/pipe")
+    assert s.container_mounts(1, (1,)) == (Mount(str(one / "pipe"), str(one / "pipe")),)
+    assert "CUDA_MPS_LOG_DIRECTORY" not in s.container_env(1, 250, (1,))
+    assert [(d.pipe_dir, d.visible) for d in daemons(s)] == [
+        (str(tmp_path / "mps/0/pipe"), "MIG-aaaa"),
+        (str(one / "pipe"), "MIG-bbbb"),
+    ]
+    assert prepare("timeslice", tmp_path / "ts", 18_432, simulated=True, mig=MIG).mig == ()
+
+
+def test_an_agent_on_simulated_mig_devices_starts_with_mps(tmp_path: Path) -> None:
+    """Refused at start before: the agent now equips its runner with a daemon per device."""
+    from types import SimpleNamespace
+
+    from gpufleet.agent.main import _equip
+    from gpufleet.agent.simgpu import SimulatedGpus
+
+    gpus = SimulatedGpus.from_spec("2xH200-1g.18gb", "n0")
+    infos = gpus.discover()
+    assert [g.mig_profile for g in infos] == ["1g.18gb"] * 2
+    agent = SimpleNamespace(gpus=infos, runner=SimpleNamespace(step_bin="", sharing=None))
+    _equip(agent, tmp_path, "mps", 0, simulated=True)  # type: ignore[arg-type]
+    s = agent.runner.sharing
+    assert [d.uuid for d in s.mig] == [g.uuid for g in infos]
+    assert all(g.uuid.startswith("MIG-") for g in infos)
+    assert gpus.visible_devices([1]) == infos[1].uuid  # CUDA sees a MIG device by its UUID
+    assert s.task_env(1, 500, (1,))["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps/1/pipe")
+
+
+def test_each_mig_devices_daemon_sees_its_device_and_is_started_again_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "nvidia-cuda-mps-control"
+    exe.write_text(STAND_IN)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    s = prepare("mps", tmp_path, 18_432, simulated=False, mig=MIG)
+    pidfs = [Path(d.pipe_dir) / "stand-in.pid" for d in s.mig]
+    first = [int(p.read_text()) for p in pidfs]
+    try:
+        seen = [(Path(d.pipe_dir) / "visible").read_text().strip() for d in s.mig]
+        assert seen == ["MIG-aaaa", "MIG-bbbb"]  # CUDA_VISIBLE_DEVICES: its one MIG device
+        os.kill(first[1], signal.SIGKILL)
+        wait_for("device 1's stand-in daemon gone", lambda: not _alive(first[1]), 10)
+        assert DaemonWatch().check(s, 1.0) == (
+            "the MPS control daemon of MIG-bbbb did not answer: started again"
+        )
+        now = [int(p.read_text()) for p in pidfs]
+        assert now[0] == first[0] and now[1] != first[1] and _alive(now[1])
+    finally:
+        for p in {*first, *(int(f.read_text()) for f in pidfs)}:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)

@@ -170,7 +170,8 @@ def _equip(agent: Agent, data: Path, gpu_sharing: str, n: int, *, simulated: boo
     """What tasks find on this node: srun and scontrol, and how a shared GPU is shared."""
     agent.runner.step_bin = str(slurmbin.install(data))
     memory = min((g.memory_mib for g in agent.gpus), default=0)
-    mig = any(g.mig_profile for g in agent.gpus)
+    # MPS on MIG: a control daemon per MIG device, seeing that device alone (by its UUID)
+    mig = tuple((g.index, g.uuid, g.memory_mib) for g in agent.gpus if g.mig_profile)
     share = sharing.prepare(gpu_sharing, data, memory, simulated=simulated, mig=mig)
     agent.runner.sharing = replace(share, replicas=n)
 

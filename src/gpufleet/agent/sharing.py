@@ -12,11 +12,13 @@ says its mode as the label ``gpufleet.io/gpu-sharing``.
 
 A task in a container gets the same variables and the daemon's pipe directory mounted at the
 same path (podman and docker share the host's IPC namespace, as MPS needs). The agent asks the
-daemon every ``CHECK_EVERY_S`` whether it lives and starts it again if not (``revive``). MPS on
-MIG devices is refused at the agent's start (``prepare``): NVIDIA runs it with a control daemon
-per MIG device (each with its own ``CUDA_VISIBLE_DEVICES`` and pipe directory), which this agent
-does not start, and it has never run here on a GPU. With simulated GPUs there is no daemon: the
-variables are set, nothing enforces them.
+daemon every ``CHECK_EVERY_S`` whether it lives and starts it again if not (``revive``).
+
+On MIG devices, as NVIDIA runs MPS there, one control daemon per MIG device (``MpsDevice``),
+each started with ``CUDA_VISIBLE_DEVICES`` set to the device's UUID and a pipe and log
+directory of its own (``mps/<index>/``); a task is told the directory of the device it holds
+and its share of that device's memory (ADR 0058). It has never run here on a GPU. With
+simulated GPUs there is no daemon: the variables are set, nothing enforces them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ MPS_CONTROL = "nvidia-cuda-mps-control"
 
 
 @dataclass(frozen=True, slots=True)
+class MpsDevice:
+    """A MIG device's own MPS control daemon: where it listens, and the device's memory."""
+
+    index: int  # the node's device index (a MIG device in its parent's place)
+    uuid: str  # "MIG-…": the daemon's CUDA_VISIBLE_DEVICES
+    memory_mib: int
+    pipe_dir: str
+    log_dir: str
+
+
+@dataclass(frozen=True, slots=True)
 class Sharing:
     mode: str = "timeslice"
     memory_mib: int = 0  # one GPU's memory (the node's GPUs are one model)
@@ -44,36 +57,51 @@ class Sharing:
     log_dir: str = ""
     daemon: bool = False  # the agent started (or found) a real control daemon: it watches it
     replicas: int = 0  # each GPU offered as this many time-sliced replicas (model/replicas.py)
+    mig: tuple[MpsDevice, ...] = ()  # MPS on MIG: a control daemon per MIG device
 
-    def task_env(self, gpus: int, gpu_milli: int) -> dict[str, str]:
-        """What a task with ``gpus`` devices of ``gpu_milli`` each is told of its share."""
+    def _daemon(self, devices: tuple[int, ...]) -> tuple[str, str, int]:
+        """The pipe and log directories and the device memory of the daemon a task on
+        ``devices`` talks to: its MIG device's own (CUDA gives a process one MIG device: the
+        first), else the node's one daemon."""
+        for d in self.mig:
+            if devices and d.index == devices[0]:
+                return d.pipe_dir, d.log_dir, d.memory_mib
+        return self.pipe_dir, self.log_dir, self.memory_mib
+
+    def task_env(self, gpus: int, gpu_milli: int, devices: tuple[int, ...] = ()) -> dict[str, str]:
+        """What a task with ``gpus`` devices (``devices``, the node's indices) of
+        ``gpu_milli`` each is told of its share."""
         if self.mode != "mps" or gpus == 0:
             return {}
-        env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": self.log_dir}
+        pipe, logs, memory = self._daemon(devices)
+        if not pipe:  # a whole GPU beside MIG devices: no daemon serves it (ADR 0058)
+            return {}
+        env = {"CUDA_MPS_PIPE_DIRECTORY": pipe, "CUDA_MPS_LOG_DIRECTORY": logs}
         # a fraction is always of one device: device 0 of its own (0: a video job packed
         # beside training uses the GPU's encoders only, and is given no compute share)
         if 0 < gpu_milli < MILLI:
             env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, math.ceil(gpu_milli / 10)))
-            if self.memory_mib:
-                env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = (
-                    f"0={self.memory_mib * gpu_milli // MILLI}M"
-                )
+            if memory:
+                env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={memory * gpu_milli // MILLI}M"
         return env
 
-    def container_env(self, gpus: int, gpu_milli: int) -> dict[str, str]:
+    def container_env(
+        self, gpus: int, gpu_milli: int, devices: tuple[int, ...] = ()
+    ) -> dict[str, str]:
         """``task_env`` for a task in a container: the daemon's pipes are mounted at the same
         path (``container_mounts``); its log directory is the daemon's alone."""
-        env = self.task_env(gpus, gpu_milli)
+        env = self.task_env(gpus, gpu_milli, devices)
         env.pop("CUDA_MPS_LOG_DIRECTORY", None)
         return env
 
-    def container_mounts(self, gpus: int) -> tuple[Mount, ...]:
+    def container_mounts(self, gpus: int, devices: tuple[int, ...] = ()) -> tuple[Mount, ...]:
         """What a container task needs of the node for its share: the MPS control daemon's
         pipe directory, at the same path (the clients talk to the server through it; the
         runtimes share the host's IPC namespace, which MPS needs too)."""
-        if self.mode != "mps" or gpus == 0 or not self.pipe_dir:
+        pipe = self._daemon(devices)[0]
+        if self.mode != "mps" or gpus == 0 or not pipe:
             return ()
-        return (Mount(self.pipe_dir, self.pipe_dir),)
+        return (Mount(pipe, pipe),)
 
     def note(self, gpus: int, gpu_milli: int) -> str:
         """What a fractional task is told its share does not bound ("" when it does)."""
@@ -93,47 +121,77 @@ class Sharing:
 
 
 def prepare(
-    mode: str, data: Path, memory_mib: int, *, simulated: bool, mig: bool = False
+    mode: str,
+    data: Path,
+    memory_mib: int,
+    *,
+    simulated: bool,
+    mig: tuple[tuple[int, str, int], ...] = (),
 ) -> Sharing:
-    """The node's sharing; for ``mps`` on real GPUs, its control daemon running. ValueError
-    (the agent refuses to start) when the mode is unknown or MPS cannot run here: ``mig``, the
-    node's GPUs are MIG devices."""
+    """The node's sharing; for ``mps`` on real GPUs, its control daemon running (one per MIG
+    device where the node's devices are MIG devices: ``mig``, each one's index, UUID and
+    memory). ValueError (the agent refuses to start) when the mode is unknown or a daemon
+    does not start."""
     if mode not in MODES:
         raise ValueError(f"--gpu-sharing must be one of {', '.join(MODES)}, got {mode!r}")
-    if mode == "mps" and mig:
-        raise ValueError(
-            "--gpu-sharing mps on MIG devices is not done: MPS there needs a control daemon "
-            "per MIG device, which this agent does not start; use --gpu-sharing timeslice "
-            "(the share is then not enforced), or give jobs whole MIG devices"
-        )
     if mode != "mps":
         return Sharing(mode, memory_mib)
-    pipe, logs = data / "mps" / "pipe", data / "mps" / "log"
+    devices = tuple(
+        MpsDevice(i, uuid, mem, *map(str, _dirs(data / "mps" / str(i)))) for i, uuid, mem in mig
+    )
+    pipe, logs = _dirs(data / "mps") if not devices else ("", "")
+    sharing = Sharing(mode, memory_mib, str(pipe), str(logs), daemon=not simulated, mig=devices)
+    if not simulated:
+        for where in daemons(sharing):
+            start_daemon(where)
+    return sharing
+
+
+def _dirs(base: Path) -> tuple[Path, Path]:
+    pipe, logs = base / "pipe", base / "log"
     for d in (pipe, logs):
         d.mkdir(parents=True, exist_ok=True)
     pipe.chmod(0o755)  # the tasks' accounts connect to the daemon's pipes
-    sharing = Sharing(mode, memory_mib, str(pipe), str(logs), daemon=not simulated)
-    if not simulated:
-        start_daemon(sharing)
-    return sharing
+    return pipe, logs
+
+
+@dataclass(frozen=True, slots=True)
+class Daemon:
+    """One control daemon: its directories and, on MIG, the one device it serves."""
+
+    pipe_dir: str
+    log_dir: str
+    visible: str = ""  # CUDA_VISIBLE_DEVICES: a MIG device's UUID ("": every GPU)
+
+
+def daemons(s: Sharing) -> list[Daemon]:
+    """The node's control daemons: one, or one per MIG device."""
+    if s.mig:
+        return [Daemon(d.pipe_dir, d.log_dir, d.uuid) for d in s.mig]
+    return [Daemon(s.pipe_dir, s.log_dir)]
 
 
 CHECK_EVERY_S = 30.0  # how often the agent asks its MPS control daemon whether it lives
 
 
 def revive(s: Sharing) -> str:
-    """The control daemon started again if it no longer answers: what was done, "" when it
+    """Each control daemon started again if it no longer answers: what was done, "" when all
     answered (a daemon that died would leave every new MPS client failing to start)."""
     exe = shutil.which(MPS_CONTROL)
     if not s.daemon or exe is None:
         return ""
-    if _answers(exe, _env(s)):
-        return ""
-    try:
-        start_daemon(s)
-    except (ValueError, OSError, subprocess.SubprocessError) as e:
-        return f"the MPS control daemon does not answer and did not start again: {e}"
-    return "the MPS control daemon did not answer: started again"
+    said = []
+    for d in daemons(s):
+        if _answers(exe, _env(d)):
+            continue
+        which = f"the MPS control daemon of {d.visible}" if d.visible else "the MPS control daemon"
+        try:
+            start_daemon(d)
+        except (ValueError, OSError, subprocess.SubprocessError) as e:
+            said.append(f"{which} does not answer and did not start again: {e}")
+            continue
+        said.append(f"{which} did not answer: started again")
+    return "; ".join(said)
 
 
 @dataclass(slots=True)
@@ -150,15 +208,14 @@ class DaemonWatch:
         return revive(s)
 
 
-def _env(s: Sharing) -> dict[str, str]:
-    return {
-        **os.environ,
-        "CUDA_MPS_PIPE_DIRECTORY": s.pipe_dir,
-        "CUDA_MPS_LOG_DIRECTORY": s.log_dir,
-    }
+def _env(d: Daemon) -> dict[str, str]:
+    env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": d.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": d.log_dir}
+    if d.visible:  # NVIDIA's MPS on MIG: the daemon sees its one MIG device
+        env["CUDA_VISIBLE_DEVICES"] = d.visible
+    return env
 
 
-def start_daemon(s: Sharing) -> None:
+def start_daemon(s: Daemon) -> None:
     """The MPS control daemon for ``s``'s pipe directory: started unless one answers."""
     exe = shutil.which(MPS_CONTROL)
     if exe is None:

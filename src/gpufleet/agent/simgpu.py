@@ -34,7 +34,7 @@ from gpufleet.agent.gpu import (
     engine_utils,
 )
 from gpufleet.api.schemas import GpuInfo
-from gpufleet.model.catalog import GpuModel, lookup
+from gpufleet.model.catalog import MIG_COMPUTE_SLICES, GpuModel, lookup, mig_parent
 from gpufleet.model.engines import engines_of
 
 log = logging.getLogger(__name__)
@@ -158,8 +158,11 @@ class SimulatedGpus:
         self._t = start
         self._idle_w = thermal.idle_fraction * model.tdp_w
         idle_temp = self._steady_temp(self._idle_w, hot=False)
+        # a MIG model ("H200-1g.18gb"): the node's devices are MIG devices, as NVML lists them
+        self._parent = mig_parent(model.name)
+        kind = "MIG-" if self._parent is not None else "GPU-"
         self._gpus = [
-            _Gpu(i, "GPU-" + str(uuidlib.uuid5(_UUID_NS, f"{node}/{i}")), idle_temp)
+            _Gpu(i, kind + str(uuidlib.uuid5(_UUID_NS, f"{node}/{i}")), idle_temp)
             for i in range(count)
         ]
         self.faults: list[Fault] = []
@@ -183,6 +186,21 @@ class SimulatedGpus:
             if os.environ.get(var):
                 kw.setdefault(key, os.environ[var])
         return cls(model, count, node, **kw)  # type: ignore[arg-type]
+
+    def _mig(self, i: int) -> dict[str, object]:
+        """A simulated MIG device's fields (none for a whole GPU): its profile, its index on
+        its parent, and the parent's, as many to a parent as its compute slices allow."""
+        if self._parent is None:
+            return {}
+        profile = self.model.name[len(self._parent.name) + 1 :]
+        per = max(1, MIG_COMPUTE_SLICES // int(profile.split("g", 1)[0]))
+        parent = i // per
+        return {
+            "mig_profile": profile,
+            "mig_index": i % per,
+            "parent_index": parent,
+            "parent_uuid": "GPU-" + str(uuidlib.uuid5(_UUID_NS, f"{self.node}/parent/{parent}")),
+        }
 
     # ----- faults -------------------------------------------------------------------------
 
@@ -326,7 +344,7 @@ class SimulatedGpus:
                 pcie_gen=5 if self.model.name in ("B200", "H200", "H100-SXM", "H100-PCIe") else 4,
                 pcie_width=16,
                 nvlink_up=0 if g.nvlink_down else self._links,
-            )
+            ).model_copy(update=self._mig(g.index))
             for g in self._gpus
             if not g.offbus
         ]
@@ -449,6 +467,8 @@ class SimulatedGpus:
         return tuple(procs), encoding
 
     def visible_devices(self, indices: Sequence[int]) -> str:
+        if self._parent is not None:  # CUDA sees a MIG device only by its MIG-… UUID (as NVML)
+            return ",".join(self._gpus[i].uuid for i in indices if 0 <= i < len(self._gpus))
         return ",".join(str(i) for i in indices)
 
     def close(self) -> None:

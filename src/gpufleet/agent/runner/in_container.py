@@ -106,7 +106,7 @@ class Containers:
         env = container_env(
             account, host.node_env, launch_env, gpus.visible, cmd.user_env, image_names
         )
-        env.update(host.sharing.container_env(len(cmd.gpus), cmd.gpu_milli))
+        env.update(host.sharing.container_env(len(cmd.gpus), cmd.gpu_milli, tuple(cmd.gpus)))
         if rt.gpus_by_env:  # the runtime's hook mounts these (by UUID) and no others
             env["NVIDIA_VISIBLE_DEVICES"] = host.visible_devices(cmd.gpus) if gpus.ids else "void"
         try:
@@ -171,7 +171,7 @@ class Containers:
             gid=account.gid,
             env_file=f"/dev/fd/{fd}" if files else "/dev/stdin",
             workdir=spec.workdir,
-            mounts=(*spec.mounts, *self.host.sharing.container_mounts(len(gpus.ids))),
+            mounts=(*spec.mounts, *self.host.sharing.container_mounts(len(gpus.ids), gpus.ids)),
             gpus=gpus.ids,
             devices=gpus.refs,
             # a runtime started as the job sees the task's /tmp where the bare runner puts it

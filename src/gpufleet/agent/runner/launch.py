@@ -123,7 +123,7 @@ class Launcher:
         launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
         visible = host.visible_devices(cmd.gpus)
         env = task_env(account, tmpdir, host.node_env, launch_env, visible, cmd.user_env)
-        env.update(host.sharing.task_env(len(cmd.gpus), cmd.gpu_milli))
+        env.update(host.sharing.task_env(len(cmd.gpus), cmd.gpu_milli, tuple(cmd.gpus)))
         if unbounded := host.sharing.note(len(cmd.gpus), cmd.gpu_milli):
             log.info("%s/%d rank %d: %s", *key, unbounded)
         with_step_commands(env, host.step_bin)
