@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
 import psycopg
 
 from bench.ha_load import Load
@@ -42,8 +43,9 @@ PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 T = TypeVar("T")
 
 
-def trial(c: HaCluster, u: Client, n: int) -> tuple[float, float, float]:
-    """(accepted, placed, running) seconds after the leader's SIGKILL."""
+def trial(c: HaCluster, u: Client, n: int, caught_up: bool = False) -> tuple[float, float, float]:
+    """(accepted, placed, running) seconds after the leader's SIGKILL; ``caught_up``: the
+    killed one, started again, has read the store ahead before the next trial."""
     old = c.wait_leader()
     t0 = time.monotonic()
     c.kill_one(old)
@@ -65,7 +67,18 @@ def trial(c: HaCluster, u: Client, n: int) -> tuple[float, float, float]:
         time.sleep(0.02)
     c.start_one(old)  # back, as a standby
     wait_until("the old leader standing by", lambda: c.roles().get(old) == "standby", 60)
+    if caught_up:  # and it has read the store ahead, as one that stood by a while (ADR 0059)
+        wait_until("the old leader read ahead", lambda: read_ahead(c, old), 120)
     return accepted, placed, running
+
+
+def read_ahead(c: HaCluster, i: int) -> bool:
+    """Whether controller ``i`` stands by and has read the store ahead (its /healthz)."""
+    try:
+        ha = httpx.get(f"{c.urls[i]}/healthz", timeout=2.0).json().get("ha") or {}
+    except (httpx.HTTPError, ValueError):
+        return False
+    return ha.get("role") == "standby" and ha.get("read_ahead") is not None
 
 
 def _retried(call: Callable[[], T]) -> T:
@@ -126,6 +139,12 @@ def parse() -> argparse.Namespace:
         "backlog), and how long that took is told",
     )
     ap.add_argument(
+        "--read-ahead",
+        action="store_true",
+        help="before each trial, wait until the standby has read the store ahead (ADR 0059), "
+        "as one that stood by a while (without: it reads ahead what it can meanwhile)",
+    )
+    ap.add_argument(
         "--endpoint-rate",
         type=float,
         default=0.0,
@@ -160,10 +179,11 @@ def trials(c: HaCluster, args: argparse.Namespace, db_url: str, root: Path) -> b
             time.sleep(args.steady_s)  # the load runs meanwhile: nothing to poll
         figures = []
         for n in range(args.trials):
-            acc, placed, run = trial(c, u, n)
+            held = len(load.accepted) if load is not None else 0
+            acc, placed, run = trial(c, u, n, args.read_ahead)
             figures.append(placed)
-            print(f"trial {n}: accepted {acc:.2f} s, placed {placed:.2f} s, "
-                  f"running {run:.2f} s after the SIGKILL", flush=True)  # fmt: skip
+            print(f"trial {n}: accepted {acc:.2f} s, placed {placed:.2f} s, running "
+                  f"{run:.2f} s after the SIGKILL ({held} held jobs)", flush=True)  # fmt: skip
         ok = True
         if endpoint is not None:  # first: the drain below may take long
             endpoint.stop()

@@ -124,6 +124,12 @@ class HaHealth(Strict):
     )
     epoch: int | None = Field(description="the leader's epoch, while this one leads")
     leader: str = Field(description="where the leader is, as last seen (empty: unknown)")
+    read_ahead: int | None = Field(
+        default=None,
+        description="a standby: the unfinished jobs whose bodies it has read ahead from the "
+        "store, once it has caught up (a takeover then reads only what changed: ADR 0059); "
+        "null until then, and on a leader",
+    )
 
 
 class HealthOut(Strict):

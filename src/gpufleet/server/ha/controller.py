@@ -16,6 +16,7 @@ from gpufleet.base.clock import MonotonicClock
 from gpufleet.server.ha.elector import Elector
 from gpufleet.server.ha.hearing import Hearing
 from gpufleet.server.ha.lease import LeaseBook, LeaseTimes, outvoted
+from gpufleet.server.ha.readahead import ReadAhead
 from gpufleet.server.store import Store
 from gpufleet.server.store import leader as rows
 
@@ -67,6 +68,8 @@ class HighAvailability:
             cut_off=lambda leader: self.hearing.cut_off_from(leader, self.clock.now()),
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        # while standing by, the jobs' bodies read ahead: a takeover reads only the rest
+        self.read_ahead = ReadAhead(store)
 
     def ready(self) -> bool:
         return self.started and self.elector.leading()
@@ -91,6 +94,11 @@ class HighAvailability:
             "role": role,
             "epoch": self.book.epoch if self.book.role == "leader" else None,
             "leader": self.address if self.ready() else self.leader(),
+            "read_ahead": (
+                len(self.read_ahead.bodies)
+                if role == "standby" and self.read_ahead.caught_up
+                else None
+            ),
         }
 
     def metrics_text(self) -> bytes:
@@ -108,9 +116,11 @@ class HighAvailability:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.read_ahead.start()
         self.elector.start()
 
     async def stop(self) -> None:
+        self.read_ahead.stop()
         if self.started:
             await self.service.stop()
         await asyncio.to_thread(self.elector.stop)
@@ -118,14 +128,22 @@ class HighAvailability:
     async def _elected(self, epoch: int) -> None:
         self.store.fence_epoch = epoch
         self.service.outbox.term = epoch
+        # the read-back decodes only the bodies not read ahead (ADR 0059)
+        bodies = self.service.bodies = self.read_ahead.stop()
+        ahead, decoded = len(bodies), bodies.decoded
         try:
             await self._lead()
         except Exception:
             log.exception("could not take over as the leader: standing down")
             self._deposed()
             return
+        finally:
+            self.service.bodies = None  # a rebuild after a failed turn reads it all
         self.started = True
-        log.warning("leading with epoch %d: state read back from the store", epoch)
+        log.warning(
+            "leading with epoch %d: state read back from the store (%d jobs read ahead, %d "
+            "decoded at the takeover)", epoch, ahead, bodies.decoded - decoded,
+        )  # fmt: skip
 
     def told(self, node: str, unreached: frozenset[str]) -> None:
         """An agent told this standby (its gate) it cannot reach these addresses."""

@@ -39,6 +39,7 @@ from gpufleet.server.service.store import Store
 from gpufleet.server.service.store_down import StoreDown
 from gpufleet.server.service.work import Work
 from gpufleet.server.stepenv import JobPorts
+from gpufleet.server.store.bodies import Bodies
 
 log = logging.getLogger("gpufleet.controller")
 
@@ -179,6 +180,8 @@ class ServiceBase(ClusterReads, ABC):
         # the newest job stored before this process started: the jobs up to it that had
         # finished are in the store only (a restart loads the unfinished ones)
         self.restored_seq = 0
+        # the jobs' bodies a standby read ahead (ADR 0059): its takeover's read-back uses them
+        self.bodies: Bodies | None = None
         self.turns = 0
         self.on_turn: Callable[[], None] | None = None  # tests: observe a finished turn
         # the metrics exporter: what each turn committed (after it was sent)

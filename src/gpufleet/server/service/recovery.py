@@ -43,7 +43,7 @@ class Recovery(ServiceBase):
             self._read_back(rebuild)
 
     def _read_back(self, rebuild: bool) -> None:
-        rs = self.store.load_jobs_for_restart()
+        rs = self.store.load_jobs_for_restart(self.bodies)
         newest = self.store.list_jobs(limit=1, newest_first=True)
         usage, as_of = self.store.fairshare_usage()
         stored_queues = self.store.queues() if rebuild else []

@@ -20,6 +20,7 @@ from gpufleet.model.job import JobState
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.reservation import NodeReservation
 from gpufleet.server.journal import AuditRow
+from gpufleet.server.store.bodies import Bodies
 from gpufleet.server.store.records import (
     JobEvent,
     JobUpdate,
@@ -38,7 +39,7 @@ class Store(Protocol):
     # ----- recovery: is it there, and what it holds ---------------------------------------
     def probe(self) -> None: ...
 
-    def load_jobs_for_restart(self) -> RestartState: ...
+    def load_jobs_for_restart(self, known: Bodies | None = None) -> RestartState: ...
 
     def list_jobs(
         self,

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from gpufleet.core.commands import Transition
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.model.job_end import JobEnd
+from gpufleet.server.store.bodies import BODY, HEAD, Bodies, Body
 from gpufleet.server.store.codec import (
     allocation_from_list,
     allocation_to_list,
@@ -338,13 +339,44 @@ def list_jobs(
     return [_stored(r) for r in conn.execute(q)]
 
 
-def unfinished(conn: sa.Connection) -> tuple[list[StoredJob], list[StoredJob]]:
-    """Unfinished jobs in seq order, and the finished jobs they depend on."""
-    active = [_stored(r) for r in conn.execute(sa.select(jobs).where(_ACTIVE).order_by(jobs.c.seq))]
+def unfinished(
+    conn: sa.Connection, known: Bodies | None = None
+) -> tuple[list[StoredJob], list[StoredJob]]:
+    """Unfinished jobs in seq order, and the finished jobs they depend on. ``known``: bodies
+    read ahead (a standby's, ADR 0059): only the mutable columns are read of those jobs, and
+    the bodies of the others are read and decoded into it."""
+    if known is None:
+        q = sa.select(jobs).where(_ACTIVE).order_by(jobs.c.seq)
+        active = [_stored(r) for r in conn.execute(q)]
+    else:
+        active = _unfinished_known(conn, known)
     have = {j.id for j in active}
     deps = {d for j in active for _, d in j.depends_on} - have
     done = _by_ids(conn, deps)
     return active, done
+
+
+def _unfinished_known(conn: sa.Connection, known: Bodies) -> list[StoredJob]:
+    heads = conn.execute(sa.select(*HEAD).where(_ACTIVE).order_by(jobs.c.seq)).all()
+    had = {h.id: known.get(h.id, h.seq, h.submit_time) for h in heads}
+    missing = [k for k, b in had.items() if b is None]
+    for k in range(0, len(missing), 500):  # keep IN lists well under driver limits
+        q = sa.select(*BODY).where(jobs.c.id.in_(missing[k : k + 500]))
+        had.update(known.add_rows(conn.execute(q)))
+    return [_stored(h, had[h.id]) for h in heads]
+
+
+def bodies_after(conn: sa.Connection, cursor: int, limit: int) -> tuple[list[sa.Row[Any]], int]:
+    """A standby's tail (ADR 0059): the ``BODY`` rows of the unfinished jobs stored after
+    ``cursor``, oldest first, at most ``limit``, undecoded (the caller decodes them after
+    its transaction); and the newest ``seq`` stored, in the same snapshot (the caller's)."""
+    newest = conn.execute(sa.select(sa.func.max(jobs.c.seq))).scalar() or 0
+    q = sa.select(*BODY).where(_ACTIVE, jobs.c.seq > cursor, jobs.c.seq <= newest)
+    return list(conn.execute(q.order_by(jobs.c.seq).limit(limit)).all()), int(newest)
+
+
+def unfinished_ids(conn: sa.Connection) -> set[str]:
+    return set(conn.execute(sa.select(jobs.c.id).where(_ACTIVE)).scalars())
 
 
 def _by_ids(conn: sa.Connection, ids: Iterable[str]) -> list[StoredJob]:
@@ -373,8 +405,9 @@ def events(conn: sa.Connection, job_id: str) -> list[JobEvent]:
     ]
 
 
-def _stored(r: sa.Row[Any]) -> StoredJob:
-    spec = spec_from_dict(r.spec)
+def _stored(r: sa.Row[Any], body: Body | None = None) -> StoredJob:
+    """A row as read, or its ``HEAD`` columns with the body read ahead."""
+    spec = spec_from_dict(r.spec) if body is None else body.spec
     if r.queue != spec.queue and r.queue in spec.queues:
         # a job of several queues started in another than its spec names: the row's queue
         spec = replace(spec, queue=r.queue)
@@ -392,7 +425,7 @@ def _stored(r: sa.Row[Any]) -> StoredJob:
         r.attained_gpu_s,
         allocation_from_list(r.allocation),
         r.borrowing,
-        tuple((str(k), str(d)) for k, d in r.depends_on),
+        tuple((str(k), str(d)) for k, d in r.depends_on) if body is None else body.depends_on,
         r.array_id,
         r.array_index,
         r.idempotency_key,

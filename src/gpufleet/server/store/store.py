@@ -23,6 +23,7 @@ from gpufleet.server.store import fairness as _fairness
 from gpufleet.server.store import secrets as _secrets
 from gpufleet.server.store import services as _services
 from gpufleet.server.store.accounting import GroupBy
+from gpufleet.server.store.bodies import Bodies
 from gpufleet.server.store.endpoints import EndpointStore
 from gpufleet.server.store.engine import WRITE, make_engine, upgrade
 from gpufleet.server.store.nodeops import NodeOpsStore
@@ -193,9 +194,9 @@ class Store(NodeOpsStore, EndpointStore):
         with self._read() as c:
             return jobs.events(c, job_id)
 
-    def load_jobs_for_restart(self) -> RestartState:
+    def load_jobs_for_restart(self, known: Bodies | None = None) -> RestartState:
         with self._read(snapshot=True) as c:
-            active, deps = jobs.unfinished(c)
+            active, deps = jobs.unfinished(c, known)  # known: read ahead (ADR 0059)
             return RestartState(
                 tuple(active),
                 tuple(deps),
@@ -484,9 +485,8 @@ class Store(NodeOpsStore, EndpointStore):
             return gpuuse.used_hours(c, since, until, group_by)
 
 
-# What a database that is down, unreachable or out of disk raises (checked after the
-# refusals above, which are DatabaseErrors too): the server answers 503 and retries, never
-# 500. OSError: SQLite's directory gone or unwritable before the driver says so.
+# What a database that is down, unreachable or out of disk raises (after the refusals above,
+# DatabaseErrors too): 503 and retried, never 500; OSError: SQLite's directory gone, unwritable.
 _OUTAGES = (sa.exc.DBAPIError, sa.exc.DisconnectionError, sa.exc.TimeoutError, OSError)
 
 

@@ -1,0 +1,105 @@
+"""A standby reads ahead (ADR 0059): while it waits, a thread of its own reads the bodies of
+the unfinished jobs from the store (spec and dependencies, which never change once stored)
+and decodes them, following new ones as they are stored; a takeover then reads only each
+job's mutable columns and decodes only the bodies it has not read yet.
+
+It only reads: nothing it does is fenced, and nothing the new leader acts on comes from it
+but what never changes (``store/bodies.py``). Now and then it forgets the jobs that
+finished, so that a standby that never leads holds no more than the unfinished jobs."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+
+from gpufleet.server.store import Store
+from gpufleet.server.store import jobs as rows
+from gpufleet.server.store.bodies import Bodies
+
+log = logging.getLogger("gpufleet.controller")
+
+
+class ReadAhead:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        every_s: float = 1.0,
+        prune_s: float = 30.0,
+        batch: int = 500,
+        share: float = 0.25,
+    ) -> None:
+        self.store = store
+        self.bodies = Bodies()
+        self.every_s = every_s  # a pass this often once caught up
+        self.prune_s = prune_s  # the finished jobs forgotten this often
+        self.batch = batch  # bodies per read (the next one soon while behind)
+        # of a core, at most, while behind: a standby started beside a busy leader on the
+        # same host must not starve it (its write transactions are ended by the fencing's
+        # idle timeout when it cannot finish them in time)
+        self.share = share
+        self.caught_up = False  # a pass found no more: a takeover now reads only the tail
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="gpufleet-read-ahead", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> Bodies:
+        """Stop reading (a batch under way ends on its own: whatever it adds is right, when
+        it comes); the bodies read so far."""
+        self._stop.set()
+        return self.bodies
+
+    def _run(self) -> None:
+        pruned = time.monotonic()
+        while not self._stop.is_set():
+            n, cpu = 0, time.thread_time()
+            try:
+                n = self.pass_once()
+                if time.monotonic() - pruned >= self.prune_s:
+                    self.prune()
+                    pruned = time.monotonic()
+                self._failing = False
+            except Exception as e:  # the store away: a takeover reads what it must itself
+                if not self._failing:
+                    log.warning("a standby could not read ahead from the store: %s", e)
+                self._failing = True
+            spent = time.thread_time() - cpu
+            self._stop.wait(self.every_s if n < self.batch else spent / self.share - spent)
+
+    def pass_once(self) -> int:
+        """One read of bodies ahead, decoded after its transaction; how many."""
+        with self._snapshot() as c:
+            got, newest = rows.bodies_after(c, self.bodies.cursor, self.batch)
+        self.bodies.add_rows(got)
+        if len(got) < self.batch:  # none left after them: on to the newest stored
+            self.bodies.cursor = max(self.bodies.cursor, newest)
+            self.caught_up = True
+        else:
+            self.bodies.cursor = max(self.bodies.cursor, got[-1].seq)
+        return len(got)
+
+    def prune(self) -> None:
+        """Forget the bodies of the jobs that finished."""
+        with self._snapshot() as c:
+            live = rows.unfinished_ids(c)
+        self.bodies.keep(live)
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sa.Connection]:
+        with self.store.engine.connect() as c:
+            pg = c.dialect.name == "postgresql"
+            if pg:
+                c.execution_options(isolation_level="REPEATABLE READ")
+            with c.begin():
+                if pg:  # as Store._read: a slow read here must not end the session
+                    c.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 0")
+                yield c
