@@ -21,6 +21,7 @@ from test_ha_failover import job, wait_state
 from gpufleet.client import Client
 from gpufleet.ops.hacluster import HaCluster
 from gpufleet.ops.localcluster import wait_until
+from support import plainhttp
 
 pytestmark = [pytest.mark.chaos, pytest.mark.requires("postgres")]
 STALE = {"X-Gpufleet-Allow-Stale": "true"}
@@ -92,7 +93,7 @@ def test_a_standby_serves_jobs_and_nodes_from_the_store_saying_how_stale(
     half = int(500 * c.ha_lease_s)
 
     def aging() -> bool:
-        r = httpx.get(f"{standby}/api/v1/jobs", headers={**auth, **STALE}, timeout=10)
+        r = plainhttp.get(f"{standby}/api/v1/jobs", headers={**auth, **STALE}, timeout=10)
         assert r.status_code == 200 and r.headers["x-gpufleet-role"] == "standby", r.headers
         assert r.json()[0]["id"] == jid
         return int(r.headers["x-gpufleet-last-contact"]) >= half

@@ -27,7 +27,7 @@ import pytest
 from tests.support import netns, systemctl
 from tests.support.waiting import wait_for
 
-from support import installs
+from support import installs, plainhttp
 from support.readme import blocks, section
 
 pytestmark = [
@@ -110,7 +110,7 @@ def test_the_readmes_cluster_guide_runs_as_written(world: tuple[Path, netns.Host
            **{"gpufleet setup node": "gpufleet setup node {where} "
                                      "--data-dir {r}/var/lib/gpufleet-agent"})  # fmt: skip
     url = f"http://{hosts.addr('ctl-1')}:8600"
-    wait_for("both nodes registered", lambda: httpx.get(f"{url}/healthz").json()["nodes"] == 2,
+    wait_for("both nodes registered", lambda: plainhttp.get(f"{url}/healthz").json()["nodes"] == 2,
              60, ignoring=(httpx.HTTPError,))  # fmt: skip
     home = Path(pwd.getpwnam(user).pw_dir)
     env = {"HOME": str(home), "PATH": path, "LANG": "C.UTF-8",

@@ -18,6 +18,7 @@ import pytest
 from gpufleet.api.schemas import TokenCreate
 from gpufleet.gateway import viewers as v
 from gpufleet.ops.localcluster import LocalCluster
+from support import plainhttp
 from support.readme import blocks, lines, run_line, script_env, section
 from support.waiting import wait_for
 
@@ -59,6 +60,6 @@ def test_the_readmes_desktop_commands_run_as_written(
         a.revoke_token("desk-alice")
     wait_for(
         "the revoked token is refused",
-        lambda: httpx.get(base + "/vnc.html", headers=cookie).status_code == 403,
+        lambda: plainhttp.get(base + "/vnc.html", headers=cookie).status_code == 403,
         30,
     )

@@ -15,6 +15,7 @@ import pytest
 
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import free_port, wait_until
+from support import plainhttp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.requires("postgres")]
 README = Path(__file__).parents[2] / "README.md"
@@ -27,7 +28,7 @@ def readme_block(title: str) -> str:
 
 def role(url: str) -> str:
     try:
-        return str(httpx.get(f"{url}/healthz", timeout=2).json()["ha"]["role"])
+        return str(plainhttp.get(f"{url}/healthz", timeout=2).json()["ha"]["role"])
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return ""
 

@@ -22,7 +22,7 @@ from tests.support import systemctl
 from tests.support.waiting import wait_for
 
 from gpufleet.ops.localcluster import free_port
-from support import installs
+from support import installs, plainhttp
 from support.readme import blocks, section
 
 pytestmark = [
@@ -79,7 +79,7 @@ def test_the_readmes_install_commands_work_as_written(root: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr + logs
     assert "installed " in done.stdout and "next:" in done.stdout
     url = f"http://127.0.0.1:{port}"
-    wait_for("gpu-01 registered", lambda: httpx.get(f"{url}/healthz").json()["nodes"] == 1, 60,
+    wait_for("gpu-01 registered", lambda: plainhttp.get(f"{url}/healthz").json()["nodes"] == 1, 60,
              ignoring=(httpx.HTTPError,))  # fmt: skip
     # the agent the unit started is the installed one, its access check passed (no flag)
     assert (

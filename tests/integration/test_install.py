@@ -22,7 +22,7 @@ from tests.support.waiting import wait_for
 
 from gpufleet.base.reach import closed
 from gpufleet.ops.localcluster import free_port
-from support import installs
+from support import installs, plainhttp
 
 pytestmark = [
     pytest.mark.slow,
@@ -115,7 +115,7 @@ def test_the_installed_cluster_runs_a_batch_job_s_srun_as_another_account(
     with (root / "controller.log").open("wb") as log:
         procs.append(subprocess.Popen([exe, "controller", "--config", str(etc / "controller.yaml")],
                                       stdout=log, stderr=subprocess.STDOUT, env=env))  # fmt: skip
-    wait_for("the controller", lambda: httpx.get(f"{url}/healthz").is_success, 60,
+    wait_for("the controller", lambda: plainhttp.get(f"{url}/healthz").is_success, 60,
              ignoring=(httpx.HTTPError,))  # fmt: skip
     admin = {"GPUFLEET_SERVER": url, "GPUFLEET_TOKEN_FILE": str(root / "data" / "admin.token")}
     token = root / "n1.token"
@@ -127,8 +127,8 @@ def test_the_installed_cluster_runs_a_batch_job_s_srun_as_another_account(
     with (root / "agent.log").open("wb") as log:
         procs.append(subprocess.Popen([exe, "agent", "--config", str(etc / "agent.yaml")],
                                       stdout=log, stderr=subprocess.STDOUT, env=env))  # fmt: skip
-    wait_for("the node registered", lambda: httpx.get(f"{url}/healthz").json()["nodes"] == 1, 60,
-             ignoring=(httpx.HTTPError,))  # fmt: skip
+    wait_for("the node registered", lambda: plainhttp.get(f"{url}/healthz").json()["nodes"] == 1,
+             60, ignoring=(httpx.HTTPError,))  # fmt: skip
     out = work / "out.txt"
     script = "srun sh -c 'echo rank $SLURM_PROCID as $(id -un)'"
     jid = run("sbatch", "--parsable", "-o", str(out), "--chdir", str(work), "--wrap", script,

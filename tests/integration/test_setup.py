@@ -18,6 +18,7 @@ import pytest
 from tests.support.waiting import wait_for
 
 from gpufleet.ops.localcluster import free_port
+from support import plainhttp
 
 GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
 ME = pwd.getpwuid(os.geteuid()).pw_name  # the controller's account: this test's own
@@ -147,7 +148,7 @@ def test_a_controller_and_an_agent_run_from_the_files_setup_wrote(
             [GPUFLEET, "controller", "--config", str(host["etc"] / "controller.yaml")],
             stdout=log, stderr=subprocess.STDOUT,
         ))  # fmt: skip
-    wait_for("the controller", lambda: httpx.get(f"{url}/healthz").is_success, 60,
+    wait_for("the controller", lambda: plainhttp.get(f"{url}/healthz").is_success, 60,
              ignoring=(httpx.HTTPError,))  # fmt: skip
     admin = host["data"] / "admin.token"
     token = host["empty"] / "n1.token"
@@ -166,8 +167,8 @@ def test_a_controller_and_an_agent_run_from_the_files_setup_wrote(
             [GPUFLEET, "agent", "--config", str(host["etc"] / "agent.yaml"), "--no-access-check"],
             stdout=log, stderr=subprocess.STDOUT,
         ))  # fmt: skip
-    wait_for("the node registered", lambda: httpx.get(f"{url}/healthz").json()["nodes"] == 1, 60,
-             ignoring=(httpx.HTTPError,))  # fmt: skip
+    wait_for("the node registered", lambda: plainhttp.get(f"{url}/healthz").json()["nodes"] == 1,
+             60, ignoring=(httpx.HTTPError,))  # fmt: skip
 
 
 def test_setup_node_warns_when_the_agent_would_refuse_to_start(host: dict[str, Path]) -> None:

@@ -14,6 +14,7 @@ from test_scheduler_alloc import pjob
 from gpufleet.core.controller import Controller
 from gpufleet.core.events import JobSubmitted, TaskExited, TaskStarted
 from gpufleet.model.cluster import ClusterSpec
+from gpufleet.model.engines import PACK_LABEL
 from gpufleet.model.job import JobState
 from gpufleet.model.reason import ReasonCode
 from gpufleet.scheduler.pack_encoders import video_job
@@ -99,3 +100,48 @@ def test_the_core_runs_a_packed_encoder_beside_training_and_frees_nothing_twice(
         a = c.jobs[j].job.attempt
         c.handle(t, TaskStarted(j, a, 0), TaskExited(j, a, 0, 0, ""))
     assert list(c.state.nodes["n00"].gpu_free) == [1000, 1000]
+
+
+def _pooled(nodes: list, value: str) -> list:
+    return [replace(v, labels=((PACK_LABEL, value),)) for v in nodes]
+
+
+def test_a_pool_packs_encoders_beside_training_though_the_cluster_keeps_them_apart() -> None:
+    """Per pool (ADR 0059): the label ``gpufleet.io/pack-encoders: true`` (a pool's
+    ``pack_encoders: true``) packs there with the controller's flag off; elsewhere not."""
+    train = [running("t0", ("n00", range(2))), running("t1", ("n01", range(2)))]
+    nodes = _pooled(cluster(1, 2, model="L40S"), "true") + cluster(1, 2, model="L40S", start=1)
+    res = cycle(nodes, [encoder(f"e{i}") for i in range(7)], train)
+    placed = {j: start_of(res, j) for j in (f"e{i}" for i in range(7))}
+    assert {a[0].node for a in placed.values() if a is not None} == {"n00"}
+    assert sum(a is not None for a in placed.values()) == 6  # n00's six NVENC, never n01's
+    r = res.reasons["e6"]
+    assert "GPU 0 of n01 is busy with training" in r.message, r.message
+    assert "or a pool's pack_encoders: true" in r.message
+
+
+def test_a_pool_keeps_encoders_apart_though_the_cluster_packs_them() -> None:
+    nodes, run = l40s_busy_training()
+    res = cycle(_pooled(nodes, "false"), [encoder("e")], run, pack_encoders=True)
+    assert start_of(res, "e") is None
+    msg = res.reasons["e"].message
+    assert "but its pool keeps video jobs off training GPUs (the pool's pack_encoders: false)" in (
+        msg
+    ), msg
+
+
+def test_the_cluster_spec_says_a_pools_packing_and_the_simulator_replays_it() -> None:
+    from gpufleet.sim.engine import Simulation, TraceJob
+
+    base = {"name": "ls", "count": 1, "gpu_model": "L40S", "gpus": 1, "cpu_cores": 32,
+            "memory_gib": 256}  # fmt: skip
+    for value, expect in ((True, 1.0), (False, 100.0)):
+        cs = ClusterSpec.from_dict({"pools": [{**base, "pack_encoders": value}]})
+        assert cs.nodes[0].label_map == {PACK_LABEL: "true" if value else "false"}
+        jobs = [
+            TraceJob("train", spec("train", gpus=1), 0.0, 100.0),
+            TraceJob("e", replace(spec("e", gpus=1, milli=250), **ENC), 1.0, 10.0),
+        ]
+        sim = Simulation(cs, profile(backfill="none"), jobs)
+        sim.run(until=1000.0)
+        assert sim.outcomes["e"].first_start == expect  # packed, or when training ends

@@ -18,6 +18,7 @@
         features: [ib, nvme]      # Slurm's node features (what -C/--constraint matches)
         gres_type: h100           # the site's GPU type name (default: the model's family)
         gpu_replicas: 4           # each GPU time-sliced as 4 replicas (model/replicas.py)
+        pack_encoders: false      # video jobs beside training here? (default: the controller's)
         leaves: [leaf-1, leaf-2]  # nodes are spread evenly over these, in order
     queues:
       - name: vision
@@ -38,6 +39,7 @@ from typing import Any
 
 from gpufleet.model import catalog, replicas
 from gpufleet.model.elastic import ElasticPool, check_no_count, read_elastic
+from gpufleet.model.engines import PACK_LABEL
 from gpufleet.model.errors import SpecError
 from gpufleet.model.heal import HealPolicy
 from gpufleet.model.queue import QueueSpec
@@ -203,6 +205,14 @@ def _replicas(f: Fields, gpus: int) -> dict[str, str]:
     return replicas.labels(n)
 
 
+def _packing(f: Fields) -> dict[str, str]:
+    """The label of a pool that packs video jobs beside training, or keeps them apart, whatever
+    the controller's --pack-encoders (scheduler/pack_encoders.py)."""
+    if not f.has("pack_encoders"):
+        return {}
+    return {PACK_LABEL: "true" if f.flag("pack_encoders", False) else "false"}
+
+
 def _read_pool(
     raw: Any, *, source: str, path: str, leaf_pod: dict[str, str]
 ) -> list[NodeSpec] | ElasticPool:
@@ -216,7 +226,7 @@ def _read_pool(
     else:
         count = f.integer("count", minimum=0)
     model, gpus, cpu, mem, nvl = _gpu_fields(f)
-    labels = tuple(sorted({**f.labels("labels"), **_replicas(f, gpus)}.items()))
+    labels = tuple(sorted({**f.labels("labels"), **_replicas(f, gpus), **_packing(f)}.items()))
     features, gres_type = _features(f, gpus)
     prefix = f.text("prefix", pool)
     places = _placement(f, count, leaf_pod)

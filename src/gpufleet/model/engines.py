@@ -144,3 +144,8 @@ def lacking(model: str, wanted: dict[str, int]) -> list[str]:
         if have is None or have < n:
             out.append(name)
     return out
+
+
+# a node label: its pool packs video jobs beside training ("true") or keeps them apart
+# ("false"), whatever the controller's --pack-encoders (scheduler/pack_encoders.py, ADR 0059)
+PACK_LABEL = "gpufleet.io/pack-encoders"

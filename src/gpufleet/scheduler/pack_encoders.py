@@ -9,14 +9,18 @@ compute), beside at most as many other packed jobs as the GPU has of the engine 
 (an L40S's three NVENC); its CPUs and memory are taken as any job's. The GPU must have no
 free compute left (a GPU with room takes the job the ordinary way) and be held by a job that
 asks for no video engine (training). Pure: the snapshot's running jobs and the cycle's
-workspace only."""
+workspace only.
+
+Per pool (ADR 0059): a node labelled ``gpufleet.io/pack-encoders`` (the cluster spec's pool
+field ``pack_encoders``) says ``true`` (packed there, whatever the controller's flag) or
+``false`` (kept apart there, even with the flag); a node without the label follows the flag."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from gpufleet.model.allocation import Allocation, Placement
-from gpufleet.model.engines import engines_of
+from gpufleet.model.engines import PACK_LABEL, engines_of
 from gpufleet.model.job import JobSpec
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.request import WorkerRequest
@@ -25,6 +29,22 @@ from gpufleet.scheduler.workspace import Workspace
 
 VIDEO = frozenset({"nvenc", "nvdec", "nvjpg"})
 GpuKey = tuple[str, int]
+LABEL = PACK_LABEL
+
+
+def allowed_on(labels: Iterable[tuple[str, str]], default: bool) -> bool:
+    """Whether a node with ``labels`` takes video jobs beside training (``default``: the
+    controller's ``--pack-encoders``, for a node whose pool says nothing)."""
+    for k, v in labels:
+        if k == LABEL and v in ("true", "false"):
+            return v == "true"
+    return default
+
+
+def nodes(ws: Workspace, default: bool) -> tuple[frozenset[int], frozenset[int]]:
+    """The workspace's nodes that pack video jobs beside training, and those that do not."""
+    on = frozenset(i for i, v in enumerate(ws.views) if allowed_on(v.labels, default))
+    return on, frozenset(range(ws.n)) - on
 
 
 def video_job(spec: JobSpec) -> bool:
@@ -63,15 +83,22 @@ def where(
     snap: Snapshot,
     ws: Workspace,
     started: Iterable[tuple[str, JobSpec, Allocation]],
+    among: frozenset[int],
 ) -> tuple[int, int] | None:
-    """(node index, GPU) a video job may be packed onto now; None when there is none."""
+    """(node index, GPU) of ``among`` a video job may be packed onto now; None when none."""
+    if not among:
+        return None
     training, packed = _holders(snap, started)
     if not training:
         return None
     want = dict(spec.gpu_engines)
     req = WorkerRequest.of(spec)
     for i, v in enumerate(ws.views):
-        if not ws.ok[i] or (req.select is not None and not ws.selected(i, req.select)):
+        if (
+            i not in among
+            or not ws.ok[i]
+            or (req.select is not None and not ws.selected(i, req.select))
+        ):
             continue
         if req.models and v.gpu_model not in req.models:
             continue
@@ -91,9 +118,11 @@ def pack(
     snap: Snapshot,
     ws: Workspace,
     started: Iterable[tuple[str, JobSpec, Allocation]],
+    among: frozenset[int],
 ) -> Allocation | None:
-    """The video job packed onto a training GPU (its placement's compute share 0), or None."""
-    got = where(spec, snap, ws, started)
+    """The video job packed onto a training GPU of ``among`` (its placement's compute share 0),
+    or None."""
+    got = where(spec, snap, ws, started, among)
     if got is None:
         return None
     i, d = got
@@ -103,15 +132,22 @@ def pack(
     return (p,)
 
 
-def kept_apart(spec: JobSpec, snap: Snapshot, ws: Workspace) -> str:
-    """What a waiting video job is told when packing is off and would have placed it ("" if
-    it would not have)."""
-    got = where(spec, snap, ws, ())
+def kept_apart(spec: JobSpec, snap: Snapshot, ws: Workspace, off: frozenset[int]) -> str:
+    """What a waiting video job is told when packing, off on the nodes ``off``, would have
+    placed it there ("" if it would not have)."""
+    got = where(spec, snap, ws, (), off)
     if got is None:
         return ""
     i, d = got
+    v = ws.views[i]
+    pool = dict(v.labels).get(LABEL) == "false"
+    who = (
+        "its pool keeps video jobs off training GPUs (the pool's pack_encoders: false)"
+        if pool
+        else "this cluster keeps video jobs off training GPUs (the controller's "
+        "--pack-encoders allows it, or a pool's pack_encoders: true)"
+    )
     return (
-        f"; GPU {d} of {ws.views[i].name} is busy with training and has a free "
-        f"{'/'.join(e.upper() for e in dict(spec.gpu_engines))}, but this cluster keeps video "
-        "jobs off training GPUs (the controller's --pack-encoders allows it)"
+        f"; GPU {d} of {v.name} is busy with training and has a free "
+        f"{'/'.join(e.upper() for e in dict(spec.gpu_engines))}, but {who}"
     )

@@ -31,17 +31,16 @@ class ReadAhead:
         *,
         every_s: float = 1.0,
         prune_s: float = 30.0,
-        batch: int = 500,
-        share: float = 0.25,
+        batch: int = 1000,
+        share: float = 0.5,
     ) -> None:
         self.store = store
         self.bodies = Bodies()
         self.every_s = every_s  # a pass this often once caught up
         self.prune_s = prune_s  # the finished jobs forgotten this often
-        self.batch = batch  # bodies per read (the next one soon while behind)
-        # of a core, at most, while behind: a standby started beside a busy leader on the
-        # same host must not starve it (its write transactions are ended by the fencing's
-        # idle timeout when it cannot finish them in time)
+        self.batch = batch  # jobs (of seq) per read (the next one soon while behind)
+        # of a core at most (this thread's CPU) while behind: a standby started beside a
+        # busy leader on a shared host must not starve it
         self.share = share
         self.caught_up = False  # a pass found no more: a takeover now reads only the tail
         self._stop = threading.Event()
@@ -61,9 +60,9 @@ class ReadAhead:
     def _run(self) -> None:
         pruned = time.monotonic()
         while not self._stop.is_set():
-            n, cpu = 0, time.thread_time()
+            behind, cpu = False, time.thread_time()
             try:
-                n = self.pass_once()
+                behind = self.pass_once()
                 if time.monotonic() - pruned >= self.prune_s:
                     self.prune()
                     pruned = time.monotonic()
@@ -73,19 +72,17 @@ class ReadAhead:
                     log.warning("a standby could not read ahead from the store: %s", e)
                 self._failing = True
             spent = time.thread_time() - cpu
-            self._stop.wait(self.every_s if n < self.batch else spent / self.share - spent)
+            self._stop.wait(spent / self.share - spent if behind else self.every_s)
 
-    def pass_once(self) -> int:
-        """One read of bodies ahead, decoded after its transaction; how many."""
+    def pass_once(self) -> bool:
+        """One read of bodies ahead, decoded after its transaction; whether more are left."""
         with self._snapshot() as c:
-            got, newest = rows.bodies_after(c, self.bodies.cursor, self.batch)
+            got, upto, newest = rows.bodies_after(c, self.bodies.cursor, self.batch)
         self.bodies.add_rows(got)
-        if len(got) < self.batch:  # none left after them: on to the newest stored
-            self.bodies.cursor = max(self.bodies.cursor, newest)
-            self.caught_up = True
-        else:
-            self.bodies.cursor = max(self.bodies.cursor, got[-1].seq)
-        return len(got)
+        self.bodies.cursor = max(self.bodies.cursor, upto)
+        behind = upto < newest
+        self.caught_up = self.caught_up or not behind
+        return behind
 
     def prune(self) -> None:
         """Forget the bodies of the jobs that finished."""

@@ -366,13 +366,16 @@ def _unfinished_known(conn: sa.Connection, known: Bodies) -> list[StoredJob]:
     return [_stored(h, had[h.id]) for h in heads]
 
 
-def bodies_after(conn: sa.Connection, cursor: int, limit: int) -> tuple[list[sa.Row[Any]], int]:
-    """A standby's tail (ADR 0059): the ``BODY`` rows of the unfinished jobs stored after
-    ``cursor``, oldest first, at most ``limit``, undecoded (the caller decodes them after
-    its transaction); and the newest ``seq`` stored, in the same snapshot (the caller's)."""
-    newest = conn.execute(sa.select(sa.func.max(jobs.c.seq))).scalar() or 0
-    q = sa.select(*BODY).where(_ACTIVE, jobs.c.seq > cursor, jobs.c.seq <= newest)
-    return list(conn.execute(q.order_by(jobs.c.seq).limit(limit)).all()), int(newest)
+def bodies_after(conn: sa.Connection, cursor: int, span: int) -> tuple[list[sa.Row[Any]], int, int]:
+    """A standby's tail (ADR 0059): the ``BODY`` rows of the unfinished jobs whose ``seq`` is
+    in ``(cursor, cursor + span]``, undecoded (the caller decodes them after its transaction);
+    the ``seq`` read up to and the newest stored, in the same snapshot (the caller's). A range
+    of ``seq``, not a LIMIT: each read scans its range of the index only (with a LIMIT,
+    PostgreSQL sorted every unfinished job after the cursor at each read)."""
+    newest = int(conn.execute(sa.select(sa.func.max(jobs.c.seq))).scalar() or 0)
+    upto = min(cursor + span, newest)
+    q = sa.select(*BODY).where(jobs.c.seq > cursor, jobs.c.seq <= upto, _ACTIVE)
+    return list(conn.execute(q).all()), upto, newest
 
 
 def unfinished_ids(conn: sa.Connection) -> set[str]:
