@@ -71,15 +71,20 @@ st=$(cut -d' ' -f3 "/proc/$(cat "$pidf")/stat" 2>/dev/null)
 """
 
 
-def test_a_control_daemon_that_died_is_started_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _stand_in_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """STAND_IN as ``nvidia-cuda-mps-control``, first on PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     exe = bin_dir / "nvidia-cuda-mps-control"
     exe.write_text(STAND_IN)
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_a_control_daemon_that_died_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stand_in_on_path(tmp_path, monkeypatch)
     s = prepare("mps", tmp_path, 81_559, simulated=False)
     pidf = Path(s.pipe_dir) / "stand-in.pid"
     first = int(pidf.read_text())
@@ -156,12 +161,7 @@ def test_an_agent_on_simulated_mig_devices_starts_with_mps(tmp_path: Path) -> No
 def test_each_mig_devices_daemon_sees_its_device_and_is_started_again_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "nvidia-cuda-mps-control"
-    exe.write_text(STAND_IN)
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    _stand_in_on_path(tmp_path, monkeypatch)
     s = prepare("mps", tmp_path, 18_432, simulated=False, mig=MIG)
     pidfs = [Path(d.pipe_dir) / "stand-in.pid" for d in s.mig]
     first = [int(p.read_text()) for p in pidfs]

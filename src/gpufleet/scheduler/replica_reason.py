@@ -36,10 +36,7 @@ def replicas_held(s: JobSpec, ws: Workspace, data: dict[str, object]) -> Reason 
     held (None when some such GPU has a replica free: it waits for something else)."""
     if s.gpus_per_worker != 1:
         return None
-    nodes = [i for i in range(ws.n) if ws.replicas[i] and ws.ok[i]]
-    nodes = [i for i in nodes if replicas.takes(ws.replicas[i], 1, s.gpu_milli)]
-    if s.gpu_models:
-        nodes = [i for i in nodes if ws.model[i] in s.gpu_models]
+    nodes = [i for i in _replica_nodes(s, ws) if replicas.takes(ws.replicas[i], 1, s.gpu_milli)]
     if not nodes or any(f >= s.gpu_milli for i in nodes for f in ws.gfree[i]):
         return None
     n = ws.replicas[nodes[0]]
@@ -60,9 +57,7 @@ def whole_behind_replicas(
     """Why a whole-GPU job waits when GPUs offered as replicas would serve it but are held (by
     replicas or whole): such a GPU is given whole only when none of its replicas is held
     (Slurm's gpu beside shards, ADR 0054). None when no such GPU is held."""
-    nodes = [i for i in range(ws.n) if ws.replicas[i] and ws.ok[i]]
-    if s.gpu_models:
-        nodes = [i for i in nodes if ws.model[i] in s.gpu_models]
+    nodes = _replica_nodes(s, ws)
     held = sum(1 for i in nodes for f in ws.gfree[i] if f < MILLI)
     if not held:
         return None
@@ -75,3 +70,9 @@ def whole_behind_replicas(
         "whole, and such a GPU is given whole only when none of its replicas is held",
         data,
     )
+
+
+def _replica_nodes(s: JobSpec, ws: Workspace) -> list[int]:
+    """The usable nodes offering replicas, of the GPU models the job allows."""
+    nodes = [i for i in range(ws.n) if ws.replicas[i] and ws.ok[i]]
+    return [i for i in nodes if ws.model[i] in s.gpu_models] if s.gpu_models else nodes
