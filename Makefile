@@ -40,7 +40,9 @@ typecheck: $(STAMP)
 # The suite waits on real processes far more than it computes: more workers than cores. Tests
 # that share a cluster (or another costly fixture) stay on one worker (tests/support/grouping.py).
 # Then the tests marked `alone` (they measure latency under a load of their own), one by one.
-WORKERS ?= 6
+# 8: since test clusters fork from a zygote (ADR 0055) the pass keeps ~1.75 of 2 cores busy with
+# 6 workers, most of them waiting on processes
+WORKERS ?= 8
 PYTEST_ARGS ?= --durations=15  # the slowest tests of each pass, for BENCHMARKS.md
 # The type check runs beside the parallel pass (the suite leaves the CPUs mostly idle); its
 # report is printed after it, and a type error fails `make test` as a failed test does.
@@ -52,7 +54,7 @@ PYTEST_ARGS ?= --durations=15  # the slowest tests of each pass, for BENCHMARKS.
 # rewrote and compiled everything again (the tests, src and the packages they import: uv writes
 # no .pyc): one collection first writes them all. Measured (BENCHMARKS.md, issue 27's CPU): six
 # workers' collection 80.6 CPU-s cold → 19.0 s for the one collection + 32.5 s for the six.
-# A test of real processes that fails under the parallel pass's load (6 workers on 2 cores) runs
+# A test of real processes that fails under the parallel pass's load (8 workers on 2 cores) runs
 # once more, alone, as CPython's regrtest does with -w (tests/support/rerun.py names each by its
 # id: a grouped test's too): at most RERUN_AT_MOST of them, each named
 # in the output as load-sensitive; a second failure, or more failures than that, fails the suite.
