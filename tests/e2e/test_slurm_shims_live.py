@@ -16,7 +16,6 @@ import pytest
 from livehelp import dump_logs, make_cluster, shim_env, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
-from gpufleet.shims.install import install
 
 pytestmark = pytest.mark.e2e
 
@@ -425,18 +424,7 @@ def test_shims_and_the_fast_path_over_https(
     ca = LocalCA.make(tmp_path / "ca")
     cert, key = ca.server_cert(tmp_path / "ca")
     c = new_cluster(agents=1, tls_cert=cert, tls_key=key, ca=ca.cert_file)
-    bindir = tmp_path / "bin"
-    install(bindir)
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
-        GPUFLEET_SERVER=c.url,
-        GPUFLEET_TOKEN_FILE=str(c.admin_token_file),
-        GPUFLEET_CONFIG=str(tmp_path / "none.yaml"),
-        GPUFLEET_CA=str(ca.cert_file),
-        PWD=str(tmp_path),  # the submit directory (sh runs there)
-    )
-    env.pop("GPUFLEET_TOKEN", None)
+    env = shim_env(c, tmp_path) | {"GPUFLEET_CA": str(ca.cert_file)}
     job = sh(env, "sbatch", "--parsable", "--wrap", "true").stdout.strip()
     assert sh(env, "squeue", "-h", "-t", "all", "-o", "%i").stdout.split() == [job]
     lean = sh(env, sys.executable, "-c", _LEAN, "jobs", "--all", "-o", "%i", "-h")
