@@ -23,7 +23,6 @@ from gpufleet.client import ApiError, Client
 from gpufleet.ops import portblocks
 from gpufleet.ops.prefork import Proc, launch
 
-
 # the controllers' ports of local clusters, below every other range here and below the kernel's
 # ephemeral ports (32768-60999): a port the kernel hands out as 127.0.0.1:0 can be taken by any
 # outgoing connection while a test's controller is down, and its restart then fails to bind
