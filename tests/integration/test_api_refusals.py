@@ -189,3 +189,21 @@ def test_a_queues_encoder_packing_is_validated_every_problem_at_once(api: Api) -
         r = admin.put("/queues/desktops", json={"pack_encoders": value})
         assert r.status_code == 200 and r.json()["pack_encoders"] is want, r.text
     assert next(q for q in api.admin.queues() if q.name == "desktops").pack_encoders is True
+
+
+def test_a_queues_ways_of_sharing_a_gpu_are_validated_with_the_bodys_other_problems(
+    api: Api,
+) -> None:
+    admin = api.raw(api.token("admin"))
+    r = admin.put("/queues/desktops", json={"gpu_sharing": ["mig"], "pack_encoders": 1})
+    assert r.status_code == 422, r.text
+    errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+    assert errors == {
+        "body.gpu_sharing": 'must be a list of "timeslice" and "mps" (empty: any)',
+        "body.pack_encoders": 'must be true, false or "default"',
+    }, r.text
+    assert "desktops" not in [q.name for q in api.admin.queues()]
+    for value in (["mps", "mps"], ["timeslice", "mps"], []):
+        r = admin.put("/queues/desktops", json={"gpu_sharing": value})
+        assert r.status_code == 200 and r.json()["gpu_sharing"] == list(dict.fromkeys(value))
+    assert next(q for q in api.admin.queues() if q.name == "desktops").gpu_sharing == []
