@@ -86,9 +86,7 @@ def test_a_queues_shares_run_only_where_gpus_are_shared_its_way(new_cluster: Any
     job = {"name": "d", "queue": "desktops", "gpus_per_worker": 1, "gpu_milli": 250,
            "command": ["sh", "-c", say]}  # fmt: skip
     with c.admin() as a:
-        assert a.update_queue("desktops", s.QueueUpdate(gpu_sharing=["mps"])).gpu_sharing == [
-            "mps"
-        ]
+        assert a.update_queue("desktops", s.QueueUpdate(gpu_sharing=["mps"])).gpu_sharing == ["mps"]
         ids = [a.submit(job)[0] for _ in range(3)]
         for jid in ids:
             wait_for(f"{jid} ends", lambda j=jid: a.job(j).state in ("SUCCEEDED", "FAILED"), 60)

@@ -289,4 +289,3 @@ def test_queue_sets_its_ways_of_sharing_a_gpu(api: FakeApi) -> None:
     said = " ".join(r.stderr.replace("│", " ").split())
     assert '--gpu-sharing: must be a list of "timeslice" and "mps" (empty: any)' in said, said
     assert "--weight: Input should be greater than 0" in said
-

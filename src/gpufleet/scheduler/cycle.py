@@ -19,12 +19,12 @@ from gpufleet.model.allocation import Allocation
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import backfill, explain, pack_encoders, preemption
-from gpufleet.scheduler.queue_sharing import ShareTerms
 from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.never_fits import NeverFits, never_fits
+from gpufleet.scheduler.queue_sharing import ShareTerms
 from gpufleet.scheduler.request import Shape, shape_of
 from gpufleet.scheduler.reservations import Windows
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
@@ -348,7 +348,6 @@ class _Cycle:
             said = pack_encoders.kept_apart(s, self.snap, self.ws, off, policy)
             if said:
                 self.res.reasons[job.id] = replace(r, message=r.message + said)
-
 
     def _shares_said(self) -> None:
         """A waiting share kept off nodes by its queue's ways of sharing is told so."""
