@@ -1,7 +1,8 @@
 """Encoders beside training, live (ADR 0050): a controller started with --pack-encoders, an
 agent with simulated L40S GPUs held whole by a training job; a transcode-shaped job (a GPU
 share, NVENC only) starts on one of the training job's GPUs, told that GPU and no compute
-share, and runs to its end while the training runs on."""
+share, and runs to its end while the training runs on. A queue's own policy (ADR 0062) keeps
+its video jobs apart until an admin takes it away."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gpufleet.api import schemas as s
 from gpufleet.ops.localcluster import LocalCluster
 from support.waiting import wait_for
 
@@ -35,3 +37,38 @@ def test_a_video_job_runs_on_a_training_gpus_encoder(new_cluster: Any) -> None:
         assert uuid and "video" in caps.split(",")
         assert a.job(tid).state == "RUNNING"
         a.cancel(tid)
+
+
+def test_a_queue_keeps_its_video_jobs_apart_until_its_policy_is_taken_away(
+    new_cluster: Any,
+) -> None:
+    """Per queue (ADR 0062), through the API: with the controller's --pack-encoders, queue
+    desktops' pack_encoders: false keeps its video job waiting, told whose policy it is; the
+    queue set back to "default" (the flag's word) lets the next pass pack it."""
+    c: LocalCluster = new_cluster(agents=1, gpus="2xL40S", controller_args=["--pack-encoders"])
+    train = {"name": "train", "gpus_per_worker": 2, "command": ["sleep", "300"]}
+    video = {"name": "desk", "queue": "desktops", "gpus_per_worker": 1, "gpu_milli": 250,
+             "gpu_engines": {"nvenc": 1}, "command": ["sleep", "300"]}  # fmt: skip
+    with c.admin() as a:
+        q = a.update_queue("desktops", s.QueueUpdate(pack_encoders=False))
+        assert q.pack_encoders is False
+        assert next(x for x in a.queues() if x.name == "desktops").pack_encoders is False
+        (tid,) = a.submit(train)
+        wait_for("training runs", lambda: a.job(tid).state == "RUNNING", 60)
+        (vid,) = a.submit(video)
+        said = "kept apart by the policy of queue desktops (its pack_encoders: false)"
+        wait_for("its Reason", lambda: said in _reason(a, vid), 30)
+        assert a.job(vid).state == "PENDING"
+        assert (
+            a.update_queue("desktops", s.QueueUpdate(pack_encoders="default")).pack_encoders is None
+        )
+        wait_for("the video job runs", lambda: a.job(vid).state == "RUNNING", 60)
+        (p,) = a.job(vid).placement
+        assert p.gpu_milli == 0 and p.gpus[0] in a.job(tid).placement[0].gpus
+        a.cancel(vid)
+        a.cancel(tid)
+
+
+def _reason(a: Any, job: str) -> str:
+    r = a.job(job).reason
+    return "" if r is None else str(r.message)

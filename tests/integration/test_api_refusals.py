@@ -171,3 +171,21 @@ def test_a_request_no_configured_node_could_hold_is_refused_with_the_largest_tha
     # all problems at once
     msg = refused(422, lambda: alice.submit({**SPEC, "gpus_per_worker": 16, "queue": "gpu"}))
     assert "invalid partition specified: gpu" in msg and "Requested node config" in msg, msg
+
+
+def test_a_queues_encoder_packing_is_validated_every_problem_at_once(api: Api) -> None:
+    """PUT /queues/{name}: pack_encoders is true, false or "default"; anything else is a 422
+    that names it, beside the body's other problems, and changes nothing."""
+    admin = api.raw(api.token("admin"))
+    r = admin.put("/queues/desktops", json={"pack_encoders": "maybe", "weight": 0})
+    assert r.status_code == 422, r.text
+    errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+    assert errors == {
+        "body.pack_encoders": 'must be true, false or "default"',
+        "body.weight": "Input should be greater than 0",
+    }, r.text
+    assert "desktops" not in [q.name for q in api.admin.queues()]
+    for value, want in ((False, False), ("default", None), (True, True)):
+        r = admin.put("/queues/desktops", json={"pack_encoders": value})
+        assert r.status_code == 200 and r.json()["pack_encoders"] is want, r.text
+    assert next(q for q in api.admin.queues() if q.name == "desktops").pack_encoders is True

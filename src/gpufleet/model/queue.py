@@ -31,6 +31,10 @@ class QueueSpec:
     idle: IdlePolicy | None = None
     # its gangs' changes to the cluster's defragmentation policy (model/defrag.py); None: none
     defrag: DefragOverrides | None = None
+    # whether its video jobs may use the encoders of GPUs training holds (ADR 0062): True or
+    # False whatever the controller's --pack-encoders; a pool's ``pack_encoders: false`` keeps
+    # them apart there all the same; None: as the pool, else the controller, says
+    pack_encoders: bool | None = None
 
     @property
     def limited(self) -> bool:
@@ -67,6 +71,7 @@ class QueueSpec:
         if f.has("defrag"):
             raw_defrag = f.raw("defrag") or {}
             defrag = DefragOverrides.from_dict(raw_defrag, source=source, path=f.field("defrag"))
+        pack = f.flag("pack_encoders", False) if f.has("pack_encoders") else None
         f.finish()
         return QueueSpec(
             name,
@@ -79,4 +84,5 @@ class QueueSpec:
             priority_max=top,
             idle=idle,
             defrag=defrag,
+            pack_encoders=pack,
         )

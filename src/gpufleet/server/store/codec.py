@@ -305,6 +305,7 @@ def queue_to_dict(q: QueueSpec) -> dict[str, Any]:
         "priority_max": q.priority_max,
         **({"idle": q.idle.to_dict()} if q.idle is not None else {}),
         **({"defrag": q.defrag.to_dict()} if q.defrag is not None else {}),
+        **({"pack_encoders": q.pack_encoders} if q.pack_encoders is not None else {}),
     }
 
 
@@ -323,6 +324,7 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
             "priority_max",
             "idle",
             "defrag",
+            "pack_encoders",
         ),
     )
     kw: dict[str, Any] = {}
@@ -345,4 +347,6 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
         kw["idle"] = IdlePolicy.from_dict(d["idle"], source="store", path="queue.idle")
     if "defrag" in d:
         kw["defrag"] = DefragOverrides.from_dict(d["defrag"], source="store", path="queue.defrag")
+    if d.get("pack_encoders") is not None:
+        kw["pack_encoders"] = bool(d["pack_encoders"])
     return QueueSpec(str(d["name"]), **kw)
