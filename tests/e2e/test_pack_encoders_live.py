@@ -75,7 +75,7 @@ def _reason(a: Any, job: str) -> str:
 
 
 def test_a_queues_shares_run_only_where_gpus_are_shared_its_way(new_cluster: Any) -> None:
-    """A queue's gpu_sharing (ADR 0063), live: node-0 time-slices its GPUs, node-1 shares them
+    """A queue's gpu_sharing (ADR 0064), live: node-0 time-slices its GPUs, node-1 shares them
     by MPS; queue desktops set to [mps] through the API; its quarter-GPU jobs land on node-1
     and are told their MPS share, while the same job of another queue is free to go anywhere;
     with only time-slicing nodes left to it the Reason says so."""

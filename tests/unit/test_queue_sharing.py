@@ -1,4 +1,4 @@
-"""A queue's ways of sharing a GPU (ADR 0063): its jobs' GPU shares run only on nodes that
+"""A queue's ways of sharing a GPU (ADR 0064): its jobs' GPU shares run only on nodes that
 share GPUs its way (the label ``gpufleet.io/gpu-sharing``; none: time-slicing), whatever
 placement would have preferred; whole-GPU jobs are untouched; a share with no such node in the
 cluster is told so, and one that waits for such a node is told which nodes were not counted.

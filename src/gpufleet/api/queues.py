@@ -38,7 +38,7 @@ def _modes(v: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         raise ValueError('must be a list of "timeslice" and "mps" (empty: any)') from None
 
 
-# a queue's ways of sharing a GPU as PUT sets them (model/replicas.py's SHARING_MODES; ADR 0063)
+# a queue's ways of sharing a GPU as PUT sets them (model/replicas.py's SHARING_MODES; ADR 0064)
 GpuSharing = Annotated[
     list[Literal["timeslice", "mps"]], Field(max_length=2), WrapValidator(_modes)
 ]

@@ -37,7 +37,7 @@ class QueueSpec:
     # them apart there all the same; None: as the pool, else the controller, says
     pack_encoders: bool | None = None
     # the ways of sharing a GPU its jobs' GPU shares may run under (model/replicas.py's
-    # SHARING_MODES, the nodes' label gpufleet.io/gpu-sharing; ADR 0063); (): any
+    # SHARING_MODES, the nodes' label gpufleet.io/gpu-sharing; ADR 0064); (): any
     gpu_sharing: tuple[str, ...] = ()
 
     @property

@@ -1,4 +1,4 @@
-"""Which ways of sharing a GPU a queue's jobs may hold shares under (ADR 0063): a queue's
+"""Which ways of sharing a GPU a queue's jobs may hold shares under (ADR 0064): a queue's
 ``gpu_sharing`` (model/queue.py), e.g. ``[mps]`` for desktops whose memory must be bounded, or
 ``[timeslice]`` for a render queue. The way is the node's (its label
 ``gpufleet.io/gpu-sharing``, one per node, so modes never mix on one GPU): a fractional job
