@@ -122,3 +122,18 @@ def test_the_simulator_replays_a_queues_ways(policy: tuple[str, ...], expect: fl
     sim = Simulation(cs, profile(backfill="none"), jobs)
     sim.run(until=1000.0)
     assert sim.outcomes["d"].first_start == expect
+
+
+def test_preemption_for_a_share_stops_only_jobs_on_nodes_of_its_way() -> None:
+    """Both nodes are full of low-priority work; the ts node's victim would lose less (it
+    started later), but the desktops share may only run on the MPS node."""
+    busy = [
+        running("on_ts", ("n00", [0, 1]), start=90.0),
+        running("on_mps", ("n01", [0, 1]), start=0.0),
+    ]
+    hi = pjob("hi", {"queue": "desktops", "priority": 5}, gpus=1, milli=250)
+    res = cycle(ts_and_mps(), [hi], busy, queues=[DESKTOPS], now=100.0, preempt=["priority"])
+    assert [p.job_id for p in res.preemptions] == ["on_mps"]
+    other = pjob("hi", {"priority": 5}, gpus=1, milli=250)  # the same, of another queue
+    res = cycle(ts_and_mps(), [other], busy, queues=[DESKTOPS], now=100.0, preempt=["priority"])
+    assert [p.job_id for p in res.preemptions] == ["on_ts"]  # without the policy: least lost
