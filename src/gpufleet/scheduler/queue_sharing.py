@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gpufleet.model.job import JobSpec
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.replicas import sharing_of
 from gpufleet.model.resources import MILLI
@@ -23,6 +24,32 @@ def _ways(modes: tuple[str, ...]) -> str:
     return " or ".join(modes)
 
 
+def nowhere(
+    spec: JobSpec,
+    modes: tuple[str, ...],
+    views: Sequence[NodeView],
+    off: Sequence[str] | None = None,
+) -> Reason | None:
+    """Why a share of a queue whose policy is ``modes`` can run on no GPU node of ``views``
+    (``off``: those that share another way, if known), or None when one shares its way. The
+    cycle's word, and the submit's (server/admission.py)."""
+    if not modes or not spec.gpus_per_worker or spec.gpu_milli >= MILLI:
+        return None
+    gpu = [v for v in views if v.gpus]
+    if off is None:
+        off = [v.name for v in gpu if sharing_of(v.labels) not in modes]
+    if not gpu or len(off) < len(gpu):
+        return None
+    ways = sorted({sharing_of(v.labels) for v in gpu})
+    msg = (
+        f"holds a share of a GPU, and the policy of queue {spec.queue} lets its shares run only "
+        f"where GPUs are shared by {_ways(modes)} (its gpu_sharing); none of the cluster's "
+        f"{len(gpu)} GPU node(s) is (they share by {_ways(tuple(ways))})"
+    )
+    data = {"queue": spec.queue, "gpu_sharing": list(modes), "node_sharing": ways}
+    return Reason(ReasonCode.NEVER, msg, data)
+
+
 class ShareTerms:
     """The queues' policies and, per policy, the GPU nodes that share another way."""
 
@@ -31,6 +58,7 @@ class ShareTerms:
         self.views = views
         self._off: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.kept: dict[str, tuple[str, ...]] = {}  # job id → the nodes kept from it, its modes
+        self.gpu_nodes = sum(1 for v in views if v.gpus)
 
     @staticmethod
     def of(snap: Snapshot, views: Sequence[NodeView]) -> ShareTerms | None:
@@ -55,16 +83,10 @@ class ShareTerms:
         off = self.off(modes)
         if not off:
             return job, None
-        gpu_nodes = sum(1 for v in self.views if v.gpus)
-        if len(off) >= gpu_nodes:
-            ways = sorted({sharing_of(v.labels) for v in self.views if v.gpus})
-            msg = (
-                f"holds a share of a GPU, and the policy of queue {s.queue} lets its shares run "
-                f"only where GPUs are shared by {_ways(modes)} (its gpu_sharing); none of the "
-                f"cluster's {gpu_nodes} GPU node(s) is (they share by {_ways(tuple(ways))})"
-            )
-            data = {"queue": s.queue, "gpu_sharing": list(modes), "node_sharing": ways}
-            return None, Reason(ReasonCode.NEVER, msg, data)
+        if len(off) >= self.gpu_nodes:  # every GPU node shares another way
+            why = nowhere(s, modes, self.views, off)
+            if why is not None:
+                return None, why
         self.kept[job.id] = modes
         spec = with_exclude(s, tuple(dict.fromkeys(s.exclude + off)))
         return replace(job, spec=spec), None
