@@ -116,3 +116,25 @@ def test_the_simulator_replays_a_queues_packing(
     sim = Simulation(cs, profile(backfill="none"), jobs)
     sim.run(until=1000.0)
     assert sim.outcomes["e"].first_start == expect  # packed, or when training ends
+
+
+BENCH = QueueSpec("bench", pack_encoders=False)
+
+
+def test_a_queue_that_keeps_apart_keeps_video_jobs_off_its_own_training_gpus_too() -> None:
+    """ADR 0065: queue bench's false protects the GPUs its training holds, whatever the flag,
+    the pool or the video job's queue say; another queue's training GPUs still take it."""
+    bench = running("b", ("n00", range(2)), queue="bench")
+    nodes = cluster(2, 2, model="L40S")
+    res = cycle(nodes[:1], [encoder("r", "render")], [bench], queues=[BENCH, RENDER],
+                pack_encoders=True)  # fmt: skip
+    assert start_of(res, "r") is None
+    msg = res.reasons["r"].message
+    assert msg.endswith(
+        "; GPU 0 of n00 is busy with training and has a free NVENC, but the training there is "
+        "of queue bench, whose policy keeps video jobs off its GPUs (its pack_encoders: false)"
+    ), msg
+    lab = running("l", ("n01", range(2)))
+    res = cycle(nodes, [encoder("r", "render")], [bench, lab], queues=[BENCH, RENDER])
+    ((p,),) = [start_of(res, "r")]
+    assert p.node == "n01" and p.gpu_milli == 0  # beside the other queue's training

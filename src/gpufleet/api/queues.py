@@ -86,7 +86,8 @@ class QueueUpdate(BaseModel):
     pack_encoders: PackEncoders | None = Field(
         None,
         description="true: its video jobs may use the encoders of GPUs training holds (not "
-        "on a pool that says false); false: never; 'default': as the pool, else the "
+        "on a pool that says false); false: never, nor beside its own jobs; 'default': as the "
+        "pool, else the "
         "controller's --pack-encoders, says",
     )
     gpu_sharing: GpuSharing | None = Field(

@@ -34,7 +34,8 @@ class QueueSpec:
     defrag: DefragOverrides | None = None
     # whether its video jobs may use the encoders of GPUs training holds (ADR 0062): True or
     # False whatever the controller's --pack-encoders; a pool's ``pack_encoders: false`` keeps
-    # them apart there all the same; None: as the pool, else the controller, says
+    # them apart there all the same; None: as the pool, else the controller, says. False also
+    # keeps video jobs off the GPUs its own jobs hold (ADR 0065)
     pack_encoders: bool | None = None
     # the ways of sharing a GPU its jobs' GPU shares may run under (model/replicas.py's
     # SHARING_MODES, the nodes' label gpufleet.io/gpu-sharing; ADR 0064); (): any

@@ -337,15 +337,16 @@ class _Cycle:
         """A waiting video job that packing would have placed beside training is told so."""
         for job in self.unplaced:
             s = job.spec
-            if not pack_encoders.video_job(s) or not (off := self._packing(s.queue)[1]):
+            if not pack_encoders.video_job(s):
                 continue
+            on, off = self._packing(s.queue)
             # raw: a read with the estimated start would play the whole queue forward each
             # pass (StartPlan), only to add a sentence; the estimate is added when read
             r = self.res.reasons.raw(job.id)
             if r is None:
                 continue
             policy = self._queue_packs(s.queue)
-            said = pack_encoders.kept_apart(s, self.snap, self.ws, off, policy)
+            said = pack_encoders.kept_apart(s, self.snap, self.ws, off, policy, on)
             if said:
                 self.res.reasons[job.id] = replace(r, message=r.message + said)
 

@@ -17,7 +17,8 @@ field ``pack_encoders``) says ``true`` (packed there, whatever the controller's 
 
 Per queue (ADR 0062): a queue's ``pack_encoders`` decides for its video jobs. Either side may
 keep them apart: ``false`` of the job's queue or of the node's pool wins; else ``true`` of
-either packs; else the controller's flag (``allowed_on``)."""
+either packs; else the controller's flag (``allowed_on``). A queue's ``false`` also keeps
+video jobs off the GPUs its own training jobs hold (ADR 0065)."""
 
 from __future__ import annotations
 
@@ -69,21 +70,24 @@ def video_job(spec: JobSpec) -> bool:
 
 def _holders(
     snap: Snapshot, started: Iterable[tuple[str, JobSpec, Allocation]]
-) -> tuple[set[GpuKey], dict[GpuKey, int]]:
-    """The GPUs held with compute by a job that asks for no video engine (training), and how
-    many packed video jobs each GPU has now."""
-    training: set[GpuKey] = set()
+) -> tuple[dict[GpuKey, str], dict[GpuKey, int]]:
+    """The GPUs held with compute by a job that asks for no video engine (training), each with
+    its queue's name where that queue keeps video jobs off its GPUs (its ``pack_encoders:
+    false``; else ""), and how many packed video jobs each GPU has now."""
+    training: dict[GpuKey, str] = {}
     packed: dict[GpuKey, int] = {}
     jobs = [(r.spec, r.allocation) for r in snap.running if r.stopping_since is None]
     jobs += [(spec, alloc) for _, spec, alloc in started]
     for spec, alloc in jobs:
         video = bool(set(dict(spec.gpu_engines)) & VIDEO)
+        q = snap.queues.get(spec.queue)
+        guard = spec.queue if q is not None and q.pack_encoders is False else ""
         for p in alloc:
             for d in p.gpus:
                 if p.gpu_milli == 0:
                     packed[(p.node, d)] = packed.get((p.node, d), 0) + 1
                 elif not video:
-                    training.add((p.node, d))
+                    training[(p.node, d)] = guard
     return training, packed
 
 
@@ -93,8 +97,11 @@ def where(
     ws: Workspace,
     started: Iterable[tuple[str, JobSpec, Allocation]],
     among: frozenset[int],
-) -> tuple[int, int] | None:
-    """(node index, GPU) of ``among`` a video job may be packed onto now; None when none."""
+    guarded: bool = False,
+) -> tuple[int, int, str] | None:
+    """(node index, GPU, "") of ``among`` a video job may be packed onto now; None when none.
+    ``guarded``: instead, one it could have been but for the policy of the training job's
+    queue, that queue's name the third."""
     if not among:
         return None
     training, packed = _holders(snap, started)
@@ -117,8 +124,10 @@ def where(
             continue
         for d, free in enumerate(ws.gfree[i]):
             key = (v.name, d)
-            if free == 0 and key in training and packed.get(key, 0) < room:
-                return i, d
+            guard = training.get(key)
+            if free == 0 and guard is not None and bool(guard) is guarded:
+                if packed.get(key, 0) < room:
+                    return i, d, guard
     return None
 
 
@@ -134,7 +143,7 @@ def pack(
     got = where(spec, snap, ws, started, among)
     if got is None:
         return None
-    i, d = got
+    i, d, _ = got
     req = WorkerRequest.of(spec)
     engine_only = WorkerRequest(1, 0, req.cpu_milli, req.memory_mib, req.models, "", None)
     p: Placement = ws.assign(i, (d,), engine_only)
@@ -142,16 +151,29 @@ def pack(
 
 
 def kept_apart(
-    spec: JobSpec, snap: Snapshot, ws: Workspace, off: frozenset[int], queue: bool | None = None
+    spec: JobSpec,
+    snap: Snapshot,
+    ws: Workspace,
+    off: frozenset[int],
+    queue: bool | None = None,
+    on: frozenset[int] = frozenset(),
 ) -> str:
     """What a waiting video job is told when packing, off on the nodes ``off``, would have
-    placed it there ("" if it would not have); ``queue``: its queue's ``pack_encoders``."""
+    placed it there, or on a node of ``on`` but for the training job's queue ("" if neither);
+    ``queue``: its own queue's ``pack_encoders``."""
     got = where(spec, snap, ws, (), off)
     if got is None:
+        got = where(spec, snap, ws, (), on, guarded=True)
+    if got is None:
         return ""
-    i, d = got
+    i, d, guard = got
     v = ws.views[i]
-    if queue is False:
+    if guard:
+        who = (
+            f"the training there is of queue {guard}, whose policy keeps video jobs off its "
+            "GPUs (its pack_encoders: false)"
+        )
+    elif queue is False:
         who = f"it is kept apart by the policy of queue {spec.queue} (its pack_encoders: false)"
     elif dict(v.labels).get(LABEL) == "false":
         who = "its pool keeps video jobs off training GPUs (the pool's pack_encoders: false)"
