@@ -87,8 +87,7 @@ class QueueUpdate(BaseModel):
         None,
         description="true: its video jobs may use the encoders of GPUs training holds (not "
         "on a pool that says false); false: never, nor beside its own jobs; 'default': as the "
-        "pool, else the "
-        "controller's --pack-encoders, says",
+        "pool, else the controller's --pack-encoders, says",
     )
     gpu_sharing: GpuSharing | None = Field(
         None,

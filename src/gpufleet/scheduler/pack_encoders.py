@@ -125,9 +125,10 @@ def where(
         for d, free in enumerate(ws.gfree[i]):
             key = (v.name, d)
             guard = training.get(key)
-            if free == 0 and guard is not None and bool(guard) is guarded:
-                if packed.get(key, 0) < room:
-                    return i, d, guard
+            if guard is None or free != 0 or bool(guard) is not guarded:
+                continue
+            if packed.get(key, 0) < room:
+                return i, d, guard
     return None
 
 
