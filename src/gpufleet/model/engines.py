@@ -147,5 +147,5 @@ def lacking(model: str, wanted: dict[str, int]) -> list[str]:
 
 
 # a node label: its pool packs video jobs beside training ("true") or keeps them apart
-# ("false"), whatever the controller's --pack-encoders (scheduler/pack_encoders.py, ADR 0059)
+# ("false"), whatever the controller's --pack-encoders (scheduler/pack_encoders.py, ADR 0060)
 PACK_LABEL = "gpufleet.io/pack-encoders"

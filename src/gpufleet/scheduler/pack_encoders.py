@@ -11,9 +11,13 @@ free compute left (a GPU with room takes the job the ordinary way) and be held b
 asks for no video engine (training). Pure: the snapshot's running jobs and the cycle's
 workspace only.
 
-Per pool (ADR 0059): a node labelled ``gpufleet.io/pack-encoders`` (the cluster spec's pool
+Per pool (ADR 0060): a node labelled ``gpufleet.io/pack-encoders`` (the cluster spec's pool
 field ``pack_encoders``) says ``true`` (packed there, whatever the controller's flag) or
-``false`` (kept apart there, even with the flag); a node without the label follows the flag."""
+``false`` (kept apart there, even with the flag); a node without the label follows the flag.
+
+Per queue (ADR 0062): a queue's ``pack_encoders`` decides for its video jobs. Either side may
+keep them apart: ``false`` of the job's queue or of the node's pool wins; else ``true`` of
+either packs; else the controller's flag (``allowed_on``)."""
 
 from __future__ import annotations
 
@@ -32,18 +36,23 @@ GpuKey = tuple[str, int]
 LABEL = PACK_LABEL
 
 
-def allowed_on(labels: Iterable[tuple[str, str]], default: bool) -> bool:
+def allowed_on(labels: Iterable[tuple[str, str]], default: bool, queue: bool | None = None) -> bool:
     """Whether a node with ``labels`` takes video jobs beside training (``default``: the
-    controller's ``--pack-encoders``, for a node whose pool says nothing)."""
-    for k, v in labels:
-        if k == LABEL and v in ("true", "false"):
-            return v == "true"
-    return default
+    controller's ``--pack-encoders``; ``queue``: the job's queue's ``pack_encoders``, None
+    when it says nothing): a ``false`` of the queue or the pool keeps them apart, else a
+    ``true`` of either packs them, else the flag decides."""
+    pool = next((v == "true" for k, v in labels if k == LABEL and v in ("true", "false")), None)
+    if queue is False or pool is False:
+        return False
+    return True if queue or pool else default
 
 
-def nodes(ws: Workspace, default: bool) -> tuple[frozenset[int], frozenset[int]]:
-    """The workspace's nodes that pack video jobs beside training, and those that do not."""
-    on = frozenset(i for i, v in enumerate(ws.views) if allowed_on(v.labels, default))
+def nodes(
+    ws: Workspace, default: bool, queue: bool | None = None
+) -> tuple[frozenset[int], frozenset[int]]:
+    """The workspace's nodes that pack the video jobs of a queue saying ``queue`` beside
+    training, and those that do not."""
+    on = frozenset(i for i, v in enumerate(ws.views) if allowed_on(v.labels, default, queue))
     return on, frozenset(range(ws.n)) - on
 
 
@@ -132,21 +141,25 @@ def pack(
     return (p,)
 
 
-def kept_apart(spec: JobSpec, snap: Snapshot, ws: Workspace, off: frozenset[int]) -> str:
+def kept_apart(
+    spec: JobSpec, snap: Snapshot, ws: Workspace, off: frozenset[int], queue: bool | None = None
+) -> str:
     """What a waiting video job is told when packing, off on the nodes ``off``, would have
-    placed it there ("" if it would not have)."""
+    placed it there ("" if it would not have); ``queue``: its queue's ``pack_encoders``."""
     got = where(spec, snap, ws, (), off)
     if got is None:
         return ""
     i, d = got
     v = ws.views[i]
-    pool = dict(v.labels).get(LABEL) == "false"
-    who = (
-        "its pool keeps video jobs off training GPUs (the pool's pack_encoders: false)"
-        if pool
-        else "this cluster keeps video jobs off training GPUs (the controller's "
-        "--pack-encoders allows it, or a pool's pack_encoders: true)"
-    )
+    if queue is False:
+        who = f"it is kept apart by the policy of queue {spec.queue} (its pack_encoders: false)"
+    elif dict(v.labels).get(LABEL) == "false":
+        who = "its pool keeps video jobs off training GPUs (the pool's pack_encoders: false)"
+    else:
+        who = (
+            "this cluster keeps video jobs off training GPUs (the controller's "
+            "--pack-encoders allows it, or a pool's pack_encoders: true, or its queue's)"
+        )
     return (
         f"; GPU {d} of {v.name} is busy with training and has a free "
         f"{'/'.join(e.upper() for e in dict(spec.gpu_engines))}, but {who}"
