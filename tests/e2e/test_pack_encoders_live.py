@@ -72,3 +72,31 @@ def test_a_queue_keeps_its_video_jobs_apart_until_its_policy_is_taken_away(
 def _reason(a: Any, job: str) -> str:
     r = a.job(job).reason
     return "" if r is None else str(r.message)
+
+
+def test_a_queues_shares_run_only_where_gpus_are_shared_its_way(new_cluster: Any) -> None:
+    """A queue's gpu_sharing (ADR 0064), live: node-0 time-slices its GPUs, node-1 shares them
+    by MPS; queue desktops set to [mps] through the API; its quarter-GPU jobs land on node-1
+    and are told their MPS share, while the same job of another queue is free to go anywhere;
+    with only time-slicing nodes left to it the Reason says so."""
+    c: LocalCluster = new_cluster(agents=1, gpus="1xL40S")
+    c.start_agent(1, "--simulate", "1xL40S", "--gpu-sharing", "mps")
+    c.wait_nodes(2)
+    say = "echo ${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}"
+    job = {"name": "d", "queue": "desktops", "gpus_per_worker": 1, "gpu_milli": 250,
+           "command": ["sh", "-c", say]}  # fmt: skip
+    with c.admin() as a:
+        assert a.update_queue("desktops", s.QueueUpdate(gpu_sharing=["mps"])).gpu_sharing == ["mps"]
+        ids = [a.submit(job)[0] for _ in range(3)]
+        for jid in ids:
+            wait_for(f"{jid} ends", lambda j=jid: a.job(j).state in ("SUCCEEDED", "FAILED"), 60)
+            assert a.job(jid).state == "SUCCEEDED", a.logs(jid).data
+            assert [p.node for p in a.job(jid).placement] == ["node-1"]
+            wait_for(f"{jid}'s log", lambda j=jid: a.logs(j).complete, 30)
+            assert a.logs(jid).data == "25\n"  # its SM share, as MPS tells it
+        a.drain("node-1", "no MPS node left")
+        (late,) = a.submit(job)
+        said = "the policy of queue desktops lets its shares run only where GPUs are shared by mps"
+        wait_for("its Reason", lambda: said in _reason(a, late), 30)
+        assert a.job(late).state == "PENDING"
+        a.cancel(late)

@@ -269,3 +269,23 @@ def test_queue_refuses_an_unknown_packing_and_nothing_to_change(api: FakeApi) ->
     assert r.code == 2 and "--weight: Input should be greater than 0" in r.stderr
     assert "--quota-gpus: Input should be greater than or equal to 0" in " ".join(r.stderr.split())
     assert api.requests == []
+
+
+def test_queue_sets_its_ways_of_sharing_a_gpu(api: FakeApi) -> None:
+    api.on("PUT", "/queues/desktops", _queue_out(gpu_sharing=["mps"]))
+    r = cli("queue", "desktops", "--gpu-sharing", "mps")
+    assert r.code == 0, r.stderr
+    assert api.body() == {"gpu_sharing": ["mps"]}
+    assert r.stdout.endswith(", GPU shares only by mps\n"), r.stdout
+    api.on("PUT", "/queues/desktops", _queue_out())
+    assert cli("queue", "desktops", "--gpu-sharing", "any").code == 0
+    assert api.body() == {"gpu_sharing": []}  # the limit taken away
+    api.on("GET", "/queues", [_queue_out(gpu_sharing=["timeslice", "mps"])])
+    (row,) = [x.split() for x in cli("queues").stdout.splitlines() if x.startswith("desktops")]
+    assert row[-1] == "timeslice,mps"
+    n = len(api.requests)
+    r = cli("queue", "desktops", "--gpu-sharing", "mig", "--weight", "0")
+    assert r.code == 2 and len(api.requests) == n
+    said = " ".join(r.stderr.replace("│", " ").split())
+    assert '--gpu-sharing: must be a list of "timeslice" and "mps" (empty: any)' in said, said
+    assert "--weight: Input should be greater than 0" in said

@@ -31,6 +31,19 @@ def _one_of(v: Any, handler: ValidatorFunctionWrapHandler) -> Any:
 PackEncoders = Annotated[bool | Literal["default"], WrapValidator(_one_of)]
 
 
+def _modes(v: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    try:
+        return handler(v)
+    except ValidationError:
+        raise ValueError('must be a list of "timeslice" and "mps" (empty: any)') from None
+
+
+# a queue's ways of sharing a GPU as PUT sets them (model/replicas.py's SHARING_MODES; ADR 0064)
+GpuSharing = Annotated[
+    list[Literal["timeslice", "mps"]], Field(max_length=2), WrapValidator(_modes)
+]
+
+
 class QueueOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -51,6 +64,8 @@ class QueueOut(BaseModel):
     defrag: dict[str, float | bool] | None = None  # its gangs' changes to defrag's policy
     # whether its video jobs may use training GPUs' encoders; None: the pool's, else the flag's
     pack_encoders: bool | None = None
+    # the ways of sharing a GPU its jobs' shares may run under; empty: any
+    gpu_sharing: list[str] = []
 
 
 class QueueUpdate(BaseModel):
@@ -73,4 +88,9 @@ class QueueUpdate(BaseModel):
         description="true: its video jobs may use the encoders of GPUs training holds (not "
         "on a pool that says false); false: never; 'default': as the pool, else the "
         "controller's --pack-encoders, says",
+    )
+    gpu_sharing: GpuSharing | None = Field(
+        None,
+        description="the ways of sharing a GPU its jobs' GPU shares may run under (the nodes' "
+        "gpufleet.io/gpu-sharing): timeslice, mps; [] takes the limit away",
     )

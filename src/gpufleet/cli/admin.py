@@ -189,6 +189,7 @@ def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt 
             "SHARE",
             "USAGE (share·h)",
             "ENCODERS",
+            "SHARES BY",
         ],
         [
             [
@@ -205,6 +206,7 @@ def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt 
                 f"{q.fair_share_usage / 3600:,.1f}",
                 # its video jobs beside training: its own word ("": the pool's, else the flag's)
                 {True: "pack", False: "apart", None: ""}[q.pack_encoders],
+                ",".join(q.gpu_sharing),  # the ways its GPU shares may run under ("": any)
             ]
             for q in sorted(rows, key=lambda q: (q.cohort, q.name))
         ],
@@ -229,21 +231,40 @@ def queue(
             "controller's --pack-encoders, says.",
         ),
     ] = None,
+    gpu_sharing: Annotated[
+        str | None,
+        typer.Option(
+            help="The ways of sharing a GPU its jobs' GPU shares may run under: mps, "
+            "timeslice or timeslice,mps (the nodes' gpufleet.io/gpu-sharing); any: no limit.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Change a queue (an admin's): its weight, cohort, quota, encoder packing."""
+    """Change a queue (an admin's): its weight, cohort, quota, encoder packing, GPU sharing."""
     if pack_encoders is not None and pack_encoders not in PACK_CHOICES:
         raise typer.BadParameter(
             f"must be true, false or default, got {pack_encoders!r}", param_hint="--pack-encoders"
         )
     pack = None if pack_encoders is None else PACK_CHOICES[pack_encoders]
-    given = {"weight": weight, "cohort": cohort, "quota_gpus": quota_gpus, "pack_encoders": pack}
+    modes = None
+    if gpu_sharing is not None:
+        modes = [] if gpu_sharing == "any" else [m.strip() for m in gpu_sharing.split(",")]
+    given = {
+        "weight": weight,
+        "cohort": cohort,
+        "quota_gpus": quota_gpus,
+        "pack_encoders": pack,
+        "gpu_sharing": modes,
+    }
     try:
         body = s.QueueUpdate.model_validate({k: v for k, v in given.items() if v is not None})
     except ValidationError as e:  # every problem at once, as the API's 422 says them
-        said = (f"--{str(x['loc'][0]).replace('_', '-')}: {x['msg']}" for x in e.errors())
+        said = (
+            f"--{str(x['loc'][0]).replace('_', '-')}: {x['msg'].removeprefix('Value error, ')}"
+            for x in e.errors()
+        )
         raise typer.BadParameter("; ".join(said)) from None
     if not body.model_dump(exclude_none=True):
         raise typer.BadParameter("nothing to change: give an option (gpufleet queue --help)")
@@ -262,6 +283,7 @@ def queue(
             if q.pack_encoders is not None
             else ", video jobs as the pool or controller says"
         )
+        + (f", GPU shares only by {' or '.join(q.gpu_sharing)}" if q.gpu_sharing else "")
     )
 
 

@@ -24,6 +24,7 @@ from gpufleet.scheduler.decisions import CycleResult, Preempt, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.never_fits import NeverFits, never_fits
+from gpufleet.scheduler.queue_sharing import ShareTerms
 from gpufleet.scheduler.request import Shape, shape_of
 from gpufleet.scheduler.reservations import Windows
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
@@ -77,6 +78,8 @@ class _Cycle:
         self._pack_nodes: dict[bool | None, tuple[frozenset[int], frozenset[int]]] = {}
         # the advance reservations' terms (made when a job needs them: most cycles have none)
         self.windows: Windows | None = Windows(snap) if snap.reservations or snap.accounts else None
+        # the queues' ways of sharing a GPU, as node exclusions (None: no queue has one)
+        self.shares = ShareTerms.of(snap, self.ws.views)
 
     def _eligible(self) -> tuple[bool, Sequence[PendingJob]]:
         """Whether every pending job wants whole GPUs (so a full cluster ends the walk), and
@@ -129,6 +132,12 @@ class _Cycle:
                 if termed is None:
                     continue
                 job = termed
+            if self.shares is not None and job.spec.queue in self.shares.policies:
+                shared, why = self.shares.apply(job)  # its queue's ways of sharing a GPU
+                if shared is None:
+                    self.give(job, why)
+                    continue
+                job = shared
             job, adm = self.admit(job)  # 2.
             if adm is not ADMITTED and adm.status.code is not Code.SUCCESS:  # runs per job
                 self.refused(job, adm)
@@ -305,6 +314,7 @@ class _Cycle:
                 self.windows.explain(res.reasons, self.ws, self.profile.place, self.snap.cycle)
             explain.moving(self.snap, res)
             self._kept_apart()
+            self._shares_said()
         return res
 
     def _queue_packs(self, queue: str) -> bool | None:
@@ -338,6 +348,16 @@ class _Cycle:
             said = pack_encoders.kept_apart(s, self.snap, self.ws, off, policy)
             if said:
                 self.res.reasons[job.id] = replace(r, message=r.message + said)
+
+    def _shares_said(self) -> None:
+        """A waiting share kept off nodes by its queue's ways of sharing is told so."""
+        if self.shares is None or not self.shares.kept:
+            return
+        for job in self.unplaced:
+            modes = self.shares.kept.get(job.id)
+            r = None if modes is None else self.res.reasons.raw(job.id)
+            if modes and r is not None:
+                self.res.reasons[job.id] = self.shares.said(r, job.spec.queue, modes)
 
 
 __all__ = ["Reason", "ReasonCode", "run_cycle"]

@@ -306,6 +306,7 @@ def queue_to_dict(q: QueueSpec) -> dict[str, Any]:
         **({"idle": q.idle.to_dict()} if q.idle is not None else {}),
         **({"defrag": q.defrag.to_dict()} if q.defrag is not None else {}),
         **({"pack_encoders": q.pack_encoders} if q.pack_encoders is not None else {}),
+        **({"gpu_sharing": list(q.gpu_sharing)} if q.gpu_sharing else {}),
     }
 
 
@@ -325,6 +326,7 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
             "idle",
             "defrag",
             "pack_encoders",
+            "gpu_sharing",
         ),
     )
     kw: dict[str, Any] = {}
@@ -349,4 +351,6 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
         kw["defrag"] = DefragOverrides.from_dict(d["defrag"], source="store", path="queue.defrag")
     if d.get("pack_encoders") is not None:
         kw["pack_encoders"] = bool(d["pack_encoders"])
+    if d.get("gpu_sharing"):
+        kw["gpu_sharing"] = tuple(str(m) for m in d["gpu_sharing"])
     return QueueSpec(str(d["name"]), **kw)
