@@ -50,7 +50,11 @@ STAMP = tuple(
 )
 _FIXED = (jobs.c.array_id, jobs.c.array_index, jobs.c.idempotency_key, jobs.c.array_limit)
 # a whole row as read ahead (or at the takeover, for one not read ahead)
-BODY = (*KEY, *_FIXED, sa.cast(jobs.c.spec, sa.Text).label("spec"), jobs.c.depends_on, *STAMP)
+_TEXT = (
+    sa.cast(jobs.c.spec, sa.Text).label("spec"),
+    sa.cast(jobs.c.depends_on, sa.Text).label("depends_on"),
+)
+BODY = (*KEY, *_FIXED, *_TEXT, *STAMP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,23 +72,36 @@ class Body:
     def now(self, stamp: tuple[Any, ...]) -> StoredJob:
         """The job as its row's mutable columns are now (``stamp``): the one built ahead
         when they did not change, else its body with them decoded."""
-        return self.job if stamp == self.stamp else _with(self.job, self.spec, stamp)
+        if stamp == self.stamp:
+            return self.job
+        j = self.job
+        fixed = (j.id, j.seq, j.submit_time, j.depends_on, j.array_id, j.array_index)
+        return _build(fixed, j.idempotency_key, j.array_limit, self.spec, stamp)
 
 
-def _with(job: StoredJob, spec: JobSpec, stamp: tuple[Any, ...]) -> StoredJob:
-    """``job``'s immutable part (its ``spec`` as stored) with the mutable columns of
-    ``stamp`` (in ``MUTABLE``'s order). Built anew (``dataclasses.replace`` costs twice as
-    much: a standby builds one a job)."""
+_STATES = {s.value: s for s in JobState}
+
+
+def _build(
+    fixed: tuple[Any, ...],
+    key: str | None,
+    limit: int | None,
+    spec: JobSpec,
+    stamp: tuple[Any, ...],
+) -> StoredJob:
+    """A job from its immutable columns (``fixed``: id, seq, submit time, dependencies, array
+    id and index; ``key``: its idempotency key; ``limit``: its array's), its ``spec`` as
+    stored and the mutable columns of ``stamp`` (in ``MUTABLE``'s order), decoded."""
+    job_id, seq, submitted, deps, array_id, array_index = fixed
     state, attempt, retries, start, end, ended, eligible, attained, alloc, borrowing, queue = stamp
     if queue != spec.queue and queue in spec.queues:
         # a job of several queues started in another than its spec names: the row's queue
         spec = replace(spec, queue=queue)
     how = None if ended is None or ended == "null" else JobEnd.from_dict(_json(ended))
     return StoredJob(
-        job.id, job.seq, spec, JobState(state), attempt, retries, job.submit_time, start, end,
-        eligible, attained, () if alloc == "[]" else allocation_from_list(_json(alloc)),
-        borrowing, job.depends_on, job.array_id, job.array_index, job.idempotency_key,
-        job.array_limit, how,
+        job_id, seq, spec, _STATES[state], attempt, retries, submitted, start, end, eligible,
+        attained, () if alloc == "[]" else allocation_from_list(_json(alloc)), borrowing, deps,
+        array_id, array_index, key, limit, how,
     )  # fmt: skip
 
 
@@ -134,6 +151,7 @@ class Bodies:
     def __init__(self) -> None:
         self._by_id: dict[str, Body] = {}
         self.specs = Specs()
+        self._deps: dict[str, tuple[tuple[str, str], ...]] = {}  # by their stored text
         self.cursor = 0
         self.decoded = 0
 
@@ -150,16 +168,29 @@ class Bodies:
         n = len(KEY) + len(_FIXED) + 2
         for r in rows:
             spec = self.specs.decode(r.spec)
-            deps = tuple((str(k), str(d)) for k, d in r.depends_on)
             stamp = tuple(r[n:])
-            fixed = StoredJob(
-                r.id, r.seq, spec, JobState.PENDING, 0, 0, r.submit_time, None, None, 0.0, 0.0,
-                (), False, deps, r.array_id, r.array_index, r.idempotency_key, r.array_limit,
-            )  # fmt: skip
-            out[r.id] = Body(r.seq, r.submit_time, spec, stamp, _with(fixed, spec, stamp))
+            fixed = (
+                r.id,
+                r.seq,
+                r.submit_time,
+                self._depends(r.depends_on),
+                r.array_id,
+                r.array_index,
+            )
+            job = _build(fixed, r.idempotency_key, r.array_limit, spec, stamp)
+            out[r.id] = Body(r.seq, r.submit_time, spec, stamp, job)
         self._by_id.update(out)
         self.decoded += len(out)
         return out
+
+    def _depends(self, text: str) -> tuple[tuple[str, str], ...]:
+        """Dependencies by their stored text (the jobs of a sweep wait on the same ones)."""
+        deps = self._deps.get(text)
+        if deps is None:
+            deps = tuple((str(k), str(d)) for k, d in json.loads(text))
+            if len(self._deps) < self.specs.most:
+                self._deps[text] = deps
+        return deps
 
     def keep(self, job_ids: set[str]) -> None:
         """Forget the bodies of jobs not in ``job_ids`` (the ones that finished)."""
