@@ -28,7 +28,6 @@ from gpufleet.ops import prefork
 from realparts import PG_URL
 from support import grouping, installs, noprocs, ports
 
-
 # Hypothesis's default deadline (200 ms an example) is a wall-time assertion: on 8 workers sharing
 # 2 cores an example that takes 20 ms alone can take longer, and the test failed for the load,
 # not for what it checks (the store's codec round trip, once in a helper's combined run)
