@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# what a job can ask of its GPUs (``--gres=nvenc:N``, ``gpu: {engines: {...}}``, ``-C``): each
+# what a job can ask of its GPUs (``--gres=nvenc:N``, a spec's ``gpu_engines: {...}``, ``-C``): each
 # also a node feature of nodes whose GPUs have it
 ENGINES = ("nvenc", "nvdec", "nvjpg")
 CAPABILITIES = (*ENGINES, "graphics", "display", "fp64")
