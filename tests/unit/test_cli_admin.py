@@ -289,3 +289,22 @@ def test_queue_sets_its_ways_of_sharing_a_gpu(api: FakeApi) -> None:
     said = " ".join(r.stderr.replace("│", " ").split())
     assert '--gpu-sharing: must be a list of "timeslice" and "mps" (empty: any)' in said, said
     assert "--weight: Input should be greater than 0" in said
+
+
+def test_queue_sets_its_node_set_and_queues_shows_it(api: FakeApi) -> None:
+    api.on("PUT", "/queues/desktops", _queue_out(nodes={"pool": "l40s"}))
+    r = cli("queue", "desktops", "--nodes", "pool=l40s")
+    assert r.code == 0, r.stderr
+    assert api.body() == {"nodes": {"pool": "l40s"}}
+    assert r.stdout.endswith(", only on nodes pool=l40s\n"), r.stdout
+    api.on("PUT", "/queues/desktops", _queue_out())
+    assert cli("queue", "desktops", "--nodes", "any").code == 0
+    assert api.body() == {"nodes": {}}  # the set taken away: every node
+    api.on("GET", "/queues", [_queue_out(nodes={"pool": "l40s", "zone": "a"})])
+    (row,) = [x.split() for x in cli("queues").stdout.splitlines() if x.startswith("desktops")]
+    assert row[-1] == "pool=l40s,zone=a"
+    n = len(api.requests)
+    r = cli("queue", "desktops", "--nodes", "l40s")
+    assert r.code == 2 and len(api.requests) == n
+    said = " ".join(r.stderr.replace("│", " ").split())
+    assert "must be key=value[,key=value] or any, got 'l40s'" in said, said

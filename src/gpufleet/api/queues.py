@@ -13,7 +13,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from gpufleet.api.bounds import OptName
+from gpufleet.api.bounds import Name, OptName, Text
 from gpufleet.api.idle import IdlePolicyOut
 
 # a queue's pack_encoders as PUT sets it: "default" takes the queue's own setting away (then
@@ -66,6 +66,8 @@ class QueueOut(BaseModel):
     pack_encoders: bool | None = None
     # the ways of sharing a GPU its jobs' shares may run under; empty: any
     gpu_sharing: list[str] = []
+    # the node labels its jobs' nodes carry, all of them (its node set); empty: every node
+    nodes: dict[str, str] = {}
 
 
 class QueueUpdate(BaseModel):
@@ -93,4 +95,10 @@ class QueueUpdate(BaseModel):
         None,
         description="the ways of sharing a GPU its jobs' GPU shares may run under (the nodes' "
         "gpufleet.io/gpu-sharing): timeslice, mps; [] takes the limit away",
+    )
+    nodes: dict[Name, Text] | None = Field(
+        None,
+        max_length=64,
+        description="its node set: its jobs run only on nodes carrying all of these labels "
+        "(Slurm's partition Nodes=); {} takes the set away (every node)",
     )

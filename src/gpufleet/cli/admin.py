@@ -190,6 +190,7 @@ def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt 
             "USAGE (share·h)",
             "ENCODERS",
             "SHARES BY",
+            "NODES",
         ],
         [
             [
@@ -207,6 +208,7 @@ def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt 
                 # its video jobs beside training: its own word ("": the pool's, else the flag's)
                 {True: "pack", False: "apart", None: ""}[q.pack_encoders],
                 ",".join(q.gpu_sharing),  # the ways its GPU shares may run under ("": any)
+                ",".join(f"{k}={v}" for k, v in q.nodes.items()),  # its node set ("": all)
             ]
             for q in sorted(rows, key=lambda q: (q.cohort, q.name))
         ],
@@ -216,6 +218,16 @@ def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt 
 
 
 PACK_CHOICES: dict[str, bool | str] = {"true": True, "false": False, "default": "default"}
+
+
+def _node_set(text: str | None) -> dict[str, str] | None:
+    """``--nodes key=value,key=value`` as the API takes it; ``any``: every node ({})."""
+    if text is None or text == "any":
+        return None if text is None else {}
+    pairs = [p.strip().partition("=") for p in text.split(",")]
+    if bad := [k + e for k, e, v in pairs if not (k.strip() and e and v.strip())]:
+        raise typer.BadParameter(f"must be key=value[,key=value] or any, got {bad[0]!r}")
+    return {k.strip(): v.strip() for k, _, v in pairs}
 
 
 def queue(
@@ -238,11 +250,18 @@ def queue(
             "timeslice or timeslice,mps (the nodes' gpufleet.io/gpu-sharing); any: no limit.",
         ),
     ] = None,
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            help="Its node set: its jobs run only on nodes with all these labels, "
+            "key=value[,key=value]; any: every node.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Change a queue (an admin's): its weight, cohort, quota, encoder packing, GPU sharing."""
+    """Change a queue (an admin's): weight, cohort, quota, encoder packing, GPU sharing, nodes."""
     if pack_encoders is not None and pack_encoders not in PACK_CHOICES:
         raise typer.BadParameter(
             f"must be true, false or default, got {pack_encoders!r}", param_hint="--pack-encoders"
@@ -257,6 +276,7 @@ def queue(
         "quota_gpus": quota_gpus,
         "pack_encoders": pack,
         "gpu_sharing": modes,
+        "nodes": _node_set(nodes),
     }
     try:
         body = s.QueueUpdate.model_validate({k: v for k, v in given.items() if v is not None})
@@ -284,6 +304,7 @@ def queue(
             else ", video jobs as the pool or controller says"
         )
         + (f", GPU shares only by {' or '.join(q.gpu_sharing)}" if q.gpu_sharing else "")
+        + (f", only on nodes {','.join(f'{k}={v}' for k, v in q.nodes.items())}" if q.nodes else "")
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,9 @@ class QueueSpec:
     # the ways of sharing a GPU its jobs' GPU shares may run under (model/replicas.py's
     # SHARING_MODES, the nodes' label gpufleet.io/gpu-sharing; ADR 0064); (): any
     gpu_sharing: tuple[str, ...] = ()
+    # the nodes its jobs run on: those carrying every one of these labels (Slurm's partition
+    # Nodes=, Kueue's flavors' nodeLabels; ADR 0066); (): every node
+    nodes: tuple[tuple[str, str], ...] = ()
 
     @property
     def limited(self) -> bool:
@@ -82,6 +86,7 @@ class QueueSpec:
             raise f.error(
                 "gpu_sharing", f"must be some of {', '.join(SHARING_MODES)}, got {bad[0]!r}"
             )
+        held = tuple(sorted(f.labels("nodes").items())) if f.has("nodes") else ()
         f.finish()
         return QueueSpec(
             name,
@@ -96,4 +101,16 @@ class QueueSpec:
             defrag=defrag,
             pack_encoders=pack,
             gpu_sharing=modes,
+            nodes=held,
         )
+
+
+def in_node_set(labels: Iterable[tuple[str, str]], selector: tuple[tuple[str, str], ...]) -> bool:
+    """Whether a node of ``labels`` is one of a queue's nodes (it carries all of ``selector``)."""
+    have = dict(labels)
+    return all(have.get(k) == v for k, v in selector)
+
+
+def node_set_text(selector: tuple[tuple[str, str], ...]) -> str:
+    """A queue's node set as the CLI takes it and shows it: ``key=value,key=value``."""
+    return ",".join(f"{k}={v}" for k, v in selector)

@@ -132,8 +132,8 @@ class _Cycle:
                 if termed is None:
                     continue
                 job = termed
-            if self.shares is not None and job.spec.queue in self.shares.policies:
-                shared, why = self.shares.apply(job)  # its queue's ways of sharing a GPU
+            if self.shares is not None and job.spec.queue in self.shares.queues:
+                shared, why = self.shares.apply(job)  # its queue's nodes, ways of sharing
                 if shared is None:
                     self.give(job, why)
                     continue
@@ -351,14 +351,15 @@ class _Cycle:
                 self.res.reasons[job.id] = replace(r, message=r.message + said)
 
     def _shares_said(self) -> None:
-        """A waiting share kept off nodes by its queue's ways of sharing is told so."""
-        if self.shares is None or not self.shares.kept:
+        """A waiting job kept off nodes by its queue's node set or ways of sharing is told so."""
+        shares = self.shares
+        if shares is None or not (shares.kept or shares.held):
             return
         for job in self.unplaced:
-            modes = self.shares.kept.get(job.id)
-            r = None if modes is None else self.res.reasons.raw(job.id)
-            if modes and r is not None:
-                self.res.reasons[job.id] = self.shares.said(r, job.spec.queue, modes)
+            kept = job.id in shares.kept or job.id in shares.held
+            r = self.res.reasons.raw(job.id) if kept else None
+            if r is not None:
+                self.res.reasons[job.id] = shares.said(r, job.id, job.spec.queue)
 
 
 __all__ = ["Reason", "ReasonCode", "run_cycle"]

@@ -5,7 +5,12 @@
 of such a queue is kept off the GPU nodes that share another way, as node exclusions for
 this cycle (as the reservations' terms are: every step, placement, backfill, preemption and
 the Reasons, then sees them), and waits, told why, when no node of the cluster shares its
-way. Whole-GPU jobs and queues without the setting are untouched. Pure."""
+way. Whole-GPU jobs and queues without the setting are untouched.
+
+A queue's node set (its ``nodes``, labels its nodes all carry: Slurm's partition ``Nodes=``;
+ADR 0066) is kept the same way, for every job of the queue: the nodes outside it are
+excluded this cycle, a job waits as never schedulable when no node is in it, and a waiting
+one's Reason names the set. Pure."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gpufleet.model.job import JobSpec
+from gpufleet.model.queue import in_node_set, node_set_text
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.replicas import sharing_of
 from gpufleet.model.resources import MILLI
@@ -50,19 +56,41 @@ def nowhere(
     return Reason(ReasonCode.NEVER, msg, data)
 
 
+Selector = tuple[tuple[str, str], ...]
+
+
+def _its_nodes(queue: str, selector: Selector) -> str:
+    return (
+        f"queue {queue} runs its jobs only on nodes labelled {node_set_text(selector)} (its nodes)"
+    )
+
+
+def no_node_set(queue: str, selector: Selector, views: Sequence[NodeView]) -> Reason | None:
+    """Why a job of ``queue`` can run on no node of ``views``: none is in its node set
+    (``selector``), or None when one is. The cycle's word, and the submit's."""
+    if not selector or not views or any(in_node_set(v.labels, selector) for v in views):
+        return None
+    msg = f"{_its_nodes(queue, selector)}; none of the cluster's {len(views)} node(s) is"
+    return Reason(ReasonCode.NEVER, msg, {"queue": queue, "nodes": dict(selector)})
+
+
 class ShareTerms:
     """The queues' policies and, per policy, the GPU nodes that share another way."""
 
     def __init__(self, snap: Snapshot, views: Sequence[NodeView]) -> None:
         self.policies = {q.name: q.gpu_sharing for q in snap.queues.values() if q.gpu_sharing}
+        self.sets = {q.name: q.nodes for q in snap.queues.values() if q.nodes}
+        self.queues = frozenset(self.policies) | frozenset(self.sets)
         self.views = views
+        self._outside: dict[Selector, tuple[str, ...]] = {}
+        self.held: dict[str, Selector] = {}  # job id → its queue's node set, where some is not
         self._off: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.kept: dict[str, tuple[str, ...]] = {}  # job id → the nodes kept from it, its modes
         self.gpu_nodes = sum(1 for v in views if v.gpus)
 
     @staticmethod
     def of(snap: Snapshot, views: Sequence[NodeView]) -> ShareTerms | None:
-        if not any(q.gpu_sharing for q in snap.queues.values()):
+        if not any(q.gpu_sharing or q.nodes for q in snap.queues.values()):
             return None
         return ShareTerms(snap, views)
 
@@ -74,38 +102,69 @@ class ShareTerms:
             self._off[modes] = got
         return got
 
+    def outside(self, selector: Selector) -> tuple[str, ...]:
+        """The nodes outside a queue's node set."""
+        got = self._outside.get(selector)
+        if got is None:
+            got = tuple(v.name for v in self.views if not in_node_set(v.labels, selector))
+            self._outside[selector] = got
+        return got
+
     def apply(self, job: PendingJob) -> tuple[PendingJob | None, Reason | None]:
-        """``job`` kept off the nodes its queue's policy rules out, or (None, why it waits)."""
+        """``job`` kept off the nodes its queue's policies rule out, or (None, why it waits)."""
         s = job.spec
+        off: tuple[str, ...] = ()
+        selector = self.sets.get(s.queue)
+        if selector and (off := self.outside(selector)):
+            if len(off) >= len(self.views):
+                return None, no_node_set(s.queue, selector, self.views)
+            self.held[job.id] = selector
         modes = self.policies.get(s.queue)
-        if not modes or not s.gpus_per_worker or s.gpu_milli >= MILLI:
-            return job, None
-        off = self.off(modes)
+        if modes and s.gpus_per_worker and s.gpu_milli < MILLI and (other := self.off(modes)):
+            if len(other) >= self.gpu_nodes:  # every GPU node shares another way
+                why = nowhere(s, modes, self.views, other)
+                if why is not None:
+                    return None, why
+            self.kept[job.id] = modes
+            off += other
         if not off:
             return job, None
-        if len(off) >= self.gpu_nodes:  # every GPU node shares another way
-            why = nowhere(s, modes, self.views, off)
-            if why is not None:
-                return None, why
-        self.kept[job.id] = modes
         spec = with_exclude(s, tuple(dict.fromkeys(s.exclude + off)))
         return replace(job, spec=spec), None
 
-    def said(self, r: Reason, queue: str, modes: tuple[str, ...]) -> Reason:
-        """The Reason of a waiting share kept off nodes by its queue's policy: what it was
-        told, and which nodes were not counted; where only the exclusions ruled it out (the
-        nodes that share its way are drained or down), that instead of "-x"."""
-        n = len(self.off(modes))
+    def said(self, r: Reason, job: str, queue: str) -> Reason:
+        """The Reason of a waiting job kept off nodes by its queue's node set or ways of
+        sharing: what it was told, and which nodes were not counted; where only the exclusions
+        ruled it out (the nodes left are drained or down), that instead of "-x"."""
+        modes, selector = self.kept.get(job), self.held.get(job)
         if r.data.get("filter") == "filter/exclude":
-            msg = (
-                f"the policy of queue {queue} lets its shares run only where GPUs are shared "
-                f"by {_ways(modes)} (its gpu_sharing), and no schedulable node is; {n} "
-                "node(s) that share another way are not counted"
+            whys, data = [], dict(r.data)
+            if selector:
+                n = len(self.outside(selector))
+                whys.append(
+                    f"{_its_nodes(queue, selector)}, and no schedulable one is; {n} node(s) "
+                    "outside them are not counted"
+                )
+                data["nodes"] = dict(selector)
+            if modes:
+                whys.append(
+                    f"the policy of queue {queue} lets its shares run only where GPUs are shared "
+                    f"by {_ways(modes)} (its gpu_sharing), and no schedulable node is; "
+                    f"{len(self.off(modes))} node(s) that share another way are not counted"
+                )
+                data["gpu_sharing"] = list(modes)
+            return replace(r, message="; ".join(whys), data=data)
+        msg = r.message
+        if modes:
+            msg += (
+                f"; queue policy: its shares run only where GPUs are shared by {_ways(modes)} "
+                f"(the queue's gpu_sharing), so {len(self.off(modes))} node(s) that share "
+                "another way are not counted"
             )
-            return replace(r, message=msg, data={**r.data, "gpu_sharing": list(modes)})
-        return replace(
-            r,
-            message=r.message + f"; queue policy: its shares run only where GPUs are shared by "
-            f"{_ways(modes)} (the queue's gpu_sharing), so {n} node(s) that share another way "
-            "are not counted",
-        )
+        if selector:
+            msg += (
+                f"; {_its_nodes(queue, selector)}, so {len(self.outside(selector))} node(s) "
+                "outside them are not counted"
+            )
+            return replace(r, message=msg, data={**r.data, "nodes": dict(selector)})
+        return replace(r, message=msg)

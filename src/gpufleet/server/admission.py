@@ -13,7 +13,8 @@
   never-fits check against every configured node, down or not (as Slurm judges against its
   node configuration), so a job that fits once its nodes come back is kept; a GPU share of a
   queue whose ``gpu_sharing`` no configured node shares GPUs by, in the same words
-  (scheduler/queue_sharing.py, ADR 0064).
+  (scheduler/queue_sharing.py, ADR 0064); a job of a queue with a node set (its ``nodes``,
+  ADR 0066) is judged against the set's nodes only, and refused so when none is in the set.
 
 Each check is a pure function of the spec and what it is judged against; the service gathers
 those (``reads.py``), the router refuses with what they find (``Refusal``)."""
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpufleet.model.job import JobSpec
-from gpufleet.model.queue import QueueSpec
+from gpufleet.model.queue import QueueSpec, in_node_set, node_set_text
 from gpufleet.model.reservation import NodeReservation
 from gpufleet.scheduler import queue_sharing
 from gpufleet.scheduler.explain import never_reason
@@ -167,9 +168,11 @@ def fit_problems(
     profile: Profile,
     memo: NeverFits | None = None,
     at: str = "body.spec",
+    within: str = "",
 ) -> list[Problem]:
     """``spec`` if no node of ``nodes`` (the configured ones, each as if up and empty) could
-    ever hold it; none known yet: nothing to judge by. ``memo``: the answers for these nodes."""
+    ever hold it; none known yet: nothing to judge by. ``memo``: the answers for these nodes;
+    ``within``: which nodes those are, if not all (said after why)."""
     if not nodes:
         return []
     snap = Snapshot(0.0, nodes, (), ())
@@ -181,7 +184,30 @@ def fit_problems(
     if fits(spec):
         return []
     why = never_reason(PendingJob("submit", spec, 0.0), Workspace.emptied(nodes)).message
-    return [(at, f"Requested node configuration is not available: {why}; {_largest(spec, fits)}")]
+    largest = _largest(spec, fits)
+    return [(at, f"Requested node configuration is not available: {why}{within}; {largest}")]
+
+
+def node_set_problems(
+    spec: JobSpec,
+    queues: Mapping[str, QueueSpec],
+    nodes: Sequence[NodeView],
+    profile: Profile,
+    memo: NeverFits | None = None,
+    at: str = "body.spec",
+) -> list[Problem]:
+    """``fit_problems`` judged against the nodes of its queue's node set only (a queue without
+    one: every node), and ``spec`` refused when no node of ``nodes`` is in the set."""
+    q = queues.get(spec.queue)
+    selector = () if q is None else q.nodes
+    if not selector or not nodes:
+        return fit_problems(spec, nodes, profile, memo, at)
+    why = queue_sharing.no_node_set(spec.queue, selector, nodes)
+    if why is not None:
+        return [(at, f"Requested node configuration is not available: {why.message}")]
+    held = [v for v in nodes if in_node_set(v.labels, selector)]
+    within = f" on the {len(held)} node(s) of queue {spec.queue} ({node_set_text(selector)})"
+    return fit_problems(spec, held, profile, None, at, within)
 
 
 def sharing_problems(
@@ -237,6 +263,7 @@ __all__ = [
     "Problem",
     "Refusal",
     "fit_problems",
+    "node_set_problems",
     "priority_problems",
     "queue_problems",
     "reservation_problems",

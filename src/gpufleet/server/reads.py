@@ -22,7 +22,7 @@ from gpufleet.scheduler.never_fits import NeverFits
 from gpufleet.scheduler.snapshot import NodeView
 from gpufleet.server.admission import (
     Refusal,
-    fit_problems,
+    node_set_problems,
     priority_problems,
     queue_problems,
     reservation_problems,
@@ -149,7 +149,7 @@ class ClusterReads:
         refusal.invalid += reservation_problems(spec, resv, self.ctrl.now, role)
         refusal.forbidden += priority_problems(spec, role, self.ctrl.queues)
         nodes, memo = self._configured_nodes()
-        refusal.invalid += fit_problems(spec, nodes, self._profile, memo)
+        refusal.invalid += node_set_problems(spec, self.ctrl.queues, nodes, self._profile, memo)
         refusal.invalid += sharing_problems(spec, self.ctrl.queues, nodes)
         return refusal
 

@@ -49,6 +49,7 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
         defrag=None if q.defrag is None else q.defrag.to_dict(),
         pack_encoders=q.pack_encoders,
         gpu_sharing=list(q.gpu_sharing),
+        nodes=dict(q.nodes),
     )
 
 
@@ -81,6 +82,8 @@ async def update(
         q = replace(q, pack_encoders=pack if isinstance(pack, bool) else None)
     if body.gpu_sharing is not None:
         q = replace(q, gpu_sharing=tuple(dict.fromkeys(body.gpu_sharing)))
+    if body.nodes is not None:
+        q = replace(q, nodes=tuple(sorted(body.nodes.items())))
     if body.quota_gpus is not None:
         base = q.quota if q.limited else UNLIMITED
         q = replace(

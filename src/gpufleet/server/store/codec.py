@@ -307,6 +307,7 @@ def queue_to_dict(q: QueueSpec) -> dict[str, Any]:
         **({"defrag": q.defrag.to_dict()} if q.defrag is not None else {}),
         **({"pack_encoders": q.pack_encoders} if q.pack_encoders is not None else {}),
         **({"gpu_sharing": list(q.gpu_sharing)} if q.gpu_sharing else {}),
+        **({"nodes": dict(q.nodes)} if q.nodes else {}),
     }
 
 
@@ -327,6 +328,7 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
             "defrag",
             "pack_encoders",
             "gpu_sharing",
+            "nodes",
         ),
     )
     kw: dict[str, Any] = {}
@@ -353,4 +355,6 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
         kw["pack_encoders"] = bool(d["pack_encoders"])
     if d.get("gpu_sharing"):
         kw["gpu_sharing"] = tuple(str(m) for m in d["gpu_sharing"])
+    if d.get("nodes"):
+        kw["nodes"] = tuple(sorted((str(k), str(v)) for k, v in d["nodes"].items()))
     return QueueSpec(str(d["name"]), **kw)
