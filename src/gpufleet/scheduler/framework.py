@@ -294,6 +294,9 @@ class Profile:
     # off (the default): GPUs counted over the cluster. Off because on Philly it is worse with
     # arrivals (BENCHMARKS.md, issue 24), though faithful without them
     plan_per_node: bool = False
+    # estimated starts: the jobs to come forecast from the recent arrivals (scheduler/arrivals)
+    # and played with the pending ones; off: only the pending jobs are planned
+    plan_arrivals: bool = False
 
     @staticmethod
     def build(
