@@ -295,7 +295,8 @@ class Profile:
     # arrivals (BENCHMARKS.md, issue 24), though faithful without them
     plan_per_node: bool = False
     # estimated starts: the jobs to come forecast from the recent arrivals (scheduler/arrivals)
-    # and played with the pending ones; off: only the pending jobs are planned
+    # and played with the pending ones; off: only the pending jobs are planned. Off until it is
+    # measured on both Philly slices with plan_per_node (BENCHMARKS.md, issue 24)
     plan_arrivals: bool = False
 
     @staticmethod
