@@ -171,3 +171,64 @@ def test_a_request_no_configured_node_could_hold_is_refused_with_the_largest_tha
     # all problems at once
     msg = refused(422, lambda: alice.submit({**SPEC, "gpus_per_worker": 16, "queue": "gpu"}))
     assert "invalid partition specified: gpu" in msg and "Requested node config" in msg, msg
+
+
+def test_a_queues_encoder_packing_is_validated_every_problem_at_once(api: Api) -> None:
+    """PUT /queues/{name}: pack_encoders is true, false or "default"; anything else is a 422
+    that names it, beside the body's other problems, and changes nothing."""
+    admin = api.raw(api.token("admin"))
+    r = admin.put("/queues/desktops", json={"pack_encoders": "maybe", "weight": 0})
+    assert r.status_code == 422, r.text
+    errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+    assert errors == {
+        "body.pack_encoders": 'must be true, false or "default"',
+        "body.weight": "Input should be greater than 0",
+    }, r.text
+    assert "desktops" not in [q.name for q in api.admin.queues()]
+    for value, want in ((False, False), ("default", None), (True, True)):
+        r = admin.put("/queues/desktops", json={"pack_encoders": value})
+        assert r.status_code == 200 and r.json()["pack_encoders"] is want, r.text
+    assert next(q for q in api.admin.queues() if q.name == "desktops").pack_encoders is True
+
+
+def test_a_queues_ways_of_sharing_a_gpu_are_validated_with_the_bodys_other_problems(
+    api: Api,
+) -> None:
+    admin = api.raw(api.token("admin"))
+    r = admin.put("/queues/desktops", json={"gpu_sharing": ["mig"], "pack_encoders": 1})
+    assert r.status_code == 422, r.text
+    errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+    assert errors == {
+        "body.gpu_sharing": 'must be a list of "timeslice" and "mps" (empty: any)',
+        "body.pack_encoders": 'must be true, false or "default"',
+    }, r.text
+    assert "desktops" not in [q.name for q in api.admin.queues()]
+    for value in (["mps", "mps"], ["timeslice", "mps"], []):
+        r = admin.put("/queues/desktops", json={"gpu_sharing": value})
+        assert r.status_code == 200 and r.json()["gpu_sharing"] == list(dict.fromkeys(value))
+    assert next(q for q in api.admin.queues() if q.name == "desktops").gpu_sharing == []
+
+
+def test_a_share_no_configured_node_could_run_under_its_queues_policy_is_refused_at_submit(
+    api: Api,
+) -> None:
+    """ADR 0064: the registered node time-slices (no gpu-sharing label: CUDA's own); queue
+    desktops takes only MPS for its shares: a share is refused in sbatch's words, with the
+    other problems of the submission; a whole GPU and another queue's share are kept."""
+    alice = api.user("alice")
+    share = {**SPEC, "queue": "desktops", "gpus_per_worker": 1, "gpu_milli": 250}
+    api.admin.update_queue("desktops", s.QueueUpdate(gpu_sharing=["mps"]))
+    (before,) = alice.submit(share)  # no node known yet: nothing to judge by
+    register(api.agent("node-0"), "node-0", gpus=8)
+    two = {**share, "workers": 2, "distinct_nodes": True}  # and two nodes: one problem more
+    msg = refused(422, lambda: alice.submit(two))
+    assert msg.count("Requested node configuration is not available") == 2, msg
+    msg = refused(422, lambda: alice.submit(share))
+    assert (
+        "spec: Requested node configuration is not available: holds a share of a GPU, and the "
+        "policy of queue desktops lets its shares run only where GPUs are shared by mps (its "
+        "gpu_sharing); none of the cluster's 1 GPU node(s) is (they share by timeslice)"
+    ) in msg, msg
+    (whole,) = alice.submit({**share, "gpu_milli": 1000})
+    (other,) = alice.submit({**share, "queue": "default"})
+    assert api.stored_ids() == sorted([before, whole, other])

@@ -179,3 +179,75 @@ def test_each_mig_devices_daemon_sees_its_device_and_is_started_again_alone(
         for p in {*first, *(int(f.read_text()) for f in pidfs)}:
             if _alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+WHOLE = ("GPU-cccc", "GPU-dddd")  # two whole H100s beside MIG (a mixed node: ADR 0061)
+
+
+def test_a_mixed_nodes_whole_gpus_have_a_daemon_of_their_own(tmp_path: Path) -> None:
+    """MIG devices keep theirs; the whole GPUs (indices 2 and 3) are served by the node's
+    daemon, seeing those GPUs alone, a share being of a whole GPU's memory."""
+    s = prepare("mps", tmp_path, 81_559, simulated=True, mig=MIG, whole=WHOLE)
+    node = tmp_path / "mps"
+    env = s.task_env(1, 250, (3,))
+    assert env == {
+        "CUDA_MPS_PIPE_DIRECTORY": str(node / "pipe"),
+        "CUDA_MPS_LOG_DIRECTORY": str(node / "log"),
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=20389M",  # a quarter of an H100, not of 18 GiB
+    }
+    assert s.task_env(1, 250, (1,))["CUDA_MPS_PIPE_DIRECTORY"] == str(node / "1" / "pipe")
+    assert s.task_env(1, 250, (1,))["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4608M"
+    assert s.container_mounts(1, (2,)) == (Mount(str(node / "pipe"), str(node / "pipe")),)
+    assert [(d.pipe_dir, d.visible) for d in daemons(s)] == [
+        (str(node / "0" / "pipe"), "MIG-aaaa"),
+        (str(node / "1" / "pipe"), "MIG-bbbb"),
+        (str(node / "pipe"), "GPU-cccc,GPU-dddd"),  # never a MIG-enabled parent
+    ]
+    assert [d.visible for d in daemons(prepare("mps", tmp_path / "w", 81_559, simulated=True))] == [
+        ""  # a node without MIG devices: its one daemon sees every GPU, as before
+    ]
+
+
+def test_an_agent_on_a_mixed_node_equips_a_daemon_for_its_whole_gpus(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from gpufleet.agent.main import _equip
+    from gpufleet.agent.simgpu import SimulatedGpus
+
+    mig = SimulatedGpus.from_spec("2xH100-1g.10gb", "n0").discover()
+    h100s = SimulatedGpus.from_spec("2xH100", "n1").discover()
+    whole = [g.model_copy(update={"index": 2 + g.index}) for g in h100s]
+    agent = SimpleNamespace(gpus=[*mig, *whole], runner=SimpleNamespace(step_bin="", sharing=None))
+    _equip(agent, tmp_path, "mps", 0, simulated=True)  # type: ignore[arg-type]
+    s = agent.runner.sharing
+    assert [d.uuid for d in s.mig] == [g.uuid for g in mig]
+    assert s.whole == ",".join(g.uuid for g in whole) and s.memory_mib == whole[0].memory_mib
+    half = s.task_env(1, 500, (2,))
+    assert half["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps" / "pipe")
+    assert half["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == f"0={whole[0].memory_mib // 2}M"
+    assert s.task_env(1, 500, (0,))["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps/0/pipe")
+
+
+def test_a_mixed_nodes_whole_gpu_daemon_sees_them_and_is_started_again_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stand_in_on_path(tmp_path, monkeypatch)
+    s = prepare("mps", tmp_path, 81_559, simulated=False, mig=MIG, whole=WHOLE)
+    pidfs = [Path(d.pipe_dir) / "stand-in.pid" for d in daemons(s)]
+    first = [int(p.read_text()) for p in pidfs]
+    try:
+        seen = [(Path(d.pipe_dir) / "visible").read_text().strip() for d in daemons(s)]
+        assert seen == ["MIG-aaaa", "MIG-bbbb", "GPU-cccc,GPU-dddd"]
+        os.kill(first[2], signal.SIGKILL)
+        wait_for("the whole GPUs' stand-in daemon gone", lambda: not _alive(first[2]), 10)
+        assert DaemonWatch().check(s, 1.0) == (
+            "the MPS control daemon of the whole GPUs GPU-cccc,GPU-dddd did not answer: "
+            "started again"
+        )
+        now = [int(p.read_text()) for p in pidfs]
+        assert now[:2] == first[:2] and now[2] != first[2] and _alive(now[2])
+    finally:
+        for p in {*first, *(int(f.read_text()) for f in pidfs)}:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)

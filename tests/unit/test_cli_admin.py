@@ -236,3 +236,56 @@ def test_an_answer_that_is_not_the_api_is_reported_not_a_traceback(api: FakeApi)
     api.on("GET", "/nodes", httpx.Response(200, text="<html>proxy</html>"))
     r = cli("nodes")
     assert r.code == 1 and "unexpected answer" in r.stderr
+
+
+def _queue_out(**kw: Any) -> dict[str, Any]:
+    base = {"name": "desktops", "cohort": "", "weight": 1.0, "quota_gpus": None,
+            "used_gpus": 0.0, "borrowing": False, "pending": 0, "running": 0,
+            "dominant_share": 0.0, "fair_share_usage": 0.0}  # fmt: skip
+    return {**base, **kw}
+
+
+def test_queue_sets_encoder_packing_and_queues_shows_it(api: FakeApi) -> None:
+    api.on("PUT", "/queues/desktops", _queue_out(pack_encoders=False))
+    r = cli("queue", "desktops", "--pack-encoders", "false")
+    assert r.code == 0, r.stderr
+    assert api.body() == {"pack_encoders": False}
+    assert r.stdout == "queue desktops: weight 1, video jobs kept apart from training\n"
+    api.on("PUT", "/queues/desktops", _queue_out())
+    assert cli("queue", "desktops", "--pack-encoders", "default").code == 0
+    assert api.body() == {"pack_encoders": "default"}  # the queue's own word taken away
+    rows = [_queue_out(pack_encoders=False), _queue_out(name="render", pack_encoders=True)]
+    api.on("GET", "/queues", rows)
+    lines = {x.split()[0]: x.split() for x in cli("queues").stdout.splitlines()[1:]}
+    assert lines["desktops"][-1] == "apart" and lines["render"][-1] == "pack"
+
+
+def test_queue_refuses_an_unknown_packing_and_nothing_to_change(api: FakeApi) -> None:
+    r = cli("queue", "desktops", "--pack-encoders", "maybe")
+    assert r.code == 2 and "must be true, false or default, got 'maybe'" in r.stderr
+    r = cli("queue", "desktops")
+    assert r.code == 2 and "nothing to change" in r.stderr
+    r = cli("queue", "desktops", "--weight", "0", "--quota-gpus", "-1")
+    assert r.code == 2 and "--weight: Input should be greater than 0" in r.stderr
+    assert "--quota-gpus: Input should be greater than or equal to 0" in " ".join(r.stderr.split())
+    assert api.requests == []
+
+
+def test_queue_sets_its_ways_of_sharing_a_gpu(api: FakeApi) -> None:
+    api.on("PUT", "/queues/desktops", _queue_out(gpu_sharing=["mps"]))
+    r = cli("queue", "desktops", "--gpu-sharing", "mps")
+    assert r.code == 0, r.stderr
+    assert api.body() == {"gpu_sharing": ["mps"]}
+    assert r.stdout.endswith(", GPU shares only by mps\n"), r.stdout
+    api.on("PUT", "/queues/desktops", _queue_out())
+    assert cli("queue", "desktops", "--gpu-sharing", "any").code == 0
+    assert api.body() == {"gpu_sharing": []}  # the limit taken away
+    api.on("GET", "/queues", [_queue_out(gpu_sharing=["timeslice", "mps"])])
+    (row,) = [x.split() for x in cli("queues").stdout.splitlines() if x.startswith("desktops")]
+    assert row[-1] == "timeslice,mps"
+    n = len(api.requests)
+    r = cli("queue", "desktops", "--gpu-sharing", "mig", "--weight", "0")
+    assert r.code == 2 and len(api.requests) == n
+    said = " ".join(r.stderr.replace("│", " ").split())
+    assert '--gpu-sharing: must be a list of "timeslice" and "mps" (empty: any)' in said, said
+    assert "--weight: Input should be greater than 0" in said

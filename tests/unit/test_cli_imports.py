@@ -163,7 +163,7 @@ def test_every_command_a_module_registers_is_listed(module: str) -> None:
 def test_a_mistyped_command_is_still_suggested() -> None:
     r = CliRunner().invoke(main.app, ["queus"])
     assert r.exit_code == 2
-    assert "Did you mean 'queues'?" in r.output
+    assert "Did you mean 'queues', 'queue'?" in r.output
 
 
 def test_a_plain_http_server_gets_a_context_that_trusts_no_ca(

@@ -63,7 +63,13 @@ def test_a_spec_asks_for_engines_and_every_mistake_is_said_at_once() -> None:
 
 @pytest.mark.parametrize(
     ("gres", "gpus", "engines"),
-    [("nvenc:2", 2, {"nvenc": 1}), ("gpu:2,nvdec:1", 2, {"nvdec": 1})],
+    [
+        ("nvenc:2", 2, {"nvenc": 1}),
+        ("gpu:2,nvdec:1", 2, {"nvdec": 1}),
+        # a render job's GPUs with the graphics pipeline (its tasks are told graphics,display)
+        ("graphics:1", 1, {"graphics": 1}),
+        ("gpu:2,graphics:2,nvenc:1", 2, {"graphics": 1, "nvenc": 1}),
+    ],
 )
 def test_sbatch_gres_nvenc_is_gpus_that_have_it(
     gres: str, gpus: int, engines: dict[str, int]

@@ -46,3 +46,18 @@ def test_a_block_with_a_port_in_use_is_passed_over(
     got = portblocks.claim_block(POOL, 40, usable=lambda p: p >= 40040)
     assert got == range(40040, 40080)
     assert not (tmp_path / "40000").exists()  # the unusable block's claim was not kept
+
+
+def test_a_controllers_port_is_claimed_below_the_kernels_ephemeral_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a port of the ephemeral range can be taken by any outgoing connection while a test's
+    # controller is down, and its restart then fails to bind it ("address already in use")
+    from gpufleet.ops import localcluster
+
+    monkeypatch.setattr(portblocks, "CLAIMS", tmp_path)
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {localcluster.free_port() for _ in range(20)}
+    assert len(ports) == 20  # never handed twice while this process holds them
+    assert all(p in localcluster.CONTROLLER_PORTS and p < low for p in ports)
+    assert all((tmp_path / str(p)).read_text() == str(os.getpid()) for p in ports)

@@ -8,6 +8,7 @@ from builders import cluster, job, snapshot, spec
 
 from gpufleet.scheduler.framework import make
 from gpufleet.scheduler.service_history import ServiceHistory
+from gpufleet.scheduler.snapshot import ServiceMark
 from gpufleet.scheduler.usage import QueueUsage
 
 
@@ -60,3 +61,47 @@ def test_las_within_history_orders_a_queue_by_expected_remaining_service() -> No
     assert ids() == ["short", "long"]
     with pytest.raises(ValueError):
         make("order", "las", {"within": "sjf"})
+
+
+def test_las_aged_by_remaining_lets_the_aged_jobs_nearest_done_ahead_within_the_share() -> None:
+    """Two aged jobs of 2 GPUs and a share of 2 GPUs (0.25 of 8): by age the older goes ahead;
+    by ``remaining`` the one its queue's history expects to end first (10,000 GPU-s left
+    against 80,000), the other keeping its level (2, behind the newcomer)."""
+
+    def ids(aged_by: str) -> list[str]:
+        opts = {"within": "history", "age_limit_s": 1000.0, "aged_share": 0.25}
+        las = make("order", "las", {**opts, "aged_by": aged_by})
+        for _ in range(10):
+            las.finished(spec("d", gpus=2, queue="long"), 100_000.0)
+            las.finished(spec("d", gpus=2, queue="short"), 30_000.0)
+        ran = ServiceMark(stopped_at=500.0)
+        big = job("big", submit=0, attained=20_000.0, gpus=2, queue="long", mark=ran)
+        near = job("near", submit=1, attained=20_000.0, gpus=2, queue="short", mark=ran)
+        snap = snapshot(cluster(1, 8), [big, near, job("new", submit=900)], now=1500.0)
+        return [p.id for p in las.order(snap.pending, snap, QueueUsage.of(snap))]
+
+    assert ids("age") == ["big", "new", "near"]
+    assert ids("remaining") == ["near", "new", "big"]
+    with pytest.raises(ValueError):
+        make("order", "las", {"aged_by": "size"})
+
+
+def test_las_aged_slack_ages_a_job_later_by_the_run_time_it_is_expected_to_need() -> None:
+    """Its queue's 2-GPU jobs ran 20,000 GPU-s: one that had 10,000 is expected to need 10,000
+    more, 5,000 s on its 2 GPUs, so with ``aged_slack`` 1 it ages at 1,000 + 5,000 s, not at
+    the age limit; then it goes ahead of the newcomer (level 0) and is kept running."""
+    las = make("order", "las", {"within": "history", "age_limit_s": 1000.0, "aged_slack": 1.0})
+    for _ in range(10):
+        las.finished(spec("d", gpus=2, queue="q"), 20_000.0)
+    ran = ServiceMark(stopped_at=500.0)
+    p = job("p", submit=0, attained=10_000.0, gpus=2, queue="q", mark=ran)
+    assert las.pending_level(p, 5999.0) == 2 and not las.started(p, 5999.0).aged
+    assert las.pending_level(p, 6000.0) == 0 and las.started(p, 6000.0).aged
+
+    def ids(now: float) -> list[str]:
+        snap = snapshot(cluster(1, 8), [p, job("new", submit=900, queue="q")], now=now)
+        return [q.id for q in las.order(snap.pending, snap, QueueUsage.of(snap))]
+
+    assert ids(5999.0) == ["new", "p"] and ids(6000.0) == ["p", "new"]
+    with pytest.raises(ValueError):
+        make("order", "las", {"aged_slack": -1.0})

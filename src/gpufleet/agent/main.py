@@ -169,10 +169,13 @@ def _sharing_labels(mode: str, n: int) -> dict[str, str]:
 def _equip(agent: Agent, data: Path, gpu_sharing: str, n: int, *, simulated: bool) -> None:
     """What tasks find on this node: srun and scontrol, and how a shared GPU is shared."""
     agent.runner.step_bin = str(slurmbin.install(data))
-    memory = min((g.memory_mib for g in agent.gpus), default=0)
-    # MPS on MIG: a control daemon per MIG device, seeing that device alone (by its UUID)
+    # MPS on MIG: a control daemon per MIG device, seeing that device alone (by its UUID); the
+    # whole GPUs beside them (a mixed node) one daemon of their own, their memory a share's base
     mig = tuple((g.index, g.uuid, g.memory_mib) for g in agent.gpus if g.mig_profile)
-    share = sharing.prepare(gpu_sharing, data, memory, simulated=simulated, mig=mig)
+    whole = [g for g in agent.gpus if not g.mig_profile]
+    memory = min((g.memory_mib for g in whole or agent.gpus), default=0)
+    uuids = tuple(g.uuid for g in whole) if mig else ()
+    share = sharing.prepare(gpu_sharing, data, memory, simulated=simulated, mig=mig, whole=uuids)
     agent.runner.sharing = replace(share, replicas=n)
 
 

@@ -17,8 +17,11 @@ daemon every ``CHECK_EVERY_S`` whether it lives and starts it again if not (``re
 On MIG devices, as NVIDIA runs MPS there, one control daemon per MIG device (``MpsDevice``),
 each started with ``CUDA_VISIBLE_DEVICES`` set to the device's UUID and a pipe and log
 directory of its own (``mps/<index>/``); a task is told the directory of the device it holds
-and its share of that device's memory (ADR 0058). It has never run here on a GPU. With
-simulated GPUs there is no daemon: the variables are set, nothing enforces them.
+and its share of that device's memory (ADR 0058). A node that mixes whole GPUs and MIG devices
+also runs one daemon for its whole GPUs, seeing those alone (``CUDA_VISIBLE_DEVICES`` their
+``GPU-…`` UUIDs, never a MIG-enabled parent, with which the MPS server would not start), in
+``mps/pipe`` (ADR 0061). It has never run here on a GPU. With simulated GPUs there is no
+daemon: the variables are set, nothing enforces them.
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ class Sharing:
     daemon: bool = False  # the agent started (or found) a real control daemon: it watches it
     replicas: int = 0  # each GPU offered as this many time-sliced replicas (model/replicas.py)
     mig: tuple[MpsDevice, ...] = ()  # MPS on MIG: a control daemon per MIG device
+    # the node's daemon's CUDA_VISIBLE_DEVICES where MIG devices are beside: its whole GPUs'
+    # UUIDs ("": it sees every GPU, a node without MIG devices)
+    whole: str = ""
 
     def _daemon(self, devices: tuple[int, ...]) -> tuple[str, str, int]:
         """The pipe and log directories and the device memory of the daemon a task on
@@ -74,7 +80,7 @@ class Sharing:
         if self.mode != "mps" or gpus == 0:
             return {}
         pipe, logs, memory = self._daemon(devices)
-        if not pipe:  # a whole GPU beside MIG devices: no daemon serves it (ADR 0058)
+        if not pipe:  # no daemon serves it (none is made so: a node's GPUs always have one)
             return {}
         env = {"CUDA_MPS_PIPE_DIRECTORY": pipe, "CUDA_MPS_LOG_DIRECTORY": logs}
         # a fraction is always of one device: device 0 of its own (0: a video job packed
@@ -127,11 +133,13 @@ def prepare(
     *,
     simulated: bool,
     mig: tuple[tuple[int, str, int], ...] = (),
+    whole: tuple[str, ...] = (),
 ) -> Sharing:
-    """The node's sharing; for ``mps`` on real GPUs, its control daemon running (one per MIG
-    device where the node's devices are MIG devices: ``mig``, each one's index, UUID and
-    memory). ValueError (the agent refuses to start) when the mode is unknown or a daemon
-    does not start."""
+    """The node's sharing; for ``mps`` on real GPUs, its control daemons running: one per MIG
+    device where the node's devices are MIG devices (``mig``, each one's index, UUID and
+    memory), and one for its GPUs that are not (all of them without MIG devices; ``whole``,
+    their UUIDs, beside MIG devices, ``memory_mib`` then theirs). ValueError (the agent
+    refuses to start) when the mode is unknown or a daemon does not start."""
     if mode not in MODES:
         raise ValueError(f"--gpu-sharing must be one of {', '.join(MODES)}, got {mode!r}")
     if mode != "mps":
@@ -139,8 +147,16 @@ def prepare(
     devices = tuple(
         MpsDevice(i, uuid, mem, *map(str, _dirs(data / "mps" / str(i)))) for i, uuid, mem in mig
     )
-    pipe, logs = _dirs(data / "mps") if not devices else ("", "")
-    sharing = Sharing(mode, memory_mib, str(pipe), str(logs), daemon=not simulated, mig=devices)
+    pipe, logs = _dirs(data / "mps") if whole or not devices else ("", "")
+    sharing = Sharing(
+        mode,
+        memory_mib,
+        str(pipe),
+        str(logs),
+        daemon=not simulated,
+        mig=devices,
+        whole=",".join(whole) if devices else "",
+    )
     if not simulated:
         for where in daemons(sharing):
             start_daemon(where)
@@ -161,14 +177,25 @@ class Daemon:
 
     pipe_dir: str
     log_dir: str
-    visible: str = ""  # CUDA_VISIBLE_DEVICES: a MIG device's UUID ("": every GPU)
+    visible: str = ""  # CUDA_VISIBLE_DEVICES: a MIG device's UUID, whole GPUs' ("": every GPU)
+    whole: bool = False  # the daemon of a node's whole GPUs beside its MIG devices
 
 
 def daemons(s: Sharing) -> list[Daemon]:
-    """The node's control daemons: one, or one per MIG device."""
-    if s.mig:
-        return [Daemon(d.pipe_dir, d.log_dir, d.uuid) for d in s.mig]
-    return [Daemon(s.pipe_dir, s.log_dir)]
+    """The node's control daemons: one; or one per MIG device, and one for the whole GPUs
+    beside them if any."""
+    if not s.mig:
+        return [Daemon(s.pipe_dir, s.log_dir)]
+    out = [Daemon(d.pipe_dir, d.log_dir, d.uuid) for d in s.mig]
+    if s.pipe_dir:
+        out.append(Daemon(s.pipe_dir, s.log_dir, s.whole, whole=True))
+    return out
+
+
+def _name(d: Daemon) -> str:
+    if d.whole:
+        return f"the MPS control daemon of the whole GPUs {d.visible}"
+    return f"the MPS control daemon of {d.visible}" if d.visible else "the MPS control daemon"
 
 
 CHECK_EVERY_S = 30.0  # how often the agent asks its MPS control daemon whether it lives
@@ -184,7 +211,7 @@ def revive(s: Sharing) -> str:
     for d in daemons(s):
         if _answers(exe, _env(d)):
             continue
-        which = f"the MPS control daemon of {d.visible}" if d.visible else "the MPS control daemon"
+        which = _name(d)
         try:
             start_daemon(d)
         except (ValueError, OSError, subprocess.SubprocessError) as e:
@@ -210,7 +237,7 @@ class DaemonWatch:
 
 def _env(d: Daemon) -> dict[str, str]:
     env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": d.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": d.log_dir}
-    if d.visible:  # NVIDIA's MPS on MIG: the daemon sees its one MIG device
+    if d.visible:  # NVIDIA's MPS on MIG: the daemon sees its one MIG device (or whole GPUs)
         env["CUDA_VISIBLE_DEVICES"] = d.visible
     return env
 

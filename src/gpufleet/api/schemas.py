@@ -25,6 +25,8 @@ from gpufleet.api.jobend import LogOut as LogOut
 from gpufleet.api.jobmetrics import JobMetricsIn, JobMetricsOut
 from gpufleet.api.jobspec import JobSpecIn, documented_as
 from gpufleet.api.jobspec_out import JobSpecOut
+from gpufleet.api.queues import QueueOut as QueueOut
+from gpufleet.api.queues import QueueUpdate as QueueUpdate
 
 Role = Literal["user", "admin", "agent", "metrics"]  # metrics: GET /metrics only
 MAX_LIST = 10_000  # tasks, events and dependencies in one request
@@ -173,36 +175,6 @@ class DrainRequest(Input):
         None,
         description="seconds from now: what still runs there then is stopped as a preemption "
         "stops it (each job's checkpoint notice) and requeued, not charged",
-    )
-
-
-class QueueOut(Strict):
-    name: str
-    cohort: str
-    weight: float
-    quota_gpus: float | None
-    used_gpus: float
-    borrowing: bool
-    pending: int
-    running: int
-    dominant_share: float
-    fair_share_usage: float  # decayed past usage, share·s
-    # the longest a preemption waits for a job's checkpoint (its notice's grace, capped)
-    preempt_grace_max_s: float = 300.0
-    priority_max: int | None = None  # the highest priority a job of the queue may have
-    idle: IdlePolicyOut | None = None  # what is done with jobs whose GPUs sit idle; None: nothing
-    defrag: dict[str, float | bool] | None = None  # its gangs' changes to defrag's policy
-
-
-class QueueUpdate(Input):
-    weight: float | None = Field(None, gt=0, le=1e6)
-    cohort: OptName | None = None
-    quota_gpus: float | None = Field(None, ge=0, le=1e9)  # GPUs, in milli-GPUs an int64
-    preempt_grace_max_s: float | None = Field(
-        None, ge=0, le=0xFFFF, description="the cap on a preempted job's checkpoint grace"
-    )
-    priority_max: int | None = Field(
-        None, ge=0, le=1_000_000, description="the highest priority a job of the queue may have"
     )
 
 

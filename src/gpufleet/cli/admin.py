@@ -1,5 +1,5 @@
-"""What admins do: ``nodes``, ``node``, ``drain``, ``resume``, ``queues``, ``token …``,
-``audit``, ``accounts``."""
+"""What admins do: ``nodes``, ``node``, ``drain``, ``resume``, ``queues``, ``queue``,
+``token …``, ``audit``, ``accounts``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.text import Text
 
 from gpufleet.api import schemas as s
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
     app.command("drain")(drain)
     app.command("resume")(resume)
     app.command("queues")(queues)
+    app.command("queue")(queue)
     app.add_typer(token_app, name="token")
     app.command("audit")(audit)
     app.command("accounts")(accounts)
@@ -186,6 +188,8 @@ def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt 
             "RUNNING",
             "SHARE",
             "USAGE (share·h)",
+            "ENCODERS",
+            "SHARES BY",
         ],
         [
             [
@@ -200,11 +204,86 @@ def queues(json_out: JsonOpt = False, server: ServerOpt = None, token: TokenOpt 
                 f"{q.dominant_share:.1%}",
                 # decayed dominant-share·seconds, in hours so that the numbers stay short
                 f"{q.fair_share_usage / 3600:,.1f}",
+                # its video jobs beside training: its own word ("": the pool's, else the flag's)
+                {True: "pack", False: "apart", None: ""}[q.pack_encoders],
+                ",".join(q.gpu_sharing),  # the ways its GPU shares may run under ("": any)
             ]
             for q in sorted(rows, key=lambda q: (q.cohort, q.name))
         ],
         right=["WEIGHT", "QUOTA", "USED", "PENDING", "RUNNING", "SHARE", "USAGE (share·h)"],
         empty="no queues",
+    )
+
+
+PACK_CHOICES: dict[str, bool | str] = {"true": True, "false": False, "default": "default"}
+
+
+def queue(
+    name: Annotated[str, typer.Argument(help="Queue name (made if new).")],
+    weight: Annotated[float | None, typer.Option(help="Fair-share weight.")] = None,
+    cohort: Annotated[str | None, typer.Option(help="The cohort it borrows in.")] = None,
+    quota_gpus: Annotated[float | None, typer.Option(help="Its nominal quota of GPUs.")] = None,
+    pack_encoders: Annotated[
+        str | None,
+        typer.Option(
+            help="true: its video jobs may use the encoders of GPUs training holds (not on a "
+            "pool that says false); false: never; default: as the pool, else the "
+            "controller's --pack-encoders, says.",
+        ),
+    ] = None,
+    gpu_sharing: Annotated[
+        str | None,
+        typer.Option(
+            help="The ways of sharing a GPU its jobs' GPU shares may run under: mps, "
+            "timeslice or timeslice,mps (the nodes' gpufleet.io/gpu-sharing); any: no limit.",
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Change a queue (an admin's): its weight, cohort, quota, encoder packing, GPU sharing."""
+    if pack_encoders is not None and pack_encoders not in PACK_CHOICES:
+        raise typer.BadParameter(
+            f"must be true, false or default, got {pack_encoders!r}", param_hint="--pack-encoders"
+        )
+    pack = None if pack_encoders is None else PACK_CHOICES[pack_encoders]
+    modes = None
+    if gpu_sharing is not None:
+        modes = [] if gpu_sharing == "any" else [m.strip() for m in gpu_sharing.split(",")]
+    given = {
+        "weight": weight,
+        "cohort": cohort,
+        "quota_gpus": quota_gpus,
+        "pack_encoders": pack,
+        "gpu_sharing": modes,
+    }
+    try:
+        body = s.QueueUpdate.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as e:  # every problem at once, as the API's 422 says them
+        said = (
+            f"--{str(x['loc'][0]).replace('_', '-')}: {x['msg'].removeprefix('Value error, ')}"
+            for x in e.errors()
+        )
+        raise typer.BadParameter("; ".join(said)) from None
+    if not body.model_dump(exclude_none=True):
+        raise typer.BadParameter("nothing to change: give an option (gpufleet queue --help)")
+    with connect(server, token) as c:
+        q = c.update_queue(name, body)
+    if json_out:
+        out.emit_json(q)
+        return
+    packs = {True: "packed beside training", False: "kept apart from training"}
+    print(
+        f"queue {q.name}: weight {out.number(q.weight)}"
+        + (f", cohort {q.cohort}" if q.cohort else "")
+        + ("" if q.quota_gpus is None else f", quota {out.number(q.quota_gpus)} GPUs")
+        + (
+            f", video jobs {packs[q.pack_encoders]}"
+            if q.pack_encoders is not None
+            else ", video jobs as the pool or controller says"
+        )
+        + (f", GPU shares only by {' or '.join(q.gpu_sharing)}" if q.gpu_sharing else "")
     )
 
 

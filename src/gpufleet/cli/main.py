@@ -56,7 +56,7 @@ class Lazy:
 
 
 _JOBS = ("submit", "jobs", "show", "cancel", "logs", "accounting")
-_ADMIN = ("nodes", "node", "drain", "resume", "queues", "audit", "accounts", "token")
+_ADMIN = ("nodes", "node", "drain", "resume", "queues", "queue", "audit", "accounts", "token")
 
 COMMANDS: list[Lazy] = [
     # commands first, then groups: the order typer listed them in when all were imported

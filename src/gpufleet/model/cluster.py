@@ -25,6 +25,8 @@
         cohort: research
         weight: 1
         quota: {gpus: 64, cpu_cores: 900, memory_gib: 16000}
+        pack_encoders: false      # its video jobs beside training? (a false of queue or pool wins)
+        gpu_sharing: [mps]        # its GPU shares only on nodes sharing GPUs so (default: any)
     heal:                       # the heal loop (model/heal.py); absent: off
       max_failures: 3
       window_s: 86400

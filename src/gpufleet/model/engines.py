@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# what a job can ask of its GPUs (``--gres=nvenc:N``, ``gpu: {engines: {...}}``, ``-C``): each
+# what a job can ask of its GPUs (``--gres=nvenc:N``, a spec's ``gpu_engines: {...}``, ``-C``): each
 # also a node feature of nodes whose GPUs have it
 ENGINES = ("nvenc", "nvdec", "nvjpg")
 CAPABILITIES = (*ENGINES, "graphics", "display", "fp64")
@@ -147,5 +147,5 @@ def lacking(model: str, wanted: dict[str, int]) -> list[str]:
 
 
 # a node label: its pool packs video jobs beside training ("true") or keeps them apart
-# ("false"), whatever the controller's --pack-encoders (scheduler/pack_encoders.py, ADR 0059)
+# ("false"), whatever the controller's --pack-encoders (scheduler/pack_encoders.py, ADR 0060)
 PACK_LABEL = "gpufleet.io/pack-encoders"

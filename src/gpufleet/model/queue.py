@@ -9,6 +9,7 @@ from gpufleet.model.defrag import DefragOverrides
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.limits import SPEC_BOUNDS
 from gpufleet.model.notice import PREEMPT_GRACE_MAX_S
+from gpufleet.model.replicas import SHARING_MODES
 from gpufleet.model.resources import MILLI, UNLIMITED, Resources
 from gpufleet.model.validate import Fields
 
@@ -31,6 +32,14 @@ class QueueSpec:
     idle: IdlePolicy | None = None
     # its gangs' changes to the cluster's defragmentation policy (model/defrag.py); None: none
     defrag: DefragOverrides | None = None
+    # whether its video jobs may use the encoders of GPUs training holds (ADR 0062): True or
+    # False whatever the controller's --pack-encoders; a pool's ``pack_encoders: false`` keeps
+    # them apart there all the same; None: as the pool, else the controller, says. False also
+    # keeps video jobs off the GPUs its own jobs hold (ADR 0065)
+    pack_encoders: bool | None = None
+    # the ways of sharing a GPU its jobs' GPU shares may run under (model/replicas.py's
+    # SHARING_MODES, the nodes' label gpufleet.io/gpu-sharing; ADR 0064); (): any
+    gpu_sharing: tuple[str, ...] = ()
 
     @property
     def limited(self) -> bool:
@@ -67,6 +76,12 @@ class QueueSpec:
         if f.has("defrag"):
             raw_defrag = f.raw("defrag") or {}
             defrag = DefragOverrides.from_dict(raw_defrag, source=source, path=f.field("defrag"))
+        pack = f.flag("pack_encoders", False) if f.has("pack_encoders") else None
+        modes = tuple(dict.fromkeys(f.items("gpu_sharing")))
+        if bad := [m for m in modes if m not in SHARING_MODES]:
+            raise f.error(
+                "gpu_sharing", f"must be some of {', '.join(SHARING_MODES)}, got {bad[0]!r}"
+            )
         f.finish()
         return QueueSpec(
             name,
@@ -79,4 +94,6 @@ class QueueSpec:
             priority_max=top,
             idle=idle,
             defrag=defrag,
+            pack_encoders=pack,
+            gpu_sharing=modes,
         )

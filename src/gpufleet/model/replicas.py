@@ -24,6 +24,8 @@ from gpufleet.model.resources import MILLI
 
 LABEL = "gpufleet.io/gpu-replicas"
 SHARING_LABEL = "gpufleet.io/gpu-sharing"  # as agent/sharing.py says it
+# agent/sharing.py's MODES; a node without the label shares the first way
+SHARING_MODES = ("timeslice", "mps")
 MAX_REPLICAS = 64
 
 
@@ -45,6 +47,12 @@ def of(node_labels: Iterable[tuple[str, str]]) -> int:
         if k == LABEL:
             return int(v) if v.isdigit() and int(v) >= 2 else 0
     return 0
+
+
+def sharing_of(node_labels: Iterable[tuple[str, str]]) -> str:
+    """How the node shares a GPU held in fractions: its label, else time-slicing (CUDA's own,
+    the agent's default)."""
+    return next((v for k, v in node_labels if k == SHARING_LABEL), SHARING_MODES[0])
 
 
 def milli(n: int) -> int:

@@ -23,11 +23,17 @@ from gpufleet.client import ApiError, Client
 from gpufleet.ops import portblocks
 from gpufleet.ops.prefork import Proc, launch
 
+# the controllers' ports of local clusters, below every other range here and below the kernel's
+# ephemeral ports (32768-60999): a port the kernel hands out as 127.0.0.1:0 can be taken by any
+# outgoing connection while a test's controller is down, and its restart then fails to bind
+CONTROLLER_PORTS = range(12000, 20000)
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port of CONTROLLER_PORTS that no process on this host has claimed (``portblocks``) and
+    that is free on 127.0.0.1 now, kept for this process's life: a restarted controller binds
+    it again, and no other cluster of this host is given it."""
+    return portblocks.claim_block(CONTROLLER_PORTS, 1, _bindable).start
 
 
 # the services' endpoint ports of local clusters: from the controller's default range

@@ -24,6 +24,7 @@ from gpufleet.scheduler.decisions import CycleResult, Preempt, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import place_gang
 from gpufleet.scheduler.never_fits import NeverFits, never_fits
+from gpufleet.scheduler.queue_sharing import ShareTerms
 from gpufleet.scheduler.request import Shape, shape_of
 from gpufleet.scheduler.reservations import Windows
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
@@ -73,9 +74,12 @@ class _Cycle:
         # queues whose jobs need the admit plugin asked (all, unless it says otherwise)
         self.admit_all = not profile.admit.admits_unlimited
         self.whole_only, self.eligible = self._eligible()
-        self._pack_nodes: tuple[frozenset[int], frozenset[int]] | None = None
+        # per queue policy (None, True, False): the nodes that pack video jobs and the others
+        self._pack_nodes: dict[bool | None, tuple[frozenset[int], frozenset[int]]] = {}
         # the advance reservations' terms (made when a job needs them: most cycles have none)
         self.windows: Windows | None = Windows(snap) if snap.reservations or snap.accounts else None
+        # the queues' ways of sharing a GPU, as node exclusions (None: no queue has one)
+        self.shares = ShareTerms.of(snap, self.ws.views)
 
     def _eligible(self) -> tuple[bool, Sequence[PendingJob]]:
         """Whether every pending job wants whole GPUs (so a full cluster ends the walk), and
@@ -128,6 +132,12 @@ class _Cycle:
                 if termed is None:
                     continue
                 job = termed
+            if self.shares is not None and job.spec.queue in self.shares.policies:
+                shared, why = self.shares.apply(job)  # its queue's ways of sharing a GPU
+                if shared is None:
+                    self.give(job, why)
+                    continue
+                job = shared
             job, adm = self.admit(job)  # 2.
             if adm is not ADMITTED and adm.status.code is not Code.SUCCESS:  # runs per job
                 self.refused(job, adm)
@@ -196,7 +206,7 @@ class _Cycle:
             if alloc is None:
                 self.failed_shapes.add(key)
         ws.fence = False
-        if alloc is None and pack_encoders.video_job(s) and (on := self._packing()[0]):
+        if alloc is None and pack_encoders.video_job(s) and (on := self._packing(s.queue)[0]):
             started = ((j.id, j.spec, a) for j, a in self.started)
             alloc = pack_encoders.pack(s, self.snap, ws, started, on)  # beside training
         if alloc is None:
@@ -304,28 +314,51 @@ class _Cycle:
                 self.windows.explain(res.reasons, self.ws, self.profile.place, self.snap.cycle)
             explain.moving(self.snap, res)
             self._kept_apart()
+            self._shares_said()
         return res
 
-    def _packing(self) -> tuple[frozenset[int], frozenset[int]]:
-        """The nodes that pack video jobs beside training and those that do not (the flag and
-        each pool's label), worked out when a video job first needs them."""
-        if self._pack_nodes is None:
-            self._pack_nodes = pack_encoders.nodes(self.ws, self.profile.pack_encoders)
-        return self._pack_nodes
+    def _queue_packs(self, queue: str) -> bool | None:
+        q = self.snap.queues.get(queue)
+        return None if q is None else q.pack_encoders
+
+    def _packing(self, queue: str) -> tuple[frozenset[int], frozenset[int]]:
+        """The nodes that pack a video job of ``queue`` beside training and those that do not
+        (the flag, each pool's label and the queue's policy), worked out when a video job of
+        such a policy first needs them."""
+        policy = self._queue_packs(queue)
+        got = self._pack_nodes.get(policy)
+        if got is None:
+            got = self._pack_nodes[policy] = pack_encoders.nodes(
+                self.ws, self.profile.pack_encoders, policy
+            )
+        return got
 
     def _kept_apart(self) -> None:
         """A waiting video job that packing would have placed beside training is told so."""
         for job in self.unplaced:
-            if not pack_encoders.video_job(job.spec) or not (off := self._packing()[1]):
+            s = job.spec
+            if not pack_encoders.video_job(s):
                 continue
+            on, off = self._packing(s.queue)
             # raw: a read with the estimated start would play the whole queue forward each
             # pass (StartPlan), only to add a sentence; the estimate is added when read
             r = self.res.reasons.raw(job.id)
             if r is None:
                 continue
-            said = pack_encoders.kept_apart(job.spec, self.snap, self.ws, off)
+            policy = self._queue_packs(s.queue)
+            said = pack_encoders.kept_apart(s, self.snap, self.ws, off, policy, on)
             if said:
                 self.res.reasons[job.id] = replace(r, message=r.message + said)
+
+    def _shares_said(self) -> None:
+        """A waiting share kept off nodes by its queue's ways of sharing is told so."""
+        if self.shares is None or not self.shares.kept:
+            return
+        for job in self.unplaced:
+            modes = self.shares.kept.get(job.id)
+            r = None if modes is None else self.res.reasons.raw(job.id)
+            if modes and r is not None:
+                self.res.reasons[job.id] = self.shares.said(r, job.spec.queue, modes)
 
 
 __all__ = ["Reason", "ReasonCode", "run_cycle"]

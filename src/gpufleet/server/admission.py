@@ -11,7 +11,9 @@
 - a request no node of the cluster could ever hold (sbatch: ``Requested node configuration is
   not available``), with the largest shape that fits: judged by the scheduler's own
   never-fits check against every configured node, down or not (as Slurm judges against its
-  node configuration), so a job that fits once its nodes come back is kept.
+  node configuration), so a job that fits once its nodes come back is kept; a GPU share of a
+  queue whose ``gpu_sharing`` no configured node shares GPUs by, in the same words
+  (scheduler/queue_sharing.py, ADR 0064).
 
 Each check is a pure function of the spec and what it is judged against; the service gathers
 those (``reads.py``), the router refuses with what they find (``Refusal``)."""
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.reservation import NodeReservation
+from gpufleet.scheduler import queue_sharing
 from gpufleet.scheduler.explain import never_reason
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.never_fits import NeverFits, never_fits
@@ -181,6 +184,21 @@ def fit_problems(
     return [(at, f"Requested node configuration is not available: {why}; {_largest(spec, fits)}")]
 
 
+def sharing_problems(
+    spec: JobSpec,
+    queues: Mapping[str, QueueSpec],
+    nodes: Sequence[NodeView],
+    at: str = "body.spec",
+) -> list[Problem]:
+    """``spec`` if it holds a GPU share and its queue's ways of sharing a GPU are those of no
+    node of ``nodes`` (the configured ones); none known yet: nothing to judge by."""
+    q = queues.get(spec.queue)
+    why = None if q is None else queue_sharing.nowhere(spec, q.gpu_sharing, nodes)
+    if why is None:
+        return []
+    return [(at, f"Requested node configuration is not available: {why.message}")]
+
+
 def _largest(spec: JobSpec, fits: Callable[[JobSpec], bool]) -> str:
     """The largest shapes like ``spec`` that fit: fewer GPUs per worker, or fewer workers."""
     shapes = []
@@ -222,6 +240,7 @@ __all__ = [
     "priority_problems",
     "queue_problems",
     "reservation_problems",
+    "sharing_problems",
     "unknown_queue",
     "valid_queues",
 ]

@@ -303,7 +303,10 @@ def create_app(
     app.state.listings = Listings()
     app.state.config = config
     app.state.secrets = SecretService(db, box, wall)
+    # the agents' routes first: a request is matched against the routes in this order, and
+    # their heartbeats, polls and reports are most of a controller's requests
     for r in (
+        agent,
         jobs,
         sbatch,
         squeue,
@@ -313,7 +316,6 @@ def create_app(
         queues,
         reservations,
         admin,
-        agent,
         secrets,
         services,
         gateway,

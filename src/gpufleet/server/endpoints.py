@@ -3,8 +3,11 @@
 Made when the service first gets routes (its creation), kept until it is removed, and stable
 across restarts of the controller: a JSON file in the data directory (0600, written whole and
 renamed into place), since clients hold both. The port is the lowest one of the configured
-range that no other service holds; the token 32 random bytes, URL-safe base64 (what
-``gateway.routes`` accepts).
+range that no other service holds and that no removed service gave up while this controller
+ran; one given up is handed out again only once no other is free, the longest given up first
+(a new service on the port of one just removed would be reached by its clients, and a page
+left open on the old one would load the new one's while the proxy reloads). The token is 32
+random bytes, URL-safe base64 (what ``gateway.routes`` accepts).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class EndpointBook:
         self.path = path
         self.port_base, self.port_span = port_base, port_span
         self._book: dict[str, Endpoint] = self._load()
+        self._given_up: dict[int, None] = {}  # ports of removed services, longest ago first
 
     def reload(self) -> None:
         """Read the book again (a new leader: what the one before it handed out)."""
@@ -60,10 +64,10 @@ class EndpointBook:
         if e is not None:
             return e
         used = {e.port for e in self._book.values()}
-        port = next(
-            (p for p in range(self.port_base, self.port_base + self.port_span) if p not in used),
-            None,
-        )
+        ports = range(self.port_base, self.port_base + self.port_span)
+        port = next((p for p in ports if p not in used and p not in self._given_up), None)
+        if port is None:
+            port = next((p for p in self._given_up if p not in used), None)
         if port is None:
             raise ValueError(
                 f"service {name}: every gateway port of {self.port_base}-"
@@ -72,6 +76,7 @@ class EndpointBook:
         e = Endpoint(port, secrets.token_urlsafe(32))
         self._book[name] = e
         self._save()
+        self._given_up.pop(port, None)
         return e
 
     def rotate(self, name: str) -> Endpoint:
@@ -82,8 +87,10 @@ class EndpointBook:
         return e
 
     def forget(self, name: str) -> None:
-        if self._book.pop(name, None) is not None:
+        e = self._book.pop(name, None)
+        if e is not None:
             self._save()
+            self._given_up[e.port] = None
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

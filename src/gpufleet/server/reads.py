@@ -26,6 +26,7 @@ from gpufleet.server.admission import (
     priority_problems,
     queue_problems,
     reservation_problems,
+    sharing_problems,
     valid_queues,
 )
 
@@ -149,6 +150,7 @@ class ClusterReads:
         refusal.forbidden += priority_problems(spec, role, self.ctrl.queues)
         nodes, memo = self._configured_nodes()
         refusal.invalid += fit_problems(spec, nodes, self._profile, memo)
+        refusal.invalid += sharing_problems(spec, self.ctrl.queues, nodes)
         return refusal
 
     def _configured_nodes(self) -> tuple[list[NodeView], NeverFits]:

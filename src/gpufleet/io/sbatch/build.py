@@ -14,7 +14,7 @@ from gpufleet.io.sbatch.request import CANNOT, Build, SbatchJob
 from gpufleet.io.sbatch.shards import shard_milli
 from gpufleet.io.sbatch.terms import container, dependencies, nodes_terms, priority, signal
 from gpufleet.model.arrays import parse_array
-from gpufleet.model.engines import ENGINES
+from gpufleet.model.engines import CAPABILITIES
 from gpufleet.model.errors import SpecError
 
 
@@ -89,7 +89,7 @@ def _resources(b: Build, spec: dict[str, Any]) -> None:
     spec["gpus_per_worker"] = gpus
     if milli is not None:
         spec["gpu_milli"] = milli
-    engines = {g.name: 1 for g in r.gres if g.name in ENGINES}
+    engines = {g.name: 1 for g in r.gres if g.name in CAPABILITIES}
     if engines:  # each of its GPUs has the engine (the count is of GPUs, as Slurm's GRES)
         if max(g.count for g in r.gres if g.name in engines) > max(gpus, 1):
             raise b.err(f"{b.text('gres')} asks for more GPUs with engines than GPUs", "gres")
@@ -189,7 +189,7 @@ def _packed(b: Build) -> tuple[bool, int, int]:
 def _gpus(b: Build, by_node: bool, workers: int, per: int) -> tuple[int, str]:
     """(GPUs per worker, the site's GPU type name or "")."""
     r = b.req
-    engines = {g.name: g.count for g in r.gres if g.name in ENGINES}
+    engines = {g.name: g.count for g in r.gres if g.name in CAPABILITIES}
     other = [g for g in r.gres if g.name not in ("gpu", "shard") and g.name not in engines]
     if other:
         raise b.err(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from gpufleet.io.sbatch.request import CANNOT, Build
 from gpufleet.model import replicas as rep
-from gpufleet.model.engines import ENGINES
+from gpufleet.model.engines import CAPABILITIES
 from gpufleet.model.resources import MILLI
 
 
@@ -25,7 +25,7 @@ def shard_milli(b: Build) -> int | None:
         return None
     gres = b.text("gres")
     gpus = r.gpus or r.gpus_per_node or r.gpus_per_task or r.gpus_per_socket
-    if gpus or any(g.name in ENGINES for g in r.gres):
+    if gpus or any(g.name in CAPABILITIES for g in r.gres):
         names = [n for n in ("gres", "gpus", "gpus-per-node", "gpus-per-task") if n in b.seen]
         raise b.err(
             f"{' and '.join(b.text(n) for n in names)} asks for GPUs and shards at once; Slurm "

@@ -17,7 +17,13 @@ ahead of every level and, once started, is kept running to its end (no job outra
 ``aged_share`` (1: no cap) bounds that: the aged jobs go ahead, oldest first, only while they
 and the aged jobs already running hold at most this share of the cluster's GPUs (the first
 always goes when none runs); the others keep their level (an aged job that starts from there
-is kept running too, and counts). ``min_run_s`` (0: off; Slurm's PreemptExemptTime, Themis'
+is kept running too, and counts). ``aged_by``: which aged jobs go first, ``age`` (the oldest)
+or, with ``within: history``, ``remaining`` (the least expected remaining service: the share
+goes to the aged jobs it can bring to their end soonest). ``aged_slack`` (0: off; with ``within:
+history``): a job is aged only once its age also reaches ``age_limit_s`` plus this many times
+the run time the history expects it still needs (expected remaining service ÷ its GPUs): the
+jobs expected to be longest age last, as a deadline that grows with the expected size would
+have it. ``min_run_s`` (0: off; Slurm's PreemptExemptTime, Themis'
 leases): a running job is not preempted before its current attempt has run this long.
 
 ``within``: the order inside a queue. ``fifo`` (Tiresias'); ``history``: least expected
@@ -29,7 +35,7 @@ or unknown ones (a new cluster's first jobs). ``history_window``: finished jobs 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 
 from gpufleet.model.job import JobSpec
@@ -54,6 +60,8 @@ class Plugin(OrderBase):
         age_limit_s: float = 0.0,
         aged_share: float = 1.0,
         min_run_s: float = 0.0,
+        aged_by: str = "age",
+        aged_slack: float = 0.0,
     ) -> None:
         th = [float(t) for t in thresholds_gpu_s]
         if th != sorted(th) or any(t <= 0 for t in th):
@@ -62,16 +70,22 @@ class Plugin(OrderBase):
             raise ValueError(
                 "starvation_factor, starvation_cap_s and age_limit_s must be 0 (off) or above"
             )
-        if not 0 < aged_share <= 1 or not min_run_s >= 0:
-            raise ValueError("aged_share must be in (0, 1] and min_run_s 0 (off) or above")
+        if not 0 < aged_share <= 1 or not min_run_s >= 0 or not aged_slack >= 0:
+            raise ValueError(
+                "aged_share must be in (0, 1], min_run_s and aged_slack 0 (off) or above"
+            )
         if within not in ("fifo", "history"):
             raise ValueError("within must be 'fifo' or 'history'")
+        if aged_by not in ("age", "remaining"):
+            raise ValueError("aged_by must be 'age' or 'remaining'")
         self.thresholds = th
         self.starvation_factor = float(starvation_factor)
         self.starvation_cap_s = float(starvation_cap_s)
         self.age_limit_s = float(age_limit_s)
         self.aged_share = float(aged_share)
         self.min_run_s = float(min_run_s)
+        self.aged_by = aged_by
+        self.aged_slack = float(aged_slack)
         # a memo: the aged jobs ``admitted`` lets ahead in the snapshot last asked of
         self._admitted: frozenset[str] = frozenset()
         self._admitted_for: Snapshot | None = None
@@ -98,12 +112,21 @@ class Plugin(OrderBase):
         return service > 0 < gpus and m.waited(now) >= limit
 
     def aged(self, p: PendingJob, now: float) -> bool:
-        """Whether ``p`` has been in the system ``age_limit_s`` or more (0: never)."""
-        return 0 < self.age_limit_s <= now - p.submit_time
+        """Whether ``p`` has been in the system ``age_limit_s`` or more (0: never), plus
+        ``aged_slack`` times the run time the history expects it still needs."""
+        age = now - p.submit_time
+        if not 0 < self.age_limit_s <= age:
+            return False
+        if self.aged_slack <= 0 or self.history is None:
+            return True
+        rest = self.history.remaining(p.spec, p.attained_gpu_s)
+        gpus = p.spec.total_gpu_milli / 1000
+        return rest is None or gpus <= 0 or age >= self.age_limit_s + self.aged_slack * rest / gpus
 
     def admitted(self, snap: Snapshot) -> frozenset[str] | None:
-        """The aged pending jobs let ahead in ``snap``; None: every aged job (no share)."""
-        if self.aged_share >= 1 or self.age_limit_s <= 0:
+        """The aged pending jobs let ahead in ``snap``; None: every job past the age limit (no
+        share, no slack)."""
+        if (self.aged_share >= 1 and self.aged_slack <= 0) or self.age_limit_s <= 0:
             return None
         if self._admitted_for is snap:
             return self._admitted
@@ -111,9 +134,10 @@ class Plugin(OrderBase):
         held = sum(r.spec.total_gpu_milli for r in snap.running if r.mark.aged)
         room = self.aged_share * cap.gpu_milli - held
         born, ids = snap.now - self.age_limit_s, list[str]()
-        for p in snap.pending:  # arrival order: the oldest first, while the share lasts
-            if p.submit_time > born:
-                continue
+        aged = [p for p in snap.pending if p.submit_time <= born and self.aged(p, snap.now)]
+        if self.aged_by == "remaining" and self.history is not None:
+            aged.sort(key=self._expected_rest(self.history))
+        for p in aged:  # the oldest (or the nearest done) first, while the share lasts
             g = p.spec.total_gpu_milli
             if g > room and (ids or held > 0):
                 break
@@ -210,13 +234,23 @@ class Plugin(OrderBase):
             return r
 
         def walk() -> Iterator[PendingJob]:
-            yield from levels[0]  # the aged, first come first
+            if self.aged_by == "remaining":
+                levels[0].sort(key=rest)
+            yield from levels[0]  # the aged, first come first (or nearest done first)
             for level in levels[1:]:
                 level.sort(key=lambda p: (p.submit_time, p.seq))
                 level.sort(key=rest)  # stable: FIFO among equal predictions
                 yield from level
 
         return walk()
+
+    @staticmethod
+    def _expected_rest(history: ServiceHistory) -> Callable[[PendingJob], float]:
+        def rest(p: PendingJob) -> float:
+            got = history.remaining(p.spec, p.attained_gpu_s)
+            return float("inf") if got is None else got
+
+        return rest
 
     def _by_level(
         self, pending: Sequence[PendingJob], now: float, admitted: frozenset[str] | None

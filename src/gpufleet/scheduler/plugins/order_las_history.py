@@ -26,6 +26,8 @@ class Plugin(order_las.Plugin):
         age_limit_s: float = 0.0,
         aged_share: float = 1.0,
         min_run_s: float = 0.0,
+        aged_by: str = "age",
+        aged_slack: float = 0.0,
     ) -> None:
         super().__init__(
             thresholds_gpu_s,
@@ -36,4 +38,6 @@ class Plugin(order_las.Plugin):
             age_limit_s,
             aged_share,
             min_run_s,
+            aged_by,
+            aged_slack,
         )

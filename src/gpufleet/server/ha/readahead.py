@@ -1,11 +1,13 @@
-"""A standby reads ahead (ADR 0059): while it waits, a thread of its own reads the bodies of
-the unfinished jobs from the store (spec and dependencies, which never change once stored)
-and decodes them, following new ones as they are stored; a takeover then reads only each
-job's mutable columns and decodes only the bodies it has not read yet.
+"""A standby reads ahead (ADR 0059, ADR 0063): while it waits, a thread of its own reads the
+rows of the unfinished jobs from the store and decodes them (the body, which never changes
+once stored; the mutable columns kept raw too, with the job they make), following new ones as
+they are stored; a takeover then reads only each job's key and mutable columns, takes the job
+built ahead where they did not change, and decodes only the rows it has not read yet.
 
 It only reads: nothing it does is fenced, and nothing the new leader acts on comes from it
-but what never changes (``store/bodies.py``). Now and then it forgets the jobs that
-finished, so that a standby that never leads holds no more than the unfinished jobs."""
+but what never changes and what the takeover's own snapshot shows unchanged
+(``store/bodies.py``). Now and then it forgets the jobs that finished, so that a standby that
+never leads holds no more than the unfinished jobs."""
 
 from __future__ import annotations
 

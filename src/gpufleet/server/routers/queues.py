@@ -47,6 +47,8 @@ def queue_out(svc: ControllerService, q: QueueSpec) -> s.QueueOut:
             charge_idle=q.idle.charge_idle,
         ),
         defrag=None if q.defrag is None else q.defrag.to_dict(),
+        pack_encoders=q.pack_encoders,
+        gpu_sharing=list(q.gpu_sharing),
     )
 
 
@@ -74,6 +76,11 @@ async def update(
         q = replace(q, preempt_grace_max_s=body.preempt_grace_max_s)
     if body.priority_max is not None:
         q = replace(q, priority_max=body.priority_max)
+    if body.pack_encoders is not None:
+        pack = body.pack_encoders  # "default": the queue's own setting taken away
+        q = replace(q, pack_encoders=pack if isinstance(pack, bool) else None)
+    if body.gpu_sharing is not None:
+        q = replace(q, gpu_sharing=tuple(dict.fromkeys(body.gpu_sharing)))
     if body.quota_gpus is not None:
         base = q.quota if q.limited else UNLIMITED
         q = replace(

@@ -1,50 +1,157 @@
-"""A job row's immutable part (its spec and dependencies), decoded once: a standby reads it
-ahead while it waits, so that a takeover reads only each unfinished job's mutable columns
-(ADR 0059).
+"""A job row as a standby read it ahead (ADR 0059, ADR 0063): its immutable part (spec,
+dependencies, array and idempotency columns) decoded once, and its mutable columns as they
+were then, raw (``STAMP``: JSON as its text), with the ``StoredJob`` they make. A takeover
+reads only each unfinished job's ``KEY`` and ``STAMP``: where the stamp is the one read ahead
+(a job held on a dependency is never updated), it takes the job built ahead as it is.
 
-Decoding a spec is most of what a read-back costs (~55 µs a job: the JSON and
-``spec_from_dict``); with 20,000 held jobs a new leader on a busy host spent seconds on it
-before it answered (issue 26). Nothing written after the insert ever changes ``spec`` or
-``depends_on`` (``jobs.py``: an update sets only the mutable columns; no job row is deleted),
-so a body read at any time is the body now: none is ever stale, and one the standby has not
-read yet is read at the takeover, in the takeover's snapshot. The cache only saves work; what
-the new leader acts on is read in that one snapshot, as before."""
+Decoding a row is most of what a read-back costs (the JSON of ``spec``, ``allocation`` and
+``ended``, ``spec_from_dict``, the ``StoredJob``); with 20,000+ held jobs a new leader on a busy
+host spent seconds on it before it answered (issue 26). Nothing written after the insert ever
+changes the immutable columns (``jobs.py``: an update sets only ``MUTABLE``; no job row is
+deleted), so a body read at any time is the body now, and a stamp compared equal is the row
+now: nothing the new leader acts on comes from anything but the takeover's one snapshot. A
+row the standby has not read yet is read whole at the takeover, in that snapshot."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import sqlalchemy as sa
 
-from gpufleet.model.job import JobSpec
-from gpufleet.server.store.codec import spec_from_dict
+from gpufleet.model.job import JobSpec, JobState
+from gpufleet.model.job_end import JobEnd
+from gpufleet.server.store.codec import allocation_from_list, spec_from_dict
+from gpufleet.server.store.records import StoredJob
 from gpufleet.server.store.schema import jobs
 
-# the columns a takeover reads for every unfinished job: all but the body's
-HEAD = tuple(c for c in jobs.c if c.name not in ("spec", "depends_on"))
-BODY = (jobs.c.id, jobs.c.seq, jobs.c.submit_time, jobs.c.spec, jobs.c.depends_on)
+# what an update may set (jobs.py's _UPDATE and _UPDATE_STATE; a test keeps them so)
+MUTABLE = (
+    "state",
+    "attempt",
+    "retries_used",
+    "start_time",
+    "end_time",
+    "ended",
+    "eligible_time",
+    "attained_gpu_s",
+    "allocation",
+    "borrowing",
+    "queue",
+)
+KEY = (jobs.c.id, jobs.c.seq, jobs.c.submit_time)
+# the mutable columns as compared: a JSON column as its stored text (not decoded)
+STAMP = tuple(
+    sa.cast(jobs.c[n], sa.Text).label(n) if isinstance(jobs.c[n].type, sa.JSON) else jobs.c[n]
+    for n in MUTABLE
+)
+_FIXED = (jobs.c.array_id, jobs.c.array_index, jobs.c.idempotency_key, jobs.c.array_limit)
+# a whole row as read ahead (or at the takeover, for one not read ahead)
+_TEXT = (
+    sa.cast(jobs.c.spec, sa.Text).label("spec"),
+    sa.cast(jobs.c.depends_on, sa.Text).label("depends_on"),
+)
+BODY = (*KEY, *_FIXED, *_TEXT, *STAMP)
 
 
 @dataclass(frozen=True, slots=True)
 class Body:
-    """What never changes of a job once stored. ``seq`` and ``submit_time`` say which row
-    it was read from (a store restored from a backup may give an id again)."""
+    """A row read ahead: ``stamp``, its mutable columns then, raw; ``job``, the row then.
+    ``seq`` and ``submit_time`` say which row it was read from (a store restored from a
+    backup may give an id again)."""
 
     seq: int
     submit_time: float
-    spec: JobSpec
-    depends_on: tuple[tuple[str, str], ...]
+    spec: JobSpec  # as stored (``job``'s may name the queue the row's says)
+    stamp: tuple[Any, ...]
+    job: StoredJob
+
+    def now(self, stamp: tuple[Any, ...]) -> StoredJob:
+        """The job as its row's mutable columns are now (``stamp``): the one built ahead
+        when they did not change, else its body with them decoded."""
+        if stamp == self.stamp:
+            return self.job
+        j = self.job
+        fixed = (j.id, j.seq, j.submit_time, j.depends_on, j.array_id, j.array_index)
+        return _build(fixed, j.idempotency_key, j.array_limit, self.spec, stamp)
+
+
+_STATES = {s.value: s for s in JobState}
+
+
+def _build(
+    fixed: tuple[Any, ...],
+    key: str | None,
+    limit: int | None,
+    spec: JobSpec,
+    stamp: tuple[Any, ...],
+) -> StoredJob:
+    """A job from its immutable columns (``fixed``: id, seq, submit time, dependencies, array
+    id and index; ``key``: its idempotency key; ``limit``: its array's), its ``spec`` as
+    stored and the mutable columns of ``stamp`` (in ``MUTABLE``'s order), decoded."""
+    job_id, seq, submitted, deps, array_id, array_index = fixed
+    state, attempt, retries, start, end, ended, eligible, attained, alloc, borrowing, queue = stamp
+    if queue != spec.queue and queue in spec.queues:
+        # a job of several queues started in another than its spec names: the row's queue
+        spec = replace(spec, queue=queue)
+    how = None if ended is None or ended == "null" else JobEnd.from_dict(_json(ended))
+    return StoredJob(
+        job_id, seq, spec, _STATES[state], attempt, retries, submitted, start, end, eligible,
+        attained, () if alloc == "[]" else allocation_from_list(_json(alloc)), borrowing, deps,
+        array_id, array_index, key, limit, how,
+    )  # fmt: skip
+
+
+# a spec as stored (spec_to_dict, then json.dumps): its name first
+_NAMED = re.compile(r'\{"name": ("(?:[^"\\]|\\.)*"), ')
+_FIELDS = tuple(f.name for f in fields(JobSpec))
+_NAME = _FIELDS.index("name")
+_make: Callable[..., JobSpec] = JobSpec  # by its fields in order (the dataclass's __init__)
+
+
+class Specs:
+    """Specs decoded by their stored text less the name: the jobs of a sweep, an array, a
+    load generator differ in their name alone, if at all, and a standby that reads 20,000 of
+    them decodes the JSON and ``spec_from_dict`` once (~80 µs), then makes each by the
+    dataclass's ``__init__`` (~10 µs). The same text (but the name) decodes to the same spec
+    (but the name): a text with another top-level ``"name"`` is decoded whole."""
+
+    def __init__(self, most: int = 4096) -> None:
+        self._by_rest: dict[str, tuple[Any, ...]] = {}
+        self.most = most  # distinct specs kept (past it, decoded whole)
+
+    def decode(self, text: str) -> JobSpec:
+        m = _NAMED.match(text)
+        rest = text[m.end() :] if m is not None else ""
+        if m is None or '"name"' in rest:
+            return spec_from_dict(json.loads(text))
+        values = self._by_rest.get(rest)
+        if values is None:
+            spec = spec_from_dict(json.loads(text))
+            if len(self._by_rest) < self.most:
+                self._by_rest[rest] = tuple(getattr(spec, f) for f in _FIELDS)
+            return spec
+        quoted = m.group(1)
+        name = quoted[1:-1] if "\\" not in quoted else json.loads(quoted)
+        return _make(*values[:_NAME], name, *values[_NAME + 1 :])
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
 
 
 class Bodies:
-    """Decoded bodies by job id: those of the unfinished jobs a standby has read so far.
-    ``cursor``: the ``seq`` it has read up to; ``decoded``: how many it decoded (a test
+    """Rows read ahead by job id: those of the unfinished jobs a standby has read so far.
+    ``cursor``: the ``seq`` it has read up to; ``decoded``: how many rows it decoded (a test
     counts the takeover's). Read and added to from two threads: a get sees a whole dict."""
 
     def __init__(self) -> None:
         self._by_id: dict[str, Body] = {}
+        self.specs = Specs()
+        self._deps: dict[str, tuple[tuple[str, str], ...]] = {}  # by their stored text
         self.cursor = 0
         self.decoded = 0
 
@@ -56,15 +163,34 @@ class Bodies:
         return b if b is not None and b.seq == seq and b.submit_time == submit_time else None
 
     def add_rows(self, rows: Iterable[sa.Row[Any]]) -> dict[str, Body]:
-        """Decode rows of ``BODY``'s columns into the cache; those bodies, by id."""
+        """Decode rows of ``BODY``'s columns into the cache; those rows, by id."""
         out = {}
+        n = len(KEY) + len(_FIXED) + 2
         for r in rows:
-            spec = spec_from_dict(r.spec)
-            deps = tuple((str(k), str(d)) for k, d in r.depends_on)
-            out[r.id] = Body(r.seq, r.submit_time, spec, deps)
+            spec = self.specs.decode(r.spec)
+            stamp = tuple(r[n:])
+            fixed = (
+                r.id,
+                r.seq,
+                r.submit_time,
+                self._depends(r.depends_on),
+                r.array_id,
+                r.array_index,
+            )
+            job = _build(fixed, r.idempotency_key, r.array_limit, spec, stamp)
+            out[r.id] = Body(r.seq, r.submit_time, spec, stamp, job)
         self._by_id.update(out)
         self.decoded += len(out)
         return out
+
+    def _depends(self, text: str) -> tuple[tuple[str, str], ...]:
+        """Dependencies by their stored text (the jobs of a sweep wait on the same ones)."""
+        deps = self._deps.get(text)
+        if deps is None:
+            deps = tuple((str(k), str(d)) for k, d in json.loads(text))
+            if len(self._deps) < self.specs.most:
+                self._deps[text] = deps
+        return deps
 
     def keep(self, job_ids: set[str]) -> None:
         """Forget the bodies of jobs not in ``job_ids`` (the ones that finished)."""

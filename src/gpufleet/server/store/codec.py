@@ -305,6 +305,8 @@ def queue_to_dict(q: QueueSpec) -> dict[str, Any]:
         "priority_max": q.priority_max,
         **({"idle": q.idle.to_dict()} if q.idle is not None else {}),
         **({"defrag": q.defrag.to_dict()} if q.defrag is not None else {}),
+        **({"pack_encoders": q.pack_encoders} if q.pack_encoders is not None else {}),
+        **({"gpu_sharing": list(q.gpu_sharing)} if q.gpu_sharing else {}),
     }
 
 
@@ -323,6 +325,8 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
             "priority_max",
             "idle",
             "defrag",
+            "pack_encoders",
+            "gpu_sharing",
         ),
     )
     kw: dict[str, Any] = {}
@@ -345,4 +349,8 @@ def queue_from_dict(d: Mapping[str, Any]) -> QueueSpec:
         kw["idle"] = IdlePolicy.from_dict(d["idle"], source="store", path="queue.idle")
     if "defrag" in d:
         kw["defrag"] = DefragOverrides.from_dict(d["defrag"], source="store", path="queue.defrag")
+    if d.get("pack_encoders") is not None:
+        kw["pack_encoders"] = bool(d["pack_encoders"])
+    if d.get("gpu_sharing"):
+        kw["gpu_sharing"] = tuple(str(m) for m in d["gpu_sharing"])
     return QueueSpec(str(d["name"]), **kw)

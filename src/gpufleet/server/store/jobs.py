@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from gpufleet.core.commands import Transition
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.model.job_end import JobEnd
-from gpufleet.server.store.bodies import BODY, HEAD, Bodies, Body
+from gpufleet.server.store.bodies import BODY, KEY, STAMP, Bodies, Body
 from gpufleet.server.store.codec import (
     allocation_from_list,
     allocation_to_list,
@@ -357,13 +357,22 @@ def unfinished(
 
 
 def _unfinished_known(conn: sa.Connection, known: Bodies) -> list[StoredJob]:
-    heads = conn.execute(sa.select(*HEAD).where(_ACTIVE).order_by(jobs.c.seq)).all()
-    had = {h.id: known.get(h.id, h.seq, h.submit_time) for h in heads}
-    missing = [k for k, b in had.items() if b is None]
+    """Each unfinished job's key and mutable columns (raw); the job read ahead where they
+    did not change, else built from its body and them; the rows not read ahead read whole."""
+    heads = conn.execute(sa.select(*KEY, *STAMP).where(_ACTIVE).order_by(jobs.c.seq)).all()
+    had: dict[str, Body] = {}
+    missing = []
+    for h in heads:
+        b = known.get(h.id, h.seq, h.submit_time)
+        if b is None:
+            missing.append(h.id)
+        else:
+            had[h.id] = b
     for k in range(0, len(missing), 500):  # keep IN lists well under driver limits
         q = sa.select(*BODY).where(jobs.c.id.in_(missing[k : k + 500]))
         had.update(known.add_rows(conn.execute(q)))
-    return [_stored(h, had[h.id]) for h in heads]
+    n = len(KEY)
+    return [had[h.id].now(tuple(h[n:])) for h in heads]
 
 
 def bodies_after(conn: sa.Connection, cursor: int, span: int) -> tuple[list[sa.Row[Any]], int, int]:
@@ -408,9 +417,9 @@ def events(conn: sa.Connection, job_id: str) -> list[JobEvent]:
     ]
 
 
-def _stored(r: sa.Row[Any], body: Body | None = None) -> StoredJob:
-    """A row as read, or its ``HEAD`` columns with the body read ahead."""
-    spec = spec_from_dict(r.spec) if body is None else body.spec
+def _stored(r: sa.Row[Any]) -> StoredJob:
+    """A row as read."""
+    spec = spec_from_dict(r.spec)
     if r.queue != spec.queue and r.queue in spec.queues:
         # a job of several queues started in another than its spec names: the row's queue
         spec = replace(spec, queue=r.queue)
@@ -428,7 +437,7 @@ def _stored(r: sa.Row[Any], body: Body | None = None) -> StoredJob:
         r.attained_gpu_s,
         allocation_from_list(r.allocation),
         r.borrowing,
-        tuple((str(k), str(d)) for k, d in r.depends_on) if body is None else body.depends_on,
+        tuple((str(k), str(d)) for k, d in r.depends_on),
         r.array_id,
         r.array_index,
         r.idempotency_key,
