@@ -27,10 +27,14 @@ backfill holds a reservation: the ``reserved`` row is that figure on the same re
 ``slurm-like`` line says how many of the jobs it covers. ``--order`` replays another order
 (``bench/estimate_plot.py`` runs several and plots their errors). ``--per-node`` plans a job of
 several GPUs per worker per node (``Profile.plan_per_node``, off by default: worse here, see
-BENCHMARKS.md).
+BENCHMARKS.md); ``--arrivals`` plays the jobs forecast to arrive with them
+(``Profile.plan_arrivals``, ``scheduler/arrivals``: the last ``--window`` hours again; off by
+default); ``--no-per-node``/``--no-arrivals`` force them off. ``--parts N`` splits the sampled
+jobs over N processes, each replaying the whole trace (the same estimates; each part's 80 %
+band learns only from its own part's, so the band's figure is not the one-process run's).
 
     .venv/bin/python bench/estimate_accuracy.py [--jobs N] [--sample F [--seed S]] [--order O]
-        [--per-node]
+        [--per-node] [--arrivals [--window H]] [--parts N]
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import multiprocessing
 import statistics
 import sys
 import time
@@ -45,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import gpufleet.core.controller as controller_module
+import gpufleet.scheduler.arrivals as arrivals_module
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.framework import Profile
@@ -85,6 +91,35 @@ def outcomes_digest(sim: Simulation) -> str:
     return h.hexdigest()[:16]
 
 
+def in_part(job_id: str, k: int, n: int) -> bool:
+    """Whether the job is in part ``k`` of ``n`` (``--parts``): a hash of its id only."""
+    if n <= 1:
+        return True
+    return int.from_bytes(hashlib.blake2b(job_id.encode(), digest_size=8).digest(), "big") % n == k
+
+
+def merged(parts: list[Measured]) -> Measured:
+    """The parts' measures as one run's (wall: the longest part's; CPU: all parts')."""
+    first = parts[0]
+    if any(p.digest != first.digest for p in parts):
+        raise SystemExit("the parts' replays differ: their outcomes digests are not the same")
+    m = replace(first, errors={b: list(xs) for b, xs in first.errors.items()})
+    m.signed = list(first.signed)
+    for p in parts[1:]:
+        m.asked += p.asked
+        m.told += p.told
+        m.none += p.none
+        m.banded += p.banded
+        m.within += p.within
+        m.early += p.early
+        m.cpu += p.cpu
+        m.wall = max(m.wall, p.wall)
+        m.signed += p.signed
+        for b, xs in p.errors.items():
+            m.errors.setdefault(b, []).extend(xs)
+    return m
+
+
 def fraction(text: str) -> float:
     f = float(text)
     if not 0.0 < f <= 1.0:
@@ -106,11 +141,35 @@ def main() -> int:
     ap.add_argument("--order", default=HEADLINE.order, help="the order plugin (fairshare)")
     ap.add_argument(
         "--per-node",
-        action="store_true",
-        help="plan jobs of several GPUs per worker per node (Profile.plan_per_node)",
+        action=argparse.BooleanOptionalAction,
+        help="plan jobs of several GPUs per worker per node (Profile.plan_per_node; default: "
+        "the profile's)",
+    )
+    ap.add_argument(
+        "--arrivals",
+        action=argparse.BooleanOptionalAction,
+        help="plan with the jobs forecast to arrive (Profile.plan_arrivals; default: the "
+        "profile's)",
+    )
+    ap.add_argument(
+        "--window", type=float, default=None, help="with --arrivals: the window, in hours"
+    )
+    ap.add_argument(
+        "--parts",
+        type=int,
+        default=1,
+        help="split the sampled jobs over N processes, each replaying the whole trace (the "
+        "estimates are the same; each part's 80 %% band learns from its own part only)",
     )
     args = ap.parse_args()
-    m = measure(args.trace, args.jobs, args.sample, args.seed, args.order, args.per_node)
+    if args.window is not None:
+        arrivals_module.WINDOW_S = args.window * 3600.0
+    how = (args.trace, args.jobs, args.sample, args.seed, args.order, args.per_node, args.arrivals)
+    if args.parts > 1:
+        with multiprocessing.get_context("fork").Pool(args.parts) as pool:
+            m = merged(pool.starmap(measure, [(*how, (k, args.parts)) for k in range(args.parts)]))
+    else:
+        m = measure(*how)
     report(m, args.sample, args.seed)
     return 0
 
@@ -134,13 +193,24 @@ class Measured:
 
 
 def measure(
-    trace: Path, limit: int | None, sample: float, seed: int, order: str, per_node: bool = False
+    trace: Path,
+    limit: int | None,
+    sample: float,
+    seed: int,
+    order: str,
+    per_node: bool | None = None,
+    arrivals: bool | None = None,
+    part: tuple[int, int] = (0, 1),
 ) -> Measured:
     """One replay reading the sampled jobs' first estimates (see the module's docstring)."""
     cluster, jobs = philly_workload(trace, limit)
     choice = replace(HEADLINE, order=order)
-    profile: Profile = replace(choice.build(), explain=True, plan_per_node=per_node)
-    asked = {j.id for j in jobs if sampled(j.id, sample, seed)}
+    profile: Profile = replace(choice.build(), explain=True)
+    if per_node is not None:
+        profile = replace(profile, plan_per_node=per_node)
+    if arrivals is not None:
+        profile = replace(profile, plan_arrivals=arrivals)
+    asked = {j.id for j in jobs if sampled(j.id, sample, seed) and in_part(j.id, *part)}
     # id → (estimate, bound, band low, band high)
     told: dict[str, tuple[float | None, str, float | None, float | None]] = {}
 

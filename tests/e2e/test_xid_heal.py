@@ -69,8 +69,15 @@ def inject(agent_dir: Path, fault: str) -> float:
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalCluster]:
     # --no-heal: the node returns once its agent passes its checks (the heal loop, on by
     # default, is test_heal_loop.py's)
+    # a node grace of 30 s: the agents keep their tasks through 27.5 s without the controller
+    # (the tests' 4 s fenced the gang's next attempt whenever Chromium starved the controller
+    # for 1.5 s on a loaded host); the XID's drain is a health report, no grace's lapse
     c = LocalCluster(
-        tmp_path / "cluster", agents=4, heartbeat_s=HEARTBEAT_S, controller_args=["--no-heal"]
+        tmp_path / "cluster",
+        agents=4,
+        heartbeat_s=HEARTBEAT_S,
+        node_grace_s=30.0,
+        controller_args=["--no-heal"],
     )
     failed = request.session.testsfailed
     try:

@@ -18,6 +18,7 @@ from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.reservation import NodeReservation
 from gpufleet.model.resources import MILLI, Resources
+from gpufleet.scheduler.arrivals import ArrivalHistory
 from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.identity import Accounts
 from gpufleet.scheduler.runtime_history import RuntimeHistory
@@ -39,6 +40,8 @@ class ClusterState:
         self.ledger = DecayedUsage(half_life_s)
         # the finished jobs' run times (the estimated starts' run-time predictor)
         self.history = RuntimeHistory()
+        # the jobs submitted over the last hours (the estimated starts' forecast of arrivals)
+        self.arrivals = ArrivalHistory()
         # how the estimated starts came out (their calibration and 80 % band)
         self.start_errors = StartErrors()
         # each leaf's last defragmentation move (the store keeps them too: ``DefragMoved``; a
@@ -327,6 +330,7 @@ class ClusterState:
             tuple(r for r in self.reservations.values() if r.end > now),
             self.accounts if self.accounts else None,
             history=self.history,
+            arrivals=self.arrivals,
             start_errors=self.start_errors,
             defrag_moves=self.defrag_moves,
         )

@@ -99,6 +99,7 @@ class JobMaster(JobBook):
         )
         self.jobs[ev.job_id] = rec
         self._deps.add(rec)
+        self.state.arrivals.arrived(ev.spec, now)  # the start plan's forecast of arrivals
         out.append(Transition(ev.job_id, 0, None, S.PENDING, now, "submitted"))
         rec.job.history.append((now, S.PENDING, "submitted"))
         failed = self._deps.failed(rec, self.jobs)

@@ -9,7 +9,9 @@ plugin's order on the usage of that moment, EASY-style, each where its queue's q
 Counted in GPUs over the cluster, and per node for a job of several GPUs per worker
 (``estimate_nodes``: its start and its shadow wait for enough nodes each with room for a
 worker, and the nodes it will take are kept from jobs that would run past its start; the
-running jobs are held where they run, the planned ones best fit). What the user is told comes
+running jobs are held where they run, the planned ones best fit). With ``plan_arrivals`` the
+jobs of the last hours (``arrivals``) come again after the cycle and take their turn (a
+forecast of what other queues will submit; they are not planned). What the user is told comes
 with an 80 % band, from how far such estimates were off on this cluster (``start_errors``).
 
 Built lazily: nothing is worked out until a Reason is read (the simulator never reads them).
@@ -18,7 +20,7 @@ Built lazily: nothing is worked out until a Reason is read (the simulator never 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -44,6 +46,7 @@ RESERVED = "reserved"  # EASY's reservation: at the latest, unless nodes fail or
 PLANNED = "planned"  # if every job runs to its time limit and none of higher priority arrives
 
 MAX_PLANNED = 2000  # jobs planned per cycle, in order; those behind get no estimate
+FORECAST_S = 7 * 86400.0  # how far the forecast arrivals go (Profile.plan_arrivals)
 # no planned start: never, or one the Reason gives itself (a reservation's end or start)
 _NO_START = {
     ReasonCode.NEVER,
@@ -176,9 +179,30 @@ class StartPlan:
         )
         for (start, end, queue, need), alloc in zip(holds, where, strict=True):
             fwd.hold(start, end, queue, need, takes_of(alloc, index))
-        for job_id, at in fwd.play(jobs, MAX_PLANNED).items():
+        for job_id, at in fwd.play(jobs, MAX_PLANNED, self._to_come()).items():
             plan[job_id] = Estimate(at, PLANNED)
         return plan
+
+    def _to_come(self) -> Iterator[PendingJob] | None:
+        """The jobs forecast to arrive (``Profile.plan_arrivals``): those submitted in the last
+        window (``arrivals``), again at the same offsets in each window after the cycle, for
+        ``FORECAST_S`` at most; each eligible from its arrival. None: nothing forecast."""
+        arrivals = self.snap.arrivals
+        if not self.profile.plan_arrivals or arrivals is None:
+            return None
+        now, cap = self.snap.now, self._cap.gpu_milli
+        window = [(t, s) for t, s in arrivals.recent(now) if s.total_gpu_milli <= cap]
+        if not window:
+            return None
+        w = arrivals.window_s
+
+        def jobs() -> Iterator[PendingJob]:
+            for k in range(1, max(1, int(FORECAST_S // w)) + 1):
+                for i, (t, spec) in enumerate(window):
+                    at = t + k * w
+                    yield PendingJob(f"~{k}.{i}", spec, at, eligible_time=at)
+
+        return jobs()
 
     def _end_of(
         self, spec: JobSpec, start: float, assumed: float | None, ran: float = 0.0

@@ -70,6 +70,10 @@ class Forward:
         self._eligible: list[float] = []
         self._by_run: list[tuple[float, int, PendingJob]] = []  # (run time, rank, job)
         self._runs: list[float] = []
+        self._future: Iterator[PendingJob] = iter(())  # the jobs to come, by arrival
+        self._coming: PendingJob | None = None  # the next of them
+        self._forecast: set[str] = set()  # the ids of those that came
+        self._need_min = 0
 
     def hold(self, start: float, end: float, queue: str, res: Resources, takes: Takes = ()) -> None:
         """``res`` held from ``start`` (≤ now: already, and counted in ``usage``) until
@@ -84,15 +88,22 @@ class Forward:
             item = (start, self._seq, end, res.gpu_milli, queue, res, takes)
             heapq.heappush(self._later, item)
 
-    def play(self, jobs: Sequence[PendingJob], limit: int) -> dict[str, float]:
-        """Each job's start (those that start before ``limit`` jobs have)."""
+    def play(
+        self,
+        jobs: Sequence[PendingJob],
+        limit: int,
+        future: Iterator[PendingJob] | None = None,
+    ) -> dict[str, float]:
+        """Each job's start (those that start before ``limit`` jobs have). ``future``: the jobs
+        forecast to arrive, in time order (each eligible from its arrival): they join their
+        queue's line as they come and take their turn, but are not planned themselves."""
         queues: dict[str, list[PendingJob]] = {}
         for j in jobs:
             queues.setdefault(j.spec.queue if self.shares else "", []).append(j)
         pos = dict.fromkeys(queues, 0)
         done: set[str] = set()
         starts: dict[str, float] = {}
-        need_min = min((j.spec.total_gpu_milli for j in jobs), default=0)
+        self._need_min = min((j.spec.total_gpu_milli for j in jobs), default=0)
         # the back-offs that end later are moments too (a job becomes eligible)
         self._eligible = sorted({j.eligible_time for j in jobs if j.eligible_time > self.now})
         # the jobs by predicted run time, for the backfill behind a blocked head
@@ -100,16 +111,35 @@ class Forward:
         by_run = sorted((self.end_of(j, 0.0), n, j) for n, j in enumerate(jobs))
         self._by_run = [(run, rank[j.id], j) for run, _, j in by_run]
         self._runs = [run for run, _, _ in by_run]
+        if future is not None:
+            self._future = future
+            self._coming = next(future, None)
+        forecast = self._forecast
         t = self.now
         while len(starts) < min(limit, len(jobs)) and t < INF:
             self._release(t)
-            if self.free >= need_min:
+            self._arrive(t, queues, pos)
+            if self.free >= self._need_min:
                 for job in self._at(t, queues, pos, done):
+                    if job.id in forecast:
+                        continue
                     starts[job.id] = t
                     if len(starts) >= limit:
                         break
             t = self._next(t)
         return starts
+
+    def _arrive(self, t: float, queues: dict[str, list[PendingJob]], pos: dict[str, int]) -> None:
+        """The jobs forecast to arrive by ``t`` join the back of their queue's line."""
+        while self._coming is not None and self._coming.eligible_time <= t:
+            job = self._coming
+            line = job.spec.queue if self.shares else ""
+            if line not in queues:
+                queues[line], pos[line] = [], 0
+            queues[line].append(job)
+            self._forecast.add(job.id)
+            self._need_min = min(self._need_min, job.spec.total_gpu_milli)
+            self._coming = next(self._future, None)
 
     def _release(self, t: float) -> None:
         ends, later = self._ends, self._later
@@ -137,6 +167,8 @@ class Forward:
         i = bisect.bisect_right(self._eligible, t)
         if i < len(self._eligible):
             nxt = min(nxt, self._eligible[i])
+        if self._coming is not None:
+            nxt = min(nxt, self._coming.eligible_time)
         return nxt if nxt > t else t + 1e-9
 
     def _order(

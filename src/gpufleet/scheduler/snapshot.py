@@ -15,6 +15,7 @@ from gpufleet.model.job import JobSpec
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.reservation import NodeReservation
 from gpufleet.model.resources import Resources
+from gpufleet.scheduler.arrivals import ArrivalHistory
 from gpufleet.scheduler.runtime_history import RuntimeHistory
 from gpufleet.scheduler.start_errors import StartErrors
 
@@ -187,6 +188,9 @@ class Snapshot:
     # what the cluster's finished jobs ran for (the core keeps it): the start plan's run times;
     # None: every job runs to its time limit
     history: RuntimeHistory | None = None
+    # the jobs submitted over the last hours (the core keeps them): the start plan's forecast of
+    # what will arrive (``Profile.plan_arrivals``); None: nothing forecast
+    arrivals: ArrivalHistory | None = None
     # how the estimated starts came out so far (the core keeps it; the plan tells it what it
     # estimated): each estimate calibrated and banded; None: the plan's starts as they are
     start_errors: StartErrors | None = None

@@ -73,6 +73,8 @@ class Recovery(ServiceBase):
         for j in reversed(ran):  # how long the cluster's jobs ran, before the restart too
             if j.start_time is not None and j.end_time is not None:
                 ctrl.state.history.record(j.spec, j.end_time - j.start_time)
+        for j in (*reversed(ran), *rs.jobs):  # what arrived lately: the plan's forecast
+            ctrl.state.arrivals.arrived(j.spec, j.submit_time)
         self._hold_known(ctrl, known, rebuild)
         for n in known:  # the heal loop where it was: the node out of service until proven
             phase, failures, last = from_history(histories.get(n.name, ()), HEALTH_DRAIN)
