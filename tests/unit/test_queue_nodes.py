@@ -126,6 +126,7 @@ def test_the_submit_judges_a_job_against_its_queues_nodes_only() -> None:
     h100 = [replace(n, gpu_free=(1000,) * 8) if n.name >= "n02" else n for n in nodes]
     big = spec("d", gpus=4, queue="desktops")
     ((at, msg),) = node_set_problems(big, queues, h100, profile())
+    assert at == "body.spec"
     assert msg.startswith("Requested node configuration is not available: "), msg
     assert " on the 2 node(s) of queue desktops (pool=l40s); " in msg, msg
     assert node_set_problems(replace(big, queue="default"), queues, h100, profile()) == []
