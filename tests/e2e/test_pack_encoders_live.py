@@ -2,7 +2,8 @@
 agent with simulated L40S GPUs held whole by a training job; a transcode-shaped job (a GPU
 share, NVENC only) starts on one of the training job's GPUs, told that GPU and no compute
 share, and runs to its end while the training runs on. A queue's own policy (ADR 0062) keeps
-its video jobs apart until an admin takes it away."""
+its video jobs apart until an admin takes it away; a queue's node set (ADR 0066) keeps its jobs
+on a labelled node."""
 
 from __future__ import annotations
 
@@ -97,6 +98,30 @@ def test_a_queues_shares_run_only_where_gpus_are_shared_its_way(new_cluster: Any
         a.drain("node-1", "no MPS node left")
         (late,) = a.submit(job)
         said = "the policy of queue desktops lets its shares run only where GPUs are shared by mps"
+        wait_for("its Reason", lambda: said in _reason(a, late), 30)
+        assert a.job(late).state == "PENDING"
+        a.cancel(late)
+
+
+def test_a_queues_jobs_run_only_on_its_node_set(new_cluster: Any) -> None:
+    """A queue's nodes (ADR 0066), live: node-1's agent labels it pool=l40s; queue desktops is
+    held to that pool through the API; its jobs land on node-1 only, and with node-1 drained
+    one waits with a Reason that names the set."""
+    c: LocalCluster = new_cluster(agents=1, gpus="1xL40S")
+    c.start_agent(1, "--simulate", "1xL40S", "--label", "pool=l40s")
+    c.wait_nodes(2)
+    job = {"name": "d", "queue": "desktops", "gpus_per_worker": 1, "command": ["true"]}
+    with c.admin() as a:
+        held = a.update_queue("desktops", s.QueueUpdate(nodes={"pool": "l40s"}))
+        assert held.nodes == {"pool": "l40s"}
+        ids = [a.submit(job)[0] for _ in range(2)]
+        for jid in ids:
+            wait_for(f"{jid} ends", lambda j=jid: a.job(j).state in ("SUCCEEDED", "FAILED"), 60)
+            assert a.job(jid).state == "SUCCEEDED"
+            assert [p.node for p in a.job(jid).placement] == ["node-1"]
+        a.drain("node-1", "the L40S pool is out")
+        (late,) = a.submit(job)
+        said = "queue desktops runs its jobs only on nodes labelled pool=l40s (its nodes)"
         wait_for("its Reason", lambda: said in _reason(a, late), 30)
         assert a.job(late).state == "PENDING"
         a.cancel(late)
