@@ -48,6 +48,10 @@ def test_a_job_forecast_of_a_queue_that_used_less_goes_ahead_under_fair_share() 
 
 def test_the_core_records_each_submitted_job_in_the_simulator_too() -> None:
     jobs = [TraceJob(x, spec(x, limit=10.0), t, 10.0) for x, t in (("a", 0.0), ("b", 5.0))]
-    sim = Simulation(cluster_spec(1, 1), profile(), jobs)
+    sim = Simulation(cluster_spec(1, 1), replace(profile(), plan_arrivals=True), jobs)
     sim.run()
     assert [t for t, _ in sim.controller.state.arrivals.recent(5.0)] == [0.0, 5.0]
+    # where no plan forecasts arrivals, none is kept (6 h of a busy cluster's specs)
+    off = Simulation(cluster_spec(1, 1), profile(), jobs)
+    off.run()
+    assert len(off.controller.state.arrivals) == 0

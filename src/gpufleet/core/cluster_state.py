@@ -29,7 +29,9 @@ from gpufleet.scheduler.workspace import Workspace
 
 
 class ClusterState:
-    def __init__(self, half_life_s: float, cluster: ClusterSpec | None = None) -> None:
+    def __init__(
+        self, half_life_s: float, cluster: ClusterSpec | None = None, *, forecast: bool = False
+    ) -> None:
         self.nodes: dict[str, NodeRuntime] = {}
         self.queues: dict[str, QueueSpec] = {}
         self.running: dict[str, RunningJob] = {}
@@ -40,8 +42,10 @@ class ClusterState:
         self.ledger = DecayedUsage(half_life_s)
         # the finished jobs' run times (the estimated starts' run-time predictor)
         self.history = RuntimeHistory()
-        # the jobs submitted over the last hours (the estimated starts' forecast of arrivals)
-        self.arrivals = ArrivalHistory()
+        # the jobs submitted over the last hours (the estimated starts' forecast of arrivals,
+        # Profile.plan_arrivals): kept only where the plan uses them, since a cluster taking
+        # 200 jobs/s would otherwise hold millions of specs for nothing
+        self.arrivals = ArrivalHistory(enabled=forecast)
         # how the estimated starts came out (their calibration and 80 % band)
         self.start_errors = StartErrors()
         # each leaf's last defragmentation move (the store keeps them too: ``DefragMoved``; a

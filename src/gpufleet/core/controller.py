@@ -105,7 +105,7 @@ class Controller:
             raise ValueError(f"launch timeout: {launch_timeout_s:g} s must be above 0")
         self.profile = profile
         self.half_life_s = float(profile.order.half_life_s)
-        self.state = ClusterState(self.half_life_s, cluster)
+        self.state = ClusterState(self.half_life_s, cluster, forecast=profile.plan_arrivals)
         self.jobmaster = JobMaster(
             self.state,
             backoff_base_s=backoff_base_s,

@@ -23,13 +23,16 @@ WINDOW_S = 6 * 3600.0  # the recent past played again as the future
 class ArrivalHistory:
     """The jobs submitted in the last ``window_s`` (a little more: pruned as new ones come)."""
 
-    def __init__(self, window_s: float | None = None) -> None:
+    def __init__(self, window_s: float | None = None, *, enabled: bool = True) -> None:
         self.window_s = WINDOW_S if window_s is None else window_s
+        self.enabled = enabled  # False: nothing is kept (no plan forecasts arrivals)
         self._times: deque[float] = deque()  # in time order
         self._specs: deque[JobSpec] = deque()
 
     def arrived(self, spec: JobSpec, t: float) -> None:
         """A job submitted at ``t`` (in time order, or near it: a late one is put in place)."""
+        if not self.enabled:
+            return
         times, specs = self._times, self._specs
         if not times or t >= times[-1]:
             times.append(t)
