@@ -64,7 +64,7 @@ def one(c: Client, token: str, browser: sync_api.Browser, name: str) -> tuple[fl
         pg.fill("#token", token)
         pg.click("button[type=submit]")
         stuck = time.monotonic() + 120
-        while green(pg.screenshot()) < 0.5:
+        while (png := _shot(pg)) is None or green(png) < 0.5:
             if ready_s is None and c.service(name).ready:
                 ready_s = time.monotonic() - t0
             if time.monotonic() > stuck:
@@ -80,6 +80,15 @@ def one(c: Client, token: str, browser: sync_api.Browser, name: str) -> tuple[fl
     while any(s.name == name for s in c.services()):
         time.sleep(0.2)
     return ready_s, usable
+
+
+def _shot(pg: sync_api.Page) -> bytes | None:
+    """A screenshot; None while Chromium cannot take one (the "starting" page reloads itself
+    every second, and a capture that meets a navigation fails: "Unable to capture screenshot")."""
+    try:
+        return pg.screenshot()
+    except sync_api.Error:
+        return None
 
 
 def pct(xs: list[float], p: float) -> float:
