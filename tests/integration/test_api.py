@@ -94,7 +94,9 @@ def serve(store: Store, data_dir: Path, clock: ManualClock, **config: Any) -> It
                 c.close()
 
 
-def register(agent: AgentClient, node: str, gpus: int = 8) -> None:
+def register(
+    agent: AgentClient, node: str, gpus: int = 8, labels: dict[str, str] | None = None
+) -> None:
     agent.register(
         s.AgentRegister(
             node=node,
@@ -106,6 +108,7 @@ def register(agent: AgentClient, node: str, gpus: int = 8) -> None:
             ],
             cpu_cores=64,
             memory_gib=256,
+            labels=labels or {},
         )
     )
 

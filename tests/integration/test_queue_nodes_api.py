@@ -4,7 +4,7 @@ ever hold is refused at submit in sbatch's words; one that fits there is kept.""
 
 from __future__ import annotations
 
-from test_api import SPEC, Api, refused  # test_api.py sits next to this file
+from test_api import SPEC, Api, refused, register  # test_api.py sits next to this file
 
 from gpufleet.api import schemas as s
 
@@ -25,27 +25,10 @@ def test_a_queues_nodes_are_validated_with_the_bodys_other_problems(api: Api) ->
     assert r.status_code == 200 and r.json()["nodes"] == {}, r.text
 
 
-def _register(api: Api, node: str, pool: str, gpus: int) -> None:
-    api.agent(node).register(
-        s.AgentRegister(
-            node=node,
-            address="127.0.0.1",
-            gpu_model="H100-SXM",
-            gpus=[
-                s.GpuInfo(index=i, uuid=f"GPU-{node}-{i}", model="H100-SXM", memory_mib=81559)
-                for i in range(gpus)
-            ],
-            cpu_cores=64,
-            memory_gib=256,
-            labels={"pool": pool},
-        )
-    )
-
-
 def test_a_job_no_node_of_its_queues_set_could_hold_is_refused_at_submit(api: Api) -> None:
     alice = api.user("alice")
-    _register(api, "big-0", "h100", 8)
-    _register(api, "small-0", "l40s", 2)
+    register(api.agent("big-0"), "big-0", 8, labels={"pool": "h100"})
+    register(api.agent("small-0"), "small-0", 2, labels={"pool": "l40s"})
     api.admin.update_queue("desktops", s.QueueUpdate(nodes={"pool": "l40s"}))
     four = {**SPEC, "queue": "desktops", "gpus_per_worker": 4}
     msg = refused(422, lambda: alice.submit(four))
