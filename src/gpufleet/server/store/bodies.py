@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import sqlalchemy as sa
 
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.model.job_end import JobEnd
-from gpufleet.server.store.codec import allocation_from_list, spec_from_dict
+from gpufleet.server.store.codec import allocation_from_list, in_row_queue, spec_from_dict
 from gpufleet.server.store.records import StoredJob
 from gpufleet.server.store.schema import jobs
 
@@ -94,9 +94,7 @@ def _build(
     stored and the mutable columns of ``stamp`` (in ``MUTABLE``'s order), decoded."""
     job_id, seq, submitted, deps, array_id, array_index = fixed
     state, attempt, retries, start, end, ended, eligible, attained, alloc, borrowing, queue = stamp
-    if queue != spec.queue and queue in spec.queues:
-        # a job of several queues started in another than its spec names: the row's queue
-        spec = replace(spec, queue=queue)
+    spec = in_row_queue(spec, queue)
     how = None if ended is None or ended == "null" else JobEnd.from_dict(_json(ended))
     return StoredJob(
         job_id, seq, spec, _STATES[state], attempt, retries, submitted, start, end, eligible,

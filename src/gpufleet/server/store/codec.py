@@ -9,6 +9,7 @@ still load; an unknown key is refused, since it means a newer writer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from gpufleet.model.allocation import Allocation, Placement
@@ -145,6 +146,14 @@ def _alloc_to_dict(spec: JobSpec) -> dict[str, Any]:
         value = getattr(spec, key)
         out[key] = list(value) if isinstance(value, tuple) else value
     return out
+
+
+def in_row_queue(spec: JobSpec, queue: str) -> JobSpec:
+    """``spec`` as its row says it runs: a job of several queues started in another than its
+    spec names carries the row's queue."""
+    if queue != spec.queue and queue in spec.queues:
+        return replace(spec, queue=queue)
+    return spec
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:

@@ -16,6 +16,7 @@ from gpufleet.server.store.bodies import BODY, KEY, STAMP, Bodies, Body
 from gpufleet.server.store.codec import (
     allocation_from_list,
     allocation_to_list,
+    in_row_queue,
     spec_from_dict,
     spec_to_dict,
 )
@@ -419,14 +420,10 @@ def events(conn: sa.Connection, job_id: str) -> list[JobEvent]:
 
 def _stored(r: sa.Row[Any]) -> StoredJob:
     """A row as read."""
-    spec = spec_from_dict(r.spec)
-    if r.queue != spec.queue and r.queue in spec.queues:
-        # a job of several queues started in another than its spec names: the row's queue
-        spec = replace(spec, queue=r.queue)
     return StoredJob(
         r.id,
         r.seq,
-        spec,
+        in_row_queue(spec_from_dict(r.spec), r.queue),
         JobState(r.state),
         r.attempt,
         r.retries_used,
