@@ -95,12 +95,8 @@ def test_a_queues_shares_run_only_where_gpus_are_shared_its_way(new_cluster: Any
             assert [p.node for p in a.job(jid).placement] == ["node-1"]
             wait_for(f"{jid}'s log", lambda j=jid: a.logs(j).complete, 30)
             assert a.logs(jid).data == "25\n"  # its SM share, as MPS tells it
-        a.drain("node-1", "no MPS node left")
-        (late,) = a.submit(job)
         said = "the policy of queue desktops lets its shares run only where GPUs are shared by mps"
-        wait_for("its Reason", lambda: said in _reason(a, late), 30)
-        assert a.job(late).state == "PENDING"
-        a.cancel(late)
+        _drained_one_waits(a, "node-1", "no MPS node left", job, said)
 
 
 def test_a_queues_jobs_run_only_on_its_node_set(new_cluster: Any) -> None:
@@ -119,9 +115,14 @@ def test_a_queues_jobs_run_only_on_its_node_set(new_cluster: Any) -> None:
             wait_for(f"{jid} ends", lambda j=jid: a.job(j).state in ("SUCCEEDED", "FAILED"), 60)
             assert a.job(jid).state == "SUCCEEDED"
             assert [p.node for p in a.job(jid).placement] == ["node-1"]
-        a.drain("node-1", "the L40S pool is out")
-        (late,) = a.submit(job)
         said = "queue desktops runs its jobs only on nodes labelled pool=l40s (its nodes)"
-        wait_for("its Reason", lambda: said in _reason(a, late), 30)
-        assert a.job(late).state == "PENDING"
-        a.cancel(late)
+        _drained_one_waits(a, "node-1", "the L40S pool is out", job, said)
+
+
+def _drained_one_waits(a: Any, node: str, why: str, job: dict[str, Any], said: str) -> None:
+    """``node`` drained, one more ``job`` waits, told ``said``; then it is cancelled."""
+    a.drain(node, why)
+    (late,) = a.submit(job)
+    wait_for("its Reason", lambda: said in _reason(a, late), 30)
+    assert a.job(late).state == "PENDING"
+    a.cancel(late)
