@@ -119,6 +119,7 @@ class Agent:
         self._wake_ship = threading.Event()
         # the commands' poll found the controller gone or another leading: heartbeat now
         self._wake_heartbeat = threading.Event()
+        self._wake_tick = threading.Event()  # a command acted on: an idle tick loop wakes
         self._threads: list[threading.Thread] = []
         self._failing: set[str] = set()  # what is failing now (logged once, not every retry)
         # the node's fencing watchdog (run_agent starts it): it reads the lease we publish
@@ -145,6 +146,8 @@ class Agent:
 
     def _do(self, actions: list[Action]) -> None:
         """Carry out the state's actions (the caller holds the lock)."""
+        if actions:
+            self._wake_tick.set()
         for a in actions:
             if isinstance(a, Launch):
                 self._feed(self._launch(a.cmd))
@@ -448,15 +451,13 @@ class Agent:
             self._threads.append(t)
 
     def run(self, stop: threading.Event, until: float | None = None) -> None:
-        """Tick until ``stop`` is set (or ``until`` on the agent's clock)."""
-        while not stop.wait(self.config.tick_s) and not self._stop.is_set():
-            try:
-                self.tick_once()
-                self._ok("tick")
-            except Exception as e:  # a failed tick is retried at the next one
-                self._crashed("tick", e)
-            if until is not None and self.clock.now() >= until:
-                break
+        """Tick until ``stop`` is set (or ``until`` on the agent's clock): ``loops.ticks``."""
+        loops.ticks(self, stop, until)
+
+    def idle(self) -> bool:
+        """Nothing here for a tick to watch: no task (nor its probes), no heal step."""
+        with self._lock:
+            return not self.runner.live() and not len(self.probes) and self.healer.idle()
 
     def _crashed(self, what: str, e: Exception) -> None:
         """An unexpected exception in a loop: logged (with its traceback the first time) and

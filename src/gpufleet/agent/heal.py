@@ -52,6 +52,7 @@ class HealWorker:
         # (epoch, round, step, peer) taken: the outbox delivers at least once
         self._seen: set[tuple[int, int, str, str]] = set()
         self._stress = False
+        self._steps = 0  # ordered and not yet answered
         self._lock = threading.Lock()
 
     def order(self, cmd: AgentCommand) -> None:
@@ -60,8 +61,13 @@ class HealWorker:
             if key in self._seen:
                 return  # a redelivery: it runs, or ran, once
             self._seen.add(key)
+            self._steps += 1
         log.warning("heal: %s (round %d) ordered", cmd.step, cmd.attempt)
         self._pool.submit(self._run, cmd)
+        self.agent._wake_tick.set()
+
+    def idle(self) -> bool:
+        return self._steps == 0
 
     def load(self, base: Mapping[int, float]) -> Mapping[int, float]:
         """The GPUs' load: every GPU at full load while the burn-in stresses them."""
@@ -87,6 +93,8 @@ class HealWorker:
             ok, detail = False, f"the agent failed: {type(e).__name__}: {e}"
         finally:
             self._stress = False
+            with self._lock:
+                self._steps -= 1
         log.warning(
             "heal: %s (round %d) %s: %s",
             cmd.step,

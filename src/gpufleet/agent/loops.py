@@ -1,4 +1,5 @@
-"""The agent's three I/O threads, each a loop around one of its ``*_once`` steps.
+"""The agent's three I/O threads, each a loop around one of its ``*_once`` steps, and its tick
+loop (the caller's thread).
 
 Every loop survives any exception (logged once, then retried with a back-off), so no thread of
 the agent ever dies of one; each waits on the agent's stop event, never a bare sleep.
@@ -6,6 +7,7 @@ the agent ever dies of one; each waits on the agent's stop event, never a bare s
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 import httpx
@@ -17,6 +19,47 @@ if TYPE_CHECKING:
     from gpufleet.agent.agent import Agent
 
 BACKOFF_MAX_S = 5.0
+# the tick's pace while nothing runs on the node: what a tick watches (tasks' exits, kills'
+# grace, probes, a heal step's load) comes only with a command, which wakes the loop at once
+IDLE_TICK_S = 0.5
+IDLE_SHIP_S = 1.0  # the shipper's pace with nothing to ship and nothing running
+
+
+class StopEvent(threading.Event):
+    """The agent's stop (``run_agent``'s): set, it also wakes a tick loop sleeping while idle."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        super().__init__()
+        self._wake = wake
+
+    def set(self) -> None:
+        super().set()
+        self._wake.set()
+
+
+def ticks(agent: Agent, stop: threading.Event, until: float | None) -> None:
+    """Tick every ``tick_s`` until ``stop`` (or ``until`` on the agent's clock); while the node
+    is idle (``Agent.idle``) every ``IDLE_TICK_S``, woken by the next command acted on: ten
+    ticks a second were a third of an idle agent's CPU. A plain Event for ``stop`` (it cannot
+    wake an idle wait) keeps every tick."""
+    wakeable = isinstance(stop, StopEvent)
+    while not agent._stop.is_set():
+        if wakeable and agent.idle():
+            agent._wake_tick.wait(max(IDLE_TICK_S, agent.config.tick_s))
+            agent._wake_tick.clear()
+            if stop.is_set():
+                break
+        elif stop.wait(agent.config.tick_s):
+            break
+        if agent._stop.is_set():
+            break
+        try:
+            agent.tick_once()
+            agent._ok("tick")
+        except Exception as e:  # a failed tick is retried at the next one
+            agent._crashed("tick", e)
+        if until is not None and agent.clock.now() >= until:
+            break
 
 
 def heartbeat(agent: Agent) -> None:
@@ -68,7 +111,14 @@ def shipping(agent: Agent) -> None:
             shipped = False
         if shipped:
             backoff.reset()
-            agent._wake_ship.wait(0.25)  # new log bytes are picked up at this pace
+            # new log bytes are picked up at this pace; an idle node makes none (its events,
+            # a heal step's answer, wake the loop), and its four wakes a second cost CPU
+            agent._wake_ship.wait(IDLE_SHIP_S if _quiet(agent) else 0.25)
         else:
             agent._stop.wait(backoff.next())
         agent._wake_ship.clear()
+
+
+def _quiet(agent: Agent) -> bool:
+    """Nothing that could leave something to ship: no task, log tail or node command."""
+    return agent.idle() and not agent.logs.pending() and not agent.node_commands.running()

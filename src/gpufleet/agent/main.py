@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from gpufleet.agent import access, bootid, sharing, slurmbin
+from gpufleet.agent import access, bootid, loops, sharing, slurmbin
 from gpufleet.agent.agent import Agent
 from gpufleet.agent.config import AgentConfig
 from gpufleet.agent.gpu import GpuBackend
@@ -139,7 +139,8 @@ def run_agent(
     # fencing that does not need this process to be alive (or awake): its own process
     agent.watchdog = WatchdogHandle(data)
     agent.watchdog.start(_take_over(agent, data, Path(boot_id_file)))
-    stop, handoff = stop or threading.Event(), threading.Event()
+    # a stop that wakes the tick loop where it sleeps while the node is idle
+    stop, handoff = stop or loops.StopEvent(agent._wake_tick), threading.Event()
     _stop_on_signals(stop, handoff)
     restart = _restart_on_request(agent, stop, handoff)
     log.info("agent %s → %s (%d GPUs)", node_name, controller_url, len(agent.gpus))

@@ -58,6 +58,10 @@ class NodeCommands:
         self._lock = threading.Lock()
         self._threads: dict[str, threading.Thread] = {}
 
+    def running(self) -> bool:
+        """Whether a command runs now (its result is written when it ends)."""
+        return any(t.is_alive() for t in list(self._threads.values()))
+
     def _path(self, cid: str, ext: str) -> Path:
         return self.dir / f"{cid}.{ext}"
 

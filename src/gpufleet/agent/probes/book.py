@@ -226,6 +226,9 @@ class Probes:
     def __contains__(self, key: Key) -> bool:
         return key in self._targets
 
+    def __len__(self) -> int:
+        return len(self._targets)
+
     def remove(self, key: Key) -> None:
         """The replica exited (or was killed): its probes stop; a result still in flight is
         dropped when it comes."""
