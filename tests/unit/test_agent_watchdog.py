@@ -7,7 +7,7 @@ import os
 import signal
 from pathlib import Path
 
-from gpufleet.agent.watchdog import Fence, Lease, read_lease, write_lease
+from gpufleet.agent.watchdog import IDLE_WAIT_S, Fence, Lease, quiet_for, read_lease, write_lease
 
 A, B = (100, 1.0), (200, 2.0)  # (process group, create time)
 
@@ -15,6 +15,18 @@ A, B = (100, 1.0), (200, 2.0)  # (process group, create time)
 def test_nothing_happens_while_the_lease_holds() -> None:
     f = Fence()
     assert f.step(9.9, Lease(10.0, 2.0), {A, B}) == []
+
+
+def test_a_live_agent_s_watchdog_sleeps_until_its_lease_ends_at_most_a_second() -> None:
+    f = Fence()
+    assert quiet_for(9.5, Lease(10.0, 2.0), False, f) == 0.5  # wakes at the deadline itself
+    assert quiet_for(0.0, Lease(10.0, 2.0), False, f) == IDLE_WAIT_S
+    # polled instead: no lease on the pipe yet, lapsed, its agent gone, or a task being fenced
+    assert quiet_for(0.0, None, False, f) is None
+    assert quiet_for(10.0, Lease(10.0, 2.0), False, f) is None
+    assert quiet_for(0.0, Lease(10.0, 2.0), True, f) is None
+    f.step(10.0, Lease(10.0, 2.0), {A})
+    assert quiet_for(11.0, Lease(20.0, 2.0), False, f) is None
 
 
 def test_a_lapsed_lease_terms_every_task_then_kills_after_the_grace() -> None:

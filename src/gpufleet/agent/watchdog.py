@@ -53,6 +53,10 @@ log = logging.getLogger("gpufleet.agent.watchdog")
 
 LEASE_FILE = "lease.json"
 STEP_S = 0.1  # how often the lease is read: part of the controller's kill margin
+# while the agent lives and its lease holds, nothing can happen before the lease's end or the
+# agent's next line: the watchdog sleeps on its pipe until then (at most this long), not
+# STEP_S at a time (10 wakes a second on every node, most of an idle watchdog's CPU)
+IDLE_WAIT_S = 1.0
 _PIDFILE = re.compile(r"rank(\d+)\.pid")
 
 Ident = tuple[int, float]  # (process group id = the task leader's pid, its create time)
@@ -291,7 +295,23 @@ def run(data_dir: Path, agent_pid: int | None, control_fd: int = 0) -> int:
         if gone and not fence.kill_at and not tasks:
             log.info("the agent is gone and nothing it left runs: exiting")
             return 0
-        time.sleep(STEP_S)
+        wait = quiet_for(now, pipe.lease, gone, fence)
+        if wait is None:
+            time.sleep(STEP_S)
+        else:  # woken early by the agent's next line (a renewal, stop) or its end of file
+            select.select([control_fd], [], [], wait)
+
+
+def quiet_for(now: float, lease: Lease | None, gone: bool, fence: Fence) -> float | None:
+    """How long nothing can happen but a line on the pipe: while the agent lives, has sent a
+    lease on the pipe and nothing is being fenced, until that lease's end (the pipe keeps the
+    latest; the lease file can only make the deadline later), at most ``IDLE_WAIT_S``.
+    None: poll every ``STEP_S`` (the agent is gone and another may take the node over
+    through the lease file, or tasks are being fenced)."""
+    if gone or fence.kill_at or fence.lapsed(now, lease):
+        return None
+    assert lease is not None
+    return min(lease.until - now, IDLE_WAIT_S)
 
 
 class WatchdogHandle:
