@@ -172,8 +172,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.window is not None:
         arrivals_module.WINDOW_S = args.window * 3600.0
-    how = (args.trace, args.jobs, args.sample, args.seed, args.order, args.per_node, args.arrivals)
-    how = (*how, args.big_per_node)
+    flags = (args.per_node, args.arrivals, args.big_per_node)
+    how = (args.trace, args.jobs, args.sample, args.seed, args.order, *flags)
     if args.parts > 1:
         with multiprocessing.get_context("fork").Pool(args.parts) as pool:
             m = merged(pool.starmap(measure, [(*how, (k, args.parts)) for k in range(args.parts)]))
