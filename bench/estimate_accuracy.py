@@ -27,6 +27,8 @@ backfill holds a reservation: the ``reserved`` row is that figure on the same re
 ``slurm-like`` line says how many of the jobs it covers. ``--order`` replays another order
 (``bench/estimate_plot.py`` runs several and plots their errors). ``--per-node`` plans a job of
 several GPUs per worker per node (``Profile.plan_per_node``, off by default: worse here, see
+BENCHMARKS.md); ``--big-per-node`` plans only those per node, the 1-GPU jobs counted over the
+cluster and put on no node (``Profile.plan_big_per_node``, off by default: its p90 misses, see
 BENCHMARKS.md); ``--arrivals`` plays the jobs forecast to arrive with them
 (``Profile.plan_arrivals``, ``scheduler/arrivals``: the last ``--window`` hours again; off by
 default); ``--no-per-node``/``--no-arrivals`` force them off. ``--parts N`` splits the sampled
@@ -34,7 +36,7 @@ jobs over N processes, each replaying the whole trace (the same estimates; each 
 band learns only from its own part's, so the band's figure is not the one-process run's).
 
     .venv/bin/python bench/estimate_accuracy.py [--jobs N] [--sample F [--seed S]] [--order O]
-        [--per-node] [--arrivals [--window H]] [--parts N]
+        [--per-node | --big-per-node] [--arrivals [--window H]] [--parts N]
 """
 
 from __future__ import annotations
@@ -146,6 +148,12 @@ def main() -> int:
         "the profile's)",
     )
     ap.add_argument(
+        "--big-per-node",
+        action=argparse.BooleanOptionalAction,
+        help="plan only jobs of several whole GPUs per worker per node, 1-GPU jobs over the "
+        "cluster (Profile.plan_big_per_node; default: the profile's)",
+    )
+    ap.add_argument(
         "--arrivals",
         action=argparse.BooleanOptionalAction,
         help="plan with the jobs forecast to arrive (Profile.plan_arrivals; default: the "
@@ -164,7 +172,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.window is not None:
         arrivals_module.WINDOW_S = args.window * 3600.0
-    how = (args.trace, args.jobs, args.sample, args.seed, args.order, args.per_node, args.arrivals)
+    flags = (args.per_node, args.arrivals, args.big_per_node)
+    how = (args.trace, args.jobs, args.sample, args.seed, args.order, *flags)
     if args.parts > 1:
         with multiprocessing.get_context("fork").Pool(args.parts) as pool:
             m = merged(pool.starmap(measure, [(*how, (k, args.parts)) for k in range(args.parts)]))
@@ -200,6 +209,7 @@ def measure(
     order: str,
     per_node: bool | None = None,
     arrivals: bool | None = None,
+    big_per_node: bool | None = None,
     part: tuple[int, int] = (0, 1),
 ) -> Measured:
     """One replay reading the sampled jobs' first estimates (see the module's docstring)."""
@@ -210,6 +220,8 @@ def measure(
         profile = replace(profile, plan_per_node=per_node)
     if arrivals is not None:
         profile = replace(profile, plan_arrivals=arrivals)
+    if big_per_node is not None:
+        profile = replace(profile, plan_big_per_node=big_per_node)
     asked = {j.id for j in jobs if sampled(j.id, sample, seed) and in_part(j.id, *part)}
     # id → (estimate, bound, band low, band high)
     told: dict[str, tuple[float | None, str, float | None, float | None]] = {}

@@ -62,7 +62,7 @@ def test_a_probe_releases_what_if_and_leaves_the_room_as_it_was() -> None:
     assert room.free == [4 * G, 6 * G, 0] and not room.fits(8, G, 1)
 
 
-def _forward(free: list[int]) -> tuple[Forward, dict[str, float]]:
+def _forward(free: list[int], big_only: bool = False) -> tuple[Forward, dict[str, float]]:
     snap = Snapshot(now=0.0, nodes=(), running=(), pending=())
     runs: dict[str, float] = {}
     fwd = Forward(
@@ -74,6 +74,7 @@ def _forward(free: list[int]) -> tuple[Forward, dict[str, float]]:
         lambda j, t: j.spec.queue,
         lambda j, t, end, q: None,
         NodeRoom(free),
+        big_only,
     )
     return fwd, runs
 
@@ -126,7 +127,34 @@ def test_a_cycle_plans_an_eight_gpu_job_for_when_a_node_is_whole() -> None:
     assert res.reasons["a"].estimated_start == 100.0
     assert res.reasons["a"].start_bound == "reserved"
     assert res.reasons["b"].estimated_start == 200.0
+    big = replace(profile(order="fifo", backfill="easy"), plan_big_per_node=True)
+    assert run_cycle(snap, big).reasons["b"].estimated_start == 200.0  # 8 GPUs a worker
     # the default counts GPUs over the cluster: b (50 s) would end before a's start, on GPUs
     # that are free but on two nodes
     res = run_cycle(snap, profile(order="fifo", backfill="easy"))
     assert res.reasons["b"].estimated_start == 0.0
+
+
+def _one_then_two(big_only: bool, nodes: bool = True) -> dict[str, float]:
+    """2 nodes × 2 GPUs, one GPU busy on n0 until 100 and one on n1 until 300: S (1 GPU, 1,000
+    s) then B (2 GPUs, 50 s)."""
+    fwd, runs = _forward([2 * G, 2 * G], big_only)
+    if not nodes:
+        fwd.nodes = None
+    fwd.hold(-1.0, 100.0, "default", _gpus(1), ((0, G),))
+    fwd.hold(-1.0, 300.0, "default", _gpus(1), ((1, G),))
+    return fwd.play([_job("S", 1, 1000.0, runs), _job("B", 2, 50.0, runs)], 10)
+
+
+def test_only_the_big_jobs_per_node_the_one_gpu_jobs_counted_in_all() -> None:
+    """``big_only``: B needs a whole node, as per node, but S is counted over the cluster and
+    put on no node: B starts when n0's busy GPU ends (100), where per node S, put best fit on
+    n0, keeps it until n1 is whole (300); over the cluster B starts at 100 too."""
+    assert _one_then_two(big_only=True) == {"S": 0.0, "B": 100.0}
+    assert _one_then_two(big_only=False) == {"S": 0.0, "B": 300.0}
+    assert _one_then_two(big_only=False, nodes=False) == {"S": 0.0, "B": 100.0}
+    # and the whole-node job waits for a whole node where the count over the cluster has room
+    fwd, runs = _forward([2 * G, 2 * G], big_only=True)
+    fwd.hold(-1.0, 100.0, "default", _gpus(1), ((0, G),))
+    fwd.hold(-1.0, 300.0, "default", _gpus(1), ((1, G),))
+    assert fwd.play([_job("B", 2, 50.0, runs)], 10) == {"B": 100.0}

@@ -427,3 +427,15 @@ def test_estimates_planned_per_node_keep_the_same_rules(scene) -> None:
     check_estimates(snap, res, per_node)
     plain = run_cycle(snap, profile)
     assert decisions(res)[:3] == decisions(plain)[:3]
+
+
+@SETTINGS
+@given(scenes())
+def test_estimates_with_only_the_big_jobs_per_node_keep_the_same_rules(scene) -> None:
+    """``Profile.plan_big_per_node``: only jobs of several whole GPUs a worker planned per node,
+    the rest counted over the cluster; the same rules, the same decisions."""
+    snap, profile = scene
+    big = replace(profile, plan_big_per_node=True)
+    res = run_cycle(snap, big)
+    check_estimates(snap, res, big)
+    assert decisions(res)[:3] == decisions(run_cycle(snap, profile))[:3]

@@ -166,7 +166,9 @@ class StartPlan:
         def on_start(job: PendingJob, t: float, end: float, queue: str) -> None:
             holds.append((t, end, queue, job.spec.total_resources))
 
-        nodes, index = room_of(snap.nodes) if self.profile.plan_per_node else (None, {})
+        prof = self.profile
+        per_node = prof.plan_per_node or prof.plan_big_per_node
+        nodes, index = room_of(snap.nodes) if per_node else (None, {})
         fwd = Forward(
             snap,
             usage,
@@ -176,6 +178,7 @@ class StartPlan:
             admits,
             on_start,
             nodes,
+            big_only=not prof.plan_per_node,
         )
         for (start, end, queue, need), alloc in zip(holds, where, strict=True):
             fwd.hold(start, end, queue, need, takes_of(alloc, index))

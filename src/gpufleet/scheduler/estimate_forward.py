@@ -44,7 +44,8 @@ class Forward:
     reservation's job). ``end_of(job, start)`` is a job's predicted end, ``admits(job, t)`` its
     queue's quota at ``t`` (the queue it would start in, or None). ``nodes``: each node's free
     GPUs, where the holds' ``takes`` are counted and the planned starts placed (None: GPUs over
-    the cluster only)."""
+    the cluster only); ``big_only``: only the planned starts of several whole GPUs a worker are
+    placed there (and kept off a wall's nodes), the others counted over the cluster only."""
 
     def __init__(
         self,
@@ -56,8 +57,10 @@ class Forward:
         admits: Callable[[PendingJob, float], str | None],
         started: Callable[[PendingJob, float, float, str], None],
         nodes: NodeRoom | None = None,
+        big_only: bool = False,
     ) -> None:
         self.snap, self.usage, self.shares, self.cap = snap, usage, shares, cap
+        self.big_only = big_only
         self.end_of, self.admits, self.started = end_of, admits, started
         self.free = cap
         self.nodes = nodes
@@ -283,8 +286,10 @@ class Forward:
         if any(need > w.room for w in over):
             return False
         nodes = self.nodes
+        if nodes is not None and self.big_only and not node_checked(*shape_of(job)[:2]):
+            nodes = None  # counted over the cluster, not placed
         avoid: frozenset[int] = frozenset().union(*(w.fenced for w in over))
-        shape = (spec.gpus_per_worker, spec.gpu_milli, spec.workers)
+        shape = shape_of(job)
         if nodes is not None and not nodes.fits(*shape, avoid):
             return False
         queue = self.admits(job, t)
@@ -347,3 +352,9 @@ class Forward:
                 fenced = probe.pick(spec.gpus_per_worker, spec.workers)
                 return Wall(at, float(free - need), fenced)
         return Wall(INF, 0.0)
+
+
+def shape_of(job: PendingJob) -> tuple[int, int, int]:
+    """GPUs a worker, GPU milli each, workers."""
+    spec = job.spec
+    return spec.gpus_per_worker, spec.gpu_milli, spec.workers

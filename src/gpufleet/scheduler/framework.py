@@ -294,6 +294,10 @@ class Profile:
     # off (the default): GPUs counted over the cluster. Off because on Philly it is worse with
     # arrivals (BENCHMARKS.md, issue 24), though faithful without them
     plan_per_node: bool = False
+    # estimated starts: only a job of several whole GPUs per worker planned per node (its start
+    # and, blocked, its shadow and wall); 1-GPU jobs and shares counted over the cluster, not
+    # placed (estimate_nodes). Off: as plan_per_node says
+    plan_big_per_node: bool = False
     # estimated starts: the jobs to come forecast from the recent arrivals (scheduler/arrivals)
     # and played with the pending ones; off: only the pending jobs are planned. Off until it is
     # measured on both Philly slices with plan_per_node (BENCHMARKS.md, issue 24)
