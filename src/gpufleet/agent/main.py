@@ -139,8 +139,7 @@ def run_agent(
     # fencing that does not need this process to be alive (or awake): its own process
     agent.watchdog = WatchdogHandle(data)
     agent.watchdog.start(_take_over(agent, data, Path(boot_id_file)))
-    # a stop that wakes the tick loop where it sleeps while the node is idle
-    stop, handoff = stop or loops.StopEvent(agent._wake_tick), threading.Event()
+    stop, handoff = stop or loops.StopEvent(agent._wake_tick), threading.Event()  # wakes ticks
     _stop_on_signals(stop, handoff)
     restart = _restart_on_request(agent, stop, handoff)
     log.info("agent %s → %s (%d GPUs)", node_name, controller_url, len(agent.gpus))
