@@ -79,8 +79,9 @@ def test_the_readmes_high_availability_commands_work_as_written(
             wait_until("the job done", lambda: str(c.job(jid).state).endswith("SUCCEEDED"), 60)
         # the services' proxy, its own process, outlived the failover and follows the new leader
         gateway_log = tmp_path / "gateway.log"
+        new = f"following the leading controller at {urls[1 - leader]}"
         wait_until("the gateway following the new leader",
-                   lambda: "answers again" in gateway_log.read_text(), 30)  # fmt: skip
+                   lambda: new in gateway_log.read_text(), 60)  # fmt: skip
         assert "Traceback" not in gateway_log.read_text(), gateway_log.read_text()
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):

@@ -90,3 +90,26 @@ def test_a_new_leader_never_answers_an_empty_set_while_its_first_routes_are_on_t
     assert answerable(first, "old-leader", 7, coming=True)  # this process's first set
     assert not answerable(first, first.instance, first.version, coming=True)  # nothing newer
     assert answerable(first, first.instance, first.version - 1, coming=True)
+
+
+def test_the_gateway_says_which_controller_it_follows_each_time_that_changes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A failover the transport rides out raises nothing in the follower: the log still says
+    the syncs now reach another controller (what an operator, and the HA README test, read)."""
+    from types import SimpleNamespace
+
+    from gpufleet.ops.gatewayd import Follower
+
+    transport = SimpleNamespace(current="http://a:1")
+    f = Follower(transport, gateway=None)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="gpufleet"):
+        f._say_whom()
+        f._say_whom()  # the same: said once
+        transport.current = "http://b:2"
+        f._say_whom()
+    said = [r.getMessage() for r in caplog.records if "following the leading" in r.getMessage()]
+    assert said == [
+        "following the leading controller at http://a:1",
+        "following the leading controller at http://b:2",
+    ]

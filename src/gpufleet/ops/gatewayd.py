@@ -58,6 +58,7 @@ class Follower:
     applied: int = 0  # of that process: the newest set the proxy serves
     serving: list[ServiceRoute] = field(default_factory=list)
     syncs: int = 0
+    following: str = ""  # the controller the last sync reached (said in the log when it changes)
 
     def sync_once(self) -> None:
         stats = {
@@ -97,6 +98,14 @@ class Follower:
             log.info("serving %d service(s), version %d", len(routes), self.version)
         self.applied = self.version
 
+    def _say_whom(self) -> None:
+        """Which controller the syncs reach, once each time it changes: a failover the
+        transport rode out within its patience raised nothing here, yet the leader changed."""
+        url = str(getattr(self.transport, "current", "") or "")
+        if url and url != self.following:
+            self.following = url
+            log.warning("following the leading controller at %s", url)
+
     def run(self, stop: threading.Event) -> None:
         failing = ""
         while not stop.is_set():
@@ -105,6 +114,7 @@ class Follower:
                 if failing:
                     log.warning("the controller answers again: following it")
                 failing = ""
+                self._say_whom()
             except Exception as e:  # no leader yet, httpx's errors, a refused config
                 why = f"{type(e).__name__}: {e}"
                 if why != failing:  # once per kind of failure, not every retry
