@@ -37,7 +37,7 @@ from gpufleet.ops.localcluster import LocalCluster, wait_until
 
 RUNNING = 16  # one-GPU jobs that run through the whole window (2 agents × 8 GPUs)
 PROBE_EVERY_S = 0.2
-LEASE_S = 7.5  # LocalCluster's lease for a heartbeat every second
+LEASE_S = 3.0  # three heartbeats (every second): a heartbeat answered 2 s late lapses it
 
 
 @dataclass
