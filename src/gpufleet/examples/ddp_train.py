@@ -111,4 +111,11 @@ def _args(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     a = _args(sys.argv[1:])
-    sys.exit(main(a.steps, a.step_s, a.checkpoint_every))
+    rc = main(a.steps, a.step_s, a.checkpoint_every)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # the process group is destroyed and every line written: skip the interpreter's teardown,
+    # where torch's and gloo's C++ objects are destroyed in an order that can abort the
+    # process ("terminate called without an active exception", exit 134: seen in CI after the
+    # final loss, barrier and destroy_process_group notwithstanding)
+    os._exit(rc)
