@@ -66,11 +66,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     r = measure(a.agents, a.seconds)
-    if a.json:
-        print(json.dumps(r))
-        return
-    for k, v in r.items():
-        print(f"{k:>13}: {v}")
+    print(json.dumps(r) if a.json else "\n".join(f"{k:>13}: {v}" for k, v in r.items()))
 
 
 if __name__ == "__main__":
