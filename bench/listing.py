@@ -178,8 +178,8 @@ def measure(
     every job ``rounds`` times and the probe has had its heartbeats answered across two of the
     agents' leases (``2 × lease / PROBE_EVERY_S``), whichever comes later; else after
     ``seconds``."""
-    # the controller's default scheduling interval (5 s), LocalCluster's lease and grace for
-    # a heartbeat every second
+    # the controller's default scheduling interval (5 s); a heartbeat every second, a lease of
+    # three (LEASE_S) and a grace no listing should ever come near
     lc = LocalCluster(
         tmp,
         agents=2,
