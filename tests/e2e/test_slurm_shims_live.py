@@ -105,7 +105,12 @@ def test_sbatch_squeue_scancel_sacct(
     sh(env, "scancel", waiting, huge)
     wait_for("cancelled", lambda: sacct_state(env, waiting).startswith("CANCELLED") or None, 30)
     assert sacct_state(env, huge).startswith("CANCELLED")
-    bad = sh(env, "scancel", "999999", ok=False)
+    # a job no one knows, or one that ended: as Slurm 22.05's scancel, exit 0, said only with -v
+    for quiet in (sh(env, "scancel", "999999"), sh(env, "scancel", done)):
+        assert quiet.stderr == "", quiet.stderr
+    loud = sh(env, "scancel", "-v", "999999")
+    assert loud.stderr.startswith("scancel: error: Kill job error on job 999999"), loud.stderr
+    bad = sh(env, "scancel", "not-a-job", ok=False)
     assert bad.returncode == 1 and bad.stderr.startswith("scancel: error: "), bad.stderr
 
 

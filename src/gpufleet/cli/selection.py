@@ -76,11 +76,14 @@ def cancel(
     wanted: set[str] | None,
     any_state: bool = False,
     report: Report,
+    gone: Report | None = None,
 ) -> tuple[list[Any], int]:
     """Cancel as scancel does: ids (an array's id cancels its tasks still to end, ``ID_N`` one
     task), or every job still to end that ``-u``/``-n``/``-t`` select (with ids: only those that
     match); ``any_state``: ``-t all`` was given (``wanted`` is None then). (the jobs as cancelled,
-    how many could not be)."""
+    how many could not be). ``gone``, where given, hears of a job that has ended or that no one
+    knows, which then is no failure: Slurm 22.05's scancel exits 0 on those and names them only
+    with ``-v``."""
     if user is not None or names is not None or wanted is not None or any_state:
         # scancel's filters select among the jobs that have not ended
         keep = {n.strip() for n in names.split(",")} if names is not None else None
@@ -90,7 +93,7 @@ def cancel(
             if (keep is None or j.name in keep) and (wanted is None or j.state in wanted)
         ]
         ids = [i for i in ids if i in set(chosen)] if ids else chosen
-    run = _Cancel(c, report)
+    run = _Cancel(c, report, gone)
     for jid in ids:
         run.cancel(jid)
     return run.done, run.failed
@@ -100,9 +103,10 @@ class _Cancel:
     """One scancel's cancels: what was cancelled, how many could not be, and the jobs still to
     end (listed once, when an array's tasks are first asked for)."""
 
-    def __init__(self, c: Any, report: Report) -> None:
+    def __init__(self, c: Any, report: Report, gone: Report | None = None) -> None:
         self.c = c
         self.report = report
+        self.gone = gone
         self.done: list[Any] = []
         self.failed = 0
         self.listed: list[Any] | None = None
@@ -113,8 +117,7 @@ class _Cancel:
         if sep and head.isdigit() and index.isdigit():  # scancel's ARRAY_INDEX
             found = self.tasks_of(head, int(index))
             if not found:
-                self.failed += 1
-                self.report(f"job {jid}: no such array task still to end")
+                self.refused(jid, "no such array task still to end", 409)
             self.each(found)
             return
         got = self.one(jid, quiet_409=True)
@@ -125,8 +128,7 @@ class _Cancel:
             except ApiError:
                 array = None
             if array != jid or not self.tasks_of(jid):
-                self.failed += 1
-                self.report(f"job {jid}: {str(got).removeprefix(f'{got.status}: ')} ({got.status})")
+                self.refused(jid, str(got).removeprefix(f"{got.status}: "), got.status)
                 return
         elif got is not None:
             self.done.append(got)
@@ -154,9 +156,17 @@ class _Cancel:
                 raise  # not about this job: the caller says what to do
             if quiet_409 and e.status == 409:
                 return e
-            self.failed += 1
-            self.report(f"job {jid}: {str(e).removeprefix(f'{e.status}: ')} ({e.status})")
+            self.refused(jid, str(e).removeprefix(f"{e.status}: "), e.status)
             return None
+
+    def refused(self, jid: str, why: str, status: int) -> None:
+        """A job not cancelled: a failure, but for one gone already (ended, or unknown) where
+        ``gone`` is given."""
+        if self.gone is not None and status in (404, 409):
+            self.gone(f"job {jid}: {why} ({status})")
+            return
+        self.failed += 1
+        self.report(f"job {jid}: {why} ({status})")
 
     def each(self, jids: list[str]) -> None:
         for x in jids:

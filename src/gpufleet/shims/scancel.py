@@ -1,12 +1,18 @@
 """``scancel`` over gpufleet: job ids (an array's id, ``ID_N``), ``-u``, ``-n``, ``-t``,
-``--me``; silent when it worked, as scancel is."""
+``--me``; silent when it worked, as scancel is. As Slurm 22.05's, a job that has ended or that
+no one knows is no error: nothing is said of it (but with ``-v``) and the exit status stays 0
+(seen with ``/work/shared/tools/slurm_local.sh``: ``scancel 99999; echo $?`` prints 0)."""
 
 from __future__ import annotations
+
+import re
 
 from gpufleet.cli import selection
 from gpufleet.io import slurm_style
 from gpufleet.shims.common import Usage, connect, error, run, users
 from gpufleet.shims.parser import Parser
+
+_JOB_ID = re.compile(r"\d+(_\d+)?")  # a job, or one task of an array (ID_N)
 
 
 def parser() -> Parser:
@@ -18,6 +24,9 @@ def parser() -> Parser:
     p.add_argument("-t", "--state", help="only jobs in these states: PD, R, …")
     p.add_argument("-s", "--signal", help="(not supported: gpufleet cancels the whole job)")
     p.add_argument("-Q", "--quiet", action="store_true", help="no error messages")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="also name jobs that ended or are unknown"
+    )
     return p
 
 
@@ -39,12 +48,21 @@ def main(argv: list[str] | None = None) -> None:
             raise Usage("-u: one user at a time")
         user = next(iter(who)) if who else None
         ids = [i.strip() for x in a.job_ids for i in x.split(",") if i.strip()]
+        for bad in (i for i in ids if not _JOB_ID.fullmatch(i)):
+            job, dot, _ = bad.partition(".")
+            if dot and _JOB_ID.fullmatch(job):
+                raise Usage(f"{bad}: gpufleet cannot cancel one step of a job (scancel {job})")
+            raise Usage(f"Invalid job id {bad}")  # scancel's own words, exit 1
         if not ids and user is None and a.name is None and a.state is None:
             raise Usage("No job identification provided")
         with connect("scancel") as c:
 
             def report(msg: str) -> None:
                 if not a.quiet:
+                    error("scancel", f"Kill job error on {msg}")
+
+            def gone(msg: str) -> None:
+                if a.verbose and not a.quiet:
                     error("scancel", f"Kill job error on {msg}")
 
             _, failed = selection.cancel(
@@ -55,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
                 wanted=wanted,
                 any_state=a.state is not None,
                 report=report,
+                gone=gone,
             )
         return 1 if failed else 0
 
