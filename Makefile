@@ -1,5 +1,8 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-PYTHON ?= python3
+# .venv's interpreter: PYTHON if given, else the fastest CPython 3.11+ this machine has, where it
+# is at least 5 % faster than python3 (bench/interpreter.py, ADR 0068: an optimised build runs
+# the suite's Python 10-20 % faster than pyenv's default one)
+PYTHON ?=
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -10,7 +13,9 @@ STAMP  := $(VENV)/.installed
 # 80 s with pip); pip where uv cannot be had. uv reads no pip configuration, so this machine's
 # local wheels (pip's find-links) are passed on.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	py="$(PYTHON)"; [ -n "$$py" ] || py=$$(python3 bench/interpreter.py --pick) || py=python3; \
+	  echo "make: .venv from $$py"; \
+	  $$py -m venv $(VENV) || { rm -rf $(VENV); python3 -m venv $(VENV); }
 	links=$$($(BIN)/pip config get global.find-links 2>/dev/null || echo "$${PIP_FIND_LINKS:-}"); \
 	uv="$(BIN)/uv pip install -q --python $(BIN)/python $${links:+--find-links $$links}"; \
 	if $(BIN)/pip install -q uv && $$uv -e '.[all,dev]'; then \
