@@ -250,3 +250,29 @@ def test_a_key_with_two_values_or_a_bad_one_is_refused() -> None:
     assert checked(head.replace(b"0b", b"cd"), KEY.encode()) is None
     with pytest.raises(ConfigError, match="a key must be"):
         validate([ServiceRoute("d", 1, SERVICE_TOKEN, (Backend("h", 2, key="NOT-HEX"),))])
+
+
+def test_stopping_the_door_ends_its_open_connections_on_its_own_loop(echo: int) -> None:
+    """A WebSocket spliced through the door when it stops: ended by the stop (the client
+    reads its end), the door's thread gone, nothing left for the garbage collector to end on
+    a closed loop."""
+    port = free_port()
+    door = Door("127.0.0.1", port, echo, KEY)
+    door.start()
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    with s:
+        s.sendall(
+            b"GET /websockify HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\n"
+            + KEY_HEADER.encode()
+            + b": "
+            + KEY.encode()
+            + b"\r\n\r\n"
+        )
+        assert s.recv(4096).startswith(b"HTTP/1.1 101")
+        s.sendall(b"RFB 003.008\n")
+        assert s.recv(64) == b"RFB 003.008\n"
+        door.stop()
+        assert not door._thread.is_alive()
+        assert s.recv(64) == b""  # the door ended the spliced connection

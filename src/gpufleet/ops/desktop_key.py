@@ -75,10 +75,26 @@ class Door:
         )
         self._server = fut.result(10)
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Close the listener, end the connections being served, then the loop and its
+        thread: a connection left pending would be ended by the garbage collector later, its
+        ``finally`` closing a writer on a closed loop."""
+        if not self._thread.is_alive():
+            return
+        ended = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
+        with contextlib.suppress(Exception):
+            ended.result(timeout_s)
         self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        me = asyncio.current_task()
+        serving = [t for t in asyncio.all_tasks() if t is not me]
+        for t in serving:
+            t.cancel()
+        await asyncio.gather(*serving, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
