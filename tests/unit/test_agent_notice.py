@@ -18,22 +18,28 @@ from gpufleet.base.clock import ManualClock
 from gpufleet.model.notice import StopNotice
 from support.waiting import wait_for
 
-# on USR1: note it, and (when asked) write the checkpoint file; on TERM: note it and exit 0
+# on USR1: note it, and (when asked) write the checkpoint file; on TERM: note it and exit 0.
+# The handlers only note the signal and the loop acts on it: a handler raising SystemExit can
+# run nested in the finalizer of the USR1 handler's file (the SIGTERM goes out the moment the
+# USR1 mark exists), where CPython drops the exception silently and the task lives on
 TASK = r"""
 import os, signal, sys, time
 marks, write = sys.argv[1], sys.argv[2] == "write"
-def usr1(*_):
-    open(os.path.join(marks, "usr1"), "a").write("x")
-    if write:
-        open(os.environ["GPUFLEET_CHECKPOINT_FILE"], "w").write("step 7\n")
-def term(*_):
-    open(os.path.join(marks, "term"), "a").write("x")
-    sys.exit(0)
-signal.signal(signal.SIGUSR1, usr1)
-signal.signal(signal.SIGTERM, term)
+got = []
+signal.signal(signal.SIGUSR1, lambda *_: got.append("usr1"))
+signal.signal(signal.SIGTERM, lambda *_: got.append("term"))
 print("ready", flush=True)
 while True:
     time.sleep(0.05)
+    while got:
+        sig = got.pop(0)
+        with open(os.path.join(marks, sig), "a") as f:
+            f.write("x")
+        if sig == "usr1" and write:
+            with open(os.environ["GPUFLEET_CHECKPOINT_FILE"], "w") as f:
+                f.write("step 7\n")
+        if sig == "term":
+            sys.exit(0)
 """
 KEY = ("j1", 1, 0)
 
