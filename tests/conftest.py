@@ -13,6 +13,7 @@ asks for with ``@pytest.mark.requires(...)``).
 
 from __future__ import annotations
 
+import gc
 import os
 import uuid
 from collections.abc import Iterator
@@ -153,6 +154,13 @@ def store(db_url: str) -> Iterator[Any]:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     yield
     grouping.end_unused_session_fixtures(item, nextitem)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the test modules, what they import, the items) lives all session:
+    frozen, the cyclic GC never walks it again. Measured: a worker's CPU 21.0-21.7 → 18.5-19.9
+    s on test_api, test_scheduler_properties and test_cli_jobs (ADR 0069)."""
+    gc.freeze()
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook names the items)

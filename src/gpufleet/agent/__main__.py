@@ -6,6 +6,7 @@ read ``/proc/PID/cmdline``): it comes from ``--token-file`` (mode 0600) or ``$GP
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -200,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
+    # the imports live as long as the process: frozen, the cyclic GC never walks them again
+    gc.collect()
+    gc.freeze()
     try:
         rc = run_agent(
             args.controller,
