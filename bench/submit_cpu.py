@@ -4,17 +4,19 @@ ASGI messages handed to it directly (no socket, no client), the service's turn l
 scheduling them as it does in ``gpufleet controller``. Each job waits on a dependency that never
 ends (as ``bench/ha_failover.py --load``'s), so the pending queue grows as it does there.
 
-    PYTHONPATH=src .venv/bin/python bench/submit_cpu.py [--n 3000] [--pg] [--profile]
+    PYTHONPATH=src .venv/bin/python bench/submit_cpu.py [--n 3000] [--pg] [--profile] [--no-freeze]
 
 ``--pg``: PostgreSQL on localhost (a schema of its own, dropped after), else SQLite
 (``synchronous=off``: the CPU, not the disk's fsync). Prints the process CPU per submission
-(``time.process_time``: this process only, so a loaded host changes it little)."""
+(``time.process_time``: this process only, so a loaded host changes it little). The app's start
+is frozen as the controller freezes it (ADR 0069); ``--no-freeze``: as it was before."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import pstats
 import tempfile
@@ -69,9 +71,12 @@ async def post(app: Any, token: str, i: int, gate: str | None) -> tuple[int, byt
     return int(out["status"]), bytes(out["body"])
 
 
-async def run(url: str, data: Path, n: int, profile: bool) -> None:
+async def run(url: str, data: Path, n: int, profile: bool, freeze: bool = True) -> None:
     store = Store.open(url)
     app = create_app(ServerConfig(data_dir=data, db_url=url), store=store)
+    if freeze:  # as `gpufleet controller` does once its app is built (ADR 0069)
+        gc.collect()
+        gc.freeze()
     async with app.router.lifespan_context(app):
         token = (data / "admin.token").read_text().strip()
         _, body = await post(app, token, -1, None)
@@ -99,18 +104,19 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--pg", action="store_true", help="PostgreSQL on localhost, not SQLite")
     ap.add_argument("--profile", action="store_true", help="cProfile the timed submissions")
+    ap.add_argument("--no-freeze", action="store_true", help="no gc.freeze() after the start")
     args = ap.parse_args()
     data = Path(tempfile.mkdtemp(prefix="gpufleet-submit-cpu-"))
     if not args.pg:
         asyncio.run(run(f"sqlite:///{data}/gpufleet.db?synchronous=off", data, args.n,
-                        args.profile))  # fmt: skip
+                        args.profile, not args.no_freeze))  # fmt: skip
         return
     schema = f"gf_bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG, autocommit=True) as pg:
         pg.execute(f'CREATE SCHEMA "{schema}"')
     try:
         url = f"postgresql+psycopg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
-        asyncio.run(run(url, data, args.n, args.profile))
+        asyncio.run(run(url, data, args.n, args.profile, not args.no_freeze))
     finally:
         with psycopg.connect(PG, autocommit=True) as pg:
             pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
