@@ -5,6 +5,8 @@ The humanised numbers and times here are the CLI's (``cli/output.py`` re-exports
 
 from __future__ import annotations
 
+import re
+
 TYPE_CHECKING = False  # no typing at run time (issue 27)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -13,6 +15,7 @@ if TYPE_CHECKING:
 COLUMNS = ["JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "TIME", "NODES(REASON)"]
 RIGHT = ["GPUS", "TIME"]
 WIDTH = 240  # a pipe's width when COLUMNS is not set (cli/output.py's console)
+_PLAIN = re.compile("[ -\u02ff]*")  # below U+0300, where the combining marks begin
 
 
 def duration(seconds: float | None) -> str:
@@ -79,27 +82,30 @@ def plain_table(
     narrower than the console. None otherwise (rich then prints it). tests/unit/
     test_cli_output.py compares the two."""
     cells = [list(columns)]
+    plain = _PLAIN.fullmatch
     for r in rows:
         if len(r) != len(columns):
             return None
         line = []
         for x in r:
-            if not (x is None or type(x) in (str, int, float)):
+            if x is None:
+                line.append("")
+                continue
+            if type(x) not in (str, int, float):
                 return None  # a rich Text, with its style
-            v = "" if x is None else str(x)
-            if v != v.strip() or not all(" " <= c < "\u0300" and c.isprintable() for c in v):
+            v = x if type(x) is str else str(x)
+            # one cell per character: printable, below the combining marks, no edge spaces
+            if plain(v) is None or not v.isprintable() or v != v.strip():
                 return None
             line.append(v)
         cells.append(line)
-    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
     total = sum(widths) + 3 * (len(widths) - 1)
     if total > width:
         return None  # rich folds the cells
-    on_right = [c in set(right) for c in columns]
+    just = [str.rjust if c in set(right) else str.ljust for c in columns]
 
     def row(r: list[str]) -> str:
-        return "   ".join(
-            v.rjust(w) if rj else v.ljust(w) for v, w, rj in zip(r, widths, on_right, strict=True)
-        )
+        return "   ".join([f(v, w) for f, v, w in zip(just, r, widths, strict=True)])
 
     return "\n".join([row(cells[0]), "\u2500" * total, *(row(r) for r in cells[1:])]) + "\n"
