@@ -231,14 +231,19 @@ def test_the_proxy_presents_the_replicas_key_and_nothing_else_opens_the_door(
     assert httpx.get(direct + "/vnc.html", headers={KEY_HEADER: KEY}).status_code == 200
 
 
+def websocket_upgrade(extra: bytes = b"") -> bytes:
+    """A WebSocket upgrade's request head, with ``extra`` header lines."""
+    return (
+        b"GET /websockify HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+        b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        b"Sec-WebSocket-Version: 13\r\n" + extra + b"\r\n"
+    )
+
+
 def test_a_websocket_straight_to_the_door_without_the_key_is_refused(door: int) -> None:
     s = socket.create_connection(("127.0.0.1", door), timeout=10)
     with s:
-        s.sendall(
-            b"GET /websockify HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-            b"Sec-WebSocket-Version: 13\r\n\r\n"
-        )
+        s.sendall(websocket_upgrade())
         assert s.recv(4096).startswith(b"HTTP/1.1 403")
         assert s.recv(4096) == b""  # and closed
 
@@ -261,15 +266,7 @@ def test_stopping_the_door_ends_its_open_connections_on_its_own_loop(echo: int) 
     door.start()
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     with s:
-        s.sendall(
-            b"GET /websockify HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-            b"Sec-WebSocket-Version: 13\r\n"
-            + KEY_HEADER.encode()
-            + b": "
-            + KEY.encode()
-            + b"\r\n\r\n"
-        )
+        s.sendall(websocket_upgrade(KEY_HEADER.encode() + b": " + KEY.encode() + b"\r\n"))
         assert s.recv(4096).startswith(b"HTTP/1.1 101")
         s.sendall(b"RFB 003.008\n")
         assert s.recv(64) == b"RFB 003.008\n"

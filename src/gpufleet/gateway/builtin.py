@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from gpufleet.base.aiotasks import end_other_tasks
 from gpufleet.gateway import desktop_gate
 from gpufleet.gateway.base import Gateway, ServiceStats
 from gpufleet.gateway.http1 import (
@@ -147,13 +148,7 @@ class BuiltinGateway(Gateway):
                 w.close()
         self.listeners.clear()
         self.pool.clear()
-        # the connections still open end here, on their loop: a handler left pending would be
-        # collected after the loop closed, its cleanup then raising wherever the collector ran
-        me = asyncio.current_task()
-        pending = [t for t in asyncio.all_tasks() if t is not me]
-        for t in pending:
-            t.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await end_other_tasks()  # the connections still open end here, on their loop
 
     async def _apply(self, services: list[ServiceRoute]) -> None:
         # open every new listener first: a port that cannot be bound leaves the old set serving

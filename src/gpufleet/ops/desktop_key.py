@@ -16,6 +16,8 @@ import contextlib
 import hmac
 import threading
 
+from gpufleet.base.aiotasks import end_other_tasks
+
 KEY_HEADER = b"x-gpufleet-desktop-key"  # gateway.routes.KEY_HEADER, lowercased
 READY = b"/.gpufleet/ready"
 HEAD_MAX = 16384  # the first request's head (noVNC's are well under 2 KiB)
@@ -90,11 +92,7 @@ class Door:
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-        me = asyncio.current_task()
-        serving = [t for t in asyncio.all_tasks() if t is not me]
-        for t in serving:
-            t.cancel()
-        await asyncio.gather(*serving, return_exceptions=True)
+        await end_other_tasks()  # the connections being served
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
