@@ -141,6 +141,11 @@ class HighAvailability:
             return
         finally:
             self.service.bodies = None  # a rebuild after a failed turn reads it all
+        # no claim counts until the agents have had the time to find us: armed here, as the
+        # first renewal after the election may come once ``started`` is already set (a claim
+        # a standby still holds against a former controller at our address deposed a leader
+        # 0.26 s after its election)
+        self._acting_since = self.service.clock.now()
         self.started = True
         log.warning(
             "leading with epoch %d: state read back from the store in %.2f s (%.2f s of CPU; "
