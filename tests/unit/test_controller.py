@@ -448,6 +448,25 @@ def test_afterok_is_cancelled_when_the_dependency_fails_with_kill_invalid_depend
     assert h.c.jobs["test"].job.ended == JobEnd("DependencyNeverSatisfied", 0, 0)
 
 
+@pytest.mark.parametrize("controller", [False, True])
+def test_a_jobs_own_kill_on_invalid_dep_wins_over_the_controllers(controller: bool) -> None:
+    """sbatch's ``--kill-on-invalid-dep=yes|no``: the job's choice, whatever the controller's
+    ``--kill-invalid-depend`` (which decides for the jobs that make none)."""
+    h = Harness(cluster_spec(1, 8), profile={"kill_invalid_depend": controller})
+    h.submit(0.0, "build", gpus=1)
+    h.start_all(1.0, "build")
+    h.exit(2.0, "build", 0, code=1)
+    after = [("afterok", "build")]
+    for name, own in (("yes", True), ("no", False), ("unset", None)):
+        job = JobSubmitted(name, replace(spec(name), kill_invalid_dep=own), 3.0, tuple(after))
+        h(3.0, job)
+    kill = {"yes": True, "no": False, "unset": controller}
+    for name, killed in kill.items():
+        assert h.state(name) is (S.CANCELLED if killed else S.PENDING), name
+        if not killed:
+            assert h.c.reason(name).code is ReasonCode.DEP_NEVER
+
+
 def test_afterok_waits_through_the_dependencys_retries() -> None:
     h = Harness(cluster_spec(1, 8))
     h.submit(0.0, "build", gpus=1, retries=1)

@@ -110,9 +110,10 @@ class JobBook:
     # ----- the scheduler's queue --------------------------------------------------------
 
     def kills_invalid(self, rec: JobRecord) -> bool:
-        """Whether a dependency of the job's that can never be met ends it (the controller's
-        ``kill_invalid_depend``)."""
-        return self.kill_invalid_depend
+        """Whether a dependency of the job's that can never be met ends it: the job's own
+        ``--kill-on-invalid-dep``, else the controller's ``kill_invalid_depend``."""
+        own = rec.job.spec.kill_invalid_dep
+        return self.kill_invalid_depend if own is None else own
 
     def _view(self, rec: JobRecord) -> PendingJob:
         """Its pending view: a dependency that can never be met first (it waits until its user

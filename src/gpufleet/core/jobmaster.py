@@ -483,9 +483,9 @@ class JobMaster(JobBook):
 
     def _dependency_dead(self, rec: JobRecord, now: float, out: list[Command]) -> bool:
         """Whether the pending job was just ended for an afterok dependency that can never be
-        met: only under Slurm's ``kill_invalid_depend`` (``--kill-invalid-depend``). Otherwise
-        it stays pending, its Reason DependencyNeverSatisfied, until its user cancels it, as
-        Slurm's default (ADR 0072)."""
+        met: only under Slurm's ``kill_invalid_depend`` (``--kill-invalid-depend``, or the
+        job's ``--kill-on-invalid-dep=yes``). Otherwise it stays pending, its Reason
+        DependencyNeverSatisfied, until its user cancels it, as Slurm's default (ADR 0072)."""
         failed = self._deps.failed(rec, self.jobs) if self.kills_invalid(rec) else ""
         if failed:
             self._dequeue(rec)
