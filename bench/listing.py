@@ -265,7 +265,8 @@ def _until_rounds_and_leases(listers: subprocess.Popen[str], probe: Probe, lease
 
 def _fill(user: Client, jobs: int) -> list[str]:
     """``jobs`` jobs in the store, all ended but ``RUNNING`` that run; those running jobs."""
-    # all but the 16 running end at once (CANCELLED: afterok on a cancelled job), so what is
+    # all but the 16 running end at once (CANCELLED: afterok on a cancelled job, which they ask
+    # to be cancelled for, sbatch's --kill-on-invalid-dep=yes, ADR 0072), so what is
     # measured is the listing, not scheduling passes over thousands of pending jobs; in
     # arrays of 1,000 before anything runs: a 10,000-job array is one turn of the loop,
     # which on a loaded 2-core box took longer than the lease
@@ -275,7 +276,7 @@ def _fill(user: Client, jobs: int) -> list[str]:
     (gone,) = user.submit({"name": "gone", "command": ["true"]}, depends_on=[("afterok", blocker)])
     user.cancel(gone)
     user.cancel(blocker)
-    ended = {"name": "ended", "command": ["true"]}
+    ended = {"name": "ended", "command": ["true"], "kill_invalid_dep": True}
     left = jobs - RUNNING - 2  # less the blocker and "gone"
     while left > 0:
         n = min(left, 1000)
