@@ -18,7 +18,8 @@ also writes each slice's CSV there (for the CLI); ``--plot DIR`` draws each slic
 per order (``jct_cdf-SLICE.png``, matplotlib). ``--las-options JSON``: options of the LAS
 orders (``order/las``'s, e.g. ``{"age_limit_s": 540000, "aged_share": 0.35, "min_run_s":
 43200}``, the tail options of issue 24's nov-late figures; ``"aged_by": "remaining"`` and
-``"aged_slack": K`` too, ADR 0056).
+``"aged_slack": K`` too, ADR 0056; ``"fifo_slack"``, ``"fifo_floor_q"``, ``"kept"``, its
+amendment by h-las2).
 
     PYTHONPATH=src .venv/bin/python bench/las_slices.py [--slices A,B] [--checkpoint-on-preempt]
         [--preempt-grace-s G] [--checkpoint-interval S] [--orders las,las-history] [--plot DIR]

@@ -538,12 +538,20 @@ def test_dependencies_afterok_and_afterany(api: Api) -> None:
     )
     assert wait_for("any-a and ok-b launched", lambda: take() >= {any_a, ok_b})
     assert alice.job(a).state == "FAILED" and alice.job(b).state == "SUCCEEDED"
-    j = wait_for("ok-a cancelled", lambda: (j := alice.job(ok_a)).state == "CANCELLED" and j)
-    assert f"dependency afterok:{a} ended FAILED" in j.events[-1].why  # type: ignore[index]
-    assert ok_a not in launched
-    # a dependency on a job that ended badly, submitted afterwards: cancelled at once
+    # ok-a's dependency can never be met: it waits so (Slurm's default, ADR 0072), never
+    # started, with no estimated start, until its user cancels it
+    never = "DependencyNeverSatisfied"
+    j = wait_for("ok-a never", lambda: (j := alice.job(ok_a)).reason.code == never and j)
+    assert j.state == "PENDING" and j.reason is not None
+    assert j.reason.message == f"dependency afterok:{a} ended FAILED: it can never be met"
+    assert j.reason.estimated_start is None
+    # a dependency on a job that ended badly, submitted afterwards: accepted, and waits so
     (late,) = alice.submit(SPEC, depends_on=[("afterok", a)])
-    assert wait_for("late cancelled", lambda: alice.job(late).state == "CANCELLED")
+    assert wait_for("late never", lambda: (r := alice.job(late).reason) and r.code == never)
+    alice.cancel(ok_a)
+    j = wait_for("ok-a cancelled", lambda: (j := alice.job(ok_a)).state == "CANCELLED" and j)
+    assert j.ended is not None and j.ended.reason == never  # as Slurm's Reason= after it
+    assert ok_a not in launched and late not in take()
 
 
 def test_job_events_carry_their_attempt(api: Api) -> None:

@@ -229,6 +229,23 @@ TAIL_OPTIONS = {
     "min_run_s": 43_200.0,
     "aged_by": "remaining",
 }
+# An age limit per job relative to what FIFO would have given it (ADR 0056, amended by
+# h-las2): its deadline is its submission plus the expected backlog ahead of it over the
+# cluster's GPUs plus its own expected run time (at least the 97th percentile of the last 1,000
+# jobs' such spans), plus 4 x the run time it is still expected to need; aged jobs ahead within
+# half the GPUs, nearest done first, only those let ahead kept running, a 3 h exemption. It meets
+# the three targets on nov-late (0.226 x FIFO, 1.456 x SJF, p99 0.998) and on sep (0.161 /
+# 0.925 / 0.961), on a knife's edge (neighbouring settings miss p99 by up to 3 %), and costs the
+# long-jobs slice its mean (vc-7f04ca-2869ce 1.293 -> 1.649 x SJF): not the default.
+FIFO_DEADLINE_OPTIONS = {
+    "fifo_slack": 1.0,
+    "fifo_floor_q": 0.97,
+    "aged_slack": 4.0,
+    "aged_share": 0.5,
+    "aged_by": "remaining",
+    "kept": "admitted",
+    "min_run_s": 10_800.0,
+}
 NOV_LATE = Slice("nov-late", "2017-11-15", "2017-11-30", frozenset(), 0.0, 0.0, 0.0, (0, 0, 0))
 
 
@@ -238,8 +255,15 @@ def test_las_history_tail_options_on_nov_late(
 ) -> None:
     cluster, jobs = workload(philly_rows, NOV_LATE, tmp_path)
     fifo, fifo_p99 = mean_and_p99(cluster, jobs, FIFO, SAVES)
-    options = {"order/las-history": TAIL_OPTIONS}
-    choice = ProfileChoice("las-history", "topology", "easy", ("order",), options=options)
-    las, las_p99 = mean_and_p99(cluster, jobs, choice, SAVES)
-    got = (las / fifo, las / 3600, las_p99 / fifo_p99)  # measured 0.2049, 15.99 h, 1.081
-    assert got[0] <= 0.211 and got[1] <= 16.47 and got[2] <= 1.114, got
+    failed = []
+    for options, bounds in (  # measured 0.2049, 15.99 h, 1.081; 0.2258, 17.63 h, 0.998
+        (TAIL_OPTIONS, (0.211, 16.47, 1.114)),
+        (FIFO_DEADLINE_OPTIONS, (0.233, 18.16, 1.028)),
+    ):
+        opts = {"order/las-history": options}
+        choice = ProfileChoice("las-history", "topology", "easy", ("order",), options=opts)
+        las, las_p99 = mean_and_p99(cluster, jobs, choice, SAVES)
+        got = (las / fifo, las / 3600, las_p99 / fifo_p99)
+        if any(g > b for g, b in zip(got, bounds, strict=True)):
+            failed.append(f"{options}: {got} above {bounds}")
+    assert not failed, "; ".join(failed)

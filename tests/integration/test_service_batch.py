@@ -189,11 +189,59 @@ def test_requests_naming_a_just_answered_job_wait_until_the_core_holds_it(
         # would then refuse as a duplicate)
         assert not [r for r in caplog.records if "refused by the core" in r.getMessage()]
         assert state_a == "CANCELLED"
-        # as when the job was held at the answer: the dependent ends with its dependency
-        assert state_b == "CANCELLED" and rec_b.depends_on == (("afterok", "1"),)
-        assert [h[2] for h in rec_b.job.history] == [
-            "submitted",
-            "dependency afterok:1 ended CANCELLED",
-        ]
+        # as when the job was held at the answer: the dependent's dependency can never be met,
+        # and it waits so (Slurm's default, ADR 0072) until its user cancels it
+        assert state_b == "PENDING" and rec_b.depends_on == (("afterok", "1"),)
+        assert [h[2] for h in rec_b.job.history] == ["submitted"]
     finally:
         store.close()
+
+
+def test_a_job_whose_dependency_can_never_be_met_is_read_back_pending_so(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A restarted controller holds such a job pending with the same Reason: its dependency,
+    ended, is read back with it (``rs.dependencies``)."""
+    spec = JobSpec("first", "alice", "default", gpus_per_worker=1)
+    audit = SubmitAudit("alice", "user", 1, "first")
+
+    def service(store: Store) -> ControllerService:
+        return ControllerService(
+            store,
+            Profile.build(),
+            ManualClock(T0),
+            logs=LogStore(tmp_path / "logs"),
+            min_pass_gap_s=0.0,
+        )
+
+    async def run(store: Store, first: bool) -> tuple[str, str, str]:
+        svc = service(store)
+        await svc.start()
+        try:
+            if first:
+                (a,) = await svc.submit([NewJob(spec)], audit)
+                (b,) = await svc.submit([NewJob(spec, depends_on=(("afterok", a),))], audit)
+                await svc.cancel(a, "cancelled by alice")
+                await svc.until_held(b)
+            for _ in range(200):  # the first pass after the start gives the Reasons
+                if (why := svc.reason("2")) is not None:
+                    break
+                await asyncio.sleep(0.025)
+            rec = svc.job("2")
+            assert rec is not None and why is not None
+            return rec.job.state.value, why.code.value, why.message
+        finally:
+            await svc.stop()
+
+    store = Store.open(db_url)
+    try:
+        before = asyncio.run(run(store, True))
+    finally:
+        store.close()
+    store = Store.open(db_url)
+    try:
+        after = asyncio.run(run(store, False))
+    finally:
+        store.close()
+    never = ("PENDING", "DependencyNeverSatisfied", "dependency afterok:1 ended CANCELLED")
+    assert before == after == (*never[:2], f"{never[2]}: it can never be met")

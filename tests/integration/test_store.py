@@ -56,6 +56,7 @@ FULL_SPEC = JobSpec(
     signal=WarningSignal(10, 90, batch_only=True),
     requeue=False,
     queues=("vision", "spare"),
+    kill_invalid_dep=False,
 )
 
 
@@ -100,6 +101,7 @@ specs = st.builds(
     signal=st.none()
     | st.builds(WarningSignal, st.integers(1, 64), st.integers(0, 65535), st.booleans()),
     requeue=st.booleans(),
+    kill_invalid_dep=st.none() | st.booleans(),
 )
 
 

@@ -23,6 +23,7 @@ from gpufleet.core.events import (
 )
 from gpufleet.model.cluster import ClusterSpec
 from gpufleet.model.job import JobState
+from gpufleet.model.job_end import JobEnd
 from gpufleet.model.reason import ReasonCode
 
 S = JobState
@@ -406,8 +407,36 @@ def test_afterok_waits_then_runs_when_the_dependency_succeeds() -> None:
     assert moves(out, "test") == [(S.PENDING, S.STARTING)]
 
 
-def test_afterok_is_cancelled_when_the_dependency_fails() -> None:
+def test_afterok_that_can_never_be_met_waits_until_its_user_cancels_it_as_slurm() -> None:
+    """Slurm's default (no kill_invalid_depend): the job stays PENDING, Reason
+    DependencyNeverSatisfied, never started and with no estimated start; a job after it waits
+    with Dependency, and with DependencyNeverSatisfied once the one between is cancelled."""
     h = Harness(cluster_spec(1, 8))
+    h.submit(0.0, "build", gpus=1)
+    h.submit(0.0, "test", gpus=1, depends_on=[("afterok", "build")])
+    h.submit(0.0, "deploy", gpus=1, depends_on=[("afterok", "test")])
+    h.start_all(1.0, "build")
+    out = h.exit(2.0, "build", 0, code=1)
+    assert moves(out, "test") == [] and moves(out, "deploy") == []
+    r = h.c.reason("test")
+    assert r.code is ReasonCode.DEP_NEVER and r.code.value == "DependencyNeverSatisfied"
+    assert r.message == "dependency afterok:build ended FAILED: it can never be met"
+    assert r.estimated_start is None
+    assert h.c.reason("deploy").code is ReasonCode.DEPENDENCY
+    out = h(50.0, TimerFired("tick", "", 0))  # the cluster is empty: still nothing starts
+    assert not of(out, Launch) and h.state("test") is S.PENDING
+    out = h(60.0, JobCancelled("test"))
+    assert moves(out, "test") == [(S.PENDING, S.CANCELLED)]
+    assert h.c.jobs["test"].job.ended == JobEnd("DependencyNeverSatisfied", 0, 0)
+    assert h.state("deploy") is S.PENDING
+    assert h.c.reason("deploy").code is ReasonCode.DEP_NEVER
+    assert h.c.reason("deploy").message == (
+        "dependency afterok:test ended CANCELLED: it can never be met"
+    )
+
+
+def test_afterok_is_cancelled_when_the_dependency_fails_with_kill_invalid_depend() -> None:
+    h = Harness(cluster_spec(1, 8), profile={"kill_invalid_depend": True})
     h.submit(0.0, "build", gpus=1)
     h.submit(0.0, "test", gpus=1, depends_on=[("afterok", "build")])
     h.submit(0.0, "deploy", gpus=1, depends_on=[("afterok", "test")])
@@ -416,6 +445,26 @@ def test_afterok_is_cancelled_when_the_dependency_fails() -> None:
     assert moves(out, "test") == [(S.PENDING, S.CANCELLED)]
     assert of(out, Transition)[-2].why == "dependency afterok:build ended FAILED"
     assert moves(out, "deploy") == [(S.PENDING, S.CANCELLED)]  # and down the chain
+    assert h.c.jobs["test"].job.ended == JobEnd("DependencyNeverSatisfied", 0, 0)
+
+
+@pytest.mark.parametrize("controller", [False, True])
+def test_a_jobs_own_kill_on_invalid_dep_wins_over_the_controllers(controller: bool) -> None:
+    """sbatch's ``--kill-on-invalid-dep=yes|no``: the job's choice, whatever the controller's
+    ``--kill-invalid-depend`` (which decides for the jobs that make none)."""
+    h = Harness(cluster_spec(1, 8), profile={"kill_invalid_depend": controller})
+    h.submit(0.0, "build", gpus=1)
+    h.start_all(1.0, "build")
+    h.exit(2.0, "build", 0, code=1)
+    after = [("afterok", "build")]
+    for name, own in (("yes", True), ("no", False), ("unset", None)):
+        job = JobSubmitted(name, replace(spec(name), kill_invalid_dep=own), 3.0, tuple(after))
+        h(3.0, job)
+    kill = {"yes": True, "no": False, "unset": controller}
+    for name, killed in kill.items():
+        assert h.state(name) is (S.CANCELLED if killed else S.PENDING), name
+        if not killed:
+            assert h.c.reason(name).code is ReasonCode.DEP_NEVER
 
 
 def test_afterok_waits_through_the_dependencys_retries() -> None:
@@ -449,7 +498,11 @@ def test_a_dependency_already_met_or_failed_at_submit_time() -> None:
     out = h.submit(3.0, "after-ok", gpus=1, depends_on=[("afterok", "ok")])
     assert moves(out, "after-ok") == [(None, S.PENDING), (S.PENDING, S.STARTING)]
     out = h.submit(3.0, "after-bad", gpus=1, depends_on=[("afterok", "bad")])
-    assert moves(out, "after-bad") == [(None, S.PENDING), (S.PENDING, S.CANCELLED)]
+    assert moves(out, "after-bad") == [(None, S.PENDING)]  # accepted, as sbatch does
+    assert h.c.reason("after-bad").code is ReasonCode.DEP_NEVER
+    h.c.jobmaster.kill_invalid_depend = True
+    out = h.submit(4.0, "killed", gpus=1, depends_on=[("afterok", "bad")])
+    assert moves(out, "killed") == [(None, S.PENDING), (S.PENDING, S.CANCELLED)]
 
 
 def test_bad_dependencies_and_duplicate_ids_are_refused() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from builders import cluster_spec, profile, spec
 
 from gpufleet.core.commands import Launch
@@ -140,15 +141,21 @@ def test_afterok_on_an_arrays_id_waits_for_every_task_as_slurm() -> None:
     assert [x.job_id for x in out if isinstance(x, Launch)] == ["after"]
 
 
-def test_afterok_on_an_array_is_cancelled_when_any_task_fails() -> None:
-    c = Controller(profile(), cluster_spec(1, 8))
+@pytest.mark.parametrize("kill", [False, True])
+def test_afterok_on_an_array_can_never_be_met_once_any_task_fails(kill: bool) -> None:
+    c = Controller(profile(kill_invalid_depend=kill), cluster_spec(1, 8))
     ids = submit_array(c, 0.0, 3, limit=0)
     c.handle(0.0, JobSubmitted("after", spec("after", gpus=1), 0.0, (("afterok", ids[0]),)))
     c.handle(0.0, JobSubmitted("any", spec("any", gpus=1), 0.0, (("afterany", ids[0]),)))
     finish(c, 1.0, ids[1], code=2)
     rec = c.jobs["after"].job
-    assert rec.state is S.CANCELLED
-    assert rec.history[-1][2] == "dependency afterok:1 (array task 2) ended FAILED"
+    why = "dependency afterok:1 (array task 2) ended FAILED"
+    if kill:  # --kill-invalid-depend: cancelled at once
+        assert rec.state is S.CANCELLED and rec.history[-1][2] == why
+    else:  # Slurm's default: it waits until its user cancels it
+        assert rec.state is S.PENDING
+        r = c.reason("after")
+        assert r.code is ReasonCode.DEP_NEVER and r.message == f"{why}: it can never be met"
     assert c.jobs["any"].job.state is S.PENDING  # afterany: still waits for the others
     finish(c, 2.0, ids[0])
     out = finish(c, 3.0, ids[2])

@@ -91,6 +91,8 @@ def test_a_retried_job_ends_once_and_a_dependency_never_satisfied() -> None:
     h.start_all(101.0, "r")
     h.exit(102.0, "r", 0, code=5)
     assert ended(h, "r") == JobEnd("NonZeroExitCode", 5, 0)
+    assert ended(h, "after") is None  # it waits, DependencyNeverSatisfied, as in Slurm
+    h(103.0, JobCancelled("after"))  # until its user cancels it: it ended so (scontrol's)
     assert ended(h, "after") == JobEnd("DependencyNeverSatisfied", 0, 0)
 
 

@@ -238,6 +238,7 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "checkpoint": {"signal": "USR1", "grace_s": 120, "batch_only": True},
         "min_runtime_s": 600,
         "idle_exempt_s": 3600,
+        "kill_invalid_dep": True,
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)

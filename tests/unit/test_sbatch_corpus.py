@@ -12,7 +12,9 @@ import yaml
 
 from bench.sbatch_corpus import FIELDS, check, fields, run, score, table
 from gpufleet.io.sbatch import SbatchError, parse_sbatch, read_request, read_script
+from gpufleet.io.sbatch.script import parse_sbatch_text
 from gpufleet.model.errors import SpecError
+from gpufleet.model.job import JobSpec
 
 CORPUS = Path(__file__).parent / "sbatch_corpus"
 EXPECTED: dict[str, dict[str, Any]] = yaml.safe_load((CORPUS / "expected.yaml").read_text())
@@ -191,6 +193,18 @@ def test_gpufleet_runs_what_sbatch_accepts_but_the_few_it_names(name: str) -> No
     with pytest.raises(SpecError, match="gpufleet cannot run this yet") as e:
         parse_sbatch(CORPUS / name)
     assert CANNOT_RUN[name] in str(e.value)
+
+
+@pytest.mark.parametrize(("value", "kill"), [("yes", True), ("NO", False), (None, None)])
+def test_kill_on_invalid_dep_is_the_jobs_own_choice(value: str | None, kill: bool | None) -> None:
+    """sbatch's ``--kill-on-invalid-dep=yes|no`` (ADR 0072): the spec's ``kill_invalid_dep``,
+    no warning; absent, the controller's ``--kill-invalid-depend`` decides."""
+    opt = f"#SBATCH --kill-on-invalid-dep={value}\n" if value else ""
+    job = parse_sbatch_text(f"#!/bin/bash\n{opt}#SBATCH -d afterok:7\ntrue\n", source="k.sh")
+    assert job.spec.get("kill_invalid_dep") == kill and not job.warnings
+    assert JobSpec.from_dict({**job.spec, "user": "u"}).kill_invalid_dep is kill
+    with pytest.raises(SbatchError, match="Invalid --kill-on-invalid-dep specification"):
+        read_request("#!/bin/bash\n#SBATCH --kill-on-invalid-dep=maybe\ntrue\n", source="k.sh")
 
 
 def test_tasks_with_gpus_per_node_and_no_nodes_run_packed_on_one_node() -> None:

@@ -332,7 +332,12 @@ def check_estimates(snap, res, profile) -> None:
         at = why.estimated_start
         if at is None:
             assert why.start_bound == ""
-            unstartable = {ReasonCode.NEVER, ReasonCode.DEPENDENCY, ReasonCode.ARRAY_LIMIT}
+            unstartable = {
+                ReasonCode.NEVER,
+                ReasonCode.DEPENDENCY,
+                ReasonCode.DEP_NEVER,
+                ReasonCode.ARRAY_LIMIT,
+            }
             assert not limits or why.code in unstartable, (job_id, why)
             continue
         assert at >= snap.now and at >= by_id[job_id].eligible_time, (job_id, why)

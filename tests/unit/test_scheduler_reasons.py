@@ -3,6 +3,8 @@ numbers of the message and data; every pending job gets a Reason."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from builders import cluster, cycle, job, node, queue, running
 
@@ -243,6 +245,18 @@ def test_dependency() -> None:
     assert res.started_ids == []
 
 
+def test_dependency_never_satisfied() -> None:
+    """An afterok dependency that ended otherwise: the job waits until its user cancels it
+    (Slurm's default), with Slurm's DependencyNeverSatisfied and no estimated start."""
+    why = "dependency afterok:build ended FAILED: it can never be met"
+    j = replace(job("j", waiting_for=why), never_met=True)
+    res = cycle(cluster(1, 8), [j])
+    r = reason_of(res, "j", ReasonCode.DEP_NEVER)
+    assert r.message == why and str(r) == f"DependencyNeverSatisfied: {why}"
+    assert r.estimated_start is None and r.start_bound == ""
+    assert res.started_ids == []
+
+
 def test_array_limit() -> None:
     why = "array 7 runs at most 2 of its tasks at once (%2); this one starts when one ends"
     res = cycle(cluster(1, 8), [job("7_2", waiting_for=why, throttled=True)])
@@ -284,6 +298,7 @@ TEST_OF = {
     ReasonCode.NEVER: "test_never_schedulable_too_many_gpus",
     ReasonCode.BACKOFF: "test_backoff",
     ReasonCode.DEPENDENCY: "test_dependency",
+    ReasonCode.DEP_NEVER: "test_dependency_never_satisfied",
     ReasonCode.ARRAY_LIMIT: "test_array_limit",
     ReasonCode.HELD: "test_held",
 }

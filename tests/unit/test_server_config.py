@@ -26,3 +26,14 @@ def test_the_gateway_settings_are_checked_naming_the_setting() -> None:
     with pytest.raises(ValueError, match="gateway drain"):
         ServerConfig(gateway_drain_s=-1)
     assert ServerConfig(gateway="off").gateway == "off"
+
+
+def test_kill_invalid_depend_reaches_the_jobmaster() -> None:
+    """``--kill-invalid-depend`` (Slurm's SchedulerParameters=kill_invalid_depend, ADR 0072):
+    off by default, as Slurm's; on, the core cancels a job whose dependency can never be met."""
+    from gpufleet.core.controller import Controller
+    from gpufleet.server.app import profile_of
+
+    assert not Controller(profile_of(ServerConfig())).jobmaster.kill_invalid_depend
+    on = profile_of(ServerConfig(kill_invalid_depend=True))
+    assert on.kill_invalid_depend and Controller(on).jobmaster.kill_invalid_depend

@@ -3,6 +3,8 @@ cluster's own finished jobs of a queue and GPU count, their conditional median."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from builders import cluster, job, snapshot, spec
 
@@ -105,3 +107,75 @@ def test_las_aged_slack_ages_a_job_later_by_the_run_time_it_is_expected_to_need(
     assert ids(5999.0) == ["new", "p"] and ids(6000.0) == ["p", "new"]
     with pytest.raises(ValueError):
         make("order", "las", {"aged_slack": -1.0})
+
+
+def test_las_fifo_slack_ages_a_job_at_what_fifo_would_have_given_it() -> None:
+    """``fifo_slack`` 1 on 8 GPUs, 1-GPU jobs of 8,000 GPU-s: ``old`` (had 5,000, 3,000 to go,
+    nothing ahead) is due at 0 + 3,000 s; ``new`` (submitted at 100, behind ``old``'s 3,000
+    GPU-s, 375 s of the cluster, and 8,000 s of its own) at 100 + 8,375 s. From its deadline
+    ``old`` goes ahead of the newcomer; ``aged_slack`` 1 adds its own expected 3,000 s."""
+
+    def make_las(**kw: float) -> Any:
+        las = make("order", "las", {"within": "history", "fifo_slack": 1.0, **kw})
+        for _ in range(10):
+            las.finished(spec("d", queue="q"), 8000.0)
+        return las
+
+    ran = ServiceMark(stopped_at=50.0)
+    old = job("old", submit=0, attained=5000.0, queue="q", mark=ran)
+    new = job("new", submit=100, queue="q")
+
+    def ids(las: Any, now: float) -> list[str]:
+        snap = snapshot(cluster(1, 8), [old, new], now=now)
+        return [p.id for p in las.order(snap.pending, snap, QueueUsage.of(snap))]
+
+    las = make_las()
+    assert ids(las, 2999.0) == ["new", "old"] and ids(las, 3000.0) == ["old", "new"]
+    assert not las.aged(new, 8474.0) and las.aged(new, 8475.0)
+    slack = make_las(aged_slack=1.0)
+    assert ids(slack, 5999.0) == ["new", "old"] and ids(slack, 6000.0) == ["old", "new"]
+    with pytest.raises(ValueError):
+        make("order", "las", {"fifo_slack": -1.0})
+
+
+def test_las_fifo_floor_q_makes_a_short_deadline_wait_for_the_recent_jobs_quantile() -> None:
+    """Four jobs seen at once have spans of 8,000 to 11,000 s (each one's backlog grows by the
+    one before it); a fifth, alone, would have 8,000 s, but the median of the five spans
+    (9,000 s) is its floor with ``fifo_floor_q`` 0.5."""
+
+    def deadline_of_late(q: float) -> list[bool]:
+        las = make("order", "las", {"within": "history", "fifo_slack": 1.0, "fifo_floor_q": q})
+        for _ in range(10):
+            las.finished(spec("d"), 8000.0)
+        first = snapshot(cluster(1, 8), [job(f"j{i}", seq=i) for i in range(4)], now=0.0)
+        list(las.order(first.pending, first, QueueUsage.of(first)))
+        late = job("late", submit=50)
+        snap = snapshot(cluster(1, 8), [late], now=50.0)
+        list(las.order(snap.pending, snap, QueueUsage.of(snap)))
+        return [las.aged(late, t) for t in (8049.0, 8050.0, 9049.0, 9050.0)]
+
+    assert deadline_of_late(0.0) == [False, True, True, True]
+    assert deadline_of_late(0.5) == [False, False, False, True]
+    with pytest.raises(ValueError):
+        make("order", "las", {"fifo_floor_q": 1.0})
+
+
+def test_las_kept_admitted_keeps_running_only_the_aged_jobs_the_share_let_ahead() -> None:
+    """Two aged 2-GPU jobs, a share of 2 GPUs: the older is let ahead and kept running once
+    started; the other, started from its own level, is kept too by default (``kept: aged``)
+    but can be preempted as any job with ``kept: admitted``."""
+
+    def marks(kept: str) -> list[bool]:
+        opts = {"age_limit_s": 1000.0, "aged_share": 0.25, "kept": kept}
+        las = make("order", "las", opts)
+        ran = ServiceMark(stopped_at=500.0)
+        a = job("a", submit=0, attained=20_000.0, gpus=2, mark=ran)
+        b = job("b", submit=1, attained=20_000.0, gpus=2, mark=ran)
+        snap = snapshot(cluster(1, 8), [a, b], now=1500.0)
+        list(las.order(snap.pending, snap, QueueUsage.of(snap)))
+        return [las.started(a, 1500.0).aged, las.started(b, 1500.0).aged]
+
+    assert marks("aged") == [True, True]
+    assert marks("admitted") == [True, False]
+    with pytest.raises(ValueError):
+        make("order", "las", {"kept": "all"})

@@ -208,3 +208,15 @@ def test_cli_refuses_a_grace_that_is_not_positive(tmp_path: Path) -> None:
         args = ["replay", "--trace", "x.csv", "--format", "jobs", "--node-grace-s", bad]
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 2 and "--node-grace-s" in res.output, bad
+
+
+def test_a_simulated_job_whose_dependency_can_never_be_met_is_cancelled_and_the_run_ends() -> None:
+    """A trace has no user to cancel it (the live controller keeps it pending, ADR 0072)."""
+    jobs = [
+        TraceJob("a", spec("a", gpus=1, limit=10.0), 0.0, 100.0),  # runs out of its time
+        TraceJob("b", spec("b", gpus=1), 0.0, 5.0, (("afterok", "a"),)),
+    ]
+    sim = Simulation(cluster_spec(1, 8), profile(), jobs)
+    sim.run()
+    assert sim.outcomes["a"].state == JobState.TIMED_OUT.value
+    assert sim.outcomes["b"].state == JobState.CANCELLED.value

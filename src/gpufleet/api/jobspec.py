@@ -310,6 +310,13 @@ class JobSpecIn(BaseModel):
     idle_exempt_s: float | None = _bounded(
         "idle_exempt_s", 0.0, "spared this much longer by its queue's idle-GPU policy (capped)"
     )
+    kill_invalid_dep: bool | None = Field(
+        None,
+        description="a dependency that can never be met (an afterok job that did not succeed) "
+        "cancels the job at once (true) or leaves it pending, Reason DependencyNeverSatisfied, "
+        "until it is cancelled (false); absent: the controller's --kill-invalid-depend decides "
+        "(Slurm's sbatch --kill-on-invalid-dep=yes|no)",
+    )
     requeue: bool | None = Field(
         _DEFAULTS["requeue"],
         description="requeue the job when a node it runs on is lost (Slurm's --requeue); "

@@ -109,3 +109,4 @@ class JobSpecOut(BaseModel):
     checkpoint: CheckpointOut | None = None
     min_runtime_s: float = 0.0
     idle_exempt_s: float = 0.0
+    kill_invalid_dep: bool | None = None

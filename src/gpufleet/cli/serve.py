@@ -70,6 +70,13 @@ _PACK_ENCODERS = typer.Option(
     help="a video job (one GPU share asking for NVENC/NVDEC only) may use the encoders of a "
     "GPU a training job holds, taking none of its compute (default: kept apart)",
 )
+_KILL_INVALID_DEPEND = typer.Option(
+    False,
+    "--kill-invalid-depend",
+    help="cancel at once a job whose dependency can never be met (an afterok job that did not "
+    "succeed), ended DependencyNeverSatisfied, as Slurm's SchedulerParameters="
+    "kill_invalid_depend (default: it stays pending with that Reason until its user cancels it)",
+)
 _HEARTBEAT_S = typer.Option(
     5.0, help="agent heartbeat interval; agents sample their GPUs with each heartbeat"
 )
@@ -221,6 +228,7 @@ _AS_GIVEN = (
     "backfill",
     "defrag",
     "pack_encoders",
+    "kill_invalid_depend",
     "heartbeat_s",
     "lease_s",
     "fence_grace_s",
@@ -274,6 +282,7 @@ def controller(
     preempt: str = _PREEMPT,
     defrag: str = _DEFRAG,
     pack_encoders: bool = _PACK_ENCODERS,
+    kill_invalid_depend: bool = _KILL_INVALID_DEPEND,
     heartbeat_s: float = _HEARTBEAT_S,
     node_grace_s: float = _NODE_GRACE_S,
     outage_tolerance_s: float = _OUTAGE_TOLERANCE_S,
@@ -313,10 +322,7 @@ def controller(
     from gpufleet.server.tls import TlsFiles
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if prometheus and not prometheus.startswith(("http://", "https://")):
-        _refuse(f"--prometheus {prometheus}: give a URL (http://host:9090)")
-    if metrics_user_labels and not metrics_public:
-        _refuse("--metrics-user-labels is for --metrics-public: " + _NAMES_USERS_ALREADY)
+    _check_metrics(prometheus, metrics_public, metrics_user_labels)
     try:
         tls = TlsFiles.check(tls_cert, tls_key)
         port_base, port_span = port_range(gateway_ports, "--gateway-ports")
@@ -335,6 +341,13 @@ def controller(
     except (SpecError, ValueError) as e:
         _refuse(str(e))
     _serve(cfg, tls)
+
+
+def _check_metrics(prometheus: str, public: bool, user_labels: bool) -> None:
+    if prometheus and not prometheus.startswith(("http://", "https://")):
+        _refuse(f"--prometheus {prometheus}: give a URL (http://host:9090)")
+    if user_labels and not public:
+        _refuse("--metrics-user-labels is for --metrics-public: " + _NAMES_USERS_ALREADY)
 
 
 def _read_heal_policy(path: Path | None) -> None:

@@ -113,6 +113,7 @@ class Controller:
             launch_timeout_s=launch_timeout_s,
             started=profile.order.started,
             finished=profile.order.finished,
+            kill_invalid_depend=profile.kill_invalid_depend,
         )
         self.healer = Healer(self.state, self.jobmaster, heal)
         self._nodes = NodeLifecycle(self.state, self.jobmaster, self.healer)

@@ -59,6 +59,20 @@ class Dependencies:
                     return f"dependency afterok:{dep}{task} ended {d.state.value}"
         return ""
 
+    def open(self, rec: JobRecord, jobs: Mapping[str, JobRecord]) -> tuple[str, ...]:
+        """Its dependencies not met yet, as Slurm's ``scontrol show job`` words them
+        (``Dependency=``): ``afterok:1(unfulfilled)``, or ``afterok:1(failed)`` for one that
+        can never be met; those met are left out, as there."""
+        out = []
+        for kind, dep in rec.depends_on:
+            deps = self._depended_on(dep, jobs)
+            ok = JobState.SUCCEEDED
+            if kind == "afterok" and any(d.finished and d.state is not ok for d in deps):
+                out.append(f"{kind}:{dep}(failed)")
+            elif any(not d.finished for d in deps):
+                out.append(f"{kind}:{dep}(unfulfilled)")
+        return tuple(out)
+
     def _depended_on(self, dep: str, jobs: Mapping[str, JobRecord]) -> list[Job]:
         """The jobs a dependency on ``dep`` waits for: every task when it is an array's id."""
         tasks = self._arrays.get(dep)

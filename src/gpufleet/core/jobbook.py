@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from gpufleet.core.arrays import ArrayThrottle
 from gpufleet.core.cluster_state import ClusterState
-from gpufleet.core.commands import Launch
+from gpufleet.core.commands import Command, Launch, Transition
 from gpufleet.core.dependencies import Dependencies
 from gpufleet.core.launch_env import ArrayFacts, JobFacts
 from gpufleet.core.state import JobRecord
@@ -29,6 +29,7 @@ class JobBook:
         launch_timeout_s: float | None,
         started: Callable[[PendingJob, float], ServiceMark] | None = None,
         finished: Callable[[JobSpec, float], None] | None = None,
+        kill_invalid_depend: bool = False,
     ) -> None:
         self.state = state
         # the order's mark for a job it starts (LAS' starvation rule); None: marks stay blank
@@ -40,6 +41,9 @@ class JobBook:
         # STARTING longer than this: requeued, the silent nodes suspect (None: no deadline;
         # the simulator's ranks start at once)
         self.launch_timeout_s = launch_timeout_s
+        # Slurm's SchedulerParameters=kill_invalid_depend: a job whose dependency can never be
+        # met is cancelled at once; off (Slurm's default): it waits, DependencyNeverSatisfied
+        self.kill_invalid_depend = kill_invalid_depend
         self.jobs: dict[str, JobRecord] = {}
         self.seq = 0
         self._deps = Dependencies()
@@ -105,11 +109,22 @@ class JobBook:
 
     # ----- the scheduler's queue --------------------------------------------------------
 
+    def kills_invalid(self, rec: JobRecord) -> bool:
+        """Whether a dependency of the job's that can never be met ends it: the job's own
+        ``--kill-on-invalid-dep``, else the controller's ``kill_invalid_depend``."""
+        own = rec.job.spec.kill_invalid_dep
+        return self.kill_invalid_depend if own is None else own
+
     def _view(self, rec: JobRecord) -> PendingJob:
-        """Its pending view: an unmet dependency first, else its array's throttle."""
+        """Its pending view: a dependency that can never be met first (it waits until its user
+        cancels it, as in Slurm), then an unmet one, else its array's throttle."""
+        failed = self._deps.failed(rec, self.jobs)
+        deps = self._deps.open(rec, self.jobs) if rec.depends_on else ()
+        if failed:
+            return rec.pending_view(f"{failed}: it can never be met", never_met=True, deps=deps)
         unmet = self._deps.unmet(rec, self.jobs)
         if unmet or not rec.array_limit:
-            return rec.pending_view(unmet)
+            return rec.pending_view(unmet, deps=deps)
         why = self._throttle.waiting(rec.id)
         return rec.pending_view(why, throttled=bool(why))
 
@@ -138,3 +153,10 @@ class JobBook:
     def _dequeue(self, rec: JobRecord) -> None:
         if self.state.unpend(rec.id) and rec.array_limit:
             self._refresh_views(self._throttle.unqueued(rec.id, rec.seq))
+
+    def _to(
+        self, rec: JobRecord, state: JobState, now: float, why: str, out: list[Command]
+    ) -> None:
+        old = rec.job.state
+        rec.job.to(state, now, why)
+        out.append(Transition(rec.id, rec.job.attempt, old, state, now, why))

@@ -102,12 +102,8 @@ class JobMaster(JobBook):
         self.state.arrivals.arrived(ev.spec, now)  # the start plan's forecast of arrivals
         out.append(Transition(ev.job_id, 0, None, S.PENDING, now, "submitted"))
         rec.job.history.append((now, S.PENDING, "submitted"))
-        failed = self._deps.failed(rec, self.jobs)
-        if failed:
-            self._to(rec, S.CANCELLED, now, failed, out)
-            rec.job.end_time, rec.job.ended = now, JobEnd(DEPENDENCY)
-            return
-        self._enqueue(rec)
+        if not self._dependency_dead(rec, now, out):
+            self._enqueue(rec)  # a dependency never met: it waits with the Reason that says so
 
     def cancel(
         self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
@@ -479,21 +475,20 @@ class JobMaster(JobBook):
             dep = self.jobs[dep_id]
             if dep.job.state is not S.PENDING:
                 continue
-            failed = self._deps.failed(dep, self.jobs)
-            if failed:
-                self._dequeue(dep)
-                self._to(dep, S.CANCELLED, now, failed, out)
-                dep.job.end_time, dep.job.ended = now, JobEnd(DEPENDENCY)
+            if self._dependency_dead(dep, now, out):
                 self._finished(dep, now, out)
             else:
-                self._requeue_view(dep)
+                self._requeue_view(dep)  # met now, or never: its Reason says which
         self.state.dirty = True
 
-    # ----- helpers -----------------------------------------------------------------------
-
-    def _to(
-        self, rec: JobRecord, state: JobState, now: float, why: str, out: list[Command]
-    ) -> None:
-        old = rec.job.state
-        rec.job.to(state, now, why)
-        out.append(Transition(rec.id, rec.job.attempt, old, state, now, why))
+    def _dependency_dead(self, rec: JobRecord, now: float, out: list[Command]) -> bool:
+        """Whether the pending job was just ended for an afterok dependency that can never be
+        met: only under Slurm's ``kill_invalid_depend`` (``--kill-invalid-depend``, or the
+        job's ``--kill-on-invalid-dep=yes``). Otherwise it stays pending, its Reason
+        DependencyNeverSatisfied, until its user cancels it, as Slurm's default (ADR 0072)."""
+        failed = self._deps.failed(rec, self.jobs) if self.kills_invalid(rec) else ""
+        if failed:
+            self._dequeue(rec)
+            self._to(rec, S.CANCELLED, now, failed, out)
+            rec.job.end_time, rec.job.ended = now, JobEnd(DEPENDENCY)
+        return bool(failed)

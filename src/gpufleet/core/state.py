@@ -151,7 +151,13 @@ class JobRecord:
     def live_ranks(self) -> tuple[int, ...]:
         return tuple(r for r in range(len(self.allocation)) if r not in self.exited)
 
-    def pending_view(self, waiting_for: str = "", throttled: bool = False) -> PendingJob:
+    def pending_view(
+        self,
+        waiting_for: str = "",
+        throttled: bool = False,
+        never_met: bool = False,
+        deps: tuple[str, ...] = (),
+    ) -> PendingJob:
         j = self.job
         return PendingJob(
             j.id,
@@ -165,6 +171,8 @@ class JobRecord:
             self.nominated,
             throttled,
             self.mark,
+            never_met,
+            deps,
         )
 
     def running_view(self) -> RunningJob:

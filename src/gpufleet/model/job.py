@@ -141,6 +141,10 @@ class JobSpec:
     # asks its queue's idle-GPU policy to spare it this much longer idle (model/idle.py; capped
     # by the queue's exempt_max)
     idle_exempt_s: float = 0.0
+    # Slurm's sbatch --kill-on-invalid-dep=yes|no: a dependency of its that can never be met
+    # cancels it at once (True) or leaves it waiting (False); None: the controller's
+    # --kill-invalid-depend decides (ADR 0072)
+    kill_invalid_dep: bool | None = None
 
     @property
     def preempt_notice(self) -> CheckpointNotice | None:

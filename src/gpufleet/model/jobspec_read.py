@@ -75,6 +75,9 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
     min_runtime = f.number("min_runtime_s", 0.0, **_floats("min_runtime_s"))
     idle_exempt = f.number("idle_exempt_s", 0.0, **_floats("idle_exempt_s"))
     requeue = f.flag("requeue", True)
+    kill_invalid_dep = (
+        None if f.raw("kill_invalid_dep") is None else f.flag("kill_invalid_dep", False)
+    )
     secrets = read_secrets(f, {k for k, _ in env})
     alloc = _read_allocation(f, size.workers, size.gpus)
     one_per_node = alloc.get("distinct_nodes") or alloc.get("exclusive")
@@ -121,6 +124,7 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
         checkpoint=checkpoint,
         min_runtime_s=min_runtime,
         idle_exempt_s=idle_exempt,
+        kill_invalid_dep=kill_invalid_dep,
     )
     return replace(spec, **alloc) if alloc else spec
 

@@ -20,6 +20,9 @@ class ReasonCode(StrEnum):
     NEVER = "NeverSchedulable"  # larger than any allowed part of the cluster, even when empty
     BACKOFF = "BackOff"  # waiting out a retry back-off
     DEPENDENCY = "Dependency"  # waiting for another job
+    # an afterok dependency that can never be met (the job ended otherwise): it waits until its
+    # user cancels it, as Slurm's default (kill_invalid_depend cancels it at once; ADR 0072)
+    DEP_NEVER = "DependencyNeverSatisfied"
     ARRAY_LIMIT = "ArrayTaskLimit"  # its array runs as many tasks as its %N allows
     HELD = "Held"  # the head of the order is blocked and this profile does not backfill
     # advance reservations (model/reservation.py): kept off nodes reserved for maintenance, or

@@ -53,6 +53,7 @@ FORECAST_S = 7 * 86400.0  # how far the forecast arrivals go (Profile.plan_arriv
 _NO_START = {
     ReasonCode.NEVER,
     ReasonCode.DEPENDENCY,
+    ReasonCode.DEP_NEVER,
     ReasonCode.ARRAY_LIMIT,
     ReasonCode.RESV_MAINT,
     ReasonCode.RESV_NODES,

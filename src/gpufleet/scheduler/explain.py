@@ -321,7 +321,9 @@ def _or_waiting(rest: Callable[[PendingJob], Reason]) -> Callable[[PendingJob], 
     def reason(job: PendingJob) -> Reason:
         if job.waiting_for:
             code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
-            return Reason(code, job.waiting_for)
+            if job.never_met:
+                code = ReasonCode.DEP_NEVER
+            return Reason(code, job.waiting_for, {"dependency": list(job.deps)} if job.deps else {})
         return rest(job)
 
     return reason

@@ -306,6 +306,10 @@ class Profile:
     # and played with the pending ones; off: only the pending jobs are planned. Off until it is
     # measured on both Philly slices with plan_per_node (BENCHMARKS.md, issue 24)
     plan_arrivals: bool = False
+    # Slurm's SchedulerParameters=kill_invalid_depend: a job whose dependency can never be met
+    # is cancelled at once (the JobMaster's); off, Slurm's default: it waits, its Reason
+    # DependencyNeverSatisfied, until its user cancels it (ADR 0072)
+    kill_invalid_depend: bool = False
 
     @staticmethod
     def build(
@@ -320,6 +324,7 @@ class Profile:
         max_depth: int = 0,
         explain: bool = True,
         pack_encoders: bool = False,
+        kill_invalid_depend: bool = False,
     ) -> Profile:
         """A profile from plugin names; ``options`` maps ``"order/fairshare"`` to its options."""
         opts = dict(options or {})
@@ -345,6 +350,7 @@ class Profile:
             max_depth=max_depth,
             explain=explain,
             pack_encoders=pack_encoders,
+            kill_invalid_depend=kill_invalid_depend,
         )
         if opts:
             raise ProfileError(f"options for plugins not in the profile: {', '.join(opts)}")

@@ -123,6 +123,12 @@ class PendingJob:
     nominated: bool = False  # an earlier cycle preempted jobs to make room for this one
     throttled: bool = False  # ``waiting_for`` is its array's task limit, not a dependency
     mark: ServiceMark = NO_MARK  # LAS' starvation rule: service and waits since a promotion
+    # ``waiting_for`` is a dependency that can never be met (an afterok job that did not
+    # succeed): Slurm's DependencyNeverSatisfied; it waits until its user cancels it
+    never_met: bool = False
+    # its dependencies not met yet, in Slurm's words (``afterok:1(failed)``): its Reason's
+    # data, which ``scontrol show job`` prints as ``Dependency=``
+    deps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

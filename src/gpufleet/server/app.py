@@ -135,6 +135,7 @@ def profile_of(config: ServerConfig) -> Profile:
         preempt=config.preempt,
         options={"preempt/defrag": parse_options(config.defrag)} if config.defrag else None,
         pack_encoders=config.pack_encoders,
+        kill_invalid_depend=config.kill_invalid_depend,
     )
 
 

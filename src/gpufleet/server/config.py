@@ -26,6 +26,9 @@ class ServerConfig:
     # preempt/defrag's policy, KEY=VALUE,... (model/defrag.py); "": its defaults
     defrag: str = ""
     pack_encoders: bool = False  # video jobs may use training GPUs' encoders (ADR 0050)
+    # Slurm's SchedulerParameters=kill_invalid_depend: a job whose dependency can never be met
+    # is cancelled at once; off (Slurm's default): it waits, DependencyNeverSatisfied (ADR 0072)
+    kill_invalid_depend: bool = False
     cluster_spec: Path | None = None  # queues (and expected nodes) from a cluster YAML
     queues_file: Path | None = None  # queues from a YAML list (applied at start)
     # the heal loop's policy (model/heal.py, ADR 0042); None: the cluster spec's heal:, else

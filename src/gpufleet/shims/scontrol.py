@@ -51,6 +51,15 @@ def _ids(user: str) -> tuple[str, str]:
     return f"{user}({pw.pw_uid})", f"{group}({pw.pw_gid})"
 
 
+def _dependency(j: Any) -> str:
+    """``Dependency=``: a pending job's dependencies not met yet, as its Reason's data has them
+    (``afterok:1(unfulfilled)``, ``afterok:1(failed)``: one that can never be met); ``(null)``
+    when none is left (Slurm drops those met), and for a job that is not pending."""
+    reason = j.get("reason") if j.state == "PENDING" else None
+    deps = (reason.get("data") or {}).get("dependency") if reason else None
+    return ",".join(deps) if deps else "(null)"
+
+
 def job_text(j: Any, now: float) -> str:
     """One job as ``scontrol show job`` prints it, its blank line after."""
     nodes = list(dict.fromkeys(p.node for p in j.placement))
@@ -70,7 +79,7 @@ def job_text(j: Any, now: float) -> str:
         f"UserId={user} GroupId={group} MCS_label=N/A",
         f"Priority={spec.get('priority', 0)} Nice=0 Account={j.queue} QOS=(null)",
         f"JobState={slurm_style.CODES.get(j.state, ('', j.state))[1]} Reason={slurm_style.why(j)} "
-        "Dependency=(null)",
+        f"Dependency={_dependency(j)}",
         f"Requeue={1 if spec.get('requeue', True) else 0} Restarts={max(0, j.attempt - 1)} "
         f"BatchFlag={1 if spec.get('batch') else 0} Reboot=0 "
         f"ExitCode={slurm_style.exit_code(j)}",

@@ -195,6 +195,7 @@ class Simulation:
             backoff_max_s=cfg.retry_backoff_max_s,
             launch_timeout_s=cfg.launch_timeout_s,
         )
+        self.controller.jobmaster.kill_invalid_depend = True  # no user to cancel it (ADR 0072)
         # this object is the driver's Executor (``apply``); its journal keeps nothing (a test
         # gives it the live server's, to make a run durable as live)
         grace = cfg.node_grace_s

@@ -61,6 +61,8 @@ def job_terms(b: Build) -> dict[str, Any]:
         spec["signal"] = warning
     if r.requeue is not None:
         spec["requeue"] = r.requeue
+    if r.kill_on_invalid_dep is not None:  # ADR 0072
+        spec["kill_invalid_dep"] = r.kill_on_invalid_dep
     image = container(b)
     if image is not None:
         spec["container"] = image

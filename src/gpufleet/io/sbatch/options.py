@@ -22,7 +22,7 @@ HONOURED = {
     "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
     "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
     "no-requeue", "exclusive", "nodelist", "exclude", "output", "error", "open-mode", "chdir",
-    "export", "export-file", "input", "reservation",
+    "export", "export-file", "input", "reservation", "kill-on-invalid-dep",
     "container-image", "container-mounts", "container-workdir",  # NVIDIA pyxis's (SPANK)
 }  # fmt: skip
 NO_EFFECT = {
@@ -165,6 +165,10 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
         f["signal"] = v.signal(text)
     elif key in ("requeue", "no-requeue"):
         f["requeue"] = key == "requeue"
+    elif key == "kill-on-invalid-dep":
+        if text.lower() not in ("yes", "no"):
+            raise ValueError("Invalid --kill-on-invalid-dep specification")
+        f["kill_on_invalid_dep"] = text.lower() == "yes"
     elif key == "open-mode":
         f["open_mode"] = v.open_mode(text)
     elif key == "mail-type":
@@ -205,8 +209,6 @@ def _check_other(key: str, val: str | None) -> None:
     elif key == "wait-all-nodes":
         if v.parse_int(text, positive=False) > 1:
             raise ValueError("Invalid --wait-all-nodes specification")
-    elif key == "kill-on-invalid-dep" and text.lower() not in ("yes", "no"):
-        raise ValueError("Invalid --kill-on-invalid-dep specification")
     elif key == "no-kill" and val is not None and text.lower() not in ("set", "off", "no"):
         raise ValueError("Invalid --no-kill specification")
     elif key == "switches":

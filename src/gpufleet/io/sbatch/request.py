@@ -59,6 +59,7 @@ class SlurmRequest:
     reservation: str | None = None  # the advance reservation it runs in
     signal: v.Signal | None = None
     requeue: bool | None = None
+    kill_on_invalid_dep: bool | None = None  # yes/no; None: the controller's setting
     chdir: str | None = None
     export: str | None = None
     export_file: str | None = None

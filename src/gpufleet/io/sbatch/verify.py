@@ -114,7 +114,8 @@ _AS_GIVEN = (
     "cpus_per_task", "cpus_per_gpu", "gpus", "gpus_per_task", "gpus_per_socket",
     "ntasks_per_gpu", "mem_per_node_mb", "mem_per_cpu_mb", "mem_per_gpu_mb", "time_min",
     "partitions", "dependency", "dependencies", "dependency_any", "input", "constraint",
-    "exclude", "exclusive", "reservation", "signal", "requeue", "container_image",
+    "exclude", "exclusive", "reservation", "signal", "requeue", "kill_on_invalid_dep",
+    "container_image",
     "container_mounts", "container_workdir", "chdir", "export", "export_file", "open_mode",
     "account", "qos", "mail_type", "mail_user", "hint", "priority", "nice", "hold",
 )  # fmt: skip

@@ -29,6 +29,8 @@ WAIT_HINTS = {
     "the cluster has (gpufleet nodes)",
     "BackOff": "it failed and waits before its retry: read why with the logs of its last attempt",
     "Dependency": "it waits for the job it depends on (gpufleet show that job)",
+    "DependencyNeverSatisfied": "the job it depends on (afterok) did not succeed: it will never "
+    "start; cancel it (scancel, gpufleet cancel) and submit it again if needed",
     "UserNotFoundOnHost": "its user needs a Unix account, with one UID, on the nodes (an admin: "
     "useradd, or the site's LDAP/SSSD); it starts once a node has it",
     "UserLookup": "the nodes are looking its user up: it starts once one has the account",

@@ -26,6 +26,21 @@ jobs expected to be longest age last, as a deadline that grows with the expected
 have it. ``min_run_s`` (0: off; Slurm's PreemptExemptTime, Themis'
 leases): a running job is not preempted before its current attempt has run this long.
 
+``fifo_slack`` (0: off; with ``within: history``): an age limit per job, relative to what FIFO
+would have given it, with no duration stated. When the order first sees a job pending it sets
+its deadline: its submission plus ``fifo_slack`` × (the backlog ahead of it in cluster time —
+the expected remaining service of the running jobs and of the pending jobs that came before it,
+over the cluster's GPUs — plus the run time expected of it, its expected service over its
+GPUs); the history's expectations. From its deadline (and ``age_limit_s``, a floor; plus
+``aged_slack`` × the run time it is still expected to need) the job is aged, as above
+(``aged_share``, ``aged_by``). ``fifo_floor_q`` (0: off): the span (deadline − submission, before
+the slack) is at least this quantile of the last 1,000 jobs' spans, so that only the jobs FIFO
+too would keep long age. A job no expectation exists for yet (a new cluster's first jobs) gets
+its deadline once one does. The deadlines are kept in memory (a restarted controller sets them
+anew). ``kept``: which aged jobs that start are kept running to their end, ``aged`` (every one)
+or ``admitted`` (only those the share let ahead; one past its limit that starts from its own
+level can be preempted as any other).
+
 ``within``: the order inside a queue. ``fifo`` (Tiresias'); ``history``: least expected
 remaining service first, as the cluster's own finished jobs of the same queue and GPU count
 predict it (``scheduler/service_history.py``; no duration is given by anyone), FIFO among equal
@@ -34,7 +49,8 @@ or unknown ones (a new cluster's first jobs). ``history_window``: finished jobs 
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_right, insort
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 
@@ -62,6 +78,9 @@ class Plugin(OrderBase):
         min_run_s: float = 0.0,
         aged_by: str = "age",
         aged_slack: float = 0.0,
+        fifo_slack: float = 0.0,
+        fifo_floor_q: float = 0.0,
+        kept: str = "aged",
     ) -> None:
         th = [float(t) for t in thresholds_gpu_s]
         if th != sorted(th) or any(t <= 0 for t in th):
@@ -70,14 +89,18 @@ class Plugin(OrderBase):
             raise ValueError(
                 "starvation_factor, starvation_cap_s and age_limit_s must be 0 (off) or above"
             )
-        if not 0 < aged_share <= 1 or not min_run_s >= 0 or not aged_slack >= 0:
+        if not 0 < aged_share <= 1 or not min_run_s >= 0 or not aged_slack >= 0 <= fifo_slack:
             raise ValueError(
-                "aged_share must be in (0, 1], min_run_s and aged_slack 0 (off) or above"
+                "aged_share must be in (0, 1]; min_run_s, aged_slack, fifo_slack 0 (off) or above"
             )
+        if kept not in ("aged", "admitted"):
+            raise ValueError("kept must be 'aged' or 'admitted'")
         if within not in ("fifo", "history"):
             raise ValueError("within must be 'fifo' or 'history'")
         if aged_by not in ("age", "remaining"):
             raise ValueError("aged_by must be 'age' or 'remaining'")
+        if not 0 <= fifo_floor_q < 1:
+            raise ValueError("fifo_floor_q must be in [0, 1)")
         self.thresholds = th
         self.starvation_factor = float(starvation_factor)
         self.starvation_cap_s = float(starvation_cap_s)
@@ -86,6 +109,13 @@ class Plugin(OrderBase):
         self.min_run_s = float(min_run_s)
         self.aged_by = aged_by
         self.aged_slack = float(aged_slack)
+        self.fifo_slack = float(fifo_slack) if within == "history" else 0.0
+        self.aging = self.age_limit_s > 0 or self.fifo_slack > 0
+        self.kept = kept
+        self.fifo_floor_q = float(fifo_floor_q)
+        self._spans: deque[float] = deque()  # the last jobs' FIFO estimates, as they came
+        self._spans_sorted: list[float] = []
+        self._deadline: dict[str, float] = {}  # fifo_slack's, by job id
         # a memo: the aged jobs ``admitted`` lets ahead in the snapshot last asked of
         self._admitted: frozenset[str] = frozenset()
         self._admitted_for: Snapshot | None = None
@@ -114,22 +144,30 @@ class Plugin(OrderBase):
     def aged(self, p: PendingJob, now: float) -> bool:
         """Whether ``p`` has been in the system ``age_limit_s`` or more (0: never), plus
         ``aged_slack`` times the run time the history expects it still needs."""
-        age = now - p.submit_time
-        if not 0 < self.age_limit_s <= age:
+        start = p.submit_time + self.age_limit_s  # when it ages, before the slack
+        if self.fifo_slack > 0:
+            start = max(start, self._deadline.get(p.id, float("inf")))
+        elif self.age_limit_s <= 0:
+            return False
+        if now < start:
             return False
         if self.aged_slack <= 0 or self.history is None:
             return True
         rest = self.history.remaining(p.spec, p.attained_gpu_s)
         gpus = p.spec.total_gpu_milli / 1000
-        return rest is None or gpus <= 0 or age >= self.age_limit_s + self.aged_slack * rest / gpus
+        return rest is None or gpus <= 0 or now >= start + self.aged_slack * rest / gpus
 
     def admitted(self, snap: Snapshot) -> frozenset[str] | None:
         """The aged pending jobs let ahead in ``snap``; None: every job past the age limit (no
         share, no slack)."""
-        if (self.aged_share >= 1 and self.aged_slack <= 0) or self.age_limit_s <= 0:
+        if self.fifo_slack <= 0 and (
+            (self.aged_share >= 1 and self.aged_slack <= 0) or self.age_limit_s <= 0
+        ):
             return None
         if self._admitted_for is snap:
             return self._admitted
+        if self.fifo_slack > 0 and self.history is not None:
+            self._set_deadlines(snap, self.history)
         cap = snap.capacity or capacity_of(snap.nodes)
         held = sum(r.spec.total_gpu_milli for r in snap.running if r.mark.aged)
         room = self.aged_share * cap.gpu_milli - held
@@ -160,11 +198,18 @@ class Plugin(OrderBase):
         return bisect_right(self.thresholds, p.attained_gpu_s - p.mark.base_gpu_s)
 
     def started(self, job: PendingJob, now: float) -> ServiceMark:
-        if self.aged(job, now):  # kept running to its end: no job outranks it
+        if self.aged(job, now) and self._kept(job, now):  # kept running to its end
             return ServiceMark(job.attained_gpu_s, aged=True)
         if self.starved(job, now):  # promoted: its levels count from here, its waits anew
             return ServiceMark(job.attained_gpu_s)
         return super().started(job, now)
+
+    def _kept(self, job: PendingJob, now: float) -> bool:
+        """``kept: admitted``: only an aged job the share let ahead (this cycle's memo)."""
+        if self.kept == "aged":
+            return True
+        snap = self._admitted_for
+        return snap is None or snap.now != now or job.id in self._admitted
 
     def order(
         self, pending: Sequence[PendingJob], snap: Snapshot, usage: QueueUsage
@@ -190,7 +235,7 @@ class Plugin(OrderBase):
         levels: list[list[PendingJob]] = [[] for _ in range(len(th) + 2)]
         aged, first, knob = levels[0], levels[1], self.starvation_factor * 1000
         cap = self.starvation_cap_s or float("inf")
-        born = now - self.age_limit_s if self.age_limit_s > 0 else float("-inf")
+        born = now - self.age_limit_s if self.aging else float("-inf")
         for p in pending:
             if p.submit_time <= born and (admitted is None or p.id in admitted):
                 aged.append(p)
@@ -244,6 +289,47 @@ class Plugin(OrderBase):
 
         return walk()
 
+    def _set_deadlines(self, snap: Snapshot, history: ServiceHistory) -> None:
+        """``fifo_slack``'s deadline of each pending job ``snap`` shows first (module doc)."""
+        pending, known = snap.pending, self._deadline
+        if all(p.id in known for p in pending):
+            return
+        now, memo = snap.now, dict[tuple[str, int, float], float]()
+
+        def rest(spec: JobSpec, attained: float) -> float | None:
+            k = (spec.queue, spec.total_gpu_milli, attained)
+            if k not in memo:
+                got = history.remaining(spec, attained)
+                memo[k] = -1.0 if got is None else got
+            r = memo[k]
+            return None if r < 0 else r
+
+        gpus = (snap.capacity or capacity_of(snap.nodes)).gpu_milli / 1000 or 1.0
+        ahead = sum(rest(r.spec, r.attained(now)) or 0.0 for r in snap.running)
+        for p in pending:  # in arrival order: the backlog ahead of each grows along the list
+            mine = rest(p.spec, p.attained_gpu_s)
+            if p.id not in known and mine is not None:
+                own = mine / max(p.spec.total_gpu_milli / 1000, 1e-3)
+                span = self._floored(ahead / gpus + own)
+                known[p.id] = p.submit_time + self.fifo_slack * span
+            ahead += mine or 0.0
+        if len(known) > 2 * (len(pending) + len(snap.running)) + 1000:  # forget the finished
+            alive = {p.id for p in pending} | {r.id for r in snap.running}
+            self._deadline = {i: d for i, d in known.items() if i in alive}
+
+    def _floored(self, span: float) -> float:
+        """``span``, or the ``fifo_floor_q`` quantile of the last 1,000 jobs' spans (this one
+        in) where that is more."""
+        if self.fifo_floor_q <= 0:
+            return span
+        self._spans.append(span)
+        insort(self._spans_sorted, span)
+        if len(self._spans) > 1000:
+            old = self._spans.popleft()
+            del self._spans_sorted[bisect_right(self._spans_sorted, old) - 1]
+        s = self._spans_sorted
+        return max(span, s[min(int(self.fifo_floor_q * len(s)), len(s) - 1)])
+
     @staticmethod
     def _expected_rest(history: ServiceHistory) -> Callable[[PendingJob], float]:
         def rest(p: PendingJob) -> float:
@@ -258,7 +344,7 @@ class Plugin(OrderBase):
         """``order`` for jobs already by ``(submit_time, seq)`` (a snapshot's pending jobs with
         its index): a stable split by level is that sort, without its key per job."""
         th = self.thresholds
-        if self.starvation_factor <= 0 and len(th) == 1 and self.age_limit_s <= 0:
+        if self.starvation_factor <= 0 and len(th) == 1 and not self.aging:
             t = th[0]  # level 0 exactly below it (``bisect_right``)
             low = [p for p in pending if p.attained_gpu_s - p.mark.base_gpu_s < t]
             return chain(low, (p for p in pending if not p.attained_gpu_s - p.mark.base_gpu_s < t))

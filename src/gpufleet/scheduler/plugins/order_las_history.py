@@ -28,6 +28,9 @@ class Plugin(order_las.Plugin):
         min_run_s: float = 0.0,
         aged_by: str = "age",
         aged_slack: float = 0.0,
+        fifo_slack: float = 0.0,
+        fifo_floor_q: float = 0.0,
+        kept: str = "aged",
     ) -> None:
         super().__init__(
             thresholds_gpu_s,
@@ -40,4 +43,7 @@ class Plugin(order_las.Plugin):
             min_run_s,
             aged_by,
             aged_slack,
+            fifo_slack,
+            fifo_floor_q,
+            kept,
         )

@@ -84,6 +84,7 @@ _SPEC_KEYS = (
     "min_runtime_s",
     "idle_exempt_s",
     "gpu_engines",
+    "kill_invalid_dep",
 )
 # kept with the job, never shown: the environment captured at submit (sbatch's --export)
 HIDDEN_SPEC_KEYS = ("submit_env",)
@@ -137,6 +138,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "min_runtime_s": spec.min_runtime_s,
         "idle_exempt_s": spec.idle_exempt_s,
         "gpu_engines": dict(spec.gpu_engines),
+        "kill_invalid_dep": spec.kill_invalid_dep,
     }
 
 
@@ -230,6 +232,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         kw["min_runtime_s"] = float(d["min_runtime_s"])
     if "idle_exempt_s" in d:
         kw["idle_exempt_s"] = float(d["idle_exempt_s"])
+    if d.get("kill_invalid_dep") is not None:
+        kw["kill_invalid_dep"] = bool(d["kill_invalid_dep"])
     return JobSpec(**kw)
 
 

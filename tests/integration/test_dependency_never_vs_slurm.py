@@ -1,0 +1,187 @@
+"""A dependency that can never be met, as squeue and scontrol print it: gpufleet's shims against
+Slurm 22.05's default (SchedulerParameters without kill_invalid_depend, ADR 0072). The job waits,
+PENDING with Reason DependencyNeverSatisfied, until its user cancels it; a job after it waits
+with Dependency, and with DependencyNeverSatisfied once that one is cancelled.
+
+What a real Slurm 22.05 printed (``/work/shared/tools/slurm_local.sh``; the last test runs it
+again where Slurm is installed)::
+
+    a=$(sbatch --parsable --wrap "exit 3")
+    b=$(sbatch --parsable --dependency=afterok:$a --wrap true)
+    c=$(sbatch --parsable --dependency=afterok:$b --wrap true)
+    squeue -h -t all -o "%i|%t|%T|%r|%R"
+      1|F|FAILED|NonZeroExitCode|(NonZeroExitCode)
+      2|PD|PENDING|DependencyNeverSatisfied|(DependencyNeverSatisfied)
+      3|PD|PENDING|Dependency|(Dependency)
+    scontrol show job $b
+      JobState=PENDING Reason=DependencyNeverSatisfied Dependency=afterok:1(failed)
+    scontrol show job $c
+      JobState=PENDING Reason=Dependency Dependency=afterok:2(unfulfilled)
+    scancel $b   (and Slurm's next dependency check, up to 30 s later)
+      2|CA|CANCELLED|DependencyNeverSatisfied|
+      3|PD|PENDING|DependencyNeverSatisfied|(DependencyNeverSatisfied)
+    scontrol show job $c
+      JobState=PENDING Reason=DependencyNeverSatisfied Dependency=afterok:2(failed)
+
+A new ``sbatch --dependency=afterok:$a`` is accepted (exit 0) and waits the same as ``$b``.
+(``scontrol show job $b`` once it is cancelled keeps ``Dependency=afterok:1(failed)`` there;
+gpufleet prints ``(null)`` for a job that is not pending.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from test_api import Api, register
+
+from gpufleet.api import schemas as s
+from gpufleet.client.lean import Row
+from gpufleet.shims.scontrol import job_text
+from support.waiting import wait_for
+
+SQUEUE = ["-h", "-t", "all", "-o", "%i|%t|%T|%r|%R"]
+# the lines Slurm printed, before and after scancel of the job in between (its ids: 1, 2, 3)
+SLURM_BEFORE = {
+    "squeue": [
+        "1|F|FAILED|NonZeroExitCode|(NonZeroExitCode)",
+        "2|PD|PENDING|DependencyNeverSatisfied|(DependencyNeverSatisfied)",
+        "3|PD|PENDING|Dependency|(Dependency)",
+    ],
+    "2": "JobState=PENDING Reason=DependencyNeverSatisfied Dependency=afterok:1(failed)",
+    "3": "JobState=PENDING Reason=Dependency Dependency=afterok:2(unfulfilled)",
+}
+SLURM_AFTER = {
+    "squeue": [
+        "1|F|FAILED|NonZeroExitCode|(NonZeroExitCode)",
+        "2|CA|CANCELLED|DependencyNeverSatisfied|",
+        "3|PD|PENDING|DependencyNeverSatisfied|(DependencyNeverSatisfied)",
+    ],
+    "3": "JobState=PENDING Reason=DependencyNeverSatisfied Dependency=afterok:2(failed)",
+}
+NEVER = "DependencyNeverSatisfied"
+
+
+def printed(squeue: Callable[[], list[str]], show: Callable[[str], str], ids: list[str]) -> dict:
+    """What ``squeue`` prints of the jobs, and ``scontrol show job``'s JobState line of each
+    of the pending ones, the jobs numbered 1, 2, 3 in submission order."""
+    num = {jid: str(k) for k, jid in enumerate(ids, 1)}
+    lines = sorted(
+        "|".join([num[line.split("|")[0]], *line.split("|")[1:]])
+        for line in squeue()
+        if line.split("|")[0] in num
+    )
+    out: dict = {"squeue": lines}
+    for line in lines:
+        if "|PD|" in line:
+            text = show(ids[int(line.split("|")[0]) - 1])
+            state = next(x.strip() for x in text.splitlines() if "JobState=" in x)
+            for jid, k in num.items():
+                state = state.replace(f":{jid}(", f":{k}(")
+            out[line.split("|")[0]] = state
+    return out
+
+
+def test_gpufleet_prints_what_slurm_printed(api: Api) -> None:
+    agent = api.agent("node-0")
+    register(agent, "node-0", gpus=8)
+    token = api.token("user", user="alice")
+    alice, http = api.user("alice"), api.raw(token)
+    spec = {"name": "wrap", "gpus_per_worker": 1, "command": ["true"]}
+    (a,) = alice.submit(spec)
+    (cmd,) = agent.commands("node-0", wait_s=5)
+    agent.events(
+        "node-0",
+        [
+            s.AgentEvent(kind="started", job=a, attempt=cmd.attempt, rank=0),
+            s.AgentEvent(kind="exited", job=a, attempt=cmd.attempt, rank=0, exit_code=3),
+        ],
+    )
+    wait_for("a failed", lambda: alice.job(a).state == "FAILED")
+    (b,) = alice.submit(spec, depends_on=[("afterok", a)])  # accepted, as sbatch does
+    (c,) = alice.submit(spec, depends_on=[("afterok", b)])
+
+    def squeue() -> list[str]:
+        answer = http.post("/squeue", json={"argv": SQUEUE, "me": "alice"})
+        assert answer.status_code == 200, answer.text
+        return answer.json()["out"].splitlines()
+
+    def show(jid: str) -> str:
+        return job_text(json.loads(http.get(f"/jobs/{jid}").text, object_hook=Row), time.time())
+
+    def now(expected: dict) -> dict | None:
+        got = printed(squeue, show, [a, b, c])
+        return got if got == expected else None
+
+    got = wait_for("Slurm's lines", lambda: now(SLURM_BEFORE), 10)
+    assert got == SLURM_BEFORE, printed(squeue, show, [a, b, c])
+    why = alice.job(b).reason
+    assert why is not None and why.code == NEVER and why.estimated_start is None
+    assert why.data == {"dependency": [f"afterok:{a}(failed)"]}
+    alice.cancel(b)  # its user cancels it: the one after it can never start either
+    got = wait_for("Slurm's lines after scancel", lambda: now(SLURM_AFTER), 10)
+    assert got == SLURM_AFTER, printed(squeue, show, [a, b, c])
+    assert not [x for x in agent.commands("node-0", wait_s=0.2) if x.kind == "launch"]
+
+
+SLURM_LOCAL = Path(__file__).resolve().parents[3] / "shared" / "tools" / "slurm_local.sh"
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    state = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "SLURM_LOCAL_PORT_BASE": "23600", "SLURM_LOCAL_DEPS": "0"}
+    run = ["bash", str(SLURM_LOCAL)]
+    subprocess.run([*run, "start", str(state)], env=env, check=True, capture_output=True)
+    env["SLURM_CONF"] = str(state / "etc" / "slurm.conf")
+    try:
+        yield env
+    finally:
+        subprocess.run(["scancel", "--user", os.environ.get("USER", "root")], env=env)
+        subprocess.run([*run, "stop", str(state)], env=env, capture_output=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.xdist_group("slurm-local")
+@pytest.mark.skipif(
+    not (shutil.which("slurmctld") and SLURM_LOCAL.exists()),
+    reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
+)
+def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
+    """The record above, from a real Slurm 22.05 (its default SchedulerParameters)."""
+
+    def sh(*argv: str) -> str:
+        r = subprocess.run(argv, env=slurm, cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, f"{argv}: {r.stdout}{r.stderr}"
+        return r.stdout
+
+    def sbatch(*opts: str) -> str:
+        return sh("sbatch", "--parsable", "-o", "/dev/null", *opts).strip().split(";")[0]
+
+    a = sbatch("--wrap", "exit 3")
+    wait_for(
+        "a failed", lambda: sh("squeue", "-h", "-t", "all", "-o", "%T", "-j", a) == "FAILED\n", 60
+    )
+    b = sbatch(f"--dependency=afterok:{a}", "--wrap", "true")
+    c = sbatch(f"--dependency=afterok:{b}", "--wrap", "true")
+
+    def squeue() -> list[str]:
+        return sh("squeue", *SQUEUE, "-j", f"{a},{b},{c}").splitlines()
+
+    def show(jid: str) -> str:
+        return sh("scontrol", "show", "job", jid)
+
+    def now(expected: dict) -> dict | None:
+        got = printed(squeue, show, [a, b, c])
+        return got if got == expected else None
+
+    got = wait_for("the record", lambda: now(SLURM_BEFORE), 60)
+    assert got == SLURM_BEFORE, printed(squeue, show, [a, b, c])
+    sh("scancel", b)
+    got = wait_for("the record after scancel", lambda: now(SLURM_AFTER), 90)
+    assert got == SLURM_AFTER, printed(squeue, show, [a, b, c])
