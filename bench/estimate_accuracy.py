@@ -154,6 +154,12 @@ def main() -> int:
         "cluster (Profile.plan_big_per_node; default: the profile's)",
     )
     ap.add_argument(
+        "--later-of-two",
+        action=argparse.BooleanOptionalAction,
+        help="the later of the plan over the cluster and the plan with the big jobs per node "
+        "(Profile.plan_later_of_two; default: the profile's)",
+    )
+    ap.add_argument(
         "--arrivals",
         action=argparse.BooleanOptionalAction,
         help="plan with the jobs forecast to arrive (Profile.plan_arrivals; default: the "
@@ -172,7 +178,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.window is not None:
         arrivals_module.WINDOW_S = args.window * 3600.0
-    flags = (args.per_node, args.arrivals, args.big_per_node)
+    flags = (args.per_node, args.arrivals, args.big_per_node, args.later_of_two)
     how = (args.trace, args.jobs, args.sample, args.seed, args.order, *flags)
     if args.parts > 1:
         with multiprocessing.get_context("fork").Pool(args.parts) as pool:
@@ -210,6 +216,7 @@ def measure(
     per_node: bool | None = None,
     arrivals: bool | None = None,
     big_per_node: bool | None = None,
+    later_of_two: bool | None = None,
     part: tuple[int, int] = (0, 1),
 ) -> Measured:
     """One replay reading the sampled jobs' first estimates (see the module's docstring)."""
@@ -222,6 +229,8 @@ def measure(
         profile = replace(profile, plan_arrivals=arrivals)
     if big_per_node is not None:
         profile = replace(profile, plan_big_per_node=big_per_node)
+    if later_of_two is not None:
+        profile = replace(profile, plan_later_of_two=later_of_two)
     asked = {j.id for j in jobs if sampled(j.id, sample, seed) and in_part(j.id, *part)}
     # id → (estimate, bound, band low, band high)
     told: dict[str, tuple[float | None, str, float | None, float | None]] = {}

@@ -129,10 +129,13 @@ def test_a_cycle_plans_an_eight_gpu_job_for_when_a_node_is_whole() -> None:
     assert res.reasons["b"].estimated_start == 200.0
     big = replace(profile(order="fifo", backfill="easy"), plan_big_per_node=True)
     assert run_cycle(snap, big).reasons["b"].estimated_start == 200.0  # 8 GPUs a worker
-    # the default counts GPUs over the cluster: b (50 s) would end before a's start, on GPUs
-    # that are free but on two nodes
+    # the plan over the cluster alone counts GPUs: b (50 s) would end before a's start, on
+    # GPUs that are free but on two nodes
+    alone = replace(profile(order="fifo", backfill="easy"), plan_later_of_two=False)
+    assert run_cycle(snap, alone).reasons["b"].estimated_start == 0.0
+    # the default, the later of the two plans: the one per node's
     res = run_cycle(snap, profile(order="fifo", backfill="easy"))
-    assert res.reasons["b"].estimated_start == 0.0
+    assert res.reasons["b"].estimated_start == 200.0
 
 
 def _one_then_two(big_only: bool, nodes: bool = True) -> dict[str, float]:

@@ -444,3 +444,22 @@ def test_estimates_with_only_the_big_jobs_per_node_keep_the_same_rules(scene) ->
     res = run_cycle(snap, big)
     check_estimates(snap, res, big)
     assert decisions(res)[:3] == decisions(run_cycle(snap, profile))[:3]
+
+
+@SETTINGS
+@given(scenes())
+def test_estimates_of_the_later_of_two_plans_are_each_jobs_later_plan(scene) -> None:
+    """``Profile.plan_later_of_two``: every planned start is the later of the plan over the
+    cluster's and the plan with the big jobs per node's; the same rules, the same decisions."""
+    snap, profile = scene
+    both = replace(profile, plan_later_of_two=True)
+    res = run_cycle(snap, both)
+    check_estimates(snap, res, both)
+    plain = run_cycle(snap, replace(profile, plan_later_of_two=False))
+    assert decisions(res)[:3] == decisions(plain)[:3]
+    big = run_cycle(snap, replace(profile, plan_big_per_node=True))
+    for job_id, why in res.reasons.items():
+        one, two = plain.reasons[job_id].estimated_start, big.reasons[job_id].estimated_start
+        if why.start_bound != "planned" or one is None or two is None:
+            continue
+        assert why.estimated_start == max(one, two), (job_id, one, two, why)

@@ -9,7 +9,9 @@ plugin's order on the usage of that moment, EASY-style, each where its queue's q
 Counted in GPUs over the cluster, and per node for a job of several GPUs per worker
 (``estimate_nodes``: its start and its shadow wait for enough nodes each with room for a
 worker, and the nodes it will take are kept from jobs that would run past its start; the
-running jobs are held where they run, the planned ones best fit). With ``plan_arrivals`` the
+running jobs are held where they run, the planned ones best fit). By default
+(``plan_later_of_two``) the queue is played both ways, over the cluster and with only the big
+jobs per node, and a job is told the later of its two starts (ADR 0070). With ``plan_arrivals`` the
 jobs of the last hours (``arrivals``) come again after the cycle and take their turn (a
 forecast of what other queues will submit; they are not planned). What the user is told comes
 with an 80 % band, from how far such estimates were off on this cluster (``start_errors``).
@@ -31,7 +33,7 @@ from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import Resources
 from gpufleet.scheduler.admission import admit_any
 from gpufleet.scheduler.estimate_forward import Forward
-from gpufleet.scheduler.estimate_nodes import room_of, takes_of
+from gpufleet.scheduler.estimate_nodes import node_checked, room_of, takes_of
 from gpufleet.scheduler.runtime_history import RuntimeQuantiles
 from gpufleet.scheduler.snapshot import PendingJob, Snapshot
 from gpufleet.scheduler.usage import QueueUsage, capacity_of
@@ -150,6 +152,36 @@ class StartPlan:
             if job.spec.total_resources.gpu_milli > cap:
                 continue
             jobs.append(job)
+        prof = self.profile
+        if prof.plan_per_node or prof.plan_big_per_node:
+            modes = [(True, not prof.plan_per_node)]
+        elif prof.plan_later_of_two and (prof.plan_arrivals or any(_big(j) for j in jobs)):
+            modes = [(False, False), (True, True)]  # (with no big job the two are one plan)
+        else:
+            modes = [(False, False)]
+        for per_node, big_only in modes:
+            played = self._play(holds, where, jobs, per_node, big_only)
+            for job_id, at in played.items():
+                e = plan.get(job_id)
+                if e is None or at > e.at:  # of two plans, the later start
+                    plan[job_id] = Estimate(at, PLANNED)
+        return plan
+
+    def _play(
+        self,
+        fixed: list[tuple[float, float, str, Resources]],
+        where: list[Allocation],
+        jobs: list[PendingJob],
+        per_node: bool,
+        big_only: bool,
+    ) -> dict[str, float]:
+        """The pending ``jobs`` played forward after what holds GPUs (``fixed``, each held
+        where ``where`` says): over the cluster, or per node (``per_node``; ``big_only``: only
+        the jobs of several whole GPUs a worker placed there)."""
+        snap, res = self.snap, self.res
+        by_id = {p.id: p for p in snap.pending}
+        assumed = self.profile.backfill.assume_limit_s
+        holds = list(fixed)  # the plan's starts are added as it goes, for the quotas
         usage = QueueUsage.of(snap)
         for s in res.starts:
             usage.add(s.queue or by_id[s.job_id].spec.queue, by_id[s.job_id].spec.total_resources)
@@ -167,25 +199,21 @@ class StartPlan:
         def on_start(job: PendingJob, t: float, end: float, queue: str) -> None:
             holds.append((t, end, queue, job.spec.total_resources))
 
-        prof = self.profile
-        per_node = prof.plan_per_node or prof.plan_big_per_node
         nodes, index = room_of(snap.nodes) if per_node else (None, {})
         fwd = Forward(
             snap,
             usage,
             self.profile.order if shares is not None else None,  # type: ignore[arg-type]
-            cap,
+            self._cap.gpu_milli,
             end_of,
             admits,
             on_start,
             nodes,
-            big_only=not prof.plan_per_node,
+            big_only=big_only,
         )
-        for (start, end, queue, need), alloc in zip(holds, where, strict=True):
+        for (start, end, queue, need), alloc in zip(fixed, where, strict=True):
             fwd.hold(start, end, queue, need, takes_of(alloc, index))
-        for job_id, at in fwd.play(jobs, MAX_PLANNED, self._to_come()).items():
-            plan[job_id] = Estimate(at, PLANNED)
-        return plan
+        return fwd.play(jobs, MAX_PLANNED, self._to_come())
 
     def _to_come(self) -> Iterator[PendingJob] | None:
         """The jobs forecast to arrive (``Profile.plan_arrivals``): those submitted in the last
@@ -251,6 +279,11 @@ class StartPlan:
         usage = QueueUsage(self.snap.queues, (), self._cap, used)
         as_q, adm = admit_any(job, self.profile.admit, usage, self._ask_all)
         return as_q.spec.queue if adm.status.ok else None
+
+
+def _big(job: PendingJob) -> bool:
+    """Whether the plan with the big jobs per node places ``job`` on nodes."""
+    return node_checked(job.spec.gpus_per_worker, job.spec.gpu_milli)
 
 
 def _end(start: float, limit: float | None, assumed: float | None) -> float:

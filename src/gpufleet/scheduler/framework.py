@@ -298,6 +298,10 @@ class Profile:
     # and, blocked, its shadow and wall); 1-GPU jobs and shares counted over the cluster, not
     # placed (estimate_nodes). Off: as plan_per_node says
     plan_big_per_node: bool = False
+    # estimated starts, neither of the two above set: the later of two plans, one over the
+    # cluster, one with the big jobs per node (each errs early where the other does not:
+    # ADR 0070). Off: the plan over the cluster alone
+    plan_later_of_two: bool = True
     # estimated starts: the jobs to come forecast from the recent arrivals (scheduler/arrivals)
     # and played with the pending ones; off: only the pending jobs are planned. Off until it is
     # measured on both Philly slices with plan_per_node (BENCHMARKS.md, issue 24)
