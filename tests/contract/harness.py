@@ -260,6 +260,9 @@ def live_cluster(sc: Scenario, data_dir: Path, scale: float) -> LocalCluster:
         policy = defrag_scaled(sc.defrag, scale)
         args += ["--defrag=" + ",".join(f"{k}={_text(v)}" for k, v in policy.items())]
     args += [f"--retry-backoff-s={sc.backoff_s * scale:g}"]
+    # the simulator cancels a job whose dependency can never be met at once (no user there to
+    # cancel it; ADR 0072): the live controller is asked to do the same
+    args += ["--kill-invalid-depend"]
     if sc.launch_timeout_s is not None:
         args += [f"--launch-timeout-s={sc.launch_timeout_s * scale:g}"]
     return LocalCluster(

@@ -13,24 +13,22 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpufleet.io import sbatch_command
 from gpufleet.model.hostlist import compress
+from support.slurm_local import have_slurm, slurm_local
 from support.waiting import wait_for
 
-SLURM_LOCAL = Path(__file__).resolve().parents[3] / "shared" / "tools" / "slurm_local.sh"
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(
-        not (shutil.which("slurmctld") and SLURM_LOCAL.exists()),
+        not have_slurm(),
         reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
     ),
     pytest.mark.xdist_group("slurm-local"),
@@ -39,16 +37,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    state = tmp_path_factory.mktemp("slurm")
-    env = {**os.environ, "SLURM_LOCAL_PORT_BASE": "23400", "SLURM_LOCAL_DEPS": "0"}
-    run = ["bash", str(SLURM_LOCAL)]
-    subprocess.run([*run, "start", str(state)], env=env, check=True, capture_output=True)
-    env["SLURM_CONF"] = str(state / "etc" / "slurm.conf")
-    try:
+    with slurm_local(tmp_path_factory.mktemp("slurm"), 23400) as env:
         yield env
-    finally:
-        subprocess.run(["scancel", "--user", os.environ.get("USER", "root")], env=env)
-        subprocess.run([*run, "stop", str(state)], env=env, capture_output=True)
 
 
 def slurm_allocation(env: dict[str, str], options: list[str]) -> list[int] | str:

@@ -30,8 +30,6 @@ gpufleet prints ``(null)`` for a job that is not pending.)"""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +41,7 @@ from test_api import Api, register
 from gpufleet.api import schemas as s
 from gpufleet.client.lean import Row
 from gpufleet.shims.scontrol import job_text
+from support.slurm_local import have_slurm, slurm_local
 from support.waiting import wait_for
 
 SQUEUE = ["-h", "-t", "all", "-o", "%i|%t|%T|%r|%R"]
@@ -129,27 +128,16 @@ def test_gpufleet_prints_what_slurm_printed(api: Api) -> None:
     assert not [x for x in agent.commands("node-0", wait_s=0.2) if x.kind == "launch"]
 
 
-SLURM_LOCAL = Path(__file__).resolve().parents[3] / "shared" / "tools" / "slurm_local.sh"
-
-
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    state = tmp_path_factory.mktemp("slurm")
-    env = {**os.environ, "SLURM_LOCAL_PORT_BASE": "23600", "SLURM_LOCAL_DEPS": "0"}
-    run = ["bash", str(SLURM_LOCAL)]
-    subprocess.run([*run, "start", str(state)], env=env, check=True, capture_output=True)
-    env["SLURM_CONF"] = str(state / "etc" / "slurm.conf")
-    try:
+    with slurm_local(tmp_path_factory.mktemp("slurm"), 23600) as env:
         yield env
-    finally:
-        subprocess.run(["scancel", "--user", os.environ.get("USER", "root")], env=env)
-        subprocess.run([*run, "stop", str(state)], env=env, capture_output=True)
 
 
 @pytest.mark.e2e
 @pytest.mark.xdist_group("slurm-local")
 @pytest.mark.skipif(
-    not (shutil.which("slurmctld") and SLURM_LOCAL.exists()),
+    not have_slurm(),
     reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
 )
 def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
