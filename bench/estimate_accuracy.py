@@ -48,6 +48,7 @@ import multiprocessing
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -56,7 +57,7 @@ import gpufleet.scheduler.arrivals as arrivals_module
 from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.framework import Profile
-from gpufleet.scheduler.snapshot import Snapshot
+from gpufleet.scheduler.snapshot import PendingJob, Snapshot
 from gpufleet.sim.engine import Simulation
 from gpufleet.sim.replay import ProfileChoice
 
@@ -235,22 +236,11 @@ def measure(
     # id → (estimate, bound, band low, band high)
     told: dict[str, tuple[float | None, str, float | None, float | None]] = {}
 
-    def cycle_and_read(snap: Snapshot, prof: Profile) -> CycleResult:
-        res = run_cycle(snap, prof)
-        for p in snap.pending:
-            if p.id in asked and p.id not in told and p.id in res.reasons:
-                r = res.reasons[p.id]
-                told[p.id] = (r.estimated_start, r.start_bound, r.start_low, r.start_high)
-        return res
+    def read(snap: Snapshot, res: CycleResult, p: PendingJob) -> None:
+        r = res.reasons[p.id]
+        told[p.id] = (r.estimated_start, r.start_bound, r.start_low, r.start_high)
 
-    setattr(controller_module, "run_cycle", cycle_and_read)  # noqa: B010 (the name it calls)
-    try:
-        sim = Simulation(cluster, profile, jobs)
-        t0, c0 = time.perf_counter(), time.process_time()
-        sim.run()
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    finally:
-        setattr(controller_module, "run_cycle", run_cycle)  # noqa: B010
+    sim, wall, cpu = replay_reading(Simulation(cluster, profile, jobs), asked, read)
     m = Measured(choice.label, len(jobs), len(asked), len(told), 0, {"reserved": [], "planned": []},
                  [], 0, 0, 0, wall, cpu, outcomes_digest(sim))  # fmt: skip
     m.jct = [o.end_time - o.submit_time for o in sim.outcomes.values() if o.end_time is not None]
@@ -268,6 +258,31 @@ def measure(
             m.banded += 1
             m.within += low - 1e-6 <= start <= high + 1e-6
     return m
+
+
+def replay_reading(
+    sim: Simulation, asked: set[str], read: Callable[[Snapshot, CycleResult, PendingJob], None]
+) -> tuple[Simulation, float, float]:
+    """``sim`` run, ``read`` called once for each ``asked`` job, at the first cycle that gives it
+    a Reason (what a user asking right after submitting would be told); the run's wall and CPU
+    seconds. The estimates are read, never acted on: the replay is the same."""
+    seen: set[str] = set()
+
+    def cycle_and_read(snap: Snapshot, prof: Profile) -> CycleResult:
+        res = run_cycle(snap, prof)
+        for p in snap.pending:
+            if p.id in asked and p.id not in seen and p.id in res.reasons:
+                seen.add(p.id)
+                read(snap, res, p)
+        return res
+
+    setattr(controller_module, "run_cycle", cycle_and_read)  # noqa: B010 (the name it calls)
+    try:
+        t0, c0 = time.perf_counter(), time.process_time()
+        sim.run()
+        return sim, time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        setattr(controller_module, "run_cycle", run_cycle)  # noqa: B010
 
 
 def report(m: Measured, sample: float, seed: int) -> None:

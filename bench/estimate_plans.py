@@ -22,18 +22,24 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-import gpufleet.core.controller as controller_module
-from gpufleet.scheduler.cycle import run_cycle
 from gpufleet.scheduler.decisions import CycleResult
 from gpufleet.scheduler.estimate import RESERVED, StartPlan
 from gpufleet.scheduler.framework import Profile
-from gpufleet.scheduler.snapshot import Snapshot
+from gpufleet.scheduler.snapshot import PendingJob, Snapshot
 from gpufleet.sim.engine import Simulation
 
 if __package__ in (None, ""):  # run as a file (python bench/X.py): the checkout on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.estimate_accuracy import HEADLINE, fraction, in_part, outcomes_digest, percentile
+from bench.estimate_accuracy import (
+    HEADLINE,
+    fraction,
+    in_part,
+    outcomes_digest,
+    percentile,
+    replay_reading,
+    sampled,
+)
 from bench.philly import DEFAULT_TRACE, philly_workload
 
 Row = tuple[float, float, float]  # (over the cluster, big per node, actual start)
@@ -49,9 +55,8 @@ COMBINED: dict[str, Callable[[float, float], float]] = {
 def dump(
     trace: Path, limit: int | None, sample: float, seed: int, part: tuple[int, int]
 ) -> tuple[list[Row], str]:
-    """Each sampled job's first estimate under both plans, and its actual start."""
-    from bench.estimate_accuracy import sampled
-
+    """Each sampled job's first estimate under both plans (where both give one), and its
+    actual start."""
     cluster, jobs = philly_workload(trace, limit)
     profile: Profile = replace(HEADLINE.build(), explain=True)
     alone = replace(profile, plan_later_of_two=False)
@@ -59,30 +64,16 @@ def dump(
     asked = {j.id for j in jobs if sampled(j.id, sample, seed) and in_part(j.id, *part)}
     told: dict[str, tuple[float, float]] = {}
 
-    def cycle_and_read(snap: Snapshot, prof: Profile) -> CycleResult:
-        res = run_cycle(snap, prof)
-        for p in snap.pending:
-            if p.id in asked and p.id not in told and p.id in res.reasons:
-                one, two = (
-                    StartPlan(snap, alone, res).get(p.id),
-                    StartPlan(snap, big, res).get(p.id),
-                )
-                if one is not None and two is not None:
-                    told[p.id] = (one.at, one.at if one.bound == RESERVED else two.at)
-                else:
-                    told[p.id] = (float("nan"), float("nan"))  # no estimate: left out
-        return res
+    def read(snap: Snapshot, res: CycleResult, p: PendingJob) -> None:
+        one, two = StartPlan(snap, alone, res).get(p.id), StartPlan(snap, big, res).get(p.id)
+        if one is not None and two is not None:
+            told[p.id] = (one.at, one.at if one.bound == RESERVED else two.at)
 
-    setattr(controller_module, "run_cycle", cycle_and_read)  # noqa: B010 (the name it calls)
-    try:
-        sim = Simulation(cluster, profile, jobs)
-        sim.run()
-    finally:
-        setattr(controller_module, "run_cycle", run_cycle)  # noqa: B010
+    sim, _, _ = replay_reading(Simulation(cluster, profile, jobs), asked, read)
     rows = []
     for job_id, (a, b) in told.items():
         start = sim.outcomes[job_id].first_start
-        if start is not None and a == a and b == b:  # started, and both plans gave a start
+        if start is not None:
             rows.append((a, b, start))
     return rows, outcomes_digest(sim)
 

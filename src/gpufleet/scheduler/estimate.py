@@ -178,13 +178,10 @@ class StartPlan:
         """The pending ``jobs`` played forward after what holds GPUs (``fixed``, each held
         where ``where`` says): over the cluster, or per node (``per_node``; ``big_only``: only
         the jobs of several whole GPUs a worker placed there)."""
-        snap, res = self.snap, self.res
-        by_id = {p.id: p for p in snap.pending}
+        snap = self.snap
         assumed = self.profile.backfill.assume_limit_s
         holds = list(fixed)  # the plan's starts are added as it goes, for the quotas
-        usage = QueueUsage.of(snap)
-        for s in res.starts:
-            usage.add(s.queue or by_id[s.job_id].spec.queue, by_id[s.job_id].spec.total_resources)
+        usage = self._usage_after_starts()
         shares = getattr(self.profile.order, "share", None)
 
         def end_of(job: PendingJob, t: float) -> float:
@@ -259,13 +256,21 @@ class StartPlan:
         |error| 1.24 h, p90 4.62 h over its first 6,000 jobs, against 1.10 h and 2.76 h.)"""
         started = {s.job_id for s in self.res.starts}
         left = [p for p in by_id.values() if p.id not in started]
-        usage = QueueUsage.of(self.snap)
-        for s in self.res.starts:
-            spec = by_id[s.job_id].spec
-            usage.add(s.queue or spec.queue, spec.total_resources)
+        usage = self._usage_after_starts()
         nominated = [p for p in left if p.nominated]
         rest = (p for p in self.profile.order.order(left, self.snap, usage) if not p.nominated)
         return chain(nominated, rest)
+
+    def _usage_after_starts(self) -> QueueUsage:
+        """Each queue's usage as the cycle leaves it: the snapshot's and the cycle's starts (a
+        job of several queues in the one it started in). A new object each time: a plan adds
+        its own starts to it."""
+        usage = QueueUsage.of(self.snap)
+        specs = {p.id: p.spec for p in self.snap.pending} if self.res.starts else {}
+        for s in self.res.starts:
+            spec = specs[s.job_id]
+            usage.add(s.queue or spec.queue, spec.total_resources)
+        return usage
 
     def _admitted_at(
         self, job: PendingJob, t: float, holds: list[tuple[float, float, str, Resources]]

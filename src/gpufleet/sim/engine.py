@@ -189,13 +189,14 @@ class Simulation:
         self.config = config or SimConfig()
         cfg = self.config
         self.controller = Controller(
-            profile,
+            # a job whose dependency can never be met is cancelled at once: a trace has no
+            # user to cancel it (ADR 0072)
+            replace(profile, kill_invalid_depend=True),
             cluster,
             backoff_base_s=cfg.retry_backoff_s,
             backoff_max_s=cfg.retry_backoff_max_s,
             launch_timeout_s=cfg.launch_timeout_s,
         )
-        self.controller.jobmaster.kill_invalid_depend = True  # no user to cancel it (ADR 0072)
         # this object is the driver's Executor (``apply``); its journal keeps nothing (a test
         # gives it the live server's, to make a run durable as live)
         grace = cfg.node_grace_s
