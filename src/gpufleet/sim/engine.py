@@ -189,9 +189,7 @@ class Simulation:
         self.config = config or SimConfig()
         cfg = self.config
         self.controller = Controller(
-            # a job whose dependency can never be met is cancelled at once: a trace has no
-            # user to cancel it (ADR 0072)
-            replace(profile, kill_invalid_depend=True),
+            replace(profile, kill_invalid_depend=True),  # a trace has no user to cancel it
             cluster,
             backoff_base_s=cfg.retry_backoff_s,
             backoff_max_s=cfg.retry_backoff_max_s,
