@@ -325,7 +325,7 @@ class JobMaster(JobBook):
         j = rec.job
         if st.queue and st.queue != j.spec.queue and st.queue in j.spec.queues:
             # a job of several queues (Slurm's -p a,b) runs in the one that admitted it: its
-            # record's queue from now on (usage, accounting, squeue's b,a), until a requeue
+            # record's queue from now on (usage, accounting, squeue's b), until a requeue
             # lets it start in any of them again
             j.spec = replace(j.spec, queue=st.queue)
         j.attempt += 1
