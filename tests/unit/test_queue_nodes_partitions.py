@@ -1,5 +1,5 @@
 """A job of several queues whose queues have node sets (Slurm's ``sbatch -p first,second`` with
-partitions of disjoint ``Nodes=``; ADRs 0066 and 0073): it may run on the nodes of any of its
+partitions of disjoint ``Nodes=``; ADRs 0064, 0066 and 0073): it may run on the nodes of any of its
 queues, is started as the job of the first that admits it and has room on its own nodes
 (placed there only, charged there), and while none has room it waits, told Slurm's
 Resources, for a node of any of them."""
@@ -12,6 +12,7 @@ from builders import cluster, cycle, job, queue, running, start_of
 
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.reason import ReasonCode
+from gpufleet.model.replicas import SHARING_LABEL
 from gpufleet.scheduler.snapshot import PendingJob
 
 FIRST = QueueSpec("first", nodes=(("pool", "a"),))
@@ -135,6 +136,20 @@ def test_it_borrows_in_the_second_when_the_first_admits_it_but_has_no_room() -> 
     res = cycle(pools(), [multi("j", gpus=2)], run, queues=qs)
     (s,) = res.starts
     assert (s.queue, s.borrowing, s.allocation[0].node) == ("second", True, "n03")
+
+
+def test_a_share_held_by_its_first_queues_sharing_policy_starts_in_the_second() -> None:
+    """ADR 0064 per queue: the first queue's shares run only on MPS GPUs (n01, full), the
+    second has no policy: a share of both starts on the time-sliced n00, in the second."""
+    ts, mps = cluster(2, 2, model="L40S")
+    nodes = [ts, replace(mps, labels=((SHARING_LABEL, "mps"),))]
+    qs = [QueueSpec("first", gpu_sharing=("mps",)), QueueSpec("second")]
+    full = [running("full", ("n01", [0, 1]), queue="other")]
+    res = cycle(nodes, [multi("j", gpus=1, milli=250)], full, queues=qs)
+    (s,) = res.starts
+    assert (s.queue, s.allocation[0].node, s.allocation[0].gpu_milli) == ("second", "n00", 250)
+    alone = multi("k", ("first",), gpus=1, milli=250)
+    assert start_of(cycle(nodes, [alone], full, queues=qs), "k") is None
 
 
 def test_the_simulator_starts_it_in_the_queue_with_room() -> None:
