@@ -24,8 +24,22 @@ again where Slurm is installed)::
       JobState=PENDING Reason=DependencyNeverSatisfied Dependency=afterok:2(failed)
 
 A new ``sbatch --dependency=afterok:$a`` is accepted (exit 0) and waits the same as ``$b``.
-(``scontrol show job $b`` once it is cancelled keeps ``Dependency=afterok:1(failed)`` there;
-gpufleet prints ``(null)`` for a job that is not pending.)"""
+Once a job is no longer pending, ``scontrol show job`` keeps the dependencies it had not met
+when it stopped waiting, and a job whose dependency was met shows none::
+
+    scontrol show job $b   (cancelled above)
+      JobState=CANCELLED Reason=DependencyNeverSatisfied Dependency=afterok:1(failed)
+    d=$(sbatch --parsable --wrap "sleep 15")
+    e=$(sbatch --parsable --dependency=afterok:$d --wrap true)
+    f=$(sbatch --parsable --dependency=afterok:$d --wrap true); scancel $f   (d still running)
+    scontrol show job $f
+      JobState=CANCELLED Reason=Dependency Dependency=afterok:1(unfulfilled)
+    scontrol show job $e   (once d completed, and e ran and completed)
+      JobState=COMPLETED Reason=None Dependency=(null)
+
+(Also seen: with ``--kill-on-invalid-dep=yes`` the job is cancelled at once, ``JobState=CANCELLED
+Reason=DependencyNeverSatisfied Dependency=afterok:1(failed)``; a job whose dependency was met
+and that was cancelled while waiting for resources, ``Dependency=(null)``.)"""
 
 from __future__ import annotations
 
@@ -52,6 +66,7 @@ SLURM_BEFORE = {
         "2|PD|PENDING|DependencyNeverSatisfied|(DependencyNeverSatisfied)",
         "3|PD|PENDING|Dependency|(Dependency)",
     ],
+    "1": "JobState=FAILED Reason=NonZeroExitCode Dependency=(null)",
     "2": "JobState=PENDING Reason=DependencyNeverSatisfied Dependency=afterok:1(failed)",
     "3": "JobState=PENDING Reason=Dependency Dependency=afterok:2(unfulfilled)",
 }
@@ -61,14 +76,31 @@ SLURM_AFTER = {
         "2|CA|CANCELLED|DependencyNeverSatisfied|",
         "3|PD|PENDING|DependencyNeverSatisfied|(DependencyNeverSatisfied)",
     ],
+    "1": "JobState=FAILED Reason=NonZeroExitCode Dependency=(null)",
+    "2": "JobState=CANCELLED Reason=DependencyNeverSatisfied Dependency=afterok:1(failed)",
     "3": "JobState=PENDING Reason=DependencyNeverSatisfied Dependency=afterok:2(failed)",
+}
+# d runs; e and f wait for it; f is cancelled while it waits; d completes, and e runs and
+# completes (squeue without %R: the node names differ)
+SQUEUE_MET = ["-h", "-t", "all", "-o", "%i|%t|%T|%r"]
+SLURM_WAITING = {
+    "squeue": ["1|R|RUNNING|None", "2|PD|PENDING|Dependency", "3|CA|CANCELLED|Dependency"],
+    "1": "JobState=RUNNING Reason=None Dependency=(null)",
+    "2": "JobState=PENDING Reason=Dependency Dependency=afterok:1(unfulfilled)",
+    "3": "JobState=CANCELLED Reason=Dependency Dependency=afterok:1(unfulfilled)",
+}
+SLURM_MET = {
+    "squeue": ["1|CD|COMPLETED|None", "2|CD|COMPLETED|None", "3|CA|CANCELLED|Dependency"],
+    "1": "JobState=COMPLETED Reason=None Dependency=(null)",
+    "2": "JobState=COMPLETED Reason=None Dependency=(null)",
+    "3": "JobState=CANCELLED Reason=Dependency Dependency=afterok:1(unfulfilled)",
 }
 NEVER = "DependencyNeverSatisfied"
 
 
 def printed(squeue: Callable[[], list[str]], show: Callable[[str], str], ids: list[str]) -> dict:
-    """What ``squeue`` prints of the jobs, and ``scontrol show job``'s JobState line of each
-    of the pending ones, the jobs numbered 1, 2, 3 in submission order."""
+    """What ``squeue`` prints of the jobs, and ``scontrol show job``'s JobState line of each,
+    the jobs numbered 1, 2, 3 in submission order."""
     num = {jid: str(k) for k, jid in enumerate(ids, 1)}
     lines = sorted(
         "|".join([num[line.split("|")[0]], *line.split("|")[1:]])
@@ -77,12 +109,11 @@ def printed(squeue: Callable[[], list[str]], show: Callable[[str], str], ids: li
     )
     out: dict = {"squeue": lines}
     for line in lines:
-        if "|PD|" in line:
-            text = show(ids[int(line.split("|")[0]) - 1])
-            state = next(x.strip() for x in text.splitlines() if "JobState=" in x)
-            for jid, k in num.items():
-                state = state.replace(f":{jid}(", f":{k}(")
-            out[line.split("|")[0]] = state
+        text = show(ids[int(line.split("|")[0]) - 1])
+        state = next(x.strip() for x in text.splitlines() if "JobState=" in x)
+        for jid, k in num.items():
+            state = state.replace(f":{jid}(", f":{k}(")
+        out[line.split("|")[0]] = state
     return out
 
 
@@ -126,6 +157,49 @@ def test_gpufleet_prints_what_slurm_printed(api: Api) -> None:
     got = wait_for("Slurm's lines after scancel", lambda: now(SLURM_AFTER), 10)
     assert got == SLURM_AFTER, printed(squeue, show, [a, b, c])
     assert not [x for x in agent.commands("node-0", wait_s=0.2) if x.kind == "launch"]
+
+
+def test_gpufleet_keeps_what_slurm_keeps_once_a_job_no_longer_waits(api: Api) -> None:
+    agent = api.agent("node-0")
+    register(agent, "node-0", gpus=8)
+    token = api.token("user", user="alice")
+    alice, http = api.user("alice"), api.raw(token)
+    spec = {"name": "wrap", "gpus_per_worker": 1, "command": ["true"]}
+
+    def ran(job: str, code: int | None) -> None:
+        """The job's launch, its start and, with ``code``, its exit."""
+        (cmd,) = [c for c in agent.commands("node-0", wait_s=5) if c.kind == "launch"]
+        assert cmd.job == job
+        evs = [s.AgentEvent(kind="started", job=job, attempt=cmd.attempt, rank=0)]
+        if code is not None:
+            evs.append(s.AgentEvent(kind="exited", job=job, attempt=1, rank=0, exit_code=code))
+        agent.events("node-0", evs)
+
+    def squeue() -> list[str]:
+        answer = http.post("/squeue", json={"argv": SQUEUE_MET, "me": "alice"})
+        assert answer.status_code == 200, answer.text
+        return answer.json()["out"].splitlines()
+
+    def show(jid: str) -> str:
+        return job_text(json.loads(http.get(f"/jobs/{jid}").text, object_hook=Row), time.time())
+
+    (d,) = alice.submit(spec)
+    ran(d, None)
+    (e,) = alice.submit(spec, depends_on=[("afterok", d)])
+    (f,) = alice.submit(spec, depends_on=[("afterok", d)])
+    wait_for("f waits", lambda: (alice.job(f).reason or Row(code="")).code == "Dependency")
+    alice.cancel(f)  # while d runs: its dependency unfulfilled
+    got = wait_for(
+        "Slurm's lines", lambda: (p := printed(squeue, show, [d, e, f])) == (SLURM_WAITING) and p
+    )
+    assert got == SLURM_WAITING
+    agent.events("node-0", [s.AgentEvent(kind="exited", job=d, attempt=1, rank=0, exit_code=0)])
+    ran(e, 0)  # met: e runs, and completes
+    got = wait_for(
+        "Slurm's lines once e ran",
+        lambda: (p := printed(squeue, show, [d, e, f])) == (SLURM_MET) and p,
+    )
+    assert got == SLURM_MET
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +247,41 @@ def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) ->
     sh("scancel", b)
     got = wait_for("the record after scancel", lambda: now(SLURM_AFTER), 90)
     assert got == SLURM_AFTER, printed(squeue, show, [a, b, c])
+
+
+@pytest.mark.e2e
+@pytest.mark.xdist_group("slurm-local")
+@pytest.mark.skipif(
+    not have_slurm(),
+    reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
+)
+def test_slurm_keeps_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
+    """The record above of jobs that no longer wait, from a real Slurm 22.05."""
+
+    def sh(*argv: str) -> str:
+        r = subprocess.run(argv, env=slurm, cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, f"{argv}: {r.stdout}{r.stderr}"
+        return r.stdout
+
+    def sbatch(*opts: str) -> str:
+        return sh("sbatch", "--parsable", "-o", "/dev/null", *opts).strip().split(";")[0]
+
+    d = sbatch("--wrap", "sleep 15")
+    e = sbatch(f"--dependency=afterok:{d}", "--wrap", "true")
+    f = sbatch(f"--dependency=afterok:{d}", "--wrap", "true")
+    sh("scancel", f)
+
+    def squeue() -> list[str]:
+        return sh("squeue", *SQUEUE_MET, "-j", f"{d},{e},{f}").splitlines()
+
+    def show(jid: str) -> str:
+        return sh("scontrol", "show", "job", jid)
+
+    def now(expected: dict) -> dict | None:
+        got = printed(squeue, show, [d, e, f])
+        return got if got == expected else None
+
+    got = wait_for("the record while d runs", lambda: now(SLURM_WAITING), 10)
+    assert got == SLURM_WAITING, printed(squeue, show, [d, e, f])
+    got = wait_for("the record once e ran", lambda: now(SLURM_MET), 60)
+    assert got == SLURM_MET, printed(squeue, show, [d, e, f])

@@ -17,11 +17,19 @@ def have_slurm() -> bool:
 
 
 @contextmanager
-def slurm_local(state: Path, port_base: int) -> Iterator[dict[str, str]]:
+def slurm_local(state: Path, port_base: int, extra_conf: str = "") -> Iterator[dict[str, str]]:
     """A Slurm whose state is under ``state``, its ports from ``port_base`` (one per test module,
-    so that two never meet); yields the environment its clients need. Stopped on the way out, and
-    also when its start fails half-way (a port taken), so that nothing it began is left."""
+    so that two never meet); yields the environment its clients need. ``extra_conf``: slurm.conf
+    lines of its own (partitions), beside the script's. Stopped on the way out, and also when
+    its start fails half-way (a port taken), so that nothing it began is left.
+    ``GPUFLEET_SLURM_PORT_BASE`` in the environment replaces ``port_base`` (to run beside
+    someone else's Slurm on the same ports; the modules that use it run one after another)."""
+    port_base = int(os.environ.get("GPUFLEET_SLURM_PORT_BASE") or port_base)
     env = {**os.environ, "SLURM_LOCAL_PORT_BASE": str(port_base), "SLURM_LOCAL_DEPS": "0"}
+    if extra_conf:
+        state.mkdir(parents=True, exist_ok=True)
+        (state / "extra.conf.in").write_text(extra_conf)
+        env["SLURM_LOCAL_EXTRA_CONF"] = str(state / "extra.conf.in")
     env["SLURM_CONF"] = str(state / "etc" / "slurm.conf")
     run = ["bash", str(SLURM_LOCAL)]
     try:

@@ -427,7 +427,9 @@ def test_afterok_that_can_never_be_met_waits_until_its_user_cancels_it_as_slurm(
     assert not of(out, Launch) and h.state("test") is S.PENDING
     out = h(60.0, JobCancelled("test"))
     assert moves(out, "test") == [(S.PENDING, S.CANCELLED)]
-    assert h.c.jobs["test"].job.ended == JobEnd("DependencyNeverSatisfied", 0, 0)
+    # scontrol's Dependency= keeps what it waited for, as Slurm's (afterok:1(failed))
+    never = JobEnd("DependencyNeverSatisfied", 0, 0, "afterok:build(failed)")
+    assert h.c.jobs["test"].job.ended == never
     assert h.state("deploy") is S.PENDING
     assert h.c.reason("deploy").code is ReasonCode.DEP_NEVER
     assert h.c.reason("deploy").message == (
@@ -445,7 +447,10 @@ def test_afterok_is_cancelled_when_the_dependency_fails_with_kill_invalid_depend
     assert moves(out, "test") == [(S.PENDING, S.CANCELLED)]
     assert of(out, Transition)[-2].why == "dependency afterok:build ended FAILED"
     assert moves(out, "deploy") == [(S.PENDING, S.CANCELLED)]  # and down the chain
-    assert h.c.jobs["test"].job.ended == JobEnd("DependencyNeverSatisfied", 0, 0)
+    # Slurm's --kill-on-invalid-dep=yes: CANCELLED, Dependency=afterok:1(failed) kept
+    never = JobEnd("DependencyNeverSatisfied", 0, 0, "afterok:build(failed)")
+    assert h.c.jobs["test"].job.ended == never
+    assert h.c.jobs["deploy"].job.ended == JobEnd(never.reason, 0, 0, "afterok:test(failed)")
 
 
 @pytest.mark.parametrize("controller", [False, True])

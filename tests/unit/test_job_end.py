@@ -93,7 +93,25 @@ def test_a_retried_job_ends_once_and_a_dependency_never_satisfied() -> None:
     assert ended(h, "r") == JobEnd("NonZeroExitCode", 5, 0)
     assert ended(h, "after") is None  # it waits, DependencyNeverSatisfied, as in Slurm
     h(103.0, JobCancelled("after"))  # until its user cancels it: it ended so (scontrol's)
-    assert ended(h, "after") == JobEnd("DependencyNeverSatisfied", 0, 0)
+    # and scontrol's Dependency= goes on saying what it was never met by, as Slurm's does
+    assert ended(h, "after") == JobEnd("DependencyNeverSatisfied", 0, 0, "afterok:r(failed)")
+
+
+def test_a_job_that_ends_pending_keeps_its_unmet_dependencies_one_that_ran_none() -> None:
+    h = Harness(cluster_spec(1, 8))
+    h.submit(0.0, "d", gpus=1)
+    h.submit(0.0, "e", gpus=1, depends_on=[("afterok", "d")])
+    h.submit(0.0, "f", gpus=1, depends_on=[("afterok", "d")])
+    h.start_all(1.0, "d")
+    h(2.0, JobCancelled("f"))  # while d runs
+    assert ended(h, "f") == JobEnd("Dependency", 0, 0, "afterok:d(unfulfilled)")
+    h.exit(3.0, "d", 0, code=0)
+    h.start_all(4.0, "e")
+    h.exit(5.0, "e", 0, code=0)
+    assert ended(h, "e") == JobEnd("None", 0, 0)  # met, then ran: (null)
+    end = JobEnd("Dependency", 0, 0, "afterok:d(unfulfilled)")
+    assert JobEnd.from_dict(end.to_dict()) == end
+    assert "dependency" not in JobEnd("None").to_dict()  # stored as before when none
 
 
 def test_a_lost_node_ends_a_job_that_asked_not_to_be_requeued() -> None:

@@ -125,17 +125,20 @@ def test_the_shims_import_neither_typer_nor_httpx_nor_pydantic_nor_rich() -> Non
 
 
 def test_a_partition_list_shows_as_slurms_partition_string() -> None:
-    # sbatch -p a,b: "a,b" while pending, the partition used first once started ("b,a")
+    # sbatch -p a,b: "a,b" while pending, only the partition used once started ("b"), as
+    # Slurm 22.05 prints it
     from gpufleet.io import slurm_style
 
     pending = _job(state="PENDING", queue="a", spec=Row(queues=["a", "b"]), start_time=None)
     ran = _job(queue="b", spec=Row(queues=["a", "b"], cpus=1))
     plain = _job(queue="gpu")
-    assert [slurm_style.partitions(j) for j in (pending, ran, plain)] == ["a,b", "b,a", "gpu"]
-    assert _render([ran, plain], "Partition", sep="|", header=False) == "b,a\ngpu\n"
+    assert [slurm_style.partitions(j) for j in (pending, ran, plain)] == ["a,b", "b", "gpu"]
+    assert _render([ran, plain], "Partition", sep="|", header=False) == "b\ngpu\n"
     out = slurm_style.render("%P", [pending], header=False, now=5000.0)
     assert out == "a,b\n"
     assert slurm_style.in_partitions(pending, {"b"}) and not slurm_style.in_partitions(plain, {"b"})
+    # squeue -p a: not the job that runs in b (Slurm 22.05 lists it under b only)
+    assert slurm_style.in_partitions(ran, {"b"}) and not slurm_style.in_partitions(ran, {"a"})
 
 
 def test_sbatch_reads_a_wrap_script_without_the_whole_model_or_http_client() -> None:

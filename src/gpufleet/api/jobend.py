@@ -21,6 +21,11 @@ class JobEndOut(BaseModel):
     exit_code: str = Field(description="CODE:SIGNAL, as Slurm's ExitCode (3:0, 0:15)")
     code: int  # the exit code of the process that decided the end (0 when a signal killed it)
     signal: int  # the signal that killed it; 0: none
+    dependency: str = Field(
+        "",
+        description="a job that ended pending: its dependencies not met then, as Slurm's "
+        "Dependency= keeps them (afterok:1(failed)); empty: none, or it ran",
+    )
 
 
 class LogOut(BaseModel):

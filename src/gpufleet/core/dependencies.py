@@ -73,6 +73,11 @@ class Dependencies:
                 out.append(f"{kind}:{dep}(unfulfilled)")
         return tuple(out)
 
+    def left(self, rec: JobRecord, jobs: Mapping[str, JobRecord]) -> str:
+        """``open`` as one text (``afterok:1(failed)``): what a job that ends pending keeps as
+        its ``Dependency=``, as Slurm does; "" when none is left (those of a job that ran)."""
+        return ",".join(self.open(rec, jobs))
+
     def _depended_on(self, dep: str, jobs: Mapping[str, JobRecord]) -> list[Job]:
         """The jobs a dependency on ``dep`` waits for: every task when it is an array's id."""
         tasks = self._arrays.get(dep)

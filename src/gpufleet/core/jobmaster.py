@@ -108,8 +108,7 @@ class JobMaster(JobBook):
     def cancel(
         self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
     ) -> None:
-        """``waited``: why the job waited, if it did (its Reason): what Slurm keeps as the
-        reason of a job cancelled pending."""
+        """``waited``: its Reason if it waited, kept as Slurm does (with its unmet dependencies)."""
         rec = self.jobs.get(ev.job_id)
         if rec is None:
             raise UnknownObject(f"unknown job {ev.job_id}")
@@ -119,7 +118,7 @@ class JobMaster(JobBook):
             self._to(rec, S.CANCELLED, now, ev.why, out)
             rec.job.end_time = now
             code = getattr(waited, "code", None) if st is S.PENDING else None
-            rec.job.ended = JobEnd(NONE if code is None else str(code))
+            rec.job.ended = JobEnd(str(code or NONE), dependency=self._deps.left(rec, self.jobs))
             self._finished(rec, now, out)
         elif st in (S.STARTING, S.RUNNING):
             self.stop(rec, S.CANCELLED, ev.why, out, now=now)
@@ -325,7 +324,7 @@ class JobMaster(JobBook):
         j = rec.job
         if st.queue and st.queue != j.spec.queue and st.queue in j.spec.queues:
             # a job of several queues (Slurm's -p a,b) runs in the one that admitted it: its
-            # record's queue from now on (usage, accounting, squeue's b,a), until a requeue
+            # record's queue from now on (usage, accounting, squeue's b), until a requeue
             # lets it start in any of them again
             j.spec = replace(j.spec, queue=st.queue)
         j.attempt += 1
@@ -490,5 +489,6 @@ class JobMaster(JobBook):
         if failed:
             self._dequeue(rec)
             self._to(rec, S.CANCELLED, now, failed, out)
-            rec.job.end_time, rec.job.ended = now, JobEnd(DEPENDENCY)
+            rec.job.end_time, deps = now, self._deps.left(rec, self.jobs)  # Slurm keeps them
+            rec.job.ended = JobEnd(DEPENDENCY, dependency=deps)
         return bool(failed)

@@ -200,16 +200,22 @@ def why(j: Any) -> str:
 
 
 def partitions(j: Any) -> str:
-    """Slurm's job partition string: the job's queues (``a,b`` for ``-p a,b``), the one it runs
-    or last ran in first (``b,a`` once started in b), as sbatch's man page says of it."""
+    """Slurm's job partition string: while the job waits, its queues (``a,b`` for ``-p a,b``),
+    the one it last ran in first; once it is no longer pending, the one queue it runs or ran
+    in (``b``), as Slurm 22.05's squeue and scontrol print it (sbatch's man page says ``b,a``;
+    tests/integration/test_partitions_vs_slurm.py)."""
     queues = j.spec.get("queues") or ()
+    if j.state != "PENDING":
+        return str(j.queue)
     return ",".join([j.queue, *(q for q in queues if q != j.queue)])
 
 
 def in_partitions(j: Any, wanted: set[str]) -> bool:
     """squeue's and sacct's ``-p``: a job of any of ``wanted`` (of its list, for a job of
-    several queues)."""
-    return j.queue in wanted or any(q in wanted for q in (j.spec.get("queues") or ()))
+    several queues that is pending; once started, of the one it runs or ran in, as Slurm)."""
+    if j.queue in wanted:
+        return True
+    return j.state == "PENDING" and any(q in wanted for q in (j.spec.get("queues") or ()))
 
 
 def _fields(now: float) -> dict[str, Callable[[Listed], str]]:

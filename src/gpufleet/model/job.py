@@ -185,9 +185,10 @@ class JobSpec:
     # the submitter's environment, captured at submit (sbatch's --export); never shown
     submit_env: tuple[tuple[str, str], ...] = ()
     # Slurm's partition list (sbatch -p a,b): every queue the job may start in, in the order
-    # given; () is just ``queue``. A job with several starts in the first of them that admits
-    # it now without borrowing, else the first that admits it by borrowing (scheduler/cycle.py
-    # step 2); ``queue`` is the one it runs (or last ran) in: at submit, the first of them
+    # given; () is just ``queue``. A job with several starts as the job of the first of them
+    # that admits it now without borrowing and has room on its nodes, else of the first that
+    # admits it by borrowing and has room (scheduler/cycle.py, ADR 0073); ``queue`` is the
+    # one it runs (or last ran) in: at submit, the first of them
     # unless given. Until it starts (and again after a requeue), the order plugins order it
     # as a job of ``queue`` (its fair share), where Slurm considers higher-priority partitions
     # first.
@@ -196,7 +197,8 @@ class JobSpec:
     @property
     def partitions(self) -> tuple[str, ...]:
         """Slurm's job partition string, as a tuple: the queues the job may use, the one it
-        runs (or last ran) in first (``a,b`` while pending, ``b,a`` once started in b)."""
+        runs (or last ran) in first (``a,b`` while pending, ``b,a`` once started in b; Slurm's
+        squeue then shows ``b`` alone: io/slurm_style.partitions)."""
         if not self.queues:
             return (self.queue,)
         return (self.queue, *(q for q in self.queues if q != self.queue))

@@ -7,7 +7,9 @@ exited 3, ``FAILED Reason=NonZeroExitCode ExitCode=3:0``; one killed by a signal
 ``FAILED Reason=JobLaunchFailure ExitCode=0:9``; one past its time limit, ``TIMEOUT
 Reason=TimeLimit ExitCode=0:15``; a running one cancelled, ``CANCELLED Reason=None
 ExitCode=0:15``; a pending one cancelled, its pending reason and ``0:0``; one that completed,
-``Reason=None ExitCode=0:0``."""
+``Reason=None ExitCode=0:0``. A job that ended pending keeps its dependencies not met then
+(``Dependency=afterok:1(failed)``, ``afterok:9(unfulfilled)``); one that ran, ``(null)``
+(tests/integration/test_dependency_never_vs_slurm.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ class JobEnd:
     reason: str = NONE
     code: int = 0  # the exit code of the process that decided the job's end
     signal: int = 0  # the signal that killed it (0: none)
+    # a job that ended pending: its dependencies not met then, as ``scontrol show job``'s
+    # ``Dependency=`` goes on printing them (``afterok:1(failed)``); "": none (or it ran)
+    dependency: str = ""
 
     @property
     def exit_code(self) -> str:
@@ -38,13 +43,17 @@ class JobEnd:
         return f"{self.code}:{self.signal}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reason": self.reason, "code": self.code, "signal": self.signal}
+        out: dict[str, Any] = {"reason": self.reason, "code": self.code, "signal": self.signal}
+        if self.dependency:
+            out["dependency"] = self.dependency
+        return out
 
     @staticmethod
     def from_dict(d: Any) -> JobEnd | None:
         if not isinstance(d, dict):
             return None
-        return JobEnd(str(d.get("reason", NONE)), int(d.get("code", 0)), int(d.get("signal", 0)))
+        code, signal = int(d.get("code", 0)), int(d.get("signal", 0))
+        return JobEnd(str(d.get("reason", NONE)), code, signal, str(d.get("dependency", "")))
 
 
 def exit_status(code: int, why: str) -> tuple[int, int]:

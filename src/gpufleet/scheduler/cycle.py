@@ -19,7 +19,7 @@ from gpufleet.model.allocation import Allocation
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import backfill, explain, pack_encoders, preemption
-from gpufleet.scheduler.admission import admit_any
+from gpufleet.scheduler.admission import Tries, queue_tries
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
 from gpufleet.scheduler.gang import place_gang
@@ -132,6 +132,10 @@ class _Cycle:
                 if termed is None:
                     continue
                 job = termed
+            if job.spec.queues:  # Slurm's -p a,b: as the job of each of its queues
+                if not self.walk_queues(job):
+                    break  # nothing passes the blocked head
+                continue
             if self.shares is not None and job.spec.queue in self.shares.queues:
                 shared, why = self.shares.apply(job)  # its queue's nodes, ways of sharing
                 if shared is None:
@@ -154,6 +158,54 @@ class _Cycle:
                 continue
             self.block(job)  # 4. the first such job becomes the head, with its reservation
 
+    def walk_queues(self, job: PendingJob) -> bool:
+        """Steps 2 to 5 for a job of several queues: started as the job of the first of them
+        that admits it without borrowing and has room on its nodes, else preempting as the
+        job of the first that admits it; else, when one admits it by borrowing, it waits for
+        step 3' (as a borrower does), else it blocks, waiting for a node of any of them.
+        False: the job may not pass the blocked head, and the walk ends."""
+        tries = self.tries(job)
+        if tries.why is not None:
+            self.refused(job, tries.why)
+            return True
+        if self.head is not None:  # 4. may it start around the blocked head?
+            passing = self.profile.backfill.backfill(job, self.head)
+            if passing.code is not Code.SUCCESS:
+                self.give(job, passing.reason)
+                return False
+        if not tries.direct:
+            self.borrowers.append(job)
+            return True
+        if any(self.place(as_q, adm) for as_q, adm in tries.direct):  # 3.
+            return True
+        if self.preempt(*tries.direct[0]):  # 5.
+            return True
+        if tries.borrowing:  # another of its queues may start it by borrowing, in step 3'
+            self.borrowers.append(job)
+            return True
+        self.block(self.waits_for_any(job, tries.direct))  # 4.
+        return True
+
+    def tries(self, job: PendingJob) -> Tries:
+        """``job`` as the job of each of its queues that admits it, that queue's terms on."""
+        shares = self.shares
+
+        def terms(as_q: PendingJob) -> tuple[PendingJob | None, Reason | None]:
+            if shares is None or as_q.spec.queue not in shares.queues:
+                return as_q, None
+            return shares.terms(as_q)[:2]
+
+        return queue_tries(job, self.profile.admit, self.usage, self.admit_all, terms)
+
+    def waits_for_any(
+        self, job: PendingJob, tried: Sequence[tuple[PendingJob, Admission]]
+    ) -> PendingJob:
+        """A job of several queues none of which has room for it now, as it waits (for its
+        Reason, the head's reservation): for a node of any of ``tried``."""
+        if self.shares is None:
+            return tried[0][0]
+        return self.shares.union(job, [as_q for as_q, _ in tried])
+
     def reserved_nodes(self, job: PendingJob) -> PendingJob | None:
         """``job`` kept off the nodes of the reservations it may not use (or held to its own
         one's); None: it waits for its reservation, with why."""
@@ -167,9 +219,7 @@ class _Cycle:
     # ----- 2. admit ------------------------------------------------------------------------
 
     def admit(self, job: PendingJob) -> tuple[PendingJob, Admission]:
-        """The admission (a job of several queues: as the job of the first that admits it)."""
-        if job.spec.queues:
-            return admit_any(job, self.profile.admit, self.usage, self.admit_all)
+        """The admission of a job of one queue."""
         if not self.admit_all and job.spec.queue not in self.usage.limited:
             return job, ADMITTED
         return job, self.profile.admit.admit(job, self.usage)
@@ -274,12 +324,10 @@ class _Cycle:
     def place_borrowers(self) -> None:
         admit, usage = self.profile.admit, self.usage
         for job in self.borrowers:
-            # the cohort's idle quota may be gone by now (a job of several queues: another may
-            # lend)
             if job.spec.queues:
-                job, adm = admit_any(job, admit, usage, self.admit_all)
-            else:
-                adm = admit.admit(job, usage)
+                self.place_borrower_of_queues(job)
+                continue
+            adm = admit.admit(job, usage)  # the cohort's idle quota may be gone by now
             if not adm.status.ok:
                 self.refused(job, adm)
                 continue
@@ -290,6 +338,22 @@ class _Cycle:
                     continue
             if not self.place(job, adm):
                 self.unplaced.append(job)
+
+    def place_borrower_of_queues(self, job: PendingJob) -> None:
+        """Step 3' for a job of several queues: as the job of the first that admits it now
+        (by borrowing or not: another may lend by now) and has room on its nodes."""
+        tries = self.tries(job)
+        if tries.why is not None:
+            self.refused(job, tries.why)
+            return
+        if self.head is not None:
+            passing = self.profile.backfill.backfill(job, self.head)
+            if passing.code is not Code.SUCCESS:
+                self.give(job, passing.reason)
+                return
+        tried = tries.direct + tries.borrowing
+        if not any(self.place(as_q, adm) for as_q, adm in tried):
+            self.unplaced.append(self.waits_for_any(job, tried))
 
     # ----- 6. explain ----------------------------------------------------------------------
 
@@ -353,12 +417,15 @@ class _Cycle:
     def _shares_said(self) -> None:
         """A waiting job kept off nodes by its queue's node set or ways of sharing is told so."""
         shares = self.shares
-        if shares is None or not (shares.kept or shares.held):
+        if shares is None or not (shares.kept or shares.held or shares.union_held):
             return
         for job in self.unplaced:
-            kept = job.id in shares.kept or job.id in shares.held
+            union = job.id in shares.union_held
+            kept = union or job.id in shares.kept or job.id in shares.held
             r = self.res.reasons.raw(job.id) if kept else None
-            if r is not None:
+            if r is not None and union:
+                self.res.reasons[job.id] = shares.said_union(r, job.id)
+            elif r is not None:
                 self.res.reasons[job.id] = shares.said(r, job.id, job.spec.queue)
 
 

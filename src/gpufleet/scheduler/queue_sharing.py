@@ -86,6 +86,9 @@ class ShareTerms:
         self.held: dict[str, Selector] = {}  # job id → its queue's node set, where some is not
         self._off: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.kept: dict[str, tuple[str, ...]] = {}  # job id → the nodes kept from it, its modes
+        # a job of several queues waiting for the nodes of any: job id → its queues' words for
+        # what they keep it to, and how many nodes none of them lets it use
+        self.union_held: dict[str, tuple[tuple[str, ...], int]] = {}
         self.gpu_nodes = sum(1 for v in views if v.gpus)
 
     @staticmethod
@@ -111,26 +114,82 @@ class ShareTerms:
         return got
 
     def apply(self, job: PendingJob) -> tuple[PendingJob | None, Reason | None]:
-        """``job`` kept off the nodes its queue's policies rule out, or (None, why it waits)."""
+        """``job`` kept off the nodes its queue's policies rule out, or (None, why it waits);
+        what kept it is noted for its Reason (``said``)."""
+        shared, why, selector, modes = self.terms(job)
+        if selector:
+            self.held[job.id] = selector
+        if modes:
+            self.kept[job.id] = modes
+        return shared, why
+
+    def terms(
+        self, job: PendingJob
+    ) -> tuple[PendingJob | None, Reason | None, Selector, tuple[str, ...]]:
+        """``apply`` without noting anything: the job as its queue (``spec.queue``) keeps it,
+        or (None, why), and the node set and ways of sharing that kept it off nodes."""
         s = job.spec
         off: tuple[str, ...] = ()
+        held: Selector = ()
+        kept: tuple[str, ...] = ()
         selector = self.sets.get(s.queue)
         if selector and (off := self.outside(selector)):
             if len(off) >= len(self.views):
-                return None, no_node_set(s.queue, selector, self.views)
-            self.held[job.id] = selector
+                return None, no_node_set(s.queue, selector, self.views), (), ()
+            held = selector
         modes = self.policies.get(s.queue)
         if modes and s.gpus_per_worker and s.gpu_milli < MILLI and (other := self.off(modes)):
             if len(other) >= self.gpu_nodes:  # every GPU node shares another way
                 why = nowhere(s, modes, self.views, other)
                 if why is not None:
-                    return None, why
-            self.kept[job.id] = modes
+                    return None, why, (), ()
+            kept = modes
             off += other
         if not off:
-            return job, None
+            return job, None, held, kept
         spec = with_exclude(s, tuple(dict.fromkeys(s.exclude + off)))
-        return replace(job, spec=spec), None
+        return replace(job, spec=spec), None, held, kept
+
+    def union(self, job: PendingJob, tried: Sequence[PendingJob]) -> PendingJob:
+        """A job of several queues (Slurm's ``-p a,b``) as it waits for a node of any of
+        them: ``job`` kept off only the nodes that each of ``tried`` (it as the job of each
+        queue that admits it, with that queue's terms) is kept off; noted for its Reason."""
+        if len(tried) == 1:
+            first = tried[0]
+            _, _, selector, modes = self.terms(first)
+            if selector:
+                self.held[job.id] = selector
+            if modes:
+                self.kept[job.id] = modes
+            return first
+        own = set(job.spec.exclude)
+        common = [n for n in tried[0].spec.exclude if n not in own]
+        for t in tried[1:]:
+            theirs = set(t.spec.exclude)
+            common = [n for n in common if n in theirs]
+        spec = with_exclude(tried[0].spec, job.spec.exclude + tuple(common))
+        if not common:  # one of them may run it anywhere
+            return replace(tried[0], spec=spec)
+        words = []
+        for t in tried:
+            _, _, selector, modes = self.terms(t)
+            said = [f"nodes labelled {node_set_text(selector)}"] if selector else []
+            said += [f"GPUs shared by {_ways(modes)}"] if modes else []
+            words.append(f"queue {t.spec.queue}: {' and '.join(said)}")
+        self.union_held[job.id] = (tuple(words), len(common))
+        return replace(tried[0], spec=spec)
+
+    def said_union(self, r: Reason, job: str) -> Reason:
+        """``said`` for a job of several queues waiting for the nodes of any of them."""
+        words, n = self.union_held[job]
+        terms = f"its queues run it only on their nodes ({'; '.join(words)})"
+        if r.data.get("filter") == "filter/exclude":
+            msg = (
+                f"{terms}, and no schedulable one is; {n} node(s) outside them all are not counted"
+            )
+        else:
+            msg = f"{r.message}; {terms}, so {n} node(s) outside them all are not counted"
+        return replace(r, message=msg)
 
     def said(self, r: Reason, job: str, queue: str) -> Reason:
         """The Reason of a waiting job kept off nodes by its queue's node set or ways of

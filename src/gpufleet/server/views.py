@@ -105,7 +105,13 @@ def job_out(
 def ended_out(e: JobEnd | None) -> s.JobEndOut | None:
     if e is None:
         return None
-    return s.JobEndOut(reason=e.reason, exit_code=e.exit_code, code=e.code, signal=e.signal)
+    return s.JobEndOut(
+        reason=e.reason,
+        exit_code=e.exit_code,
+        code=e.code,
+        signal=e.signal,
+        dependency=e.dependency,
+    )
 
 
 def powered_off_out(spec: NodeSpec, state: str, why: str) -> s.NodeOut:

@@ -54,8 +54,12 @@ def _ids(user: str) -> tuple[str, str]:
 def _dependency(j: Any) -> str:
     """``Dependency=``: a pending job's dependencies not met yet, as its Reason's data has them
     (``afterok:1(unfulfilled)``, ``afterok:1(failed)``: one that can never be met); ``(null)``
-    when none is left (Slurm drops those met), and for a job that is not pending."""
-    reason = j.get("reason") if j.state == "PENDING" else None
+    when none is left (Slurm drops those met). A job that ended pending (cancelled) keeps
+    those not met then, as Slurm 22.05 does; one that ran, ``(null)``."""
+    if j.state != "PENDING":
+        ended = j.get("ended")
+        return (ended.get("dependency") if ended else "") or "(null)"
+    reason = j.get("reason")
     deps = (reason.get("data") or {}).get("dependency") if reason else None
     return ",".join(deps) if deps else "(null)"
 
