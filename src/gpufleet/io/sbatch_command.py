@@ -16,6 +16,7 @@ from typing import Any
 
 from gpufleet.io import sbatch as reader
 from gpufleet.io.export import submit_context
+from gpufleet.io.sbatch.output_env import output_env
 from gpufleet.io.sbatch.verify import WRAP_SOURCE
 from gpufleet.io.slurm_opts import Word, getopt
 from gpufleet.model.errors import SpecError
@@ -102,7 +103,7 @@ def read(
             )
         except SpecError as e:
             raise Usage(str(e)) from None
-        batch.spec["workdir"], batch.spec["submit_env"] = where, env
+        batch.spec["workdir"], batch.spec["submit_env"] = where, {**env, **output_env(r)}
         batch.warnings += more
     return batch
 

@@ -45,7 +45,15 @@ def main(argv: list[str] | None = None) -> None:
     run("sbatch", lambda: _submit(args))
 
 
+def umask() -> str:
+    """This process's umask as sbatch exports it (SLURM_UMASK): the batch script runs with it."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return f"{mask:04o}"
+
+
 def _submit(argv: list[str]) -> int:
+    os.environ.setdefault("SLURM_UMASK", umask())  # as sbatch: unless the caller set one
     try:
         settings = resolve()
     except SettingsError as e:
