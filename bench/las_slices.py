@@ -70,6 +70,8 @@ SMALL_VCS = frozenset({"0e4a51", "103959", "ed69ec", "e13805"})
 SLICES = {
     "sep": Slice("2017-09-01", "2017-09-30"),  # the month: 4,388 jobs
     "nov-late": Slice("2017-11-15", "2017-11-30"),  # 6,519 jobs
+    "oct": Slice("2017-10-01", "2017-10-31"),  # the month: 34,040 jobs
+    "nov": Slice("2017-11-01", "2017-11-30"),  # the month: 15,351 jobs
     "vc-long": Slice("2017", "2018", LONG_VCS),  # five VCs of long jobs, whole trace: 3,574
     # the regression test's until fe1c7e8
     "nov-25-30": Slice("2017-11-25", "2017-11-30"),
