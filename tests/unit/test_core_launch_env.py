@@ -187,3 +187,27 @@ def test_driver_capabilities_follow_what_the_job_asked_of_its_gpus() -> None:
     own = replace(train, env=(("NVIDIA_DRIVER_CAPABILITIES", "all"),))
     assert caps(own) == "all"  # the job's own word, as the toolkit takes it
     assert caps(spec("cpu", gpus=0)) is None
+
+
+def test_a_batch_jobs_shell_is_slurms_batch_step_not_a_step() -> None:
+    """Slurm's batch shell has no SLURM_STEP_* (a tool that finds SLURM_STEP_ID takes itself
+    for a step's task), no SLURM_GPUS_PER_TASK unless sbatch was given --gpus-per-task (srun
+    reads it as its own option), and ENVIRONMENT=BATCH, SLURM_GTIDS and its node's
+    SLURM_TOPOLOGY_ADDR."""
+    batch = envs(JobFacts.of(replace(spec("train", gpus=2), batch=True)))
+    for x, node in zip(batch, ["gpu-01", "gpu-01", "gpu-02", "gpu-02", "gpu-03"], strict=True):
+        assert not [k for k in x if k.startswith("SLURM_STEP")] and "SLURM_GPUS_PER_TASK" not in x
+        assert x["ENVIRONMENT"] == "BATCH" and x["SLURM_GTIDS"] == "0"
+        assert (x["SLURM_TOPOLOGY_ADDR"], x["SLURM_TOPOLOGY_ADDR_PATTERN"]) == (node, "node")
+    gang_env = envs(FACTS)[0]  # a gang's ranks are the tasks of its one step
+    assert gang_env["SLURM_STEP_ID"] == "0" and gang_env["SLURM_GPUS_PER_TASK"] == "2"
+    assert "ENVIRONMENT" not in gang_env
+
+
+def test_an_array_tasks_job_name_is_the_arrays() -> None:
+    """gpufleet names an array's task ``NAME_INDEX`` (squeue shows it); Slurm's
+    SLURM_JOB_NAME is the array's name in every task, as scripts use it for paths."""
+    facts = JobFacts.of(spec("sweep_6"), ArrayFacts("100", 6, (0, 3, 6, 9)))
+    (e,) = [dict(x) for x in rank_env("102", 1, 1, (P("n1", (0,)),), facts)]
+    assert e["SLURM_JOB_NAME"] == "sweep"
+    assert JobFacts.of(spec("sweep_6")).name == "sweep_6"  # not an array's task: as named

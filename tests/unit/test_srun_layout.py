@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.slurm.layout import base_env, capacities, per_node, plan
+from gpufleet.slurm.layout import base_env, capacities, per_node, plan, task_envs
 from gpufleet.slurm.srun_opts import SrunError, parse
 
 JOB = {"SLURM_NTASKS": "6", "SLURM_NNODES": "3", "SLURM_TASKS_PER_NODE": "2(x3)"}
@@ -90,3 +90,22 @@ def test_labels_as_srun_writes_them() -> None:
 
     assert labelled(b"a\nb\n", 3, 2) == b"03: a\n03: b\n"
     assert labelled(b"partial", 12, 2) == b"12: partial\n"
+
+
+def test_two_slots_on_one_node_are_one_node_of_the_step() -> None:
+    """``-n2 --gpus-per-task=1``: the job's two workers on one node, each a slot of its own;
+    the step is on one node, its tasks that node's 0 and 1, as Slurm numbers them, each with
+    its own GPU."""
+    nodes = {i: {"name": "n1", "gpus": [str(i)], "job_gpus": ["0", "1"], "env": {}} for i in (0, 1)}
+    o = parse(["--gpus-per-task=1", "true"], {})
+    envs = task_envs({}, [1, 1], nodes, step_id=0, launch_addr="127.0.0.1", o=o)
+    (t0,), (t1,) = ([e for _, e in envs[slot]] for slot in (0, 1))
+    for e in (t0, t1):
+        assert e["SLURM_NNODES"] == e["SLURM_STEP_NUM_NODES"] == "1"
+        assert e["SLURM_NODELIST"] == e["SLURM_STEP_NODELIST"] == "n1"
+        assert e["SLURM_TASKS_PER_NODE"] == e["SLURM_STEP_TASKS_PER_NODE"] == "2"
+        assert e["SLURM_NODEID"] == "0" and e["SLURM_GTIDS"] == "0,1"
+        assert (e["SLURM_TOPOLOGY_ADDR"], e["SLURM_TOPOLOGY_ADDR_PATTERN"]) == ("n1", "node")
+    assert [t0["SLURM_PROCID"], t1["SLURM_PROCID"]] == ["0", "1"]
+    assert [t0["SLURM_LOCALID"], t1["SLURM_LOCALID"]] == ["0", "1"]
+    assert [t0["CUDA_VISIBLE_DEVICES"], t1["CUDA_VISIBLE_DEVICES"]] == ["0", "1"]

@@ -48,6 +48,7 @@ def task_env(
     captured = {k: v for k, v in (user_env or {}).items() if k not in ACCOUNT_KEYS}
     env = {**base_env(account, tmpdir), **captured, **node_env, **launch_env}
     env["CUDA_VISIBLE_DEVICES"] = visible_devices  # the agent's, last
+    _job_ids(env, account)
     check_no_nul(env, [])
     return env
 
@@ -78,8 +79,16 @@ def container_env(
     env.update(node_env)
     env.update(launch_env)
     env["CUDA_VISIBLE_DEVICES"] = visible_devices
+    _job_ids(env, account)
     check_no_nul(env, [])
     return env
+
+
+def _job_ids(env: dict[str, str], account: Account) -> None:
+    """A Slurm job's SLURM_JOB_UID and SLURM_JOB_GID: the account it runs as, which only the
+    node knows."""
+    if "SLURM_JOB_ID" in env:
+        env["SLURM_JOB_UID"], env["SLURM_JOB_GID"] = str(account.uid), str(account.gid)
 
 
 def with_step_commands(env: dict[str, str], bindir: str) -> None:

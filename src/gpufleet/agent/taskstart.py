@@ -105,8 +105,17 @@ def as_user(who: dict[str, Any] | None) -> Iterator[None]:
         os.setgroups(groups)
 
 
+def apply_umask() -> None:
+    """The submitter's umask, which sbatch sent as SLURM_UMASK: the batch script runs with it,
+    and the variable is consumed, as slurmstepd does (srun sets it again for its tasks)."""
+    mask = os.environ.pop("SLURM_UMASK", "")
+    if mask.isdigit() and len(mask) <= 4 and set(mask) <= set("01234567"):
+        os.umask(int(mask, 8))
+
+
 def run(config: dict[str, Any], command: list[str]) -> int:
     who = config.get("as")
+    apply_umask()
     output, error = str(config.get("output") or ""), str(config.get("error") or "")
     stdin = subprocess.DEVNULL
     files: dict[str, int] = {}

@@ -38,6 +38,16 @@ TORCHRUN_ONLY = (
     "TORCHELASTIC_USE_AGENT_STORE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
     "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
 )  # fmt: skip  # SLURM_CLUSTER_NAME when the cluster spec names none
+# a step's own variables: srun sets them for its tasks; Slurm's batch shell is no step and has
+# none (a tool that finds SLURM_STEP_ID takes itself for a step's task)
+STEP_ONLY = (
+    "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_GPUS",
+)  # fmt: skip
+# sbatch sets it only from --gpus-per-task (then in the job's submitted environment, io/sbatch/
+# output_env.py): a batch job's GPUs per worker are also -N2 --gpus=4's, and srun takes
+# SLURM_GPUS_PER_TASK for its own --gpus-per-task
+BATCH_FROM_SBATCH = ("SLURM_GPUS_PER_TASK",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +82,11 @@ class JobFacts:
     @staticmethod
     def of(spec: JobSpec, array: ArrayFacts | None = None, cluster: str = "") -> JobFacts:
         tpw = spec.tasks_per_worker
+        name = spec.name
+        if array is not None and name.endswith(f"_{array.index}"):
+            name = name[: -len(f"_{array.index}")]  # Slurm's array tasks keep the array's name
         return JobFacts(
-            spec.name,
+            name,
             spec.user,
             spec.queue,
             max(1, math.ceil(spec.cpu_milli / MILLI / tpw)),
@@ -226,10 +239,22 @@ def rank_env(
         if facts is not None:
             env.update(on.facts_env(p.node, facts))
             if not facts.torchrun:
-                for k in TORCHRUN_ONLY:
-                    env.pop(k, None)
+                _as_batch(env, p.node)
         out.append(tuple(sorted(env.items())))
     return tuple(out)
+
+
+def _as_batch(env: dict[str, str], node: str) -> None:
+    """A batch job's rank as Slurm's batch step: no torchrun or step variables; the batch
+    shell's own (its task id, its node's place in the topology, ENVIRONMENT=BATCH)."""
+    for k in (*TORCHRUN_ONLY, *STEP_ONLY, *BATCH_FROM_SBATCH):
+        env.pop(k, None)
+    env.update(
+        ENVIRONMENT="BATCH",
+        SLURM_GTIDS="0",
+        SLURM_TOPOLOGY_ADDR=node,
+        SLURM_TOPOLOGY_ADDR_PATTERN="node",
+    )
 
 
 def _gang_env(

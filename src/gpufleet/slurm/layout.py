@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import Any
 
 from gpufleet.model.hostlist import compress
@@ -132,37 +133,44 @@ def task_envs(
     info (the step daemon's handshake, or srun's own node's)."""
     used = [i for i, c in enumerate(layout) if c]
     step = _step_env(layout, used, nodes, step_id, launch_addr, o)
+    # two slots of a job may be one node (two workers placed there): one node of the step,
+    # its tasks numbered across both, as Slurm numbers a node's tasks
+    names = [str(nodes[i]["name"]) for i in used]
+    node_ids = {n: i for i, n in enumerate(dict.fromkeys(names))}
+    starts = list(accumulate((layout[i] for i in used), initial=0))
+    on_node = {
+        n: [p for k, m in enumerate(names) if m == n for p in _ids(starts, k)] for n in names
+    }
     out: dict[int, list[tuple[int, dict[str, str]]]] = {}
-    procid = 0
-    for node_id, slot in enumerate(used):
+    for k, slot in enumerate(used):
         info = nodes[slot]
         count = layout[slot]
         gpus = [str(g) for g in info.get("gpus", [])]
-        procids = list(range(procid, procid + count))
+        procids = _ids(starts, k)
+        name = names[k]
         g = o.gpus_per_task or 0
         if g and count * g > len(gpus):
             raise SrunError(
                 f"Unable to create step: --gpus-per-task={g} for {count} tasks needs "
                 f"{count * g} GPUs on node {info['name']}, which holds {len(gpus)} for the job"
             )
-        node = _node_env(info, step, node_id, procids, g)
+        node = _node_env(info, step, node_ids[name], on_node[name], g)
         tasks = []
         for local, p in enumerate(procids):
             env = {k: v for k, v in base.items() if k not in _TORCH_RANKS}
             env.update(node)
-            env.update(
-                SLURM_PROCID=str(p),
-                RANK=str(p),
-                ROLE_RANK=str(p),
-                SLURM_LOCALID=str(local),
-                LOCAL_RANK=str(local),
-            )
+            nth = str(on_node[name].index(p))  # among the node's tasks
+            env.update(SLURM_PROCID=str(p), RANK=str(p), ROLE_RANK=str(p))
+            env.update(SLURM_LOCALID=nth, LOCAL_RANK=nth)
             if g:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[local * g : (local + 1) * g])
             tasks.append((p, env))
         out[slot] = tasks
-        procid += count
     return out
+
+
+def _ids(starts: Sequence[int], k: int) -> list[int]:
+    return list(range(starts[k], starts[k + 1]))
 
 
 def _step_env(
@@ -175,16 +183,20 @@ def _step_env(
 ) -> dict[str, str]:
     """What every task of the step is told alike: the step, its size and its nodes."""
     ntasks = sum(layout)
-    nodelist = compress([str(nodes[i]["name"]) for i in used])
-    tpn = per_node_text([layout[i] for i in used])
+    per: dict[str, int] = {}
+    for i in used:
+        name = str(nodes[i]["name"])
+        per[name] = per.get(name, 0) + layout[i]
+    nodelist = compress(list(per))
+    tpn = per_node_text(list(per.values()))
     step = {
         "SLURM_STEP_ID": str(step_id),
         "SLURM_STEPID": str(step_id),
         "SLURM_STEP_NUM_TASKS": str(ntasks),
         "SLURM_NTASKS": str(ntasks),
         "SLURM_NPROCS": str(ntasks),
-        "SLURM_STEP_NUM_NODES": str(len(used)),
-        "SLURM_NNODES": str(len(used)),
+        "SLURM_STEP_NUM_NODES": str(len(per)),
+        "SLURM_NNODES": str(len(per)),
         "SLURM_STEP_NODELIST": nodelist,
         "SLURM_NODELIST": nodelist,
         "SLURM_STEP_TASKS_PER_NODE": tpn,
@@ -194,7 +206,7 @@ def _step_env(
         "SLURM_SRUN_COMM_HOST": launch_addr,
         "WORLD_SIZE": str(ntasks),
         "ROLE_WORLD_SIZE": str(ntasks),
-        "GROUP_WORLD_SIZE": str(len(used)),
+        "GROUP_WORLD_SIZE": str(len(per)),
     }
     if o.cpus_per_task:
         step["SLURM_CPUS_PER_TASK"] = str(o.cpus_per_task)
@@ -218,6 +230,8 @@ def _node_env(
         "NODE_RANK": str(node_id),
         "GROUP_RANK": str(node_id),
         "SLURMD_NODENAME": str(info["name"]),
+        "SLURM_TOPOLOGY_ADDR": str(info["name"]),
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
         "SLURM_GTIDS": ",".join(map(str, procids)),
         "LOCAL_WORLD_SIZE": str(len(procids)),
         "SLURM_JOB_GPUS": ",".join(job_gpus),

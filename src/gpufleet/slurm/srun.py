@@ -101,6 +101,12 @@ def describe(status: int) -> str:
     return f"Exited with exit code {status}"
 
 
+def umask() -> str:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return f"{mask:04o}"
+
+
 def exit_code(status: int) -> int:
     return 128 + -status if status < 0 else status
 
@@ -229,8 +235,10 @@ class Step:
         if me in used:
             nodes[me] = node_info(dict(self.env), me)
         self.step_id = next_step_id(self.env)
+        base = base_env(self.env, self.o.export)
+        base.setdefault("SLURM_UMASK", umask())  # as srun: its own, unless the job set one
         envs = task_envs(
-            base_env(self.env, self.o.export),
+            base,
             layout,
             nodes,
             step_id=self.step_id,

@@ -23,8 +23,12 @@ PIECE = 1 << 16
 DRAIN_S = 2.0  # how long a finished task's output may trail it (a child holding the pipe)
 
 _SETPRIV = shutil.which("setpriv")
-# $$ is the shell's pid, which exec keeps: the task's own pid, as Slurm's SLURM_TASK_PID
-_TASK_PID = 'SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec "$@"'
+# $$ is the shell's pid, which exec keeps: the task's own pid, as Slurm's SLURM_TASK_PID; the
+# task's umask srun's (SLURM_UMASK), as slurmstepd sets it
+_TASK_PID = (
+    "SLURM_TASK_PID=$$; export SLURM_TASK_PID; "
+    'if [ -n "$SLURM_UMASK" ]; then umask "$SLURM_UMASK" 2>/dev/null; fi; exec "$@"'
+)
 
 
 def task_argv(argv: Sequence[str]) -> list[str]:

@@ -126,19 +126,21 @@ def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:
     """What sbatch takes from where it runs: the working directory (the submit directory, or
     --chdir relative to it) and the environment (--export, --export-file), never GPUFLEET_*."""
     from gpufleet.io.export import submit_context
+    from gpufleet.io.sbatch.output_env import output_env
+    from gpufleet.shims.sbatch import umask
 
     where, env, warnings = submit_context(
         req.chdir,
         req.export,
         req.export_file,
-        environ=os.environ,
+        environ={"SLURM_UMASK": umask(), **os.environ},
         cwd=os.getcwd(),
         host=socket.gethostname(),
     )
     for w in warnings:
         out.warn(w)
     sub.spec["workdir"] = where
-    sub.spec["submit_env"] = env
+    sub.spec["submit_env"] = {**env, **output_env(req)}
 
 
 def _yaml_jobs(file: Path, overrides: dict[str, Any]) -> list[Submission]:
