@@ -45,6 +45,7 @@ SHAPES: dict[str, list[str]] = {
     "N2-gpus2-mem": ["-N2", "--gpus=2", "--mem=2000"],
     "exclusive": ["--exclusive", "-N1"],
     "mem-per-cpu": ["-n2", "--mem-per-cpu=1000", "--gpus-per-task=1"],
+    "tpn4-gpt1": ["-N1", "--ntasks-per-node=4", "--gpus-per-task=1"],
 }
 
 KEEP = re.compile(
@@ -179,8 +180,8 @@ VALUES = {
     ("mem-per-cpu", "batch", "CUDA_VISIBLE_DEVICES"): "-n2 --gpus-per-task=1: Slurm's batch shell "
     "sees both tasks' GPUs; gpufleet's batch shell is the first task's worker and sees its GPU "
     "(srun's tasks see one each in both)",
-    ("mem-per-cpu", "task", "SLURM_STEP_GPUS"): "Slurm names each task's own GPU; gpufleet "
-    "names the step's GPUs on the node",
+    ("mem-per-cpu", "task", "SLURM_STEP_GPUS"): "Slurm names each task's own GPU; gpufleet, "
+    "whose two workers there are two slots of the job, names the step's GPUs on the node",
 }
 
 
