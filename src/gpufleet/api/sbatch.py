@@ -35,3 +35,4 @@ class SbatchAnswer(Strict):
     warnings: list[str]
     parsable: bool
     quiet: bool
+    wait: bool = False  # --wait: the shim waits for the job's end and exits with its code

@@ -22,8 +22,8 @@ from gpufleet.io.slurm_opts import Word, getopt
 from gpufleet.model.errors import SpecError
 
 # sbatch's own behaviour, not the job's: read here, not passed to the script's reader
-OWN = frozenset({"parsable", "wrap", "quiet", "verbose"})
-REFUSED = {"wait": "--wait", "test-only": "--test-only"}
+OWN = frozenset({"parsable", "wrap", "quiet", "verbose", "wait"})
+REFUSED = {"test-only": "--test-only"}
 NO_SCRIPT = "no batch script: give a script, --wrap=COMMAND, or the script on stdin"
 
 
@@ -54,6 +54,7 @@ class Batch:
     warnings: list[str] = field(default_factory=list)
     parsable: bool = False
     quiet: bool = False
+    wait: bool = False  # --wait: sbatch waits for the job's end (shims/sbatch_wait.py)
 
 
 def read(
@@ -93,7 +94,7 @@ def read(
     except SpecError as e:
         raise Usage(str(e)) from None
     batch = Batch(dict(job.spec), job.array, list(job.depends_on), list(job.warnings))
-    batch.parsable, batch.quiet = "parsable" in own, "quiet" in own
+    batch.parsable, batch.quiet, batch.wait = "parsable" in own, "quiet" in own, "wait" in own
     if job.request is not None:  # the submit directory and environment, as gpufleet submit
         r = job.request
         try:

@@ -29,8 +29,8 @@ Usage: sbatch [OPTIONS...] executable [args...]
        sbatch [OPTIONS...] --wrap="command"
 
 Submits a batch script to gpufleet (its #SBATCH lines and these options, as Slurm's sbatch
-reads them). gpufleet-specific: --parsable prints the job id alone; --wait and --test-only
-are not supported. See gpufleet's README, "Coming from Slurm".
+reads them). --parsable prints the job id alone; --wait (-W) waits for the job's end and
+exits with its exit code; --test-only is not supported. See gpufleet's README, "Coming from Slurm".
 """
 NO_SCRIPT = "no batch script: give a script, --wrap=COMMAND, or the script on stdin"
 NEVER_SENT = "GPUFLEET_"  # gpufleet's own settings (a token among them) stay here
@@ -80,7 +80,16 @@ def _submit(argv: list[str]) -> int:
             sys.stderr.write(f"sbatch: warning: {w}\n")
     ids = answer["ids"]
     print(ids[0] if answer["parsable"] else f"Submitted batch job {ids[0]}")
-    return 0
+    if not answer.get("wait"):
+        return 0
+    sys.stdout.flush()  # the id is read before the job ends (a pipe buffers it)
+    import signal
+
+    from gpufleet.shims.sbatch_wait import wait
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # ^C ends sbatch, not the job, as Slurm's
+    with LeanClient(settings) as c:
+        return wait(c, ids)
 
 
 def _send(c: LeanClient, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -132,7 +141,7 @@ def _submit_here(c: LeanClient, argv: list[str]) -> dict[str, Any]:
     batch = _read_here(argv)
     ids = c.submit(batch.spec, array=batch.array, depends_on=batch.depends_on)
     return {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable,
-            "quiet": batch.quiet}  # fmt: skip
+            "quiet": batch.quiet, "wait": batch.wait}  # fmt: skip
 
 
 def _utf8(argv: list[str], environ: dict[str, str]) -> bool:

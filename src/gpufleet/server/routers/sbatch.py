@@ -2,7 +2,7 @@
 as ``POST /jobs`` submits, so that the ``sbatch`` shim sends it as typed and imports next to
 nothing (issue 27: a submission at Slurm's pace).
 
-Answers: 201 ``{"ids", "warnings", "parsable", "quiet"}``; errors in the API's one shape
+Answers: 201 ``{"ids", "warnings", "parsable", "quiet", "wait"}``; errors in the API's one shape
 (``ErrorOut``), what a program needs in ``errors``: 400 for what sbatch refuses (``body.argv``:
 sbatch's message); 428 with ``body.script`` (its message the script's path as typed, empty for
 stdin) when the script is a file of the submitter's, sent again with it; 428 with ``body.argv``
@@ -65,7 +65,8 @@ async def sbatch(
     submit = s.JobSubmit(spec=batch.spec, array=batch.array, depends_on=deps)
     answer = await jobs.submit(submit, request, who, svc)
     ids = json.loads(answer.body)["ids"]
-    doc = {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable, "quiet": batch.quiet}
+    doc = {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable, "quiet": batch.quiet,
+           "wait": batch.wait}  # fmt: skip
     return JSONResponse(doc, status_code=201)
 
 
