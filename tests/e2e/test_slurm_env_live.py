@@ -18,9 +18,10 @@ each with its reason):
   * counts gpufleet sets from the allocation where Slurm sets them only from their options
     (SLURM_CPUS_PER_TASK, SLURM_MEM_PER_NODE, SLURM_NTASKS[_PER_NODE], SLURM_NPROCS), and the
     empty GPU variables of a job without GPUs;
-  * SLURM_DISTRIBUTION (gpufleet's srun lays out blocks only), an --exclusive job's
-    SLURM_TASKS_PER_NODE (Slurm's counts CPUs) and its step's GPUs, and the GPUs the batch
-    shell of ``-n2 --gpus-per-task=1`` sees (the first worker's, in gpufleet).
+  * SLURM_DISTRIBUTION (gpufleet's srun lays out blocks only), the SLURM_TASKS_PER_NODE of a
+    job without -n (Slurm's counts its CPUs: --exclusive, --cpus-per-gpu), an --exclusive
+    step's GPUs, and the GPUs the batch shell of ``-n2 --gpus-per-task=1`` sees (the first
+    worker's, in gpufleet).
 The allocations are the same for these shapes (``test_sbatch_vs_slurm_live`` compares them);
 ``-N2 --gpus=4`` is not among them: Slurm gives its nodes 3 and 1 GPUs, gpufleet 2 and 2."""
 
