@@ -3,17 +3,19 @@ the same jobs submitted to either by the same ``sbatch`` command lines, the same
 and their output normalized the same way.
 
 The jobs (one node of 8 CPUs and 4 GPUs; each job ``--mem=1G``, so that they share it):
-``C`` completed (``true``), ``F`` failed (``exit 3``), ``T`` timed out (``-t 1``, a sleep),
-``X`` cancelled while it ran, ``R`` running (2 GPUs), ``A`` an array ``1-5`` of 2 GPUs each (task
-1 runs, 2-5 wait: Resources), ``P`` pending behind them (1 GPU), ``D`` pending on
-``afterok:R`` (Dependency), ``H`` held (``-H``, JobHeldUser).
+``C`` completed (``true``), ``F`` failed (``exit 3``), ``T`` timed out (``-t 1``), ``X``
+cancelled while it ran (both ``exec sleep``: with a shell between, Slurm's exit code is 0:15 or
+143:0, as the signal ends one or the other first), ``R`` running (2 GPUs), ``A`` an array
+``1-5`` of 2 GPUs each (task 1 runs, 2-5 wait: Resources), ``P`` pending behind them (1 GPU),
+``D`` pending on ``afterok:R`` (Dependency), ``H`` held (``-H``, JobHeldUser).
 
 Normalized (what can never be the same between two clusters, and only that): the job ids, by
 the job's letter (``A.N`` for the array's task N in scontrol: Slurm gives a task its own id
 when it starts, gpufleet gives each one at submit; ``#`` an id of no letter); the user
 (``USER``), the node (``HOST``), the default partition (``PART``: ``gpu`` in slurm_local.sh,
-``default`` in gpufleet) and the submit directory (``WORKDIR``); times of
-day (``DATE``) and times run (``TIME``: squeue's ``%M``, scontrol's ``RunTime``); and the
+``default`` in gpufleet) and the submit directory (``WORKDIR``); times of day (``DATE``) and
+times run (``TIME``: squeue's ``%M``, scontrol's ``RunTime``, sacct's ``Elapsed``); who
+cancelled (sacct's ``CANCELLED by UID``); and the
 values of scontrol's keys that are Slurm's own bookkeeping (``OWN``: Priority, Account,
 AllocNode:Sid, LastSchedEval, UserId and GroupId; gpufleet's jobs here run as a user with no
 account, as gpufleet never runs a job as root). A value put in the place of another keeps the
@@ -37,8 +39,8 @@ Run = Callable[[list[str]], subprocess.CompletedProcess[str]]
 JOBS = [
     ("C", ["-J", "done", "--wrap", "true"]),
     ("F", ["-J", "fail", "--wrap", "exit 3"]),
-    ("T", ["-J", "slow", "-t", "1", "--wrap", "sleep 300"]),
-    ("X", ["-J", "cancel", "--wrap", "sleep 300"]),
+    ("T", ["-J", "slow", "-t", "1", "--wrap", "exec sleep 300"]),
+    ("X", ["-J", "cancel", "--wrap", "touch X.started; exec sleep 300"]),
     ("R", ["-J", "run", "--gres=gpu:2", "--wrap", "sleep 3000"]),
     ("A", ["-J", "arr", "--array=1-5", "--gres=gpu:2", "--wrap", "sleep 3000"]),
     ("P", ["-J", "prio", "--gres=gpu:1", "--wrap", "sleep 3000"]),
@@ -78,16 +80,31 @@ COMMANDS = [
     "scontrol show job 99999",
     "scancel 99999",
 ]
+# sacct's (a Slurm with accounting: slurmdbd, which slurm_local.sh does not start)
+SACCT = [
+    "sacct -j {C},{F},{T},{X} --format=JobID,JobName,State,ExitCode,Elapsed -P -n",
+    "sacct -j {C},{F},{T},{X} --format=JobID,JobName,State,ExitCode,Elapsed -P -n -X",
+    "sacct -j {T} --parsable2 --format=JobID,State,ExitCode",
+    "sacct -j {F} --format=JobID,State,ExitCode --parsable",
+    "sacct -j {F}",
+    "sacct -j {R},{P},{D} --format=JobID,JobName,State,ExitCode,Elapsed -P -n",
+    "sacct -j {A} --format=JobID,JobName,State,ExitCode -P -n",
+    "sacct -j {X} -X -P -n --format=JobID,State,ExitCode,Reason",
+    "sacct -j {X} --format=JobID,JobName,State,ExitCode,Elapsed,NodeList,AllocTRES%40",
+    "sacct -j 99999 -P -n",
+    "sacct -j 99999",
+]
 
 
-RECORDED = Path(__file__).parent / "slurm_printed"  # squeue.txt (and sinfo), scontrol.txt
+# squeue.txt (with sinfo's and scancel's), scontrol.txt, sacct.txt
+RECORDED = Path(__file__).parent / "slurm_printed"
 
 
 def read_record() -> dict[str, str]:
     """What Slurm printed: each command's ``### COMMAND`` line, then its text as ``capture``
     has it (trailing blanks and all)."""
     out: dict[str, str] = {}
-    for part in ("squeue", "scontrol"):
+    for part in ("squeue", "scontrol", "sacct"):
         text = (RECORDED / f"{part}.txt").read_text()
         for block in text.split("### ")[1:]:
             cmd, _, body = block.partition("\n")
@@ -97,9 +114,15 @@ def read_record() -> dict[str, str]:
 
 def write_record(got: dict[str, str], where: Path) -> None:
     """``got`` as ``read_record`` reads it, under ``where``."""
-    for part in ("squeue", "scontrol"):
-        mine = [c for c in got if c.startswith("scontrol") == (part == "scontrol")]
-        (where / f"{part}.txt").write_text("".join(f"### {c}\n{got[c]}" for c in mine))
+    for part in ("squeue", "scontrol", "sacct"):
+        mine = [c for c in got if _part(c) == part]
+        if mine:
+            (where / f"{part}.txt").write_text("".join(f"### {c}\n{got[c]}" for c in mine))
+
+
+def _part(cmd: str) -> str:
+    """The record's file of ``cmd``: scontrol's, sacct's, or squeue's (with sinfo and scancel)."""
+    return cmd.split()[0] if cmd.split()[0] in ("scontrol", "sacct") else "squeue"
 
 
 @dataclass
@@ -112,9 +135,9 @@ class Site:
     workdir: str
 
 
-def submit(run: Run, hold: bool = True) -> dict[str, str]:
-    """Each of JOBS submitted (``X`` cancelled once it runs; ``H`` only where ``hold``):
-    letter → job id."""
+def submit(run: Run, workdir: Path, hold: bool = True) -> dict[str, str]:
+    """Each of JOBS submitted in ``workdir`` (``X`` cancelled once its script runs; ``H``
+    only where ``hold``): letter → job id."""
     ids: dict[str, str] = {}
     for letter, opts in JOBS:
         if letter == "H" and not hold:
@@ -124,7 +147,7 @@ def submit(run: Run, hold: bool = True) -> dict[str, str]:
         assert r.returncode == 0, r
         ids[letter] = r.stdout.strip().split(";")[0]
         if letter == "X":  # cancelled once it runs
-            wait_for("X to run", lambda: state(run, ids["X"]) == "RUNNING", 60)
+            wait_for("X's script to run", (workdir / "X.started").exists, 60)
             assert run(["scancel", ids["X"]]).returncode == 0
             wait_for("X to end", lambda: state(run, ids["X"]) == "CANCELLED", 60)
     return ids
@@ -148,10 +171,12 @@ def settle(run: Run, ids: dict[str, str], estimates: bool) -> None:
     wait_for("A_1 to run", lambda: f"{ids['A']}_1" in run(running).stdout.split(), 60)
 
 
-def capture(run: Run, ids: dict[str, str], user: str) -> dict[str, str]:
-    """Each of COMMANDS: its exit status, stdout and stderr, as one text."""
+def capture(
+    run: Run, ids: dict[str, str], user: str, commands: list[str] = COMMANDS
+) -> dict[str, str]:
+    """Each of ``commands``: its exit status, stdout and stderr, as one text."""
     out = {}
-    for cmd in COMMANDS:
+    for cmd in commands:
         if "{H}" in cmd and "H" not in ids:
             continue
         r = run(shlex.split(cmd.format(**ids, user=user)))
@@ -160,35 +185,50 @@ def capture(run: Run, ids: dict[str, str], user: str) -> dict[str, str]:
     return out
 
 
-def _swap(m: re.Match[str], new: str) -> str:
-    """``m`` (blanks before, the value, blanks after) with ``new`` for the value, the column
-    kept: blanks before a right-justified value, after a left-justified one, make up for it."""
-    lead, old, trail = m.group(1), m.group(2), m.group(3)
-    if len(lead) > 1:
-        return " " * max(1, len(lead) + len(old) - len(new)) + new + trail
-    if len(trail) > 1:
-        return lead + new + " " * max(1, len(trail) + len(old) - len(new))
-    return lead + new + trail
+def _swap(
+    line: str, rx: re.Pattern[str], new: Callable[[re.Match[str]], str | None], first: bool
+) -> str:
+    """Each match of ``rx`` in ``line`` (``first``: the line's first value only) with
+    ``new(m)`` for it, the column kept: the blanks before a right-justified value (more than
+    one), or else after a left-justified one, make up for the length."""
+    out: list[str] = []
+    at = 0
+    for m in rx.finditer(line):
+        if first and line[: m.start()].strip(" "):
+            break
+        value = new(m)
+        if value is None:
+            continue
+        lead_at = len(line[at : m.start()].rstrip(" ")) + at
+        trail_to = len(line) - len(line[m.end() :].lstrip(" "))
+        lead, trail = m.start() - lead_at, trail_to - m.end()
+        out.append(line[at:lead_at])
+        grow = len(m.group(0)) - len(value)
+        if lead > 1:
+            out.append(" " * max(1, lead + grow) + value)
+            at = m.end()
+        elif trail > 1:
+            out.append(" " * lead + value + " " * max(1, trail + grow))
+            at = trail_to
+        else:
+            out.append(" " * lead + value)
+            at = m.end()
+    return "".join(out) + line[at:]
 
 
 def _sub(
     pattern: str, text: str, new: Callable[[re.Match[str]], str | None], first: bool = False
 ) -> str:
-    """Each match of ``(\\s*)(pattern)(\\s*)`` in each line (``first``: at its start only),
-    swapped for ``new(m)``."""
-
-    def one(m: re.Match[str]) -> str:
-        value = new(m)
-        return m.group(0) if value is None else _swap(m, value)
-
-    rx = re.compile(rf"{'^' if first else ''}([ ]*)({pattern})([ ]*)")
-    return "\n".join(rx.sub(one, line) for line in text.split("\n"))
+    """Each match of ``pattern`` in each line (``first``: at its start, after blanks, only),
+    swapped for ``new(m)`` (``_swap``)."""
+    rx = re.compile(pattern)
+    return "\n".join(_swap(line, rx, new, first) for line in text.split("\n"))
 
 
 OWN = ("Priority", "Account", "AllocNode:Sid", "LastSchedEval", "UserId", "GroupId")
 
 
-def normalize(text: str, ids: dict[str, str], site: Site) -> str:
+def normalize(text: str, ids: dict[str, str], site: Site, sacct: bool = False) -> str:
     letter = {v: k for k, v in ids.items()}
     text = text.replace(site.workdir, "WORKDIR")
     text = _sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", text, lambda m: "DATE")
@@ -204,10 +244,14 @@ def normalize(text: str, ids: dict[str, str], site: Site) -> str:
                   text)  # fmt: skip
     # a squeue line's first value is its job's id (6, 6_1, 6_[2-5])
     # (# for an id of none of them: a running task's own, in -O JobID)
-    text = _sub(r"\d+(?=[_|]|[ ]|$)", text, lambda m: letter.get(m.group(2), "#"), first=True)
+    text = _sub(r"\d+(?=[_|.]|[ ]|$)", text, lambda m: letter.get(m.group(0), "#"), first=True)
+    # sacct: who cancelled it (root's 0 here; gpufleet's user has no account, no uid)
+    text = _sub(r"CANCELLED by [^\s|]+", text, lambda m: "CANCELLED by UID")
     text = re.sub(r"Partition=\S+", "Partition=PART", text)
     text = _sub(rf"(?<![\w:/-]){re.escape(site.partition)}\*", text, lambda m: "PART*")
     for name, new in ((site.user, "USER"), (site.host, "HOST"), (site.partition, "PART")):
         text = _sub(rf"(?<![\w:/-]){re.escape(name)}(?![\w:/=-])", text, lambda m, n=new: n)
+    if sacct:  # its Elapsed: 00:01:24 (its ExitCode, 0:15, is compared)
+        return _sub(r"(?<![\w:=])(?:\d+-)?\d\d:\d\d:\d\d(?![\w:])", text, lambda m: "TIME")
     # squeue's %M: a time run (0:15, 1:02:03, 1-00:00:00), where no key= says what it is
     return _sub(r"(?<![\w:=])(?:\d+-)?(?:\d+:)?\d+:\d\d(?![\w:])", text, lambda m: "TIME")

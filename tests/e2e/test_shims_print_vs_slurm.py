@@ -21,6 +21,7 @@ import pytest
 from livehelp import dump_logs, make_cluster, shim_env
 from shimdiff import (
     COMMANDS,
+    SACCT,
     Site,
     capture,
     normalize,
@@ -80,6 +81,16 @@ KNOWN: list[tuple[str, str, str, int, str]] = [
         for j in ("{P}", "{A}_2", "{A}", "-o {P}")
     ),
     ("scontrol -o show job {P}", "StartTime=DATE", "StartTime=Unknown", 1, ESTIMATE),
+    *(
+        (
+            cmd,
+            "       USER          1",
+            "       PART          1",
+            0,
+            "sacct's Account: Slurm's accounting account (root's default here); gpufleet's queue",
+        )
+        for cmd in ("sacct -j {F}",)
+    ),
     (
         "sinfo -N -h -o '%N %t %G'",
         " gpu:4",
@@ -150,15 +161,19 @@ def printed(env: dict[str, str], slurm: bool, user: str) -> dict[str, str]:
         return subprocess.run(argv, env=env, cwd=env["PWD"], capture_output=True, text=True,
                               timeout=60)  # fmt: skip
 
-    ids = submit(run, hold=slurm)
+    ids = submit(run, Path(env["PWD"]), hold=slurm)
     settle(run, ids, estimates=slurm)
     site = Site(user, "n1" if slurm else "node-0", "gpu" if slurm else "default", env["PWD"])
-    return {cmd: normalize(text, ids, site) for cmd, text in capture(run, ids, user).items()}
+    got = {cmd: normalize(text, ids, site) for cmd, text in capture(run, ids, user).items()}
+    if not slurm:  # (slurm_local.sh's Slurm keeps no accounting: sacct.txt's docstring)
+        sacct = capture(run, ids, user, SACCT)
+        got |= {cmd: normalize(text, ids, site, sacct=True) for cmd, text in sacct.items()}
+    return got
 
 
 def test_gpufleet_prints_what_slurm_printed(gpufleet: dict[str, str]) -> None:
     got = printed(gpufleet, False, USER)
-    assert [c for c in COMMANDS if c not in got] == ["scontrol show job {H}"]
+    assert [c for c in COMMANDS + SACCT if c not in got] == ["scontrol show job {H}"]
     differ = [cmd for cmd in got if got[cmd] != expected(cmd)]
     for cmd in differ:
         print(f"--- {cmd}\nSlurm:\n{expected(cmd)}\ngpufleet:\n{got[cmd]}")

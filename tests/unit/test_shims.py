@@ -77,10 +77,11 @@ def test_sacct_parsable_fields_and_states() -> None:
     out = _render(jobs, "JobID,State,ExitCode,Elapsed,NodeList,AllocTRES,Timelimit", sep="|")
     assert out.splitlines() == [
         "JobID|State|ExitCode|Elapsed|NodeList|AllocTRES|Timelimit",
-        "12|COMPLETED|0:0|01:00:00|n1|cpu=4,mem=1024M,node=1,gres/gpu=2|02:00:00",
+        # TRES by name, billing its CPUs and memory in G where whole, as Slurm 22.05's sacct
+        "12|COMPLETED|0:0|01:00:00|n1|billing=4,cpu=4,gres/gpu=2,mem=1G,node=1|02:00:00",
         "13_0|FAILED|1:0|01:00:00|None assigned||02:00:00",
-        "14|REQUEUED|1:0|00:00:00|n1|cpu=1,node=1,gres/gpu=2|UNLIMITED",
-        "15|RUNNING|0:0|01:21:30|n1|cpu=4,mem=1024M,node=1,gres/gpu=2|02:00:00",
+        "14|REQUEUED|1:0|00:00:00|n1|billing=1,cpu=1,gres/gpu=2,node=1|UNLIMITED",
+        "15|RUNNING|0:0|01:21:30|n1|billing=4,cpu=4,gres/gpu=2,mem=1G,node=1|02:00:00",
     ]
     trailing = _render(jobs[:1], "JobID,State", sep="|", trailing=True, header=False)
     assert trailing == "12|COMPLETED|\n"
@@ -99,6 +100,26 @@ def test_sacct_exit_code_from_the_events() -> None:
     assert _render([j], "ExitCode", sep="|", header=False) == "3:0\n"
     j = _job(state="FAILED", events=[Row(why="rank 0 exited with code -9")])
     assert _render([j], "ExitCode", sep="|", header=False) == "0:9\n"
+
+
+def test_sacct_batch_steps_of_jobs_cancelled_or_out_of_time() -> None:
+    """As Slurm 22.05's sacct (tests/e2e/slurm_printed/sacct.txt): the job 0:0, ``CANCELLED by
+    UID`` where it ran (its user's uid; its name without an account), the batch step
+    CANCELLED with its script's 0:15."""
+    known = sacct.fields(now=5000.0)
+    ended = Row(reason="None", exit_code="0:15")
+    jobs = [_job(id="3", state="TIMED_OUT", ended=ended), _job(id="4", state="CANCELLED",
+            user="no-such-user-here", ended=ended), _job(id="5", state="CANCELLED",
+            user="root", start_time=None, ended=Row(reason="None", exit_code="0:0"))]  # fmt: skip
+    rows = [(j, s) for j in jobs for s in (None, "batch")][:-1]
+    fmt = sacct.parse_format("JobID,JobName,State,ExitCode,AllocTRES", known)
+    assert sacct.render(rows, fmt, known, header=False, sep="|", trailing=False).splitlines() == [
+        "3|train|TIMEOUT|0:0|billing=4,cpu=4,gres/gpu=2,mem=1G,node=1",
+        "3.batch|batch|CANCELLED|0:15|cpu=4,mem=1G,node=1",
+        "4|train|CANCELLED by no-such-user-here|0:0|billing=4,cpu=4,gres/gpu=2,mem=1G,node=1",
+        "4.batch|batch|CANCELLED|0:15|cpu=4,mem=1G,node=1",
+        "5|train|CANCELLED|0:0|billing=4,cpu=4,gres/gpu=2,mem=1G,node=1",  # it never ran
+    ]
 
 
 def test_sacct_refuses_unknown_fields_all_at_once() -> None:

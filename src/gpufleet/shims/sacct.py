@@ -39,13 +39,39 @@ _EXIT = re.compile(r"exited with code (-?\d+)")
 def _state(j: Any) -> str:
     if j.state == "FAILED" and j.retries_used < int(j.spec.get("max_retries", 0) or 0):
         return "REQUEUED"
+    if j.state == "CANCELLED" and j.start_time is not None:
+        # Slurm 22.05 names who cancelled a job that ran by uid (root: 0); gpufleet keeps no
+        # one's, and its user's uid here stands for it (its name where it has no account)
+        return f"CANCELLED by {_uid(j.user)}"
     state: str = j.state
     return STATES.get(state, state)
 
 
+def _uid(user: str) -> str:
+    import pwd
+
+    try:
+        return str(pwd.getpwnam(user).pw_uid)
+    except KeyError:
+        return user
+
+
+# a batch step's state where its job's differs: Slurm cancels the script of a job that ran out
+# of time or was cancelled (SIGTERM), and the job's own exit code then is 0:0 (Slurm 22.05)
+_STEP_STATES = {"TIMED_OUT": "CANCELLED", "CANCELLED": "CANCELLED"}
+
+
 def _exit_code(j: Any) -> str:
-    """``code:signal``: the job's own (``ended``), or for a job that ended before it was kept,
-    the code from its events when they say it."""
+    """``code:signal``: the job's own (``ended``; 0:0 for one that ran out of time or was
+    cancelled, whose batch step's has the signal), or for a job that ended before it was
+    kept, the code from its events when they say it."""
+    if j.state in _STEP_STATES and j.start_time is not None:
+        return "0:0"
+    return _step_exit_code(j)
+
+
+def _step_exit_code(j: Any) -> str:
+    """The batch step's ``code:signal``: its script's."""
     if j.get("ended") is not None:
         return str(j.ended.exit_code)
     for e in reversed(j.get("events") or []):
@@ -70,21 +96,23 @@ def _elapsed(j: Any, now: float) -> float:
 
 
 def _job_id(j: Any) -> str:
-    if j.get("array_id") is not None and j.get("array_index") is not None:
-        return f"{j.array_id}_{j.array_index}"
-    return str(j.id)
+    return slurm_style.job_id(j)  # ARRAY_N, an array's pending tasks ARRAY_[2-5]
 
 
-def _tres(j: Any) -> str:
-    cpus = j.workers * float(j.spec.get("cpus", 1) or 1)
+def _tres(j: Any, step: bool = False) -> str:
+    """TRES as sacct prints them: by name (``billing=1,cpu=1,mem=1G,node=1``, gres/gpu where
+    the job has GPUs), a batch step's without billing."""
+    milli = j.spec.get("cpu_milli")
+    cpus = j.workers * (milli / 1000 if milli is not None else float(j.spec.get("cpus", 1) or 1))
     mem = j.workers * int(j.spec.get("memory_mib", 0) or 0)
-    parts = [f"cpu={cpus:g}"]
+    parts = [f"cpu={cpus:g}", f"node={len(_nodes(j)) or j.workers}"]
+    if not step:
+        parts.append(f"billing={cpus:g}")
     if mem:
-        parts.append(f"mem={mem}M")
-    parts.append(f"node={len(_nodes(j)) or j.workers}")
-    if j.gpus:
+        parts.append(f"mem={mem // 1024}G" if mem % 1024 == 0 else f"mem={mem}M")
+    if j.gpus and not step:
         parts.append(f"gres/gpu={j.gpus:g}")
-    return ",".join(parts)
+    return ",".join(sorted(parts))
 
 
 def _limit(j: Any) -> str:
@@ -101,7 +129,7 @@ def fields(now: float) -> dict[str, tuple[Callable[[Any], str], int, bool]]:
     return {
         "jobid": (_job_id, 12, False),
         "jobidraw": (lambda j: str(j.id), 12, False),
-        "jobname": (lambda j: j.name, 10, True),
+        "jobname": (slurm_style.job_name, 10, True),
         "partition": (slurm_style.partitions, 10, True),
         "account": (lambda j: j.queue, 10, True),
         "user": (lambda j: j.user, 9, False),
@@ -114,14 +142,14 @@ def fields(now: float) -> dict[str, tuple[Callable[[Any], str], int, bool]]:
         "end": (lambda j: iso(j.end_time), 19, True),
         "submit": (lambda j: iso(j.submit_time), 19, True),
         "eligible": (lambda j: iso(j.submit_time), 19, True),
-        "nodelist": (lambda j: ranged(_nodes(j)) or "None assigned", 15, False),
+        "nodelist": (lambda j: ranged(_nodes(j)) or "None assigned", 15, True),
         "nnodes": (lambda j: str(len(_nodes(j)) or j.workers), 8, True),
         "allocnodes": (lambda j: str(len(_nodes(j))), 10, True),
         "alloccpus": (cpus, 10, True),
         "ncpus": (cpus, 10, True),
         "reqcpus": (cpus, 8, True),
-        "alloctres": (lambda j: _tres(j) if j.placement else "", 10, False),
-        "reqtres": (_tres, 10, False),
+        "alloctres": (lambda j: _tres(j) if j.placement else "", 10, True),
+        "reqtres": (_tres, 10, True),
         "allocgres": (lambda j: f"gpu:{j.gpus:g}" if j.gpus and j.placement else "", 12, False),
         "reqgres": (lambda j: f"gpu:{j.gpus:g}" if j.gpus else "", 12, False),
         "timelimit": (_limit, 10, True),
@@ -202,13 +230,29 @@ def render(
         cells = []
         for k, _, w in columns:
             v = known[k][0](j)
-            if step is not None and k in ("jobid", "jobidraw"):
-                v = f"{v}.{step}"
-            elif step is not None and k in ("jobname", "partition", "account", "user"):
-                v = step if k == "jobname" else ""
+            if step is not None:
+                v = _step_value(k, v, j, step)
             cells.append(cell(k, w, v))
         lines.append(join(cells))
     return "".join(line + "\n" for line in lines)
+
+
+def _step_value(key: str, value: str, j: Any, step: str) -> str:
+    """A step row's field where it is not its job's: its id and name, no partition or user,
+    the batch script's state and exit code, its TRES (Slurm 22.05's ``ID.batch`` line)."""
+    if key in ("jobid", "jobidraw"):
+        return f"{value}.{step}"
+    if key == "jobname":
+        return step
+    if key in ("partition", "user"):
+        return ""
+    if key == "state":
+        return _STEP_STATES.get(j.state, value)
+    if key in ("exitcode", "derivedexitcode"):
+        return _step_exit_code(j)
+    if key in ("alloctres", "reqtres"):
+        return _tres(j, step=True) if value else ""
+    return value
 
 
 def parser() -> Parser:
@@ -326,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
             and (t1 is None or j.submit_time <= t1)
         ]
         rows: list[tuple[Any, str | None]] = []
-        for j in jobs:
+        for j in slurm_style.one_line_arrays(jobs):  # an array's pending tasks: ID_[2-5]
             rows.append((j, None))
             if not a.allocations and j.spec.get("batch") and j.start_time is not None:
                 rows.append((j, "batch"))
