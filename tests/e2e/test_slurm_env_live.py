@@ -20,8 +20,7 @@ each with its reason):
     empty GPU variables of a job without GPUs;
   * SLURM_DISTRIBUTION (gpufleet's srun lays out blocks only), the SLURM_TASKS_PER_NODE of a
     job without -n (Slurm's counts its CPUs: --exclusive, --cpus-per-gpu), an --exclusive
-    step's GPUs, and the GPUs the batch shell of ``-n2 --gpus-per-task=1`` sees (the first
-    worker's, in gpufleet).
+    step's GPUs, and SLURM_STEP_GPUS where two of the job's workers share a node.
 The allocations are the same for these shapes (``test_sbatch_vs_slurm_live`` compares them);
 ``-N2 --gpus=4`` is not among them: Slurm gives its nodes 3 and 1 GPUs, gpufleet 2 and 2."""
 

@@ -182,9 +182,6 @@ VALUES = {
     ("cpg", "batch", "SLURM_TASKS_PER_NODE"): "the same: --cpus-per-gpu=2 --gpus=2 holds 4 CPUs",
     ("exclusive", "task", "CUDA_VISIBLE_DEVICES"): "Slurm's step in an --exclusive job that asked "
     "no GPUs gets none; gpufleet's gets the node's, which the job holds",
-    ("mem-per-cpu", "batch", "CUDA_VISIBLE_DEVICES"): "-n2 --gpus-per-task=1: Slurm's batch shell "
-    "sees both tasks' GPUs; gpufleet's batch shell is the first task's worker and sees its GPU "
-    "(srun's tasks see one each in both)",
     ("mem-per-cpu", "task", "SLURM_STEP_GPUS"): "Slurm names each task's own GPU; gpufleet, "
     "whose two workers there are two slots of the job, names the step's GPUs on the node",
 }
