@@ -14,7 +14,7 @@ each with its reason):
     SLURM_PRIO_PROCESS, srun's port (SLURM_SRUN_COMM_PORT, SLURM_STEP_LAUNCHER_PORT),
     SLURMD_TRES_BIND, heterogeneous jobs' SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0;
   * AMD's and Intel's GPU masks (GPU_DEVICE_ORDINAL, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK):
-    gpufleet's GPUs are NVIDIA's; the batch shell's SLURM_TASK_PID ($$ there);
+    gpufleet's GPUs are NVIDIA's;
   * counts gpufleet sets from the allocation where Slurm sets them only from their options
     (SLURM_CPUS_PER_TASK, SLURM_MEM_PER_NODE, SLURM_NTASKS[_PER_NODE], SLURM_NPROCS), and the
     empty GPU variables of a job without GPUs;

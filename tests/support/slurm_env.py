@@ -160,7 +160,6 @@ SLURM_ONLY = {
     "step daemons instead)",
     "SLURM_STEP_LAUNCHER_PORT": "the same port, by its other name",
     "SLURMD_TRES_BIND": "slurmd's own note of --gpus-per-task binding",
-    "SLURM_TASK_PID": "the batch shell's pid ($$ in the script is the same; srun's tasks have it)",
     "GPU_DEVICE_ORDINAL": "AMD's GPU mask: gpufleet's GPUs are NVIDIA's (CUDA_VISIBLE_DEVICES)",
     "ROCR_VISIBLE_DEVICES": "AMD ROCm's GPU mask (as GPU_DEVICE_ORDINAL)",
     "ZE_AFFINITY_MASK": "Intel Level Zero's GPU mask (as GPU_DEVICE_ORDINAL)",
