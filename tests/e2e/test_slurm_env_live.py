@@ -11,7 +11,7 @@ A variable Slurm sets that gpufleet drops, or one whose value differs, fails the
 these, which cannot be the same (``support.slurm_env``'s SLURM_ONLY, GPUFLEET_ONLY and VALUES,
 each with its reason):
   * Slurm's own plumbing: SLURM_CONF, SLURM_WORKING_CLUSTER, SLURM_NODE_ALIASES,
-    SLURM_PRIO_PROCESS, srun's port (SLURM_SRUN_COMM_PORT, SLURM_STEP_LAUNCHER_PORT),
+    srun's port (SLURM_SRUN_COMM_PORT, SLURM_STEP_LAUNCHER_PORT),
     SLURMD_TRES_BIND, heterogeneous jobs' SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0;
   * AMD's and Intel's GPU masks (GPU_DEVICE_ORDINAL, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK):
     gpufleet's GPUs are NVIDIA's;

@@ -154,7 +154,6 @@ SLURM_ONLY = {
     "SLURM_WORKING_CLUSTER": "slurmctld's address for Slurm's own commands (the shims ask "
     "gpufleet's controller through their settings)",
     "SLURM_NODE_ALIASES": "cloud nodes' addresses, '(null)' here; deprecated since 23.02",
-    "SLURM_PRIO_PROCESS": "the nice value sbatch saw, for slurmd to apply",
     "SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0": "heterogeneous jobs' old name (gpufleet runs none)",
     "SLURM_SRUN_COMM_PORT": "srun's I/O port in Slurm's protocol (gpufleet's srun dials the "
     "step daemons instead)",

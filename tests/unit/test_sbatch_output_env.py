@@ -77,3 +77,19 @@ def test_the_batch_script_has_its_own_pid_in_slurm_task_pid(tmp_path: Path, outp
     )  # fmt: skip
     theirs, own = r.stdout.split()
     assert theirs == own != "1"
+
+
+def test_sbatch_sends_its_umask_and_nice_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpufleet.shims.sbatch import own_env
+
+    monkeypatch.delenv("SLURM_UMASK", raising=False)
+    old = os.umask(0o027)
+    try:
+        assert own_env() == {
+            "SLURM_UMASK": "0027",
+            "SLURM_PRIO_PROCESS": str(os.getpriority(os.PRIO_PROCESS, 0)),
+        }
+        monkeypatch.setenv("SLURM_UMASK", "0002")  # the caller's own: kept, as sbatch
+        assert own_env()["SLURM_UMASK"] == "0002"
+    finally:
+        os.umask(old)
