@@ -20,8 +20,8 @@ again where Slurm is installed)::
       JobState=PENDING Reason=Resources   Partition=first,second   NodeList=(null)
     squeue -h -p first -o %i     1 and 3 (not 2, which runs in second)
 
-(Slurm's scontrol prints ``NodeList=`` empty for a pending job, gpufleet ``(null)``: left as
-it is, not compared.)"""
+(Slurm's scontrol prints ``NodeList=`` empty for a pending job, and so does gpufleet's since
+test_shims_print_vs_slurm; compared for the running one.)"""
 
 from __future__ import annotations
 

@@ -35,8 +35,15 @@ def test_all_is_the_default_and_never_carries_gpufleet_credentials() -> None:
 
 
 def test_none_keeps_only_slurm_variables() -> None:
+    """And says the node gives the user's login environment, as Slurm 22.05's batch shell
+    shows (SLURM_GET_USER_ENV=1 with --export=NONE only)."""
     env = cap("NONE")
-    assert set(env) == {"SLURM_JOB_ID", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST", "SLURM_EXPORT_ENV"}
+    assert set(env) == {
+        "SLURM_JOB_ID", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST", "SLURM_EXPORT_ENV",
+        "SLURM_GET_USER_ENV",
+    }  # fmt: skip
+    assert env["SLURM_GET_USER_ENV"] == "1"
+    assert "SLURM_GET_USER_ENV" not in cap("PATH") and "SLURM_GET_USER_ENV" not in cap(None)
 
 
 def test_a_list_is_none_plus_the_variables_named_or_set() -> None:

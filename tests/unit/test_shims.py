@@ -107,7 +107,9 @@ def test_sacct_refuses_unknown_fields_all_at_once() -> None:
 
 
 def test_squeue_capital_o_is_squeues_fields() -> None:
-    assert squeue_command.fields_format("JobID:10,State,Name:.8") == "%10i %20T %.8j"
+    # nothing between the fields, and JobID the job's own id (JobArrayID: 6_1), as Slurm 22.05
+    assert squeue_command.fields_format("JobID:10,State,Name:.8") == "%10A%20T%.8j"
+    assert squeue_command.fields_format("JobArrayID,ArrayJobID") == "%20i%20F"
     with pytest.raises(squeue_command.Usage, match="invalid field Bogus"):
         squeue_command.fields_format("JobID,Bogus")
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.io.slurm_style import CODES, slurm_time, states
+from gpufleet.client.lean import Row
+from gpufleet.io.slurm_style import (
+    CODES,
+    one_line_arrays,
+    render,
+    slurm_order,
+    slurm_time,
+    states,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,3 +65,41 @@ def test_sinfo_shows_nodes_in_an_open_window_as_slurm_does() -> None:
     assert STATES["reserved"][0] == "resv"
     assert state({**node, "state": "drained"}) == "drained"  # a drain says more
     assert state({"state": "idle", "reservation": ""}) == "idle"
+
+
+def _job(jid: str, state: str, *, array: str | None = None, index: int | None = None,
+         queue: str = "gpu", priority: int = 0) -> Row:  # fmt: skip
+    return Row(id=jid, name=f"arr_{index}" if index else "job", user="u", queue=queue,
+               state=state, submit_time=0.0, start_time=None, end_time=None, gpus=1.0,
+               workers=1, spec=Row(priority=priority), placement=[], reason=None,
+               array_id=array, array_index=index)  # fmt: skip
+
+
+def test_an_arrays_pending_tasks_are_one_line_unless_r() -> None:
+    """As Slurm 22.05's squeue: ``6_[2-3,5]`` where the first of them is, ``6_1`` for one
+    that runs, the array's name (gpufleet names each task NAME_N), %A the array's id."""
+    tasks = [_job(str(5 + i), "PENDING", array="6", index=i) for i in (2, 3, 5)]
+    rows = [_job("6", "RUNNING", array="6", index=1), _job("9", "PENDING"), *tasks]
+    lines = one_line_arrays(rows)
+    assert render("%i|%A|%j|%K", lines, header=False, now=0.0) == (
+        "6_1|6|arr|1\n9|9|job|N/A\n6_[2-3,5]|6|arr|2-3,5\n"
+    )
+    assert render("%i|%A", rows[2:3], header=False, now=0.0) == "6_2|7\n"  # alone: its own
+
+
+def test_squeues_order_is_partition_state_name_then_priority() -> None:
+    """``-S P,t,-p``: CANCELLED < COMPLETED < FAILED < PENDING < RUNNING < TIMEOUT (the names),
+    the higher priority first, then the one submitted first."""
+    rows = [
+        _job("1", "TIMED_OUT"), _job("2", "RUNNING"), _job("3", "PENDING"),
+        _job("4", "PENDING", priority=5), _job("5", "SUCCEEDED"), _job("6", "CANCELLED"),
+        _job("7", "FAILED"), _job("10", "PENDING"), _job("8", "RUNNING", queue="a"),
+    ]  # fmt: skip
+    assert [j.id for j in slurm_order(rows)] == ["8", "6", "5", "7", "4", "3", "10", "2", "1"]
+
+
+def test_trailing_blanks_are_kept_as_squeue_prints_them() -> None:
+    # squeue -O pads its last field too
+    assert render("%6i%6T", [_job("1", "PENDING")], header=True, now=0.0) == (
+        "JOBID STATE \n1     PENDIN\n"
+    )

@@ -109,3 +109,13 @@ def test_two_slots_on_one_node_are_one_node_of_the_step() -> None:
     assert [t0["SLURM_PROCID"], t1["SLURM_PROCID"]] == ["0", "1"]
     assert [t0["SLURM_LOCALID"], t1["SLURM_LOCALID"]] == ["0", "1"]
     assert [t0["CUDA_VISIBLE_DEVICES"], t1["CUDA_VISIBLE_DEVICES"]] == ["0", "1"]
+
+
+def test_gpus_per_task_gives_each_task_its_own_and_says_so() -> None:
+    """``--ntasks-per-node=4 --gpus-per-task=1``: each task sees one GPU and, as Slurm's,
+    SLURM_STEP_GPUS names it (not the node's four)."""
+    nodes = {0: {"name": "n1", "gpus": ["0", "1", "2", "3"], "job_gpus": ["4", "5", "6", "7"]}}
+    o = parse(["--gpus-per-task=1", "true"], {})
+    envs = task_envs({}, [4], nodes, step_id=0, launch_addr="127.0.0.1", o=o)
+    got = [(e["CUDA_VISIBLE_DEVICES"], e["SLURM_STEP_GPUS"]) for _, e in envs[0]]
+    assert got == [("0", "4"), ("1", "5"), ("2", "6"), ("3", "7")]

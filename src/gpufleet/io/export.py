@@ -8,7 +8,8 @@ a task the account's login-like base, PATH, HOME, USER, SHELL, and these go over
 ``A,B=v`` is what ``NONE`` gives plus the variables named (from the environment) or set (to
 the value); ``ALL,B=v`` the whole environment plus those. ``--export-file`` adds ``NAME=value``
 definitions separated by NUL characters (by newlines if the file has none). sbatch's own
-``SLURM_SUBMIT_DIR``, ``SLURM_SUBMIT_HOST`` and ``SLURM_EXPORT_ENV`` are set in every case.
+``SLURM_SUBMIT_DIR``, ``SLURM_SUBMIT_HOST`` and ``SLURM_EXPORT_ENV`` are set in every case, and
+``SLURM_GET_USER_ENV=1`` with ``NONE``.
 
 Never exported: ``GPUFLEET_*`` variables (the submitter's gpufleet token and server address
 are credentials, not the job's). The job's own ``env`` (YAML, API, --env) and the launch's
@@ -70,6 +71,8 @@ def capture(
     env["SLURM_SUBMIT_HOST"] = submit_host
     if export is not None:
         env["SLURM_EXPORT_ENV"] = export
+    if text.upper() == "NONE":  # as sbatch: the node gives the user's login environment
+        env["SLURM_GET_USER_ENV"] = "1"
     return env
 
 

@@ -136,6 +136,84 @@ def start_of(j: Listed) -> float | None:
     return getattr(j.reason, "estimated_start", None)
 
 
+def job_id(j: Any) -> str:
+    """squeue's ``%i``: ``ARRAY_N`` for a task of an array, ``ARRAY_[2-5]`` for an array's
+    pending tasks in one line (``Tasks``), the job's id otherwise."""
+    array, index = getattr(j, "array_id", None), getattr(j, "array_index", None)
+    if array is None or index is None:
+        return str(j.id)
+    tasks = getattr(j, "tasks", None)
+    return f"{array}_[{_spans(tasks)}]" if tasks else f"{array}_{index}"
+
+
+def _spans(indexes: Sequence[int]) -> str:
+    """``2-5,7``: sorted indexes, runs as ranges (as Slurm writes an array's tasks)."""
+    out: list[str] = []
+    for i in sorted(indexes):
+        if out and out[-1].rpartition("-")[2] == str(i - 1):
+            out[-1] = f"{out[-1].partition('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+def job_name(j: Any) -> str:
+    """The job's name as Slurm has it: an array's tasks all have the array's (gpufleet names
+    each ``NAME_N``, server/submitting.py)."""
+    index = getattr(j, "array_index", None)
+    name = str(j.name)
+    return name.removesuffix(f"_{index}") if index is not None else name
+
+
+class Tasks:
+    """An array's pending tasks as the one line squeue prints of them without ``-r``
+    (``6_[2-5]``): the first one's fields; its id (``%A``, ``-O JobID``) is the array's, as
+    Slurm's pending array record has."""
+
+    def __init__(self, tasks: Sequence[Any]) -> None:
+        self._first = tasks[0]
+        self.tasks = [t.array_index for t in tasks]
+
+    @property
+    def id(self) -> str:
+        return str(self._first.array_id)
+
+    def __getattr__(self, key: str) -> Any:
+        return getattr(self._first, key)
+
+
+def one_line_arrays(rows: Sequence[Any]) -> list[Any]:
+    """squeue without ``-r``: an array's pending tasks (two or more) as one line, where the
+    first of them is."""
+    out: list[Any] = []
+    pending: dict[str, list[Any]] = {}
+    for j in rows:
+        array = getattr(j, "array_id", None)
+        if array is None or getattr(j, "array_index", None) is None or j.state != "PENDING":
+            out.append(j)
+        elif array in pending:
+            pending[array].append(j)
+        else:
+            pending[array] = [j]
+            out.append(pending[array])
+    return [Tasks(x) if isinstance(x, list) and len(x) > 1 else
+            x[0] if isinstance(x, list) else x for x in out]  # fmt: skip
+
+
+def slurm_order(rows: Sequence[T]) -> list[T]:
+    """squeue's default order (``-S P,t,-p``): by partition, by state's name (CANCELLED,
+    COMPLETED, FAILED, PENDING, RUNNING, TIMEOUT), by priority highest first; Slurm's
+    priority/basic ranks the earlier submitted first, and so do jobs of equal priority here."""
+
+    def key(j: Any) -> tuple[str, str, float, int, str]:
+        number = str(j.id)
+        return (partitions(j), CODES.get(j.state, ("", j.state))[1],
+                -float(j.spec.get("priority", 0) or 0),
+                int(number) if number.isdigit() else 1 << 62, number)  # fmt: skip
+
+    return sorted(rows, key=key)
+
+
 def _nodes(j: Listed) -> list[str]:
     return list(dict.fromkeys(p.node for p in j.placement))
 
@@ -227,14 +305,24 @@ def in_partitions(j: Any, wanted: set[str]) -> bool:
     return j.state == "PENDING" and any(q in wanted for q in (j.spec.get("queues") or ()))
 
 
+def array_index(j: Any) -> str:
+    """``%K``: the array task's index (``2-5`` for the pending ones on one line), else N/A."""
+    if getattr(j, "array_index", None) is None:
+        return "N/A"
+    tasks = getattr(j, "tasks", None)
+    return _spans(tasks) if tasks else str(j.array_index)
+
+
 def _fields(now: float) -> dict[str, Callable[[Listed], str]]:
     def spec(j: Listed, k: str, d: object = "") -> str:
         return str(j.spec.get(k, d))
 
     return {
-        "i": lambda j: j.id,
+        "i": job_id,
         "A": lambda j: j.id,
-        "j": lambda j: j.name,
+        "F": lambda j: str(getattr(j, "array_id", None) or j.id),
+        "K": array_index,
+        "j": job_name,
         "u": lambda j: j.user,
         "P": partitions,
         "t": lambda j: CODES.get(j.state, (j.state, ""))[0],
@@ -256,7 +344,8 @@ def _fields(now: float) -> dict[str, Callable[[Listed], str]]:
 
 
 TITLES = {
-    "i": "JOBID", "A": "JOBID", "j": "NAME", "u": "USER", "P": "PARTITION", "t": "ST",
+    "i": "JOBID", "A": "JOBID", "F": "ARRAY_JOB_ID", "K": "ARRAY_TASK_ID", "j": "NAME",
+    "u": "USER", "P": "PARTITION", "t": "ST",
     "T": "STATE", "M": "TIME", "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)",
     "r": "REASON", "N": "NODELIST", "C": "CPUS", "b": "TRES_PER_NODE", "S": "START_TIME",
     "Y": "SCHEDNODES",
@@ -317,5 +406,6 @@ def format_rows(
         columns.append([fmt[pos:]] * count)
     if not columns:  # an empty format: an empty line a row
         columns.append([""] * count)
-    lines = ["".join(cells).rstrip() for cells in zip(*columns, strict=True)]
+    # trailing blanks kept, as Slurm prints them (a last column of a width is padded to it)
+    lines = ["".join(cells) for cells in zip(*columns, strict=True)]
     return "\n".join(lines) + ("\n" if lines else "")

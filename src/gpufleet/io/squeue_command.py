@@ -17,12 +17,14 @@ LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"  # squeue -l
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"  # squeue --start
 # squeue -O's names → its -o letters (the fields gpufleet has)
 FORMAT_NAMES = {
-    "jobid": "i", "jobarrayid": "i", "arrayjobid": "A", "name": "j", "username": "u",
+    "jobid": "A", "jobarrayid": "i", "arrayjobid": "F", "arraytaskid": "K", "name": "j",
+    "username": "u",
     "userid": "u", "partition": "P", "statecompact": "t", "state": "T", "timeused": "M",
     "timelimit": "l", "numnodes": "D", "reasonlist": "R", "reason": "r", "nodelist": "N",
     "numcpus": "C", "tres-per-node": "b", "starttime": "S", "submittime": "V", "priority": "Q",
 }  # fmt: skip
 LOCAL_TIME = frozenset("SV")  # fields printed in the reader's time zone
+INVALID = "slurm_load_jobs error: Invalid job id specified"  # squeue -j of one unknown id
 
 
 class Usage(Exception):
@@ -41,6 +43,7 @@ class Squeue:
     partitions: set[str] | None
     # --start: pending jobs only (unless -t says), by expected start (the plan's estimate)
     by_start: bool = False
+    array: bool = False  # -r: an array's pending tasks a line each (else one line of them)
 
     @property
     def one_user(self) -> str | None:
@@ -69,12 +72,13 @@ def parser(cls: type[ArgvParser] = ArgvParser) -> ArgvParser:
         "--start", action="store_true", help="pending jobs' expected start times, soonest first"
     )
     p.add_argument("-a", "--all", action="store_true", help="(every partition: always)")
-    p.add_argument("-r", "--array", action="store_true", help="(one task a line: always)")
+    p.add_argument("-r", "--array", action="store_true", help="an array's tasks a line each")
     return p
 
 
 def fields_format(text: str) -> str:
-    """``-O JobID:10,State:.8`` as an ``-o`` format (each field 20 wide unless given)."""
+    """``-O JobID:10,State:.8`` as an ``-o`` format: each field 20 wide unless given, left
+    justified unless ``.``, with nothing between them (Slurm 22.05's ``-O``)."""
     out = []
     bad = []
     for item in (x.strip() for x in text.split(",") if x.strip()):
@@ -90,7 +94,7 @@ def fields_format(text: str) -> str:
         out.append(f"%{'.' if right else ''}{width}{letter}")
     if bad:
         raise Usage(f"-O: invalid field {', '.join(bad)} (known: {', '.join(FORMAT_NAMES)})")
-    return " ".join(out)
+    return "".join(out)
 
 
 def read(argv: list[str], me: str | None, p: ArgvParser | None = None) -> Squeue:
@@ -120,7 +124,14 @@ def read(argv: list[str], me: str | None, p: ArgvParser | None = None) -> Squeue
         users.add(me)
     partitions = {q.strip() for q in a.partition.split(",")} if a.partition else None
     return Squeue(fmt, not a.noheader, wanted, a.states is not None, users or None, a.jobs,
-                  a.name, partitions, a.start)  # fmt: skip
+                  a.name, partitions, a.start, a.array)  # fmt: skip
+
+
+def arranged(rows: list[Any], q: Squeue) -> list[Any]:
+    """The lines squeue prints of ``rows``, in its order: an array's pending tasks on one line
+    (unless ``-r``), by partition, state and priority (``--start``: by expected start)."""
+    lines = slurm_style.slurm_order(rows if q.array else slurm_style.one_line_arrays(rows))
+    return by_start(lines) if q.by_start else lines
 
 
 def by_start(rows: list[Any]) -> list[Any]:

@@ -69,13 +69,15 @@ class _Node:
 class Row:
     """A record as ``views.job_out`` shows it, in the fields squeue's table reads."""
 
-    __slots__ = ("end_time", "ended", "gpus", "id", "name", "placement", "queue", "reason",
-                 "spec", "start_time", "state", "submit_time", "user", "workers")  # fmt: skip
+    __slots__ = ("array_id", "array_index", "end_time", "ended", "gpus", "id", "name",
+                 "placement", "queue", "reason", "spec", "start_time", "state", "submit_time",
+                 "user", "workers")  # fmt: skip
 
     def __init__(self, rec: JobRecord, reason: Reason | None) -> None:
         j = rec.job
         sp = j.spec
         self.id, self.name, self.user, self.queue = j.id, sp.name, sp.user, sp.queue
+        self.array_id, self.array_index = rec.array_id, rec.array_index
         self.state = j.state.value
         self.submit_time, self.start_time, self.end_time = j.submit_time, j.start_time, j.end_time
         self.gpus, self.workers = sp.total_gpu_milli / MILLI, sp.workers
@@ -90,6 +92,8 @@ async def squeue(svc: ControllerService, listings: Listings, who: Principal, q: 
     errors: list[str] = []
     async with listings.turn():
         rows, failed = await _select(svc, who, q, errors)
+        if failed and not rows:
+            return Printed("", errors, 1)
         now = svc.clock.now()
         text = await asyncio.to_thread(slurm_style.render, q.fmt, rows, header=q.header, now=now)
     return Printed(text, errors, 1 if failed else 0)
@@ -105,12 +109,17 @@ async def _select(
     why = svc.reason if q.by_start else svc.reason_code_of
     rows: list[Row] = []
     if q.job_ids is not None:
-        for jid in (x.strip() for x in q.job_ids.split(",") if x.strip()):
+        ids = [x.strip() for x in q.job_ids.split(",") if x.strip()]
+        for jid in ids:
             try:
                 rec = await owned_job(svc, jid, who)
-            except HTTPException as e:
-                failed = True
-                errors.append(f"job {jid}: Invalid job id specified ({e.status_code})")
+            except HTTPException:
+                # as Slurm 22.05's squeue: one id asked and not known is an error (its
+                # slurm_load_job's words, nothing on stdout, exit 1); of several, those not
+                # known are left out, and the rest listed
+                if len(ids) == 1:
+                    failed = True
+                    errors.append(squeue_command.INVALID)
                 continue
             rows.append(Row(rec, why(jid)))
     else:
@@ -120,9 +129,7 @@ async def _select(
         rows = [j for j in rows if j.user in q.users]
     if q.partitions is not None:
         rows = [j for j in rows if slurm_style.in_partitions(j, q.partitions)]
-    if q.by_start:
-        rows = squeue_command.by_start(rows)
-    return rows, failed
+    return squeue_command.arranged(rows, q), failed
 
 
 def _of(rows: list[Row], wanted: set[str] | None, names: str | None) -> list[Row]:

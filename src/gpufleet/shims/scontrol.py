@@ -3,21 +3,9 @@ lines people and tools read: JobState with its Reason, ExitCode, the times, Node
 ``hold``, ``uhold`` and ``release`` of jobs (``scontrol_hold.py``); anything else is the
 in-job scontrol's (``gpufleet.slurm.scontrol``: ``show hostnames``).
 
-What a real Slurm 22.05 printed for a batch script that exited 3 (slurm_local.sh), the lines
-kept here::
-
-    JobId=1 JobName=wrap
-       UserId=root(0) GroupId=root(0) MCS_label=N/A
-       Priority=4294901759 Nice=0 Account=(null) QOS=(null)
-       JobState=FAILED Reason=NonZeroExitCode Dependency=(null)
-       Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0
-       RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A
-       SubmitTime=2026-12-06T21:59:24 EligibleTime=2026-12-06T21:59:24
-       StartTime=2026-12-06T21:59:25 EndTime=2026-12-06T21:59:25 Deadline=N/A
-       Partition=gpu AllocNode:Sid=localhost:12766
-       NodeList=n1
-       NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:*
-       WorkDir=/tmp/slurm-ux/jobs
+Every line of Slurm 22.05's, in its order (``tests/e2e/test_shims_print_vs_slurm.py`` holds
+what a real one printed and compares): the values gpufleet has; the rest as Slurm prints them
+where it has no such thing (``Socks/Node=*``, ``Power=``).
 """
 
 from __future__ import annotations
@@ -65,22 +53,74 @@ def _dependency(j: Any) -> str:
     return ",".join(deps) if deps else "(null)"
 
 
-def job_text(j: Any, now: float) -> str:
-    """One job as ``scontrol show job`` prints it, its blank line after."""
-    nodes = list(dict.fromkeys(p.node for p in j.placement))
-    user, group = _ids(j.user)
+def _mem(mib: int) -> str:
+    """Memory as Slurm prints it in TRES and MinMemoryNode: ``1G``, ``1500M``."""
+    return f"{mib // 1024}G" if mib and mib % 1024 == 0 else f"{mib}M"
+
+
+def _cpus(spec: Any) -> int:
+    milli = spec.get("cpu_milli")
+    cpus = milli / 1000 if milli is not None else float(spec.get("cpus", 1) or 1)
+    return max(1, int(cpus + 0.999))
+
+
+def _std(j: Any, nodes: list[str]) -> tuple[str, str, str]:
+    """``StdErr``, ``StdIn`` and ``StdOut``: a batch job's files, their patterns expanded as
+    scontrol expands them (``%N``: the batch host, kept while there is none) under its WorkDir."""
+    from gpufleet.model.fname import FileFacts, expand
+
     spec = j.spec
+    array, index = j.get("array_id"), j.get("array_index")
+    default = "slurm-%A_%a.out" if index is not None else "slurm-%j.out"
+    facts = FileFacts(str(j.id), slurm_style.job_name(j), j.user, nodes[0] if nodes else "%N",
+                      array, index)  # fmt: skip
+
+    def path(pattern: str) -> str:
+        name = expand(pattern, facts)
+        workdir = spec.get("workdir") or ""
+        return name if name.startswith("/") or not workdir else f"{workdir}/{name}"
+
+    out = path(spec.get("output") or default)
+    err = path(spec.get("error")) if spec.get("error") else out
+    return err, path(spec.get("input") or "/dev/null"), out
+
+
+def _times(j: Any, now: float) -> tuple[float, str, str]:
+    """RunTime's seconds, EligibleTime (Unknown while a dependency holds it) and EndTime (a
+    running job's time limit from its start, as Slurm's expected end)."""
     elapsed = 0.0
     if j.start_time is not None:
         end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
         elapsed = end - j.start_time
+    waits = j.state == "PENDING" and slurm_style.why(j).startswith("Dependency")
+    limit = j.spec.get("time_limit_s")
+    ends = j.end_time
+    if ends is None and j.start_time is not None and limit:
+        ends = j.start_time + limit
+    return elapsed, "Unknown" if waits else iso(j.submit_time), iso(ends)
+
+
+def job_lines(j: Any, now: float) -> list[str]:
+    """One job as ``scontrol show job`` prints it: its ``key=value`` lines in Slurm 22.05's
+    order (an array's pending tasks in one, ``ArrayTaskId=2-5``)."""
+    nodes = list(dict.fromkeys(p.node for p in j.placement))
+    user, group = _ids(j.user)
+    spec = j.spec
+    elapsed, eligible, ends = _times(j, now)
     limit = spec.get("time_limit_s")
     first = f"JobId={j.id}"
     if j.get("array_id") is not None and j.get("array_index") is not None:
-        first += f" ArrayJobId={j.array_id} ArrayTaskId={j.array_index}"
-    cpus = j.workers * int(float(spec.get("cpus", 1) or 1) + 0.999)
+        first += f" ArrayJobId={j.array_id} ArrayTaskId={slurm_style.array_index(j)}"
+    per_task = _cpus(spec)
+    cpus = j.workers * per_task
+    mib = j.workers * int(spec.get("memory_mib", 0) or 0)
+    count = len(nodes) or j.workers
+    tres = f"cpu={cpus},mem={_mem(mib)},node={count},billing={cpus}"
+    if j.gpus:
+        tres += f",gres/gpu={j.gpus:g}"
+    err, stdin, out = _std(j, nodes)
     lines = [
-        f"{first} JobName={j.name}",
+        f"{first} JobName={slurm_style.job_name(j)}",
         f"UserId={user} GroupId={group} MCS_label=N/A",
         f"Priority={slurm_style.priority(j)} Nice=0 Account={j.queue} QOS=(null)",
         f"JobState={slurm_style.CODES.get(j.state, ('', j.state))[1]} Reason={slurm_style.why(j)} "
@@ -89,33 +129,83 @@ def job_text(j: Any, now: float) -> str:
         f"BatchFlag={1 if spec.get('batch') else 0} Reboot=0 "
         f"ExitCode={slurm_style.exit_code(j)}",
         f"RunTime={hms(elapsed)} TimeLimit={hms(limit) if limit else 'UNLIMITED'} TimeMin=N/A",
-        f"SubmitTime={iso(j.submit_time)} EligibleTime={iso(j.submit_time)}",
-        f"StartTime={iso(j.start_time)} EndTime={iso(j.end_time)} Deadline=N/A",
-        f"Partition={slurm_style.partitions(j)}",
-        f"NodeList={ranged(nodes) if nodes else '(null)'}",
-        f"NumNodes={len(nodes) or j.workers} NumCPUs={cpus} NumTasks={j.workers}",
+        f"SubmitTime={iso(j.submit_time)} EligibleTime={eligible}",
+        f"AccrueTime={eligible}",
+        # a pending job's: when it is expected to start (Slurm's backfill's; the plan's)
+        f"StartTime={iso(slurm_style.start_of(j))} EndTime={ends} Deadline=N/A",
+        "SuspendTime=None SecsPreSuspend=0 LastSchedEval=Unknown Scheduler=Main",
+        f"Partition={slurm_style.partitions(j)} AllocNode:Sid=(null):0",
+        f"ReqNodeList={','.join(spec.get('nodelist') or []) or '(null)'} "
+        f"ExcNodeList={','.join(spec.get('exclude') or []) or '(null)'}",
+        f"NodeList={ranged(nodes)}",  # empty while there are none, as Slurm's
+        *([f"BatchHost={nodes[0]}"] if nodes else []),
+        f"NumNodes={count} NumCPUs={cpus} NumTasks={j.workers} CPUs/Task={per_task} "
+        "ReqB:S:C:T=0:0:*:*",
+        f"TRES={tres}",
+        "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
+        f"MinCPUsNode={per_task} MinMemoryNode={_mem(mib // max(1, j.workers))} MinTmpDiskNode=0",
+        f"Features={spec.get('constraint') or '(null)'} DelayBoot=00:00:00",
+        f"OverSubscribe={'NO' if spec.get('exclusive') else 'OK'} Contiguous=0 "
+        "Licenses=(null) Network=(null)",
+        "Command=(null)",
+        f"WorkDir={spec.get('workdir') or '(null)'}",
+        f"StdErr={err}",
+        f"StdIn={stdin}",
+        f"StdOut={out}",
+        "Power=",
     ]
-    if spec.get("workdir"):
-        lines.append(f"WorkDir={spec.get('workdir')}")
-    return lines[0] + "\n" + "".join(f"   {x}\n" for x in lines[1:]) + "\n"
+    if j.gpus:
+        lines.append(f"TresPerNode=gres:gpu:{int(spec.get('gpus_per_worker', 0) or j.gpus)}")
+    return lines
 
 
-def show_jobs(ids: Sequence[str]) -> int:
+def job_text(j: Any, now: float, one_line: bool = False) -> str:
+    """One job as ``scontrol show job`` prints it: indented lines, then a line of three blanks
+    and an empty one; with ``-o`` its fields on one line, a blank after each."""
+    lines = job_lines(j, now)
+    if one_line:
+        return " ".join(lines) + " \n"
+    return lines[0] + "\n" + "".join(f"   {x}\n" for x in lines[1:]) + "   \n\n"
+
+
+def _shown(c: Any, j: Any) -> list[Any]:
+    """What ``scontrol show job ID`` shows of ``ID``: the job, or for an array's id every
+    task of it (those pending in one record, first, as Slurm's pending array record)."""
+    if j.get("array_id") != j.id:
+        return [j]
+    tasks = sorted((t for t in c.all_jobs() if t.get("array_id") == j.id),
+                   key=lambda t: (t.state != "PENDING", t.array_index))  # fmt: skip
+    return slurm_style.one_line_arrays(tasks)
+
+
+def _task(c: Any, jid: str) -> Any:
+    """``ARRAY_N``: that task of the array (ApiError 404 when there is none)."""
+    head, _, index = jid.partition("_")
+    if index.isdigit():
+        for t in c.all_jobs():
+            if t.get("array_id") == head and t.get("array_index") == int(index):
+                return t
+    raise ApiError(404, f"no job {jid}")
+
+
+def show_jobs(ids: Sequence[str], one_line: bool = False) -> int:
     now = time.time()
     out: list[str] = []
     code = 0
     with connect("scontrol") as c:
         if not ids:
             jobs = sorted(c.all_jobs(), key=lambda j: (len(j.id), j.id))
-            out += [job_text(j, now) for j in jobs]
+            out += [job_text(j, now, one_line) for j in jobs]
         for jid in (x.strip() for i in ids for x in i.split(",") if x.strip()):
             try:
-                out.append(job_text(row(c.job(jid)), now))
+                shown = [_task(c, jid)] if "_" in jid else _shown(c, row(c.job(jid)))
             except ApiError as e:
                 if e.status not in (400, 404, 422):
                     raise
                 sys.stderr.write(f"{INVALID}\n")
                 code = 1
+                continue
+            out += [job_text(j, now, one_line) for j in shown]
     sys.stdout.write("".join(out))
     return code
 
@@ -128,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write("scontrol: error: show job takes one job id (or a comma list)\n")
             return 1
         ids = words[2:]
-        run("scontrol", lambda: show_jobs(ids))
+        one_line = any(a in ("-o", "--oneliner") for a in args)
+        run("scontrol", lambda: show_jobs(ids, one_line))
     if words and words[0].lower() in ("hold", "uhold", "release"):
         from gpufleet.shims import scontrol_hold
 

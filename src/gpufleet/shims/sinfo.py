@@ -14,7 +14,8 @@ from gpufleet.shims.common import Usage, connect, run
 from gpufleet.shims.parser import Parser
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"  # sinfo's own
-NODE_FORMAT = "%#N %.6D %#P %.6t"  # sinfo -N
+NODE_FORMAT = "%#N %.6D %.#P %6t"  # sinfo -N (its partitions right-justified)
+SUMMARY_FORMAT = "%#P %.5a %.10l %.16F %N"  # sinfo -s
 DEFAULT_QUEUE = "default"  # where a job without a queue goes (model.job), sinfo's '*'
 # gpufleet's node states → sinfo's compact and long names ('*': not responding)
 STATES = {
@@ -40,8 +41,13 @@ _IN_USE = ("idle", "mixed", "allocated")
 
 def state(n: Any) -> str:
     """The node's state as sinfo shows it: ``maint`` in an open maintenance window, ``reserved``
-    when idle in another open reservation (Slurm's), else gpufleet's."""
+    when idle in another open reservation (Slurm's), else gpufleet's; a node in use is
+    ``allocated`` only when all its CPUs are (Slurm's: its GPUs all taken but CPUs left is
+    ``mixed``, seen with Slurm 22.05)."""
     s = str(n["state"])
+    if s in _IN_USE and "cpu_free" in n:
+        used = n["cpu_free"] < n["cpu_cores"] or n["gpus_free"] < n["gpus"]
+        s = "idle" if not used else "allocated" if n["cpu_free"] <= 0 else "mixed"
     if n.get("reservation") and s in _IN_USE:
         if n.get("maint"):
             return "maint"
@@ -53,7 +59,8 @@ def state(n: Any) -> str:
 TITLES = {
     "P": "PARTITION", "a": "AVAIL", "l": "TIMELIMIT", "D": "NODES", "t": "STATE", "T": "STATE",
     "N": "NODELIST", "n": "HOSTNAMES", "c": "CPUS", "m": "MEMORY", "G": "GRES",
-    "C": "CPUS(A/I/O/T)", "E": "REASON", "f": "AVAIL_FEATURES", "%": "%",
+    "C": "CPUS(A/I/O/T)", "E": "REASON", "f": "AVAIL_FEATURES", "F": "NODES(A/I/O/T)",
+    "%": "%",
 }  # fmt: skip
 
 
@@ -82,6 +89,7 @@ def _fields() -> dict[str, Callable[[Any], str]]:
         "m": lambda r: str(int(min(n["memory_gib"] for n in r[2]) * 1024)),
         "G": lambda r: _gres(r[2][0]),
         "C": lambda r: _cpus(r[2]),
+        "F": lambda r: _counts(r[2]),
         "E": lambda r: first("why")(r) or "none",
         "f": lambda r: ",".join(r[2][0].get("features") or []) or "(null)",
         "%": lambda r: "%",
@@ -98,6 +106,14 @@ def _gres(n: Any) -> str:
     return f"{gres},shard:{n['gpus'] * per}" if per else gres
 
 
+def _counts(nodes: list[Any]) -> str:
+    """``%F``: nodes allocated (or mixed), idle, other (down, drained, …) and in all."""
+    states = [state(n) for n in nodes]
+    busy = sum(s in ("mixed", "allocated") for s in states)
+    idle = states.count("idle")
+    return f"{busy}/{idle}/{len(states) - busy - idle}/{len(states)}"
+
+
 def _cpus(nodes: list[Any]) -> str:
     total = sum(n["cpu_cores"] for n in nodes)
     idle = sum(n["cpu_free"] for n in nodes)
@@ -107,6 +123,7 @@ def _cpus(nodes: list[Any]) -> str:
 def parser() -> Parser:
     p = Parser("sinfo", "gpufleet's partitions (queues) and nodes as sinfo shows them.")
     p.add_argument("-N", "--Node", action="store_true", help="one line per node")
+    p.add_argument("-s", "--summarize", action="store_true", help="one line per partition")
     p.add_argument("-o", "--format", help="sinfo's %%-format")
     p.add_argument("-h", "--noheader", action="store_true", help="no header line")
     p.add_argument("-p", "--partition", help="comma list of partitions")
@@ -139,22 +156,29 @@ def main(argv: list[str] | None = None) -> None:
             if a.Node:
                 rows += [(q, q == DEFAULT_QUEUE, [n]) for n in nodes]
                 continue
+            if a.summarize:
+                rows.append((q, q == DEFAULT_QUEUE, nodes))
+                continue
             groups: dict[str, list[Any]] = {}
             for n in nodes:
                 groups.setdefault(state(n), []).append(n)
             rows += [(q, q == DEFAULT_QUEUE, g) for g in groups.values()]
             if not groups:
                 rows.append((q, q == DEFAULT_QUEUE, []))
-        fmt = a.format or (NODE_FORMAT if a.Node else DEFAULT_FORMAT)
+        fmt = a.format or (
+            NODE_FORMAT if a.Node else SUMMARY_FORMAT if a.summarize else DEFAULT_FORMAT
+        )
         # %#X: as wide as the widest value (sinfo's own)
         widest = {
             "P": max([len("PARTITION"), *(len(r[0]) + r[1] for r in rows)]),
-            "N": max([len("NODELIST"), *(len(n["name"]) for n in nodes)]) if a.Node else 9,
+            # at least 9, as Slurm 22.05's (``NODELIST`` and a blank under four nodes n1..n4)
+            "N": max([9, *(len(n["name"]) for n in nodes)]) if a.Node else 9,
         }
         for letter, width in widest.items():
             fmt = fmt.replace(f"%#{letter}", f"%{width}{letter}")
+            fmt = fmt.replace(f"%.#{letter}", f"%.{width}{letter}")
         fields = _fields()
-        empty = {k: v for k, v in fields.items() if k in "PalD%"}
+        empty = {k: v for k, v in fields.items() if k in "PalDF%"}
         table = {k: (v if k in empty else _or_blank(v)) for k, v in fields.items()}
         try:
             sys.stdout.write(format_rows(fmt, rows, table, TITLES, header=not a.noheader))

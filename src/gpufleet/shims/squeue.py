@@ -50,9 +50,16 @@ def _run(args: list[str]) -> int:
                 raise
             return _listed_here(c, args)
     for msg in answer["errors"]:
-        sys.stderr.write(f"squeue: error: {msg}\n")
+        _error(msg)
     sys.stdout.write(answer["out"])
     return int(answer["code"])
+
+
+def _error(msg: str) -> None:
+    """An error line as squeue writes it: Slurm's API's own words as they are (``-j`` of an
+    unknown id), the rest after ``squeue: error:``."""
+    sys.stderr.write(f"{msg}\n" if msg.startswith("slurm_load_jobs error:") else
+                     f"squeue: error: {msg}\n")  # fmt: skip
 
 
 def _me() -> str | None:
@@ -106,10 +113,15 @@ def _listed_here(c: LeanClient, args: list[str]) -> int:
         )
     rows = [j for j in rows if (q.users is None or j.user in q.users)]
     rows = [j for j in rows if (q.partitions is None or slurm_style.in_partitions(j, q.partitions))]
-    if q.by_start:
-        rows = squeue_command.by_start(rows)
+    rows = squeue_command.arranged(rows, q)
+    ids = [x for x in (q.job_ids or "").split(",") if x.strip()]
+    if len(ids) > 1:  # of several ids, those not known are left out (server/squeue.py)
+        problems, failed = [], False
+    elif failed and len(ids) == 1:
+        _error(squeue_command.INVALID)
+        return 1
     for msg in problems:
-        sys.stderr.write(f"squeue: error: {msg}\n")
+        _error(msg)
     sys.stdout.write(slurm_style.render(q.fmt, rows, header=q.header))
     return 1 if failed else 0
 

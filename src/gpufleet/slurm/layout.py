@@ -163,7 +163,11 @@ def task_envs(
             env.update(SLURM_PROCID=str(p), RANK=str(p), ROLE_RANK=str(p))
             env.update(SLURM_LOCALID=nth, LOCAL_RANK=nth)
             if g:
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[local * g : (local + 1) * g])
+                mine = slice(local * g, (local + 1) * g)
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[mine])
+                job_gpus = [str(x) for x in info.get("job_gpus", [])]
+                if len(job_gpus) == len(gpus):  # the slot's GPUs by index: the task's own
+                    env["SLURM_STEP_GPUS"] = ",".join(job_gpus[mine])
             tasks.append((p, env))
         out[slot] = tasks
     return out

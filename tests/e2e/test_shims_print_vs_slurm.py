@@ -1,0 +1,182 @@
+"""What the Slurm shims print, against what a real Slurm 22.05 printed for the same jobs
+(``shimdiff.py``: the jobs, the commands, what is normalized and why). The record
+(``slurm_printed/*.txt``) was made by ``test_slurm_prints_what_is_recorded`` with
+``SHIMDIFF_RECORD=DIR`` (``shared/tools/slurm_local.sh``, one node of 8 CPUs and 4 GPUs,
+partitions ``gpu`` and ``debug``); that test compares a live Slurm with it where Slurm is
+installed, and the first one runs without Slurm.
+
+What gpufleet cannot print the same, and why, is KNOWN: each the Slurm line and gpufleet's, so
+that the test still fails if either changes."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from livehelp import dump_logs, make_cluster, shim_env
+from shimdiff import (
+    COMMANDS,
+    Site,
+    capture,
+    normalize,
+    read_record,
+    settle,
+    submit,
+    write_record,
+)
+
+from gpufleet.api.schemas import TokenCreate
+from support.slurm_local import have_slurm, slurm_local
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm-local")]
+RECORD = read_record()
+HELD = re.compile(r"\s*H[\s|]")  # a line of the held job (squeue's)
+
+USER = "alice"  # gpufleet's user: no Unix account (gpufleet never runs a job as root)
+QUEUES = "queues:\n  - {name: default, weight: 1}\n  - {name: debug, weight: 1}\n"
+SCHEDULER = (
+    "gpufleet's scheduler tells each job it looked at and could not place Resources; Slurm tells"
+    " each one behind the first that waits Priority (scheduler/explain.py's choice, no shim's)"
+)
+ESTIMATE = (
+    "a pending job's expected start: gpufleet's plan has none while the jobs before it run"
+    " without a time limit; Slurm's backfill prints one all the same (and --start's order is by"
+    " it: gpufleet's then the order of squeue's other lines)"
+)
+TRES = (
+    "TRES: Slurm counts gres/gpu where AccountingStorageTRES names it, which slurm_local.sh's"
+    " does not; gpufleet always does: the job's GPUs, those of its TresPerNode"
+)
+_START = "{:>18}      PART {:>8}     USER PD " + "N/A".rjust(19) + "      1 (null)" + " " * 14
+_START += " (Resources)\n"
+# (command or "*", Slurm's text, gpufleet's, how many (0: all), why): made in this order
+KNOWN: list[tuple[str, str, str, int, str]] = [
+    ("*", "(Priority)", "(Resources)", 0, SCHEDULER),
+    ("*", "Reason=Priority", "Reason=Resources", 0, SCHEDULER),
+    ("*", "|Priority|", "|Resources|", 0, SCHEDULER),
+    ("*", "PENDING Priority", "PENDING Resources", 0, SCHEDULER),
+    ("*", "PENDING             Priority  ", "PENDING             Resources ", 0, SCHEDULER),
+    ("squeue --start", "PD DATE" + " " * 21, "PD " + " " * 16 + "N/A" + " " * 6, 0, ESTIMATE),
+    (
+        "squeue --start",
+        _START.format("P", "prio") + _START.format("A_[2-5]", "arr"),
+        _START.format("A_[2-5]", "arr") + _START.format("P", "prio"),
+        1,
+        ESTIMATE,
+    ),
+    *(
+        (
+            f"scontrol show job {j}",
+            "StartTime=DATE EndTime=Unknown",
+            "StartTime=Unknown EndTime=Unknown",
+            1,
+            ESTIMATE,
+        )
+        for j in ("{P}", "{A}_2", "{A}", "-o {P}")
+    ),
+    ("scontrol -o show job {P}", "StartTime=DATE", "StartTime=Unknown", 1, ESTIMATE),
+    (
+        "sinfo -N -h -o '%N %t %G'",
+        " gpu:4",
+        " gpu:h100:4",
+        0,
+        "GRES: slurm_local.sh's node has no GPU type (Gres=gpu:4); a gpufleet node always has its"
+        " model (Slurm's node of Gres=gpu:h100:4 prints the same)",
+    ),
+    (
+        "squeue -O JobID,State,Reason,NumNodes",
+        "#  ",
+        "A  ",
+        0,
+        "a running array task's own id: Slurm gives task 1 one when it starts (#), gpufleet's task"
+        " 1 has the array's from its submission",
+    ),
+]
+
+
+def _gpus_in_tres(text: str) -> str:
+    """Each job's ``TRES=…`` with its GPUs (TRES, above)."""
+
+    def one(record: str) -> str:
+        gpus = re.search(r"TresPerNode=gres:gpu:(\d+)", record)
+        if gpus is None:
+            return record
+        return re.sub(r"(TRES=\S*billing=\d+)", rf"\1,gres/gpu={gpus.group(1)}", record)
+
+    return "\n\n".join(one(r) for r in text.split("\n\n"))
+
+
+def expected(cmd: str) -> str:
+    """Slurm's record of ``cmd``, with KNOWN's differences made. The held job (``sbatch -H``)
+    is not submitted to gpufleet, whose sbatch says it does not act on ``--hold``: its lines
+    are left out."""
+    text = "".join(line for line in RECORD[cmd].splitlines(True) if not HELD.match(line))
+    for where, theirs, ours, count, _ in KNOWN:
+        if where in ("*", cmd):
+            text = text.replace(theirs, ours, count or -1)
+    return _gpus_in_tres(text)
+
+
+@pytest.fixture(scope="module")
+def gpufleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    base = tmp_path_factory.mktemp("shimdiff")
+    (base / "queues.yaml").write_text(QUEUES)
+    c = make_cluster(base / "cluster", 1, gpus="4xH100", queues_file=base / "queues.yaml")
+    c.start()
+    try:
+        env = shim_env(c, base)
+        with c.admin() as a:
+            tok = a.create_token(TokenCreate(name=USER, role="user", user=USER))
+        (base / "token").write_text(tok.token)
+        (base / "token").chmod(0o600)
+        env.update(GPUFLEET_TOKEN_FILE=str(base / "token"), USER=USER, LOGNAME=USER)
+        yield env
+    except BaseException:
+        dump_logs(c)
+        raise
+    finally:
+        c.stop()
+
+
+def printed(env: dict[str, str], slurm: bool, user: str) -> dict[str, str]:
+    """The jobs submitted, waited for, and COMMANDS' output normalized."""
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, env=env, cwd=env["PWD"], capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+
+    ids = submit(run, hold=slurm)
+    settle(run, ids, estimates=slurm)
+    site = Site(user, "n1" if slurm else "node-0", "gpu" if slurm else "default", env["PWD"])
+    return {cmd: normalize(text, ids, site) for cmd, text in capture(run, ids, user).items()}
+
+
+def test_gpufleet_prints_what_slurm_printed(gpufleet: dict[str, str]) -> None:
+    got = printed(gpufleet, False, USER)
+    assert [c for c in COMMANDS if c not in got] == ["scontrol show job {H}"]
+    differ = [cmd for cmd in got if got[cmd] != expected(cmd)]
+    for cmd in differ:
+        print(f"--- {cmd}\nSlurm:\n{expected(cmd)}\ngpufleet:\n{got[cmd]}")
+    assert not differ
+
+
+@pytest.mark.skipif(not have_slurm(), reason="no Slurm here (apt-get install slurm-wlm munge)")
+def test_slurm_prints_what_is_recorded(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_LOCAL_NODES", "1")
+    with slurm_local(tmp_path_factory.mktemp("slurm"), 24400) as env:
+        work = tmp_path_factory.mktemp("work")
+        got = printed({**env, "PWD": str(work)}, True, getpass.getuser())
+    record = os.environ.get("SHIMDIFF_RECORD")
+    if record:
+        write_record(got, Path(record))
+    differ = [cmd for cmd in COMMANDS if got[cmd] != RECORD[cmd]]
+    for cmd in differ:
+        print(f"--- {cmd}\nrecorded:\n{RECORD[cmd]}\nnow:\n{got[cmd]}")
+    assert not differ
