@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_api import SPEC, T0, AgentClient, Api, register, serve
+from test_api import SPEC, T0, AgentClient, register, serve
 
 from gpufleet.base.clock import ManualClock
 from gpufleet.client import Client
