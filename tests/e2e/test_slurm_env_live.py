@@ -11,17 +11,16 @@ A variable Slurm sets that gpufleet drops, or one whose value differs, fails the
 these, which cannot be the same (``support.slurm_env``'s SLURM_ONLY, GPUFLEET_ONLY and VALUES,
 each with its reason):
   * Slurm's own plumbing: SLURM_CONF, SLURM_WORKING_CLUSTER, SLURM_NODE_ALIASES,
-    SLURM_PRIO_PROCESS, srun's port (SLURM_SRUN_COMM_PORT, SLURM_STEP_LAUNCHER_PORT),
+    srun's port (SLURM_SRUN_COMM_PORT, SLURM_STEP_LAUNCHER_PORT),
     SLURMD_TRES_BIND, heterogeneous jobs' SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0;
   * AMD's and Intel's GPU masks (GPU_DEVICE_ORDINAL, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK):
-    gpufleet's GPUs are NVIDIA's; the batch shell's SLURM_TASK_PID ($$ there);
+    gpufleet's GPUs are NVIDIA's;
   * counts gpufleet sets from the allocation where Slurm sets them only from their options
     (SLURM_CPUS_PER_TASK, SLURM_MEM_PER_NODE, SLURM_NTASKS[_PER_NODE], SLURM_NPROCS), and the
     empty GPU variables of a job without GPUs;
   * SLURM_DISTRIBUTION (gpufleet's srun lays out blocks only), the SLURM_TASKS_PER_NODE of a
     job without -n (Slurm's counts its CPUs: --exclusive, --cpus-per-gpu), an --exclusive
-    step's GPUs, and the GPUs the batch shell of ``-n2 --gpus-per-task=1`` sees (the first
-    worker's, in gpufleet).
+    step's GPUs, and SLURM_STEP_GPUS where two of the job's workers share a node.
 The allocations are the same for these shapes (``test_sbatch_vs_slurm_live`` compares them);
 ``-N2 --gpus=4`` is not among them: Slurm gives its nodes 3 and 1 GPUs, gpufleet 2 and 2."""
 

@@ -154,13 +154,11 @@ SLURM_ONLY = {
     "SLURM_WORKING_CLUSTER": "slurmctld's address for Slurm's own commands (the shims ask "
     "gpufleet's controller through their settings)",
     "SLURM_NODE_ALIASES": "cloud nodes' addresses, '(null)' here; deprecated since 23.02",
-    "SLURM_PRIO_PROCESS": "the nice value sbatch saw, for slurmd to apply",
     "SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0": "heterogeneous jobs' old name (gpufleet runs none)",
     "SLURM_SRUN_COMM_PORT": "srun's I/O port in Slurm's protocol (gpufleet's srun dials the "
     "step daemons instead)",
     "SLURM_STEP_LAUNCHER_PORT": "the same port, by its other name",
     "SLURMD_TRES_BIND": "slurmd's own note of --gpus-per-task binding",
-    "SLURM_TASK_PID": "the batch shell's pid ($$ in the script is the same; srun's tasks have it)",
     "GPU_DEVICE_ORDINAL": "AMD's GPU mask: gpufleet's GPUs are NVIDIA's (CUDA_VISIBLE_DEVICES)",
     "ROCR_VISIBLE_DEVICES": "AMD ROCm's GPU mask (as GPU_DEVICE_ORDINAL)",
     "ZE_AFFINITY_MASK": "Intel Level Zero's GPU mask (as GPU_DEVICE_ORDINAL)",
@@ -182,9 +180,6 @@ VALUES = {
     ("cpg", "batch", "SLURM_TASKS_PER_NODE"): "the same: --cpus-per-gpu=2 --gpus=2 holds 4 CPUs",
     ("exclusive", "task", "CUDA_VISIBLE_DEVICES"): "Slurm's step in an --exclusive job that asked "
     "no GPUs gets none; gpufleet's gets the node's, which the job holds",
-    ("mem-per-cpu", "batch", "CUDA_VISIBLE_DEVICES"): "-n2 --gpus-per-task=1: Slurm's batch shell "
-    "sees both tasks' GPUs; gpufleet's batch shell is the first task's worker and sees its GPU "
-    "(srun's tasks see one each in both)",
     ("mem-per-cpu", "task", "SLURM_STEP_GPUS"): "Slurm names each task's own GPU; gpufleet, "
     "whose two workers there are two slots of the job, names the step's GPUs on the node",
 }

@@ -70,6 +70,17 @@ def test_sbatchs_default_output_and_error() -> None:
     assert r0.input == "in-train.txt"
 
 
+def test_the_batch_shell_sees_every_gpu_of_the_job_on_its_node() -> None:
+    """-n2 --gpus-per-task=1 packed on one node: Slurm's batch shell sees both GPUs (torchrun
+    --nproc_per_node=2 run there needs them); the step daemon's rank only its own."""
+    _, _, box = launches(batch=True, gpus_per_worker=1)
+    r0, r1 = sorted(taken(box, "n00"), key=lambda c: c.rank)
+    assert (r0.role, r1.role) == ("batch", "step")
+    assert r0.batch_gpus == [*r0.gpus, *r1.gpus] and len(r0.gpus) == 1 and r1.batch_gpus == []
+    _, _, box = launches(batch=True)  # a whole node each: nothing beside its own
+    assert [c.batch_gpus for n in ("n00", "n01") for c in taken(box, n)] == [[], []]
+
+
 def test_a_plain_jobs_launch_is_unchanged() -> None:
     _, _, box = launches()
     for node in ("n00", "n01"):

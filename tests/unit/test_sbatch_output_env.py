@@ -4,8 +4,11 @@ umask (SLURM_UMASK) is the batch script's and srun's tasks'."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +63,33 @@ def test_a_steps_task_runs_with_srun_s_umask() -> None:
     got = subprocess.run(argv, env={"SLURM_UMASK": "0027", "PATH": os.defpath}, capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
     assert got.strip() == "0027"
+
+
+@pytest.mark.parametrize("output", [True, False], ids=["output file", "no output file"])
+def test_the_batch_script_has_its_own_pid_in_slurm_task_pid(tmp_path: Path, output: bool) -> None:
+    """As Slurm's batch shell: SLURM_TASK_PID is the script's pid ($$)."""
+    config = {"workdir": str(tmp_path), "output": str(tmp_path / "out") if output else ""}
+    r = subprocess.run(
+        [sys.executable, "-I", taskstart.__file__, json.dumps(config), "--",
+         "sh", "-c", 'echo "$SLURM_TASK_PID $$"'],
+        env={"SLURM_JOB_ID": "7", "PATH": os.defpath, "SLURM_TASK_PID": "1"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    theirs, own = r.stdout.split()
+    assert theirs == own != "1"
+
+
+def test_sbatch_sends_its_umask_and_nice_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpufleet.shims.sbatch import own_env
+
+    monkeypatch.delenv("SLURM_UMASK", raising=False)
+    old = os.umask(0o027)
+    try:
+        assert own_env() == {
+            "SLURM_UMASK": "0027",
+            "SLURM_PRIO_PROCESS": str(os.getpriority(os.PRIO_PROCESS, 0)),
+        }
+        monkeypatch.setenv("SLURM_UMASK", "0002")  # the caller's own: kept, as sbatch
+        assert own_env()["SLURM_UMASK"] == "0002"
+    finally:
+        os.umask(old)

@@ -79,6 +79,14 @@ def _die_with_parent() -> None:
     # --pdeathsig): a task never runs on unsupervised
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    _own_pid()
+
+
+def _own_pid() -> None:
+    """A Slurm job's task (its batch script too) has its pid in SLURM_TASK_PID: set in the
+    process that execs the command (putenv: the exec inherits it), which keeps its pid."""
+    if "SLURM_JOB_ID" in os.environ:
+        os.environ["SLURM_TASK_PID"] = str(os.getpid())
 
 
 @contextlib.contextmanager
@@ -151,6 +159,7 @@ def run(config: dict[str, Any], command: list[str]) -> int:
     for fd in pass_fds:
         os.set_inheritable(fd, True)
     if not output:
+        _own_pid()
         try:
             os.execvp(command[0], command)
         except OSError as e:

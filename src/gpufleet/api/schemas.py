@@ -361,6 +361,9 @@ class AgentCommand(Strict):
     command: list[str] = []
     env: dict[str, str] = {}
     gpus: list[int] = []
+    # a batch script's rank: every GPU of the job on its node, which the batch shell sees as
+    # Slurm's does (-n2 --gpus-per-task=1 on one node: both); [] for the rank's own ``gpus``
+    batch_gpus: list[int] = []
     gpu_milli: int = 1000
     time_limit_s: float | None = None
     grace_s: float = 10.0

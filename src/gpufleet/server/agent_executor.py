@@ -17,6 +17,7 @@ from gpufleet.core.commands import Command, DropLaunches, HealOrder, Kill, Launc
 from gpufleet.core.controller import Controller
 from gpufleet.core.heal import net_seconds
 from gpufleet.core.launch_env import JobFacts
+from gpufleet.model.allocation import Allocation, Placement
 from gpufleet.model.fname import FileFacts, expand
 from gpufleet.model.job import JobSpec
 from gpufleet.model.notice import checkpoint_file
@@ -163,6 +164,7 @@ class AgentExecutor:
                     command=[] if step else list(spec.command) or ["/bin/true"],
                     env={**dict(spec.env), **e},
                     gpus=list(p.gpus),
+                    batch_gpus=_node_gpus(c.allocation, p) if batch.get("role") == "batch" else [],
                     gpu_milli=p.gpu_milli,
                     time_limit_s=spec.time_limit_s,
                     grace_s=self.grace_kill_s,
@@ -220,6 +222,13 @@ class AgentExecutor:
                     notice_batch_only=c.notice.batch_only if c.notice else False,
                 ),
             )
+
+
+def _node_gpus(allocation: Allocation, p: Placement) -> list[int]:
+    """Every GPU of the job on ``p``'s node, when its other ranks there hold more than ``p``:
+    ``p``'s own first (srun's tasks on this node are the batch rank's slot: theirs are these)."""
+    others = sorted({g for q in allocation if q.node == p.node for g in q.gpus} - set(p.gpus))
+    return [*p.gpus, *others] if others else []
 
 
 def _batch_fields(

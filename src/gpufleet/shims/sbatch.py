@@ -45,6 +45,15 @@ def main(argv: list[str] | None = None) -> None:
     run("sbatch", lambda: _submit(args))
 
 
+def own_env() -> dict[str, str]:
+    """What sbatch sets of itself in the environment it sends: its umask (unless the caller
+    set SLURM_UMASK; the batch script runs with it) and its nice value (SLURM_PRIO_PROCESS)."""
+    return {
+        "SLURM_UMASK": os.environ.get("SLURM_UMASK") or umask(),
+        "SLURM_PRIO_PROCESS": str(os.getpriority(os.PRIO_PROCESS, 0)),
+    }
+
+
 def umask() -> str:
     """This process's umask as sbatch exports it (SLURM_UMASK): the batch script runs with it."""
     mask = os.umask(0o022)
@@ -53,7 +62,7 @@ def umask() -> str:
 
 
 def _submit(argv: list[str]) -> int:
-    os.environ.setdefault("SLURM_UMASK", umask())  # as sbatch: unless the caller set one
+    os.environ.update(own_env())
     try:
         settings = resolve()
     except SettingsError as e:

@@ -121,7 +121,7 @@ class Launcher:
         wrapped = taskstart_argv(cmd, command) if _helped(cmd) else command
         argv, tmpdir = sandbox.wrap(wrapped, account, tmp)
         launch_env = {**cmd.env, **secrets.deliver(cmd.secrets, tmp, tmpdir, account)}
-        visible = host.visible_devices(cmd.gpus)
+        visible = host.visible_devices(cmd.batch_gpus or cmd.gpus)
         env = task_env(account, tmpdir, host.node_env, launch_env, visible, cmd.user_env)
         env.update(host.sharing.task_env(len(cmd.gpus), cmd.gpu_milli, tuple(cmd.gpus)))
         if unbounded := host.sharing.note(len(cmd.gpus), cmd.gpu_milli):

@@ -127,13 +127,13 @@ def _submit_context(sub: Submission, req: sbatch.SlurmRequest) -> None:
     --chdir relative to it) and the environment (--export, --export-file), never GPUFLEET_*."""
     from gpufleet.io.export import submit_context
     from gpufleet.io.sbatch.output_env import output_env
-    from gpufleet.shims.sbatch import umask
+    from gpufleet.shims.sbatch import own_env
 
     where, env, warnings = submit_context(
         req.chdir,
         req.export,
         req.export_file,
-        environ={"SLURM_UMASK": umask(), **os.environ},
+        environ={**os.environ, **own_env()},
         cwd=os.getcwd(),
         host=socket.gethostname(),
     )
