@@ -135,13 +135,11 @@ class Site:
     workdir: str
 
 
-def submit(run: Run, workdir: Path, hold: bool = True) -> dict[str, str]:
-    """Each of JOBS submitted in ``workdir`` (``X`` cancelled once its script runs; ``H``
-    only where ``hold``): letter → job id."""
+def submit(run: Run, workdir: Path) -> dict[str, str]:
+    """Each of JOBS submitted in ``workdir`` (``X`` cancelled once its script runs): letter →
+    job id."""
     ids: dict[str, str] = {}
     for letter, opts in JOBS:
-        if letter == "H" and not hold:
-            continue
         argv = ["sbatch", "--parsable", "-o", "/dev/null", "--mem=1G"]
         r = run(argv + [o.format(**ids) for o in opts])
         assert r.returncode == 0, r
@@ -177,8 +175,6 @@ def capture(
     """Each of ``commands``: its exit status, stdout and stderr, as one text."""
     out = {}
     for cmd in commands:
-        if "{H}" in cmd and "H" not in ids:
-            continue
         r = run(shlex.split(cmd.format(**ids, user=user)))
         text = f"rc={r.returncode}\n{r.stdout}"
         out[cmd] = text + (f"--stderr--\n{r.stderr}" if r.stderr else "")

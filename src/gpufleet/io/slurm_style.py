@@ -202,13 +202,14 @@ def one_line_arrays(rows: Sequence[Any]) -> list[Any]:
 
 def slurm_order(rows: Sequence[T]) -> list[T]:
     """squeue's default order (``-S P,t,-p``): by partition, by state's name (CANCELLED,
-    COMPLETED, FAILED, PENDING, RUNNING, TIMEOUT), by priority highest first; Slurm's
-    priority/basic ranks the earlier submitted first, and so do jobs of equal priority here."""
+        COMPLETED, FAILED, PENDING, RUNNING, TIMEOUT), by priority highest first; Slurm's
+        priority/basic ranks the earlier submitted first, and so do jobs of equal priority here (a
+    held job's is 0)."""
 
     def key(j: Any) -> tuple[str, str, float, int, str]:
         number = str(j.id)
         return (partitions(j), CODES.get(j.state, ("", j.state))[1],
-                -float(j.spec.get("priority", 0) or 0),
+                -float(priority(j) or 0),
                 int(number) if number.isdigit() else 1 << 62, number)  # fmt: skip
 
     return sorted(rows, key=key)

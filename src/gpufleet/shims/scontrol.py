@@ -86,13 +86,14 @@ def _std(j: Any, nodes: list[str]) -> tuple[str, str, str]:
 
 
 def _times(j: Any, now: float) -> tuple[float, str, str]:
-    """RunTime's seconds, EligibleTime (Unknown while a dependency holds it) and EndTime (a
-    running job's time limit from its start, as Slurm's expected end)."""
+    """RunTime's seconds, EligibleTime (Unknown while a dependency or a hold keeps it)
+    and EndTime (a running job's time limit from its start, as Slurm's expected end)."""
     elapsed = 0.0
     if j.start_time is not None:
         end = j.end_time if j.end_time is not None and j.end_time >= j.start_time else now
         elapsed = end - j.start_time
-    waits = j.state == "PENDING" and slurm_style.why(j).startswith("Dependency")
+    why = slurm_style.why(j)
+    waits = j.state == "PENDING" and (why.startswith("Dependency") or why.startswith("JobHeld"))
     limit = j.spec.get("time_limit_s")
     ends = j.end_time
     if ends is None and j.start_time is not None and limit:
