@@ -189,10 +189,11 @@ PARTITION_EMPTY = (
     .replace("TotalCPUs=32 TotalNodes=4", "TotalCPUs=0 TotalNodes=0")
     .replace("TRES=cpu=32,mem=62.50G,node=4,billing=32", "TRES=(null)")
 )
+TOO_MANY = "too many arguments for keyword:show\n"  # `show node n1 n2`: stderr, exit 1
 ERRORS = {
     ("node", "nosuch"): "Node nosuch not found\n",
     ("partition", "nosuch"): "Partition nosuch not found\n",
-}  # each with exit status 1; `show node n1,nosuch` prints n1 and the error, exit 1
+}  # on stdout (not stderr), exit status 1; `show node n1,nosuch`: n1, then the error, exit 1
 
 
 def normalized(record: str, gpus: dict[str, int] | None = None) -> str:

@@ -172,13 +172,13 @@ def test_unknown_names_are_refused_one_by_one(
     monkeypatch.setattr(sn, "connect", lambda prog: Client())
     monkeypatch.setattr(sn, "lean_rows", lambda rows: rows)
     assert sn.show("node", ["nosuch"], False) == 1
-    assert capsys.readouterr() == ("", rec.ERRORS[("node", "nosuch")])
+    assert capsys.readouterr() == (rec.ERRORS[("node", "nosuch")], "")  # stdout, as Slurm
     assert sn.show("partition", ["nosuch"], False) == 1
-    assert capsys.readouterr() == ("", rec.ERRORS[("partition", "nosuch")])
+    assert capsys.readouterr() == (rec.ERRORS[("partition", "nosuch")], "")
     assert sn.show("nodes", ["n1,nosuch"], False) == 1  # n1 shown, the other refused
     out, err = capsys.readouterr()
     assert out.startswith("NodeName=n1 ") and out.count("NodeName=") == 1
-    assert err == "Node nosuch not found\n"
+    assert out.endswith("\n\nNode nosuch not found\n") and err == ""
     assert sn.show("node", ["n[1-2]"], True) == 0
     assert [x.split()[0] for x in capsys.readouterr().out.splitlines()] == [
         "NodeName=n1",

@@ -163,16 +163,17 @@ def _hosts(text: str) -> list[str]:
 
 def show(kind: str, names: Sequence[str], one_line: bool) -> int:
     """Print the named nodes (a hostlist: ``n[1-2],n4``) or partition, or all of them;
-    ``Node X not found`` / ``Partition X not found`` for each unknown one, exit 1."""
+    ``Node X not found`` / ``Partition X not found`` for each unknown one in its place, on
+    stdout as Slurm 22.05's scontrol prints it, exit 1."""
     with connect("scontrol") as c:
         nodes = sorted(lean_rows(c.nodes()), key=lambda n: n["name"])
         parts = queues_of(lean_rows(c.queues()), nodes)
-    code, out = 0, []
+    code, out = 0, list[str]()
     if kind in NODE_WORDS:
         by_name = {n["name"]: n for n in nodes}
         for w in [h for x in names for h in _hosts(x)] if names else list(by_name):
             if w not in by_name:
-                sys.stderr.write(f"Node {w} not found\n")
+                out.append(f"Node {w} not found\n")
                 code = 1
                 continue
             of = [q for q, members in parts.items() if any(m["name"] == w for m in members)]
@@ -180,7 +181,7 @@ def show(kind: str, names: Sequence[str], one_line: bool) -> int:
     else:
         for w in names or list(parts):
             if w not in parts:
-                sys.stderr.write(f"Partition {w} not found\n")
+                out.append(f"Partition {w} not found\n")
                 code = 1
                 continue
             out.append(text(partition_lines(w, w == sinfo.DEFAULT_QUEUE, parts[w]), one_line))
@@ -192,7 +193,7 @@ def main(args: Sequence[str]) -> int:
     """``args``: scontrol's, ``show`` and ``node``/``partition`` among them."""
     words = [a for a in args if not a.startswith("-")]
     if len(words) > 3:
-        sys.stderr.write("too many arguments for keyword:show\n")
+        sys.stderr.write("too many arguments for keyword:show\n")  # as Slurm 22.05
         return 1
     one_line = any(a in ("-o", "--oneliner") for a in args)
     run("scontrol", lambda: show(words[1].lower(), words[2:], one_line))
