@@ -44,7 +44,6 @@ and that was cancelled while waiting for resources, ``Dependency=(null)``.)"""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -55,7 +54,7 @@ from test_api import Api, register
 from gpufleet.api import schemas as s
 from gpufleet.client.lean import Row
 from gpufleet.shims.scontrol import job_text
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import SlurmShell, live, slurm_local
 from support.waiting import wait_for
 
 SQUEUE = ["-h", "-t", "all", "-o", "%i|%t|%T|%r|%R"]
@@ -208,22 +207,12 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         yield env
 
 
-@pytest.mark.e2e
-@pytest.mark.xdist_group("slurm-local")
-@pytest.mark.skipif(
-    not have_slurm(),
-    reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
-)
+@live
 def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
     """The record above, from a real Slurm 22.05 (its default SchedulerParameters)."""
 
-    def sh(*argv: str) -> str:
-        r = subprocess.run(argv, env=slurm, cwd=tmp_path, capture_output=True, text=True)
-        assert r.returncode == 0, f"{argv}: {r.stdout}{r.stderr}"
-        return r.stdout
-
-    def sbatch(*opts: str) -> str:
-        return sh("sbatch", "--parsable", "-o", "/dev/null", *opts).strip().split(";")[0]
+    sh = SlurmShell(slurm, tmp_path)
+    sbatch = sh.sbatch
 
     a = sbatch("--wrap", "exit 3")
     wait_for(
@@ -249,22 +238,12 @@ def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) ->
     assert got == SLURM_AFTER, printed(squeue, show, [a, b, c])
 
 
-@pytest.mark.e2e
-@pytest.mark.xdist_group("slurm-local")
-@pytest.mark.skipif(
-    not have_slurm(),
-    reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
-)
+@live
 def test_slurm_keeps_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
     """The record above of jobs that no longer wait, from a real Slurm 22.05."""
 
-    def sh(*argv: str) -> str:
-        r = subprocess.run(argv, env=slurm, cwd=tmp_path, capture_output=True, text=True)
-        assert r.returncode == 0, f"{argv}: {r.stdout}{r.stderr}"
-        return r.stdout
-
-    def sbatch(*opts: str) -> str:
-        return sh("sbatch", "--parsable", "-o", "/dev/null", *opts).strip().split(";")[0]
+    sh = SlurmShell(slurm, tmp_path)
+    sbatch = sh.sbatch
 
     d = sbatch("--wrap", "sleep 15")
     e = sbatch(f"--dependency=afterok:{d}", "--wrap", "true")

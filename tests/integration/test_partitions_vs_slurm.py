@@ -26,7 +26,6 @@ test_shims_print_vs_slurm; compared for the running one.)"""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +36,7 @@ from test_api import Api, register
 from gpufleet.api import schemas as s
 from gpufleet.client.lean import Row
 from gpufleet.shims.scontrol import job_text
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import SlurmShell, live, slurm_local
 from support.waiting import wait_for
 
 PARTITIONS = """\
@@ -122,25 +121,12 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         yield env
 
 
-@pytest.mark.e2e
-@pytest.mark.xdist_group("slurm-local")
-@pytest.mark.skipif(
-    not have_slurm(),
-    reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
-)
+@live
 def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
     """The record above, from a real Slurm 22.05 (two partitions of one node each)."""
 
-    def sh(*argv: str) -> str:
-        r = subprocess.run(argv, env=slurm, cwd=tmp_path, capture_output=True, text=True)
-        assert r.returncode == 0, f"{argv}: {r.stdout}{r.stderr}"
-        return r.stdout
-
-    def sbatch(*opts: str) -> str:
-        return sh("sbatch", "--parsable", "-o", "/dev/null", *opts).strip().split(";")[0]
-
-    def state(jid: str) -> str:
-        return sh("squeue", "-h", "-t", "all", "-o", "%T", "-j", jid).strip()
+    sh = SlurmShell(slurm, tmp_path)
+    sbatch, state = sh.sbatch, sh.state
 
     a = sbatch("-p", "first", "--exclusive", "--wrap", "sleep 300")
     wait_for("a running", lambda: state(a) == "RUNNING", 60)

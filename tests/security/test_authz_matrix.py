@@ -75,6 +75,7 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/jobs/table"): rule(200, *USERS),  # gpufleet jobs' table: the same
     ("GET", "/api/v1/jobs/{job_id}"): rule(200, *OWNER),
     ("POST", "/api/v1/jobs/{job_id}/cancel"): rule(200, *OWNER),
+    ("POST", "/api/v1/jobs/{job_id}/hold"): rule(200, *OWNER),  # scontrol hold|uhold|release
     ("GET", "/api/v1/jobs/{job_id}/logs"): rule(200, *OWNER),
     ("GET", "/api/v1/nodes"): rule(200, *USERS),
     ("POST", "/api/v1/nodes/{name}/drain"): rule(200, *ADMIN),
@@ -261,6 +262,8 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
     elif (method, path) == ("POST", "/api/v1/sbatch"):  # never placed either
         argv = ["-N", "2", "--gres=gpu:8", "--wrap=sleep 1"]  # as WAITS
         body = {"argv": argv, "cwd": "/tmp", "host": "matrix"}
+    elif path == "/api/v1/jobs/{job_id}/hold":  # alice's running job: kept for a requeue
+        body = {"action": "uhold"}
     elif (method, path) == ("POST", "/api/v1/squeue"):
         body = {"argv": ["-h", "-o", "%i %u"]}
     elif (method, path) == ("POST", "/api/v1/jobs/table"):

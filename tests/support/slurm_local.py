@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
+import pytest
+
+F = TypeVar("F", bound=Callable[..., Any])
 SLURM_LOCAL = Path(__file__).resolve().parents[3] / "shared" / "tools" / "slurm_local.sh"
 
 
@@ -38,3 +42,42 @@ def slurm_local(state: Path, port_base: int, extra_conf: str = "") -> Iterator[d
     finally:
         subprocess.run(["scancel", "--user", os.environ.get("USER", "root")], env=env)
         subprocess.run([*run, "stop", str(state)], env=env, capture_output=True)
+
+
+# the marks of a test that runs against the real Slurm (one Slurm at a time per worker group)
+LIVE = (
+    pytest.mark.e2e,
+    pytest.mark.xdist_group("slurm-local"),
+    pytest.mark.skipif(
+        not have_slurm(),
+        reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
+    ),
+)
+
+
+def live(test: F) -> F:
+    """``test`` with ``LIVE``'s marks."""
+    for mark in reversed(LIVE):
+        test = mark(test)
+    return test
+
+
+class SlurmShell:
+    """Slurm's commands run against the Slurm of ``env``, from ``cwd``."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.env, self.cwd = env, cwd
+
+    def __call__(self, *argv: str) -> str:
+        """``argv``'s standard output; it must succeed."""
+        r = subprocess.run(argv, env=self.env, cwd=self.cwd, capture_output=True, text=True)
+        assert r.returncode == 0, f"{argv}: {r.stdout}{r.stderr}"
+        return r.stdout
+
+    def sbatch(self, *opts: str) -> str:
+        """The id of a job of ``opts`` (its output thrown away)."""
+        return self("sbatch", "--parsable", "-o", "/dev/null", *opts).strip().split(";")[0]
+
+    def state(self, jid: str) -> str:
+        """The job's state word, ended or not."""
+        return self("squeue", "-h", "-t", "all", "-o", "%T", "-j", jid).strip()

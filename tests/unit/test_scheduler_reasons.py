@@ -257,6 +257,20 @@ def test_dependency_never_satisfied() -> None:
     assert res.started_ids == []
 
 
+@pytest.mark.parametrize(
+    ("held", "code"), [("user", ReasonCode.HELD_USER), ("admin", ReasonCode.HELD_ADMIN)]
+)
+def test_job_held(held: str, code: ReasonCode) -> None:
+    """A held job (sbatch -H, scontrol hold) on an idle cluster: never started, Slurm's
+    JobHeldUser or JobHeldAdmin, no estimated start; a job behind it starts (ADR 0074)."""
+    why = "held by its user: it starts once released (scontrol release)"
+    j = replace(job("j", gpus=8, waiting_for=why), held=held)
+    res = cycle(cluster(1, 8), [j, job("k", gpus=8, submit=1)])
+    r = reason_of(res, "j", code)
+    assert r.message == why and r.estimated_start is None and r.start_bound == ""
+    assert res.started_ids == ["k"]
+
+
 def test_array_limit() -> None:
     why = "array 7 runs at most 2 of its tasks at once (%2); this one starts when one ends"
     res = cycle(cluster(1, 8), [job("7_2", waiting_for=why, throttled=True)])
@@ -300,6 +314,8 @@ TEST_OF = {
     ReasonCode.DEPENDENCY: "test_dependency",
     ReasonCode.DEP_NEVER: "test_dependency_never_satisfied",
     ReasonCode.ARRAY_LIMIT: "test_array_limit",
+    ReasonCode.HELD_USER: "test_job_held",
+    ReasonCode.HELD_ADMIN: "test_job_held",
     ReasonCode.HELD: "test_held",
 }
 # the advance reservations' codes, tested in test_scheduler_reservations.py

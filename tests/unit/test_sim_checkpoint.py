@@ -243,6 +243,15 @@ def test_cli_checkpoint_on_preempt(tmp_path: Path) -> None:
     assert out["avg_jct_s"] == (110 + 10) / 2
 
 
+def test_cli_says_what_preemptions_threw_away_and_how_to_model_saving(tmp_path: Path) -> None:
+    lost = _replay(_trace(tmp_path), "--json")
+    assert lost.exit_code == 0, lost.output
+    assert "1 preemption(s) threw away 0.1 GPU-h of work" in lost.stderr  # 8 × 35 s
+    assert "--checkpoint-on-preempt" in lost.stderr
+    saved = _replay(_trace(tmp_path), "--checkpoint-on-preempt", "--json")
+    assert "threw away" not in saved.stderr
+
+
 def test_cli_node_failure_and_the_per_job_column(tmp_path: Path) -> None:
     fail = tmp_path / "fail.csv"
     fail.write_text("time,node\n35,node-000\n")

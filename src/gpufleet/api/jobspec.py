@@ -317,6 +317,11 @@ class JobSpecIn(BaseModel):
         "until it is cancelled (false); absent: the controller's --kill-invalid-depend decides "
         "(Slurm's sbatch --kill-on-invalid-dep=yes|no)",
     )
+    hold: bool | None = Field(
+        None,
+        description="submitted held (Slurm's sbatch -H/--hold): pending, Reason JobHeldUser, "
+        "never started until released (POST /jobs/{id}/hold with release)",
+    )
     requeue: bool | None = Field(
         _DEFAULTS["requeue"],
         description="requeue the job when a node it runs on is lost (Slurm's --requeue); "

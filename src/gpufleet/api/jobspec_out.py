@@ -110,3 +110,4 @@ class JobSpecOut(BaseModel):
     min_runtime_s: float = 0.0
     idle_exempt_s: float = 0.0
     kill_invalid_dep: bool | None = None
+    hold: bool = False  # submitted held (sbatch -H)

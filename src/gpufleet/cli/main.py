@@ -55,7 +55,7 @@ class Lazy:
         return dict(group.commands)
 
 
-_JOBS = ("submit", "jobs", "show", "cancel", "logs", "accounting")
+_JOBS = ("submit", "jobs", "show", "cancel", "hold", "release", "logs", "accounting")
 _ADMIN = ("nodes", "node", "drain", "resume", "queues", "queue", "audit", "accounts", "token")
 
 COMMANDS: list[Lazy] = [

@@ -321,6 +321,11 @@ class UserCalls(Calls):
     def cancel(self, job_id: str) -> s.JobOut:
         return self.one(JOB, "POST", f"/jobs/{segment(job_id)}/cancel")
 
+    def hold(self, job_id: str, action: str = "hold") -> s.JobOut:
+        """Slurm's scontrol ``hold``, ``uhold`` or ``release`` of the job (ADR 0074)."""
+        body = {"action": action}
+        return self.one(JOB, "POST", f"/jobs/{segment(job_id)}/hold", json_body=body)
+
     def logs(
         self, job_id: str, *, rank: int = 0, stream: str = "stdout", offset: int = 0
     ) -> s.LogOut:

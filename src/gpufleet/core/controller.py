@@ -21,7 +21,7 @@ from gpufleet.core.errors import ControllerError
 from gpufleet.core.events import (
     Event,
     GpuUtilization,
-    JobCancelled,
+    JobRequest,
     JobSubmitted,
     NodeAccounts,
     NodeDrain,
@@ -369,8 +369,8 @@ class Controller:
             jm.task_started(ev, now, out)
         elif isinstance(ev, JobSubmitted):
             jm.submit(ev, now, out)
-        elif isinstance(ev, JobCancelled):
-            jm.cancel(ev, now, out, self.reason(ev.job_id))
+        elif isinstance(ev, JobRequest):
+            jm.request(ev, now, out, self.reason(ev.job_id))
         elif isinstance(ev, TimerFired):
             if ev.kind == RESERVATION_TIMER:
                 self.state.dirty = True  # a window opened or closed: the next pass sees it

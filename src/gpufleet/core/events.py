@@ -33,6 +33,16 @@ class JobCancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class JobHold:
+    """A job held or released (Slurm's scontrol hold, uhold, release; ADR 0074): ``held``
+    "user" or "admin", "" to release it. Who may is the API's to judge."""
+
+    job_id: str
+    held: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class TaskStarted:
     job_id: str
     attempt: int
@@ -260,9 +270,13 @@ class GpuUtilization:
     samples: tuple[tuple[str, int, tuple[float, ...]], ...]  # (job id, attempt, per GPU)
 
 
+# what a user asks of a job of theirs (the JobMaster's ``request``)
+JobRequest = JobCancelled | JobHold
+
 Event = (
     JobSubmitted
     | JobCancelled
+    | JobHold
     | TaskStarted
     | TaskExited
     | TaskFenced

@@ -10,6 +10,8 @@ from gpufleet.core.arrays import ArrayThrottle
 from gpufleet.core.cluster_state import ClusterState
 from gpufleet.core.commands import Command, Launch, Transition
 from gpufleet.core.dependencies import Dependencies
+from gpufleet.core.errors import UnknownObject
+from gpufleet.core.events import JobCancelled, JobHold, JobRequest
 from gpufleet.core.launch_env import ArrayFacts, JobFacts
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Placement
@@ -17,6 +19,10 @@ from gpufleet.model.job import JobSpec, JobState
 from gpufleet.scheduler.snapshot import PendingJob, ServiceMark
 
 S = JobState
+_HELD = (
+    "held by its user: it starts once released (scontrol release)",
+    "held by an admin: it starts once an admin releases it (scontrol release)",
+)
 
 
 class JobBook:
@@ -115,11 +121,43 @@ class JobBook:
         own = rec.job.spec.kill_invalid_dep
         return self.kill_invalid_depend if own is None else own
 
+    def request(self, ev: JobRequest, now: float, out: list[Command], waited: object) -> None:
+        """A user's request of a job: a cancel (``waited``: its Reason, if it waited), a hold."""
+        if isinstance(ev, JobHold):
+            self.hold(ev, now, out)
+        else:
+            self.cancel(ev, now, out, waited)
+
+    def cancel(
+        self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
+    ) -> None:
+        raise NotImplementedError  # the JobMaster's
+
+    def hold(self, ev: JobHold, now: float, out: list[Command]) -> None:
+        """Hold or release a job (ADR 0074): kept with it (a transition to the state it is in,
+        so that the store writes it and its history says it), and while it is pending its view
+        waits on it, in its place by arrival. A job that ended is left as it is."""
+        rec = self.jobs.get(ev.job_id)
+        if rec is None:
+            raise UnknownObject(f"unknown job {ev.job_id}")
+        job = rec.job
+        if job.finished or job.held == ev.held:
+            return
+        job.held = ev.held
+        job.history.append((now, job.state, ev.why))
+        out.append(Transition(rec.id, job.attempt, job.state, job.state, now, ev.why))
+        if self.state.is_pending(rec.id):
+            self._requeue_view(rec)
+            self.state.dirty = True
+
     def _view(self, rec: JobRecord) -> PendingJob:
-        """Its pending view: a dependency that can never be met first (it waits until its user
+        """Its pending view: a hold first (as Slurm's JobHeldUser/JobHeldAdmin over its
+        dependencies), then a dependency that can never be met (it waits until its user
         cancels it, as in Slurm), then an unmet one, else its array's throttle."""
         failed = self._deps.failed(rec, self.jobs)
         deps = self._deps.open(rec, self.jobs) if rec.depends_on else ()
+        if rec.job.held:
+            return rec.pending_view(_HELD[rec.job.held == "admin"], deps=deps, held=rec.job.held)
         if failed:
             return rec.pending_view(f"{failed}: it can never be met", never_met=True, deps=deps)
         unmet = self._deps.unmet(rec, self.jobs)

@@ -89,7 +89,7 @@ class JobMaster(JobBook):
                 raise ControllerError(f"dependency {dep} is not a known job")
         self.seq += 1
         rec = JobRecord(
-            Job(ev.job_id, ev.spec, ev.submit_time),
+            Job(ev.job_id, ev.spec, ev.submit_time, held="user" if ev.spec.hold else ""),
             self.seq,
             depends_on=ev.depends_on,
             oracle_duration_s=ev.oracle_duration_s,

@@ -157,6 +157,7 @@ class JobRecord:
         throttled: bool = False,
         never_met: bool = False,
         deps: tuple[str, ...] = (),
+        held: str = "",
     ) -> PendingJob:
         j = self.job
         return PendingJob(
@@ -173,6 +174,7 @@ class JobRecord:
             self.mark,
             never_met,
             deps,
+            held,
         )
 
     def running_view(self) -> RunningJob:

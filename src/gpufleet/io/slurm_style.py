@@ -233,6 +233,15 @@ def slurm_reason(code: str) -> str:
     return SLURM_REASONS.get(code, code)
 
 
+def priority(j: Any) -> str:
+    """squeue's ``%Q`` and scontrol's ``Priority=``: 0 while the job waits on a hold, as Slurm
+    (a held job's priority is 0 until released; ADR 0074), else its spec's."""
+    reason = getattr(j, "reason", None)
+    if reason and reason.code in ("JobHeldUser", "JobHeldAdmin"):
+        return "0"
+    return str(j.spec.get("priority", 0))
+
+
 # what a job that ended without a stored ``ended`` (one that ended before gpufleet kept it)
 # shows; the rest show their own (model/job_end.py)
 _ENDED_AS = {"SUCCEEDED": "None", "CANCELLED": "None", "FAILED": "NonZeroExitCode",
@@ -329,7 +338,7 @@ def _fields(now: float) -> dict[str, Callable[[Listed], str]]:
         "S": lambda j: _iso(start_of(j)),
         "Y": lambda j: "(null)",
         "V": lambda j: _iso(j.submit_time),
-        "Q": lambda j: spec(j, "priority", 0),
+        "Q": priority,
         "%": lambda j: "%",
     }
 

@@ -145,6 +145,9 @@ class JobSpec:
     # cancels it at once (True) or leaves it waiting (False); None: the controller's
     # --kill-invalid-depend decides (ADR 0072)
     kill_invalid_dep: bool | None = None
+    # Slurm's sbatch -H/--hold: submitted held (a user hold), pending until released; the
+    # hold itself is the job's (``Job.held``), which ``scontrol release`` clears (ADR 0074)
+    hold: bool = False
 
     @property
     def preempt_notice(self) -> CheckpointNotice | None:
@@ -314,6 +317,9 @@ class Job:
     attained_gpu_s: float = 0.0  # GPU-seconds of service so far (LAS)
     history: list[tuple[float, JobState, str]] = field(default_factory=list)
     ended: JobEnd | None = None  # how it ended, once it has (model/job_end.py)
+    # held: "user" (sbatch -H, scontrol uhold) or "admin" (an admin's scontrol hold); "" not
+    # held. A held job is never started while pending (ADR 0074)
+    held: str = ""
 
     def to(self, state: JobState, now: float, why: str = "") -> None:
         if state not in TRANSITIONS[self.state]:

@@ -78,6 +78,7 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
     kill_invalid_dep = (
         None if f.raw("kill_invalid_dep") is None else f.flag("kill_invalid_dep", False)
     )
+    hold = f.flag("hold", False)
     secrets = read_secrets(f, {k for k, _ in env})
     alloc = _read_allocation(f, size.workers, size.gpus)
     one_per_node = alloc.get("distinct_nodes") or alloc.get("exclusive")
@@ -125,6 +126,7 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
         min_runtime_s=min_runtime,
         idle_exempt_s=idle_exempt,
         kill_invalid_dep=kill_invalid_dep,
+        hold=hold,
     )
     return replace(spec, **alloc) if alloc else spec
 

@@ -23,6 +23,10 @@ class ReasonCode(StrEnum):
     # an afterok dependency that can never be met (the job ended otherwise): it waits until its
     # user cancels it, as Slurm's default (kill_invalid_depend cancels it at once; ADR 0072)
     DEP_NEVER = "DependencyNeverSatisfied"
+    # held (Slurm's sbatch -H, scontrol hold/uhold): never started until released; by its
+    # user, or by an admin, whom only an admin may release (ADR 0074)
+    HELD_USER = "JobHeldUser"
+    HELD_ADMIN = "JobHeldAdmin"
     ARRAY_LIMIT = "ArrayTaskLimit"  # its array runs as many tasks as its %N allows
     HELD = "Held"  # the head of the order is blocked and this profile does not backfill
     # advance reservations (model/reservation.py): kept off nodes reserved for maintenance, or

@@ -54,6 +54,8 @@ _NO_START = {
     ReasonCode.NEVER,
     ReasonCode.DEPENDENCY,
     ReasonCode.DEP_NEVER,
+    ReasonCode.HELD_USER,
+    ReasonCode.HELD_ADMIN,
     ReasonCode.ARRAY_LIMIT,
     ReasonCode.RESV_MAINT,
     ReasonCode.RESV_NODES,

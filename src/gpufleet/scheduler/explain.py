@@ -323,6 +323,8 @@ def _or_waiting(rest: Callable[[PendingJob], Reason]) -> Callable[[PendingJob], 
             code = ReasonCode.ARRAY_LIMIT if job.throttled else ReasonCode.DEPENDENCY
             if job.never_met:
                 code = ReasonCode.DEP_NEVER
+            if job.held:
+                code = ReasonCode.HELD_ADMIN if job.held == "admin" else ReasonCode.HELD_USER
             return Reason(code, job.waiting_for, {"dependency": list(job.deps)} if job.deps else {})
         return rest(job)
 

@@ -129,6 +129,8 @@ class PendingJob:
     # its dependencies not met yet, in Slurm's words (``afterok:1(failed)``): its Reason's
     # data, which ``scontrol show job`` prints as ``Dependency=``
     deps: tuple[str, ...] = ()
+    # ``waiting_for`` is a hold ("user" or "admin": Slurm's JobHeldUser, JobHeldAdmin)
+    held: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -383,6 +383,7 @@ METRICS_SCHEME = {
 CONFLICTS = {
     ("POST", f"{API}/jobs"),
     ("POST", f"{API}/jobs/{{job_id}}/cancel"),
+    ("POST", f"{API}/jobs/{{job_id}}/hold"),  # holding or releasing an ended job
     ("POST", f"{API}/tokens"),
     ("POST", f"{API}/secrets"),
     # a service of that name exists; a change to a service that is being deleted

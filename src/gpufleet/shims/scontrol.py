@@ -1,6 +1,7 @@
 """``scontrol`` where users log in: ``show job [ID]`` over the API, in scontrol's layout (the
 lines people and tools read: JobState with its Reason, ExitCode, the times, NodeList);
-anything else is the in-job scontrol's (``gpufleet.slurm.scontrol``: ``show hostnames``).
+``hold``, ``uhold`` and ``release`` of jobs (``scontrol_hold.py``); anything else is the
+in-job scontrol's (``gpufleet.slurm.scontrol``: ``show hostnames``).
 
 Every line of Slurm 22.05's, in its order (``tests/e2e/test_shims_print_vs_slurm.py`` holds
 what a real one printed and compares): the values gpufleet has; the rest as Slurm prints them
@@ -121,7 +122,7 @@ def job_lines(j: Any, now: float) -> list[str]:
     lines = [
         f"{first} JobName={slurm_style.job_name(j)}",
         f"UserId={user} GroupId={group} MCS_label=N/A",
-        f"Priority={spec.get('priority', 0)} Nice=0 Account={j.queue} QOS=(null)",
+        f"Priority={slurm_style.priority(j)} Nice=0 Account={j.queue} QOS=(null)",
         f"JobState={slurm_style.CODES.get(j.state, ('', j.state))[1]} Reason={slurm_style.why(j)} "
         f"Dependency={_dependency(j)}",
         f"Requeue={1 if spec.get('requeue', True) else 0} Restarts={max(0, j.attempt - 1)} "
@@ -223,6 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if len(words) >= 2 and words[0] == "show" and words[1].lower() in nodes.WORDS:
         return nodes.main(args)
+    if words and words[0].lower() in ("hold", "uhold", "release"):
+        from gpufleet.shims import scontrol_hold
+
+        scontrol_hold.main(words[0].lower(), words[1:])
     from gpufleet.slurm.scontrol import main as in_job
 
     return in_job(args)

@@ -1,5 +1,6 @@
-"""What users do: ``submit``, ``jobs``, ``show``, ``cancel``, ``logs``, ``accounting``; one
-module per command (``submit`` in three: its options, the submissions it builds, and the run).
+"""What users do: ``submit``, ``jobs``, ``show``, ``cancel``, ``hold``, ``release``, ``logs``,
+``accounting``; one module per command (``submit`` in three: its options, the submissions it
+builds, and the run).
 
 ``register(app)`` adds them to the root command (``cli/main.py`` imports this package only when
 one of them runs)."""
@@ -10,6 +11,7 @@ import time  # noqa: F401 (tests set ``jobs.time.time``: the clock every command
 
 import typer
 
+from gpufleet.cli.jobs.holding import hold, release
 from gpufleet.cli.jobs.job_logs import logs
 from gpufleet.cli.jobs.queue import cancel, jobs
 from gpufleet.cli.jobs.show_job import show
@@ -20,11 +22,13 @@ from gpufleet.cli.jobs.usage import accounting, parse_period, parse_when
 __all__ = [
     "accounting",
     "cancel",
+    "hold",
     "jobs",
     "logs",
     "parse_period",
     "parse_when",
     "register",
+    "release",
     "show",
     "submit",
 ]
@@ -41,5 +45,7 @@ def register(app: typer.Typer) -> None:
     app.command("jobs")(jobs)
     app.command("show")(show)
     app.command("cancel")(cancel)
+    app.command("hold")(hold)
+    app.command("release")(release)
     app.command("logs")(logs)
     app.command("accounting")(accounting)

@@ -188,7 +188,8 @@ def run_all(
 
 
 def warn_unfinished(runs: Sequence[ReplayRun]) -> None:
-    """A warning for each run's jobs that never could run, or never finished."""
+    """A warning for each run's jobs that never could run, or never finished, and for the work
+    its preemptions threw away."""
     for r in runs:
         m = r.metrics
         if m.never_schedulable:
@@ -199,6 +200,14 @@ def warn_unfinished(runs: Sequence[ReplayRun]) -> None:
             )
         if m.unfinished:
             warn(f"{r.label}: {m.unfinished} job(s) never finished (see the per-job CSV)")
+        if m.lost_gpu_hours_preemption > 0:  # LAS on a full cluster can lose more than it wins
+            warn(
+                f"{r.label}: {m.preemptions:,} preemption(s) threw away "
+                f"{m.lost_gpu_hours_preemption:,.1f} GPU-h of work: a preempted job keeps only "
+                "its last checkpoint (none unless --checkpoint-interval: it restarts from zero); "
+                "--checkpoint-on-preempt models jobs that save their state at the stop signal, "
+                "--preempt-grace-s S a checkpoint notice of S seconds"
+            )
 
 
 def nodes_text(n: int) -> str:

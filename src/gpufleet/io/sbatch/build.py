@@ -63,6 +63,8 @@ def job_terms(b: Build) -> dict[str, Any]:
         spec["requeue"] = r.requeue
     if r.kill_on_invalid_dep is not None:  # ADR 0072
         spec["kill_invalid_dep"] = r.kill_on_invalid_dep
+    if r.hold:  # -H/--hold: submitted held, a user hold (ADR 0074)
+        spec["hold"] = True
     image = container(b)
     if image is not None:
         spec["container"] = image

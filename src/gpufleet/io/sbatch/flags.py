@@ -32,7 +32,6 @@ INSTEAD = {
     "version": "see gpufleet --version",
     "quiet": "gpufleet submit prints only the job ids",
     "verbose": "gpufleet submit has no verbose mode",
-    "hold": "gpufleet has no held jobs; submit it when it may start (or use --dependency)",
 }
 # sbatch's options about the batch script itself (its files, its directory, its environment)
 BATCH_ONLY = {"output", "error", "open-mode", "input", "chdir", "export", "export-file"}

@@ -22,7 +22,7 @@ HONOURED = {
     "gpus", "gpus-per-node", "gpus-per-task", "mem", "mem-per-cpu", "mem-per-gpu", "time",
     "partition", "array", "dependency", "priority", "nice", "constraint", "signal", "requeue",
     "no-requeue", "exclusive", "nodelist", "exclude", "output", "error", "open-mode", "chdir",
-    "export", "export-file", "input", "reservation", "kill-on-invalid-dep",
+    "export", "export-file", "input", "reservation", "kill-on-invalid-dep", "hold",
     "container-image", "container-mounts", "container-workdir",  # NVIDIA pyxis's (SPANK)
 }  # fmt: skip
 NO_EFFECT = {

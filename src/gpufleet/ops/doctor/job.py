@@ -31,6 +31,9 @@ WAIT_HINTS = {
     "Dependency": "it waits for the job it depends on (gpufleet show that job)",
     "DependencyNeverSatisfied": "the job it depends on (afterok) did not succeed: it will never "
     "start; cancel it (scancel, gpufleet cancel) and submit it again if needed",
+    "JobHeldUser": "it is held by its user (sbatch -H, scontrol hold): it starts only once "
+    "released (scontrol release JOB, gpufleet release JOB)",
+    "JobHeldAdmin": "an admin holds it (scontrol hold): only an admin may release it",
     "UserNotFoundOnHost": "its user needs a Unix account, with one UID, on the nodes (an admin: "
     "useradd, or the site's LDAP/SSSD); it starts once a node has it",
     "UserLookup": "the nodes are looking its user up: it starts once one has the account",

@@ -72,7 +72,7 @@ class FleetCollector(Collector):
             rec = jobs.get(t.job_id)
             queue = rec.job.spec.queue if rec is not None else ""
             if t.old is t.new:
-                continue  # an idle-GPU warning (core/idle.py): no change of state
+                continue  # an idle-GPU warning (core/idle.py), a hold: no change of state
             key = (queue, t.new.value)
             self._transitions[key] = self._transitions.get(key, 0) + 1
             if t.new is JobState.PENDING and rec is not None:

@@ -1,4 +1,5 @@
-"""/jobs: submit, list (listing.py: in pages, off the loop), show, cancel, logs."""
+"""/jobs: submit, list (listing.py: in pages, off the loop), show, cancel, logs; hold and
+release (holds.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.listing import MAX_PAGE, next_link, owned_job
 from gpufleet.server.listing import Query as ListQuery
+from gpufleet.server.routers import holds
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
 from gpufleet.server.store import Store
@@ -21,6 +23,7 @@ from gpufleet.server.submitting import submit_jobs
 from gpufleet.server.views import job_out
 
 router = APIRouter(tags=["jobs"])
+router.include_router(holds.router)  # POST /jobs/{id}/hold (scontrol hold, uhold, release)
 USERS = require("user", "admin")
 
 

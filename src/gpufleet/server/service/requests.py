@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from gpufleet.core.events import Event, JobCancelled, NodeDrain, QueueChanged
+from gpufleet.core.events import Event, JobCancelled, JobHold, NodeDrain, QueueChanged
 from gpufleet.model.job import JobState
 from gpufleet.model.queue import QueueSpec
 from gpufleet.server.journal import AuditRow
@@ -101,6 +101,10 @@ class Requests(ServiceBase):
 
     async def cancel(self, job_id: str, why: str, audit: AuditRow | None = None) -> None:
         await self.event(JobCancelled(job_id, why), audit)
+
+    async def hold(self, job_id: str, held: str, why: str, audit: AuditRow | None = None) -> None:
+        """Hold ("user", "admin") or release ("") a job (ADR 0074): kept by the store."""
+        await self.event(JobHold(job_id, held, why), audit)
 
     async def drain(
         self,

@@ -36,6 +36,7 @@ MUTABLE = (
     "start_time",
     "end_time",
     "ended",
+    "hold",
     "eligible_time",
     "attained_gpu_s",
     "allocation",
@@ -93,13 +94,26 @@ def _build(
     id and index; ``key``: its idempotency key; ``limit``: its array's), its ``spec`` as
     stored and the mutable columns of ``stamp`` (in ``MUTABLE``'s order), decoded."""
     job_id, seq, submitted, deps, array_id, array_index = fixed
-    state, attempt, retries, start, end, ended, eligible, attained, alloc, borrowing, queue = stamp
+    (
+        state,
+        attempt,
+        retries,
+        start,
+        end,
+        ended,
+        held,
+        eligible,
+        attained,
+        alloc,
+        borrowing,
+        queue,
+    ) = stamp
     spec = in_row_queue(spec, queue)
     how = None if ended is None or ended == "null" else JobEnd.from_dict(_json(ended))
     return StoredJob(
         job_id, seq, spec, _STATES[state], attempt, retries, submitted, start, end, eligible,
         attained, () if alloc == "[]" else allocation_from_list(_json(alloc)), borrowing, deps,
-        array_id, array_index, key, limit, how,
+        array_id, array_index, key, limit, how, held,
     )  # fmt: skip
 
 

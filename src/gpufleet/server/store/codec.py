@@ -85,6 +85,7 @@ _SPEC_KEYS = (
     "idle_exempt_s",
     "gpu_engines",
     "kill_invalid_dep",
+    "hold",
 )
 # kept with the job, never shown: the environment captured at submit (sbatch's --export)
 HIDDEN_SPEC_KEYS = ("submit_env",)
@@ -139,6 +140,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "idle_exempt_s": spec.idle_exempt_s,
         "gpu_engines": dict(spec.gpu_engines),
         "kill_invalid_dep": spec.kill_invalid_dep,
+        "hold": spec.hold,
     }
 
 
@@ -234,6 +236,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         kw["idle_exempt_s"] = float(d["idle_exempt_s"])
     if d.get("kill_invalid_dep") is not None:
         kw["kill_invalid_dep"] = bool(d["kill_invalid_dep"])
+    if d.get("hold"):
+        kw["hold"] = True
     return JobSpec(**kw)
 
 

@@ -86,6 +86,7 @@ class JobUpdate:
     # (the row's queue column; None: unchanged)
     queue: str | None = None
     ended: JobEnd | None = None
+    held: str = ""  # its hold: "user", "admin", "" (ADR 0074)
 
     @staticmethod
     def of(job: Job, allocation: Allocation = (), borrowing: bool = False) -> JobUpdate:
@@ -102,6 +103,7 @@ class JobUpdate:
             borrowing,
             job.spec.queue,
             job.ended,
+            job.held,
         )
 
     @staticmethod
@@ -131,6 +133,7 @@ class StoredJob:
     idempotency_key: str | None
     array_limit: int | None = None
     ended: JobEnd | None = None
+    held: str = ""
 
     @property
     def finished(self) -> bool:
@@ -150,6 +153,7 @@ class StoredJob:
             self.eligible_time,
             self.attained_gpu_s,
             ended=self.ended,
+            held=self.held,
         )
 
     def to_restored(self) -> RestoredJob:

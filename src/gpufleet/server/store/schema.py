@@ -49,6 +49,8 @@ jobs = sa.Table(
     sa.Column("start_time", sa.Double),
     sa.Column("end_time", sa.Double),
     sa.Column("ended", sa.JSON),  # how it ended: model/job_end.py's JobEnd; NULL until then
+    # its hold (sbatch -H, scontrol hold/uhold/release): "user", "admin", "" (ADR 0074)
+    sa.Column("hold", sa.String(8), nullable=False, server_default=""),
     sa.Column("eligible_time", sa.Double, nullable=False),
     sa.Column("attained_gpu_s", sa.Double, nullable=False),
     sa.Column("spec", sa.JSON, nullable=False),
