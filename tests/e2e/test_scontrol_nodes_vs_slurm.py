@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env, wait_for
+from livehelp import shim_cluster, wait_for
 
 from gpufleet.model.hostlist import compress
 from gpufleet.ops.localcluster import LocalCluster
@@ -48,16 +48,8 @@ def field(record: str, key: str) -> str:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
-    base = tmp_path_factory.mktemp("scontrol")
-    c = make_cluster(base / "cluster", 2).start()
-    env = shim_env(c, base)
-    try:
-        yield c, env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
+    with shim_cluster(tmp_path_factory.mktemp("scontrol"), 2) as got:
+        yield got
 
 
 def records(env: dict[str, str], *argv: str) -> list[str]:
