@@ -134,6 +134,21 @@ def make_cluster(data_dir: Path, agents: int, db_url: str = "", **kw: Any) -> Lo
 
 
 @contextmanager
+def shim_cluster(base: Path, agents: int) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
+    """A started cluster of ``agents`` under ``base`` and the environment its Slurm shims run
+    in (``shim_env``); its logs shown when the test fails, stopped on the way out."""
+    c = make_cluster(base / "cluster", agents).start()
+    env = shim_env(c, base)
+    try:
+        yield c, env
+    except BaseException:
+        dump_logs(c)
+        raise
+    finally:
+        c.stop()
+
+
+@contextmanager
 def headless_chromium(executable: str | Path, args: list[str]) -> Iterator[Any]:
     """Playwright's Chromium at ``executable``, headless, closed on the way out."""
     from playwright import sync_api

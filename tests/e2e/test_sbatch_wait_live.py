@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env, wait_for
+from livehelp import shim_cluster, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -18,16 +18,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
-    base = tmp_path_factory.mktemp("wait")
-    c = make_cluster(base / "cluster", 1).start()
-    env = shim_env(c, base)
-    try:
-        yield c, env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
+    with shim_cluster(tmp_path_factory.mktemp("wait"), 1) as got:
+        yield got
 
 
 def sbatch(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
