@@ -17,7 +17,8 @@ when it starts, gpufleet gives each one at submit; ``#`` an id of no letter); th
 times run (``TIME``: squeue's ``%M``, scontrol's ``RunTime``, sacct's ``Elapsed``); who
 cancelled (sacct's ``CANCELLED by UID``); and the
 values of scontrol's keys that are Slurm's own bookkeeping (``OWN``: Priority, Account,
-AllocNode:Sid, LastSchedEval, UserId and GroupId; gpufleet's jobs here run as a user with no
+AllocNode:Sid, LastSchedEval, Scheduler (Main or Backfill, whichever looked last), UserId and
+GroupId; gpufleet's jobs here run as a user with no
 account, as gpufleet never runs a job as root). A value put in the place of another keeps the
 column where it was: the blanks before a right-justified value, or after a left-justified one,
 make up for the length (so that widths and justification are still compared)."""
@@ -221,7 +222,7 @@ def _sub(
     return "\n".join(_swap(line, rx, new, first) for line in text.split("\n"))
 
 
-OWN = ("Priority", "Account", "AllocNode:Sid", "LastSchedEval", "UserId", "GroupId")
+OWN = ("Priority", "Account", "AllocNode:Sid", "LastSchedEval", "Scheduler", "UserId", "GroupId")
 
 
 def normalize(text: str, ids: dict[str, str], site: Site, sacct: bool = False) -> str:
