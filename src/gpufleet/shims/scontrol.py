@@ -220,6 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ids = words[2:]
         one_line = any(a in ("-o", "--oneliner") for a in args)
         run("scontrol", lambda: show_jobs(ids, one_line))
+    from gpufleet.shims import scontrol_nodes as nodes  # show node[s], show partition[s]
+
+    if len(words) >= 2 and words[0] == "show" and words[1].lower() in nodes.WORDS:
+        return nodes.main(args)
     if words and words[0].lower() in ("hold", "uhold", "release"):
         from gpufleet.shims import scontrol_hold
 
