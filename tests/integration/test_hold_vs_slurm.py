@@ -49,7 +49,7 @@ from test_api import T0, Api, register, serve
 
 from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import live, slurm_local
 from support.waiting import wait_for
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -152,7 +152,7 @@ def test_gpufleet_answers_as_slurm_did(gpufleet: Run) -> None:
     )
 
 
-@pytest.mark.skipif(not have_slurm(), reason="no Slurm here (shared/tools/slurm_local.sh)")
+@live
 def test_slurm_answers_as_recorded(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:

@@ -27,7 +27,7 @@ import pytest
 from gpufleet.client.lean import Row
 from gpufleet.model.job_end import JobEnd, ended_as
 from gpufleet.shims.sbatch_wait import exit_code
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import live, slurm_local
 
 # (sbatch's options, Slurm's ExitCode of the job, sbatch's exit status, gpufleet's final state)
 RECORDED = [
@@ -58,9 +58,9 @@ def test_a_cancelled_job_exits_as_slurms() -> None:
     assert exit_code(Row({"state": "CANCELLED", "ended": Row(pending.to_dict())})) == 0
 
 
-@pytest.mark.skipif(not have_slurm(), reason="no Slurm here (shared/tools/slurm_local.sh)")
+@live
 def test_slurm_exits_as_recorded(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 24600) as env:
+    with slurm_local(tmp_path_factory.mktemp("slurm"), 24700) as env:
         for argv, _, rc, _ in RECORDED:
             for parsable in ([], ["--parsable"]):
                 r = subprocess.run(
