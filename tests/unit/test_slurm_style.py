@@ -103,3 +103,14 @@ def test_trailing_blanks_are_kept_as_squeue_prints_them() -> None:
     assert render("%6i%6T", [_job("1", "PENDING")], header=True, now=0.0) == (
         "JOBID STATE \n1     PENDIN\n"
     )
+
+
+def test_squeue_j_of_an_arrays_id_or_one_task_as_slurm() -> None:
+    """``-j 6``: every task of the array; ``-j 6_2``: that task; the ids of none named."""
+    from gpufleet.io.squeue_command import asked
+
+    rows = [_job("6", "RUNNING", array="6", index=1), _job("7", "PENDING", array="6", index=2),
+            _job("9", "PENDING")]  # fmt: skip
+    assert [j.id for j in asked(rows, ["6"])[0]] == ["6", "7"]
+    assert [j.id for j in asked(rows, ["6_2", "9"])[0]] == ["7", "9"]
+    assert asked(rows, ["9_1", "7", "99"]) == ([rows[1]], ["9_1", "99"])

@@ -137,3 +137,22 @@ def arranged(rows: list[Any], q: Squeue) -> list[Any]:
 def by_start(rows: list[Any]) -> list[Any]:
     """squeue --start's order: by expected start (those without one last), then by id."""
     return sorted(rows, key=lambda j: (slurm_style.start_of(j) or float("inf"),))
+
+
+def asked(rows: list[Any], ids: list[str]) -> tuple[list[Any], list[str]]:
+    """Of ``rows`` (every job), those of ``-j``'s ``ids``: a job, an array's id (every task
+    of it), ``ARRAY_N`` (that task), as Slurm's squeue; and the ids of none."""
+    out: dict[str, Any] = {}
+    unknown = []
+    for jid in ids:
+        head, _, index = jid.partition("_")
+        got = [
+            j
+            for j in rows
+            if (j.id == jid and not index)
+            or (getattr(j, "array_id", None) == head and index in ("", str(j.array_index)))
+        ]
+        out.update((j.id, j) for j in got)
+        if not got:
+            unknown.append(jid)
+    return list(out.values()), unknown

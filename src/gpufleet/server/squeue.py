@@ -110,18 +110,12 @@ async def _select(
     rows: list[Row] = []
     if q.job_ids is not None:
         ids = [x.strip() for x in q.job_ids.split(",") if x.strip()]
-        for jid in ids:
-            try:
-                rec = await owned_job(svc, jid, who)
-            except HTTPException:
-                # as Slurm 22.05's squeue: one id asked and not known is an error (its
-                # slurm_load_job's words, nothing on stdout, exit 1); of several, those not
-                # known are left out, and the rest listed
-                if len(ids) == 1:
-                    failed = True
-                    errors.append(squeue_command.INVALID)
-                continue
-            rows.append(Row(rec, why(jid)))
+        rows, unknown = await _asked(svc, who, ids, why)
+        # as Slurm 22.05's squeue: one id asked and not known is an error (its slurm_load_job's
+        # words, nothing on stdout, exit 1); of several, those not known are left out
+        if unknown and len(ids) == 1:
+            failed = True
+            errors.append(squeue_command.INVALID)
     else:
         rows = [Row(r, why(r.job.id)) for r in await _listed(svc, who, q)]
     rows = _of(rows, q.wanted, q.names)
@@ -130,6 +124,32 @@ async def _select(
     if q.partitions is not None:
         rows = [j for j in rows if slurm_style.in_partitions(j, q.partitions)]
     return squeue_command.arranged(rows, q), failed
+
+
+async def _asked(
+    svc: ControllerService, who: Principal, ids: list[str], why: Any
+) -> tuple[list[Row], list[str]]:
+    """The jobs of ``-j``: a job, an array's id (every task of it), ``ARRAY_N`` (that task),
+    as Slurm's squeue; and the ids of none."""
+    rows: dict[str, Row] = {}
+    unknown: list[str] = []
+    for jid in ids:
+        head, _, index = jid.partition("_")
+        try:
+            rec = await owned_job(svc, head, who)
+        except HTTPException:
+            unknown.append(jid)
+            continue
+        if rec.array_id != head and not index:
+            rows.setdefault(rec.job.id, Row(rec, why(rec.job.id)))
+            continue
+        every = await listed(svc, who, None, None, None, True, LIMIT)
+        tasks = [r for r in every if r.array_id == head and index in ("", str(r.array_index))]
+        for r in tasks:
+            rows.setdefault(r.job.id, Row(r, why(r.job.id)))
+        if not tasks:
+            unknown.append(jid)
+    return list(rows.values()), unknown
 
 
 def _of(rows: list[Row], wanted: set[str] | None, names: str | None) -> list[Row]:

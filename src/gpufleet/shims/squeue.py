@@ -104,22 +104,23 @@ def _listed_here(c: LeanClient, args: list[str]) -> int:
             # under each of them (squeue -p b shows a job of -p a,b)
             queue=None,
             wanted=q.wanted,
-            job_ids=q.job_ids,
+            job_ids=None,  # -j: of every job (an array's id, ARRAY_N), squeue_command.asked
             names=q.names,
             limit=10_000,
-            all_states=q.states_given and selection.lists_ended(q.wanted),
+            all_states=q.job_ids is not None
+            or (q.states_given and selection.lists_ended(q.wanted)),
             report=problems.append,
             brief=True,  # the formats print a few of the spec's fields
         )
     rows = [j for j in rows if (q.users is None or j.user in q.users)]
     rows = [j for j in rows if (q.partitions is None or slurm_style.in_partitions(j, q.partitions))]
+    ids = [x.strip() for x in (q.job_ids or "").split(",") if x.strip()]
+    if ids:  # of several ids, those not known are left out (server/squeue.py)
+        rows, unknown = squeue_command.asked(rows, ids)
+        if unknown and len(ids) == 1:
+            _error(squeue_command.INVALID)
+            return 1
     rows = squeue_command.arranged(rows, q)
-    ids = [x for x in (q.job_ids or "").split(",") if x.strip()]
-    if len(ids) > 1:  # of several ids, those not known are left out (server/squeue.py)
-        problems, failed = [], False
-    elif failed and len(ids) == 1:
-        _error(squeue_command.INVALID)
-        return 1
     for msg in problems:
         _error(msg)
     sys.stdout.write(slurm_style.render(q.fmt, rows, header=q.header))
