@@ -91,8 +91,8 @@ def test_the_end_of_a_job_as_slurm_prints_it(live: tuple[LocalCluster, dict[str,
                   "-o", "JobID,State,ExitCode,Reason")  # fmt: skip
         assert acct.splitlines() == [
             f"{three}|FAILED|3:0|NonZeroExitCode",
-            f"{late}|TIMEOUT|0:15|TimeLimit",
-            f"{run}|CANCELLED|0:15|None",
+            f"{late}|TIMEOUT|0:0|TimeLimit",  # as Slurm's job line (its .batch: 0:15)
+            f"{run}|CANCELLED by admin|0:0|None",  # Slurm's "by UID"; admin has no uid here
             f"{waits}|CANCELLED|0:0|Resources",
         ]
         for job, line in {
@@ -114,7 +114,13 @@ def test_the_end_of_a_job_as_slurm_prints_it(live: tuple[LocalCluster, dict[str,
         shown = sh(env, GPUFLEET, "show", three)
         assert "NonZeroExitCode" in shown and "3:0" in shown, shown
         out = json.loads(sh(env, GPUFLEET, "show", "--json", late))
-        assert out["ended"] == {"reason": "TimeLimit", "exit_code": "0:15", "code": 0, "signal": 15}
+        assert out["ended"] == {
+            "reason": "TimeLimit",
+            "exit_code": "0:15",
+            "code": 0,
+            "signal": 15,
+            "dependency": "",  # it ran: no dependency left unmet (scontrol: Dependency=(null))
+        }
 
     check()
     c.kill_controller()
