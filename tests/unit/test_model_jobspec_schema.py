@@ -239,6 +239,7 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "min_runtime_s": 600,
         "idle_exempt_s": 3600,
         "kill_invalid_dep": True,
+        "hold": True,
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)
