@@ -77,7 +77,7 @@ KNOWN: list[tuple[str, str, str, int, str]] = [
             1,
             ESTIMATE,
         )
-        for j in ("{P}", "{A}_2", "{A}", "-o {P}")
+        for j in ("{P}", "{A}_2", "{A}")
     ),
     ("scontrol -o show job {P}", "StartTime=DATE", "StartTime=Unknown", 1, ESTIMATE),
     *(
@@ -121,13 +121,24 @@ def _gpus_in_tres(text: str) -> str:
     return "\n\n".join(one(r) for r in text.split("\n\n"))
 
 
-def expected(cmd: str) -> str:
-    """Slurm's record of ``cmd``, with KNOWN's differences made."""
+def expected(cmd: str, used: set[int] | None = None) -> str:
+    """Slurm's record of ``cmd``, with KNOWN's differences made (``used``: the KNOWN entries
+    that changed it)."""
     text = RECORD[cmd]
-    for where, theirs, ours, count, _ in KNOWN:
-        if where in ("*", cmd):
+    for k, (where, theirs, ours, count, _) in enumerate(KNOWN):
+        if where in ("*", cmd) and theirs in text:
             text = text.replace(theirs, ours, count or -1)
+            if used is not None:
+                used.add(k)
     return _gpus_in_tres(text)
+
+
+def test_each_known_difference_is_one_slurm_printed() -> None:
+    """No KNOWN entry stands for nothing: each changes some command's record."""
+    used: set[int] = set()
+    for cmd in COMMANDS + SACCT:
+        expected(cmd, used)
+    assert [KNOWN[k][1] for k in range(len(KNOWN)) if k not in used] == []
 
 
 @pytest.fixture(scope="module")
