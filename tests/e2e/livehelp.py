@@ -134,10 +134,13 @@ def make_cluster(data_dir: Path, agents: int, db_url: str = "", **kw: Any) -> Lo
 
 
 @contextmanager
-def shim_cluster(base: Path, agents: int) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
-    """A started cluster of ``agents`` under ``base`` and the environment its Slurm shims run
-    in (``shim_env``); its logs shown when the test fails, stopped on the way out."""
-    c = make_cluster(base / "cluster", agents).start()
+def shim_cluster(
+    base: Path, agents: int, **kw: Any
+) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
+    """A started cluster of ``agents`` under ``base`` (``kw``: ``make_cluster``'s) and the
+    environment its Slurm shims run in (``shim_env``); its logs shown when the test fails,
+    stopped on the way out."""
+    c = make_cluster(base / "cluster", agents, **kw).start()
     env = shim_env(c, base)
     try:
         yield c, env

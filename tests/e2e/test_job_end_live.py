@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env, wait_for
+from livehelp import shim_cluster, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -32,17 +32,9 @@ GPUFLEET = str(Path(sys.executable).with_name("gpufleet"))
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
-    base = tmp_path_factory.mktemp("ends")
-    c = make_cluster(base / "cluster", 1, gpus="1xH100").start()
-    env = shim_env(c, base)
-    env["COLUMNS"] = "200"
-    try:
+    with shim_cluster(tmp_path_factory.mktemp("ends"), 1, gpus="1xH100") as (c, env):
+        env["COLUMNS"] = "200"
         yield c, env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
 
 
 def sh(env: dict[str, str], *argv: str) -> str:

@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env, wait_for
+from livehelp import shim_cluster, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -28,15 +28,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluste
     base = tmp_path_factory.mktemp("partitions")
     queues = base / "queues.yaml"
     queues.write_text(json.dumps(QUEUES))  # JSON is YAML
-    c: LocalCluster = make_cluster(base / "cluster", 2, queues_file=queues).start()
-    env = shim_env(c, base)
-    try:
-        yield c, env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
+    with shim_cluster(base, 2, queues_file=queues) as got:
+        yield got
 
 
 def sh(env: dict[str, str], *argv: str, ok: bool = True) -> subprocess.CompletedProcess[str]:

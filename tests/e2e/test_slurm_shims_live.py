@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env, wait_for
+from livehelp import shim_cluster, shim_env, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
 
@@ -22,16 +22,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, str]]]:
-    base = tmp_path_factory.mktemp("shims")
-    c = make_cluster(base / "cluster", 2).start()
-    env = shim_env(c, base)
-    try:
-        yield c, env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
+    with shim_cluster(tmp_path_factory.mktemp("shims"), 2) as got:
+        yield got
 
 
 def sh(

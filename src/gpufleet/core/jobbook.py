@@ -5,6 +5,7 @@ scheduler's queue (its dependencies and its array's throttle)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gpufleet.core.arrays import ArrayThrottle
 from gpufleet.core.cluster_state import ClusterState
@@ -128,10 +129,11 @@ class JobBook:
         else:
             self.cancel(ev, now, out, waited)
 
-    def cancel(
-        self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
-    ) -> None:
-        raise NotImplementedError  # the JobMaster's
+    if TYPE_CHECKING:  # the JobMaster's; declared here for ``request`` only, no stub
+
+        def cancel(
+            self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
+        ) -> None: ...
 
     def hold(self, ev: JobHold, now: float, out: list[Command]) -> None:
         """Hold or release a job (ADR 0074): kept with it (a transition to the state it is in,
