@@ -12,6 +12,7 @@ import pytest
 
 from gpufleet.client.lean import Row
 from gpufleet.shims import scontrol_nodes as sn
+from gpufleet.shims.common import tres_mem
 from support import scontrol_record as rec
 
 MIB = 1 / 1024  # GiB
@@ -147,10 +148,17 @@ def test_a_queue_without_a_node_set_has_every_node_and_default_comes_first() -> 
 
 @pytest.mark.parametrize(
     ("mib", "text"),
-    [(16000, "16000M"), (16384, "16G"), (64000, "62.50G"), (32384, "32384M"), (1000, "1000M")],
+    [
+        (16000, "16000M"),
+        (16384, "16G"),
+        (64000, "62.50G"),
+        (32384, "32384M"),
+        (1000, "1000M"),
+        (1536, "1.50G"),
+    ],
 )
 def test_memory_as_slurm_converts_it(mib: int, text: str) -> None:
-    assert sn.mem(mib) == text
+    assert tres_mem(mib) == text
 
 
 def test_unknown_names_are_refused_one_by_one(

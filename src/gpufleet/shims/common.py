@@ -94,3 +94,15 @@ def hms(seconds: float | None) -> str:
     h, rest = divmod(rest, 3600)
     m, sec = divmod(rest, 60)
     return f"{d}-{h:02d}:{m:02d}:{sec:02d}" if d else f"{h:02d}:{m:02d}:{sec:02d}"
+
+
+def tres_mem(mib: float) -> str:
+    """Memory as Slurm prints it in TRES, MinMemoryNode and its node records: to G while no
+    precision is lost at half a unit (``16000M``, ``16G``, ``62.50G`` for 64000M, ``1.50G`` for
+    1536M), two decimals when not whole."""
+    num, unit = float(mib), 0
+    while num >= 1024 and num % 512 == 0:
+        num /= 1024
+        unit += 1
+    text = f"{int(num)}" if num == int(num) else f"{num:.2f}"
+    return text + "MGTP"[unit]

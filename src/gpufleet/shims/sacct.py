@@ -17,7 +17,7 @@ from gpufleet.client.errors import ApiError
 from gpufleet.client.lean import row
 from gpufleet.io import slurm_style
 from gpufleet.model.hostlist import ranged
-from gpufleet.shims.common import Usage, connect, hms, iso, run, users
+from gpufleet.shims.common import Usage, connect, hms, iso, run, tres_mem, users
 from gpufleet.shims.parser import Parser
 
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"  # sacct's own
@@ -109,7 +109,7 @@ def _tres(j: Any, step: bool = False) -> str:
     if not step:
         parts.append(f"billing={cpus:g}")
     if mem:
-        parts.append(f"mem={mem // 1024}G" if mem % 1024 == 0 else f"mem={mem}M")
+        parts.append(f"mem={tres_mem(mem)}")
     if j.gpus and not step:
         parts.append(f"gres/gpu={j.gpus:g}")
     return ",".join(sorted(parts))

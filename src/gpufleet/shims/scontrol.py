@@ -19,7 +19,7 @@ from gpufleet.client.errors import ApiError
 from gpufleet.client.lean import row
 from gpufleet.io import slurm_style
 from gpufleet.model.hostlist import ranged
-from gpufleet.shims.common import connect, hms, iso, run
+from gpufleet.shims.common import connect, hms, iso, run, tres_mem
 
 INVALID = "slurm_load_jobs error: Invalid job id specified"
 
@@ -51,11 +51,6 @@ def _dependency(j: Any) -> str:
     reason = j.get("reason")
     deps = (reason.get("data") or {}).get("dependency") if reason else None
     return ",".join(deps) if deps else "(null)"
-
-
-def _mem(mib: int) -> str:
-    """Memory as Slurm prints it in TRES and MinMemoryNode: ``1G``, ``1500M``."""
-    return f"{mib // 1024}G" if mib and mib % 1024 == 0 else f"{mib}M"
 
 
 def _cpus(spec: Any) -> int:
@@ -116,7 +111,7 @@ def job_lines(j: Any, now: float) -> list[str]:
     cpus = j.workers * per_task
     mib = j.workers * int(spec.get("memory_mib", 0) or 0)
     count = len(nodes) or j.workers
-    tres = f"cpu={cpus},mem={_mem(mib)},node={count},billing={cpus}"
+    tres = f"cpu={cpus},mem={tres_mem(mib)},node={count},billing={cpus}"
     if j.gpus:
         tres += f",gres/gpu={j.gpus:g}"
     err, stdin, out = _std(j, nodes)
@@ -144,7 +139,8 @@ def job_lines(j: Any, now: float) -> list[str]:
         "ReqB:S:C:T=0:0:*:*",
         f"TRES={tres}",
         "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
-        f"MinCPUsNode={per_task} MinMemoryNode={_mem(mib // max(1, j.workers))} MinTmpDiskNode=0",
+        f"MinCPUsNode={per_task} MinMemoryNode={tres_mem(mib // max(1, j.workers))} "
+        "MinTmpDiskNode=0",
         f"Features={spec.get('constraint') or '(null)'} DelayBoot=00:00:00",
         f"OverSubscribe={'NO' if spec.get('exclusive') else 'OK'} Contiguous=0 "
         "Licenses=(null) Network=(null)",

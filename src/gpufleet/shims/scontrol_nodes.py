@@ -21,7 +21,7 @@ from gpufleet.client.lean import rows as lean_rows
 from gpufleet.model.hostlist import compress, expand
 from gpufleet.model.queue import in_node_set
 from gpufleet.shims import sinfo
-from gpufleet.shims.common import connect, run
+from gpufleet.shims.common import connect, run, tres_mem
 
 NODE_WORDS = ("node", "nodes")
 PARTITION_WORDS = ("part", "partition", "partitions")
@@ -62,20 +62,9 @@ def node_state(n: Any) -> str:
     return use
 
 
-def mem(mib: float) -> str:
-    """Memory in TRES as Slurm converts it: to G while no precision is lost at half a unit
-    (``16000M``, ``16G``, ``62.50G`` for 64000M), two decimals when not whole."""
-    num, unit = float(mib), 0
-    while num >= 1024 and num % 512 == 0:
-        num /= 1024
-        unit += 1
-    text = f"{int(num)}" if num == int(num) else f"{num:.2f}"
-    return text + "MGTP"[unit]
-
-
 def _tres(cpus: int, mib: int, gpus: int, *, nodes: int | None = None, billing: bool) -> str:
     parts = [f"cpu={cpus}"] if cpus else []
-    parts += [f"mem={mem(mib)}"] if mib else []
+    parts += [f"mem={tres_mem(mib)}"] if mib else []
     parts += [f"node={nodes}"] if nodes else []
     parts += [f"billing={cpus}"] if billing and cpus else []
     parts += [f"gres/gpu={gpus}"] if gpus else []
