@@ -12,6 +12,7 @@ import pytest
 
 from gpufleet.client.lean import Row
 from gpufleet.shims import scontrol_nodes as sn
+from gpufleet.shims import sinfo
 from gpufleet.shims.common import tres_mem
 from support import scontrol_record as rec
 
@@ -51,7 +52,7 @@ NODES = [
 
 
 def shown(name: str, one_line: bool = False) -> str:
-    parts = sn.queues_of(QUEUES, NODES)
+    parts = sinfo.queues_of(QUEUES, NODES)
     (n,) = [n for n in NODES if n["name"] == name]
     of = [q for q, members in parts.items() if n in members]
     return sn.text(sn.node_lines(n, of), one_line)
@@ -118,7 +119,7 @@ def test_a_gpu_shared_or_held_counts_in_alloc_tres_and_the_state() -> None:
 
 
 def partition(name: str, one_line: bool = False) -> str:
-    parts = sn.queues_of(QUEUES, NODES)
+    parts = sinfo.queues_of(QUEUES, NODES)
     return sn.text(sn.partition_lines(name, name == "default", parts[name]), one_line)
 
 
@@ -140,7 +141,7 @@ def test_partitions_as_slurm_printed_them() -> None:
 
 
 def test_a_queue_without_a_node_set_has_every_node_and_default_comes_first() -> None:
-    parts = sn.queues_of([{"name": "a"}, {"name": "b", "nodes": {"pool": "v"}}], NODES)
+    parts = sinfo.queues_of([{"name": "a"}, {"name": "b", "nodes": {"pool": "v"}}], NODES)
     assert list(parts) == ["default", "a", "b"]  # default: there before any job used it
     assert [n["name"] for n in parts["a"]] == [n["name"] for n in NODES]
     assert [n["name"] for n in parts["b"]] == ["v1", "v2"]
@@ -192,3 +193,37 @@ def test_unknown_names_are_refused_one_by_one(
         "NodeName=n1",
         "NodeName=n2",
     ]
+
+
+def test_sinfo_lists_each_partition_over_its_own_node_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ``show partition`` does (and Slurm's sinfo): a queue with a node set lists only its
+    nodes; one whose set holds none shows 0 nodes and n/a."""
+
+    class Client:
+        def __enter__(self) -> Client:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def nodes(self) -> list[Any]:
+            return list(NODES)
+
+        def queues(self) -> list[Any]:
+            return list(QUEUES)
+
+    monkeypatch.setattr(sinfo, "connect", lambda prog: Client())
+    monkeypatch.setattr(sinfo, "lean_rows", lambda rows: rows)
+    with pytest.raises(SystemExit):
+        sinfo.main(["-h", "-s", "-o", "%P %D %N"])
+    assert capsys.readouterr().out.splitlines() == [
+        "default* 4 n[1-4]",
+        "debug 4 n[1-4]",
+        "empty 0 n/a",
+        "virt 2 v[1-2]",
+    ]
+    with pytest.raises(SystemExit):
+        sinfo.main(["-h", "-N", "-p", "virt", "-o", "%N %P"])
+    assert capsys.readouterr().out.splitlines() == ["v1 virt", "v2 virt"]

@@ -19,7 +19,6 @@ from typing import Any
 
 from gpufleet.client.lean import rows as lean_rows
 from gpufleet.model.hostlist import compress, expand
-from gpufleet.model.queue import in_node_set
 from gpufleet.shims import sinfo
 from gpufleet.shims.common import connect, run, tres_mem
 
@@ -131,18 +130,6 @@ def text(lines: Sequence[str], one_line: bool) -> str:
     return lines[0] + "\n" + "".join(f"   {x}\n" for x in lines[1:]) + "\n"
 
 
-def queues_of(queues: Sequence[Any], nodes: Sequence[Any]) -> dict[str, list[Any]]:
-    """Each queue's nodes, ``default`` first (there to submit to even before a job used it),
-    then by name; a queue without a node set has every node."""
-    sets = {str(q["name"]): tuple((q.get("nodes") or {}).items()) for q in queues}
-    sets.setdefault(sinfo.DEFAULT_QUEUE, ())
-    order = sorted(sets, key=lambda q: (q != sinfo.DEFAULT_QUEUE, q))
-    return {
-        q: [n for n in nodes if in_node_set((n.get("labels") or {}).items(), sets[q])]
-        for q in order
-    }
-
-
 def _hosts(text: str) -> list[str]:
     try:
         return expand(text)
@@ -156,7 +143,7 @@ def show(kind: str, names: Sequence[str], one_line: bool) -> int:
     stdout as Slurm 22.05's scontrol prints it, exit 1."""
     with connect("scontrol") as c:
         nodes = sorted(lean_rows(c.nodes()), key=lambda n: n["name"])
-        parts = queues_of(lean_rows(c.queues()), nodes)
+        parts = sinfo.queues_of(lean_rows(c.queues()), nodes)
     code, out = 0, list[str]()
     if kind in NODE_WORDS:
         by_name = {n["name"]: n for n in nodes}

@@ -1,15 +1,16 @@
-"""``sinfo`` over gpufleet: every queue is a partition over every node (gpufleet's queues share
-the nodes), one line per partition and node state, in sinfo's formats."""
+"""``sinfo`` over gpufleet: every queue is a partition over its node set (every node where it has
+none: ADR 0066), one line per partition and node state, in sinfo's formats."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpufleet.client.lean import rows as lean_rows
 from gpufleet.io.slurm_style import format_rows
 from gpufleet.model import replicas
+from gpufleet.model.queue import in_node_set
 from gpufleet.shims.common import Usage, connect, run
 from gpufleet.shims.parser import Parser
 
@@ -138,12 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     def body() -> int:
         with connect("sinfo") as c:
             nodes = sorted(lean_rows(c.nodes()), key=lambda n: n["name"])
-            queues = [q["name"] for q in lean_rows(c.queues())]
-        if DEFAULT_QUEUE not in queues:  # listed once a job used it; always there to submit to
-            queues.append(DEFAULT_QUEUE)
-        if a.partition:
-            keep = {q.strip() for q in a.partition.split(",")}
-            queues = [q for q in queues if q in keep]
+            queues = lean_rows(c.queues())
         if a.states:
             keep = {s.strip().lower().rstrip("*") for s in a.states.split(",")}
             nodes = [
@@ -151,16 +147,20 @@ def main(argv: list[str] | None = None) -> None:
                 for n in nodes
                 if keep & {state(n), *(x.rstrip("*") for x in STATES.get(state(n), ()))}
             ]
+        parts = queues_of(queues, nodes)
+        if a.partition:
+            keep = {q.strip() for q in a.partition.split(",")}
+            parts = {q: ns for q, ns in parts.items() if q in keep}
         rows: list[tuple[str, bool, list[Any]]] = []
-        for q in sorted(queues, key=lambda q: (q != DEFAULT_QUEUE, q)):
+        for q, of_q in parts.items():
             if a.Node:
-                rows += [(q, q == DEFAULT_QUEUE, [n]) for n in nodes]
+                rows += [(q, q == DEFAULT_QUEUE, [n]) for n in of_q]
                 continue
             if a.summarize:
-                rows.append((q, q == DEFAULT_QUEUE, nodes))
+                rows.append((q, q == DEFAULT_QUEUE, of_q))
                 continue
             groups: dict[str, list[Any]] = {}
-            for n in nodes:
+            for n in of_q:
                 groups.setdefault(state(n), []).append(n)
             rows += [(q, q == DEFAULT_QUEUE, g) for g in groups.values()]
             if not groups:
@@ -187,6 +187,18 @@ def main(argv: list[str] | None = None) -> None:
         return 0
 
     run("sinfo", body)
+
+
+def queues_of(queues: Sequence[Any], nodes: Sequence[Any]) -> dict[str, list[Any]]:
+    """Each queue's nodes, ``default`` first (there to submit to even before a job used it),
+    then by name; a queue without a node set has every node."""
+    sets = {str(q["name"]): tuple((q.get("nodes") or {}).items()) for q in queues}
+    sets.setdefault(DEFAULT_QUEUE, ())
+    order = sorted(sets, key=lambda q: (q != DEFAULT_QUEUE, q))
+    return {
+        q: [n for n in nodes if in_node_set((n.get("labels") or {}).items(), sets[q])]
+        for q in order
+    }
 
 
 def _or_blank(f: Callable[[Any], str]) -> Callable[[Any], str]:
