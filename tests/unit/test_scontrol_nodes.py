@@ -162,24 +162,32 @@ def test_memory_as_slurm_converts_it(mib: int, text: str) -> None:
     assert tres_mem(mib) == text
 
 
+class Client:
+    """The API as the shims ask it, answering NODES and QUEUES."""
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def nodes(self) -> list[Any]:
+        return list(NODES)
+
+    def queues(self) -> list[Any]:
+        return list(QUEUES)
+
+
+def served(monkeypatch: pytest.MonkeyPatch, shim: Any) -> None:
+    """``shim`` (a module) connected to ``Client``, its rows read as they are."""
+    monkeypatch.setattr(shim, "connect", lambda prog: Client())
+    monkeypatch.setattr(shim, "lean_rows", lambda rows: rows)
+
+
 def test_unknown_names_are_refused_one_by_one(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    class Client:
-        def __enter__(self) -> Client:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
-        def nodes(self) -> list[Any]:
-            return list(NODES)
-
-        def queues(self) -> list[Any]:
-            return list(QUEUES)
-
-    monkeypatch.setattr(sn, "connect", lambda prog: Client())
-    monkeypatch.setattr(sn, "lean_rows", lambda rows: rows)
+    served(monkeypatch, sn)
     assert sn.show("node", ["nosuch"], False) == 1
     assert capsys.readouterr() == (rec.ERRORS[("node", "nosuch")], "")  # stdout, as Slurm
     assert sn.show("partition", ["nosuch"], False) == 1
@@ -201,21 +209,7 @@ def test_sinfo_lists_each_partition_over_its_own_node_set(
     """As ``show partition`` does (and Slurm's sinfo): a queue with a node set lists only its
     nodes; one whose set holds none shows 0 nodes and n/a."""
 
-    class Client:
-        def __enter__(self) -> Client:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
-        def nodes(self) -> list[Any]:
-            return list(NODES)
-
-        def queues(self) -> list[Any]:
-            return list(QUEUES)
-
-    monkeypatch.setattr(sinfo, "connect", lambda prog: Client())
-    monkeypatch.setattr(sinfo, "lean_rows", lambda rows: rows)
+    served(monkeypatch, sinfo)
     with pytest.raises(SystemExit):
         sinfo.main(["-h", "-s", "-o", "%P %D %N"])
     assert capsys.readouterr().out.splitlines() == [

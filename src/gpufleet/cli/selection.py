@@ -9,6 +9,7 @@ names); problems with one job go to ``report`` and the others still go on.
 from __future__ import annotations
 
 from gpufleet.client.errors import ApiError
+from gpufleet.io import slurm_style
 
 TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ class _Cancel:
         return [
             t.id
             for t in self.listed
-            if t.array_id == array and (index is None or t.array_index == index)
+            if slurm_style.task_of(t, array, "" if index is None else str(index))
         ]
 
     def one(self, jid: str, *, quiet_409: bool = False) -> Any:

@@ -306,6 +306,12 @@ def in_partitions(j: Any, wanted: set[str]) -> bool:
     return j.state == "PENDING" and any(q in wanted for q in (j.spec.get("queues") or ()))
 
 
+def task_of(j: Any, array: str, index: str = "") -> bool:
+    """Whether ``j`` is task ``index`` of array ``array`` (any of its tasks for ""): what
+    Slurm's commands take ``ARRAY`` and ``ARRAY_INDEX`` for."""
+    return getattr(j, "array_id", None) == array and index in ("", str(j.array_index))
+
+
 def array_index(j: Any) -> str:
     """``%K``: the array task's index (``2-5`` for the pending ones on one line), else N/A."""
     if getattr(j, "array_index", None) is None:

@@ -147,10 +147,7 @@ def asked(rows: list[Any], ids: list[str]) -> tuple[list[Any], list[str]]:
     for jid in ids:
         head, _, index = jid.partition("_")
         got = [
-            j
-            for j in rows
-            if (j.id == jid and not index)
-            or (getattr(j, "array_id", None) == head and index in ("", str(j.array_index)))
+            j for j in rows if (j.id == jid and not index) or slurm_style.task_of(j, head, index)
         ]
         out.update((j.id, j) for j in got)
         if not got:

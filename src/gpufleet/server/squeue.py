@@ -144,7 +144,7 @@ async def _asked(
             rows.setdefault(rec.job.id, Row(rec, why(rec.job.id)))
             continue
         every = await listed(svc, who, None, None, None, True, LIMIT)
-        tasks = [r for r in every if r.array_id == head and index in ("", str(r.array_index))]
+        tasks = [r for r in every if slurm_style.task_of(r, head, index)]
         for r in tasks:
             rows.setdefault(r.job.id, Row(r, why(r.job.id)))
         if not tasks:

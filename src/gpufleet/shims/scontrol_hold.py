@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from gpufleet.client.errors import ApiError
+from gpufleet.io import slurm_style
 from gpufleet.shims.common import connect, run
 
 TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
@@ -43,7 +44,7 @@ def hold_jobs(action: str, ids: Sequence[str]) -> int:
             targets = [jid]
             if sep:  # one task of an array
                 listed = c.jobs(limit=10_000) if listed is None else listed
-                targets = [t.id for t in listed if _task_of(t, head, index)] or [jid]
+                targets = [t.id for t in listed if slurm_style.task_of(t, head, index)] or [jid]
             last = ""
             for target in targets:
                 got, why = _one(c, action, target)
@@ -58,10 +59,6 @@ def hold_jobs(action: str, ids: Sequence[str]) -> int:
     if failed:
         sys.stderr.write(f"slurm_suspend error: {last or 'No error'}\n")
     return 1 if failed else 0
-
-
-def _task_of(t: Any, array: str, index: str) -> bool:
-    return bool(t.array_id == array and str(t.array_index) == index)
 
 
 def _one(c: Any, action: str, jid: str) -> tuple[Any, str]:
