@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from gpufleet.model.allocation import Allocation, nodes_of
+from gpufleet.model.arrays import array_name
 from gpufleet.model.hostlist import compress
 from gpufleet.model.job import JobSpec
 from gpufleet.model.resources import MILLI
@@ -82,11 +83,8 @@ class JobFacts:
     @staticmethod
     def of(spec: JobSpec, array: ArrayFacts | None = None, cluster: str = "") -> JobFacts:
         tpw = spec.tasks_per_worker
-        name = spec.name
-        if array is not None and name.endswith(f"_{array.index}"):
-            name = name[: -len(f"_{array.index}")]  # Slurm's array tasks keep the array's name
         return JobFacts(
-            name,
+            array_name(spec.name, array.index if array is not None else None),
             spec.user,
             spec.queue,
             max(1, math.ceil(spec.cpu_milli / MILLI / tpw)),

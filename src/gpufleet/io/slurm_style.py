@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 
+from gpufleet.model.arrays import array_name
 from gpufleet.model.hostlist import ranged
 
 TYPE_CHECKING = False  # no typing at run time: squeue starts on few imports (issue 27)
@@ -160,9 +161,7 @@ def _spans(indexes: Sequence[int]) -> str:
 def job_name(j: Any) -> str:
     """The job's name as Slurm has it: an array's tasks all have the array's (gpufleet names
     each ``NAME_N``, server/submitting.py)."""
-    index = getattr(j, "array_index", None)
-    name = str(j.name)
-    return name.removesuffix(f"_{index}") if index is not None else name
+    return array_name(str(j.name), getattr(j, "array_index", None))
 
 
 class Tasks:

@@ -63,3 +63,9 @@ def parse_array(
             raise err(f"more than {max_size} tasks (the array size limit, MaxArraySize)")
         ranges.append(r)
     return ArraySpec(tuple(sorted({i for r in ranges for i in r})), limit)
+
+
+def array_name(name: str, index: int | None) -> str:
+    """The name of task ``index``'s array, as Slurm has it on every task: gpufleet names each
+    task ``NAME_INDEX`` (server/submitting.py); None: not an array's task, its own name."""
+    return name.removesuffix(f"_{index}") if index is not None else name

@@ -242,10 +242,10 @@ def _batch_fields(
     if rank != 0:
         return {"role": "step"}
     a = facts.array
-    name = spec.name
-    if a is not None and name.endswith(f"_{a.index}"):  # the task's name; %x is the array's
-        name = name[: -len(f"_{a.index}")]
-    f = FileFacts(job_id, name, spec.user, node, a.array_id if a else None, a.index if a else None)
+    # %x: its array's name for an array's task (JobFacts.of), as Slurm's
+    f = FileFacts(
+        job_id, facts.name, spec.user, node, a.array_id if a else None, a.index if a else None
+    )
     output = spec.output or ("slurm-%A_%a.out" if a is not None else "slurm-%j.out")
     return {
         "role": "batch",
