@@ -75,8 +75,8 @@ def read(
     given, problems, stop = getopt([Word(w, 0) for w in argv])
     if problems:
         raise Usage("; ".join(p.message for p in problems))
-    env = env_options(environ)  # SBATCH_*: over the script's lines, under the command line
-    own = {g.option.key: g.value for g in [*env, *given] if g.option.key in OWN}
+    env_set = env_options(environ)  # SBATCH_*: over the script's lines, under the command line
+    own = {g.option.key: g.value for g in [*env_set, *given] if g.option.key in OWN}
     for key, flag in REFUSED.items():
         if any(g.option.key == key for g in given):
             raise Usage(f"{flag} is not supported by gpufleet's sbatch")
@@ -97,7 +97,7 @@ def read(
             args=args,
             options=options,
             replicas=replicas,
-            env=[g for g in env if g.option.key not in OWN],
+            env=[g for g in env_set if g.option.key not in OWN],
         )
     except SpecError as e:
         raise Usage(str(e)) from None
