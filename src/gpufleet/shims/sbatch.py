@@ -88,7 +88,8 @@ def _submit(argv: list[str]) -> int:
         for w in answer["warnings"]:
             sys.stderr.write(f"sbatch: warning: {w}\n")
     ids = answer["ids"]
-    print(ids[0] if answer["parsable"] else f"Submitted batch job {ids[0]}")
+    if not answer["quiet"]:  # -Q: not even --parsable's id, as Slurm 22.05's sbatch
+        print(ids[0] if answer["parsable"] else f"Submitted batch job {ids[0]}")
     if not answer.get("wait"):
         return 0
     sys.stdout.flush()  # the id is read before the job ends (a pipe buffers it)
