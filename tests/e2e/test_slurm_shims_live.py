@@ -497,12 +497,15 @@ def test_sbatch_read_by_the_controller_submits_what_the_shim_reads(
     for argv in (
         ["-J", "w", "-G", "1", "--wrap", "true"],
         ["--export=NONE,A=1", "-t", "10", str(script), "arg1"],
-        ["-Q", "--chdir", "sub", "-N", "2", "--ntasks-per-node=1", str(script)],
+        ["--chdir", "sub", "-N", "2", "--ntasks-per-node=1", str(script)],
     ):
         sent = sh(env, "sbatch", "--parsable", *argv).stdout.strip()
         here = sh(env, sys.executable, "-c", _HERE, "--parsable", *argv).stdout.strip()
         assert _spec(c, sent) == _spec(c, here), argv
         sh(env, "scancel", sent, here, ok=False)
+    # -Q: not even --parsable's id, as Slurm 22.05's sbatch (it printed nothing)
+    quiet = sh(env, "sbatch", "--parsable", "-Q", "-H", "--wrap", "true")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
     # the script on stdin, asked for by the controller
     r = sh(env, "sbatch", input="#!/bin/sh\n#SBATCH -J piped\ntrue\n")
     assert r.stdout.startswith("Submitted batch job "), r.stderr
