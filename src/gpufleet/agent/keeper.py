@@ -61,6 +61,33 @@ def _killed() -> list[int]:
     return [s for s in _early if s in _KILLS]
 
 
+def _pending_in(pid: int) -> set[int]:
+    """The kills pending for process ``pid`` (its /proc status; none when unreadable)."""
+    mask = 0
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith((b"SigPnd:", b"ShdPnd:")):
+                    mask |= int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        return set()
+    return {s for s in _KILLS if mask >> (s - 1) & 1}
+
+
+def _to_command(keeper: int) -> None:
+    """In the forked child, the kills still blocked: a kill that reached the group before the
+    fork is pending in the keeper alone (a fork does not inherit what is pending): it is raised
+    again here, then the group's signals get their defaults and the kills are let in, so that a
+    kill pending now ends this process before the command runs. The keeper's pending kills are
+    read first, then ours: one that came after the fork is pending in both and is not raised
+    twice (taskstart does the same over its own spawn)."""
+    for sig in _pending_in(keeper) - signal.sigpending():
+        os.kill(os.getpid(), sig)
+    for sig in _GROUP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _KILLS)
+
+
 def _die_before_start(exit_file: str, sig: int) -> int:
     """Killed before the command started: it never does; the status says the signal."""
     write_status(exit_file, -sig)
@@ -119,6 +146,23 @@ def _exec(command: list[str], keeper: int) -> None:
         os._exit(EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE)
     finally:
         os._exit(EXIT_NOT_EXECUTABLE)
+
+
+def _fork(command: list[str]) -> int:
+    """The command's process; returns once it has run ``_to_command`` (at its exec, or its
+    death before it): until then what is pending here must stay so, for it to read."""
+    keeper = os.getpid()
+    ran, running = os.pipe()  # not inherited by the exec: closed by it
+    child = os.fork()
+    if child == 0:
+        os.close(ran)
+        _to_command(keeper)
+        _exec(command, keeper)
+    os.close(running)
+    while os.read(ran, 1):  # interrupted by a group signal: retried (PEP 475)
+        pass
+    os.close(ran)
+    return child
 
 
 def alive(pid: int) -> bool:
@@ -184,23 +228,15 @@ def run(exit_file: str, command: list[str], pidfile: str = "", agent: int = 0) -
     if pidfile and not await_pidfile(pidfile, agent):
         return EXIT_NO_START
     # a kill that came before the command existed is not lost: blocked from here, it is either
-    # seen now (the command never starts) or forwarded to the child once it exists (a forked
-    # child does not inherit what is pending for its parent)
+    # seen now (the command never starts) or raised again in the child (``_to_command``), which
+    # it then ends before the command runs; never sent twice
     signal.pthread_sigmask(signal.SIG_BLOCK, _KILLS)
     if _killed():
         return _die_before_start(exit_file, _killed()[0])
-    keeper = os.getpid()
-    child = os.fork()
-    if child == 0:
-        for sig in _GROUP_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _KILLS)  # the command's from now on
-        _exec(command, keeper)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _KILLS)  # what was pending is noted now
-    for sig in _killed()[:1]:
-        os.kill(child, sig)
+    child = _fork(command)
     for sig in _GROUP_SIGNALS:  # the group's signals reach the command itself
         signal.signal(sig, lambda *_: None)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _KILLS)  # the child has what was pending
     if pidfile:  # checked between the waits (PEP 475: the wait goes on after the handler)
         signal.signal(signal.SIGALRM, lambda *_: check(pidfile, agent))
         signal.setitimer(signal.ITIMER_REAL, SUPERVISION_S, SUPERVISION_S)

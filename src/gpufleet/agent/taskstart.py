@@ -14,6 +14,12 @@ group: a signal to the group reaches the command and is ignored here, and when t
 has exited the output still in the pipes is copied and this exits as the command did (by the
 same signal, if one killed it). Without output files it becomes the command (exec).
 
+A kill (a cancel's SIGTERM to the group) that comes before the command runs is never lost: noted
+from this process's first instruction, held pending over the spawn and raised again in the
+command's process before its exec, it ends the task before the command starts, as in the keeper
+(before, one that came while the command was being spawned was swallowed here, and the command
+ran on until the kill's SIGKILL).
+
 A root container runtime (podman, docker) must itself be started as root, so it cannot run
 under a taskstart that already switched to the job's user. Then the agent starts this as root
 with ``as`` (the job's user, uid, gid) and it does what slurmstepd does: the working directory is
@@ -47,6 +53,66 @@ _GROUP_SIGNALS = (
     signal.SIGUSR2, signal.SIGALRM,
 )  # fmt: skip
 _DRAIN_S = 0.2  # after the command exits: output its children still write is not waited for
+# the group signals that stop a task (a cancel's, a fence's): one that comes before the command
+# has started is noted, and the command then never starts (as in the keeper)
+_KILLS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+_early: list[int] = []
+
+
+def _noted(sig: int, frame: object) -> None:
+    _early.append(sig)
+
+
+def catch_early() -> None:
+    """From our first instruction on, a kill to the group is noted, never lost: the command
+    does not exist yet to receive it (before this, its default action ends this process, and
+    the command never starts either)."""
+    for sig in _GROUP_SIGNALS:
+        signal.signal(sig, _noted)
+
+
+def _hold_kills() -> int:
+    """Block the kills; the first one noted so far (0: none). From here a kill stays pending
+    until the command can receive it itself (``_to_command``), so none is lost in between."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _KILLS)
+    killed = [s for s in _early if s in _KILLS]
+    return killed[0] if killed else 0
+
+
+def _die_before_start(sig: int) -> int:
+    """Killed before the command started: it never does; this process ends by the signal."""
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _KILLS)
+    os.kill(os.getpid(), sig)
+    return 128 + sig
+
+
+def _pending_in(pid: int) -> set[int]:
+    """The kills pending for process ``pid`` (its /proc status; none when unreadable)."""
+    mask = 0
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith((b"SigPnd:", b"ShdPnd:")):
+                    mask |= int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        return set()
+    return {s for s in _KILLS if mask >> (s - 1) & 1}
+
+
+def _to_command(parent: int) -> None:
+    """In the command's process, before its exec, with the kills still blocked: the group's
+    signals get their default actions back, and a kill that reached the group before this
+    process existed (pending in ``parent``, not here: a fork does not inherit what is pending)
+    is raised again here, so that any kill pending now ends it before the command runs. Read
+    from the parent first, then here: a kill that came after the fork is pending in both, and
+    is not raised twice."""
+    before = _pending_in(parent) - signal.sigpending() if parent else set()
+    for sig in before:
+        os.kill(os.getpid(), sig)
+    for sig in _GROUP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _KILLS)
 
 
 def enter(workdir: str) -> str:
@@ -74,12 +140,13 @@ def open_output(path: str, append: bool) -> int:
     return os.open(path, flags, 0o644)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     # the command dies with this process, as this one dies with the agent (setpriv's
     # --pdeathsig): a task never runs on unsupervised
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     _own_pid()
+    _to_command(parent)
 
 
 def _own_pid() -> None:
@@ -158,32 +225,22 @@ def run(config: dict[str, Any], command: list[str]) -> int:
     pass_fds = tuple(int(fd) for fd in config.get("pass_fds") or ())
     for fd in pass_fds:
         os.set_inheritable(fd, True)
-    if not output:
+    if killed := _hold_kills():
+        return _die_before_start(killed)
+    if not output:  # this process becomes the command: no fork, nothing pending elsewhere
         _own_pid()
+        _to_command(0)
         try:
             os.execvp(command[0], command)
         except OSError as e:
             sys.stderr.write(f"gpufleet-agent: cannot start {command[0]!r}: {e.strerror}\n")
             return EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
     _write_all(files["err"], said.encode())  # and the job's own stderr file, as Slurm's
-    for sig in _GROUP_SIGNALS:  # the group's signals are the command's; a handler is reset by exec
-        signal.signal(sig, lambda *_: None)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            command,
-            stdin=stdin,
-            stdout=out_w,
-            stderr=err_w,
-            preexec_fn=_die_with_parent,
-            restore_signals=True,
-            pass_fds=pass_fds,
-        )
-    except OSError as e:
-        os.write(files["err"], f"cannot start {command[0]!r}: {e.strerror}\n".encode())
-        sys.stderr.write(f"gpufleet-agent: cannot start {command[0]!r}: {e.strerror}\n")
-        return EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+    proc = _spawn(command, stdin, (out_w, err_w), pass_fds, files["err"])
+    if isinstance(proc, int):
+        return proc
     os.close(out_w)
     os.close(err_w)
     copies = {
@@ -196,6 +253,40 @@ def run(config: dict[str, Any], command: list[str]) -> int:
         os.kill(os.getpid(), -rc)
         return 128 - rc
     return rc
+
+
+def _spawn(
+    command: list[str], stdin: int, outputs: tuple[int, int], pass_fds: tuple[int, ...], err: int
+) -> subprocess.Popen[bytes] | int:
+    """The command, as this process's child (the kills held until it runs: ``_to_command``);
+    the exit status when it cannot be started."""
+    parent = os.getpid()
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdin=stdin,
+            stdout=outputs[0],
+            stderr=outputs[1],
+            preexec_fn=lambda: _die_with_parent(parent),
+            restore_signals=True,
+            pass_fds=pass_fds,
+        )
+    except OSError as e:
+        _ignore_group_signals()
+        os.write(err, f"cannot start {command[0]!r}: {e.strerror}\n".encode())
+        sys.stderr.write(f"gpufleet-agent: cannot start {command[0]!r}: {e.strerror}\n")
+        return EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+    _ignore_group_signals()
+    return proc
+
+
+def _ignore_group_signals() -> None:
+    """The group's signals are the command's from now on (it exists, or never will): ignored
+    here, what was pending included (the command had it already, or ``_to_command`` raised it
+    there), so that this process stays to copy the command's last output and its status."""
+    for sig in _GROUP_SIGNALS:
+        signal.signal(sig, lambda *_: None)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _KILLS)
 
 
 def _copy(proc: subprocess.Popen[bytes], copies: dict[int, tuple[int, int]]) -> int:
@@ -229,6 +320,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
         sys.stderr.write("usage: python taskstart.py CONFIG -- COMMAND...\n")
         return 2
+    catch_early()
     return run(json.loads(argv[0]), argv[2:])
 
 

@@ -1,6 +1,7 @@
 """``sbatch [options] script [args]`` (or ``--wrap``, or the script on stdin) as sbatch reads its
-command line: the options, then the script's ``#SBATCH`` lines under them (``io/sbatch``), then
-where it is submitted from (``io/export``), to what ``POST /jobs`` receives.
+command line: the options, then the script's ``#SBATCH`` lines under them and the submitter's
+``SBATCH_*`` variables between the two (``io/sbatch``), then where it is submitted from
+(``io/export``), to what ``POST /jobs`` receives.
 
 One reader for the two places that read it (issue 27): the controller (``POST /sbatch``, so that
 the ``sbatch`` shim sends its command line and imports none of this) and the shim itself, against
@@ -16,6 +17,7 @@ from typing import Any
 
 from gpufleet.io import sbatch as reader
 from gpufleet.io.export import submit_context
+from gpufleet.io.sbatch.input_env import env_options
 from gpufleet.io.sbatch.output_env import output_env
 from gpufleet.io.sbatch.verify import WRAP_SOURCE
 from gpufleet.io.slurm_opts import Word, getopt
@@ -73,7 +75,8 @@ def read(
     given, problems, stop = getopt([Word(w, 0) for w in argv])
     if problems:
         raise Usage("; ".join(p.message for p in problems))
-    own = {g.option.key: g.value for g in given if g.option.key in OWN}
+    env_set = env_options(environ)  # SBATCH_*: over the script's lines, under the command line
+    own = {g.option.key: g.value for g in [*env_set, *given] if g.option.key in OWN}
     for key, flag in REFUSED.items():
         if any(g.option.key == key for g in given):
             raise Usage(f"{flag} is not supported by gpufleet's sbatch")
@@ -89,7 +92,12 @@ def read(
         raise Usage("Batch script is empty!")
     try:
         job = reader.parse_sbatch_text(
-            text, source=source, args=args, options=options, replicas=replicas
+            text,
+            source=source,
+            args=args,
+            options=options,
+            replicas=replicas,
+            env=[g for g in env_set if g.option.key not in OWN],
         )
     except SpecError as e:
         raise Usage(str(e)) from None

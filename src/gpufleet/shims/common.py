@@ -18,7 +18,12 @@ if TYPE_CHECKING:
 
 
 class Usage(Exception):
-    """A bad command line: printed as ``prog: error: …``, exit 1 (as Slurm's commands)."""
+    """A bad command line: printed as ``prog: error: …``, exit 1 (as Slurm's commands), or
+    ``status`` where Slurm's command exits otherwise (sbatch: 255 for a bad option)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def error(prog: str, message: str) -> None:
@@ -26,11 +31,11 @@ def error(prog: str, message: str) -> None:
         sys.stderr.write(f"{prog}: error: {line}\n")
 
 
-def die(prog: str, message: str, hint: str | None = None) -> NoReturn:
+def die(prog: str, message: str, hint: str | None = None, status: int = 1) -> NoReturn:
     error(prog, message)
     if hint:
         sys.stderr.write(f"{prog}: hint: {hint}\n")
-    raise SystemExit(1)
+    raise SystemExit(status)
 
 
 def users(text: str | None, me: bool) -> set[str] | None:
@@ -58,7 +63,7 @@ def run(prog: str, body: Callable[[], int]) -> NoReturn:
     try:
         code = body()
     except Usage as e:
-        die(prog, str(e))
+        die(prog, str(e), status=e.status)
     except ApiError as e:
         hint = "check your token (GPUFLEET_TOKEN)" if e.status == 401 else None
         die(prog, f"{str(e).removeprefix(f'{e.status}: ')} ({e.status})", hint)

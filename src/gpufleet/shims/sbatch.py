@@ -88,7 +88,8 @@ def _submit(argv: list[str]) -> int:
         for w in answer["warnings"]:
             sys.stderr.write(f"sbatch: warning: {w}\n")
     ids = answer["ids"]
-    print(ids[0] if answer["parsable"] else f"Submitted batch job {ids[0]}")
+    if not answer["quiet"]:  # -Q: not even --parsable's id, as Slurm 22.05's sbatch
+        print(ids[0] if answer["parsable"] else f"Submitted batch job {ids[0]}")
     if not answer.get("wait"):
         return 0
     sys.stdout.flush()  # the id is read before the job ends (a pipe buffers it)
@@ -111,7 +112,7 @@ def _send(c: LeanClient, body: dict[str, Any]) -> dict[str, Any] | None:
             if e.status in READ_HERE or (e.status == 428 and "body.argv" in e.fields):
                 return None
             if e.status == 400 and "body.argv" in e.fields:
-                raise Usage(e.fields["body.argv"]) from None
+                raise refusal(e.fields["body.argv"]) from None
             if e.status != 428 or "body.script" not in e.fields or "script" in body:
                 raise
             body["script"] = read_script(e.fields["body.script"] or None)
@@ -143,7 +144,27 @@ def _read_here(argv: list[str]) -> Any:
             argv, script=read_script, environ=os.environ, cwd=os.getcwd(), host=_host()
         )
     except sbatch_command.Usage as e:
-        raise Usage(str(e)) from None
+        raise refusal(str(e)) from None
+
+
+# Slurm 22.05's sbatch exits 255 (its exit(-1)) where reading an option fails: an option it
+# does not know, a value its option's setter refuses, a word in an #SBATCH line that is not an
+# option; 1 for the rest (a count that is not a number, options refused together, what the
+# controller refuses). Recorded from Slurm in tests/e2e/slurm_printed/sbatch_refusals.json.
+_OPTION_FAILED = (
+    "unrecognized option", "invalid option --", "is ambiguous", "requires an argument",
+    "doesn't allow an argument", "Invalid directive found", "is not a valid node count",
+    "Maximum node count", "invalid\n",
+)  # fmt: skip
+
+
+def refusal(message: str) -> Usage:
+    """sbatch's refusal of its command line or script, with Slurm's exit status: that of the
+    first problem, where Slurm's sbatch stops."""
+    first = message.split("\n", 1)[0] + "\n"
+    bad_value = ": Invalid --" in first and ": Invalid --array" not in first
+    failed = bad_value or any(w in first for w in _OPTION_FAILED)
+    return Usage(message, 255 if failed else 1)
 
 
 def _submit_here(c: LeanClient, argv: list[str]) -> dict[str, Any]:

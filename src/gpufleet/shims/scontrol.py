@@ -113,8 +113,11 @@ def job_lines(j: Any, now: float) -> list[str]:
     first = f"JobId={j.id}"
     if j.get("array_id") is not None and j.get("array_index") is not None:
         first += f" ArrayJobId={j.array_id} ArrayTaskId={slurm_style.array_index(j)}"
-    per_task = _cpus(spec)
-    cpus = j.workers * per_task
+    per_worker = _cpus(spec)
+    cpus = j.workers * per_worker
+    # a worker is a node's tasks (-N 2 --ntasks-per-node=4 -c 2): Slurm counts the tasks and
+    # each one's CPUs, and the node's CPUs as MinCPUsNode
+    tasks = max(1, int(spec.get("tasks_per_worker", 1) or 1))
     mib = j.workers * int(spec.get("memory_mib", 0) or 0)
     count = len(nodes) or j.workers
     tres = f"cpu={cpus},mem={tres_mem(mib)},node={count},billing={cpus}"
@@ -141,11 +144,12 @@ def job_lines(j: Any, now: float) -> list[str]:
         f"ExcNodeList={','.join(spec.get('exclude') or []) or '(null)'}",
         f"NodeList={ranged(nodes)}",  # empty while there are none, as Slurm's
         *([f"BatchHost={nodes[0]}"] if nodes else []),
-        f"NumNodes={count} NumCPUs={cpus} NumTasks={j.workers} CPUs/Task={per_task} "
+        f"NumNodes={count} NumCPUs={cpus} NumTasks={j.workers * tasks} "
+        f"CPUs/Task={max(1, per_worker // tasks)} "
         "ReqB:S:C:T=0:0:*:*",
         f"TRES={tres}",
         "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
-        f"MinCPUsNode={per_task} MinMemoryNode={tres_mem(mib // max(1, j.workers))} "
+        f"MinCPUsNode={per_worker} MinMemoryNode={tres_mem(mib // max(1, j.workers))} "
         "MinTmpDiskNode=0",
         f"Features={spec.get('constraint') or '(null)'} DelayBoot=00:00:00",
         f"OverSubscribe={'NO' if spec.get('exclusive') else 'OK'} Contiguous=0 "

@@ -10,7 +10,7 @@ from dataclasses import replace
 from gpufleet.io.sbatch.lex import SPACE, component_words
 from gpufleet.io.sbatch.request import SbatchError, SlurmRequest
 from gpufleet.io.sbatch.verify import apply
-from gpufleet.io.slurm_opts import Problem, Word, getopt
+from gpufleet.io.slurm_opts import Given, Problem, Word, getopt
 from gpufleet.model.arrays import MAX_ARRAY_SIZE
 
 
@@ -20,9 +20,11 @@ def read_request(
     source: str,
     options: Sequence[str] = (),
     max_array_size: int = MAX_ARRAY_SIZE,
+    env: Sequence[Given] = (),
 ) -> SlurmRequest:
-    """What sbatch makes of ``text`` (the script at ``source``) and of command-line
-    ``options`` (which win over the script's), or a SbatchError listing every problem."""
+    """What sbatch makes of ``text`` (the script at ``source``), of the options its input
+    variables set (``env``: ``input_env.env_options``, over the script's) and of command-line
+    ``options`` (which win over both), or a SbatchError listing every problem."""
     if not text.strip(SPACE):  # sbatch's _get_script_buffer, in its order
         why = "Batch script contains only whitespace!" if text else "Batch script is empty!"
         raise SbatchError(source, [Problem(1, why)])
@@ -45,7 +47,7 @@ def read_request(
     problems += cli_problems
     if cli_stop < len(cli):
         problems.append(Problem(0, f"unexpected argument {cli[cli_stop].text!r}"))
-    req, found = apply(given + cli_given, source, max_array_size)
+    req, found = apply(given + list(env) + cli_given, source, max_array_size)
     problems += found
     if components > 1:
         warnings.append(

@@ -43,25 +43,28 @@ def parse_sbatch_text(
     options: Sequence[str] = (),
     max_array_size: int = MAX_ARRAY_SIZE,
     replicas: tuple[int, ...] | None = None,
+    env: Sequence[Given] = (),
 ) -> SbatchJob:
     """The script as a gpufleet job: sbatch's reading, then the JobSpec mapping (``replicas``:
-    the nodes' replica counts, for ``--gres=shard:1``)."""
-    req = read_request(text, source=source, options=options, max_array_size=max_array_size)
+    the nodes' replica counts, for ``--gres=shard:1``; ``env``: the options sbatch's input
+    variables set)."""
+    req = read_request(text, source=source, options=options, max_array_size=max_array_size, env=env)
     for n, line in enumerate(text.splitlines(), start=1):
         # the script becomes an exec argument: refused here, with its line, not at the server
         problem = text_problem(line, max_len=len(line) + 1)
         if problem:
             raise SpecError(f"the script {problem}", source=source, field=f"line {n}")
-    build = Build(req, source, _lines(text, options), max_array_size, replicas=replicas)
+    build = Build(req, source, _lines(text, options, env), max_array_size, replicas=replicas)
     job = build_job(build, _command(text, source, args))
     return replace(job, warnings=req.warnings + job.warnings)
 
 
-def _lines(text: str, options: Sequence[str]) -> dict[str, Given]:
+def _lines(text: str, options: Sequence[str], env: Sequence[Given]) -> dict[str, Given]:
     """The last time each option was given (for messages that name the line)."""
     words, _, _, _ = component_words(text, "")
-    given, _, _ = getopt(words + [Word(o, 0) for o in options])
-    return {g.option.key: g for g in given}
+    given, _, _ = getopt(words)
+    cli, _, _ = getopt([Word(o, 0) for o in options])
+    return {g.option.key: g for g in [*given, *env, *cli]}
 
 
 def _command(text: str, source: str, args: Sequence[str]) -> list[str]:

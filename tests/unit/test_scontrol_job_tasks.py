@@ -1,0 +1,41 @@
+"""``scontrol show job`` counts a job's tasks as Slurm 22.05 does: a gpufleet worker holds a
+node's tasks (``-N 2 --ntasks-per-node=4 -c 2``), and Slurm printed that job (compared with
+gpufleet's by the user-script corpus, 2026-12-07) as ``NumTasks=8 CPUs/Task=2`` with
+``MinCPUsNode=8`` (its node's CPUs); the shim printed the workers, ``NumTasks=2 CPUs/Task=8``."""
+
+from __future__ import annotations
+
+import re
+
+from gpufleet.client.calls import Row
+from gpufleet.shims.scontrol import job_lines
+
+
+def shown(spec: Row, workers: int) -> dict[str, str]:
+    j = Row(id="7", name="ddp", user="alice", queue="gpu", state="RUNNING", submit_time=0.0,
+            start_time=1.0, end_time=None, gpus=8.0, workers=workers, spec=spec, attempt=1,
+            placement=[Row(node=f"n{i}") for i in range(workers)], reason=None)  # fmt: skip
+    return dict(re.findall(r"(\S+?)=(\S*)", " ".join(job_lines(j, 2.0))))
+
+
+def test_a_workers_tasks_are_counted_as_slurms() -> None:
+    # sbatch -N 2 --ntasks-per-node=4 --gpus-per-task=1 -c 2 (io/sbatch/build.py's spec)
+    spec = Row(workers=2, tasks_per_worker=4, cpus=8, gpus_per_worker=4, distinct_nodes=True)
+    got = shown(spec, 2)
+    assert (got["NumNodes"], got["NumCPUs"], got["NumTasks"], got["CPUs/Task"]) == (
+        "2",
+        "16",
+        "8",
+        "2",
+    )
+    assert got["MinCPUsNode"] == "8"
+
+
+def test_one_task_per_worker_is_unchanged() -> None:
+    got = shown(Row(workers=4, cpus=2), 4)  # sbatch -n 4 -c 2
+    assert (got["NumCPUs"], got["NumTasks"], got["CPUs/Task"], got["MinCPUsNode"]) == (
+        "8",
+        "4",
+        "2",
+        "2",
+    )
