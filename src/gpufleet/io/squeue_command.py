@@ -7,7 +7,8 @@ of jobs costs no JSON) and the shim itself, against a controller without that en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpufleet.io import slurm_style
@@ -44,6 +45,7 @@ class Squeue:
     # --start: pending jobs only (unless -t says), by expected start (the plan's estimate)
     by_start: bool = False
     array: bool = False  # -r: an array's pending tasks a line each (else one line of them)
+    users_given: tuple[str, ...] = ()  # -u's names as typed, in their order (``named_users``)
 
     @property
     def one_user(self) -> str | None:
@@ -117,14 +119,51 @@ def read(argv: list[str], me: str | None, p: ArgvParser | None = None) -> Squeue
         slurm_style.check(fmt)
     except ValueError as e:
         raise Usage(str(e)) from None
-    users = {u.strip() for u in a.user.split(",") if u.strip()} if a.user else set()
+    given = tuple(u.strip() for u in a.user.split(",") if u.strip()) if a.user else ()
+    users = set(given)
     if a.me:
         if not me:
             raise Usage("--me: the user who asks is not known")
         users.add(me)
     partitions = {q.strip() for q in a.partition.split(",")} if a.partition else None
     return Squeue(fmt, not a.noheader, wanted, a.states is not None, users or None, a.jobs,
-                  a.name, partitions, a.start, a.array)  # fmt: skip
+                  a.name, partitions, a.start, a.array, given)  # fmt: skip
+
+
+def account(name: str) -> str | None:
+    """The account that ``-u``'s ``name`` is on this host, by name or else as a uid, as Slurm's
+    squeue finds it (``uid_from_string``): its name; None when there is none."""
+    import pwd  # only for -u: squeue imports next to nothing (issue 27)
+
+    try:
+        return pwd.getpwnam(name).pw_name
+    except KeyError:
+        pass
+    if name.isdigit():
+        try:
+            return pwd.getpwuid(int(name)).pw_name
+        except (KeyError, OverflowError):
+            pass
+    return None
+
+
+def named_users(
+    q: Squeue, account: Callable[[str], str | None] = account
+) -> tuple[Squeue, list[str]]:
+    """``q`` with ``-u``'s users as squeue takes them (a uid: its account's name), and the names
+    no account here has, in the order typed: each is a user only if a job of it is one the
+    asker may see (gpufleet's users need no Unix account), else Slurm's ``invalid_user``."""
+    if q.users is None:
+        return q, []
+    found = {n: account(n) for n in q.users_given}
+    users = {found.get(n) or n for n in q.users}  # --me's name is the asker's own
+    return replace(q, users=users), [n for n, a in found.items() if a is None]
+
+
+def invalid_user(name: str) -> str:
+    """Slurm 22.05's words for a ``-u`` name of no user (on stderr; squeue then goes on and
+    exits 0): its message ends with a newline of its own, so a blank line follows."""
+    return f"Invalid user: {name}\n"
 
 
 def arranged(rows: list[Any], q: Squeue) -> list[Any]:

@@ -89,9 +89,14 @@ class Row:
 
 
 async def squeue(svc: ControllerService, listings: Listings, who: Principal, q: Squeue) -> Printed:
+    # a lookup through NSS (LDAP, SSSD) may wait: never on the loop, which answers heartbeats
+    q, unresolved = await asyncio.to_thread(squeue_command.named_users, q)
     errors: list[str] = []
     async with listings.turn():
         rows, failed = await _select(svc, who, q, errors)
+        listed_users = {j.user for j in rows}
+        unknown = [n for n in unresolved if n not in listed_users and not await _seen(svc, who, n)]
+        errors[:0] = [squeue_command.invalid_user(n) for n in unknown]  # squeue's first words
         if failed and not rows:
             return Printed("", errors, 1)
         now = svc.clock.now()
@@ -164,10 +169,20 @@ def _of(rows: list[Row], wanted: set[str] | None, names: str | None) -> list[Row
 
 async def _listed(svc: ControllerService, who: Principal, q: Squeue) -> list[JobRecord]:
     """What ``GET /jobs`` lists for the shim's own path: one user's, one state's, the ended
-    ones too only when ``-t`` asks for an ended state."""
+    ones too only when ``-t`` asks for an ended state. A user's token sees only that user's
+    jobs (as Slurm's PrivateData=jobs): ``-u`` of another lists none, and is no error."""
     every = q.states_given and (q.wanted is None or any(w in ENDED or w == "FAILED"
                                                        for w in q.wanted))  # fmt: skip
+    if who.role == "user" and q.one_user not in (None, who.user):
+        return []  # GET /jobs refuses it (403): the shim's own path lists none either
     return await listed(svc, who, q.one_user, None, q.wanted, every, LIMIT)
+
+
+async def _seen(svc: ControllerService, who: Principal, name: str) -> bool:
+    """Whether a job of ``name``, in any state, is one ``who`` may see."""
+    if who.role == "user" and name != who.user:
+        return False
+    return bool(await listed(svc, who, name, None, None, True, 1))
 
 
 async def listed(

@@ -87,6 +87,7 @@ def _here(args: list[str]) -> None:
 def _listed_here(c: LeanClient, args: list[str]) -> int:
     """squeue over ``GET /jobs``: the same selection and table as the controller's."""
     from gpufleet.cli import selection
+    from gpufleet.client.errors import ApiError
     from gpufleet.io import slurm_style, squeue_command
     from gpufleet.shims.parser import Parser
 
@@ -94,24 +95,34 @@ def _listed_here(c: LeanClient, args: list[str]) -> int:
         q = squeue_command.read(args, _me(), squeue_command.parser(Parser))
     except squeue_command.Usage as e:
         raise Usage(str(e)) from None
+    q, unresolved = squeue_command.named_users(q)
     problems: list[str] = []
     with c:
         rows: list[Any]
-        rows, failed = selection.select(
-            c,
-            user=q.one_user,
-            # no queue asked of the server: a pending job of several queues is listed
-            # under each of them (squeue -p b shows a job of -p a,b)
-            queue=None,
-            wanted=q.wanted,
-            job_ids=None,  # -j: of every job (an array's id, ARRAY_N), squeue_command.asked
-            names=q.names,
-            limit=10_000,
-            all_states=q.job_ids is not None
-            or (q.states_given and selection.lists_ended(q.wanted)),
-            report=problems.append,
-            brief=True,  # the formats print a few of the spec's fields
-        )
+        try:
+            rows, failed = selection.select(
+                c,
+                user=q.one_user,
+                # no queue asked of the server: a pending job of several queues is listed
+                # under each of them (squeue -p b shows a job of -p a,b)
+                queue=None,
+                wanted=q.wanted,
+                job_ids=None,  # -j: of every job (an array's id, ARRAY_N), squeue_command.asked
+                names=q.names,
+                limit=10_000,
+                all_states=q.job_ids is not None
+                or (q.states_given and selection.lists_ended(q.wanted)),
+                report=problems.append,
+                brief=True,  # the formats print a few of the spec's fields
+            )
+        except ApiError as e:  # another user's, to a user's token: none it may see
+            if e.status != 403:
+                raise
+            rows, failed = [], False
+        listed_users = {j.user for j in rows}
+        for name in unresolved:
+            if name not in listed_users and not _seen(c, name):
+                _error(squeue_command.invalid_user(name))
     rows = [j for j in rows if (q.users is None or j.user in q.users)]
     rows = [j for j in rows if (q.partitions is None or slurm_style.in_partitions(j, q.partitions))]
     ids = [x.strip() for x in (q.job_ids or "").split(",") if x.strip()]
@@ -125,6 +136,18 @@ def _listed_here(c: LeanClient, args: list[str]) -> int:
         _error(msg)
     sys.stdout.write(slurm_style.render(q.fmt, rows, header=q.header))
     return 1 if failed else 0
+
+
+def _seen(c: LeanClient, name: str) -> bool:
+    """Whether a job of ``name``, in any state, is one this token may see."""
+    from gpufleet.client.errors import ApiError
+
+    try:
+        return bool(c.jobs(user=name, all_states=True, limit=1, brief=True))
+    except ApiError as e:
+        if e.status != 403:
+            raise
+        return False
 
 
 if __name__ == "__main__":
