@@ -39,10 +39,6 @@ RECORD = read_record()
 
 USER = "alice"  # gpufleet's user: no Unix account (gpufleet never runs a job as root)
 QUEUES = "queues:\n  - {name: default, weight: 1}\n  - {name: debug, weight: 1}\n"
-SCHEDULER = (
-    "gpufleet's scheduler tells each job it looked at and could not place Resources; Slurm tells"
-    " each one behind the first that waits Priority (scheduler/explain.py's choice, no shim's)"
-)
 ESTIMATE = (
     "a pending job's expected start: gpufleet's plan has none while the jobs before it run"
     " without a time limit; Slurm's backfill prints one all the same (and --start's order is by"
@@ -53,19 +49,14 @@ TRES = (
     " does not; gpufleet always does: the job's GPUs, those of its TresPerNode"
 )
 _START = "{:>18}      PART {:>8}     USER PD " + "N/A".rjust(19) + "      1 (null)" + " " * 14
-_START += " (Resources)\n"
+_START += " ({})\n"
 # (command or "*", Slurm's text, gpufleet's, how many (0: all), why): made in this order
 KNOWN: list[tuple[str, str, str, int, str]] = [
-    ("*", "(Priority)", "(Resources)", 0, SCHEDULER),
-    ("*", "Reason=Priority", "Reason=Resources", 0, SCHEDULER),
-    ("*", "|Priority|", "|Resources|", 0, SCHEDULER),
-    ("*", "PENDING Priority", "PENDING Resources", 0, SCHEDULER),
-    ("*", "PENDING             Priority  ", "PENDING             Resources ", 0, SCHEDULER),
     ("squeue --start", "PD DATE" + " " * 21, "PD " + " " * 16 + "N/A" + " " * 6, 0, ESTIMATE),
     (
         "squeue --start",
-        _START.format("P", "prio") + _START.format("A_[2-5]", "arr"),
-        _START.format("A_[2-5]", "arr") + _START.format("P", "prio"),
+        _START.format("P", "prio", "Priority") + _START.format("A_[2-5]", "arr", "Resources"),
+        _START.format("A_[2-5]", "arr", "Resources") + _START.format("P", "prio", "Priority"),
         1,
         ESTIMATE,
     ),

@@ -90,6 +90,9 @@ class ReasonOut(Strict):
     # 80 % of such estimates' starts fell in [start_low, start_high] (the cluster's history)
     start_low: float | None = None
     start_high: float | None = None
+    # Slurm's word for it where the job's place in the queue makes it other than the code
+    # (Priority behind a job of its queue that waits for resources); "": the code
+    slurm: str = ""
 
 
 JobStateName = Literal[

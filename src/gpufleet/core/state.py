@@ -175,6 +175,7 @@ class JobRecord:
             never_met,
             deps,
             held,
+            self.array_id or "",
         )
 
     def running_view(self) -> RunningJob:

@@ -233,6 +233,13 @@ def slurm_reason(code: str) -> str:
     return SLURM_REASONS.get(code, code)
 
 
+def pending_reason(reason: Any) -> str:
+    """A waiting job's Reason in Slurm's words: the word its place in the queue gives it
+    (``Priority`` behind a job of its partition that waits: scheduler/slurm_words.py), else
+    its code's."""
+    return getattr(reason, "slurm", "") or slurm_reason(reason.code)
+
+
 def priority(j: Any) -> str:
     """squeue's ``%Q`` and scontrol's ``Priority=``: 0 while the job waits on a hold, as Slurm
     (a held job's priority is 0 until released; ADR 0074), else its spec's."""
@@ -271,7 +278,7 @@ def exit_code(j: Any) -> str:
 
 def _reason(j: Listed) -> str:
     if j.state == "PENDING":
-        return f"({slurm_reason(j.reason.code)})" if j.reason is not None else "(None)"
+        return f"({pending_reason(j.reason)})" if j.reason is not None else "(None)"
     if j.state in _REASON_SHOWN:
         return f"({end_reason(j)})"
     return ranged(_nodes(j))
@@ -282,7 +289,7 @@ def why(j: Any) -> str:
     running job's idle warning), or how it ended."""
     reason = getattr(j, "reason", None)
     if reason:
-        return slurm_reason(reason.code)
+        return pending_reason(reason)
     return end_reason(j) or "None"
 
 

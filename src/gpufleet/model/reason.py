@@ -58,6 +58,11 @@ class Reason:
     # the start's 80 % band (10th to 90th percentile) where the cluster's history gives one
     start_low: float | None = None
     start_high: float | None = None
+    # what Slurm's squeue says where the job's place in the queue makes it other than the
+    # code's word: Priority behind a job of its partition that waits for resources, or the
+    # words of a partition whose nodes such jobs of others hold (scheduler/slurm_words.py);
+    # "": the code's word. The code and message stay gpufleet's own (gpufleet why)
+    slurm: str = ""
 
     def __str__(self) -> str:
         return f"{self.code.value}: {self.message}"

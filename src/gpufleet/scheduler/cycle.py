@@ -18,7 +18,7 @@ from random import Random
 from gpufleet.model.allocation import Allocation
 from gpufleet.model.reason import Reason, ReasonCode
 from gpufleet.model.resources import MILLI
-from gpufleet.scheduler import backfill, explain, pack_encoders, preemption
+from gpufleet.scheduler import backfill, explain, pack_encoders, preemption, slurm_words
 from gpufleet.scheduler.admission import Tries, queue_tries
 from gpufleet.scheduler.decisions import CycleResult, Preempt, Start
 from gpufleet.scheduler.framework import ADMITTED, Admission, Code, Profile
@@ -65,6 +65,7 @@ class _Cycle:
         self.preemptors = 0
         self.head: PendingJob | None = None  # the first job in order that could not start
         self.examined: set[str] = set()
+        self.walked: list[PendingJob] = []  # the examined jobs in order (Slurm's words)
         self.unplaced: list[PendingJob] = []
         self.waiting: list[PendingJob] = []  # not yet eligible (dependency, back-off)
         # Jobs that could start only by borrowing wait until every job that fits its own quota
@@ -127,6 +128,7 @@ class _Cycle:
             if self.head is not None and self.whole_only and ws.free_full == 0:
                 break  # nothing left to place: the rest wait for resources
             examined.add(job.id)
+            self.walked.append(job)
             if self.windows is not None or job.spec.reservation:
                 termed = self.reserved_nodes(job)  # the reservations' terms, as exclusions
                 if termed is None:
@@ -380,7 +382,17 @@ class _Cycle:
             explain.moving(self.snap, res)
             self._kept_apart()
             self._shares_said()
+            self._slurm_words()
         return res
+
+    def _slurm_words(self) -> None:
+        """Slurm's word where a job's place in the walk makes it other than its code's
+        (``Priority`` behind a job of its queue that waits; scheduler/slurm_words.py)."""
+        words = slurm_words.SlurmWords(self.snap)
+        started = set(self.res.started_ids)
+        words.walked(self.walked, self.res.reasons, started)
+        skip = started | self.examined
+        self.res.reasons.reword_rest(words.rest(self.profile, self.usage, skip.__contains__))
 
     def _queue_packs(self, queue: str) -> bool | None:
         q = self.snap.queues.get(queue)

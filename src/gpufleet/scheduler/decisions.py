@@ -43,6 +43,13 @@ class Reasons(Mapping[str, Reason]):
         get ``rest(job)`` when asked for; ``rest`` must be a pure function of the job."""
         self._pending, self._skip, self._rest, self._by_id = pending, skip, rest, None
 
+    def reword_rest(self, words: Callable[[PendingJob, Reason], Reason]) -> None:
+        """The deferred Reasons as ``words`` changes each (Slurm's reason, worked out when
+        asked for as the Reason itself is); ``words`` must be a pure function too."""
+        rest = self._rest
+        if rest is not None:
+            self._rest = lambda job: words(job, rest(job))
+
     def estimate_with(self, plan: StartPlan) -> None:
         """Each Reason read gets its job's estimated start from ``plan`` (worked out on the
         first read: a cycle nobody asks about costs nothing)."""

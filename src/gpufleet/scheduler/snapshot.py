@@ -131,6 +131,9 @@ class PendingJob:
     deps: tuple[str, ...] = ()
     # ``waiting_for`` is a hold ("user" or "admin": Slurm's JobHeldUser, JobHeldAdmin)
     held: str = ""
+    # the id of the array it is a task of ("": none): Slurm keeps an array's pending tasks as
+    # one job, with one reason (scheduler/slurm_words.py)
+    array: str = ""
 
 
 @dataclass(frozen=True, slots=True)

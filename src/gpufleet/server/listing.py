@@ -97,7 +97,7 @@ def _shown(rec: JobRecord, reason: Reason | None) -> tuple[Any, ...]:
     j = rec.job
     why = None if reason is None else (reason.code, reason.message, reason.estimated_start,
                                        reason.start_low, reason.start_high,
-                                       reason.data)  # fmt: skip
+                                       reason.data, reason.slurm)  # fmt: skip
     return (j.spec, j.state, j.attempt, j.retries_used, j.submit_time, j.start_time,
             j.end_time, j.ended, rec.allocation, rec.array_id, rec.array_index, why)  # fmt: skip
 

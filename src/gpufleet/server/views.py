@@ -47,6 +47,7 @@ def reason_out(r: Reason | None) -> s.ReasonOut | None:
         start_bound=r.start_bound,
         start_low=r.start_low,
         start_high=r.start_high,
+        slurm=r.slurm,
     )
 
 

@@ -24,6 +24,12 @@ from gpufleet.shims.common import connect, hms, iso, run, tres_mem
 INVALID = "slurm_load_jobs error: Invalid job id specified"
 
 
+def _blanks_out(why: str) -> str:
+    """``Reason=``'s value as Slurm's scontrol prints a reason's description: each blank as
+    ``_`` (``Nodes_required_for_job_are_DOWN,_DRAINED_…``), so that the line splits on blanks."""
+    return "_".join(why.split(" "))
+
+
 def _ids(user: str) -> tuple[str, str]:
     """``UserId=`` and ``GroupId=`` as scontrol prints them: ``name(number)``."""
     import grp
@@ -122,8 +128,8 @@ def job_lines(j: Any, now: float) -> list[str]:
         f"{first} JobName={slurm_style.job_name(j)}",
         f"UserId={user} GroupId={group} MCS_label=N/A",
         f"Priority={slurm_style.priority(j)} Nice=0 Account={j.queue} QOS=(null)",
-        f"JobState={slurm_style.CODES.get(j.state, ('', j.state))[1]} Reason={slurm_style.why(j)} "
-        f"Dependency={_dependency(j)}",
+        f"JobState={slurm_style.CODES.get(j.state, ('', j.state))[1]} "
+        f"Reason={_blanks_out(slurm_style.why(j))} Dependency={_dependency(j)}",
         f"Requeue={1 if spec.get('requeue', True) else 0} Restarts={max(0, j.attempt - 1)} "
         f"BatchFlag={1 if spec.get('batch') else 0} Reboot=0 "
         f"ExitCode={slurm_style.exit_code(j)}",
