@@ -85,3 +85,10 @@ def test_a_partition_list_naming_an_unknown_queue_is_refused(
     assert r.returncode == 1
     assert "invalid partition specified: nope" in r.stderr, r.stderr
     assert "invalid partition specified: other" in r.stderr, r.stderr
+    # Slurm 22.05 printed "sbatch: error: invalid partition specified: nope", then "sbatch:
+    # error: Batch job submission failed: Invalid partition name specified"
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("sbatch: error: invalid partition specified: nope"), lines
+    assert (
+        lines[1] == "sbatch: error: Batch job submission failed: Invalid partition name specified"
+    )

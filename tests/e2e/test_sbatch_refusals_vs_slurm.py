@@ -91,3 +91,14 @@ def test_the_shim_exits_with_that_status(tmp_path: Path, argv: list[str], status
     )  # fmt: skip
     assert r.returncode == status, r.stderr
     assert r.stderr.startswith("sbatch: error: ")
+
+
+def test_more_gpus_on_a_node_than_any_has_is_refused_in_slurms_words() -> None:
+    """sbatch --gres=gpu:99: Slurm 22.05's "Batch job submission failed: Requested node
+    configuration is not available" (exit 1), not the spec's bound."""
+    with pytest.raises(sbatch_command.Usage) as e:
+        sbatch_command.read(
+            ["--gres=gpu:99", "job.sh"], script=lambda p: OK, environ={}, cwd="/s", host="h"
+        )
+    assert "Requested node configuration is not available: 99 GPUs on one node" in str(e.value)
+    assert refusal(str(e.value)).status == 1

@@ -167,3 +167,11 @@ def test_the_simulator_replays_a_queues_nodes(held: bool, expect: float) -> None
     sim = Simulation(cs, profile(backfill="none"), jobs)
     sim.run(until=1000.0)
     assert sim.outcomes["d"].first_start == expect
+
+
+def test_a_feature_no_node_has_is_refused_as_slurms_invalid_feature() -> None:
+    """sbatch -C a100 where no node has it: Slurm 22.05's "Batch job submission failed:
+    Invalid feature specification" (the user-script corpus, 2026-12-07), not a node shape."""
+    job = replace(spec("d"), constraint="a100")
+    ((_, msg),) = node_set_problems(job, {}, pools(), profile())
+    assert msg.startswith("Invalid feature specification: no node has feature a100"), msg

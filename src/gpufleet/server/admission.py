@@ -32,6 +32,7 @@ from gpufleet.scheduler import queue_sharing
 from gpufleet.scheduler.explain import never_reason
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.never_fits import NeverFits, never_fits
+from gpufleet.scheduler.plugins.filter_constraint import NO_FEATURE
 from gpufleet.scheduler.snapshot import NodeView, PendingJob, Snapshot
 from gpufleet.scheduler.workspace import Workspace
 
@@ -185,7 +186,14 @@ def fit_problems(
         return []
     why = never_reason(PendingJob("submit", spec, 0.0), Workspace.emptied(nodes)).message
     largest = _largest(spec, fits)
-    return [(at, f"Requested node configuration is not available: {why}{within}; {largest}")]
+    # Slurm's controller names a -C feature no node has apart ("Batch job submission failed:
+    # Invalid feature specification", sbatch -C a100 on Slurm 22.05 without such a node)
+    head = (
+        "Invalid feature specification"
+        if why.startswith(NO_FEATURE)
+        else "Requested node configuration is not available"
+    )
+    return [(at, f"{head}: {why}{within}; {largest}")]
 
 
 def node_set_problems(

@@ -43,7 +43,28 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("--help", "-h", "--usage"):
         sys.stdout.write(HELP)
         raise SystemExit(0)
-    run("sbatch", lambda: _submit(args))
+    run("sbatch", lambda: _refused_as_slurm(args))
+
+
+def _refused_as_slurm(argv: list[str]) -> int:
+    """``_submit``, a submission the controller refuses (422) said as Slurm's sbatch says it:
+    ``Batch job submission failed: WHY``, exit 1; a partition it does not know named first on
+    a line of its own (Slurm 22.05: "invalid partition specified: nosuch", then "Batch job
+    submission failed: Invalid partition name specified")."""
+    try:
+        return _submit(argv)
+    except ApiError as e:
+        if e.status != 422:
+            raise
+        lines: list[str] = []
+        problems = [(f.removeprefix("body.").removeprefix("spec"), m) for f, m in e.fields.items()]
+        for field, why in problems or [("", str(e).removeprefix("422: "))]:
+            if why.startswith("invalid partition specified"):
+                lines += [why, "Batch job submission failed: Invalid partition name specified"]
+                continue
+            named = f"{field[1:]}: " if field.startswith(".") else ""  # a field of the job's
+            lines.append(f"Batch job submission failed: {named}{why}")
+        raise Usage("\n".join(dict.fromkeys(lines))) from None
 
 
 def own_env() -> dict[str, str]:

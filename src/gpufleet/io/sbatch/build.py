@@ -16,6 +16,7 @@ from gpufleet.io.sbatch.terms import container, dependencies, nodes_terms, prior
 from gpufleet.model.arrays import parse_array
 from gpufleet.model.engines import CAPABILITIES
 from gpufleet.model.errors import SpecError
+from gpufleet.model.limits import SPEC_BOUNDS
 
 
 def build_job(b: Build, command: list[str]) -> SbatchJob:
@@ -90,6 +91,14 @@ def _resources(b: Build, spec: dict[str, Any]) -> None:
         spec["topology"] = {"level": "node", "required": False}
     milli = shard_milli(b)  # --gres=shard:1: one replica (io/sbatch/shards.py)
     gpus, gres_type = (1, "") if milli is not None else _gpus(b, by_node, workers, per)
+    most = SPEC_BOUNDS["gpus_per_worker"][1]
+    if gpus > most:  # Slurm: more GPUs on a node than any has, refused at submit in its words
+        ways = [n for n in ("gres", "gpus-per-node", "gpus", "gpus-per-task") if n in b.seen]
+        raise b.err(
+            f"Requested node configuration is not available: {gpus} GPUs on one node "
+            f"({', '.join(b.text(n) for n in ways)}); no gpufleet node has more than {most}",
+            *ways,
+        )
     spec["gpus_per_worker"] = gpus
     if milli is not None:
         spec["gpu_milli"] = milli

@@ -12,6 +12,7 @@ from gpufleet.scheduler.request import Select
 from gpufleet.scheduler.snapshot import NodeView
 
 NAME = "filter/constraint"
+NO_FEATURE = "no node has feature "  # a feature the cluster lacks (sbatch: refused at submit)
 
 
 class Plugin:
@@ -32,7 +33,7 @@ class Plugin:
         unknown = sorted(sel.constraint.names() - have)
         text = sel.constraint.text()
         msg = (
-            f"no node has feature {', '.join(unknown)}"
+            f"{NO_FEATURE}{', '.join(unknown)}"
             if unknown
             else f"no node has the features -C {text!r} asks for"
         )
