@@ -183,3 +183,16 @@ def test_the_simulator_starts_it_in_the_queue_with_room() -> None:
     assert sim.outcomes["j"].first_start == 1.0
     rec = sim.controller.jobmaster.jobs["j"]
     assert (rec.job.spec.queue, rec.ran_on[1]) == ("second", ("b-000",))
+
+
+def test_it_preempts_in_its_second_queue_when_the_firsts_nodes_hold_no_victim() -> None:
+    # first's nodes: jobs it may not preempt (of its own priority); second's: lower ones it may
+    high = [running(f"hi-{n}", (n, [0, 1]), queue="other", priority=5) for n in ("n00", "n01")]
+    low = [running(f"lo-{n}", (n, [0, 1]), queue="other", priority=0) for n in ("n02", "n03")]
+    pending = [multi("j", gpus=2, priority=5)]
+    res = cycle(pools(), pending, [*high, *low], queues=[FIRST, SECOND], preempt=["priority"])
+    assert [p.job_id for p in res.preemptions] in (["lo-n02"], ["lo-n03"])
+    # of the first queue alone, it has no victim: it waits
+    alone = [multi("k", ("first",), gpus=2, priority=5)]
+    res = cycle(pools(), alone, [*high, *low], queues=[FIRST, SECOND], preempt=["priority"])
+    assert res.preemptions == []

@@ -163,7 +163,8 @@ class _Cycle:
     def walk_queues(self, job: PendingJob) -> bool:
         """Steps 2 to 5 for a job of several queues: started as the job of the first of them
         that admits it without borrowing and has room on its nodes, else preempting as the
-        job of the first that admits it; else, when one admits it by borrowing, it waits for
+        job of the first that admits it and has victims on its nodes (as Slurm tries each
+        partition of the job's list); else, when one admits it by borrowing, it waits for
         step 3' (as a borrower does), else it blocks, waiting for a node of any of them.
         False: the job may not pass the blocked head, and the walk ends."""
         tries = self.tries(job)
@@ -180,7 +181,7 @@ class _Cycle:
             return True
         if any(self.place(as_q, adm) for as_q, adm in tries.direct):  # 3.
             return True
-        if self.preempt(*tries.direct[0]):  # 5.
+        if any(self.preempt(as_q, adm) for as_q, adm in tries.direct):  # 5.
             return True
         if tries.borrowing:  # another of its queues may start it by borrowing, in step 3'
             self.borrowers.append(job)
