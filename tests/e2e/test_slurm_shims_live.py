@@ -118,11 +118,25 @@ def test_sbatch_refusals_name_the_problem(
     script = tmp_path / "bad.sh"
     script.write_text("#!/bin/bash\n#SBATCH --nodes=x\n#SBATCH --bogus\ntrue\n")
     r = sh(env, "sbatch", str(script), ok=False)
-    assert r.returncode == 1
+    assert r.returncode == 255  # Slurm 22.05's exit(-1) at a bad option (sbatch_refusals.json)
     assert "bad.sh:2: " in r.stderr and "bad.sh:3: " in r.stderr, r.stderr
     assert all(line.startswith("sbatch: error: ") for line in r.stderr.splitlines()), r.stderr
     r = sh(env, "sbatch", "--wrap", "true", str(script), ok=False)
     assert "Script arguments not permitted with --wrap option" in r.stderr
+    assert r.returncode == 1
+
+
+def test_sbatch_begin_waits_with_slurms_reason(live: tuple[LocalCluster, dict[str, str]]) -> None:
+    """sbatch --begin=now+600: pending, Reason BeginTime, EligibleTime the begin time (Slurm
+    22.05's, tests/e2e/slurm_printed/sbatch_begin.json)."""
+    _, env = live
+    job = sh(env, "sbatch", "--parsable", "--begin=now+600", "--wrap", "true").stdout.strip()
+    why = lambda: sh(env, "squeue", "-h", "-j", job, "-o", "%T %r").stdout.strip()  # noqa: E731
+    assert wait_for("its reason", lambda: why() == "PENDING BeginTime" or None, 30)
+    shown = sh(env, "scontrol", "show", "job", job).stdout
+    submit, eligible = (shown.split(f"{k}=")[1].split()[0] for k in ("SubmitTime", "EligibleTime"))
+    assert eligible > submit, shown
+    sh(env, "scancel", job)
 
 
 def test_sbatch_array_and_dependency(live: tuple[LocalCluster, dict[str, str]]) -> None:

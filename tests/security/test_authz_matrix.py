@@ -70,6 +70,7 @@ AGENTS = ("agent-1", "agent-2")  # nothing in the call is about another node
 POLICY: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/jobs"): rule(201, *USERS),
     ("POST", "/api/v1/sbatch"): rule(201, *USERS),  # sbatch's command line, as POST /jobs
+    ("POST", "/api/v1/sbatch/test"): rule(200, *USERS),  # sbatch --test-only: nothing stored
     ("GET", "/api/v1/jobs"): rule(200, *USERS),  # each user sees their own
     ("POST", "/api/v1/squeue"): rule(200, *USERS),  # squeue's table: each user sees their own
     ("POST", "/api/v1/jobs/table"): rule(200, *USERS),  # gpufleet jobs' table: the same
@@ -259,7 +260,7 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         url = url.replace("{name}", "node-2")
     if (method, path) == ("POST", "/api/v1/jobs"):
         body = {"spec": {**SPEC, **WAITS}}  # never placed: nothing changes
-    elif (method, path) == ("POST", "/api/v1/sbatch"):  # never placed either
+    elif (method, path) in (("POST", "/api/v1/sbatch"), ("POST", "/api/v1/sbatch/test")):
         argv = ["-N", "2", "--gres=gpu:8", "--wrap=sleep 1"]  # as WAITS
         body = {"argv": argv, "cwd": "/tmp", "host": "matrix"}
     elif path == "/api/v1/jobs/{job_id}/hold":  # alice's running job: kept for a requeue

@@ -162,6 +162,19 @@ def test_one_rank_fails_the_others_are_killed_and_the_job_retries_with_back_off(
     assert h.c.jobs["g"].job.retries_used == 1
 
 
+def test_a_job_with_a_begin_time_waits_for_it_then_starts() -> None:
+    """sbatch --begin=now+60 (Slurm 22.05: pending, Reason BeginTime, then started)."""
+    h = Harness(cluster_spec(1, 8))
+    job = JobSubmitted("b", replace(spec("b", gpus=1), begin_time=60.0), 0.0, ())
+    out = h(0.0, job)
+    assert moves(out, "b") == [(None, S.PENDING)] and of(out, Launch) == []
+    assert of(out, SetTimer) == [SetTimer(60.0, "backoff", "b", 0)]
+    r = h.c.reason("b")
+    assert r.code is ReasonCode.BEGIN_TIME and r.estimated_start == 60.0
+    out = h(60.0, TimerFired("backoff", "b", 0))
+    assert moves(out, "b") == [(S.PENDING, S.STARTING)]
+
+
 def test_back_off_doubles_and_is_capped() -> None:
     h = Harness(cluster_spec(1, 8), backoff_base_s=10.0, backoff_max_s=25.0)
     h.submit(0.0, "j", gpus=1, retries=4)

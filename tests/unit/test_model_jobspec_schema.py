@@ -240,6 +240,7 @@ def test_the_schema_matches_no_json_type_from_dict_refuses_to_read() -> None:
         "idle_exempt_s": 3600,
         "kill_invalid_dep": True,
         "hold": True,
+        "begin_time": 1_800_000_000,
     }
     JobSpecIn.model_validate(full)
     spec = JobSpec.from_dict(full)

@@ -238,6 +238,17 @@ def test_backoff() -> None:
     assert cycle(cluster(1, 8), [job("j", eligible=50.0)], now=50.0).started_ids == ["j"]
 
 
+def test_begin_time() -> None:
+    """sbatch --begin=now+40: pending with Slurm's BeginTime until then, then started."""
+    j = replace(job("j", eligible=50.0), spec=replace(job("j").spec, begin_time=50.0))
+    res = cycle(cluster(1, 8), [j], now=10.0)
+    r = reason_of(res, "j", ReasonCode.BEGIN_TIME)
+    assert r.message == "not before its begin time (--begin), 40s from now"
+    assert r.data == {"until": 50.0} and r.estimated_start == 50.0
+    assert res.started_ids == []
+    assert cycle(cluster(1, 8), [j], now=50.0).started_ids == ["j"]
+
+
 def test_dependency() -> None:
     res = cycle(cluster(1, 8), [job("j", waiting_for="waiting for afterok:build")])
     r = reason_of(res, "j", ReasonCode.DEPENDENCY)
@@ -311,6 +322,7 @@ TEST_OF = {
     ReasonCode.DEFRAG: "test_defragmenting",
     ReasonCode.NEVER: "test_never_schedulable_too_many_gpus",
     ReasonCode.BACKOFF: "test_backoff",
+    ReasonCode.BEGIN_TIME: "test_begin_time",
     ReasonCode.DEPENDENCY: "test_dependency",
     ReasonCode.DEP_NEVER: "test_dependency_never_satisfied",
     ReasonCode.ARRAY_LIMIT: "test_array_limit",

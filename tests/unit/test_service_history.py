@@ -1,5 +1,7 @@
 """The history predictor LAS may order each queue by (``within: history``, issue 24): the
-cluster's own finished jobs of a queue and GPU count, their conditional median."""
+cluster's own finished jobs of the narrowest group with enough of them (the user's runs of
+the same name and GPU count, the user's of the queue and GPU count, the queue's, every job's),
+their conditional median."""
 
 from __future__ import annotations
 
@@ -34,6 +36,47 @@ def test_the_narrowest_group_with_enough_samples_answers() -> None:
     assert h.remaining(spec("x", gpus=2, queue="a"), 0.0) == 20.0  # the queue's
     assert h.remaining(spec("x", gpus=4, queue="c"), 0.0) == 1000.0  # every job's
     assert ServiceHistory(min_samples=1).remaining(spec("x"), 0.0) is None
+
+
+def test_a_users_own_jobs_answer_before_the_queues() -> None:
+    """Two users of one queue and GPU count: alice's jobs ran 100 GPU-s, bob's 100,000; the
+    queue's median (either) would tell them apart from neither."""
+    h = ServiceHistory(window=50, min_samples=10)
+    for i in range(10):
+        h.learn(spec(f"a{i}", user="alice"), 100.0)
+        h.learn(spec(f"b{i}", user="bob"), 100_000.0)
+    assert h.remaining(spec("new", user="alice"), 0.0) == 100.0
+    assert h.remaining(spec("new", user="bob"), 0.0) == 100_000.0
+    # a user with too few of them: the queue's (its median of the 20: the upper middle one)
+    assert h.remaining(spec("new", user="carol"), 0.0) == 100_000.0
+
+
+def test_a_script_run_again_is_predicted_from_its_own_runs_after_a_few() -> None:
+    """alice's ten other jobs ran 100 GPU-s; her ``train.sh`` on 8 GPUs ran 80,000 each time:
+    after two runs it is still taken for one of hers, after three for itself. A name of its
+    own every time (Philly's job ids) never gets there: the user's and queue's groups answer."""
+    h = ServiceHistory(window=50, min_samples=10, name_min_samples=3)
+    for i in range(10):
+        h.learn(spec(f"other-{i}", gpus=8), 100.0)
+    train = spec("train.sh", gpus=8)
+    h.learn(train, 80_000.0)
+    h.learn(train, 80_000.0)
+    assert h.remaining(train, 0.0) == 100.0  # 12 of alice's 8-GPU jobs: the median is 100
+    h.learn(train, 80_000.0)
+    assert h.remaining(train, 0.0) == 80_000.0
+    assert h.remaining(train, 30_000.0) == 50_000.0  # conditional, as for every group
+    assert h.remaining(spec("train.sh", gpus=1), 0.0) == 100.0  # its runs had 8: the queue's
+    with pytest.raises(ValueError):
+        ServiceHistory(window=2, min_samples=1, name_min_samples=3)
+
+
+def test_the_groups_of_names_kept_are_bounded_the_least_recently_finished_forgotten() -> None:
+    h = ServiceHistory(window=10, min_samples=10, name_min_samples=1, keys_kept=2)
+    for name, s in (("a", 10.0), ("b", 20.0), ("a", 10.0), ("c", 30.0)):
+        h.learn(spec(name, queue=name), s)
+    assert h.remaining(spec("a", queue="z"), 0.0) == 10.0  # a finished after b: kept
+    assert h.remaining(spec("c", queue="z"), 0.0) == 30.0
+    assert h.remaining(spec("b", queue="z"), 0.0) is None  # forgotten; 4 < 10 in the rest
 
 
 def test_the_oldest_sample_is_forgotten_past_the_window() -> None:

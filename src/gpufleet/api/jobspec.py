@@ -322,6 +322,12 @@ class JobSpecIn(BaseModel):
         description="submitted held (Slurm's sbatch -H/--hold): pending, Reason JobHeldUser, "
         "never started until released (POST /jobs/{id}/hold with release)",
     )
+    begin_time: float | None = _bounded(
+        "begin_time",
+        0.0,
+        "not started before this time, in seconds since the epoch (Slurm's sbatch --begin): "
+        "pending with Reason BeginTime until then; 0: none",
+    )
     requeue: bool | None = Field(
         _DEFAULTS["requeue"],
         description="requeue the job when a node it runs on is lost (Slurm's --requeue); "

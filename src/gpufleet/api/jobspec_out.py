@@ -111,3 +111,4 @@ class JobSpecOut(BaseModel):
     idle_exempt_s: float = 0.0
     kill_invalid_dep: bool | None = None
     hold: bool = False  # submitted held (sbatch -H)
+    begin_time: float = 0.0  # not started before (sbatch --begin; seconds since the epoch)

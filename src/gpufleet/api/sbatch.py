@@ -36,3 +36,15 @@ class SbatchAnswer(Strict):
     parsable: bool
     quiet: bool
     wait: bool = False  # --wait: the shim waits for the job's end and exits with its code
+
+
+class SbatchTrial(Strict):
+    """``POST /sbatch/test``'s 200 (sbatch --test-only): when and where the job would start if
+    it were submitted now; nothing is stored."""
+
+    job_id: str = Field(description="the id the next job submitted gets (none is taken)")
+    start: float | None = Field(description="seconds since the epoch; null: no estimate")
+    start_at: str | None = Field(description="the same, ISO 8601 in UTC")
+    cpus: int = Field(description="the processors it would hold in all")
+    nodes: list[str] = Field(description="where it would run")
+    partition: str = Field(description="the queue it would start in")

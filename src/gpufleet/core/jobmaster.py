@@ -75,6 +75,8 @@ class JobMaster(JobBook):
                 if r.job.state is S.RUNNING:
                     rec.started_ranks = set(range(len(r.allocation)))
             elif r.job.state is S.PENDING:
+                # its begin time holds across a restart (the spec is stored; its timer is not)
+                r.job.eligible_time = max(r.job.eligible_time, r.job.spec.begin_time)
                 self._enqueue(rec)
 
     # ----- events ------------------------------------------------------------------------
@@ -99,6 +101,9 @@ class JobMaster(JobBook):
         )
         self.jobs[ev.job_id] = rec
         self._deps.add(rec)
+        if ev.spec.begin_time > now:  # sbatch --begin: eligible then (Reason BeginTime)
+            rec.job.eligible_time = ev.spec.begin_time
+            out.append(SetTimer(ev.spec.begin_time, "backoff", ev.job_id, rec.job.attempt))
         self.state.arrivals.arrived(ev.spec, now)  # the start plan's forecast of arrivals
         out.append(Transition(ev.job_id, 0, None, S.PENDING, now, "submitted"))
         rec.job.history.append((now, S.PENDING, "submitted"))

@@ -24,8 +24,7 @@ from gpufleet.io.slurm_opts import Word, getopt
 from gpufleet.model.errors import SpecError
 
 # sbatch's own behaviour, not the job's: read here, not passed to the script's reader
-OWN = frozenset({"parsable", "wrap", "quiet", "verbose", "wait"})
-REFUSED = {"test-only": "--test-only"}
+OWN = frozenset({"parsable", "wrap", "quiet", "verbose", "wait", "test-only"})
 NO_SCRIPT = "no batch script: give a script, --wrap=COMMAND, or the script on stdin"
 
 
@@ -57,6 +56,7 @@ class Batch:
     parsable: bool = False
     quiet: bool = False
     wait: bool = False  # --wait: sbatch waits for the job's end (shims/sbatch_wait.py)
+    test_only: bool = False  # --test-only: when it would start, nothing submitted
 
 
 def read(
@@ -77,9 +77,6 @@ def read(
         raise Usage("; ".join(p.message for p in problems))
     env_set = env_options(environ)  # SBATCH_*: over the script's lines, under the command line
     own = {g.option.key: g.value for g in [*env_set, *given] if g.option.key in OWN}
-    for key, flag in REFUSED.items():
-        if any(g.option.key == key for g in given):
-            raise Usage(f"{flag} is not supported by gpufleet's sbatch")
     if not local_files and any(g.option.key == "export-file" for g in given):
         raise NeedsLocalFiles("--export-file")
     options = [
@@ -103,6 +100,7 @@ def read(
         raise Usage(str(e)) from None
     batch = Batch(dict(job.spec), job.array, list(job.depends_on), list(job.warnings))
     batch.parsable, batch.quiet, batch.wait = "parsable" in own, "quiet" in own, "wait" in own
+    batch.test_only = "test-only" in own
     if job.request is not None:  # the submit directory and environment, as gpufleet submit
         r = job.request
         try:

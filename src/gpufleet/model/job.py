@@ -148,6 +148,9 @@ class JobSpec:
     # Slurm's sbatch -H/--hold: submitted held (a user hold), pending until released; the
     # hold itself is the job's (``Job.held``), which ``scontrol release`` clears (ADR 0074)
     hold: bool = False
+    # Slurm's sbatch --begin: not started before this time (seconds since the epoch; 0: none),
+    # pending with Reason BeginTime until then
+    begin_time: float = 0.0
 
     @property
     def preempt_notice(self) -> CheckpointNotice | None:

@@ -75,10 +75,7 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
     min_runtime = f.number("min_runtime_s", 0.0, **_floats("min_runtime_s"))
     idle_exempt = f.number("idle_exempt_s", 0.0, **_floats("idle_exempt_s"))
     requeue = f.flag("requeue", True)
-    kill_invalid_dep = (
-        None if f.raw("kill_invalid_dep") is None else f.flag("kill_invalid_dep", False)
-    )
-    hold = f.flag("hold", False)
+    slurm = _read_slurm_terms(f)
     secrets = read_secrets(f, {k for k, _ in env})
     alloc = _read_allocation(f, size.workers, size.gpus)
     one_per_node = alloc.get("distinct_nodes") or alloc.get("exclusive")
@@ -125,10 +122,19 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
         checkpoint=checkpoint,
         min_runtime_s=min_runtime,
         idle_exempt_s=idle_exempt,
-        kill_invalid_dep=kill_invalid_dep,
-        hold=hold,
+        **slurm,
     )
     return replace(spec, **alloc) if alloc else spec
+
+
+def _read_slurm_terms(f: Fields) -> dict[str, Any]:
+    """sbatch's --kill-on-invalid-dep, -H and --begin, as the spec's fields."""
+    kill = None if f.raw("kill_invalid_dep") is None else f.flag("kill_invalid_dep", False)
+    return {
+        "kill_invalid_dep": kill,
+        "hold": f.flag("hold", False),
+        "begin_time": f.number("begin_time", 0.0, **_floats("begin_time")),
+    }
 
 
 def _read_queue(f: Fields) -> tuple[str, tuple[str, ...]]:

@@ -36,7 +36,9 @@ SPEC_BOUNDS: dict[str, tuple[float, float]] = {  # ints where the key is an inte
     "checkpoint.grace_s": (0, 0xFFFF),
     "min_runtime_s": (0, MAX_TIME_LIMIT_S),
     "idle_exempt_s": (0, MAX_TIME_LIMIT_S),  # capped by the queue's idle exempt_max
-    "tasks_per_worker": (1, 4096),  # tasks sharing one worker's resources (Slurm's per node)
+    "tasks_per_worker": (1, 4096),
+    # Slurm's sbatch --begin: not started before this time (seconds since the epoch; 0: none)
+    "begin_time": (0, 1e11),  # tasks sharing one worker's resources (Slurm's per node)
 }
 MAX_NODE_NAMES = 4096  # names in nodelist or exclude, after hostlist expansion
 MAX_QUEUES = 64  # the queues (Slurm's partitions) one job may name in ``queues``

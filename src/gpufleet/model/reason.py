@@ -19,6 +19,7 @@ class ReasonCode(StrEnum):
     DEFRAG = "Defragmenting"
     NEVER = "NeverSchedulable"  # larger than any allowed part of the cluster, even when empty
     BACKOFF = "BackOff"  # waiting out a retry back-off
+    BEGIN_TIME = "BeginTime"  # not before its begin time (Slurm's sbatch --begin, its word)
     DEPENDENCY = "Dependency"  # waiting for another job
     # an afterok dependency that can never be met (the job ended otherwise): it waits until its
     # user cancels it, as Slurm's default (kill_invalid_depend cancels it at once; ADR 0072)
@@ -79,3 +80,13 @@ def in_words(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60:02d}m"
     return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+def not_eligible(until: float, now: float, begin_time: float) -> Reason:
+    """A job not eligible before ``until``: its begin time (sbatch --begin), or a retry's
+    back-off."""
+    left = in_words(until - now)
+    if begin_time and until <= begin_time:
+        why = f"not before its begin time (--begin), {left} from now"
+        return Reason(ReasonCode.BEGIN_TIME, why, {"until": until})
+    return Reason(ReasonCode.BACKOFF, f"retry back-off for {left} more", {"until": until})

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from gpufleet.model.engines import lacking
 from gpufleet.model.job import JobSpec, TopologyLevel
-from gpufleet.model.reason import Reason, ReasonCode, in_words
+from gpufleet.model.reason import Reason, ReasonCode, in_words, not_eligible
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler import filters
 from gpufleet.scheduler.admission import admit_any
@@ -385,11 +385,7 @@ class _Explainer:
                 self.res.reasons[job.id] = (
                     self.never(job)
                     or self.never_admitted(job)
-                    or Reason(
-                        ReasonCode.BACKOFF,
-                        f"retry back-off for {in_words(job.eligible_time - self.snap.now)} more",
-                        {"until": job.eligible_time},
-                    )
+                    or not_eligible(job.eligible_time, self.snap.now, job.spec.begin_time)
                 )
 
     def unplaced(self, unplaced: list[PendingJob], head: PendingJob | None) -> None:

@@ -402,6 +402,8 @@ EXTRA_ERRORS = {
     ("GET", "/metrics"): {401, 403, 404, 429},  # a token of another role: 403
     # sbatch refuses its command line (400); send the script, or read it where typed (428)
     ("POST", f"{API}/sbatch"): {400, 428},
+    # sbatch --test-only: the same, nothing stored (routers/sbatch.py)
+    ("POST", f"{API}/sbatch/test"): {400, 428},
     # squeue refuses its command line (400); a format of times of day is printed where typed
     # (428); a user token lists only its own jobs (403)
     ("POST", f"{API}/squeue"): {400, 403, 428},

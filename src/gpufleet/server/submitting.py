@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import HTTPException
 
 from gpufleet.api import schemas as s
-from gpufleet.model.arrays import parse_array
+from gpufleet.model.arrays import ArraySpec, parse_array
 from gpufleet.model.errors import SpecError
 from gpufleet.model.job import JobSpec
 from gpufleet.server.admission import Refusal
@@ -26,6 +26,31 @@ async def submit_jobs(
 ) -> list[str]:
     """The ids of the submission's jobs, stored; ``state``: the application's (config,
     secrets). Raises what the router's caller hears (FieldErrors, HTTPException, refusals)."""
+    spec, array = await checked(body, who, svc, state)
+    deps = tuple((d.type, d.job) for d in body.depends_on)
+    key = body.idempotency_key
+    jobs: list[NewJob]
+    if array is not None:
+        jobs = [
+            NewJob(
+                _task(spec, i),
+                depends_on=deps,
+                array_index=i,
+                array_limit=array.limit,
+                idempotency_key=f"{key}#{i}" if key else None,
+            )
+            for i in array.indexes
+        ]
+    else:
+        jobs = [NewJob(spec, depends_on=deps, idempotency_key=key)]
+    return await svc.submit(jobs, SubmitAudit(who.name, who.role, len(jobs), spec.name))
+
+
+async def checked(
+    body: s.JobSubmit, who: Principal, svc: ControllerService, state: Any
+) -> tuple[JobSpec, ArraySpec | None]:
+    """The submission's spec and array, every check made (``submit_jobs``'s, and sbatch
+    --test-only's, which stores nothing); raises as ``submit_jobs``."""
     raw = dict(body.spec)
     if who.role == "user":
         if raw.get("user") not in (None, who.user):
@@ -59,24 +84,7 @@ async def submit_jobs(
         more = refusal.problems if refusal else []
         raise FieldErrors(bad + [(f, m) for f, m in more if f not in seen])
     assert read is not None
-    spec = state.secrets.resolve(read)  # each secret exists and is the job's to use
-    deps = tuple((d.type, d.job) for d in body.depends_on)
-    key = body.idempotency_key
-    jobs: list[NewJob]
-    if array is not None:
-        jobs = [
-            NewJob(
-                _task(spec, i),
-                depends_on=deps,
-                array_index=i,
-                array_limit=array.limit,
-                idempotency_key=f"{key}#{i}" if key else None,
-            )
-            for i in array.indexes
-        ]
-    else:
-        jobs = [NewJob(spec, depends_on=deps, idempotency_key=key)]
-    return await svc.submit(jobs, SubmitAudit(who.name, who.role, len(jobs), spec.name))
+    return state.secrets.resolve(read), array  # each secret exists and is the job's to use
 
 
 def _task(spec: JobSpec, i: int) -> JobSpec:

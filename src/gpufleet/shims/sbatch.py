@@ -30,7 +30,8 @@ Usage: sbatch [OPTIONS...] executable [args...]
 
 Submits a batch script to gpufleet (its #SBATCH lines and these options, as Slurm's sbatch
 reads them). --parsable prints the job id alone; --wait (-W) waits for the job's end and
-exits with its exit code; --test-only is not supported. See gpufleet's README, "Coming from Slurm".
+exits with its exit code; --test-only says when and where the job would start (on stderr),
+submitting nothing. See gpufleet's README, "Coming from Slurm".
 """
 NO_SCRIPT = "no batch script: give a script, --wrap=COMMAND, or the script on stdin"
 NEVER_SENT = "GPUFLEET_"  # gpufleet's own settings (a token among them) stay here
@@ -105,6 +106,8 @@ def _submit(argv: list[str]) -> int:
     if answer is None:  # the controller left it to us
         with LeanClient(settings) as c:
             answer = _submit_here(c, argv)
+    if "job_id" in answer:  # --test-only: when it would start (nothing was submitted)
+        return _trial(answer)
     if not answer["quiet"]:
         for w in answer["warnings"]:
             sys.stderr.write(f"sbatch: warning: {w}\n")
@@ -124,20 +127,38 @@ def _submit(argv: list[str]) -> int:
 
 
 def _send(c: LeanClient, body: dict[str, Any]) -> dict[str, Any] | None:
-    """POST /sbatch (again with the script, when the controller asks for it); None: the
-    command line is to be read here."""
-    for _ in range(2):
+    """POST /sbatch (again with the script, when the controller asks for it; to
+    /sbatch/test for --test-only, which it answers with a trial); None: the command line is
+    to be read here."""
+    path = "/sbatch"
+    for _ in range(3):
         try:
-            return dict(c.call("POST", "/sbatch", json_body=body))
+            return dict(c.call("POST", path, json_body=body))
         except ApiError as e:
             if e.status in READ_HERE or (e.status == 428 and "body.argv" in e.fields):
                 return None
             if e.status == 400 and "body.argv" in e.fields:
                 raise refusal(e.fields["body.argv"]) from None
+            if e.status == 428 and "body.test_only" in e.fields and path == "/sbatch":
+                path = "/sbatch/test"
+                continue
             if e.status != 428 or "body.script" not in e.fields or "script" in body:
                 raise
             body["script"] = read_script(e.fields["body.script"] or None)
-    raise AssertionError("unreachable: the second answer returns or raises")
+    raise AssertionError("unreachable: the third answer returns or raises")
+
+
+def _trial(answer: dict[str, Any]) -> int:
+    """sbatch --test-only's line, as Slurm 22.05's (its slurm_job_will_run): on stderr, exit 0."""
+    from gpufleet.model.hostlist import ranged
+    from gpufleet.shims.common import iso
+
+    sys.stderr.write(
+        f"sbatch: Job {answer['job_id']} to start at {iso(answer['start'])} using "
+        f"{answer['cpus']} processors on nodes {ranged(answer['nodes'])} in partition "
+        f"{answer['partition']}\n"
+    )
+    return 0
 
 
 def read_script(path: str | None) -> str:
@@ -190,6 +211,8 @@ def refusal(message: str) -> Usage:
 
 def _submit_here(c: LeanClient, argv: list[str]) -> dict[str, Any]:
     batch = _read_here(argv)
+    if batch.test_only:  # never submitted for a trial: an older controller has none
+        raise Usage("--test-only needs a gpufleet controller that answers POST /sbatch/test")
     ids = c.submit(batch.spec, array=batch.array, depends_on=batch.depends_on)
     return {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable,
             "quiet": batch.quiet, "wait": batch.wait}  # fmt: skip

@@ -99,7 +99,9 @@ def _times(j: Any, now: float) -> tuple[float, str, str]:
     ends = j.end_time
     if ends is None and j.start_time is not None and limit:
         ends = j.start_time + limit
-    return elapsed, "Unknown" if waits else iso(j.submit_time), iso(ends)
+    # sbatch --begin: eligible from then (Slurm's EligibleTime is the begin time)
+    eligible = max(j.submit_time, float(j.spec.get("begin_time") or 0.0))
+    return elapsed, "Unknown" if waits else iso(eligible), iso(ends)
 
 
 def job_lines(j: Any, now: float) -> list[str]:

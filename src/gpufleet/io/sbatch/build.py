@@ -66,6 +66,8 @@ def job_terms(b: Build) -> dict[str, Any]:
         spec["kill_invalid_dep"] = r.kill_on_invalid_dep
     if r.hold:  # -H/--hold: submitted held, a user hold (ADR 0074)
         spec["hold"] = True
+    if r.begin_time:  # --begin: not started before (Reason BeginTime; a past one: at once)
+        spec["begin_time"] = r.begin_time
     image = container(b)
     if image is not None:
         spec["container"] = image

@@ -24,6 +24,7 @@ HONOURED = {
     "no-requeue", "exclusive", "nodelist", "exclude", "output", "error", "open-mode", "chdir",
     "export", "export-file", "input", "reservation", "kill-on-invalid-dep", "hold",
     "container-image", "container-mounts", "container-workdir",  # NVIDIA pyxis's (SPANK)
+    "begin",
 }  # fmt: skip
 NO_EFFECT = {
     "qos": "gpufleet has no QOS; the queue (--partition) and --priority decide",
@@ -181,6 +182,12 @@ def _set(f: dict[str, Any], key: str, val: str | None, mail: list[str]) -> None:
         f["nice"] = v.nice(val)
     elif key == "hold":
         f["hold"] = True
+    elif key == "begin":  # the submitter's now: sbatch reads it as it submits
+        import time
+
+        from gpufleet.io.slurm_begin import BEGIN_FORMS, begin_time
+
+        f["begin_time"] = _spec(key, lambda t: begin_time(t, time.time()), BEGIN_FORMS, text)
     else:
         _check_other(key, val)
         f.setdefault("other", {})[key] = val

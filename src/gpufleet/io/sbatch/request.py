@@ -72,6 +72,7 @@ class SlurmRequest:
     priority: int | str | None = None
     nice: int | None = None
     hold: bool = False
+    begin_time: float | None = None  # --begin, in seconds since the epoch
     # pyxis's --container-image, --container-mounts (SRC:DST[:FLAGS],...), --container-workdir
     container_image: str | None = None
     container_mounts: str | None = None

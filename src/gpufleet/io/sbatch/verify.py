@@ -117,7 +117,7 @@ _AS_GIVEN = (
     "exclude", "exclusive", "reservation", "signal", "requeue", "kill_on_invalid_dep",
     "container_image",
     "container_mounts", "container_workdir", "chdir", "export", "export_file", "open_mode",
-    "account", "qos", "mail_type", "mail_user", "hint", "priority", "nice", "hold",
+    "account", "qos", "mail_type", "mail_user", "hint", "priority", "nice", "hold", "begin_time",
 )  # fmt: skip
 
 

@@ -28,6 +28,8 @@ WAIT_HINTS = {
     "NeverSchedulable": "it can never fit: ask for fewer GPUs per worker, fewer workers, or models "
     "the cluster has (gpufleet nodes)",
     "BackOff": "it failed and waits before its retry: read why with the logs of its last attempt",
+    "BeginTime": "it was submitted to start no earlier than its begin time (sbatch --begin): it "
+    "waits until then",
     "Dependency": "it waits for the job it depends on (gpufleet show that job)",
     "DependencyNeverSatisfied": "the job it depends on (afterok) did not succeed: it will never "
     "start; cancel it (scancel, gpufleet cancel) and submit it again if needed",

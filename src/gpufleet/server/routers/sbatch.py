@@ -7,7 +7,9 @@ Answers: 201 ``{"ids", "warnings", "parsable", "quiet", "wait"}``; errors in the
 sbatch's message); 428 with ``body.script`` (its message the script's path as typed, empty for
 stdin) when the script is a file of the submitter's, sent again with it; 428 with ``body.argv``
 when the command line names another file of theirs (``--export-file``): the shim reads it all
-where it runs."""
+where it runs; 428 with ``body.test_only`` for ``--test-only``: sent to ``POST /sbatch/test``,
+which answers 200 ``SbatchTrial`` (when and where it would start; nothing stored) or the same
+400 and 428, and the submission's refusals (every problem at once)."""
 
 from __future__ import annotations
 
@@ -18,13 +20,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from gpufleet.api import schemas as s
-from gpufleet.api.sbatch import SbatchAnswer, SbatchSubmit
+from gpufleet.api.sbatch import SbatchAnswer, SbatchSubmit, SbatchTrial
 from gpufleet.io import sbatch_command
 from gpufleet.model import replicas
+from gpufleet.scheduler.snapshot import PendingJob
+from gpufleet.scheduler.trial import trial
+from gpufleet.server import submitting
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers import jobs
 from gpufleet.server.routers.deps import service
 from gpufleet.server.service import ControllerService
+from gpufleet.server.views import iso8601
 
 router = APIRouter(tags=["jobs"])
 USERS = require("user", "admin")
@@ -37,13 +43,59 @@ async def sbatch(
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
 ) -> Any:
+    batch = _read(body, svc)
+    if isinstance(batch, JSONResponse):
+        return batch
+    if batch.test_only:
+        said = "a --test-only command line: POST /sbatch/test answers it, storing nothing"
+        return _error(428, said, "body.test_only", said)
+    answer = await jobs.submit(_submission(batch), request, who, svc)
+    ids = json.loads(answer.body)["ids"]
+    doc = {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable, "quiet": batch.quiet,
+           "wait": batch.wait}  # fmt: skip
+    return JSONResponse(doc, status_code=201)
+
+
+@router.post("/sbatch/test", response_model=SbatchTrial, operation_id="testSbatch")
+async def sbatch_test(
+    body: SbatchSubmit,
+    request: Request,
+    who: Principal = USERS,
+    svc: ControllerService = Depends(service),
+) -> Any:
+    """sbatch --test-only: the command line read and the job checked as ``POST /sbatch`` does
+    (400 with every problem, 428 for the script), then when and where it would start if it
+    were submitted now (scheduler/trial.py); nothing is stored."""
+    batch = _read(body, svc)
+    if isinstance(batch, JSONResponse):
+        return batch
+    state = request.app.state
+    spec, _ = await submitting.checked(_submission(batch), who, svc, state)
+    now = svc.clock.now()
+    # behind every pending job; with --begin, not eligible before then (as the core holds it)
+    begins = spec.begin_time if spec.begin_time > now else 0.0
+    job = PendingJob("test-only", spec, now, seq=1 << 62, eligible_time=begins)
+    got = trial(svc.ctrl.snapshot(now), svc.ctrl.profile, job)
+    return SbatchTrial(
+        job_id=svc.store.next_job_id(),
+        start=got.start,
+        start_at=None if got.start is None else iso8601(got.start),
+        cpus=got.cpus,
+        nodes=list(got.nodes),
+        partition=got.queue,
+    )
+
+
+def _read(body: SbatchSubmit, svc: ControllerService) -> sbatch_command.Batch | JSONResponse:
+    """The command line read, or the answer that refuses it or asks for more."""
+
     def script(path: str | None) -> str:
         if body.script is None:
             raise sbatch_command.NeedScript(path)
         return body.script
 
     try:
-        batch = sbatch_command.read(
+        return sbatch_command.read(
             list(body.argv),
             script=script,
             environ=body.environ,
@@ -61,13 +113,11 @@ async def sbatch(
     except sbatch_command.NeedsLocalFiles:
         local = "names another file of the submitter's: read the command line where typed"
         return _error(428, local, "body.argv", local)
+
+
+def _submission(batch: sbatch_command.Batch) -> s.JobSubmit:
     deps = [s.Dependency(type=t, job=j) for t, j in batch.depends_on]  # type: ignore[arg-type]
-    submit = s.JobSubmit(spec=batch.spec, array=batch.array, depends_on=deps)
-    answer = await jobs.submit(submit, request, who, svc)
-    ids = json.loads(answer.body)["ids"]
-    doc = {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable, "quiet": batch.quiet,
-           "wait": batch.wait}  # fmt: skip
-    return JSONResponse(doc, status_code=201)
+    return s.JobSubmit(spec=batch.spec, array=batch.array, depends_on=deps)
 
 
 def _error(status: int, detail: str, field: str, message: str) -> JSONResponse:

@@ -86,6 +86,7 @@ _SPEC_KEYS = (
     "gpu_engines",
     "kill_invalid_dep",
     "hold",
+    "begin_time",
 )
 # kept with the job, never shown: the environment captured at submit (sbatch's --export)
 HIDDEN_SPEC_KEYS = ("submit_env",)
@@ -141,6 +142,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "gpu_engines": dict(spec.gpu_engines),
         "kill_invalid_dep": spec.kill_invalid_dep,
         "hold": spec.hold,
+        "begin_time": spec.begin_time,
     }
 
 
@@ -238,6 +240,7 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         kw["kill_invalid_dep"] = bool(d["kill_invalid_dep"])
     if d.get("hold"):
         kw["hold"] = True
+    kw["begin_time"] = float(d.get("begin_time") or 0.0)
     return JobSpec(**kw)
 
 

@@ -1,5 +1,4 @@
 """The controller's durable store: the store is the truth (DESIGN.md, reliability rules).
-
 Every method is one transaction. Writes that the server batches (``add_jobs``,
 ``apply_transitions``) go down as executemany, so a group commit costs one fsync."""
 
@@ -24,6 +23,7 @@ from gpufleet.server.store import secrets as _secrets
 from gpufleet.server.store import services as _services
 from gpufleet.server.store.accounting import GroupBy
 from gpufleet.server.store.bodies import Bodies
+from gpufleet.server.store.counters import CounterStore
 from gpufleet.server.store.endpoints import EndpointStore
 from gpufleet.server.store.engine import WRITE, make_engine, upgrade
 from gpufleet.server.store.nodeops import NodeOpsStore
@@ -47,7 +47,7 @@ from gpufleet.server.store.records import (
 AuditRow = tuple[str, str, str, str, Mapping[str, Any]]
 
 
-class Store(NodeOpsStore, EndpointStore):
+class Store(NodeOpsStore, EndpointStore, CounterStore):
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         # the leader's epoch (high availability, ADR 0032): every write transaction checks it
