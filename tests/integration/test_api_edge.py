@@ -89,6 +89,9 @@ BAD_SUBMISSIONS = [
     ("time limit 1e300", {"spec": {**SPEC, "time_limit_s": 1e300}}, "body.spec.time_limit_s"),
     ("memory_mib 2**70", {"spec": {**SPEC, "memory_mib": 2**70}}, "body.spec.memory_mib"),
     ("10k name", {"spec": {**SPEC, "name": "n" * 10_000}}, "body.spec.name"),
+    # a name is printed on other people's terminals (an admin's squeue): no escape sequence
+    ("ESC in a name", {"spec": {**SPEC, "name": "a\x1b]0;owned\x07"}}, "body.spec.name"),
+    ("C1 control in a name", {"spec": {**SPEC, "name": "a\x9bb"}}, "body.spec.name"),
     ("huge array", {"spec": SPEC, "array": "0-1000000000"}, "body.array"),
     ("array over the limit", {"spec": SPEC, "array": "0-50"}, "body.array"),
     ("NUL in an array", {"spec": SPEC, "array": "0-3\x00"}, "body.array"),
