@@ -193,6 +193,20 @@ def test_a_bad_query_path_or_body_is_a_422_naming_it(
     assert [t.name for t in edge.store.tokens()] == ["admin"]
 
 
+def test_json_nested_too_deep_is_a_422_that_says_so_not_one_of_encoding(edge: Edge) -> None:
+    deep = b"[" * 20_000 + b"]" * 20_000  # past Python's parser's recursion limit
+    for path, raw in (
+        ("/jobs", b'{"spec": ' + deep + b"}"),  # the submissions' own path (submit_fast.py)
+        ("/tokens", deep),
+        ("/sbatch", b'{"argv": [], "cwd": "/", "host": "h", "environ": {"A": ' + deep + b"}}"),
+    ):
+        err = refused(edge.send("POST", path, raw), 422, "body")
+        assert "nested too deep" in err.detail and "UTF-8" not in err.detail, (path, err)
+    assert edge.jobs() == []
+    assert [t.name for t in edge.store.tokens()] == ["admin"]
+    assert edge.send("POST", "/jobs", body(spec=SPEC)).status_code == 201  # still serving
+
+
 def test_bad_agent_reports_are_refused_naming_the_field(edge: Edge) -> None:
     tok = edge.http.post("/tokens", json={"name": "a0", "role": "agent", "node": "n0"}).json()
     agent = {"authorization": f"Bearer {tok['token']}", "content-type": "application/json"}
