@@ -1,7 +1,8 @@
 """sbatch --begin (and, last, --distribution's check) as Slurm 22.05 reads it: each form's
-time compared with the EligibleTime a real Slurm gave a job submitted with it (``tests/e2e/slurm_printed/sbatch_begin.json``, made
-with slurm_local.sh's Slurm), the forms it refused refused (exit 255), and the time carried to
-the job's spec (the job waits with Reason BeginTime: test_scheduler_reasons, test_controller)."""
+time compared with the EligibleTime a real Slurm gave a job submitted with it
+(``tests/e2e/slurm_printed/sbatch_begin.json``, made with slurm_local.sh's Slurm), the forms
+it refused refused (exit 255), and the time carried to the job's spec (the job waits with
+Reason BeginTime: test_scheduler_reasons, test_controller)."""
 
 from __future__ import annotations
 
