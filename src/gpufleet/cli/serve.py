@@ -373,6 +373,7 @@ def _serve(cfg: ServerConfig, tls: TlsFiles) -> None:
     from gpufleet.base.secretfile import private_umask
     from gpufleet.scheduler.framework import ProfileError
     from gpufleet.server.app import create_app
+    from gpufleet.server.headlimit import HeadLimitProtocol
     from gpufleet.server.store.engine import safe_url
 
     try:
@@ -400,6 +401,7 @@ def _serve(cfg: ServerConfig, tls: TlsFiles) -> None:
         port=cfg.port,
         log_level="warning",
         access_log=False,
+        http=HeadLimitProtocol,  # a request's headers bounded as they arrive (431)
         **tls.uvicorn_kwargs(),
     )
 

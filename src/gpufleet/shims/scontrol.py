@@ -68,8 +68,8 @@ def _cpus(spec: Any) -> int:
 
 def _std(j: Any, nodes: list[str]) -> tuple[str, str, str]:
     """``StdErr``, ``StdIn`` and ``StdOut``: a batch job's files, their patterns expanded as
-    scontrol expands them (``%N``: the batch host, kept while there is none) under its WorkDir."""
-    from gpufleet.model.fname import FileFacts, expand
+    scontrol expands them (``fname.shown``: ``%N`` and the rest kept) under its WorkDir."""
+    from gpufleet.model.fname import FileFacts, shown
 
     spec = j.spec
     array, index = j.get("array_id"), j.get("array_index")
@@ -78,7 +78,7 @@ def _std(j: Any, nodes: list[str]) -> tuple[str, str, str]:
                       array, index)  # fmt: skip
 
     def path(pattern: str) -> str:
-        name = expand(pattern, facts)
+        name = shown(pattern, facts)
         workdir = spec.get("workdir") or ""
         return name if name.startswith("/") or not workdir else f"{workdir}/{name}"
 

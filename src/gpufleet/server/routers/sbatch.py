@@ -72,7 +72,9 @@ async def sbatch_test(
     state = request.app.state
     spec, _ = await submitting.checked(_submission(batch), who, svc, state)
     now = svc.clock.now()
-    job = PendingJob("test-only", spec, now, seq=1 << 62)
+    # behind every pending job; with --begin, not eligible before then (as the core holds it)
+    begins = spec.begin_time if spec.begin_time > now else 0.0
+    job = PendingJob("test-only", spec, now, seq=1 << 62, eligible_time=begins)
     got = trial(svc.ctrl.snapshot(now), svc.ctrl.profile, job)
     return SbatchTrial(
         job_id=svc.store.next_job_id(),

@@ -1,0 +1,82 @@
+"""What a hostile client sends below the API, against a real controller process (the CLI's
+``gpufleet controller``, as deployed): each is refused with a 4xx in the one error shape, the
+controller keeps answering, and it holds no more than its limits."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpufleet.ops.localcluster import LocalCluster
+from gpufleet.server.headlimit import MAX_HEAD_BYTES
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(Path(tmp_path_factory.mktemp("hostile")), agents=0)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _connect(c: LocalCluster) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", c.port), timeout=30)
+
+
+def _answer(s: socket.socket) -> bytes:
+    got = b""
+    while chunk := s.recv(65536):
+        got += chunk
+    return got
+
+
+def test_a_header_that_never_ends_is_refused_before_it_is_all_sent(cluster: LocalCluster) -> None:
+    sent = 0
+    with _connect(cluster) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: ")
+        try:
+            for _ in range(256):  # 256 MiB, if the controller took it all
+                s.sendall(b"a" * (1 << 20))
+                sent += 1
+        except OSError:
+            pass  # the controller closed the connection: refused
+    assert sent < 256
+    with cluster.client() as c:  # still answering
+        assert c.health()["ok"]
+
+
+def test_a_head_over_the_limit_in_one_read_is_a_431_in_the_error_shape(
+    cluster: LocalCluster,
+) -> None:
+    for headers in (
+        b"x-big: " + b"a" * (MAX_HEAD_BYTES + 1) + b"\r\n",  # one header too large
+        b"".join(b"x-h%d: %s\r\n" % (i, b"a" * 60) for i in range(MAX_HEAD_BYTES // 60)),  # many
+    ):
+        with _connect(cluster) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n" + headers + b"\r\n")
+            got = _answer(s)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 431 "), got[:300]
+        err = json.loads(body)
+        assert "request head" in err["detail"] and str(MAX_HEAD_BYTES) in err["detail"]
+        assert err["errors"] == [{"field": "headers", "message": err["detail"]}]
+
+
+def test_heads_within_the_limit_and_large_bodies_are_served(cluster: LocalCluster) -> None:
+    with httpx.Client(base_url=cluster.url, timeout=30) as h:
+        r = h.get("/healthz", headers={"x-big": "a" * (MAX_HEAD_BYTES // 2)})
+        assert r.status_code == 200, r.text
+        auth = {"authorization": f"Bearer {cluster.admin_token}"}
+        # a body far larger than the head limit, sent with its head in one write: the body's
+        # bytes are not the head's
+        big = {"spec": {"name": "x", "command": ["true"], "env": {"X": "x" * 60_000}}}
+        for _ in range(3):  # and again on the same connection (the head counted anew)
+            r = h.post("/api/v1/jobs", json=big, headers=auth)
+            assert r.status_code == 201, r.text
