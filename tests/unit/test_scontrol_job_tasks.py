@@ -39,3 +39,9 @@ def test_one_task_per_worker_is_unchanged() -> None:
         "2",
         "2",
     )
+
+
+def test_all_of_each_nodes_memory_is_min_memory_0() -> None:
+    """sbatch -N 1 --mem=0: Slurm 22.05 printed MinMemoryNode=0 (the corpus of 2026-12-07)."""
+    got = shown(Row(workers=1, memory_mib=0, whole_node_memory=True), 1)
+    assert got["MinMemoryNode"] == "0"

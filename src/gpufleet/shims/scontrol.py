@@ -124,6 +124,8 @@ def job_lines(j: Any, now: float) -> list[str]:
     mib = j.workers * int(spec.get("memory_mib", 0) or 0)
     count = len(nodes) or j.workers
     tres = f"cpu={cpus},mem={tres_mem(mib)},node={count},billing={cpus}"
+    # --mem=0 (all of each node's): Slurm prints MinMemoryNode=0, without a unit
+    node_mem = tres_mem(mib // max(1, j.workers)) if mib else "0"
     if j.gpus:
         tres += f",gres/gpu={j.gpus:g}"
     err, stdin, out = _std(j, nodes)
@@ -152,8 +154,7 @@ def job_lines(j: Any, now: float) -> list[str]:
         "ReqB:S:C:T=0:0:*:*",
         f"TRES={tres}",
         "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
-        f"MinCPUsNode={per_worker} MinMemoryNode={tres_mem(mib // max(1, j.workers))} "
-        "MinTmpDiskNode=0",
+        f"MinCPUsNode={per_worker} MinMemoryNode={node_mem} MinTmpDiskNode=0",
         f"Features={spec.get('constraint') or '(null)'} DelayBoot=00:00:00",
         f"OverSubscribe={'NO' if spec.get('exclusive') else 'OK'} Contiguous=0 "
         "Licenses=(null) Network=(null)",
