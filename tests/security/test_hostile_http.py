@@ -5,13 +5,17 @@ controller keeps answering, and it holds no more than its limits."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from gpufleet.api.schemas import TokenCreate
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.server.headlimit import MAX_HEAD_BYTES
 
@@ -80,3 +84,27 @@ def test_heads_within_the_limit_and_large_bodies_are_served(cluster: LocalCluste
         for _ in range(3):  # and again on the same connection (the head counted anew)
             r = h.post("/api/v1/jobs", json=big, headers=auth)
             assert r.status_code == 201, r.text
+
+
+def test_sbatch_of_a_script_over_the_body_limit_says_so_not_that_the_controller_is_down(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # the controller answers 413 by the Content-Length and closes while the shim still sends
+    script = tmp_path / "big.sh"
+    script.write_text("#!/bin/sh\n" + ("# " + "x" * 98 + "\n") * 200_000 + "true\n")  # 20 MB
+    with cluster.admin() as a:
+        token = a.create_token(TokenCreate(name="big-script", role="user", user="big")).token
+    env = {**os.environ, "GPUFLEET_SERVER": cluster.url, "GPUFLEET_TOKEN": token or ""}
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufleet.shims.sbatch", str(script)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, r
+    assert "over the limit" in r.stderr and "--max-body-bytes" in r.stderr, r.stderr
+    assert "(413)" in r.stderr and "cannot reach" not in r.stderr, r.stderr
+    with cluster.admin() as a:
+        assert a.jobs(user="big", all_states=True) == []
