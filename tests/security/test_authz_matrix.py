@@ -77,6 +77,7 @@ POLICY: dict[tuple[str, str], Rule] = {
     ("GET", "/api/v1/jobs/{job_id}"): rule(200, *OWNER),
     ("POST", "/api/v1/jobs/{job_id}/cancel"): rule(200, *OWNER),
     ("POST", "/api/v1/jobs/{job_id}/hold"): rule(200, *OWNER),  # scontrol hold|uhold|release
+    ("PATCH", "/api/v1/jobs/{job_id}"): rule(200, *OWNER),  # scontrol update JobId=
     ("GET", "/api/v1/jobs/{job_id}/logs"): rule(200, *OWNER),
     ("GET", "/api/v1/nodes"): rule(200, *USERS),
     ("POST", "/api/v1/nodes/{name}/drain"): rule(200, *ADMIN),
@@ -265,6 +266,8 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         body = {"argv": argv, "cwd": "/tmp", "host": "matrix"}
     elif path == "/api/v1/jobs/{job_id}/hold":  # alice's running job: kept for a requeue
         body = {"action": "uhold"}
+    elif (method, path) == ("PATCH", "/api/v1/jobs/{job_id}"):  # alice's running job renamed
+        body = {"name": "renamed"}
     elif (method, path) == ("POST", "/api/v1/squeue"):
         body = {"argv": ["-h", "-o", "%i %u"]}
     elif (method, path) == ("POST", "/api/v1/jobs/table"):

@@ -43,6 +43,16 @@ class JobHold:
 
 
 @dataclass(frozen=True, slots=True)
+class JobAmend:
+    """A submitted job's spec changed (Slurm's scontrol update, ADR 0076): ``spec`` replaces
+    its spec. What may change, when and by whom is the API's to judge (model/job_amend.py)."""
+
+    job_id: str
+    spec: JobSpec
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class TaskStarted:
     job_id: str
     attempt: int
@@ -271,12 +281,13 @@ class GpuUtilization:
 
 
 # what a user asks of a job of theirs (the JobMaster's ``request``)
-JobRequest = JobCancelled | JobHold
+JobRequest = JobCancelled | JobHold | JobAmend
 
 Event = (
     JobSubmitted
     | JobCancelled
     | JobHold
+    | JobAmend
     | TaskStarted
     | TaskExited
     | TaskFenced
