@@ -19,10 +19,17 @@ from gpufleet.api.schemas import TokenCreate
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.server.headlimit import MAX_HEAD_BYTES
 
+HEAD_TIMEOUT_S = 1
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(Path(tmp_path_factory.mktemp("hostile")), agents=0)
+    # a short head timeout, so that a slowloris test need not wait the default 30 s
+    c = LocalCluster(
+        Path(tmp_path_factory.mktemp("hostile")),
+        agents=0,
+        controller_args=["--head-timeout-s", str(HEAD_TIMEOUT_S)],
+    )
     c.start()
     try:
         yield c
@@ -71,6 +78,47 @@ def test_a_head_over_the_limit_in_one_read_is_a_431_in_the_error_shape(
         err = json.loads(body)
         assert "request head" in err["detail"] and str(MAX_HEAD_BYTES) in err["detail"]
         assert err["errors"] == [{"field": "headers", "message": err["detail"]}]
+
+
+def test_a_head_trickled_a_byte_at_a_time_is_a_408_and_closed_before_it_is_all_sent(
+    cluster: LocalCluster,
+) -> None:
+    # slowloris: each byte is in time for any idle timeout, the head as a whole never is. The
+    # trickle is paced by the controller's answer (a 408, then the close), not by a clock: a
+    # byte every 0.5 s would take 30 s for this head, unless the controller ends it.
+    head = b"GET /healthz HTTP/1.1\r\nhost: x\r\n" + b"x-slow: " + b"a" * 40 + b"\r\n\r\n"
+    sent = 0
+    with _connect(cluster) as s:
+        s.settimeout(0.5)
+        got = b""
+        for byte in head:
+            try:
+                s.sendall(bytes([byte]))
+                sent += 1
+                chunk = s.recv(65536)  # waits 0.5 s for an answer
+            except TimeoutError:
+                continue
+            except OSError:
+                break  # the controller closed it
+            if not chunk:
+                break
+            got += chunk
+        s.settimeout(30)
+        got += _answer(s)
+    assert sent < len(head), "the whole head was taken, a byte at a time"
+    status, _, body = got.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 408 "), got[:300]
+    err = json.loads(body)
+    assert err["detail"] == f"request head: not all sent within {HEAD_TIMEOUT_S} s"
+    assert err["errors"] == [{"field": "headers", "message": err["detail"]}]
+    with cluster.client() as c:  # a request sent at once is served
+        assert c.health()["ok"]
+
+
+def test_a_connection_that_sends_nothing_is_a_408_and_closed(cluster: LocalCluster) -> None:
+    with _connect(cluster) as s:
+        got = _answer(s)  # the controller's answer and close end this, not the client
+    assert got.startswith(b"HTTP/1.1 408 "), got[:300]
 
 
 def test_heads_within_the_limit_and_large_bodies_are_served(cluster: LocalCluster) -> None:
