@@ -73,7 +73,9 @@ def _std(j: Any, nodes: list[str]) -> tuple[str, str, str]:
 
     spec = j.spec
     array, index = j.get("array_id"), j.get("array_index")
-    default = "slurm-%A_%a.out" if index is not None else "slurm-%j.out"
+    if getattr(j, "tasks", None):  # an array's pending tasks in one record: no one task's
+        index = None  # index, Slurm's NO_VAL for %a (StdOut=slurm-6_4294967294.out)
+    default = "slurm-%A_%a.out" if array is not None else "slurm-%j.out"
     facts = FileFacts(str(j.id), slurm_style.job_name(j), j.user, nodes[0] if nodes else "%N",
                       array, index)  # fmt: skip
 
