@@ -108,3 +108,27 @@ def test_sbatch_of_a_script_over_the_body_limit_says_so_not_that_the_controller_
     assert "(413)" in r.stderr and "cannot reach" not in r.stderr, r.stderr
     with cluster.admin() as a:
         assert a.jobs(user="big", all_states=True) == []
+
+
+def test_squeue_formats_that_would_print_gigabytes_are_refused_and_the_controller_answers(
+    cluster: LocalCluster,
+) -> None:
+    with cluster.admin() as a:
+        token = a.create_token(TokenCreate(name="wide", role="user", user="wide")).token
+    auth = {"authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=60) as h:
+        # one field a gigabyte wide: refused as the command line is read
+        r = h.post("/squeue", json={"argv": ["-o", "%999999999j"]})
+        assert r.status_code == 400, r.text
+        assert "a field's size is at most 4096" in r.json()["detail"]
+        # fields of a size allowed, 10,000 of them: 41 MB for the header line alone
+        r = h.post("/squeue", json={"argv": ["-o", "%4096j" * 10_000]})
+        assert r.status_code == 200, r.text[:300]
+        answer = r.json()
+        assert answer["code"] == 1 and answer["out"] == "", str(answer)[:300]
+        assert "characters: fewer or narrower fields" in answer["errors"][-1]
+        r = h.post("/squeue", json={"argv": ["-o", "%.20j %i"]})  # a plain one still prints
+        assert r.status_code == 200 and r.json()["code"] == 0, r.text
+        assert r.json()["out"].split() == ["NAME", "JOBID"]
+    with cluster.client() as c:
+        assert c.health()["ok"]

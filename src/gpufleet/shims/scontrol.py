@@ -105,6 +105,18 @@ def _times(j: Any, now: float) -> tuple[float, str, str]:
     return elapsed, "Unknown" if waits else iso(eligible), iso(ends)
 
 
+def _held(placement: Any, cpus: int, mib: int) -> tuple[int, int]:
+    """(CPUs, MiB) a placed job holds, as Slurm's NumCPUs and TRES count them: an --exclusive
+    job its nodes' every CPU, a --mem=0 job their memory (Slurm 22.05: ``--exclusive -N 1`` on
+    an 8-CPU node, NumCPUs=8 TRES=cpu=8,mem=16000M); before it is placed, what it asks for."""
+    if not placement:
+        return cpus, mib
+    return (
+        sum(max(1, -(-int(p.cpu_milli) // 1000)) for p in placement),
+        sum(int(p.memory_mib) for p in placement),
+    )
+
+
 def job_lines(j: Any, now: float) -> list[str]:
     """One job as ``scontrol show job`` prints it: its ``key=value`` lines in Slurm 22.05's
     order (an array's pending tasks in one, ``ArrayTaskId=2-5``)."""
@@ -123,9 +135,10 @@ def job_lines(j: Any, now: float) -> list[str]:
     tasks = max(1, int(spec.get("tasks_per_worker", 1) or 1))
     mib = j.workers * int(spec.get("memory_mib", 0) or 0)
     count = len(nodes) or j.workers
-    tres = f"cpu={cpus},mem={tres_mem(mib)},node={count},billing={cpus}"
     # --mem=0 (all of each node's): Slurm prints MinMemoryNode=0, without a unit
     node_mem = tres_mem(mib // max(1, j.workers)) if mib else "0"
+    cpus, held = _held(j.placement, cpus, mib)
+    tres = f"cpu={cpus},mem={tres_mem(held)},node={count},billing={cpus}"
     if j.gpus:
         tres += f",gres/gpu={j.gpus:g}"
     err, stdin, out = _std(j, nodes)
