@@ -190,3 +190,30 @@ def test_slurm_does_what_is_recorded(tmp_path: Path) -> None:
     if os.environ.get("SRUN_RECORD"):
         RECORD.write_text(json.dumps(got, indent=1) + "\n")
     assert got == json.loads(RECORD.read_text())
+
+
+def test_srun_rides_out_a_controller_restart(gpufleet: tuple[LocalCluster, Site]) -> None:
+    """The job runs on while the controller is down; srun says so once, and still prints the
+    step's output and exits with its code once the controller is back."""
+    c, site = gpufleet
+    err = Path(site.env["PWD"]).parent / "stderr-restart"
+    argv = ["-n1", "bash", "-c", "echo begun >&2; sleep 4; echo done; exit 3"]
+    with err.open("w") as f:
+        p = subprocess.Popen(["srun", *argv], env=site.env, cwd=site.env.get("PWD"),
+                             stdout=subprocess.PIPE, stderr=f, text=True)  # fmt: skip
+        try:
+            wait_for("the step begun", lambda: "begun" in err.read_text() or None, 60)
+            c.kill_controller()
+            wait_for("srun finding it gone", lambda: "retrying" in err.read_text() or None, 30)
+            c.start_controller()
+            out, _ = p.communicate(timeout=90)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    lines = err.read_text().splitlines()
+    assert (p.returncode, out) == (3, "done\n"), lines
+    assert lines[0] == "begun", lines
+    assert len(lines) == 3 and "Currently unable to reach the controller, retrying" in lines[1]
+    assert lines[2] == "srun: error: NODE: task 0: Exited with exit code 3".replace(
+        "NODE", site.nodes[0]
+    ), lines

@@ -1,7 +1,7 @@
 """``scontrol`` where users log in: ``show job [ID]`` over the API, in scontrol's layout (the
 lines people and tools read: JobState with its Reason, ExitCode, the times, NodeList);
 ``hold``, ``uhold`` and ``release`` of jobs (``scontrol_hold.py``); ``update JobId=…`` of a
-job's fields (``scontrol_update.py``); anything else is the
+job's fields and ``requeue`` of a running job (``scontrol_update.py``); anything else is the
 in-job scontrol's (``gpufleet.slurm.scontrol``: ``show hostnames``).
 
 Every line of Slurm 22.05's, in its order (``tests/e2e/test_shims_print_vs_slurm.py`` holds
@@ -258,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gpufleet.shims import scontrol_update
 
         scontrol_update.main(words[1:])
+    if words and words[0].lower() == "requeue":  # requeue JOB_LIST (ADR 0076)
+        from gpufleet.shims import scontrol_update
+
+        scontrol_update.requeue_main(words[1:])
     from gpufleet.slurm.scontrol import main as in_job
 
     return in_job(args)

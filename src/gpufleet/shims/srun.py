@@ -30,7 +30,7 @@ from gpufleet.shims.common import Usage, run
 
 TYPE_CHECKING = False  # no typing at run time: a command starts on few imports (issue 27)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from gpufleet.client.lean import LeanClient
@@ -194,14 +194,16 @@ class Follow:
             self.on_interrupts(pending=False)
             if not wrote:
                 time.sleep(POLL_S)
-            j = self.c.job(self.job)
+            j = self.ask(self.c.job, self.job)
 
     def allocation(self) -> Any:
         """Wait until the job runs (or ended); None when it never will (-I, Ctrl-C, cancelled)."""
         said = False
         since = time.monotonic()
         while True:
-            j: Any = self.c.job(self.job)  # a Row: the server's JSON, read as a mapping too
+            j: Any = self.ask(
+                self.c.job, self.job
+            )  # a Row: the server's JSON, read as a mapping too
             if j.state not in PENDING:
                 if said:
                     err(f"job {self.job} has been allocated resources")
@@ -229,7 +231,8 @@ class Follow:
         """Print what the job's script (the step's srun) wrote since the last look."""
         wrote = False
         for stream, out in (("stdout", sys.stdout), ("stderr", sys.stderr)):
-            chunk = self.c.logs(self.job, rank=0, stream=stream, offset=self.offsets[stream])
+            offset = self.offsets[stream]
+            chunk = self.ask(self.c.logs, self.job, rank=0, stream=stream, offset=offset)
             if chunk.data:
                 out.write(chunk.data)
                 out.flush()
@@ -257,7 +260,28 @@ class Follow:
 
     def cancel(self) -> None:
         self.cancelled = True
-        self.c.cancel(self.job)
+        self.ask(self.c.cancel, self.job)
+
+    def ask(self, call: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """``call``'s answer, asked again (each POLL_S) while the controller cannot answer:
+        down, restarting, a standby taking over, as ``sbatch --wait`` rides them out; the job
+        runs on meanwhile. Said once per outage."""
+        from gpufleet.client.errors import ApiError
+        from gpufleet.shims.sbatch_wait import RETRIED
+
+        said = False
+        while True:
+            try:
+                return call(*args, **kw)
+            except (ApiError, OSError) as e:
+                if isinstance(e, ApiError) and e.status not in RETRIED:
+                    raise
+                if self.stop or len(self.interrupts) >= 2:  # the user gives up waiting for it
+                    raise
+                if not said:
+                    err(f"error: Currently unable to reach the controller, retrying: {e}")
+                    said = True
+            time.sleep(POLL_S)
 
     def ended(self, j: Any) -> bool:
         from gpufleet.shims.sbatch_wait import finished
