@@ -13,6 +13,7 @@ import httpx
 import pytest
 from test_api import SPEC, T0, AgentClient, register, serve
 
+from gpufleet.api.schemas import AgentEvent
 from gpufleet.base.clock import ManualClock
 from gpufleet.client import Client
 from gpufleet.server.store import Store
@@ -70,12 +71,25 @@ def test_a_jobs_update_is_ruled_as_slurms_kept_through_a_restart_and_scheduled(
             register(agent, "node-0")
             (first,) = agent.commands("node-0", wait_s=5)
             assert first.job == job  # one node now: it starts
-            wait_for("running", lambda: alice.job(job).state in ("STARTING", "RUNNING") or None)
+            agent.events("node-0", [AgentEvent(kind="started", job=job, attempt=1, rank=0)])
+            wait_for("running", lambda: alice.job(job).state == "RUNNING" or None)
             http = api.raw(alice_token)
             r = patch(http, job, time_limit_s=1800, queues=["default"])
             assert r.status_code == 403, r.text
             assert problems(r)["body.queues"].startswith("Job is no longer pending execution")
             assert patch(http, job, time_limit_s=60).status_code == 200  # lowered: its user may
             assert alice.job(job).spec["time_limit_s"] == 60
+            bob = api.raw(bob_token)
+            assert bob.post(f"/jobs/{job}/requeue").status_code == 403
+            r = http.post(f"/jobs/{job}/requeue")  # scontrol requeue: its own, running
+            assert r.status_code == 200, r.text
+            (stop,) = agent.commands("node-0", wait_s=5)
+            assert stop.kind == "kill" and stop.job == job, stop  # the attempt stopped first
+            assert alice.job(job).state == "RUNNING"  # not pending while its rank lives
+            agent.events("node-0", [AgentEvent(kind="exited", job=job, attempt=1, rank=0)])
+            (again,) = agent.commands("node-0", wait_s=5)  # pending, then started again
+            assert (again.kind, again.job, again.attempt) == ("launch", job, 2), again
+            audit = api.raw((data / "admin.token").read_text().strip()).get("/audit").json()
+            assert "job.requeue" in [a["action"] for a in audit]
     finally:
         store.close()

@@ -30,6 +30,16 @@ As a user (uid 1000; its own ``b`` held, ``c`` running, both ``-t 10``)::
     JobId=$b Partition=nope TimeLimit=20 exit 1: Invalid partition name specified for job B
     JobId=$a JobName=x                   exit 1: Invalid user id for job A (root's)
 
+And ``scontrol requeue`` (root; ``n`` running, submitted ``--no-requeue``)::
+
+    requeue $r                           exit 0: PD, Reason BeginTime, Restarts=1
+    requeue $a                           exit 1: Job is pending execution for job A
+    requeue $n                           exit 1: Requested operation is presently disabled
+                                         for job N
+    requeue 99999; requeue abc           exit 1: Invalid job id specified for job 99999 (abc)
+    requeue                              exit 1: too few arguments for keyword:requeue
+    (uid 1000) requeue $r                exit 1: Access/permission denied for job R
+
 (Also seen: a user's ``Nice=-5`` is refused with Access/permission denied and ``Nice=5``,
 ``Comment=hi``, ``ExcNodeList=n1``, ``StartTime=now+1hour`` answer 0; gpufleet keeps no nice
 nor comment: its shim refuses those keys.)"""
@@ -87,6 +97,18 @@ USER_PART = [
      "Invalid partition name specified for job {b}\n", "y|20:00"),
     ("user", U + "{a} JobName=x", 1, "Invalid user id for job {a}\n", None),
 ]  # fmt: skip
+REQUEUE_PART = [
+    ("admin", "scontrol requeue {a}", 1, "Job is pending execution for job {a}\n", None),
+    ("admin", "scontrol requeue {n}", 1,
+     "Requested operation is presently disabled for job {n}\n", None),
+    ("admin", "scontrol requeue 99999", 1, "Invalid job id specified for job 99999\n", None),
+    ("admin", "scontrol requeue abc", 1, "Invalid job id specified for job abc\n", None),
+    ("admin", "scontrol requeue", 1, "too few arguments for keyword:requeue\n", None),
+    ("admin", "scontrol requeue {r}", 0, "", None),
+]  # fmt: skip
+USER_REQUEUE = [
+    ("user", "scontrol requeue {r}", 1, "Access/permission denied for job {r}\n", None),
+]
 
 
 def play(run: Run, steps: list[tuple], ids: dict[str, str]) -> None:
@@ -107,8 +129,8 @@ def submit(run: Run, who: str, *how: str) -> str:
     return r.stdout.strip()
 
 
-def running(run: Run, who: str) -> str:
-    job = submit(run, who, "--wrap", "sleep 300")
+def running(run: Run, who: str, *how: str) -> str:
+    job = submit(run, who, *how, "--wrap", "sleep 300")
     state = lambda: run(who, "squeue", "-h", "-j", job, "-o", "%t").stdout.strip()  # noqa: E731
     wait_for(f"job {job} started", lambda: state() in ("R", "CF") or None)
     return job
@@ -146,6 +168,9 @@ def test_gpufleet_answers_as_slurm_did(gpufleet: Run) -> None:
     play(run, ADMIN_PART, ids)
     ids |= {"b": submit(run, "user", "-H", "--wrap", "true"), "c": running(run, "user")}
     play(run, USER_PART, ids)
+    play(run, USER_REQUEUE, ids)
+    ids["n"] = running(run, "admin", "--no-requeue")
+    play(run, REQUEUE_PART, ids)
 
 
 @live
@@ -161,3 +186,5 @@ def test_slurm_answers_as_recorded(
 
         ids = {"a": submit(run, "admin", "-H", "--wrap", "true"), "r": running(run, "admin")}
         play(run, ADMIN_PART, ids)
+        ids["n"] = running(run, "admin", "--no-requeue")
+        play(run, REQUEUE_PART, ids)

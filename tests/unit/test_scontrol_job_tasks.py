@@ -56,3 +56,18 @@ def test_an_exclusive_job_holds_its_nodes_cpus() -> None:
     got = shown(Row(workers=1, exclusive=True, memory_mib=4096), 1, [node])
     assert got["NumCPUs"] == "8" and got["TRES"].startswith("cpu=8,mem=16000M,node=1,billing=8")
     assert got["MinCPUsNode"] == "1"
+
+
+def test_an_arrays_pending_record_shows_no_tasks_index_in_its_files() -> None:
+    """sbatch --array=0-9:3%2, every task pending: Slurm 22.05's scontrol show job of the array
+    printed ArrayTaskId=0,3,6,9%2 and StdOut=DIR/slurm-ID_4294967294.out (the corpus)."""
+    from gpufleet.io.slurm_style import Tasks
+
+    def task(i: int) -> Row:
+        return Row(id=f"7{i}", name="a", user="alice", queue="gpu", state="PENDING",
+                   submit_time=0.0, start_time=None, end_time=None, gpus=0.0, workers=1,
+                   spec=Row(workdir="/w"), attempt=0, placement=[], reason=None,
+                   array_id="70", array_index=i)  # fmt: skip
+
+    lines = job_lines(Tasks([task(0), task(3)]), 1.0)
+    assert "StdOut=/w/slurm-70_4294967294.out" in lines

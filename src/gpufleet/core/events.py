@@ -53,6 +53,15 @@ class JobAmend:
 
 
 @dataclass(frozen=True, slots=True)
+class JobRequeue:
+    """A running job sent back to pending (Slurm's scontrol requeue, ADR 0076): its attempt
+    stopped as a preemption's, then pending again under its id. The API judges who may."""
+
+    job_id: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class TaskStarted:
     job_id: str
     attempt: int
@@ -281,13 +290,14 @@ class GpuUtilization:
 
 
 # what a user asks of a job of theirs (the JobMaster's ``request``)
-JobRequest = JobCancelled | JobHold | JobAmend
+JobRequest = JobCancelled | JobHold | JobAmend | JobRequeue
 
 Event = (
     JobSubmitted
     | JobCancelled
     | JobHold
     | JobAmend
+    | JobRequeue
     | TaskStarted
     | TaskExited
     | TaskFenced

@@ -13,7 +13,7 @@ from gpufleet.core.cluster_state import ClusterState
 from gpufleet.core.commands import Command, Launch, SetTimer, Transition
 from gpufleet.core.dependencies import Dependencies
 from gpufleet.core.errors import UnknownObject
-from gpufleet.core.events import JobAmend, JobCancelled, JobHold, JobRequest
+from gpufleet.core.events import JobAmend, JobCancelled, JobHold, JobRequest, JobRequeue
 from gpufleet.core.launch_env import ArrayFacts, JobFacts
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Placement
@@ -129,6 +129,11 @@ class JobBook:
             self.hold(ev, now, out)
         elif isinstance(ev, JobAmend):
             self.amend(ev, now, out)
+        elif isinstance(ev, JobRequeue):  # stopped as a preemption's: pending again, its id kept
+            rec = self.jobs.get(ev.job_id)
+            if rec is None:
+                raise UnknownObject(f"unknown job {ev.job_id}")
+            self.evict(rec, ev.why, now, out, "requeued")
         else:
             self.cancel(ev, now, out, waited)
 
@@ -137,6 +142,11 @@ class JobBook:
         def cancel(
             self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
         ) -> None: ...
+
+    def evict(
+        self, rec: JobRecord, why: str, now: float, out: list[Command], kill: str = "drained"
+    ) -> None:
+        raise NotImplementedError  # the JobMaster's
 
     def hold(self, ev: JobHold, now: float, out: list[Command]) -> None:
         """Hold or release a job (ADR 0074): kept with it (a transition to the state it is in,

@@ -1,7 +1,7 @@
 """``scontrol`` where users log in: ``show job [ID]`` over the API, in scontrol's layout (the
 lines people and tools read: JobState with its Reason, ExitCode, the times, NodeList);
 ``hold``, ``uhold`` and ``release`` of jobs (``scontrol_hold.py``); ``update JobId=…`` of a
-job's fields (``scontrol_update.py``); anything else is the
+job's fields and ``requeue`` of a running job (``scontrol_update.py``); anything else is the
 in-job scontrol's (``gpufleet.slurm.scontrol``: ``show hostnames``).
 
 Every line of Slurm 22.05's, in its order (``tests/e2e/test_shims_print_vs_slurm.py`` holds
@@ -73,7 +73,9 @@ def _std(j: Any, nodes: list[str]) -> tuple[str, str, str]:
 
     spec = j.spec
     array, index = j.get("array_id"), j.get("array_index")
-    default = "slurm-%A_%a.out" if index is not None else "slurm-%j.out"
+    if getattr(j, "tasks", None):  # an array's pending tasks in one record: no one task's
+        index = None  # index, Slurm's NO_VAL for %a (StdOut=slurm-6_4294967294.out)
+    default = "slurm-%A_%a.out" if array is not None else "slurm-%j.out"
     facts = FileFacts(str(j.id), slurm_style.job_name(j), j.user, nodes[0] if nodes else "%N",
                       array, index)  # fmt: skip
 
@@ -256,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gpufleet.shims import scontrol_update
 
         scontrol_update.main(words[1:])
+    if words and words[0].lower() == "requeue":  # requeue JOB_LIST (ADR 0076)
+        from gpufleet.shims import scontrol_update
+
+        scontrol_update.requeue_main(words[1:])
     from gpufleet.slurm.scontrol import main as in_job
 
     return in_job(args)

@@ -151,3 +151,46 @@ def _words(e: ApiError) -> str:
     if e.status in (403, 409, 422):
         return f"Invalid value ({text})"
     raise e
+
+
+def requeue_main(words: Sequence[str]) -> None:
+    """``scontrol requeue JOB_LIST``: a running job back to pending (its id kept), as Slurm
+    22.05 answered: silent, exit 0; else a line per job, ``Job is pending execution for job
+    7``, ``Requested operation is presently disabled for job 9`` (--no-requeue), ``Access/
+    permission denied for job 8`` (another user's), ``Invalid job id specified for job 99``,
+    exit 1."""
+    ids = [i.strip() for w in words for i in w.split(",") if i.strip()]
+    if not ids:
+        sys.stderr.write("too few arguments for keyword:requeue\n")
+        raise SystemExit(1)
+    run("scontrol", lambda: requeue_jobs(ids))
+
+
+def requeue_jobs(ids: Sequence[str]) -> int:
+    failed = False
+    with connect("scontrol") as c:
+        for jid in ids:
+            why = INVALID_ID if not jid.isdigit() else ""
+            try:
+                why or c.call("POST", f"/jobs/{jid}/requeue")
+            except ApiError as e:
+                why = _requeue_words(e)
+            if why:
+                failed = True
+                sys.stderr.write(f"{why} for job {jid}\n")
+    return 1 if failed else 0
+
+
+def _requeue_words(e: ApiError) -> str:
+    text = str(e)
+    if e.status in (404, 422):
+        return INVALID_ID
+    if e.status == 403:
+        return "Access/permission denied"
+    if e.status == 409 and "is pending" in text:
+        return "Job is pending execution"
+    if e.status == 409 and "requeue disabled" in text:
+        return "Requested operation is presently disabled"
+    if e.status == 409:
+        return "Job has already finished"
+    raise e

@@ -1,4 +1,5 @@
-"""``PATCH /jobs/{id}``: Slurm's ``scontrol update JobId=ID KEY=VALUE…`` (ADR 0076).
+"""``PATCH /jobs/{id}``: Slurm's ``scontrol update JobId=ID KEY=VALUE…``; ``POST
+/jobs/{id}/requeue``: its ``scontrol requeue ID`` (ADR 0076).
 
 The rules are model/job_amend.py's (as a real Slurm 22.05 answered); a pending job's new spec
 must also pass what a submission passes (its queues exist and admit it: admission.py), all
@@ -68,3 +69,24 @@ async def update(
 def _rank(status: int) -> int:
     """A refusal's status, the most telling first: a permission, then the job's state."""
     return {403: 0, 409: 1}.get(status, 2)
+
+
+@router.post("/jobs/{job_id}/requeue", response_model=s.JobOut, operation_id="requeueJob")
+async def requeue(
+    job_id: Name, who: Principal = USERS, svc: ControllerService = Depends(service)
+) -> Any:
+    """A running job stopped as a preemption stops it (its checkpoint notice first) and pending
+    again under its id, its next start a new attempt. 200 the job; 403 another user's; 404 none;
+    409 a pending job (Slurm's "Job is pending execution"), one submitted --no-requeue
+    ("Requested operation is presently disabled") or one that ended. Audited as
+    ``job.requeue``."""
+    rec = await owned_job(svc, job_id, who)
+    job = rec.job
+    if job.finished or job.state not in (JobState.STARTING, JobState.RUNNING):
+        what = "has already ended" if job.finished else "is pending"
+        raise HTTPException(409, f"job {job_id} {what} ({job.state.value}): nothing to requeue")
+    if not job.spec.requeue:
+        raise HTTPException(409, f"job {job_id} was submitted --no-requeue: requeue disabled")
+    audit: AuditRow = (who.name, who.role, "job.requeue", job_id, {})
+    await svc.requeue(job_id, f"requeued by {who.actor}", audit=audit)
+    return job_out(rec, None)

@@ -8,7 +8,15 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from gpufleet.core.events import Event, JobAmend, JobCancelled, JobHold, NodeDrain, QueueChanged
+from gpufleet.core.events import (
+    Event,
+    JobAmend,
+    JobCancelled,
+    JobHold,
+    JobRequeue,
+    NodeDrain,
+    QueueChanged,
+)
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.model.queue import QueueSpec
 from gpufleet.server.journal import AuditRow
@@ -111,6 +119,10 @@ class Requests(ServiceBase):
     ) -> None:
         """Change a job's spec (scontrol update, ADR 0076): kept by the store."""
         await self.event(JobAmend(job_id, spec, why), audit)
+
+    async def requeue(self, job_id: str, why: str, audit: AuditRow | None = None) -> None:
+        """Send a running job back to pending (scontrol requeue, ADR 0076)."""
+        await self.event(JobRequeue(job_id, why), audit)
 
     async def drain(
         self,
