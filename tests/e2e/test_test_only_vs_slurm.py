@@ -51,6 +51,7 @@ BUSY_COMMANDS = [
     "sbatch --test-only --mem=1G --gres=gpu:2 --wrap true",
     "sbatch --test-only --mem=1G --gres=gpu:1 --wrap true",
     "sbatch --test-only --mem=1G -N 2 --gres=gpu:4 --wrap true",
+    "sbatch --test-only --mem=1G --begin=now+1hour --gres=gpu:1 --wrap true",
 ]
 LINE = re.compile(r"^sbatch: Job \d+ to start at (\S+) using (\d+) processors on nodes (\S+) in ")
 

@@ -89,6 +89,9 @@ BAD_SUBMISSIONS = [
     ("time limit 1e300", {"spec": {**SPEC, "time_limit_s": 1e300}}, "body.spec.time_limit_s"),
     ("memory_mib 2**70", {"spec": {**SPEC, "memory_mib": 2**70}}, "body.spec.memory_mib"),
     ("10k name", {"spec": {**SPEC, "name": "n" * 10_000}}, "body.spec.name"),
+    # a name is printed on other people's terminals (an admin's squeue): no escape sequence
+    ("ESC in a name", {"spec": {**SPEC, "name": "a\x1b]0;owned\x07"}}, "body.spec.name"),
+    ("C1 control in a name", {"spec": {**SPEC, "name": "a\x9bb"}}, "body.spec.name"),
     ("huge array", {"spec": SPEC, "array": "0-1000000000"}, "body.array"),
     ("array over the limit", {"spec": SPEC, "array": "0-50"}, "body.array"),
     ("NUL in an array", {"spec": SPEC, "array": "0-3\x00"}, "body.array"),
@@ -188,6 +191,20 @@ def test_a_bad_query_path_or_body_is_a_422_naming_it(
     refused(edge.send(method, path, raw), 422, where)
     assert edge.store.queues() == [] or all(q.name != "q" for q in edge.store.queues())
     assert [t.name for t in edge.store.tokens()] == ["admin"]
+
+
+def test_json_nested_too_deep_is_a_422_that_says_so_not_one_of_encoding(edge: Edge) -> None:
+    deep = b"[" * 20_000 + b"]" * 20_000  # past Python's parser's recursion limit
+    for path, raw in (
+        ("/jobs", b'{"spec": ' + deep + b"}"),  # the submissions' own path (submit_fast.py)
+        ("/tokens", deep),
+        ("/sbatch", b'{"argv": [], "cwd": "/", "host": "h", "environ": {"A": ' + deep + b"}}"),
+    ):
+        err = refused(edge.send("POST", path, raw), 422, "body")
+        assert "nested too deep" in err.detail and "UTF-8" not in err.detail, (path, err)
+    assert edge.jobs() == []
+    assert [t.name for t in edge.store.tokens()] == ["admin"]
+    assert edge.send("POST", "/jobs", body(spec=SPEC)).status_code == 201  # still serving
 
 
 def test_bad_agent_reports_are_refused_naming_the_field(edge: Edge) -> None:

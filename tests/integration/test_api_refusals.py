@@ -232,3 +232,17 @@ def test_a_share_no_configured_node_could_run_under_its_queues_policy_is_refused
     (whole,) = alice.submit({**share, "gpu_milli": 1000})
     (other,) = alice.submit({**share, "queue": "default"})
     assert api.stored_ids() == sorted([before, whole, other])
+
+
+def test_sbatch_after_a_job_no_one_knows_runs_as_slurms(api: Api) -> None:
+    """sbatch -d afterok:999999 on Slurm 22.05 (the user-script corpus, 2026-12-07): accepted,
+    Dependency=(null), the job runs; gpufleet's own POST /jobs still refuses the id."""
+    token = api.token("user", user="alice")
+    r = sbatch(api, token, "-d", "afterok:999999", "--wrap", "true")
+    assert r.status_code == 201, r.text
+    (job,) = r.json()["ids"]
+    assert job in api.stored_ids()
+    refused(422, lambda: api.user("alice").submit(SPEC, depends_on=[("afterok", "999999")]))
+    known = sbatch(api, token, "--wrap", "true").json()["ids"][0]
+    r = sbatch(api, token, "-d", f"afterok:{known}:999998", "--wrap", "true")
+    assert r.status_code == 201, r.text  # the known one is kept: it waits for it

@@ -229,3 +229,30 @@ def _path_job(alice: Client) -> list[str]:
     )
     state(alice, job, {"SUCCEEDED"})
     return log_of(alice, job).splitlines()
+
+
+def test_a_job_cannot_have_its_output_written_where_its_owner_may_not_write(
+    cluster: LocalCluster, users: list[str]
+) -> None:
+    """The root agent never opens ``--output`` itself: a path (with ``..``) into a directory
+    only root may write fails the job as Slurm fails it, and no file is made there as root."""
+    private = Path(tempfile.mkdtemp(prefix="gpufleet-root-only-", dir="/var/tmp"))
+    private.chmod(0o755)  # others may enter it, not write in it
+    try:
+        alice = cluster.user(users[0])
+        target = private / "owned.out"
+        (job,) = alice.submit(
+            {
+                "name": "owned",
+                "gpus_per_worker": 0,
+                "batch": True,
+                "command": ["/bin/sh", "-c", "echo written"],
+                "output": f"{private}/../{private.name}/owned.out",
+                "time_limit_s": 60,
+            }
+        )
+        state(alice, job, {"FAILED"})
+        assert not target.exists()
+        assert sorted(private.iterdir()) == []
+    finally:
+        shutil.rmtree(private, ignore_errors=True)

@@ -7,7 +7,7 @@ import pytest
 
 from gpufleet.io.export import capture, read_export_file, workdir
 from gpufleet.model.errors import SpecError
-from gpufleet.model.fname import NO_VAL, FileFacts, expand
+from gpufleet.model.fname import NO_VAL, FileFacts, expand, shown
 
 ENV = {
     "PATH": "/home/a/venv/bin:/usr/bin",
@@ -88,7 +88,10 @@ A = FileFacts("130", "train", "alice", "n1", array_id="123", array_index=7)
         ("slurm-%A_%a.out", A, "slurm-123_7.out"),
         ("%A_%a", F, f"123_{NO_VAL}"),  # outside an array: the job's id, Slurm's NO_VAL
         ("%x-%5j.%N.%u", F, "train-00123.gpu-01.alice"),  # %N: the short name
-        ("%J|%s|%t|%n|%b", A, "130.batch|batch|0|0|7"),
+        # Slurm 22.05's batch file p-%%-%A-%a-%j-%J-%N-%n-%t-%u-%x-%5j-%b-%s.out of job 101:
+        # p-%-101-4294967294-101-101-vm-0-0-root-pj-00101-%b-batch.out (%J: no step for the
+        # batch script; %b is 23.02's, kept)
+        ("%J|%s|%t|%n|%b", A, "130|batch|0|0|%b"),
         ("%4a-%3t-%12j", A, "0007-000-0000000130"),  # padding up to 10
         ("%%j 100%%", F, "%j 100%"),
         ("%q%", F, "%q%"),  # not a pattern: kept
@@ -98,3 +101,15 @@ A = FileFacts("130", "train", "alice", "n1", array_id="123", array_index=7)
 )
 def test_file_name_patterns(pattern: str, facts: FileFacts, name: str) -> None:
     assert expand(pattern, facts) == name
+
+
+def test_scontrol_shows_a_pattern_as_slurm_did() -> None:
+    """Slurm 22.05's scontrol show job of that job and of task 1 of array 103 (job 104):
+    StdOut=p-%%-101-4294967294-101-%J-%N-%n-%t-root-pj-%5j-%b-%s.out and q-103-1-%5a-104-%N.out
+    (the files were p-%-101-…-00101-… and q-103-1-00001-104-vm.out)."""
+    p = "p-%%-%A-%a-%j-%J-%N-%n-%t-%u-%x-%5j-%b-%s.out"
+    one = FileFacts("101", "pj", "root", "n1")
+    assert shown(p, one) == "p-%%-101-4294967294-101-%J-%N-%n-%t-root-pj-%5j-%b-%s.out"
+    assert expand(p, one) == "p-%-101-4294967294-101-101-n1-0-0-root-pj-00101-%b-batch.out"
+    task = FileFacts("104", "pj", "root", "n1", array_id="103", array_index=1)
+    assert shown("q-%A-%a-%5a-%j-%N.out", task) == "q-103-1-%5a-104-%N.out"

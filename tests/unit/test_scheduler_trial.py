@@ -4,6 +4,8 @@ real Slurm printed for the same command lines: tests/e2e/test_test_only_vs_slurm
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from builders import cluster, job, profile, running, snapshot
 
 from gpufleet.io import sbatch_command
@@ -52,3 +54,9 @@ def test_sbatch_reads_test_only_as_its_own_option() -> None:
         host="h",
     )
     assert batch.test_only and batch.spec["gpus_per_worker"] == 1
+
+
+def test_a_job_not_eligible_before_its_begin_time_starts_then() -> None:
+    late = replace(job("t", gpus=1), eligible_time=3600.0)
+    got = trial(snapshot(cluster(1, 4), now=60.0), profile(), late)
+    assert got.start == 3600.0 and got.nodes == ("n00",)

@@ -195,7 +195,7 @@ class JobSpecIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", title="JobSpecIn")
 
-    name: str = _text("name", description=NOT_BLANK)
+    name: str = _text("name", description=f"{NOT_BLANK}; no control character")
     user: Annotated[str, _text("user")] | None = Field(
         None, description="whose job it is: a user token's own user (the default)"
     )

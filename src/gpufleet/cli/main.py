@@ -130,7 +130,8 @@ COMMANDS: list[Lazy] = [
         "slurm-shims",
         "gpufleet.cli.shims",
         "app",
-        "Install Slurm's commands (sbatch, squeue, scancel, sinfo, sacct) over gpufleet.",
+        "Install Slurm's commands (sbatch, srun, squeue, scancel, sinfo, sacct, scontrol) over "
+        "gpufleet.",
     ),
     Lazy(
         "install",

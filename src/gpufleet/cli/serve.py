@@ -122,6 +122,9 @@ _METRICS_USER_LABELS = typer.Option(
 _MAX_BODY_BYTES = typer.Option(
     1 << 20, help="refuse a request body over this many bytes (413) before parsing it"
 )
+_HEAD_TIMEOUT_S = typer.Option(
+    30.0, help="close a connection whose request line and headers are not all sent this long (408)"
+)
 _MAX_ARRAY_SIZE = typer.Option(1001, help="the most tasks of one job array (Slurm's MaxArraySize)")
 _FALLBACK_ACCOUNT = typer.Option(
     "",
@@ -240,6 +243,7 @@ _AS_GIVEN = (
     "retry_backoff_s",
     "retry_backoff_max_s",
     "max_body_bytes",
+    "head_timeout_s",
     "max_array_size",
     "metrics_public",
     "metrics_user_labels",
@@ -297,6 +301,7 @@ def controller(
     metrics_public: bool = _METRICS_PUBLIC,
     metrics_user_labels: bool = _METRICS_USER_LABELS,
     max_body_bytes: int = _MAX_BODY_BYTES,
+    head_timeout_s: float = _HEAD_TIMEOUT_S,
     max_array_size: int = _MAX_ARRAY_SIZE,
     fallback_account: str = _FALLBACK_ACCOUNT,
     account_lookup_s: float = _ACCOUNT_LOOKUP_S,
@@ -373,6 +378,7 @@ def _serve(cfg: ServerConfig, tls: TlsFiles) -> None:
     from gpufleet.base.secretfile import private_umask
     from gpufleet.scheduler.framework import ProfileError
     from gpufleet.server.app import create_app
+    from gpufleet.server.headlimit import head_limited
     from gpufleet.server.store.engine import safe_url
 
     try:
@@ -400,6 +406,8 @@ def _serve(cfg: ServerConfig, tls: TlsFiles) -> None:
         port=cfg.port,
         log_level="warning",
         access_log=False,
+        # a request's headers bounded in size as they arrive (431), and in time (408)
+        http=head_limited(cfg.head_timeout_s),
         **tls.uvicorn_kwargs(),
     )
 

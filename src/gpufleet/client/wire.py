@@ -108,7 +108,17 @@ class Connection:
             lines.append(f"Content-Length: {len(body or b'')}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         try:
-            self._sock.sendall(head + body if body else head)
+            try:
+                self._sock.sendall(head + body if body else head)
+            except (BrokenPipeError, ConnectionResetError) as sending:
+                # a server may answer before it has read the body, and close: a body over its
+                # limit gets a 413 and a reset of what was still being sent. The answer is
+                # read from what came before the reset (Linux keeps it), so the caller is told
+                # why, not that the controller cannot be reached.
+                try:
+                    return self._response(method)
+                except OSError:  # BadResponse too: no answer either
+                    raise sending from None
             return self._response(method)
         except BaseException:
             self.close()  # the connection is in an unknown state: never reused

@@ -28,6 +28,8 @@ class Transition:
     new: JobState
     time: float
     why: str = ""
+    # the job's spec changed with it (scontrol update, ADR 0076): the store writes the spec
+    spec_changed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,25 @@ class JobHold:
 
 
 @dataclass(frozen=True, slots=True)
+class JobAmend:
+    """A submitted job's spec changed (Slurm's scontrol update, ADR 0076): ``spec`` replaces
+    its spec. What may change, when and by whom is the API's to judge (model/job_amend.py)."""
+
+    job_id: str
+    spec: JobSpec
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequeue:
+    """A running job sent back to pending (Slurm's scontrol requeue, ADR 0076): its attempt
+    stopped as a preemption's, then pending again under its id. The API judges who may."""
+
+    job_id: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class TaskStarted:
     job_id: str
     attempt: int
@@ -271,12 +290,14 @@ class GpuUtilization:
 
 
 # what a user asks of a job of theirs (the JobMaster's ``request``)
-JobRequest = JobCancelled | JobHold
+JobRequest = JobCancelled | JobHold | JobAmend | JobRequeue
 
 Event = (
     JobSubmitted
     | JobCancelled
     | JobHold
+    | JobAmend
+    | JobRequeue
     | TaskStarted
     | TaskExited
     | TaskFenced

@@ -5,14 +5,15 @@ scheduler's queue (its dependencies and its array's throttle)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.core.arrays import ArrayThrottle
 from gpufleet.core.cluster_state import ClusterState
-from gpufleet.core.commands import Command, Launch, Transition
+from gpufleet.core.commands import Command, Launch, SetTimer, Transition
 from gpufleet.core.dependencies import Dependencies
 from gpufleet.core.errors import UnknownObject
-from gpufleet.core.events import JobCancelled, JobHold, JobRequest
+from gpufleet.core.events import JobAmend, JobCancelled, JobHold, JobRequest, JobRequeue
 from gpufleet.core.launch_env import ArrayFacts, JobFacts
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Placement
@@ -126,6 +127,13 @@ class JobBook:
         """A user's request of a job: a cancel (``waited``: its Reason, if it waited), a hold."""
         if isinstance(ev, JobHold):
             self.hold(ev, now, out)
+        elif isinstance(ev, JobAmend):
+            self.amend(ev, now, out)
+        elif isinstance(ev, JobRequeue):  # stopped as a preemption's: pending again, its id kept
+            rec = self.jobs.get(ev.job_id)
+            if rec is None:
+                raise UnknownObject(f"unknown job {ev.job_id}")
+            self.evict(rec, ev.why, now, out, "requeued")
         else:
             self.cancel(ev, now, out, waited)
 
@@ -134,6 +142,11 @@ class JobBook:
         def cancel(
             self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
         ) -> None: ...
+
+    def evict(
+        self, rec: JobRecord, why: str, now: float, out: list[Command], kill: str = "drained"
+    ) -> None:
+        raise NotImplementedError  # the JobMaster's
 
     def hold(self, ev: JobHold, now: float, out: list[Command]) -> None:
         """Hold or release a job (ADR 0074): kept with it (a transition to the state it is in,
@@ -150,6 +163,38 @@ class JobBook:
         out.append(Transition(rec.id, job.attempt, job.state, job.state, now, ev.why))
         if self.state.is_pending(rec.id):
             self._requeue_view(rec)
+            self.state.dirty = True
+
+    def amend(self, ev: JobAmend, now: float, out: list[Command]) -> None:
+        """Its spec changed (ADR 0076): kept with it (a transition to the state it is in that
+        says so, so that the store writes the spec); a pending job's view is made again for the
+        next pass; a running one's time limit counts from its start. A job that ended is left
+        as it is, and a started one changes only its name and time limit (the API refuses the
+        rest; a request that raced the job's start loses those)."""
+        rec = self.jobs.get(ev.job_id)
+        if rec is None:
+            raise UnknownObject(f"unknown job {ev.job_id}")
+        job = rec.job
+        if job.finished:
+            return
+        pending = self.state.is_pending(rec.id)
+        new = ev.spec
+        if not pending:
+            new = replace(job.spec, name=ev.spec.name, time_limit_s=ev.spec.time_limit_s)
+        if new == job.spec:
+            return
+        limit_changed = new.time_limit_s != job.spec.time_limit_s
+        job.spec = new
+        job.history.append((now, job.state, ev.why))
+        out.append(Transition(rec.id, job.attempt, job.state, job.state, now, ev.why, True))
+        if pending:
+            self._requeue_view(rec)
+            self.state.dirty = True
+        elif rec.id in self.state.running:
+            self.state.run(rec.running_view())  # its expected end moved with its time limit
+            if limit_changed and new.time_limit_s is not None and job.start_time is not None:
+                at = max(now, job.start_time + new.time_limit_s)
+                out.append(SetTimer(at, "timelimit", job.id, job.attempt))
             self.state.dirty = True
 
     def _view(self, rec: JobRecord) -> PendingJob:

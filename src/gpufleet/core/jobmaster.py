@@ -140,7 +140,8 @@ class JobMaster(JobBook):
         rec = self.jobs.get(ev.job_id)
         if rec is None or rec.job.attempt != ev.attempt:
             return
-        if ev.kind == "timelimit" and rec.job.state in (S.STARTING, S.RUNNING):
+        limit = ev.kind == "timelimit" and rec.job.limit_reached(now)  # not if raised since
+        if limit and rec.job.state in (S.STARTING, S.RUNNING):
             self.stop(
                 rec,
                 S.TIMED_OUT,

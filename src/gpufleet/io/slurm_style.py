@@ -371,18 +371,35 @@ def fields(fmt: str) -> Iterator[re.Match[str]]:
     return _FIELD.finditer(fmt)
 
 
+# A format is read by the controller (POST /squeue) and printed there for up to 10,000 jobs: a
+# field's size is bounded, and so is the table (``format_rows``). %999999999j once made the
+# controller build a gigabyte a line (6.8 GB of RSS, /healthz unanswered for a minute).
+MAX_FIELD_SIZE = 4096
+MAX_TABLE = 32 << 20  # characters: 10,000 jobs of 3,000 characters each
+
+
 def check(fmt: str) -> None:
-    """ValueError, as ``render`` raises it, for a field letter squeue's table does not know."""
+    """ValueError, as ``render`` raises it, for a field letter squeue's table does not know or
+    a field's size over MAX_FIELD_SIZE."""
     for m in fields(fmt):
         if m.group(3) not in TITLES:
             known = " ".join(sorted(TITLES))
             raise ValueError(f"-o: unknown field %{m.group(3)} (known: {known})")
+        if int(m.group(2) or 0) > MAX_FIELD_SIZE:
+            raise ValueError(f"-o: {m.group(0)}: a field's size is at most {MAX_FIELD_SIZE}")
 
 
 def render(fmt: str, jobs: Sequence[Listed], *, header: bool, now: float | None = None) -> str:
     """squeue's table for ``jobs`` in ``fmt``; ValueError names an unknown field letter."""
     fields = _fields(time.time() if now is None else now)
     return format_rows(fmt, jobs, fields, TITLES, header=header)
+
+
+def _too_large(lines: int) -> str:
+    return (
+        f"-o: the table of {lines} lines would be over {MAX_TABLE} characters: "
+        "fewer or narrower fields, or fewer jobs"
+    )
 
 
 def format_rows(
@@ -399,22 +416,35 @@ def format_rows(
     count = len(rows) + (1 if header else 0)
     columns: list[list[str]] = []
     pos = 0
+    size = 0  # the table's characters so far: refused past MAX_TABLE, a column at a time
     for m in _FIELD.finditer(fmt):
+        size += (m.start() - pos) * count
+        if size > MAX_TABLE:
+            raise ValueError(_too_large(count))
         if m.start() > pos:
             columns.append([fmt[pos : m.start()]] * count)
         letter = m.group(3)
         if letter not in fields:
             raise ValueError(f"-o: unknown field %{letter} (known: {' '.join(sorted(fields))})")
         get = fields[letter]
+        width = int(m.group(2) or 0)
+        size += width * count  # a sized column's exact size, counted before it is made
+        if size > MAX_TABLE:
+            raise ValueError(_too_large(count))
         cells = [titles[letter]] if header else []
         cells += [get(r) for r in rows]
-        width = int(m.group(2) or 0)
         if width and m.group(1) == ".":
             cells = [v[:width].rjust(width) for v in cells]
         elif width:
             cells = [v[:width].ljust(width) for v in cells]
+        else:
+            size += sum(map(len, cells))
+            if size > MAX_TABLE:
+                raise ValueError(_too_large(count))
         columns.append(cells)
         pos = m.end()
+    if size + (len(fmt) - pos) * count > MAX_TABLE:
+        raise ValueError(_too_large(count))
     if pos < len(fmt):
         columns.append([fmt[pos:]] * count)
     if not columns:  # an empty format: an empty line a row

@@ -2,12 +2,18 @@
 slurmstepd expands them for a batch script.
 
 ``%%`` a percent sign; ``%A`` the array's job id (the job's own id outside an array); ``%a``
-the array index (4294967294, Slurm's NO_VAL, outside an array); ``%b`` the index modulo 10;
-``%j`` the job id; ``%J`` job id and step (``JOB.batch``); ``%s`` the step (``batch``);
+the array index (4294967294, Slurm's NO_VAL, outside an array); ``%j`` the job id; ``%J`` job
+id and step (the job id alone for the batch script, as Slurm 22.05's); ``%s`` the step
+(``batch``);
 ``%N`` the node's name; ``%n`` the node's number in the job and ``%t`` the task's (0 for the
 batch script); ``%u`` the user; ``%x`` the job's name. A number between ``%`` and the letter
 zero-pads a numeric value to that width (at most 10); a backslash anywhere turns expansion
-off (the backslashes are removed). Any other ``%X`` is kept as it is."""
+off (the backslashes are removed). Any other ``%X`` is kept as it is (``%b``, the index modulo
+10, is Slurm 23.02's: 22.05 keeps it, as here).
+
+``shown``: the same pattern as ``scontrol show job`` prints it (StdOut, StdErr): Slurm 22.05
+expands only an unpadded ``%A``, ``%a``, ``%j``, ``%u`` and ``%x`` there and keeps the rest
+(``%N``, ``%5j``, ``%%``) as written, whatever the file is called."""
 
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ from dataclasses import dataclass
 
 NO_VAL = 4294967294  # what %a gives outside an array, as in Slurm
 MAX_PAD = 10
-_PATTERN = re.compile(r"%(\d*)([%AabjJsNntux])")
+_PATTERN = re.compile(r"%(\d*)([%AajJsNntux])")
+_SHOWN = re.compile(r"%([Aajux])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +46,8 @@ def expand(pattern: str, f: FileFacts) -> str:
     values = {
         "A": f.array_id if f.array_id is not None else f.job_id,
         "a": str(index),
-        "b": str(index % 10),
         "j": f.job_id,
-        "J": f"{f.job_id}.{f.step}",
+        "J": f.job_id if f.step == "batch" else f"{f.job_id}.{f.step}",
         "s": f.step,
         "N": f.node.split(".", 1)[0],
         "n": str(f.node_index),
@@ -55,8 +61,17 @@ def expand(pattern: str, f: FileFacts) -> str:
         if key == "%":
             return "%"
         value = values[key]
-        if width and key in "AabjJnst" and value.split(".", 1)[0].isdigit():
+        if width and key in "AajJnst" and value.split(".", 1)[0].isdigit():
             return value.zfill(min(int(width), MAX_PAD) + len(value) - len(value.split(".")[0]))
         return value
 
     return _PATTERN.sub(one, pattern)
+
+
+def shown(pattern: str, f: FileFacts) -> str:
+    """``pattern`` as scontrol prints it: its unpadded %A, %a, %j, %u and %x expanded, the rest
+    as written (recorded from Slurm 22.05: tests/unit/test_sbatch_export.py)."""
+    index = f.array_index if f.array_index is not None else NO_VAL
+    values = {"A": f.array_id or f.job_id, "a": str(index), "j": f.job_id, "u": f.user,
+              "x": f.name}  # fmt: skip
+    return _SHOWN.sub(lambda m: values[m.group(1)], pattern)

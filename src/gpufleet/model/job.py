@@ -332,6 +332,13 @@ class Job:
         self.state = state
         self.history.append((now, state, why))
 
+    def limit_reached(self, now: float) -> bool:
+        """Whether the attempt has run its time limit by ``now``: the timer set at its start
+        may outlive a limit raised since (scontrol update, ADR 0076); that timer's time is
+        start + limit, so reaching it counts."""
+        limit = self.spec.time_limit_s
+        return limit is not None and (self.start_time or 0.0) + limit <= now
+
     @property
     def finished(self) -> bool:
         return self.state in TERMINAL or (

@@ -35,6 +35,7 @@ from gpufleet.model.validate import (
     MAX_ITEMS,
     MAX_NAME,
     Fields,
+    control_problem,
     did_you_mean,
 )
 
@@ -53,6 +54,8 @@ def _floats(key: str) -> dict[str, float]:
 def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
     f = Fields(data, source=source, path=path)
     name = f.text("name", required=True, max_len=SPEC_TEXT["name"])
+    if problem := control_problem(name):
+        raise f.error("name", problem)
     user = f.text("user", required=True, max_len=SPEC_TEXT["user"])
     queue, queues = _read_queue(f)
     size = _read_size(f)

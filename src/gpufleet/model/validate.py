@@ -37,6 +37,18 @@ def text_problem(value: str, max_len: int = MAX_TEXT) -> str | None:
     return None
 
 
+def control_problem(value: str) -> str | None:
+    """Whether ``value`` holds a control character (C0, DEL, C1), or None.
+
+    For text that other people's terminals print (a job's name in squeue, sacct and the
+    dashboard): an escape sequence in it would be run by the terminal of the admin who lists
+    the jobs (ESC ] 0; sets its title, ESC [ 2 J clears it)."""
+    for i, ch in enumerate(value):
+        if ch < " " or "\x7f" <= ch <= "\x9f":
+            return f"must not contain a control character (U+{ord(ch):04X} at character {i})"
+    return None
+
+
 class Fields:
     """Reads one mapping of input, remembering which keys were read.
 

@@ -46,6 +46,8 @@ def trial(snap: Snapshot, profile: Profile, job: PendingJob) -> Trial:
         return Trial(held.start_time, _names(held.allocation), queue, cpus)
     said = res.reasons.get(job.id)
     at = None if said is None else said.estimated_start
+    if at is not None and job.eligible_time > at:  # sbatch --begin: not before then
+        at = job.eligible_time
     return Trial(at, _where(snap, profile, job, at), queue, cpus)
 
 

@@ -384,6 +384,8 @@ CONFLICTS = {
     ("POST", f"{API}/jobs"),
     ("POST", f"{API}/jobs/{{job_id}}/cancel"),
     ("POST", f"{API}/jobs/{{job_id}}/hold"),  # holding or releasing an ended job
+    ("POST", f"{API}/jobs/{{job_id}}/requeue"),  # a pending, ended or --no-requeue job
+    ("PATCH", f"{API}/jobs/{{job_id}}"),  # an ended job, or a pending job's field of a started one
     ("POST", f"{API}/tokens"),
     ("POST", f"{API}/secrets"),
     # a service of that name exists; a change to a service that is being deleted

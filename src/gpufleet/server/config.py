@@ -60,6 +60,8 @@ class ServerConfig:
     # bad input at the edge: a body over this is refused (413) before it is parsed; an array
     # of more tasks is refused (422) before it is expanded (Slurm's MaxArraySize)
     max_body_bytes: int = 1 << 20
+    # a request's line and headers must all arrive within this (slowloris; server/headlimit.py)
+    head_timeout_s: float = 30.0
     max_array_size: int = 1001
     prometheus_url: str = ""  # the Prometheus whose alerts the dashboard shows (empty: none)
     # /metrics needs a metrics (or admin) token unless public; a public one names no user in
@@ -168,8 +170,12 @@ class ServerConfig:
         object.__setattr__(self, "node_grace_s", grace)  # frozen: filled in once, here
         object.__setattr__(self, "outage_tolerance_s", tolerance)
         check_fencing(self.heartbeat_s, self.lease_s, self.fence_grace_s, grace, tolerance)
-        if not self.launch_timeout_s > 0:
-            raise ValueError(f"--launch-timeout-s {self.launch_timeout_s:g}: must be above 0")
+        for flag, v in (
+            ("--launch-timeout-s", self.launch_timeout_s),
+            ("--head-timeout-s", self.head_timeout_s),
+        ):
+            if not v > 0:
+                raise ValueError(f"{flag} {v:g}: must be above 0")
 
     def replica_port_range(self) -> range:
         """The replicas' ports (``replica_ports``); ValueError naming the option."""

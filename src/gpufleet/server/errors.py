@@ -64,6 +64,13 @@ def _validation_problems(e: RequestValidationError) -> list[tuple[str, str]]:
 _RETRY = {"Retry-After": str(RETRY_AFTER_S)}
 
 
+def _unreadable(cause: BaseException | None) -> str:
+    """Why json.loads could not read a body (FastAPI keeps its error as the cause)."""
+    if isinstance(cause, RecursionError):  # Python's parser stops at its recursion limit
+        return "cannot be read: JSON nested too deep (arrays or objects in one another)"
+    return "cannot be read: not UTF-8 encoded JSON"
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
@@ -79,8 +86,8 @@ def install(app: FastAPI) -> None:
     async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
         problems = e.problems if isinstance(e, FieldErrors) else []
         if e.status_code == 400 and e.detail == _UNPARSED:
-            # FastAPI's answer to a body that is not UTF-8 text: refused input like any other
-            msg = "cannot be read: not UTF-8 encoded JSON"
+            # FastAPI's answer to a body json.loads could not read: refused input like any other
+            msg = _unreadable(e.__cause__)
             return error_response(422, f"body: {msg}", [("body", msg)])
         return error_response(e.status_code, str(e.detail), problems, e.headers)
 

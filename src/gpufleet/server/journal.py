@@ -60,7 +60,8 @@ class StoreJournal:
             for e in history
         ]
         changed = dict.fromkeys(t.job_id for t in transitions)
-        updates = [JobUpdate.of_record(self.core.jobs[j]) for j in changed]
+        respec = {t.job_id for t in transitions if t.spec_changed}  # scontrol update's
+        updates = [JobUpdate.of_record(self.core.jobs[j], j in respec) for j in changed]
         self.store.apply_transitions(
             transitions,
             updates,

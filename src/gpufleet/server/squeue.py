@@ -100,7 +100,12 @@ async def squeue(svc: ControllerService, listings: Listings, who: Principal, q: 
         if failed and not rows:
             return Printed("", errors, 1)
         now = svc.clock.now()
-        text = await asyncio.to_thread(slurm_style.render, q.fmt, rows, header=q.header, now=now)
+        try:
+            text = await asyncio.to_thread(
+                slurm_style.render, q.fmt, rows, header=q.header, now=now
+            )
+        except ValueError as e:  # a table over slurm_style.MAX_TABLE: refused, not made
+            return Printed("", [*errors, str(e)], 1)
     return Printed(text, errors, 1 if failed else 0)
 
 

@@ -18,9 +18,11 @@ SHIMS = {
     "sacct": "gpufleet.shims.sacct",
     # show job over the API; the rest is the in-job scontrol's (show hostnames)
     "scontrol": "gpufleet.shims.scontrol",
+    # outside a job: an allocation and one step (shims/srun.py); inside one: the in-job srun
+    "srun": "gpufleet.shims.srun",
 }
-# the srun helper's command (inside a job the agent puts it on PATH): linked when present
-POINTERS = {"srun": "gpufleet.slurm.srun"}
+# commands written only where their module is installed (none now: srun became a shim)
+POINTERS: dict[str, str] = {}
 
 
 def _exists(module: str) -> bool:

@@ -1,6 +1,7 @@
 """``scontrol`` where users log in: ``show job [ID]`` over the API, in scontrol's layout (the
 lines people and tools read: JobState with its Reason, ExitCode, the times, NodeList);
-``hold``, ``uhold`` and ``release`` of jobs (``scontrol_hold.py``); anything else is the
+``hold``, ``uhold`` and ``release`` of jobs (``scontrol_hold.py``); ``update JobId=…`` of a
+job's fields and ``requeue`` of a running job (``scontrol_update.py``); anything else is the
 in-job scontrol's (``gpufleet.slurm.scontrol``: ``show hostnames``).
 
 Every line of Slurm 22.05's, in its order (``tests/e2e/test_shims_print_vs_slurm.py`` holds
@@ -67,17 +68,19 @@ def _cpus(spec: Any) -> int:
 
 def _std(j: Any, nodes: list[str]) -> tuple[str, str, str]:
     """``StdErr``, ``StdIn`` and ``StdOut``: a batch job's files, their patterns expanded as
-    scontrol expands them (``%N``: the batch host, kept while there is none) under its WorkDir."""
-    from gpufleet.model.fname import FileFacts, expand
+    scontrol expands them (``fname.shown``: ``%N`` and the rest kept) under its WorkDir."""
+    from gpufleet.model.fname import FileFacts, shown
 
     spec = j.spec
     array, index = j.get("array_id"), j.get("array_index")
-    default = "slurm-%A_%a.out" if index is not None else "slurm-%j.out"
+    if getattr(j, "tasks", None):  # an array's pending tasks in one record: no one task's
+        index = None  # index, Slurm's NO_VAL for %a (StdOut=slurm-6_4294967294.out)
+    default = "slurm-%A_%a.out" if array is not None else "slurm-%j.out"
     facts = FileFacts(str(j.id), slurm_style.job_name(j), j.user, nodes[0] if nodes else "%N",
                       array, index)  # fmt: skip
 
     def path(pattern: str) -> str:
-        name = expand(pattern, facts)
+        name = shown(pattern, facts)
         workdir = spec.get("workdir") or ""
         return name if name.startswith("/") or not workdir else f"{workdir}/{name}"
 
@@ -104,6 +107,18 @@ def _times(j: Any, now: float) -> tuple[float, str, str]:
     return elapsed, "Unknown" if waits else iso(eligible), iso(ends)
 
 
+def _held(placement: Any, cpus: int, mib: int) -> tuple[int, int]:
+    """(CPUs, MiB) a placed job holds, as Slurm's NumCPUs and TRES count them: an --exclusive
+    job its nodes' every CPU, a --mem=0 job their memory (Slurm 22.05: ``--exclusive -N 1`` on
+    an 8-CPU node, NumCPUs=8 TRES=cpu=8,mem=16000M); before it is placed, what it asks for."""
+    if not placement:
+        return cpus, mib
+    return (
+        sum(max(1, -(-int(p.cpu_milli) // 1000)) for p in placement),
+        sum(int(p.memory_mib) for p in placement),
+    )
+
+
 def job_lines(j: Any, now: float) -> list[str]:
     """One job as ``scontrol show job`` prints it: its ``key=value`` lines in Slurm 22.05's
     order (an array's pending tasks in one, ``ArrayTaskId=2-5``)."""
@@ -122,7 +137,10 @@ def job_lines(j: Any, now: float) -> list[str]:
     tasks = max(1, int(spec.get("tasks_per_worker", 1) or 1))
     mib = j.workers * int(spec.get("memory_mib", 0) or 0)
     count = len(nodes) or j.workers
-    tres = f"cpu={cpus},mem={tres_mem(mib)},node={count},billing={cpus}"
+    # --mem=0 (all of each node's): Slurm prints MinMemoryNode=0, without a unit
+    node_mem = tres_mem(mib // max(1, j.workers)) if mib else "0"
+    cpus, held = _held(j.placement, cpus, mib)
+    tres = f"cpu={cpus},mem={tres_mem(held)},node={count},billing={cpus}"
     if j.gpus:
         tres += f",gres/gpu={j.gpus:g}"
     err, stdin, out = _std(j, nodes)
@@ -151,8 +169,7 @@ def job_lines(j: Any, now: float) -> list[str]:
         "ReqB:S:C:T=0:0:*:*",
         f"TRES={tres}",
         "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
-        f"MinCPUsNode={per_worker} MinMemoryNode={tres_mem(mib // max(1, j.workers))} "
-        "MinTmpDiskNode=0",
+        f"MinCPUsNode={per_worker} MinMemoryNode={node_mem} MinTmpDiskNode=0",
         f"Features={spec.get('constraint') or '(null)'} DelayBoot=00:00:00",
         f"OverSubscribe={'NO' if spec.get('exclusive') else 'OK'} Contiguous=0 "
         "Licenses=(null) Network=(null)",
@@ -237,6 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gpufleet.shims import scontrol_hold
 
         scontrol_hold.main(words[0].lower(), words[1:])
+    if words and words[0].lower() == "update":  # update JobId=… KEY=VALUE… (ADR 0076)
+        from gpufleet.shims import scontrol_update
+
+        scontrol_update.main(words[1:])
+    if words and words[0].lower() == "requeue":  # requeue JOB_LIST (ADR 0076)
+        from gpufleet.shims import scontrol_update
+
+        scontrol_update.requeue_main(words[1:])
     from gpufleet.slurm.scontrol import main as in_job
 
     return in_job(args)

@@ -46,7 +46,7 @@ _FLAGS = _words(  # the ignored ones that take no value, or only an attached one
 REFUSED = {
     "-i": "no input is forwarded to tasks: they read /dev/null",
     "--input": "no input is forwarded to tasks: they read /dev/null",
-    "--pty": "no pseudo-terminal: gpufleet's srun runs inside batch jobs only",
+    "--pty": "no pseudo-terminal: gpufleet's srun relays no terminal (README, Coming from Slurm)",
     "-w": "a step runs on the job's nodes in order; -N picks how many (a nodelist is not kept)",
     "--nodelist": "a step runs on the job's nodes in order; -N picks how many",
     "-x": "a step runs on the job's nodes in order; -N picks how many",

@@ -226,6 +226,8 @@ def _check_other(key: str, val: str | None) -> None:
     elif key == "get-user-env" and val is not None:
         if not re.fullmatch(r"-?\d*[SsLl]?", text):
             raise ValueError("Invalid --get-user-env specification")
+    elif key == "distribution" and not _distribution(text):
+        raise ValueError("Invalid --distribution specification")
     elif key == "gres-flags":
         for tok in text.split(","):
             if tok.lower() not in (
@@ -236,3 +238,19 @@ def _check_other(key: str, val: str | None) -> None:
                 "one-task-per-sharing",
             ):
                 raise ValueError(f"Invalid --gres-flags specification: {tok}")
+
+
+def _distribution(text: str) -> bool:
+    """Whether sbatch takes ``-m text``: ``plane=N``, or up to three of node (``block``,
+    ``cyclic``, ``arbitrary``), socket and core (``block``, ``cyclic``, ``fcyclic``) joined by
+    ``:`` (``*``: the default), any case, with ``,Pack`` or ``,NoPack``; or ``Pack``/``NoPack``
+    alone (what Slurm 22.05 took and refused, exit 255: tests/unit/test_sbatch_begin.py)."""
+    t = text.lower()
+    if t in ("pack", "nopack"):
+        return True
+    t = t.removesuffix(",pack").removesuffix(",nopack")
+    if t.startswith("plane="):
+        return t[6:].isdigit() and int(t[6:]) > 0
+    parts = t.split(":")
+    levels = ({"block", "cyclic", "arbitrary", "*"}, *[{"block", "cyclic", "fcyclic", "*"}] * 2)
+    return len(parts) <= 3 and all(p in ok for p, ok in zip(parts, levels, strict=False))

@@ -49,7 +49,7 @@ async def sbatch(
     if batch.test_only:
         said = "a --test-only command line: POST /sbatch/test answers it, storing nothing"
         return _error(428, said, "body.test_only", said)
-    answer = await jobs.submit(_submission(batch), request, who, svc)
+    answer = await jobs.submit(await _submission(batch, svc), request, who, svc)
     ids = json.loads(answer.body)["ids"]
     doc = {"ids": ids, "warnings": batch.warnings, "parsable": batch.parsable, "quiet": batch.quiet,
            "wait": batch.wait}  # fmt: skip
@@ -70,9 +70,11 @@ async def sbatch_test(
     if isinstance(batch, JSONResponse):
         return batch
     state = request.app.state
-    spec, _ = await submitting.checked(_submission(batch), who, svc, state)
+    spec, _ = await submitting.checked(await _submission(batch, svc), who, svc, state)
     now = svc.clock.now()
-    job = PendingJob("test-only", spec, now, seq=1 << 62)
+    # behind every pending job; with --begin, not eligible before then (as the core holds it)
+    begins = spec.begin_time if spec.begin_time > now else 0.0
+    job = PendingJob("test-only", spec, now, seq=1 << 62, eligible_time=begins)
     got = trial(svc.ctrl.snapshot(now), svc.ctrl.profile, job)
     return SbatchTrial(
         job_id=svc.store.next_job_id(),
@@ -113,9 +115,22 @@ def _read(body: SbatchSubmit, svc: ControllerService) -> sbatch_command.Batch | 
         return _error(428, local, "body.argv", local)
 
 
-def _submission(batch: sbatch_command.Batch) -> s.JobSubmit:
-    deps = [s.Dependency(type=t, job=j) for t, j in batch.depends_on]  # type: ignore[arg-type]
+async def _submission(batch: sbatch_command.Batch, svc: ControllerService) -> s.JobSubmit:
+    deps = [
+        s.Dependency(type=t, job=j)  # type: ignore[arg-type]
+        for t, j in batch.depends_on
+        if await _known(svc, j)
+    ]
     return s.JobSubmit(spec=batch.spec, array=batch.array, depends_on=deps)
+
+
+async def _known(svc: ControllerService, job: str) -> bool:
+    """Whether ``job`` is one the controller knows (running, waiting or ended). sbatch's
+    dependency on a job Slurm does not know (purged, or never there) is dropped and the job
+    runs (Slurm 22.05: ``-d afterok:999999`` accepted, ``Dependency=(null)``); gpufleet's own
+    submissions (POST /jobs) refuse it instead."""
+    await svc.until_held(job)
+    return job in svc.ctrl.jobs or svc.store.job(job) is not None
 
 
 def _error(status: int, detail: str, field: str, message: str) -> JSONResponse:

@@ -8,8 +8,16 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from gpufleet.core.events import Event, JobCancelled, JobHold, NodeDrain, QueueChanged
-from gpufleet.model.job import JobState
+from gpufleet.core.events import (
+    Event,
+    JobAmend,
+    JobCancelled,
+    JobHold,
+    JobRequeue,
+    NodeDrain,
+    QueueChanged,
+)
+from gpufleet.model.job import JobSpec, JobState
 from gpufleet.model.queue import QueueSpec
 from gpufleet.server.journal import AuditRow
 from gpufleet.server.refusals import Invalid
@@ -105,6 +113,16 @@ class Requests(ServiceBase):
     async def hold(self, job_id: str, held: str, why: str, audit: AuditRow | None = None) -> None:
         """Hold ("user", "admin") or release ("") a job (ADR 0074): kept by the store."""
         await self.event(JobHold(job_id, held, why), audit)
+
+    async def amend(
+        self, job_id: str, spec: JobSpec, why: str, audit: AuditRow | None = None
+    ) -> None:
+        """Change a job's spec (scontrol update, ADR 0076): kept by the store."""
+        await self.event(JobAmend(job_id, spec, why), audit)
+
+    async def requeue(self, job_id: str, why: str, audit: AuditRow | None = None) -> None:
+        """Send a running job back to pending (scontrol requeue, ADR 0076)."""
+        await self.event(JobRequeue(job_id, why), audit)
 
     async def drain(
         self,

@@ -71,6 +71,11 @@ _UPDATE = (
         queue=sa.func.coalesce(sa.bindparam("b_queue", type_=sa.String), jobs.c.queue),
     )
 )
+_UPDATE_SPEC = (
+    sa.update(jobs)
+    .where(jobs.c.id == sa.bindparam("b_id"))
+    .values(spec=sa.bindparam("b_spec", type_=sa.JSON))
+)
 _UPDATE_STATE = (
     sa.update(jobs)
     .where(jobs.c.id == sa.bindparam("b_id"))
@@ -260,6 +265,9 @@ def apply_transitions(
     full = {u.id: u for u in updates}
     last = {t.job_id: t for t in transitions if t.job_id not in full}
     _update(conn, _UPDATE, [_update_row(u) for u in full.values()])
+    # a spec changed (scontrol update, ADR 0076): rare, so its own statement
+    specs = [{"b_id": u.id, "b_spec": spec_to_dict(u.spec)} for u in updates if u.spec is not None]
+    _update(conn, _UPDATE_SPEC, specs)
     rows = [
         {"b_id": t.job_id, "b_state": t.new.value, "b_attempt": t.attempt} for t in last.values()
     ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpufleet.core.controller import RestoredJob, RestoredService
@@ -87,6 +87,7 @@ class JobUpdate:
     queue: str | None = None
     ended: JobEnd | None = None
     held: str = ""  # its hold: "user", "admin", "" (ADR 0074)
+    spec: JobSpec | None = None  # its spec, changed (scontrol update, ADR 0076); None: as stored
 
     @staticmethod
     def of(job: Job, allocation: Allocation = (), borrowing: bool = False) -> JobUpdate:
@@ -107,9 +108,11 @@ class JobUpdate:
         )
 
     @staticmethod
-    def of_record(rec: JobRecord) -> JobUpdate:
-        """From the controller's record (``Controller.jobs[id]``)."""
-        return JobUpdate.of(rec.job, rec.allocation, rec.borrowing)
+    def of_record(rec: JobRecord, spec_changed: bool = False) -> JobUpdate:
+        """From the controller's record (``Controller.jobs[id]``); ``spec_changed``: with its
+        spec, to be written again."""
+        u = JobUpdate.of(rec.job, rec.allocation, rec.borrowing)
+        return replace(u, spec=rec.job.spec) if spec_changed else u
 
 
 @dataclass(frozen=True, slots=True)

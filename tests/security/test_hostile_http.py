@@ -1,0 +1,182 @@
+"""What a hostile client sends below the API, against a real controller process (the CLI's
+``gpufleet controller``, as deployed): each is refused with a 4xx in the one error shape, the
+controller keeps answering, and it holds no more than its limits."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpufleet.api.schemas import TokenCreate
+from gpufleet.ops.localcluster import LocalCluster
+from gpufleet.server.headlimit import MAX_HEAD_BYTES
+
+HEAD_TIMEOUT_S = 1
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    # a short head timeout, so that a slowloris test need not wait the default 30 s
+    c = LocalCluster(
+        Path(tmp_path_factory.mktemp("hostile")),
+        agents=0,
+        controller_args=["--head-timeout-s", str(HEAD_TIMEOUT_S)],
+    )
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _connect(c: LocalCluster) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", c.port), timeout=30)
+
+
+def _answer(s: socket.socket) -> bytes:
+    got = b""
+    while chunk := s.recv(65536):
+        got += chunk
+    return got
+
+
+def test_a_header_that_never_ends_is_refused_before_it_is_all_sent(cluster: LocalCluster) -> None:
+    sent = 0
+    with _connect(cluster) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: ")
+        try:
+            for _ in range(256):  # 256 MiB, if the controller took it all
+                s.sendall(b"a" * (1 << 20))
+                sent += 1
+        except OSError:
+            pass  # the controller closed the connection: refused
+    assert sent < 256
+    with cluster.client() as c:  # still answering
+        assert c.health()["ok"]
+
+
+def test_a_head_over_the_limit_in_one_read_is_a_431_in_the_error_shape(
+    cluster: LocalCluster,
+) -> None:
+    for headers in (
+        b"x-big: " + b"a" * (MAX_HEAD_BYTES + 1) + b"\r\n",  # one header too large
+        b"".join(b"x-h%d: %s\r\n" % (i, b"a" * 60) for i in range(MAX_HEAD_BYTES // 60)),  # many
+    ):
+        with _connect(cluster) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n" + headers + b"\r\n")
+            got = _answer(s)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 431 "), got[:300]
+        err = json.loads(body)
+        assert "request head" in err["detail"] and str(MAX_HEAD_BYTES) in err["detail"]
+        assert err["errors"] == [{"field": "headers", "message": err["detail"]}]
+
+
+def test_a_head_trickled_a_byte_at_a_time_is_a_408_and_closed_before_it_is_all_sent(
+    cluster: LocalCluster,
+) -> None:
+    # slowloris: each byte is in time for any idle timeout, the head as a whole never is. The
+    # trickle is paced by the controller's answer (a 408, then the close), not by a clock: a
+    # byte every 0.5 s would take 30 s for this head, unless the controller ends it.
+    head = b"GET /healthz HTTP/1.1\r\nhost: x\r\n" + b"x-slow: " + b"a" * 40 + b"\r\n\r\n"
+    sent = 0
+    with _connect(cluster) as s:
+        s.settimeout(0.5)
+        got = b""
+        for byte in head:
+            try:
+                s.sendall(bytes([byte]))
+                sent += 1
+                chunk = s.recv(65536)  # waits 0.5 s for an answer
+            except TimeoutError:
+                continue
+            except OSError:
+                break  # the controller closed it
+            if not chunk:
+                break
+            got += chunk
+        s.settimeout(30)
+        got += _answer(s)
+    assert sent < len(head), "the whole head was taken, a byte at a time"
+    status, _, body = got.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 408 "), got[:300]
+    err = json.loads(body)
+    assert err["detail"] == f"request head: not all sent within {HEAD_TIMEOUT_S} s"
+    assert err["errors"] == [{"field": "headers", "message": err["detail"]}]
+    with cluster.client() as c:  # a request sent at once is served
+        assert c.health()["ok"]
+
+
+def test_a_connection_that_sends_nothing_is_a_408_and_closed(cluster: LocalCluster) -> None:
+    with _connect(cluster) as s:
+        got = _answer(s)  # the controller's answer and close end this, not the client
+    assert got.startswith(b"HTTP/1.1 408 "), got[:300]
+
+
+def test_heads_within_the_limit_and_large_bodies_are_served(cluster: LocalCluster) -> None:
+    with httpx.Client(base_url=cluster.url, timeout=30) as h:
+        r = h.get("/healthz", headers={"x-big": "a" * (MAX_HEAD_BYTES // 2)})
+        assert r.status_code == 200, r.text
+        auth = {"authorization": f"Bearer {cluster.admin_token}"}
+        # a body far larger than the head limit, sent with its head in one write: the body's
+        # bytes are not the head's
+        big = {"spec": {"name": "x", "command": ["true"], "env": {"X": "x" * 60_000}}}
+        for _ in range(3):  # and again on the same connection (the head counted anew)
+            r = h.post("/api/v1/jobs", json=big, headers=auth)
+            assert r.status_code == 201, r.text
+
+
+def test_sbatch_of_a_script_over_the_body_limit_says_so_not_that_the_controller_is_down(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # the controller answers 413 by the Content-Length and closes while the shim still sends
+    script = tmp_path / "big.sh"
+    script.write_text("#!/bin/sh\n" + ("# " + "x" * 98 + "\n") * 200_000 + "true\n")  # 20 MB
+    with cluster.admin() as a:
+        token = a.create_token(TokenCreate(name="big-script", role="user", user="big")).token
+    env = {**os.environ, "GPUFLEET_SERVER": cluster.url, "GPUFLEET_TOKEN": token or ""}
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufleet.shims.sbatch", str(script)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, r
+    assert "over the limit" in r.stderr and "--max-body-bytes" in r.stderr, r.stderr
+    assert "(413)" in r.stderr and "cannot reach" not in r.stderr, r.stderr
+    with cluster.admin() as a:
+        assert a.jobs(user="big", all_states=True) == []
+
+
+def test_squeue_formats_that_would_print_gigabytes_are_refused_and_the_controller_answers(
+    cluster: LocalCluster,
+) -> None:
+    with cluster.admin() as a:
+        token = a.create_token(TokenCreate(name="wide", role="user", user="wide")).token
+    auth = {"authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=60) as h:
+        # one field a gigabyte wide: refused as the command line is read
+        r = h.post("/squeue", json={"argv": ["-o", "%999999999j"]})
+        assert r.status_code == 400, r.text
+        assert "a field's size is at most 4096" in r.json()["detail"]
+        # fields of a size allowed, 10,000 of them: 41 MB for the header line alone
+        r = h.post("/squeue", json={"argv": ["-o", "%4096j" * 10_000]})
+        assert r.status_code == 200, r.text[:300]
+        answer = r.json()
+        assert answer["code"] == 1 and answer["out"] == "", str(answer)[:300]
+        assert "characters: fewer or narrower fields" in answer["errors"][-1]
+        r = h.post("/squeue", json={"argv": ["-o", "%.20j %i"]})  # a plain one still prints
+        assert r.status_code == 200 and r.json()["code"] == 0, r.text
+        assert r.json()["out"].split() == ["NAME", "JOBID"]
+    with cluster.client() as c:
+        assert c.health()["ok"]
