@@ -131,6 +131,8 @@ class Plugin(OrderBase):
         # a memo: the aged jobs ``admitted`` lets ahead in the snapshot last asked of
         self._admitted: frozenset[str] = frozenset()
         self._admitted_for: Snapshot | None = None
+        self._preemptible_memo: list[tuple[float, RunningJob]] = []
+        self._preemptible_for: Snapshot | None = None
         self.history = ServiceHistory(history_window) if within == "history" else None
 
     def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
@@ -393,17 +395,27 @@ class Plugin(OrderBase):
         level = self.pending_level(job, snap.now, snap)
         if level >= len(self.thresholds):
             return []
-        t, now = self.thresholds[level], snap.now
+        t = self.thresholds[level]
+        return [r for service, r in self._preemptible(snap) if service >= t]
+
+    def _preemptible(self, snap: Snapshot) -> list[tuple[float, RunningJob]]:
+        """The running jobs some pending job may preempt, with their service since their last
+        promotion: worked out once per snapshot (a full cluster asks per level, per preemptor,
+        over every running job)."""
+        if self._preemptible_for is snap:
+            return self._preemptible_memo
+        now = snap.now
         started = now - self.min_run_s  # a job started after this is not preempted yet
         # r.attained(now) - base, written out: the same sum, without two calls per running job
-        return [
-            r
+        rows = [
+            (
+                r.attained_gpu_s
+                - r.mark.base_gpu_s
+                + (now - r.start_time) * r.spec.total_gpu_milli / 1000,
+                r,
+            )
             for r in snap.running
-            if not r.mark.aged
-            and r.start_time <= started
-            and r.attained_gpu_s
-            - r.mark.base_gpu_s
-            + (now - r.start_time) * r.spec.total_gpu_milli / 1000
-            >= t
-            and not self.spared(r, now)
+            if not r.mark.aged and r.start_time <= started and not self.spared(r, now)
         ]
+        self._preemptible_memo, self._preemptible_for = rows, snap
+        return rows
