@@ -8,6 +8,8 @@ from dataclasses import replace
 import pytest
 from builders import cluster, cycle, job, queue, running, snapshot
 
+from gpufleet.model.limits import SIGNALS
+from gpufleet.model.notice import CheckpointNotice
 from gpufleet.scheduler.framework import make
 from gpufleet.scheduler.snapshot import ServiceMark
 from gpufleet.scheduler.usage import DecayedUsage, QueueUsage
@@ -243,7 +245,8 @@ def test_las_promotion_counts_service_and_waits_from_the_promotion_on() -> None:
     """Promoted as it starts, the job's mark moves its base to its attained service: it runs
     in the first queue until it gets another 3,250 GPU-s, and its next promotion needs a wait
     of twice what it ran since. Not promoted, the wait since its stop is carried over."""
-    plugin = make("order", "las", {"starvation_factor": 2.0})
+    # (its jobs save at a stop, Tiresias' premise: unsaved_once off)
+    plugin = make("order", "las", {"starvation_factor": 2.0, "unsaved_once": False})
     heavy = job("heavy", attained=4000.0, gpus=2, mark=ServiceMark(stopped_at=10_000.0))
     early = plugin.started(heavy, 12_000.0)
     assert early == ServiceMark(0.0, 2000.0)  # not promoted: waited 2,000 s so far
@@ -277,7 +280,7 @@ def test_las_starvation_cap_promotes_after_the_cap_whatever_it_ran() -> None:
 
 
 def test_las_age_limit_puts_old_jobs_first_and_keeps_them_running() -> None:
-    opts = {"age_limit_s": 1000.0, "within": "history"}
+    opts = {"age_limit_s": 1000.0, "within": "history", "unsaved_once": False}
     old = job("old", submit=0, attained=20_000.0, gpus=2, mark=ServiceMark(stopped_at=500.0))
     new = job("new", submit=900, attained=0.0)
     assert ordered("las", [old, new], now=999.0, options=opts) == ["new", "old"]
@@ -320,7 +323,7 @@ def test_las_aged_share_lets_the_oldest_aged_jobs_ahead_while_the_share_lasts() 
 def test_las_min_run_keeps_a_job_running_until_it_has_run_that_long() -> None:
     """``min_run_s`` (Slurm's PreemptExemptTime): a job in a higher level is not preempted
     before its current attempt has run this long."""
-    plugin = make("order", "las", {"min_run_s": 600.0})
+    plugin = make("order", "las", {"min_run_s": 600.0, "unsaved_once": False})
     # 4,000 GPU-s from earlier attempts: level 1 from its start at 1,000
     hog = running("hog", ("n00", range(4)), start=1000.0, attained=4000.0)
     early = snapshot(cluster(1, 8), running=[hog], now=1599.0)
@@ -330,7 +333,7 @@ def test_las_min_run_keeps_a_job_running_until_it_has_run_that_long() -> None:
     )
     assert plugin.outranks(job("new"), hog, late)
     assert [r.id for r in plugin.outranked(job("new"), late)] == ["hog"]
-    assert make("order", "las").outranks(job("new"), hog, early)  # off by default
+    assert make("order", "las", {"unsaved_once": False}).outranks(job("new"), hog, early)
     with pytest.raises(ValueError):
         make("order", "las", {"min_run_s": -1.0})
 
@@ -374,3 +377,24 @@ def test_a_restored_ledger_is_decayed_over_the_downtime_and_gains_nothing_in_it(
     e = DecayedUsage(half_life_s=100.0)
     e.restore({"a": 8.0}, as_of=1000.0, now=900.0)  # a clock behind the save: no decay
     assert e.values == {"a": 8.0} and e.last == 1000.0
+
+
+def test_las_preempts_a_job_that_cannot_save_its_state_once_its_retry_has_grown() -> None:
+    """``unsaved_once`` (the default): a job with service from an earlier attempt and no
+    checkpoint notice lost that attempt to a stop; once its new attempt holds more than the
+    first queue's service (3,250 GPU-s), LAS does not throw that away too. A young retry, its
+    first attempt, or any attempt of a job that saves at the signal is preempted as before."""
+    plugin = make("order", "las")
+    snap = snapshot(cluster(1, 8), now=10_000.0)
+    first = running("first", ("n00", [0, 1]), start=1000.0)  # 18,000 GPU-s, its first attempt
+    again = running("again", ("n00", [2, 3]), start=5000.0, attained=18_000.0)  # 10,000 in it
+    young = running("young", ("n00", [4, 5]), start=9000.0, attained=18_000.0)  # 2,000 in it
+    notice = replace(again.spec, checkpoint=CheckpointNotice(SIGNALS["USR1"], 0))
+    saves = replace(running("saves", ("n00", [6, 7]), start=5000.0, attained=18_000.0), spec=notice)
+    new = job("new")
+    assert plugin.outranks(new, first, snap) and plugin.outranks(new, saves, snap)
+    assert plugin.outranks(new, young, snap) and not plugin.outranks(new, again, snap)
+    snap = snapshot(cluster(1, 8), running=[first, again, young, saves], now=10_000.0)
+    assert [r.id for r in plugin.outranked(new, snap)] == ["first", "young", "saves"]
+    off = make("order", "las", {"unsaved_once": False})
+    assert [r.id for r in off.outranked(new, snap)] == ["first", "again", "young", "saves"]

@@ -164,7 +164,8 @@ def test_a_cycle_asks_for_victims_once_per_las_level(monkeypatch: pytest.MonkeyP
         for k in range(8)
     ]
     pending = [job(f"p{k}", gpus=8, workers=3, submit=k, cpus=0, mem_gib=0) for k in range(6)]
-    prof = profile(order="las", place="topology", preempt=["order"])
+    prof = profile(order="las", place="topology", preempt=["order"],
+                   options={"order/las": {"unsaved_once": False}})  # fmt: skip
     counting = _Counting()
     object.__setattr__(prof, "preempt", (counting,))
     res = run_cycle(snapshot(nodes, pending, busy, now=NOW), prof)

@@ -428,7 +428,7 @@ class Simulation:
             end = min(end, stopped)
         useful = min(max(0.0, end - w.attempt_start - w.overhead_s), w.duration_s - w.done_s)
         noticed = self.controller.jobs[c.job_id].job.spec.preempt_notice is not None
-        saved = c.new is JobState.PREEMPTED and (self.config.checkpoint_on_preempt or noticed)
+        saved = c.new is JobState.PREEMPTED and noticed  # checkpoint_on_preempt: a notice
         kept = kept_work_s(useful, w.interval_s, saved_at_stop=saved)
         w.done_s += kept
         return useful - kept
@@ -450,8 +450,11 @@ class Simulation:
             at += interval
 
     def _noticed(self, spec: JobSpec) -> JobSpec:
-        """``spec`` with the checkpoint notice ``preempt_grace_s`` gives every job."""
+        """``spec`` with the checkpoint notice ``preempt_grace_s`` gives every job (of 0 s with
+        ``checkpoint_on_preempt``: each saves at the signal, and the scheduler knows it)."""
         g = self.config.preempt_grace_s
+        if g is None and self.config.checkpoint_on_preempt:
+            g = 0.0
         if g is None or spec.preempt_notice is not None:
             return spec
         return replace(spec, checkpoint=CheckpointNotice(SIGNALS["USR1"], round(g)))

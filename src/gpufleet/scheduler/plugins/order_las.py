@@ -26,6 +26,16 @@ jobs expected to be longest age last, as a deadline that grows with the expected
 have it. ``min_run_s`` (0: off; Slurm's PreemptExemptTime, Themis'
 leases): a running job is not preempted before its current attempt has run this long.
 
+``unsaved_once`` (on by default): a job that cannot save its state at a stop (it declared no
+checkpoint notice, ``JobSpec.preempt_notice``) and has already been sent back once (it has
+service from an earlier attempt, thrown away) is not preempted again once its new attempt holds
+more work than the first queue's service (what a preemption would throw away): a young attempt
+may still be bumped, at little loss, a grown one runs to its end. Tiresias presumes that a
+preempted job resumes where it stopped; a job that restarts from zero loses its attempt at every
+preemption, and on a full cluster LAS takes the same long job again and again, each time for a
+new level-0 arrival (Philly's second half of November at 16 × 8: 1.84 × FIFO's mean JCT without
+the rule, 0.41 × with it). A job with a notice keeps its work and is preempted as Tiresias would.
+
 ``fifo_slack`` (0: off; with ``within: history``): an age limit per job, relative to what FIFO
 would have given it, with no duration stated. When the order first sees a job pending it sets
 its deadline: its submission plus ``fifo_slack`` × (the backlog ahead of it in cluster time —
@@ -81,7 +91,9 @@ class Plugin(OrderBase):
         fifo_slack: float = 0.0,
         fifo_floor_q: float = 0.0,
         kept: str = "aged",
+        unsaved_once: bool = True,
     ) -> None:
+        self.unsaved_once = bool(unsaved_once)
         th = [float(t) for t in thresholds_gpu_s]
         if th != sorted(th) or any(t <= 0 for t in th):
             raise ValueError("thresholds_gpu_s must be positive and increasing")
@@ -355,8 +367,18 @@ class Plugin(OrderBase):
             return 0
         return bisect_right(self.thresholds, r.attained(now) - r.mark.base_gpu_s)
 
+    def spared(self, r: RunningJob, now: float) -> bool:
+        """``unsaved_once``: ``r`` lost an attempt's work before, and would lose more of this
+        one's than the first queue's service."""
+        return (
+            self.unsaved_once
+            and r.attained_gpu_s > 0
+            and r.spec.preempt_notice is None
+            and r.lost_work(now) > self.thresholds[0]
+        )
+
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
-        if snap.now - victim.start_time < self.min_run_s:
+        if snap.now - victim.start_time < self.min_run_s or self.spared(victim, snap.now):
             return False
         return self.pending_level(job, snap.now, snap) < self.running_level(victim, snap.now)
 
@@ -383,4 +405,5 @@ class Plugin(OrderBase):
             - r.mark.base_gpu_s
             + (now - r.start_time) * r.spec.total_gpu_milli / 1000
             >= t
+            and not self.spared(r, now)
         ]

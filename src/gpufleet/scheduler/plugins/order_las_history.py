@@ -31,6 +31,7 @@ class Plugin(order_las.Plugin):
         fifo_slack: float = 0.0,
         fifo_floor_q: float = 0.0,
         kept: str = "aged",
+        unsaved_once: bool = True,
     ) -> None:
         super().__init__(
             thresholds_gpu_s,
@@ -46,4 +47,5 @@ class Plugin(order_las.Plugin):
             fifo_slack,
             fifo_floor_q,
             kept,
+            unsaved_once,
         )
