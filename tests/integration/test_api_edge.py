@@ -92,6 +92,7 @@ BAD_SUBMISSIONS = [
     # a name is printed on other people's terminals (an admin's squeue): no escape sequence
     ("ESC in a name", {"spec": {**SPEC, "name": "a\x1b]0;owned\x07"}}, "body.spec.name"),
     ("C1 control in a name", {"spec": {**SPEC, "name": "a\x9bb"}}, "body.spec.name"),
+    ("ESC in an admin's user", {"spec": {**SPEC, "user": "u\x1b[2J"}}, "body.spec.user"),
     ("huge array", {"spec": SPEC, "array": "0-1000000000"}, "body.array"),
     ("array over the limit", {"spec": SPEC, "array": "0-50"}, "body.array"),
     ("NUL in an array", {"spec": SPEC, "array": "0-3\x00"}, "body.array"),
