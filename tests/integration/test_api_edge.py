@@ -92,6 +92,7 @@ BAD_SUBMISSIONS = [
     # a name is printed on other people's terminals (an admin's squeue): no escape sequence
     ("ESC in a name", {"spec": {**SPEC, "name": "a\x1b]0;owned\x07"}}, "body.spec.name"),
     ("C1 control in a name", {"spec": {**SPEC, "name": "a\x9bb"}}, "body.spec.name"),
+    ("ESC in an admin's user", {"spec": {**SPEC, "user": "u\x1b[2J"}}, "body.spec.user"),
     ("huge array", {"spec": SPEC, "array": "0-1000000000"}, "body.array"),
     ("array over the limit", {"spec": SPEC, "array": "0-50"}, "body.array"),
     ("NUL in an array", {"spec": SPEC, "array": "0-3\x00"}, "body.array"),
@@ -191,6 +192,57 @@ def test_a_bad_query_path_or_body_is_a_422_naming_it(
     refused(edge.send(method, path, raw), 422, where)
     assert edge.store.queues() == [] or all(q.name != "q" for q in edge.store.queues())
     assert [t.name for t in edge.store.tokens()] == ["admin"]
+
+
+ESC = "\x1b]0;owned\x07"  # an escape sequence: sets the title of the terminal that prints it
+
+
+def test_stored_text_others_see_with_a_control_character_is_refused_and_nothing_stored(
+    edge: Edge,
+) -> None:
+    # what an admin or a user sets here is printed on other people's terminals (a queue's
+    # name in every refusal that names it, a drain reason in sinfo -R): every field at once
+    refused(edge.send("PUT", "/queues/q%1B1", body(weight=1)), 422, "path.name")
+    err = refused(
+        edge.send("PUT", "/queues/q", body(cohort="c" + ESC, nodes={"k\x9b": "v", "k": "v\r"})),
+        422,
+        "body.cohort",
+        "body.nodes.k",
+    )
+    assert len(err.errors) == 3  # and the key with a C1 control
+    assert all(q.name != "q" for q in edge.store.queues())
+    err = refused(
+        edge.send("POST", "/tokens", body(name="t" + ESC, role="user", user="u\x7f")),
+        422,
+        "body.name",
+        "body.user",
+    )
+    assert [t.name for t in edge.store.tokens()] == ["admin"]
+    refused(edge.send("POST", "/nodes/n/drain", body(reason="r\n" + ESC)), 422, "body.reason")
+    refused(
+        edge.send("POST", "/nodes/n/commands", body(command="true", why="w" + ESC)),
+        422,
+        "body.why",
+    )
+    err = refused(
+        edge.send(
+            "POST",
+            "/reservations",
+            body(nodes="n" + ESC, start=T0, duration_s=60, users=["u" + ESC]),
+        ),
+        422,
+        "body.nodes",
+        "body.users.0",
+    )
+    assert edge.send("GET", "/reservations").json() == []
+    r = edge.send("POST", "/jobs", body(spec=SPEC))
+    assert r.status_code == 201, r.text
+    job = r.json()["ids"][0]
+    refused(edge.send("PATCH", f"/jobs/{job}", body(name="a" + ESC)), 422, "body.name")
+    assert [j.spec.name for j in edge.store.list_jobs(limit=None)] == ["hello"]
+    # text without control characters (tabs aside, one line) is still taken
+    r = edge.send("PUT", "/queues/q", body(cohort="c", nodes={"k": "v"}))
+    assert r.status_code == 200, r.text
 
 
 def test_json_nested_too_deep_is_a_422_that_says_so_not_one_of_encoding(edge: Edge) -> None:

@@ -14,7 +14,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from gpufleet.model.validate import MAX_NAME, MAX_NUMBER, MAX_TEXT, text_problem
+from gpufleet.model.validate import (
+    MAX_NAME,
+    MAX_NUMBER,
+    MAX_TEXT,
+    control_problem,
+    text_problem,
+)
 
 INT64_MAX = 2**63 - 1
 MAX_DEPTH = 32  # nesting of free-form JSON
@@ -45,11 +51,22 @@ def _nonblank(v: str) -> str:
     return v
 
 
+def _no_control(v: str) -> str:
+    if problem := control_problem(v):
+        raise ValueError(problem)
+    return v
+
+
+# stored text that other people's terminals print (squeue, sinfo, scontrol, a user's refusal
+# naming a queue): an escape sequence in it would run there (model.validate.control_problem)
+NoControl = AfterValidator(_no_control)
+
 # A name: of a node, a queue, a token, a user, a GPU model. Lengths are checked by the
 # validator (not max_length) so the message is the same one the model's readers give.
-Name = Annotated[str, _text(MAX_NAME), AfterValidator(_nonblank)]
-OptName = Annotated[str, _text(MAX_NAME)]  # may be empty ("" = not set)
-Text = Annotated[str, _text(MAX_TEXT)]  # a reason, an address, a message
+Name = Annotated[str, _text(MAX_NAME), AfterValidator(_nonblank), NoControl]
+OptName = Annotated[str, _text(MAX_NAME), NoControl]  # may be empty ("" = not set)
+Text = Annotated[str, _text(MAX_TEXT)]  # an address, a message
+Line = Annotated[str, _text(MAX_TEXT), NoControl]  # one line others see: a reason, a hostlist
 # why a task ended or a node is unhealthy, as an agent words it: generous, so that an agent
 # building its own report never trips over it
 Reason = Annotated[str, _text(64 * 1024)]

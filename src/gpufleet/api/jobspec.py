@@ -197,7 +197,8 @@ class JobSpecIn(BaseModel):
 
     name: str = _text("name", description=f"{NOT_BLANK}; no control character")
     user: Annotated[str, _text("user")] | None = Field(
-        None, description="whose job it is: a user token's own user (the default)"
+        None,
+        description="whose job it is: a user token's own user (the default); no control character",
     )
     queue: Annotated[str, _text("queue")] | None = Field(
         _DEFAULTS["queue"],

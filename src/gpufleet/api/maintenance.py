@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from gpufleet.api.bounds import Name, Text
+from gpufleet.api.bounds import Line, Name
 from gpufleet.api.schemas import Input, Strict
 
 # gpufleet validate's layers that run on a node by themselves (ops/validate/onnode.py)
@@ -16,7 +16,7 @@ MAX_COMMAND = 16 * 1024
 
 
 class MaintenanceCreate(Input):
-    nodes: Annotated[Text, Field(min_length=1)]  # a hostlist (node-[0-15]) or "all"
+    nodes: Annotated[Line, Field(min_length=1)]  # a hostlist (node-[0-15]) or "all"
     batch: Annotated[str, Field(min_length=1, max_length=16)] = "10%"  # "10%" or a count
     run: Annotated[str, Field(max_length=MAX_COMMAND)] = ""
     rollback: Annotated[str, Field(max_length=MAX_COMMAND)] = ""

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from gpufleet.api.bounds import Int64, Reason, Text
+from gpufleet.api.bounds import Int64, Line, Reason, Text
 from gpufleet.api.schemas import Input, Strict
 
 MAX_TIMEOUT_S = 7 * 86400.0
@@ -27,7 +27,7 @@ State = Literal["queued", "running", "done", "failed"]
 class NodeCommandCreate(Input):
     command: Annotated[str, Field(min_length=1, max_length=MAX_COMMAND)]
     timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = 600.0
-    why: Text = ""
+    why: Line = ""
 
 
 class NodeCommandOut(Strict):

@@ -13,7 +13,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from gpufleet.api.bounds import Name, OptName, Text
+from gpufleet.api.bounds import Line, Name, OptName
 from gpufleet.api.idle import IdlePolicyOut
 
 # a queue's pack_encoders as PUT sets it: "default" takes the queue's own setting away (then
@@ -96,7 +96,7 @@ class QueueUpdate(BaseModel):
         description="the ways of sharing a GPU its jobs' GPU shares may run under (the nodes' "
         "gpufleet.io/gpu-sharing): timeslice, mps; [] takes the limit away",
     )
-    nodes: dict[Name, Text] | None = Field(
+    nodes: dict[Name, Line] | None = Field(
         None,
         max_length=64,
         description="its node set: its jobs run only on nodes carrying all of these labels "

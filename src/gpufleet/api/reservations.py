@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from gpufleet.api.bounds import Name, Text
+from gpufleet.api.bounds import Line, Name
 from gpufleet.api.schemas import Input, Strict
 
 MAX_DURATION_S = 366 * 86400.0  # a year and a day: a window, not a partition
@@ -15,7 +15,7 @@ MAX_USERS = 1000
 
 
 class ReservationCreate(Input):
-    nodes: Annotated[Text, Field(min_length=1)]  # a hostlist: node-[3-6],gpu07
+    nodes: Annotated[Line, Field(min_length=1)]  # a hostlist: node-[3-6],gpu07
     start: Annotated[float, Field(ge=0, le=1e11)]  # seconds since the epoch
     duration_s: Annotated[float, Field(gt=0, le=MAX_DURATION_S)]
     users: Annotated[list[Name], Field(default_factory=list, max_length=MAX_USERS)]

@@ -11,6 +11,7 @@ from gpufleet.api.bounds import (
     CleanJson,
     Count,
     Int64,
+    Line,
     LogText,
     Name,
     NonNegative,
@@ -171,7 +172,7 @@ class NodeOut(Strict):
 
 
 class DrainRequest(Input):
-    reason: Annotated[Text, Field(max_length=500)] = "drained by admin"
+    reason: Annotated[Line, Field(max_length=500)] = "drained by admin"
     # what still runs there this many seconds from now is stopped as a preemption stops it
     # (each job's checkpoint notice), and requeued, not charged; None: it runs on
     deadline_s: Annotated[float, Field(ge=0, le=30 * 86400)] | None = Field(

@@ -57,6 +57,8 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
     if problem := control_problem(name):
         raise f.error("name", problem)
     user = f.text("user", required=True, max_len=SPEC_TEXT["user"])
+    if problem := control_problem(user):  # an admin's submit names any user: squeue prints it
+        raise f.error("user", problem)
     queue, queues = _read_queue(f)
     size = _read_size(f)
     models = tuple(
