@@ -137,16 +137,15 @@ class JobBook:
         else:
             self.cancel(ev, now, out, waited)
 
-    if TYPE_CHECKING:  # the JobMaster's; declared here for ``request`` only, no stub
+    if TYPE_CHECKING:  # the JobMaster's; declared here for ``request`` only, no stubs
 
         def cancel(
             self, ev: JobCancelled, now: float, out: list[Command], waited: object = None
         ) -> None: ...
 
-    def evict(
-        self, rec: JobRecord, why: str, now: float, out: list[Command], kill: str = "drained"
-    ) -> None:
-        raise NotImplementedError  # the JobMaster's
+        def evict(
+            self, rec: JobRecord, why: str, now: float, out: list[Command], kill: str = "drained"
+        ) -> None: ...
 
     def hold(self, ev: JobHold, now: float, out: list[Command]) -> None:
         """Hold or release a job (ADR 0074): kept with it (a transition to the state it is in,
