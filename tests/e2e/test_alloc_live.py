@@ -65,9 +65,9 @@ def test_nodes_features_and_gpu_types_on_a_live_cluster(two_nodes: LocalCluster)
     assert [p.node for p in wait_state(alice, typed, "SUCCEEDED", 60).placement] == ["node-1"]
 
     # the default type name is the model's (8xH100: h100); no node has gmem48: refused at
-    # submit, as sbatch refuses what no configured node could hold
+    # submit, in sbatch's words for a feature no node has
     with pytest.raises(ApiError) as refused:
         alice.submit({"name": "n", "constraint": "gmem48", "command": "true"})
     assert refused.value.status == 422, refused.value
-    assert "Requested node configuration is not available" in str(refused.value)
+    assert "Invalid feature specification" in str(refused.value)
     assert "no node has feature gmem48" in str(refused.value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -133,16 +134,38 @@ def test_the_read_back_with_bodies_read_ahead_is_the_read_back_without(store: St
 
 
 def test_nothing_stored_ever_changes_a_jobs_body() -> None:
-    """What makes a body read ahead never stale: no statement of the store updates ``spec``
-    or ``depends_on`` of a job row (an update sets the mutable columns only), and no job row
-    is deleted."""
+    """What makes a body read ahead never stale: no statement of the store updates
+    ``depends_on`` of a job row, one sets the spec alone (``scontrol update``: a takeover
+    compares the spec's digest, the test below), the others the mutable columns only, and no
+    job row is deleted."""
     root = Path(jobs_module.__file__).parent
     updates = {
         p.name: len(re.findall(r"update\(\s*jobs\b", p.read_text())) for p in root.glob("*.py")
     }
-    assert {k: n for k, n in updates.items() if n} == {"jobs.py": 2}  # the two below
+    assert {k: n for k, n in updates.items() if n} == {"jobs.py": 3}  # the three below
     assert not any(re.search(r"delete\(\s*jobs\b", p.read_text()) for p in root.glob("*.py"))
+    spec_sets = str(jobs_module._UPDATE_SPEC).split(" SET ", 1)[1].split(" WHERE ", 1)[0]
+    assert set(re.findall(r"(?:^|, )(\w+)=", spec_sets)) == {"spec"}, spec_sets
     for stmt in (jobs_module._UPDATE, jobs_module._UPDATE_STATE):
         sets = str(stmt).split(" SET ", 1)[1].split(" WHERE ", 1)[0]
         # only the mutable columns, which a takeover reads again (ADR 0063)
         assert set(re.findall(r"(?:^|, )(\w+)=", sets)) <= set(MUTABLE), sets
+
+
+def test_a_spec_rewritten_after_the_read_ahead_is_read_again_at_the_takeover(
+    store: Store,
+) -> None:
+    """``scontrol update`` of a pending job (ADR 0076) changes its spec and none of its
+    mutable columns: the takeover sees the new spec, not the body the standby read."""
+    gate = held_jobs(store, 2)
+    (held,) = [j.id for j in store.load_jobs_for_restart().jobs if j.id != gate][:1]
+    ra = caught_up(store)
+    old = {j.id: j for j in store.load_jobs_for_restart(ra.bodies).jobs}[held]
+    longer = replace(old.spec, time_limit_s=7200.0)
+    store.apply_transitions(
+        [], [JobUpdate(held, S.PENDING, 0, 0, None, None, old.eligible_time, 0.0, spec=longer)]
+    )
+    now = {j.id: j for j in store.load_jobs_for_restart(ra.bodies).jobs}
+    assert now[held].spec.time_limit_s == 7200.0
+    assert now == {j.id: j for j in store.load_jobs_for_restart().jobs}
+    assert now[gate] is {j.id: j for j in store.load_jobs_for_restart(ra.bodies).jobs}[gate]

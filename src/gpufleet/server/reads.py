@@ -19,7 +19,8 @@ from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import MILLI
 from gpufleet.scheduler.framework import Profile
 from gpufleet.scheduler.never_fits import NeverFits
-from gpufleet.scheduler.snapshot import NodeView
+from gpufleet.scheduler.snapshot import NodeView, PendingJob
+from gpufleet.scheduler.trial import Trial, trial
 from gpufleet.server.admission import (
     Refusal,
     node_set_problems,
@@ -78,6 +79,11 @@ class ClusterReads:
     def jobs_newest_first(self) -> Iterator[JobRecord]:
         """The records held, newest (highest seq) first; lazily, so a page stops early."""
         return reversed(self.ctrl.jobs.values())
+
+    def trial(self, job: PendingJob, now: float) -> Trial:
+        """When and where ``job`` would start were it submitted now (sbatch --test-only):
+        one cycle over this moment's snapshot, its decisions thrown away."""
+        return trial(self.ctrl.snapshot(now), self.ctrl.profile, job)
 
     def reason(self, job_id: str) -> Reason | None:
         """Why the job waits (and when it may start), as of the last scheduling pass; a

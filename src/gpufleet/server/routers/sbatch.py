@@ -24,7 +24,6 @@ from gpufleet.api.sbatch import SbatchAnswer, SbatchSubmit, SbatchTrial
 from gpufleet.io import sbatch_command
 from gpufleet.model import replicas
 from gpufleet.scheduler.snapshot import PendingJob
-from gpufleet.scheduler.trial import trial
 from gpufleet.server import submitting
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.routers import jobs
@@ -75,9 +74,9 @@ async def sbatch_test(
     # behind every pending job; with --begin, not eligible before then (as the core holds it)
     begins = spec.begin_time if spec.begin_time > now else 0.0
     job = PendingJob("test-only", spec, now, seq=1 << 62, eligible_time=begins)
-    got = trial(svc.ctrl.snapshot(now), svc.ctrl.profile, job)
+    got = svc.trial(job, now)
     return SbatchTrial(
-        job_id=svc.store.next_job_id(),
+        job_id=svc.next_job_id(),
         start=got.start,
         start_at=None if got.start is None else iso8601(got.start),
         cpus=got.cpus,
@@ -130,7 +129,7 @@ async def _known(svc: ControllerService, job: str) -> bool:
     runs (Slurm 22.05: ``-d afterok:999999`` accepted, ``Dependency=(null)``); gpufleet's own
     submissions (POST /jobs) refuse it instead."""
     await svc.until_held(job)
-    return job in svc.ctrl.jobs or svc.store.job(job) is not None
+    return svc.job(job) is not None or svc.stored_job(job) is not None
 
 
 def _error(status: int, detail: str, field: str, message: str) -> JSONResponse:

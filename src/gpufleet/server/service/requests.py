@@ -140,6 +140,10 @@ class Requests(ServiceBase):
 
     # ----- what only the store remembers ---------------------------------------------------
 
+    def next_job_id(self) -> str:
+        """The id the next submission will take (not taken: sbatch --test-only prints it)."""
+        return self.store.next_job_id()
+
     def stored_job(self, job_id: str) -> StoredJob | None:
         """The job as stored: one that ended before this process started is there only."""
         return self.store.job(job_id)

@@ -7,13 +7,16 @@ reads only each unfinished job's ``KEY`` and ``STAMP``: where the stamp is the o
 Decoding a row is most of what a read-back costs (the JSON of ``spec``, ``allocation`` and
 ``ended``, ``spec_from_dict``, the ``StoredJob``); with 20,000+ held jobs a new leader on a busy
 host spent seconds on it before it answered (issue 26). Nothing written after the insert ever
-changes the immutable columns (``jobs.py``: an update sets only ``MUTABLE``; no job row is
-deleted), so a body read at any time is the body now, and a stamp compared equal is the row
+changes the immutable columns but the spec (``jobs.py``: an update sets only ``MUTABLE``, or
+the spec alone, which ``scontrol update`` rewrites, ADR 0076; no job row is deleted), and a
+takeover reads each spec's text with the stamp and reads again a row whose spec's digest is
+not the one read ahead, so a body it takes is the body now, and a stamp compared equal is the row
 now: nothing the new leader acts on comes from anything but the takeover's one snapshot. A
 row the standby has not read yet is read whole at the takeover, in that snapshot."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -69,6 +72,9 @@ class Body:
     spec: JobSpec  # as stored (``job``'s may name the queue the row's says)
     stamp: tuple[Any, ...]
     job: StoredJob
+    # the stored spec's digest: ``scontrol update`` (ADR 0076) rewrites a job's spec, and a
+    # takeover reads the row again where the spec it finds is not the one read ahead
+    spec_digest: bytes = b""
 
     def now(self, stamp: tuple[Any, ...]) -> StoredJob:
         """The job as its row's mutable columns are now (``stamp``): the one built ahead
@@ -81,6 +87,12 @@ class Body:
 
 
 _STATES = {s.value: s for s in JobState}
+SPEC_TEXT = sa.cast(jobs.c.spec, sa.Text).label("spec")  # what a takeover digests
+
+
+def spec_digest(text: str) -> bytes:
+    """A spec's stored text, digested (what a takeover compares with the body read ahead)."""
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def _build(
@@ -190,7 +202,7 @@ class Bodies:
                 r.array_index,
             )
             job = _build(fixed, r.idempotency_key, r.array_limit, spec, stamp)
-            out[r.id] = Body(r.seq, r.submit_time, spec, stamp, job)
+            out[r.id] = Body(r.seq, r.submit_time, spec, stamp, job, spec_digest(r.spec))
         self._by_id.update(out)
         self.decoded += len(out)
         return out

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from gpufleet.core.commands import Transition
 from gpufleet.model.job import JobSpec, JobState
 from gpufleet.model.job_end import JobEnd
-from gpufleet.server.store.bodies import BODY, KEY, STAMP, Bodies, Body
+from gpufleet.server.store.bodies import BODY, KEY, SPEC_TEXT, STAMP, Bodies, Body, spec_digest
 from gpufleet.server.store.codec import (
     allocation_from_list,
     allocation_to_list,
@@ -371,20 +371,21 @@ def unfinished(
 def _unfinished_known(conn: sa.Connection, known: Bodies) -> list[StoredJob]:
     """Each unfinished job's key and mutable columns (raw); the job read ahead where they
     did not change, else built from its body and them; the rows not read ahead read whole."""
-    heads = conn.execute(sa.select(*KEY, *STAMP).where(_ACTIVE).order_by(jobs.c.seq)).all()
+    q = sa.select(*KEY, *STAMP, SPEC_TEXT).where(_ACTIVE).order_by(jobs.c.seq)
+    heads = conn.execute(q).all()
     had: dict[str, Body] = {}
     missing = []
     for h in heads:
         b = known.get(h.id, h.seq, h.submit_time)
-        if b is None:
+        if b is None or b.spec_digest != spec_digest(h.spec):  # a spec rewritten since
             missing.append(h.id)
         else:
             had[h.id] = b
     for k in range(0, len(missing), 500):  # keep IN lists well under driver limits
         q = sa.select(*BODY).where(jobs.c.id.in_(missing[k : k + 500]))
         had.update(known.add_rows(conn.execute(q)))
-    n = len(KEY)
-    return [had[h.id].now(tuple(h[n:])) for h in heads]
+    n, m = len(KEY), len(KEY) + len(STAMP)
+    return [had[h.id].now(tuple(h[n:m])) for h in heads]
 
 
 def bodies_after(conn: sa.Connection, cursor: int, span: int) -> tuple[list[sa.Row[Any]], int, int]:
