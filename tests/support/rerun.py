@@ -22,10 +22,13 @@ CACHE = Path(".pytest_cache/v/cache/lastfailed")
 
 def test_id(reported: str) -> str:
     """The test's node id, without the ``@GROUP`` that ``--dist loadgroup`` adds to it."""
-    path, sep, name = reported.rpartition("::")
-    if sep and "@" in name:
-        name = name.rsplit("@", 1)[0]
-    return f"{path}{sep}{name}"
+    # the group may hold "::" itself (``@tests/integration::probe_cluster``): cut at the last
+    # "@" of what follows the file, unless that "@" is inside the test's parameters
+    path, sep, rest = reported.partition("::")
+    name, at, group = rest.rpartition("@")
+    if sep and at and "]" not in group:
+        rest = name
+    return f"{path}{sep}{rest}"
 
 
 def failed_ids() -> list[str]:

@@ -61,3 +61,12 @@ def test_more_failures_than_allowed_are_not_load(
     cache.write_text(json.dumps({f"tests/a.py::test_{i}": True for i in range(3)}))
     monkeypatch.chdir(tmp_path)
     assert rerun.main(["2", "false"]) == 1
+
+
+def test_a_group_named_with_double_colons_is_cut_whole() -> None:
+    """``--dist loadgroup`` names a shared fixture's group ``tests/integration::probe_cluster``:
+    the id must lose all of it (a rerun of the id with half of it finds no test)."""
+    reported = "tests/integration/test_doctor_live.py::test_a@tests/integration::probe_cluster"
+    assert rerun.test_id(reported) == "tests/integration/test_doctor_live.py::test_a"
+    assert rerun.test_id("tests/e2e/a.py::t[x@y]@grp") == "tests/e2e/a.py::t[x@y]"
+    assert rerun.test_id("tests/e2e/a.py::t[x@y]") == "tests/e2e/a.py::t[x@y]"
