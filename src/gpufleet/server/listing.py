@@ -181,6 +181,14 @@ async def owned_job(svc: ControllerService, job_id: str, who: Principal) -> JobR
     return rec
 
 
+async def owned_unfinished_job(svc: ControllerService, job_id: str, who: Principal) -> JobRecord:
+    """``owned_job``, and 409 when it has ended: what cancel, hold and update act on."""
+    rec = await owned_job(svc, job_id, who)
+    if rec.job.finished:
+        raise HTTPException(409, f"job {job_id} has already ended ({rec.job.state.value})")
+    return rec
+
+
 def _newer(svc: ControllerService, cut: int, q: Query) -> Iterator[JobRecord]:
     # in seq order, but for the finished jobs a submission's dependency brought back from the
     # store (service.submit): those are skipped, not a reason to stop

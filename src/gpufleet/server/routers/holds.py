@@ -19,7 +19,7 @@ from gpufleet.api.bounds import Name
 from gpufleet.api.holds import HoldAction, JobHoldRequest
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.journal import AuditRow
-from gpufleet.server.listing import owned_job
+from gpufleet.server.listing import owned_unfinished_job
 from gpufleet.server.routers.deps import service
 from gpufleet.server.service import ControllerService
 from gpufleet.server.views import job_out
@@ -39,9 +39,7 @@ async def hold(
     who: Principal = USERS,
     svc: ControllerService = Depends(service),
 ) -> Any:
-    rec = await owned_job(svc, job_id, who)
-    if rec.job.finished:
-        raise HTTPException(409, f"job {job_id} has already ended ({rec.job.state.value})")
+    rec = await owned_unfinished_job(svc, job_id, who)
     admin = who.role == "admin"
     held = next_hold(rec.job.held, body.action, admin)
     if held is None:

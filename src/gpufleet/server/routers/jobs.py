@@ -13,7 +13,7 @@ from gpufleet.api.bounds import Count, Name, SmallCount
 from gpufleet.model.job import JobState
 from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
-from gpufleet.server.listing import MAX_PAGE, next_link, owned_job
+from gpufleet.server.listing import MAX_PAGE, next_link, owned_job, owned_unfinished_job
 from gpufleet.server.listing import Query as ListQuery
 from gpufleet.server.routers import amend, holds
 from gpufleet.server.routers.deps import service, store
@@ -121,9 +121,7 @@ async def cancel(
     svc: ControllerService = Depends(service),
     st: Store = Depends(store),
 ) -> Any:
-    rec = await _owned(svc, job_id, who)
-    if rec.job.finished:
-        raise HTTPException(409, f"job {job_id} has already ended ({rec.job.state.value})")
+    rec = await owned_unfinished_job(svc, job_id, who)
     # the audit entry commits with the cancel: no answer for a half-done one
     await svc.cancel(
         job_id, f"cancelled by {who.actor}", audit=(who.name, who.role, "job.cancel", job_id, {})
