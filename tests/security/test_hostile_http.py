@@ -4,6 +4,7 @@ controller keeps answering, and it holds no more than its limits."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -201,10 +202,8 @@ def _trickle(s: socket.socket, data: bytes) -> tuple[int, bytes]:
             break
         got += chunk
     s.settimeout(30)
-    try:
+    with contextlib.suppress(OSError):
         got += _answer(s)
-    except OSError:
-        pass
     return sent, got
 
 
