@@ -102,8 +102,8 @@ class HeadLimitProtocol(HttpToolsProtocol):
         else:
             message = (
                 f"request body: not all sent within {round(allowed, 1):g} s "
-                f"({self._body_bytes} bytes came; the controller waits --head-timeout-s, {self.head_timeout_s:g} s, and "
-                f"1 s more for every {BODY_BYTES_PER_S} bytes)"
+                f"({self._body_bytes} bytes came; the controller waits --head-timeout-s, "
+                f"{self.head_timeout_s:g} s, and 1 s more for every {BODY_BYTES_PER_S} bytes)"
             )
             self._refuse(b"408 Request Timeout", message, "body")
 
