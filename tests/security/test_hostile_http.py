@@ -252,3 +252,42 @@ def test_a_large_body_sent_in_pieces_at_a_normal_speed_is_served(cluster: LocalC
                 headers={**auth, **headers, "content-type": "application/json"},
             )
             assert r.status_code == 201, r.text
+
+
+def test_a_key_given_twice_in_a_json_body_is_a_422_naming_it_and_nothing_is_done(
+    cluster: LocalCluster,
+) -> None:
+    # json.loads keeps the last of two: one reader would see alice's job, another bob's
+    auth = {"authorization": f"Bearer {cluster.admin_token}"}
+    spec = '{"name": "twice", "command": ["true"], "user": "alice", "hold": true, "user": "bob"}'
+    bodies = {
+        "/api/v1/jobs": '{"spec": %s, "probe": false, "probe": true}' % spec,
+        "/api/v1/queues/twice": '{"weight": 2, "cohort": "a", "weight": 3, "cohort": "b"}',
+    }
+    with httpx.Client(base_url=cluster.url, headers=auth, timeout=30) as h:
+        for path, body in bodies.items():
+            method = "POST" if path.endswith("jobs") else "PUT"
+            for ctype, content in (
+                ({"content-type": "application/json"}, body.encode()),
+                ({"content-type": "application/merge-patch+json; charset=utf-8"}, body.encode()),
+                (
+                    {"content-type": "application/json"},
+                    iter([body[:20].encode(), body[20:].encode()]),
+                ),
+            ):
+                r = h.request(method, path, content=content, headers=ctype)
+                assert r.status_code == 422, r.text
+                err = r.json()
+                named = '"user", "probe"' if path.endswith("jobs") else '"weight", "cohort"'
+                assert f"a key given twice in one object ({named})" in err["detail"], err
+                assert err["errors"] == [{"field": "body", "message": err["detail"][6:]}]
+        # the same bodies with each key once are taken
+        r = h.post(
+            "/api/v1/jobs",
+            content=b'{"spec": {"name": "once", "command": ["true"]}}',
+            headers={"content-type": "application/json"},
+        )
+        assert r.status_code == 201, r.text
+    with cluster.admin() as a:
+        assert [j for j in a.jobs(all_states=True) if j.spec["name"] == "twice"] == []
+        assert "twice" not in [q.name for q in a.queues()]

@@ -61,6 +61,7 @@ from gpufleet.server.service import ControllerService
 from gpufleet.server.stepenv import JobPorts, load_secret
 from gpufleet.server.store import Store
 from gpufleet.server.strict_query import known_query
+from gpufleet.server.strictjson import StrictJson
 from gpufleet.server.submit_fast import SubmitFastPath
 
 log = logging.getLogger("gpufleet.controller")
@@ -329,6 +330,8 @@ def create_app(
     errors.install(app)  # one error shape for every 4xx and 5xx; refusals by their type
     # innermost: a plain submission skips FastAPI's routing (submit_fast.py)
     app.add_middleware(SubmitFastPath, api=app, path=f"{API}/jobs")
+    # a JSON body that gives a key twice is refused (422) before anything reads it
+    app.add_middleware(StrictJson)
     # outermost: a body over the limit is refused before anything reads it
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     if ha is not None:  # a standby answers where the leader is, and nothing else
