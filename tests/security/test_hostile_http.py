@@ -261,7 +261,7 @@ def test_a_key_given_twice_in_a_json_body_is_a_422_naming_it_and_nothing_is_done
     auth = {"authorization": f"Bearer {cluster.admin_token}"}
     spec = '{"name": "twice", "command": ["true"], "user": "alice", "hold": true, "user": "bob"}'
     bodies = {
-        "/api/v1/jobs": '{"spec": %s, "probe": false, "probe": true}' % spec,
+        "/api/v1/jobs": '{"spec": ' + spec + ', "probe": false, "probe": true}',
         "/api/v1/queues/twice": '{"weight": 2, "cohort": "a", "weight": 3, "cohort": "b"}',
     }
     with httpx.Client(base_url=cluster.url, headers=auth, timeout=30) as h:
