@@ -93,17 +93,24 @@ class Fields:
         *,
         required: bool = False,
         max_len: int = MAX_NAME,
+        line: bool = False,
     ) -> str:
+        """The text at ``key``, stripped; ``line``: one line that others' terminals print (a
+        name, a path, a queue), so without a control character (``control_problem``)."""
         v = self._get(key, required and default is None)
         if v is None:
             return default if default is not None else ""
         if not isinstance(v, str) or not v.strip():
             raise self.error(key, f"must be a non-empty string, got {v!r}")
-        return self.checked(key, v, max_len).strip()
+        v = self.checked(key, v, max_len).strip()
+        if line and (problem := control_problem(v)):
+            raise self.error(key, problem)
+        return v
 
-    def checked(self, key: str, value: str, max_len: int = MAX_TEXT) -> str:
-        """``value`` (read at ``key``) if it is fit to store, else a SpecError naming it."""
-        problem = text_problem(value, max_len)
+    def checked(self, key: str, value: str, max_len: int = MAX_TEXT, line: bool = False) -> str:
+        """``value`` (read at ``key``) if it is fit to store (and, ``line``, to print), else a
+        SpecError naming it."""
+        problem = text_problem(value, max_len) or (control_problem(value) if line else None)
         if problem:
             raise self.error(key, problem)
         return value

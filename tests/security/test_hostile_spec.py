@@ -1,0 +1,130 @@
+"""Hostile job specs against a real controller process: every field others' terminals print
+refused with a control character in it, every problem of a spec in one 422, and nothing
+stored."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpufleet.api.schemas import TokenCreate
+from gpufleet.ops.localcluster import LocalCluster
+
+CONTROL = "must not contain a control character"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(Path(tmp_path_factory.mktemp("hostile-spec")), agents=0)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def user_token(cluster: LocalCluster) -> str:
+    with cluster.admin() as a:
+        return a.create_token(TokenCreate(name="mallory", role="user", user="mallory")).token or ""
+
+
+def _printable(v: str | list[str]) -> str | list[str]:
+    if isinstance(v, list):
+        return [str(_printable(x)) for x in v]
+    return "".join(c for c in v if c >= " " and not "\x7f" <= c <= "\x9f")
+
+
+def _stored(cluster: LocalCluster) -> list[str]:
+    with cluster.admin() as a:
+        return [j.spec["name"] for j in a.jobs(all_states=True)]
+
+
+def test_paths_and_names_with_control_characters_are_refused_each_named_at_once(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    # each of these is printed by squeue, scontrol show job, sacct or the dashboard: an escape
+    # sequence in one would run in the terminal of whoever lists the jobs
+    bad = {
+        "workdir": "/tmp/\x1b]0;owned\x07",
+        "output": "out-\x1b[2J.log",
+        "error": "err\x1b[31m.log",
+        "input": "in\x07put",
+        "dataset": "imagenet\x1b[8m",
+        "constraint": "a100\x1b",
+        "gres_type": "h100\x9b",
+        "reservation": "maint\x7f",
+        "queue": "default\x1b[2J",
+        "nodelist": "gpu-\x1b[01-02]",
+        "exclude": ["gpu-09\x1b"],
+    }
+    spec = {"name": "ctl", "command": ["true"], "batch": True, "workers": 2, **bad}
+    spec["container"] = {
+        "image": "app\x1b[2J:1",
+        "workdir": "/w\x1b",
+        "mounts": [{"source": "/data\x1b", "target": "/data"}],
+    }
+    auth = {"authorization": f"Bearer {user_token}"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        r = h.post("/jobs", json={"spec": spec})
+        assert r.status_code == 422, r.text
+        errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+        for key in bad:
+            assert CONTROL in errors.get(f"body.spec.{key}", ""), (key, errors)
+        container = errors.get("body.spec.container", "")
+        assert container.count(CONTROL) == 3, errors
+        # the same values without their control characters are no problem of the spec's
+        clean = {k: _printable(v) for k, v in bad.items()}
+        r = h.post("/jobs", json={"spec": {**spec, "container": "app:1", **clean}})
+        assert all(CONTROL not in e["message"] for e in r.json()["errors"]), r.text
+    assert "ctl" not in _stored(cluster)
+
+
+def test_a_spec_with_nan_and_a_control_character_and_a_bad_count_lists_all_three(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    body = (
+        '{"spec": {"name": "all\\u001b[2J", "command": ["true"], "cpus": NaN, "workers": 0, '
+        '"priority": 1e400, "env": {"A\\u0000": "x"}}}'
+    )
+    auth = {"authorization": f"Bearer {user_token}", "content-type": "application/json"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        r = h.post("/jobs", content=body.encode())
+    assert r.status_code == 422, r.text
+    errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+    assert errors["body.spec.cpus"] == "must be a finite number, got nan", errors
+    assert errors["body.spec.priority"] == "must be a finite number, got inf", errors
+    assert "NUL" in errors["body.spec.env.A\x00"], errors
+    assert CONTROL in errors["body.spec.name"], errors
+    assert errors["body.spec.workers"] == "must be at least 1, got 0", errors
+    assert "body.spec.user" not in errors, errors  # the token's user, filled in later
+    assert len(errors) == 5, errors
+    assert "all\x1b[2J" not in _stored(cluster)
+
+
+def test_sbatch_of_a_script_whose_files_hold_escape_sequences_is_refused(
+    cluster: LocalCluster, user_token: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "esc.sh"
+    script.write_text(
+        "#!/bin/sh\n#SBATCH -J esc\n#SBATCH -o out\x1b]0;owned\x07.log\n"
+        "#SBATCH --chdir=/tmp/\x1b[2J\ntrue\n"
+    )
+    env = {**os.environ, "GPUFLEET_SERVER": cluster.url, "GPUFLEET_TOKEN": user_token}
+    r = subprocess.run(
+        [sys.executable, "-m", "gpufleet.shims.sbatch", str(script)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1, r
+    assert r.stderr.count(CONTROL) == 2 and "output" in r.stderr and "workdir" in r.stderr, r
+    assert "esc" not in _stored(cluster)
