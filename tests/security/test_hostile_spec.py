@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -128,3 +129,34 @@ def test_sbatch_of_a_script_whose_files_hold_escape_sequences_is_refused(
     assert r.returncode == 1, r
     assert r.stderr.count(CONTROL) == 2 and "output" in r.stderr and "workdir" in r.stderr, r
     assert "esc" not in _stored(cluster)
+
+
+def test_an_admin_cannot_create_a_queue_no_job_could_name_and_a_user_gets_slurms_words(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    auth = {"authorization": f"Bearer {cluster.admin_token}"}
+    refused = {
+        "two words": "without white space",
+        "gpu,cpu": "',' (sbatch -p's list separator)",
+        "gpu#1": "'#' (slurm.conf's comment)",
+        "tab\tq": CONTROL,
+        "esc\x1b[2J": CONTROL,
+    }
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        for name, why in refused.items():
+            # a bad body too: both are told at once
+            r = h.put(f"/queues/{quote(name)}", json={"weight": -1})
+            assert r.status_code == 422, (name, r.text)
+            errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+            assert why in errors["path.name"], (name, errors)
+            assert "body.weight" in errors, errors
+        for name in ("gpu-a100_long.v2", "Ünï"):  # what a Slurm partition may be called
+            assert h.put(f"/queues/{quote(name)}", json={"weight": 2}).status_code == 200
+        names = [q["name"] for q in h.get("/queues").json()]
+        assert not set(refused) & set(names), names
+    # a user naming a queue there is not: sbatch's words, and nothing stored
+    user = {"authorization": f"Bearer {user_token}"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=user, timeout=30) as h:
+        r = h.post("/jobs", json={"spec": {"name": "q", "command": ["true"], "queue": "gpu,cpu"}})
+    assert r.status_code == 422, r.text
+    assert "invalid partition specified: gpu,cpu" in r.json()["detail"], r.text
