@@ -160,3 +160,21 @@ def test_an_admin_cannot_create_a_queue_no_job_could_name_and_a_user_gets_slurms
         r = h.post("/jobs", json={"spec": {"name": "q", "command": ["true"], "queue": "gpu,cpu"}})
     assert r.status_code == 422, r.text
     assert "invalid partition specified: gpu,cpu" in r.json()["detail"], r.text
+
+
+def test_unicodes_own_controls_in_a_name_are_refused_as_control_characters(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    # U+202E shows "gpj.exe" as "exe.jpg" and reverses the rest of squeue's line; U+2028 is a
+    # second line where one is printed
+    auth = {"authorization": f"Bearer {user_token}"}
+    names = {"rlo": "photo\u202egpj.exe", "ls": "a\u2028b", "lri": "x\u2066y"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        for name in names.values():
+            r = h.post("/jobs", json={"spec": {"name": name, "command": ["true"]}})
+            assert r.status_code == 422, r.text
+            assert CONTROL in r.json()["errors"][0]["message"], r.text
+        # letters of any script are names all the same
+        r = h.post("/jobs", json={"spec": {"name": "تدريب-日本-Ünï", "command": ["true"]}})
+        assert r.status_code == 201, r.text
+    assert not set(names.values()) & set(_stored(cluster))
