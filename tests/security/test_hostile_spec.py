@@ -178,3 +178,21 @@ def test_unicodes_own_controls_in_a_name_are_refused_as_control_characters(
         r = h.post("/jobs", json={"spec": {"name": "تدريب-日本-Ünï", "command": ["true"]}})
         assert r.status_code == 201, r.text
     assert not set(names.values()) & set(_stored(cluster))
+
+
+def test_every_dependency_on_no_job_is_named_with_the_specs_own_problems(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    auth = {"authorization": f"Bearer {user_token}"}
+    deps = [{"type": "afterok", "job": "999991"}, {"type": "afterany", "job": "999992"}]
+    body = {"spec": {"name": "deps", "command": ["true"], "workers": 0}, "depends_on": deps}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        r = h.post("/jobs", json=body)
+    assert r.status_code == 422, r.text
+    errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+    assert errors == {
+        "body.spec.workers": "must be at least 1, got 0",
+        "body.depends_on[0].job": "job 999991 does not exist",
+        "body.depends_on[1].job": "job 999992 does not exist",
+    }, errors
+    assert "deps" not in _stored(cluster)
