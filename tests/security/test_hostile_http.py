@@ -291,3 +291,17 @@ def test_a_key_given_twice_in_a_json_body_is_a_422_naming_it_and_nothing_is_done
     with cluster.admin() as a:
         assert [j for j in a.jobs(all_states=True) if j.spec["name"] == "twice"] == []
         assert "twice" not in [q.name for q in a.queues()]
+
+
+def test_a_query_parameter_given_twice_is_a_422_naming_it(cluster: LocalCluster) -> None:
+    # FastAPI keeps the last of two; a proxy or a log may read the first
+    auth = {"authorization": f"Bearer {cluster.admin_token}"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        r = h.get("/jobs", params=[("user", "alice"), ("limit", "5"), ("user", "bob")])
+        assert r.status_code == 422, r.text
+        err = r.json()
+        assert err["errors"] == [
+            {"field": "query.user", "message": "given 2 times; it takes one value"}
+        ], err
+        r = h.get("/jobs", params=[("user", "alice"), ("limit", "5")])  # each once: served
+        assert r.status_code == 200, r.text

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -128,3 +129,70 @@ def test_sbatch_of_a_script_whose_files_hold_escape_sequences_is_refused(
     assert r.returncode == 1, r
     assert r.stderr.count(CONTROL) == 2 and "output" in r.stderr and "workdir" in r.stderr, r
     assert "esc" not in _stored(cluster)
+
+
+def test_an_admin_cannot_create_a_queue_no_job_could_name_and_a_user_gets_slurms_words(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    auth = {"authorization": f"Bearer {cluster.admin_token}"}
+    refused = {
+        "two words": "without white space",
+        "gpu,cpu": "',' (sbatch -p's list separator)",
+        "gpu#1": "'#' (slurm.conf's comment)",
+        "tab\tq": CONTROL,
+        "esc\x1b[2J": CONTROL,
+    }
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        for name, why in refused.items():
+            # a bad body too: both are told at once
+            r = h.put(f"/queues/{quote(name)}", json={"weight": -1})
+            assert r.status_code == 422, (name, r.text)
+            errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+            assert why in errors["path.name"], (name, errors)
+            assert "body.weight" in errors, errors
+        for name in ("gpu-a100_long.v2", "Ünï"):  # what a Slurm partition may be called
+            assert h.put(f"/queues/{quote(name)}", json={"weight": 2}).status_code == 200
+        names = [q["name"] for q in h.get("/queues").json()]
+        assert not set(refused) & set(names), names
+    # a user naming a queue there is not: sbatch's words, and nothing stored
+    user = {"authorization": f"Bearer {user_token}"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=user, timeout=30) as h:
+        r = h.post("/jobs", json={"spec": {"name": "q", "command": ["true"], "queue": "gpu,cpu"}})
+    assert r.status_code == 422, r.text
+    assert "invalid partition specified: gpu,cpu" in r.json()["detail"], r.text
+
+
+def test_unicodes_own_controls_in_a_name_are_refused_as_control_characters(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    # U+202E shows "gpj.exe" as "exe.jpg" and reverses the rest of squeue's line; U+2028 is a
+    # second line where one is printed
+    auth = {"authorization": f"Bearer {user_token}"}
+    names = {"rlo": "photo\u202egpj.exe", "ls": "a\u2028b", "lri": "x\u2066y"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        for name in names.values():
+            r = h.post("/jobs", json={"spec": {"name": name, "command": ["true"]}})
+            assert r.status_code == 422, r.text
+            assert CONTROL in r.json()["errors"][0]["message"], r.text
+        # letters of any script are names all the same
+        r = h.post("/jobs", json={"spec": {"name": "تدريب-日本-Ünï", "command": ["true"]}})
+        assert r.status_code == 201, r.text
+    assert not set(names.values()) & set(_stored(cluster))
+
+
+def test_every_dependency_on_no_job_is_named_with_the_specs_own_problems(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    auth = {"authorization": f"Bearer {user_token}"}
+    deps = [{"type": "afterok", "job": "999991"}, {"type": "afterany", "job": "999992"}]
+    body = {"spec": {"name": "deps", "command": ["true"], "workers": 0}, "depends_on": deps}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        r = h.post("/jobs", json=body)
+    assert r.status_code == 422, r.text
+    errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+    assert errors == {
+        "body.spec.workers": "must be at least 1, got 0",
+        "body.depends_on[0].job": "job 999991 does not exist",
+        "body.depends_on[1].job": "job 999992 does not exist",
+    }, errors
+    assert "deps" not in _stored(cluster)

@@ -38,15 +38,24 @@ def text_problem(value: str, max_len: int = MAX_TEXT) -> str | None:
 
 
 def control_problem(value: str) -> str | None:
-    """Whether ``value`` holds a control character (C0, DEL, C1), or None.
+    """Whether ``value`` holds a control character (C0, DEL, C1, Unicode's bidirectional
+    controls and line separators), or None.
 
     For text that other people's terminals print (a job's name in squeue, sacct and the
     dashboard): an escape sequence in it would be run by the terminal of the admin who lists
     the jobs (ESC ] 0; sets its title, ESC [ 2 J clears it)."""
     for i, ch in enumerate(value):
-        if ch < " " or "\x7f" <= ch <= "\x9f":
+        if ch < " " or "\x7f" <= ch <= "\x9f" or ch in _FORMAT_CONTROLS:
             return f"must not contain a control character (U+{ord(ch):04X} at character {i})"
     return None
+
+
+# Unicode's own controls a terminal or a browser obeys: the bidirectional ones (U+202E shows
+# "gpj.exe" as "exe.jpg", and the rest of the line reversed) and the line and paragraph
+# separators (a second line where one is printed)
+_FORMAT_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 
 
 class Fields:
