@@ -213,6 +213,8 @@ class Plugin(OrderBase):
         return ids is None or p.id in ids
 
     def pending_level(self, p: PendingJob, now: float, snap: Snapshot | None = None) -> int:
+        if self.starvation_factor <= 0 and not self.aging:  # neither test can hold
+            return bisect_right(self.thresholds, p.attained_gpu_s - p.mark.base_gpu_s)
         if self.starved(p, now):
             return 0
         if self.aged(p, now) and (snap is None or self.is_aged(p, snap)):
@@ -382,6 +384,16 @@ class Plugin(OrderBase):
         later: list[list[PendingJob]] = [[] for _ in th]
         knob = self.starvation_factor * 1000
         cap = self.starvation_cap_s or float("inf")
+        if knob <= 0:  # no starvation: a job's level is its service's alone
+            for p in pending:
+                a = p.attained_gpu_s
+                level = bisect_right(th, a - p.mark.base_gpu_s) if a > 0 else 0
+                if level:
+                    later[level - 1].append(p)
+                else:
+                    yield p
+            yield from chain.from_iterable(later)
+            return
         for p in pending:  # as ``_levels``, less the aged test
             a = p.attained_gpu_s
             if a <= 0:
