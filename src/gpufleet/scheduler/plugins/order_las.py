@@ -36,6 +36,15 @@ preemption, and on a full cluster LAS takes the same long job again and again, e
 new level-0 arrival (Philly's second half of November at 16 × 8: 1.84 × FIFO's mean JCT without
 the rule, 0.41 × with it). A job with a notice keeps its work and is preempted as Tiresias would.
 
+``exchange`` (0: off; with ``within: history``; ``order/las-history``'s default 3): a running
+job that cannot save at a stop is preempted only where the exchange gains, as the history
+expects: its expected remaining service over ``exchange`` must exceed the preemptor's expected
+need plus the work the stop throws away on as many GPUs as the preemptor's (the preemptor, and
+the jobs like it that the freed GPUs then hold, start that much sooner; the victim is delayed
+by the preemptor's run and its own lost work). A job nearly done by its group's history is left
+to finish; one the history expects to run long is stopped early, when little is lost. Jobs that
+save at a stop, and those no history tells of, are preempted by the levels alone.
+
 ``fifo_slack`` (0: off; with ``within: history``): an age limit per job, relative to what FIFO
 would have given it, with no duration stated. When the order first sees a job pending it sets
 its deadline: its submission plus ``fifo_slack`` × (the backlog ahead of it in cluster time —
@@ -61,7 +70,7 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from itertools import chain
 
 from gpufleet.model.job import JobSpec
@@ -92,8 +101,10 @@ class Plugin(OrderBase):
         fifo_floor_q: float = 0.0,
         kept: str = "aged",
         unsaved_once: bool = True,
+        exchange: float = 0.0,
     ) -> None:
         self.unsaved_once = bool(unsaved_once)
+        self.exchange = float(exchange) if within == "history" else 0.0
         th = [float(t) for t in thresholds_gpu_s]
         if th != sorted(th) or any(t <= 0 for t in th):
             raise ValueError("thresholds_gpu_s must be positive and increasing")
@@ -113,6 +124,8 @@ class Plugin(OrderBase):
             raise ValueError("aged_by must be 'age' or 'remaining'")
         if not 0 <= fifo_floor_q < 1:
             raise ValueError("fifo_floor_q must be in [0, 1)")
+        if not exchange >= 0:
+            raise ValueError("exchange must be 0 (off) or above")
         self.thresholds = th
         self.starvation_factor = float(starvation_factor)
         self.starvation_cap_s = float(starvation_cap_s)
@@ -131,7 +144,7 @@ class Plugin(OrderBase):
         # a memo: the aged jobs ``admitted`` lets ahead in the snapshot last asked of
         self._admitted: frozenset[str] = frozenset()
         self._admitted_for: Snapshot | None = None
-        self._preemptible_memo: list[tuple[float, RunningJob]] = []
+        self._preemptible_memo: list[tuple[float, RunningJob, tuple[float, float]]] = []
         self._preemptible_for: Snapshot | None = None
         self.history = ServiceHistory(history_window) if within == "history" else None
 
@@ -382,11 +395,39 @@ class Plugin(OrderBase):
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         if snap.now - victim.start_time < self.min_run_s or self.spared(victim, snap.now):
             return False
+        if self.exchange > 0 and not self._gains(self._need(job), self._worth(victim, snap.now)):
+            return False
         return self.pending_level(job, snap.now, snap) < self.running_level(victim, snap.now)
 
-    def outrank_key(self, job: PendingJob, snap: Snapshot) -> int:
+    def _need(self, job: PendingJob) -> tuple[float, float]:
+        """``exchange``: the service ``job`` is expected to need (0: unknown), its GPUs."""
+        got = self.history.remaining(job.spec, job.attained_gpu_s) if self.history else None
+        return got or 0.0, job.spec.total_gpu_milli / 1000
+
+    def _worth(self, r: RunningJob, now: float) -> tuple[float, float]:
+        """``exchange``: ``r``'s expected remaining service over ``exchange`` and the work a
+        stop throws away per GPU (infinite and 0 for a job that saves at a stop or that the
+        history cannot tell of)."""
+        if self.history is None or r.spec.preempt_notice is not None:
+            return float("inf"), 0.0
+        rest = self.history.remaining(r.spec, r.attained(now))
+        if rest is None:
+            return float("inf"), 0.0
+        gpus = max(r.spec.total_gpu_milli / 1000, 1e-3)
+        return rest / self.exchange, r.lost_work(now) / gpus
+
+    @staticmethod
+    def _gains(need: tuple[float, float], worth: tuple[float, float]) -> bool:
+        """The exchange argument: stopping the victim for the preemptor and the jobs like it
+        its GPUs then hold gains more than it costs when the victim's expected remaining
+        service exceeds the preemptor's expected need plus the victim's lost work on as many
+        GPUs as the preemptor's."""
+        return need[0] + worth[1] * need[1] < worth[0]
+
+    def outrank_key(self, job: PendingJob, snap: Snapshot) -> Hashable:
         """In one snapshot, ``outranks(job, v, snap)`` depends on ``job`` only through this."""
-        return self.pending_level(job, snap.now, snap)
+        level = self.pending_level(job, snap.now, snap)
+        return (level, self._need(job)) if self.exchange > 0 else level
 
     def outranked(self, job: PendingJob, snap: Snapshot) -> list[RunningJob]:
         """The running jobs ``job`` outranks (in ``snap.running``'s order): those whose service
@@ -396,9 +437,16 @@ class Plugin(OrderBase):
         if level >= len(self.thresholds):
             return []
         t = self.thresholds[level]
-        return [r for service, r in self._preemptible(snap) if service >= t]
+        if self.exchange > 0:
+            need = self._need(job)
+            return [
+                r
+                for service, r, worth in self._preemptible(snap)
+                if service >= t and self._gains(need, worth)
+            ]
+        return [r for service, r, _ in self._preemptible(snap) if service >= t]
 
-    def _preemptible(self, snap: Snapshot) -> list[tuple[float, RunningJob]]:
+    def _preemptible(self, snap: Snapshot) -> list[tuple[float, RunningJob, tuple[float, float]]]:
         """The running jobs some pending job may preempt, with their service since their last
         promotion: worked out once per snapshot (a full cluster asks per level, per preemptor,
         over every running job)."""
@@ -413,6 +461,7 @@ class Plugin(OrderBase):
                 - r.mark.base_gpu_s
                 + (now - r.start_time) * r.spec.total_gpu_milli / 1000,
                 r,
+                self._worth(r, now) if self.exchange > 0 else (float("inf"), 0.0),
             )
             for r in snap.running
             if not r.mark.aged and r.start_time <= started and not self.spared(r, now)
