@@ -28,6 +28,7 @@ import realparts
 from gpufleet.ops import prefork
 from realparts import PG_URL
 from support import grouping, installs, noprocs, ports
+from support.slurm_local import SlurmPool
 
 # Hypothesis's default deadline (200 ms an example) is a wall-time assertion: on 8 workers sharing
 # 2 cores an example that takes 20 ms alone can take longer, and the test failed for the load,
@@ -148,6 +149,24 @@ def store(db_url: str) -> Iterator[Any]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture(scope="session")
+def slurms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmPool]:
+    """The run's real Slurms (tests/support/slurm_local.py); none here: skipped, under CI
+    failed. Its tests all run on one worker (``grouping.ONE_GROUP``)."""
+    realparts.require("slurm")
+    pool = SlurmPool(tmp_path_factory)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture
+def shared_slurm(slurms: SlurmPool) -> dict[str, str]:
+    """The environment of the run's four-node Slurm, no job of an earlier test left in it."""
+    return slurms.shared()
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)

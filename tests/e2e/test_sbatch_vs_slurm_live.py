@@ -15,30 +15,21 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from gpufleet.io import sbatch_command
 from gpufleet.model.hostlist import compress
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import LIVE, SlurmPool
 from support.waiting import wait_for
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not have_slurm(),
-        reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
-    ),
-    pytest.mark.xdist_group("slurm-local"),
-]
+pytestmark = list(LIVE)
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 23400) as env:
-        yield env
+def slurm(slurms: SlurmPool) -> dict[str, str]:
+    return slurms.shared()
 
 
 def slurm_allocation(env: dict[str, str], options: list[str]) -> list[int] | str:

@@ -1,6 +1,6 @@
-"""``scancel --signal`` against a live cluster (ADR 0077): real agents deliver the signal to a
+"""``scancel --signal`` against a live cluster (ADR 0078): real agents deliver the signal to a
 running batch job's real processes, which go on running, as Slurm 22.05's do (recorded in
-tests/e2e/test_scancel_signal_vs_slurm.py): without ``--batch`` to the job's steps on every
+tests/integration/test_scancel_signal_vs_slurm.py): without ``--batch`` to the job's steps on every
 node (the script's ``srun`` forwards it to its tasks), not the batch shell; with ``--batch`` to
 the shell alone; with ``--full`` to both. A job that waits is refused as Slurm refuses it."""
 

@@ -32,9 +32,9 @@ from shimdiff import (
 )
 
 from gpufleet.api.schemas import TokenCreate
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import SlurmPool, live
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm-local")]
+pytestmark = pytest.mark.e2e
 RECORD = read_record()
 
 USER = "alice"  # gpufleet's user: no Unix account (gpufleet never runs a job as root)
@@ -179,12 +179,11 @@ def test_gpufleet_prints_what_slurm_printed(gpufleet: dict[str, str]) -> None:
     assert not differ
 
 
-@pytest.mark.skipif(not have_slurm(), reason="no Slurm here (apt-get install slurm-wlm munge)")
+@live
 def test_slurm_prints_what_is_recorded(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    slurms: SlurmPool, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    monkeypatch.setenv("SLURM_LOCAL_NODES", "1")
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 24400) as env:
+    with slurms.own(nodes=1) as env:  # a new one: the record lists every job (-t all)
         work = tmp_path_factory.mktemp("work")
         got = printed({**env, "PWD": str(work)}, True, getpass.getuser())
     record = os.environ.get("SHIMDIFF_RECORD")

@@ -25,7 +25,7 @@ import pytest
 from livehelp import shim_cluster, wait_for
 
 from gpufleet.ops.localcluster import LocalCluster
-from support.slurm_local import live, slurm_local
+from support.slurm_local import live
 
 pytestmark = pytest.mark.e2e
 RECORD = Path(__file__).parent / "slurm_printed" / "srun_outside.json"
@@ -178,15 +178,13 @@ def test_two_ctrl_c_end_the_step(gpufleet: tuple[LocalCluster, Site]) -> None:
 
 
 @live
-def test_slurm_does_what_is_recorded(tmp_path: Path) -> None:
+def test_slurm_does_what_is_recorded(shared_slurm: dict[str, str], tmp_path: Path) -> None:
     """The record, from a real Slurm now (``SRUN_RECORD=1``: written anew)."""
-    with slurm_local(tmp_path / "slurm", 25600) as env:
-        submit = tmp_path / "submit"
-        submit.mkdir()
-        site = Site(
-            {**env, "PWD": str(submit)}, [f"n{i}" for i in range(1, 5)], ["-N4", "--exclusive"]
-        )
-        got = site.outcomes()
+    env = shared_slurm
+    submit = tmp_path / "submit"
+    submit.mkdir()
+    site = Site({**env, "PWD": str(submit)}, [f"n{i}" for i in range(1, 5)], ["-N4", "--exclusive"])
+    got = site.outcomes()
     if os.environ.get("SRUN_RECORD"):
         RECORD.write_text(json.dumps(got, indent=1) + "\n")
     assert got == json.loads(RECORD.read_text())

@@ -26,10 +26,10 @@ from livehelp import dump_logs, make_cluster, shim_env
 
 from gpufleet.api.schemas import TokenCreate
 from gpufleet.model.hostlist import expand
-from support.slurm_local import have_slurm, live, slurm_local
+from support.slurm_local import SlurmPool, live
 from support.waiting import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm-local")]
+pytestmark = pytest.mark.e2e
 RECORD = Path(__file__).parent / "slurm_printed" / "test_only.txt"
 USER = "alice"
 QUEUES = "queues:\n  - {name: default, weight: 1}\n  - {name: debug, weight: 1}\n"
@@ -138,12 +138,10 @@ def test_gpufleet_tests_as_slurm_tested(gpufleet: dict[str, str]) -> None:
 
 
 @live
-@pytest.mark.skipif(not have_slurm(), reason="no Slurm here (apt-get install slurm-wlm munge)")
 def test_slurm_prints_what_is_recorded(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    slurms: SlurmPool, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    monkeypatch.setenv("SLURM_LOCAL_NODES", "2")
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 25000) as env:
+    with slurms.own(nodes=2) as env:  # a new one: the record lists every job (-t all)
         work = tmp_path_factory.mktemp("work")
         got = printed({**env, "PWD": str(work)})
     record = os.environ.get("SHIMDIFF_RECORD")

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,7 +54,7 @@ from test_api import Api, register
 from gpufleet.api import schemas as s
 from gpufleet.client.lean import Row
 from gpufleet.shims.scontrol import job_text
-from support.slurm_local import SlurmShell, live, slurm_local
+from support.slurm_local import SlurmPool, SlurmShell, live
 from support.waiting import wait_for
 
 SQUEUE = ["-h", "-t", "all", "-o", "%i|%t|%T|%r|%R"]
@@ -202,9 +202,8 @@ def test_gpufleet_keeps_what_slurm_keeps_once_a_job_no_longer_waits(api: Api) ->
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 23600) as env:
-        yield env
+def slurm(slurms: SlurmPool) -> dict[str, str]:
+    return slurms.shared()
 
 
 @live

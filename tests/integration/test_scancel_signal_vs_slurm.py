@@ -1,4 +1,4 @@
-"""``scancel --signal`` answers as Slurm 22.05's (ADR 0077): gpufleet's shim against what a real
+"""``scancel --signal`` answers as Slurm 22.05's (ADR 0078): gpufleet's shim against what a real
 Slurm printed (``/work/shared/tools/slurm_local.sh``; the last test replays the admin's part
 where Slurm is installed). As root, ``a`` held (``sbatch -H``), ``x`` cancelled, ``r`` running
 (``--wrap "sleep 300"``); each ``scancel …``::

@@ -1,5 +1,5 @@
 """A signal to a running job over real HTTP (``POST /jobs/{id}/signal``, Slurm's ``scancel
---signal``, ADR 0077): its owner's or an admin's only, a job that has not started or has ended
+--signal``, ADR 0078): its owner's or an admin's only, a job that has not started or has ended
 refused (409), a signal that is not one refused (422), the signal carried to the node of each
 rank that runs as an agent command of its own (not a kill: the job goes on running), and the
 audit log. What the agent does with it: tests/integration/test_signal_live.py."""

@@ -20,6 +20,10 @@ import pytest
 # rows: 0.2 s to read on each worker, where one group ran the five LAS replays one after another)
 CHEAP = frozenset({"faults", "faulty_spec", "philly_rows"})
 
+# fixtures whose tests must all run on one worker, in the group named here: the pool of real
+# Slurms (tests/support/slurm_local.py) gives its Slurms the same ports on every worker
+ONE_GROUP = {"slurms": "slurm-local"}
+
 # (Ports are no reason for a group: each local cluster claims blocks of its own for its
 # replicas, its endpoints and what its jobs' numbers decide, MASTER_PORT and srun's step
 # daemons: ops/portblocks.py, --replica-ports, --gateway-ports, --job-ports.)
@@ -45,7 +49,16 @@ def shared_fixtures(item: pytest.Item) -> list[str]:
 
 def assign_groups(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
+        one = {ONE_GROUP[f] for f in getattr(item, "fixturenames", ()) if f in ONE_GROUP}
+        mark = item.get_closest_marker("xdist_group")
+        if one:
+            (group,) = one
+            if mark is not None and mark.args[:1] != (group,):
+                raise pytest.UsageError(f"{item.nodeid}: its group must be {group!r}")
+            if mark is None:
+                item.add_marker(pytest.mark.xdist_group(group))
+            continue
+        if mark is not None:
             continue
         shared = shared_fixtures(item)
         if shared:

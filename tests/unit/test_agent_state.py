@@ -99,7 +99,7 @@ def test_kill_of_a_running_task_and_of_a_task_never_launched() -> None:
 
 
 def test_a_signal_reaches_a_running_task_only_and_leaves_it_running() -> None:
-    """scancel --signal (ADR 0077): a running task gets it and stays running; a task still
+    """scancel --signal (ADR 0078): a running task gets it and stays running; a task still
     launching, being stopped or unknown hears nothing (and nothing is reported)."""
     st = registered()
     sig = AgentCommand.model_validate(

@@ -83,7 +83,7 @@ def test_a_running_job_held_keeps_running_and_waits_held_when_requeued() -> None
 
 
 def test_a_signal_goes_to_the_live_ranks_of_a_started_job_and_changes_nothing() -> None:
-    """scancel --signal in the core (ADR 0077): a Signal command for the ranks still running,
+    """scancel --signal in the core (ADR 0078): a Signal command for the ranks still running,
     no transition (nothing to write), the job running on; a pending job gets none."""
     h = Harness(cluster_spec(2, 8))
     h.submit(0.0, "run", gpus=8, workers=2)

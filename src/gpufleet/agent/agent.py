@@ -152,7 +152,7 @@ class Agent:
             elif isinstance(a, Kill):
                 log.warning("stopping %s/%d rank %d: %s", *a.key, a.why)
                 self.runner.kill(a.key, a.grace_s, a.why, self.clock.now(), a.notice)
-            elif isinstance(a, st.Signal):  # a signal the task lives through (ADR 0077)
+            elif isinstance(a, st.Signal):  # a signal the task lives through (ADR 0078)
                 self.runner.signal(a.key, a.signal, a.scope)
             elif isinstance(a, Send):
                 self.events.put(a.event)

@@ -48,7 +48,7 @@ class Kill:
 
 @dataclass(frozen=True, slots=True)
 class Signal:
-    """A signal to a running task that does not stop it (ADR 0077): ``scope`` says to whom."""
+    """A signal to a running task that does not stop it (ADR 0078): ``scope`` says to whom."""
 
     key: Key
     signal: int

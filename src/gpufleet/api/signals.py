@@ -1,5 +1,5 @@
 """``POST /jobs/{id}/signal``'s body: Slurm's ``scancel --signal=SIG [--batch|--full] JOB``
-(ADR 0077)."""
+(ADR 0078)."""
 
 from __future__ import annotations
 

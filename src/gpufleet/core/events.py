@@ -64,7 +64,7 @@ class JobRequeue:
 @dataclass(frozen=True, slots=True)
 class JobSignal:
     """A signal to a running job's processes, which it does not end (Slurm's ``scancel
-    --signal``, ADR 0077): ``scope`` "steps" (its steps, not the batch shell: scancel's
+    --signal``, ADR 0078): ``scope`` "steps" (its steps, not the batch shell: scancel's
     default), "batch" (the batch shell alone: ``--batch``) or "full" (the shell, its children
     and the steps: ``--full``). The API judges who may."""
 

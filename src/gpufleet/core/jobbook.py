@@ -157,7 +157,7 @@ class JobBook:
         ) -> None: ...
 
     def signal(self, ev: JobSignal, out: list[Command]) -> None:
-        """A signal to the ranks of a started job that still run (ADR 0077); nothing changes
+        """A signal to the ranks of a started job that still run (ADR 0078); nothing changes
         in its state, so nothing is written. A job not started (or ended) is left as it is."""
         rec = self.jobs.get(ev.job_id)
         if rec is None:

@@ -226,7 +226,7 @@ class AgentExecutor:
             )
 
     def _signal(self, c: Signal) -> None:
-        """A signal to each rank's node (ADR 0077): its agent sends it to the rank's processes
+        """A signal to each rank's node (ADR 0078): its agent sends it to the rank's processes
         that ``scope`` names, which go on running."""
         rec = self.core.jobs[c.job_id]
         for rank in c.ranks:

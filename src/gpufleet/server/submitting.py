@@ -72,6 +72,12 @@ async def checked(
     # spec's problems leave alone, in Slurm's words (admission.py)
     read, problems = JobSpec.read_all(raw, source="request", path="spec")
     bad = [(f"body.{e.field}", e.reason) for e in problems]
+    missing = await svc.unknown_jobs([d.job for d in body.depends_on])
+    bad += [
+        (f"body.depends_on[{i}].job", f"job {d.job} does not exist")
+        for i, d in enumerate(body.depends_on)
+        if d.job in missing
+    ]
     refusal = svc.admission(read, who.role) if read is not None else None
     if read is not None:  # the user's Unix accounts on the nodes (looked up if new)
         if refusal is None:

@@ -1,6 +1,6 @@
 """``scancel --signal=SIG [--batch|--full]``: a signal to jobs that run, which they live through
-(``POST /jobs/{id}/signal``, ADR 0077), with Slurm 22.05's words and exit status (a real one's,
-recorded in tests/e2e/test_scancel_signal_vs_slurm.py): silent and 0 when every job got it;
+(``POST /jobs/{id}/signal``, ADR 0078), with Slurm 22.05's words and exit status (a real one's,
+recorded in tests/integration/test_scancel_signal_vs_slurm.py): silent and 0 when every job got it;
 else a line per job, ``scancel: error: Kill job error on job id N: …``, and scancel's status,
 the low byte of Slurm's error number (a job not started: "Job can not be altered now, try again
 later", 228; another user's: "Access/permission denied", 210; one that ended or that no one

@@ -169,7 +169,7 @@ def signal_job(t: LiveTask, sig: int, batch_only: bool) -> str:
 
 
 def signal_scope(t: LiveTask, sig: int, scope: str) -> str:
-    """A signal the task lives through (``scancel --signal``, ADR 0077); says to whom. "steps"
+    """A signal the task lives through (``scancel --signal``, ADR 0078); says to whom. "steps"
     (scancel's default) goes where ``--signal=SIG`` goes, "batch" (``--batch``) where
     ``--signal=B:SIG`` goes; "full" (``--full``) to the task's whole process group: a batch
     script, its children and their srun, which forwards it to its step's tasks."""

@@ -272,7 +272,7 @@ class TaskRunner:
         return True
 
     def signal(self, key: Key, sig: int, scope: str) -> bool:
-        """``sig`` to the task's processes that ``scope`` names (ADR 0077); it goes on
+        """``sig`` to the task's processes that ``scope`` names (ADR 0078); it goes on
         running. False if it is not running, or is being stopped."""
         t = self._live.get(key)
         if t is None or t.stop_why is not None:

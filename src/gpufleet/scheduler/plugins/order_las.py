@@ -74,6 +74,10 @@ NAME = "order/las"
 
 TIRESIAS_THRESHOLDS_GPU_S = (3250.0, 7200.0)
 
+# what ``Plugin._preemptible`` reads of a running job that does not change while it runs
+# (``Plugin._fixed_of``): the job, aged, start, service before it, GPU milli, saved since, unsaved
+_Fixed = tuple[RunningJob, bool, float, float, int, float, bool]
+
 
 class Plugin(OrderBase):
     def __init__(
@@ -133,6 +137,8 @@ class Plugin(OrderBase):
         self._admitted_for: Snapshot | None = None
         self._preemptible_memo: list[tuple[float, RunningJob]] = []
         self._preemptible_for: Snapshot | None = None
+        # what ``_preemptible`` reads of each running job that does not change while it runs
+        self._fixed: dict[str, _Fixed] = {}
         self.history = ServiceHistory(history_window) if within == "history" else None
 
     def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
@@ -362,7 +368,39 @@ class Plugin(OrderBase):
             t = th[0]  # level 0 exactly below it (``bisect_right``)
             low = [p for p in pending if p.attained_gpu_s - p.mark.base_gpu_s < t]
             return chain(low, (p for p in pending if not p.attained_gpu_s - p.mark.base_gpu_s < t))
+        if not self.aging:
+            return self._first_as_found(pending, now)
         return chain.from_iterable(self._levels(pending, now, admitted))
+
+    def _first_as_found(self, pending: Sequence[PendingJob], now: float) -> Iterator[PendingJob]:
+        """``_levels``' jobs in order where nothing ages (its first list is empty): the first
+        level's jobs as the split reaches them, the others after it. A cycle mostly walks a
+        few jobs of a full cluster, and the split goes no further than those."""
+        th = self.thresholds
+        later: list[list[PendingJob]] = [[] for _ in th]
+        knob = self.starvation_factor * 1000
+        cap = self.starvation_cap_s or float("inf")
+        for p in pending:  # as ``_levels``, less the aged test
+            a = p.attained_gpu_s
+            if a <= 0:
+                yield p
+                continue
+            m = p.mark
+            service = a - m.base_gpu_s
+            stopped = m.stopped_at
+            if knob > 0 and stopped is not None and service > 0:
+                s = p.spec
+                milli = s.workers * s.gpus_per_worker * s.gpu_milli  # total_gpu_milli
+                if milli > 0 and m.waited_s + now - stopped >= min(knob * service / milli, cap):
+                    yield p
+                    continue
+            level = bisect_right(th, service)
+            if level:
+                later[level - 1].append(p)
+            else:
+                yield p
+        for jobs in later:
+            yield from jobs
 
     def running_level(self, r: RunningJob, now: float) -> int:
         if r.mark.aged:
@@ -401,21 +439,42 @@ class Plugin(OrderBase):
     def _preemptible(self, snap: Snapshot) -> list[tuple[float, RunningJob]]:
         """The running jobs some pending job may preempt, with their service since their last
         promotion: worked out once per snapshot (a full cluster asks per level, per preemptor,
-        over every running job)."""
+        over every running job), from each job's fixed terms (``_fixed_of``, once per job)."""
         if self._preemptible_for is snap:
             return self._preemptible_memo
         now = snap.now
         started = now - self.min_run_s  # a job started after this is not preempted yet
-        # r.attained(now) - base, written out: the same sum, without two calls per running job
-        rows = [
-            (
-                r.attained_gpu_s
-                - r.mark.base_gpu_s
-                + (now - r.start_time) * r.spec.total_gpu_milli / 1000,
-                r,
-            )
-            for r in snap.running
-            if not r.mark.aged and r.start_time <= started and not self.spared(r, now)
-        ]
+        first = self.thresholds[0]
+        fixed, rows = self._fixed, list[tuple[float, RunningJob]]()
+        for r in snap.running:
+            f = fixed.get(r.id)
+            if f is None or f[0] is not r:
+                f = fixed[r.id] = self._fixed_of(r)
+            _, kept, start, service, milli, saved, unsaved = f
+            if kept or start > started:
+                continue
+            # ``spared``, written out: (now - saved_since) * total_gpu_milli / 1000 is lost_work
+            if unsaved and (now - saved) * milli / 1000 > first:
+                continue
+            # r.attained(now) - base: the same sum, in the same order of operations
+            rows.append((service + (now - start) * milli / 1000, r))
+        if len(fixed) > 2 * len(snap.running) + 1000:  # forget the jobs that stopped
+            self._fixed = {r.id: fixed[r.id] for r in snap.running}
         self._preemptible_memo, self._preemptible_for = rows, snap
         return rows
+
+    def _fixed_of(self, r: RunningJob) -> _Fixed:
+        """``r``, whether it is kept running (aged), its start, its service before this attempt
+        since its last promotion, its GPUs (milli), ``saved_since``, and whether ``spared``
+        applies to it at all (``unsaved_once``, earlier service, no notice)."""
+        unsaved = self.unsaved_once and r.attained_gpu_s > 0 and r.spec.preempt_notice is None
+        service = r.attained_gpu_s - r.mark.base_gpu_s
+        return (
+            r,
+            r.mark.aged,
+            r.start_time,
+            service,
+            r.spec.total_gpu_milli,
+            r.saved_since,
+            unsaved,
+        )

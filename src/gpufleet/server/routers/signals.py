@@ -1,4 +1,4 @@
-"""``POST /jobs/{id}/signal``: Slurm's ``scancel --signal=SIG [--batch|--full] JOB`` (ADR 0077).
+"""``POST /jobs/{id}/signal``: Slurm's ``scancel --signal=SIG [--batch|--full] JOB`` (ADR 0078).
 
 A signal to the processes of a job that runs, which it does not end (a cancel does): its agents
 send it to the job's steps (scancel's default), its batch shell alone (``--batch``) or both

@@ -47,6 +47,16 @@ class Requests(ServiceBase):
         result: list[str] = await self._enqueue("submit", jobs, audit)
         return result
 
+    async def unknown_jobs(self, ids: list[str]) -> set[str]:
+        """Those of ``ids`` that name no job, held or stored (a submission's dependencies,
+        every one told at once)."""
+        missing = set()
+        for job_id in dict.fromkeys(ids):
+            await self.until_held(job_id)
+            if job_id not in self.ctrl.jobs and self.store.job(job_id) is None:
+                missing.add(job_id)
+        return missing
+
     async def until_held(self, job_id: str | None = None) -> None:
         """Returns once the core holds ``job_id`` (None: every job) if it was just accepted: a
         submission is answered after its acceptance commit, before the turn's step gives it
@@ -128,7 +138,7 @@ class Requests(ServiceBase):
     async def signal(
         self, job_id: str, sig: int, scope: str, audit: AuditRow | None = None
     ) -> None:
-        """A signal to a running job's processes, which it lives through (ADR 0077)."""
+        """A signal to a running job's processes, which it lives through (ADR 0078)."""
         await self.event(JobSignal(job_id, sig, scope), audit)
 
     async def drain(
