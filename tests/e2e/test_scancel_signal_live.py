@@ -15,7 +15,6 @@ from test_slurm_shims_live import sacct_state, sh
 
 from gpufleet.ops.localcluster import LocalCluster
 from support.slurm_local import live as slurm_live
-from support.slurm_local import slurm_local
 
 pytestmark = pytest.mark.e2e
 
@@ -91,10 +90,7 @@ def test_scancel_signal_reaches_steps_batch_shell_or_both_and_the_job_runs_on(
 
 
 @slurm_live
-def test_slurm_signals_the_same_processes(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
+def test_slurm_signals_the_same_processes(shared_slurm: dict[str, str], tmp_path: Path) -> None:
     """The same script and scancels under a real Slurm 22.05: the same traps fire."""
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 26700) as env:
-        job = signalled({**env, "PWD": str(tmp_path)}, tmp_path)
-        sh(env, "scancel", job)
+    job = signalled({**shared_slurm, "PWD": str(tmp_path)}, tmp_path)
+    sh(shared_slurm, "scancel", job)

@@ -30,7 +30,7 @@ from test_update_vs_slurm import Run, play, running, shims, submit
 
 from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
-from support.slurm_local import live, slurm_local
+from support.slurm_local import live
 from support.waiting import wait_for
 
 E = "scancel: error: Kill job error on job id "
@@ -105,14 +105,12 @@ def test_gpufleet_answers_as_slurm_did(gpufleet: Run) -> None:
 
 
 @live
-def test_slurm_answers_as_recorded(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 26600) as env:
+def test_slurm_answers_as_recorded(shared_slurm: dict[str, str], tmp_path: Path) -> None:
+    env = shared_slurm
 
-        def run(who: str, command: str, *argv: str) -> subprocess.CompletedProcess[str]:
-            assert who == "admin"  # root: a user's part needs a user munge lets in
-            return subprocess.run([command, *argv], env=env, cwd=tmp_path, capture_output=True,
-                                  text=True, timeout=60)  # fmt: skip
+    def run(who: str, command: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        assert who == "admin"  # root: a user's part needs a user munge lets in
+        return subprocess.run([command, *argv], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
 
-        scenario(run, users=False)
+    scenario(run, users=False)
