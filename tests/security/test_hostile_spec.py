@@ -196,3 +196,26 @@ def test_every_dependency_on_no_job_is_named_with_the_specs_own_problems(
         "body.depends_on[1].job": "job 999992 does not exist",
     }, errors
     assert "deps" not in _stored(cluster)
+
+
+def test_sbatch_asking_for_a_number_past_64_bits_is_a_422_not_a_500(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    auth = {"authorization": f"Bearer {user_token}"}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        for argv, field in (
+            (["--mem=99999999999999999T"], "body.spec.memory_mib"),
+            (["--mem-per-cpu=99999999999999999T"], "body.spec.memory_mib"),
+        ):
+            body = {"argv": [*argv, "--wrap", "true"], "cwd": "/tmp", "host": "h", "environ": {}}
+            r = h.post("/sbatch", json=body)
+            assert r.status_code == 422, r.text
+            errors = {e["field"]: e["message"] for e in r.json()["errors"]}
+            assert "must fit in 64 bits" in errors.get(field, ""), errors
+            # as sbatch: a node count past Slurm's C int is refused as the command line is read
+        body = {"argv": ["-N", "99999999999999999999", "--wrap", "true"], "cwd": "/", "host": "h"}
+        r = h.post("/sbatch", json=body)
+        assert r.status_code == 400, r.text
+        assert "'99999999999999999999' is not a valid node count" in r.json()["detail"], r.text
+    with cluster.client() as c:
+        assert c.health()["ok"]

@@ -144,6 +144,9 @@ def mbytes(text: str) -> int:
     return n * {"M": 1, "G": 1024, "T": 1024 * 1024}[unit]
 
 
+INT_MAX = 2**31 - 1
+
+
 def _node_num(text: str) -> int:
     n, rest = _strtol(text)
     if n is None:  # _str_to_nodes: no digits is 0, and only a non-blank rest is refused
@@ -152,7 +155,9 @@ def _node_num(text: str) -> int:
         n, rest = n * 1024, rest[1:]
     if rest[:1] in ("m", "M"):
         n, rest = n * 1024 * 1024, rest[1:]
-    if rest.strip(_C_SPACE):
+    # Slurm keeps a count in a C int: past 2^31 - 1 it is negative, and refused (a count that
+    # wraps to 0 or a positive int, 2^32, is taken there as that, which nobody means)
+    if rest.strip(_C_SPACE) or n > INT_MAX:
         raise ValueError(f"{text!r} is not a valid node count")
     return n
 
