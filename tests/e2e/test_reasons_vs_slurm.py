@@ -25,9 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env
+from livehelp import user_shims
 
-from gpufleet.api.schemas import TokenCreate
 from support.slurm_local import SlurmPool, live
 from support.waiting import wait_for
 
@@ -113,23 +112,8 @@ def read_record() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def gpufleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    base = tmp_path_factory.mktemp("reasons")
-    (base / "queues.yaml").write_text(QUEUES)
-    c = make_cluster(base / "cluster", 2, gpus="4xH100", queues_file=base / "queues.yaml")
-    c.start()
-    try:
-        env = shim_env(c, base)
-        with c.admin() as a:
-            tok = a.create_token(TokenCreate(name=USER, role="user", user=USER))
-        (base / "token").write_text(tok.token)
-        (base / "token").chmod(0o600)
-        env.update(GPUFLEET_TOKEN_FILE=str(base / "token"), USER=USER, LOGNAME=USER)
+    with user_shims(tmp_path_factory.mktemp("reasons"), 2, USER, QUEUES) as env:
         yield env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
 
 
 def test_gpufleet_says_why_as_slurm_said(gpufleet: dict[str, str]) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env
+from livehelp import user_shims
 from shimdiff import (
     COMMANDS,
     SACCT,
@@ -31,7 +31,6 @@ from shimdiff import (
     write_record,
 )
 
-from gpufleet.api.schemas import TokenCreate
 from support.slurm_local import SlurmPool, live
 
 pytestmark = pytest.mark.e2e
@@ -134,23 +133,8 @@ def test_each_known_difference_is_one_slurm_printed() -> None:
 
 @pytest.fixture(scope="module")
 def gpufleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    base = tmp_path_factory.mktemp("shimdiff")
-    (base / "queues.yaml").write_text(QUEUES)
-    c = make_cluster(base / "cluster", 1, gpus="4xH100", queues_file=base / "queues.yaml")
-    c.start()
-    try:
-        env = shim_env(c, base)
-        with c.admin() as a:
-            tok = a.create_token(TokenCreate(name=USER, role="user", user=USER))
-        (base / "token").write_text(tok.token)
-        (base / "token").chmod(0o600)
-        env.update(GPUFLEET_TOKEN_FILE=str(base / "token"), USER=USER, LOGNAME=USER)
+    with user_shims(tmp_path_factory.mktemp("shimdiff"), 1, USER, QUEUES) as env:
         yield env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
 
 
 def printed(env: dict[str, str], slurm: bool, user: str) -> dict[str, str]:

@@ -305,3 +305,21 @@ def test_a_query_parameter_given_twice_is_a_422_naming_it(cluster: LocalCluster)
         ], err
         r = h.get("/jobs", params=[("user", "alice"), ("limit", "5")])  # each once: served
         assert r.status_code == 200, r.text
+
+
+def test_a_request_that_is_not_http_is_a_400_in_the_error_shape(cluster: LocalCluster) -> None:
+    for request in (
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-nul: a\x00b\r\n\r\n",  # a NUL in a header
+        b"GET /healthz HTTP/1.1\r\nho st: x\r\n\r\n",  # a space in a header's name
+        b"POST /api/v1/jobs HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+    ):
+        with _connect(cluster) as s:
+            s.sendall(request)
+            got = _answer(s)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), got[:300]
+        err = json.loads(body)
+        assert err["detail"].startswith("request: not valid HTTP/1.1"), err
+        assert err["errors"] == [{"field": "headers", "message": err["detail"]}]
+    with cluster.client() as c:
+        assert c.health()["ok"]

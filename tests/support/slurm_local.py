@@ -7,7 +7,8 @@ earlier test cancelled and ended before the next gets it (``SlurmPool.shared``);
 needs another shape, or a Slurm that has never run a job (a record of ``squeue -t all``), gets a
 new one of its own (``SlurmPool.own``). A Slurm takes about 11 s to stop (each daemon's SIGTERM
 waited out, one after another): an own one is stopped in the background while the next tests
-run, the shared one when the pool ends. Measured: 15 modules 9 min 35 s -> see history.md."""
+run, the shared one when the pool ends. The 15 modules of such tests under `-n 2` took 9 min
+35 s with a Slurm each, 5 min 20 s so (docs/benchmarks/history.md, 2026-12-07)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,22 @@ def _stop(state: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
         ["bash", str(SLURM_LOCAL), "stop", str(state)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+
+@contextmanager
+def slurm_local(
+    state: Path, port_base: int, extra_conf: str = "", nodes: int = 4
+) -> Iterator[dict[str, str]]:
+    """A Slurm of one test's own, outside the pool, its ports from ``port_base`` (a new module
+    takes ``slurms.shared()`` or ``slurms.own()`` instead: this one costs a start and an 11 s
+    stop of its own); stopped on the way out, also when its start failed half-way."""
+    env = _env(state, port_base, nodes, extra_conf)
+    try:
+        subprocess.run(["bash", str(SLURM_LOCAL), "start", str(state)], env=env, check=True,
+                       capture_output=True)  # fmt: skip
+        yield env
+    finally:
+        _stop(state, env).wait()
 
 
 def idle(env: dict[str, str], nodes: int) -> bool:

@@ -143,8 +143,11 @@ class HeadLimitProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         if self._too_large:
             self._refuse_head()
-        else:
-            super().send_400_response(msg)
+        elif self.cycle is not None and self.cycle.response_started:
+            self.transport.close()  # a body that went bad after the answer began
+        else:  # not HTTP (a NUL in a header, a chunk size that is no number): the one shape
+            message = "request: not valid HTTP/1.1 (its request line, a header or its framing)"
+            self._refuse(b"400 Bad Request", message, "headers")
 
     def _refuse_head(self) -> None:
         message = (
