@@ -25,11 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_api import T0, register, serve
-from test_update_vs_slurm import Run, play, running, shims, submit
+from shimrun import Run, shim_runner
+from test_update_vs_slurm import play, running, submit
 
-from gpufleet.base.clock import ManualClock
-from gpufleet.server.store import Store
 from support.slurm_local import live
 from support.waiting import wait_for
 
@@ -90,14 +88,8 @@ def scenario(run: Run, users: bool) -> None:
 
 @pytest.fixture
 def gpufleet(tmp_path: Path) -> Iterator[Run]:
-    clock = ManualClock(T0)
-    store = Store.open(f"sqlite:///{tmp_path / 'g.db'}")
-    try:
-        with serve(store, tmp_path / "controller", clock) as api:
-            register(api.agent("node-0"), "node-0")
-            yield shims(api, tmp_path)
-    finally:
-        store.close()
+    with shim_runner(tmp_path) as run:
+        yield run
 
 
 def test_gpufleet_answers_as_slurm_did(gpufleet: Run) -> None:
