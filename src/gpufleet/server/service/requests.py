@@ -14,6 +14,7 @@ from gpufleet.core.events import (
     JobCancelled,
     JobHold,
     JobRequeue,
+    JobSignal,
     NodeDrain,
     QueueChanged,
 )
@@ -136,6 +137,12 @@ class Requests(ServiceBase):
     async def requeue(self, job_id: str, why: str, audit: AuditRow | None = None) -> None:
         """Send a running job back to pending (scontrol requeue, ADR 0076)."""
         await self.event(JobRequeue(job_id, why), audit)
+
+    async def signal(
+        self, job_id: str, sig: int, scope: str, audit: AuditRow | None = None
+    ) -> None:
+        """A signal to a running job's processes, which it lives through (ADR 0078)."""
+        await self.event(JobSignal(job_id, sig, scope), audit)
 
     async def drain(
         self,
