@@ -74,8 +74,9 @@ NAME = "order/las"
 
 TIRESIAS_THRESHOLDS_GPU_S = (3250.0, 7200.0)
 
-# what ``Plugin._preemptible`` reads of a running job that does not change while it runs
-# (``Plugin._fixed_of``): the job, aged, start, service before it, GPU milli, saved since, unsaved
+# what ``Plugin.outranked`` reads of a running job that does not change while it runs
+# (``Plugin._fixed_of``): the job, aged, its start, service before it, GPU milli, saved since,
+# unsaved
 _Fixed = tuple[RunningJob, bool, float, float, int, float, bool]
 
 
@@ -135,10 +136,11 @@ class Plugin(OrderBase):
         # a memo: the aged jobs ``admitted`` lets ahead in the snapshot last asked of
         self._admitted: frozenset[str] = frozenset()
         self._admitted_for: Snapshot | None = None
-        self._preemptible_memo: list[tuple[float, RunningJob]] = []
-        self._preemptible_for: Snapshot | None = None
-        # what ``_preemptible`` reads of each running job that does not change while it runs
-        self._fixed: dict[str, _Fixed] = {}
+        # what ``outranked`` reads of each running job that does not change while it runs, and
+        # the list of them for the running jobs last asked of
+        self._fixed: dict[int, _Fixed] = {}
+        self._terms: list[_Fixed] = []
+        self._terms_for: Sequence[RunningJob] | None = None
         self.history = ServiceHistory(history_window) if within == "history" else None
 
     def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
@@ -429,52 +431,49 @@ class Plugin(OrderBase):
     def outranked(self, job: PendingJob, snap: Snapshot) -> list[RunningJob]:
         """The running jobs ``job`` outranks (in ``snap.running``'s order): those whose service
         since their last promotion reached the threshold above ``job``'s level (``level_of``
-        is a ``bisect_right``, so it exceeds the level exactly there)."""
+        is a ``bisect_right``, so it exceeds the level exactly there), less those not to be
+        preempted (aged, inside ``min_run_s``, ``spared``: written out, from each job's fixed
+        terms, ``_fixed_of``; a full cluster asks per level, per preemptor, over every running
+        job). ``(now - saved) * milli / 1000`` is ``lost_work``, ``service + (now - start) *
+        milli / 1000`` ``r.attained(now) - base``: the same sums, in the same order."""
         level = self.pending_level(job, snap.now, snap)
         if level >= len(self.thresholds):
             return []
-        t = self.thresholds[level]
-        return [r for service, r in self._preemptible(snap) if service >= t]
-
-    def _preemptible(self, snap: Snapshot) -> list[tuple[float, RunningJob]]:
-        """The running jobs some pending job may preempt, with their service since their last
-        promotion: worked out once per snapshot (a full cluster asks per level, per preemptor,
-        over every running job), from each job's fixed terms (``_fixed_of``, once per job)."""
-        if self._preemptible_for is snap:
-            return self._preemptible_memo
+        t, first = self.thresholds[level], self.thresholds[0]
         now = snap.now
         started = now - self.min_run_s  # a job started after this is not preempted yet
-        first = self.thresholds[0]
-        fixed, rows = self._fixed, list[tuple[float, RunningJob]]()
-        for r in snap.running:
-            f = fixed.get(r.id)
-            if f is None or f[0] is not r:
-                f = fixed[r.id] = self._fixed_of(r)
-            _, kept, start, service, milli, saved, unsaved = f
-            if kept or start > started:
-                continue
-            # ``spared``, written out: (now - saved_since) * total_gpu_milli / 1000 is lost_work
-            if unsaved and (now - saved) * milli / 1000 > first:
-                continue
-            # r.attained(now) - base: the same sum, in the same order of operations
-            rows.append((service + (now - start) * milli / 1000, r))
-        if len(fixed) > 2 * len(snap.running) + 1000:  # forget the jobs that stopped
-            self._fixed = {r.id: fixed[r.id] for r in snap.running}
-        self._preemptible_memo, self._preemptible_for = rows, snap
-        return rows
+        return [
+            r
+            for r, kept, start, service, milli, saved, unsaved in self._fixed_terms(snap.running)
+            if not kept
+            and start <= started
+            and service + (now - start) * milli / 1000 >= t
+            and not (unsaved and (now - saved) * milli / 1000 > first)
+        ]
+
+    def _fixed_terms(self, running: Sequence[RunningJob]) -> list[_Fixed]:
+        """``_fixed_of`` each running job, in order: once per job (by identity: the entry holds
+        the job, so no other object has its ``id`` while it is kept), the list once per
+        ``running`` (the core keeps one tuple until a job starts or stops)."""
+        if self._terms_for is running and isinstance(running, tuple):
+            return self._terms
+        fixed = self._fixed
+        known, new = fixed.get, self._fixed_new
+        terms = [known(id(r)) or new(r) for r in running]
+        if len(fixed) > 2 * len(running) + 1000:  # forget the jobs that stopped
+            self._fixed = {id(f[0]): f for f in terms}
+        self._terms, self._terms_for = terms, running
+        return terms
+
+    def _fixed_new(self, r: RunningJob) -> _Fixed:
+        f = self._fixed[id(r)] = self._fixed_of(r)
+        return f
 
     def _fixed_of(self, r: RunningJob) -> _Fixed:
-        """``r``, whether it is kept running (aged), its start, its service before this attempt
-        since its last promotion, its GPUs (milli), ``saved_since``, and whether ``spared``
-        applies to it at all (``unsaved_once``, earlier service, no notice)."""
+        """``r``, whether it is kept running to its end (aged), its start, its service before
+        this attempt since its last promotion, its GPUs (milli), ``saved_since``, and whether
+        ``spared`` applies to it at all (``unsaved_once``, earlier service, no notice)."""
         unsaved = self.unsaved_once and r.attained_gpu_s > 0 and r.spec.preempt_notice is None
         service = r.attained_gpu_s - r.mark.base_gpu_s
-        return (
-            r,
-            r.mark.aged,
-            r.start_time,
-            service,
-            r.spec.total_gpu_milli,
-            r.saved_since,
-            unsaved,
-        )
+        milli = r.spec.total_gpu_milli
+        return (r, r.mark.aged, r.start_time, service, milli, r.saved_since, unsaved)
