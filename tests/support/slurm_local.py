@@ -54,22 +54,6 @@ def _stop(state: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
-@contextmanager
-def slurm_local(
-    state: Path, port_base: int, extra_conf: str = "", nodes: int = 4
-) -> Iterator[dict[str, str]]:
-    """A Slurm of one test's own, outside the pool, its ports from ``port_base`` (a new module
-    takes ``slurms.shared()`` or ``slurms.own()`` instead: this one costs a start and an 11 s
-    stop of its own); stopped on the way out, also when its start failed half-way."""
-    env = _env(state, port_base, nodes, extra_conf)
-    try:
-        subprocess.run(["bash", str(SLURM_LOCAL), "start", str(state)], env=env, check=True,
-                       capture_output=True)  # fmt: skip
-        yield env
-    finally:
-        _stop(state, env).wait()
-
-
 def idle(env: dict[str, str], nodes: int) -> bool:
     """No job pending, running or ending, and every real node idle."""
     q = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True)
