@@ -243,3 +243,23 @@ def test_ten_thousand_dependencies_on_no_job_are_told_by_the_first_twenty(
         "message": "the first 20 jobs that do not exist are told",
     }
     assert "many-deps" not in _stored(cluster)
+
+
+def test_a_job_file_that_gives_a_key_twice_is_refused_by_the_cli_naming_each(
+    cluster: LocalCluster, user_token: str, tmp_path: Path
+) -> None:
+    # PyYAML keeps the last of two keys silently, as json.loads does
+    job = tmp_path / "job.yaml"
+    job.write_text("name: first\ncommand: [true]\nname: twice-yaml\nenv:\n  A: '1'\n  A: '2'\n")
+    env = {**os.environ, "GPUFLEET_SERVER": cluster.url, "GPUFLEET_TOKEN": user_token}
+    r = subprocess.run(
+        [sys.executable, "-c", "from gpufleet.cli.entry import main; main()", "submit", "-f",
+         str(job)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode != 0, r
+    assert "line 3, column 1: the key 'name' is given twice in one mapping (first on line 1)" in (
+        r.stderr
+    ), r.stderr
+    assert "line 6, column 3: the key 'A' is given twice" in r.stderr, r.stderr
+    assert not {"first", "twice-yaml"} & set(_stored(cluster))

@@ -31,4 +31,3 @@ class JobSignalRequest(Input):
     @classmethod
     def _known(cls, v: int | str) -> int:
         return signal_number(v)
-
