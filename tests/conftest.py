@@ -28,6 +28,7 @@ import realparts
 from gpufleet.ops import prefork
 from realparts import PG_URL
 from support import grouping, installs, noprocs, ports
+from support.slurm_local import SlurmPool
 
 # Hypothesis's default deadline (200 ms an example) is a wall-time assertion: on 8 workers sharing
 # 2 cores an example that takes 20 ms alone can take longer, and the test failed for the load,
@@ -148,6 +149,31 @@ def store(db_url: str) -> Iterator[Any]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture(scope="session")
+def slurm_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmPool]:
+    """This worker's real Slurms (tests/support/slurm_local.py); none here: skipped, under CI
+    failed. Taken through ``shared_slurm`` or ``slurms`` (``grouping.ONE_GROUP``)."""
+    realparts.require("slurm")
+    pool = SlurmPool(tmp_path_factory)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(scope="module")
+def shared_slurm(slurm_pool: SlurmPool) -> dict[str, str]:
+    """The environment of the four-node Slurm its modules share, no job of an earlier
+    module's left in it."""
+    return slurm_pool.shared()
+
+
+@pytest.fixture(scope="session")
+def slurms(slurm_pool: SlurmPool) -> SlurmPool:
+    """The pool, for a Slurm of a test's own (``slurms.own(nodes=…, extra_conf=…)``)."""
+    return slurm_pool
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)

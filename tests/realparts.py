@@ -104,6 +104,16 @@ def _ray() -> str | None:
     return None
 
 
+def _slurm() -> str | None:
+    """A real Slurm 22.05 to compare the shims with: its daemons, and the script that runs
+    them on loopback (``shared/tools/slurm_local.sh``, beside the checkout)."""
+    for name in ("slurmctld", "slurmd", "munged"):
+        if not shutil.which(name):
+            return f"{name} is not installed ({_DEBIAN.format(pkg='slurm-wlm munge')})"
+    script = Path(__file__).resolve().parents[2] / "shared" / "tools" / "slurm_local.sh"
+    return None if script.exists() else f"no {script} (the checkout's ../shared)"
+
+
 CHECKS: dict[str, Callable[[], str | None]] = {
     "postgres": _postgres,
     "prometheus": _binary("prometheus", "prometheus"),
@@ -128,6 +138,7 @@ CHECKS: dict[str, Callable[[], str | None]] = {
     "pg_dump": _binary("pg_dump", "postgresql-client"),
     "pg_restore": _binary("pg_restore", "postgresql-client"),
     "psql": _binary("psql", "postgresql-client"),
+    "slurm": _slurm,  # the Slurm shims' differential tests (tests/support/slurm_local.py)
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from gpufleet.api.schemas import JobOut
+from gpufleet.api.schemas import JobOut, TokenCreate
 from gpufleet.client import Client
 from gpufleet.ops.localcluster import LocalCluster
 from gpufleet.shims.install import install
@@ -149,6 +149,21 @@ def shim_cluster(
         raise
     finally:
         c.stop()
+
+
+@contextmanager
+def user_shims(base: Path, agents: int, user: str, queues: str) -> Iterator[dict[str, str]]:
+    """``shim_cluster``'s environment with ``agents`` nodes of 4 GPUs, ``queues`` (a
+    queues.yaml), and a token of ``user``'s (a user with no Unix account: gpufleet never runs
+    a job as root), as that user runs the shims."""
+    (base / "queues.yaml").write_text(queues)
+    with shim_cluster(base, agents, gpus="4xH100", queues_file=base / "queues.yaml") as (c, env):
+        with c.admin() as a:
+            tok = a.create_token(TokenCreate(name=user, role="user", user=user))
+        (base / "token").write_text(tok.token)
+        (base / "token").chmod(0o600)
+        env.update(GPUFLEET_TOKEN_FILE=str(base / "token"), USER=user, LOGNAME=user)
+        yield env
 
 
 @contextmanager

@@ -162,7 +162,8 @@ def state(run: Run, job: str) -> str:
 def settle(run: Run, ids: dict[str, str], estimates: bool) -> None:
     """Until each job is where the record has it: T timed out (Slurm looks at time limits
     every 30 s), R and the array's task 1 running, P pending with its reason (and where
-    ``estimates``, Slurm's, its expected start: its backfill's, every 30 s)."""
+    ``estimates``, Slurm's, its expected start: its backfill's, every 30 s, and the array's
+    waiting tasks their AccrueTime: under load A_1 can start after that pass)."""
     wait_for("T's time limit", lambda: state(run, ids["T"]) == "TIMEOUT", 180)
     wait_for("R to run", lambda: state(run, ids["R"]) == "RUNNING", 60)
     why = ["squeue", "-h", "-j", ids["P"], "-o", "%T %r %S"]
@@ -171,6 +172,9 @@ def settle(run: Run, ids: dict[str, str], estimates: bool) -> None:
         wait_for("P's start", lambda: run(why).stdout.split()[2] != "N/A", 90)
     running = ["squeue", "-h", "-r", "-t", "R", "-o", "%i"]
     wait_for("A_1 to run", lambda: f"{ids['A']}_1" in run(running).stdout.split(), 60)
+    if estimates:  # the array's waiting tasks accrue from a scheduling pass after A_1 started
+        show = ["scontrol", "show", "job", ids["A"]]
+        wait_for("A to accrue", lambda: "AccrueTime=Unknown" not in run(show).stdout, 90)
 
 
 def capture(

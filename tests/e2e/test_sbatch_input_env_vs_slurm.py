@@ -18,7 +18,7 @@ import pytest
 
 from gpufleet.io import sbatch_command
 from gpufleet.io.slurm_values import format_minutes
-from support.slurm_local import live, slurm_local
+from support.slurm_local import live
 
 RECORD = Path(__file__).with_name("slurm_printed") / "sbatch_input_env.json"
 SCRIPT = "#!/bin/bash\n#SBATCH -t 10\n#SBATCH -J scriptname\ntrue\n"
@@ -99,9 +99,9 @@ def test_gpufleet_reads_them_as_slurm_did(case: tuple[Any, ...]) -> None:
 
 
 @live
-def test_the_record_is_what_slurm_does(tmp_path: Path) -> None:
-    with slurm_local(tmp_path / "slurm", 25400) as env:
-        got = {c[0]: slurm_case(env, tmp_path / "work", c) for c in CASES}
+def test_the_record_is_what_slurm_does(shared_slurm: dict[str, str], tmp_path: Path) -> None:
+    env = shared_slurm
+    got = {c[0]: slurm_case(env, tmp_path / "work", c) for c in CASES}
     if os.environ.get("SBATCH_ENV_RECORD"):
         Path(os.environ["SBATCH_ENV_RECORD"]).write_text(json.dumps(got, indent=1) + "\n")
     assert got == json.loads(RECORD.read_text())

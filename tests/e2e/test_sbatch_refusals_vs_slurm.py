@@ -18,7 +18,7 @@ import pytest
 
 from gpufleet.io import sbatch_command
 from gpufleet.shims.sbatch import refusal
-from support.slurm_local import live, slurm_local
+from support.slurm_local import live
 
 RECORD = Path(__file__).with_name("slurm_printed") / "sbatch_refusals.json"
 OK = "#!/bin/bash\ntrue\n"
@@ -32,6 +32,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("mem", ["--mem=12X"], OK),
     ("nodes", ["-N", "abc"], OK),
     ("nodes-range", ["-N", "2-1"], OK),
+    ("nodes-past-int", ["-N", "2147483648"], OK),  # a C int: negative there
+    ("nodes-past-long", ["-N", "99999999999999999999"], OK),
     ("signal", ["--signal=FOO"], OK),
     ("open-mode", ["--open-mode=x"], OK),
     ("mail-type", ["--mail-type=FOO"], OK),
@@ -71,9 +73,9 @@ def test_gpufleet_refuses_with_slurms_status(case: tuple[Any, ...]) -> None:
 
 
 @live
-def test_the_record_is_what_slurm_does(tmp_path: Path) -> None:
-    with slurm_local(tmp_path / "slurm", 25400) as env:
-        got = {c[0]: slurm_case(env, tmp_path / "work", c) for c in CASES}
+def test_the_record_is_what_slurm_does(shared_slurm: dict[str, str], tmp_path: Path) -> None:
+    env = shared_slurm
+    got = {c[0]: slurm_case(env, tmp_path / "work", c) for c in CASES}
     if os.environ.get("SBATCH_REFUSALS_RECORD"):
         Path(os.environ["SBATCH_REFUSALS_RECORD"]).write_text(json.dumps(got, indent=1) + "\n")
     assert got == json.loads(RECORD.read_text())

@@ -22,7 +22,8 @@ from livehelp import shim_cluster, wait_for
 from gpufleet.model.hostlist import compress
 from gpufleet.ops.localcluster import LocalCluster
 from support import scontrol_record as rec
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import SlurmPool
+from support.slurm_local import live as on_slurm
 
 pytestmark = pytest.mark.e2e
 
@@ -133,16 +134,12 @@ def test_partitions_as_slurm_prints_them(live: tuple[LocalCluster, dict[str, str
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 24800, rec.EXTRA_CONF) as env:
+def slurm(slurms: SlurmPool) -> Iterator[dict[str, str]]:
+    with slurms.own(extra_conf=rec.EXTRA_CONF) as env:
         yield env
 
 
-@pytest.mark.xdist_group("slurm-local")
-@pytest.mark.skipif(
-    not have_slurm(),
-    reason="no Slurm here (apt-get install slurm-wlm munge) or no shared/tools",
-)
+@on_slurm
 def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
     """The record, printed again (normalized on both sides: this host's Arch, OS, times)."""
     env = {**slurm, "PWD": str(tmp_path)}

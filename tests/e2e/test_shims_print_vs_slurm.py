@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env
+from livehelp import user_shims
 from shimdiff import (
     COMMANDS,
     SACCT,
@@ -31,10 +31,9 @@ from shimdiff import (
     write_record,
 )
 
-from gpufleet.api.schemas import TokenCreate
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import SlurmPool, live
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm-local")]
+pytestmark = pytest.mark.e2e
 RECORD = read_record()
 
 USER = "alice"  # gpufleet's user: no Unix account (gpufleet never runs a job as root)
@@ -134,23 +133,8 @@ def test_each_known_difference_is_one_slurm_printed() -> None:
 
 @pytest.fixture(scope="module")
 def gpufleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    base = tmp_path_factory.mktemp("shimdiff")
-    (base / "queues.yaml").write_text(QUEUES)
-    c = make_cluster(base / "cluster", 1, gpus="4xH100", queues_file=base / "queues.yaml")
-    c.start()
-    try:
-        env = shim_env(c, base)
-        with c.admin() as a:
-            tok = a.create_token(TokenCreate(name=USER, role="user", user=USER))
-        (base / "token").write_text(tok.token)
-        (base / "token").chmod(0o600)
-        env.update(GPUFLEET_TOKEN_FILE=str(base / "token"), USER=USER, LOGNAME=USER)
+    with user_shims(tmp_path_factory.mktemp("shimdiff"), 1, USER, QUEUES) as env:
         yield env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
 
 
 def printed(env: dict[str, str], slurm: bool, user: str) -> dict[str, str]:
@@ -179,12 +163,11 @@ def test_gpufleet_prints_what_slurm_printed(gpufleet: dict[str, str]) -> None:
     assert not differ
 
 
-@pytest.mark.skipif(not have_slurm(), reason="no Slurm here (apt-get install slurm-wlm munge)")
+@live
 def test_slurm_prints_what_is_recorded(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    slurms: SlurmPool, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    monkeypatch.setenv("SLURM_LOCAL_NODES", "1")
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 24400) as env:
+    with slurms.own(nodes=1) as env:  # a new one: the record lists every job (-t all)
         work = tmp_path_factory.mktemp("work")
         got = printed({**env, "PWD": str(work)}, True, getpass.getuser())
     record = os.environ.get("SHIMDIFF_RECORD")

@@ -35,7 +35,7 @@ import pytest
 from livehelp import dump_logs, make_cluster, shim_env
 
 from support.slurm_env import SHAPES, capture, differences
-from support.slurm_local import have_slurm, slurm_local
+from support.slurm_local import live
 
 pytestmark = pytest.mark.e2e
 RECORDED: dict[str, Any] = json.loads(Path(__file__).with_name("slurm_env_22.05.json").read_text())
@@ -73,15 +73,9 @@ def test_a_jobs_environment_is_slurms(gpufleet: dict[str, str], tmp_path: Path, 
     assert found == {i: [] for i in found}
 
 
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 24200) as env:
-        yield env
-
-
-@pytest.mark.skipif(not have_slurm(), reason="no Slurm here (apt-get install slurm-wlm munge)")
-@pytest.mark.xdist_group("slurm-local")
-def test_the_recording_is_what_slurm_sets_now(slurm: dict[str, str], tmp_path: Path) -> None:
+@live
+def test_the_recording_is_what_slurm_sets_now(shared_slurm: dict[str, str], tmp_path: Path) -> None:
     """Every shape run on a live Slurm again: its dumps are the recorded ones."""
     for shape, options in SHAPES.items():
-        assert capture(["sbatch"], options, slurm, tmp_path / shape) == RECORDED[shape]["jobs"]
+        got = capture(["sbatch"], options, shared_slurm, tmp_path / shape)
+        assert got == RECORDED[shape]["jobs"]

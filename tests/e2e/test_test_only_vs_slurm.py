@@ -22,14 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from livehelp import dump_logs, make_cluster, shim_env
+from livehelp import user_shims
 
-from gpufleet.api.schemas import TokenCreate
 from gpufleet.model.hostlist import expand
-from support.slurm_local import have_slurm, live, slurm_local
+from support.slurm_local import SlurmPool, live
 from support.waiting import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm-local")]
+pytestmark = pytest.mark.e2e
 RECORD = Path(__file__).parent / "slurm_printed" / "test_only.txt"
 USER = "alice"
 QUEUES = "queues:\n  - {name: default, weight: 1}\n  - {name: debug, weight: 1}\n"
@@ -108,23 +107,8 @@ def read_record() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def gpufleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    base = tmp_path_factory.mktemp("testonly")
-    (base / "queues.yaml").write_text(QUEUES)
-    c = make_cluster(base / "cluster", 2, gpus="4xH100", queues_file=base / "queues.yaml")
-    c.start()
-    try:
-        env = shim_env(c, base)
-        with c.admin() as a:
-            tok = a.create_token(TokenCreate(name=USER, role="user", user=USER))
-        (base / "token").write_text(tok.token)
-        (base / "token").chmod(0o600)
-        env.update(GPUFLEET_TOKEN_FILE=str(base / "token"), USER=USER, LOGNAME=USER)
+    with user_shims(tmp_path_factory.mktemp("testonly"), 2, USER, QUEUES) as env:
         yield env
-    except BaseException:
-        dump_logs(c)
-        raise
-    finally:
-        c.stop()
 
 
 def test_gpufleet_tests_as_slurm_tested(gpufleet: dict[str, str]) -> None:
@@ -138,12 +122,10 @@ def test_gpufleet_tests_as_slurm_tested(gpufleet: dict[str, str]) -> None:
 
 
 @live
-@pytest.mark.skipif(not have_slurm(), reason="no Slurm here (apt-get install slurm-wlm munge)")
 def test_slurm_prints_what_is_recorded(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    slurms: SlurmPool, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    monkeypatch.setenv("SLURM_LOCAL_NODES", "2")
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 25000) as env:
+    with slurms.own(nodes=2) as env:  # a new one: the record lists every job (-t all)
         work = tmp_path_factory.mktemp("work")
         got = printed({**env, "PWD": str(work)})
     record = os.environ.get("SHIMDIFF_RECORD")

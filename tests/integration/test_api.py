@@ -350,7 +350,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     (
         "unknown dependency",
         {"spec": SPEC, "depends_on": [{"type": "afterok", "job": "999"}]},
-        "depends_on",
+        "depends_on[0].job",
     ),
     ("idempotency key too long", {"spec": SPEC, "idempotency_key": "k" * 129}, "idempotency_key"),
 ]

@@ -38,23 +38,16 @@ RUNNING; gpufleet keeps the hold for when it is pending again and shows it then.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_api import T0, Api, register, serve
+from shimrun import Run, shim_runner
 
-from gpufleet.base.clock import ManualClock
-from gpufleet.server.store import Store
-from support.slurm_local import live, slurm_local
+from support.slurm_local import live
 from support.waiting import wait_for
 
-Run = Callable[..., subprocess.CompletedProcess[str]]
-SHIMS = {"sbatch": "gpufleet.shims.sbatch", "squeue": "gpufleet.shims.squeue",
-         "scontrol": "gpufleet.shims.scontrol", "scancel": "gpufleet.shims.scancel"}  # fmt: skip
 # (who, command, exit status, stderr, then the job's "%t|%r|%Q" or None), as recorded above
 ADMIN_PART = [
     ("admin", "scontrol hold {a}", 0, "", "PD|JobHeldAdmin|0"),
@@ -116,28 +109,8 @@ def script(run: Run) -> dict[str, str]:
 
 @pytest.fixture
 def gpufleet(tmp_path: Path) -> Iterator[Run]:
-    clock = ManualClock(T0)
-    store = Store.open(f"sqlite:///{tmp_path / 'g.db'}")
-    try:
-        with serve(store, tmp_path / "controller", clock) as api:
-            register(api.agent("node-0"), "node-0")
-            yield shims(api, tmp_path)
-    finally:
-        store.close()
-
-
-def shims(api: Api, tmp_path: Path) -> Run:
-    tokens = {"admin": (tmp_path / "controller" / "admin.token").read_text().strip(),
-              "user": api.token("user", user="alice")}  # fmt: skip
-    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUFLEET_")}
-
-    def run(who: str, command: str, *argv: str) -> subprocess.CompletedProcess[str]:
-        env = {**base, "GPUFLEET_SERVER": api.url, "GPUFLEET_TOKEN": tokens[who],
-               "GPUFLEET_CONFIG": str(tmp_path / "none.yaml")}  # fmt: skip
-        cmd = [sys.executable, "-m", SHIMS[command], *argv]
-        return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
-
-    return run
+    with shim_runner(tmp_path) as run:
+        yield run
 
 
 def test_gpufleet_answers_as_slurm_did(gpufleet: Run) -> None:
@@ -153,15 +126,13 @@ def test_gpufleet_answers_as_slurm_did(gpufleet: Run) -> None:
 
 
 @live
-def test_slurm_answers_as_recorded(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 24600) as env:
+def test_slurm_answers_as_recorded(shared_slurm: dict[str, str], tmp_path: Path) -> None:
+    env = shared_slurm
 
-        def run(who: str, command: str, *argv: str) -> subprocess.CompletedProcess[str]:
-            assert who == "admin"  # root: a user's part needs a user munge lets in
-            return subprocess.run([command, *argv], env=env, cwd=tmp_path, capture_output=True,
-                                  text=True, timeout=60)  # fmt: skip
+    def run(who: str, command: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        assert who == "admin"  # root: a user's part needs a user munge lets in
+        return subprocess.run([command, *argv], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
 
-        ids = script(run)
-        play(run, [RELEASE_BOTH], ids, "a")
+    ids = script(run)
+    play(run, [RELEASE_BOTH], ids, "a")

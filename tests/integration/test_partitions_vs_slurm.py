@@ -36,7 +36,7 @@ from test_api import Api, register
 from gpufleet.api import schemas as s
 from gpufleet.client.lean import Row
 from gpufleet.shims.scontrol import job_text
-from support.slurm_local import SlurmShell, live, slurm_local
+from support.slurm_local import SlurmPool, SlurmShell, live
 from support.waiting import wait_for
 
 PARTITIONS = """\
@@ -116,8 +116,8 @@ def test_gpufleet_prints_what_slurm_printed(api: Api) -> None:
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 24000, PARTITIONS) as env:
+def slurm(slurms: SlurmPool) -> Iterator[dict[str, str]]:
+    with slurms.own(extra_conf=PARTITIONS) as env:
         yield env
 
 

@@ -20,6 +20,7 @@ then every 32 (sbatch.c's ``_job_wait``)."""
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ import pytest
 from gpufleet.client.lean import Row
 from gpufleet.model.job_end import JobEnd, ended_as
 from gpufleet.shims.sbatch_wait import exit_code
-from support.slurm_local import live, slurm_local
+from support.slurm_local import live
 
 # (sbatch's options, Slurm's ExitCode of the job, sbatch's exit status, gpufleet's final state)
 RECORDED = [
@@ -59,15 +60,23 @@ def test_a_cancelled_job_exits_as_slurms() -> None:
 
 
 @live
-def test_slurm_exits_as_recorded(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 24700) as env:
-        for argv, _, rc, _ in RECORDED:
-            for parsable in ([], ["--parsable"]):
-                r = subprocess.run(
-                    ["sbatch", "--wait", *parsable, "-o", "/dev/null", *argv],
-                    env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                )  # fmt: skip
-                out = r.stdout.splitlines()
-                assert (r.returncode, r.stderr, len(out)) == (rc, "", 1), (argv, r)
-                word = out[0] if parsable else out[0].removeprefix("Submitted batch job ")
-                assert word.isdigit(), (argv, r.stdout)
+def test_slurm_exits_as_recorded(shared_slurm: dict[str, str], tmp_path: Path) -> None:
+    """Each case with and without ``--parsable``, all at once (each ``sbatch --wait`` waits
+    2 s, then 8 more: twelve of them one after another took a minute)."""
+
+    def wait(argv: list[str], parsable: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["sbatch", "--wait", *parsable, "-o", "/dev/null", *argv],
+            env=shared_slurm, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    cases = [
+        (argv, rc, parsable) for argv, _, rc, _ in RECORDED for parsable in ([], ["--parsable"])
+    ]
+    with ThreadPoolExecutor(len(cases)) as pool:
+        done = list(pool.map(lambda c: wait(c[0], c[2]), cases))
+    for (argv, rc, parsable), r in zip(cases, done, strict=True):
+        out = r.stdout.splitlines()
+        assert (r.returncode, r.stderr, len(out)) == (rc, "", 1), (argv, r)
+        word = out[0] if parsable else out[0].removeprefix("Submitted batch job ")
+        assert word.isdigit(), (argv, r.stdout)

@@ -32,7 +32,7 @@ from test_api import SPEC, T0, Api, register, serve
 
 from gpufleet.base.clock import ManualClock
 from gpufleet.server.store import Store
-from support.slurm_local import live, slurm_local
+from support.slurm_local import live
 
 HEADER = "NAME USER\n"
 FMT = ["-o", "%j %u"]
@@ -98,22 +98,20 @@ def test_squeue_u_answers_as_slurm_and_hides_what_a_user_may_not_see(
 
 
 @live
-def test_slurm_answers_as_recorded(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
-    with slurm_local(tmp_path_factory.mktemp("slurm"), 25200) as env:
+def test_slurm_answers_as_recorded(shared_slurm: dict[str, str], tmp_path: Path) -> None:
+    env = shared_slurm
 
-        def squeue(*argv: str) -> tuple[int, str, str]:
-            r = subprocess.run(["squeue", *argv], env=env, cwd=tmp_path, capture_output=True,
-                               text=True, timeout=60)  # fmt: skip
-            return r.returncode, r.stdout, r.stderr
+    def squeue(*argv: str) -> tuple[int, str, str]:
+        r = subprocess.run(["squeue", *argv], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+        return r.returncode, r.stdout, r.stderr
 
-        sub = ["sbatch", "--parsable", "-H", "-J", "held", "-o", "/dev/null", "--wrap", "true"]
-        subprocess.run(sub, env=env, cwd=tmp_path, check=True, capture_output=True, timeout=60)
-        fmt = ["-o", "%j %u"]
-        assert squeue("-u", "nosuchuser", *fmt) == (0, HEADER, invalid("nosuchuser"))
-        assert squeue("-u", "54321", *fmt) == (0, HEADER, invalid("54321"))
-        assert squeue("-u", "nobody", *fmt) == (0, HEADER, "")
-        assert squeue("-u", "0", *fmt) == (0, HEADER + "held root\n", "")
-        both = squeue("-u", "root,nosuchuser", *fmt)
-        assert both == (0, HEADER + "held root\n", invalid("nosuchuser"))
+    sub = ["sbatch", "--parsable", "-H", "-J", "held", "-o", "/dev/null", "--wrap", "true"]
+    subprocess.run(sub, env=env, cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    fmt = ["-o", "%j %u"]
+    assert squeue("-u", "nosuchuser", *fmt) == (0, HEADER, invalid("nosuchuser"))
+    assert squeue("-u", "54321", *fmt) == (0, HEADER, invalid("54321"))
+    assert squeue("-u", "nobody", *fmt) == (0, HEADER, "")
+    assert squeue("-u", "0", *fmt) == (0, HEADER + "held root\n", "")
+    both = squeue("-u", "root,nosuchuser", *fmt)
+    assert both == (0, HEADER + "held root\n", invalid("nosuchuser"))

@@ -20,6 +20,11 @@ import pytest
 # rows: 0.2 s to read on each worker, where one group ran the five LAS replays one after another)
 CHEAP = frozenset({"faults", "faulty_spec", "philly_rows"})
 
+# fixtures whose tests must all run on one worker, in the group named here: a worker's pool of
+# real Slurms (tests/support/slurm_local.py) gives the shared Slurm and the own ones ports of
+# their own, the same on every worker
+ONE_GROUP = {"shared_slurm": "slurm-local", "slurms": "slurm-own"}
+
 # (Ports are no reason for a group: each local cluster claims blocks of its own for its
 # replicas, its endpoints and what its jobs' numbers decide, MASTER_PORT and srun's step
 # daemons: ops/portblocks.py, --replica-ports, --gateway-ports, --job-ports.)
@@ -45,7 +50,18 @@ def shared_fixtures(item: pytest.Item) -> list[str]:
 
 def assign_groups(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
+        one = {ONE_GROUP[f] for f in getattr(item, "fixturenames", ()) if f in ONE_GROUP}
+        mark = item.get_closest_marker("xdist_group")
+        if one:
+            if len(one) > 1:
+                raise pytest.UsageError(f"{item.nodeid}: in more than one group: {sorted(one)}")
+            (group,) = one
+            if mark is not None and mark.args[:1] != (group,):
+                raise pytest.UsageError(f"{item.nodeid}: its group must be {group!r}")
+            if mark is None:
+                item.add_marker(pytest.mark.xdist_group(group))
+            continue
+        if mark is not None:
             continue
         shared = shared_fixtures(item)
         if shared:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from gpufleet.model.queue import queue_name_problem
 from gpufleet.model.validate import (
     MAX_NAME,
     MAX_NUMBER,
@@ -61,10 +62,19 @@ def _no_control(v: str) -> str:
 # naming a queue): an escape sequence in it would run there (model.validate.control_problem)
 NoControl = AfterValidator(_no_control)
 
+
+def _queue_name(v: str) -> str:
+    if problem := queue_name_problem(v):
+        raise ValueError(problem)
+    return v
+
+
 # A name: of a node, a queue, a token, a user, a GPU model. Lengths are checked by the
 # validator (not max_length) so the message is the same one the model's readers give.
 Name = Annotated[str, _text(MAX_NAME), AfterValidator(_nonblank), NoControl]
 OptName = Annotated[str, _text(MAX_NAME), NoControl]  # may be empty ("" = not set)
+# a queue's name as an admin creates it: one a Slurm partition can have (model/queue.py)
+QueueName = Annotated[Name, AfterValidator(_queue_name)]
 Text = Annotated[str, _text(MAX_TEXT)]  # an address, a message
 Line = Annotated[str, _text(MAX_TEXT), NoControl]  # one line others see: a reason, a hostlist
 # why a task ended or a node is unhealthy, as an agent words it: generous, so that an agent

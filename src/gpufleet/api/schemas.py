@@ -28,6 +28,7 @@ from gpufleet.api.jobspec import JobSpecIn, documented_as
 from gpufleet.api.jobspec_out import JobSpecOut
 from gpufleet.api.queues import QueueOut as QueueOut
 from gpufleet.api.queues import QueueUpdate as QueueUpdate
+from gpufleet.api.specclean import CleanSpec
 
 Role = Literal["user", "admin", "agent", "metrics"]  # metrics: GET /metrics only
 MAX_LIST = 10_000  # tasks, events and dependencies in one request
@@ -55,8 +56,9 @@ class Dependency(Input):
 
 class JobSubmit(Input):
     # a JobSpec mapping (its schema: jobspec.JobSpecIn), read by JobSpec.from_dict; every
-    # string and number in it is checked first, so that all such problems are reported together
-    spec: Annotated[dict[str, Any], CleanJson, documented_as(JobSpecIn, "validation")]
+    # string and number in it is checked first, and with any such problem the rest of it is
+    # read too, so that all problems are reported together (specclean.py)
+    spec: Annotated[dict[str, Any], CleanSpec, documented_as(JobSpecIn, "validation")]
     array: Text | None = Field(
         None,
         description="Slurm-style array: '0-9', '1,3,5', '0-15%4'; at most the controller's "
@@ -358,7 +360,8 @@ class AgentCommand(Strict):
     # "heal": a step of the heal loop (ADR 0042): ``step``, its round in ``attempt``
     # "accounts": look ``users`` up (NSS) and answer with AccountAnswers (job, attempt, rank
     # unused); only agents that registered with runs_as_owner get it
-    kind: Literal["launch", "kill", "exec", "validate", "restart", "heal", "accounts"]
+    # "signal": ``signal`` to the rank's processes that ``signal_scope`` names (ADR 0078)
+    kind: Literal["launch", "kill", "signal", "exec", "validate", "restart", "heal", "accounts"]
     job: str
     attempt: int
     rank: int
@@ -376,6 +379,7 @@ class AgentCommand(Strict):
     signal: int = 0
     signal_before_s: float = 0.0
     signal_batch_only: bool = False
+    signal_scope: Literal["steps", "batch", "full"] = "steps"  # a "signal" command's
     # a kill's notice (a preemption's: model/notice.py; 0: none): notice_signal now (to whom
     # as the warning signal goes, or to the batch shell alone), then up to notice_wait_s
     # before the SIGTERM, over early once the checkpoint file is written

@@ -123,7 +123,9 @@ _MAX_BODY_BYTES = typer.Option(
     1 << 20, help="refuse a request body over this many bytes (413) before parsing it"
 )
 _HEAD_TIMEOUT_S = typer.Option(
-    30.0, help="close a connection whose request line and headers are not all sent this long (408)"
+    30.0,
+    help="close a connection whose request line and headers are not all sent this long (408); "
+    "a body gets as long again, and 1 s more for every 64 KiB of it that came",
 )
 _MAX_ARRAY_SIZE = typer.Option(1001, help="the most tasks of one job array (Slurm's MaxArraySize)")
 _FALLBACK_ACCOUNT = typer.Option(

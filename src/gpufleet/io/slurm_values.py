@@ -24,7 +24,7 @@ SIZE_FORMS = "a whole number of MB, or one with K, M, G or T (16G)"
 
 def _strtol(text: str) -> tuple[int | None, str]:
     """C's strtol: leading blanks, a sign, digits; (None, text) when there are no digits."""
-    m = re.match(r"[ \t\n\v\f\r]*([+-]?\d+)", text)
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", text)
     if not m:
         return None, text
     return int(m[1]), text[m.end() :]
@@ -63,7 +63,7 @@ def _scan_ints(s: str, seps: str) -> list[int]:
     out: list[int] = []
     pos = 0
     for k in range(len(seps) + 1):
-        m = re.match(r"[ \t]*([+-]?\d+)", s[pos:])
+        m = re.match(r"[ \t]*([+-]?[0-9]+)", s[pos:])
         if not m:
             break
         out.append(int(m[1]))
@@ -144,6 +144,9 @@ def mbytes(text: str) -> int:
     return n * {"M": 1, "G": 1024, "T": 1024 * 1024}[unit]
 
 
+INT_MAX = 2**31 - 1
+
+
 def _node_num(text: str) -> int:
     n, rest = _strtol(text)
     if n is None:  # _str_to_nodes: no digits is 0, and only a non-blank rest is refused
@@ -152,7 +155,9 @@ def _node_num(text: str) -> int:
         n, rest = n * 1024, rest[1:]
     if rest[:1] in ("m", "M"):
         n, rest = n * 1024 * 1024, rest[1:]
-    if rest.strip(_C_SPACE):
+    # Slurm keeps a count in a C int: past 2^31 - 1 it is negative, and refused (a count that
+    # wraps to 0 or a positive int, 2^32, is taken there as that, which nobody means)
+    if rest.strip(_C_SPACE) or n > INT_MAX:
         raise ValueError(f"{text!r} is not a valid node count")
     return n
 
@@ -206,7 +211,7 @@ def gpu_list(text: str) -> tuple[Gpus, ...]:
         typ, _, count = item.strip().rpartition(":")
         if not typ and re.fullmatch(r"[A-Za-z][\w.-]*", count):
             typ, count = count, "1"  # a type alone is one GPU, as --gres=gpu:TYPE is
-        if not re.fullmatch(r"\d+", count.strip()):
+        if not re.fullmatch(r"[0-9]+", count.strip()):
             raise ValueError(f"Invalid GPU specification {text!r}: expected [type:]count")
         out.append(Gpus(typ or None, int(count)))
     return tuple(out)
@@ -231,7 +236,7 @@ def gres_list(text: str) -> tuple[Gres, ...]:
         if not re.fullmatch(r"[\w.-]+", name):
             raise ValueError(f"Invalid generic resource (gres) specification {text!r}")
         count = 1
-        if fields and re.fullmatch(r"\d+[kKmMgG]?", fields[-1]):
+        if fields and re.fullmatch(r"[0-9]+[kKmMgG]?", fields[-1]):
             c = fields.pop()
             mult = {"k": 1024, "m": 1024**2, "g": 1024**3}.get(c[-1].lower(), 1)
             count = int(c.rstrip("kKmMgG")) * mult
@@ -280,7 +285,7 @@ def dependencies(text: str) -> tuple[tuple[Dependency, ...], bool]:
                 f"{', '.join(DEPENDENCY_TYPES)}"
             )
         for job in rest.split(":"):
-            m = re.fullmatch(r"(\d+(?:_\d+|_\*)?)(?:\+(\d+))?", job.strip())
+            m = re.fullmatch(r"([0-9]+(?:_[0-9]+|_\*)?)(?:\+([0-9]+))?", job.strip())
             if not m or (m[2] and kind != "after"):
                 raise ValueError(f"Invalid dependency {item!r}: bad job id {job!r}")
             out.append(Dependency(kind, m[1], int(m[2]) if m[2] else None))
@@ -313,7 +318,7 @@ def signal(text: str) -> Signal:
     s = s.removeprefix(":")
     sig, at, when = s.partition("@")
     name = sig.upper().removeprefix("SIG")
-    if sig.isdigit():
+    if sig.isascii() and sig.isdigit():
         num = int(sig)
     elif name in _SIGNALS:
         num = _SIGNALS[name]
@@ -363,7 +368,7 @@ def open_mode(text: str) -> str:
 
 
 def hint(text: str) -> tuple[str, ...]:
-    words = tuple(w for w in re.split(r",(?!\d)", text))
+    words = tuple(w for w in re.split(r",(?![0-9])", text))
     for w in words:
         if w.lower() not in ("compute_bound", "memory_bound", "multithread", "nomultithread"):
             raise ValueError(f'unrecognized --hint argument "{w}", see --hint=help')
@@ -421,7 +426,7 @@ _MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 def parse_memory(text: str) -> int:
     """MiB from a memory size: a number with K, M, G or T; a bare number is MB. Unlike
     :func:`mbytes` (sbatch's), a fraction (``1.5G``) and ``GiB`` are taken."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt])?(?:i?[Bb])?", text.strip())
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTkmgt])?(?:i?[Bb])?", text.strip())
     if not m:
         raise ValueError("expected a size such as 4096, 500M, 64G or 1T (a bare number is MB)")
     return math.ceil(float(m[1]) * _MEM_UNITS[(m[2] or "M").upper()])

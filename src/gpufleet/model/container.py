@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.model.errors import SpecError
-from gpufleet.model.validate import MAX_TEXT, Fields, text_problem
+from gpufleet.model.validate import MAX_TEXT, Fields, control_problem, text_problem
 
 MAX_IMAGE = 1024  # characters of an image reference (a registry name, a path, docker://…)
 MAX_PATH = MAX_TEXT  # a mount's source or target, the workdir
@@ -63,7 +63,7 @@ def path_problem(value: Any, max_len: int = MAX_PATH) -> str | None:
     """What makes ``value`` unfit as a path of a container (absolute, no ':' or ','), or None."""
     if not isinstance(value, str) or not value:
         return f"must be a non-empty string, got {value!r}"[:300]
-    problem = text_problem(value, max_len)
+    problem = text_problem(value, max_len) or control_problem(value)
     if problem:
         return problem
     if not value.startswith("/"):
@@ -77,7 +77,7 @@ def path_problem(value: Any, max_len: int = MAX_PATH) -> str | None:
 def image_problem(value: Any) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return f"must be a non-empty string, got {value!r}"[:300]
-    problem = text_problem(value, MAX_IMAGE)
+    problem = text_problem(value, MAX_IMAGE) or control_problem(value)
     if problem:
         return problem
     if value.startswith("-"):

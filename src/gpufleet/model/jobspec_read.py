@@ -35,7 +35,6 @@ from gpufleet.model.validate import (
     MAX_ITEMS,
     MAX_NAME,
     Fields,
-    control_problem,
     did_you_mean,
 )
 
@@ -53,12 +52,9 @@ def _floats(key: str) -> dict[str, float]:
 
 def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
     f = Fields(data, source=source, path=path)
-    name = f.text("name", required=True, max_len=SPEC_TEXT["name"])
-    if problem := control_problem(name):
-        raise f.error("name", problem)
-    user = f.text("user", required=True, max_len=SPEC_TEXT["user"])
-    if problem := control_problem(user):  # an admin's submit names any user: squeue prints it
-        raise f.error("user", problem)
+    # text others' terminals print (squeue, sacct, scontrol): one line, no control character
+    name = f.text("name", required=True, max_len=SPEC_TEXT["name"], line=True)
+    user = f.text("user", required=True, max_len=SPEC_TEXT["user"], line=True)
     queue, queues = _read_queue(f)
     size = _read_size(f)
     models = tuple(
@@ -69,7 +65,7 @@ def read_spec(data: Any, *, source: str = "request", path: str = "") -> JobSpec:
     priority = f.integer("priority", 0, **_ints("priority"))
     preemptible = f.flag("preemptible", True)
     topology = _read_topology(f)
-    dataset = f.text("dataset", "", max_len=SPEC_TEXT["dataset"])
+    dataset = f.text("dataset", "", max_len=SPEC_TEXT["dataset"], line=True)
     retries = f.integer("max_retries", 0, **_ints("max_retries"))
     if size.gpus == 0 and models:
         raise f.error("gpu_models", "a CPU-only job (gpus_per_worker: 0) cannot ask for GPU models")
@@ -146,7 +142,7 @@ def _read_queue(f: Fields) -> tuple[str, tuple[str, ...]]:
     """``queue`` and ``queues``: the queue, and the others it may run in (none when one)."""
     queues = _read_queues(f)
     if f.has("queue"):
-        queue = f.text("queue", "default", max_len=SPEC_TEXT["queue"])
+        queue = f.text("queue", "default", max_len=SPEC_TEXT["queue"], line=True)
         if queues and queue not in queues:
             raise f.error("queue", f"{queue!r} is not one of queues ({', '.join(queues)})")
     else:
@@ -201,7 +197,7 @@ def _read_queues(f: Fields) -> tuple[str, ...]:
         raise f.error("queues", f"must name at most {MAX_QUEUES} queues, got {len(items)}")
     names: list[str] = []
     for i, x in enumerate(items):
-        name = f.checked(f"queues[{i}]", x, SPEC_TEXT["queues"]).strip()
+        name = f.checked(f"queues[{i}]", x, SPEC_TEXT["queues"], line=True).strip()
         if not name:
             problems.append(f"queues[{i}] is empty")
         elif "," in name:
@@ -237,7 +233,7 @@ def _read_allocation(f: Fields, workers: int, gpus: int) -> dict[str, Any]:
             continue
         names: list[str] = []
         for x in items:
-            f.checked(key, x, SPEC_TEXT[key])
+            f.checked(key, x, SPEC_TEXT[key], line=True)
             try:
                 names += hostlist.expand(x, max_hosts=MAX_NODE_NAMES - len(names))
             except ValueError as e:
@@ -259,7 +255,7 @@ def _read_allocation(f: Fields, workers: int, gpus: int) -> dict[str, Any]:
         problems.append(("exclude", f"excludes {', '.join(sorted(both))}, which nodelist requires"))
     f.raw("constraint")  # null: not given
     if f.has("constraint"):
-        text = f.text("constraint", max_len=SPEC_TEXT["constraint"])
+        text = f.text("constraint", max_len=SPEC_TEXT["constraint"], line=True)
         try:
             out["constraint"] = parse_constraint(text).text()
         except ValueError as e:
@@ -268,7 +264,7 @@ def _read_allocation(f: Fields, workers: int, gpus: int) -> dict[str, Any]:
         out["exclusive"] = True
     if f.flag("whole_node_memory", False):
         out["whole_node_memory"] = True
-    gres_type = f.text("gres_type", "", max_len=SPEC_TEXT["gres_type"]).strip().lower()
+    gres_type = f.text("gres_type", "", max_len=SPEC_TEXT["gres_type"], line=True).strip().lower()
     if gres_type:
         if gpus == 0:
             problems.append(("gres_type", "a CPU-only job cannot ask for a GPU type"))
@@ -276,7 +272,7 @@ def _read_allocation(f: Fields, workers: int, gpus: int) -> dict[str, Any]:
     engines = _read_engines(f, gpus, problems)
     if engines:
         out["gpu_engines"] = engines
-    reservation = f.text("reservation", "", max_len=SPEC_TEXT["reservation"]).strip()
+    reservation = f.text("reservation", "", max_len=SPEC_TEXT["reservation"], line=True).strip()
     if reservation:
         out["reservation"] = reservation
     if problems:
@@ -359,7 +355,7 @@ def parse_signal(text: str) -> WarningSignal:
     before = SIGNAL_BEFORE_S
     if at:
         lo, hi = SPEC_BOUNDS["signal.before_s"]
-        if not when.isdigit() or not lo <= int(when) <= hi:
+        if not (when.isascii() and when.isdigit()) or not lo <= int(when) <= hi:
             raise ValueError(f"@{when}: the time before the limit must be {lo} to {hi} seconds")
         before = int(when)
     return WarningSignal(number, before, batch)
@@ -370,7 +366,7 @@ def signal_number(sig: str | int) -> int:
     lo, hi = SPEC_BOUNDS["signal.signal"]
     if isinstance(sig, str):
         s = sig.strip()
-        if not s.isdigit():
+        if not (s.isascii() and s.isdigit()):
             name = s.upper().removeprefix("SIG")
             if name not in SIGNALS:
                 raise ValueError(f"{sig!r} is not a signal (a name such as USR1, or {lo} to {hi})")
@@ -471,12 +467,12 @@ def _read_batch(f: Fields) -> tuple[bool, str, str, str, str, str]:
     """``batch``, ``workdir`` and the batch script's files (``output``, ``error``,
     ``open_mode``), which only a batch job has: a plain job's every rank logs to gpufleet."""
     batch = f.flag("batch", False)
-    workdir = f.text("workdir", "", max_len=SPEC_TEXT["workdir"])
+    workdir = f.text("workdir", "", max_len=SPEC_TEXT["workdir"], line=True)
     if workdir and not workdir.startswith("/"):
         raise f.error("workdir", f"must be an absolute path, got {workdir!r}")
-    output = f.text("output", "", max_len=SPEC_TEXT["output"])
-    error = f.text("error", "", max_len=SPEC_TEXT["error"])
-    stdin = f.text("input", "", max_len=SPEC_TEXT["input"])
+    output = f.text("output", "", max_len=SPEC_TEXT["output"], line=True)
+    error = f.text("error", "", max_len=SPEC_TEXT["error"], line=True)
+    stdin = f.text("input", "", max_len=SPEC_TEXT["input"], line=True)
     open_mode = f.text("open_mode", "truncate", max_len=MAX_NAME)
     if open_mode not in OPEN_MODES:
         raise f.error(

@@ -12,7 +12,29 @@ from gpufleet.model.limits import SPEC_BOUNDS
 from gpufleet.model.notice import PREEMPT_GRACE_MAX_S
 from gpufleet.model.replicas import SHARING_MODES
 from gpufleet.model.resources import MILLI, UNLIMITED, Resources
-from gpufleet.model.validate import Fields
+from gpufleet.model.validate import Fields, control_problem
+
+# what a queue's name cannot hold: Slurm takes any partition name from scontrol create, but
+# slurm.conf ends one at white space and at '#' (a comment), and sbatch -p (gpufleet's queues)
+# splits a list at ',': a queue named so could never be chosen; '/' cannot be in the API's
+# path (PUT /queues/{name})
+QUEUE_NAME_FORBIDDEN = {
+    ",": "sbatch -p's list separator",
+    "#": "slurm.conf's comment",
+    "/": "a path's separator",
+}
+
+
+def queue_name_problem(name: str) -> str | None:
+    """What keeps ``name`` from being a queue's (a Slurm partition's) name, or None."""
+    if problem := control_problem(name):
+        return problem
+    if any(c.isspace() for c in name):
+        return "must be one word, without white space (as a Slurm partition's)"
+    bad = [f"{c!r} ({why})" for c, why in QUEUE_NAME_FORBIDDEN.items() if c in name]
+    if bad:
+        return f"must not contain {' or '.join(bad)}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,8 @@ class QueueSpec:
     def from_dict(raw: Any, *, source: str, path: str) -> QueueSpec:
         f = Fields(raw, source=source, path=path)
         name = f.text("name", required=True)
+        if problem := queue_name_problem(name):
+            raise f.error("name", problem)
         weight = f.number("weight", 1.0, minimum=0.0)
         if weight <= 0:
             raise f.error("weight", "must be greater than 0")

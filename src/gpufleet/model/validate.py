@@ -38,15 +38,24 @@ def text_problem(value: str, max_len: int = MAX_TEXT) -> str | None:
 
 
 def control_problem(value: str) -> str | None:
-    """Whether ``value`` holds a control character (C0, DEL, C1), or None.
+    """Whether ``value`` holds a control character (C0, DEL, C1, Unicode's bidirectional
+    controls and line separators), or None.
 
     For text that other people's terminals print (a job's name in squeue, sacct and the
     dashboard): an escape sequence in it would be run by the terminal of the admin who lists
     the jobs (ESC ] 0; sets its title, ESC [ 2 J clears it)."""
     for i, ch in enumerate(value):
-        if ch < " " or "\x7f" <= ch <= "\x9f":
+        if ch < " " or "\x7f" <= ch <= "\x9f" or ch in _FORMAT_CONTROLS:
             return f"must not contain a control character (U+{ord(ch):04X} at character {i})"
     return None
+
+
+# Unicode's own controls a terminal or a browser obeys: the bidirectional ones (U+202E shows
+# "gpj.exe" as "exe.jpg", and the rest of the line reversed) and the line and paragraph
+# separators (a second line where one is printed)
+_FORMAT_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 
 
 class Fields:
@@ -93,17 +102,24 @@ class Fields:
         *,
         required: bool = False,
         max_len: int = MAX_NAME,
+        line: bool = False,
     ) -> str:
+        """The text at ``key``, stripped; ``line``: one line that others' terminals print (a
+        name, a path, a queue), so without a control character (``control_problem``)."""
         v = self._get(key, required and default is None)
         if v is None:
             return default if default is not None else ""
         if not isinstance(v, str) or not v.strip():
             raise self.error(key, f"must be a non-empty string, got {v!r}")
-        return self.checked(key, v, max_len).strip()
+        v = self.checked(key, v, max_len).strip()
+        if line and (problem := control_problem(v)):
+            raise self.error(key, problem)
+        return v
 
-    def checked(self, key: str, value: str, max_len: int = MAX_TEXT) -> str:
-        """``value`` (read at ``key``) if it is fit to store, else a SpecError naming it."""
-        problem = text_problem(value, max_len)
+    def checked(self, key: str, value: str, max_len: int = MAX_TEXT, line: bool = False) -> str:
+        """``value`` (read at ``key``) if it is fit to store (and, ``line``, to print), else a
+        SpecError naming it."""
+        problem = text_problem(value, max_len) or (control_problem(value) if line else None)
         if problem:
             raise self.error(key, problem)
         return value

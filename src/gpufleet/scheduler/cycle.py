@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from functools import cached_property
 from itertools import chain
 from random import Random
 
@@ -55,7 +56,6 @@ class _Cycle:
         self.res = CycleResult(snap.cycle, snap.now)
         self.ws = snap.workspace.copy() if snap.workspace is not None else Workspace(snap.nodes)
         self.usage = QueueUsage.of(snap)
-        self.rng = Random(profile.seed * 1_000_003 + snap.cycle)
         profile.place.prepare(snap, self.ws)
         self.started: list[tuple[PendingJob, Allocation]] = []
         self.failed_shapes: set[tuple[Shape, bool]] = set()  # capacity only shrinks in a cycle
@@ -81,6 +81,12 @@ class _Cycle:
         self.windows: Windows | None = Windows(snap) if snap.reservations or snap.accounts else None
         # the queues' ways of sharing a GPU, as node exclusions (None: no queue has one)
         self.shares = ShareTerms.of(snap, self.ws.views)
+
+    @cached_property
+    def rng(self) -> Random:
+        """The cycle's random numbers, seeded when first drawn (a full cluster's cycle mostly
+        draws none): the same numbers as seeded at the start."""
+        return Random(self.profile.seed * 1_000_003 + self.snap.cycle)
 
     def _eligible(self) -> tuple[bool, Sequence[PendingJob]]:
         """Whether every pending job wants whole GPUs (so a full cluster ends the walk), and

@@ -61,6 +61,7 @@ from gpufleet.server.service import ControllerService
 from gpufleet.server.stepenv import JobPorts, load_secret
 from gpufleet.server.store import Store
 from gpufleet.server.strict_query import known_query
+from gpufleet.server.strictjson import StrictJson
 from gpufleet.server.submit_fast import SubmitFastPath
 
 log = logging.getLogger("gpufleet.controller")
@@ -327,10 +328,7 @@ def create_app(
     dashboard.install(app, service, API)  # / and its files; its JSON under the API's prefix
     apidocs.install(app, API)  # Swagger UI at {API}/docs, its files served from here
     errors.install(app)  # one error shape for every 4xx and 5xx; refusals by their type
-    # innermost: a plain submission skips FastAPI's routing (submit_fast.py)
-    app.add_middleware(SubmitFastPath, api=app, path=f"{API}/jobs")
-    # outermost: a body over the limit is refused before anything reads it
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    install_bodies(app, config)
     if ha is not None:  # a standby answers where the leader is, and nothing else
         app.add_middleware(
             StandbyGate, ready=ha.ready, leader=ha.leader, contact=ha.contact, told=ha.told
@@ -339,6 +337,16 @@ def create_app(
     install_health(app, service, wall)
     errors.document(app, API, CONFLICTS, EXTRA_ERRORS, METRICS_SCHEME)
     return app
+
+
+def install_bodies(app: FastAPI, config: ServerConfig) -> None:
+    """The layers a request's body goes through before the application reads it."""
+    # innermost: a plain submission skips FastAPI's routing (submit_fast.py)
+    app.add_middleware(SubmitFastPath, api=app, path=f"{API}/jobs")
+    # a JSON body that gives a key twice is refused (422) before anything reads it
+    app.add_middleware(StrictJson)
+    # outermost: a body over the limit is refused before anything reads it
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
 
 def install_health(app: FastAPI, service: ControllerService, clock: Clock) -> None:
@@ -385,6 +393,7 @@ CONFLICTS = {
     ("POST", f"{API}/jobs/{{job_id}}/cancel"),
     ("POST", f"{API}/jobs/{{job_id}}/hold"),  # holding or releasing an ended job
     ("POST", f"{API}/jobs/{{job_id}}/requeue"),  # a pending, ended or --no-requeue job
+    ("POST", f"{API}/jobs/{{job_id}}/signal"),  # a job not started, or ended
     ("PATCH", f"{API}/jobs/{{job_id}}"),  # an ended job, or a pending job's field of a started one
     ("POST", f"{API}/tokens"),
     ("POST", f"{API}/secrets"),

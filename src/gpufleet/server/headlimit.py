@@ -10,7 +10,14 @@ closed. At most one read past the limit (asyncio's, 256 KiB) is ever held.
 Nor has uvicorn a limit on the head's time: a client that trickled a head one byte every few
 seconds (slowloris) held its connection, and a file descriptor, for as long as it liked. Here
 the whole head must arrive within ``head_timeout_s`` of the connection (or, on a kept-alive
-one, of the next request's first byte); past it the client gets a 408 and is closed."""
+one, of the next request's first byte); past it the client gets a 408 and is closed.
+
+A body trickled a byte every few seconds held a connection (and the request's task) as long,
+with no limit at all: a body must arrive within the same ``head_timeout_s`` of its head's end,
+and one second more for every ``BODY_BYTES_PER_S`` of it that has come (a large upload at any
+sane speed is never cut off; the body limit bounds the total), else a 408 and the close. Time
+the server itself keeps a body waiting (its reading paused while a request is served) is not
+the client's."""
 
 from __future__ import annotations
 
@@ -24,6 +31,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 MAX_HEAD_BYTES = 64 * 1024
 # a head is one write of well under 1 KiB: 30 s is ample for any client on any link
 HEAD_TIMEOUT_S = 30.0
+# a body's allowance beyond the head timeout: 1 s for every 64 KiB come (a 1 MiB body: 16 s more)
+BODY_BYTES_PER_S = 64 * 1024
 
 
 class HeadTooLarge(Exception):
@@ -38,6 +47,9 @@ class HeadLimitProtocol(HttpToolsProtocol):
     _too_large = False
     head_timeout_s = HEAD_TIMEOUT_S
     _head_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
+    _body_start = 0.0  # when the head ended (loop time)
+    _body_bytes = 0  # of the body, come so far
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -49,6 +61,7 @@ class HeadLimitProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
+        self._disarm_body_timer()
         super().connection_lost(exc)
 
     def _arm_head_timer(self) -> None:
@@ -66,10 +79,45 @@ class HeadLimitProtocol(HttpToolsProtocol):
             message = f"request head: not all sent within {self.head_timeout_s:g} s"
             self._refuse(b"408 Request Timeout", message)
 
+    def _disarm_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_allowed_s(self) -> float:
+        return self.head_timeout_s + self._body_bytes / BODY_BYTES_PER_S
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing() or self._in_head:
+            return
+        waited = self.loop.time() - self._body_start
+        allowed = self._body_allowed_s()
+        if self.flow.read_paused:  # the server keeps the body waiting, not the client
+            self._body_timer = self.loop.call_later(self.head_timeout_s, self._body_timed_out)
+        elif waited < allowed:  # more came meanwhile: more time
+            self._body_timer = self.loop.call_later(allowed - waited, self._body_timed_out)
+        elif self.cycle is not None and self.cycle.response_started:
+            self.transport.close()  # answered already: the rest of its body is not waited for
+        else:
+            message = (
+                f"request body: not all sent within {round(allowed, 1):g} s "
+                f"({self._body_bytes} bytes came; the controller waits --head-timeout-s, "
+                f"{self.head_timeout_s:g} s, and 1 s more for every {BODY_BYTES_PER_S} bytes)"
+            )
+            self._refuse(b"408 Request Timeout", message, "body")
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
     def data_received(self, data: bytes) -> None:
         if self._in_head:
             self._head_bytes += len(data)  # a read may hold the body's first bytes: see below
         super().data_received(data)
+        if not self._in_head and self._body_timer is None and not self.transport.is_closing():
+            # a body still to come after this read (one that came whole is never timed)
+            self._body_timer = self.loop.call_later(self.head_timeout_s, self._body_timed_out)
         # still in the head after the read: every byte counted is the head's
         if self._in_head and self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
             self._refuse_head()
@@ -80,6 +128,8 @@ class HeadLimitProtocol(HttpToolsProtocol):
         self._disarm_head_timer()
         self._in_head = False
         self._head_bytes = 0
+        self._body_start = self.loop.time()
+        self._body_bytes = 0
         if size > MAX_HEAD_BYTES:
             self._too_large = True
             raise HeadTooLarge  # the parser stops; uvicorn answers its 400, made a 431 below
@@ -87,13 +137,17 @@ class HeadLimitProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self._disarm_body_timer()
         self._in_head = True  # the next request's head (keep-alive, pipelining) is counted anew
 
     def send_400_response(self, msg: str) -> None:
         if self._too_large:
             self._refuse_head()
-        else:
-            super().send_400_response(msg)
+        elif self.cycle is not None and self.cycle.response_started:
+            self.transport.close()  # a body that went bad after the answer began
+        else:  # not HTTP (a NUL in a header, a chunk size that is no number): the one shape
+            message = "request: not valid HTTP/1.1 (its request line, a header or its framing)"
+            self._refuse(b"400 Bad Request", message, "headers")
 
     def _refuse_head(self) -> None:
         message = (
@@ -102,9 +156,9 @@ class HeadLimitProtocol(HttpToolsProtocol):
         )
         self._refuse(b"431 Request Header Fields Too Large", message)
 
-    def _refuse(self, status: bytes, message: str) -> None:
+    def _refuse(self, status: bytes, message: str, field: str = "headers") -> None:
         """Answer ``status`` in the API's error shape and close the connection."""
-        body = json.dumps({"detail": message, "errors": [{"field": "headers", "message": message}]})
+        body = json.dumps({"detail": message, "errors": [{"field": field, "message": message}]})
         data = body.encode()
         self.transport.write(
             b"HTTP/1.1 " + status + b"\r\n"

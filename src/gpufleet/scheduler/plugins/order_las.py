@@ -37,13 +37,9 @@ new level-0 arrival (Philly's second half of November at 16 × 8: 1.84 × FIFO's
 the rule, 0.41 × with it). A job with a notice keeps its work and is preempted as Tiresias would.
 
 ``exchange`` (0: off; with ``within: history``; ``order/las-history``'s default 3): a running
-job that cannot save at a stop is preempted only where the exchange gains, as the history
-expects: its expected remaining service over ``exchange`` must exceed the preemptor's expected
-need plus the work the stop throws away on as many GPUs as the preemptor's (the preemptor, and
-the jobs like it that the freed GPUs then hold, start that much sooner; the victim is delayed
-by the preemptor's run and its own lost work). A job nearly done by its group's history is left
-to finish; one the history expects to run long is stopped early, when little is lost. Jobs that
-save at a stop, and those no history tells of, are preempted by the levels alone.
+job that cannot save at a stop is preempted only where the history expects the exchange to gain
+(``scheduler/las_exchange.py``): its expected remaining service over ``exchange`` above the
+preemptor's expected need plus the work the stop throws away on the preemptor's GPUs.
 
 ``fifo_slack`` (0: off; with ``within: history``): an age limit per job, relative to what FIFO
 would have given it, with no duration stated. When the order first sees a job pending it sets
@@ -74,6 +70,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from itertools import chain
 
 from gpufleet.model.job import JobSpec
+from gpufleet.scheduler import las_exchange
 from gpufleet.scheduler.plugins.base import OrderBase
 from gpufleet.scheduler.service_history import ServiceHistory
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, ServiceMark, Snapshot
@@ -82,6 +79,11 @@ from gpufleet.scheduler.usage import QueueUsage, capacity_of
 NAME = "order/las"
 
 TIRESIAS_THRESHOLDS_GPU_S = (3250.0, 7200.0)
+
+# what ``Plugin.outranked`` reads of a running job that does not change while it runs
+# (``Plugin._fixed_of``): the job, aged, its start, service before it, GPU milli, saved since,
+# unsaved
+_Fixed = tuple[RunningJob, bool, float, float, int, float, bool]
 
 
 class Plugin(OrderBase):
@@ -104,7 +106,6 @@ class Plugin(OrderBase):
         exchange: float = 0.0,
     ) -> None:
         self.unsaved_once = bool(unsaved_once)
-        self.exchange = float(exchange) if within == "history" else 0.0
         th = [float(t) for t in thresholds_gpu_s]
         if th != sorted(th) or any(t <= 0 for t in th):
             raise ValueError("thresholds_gpu_s must be positive and increasing")
@@ -144,9 +145,15 @@ class Plugin(OrderBase):
         # a memo: the aged jobs ``admitted`` lets ahead in the snapshot last asked of
         self._admitted: frozenset[str] = frozenset()
         self._admitted_for: Snapshot | None = None
-        self._preemptible_memo: list[tuple[float, RunningJob, tuple[float, float]]] = []
-        self._preemptible_for: Snapshot | None = None
+        # what ``outranked`` reads of each running job that does not change while it runs, and
+        # the list of them for the running jobs last asked of
+        self._fixed: dict[int, _Fixed] = {}
+        self._terms: list[_Fixed] = []
+        self._terms_for: Sequence[RunningJob] | None = None
         self.history = ServiceHistory(history_window) if within == "history" else None
+        self.exchange = (
+            las_exchange.Exchange(self.history, exchange) if self.history and exchange else None
+        )
 
     def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
         if self.history is not None and service_gpu_s > 0:
@@ -375,7 +382,39 @@ class Plugin(OrderBase):
             t = th[0]  # level 0 exactly below it (``bisect_right``)
             low = [p for p in pending if p.attained_gpu_s - p.mark.base_gpu_s < t]
             return chain(low, (p for p in pending if not p.attained_gpu_s - p.mark.base_gpu_s < t))
+        if not self.aging:
+            return self._first_as_found(pending, now)
         return chain.from_iterable(self._levels(pending, now, admitted))
+
+    def _first_as_found(self, pending: Sequence[PendingJob], now: float) -> Iterator[PendingJob]:
+        """``_levels``' jobs in order where nothing ages (its first list is empty): the first
+        level's jobs as the split reaches them, the others after it. A cycle mostly walks a
+        few jobs of a full cluster, and the split goes no further than those."""
+        th = self.thresholds
+        later: list[list[PendingJob]] = [[] for _ in th]
+        knob = self.starvation_factor * 1000
+        cap = self.starvation_cap_s or float("inf")
+        for p in pending:  # as ``_levels``, less the aged test
+            a = p.attained_gpu_s
+            if a <= 0:
+                yield p
+                continue
+            m = p.mark
+            service = a - m.base_gpu_s
+            stopped = m.stopped_at
+            if knob > 0 and stopped is not None and service > 0:
+                s = p.spec
+                milli = s.workers * s.gpus_per_worker * s.gpu_milli  # total_gpu_milli
+                if milli > 0 and m.waited_s + now - stopped >= min(knob * service / milli, cap):
+                    yield p
+                    continue
+            level = bisect_right(th, service)
+            if level:
+                later[level - 1].append(p)
+            else:
+                yield p
+        for jobs in later:
+            yield from jobs
 
     def running_level(self, r: RunningJob, now: float) -> int:
         if r.mark.aged:
@@ -395,76 +434,65 @@ class Plugin(OrderBase):
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         if snap.now - victim.start_time < self.min_run_s or self.spared(victim, snap.now):
             return False
-        if self.exchange > 0 and not self._gains(self._need(job), self._worth(victim, snap.now)):
+        if self.exchange and not self.exchange.allows(job, victim, snap):
             return False
         return self.pending_level(job, snap.now, snap) < self.running_level(victim, snap.now)
-
-    def _need(self, job: PendingJob) -> tuple[float, float]:
-        """``exchange``: the service ``job`` is expected to need (0: unknown), its GPUs."""
-        got = self.history.remaining(job.spec, job.attained_gpu_s) if self.history else None
-        return got or 0.0, job.spec.total_gpu_milli / 1000
-
-    def _worth(self, r: RunningJob, now: float) -> tuple[float, float]:
-        """``exchange``: ``r``'s expected remaining service over ``exchange`` and the work a
-        stop throws away per GPU (infinite and 0 for a job that saves at a stop or that the
-        history cannot tell of)."""
-        if self.history is None or r.spec.preempt_notice is not None:
-            return float("inf"), 0.0
-        rest = self.history.remaining(r.spec, r.attained(now))
-        if rest is None:
-            return float("inf"), 0.0
-        gpus = max(r.spec.total_gpu_milli / 1000, 1e-3)
-        return rest / self.exchange, r.lost_work(now) / gpus
-
-    @staticmethod
-    def _gains(need: tuple[float, float], worth: tuple[float, float]) -> bool:
-        """The exchange argument: stopping the victim for the preemptor and the jobs like it
-        its GPUs then hold gains more than it costs when the victim's expected remaining
-        service exceeds the preemptor's expected need plus the victim's lost work on as many
-        GPUs as the preemptor's."""
-        return need[0] + worth[1] * need[1] < worth[0]
 
     def outrank_key(self, job: PendingJob, snap: Snapshot) -> Hashable:
         """In one snapshot, ``outranks(job, v, snap)`` depends on ``job`` only through this."""
         level = self.pending_level(job, snap.now, snap)
-        return (level, self._need(job)) if self.exchange > 0 else level
+        return (level, self.exchange.need(job)) if self.exchange else level
 
     def outranked(self, job: PendingJob, snap: Snapshot) -> list[RunningJob]:
         """The running jobs ``job`` outranks (in ``snap.running``'s order): those whose service
         since their last promotion reached the threshold above ``job``'s level (``level_of``
-        is a ``bisect_right``, so it exceeds the level exactly there)."""
+        is a ``bisect_right``, so it exceeds the level exactly there), less those not to be
+        preempted (aged, inside ``min_run_s``, ``spared``: written out, from each job's fixed
+        terms, ``_fixed_of``; a full cluster asks per level, per preemptor, over every running
+        job). ``(now - saved) * milli / 1000`` is ``lost_work``, ``service + (now - start) *
+        milli / 1000`` ``r.attained(now) - base``: the same sums, in the same order."""
         level = self.pending_level(job, snap.now, snap)
         if level >= len(self.thresholds):
             return []
-        t = self.thresholds[level]
-        if self.exchange > 0:
-            need = self._need(job)
-            return [
-                r
-                for service, r, worth in self._preemptible(snap)
-                if service >= t and self._gains(need, worth)
-            ]
-        return [r for service, r, _ in self._preemptible(snap) if service >= t]
-
-    def _preemptible(self, snap: Snapshot) -> list[tuple[float, RunningJob, tuple[float, float]]]:
-        """The running jobs some pending job may preempt, with their service since their last
-        promotion: worked out once per snapshot (a full cluster asks per level, per preemptor,
-        over every running job)."""
-        if self._preemptible_for is snap:
-            return self._preemptible_memo
+        t, first = self.thresholds[level], self.thresholds[0]
         now = snap.now
         started = now - self.min_run_s  # a job started after this is not preempted yet
-        # r.attained(now) - base, written out: the same sum, without two calls per running job
-        rows = [
-            (
-                r.attained_gpu_s
-                - r.mark.base_gpu_s
-                + (now - r.start_time) * r.spec.total_gpu_milli / 1000,
-                r,
-                self._worth(r, now) if self.exchange > 0 else (float("inf"), 0.0),
-            )
-            for r in snap.running
-            if not r.mark.aged and r.start_time <= started and not self.spared(r, now)
+        out = [
+            r
+            for r, kept, start, service, milli, saved, unsaved in self._fixed_terms(snap.running)
+            if not kept
+            and start <= started
+            and service + (now - start) * milli / 1000 >= t
+            and not (unsaved and (now - saved) * milli / 1000 > first)
         ]
-        self._preemptible_memo, self._preemptible_for = rows, snap
-        return rows
+        if self.exchange and out:
+            x, need = self.exchange, self.exchange.need(job)
+            out = [r for r in out if las_exchange.gains(need, x.worth(r, snap))]
+        return out
+
+    def _fixed_terms(self, running: Sequence[RunningJob]) -> list[_Fixed]:
+        """``_fixed_of`` each running job, in order: once per job (by identity: the entry holds
+        the job, so no other object has its ``id`` while it is kept), the list once per
+        ``running`` (the core keeps one tuple until a job starts or stops)."""
+        if self._terms_for is running and isinstance(running, tuple):
+            return self._terms
+        fixed = self._fixed
+        known, new = fixed.get, self._fixed_new
+        terms = [known(id(r)) or new(r) for r in running]
+        if len(fixed) > 2 * len(running) + 1000:  # forget the jobs that stopped
+            self._fixed = {id(f[0]): f for f in terms}
+        self._terms, self._terms_for = terms, running
+        return terms
+
+    def _fixed_new(self, r: RunningJob) -> _Fixed:
+        f = self._fixed[id(r)] = self._fixed_of(r)
+        return f
+
+    def _fixed_of(self, r: RunningJob) -> _Fixed:
+        """``r``, whether it is kept running to its end (aged), its start, its service before
+        this attempt since its last promotion, its GPUs (milli), ``saved_since``, and whether
+        ``spared`` applies to it at all (``unsaved_once``, earlier service, no notice)."""
+        unsaved = self.unsaved_once and r.attained_gpu_s > 0 and r.spec.preempt_notice is None
+        service = r.attained_gpu_s - r.mark.base_gpu_s
+        milli = r.spec.total_gpu_milli
+        return (r, r.mark.aged, r.start_time, service, milli, r.saved_since, unsaved)

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from gpufleet.api import schemas as s
-from gpufleet.api.bounds import Name
+from gpufleet.api.bounds import QueueName
 from gpufleet.model.queue import QueueSpec
 from gpufleet.model.resources import MILLI, UNLIMITED, Resources
 from gpufleet.server.auth import Principal, require
@@ -63,7 +63,7 @@ async def queues(
 
 @router.put("/queues/{name}", response_model=s.QueueOut, operation_id="updateQueue")
 async def update(
-    name: Name,
+    name: QueueName,
     body: s.QueueUpdate,
     who: Principal = require("admin"),
     svc: ControllerService = Depends(service),

@@ -17,7 +17,9 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from gpufleet.api import schemas as s
 from gpufleet.api.sbatch import SbatchAnswer, SbatchSubmit, SbatchTrial
@@ -120,7 +122,11 @@ async def _submission(batch: sbatch_command.Batch, svc: ControllerService) -> s.
         for t, j in batch.depends_on
         if await _known(svc, j)
     ]
-    return s.JobSubmit(spec=batch.spec, array=batch.array, depends_on=deps)
+    try:
+        return s.JobSubmit(spec=batch.spec, array=batch.array, depends_on=deps)
+    except ValidationError as e:  # what the command line asked for is refused as POST /jobs's
+        errors = e.errors(include_url=False)
+        raise RequestValidationError([{**x, "loc": ("body", *x["loc"])} for x in errors]) from None
 
 
 async def _known(svc: ControllerService, job: str) -> bool:
