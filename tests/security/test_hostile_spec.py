@@ -263,3 +263,26 @@ def test_a_job_file_that_gives_a_key_twice_is_refused_by_the_cli_naming_each(
     ), r.stderr
     assert "line 6, column 3: the key 'A' is given twice" in r.stderr, r.stderr
     assert not {"first", "twice-yaml"} & set(_stored(cluster))
+
+
+def test_digits_of_other_scripts_are_not_numbers_as_in_slurm(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    # Python's int() and \d take '٣' (Arabic-Indic) and '３' (full width) as 3, and '²' as a
+    # digit that int() then refuses (a 500); Slurm's strtol takes ASCII digits alone
+    auth = {"authorization": f"Bearer {user_token}"}
+    spec = {"name": "digits", "command": ["true"]}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        for array in ("٠-٣", "０-３"):
+            r = h.post("/jobs", json={"spec": spec, "array": array})
+            assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body.array", r.text
+        r = h.post("/jobs", json={"spec": {**spec, "nodelist": "n[٠-٣]", "workers": 4}})
+        assert r.status_code == 422, r.text
+        for cursor in ("²", "٣"):
+            r = h.get("/jobs", params={"cursor": cursor})
+            assert r.status_code == 422, r.text
+            assert r.json()["errors"][0]["field"] == "query.cursor", r.text
+        body = {"argv": ["-N", "٣", "--wrap", "true"], "cwd": "/", "host": "h"}
+        r = h.post("/sbatch", json=body)
+        assert r.status_code == 400 and "is not a valid node count" in r.text, r.text
+    assert "digits" not in {n.split("_")[0] for n in _stored(cluster)}

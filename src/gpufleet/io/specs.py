@@ -243,7 +243,11 @@ def load_jobs(path: str | Path, *, user: str | None = None) -> list[JobSpec]:
 
 def _line(e: SpecError) -> tuple[int, int]:
     parts = e.source.rsplit(":", 2)
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+    if (
+        len(parts) == 3
+        and (parts[1].isascii() and parts[1].isdigit())
+        and (parts[2].isascii() and parts[2].isdigit())
+    ):
         return int(parts[1]), int(parts[2])
     return (0, 0)
 

@@ -58,7 +58,7 @@ def signal_number(v: int | str) -> int:
     sig_name2num reads one; ValueError (Slurm's words) for another or one a Linux node cannot
     deliver (1-64)."""
     text = str(v).strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         if not 1 <= int(text) <= 64:
             raise ValueError(f"Unknown job signal: {v}")
         return int(text)

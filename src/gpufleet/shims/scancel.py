@@ -14,7 +14,7 @@ from gpufleet.shims import scancel_signal
 from gpufleet.shims.common import Usage, connect, error, run, users
 from gpufleet.shims.parser import Parser
 
-_JOB_ID = re.compile(r"\d+(_\d+)?")  # a job, or one task of an array (ID_N)
+_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")  # a job, or one task of an array (ID_N)
 
 
 def parser() -> Parser:

@@ -163,7 +163,7 @@ def update_jobs(ids: Sequence[str], changes: dict[str, Any]) -> int:
 
 def _one(c: Any, jid: str, changes: dict[str, Any]) -> tuple[Any, str]:
     """(the job as changed, ""), or (None, Slurm's words for why not)."""
-    if not jid.isdigit():
+    if not (jid.isascii() and jid.isdigit()):
         return None, INVALID_ID
     try:
         return c.call("PATCH", f"/jobs/{jid}", json_body=changes), ""
@@ -206,7 +206,7 @@ def requeue_jobs(ids: Sequence[str]) -> int:
     failed = False
     with connect("scontrol") as c:
         for jid in ids:
-            why = INVALID_ID if not jid.isdigit() else ""
+            why = INVALID_ID if not (jid.isascii() and jid.isdigit()) else ""
             try:
                 why or c.call("POST", f"/jobs/{jid}/requeue")
             except ApiError as e:

@@ -102,7 +102,7 @@ def split(argv: Sequence[str]) -> Request:
             raise Usage(PTY)
         if name in ("-I", "--immediate"):
             value = (a.split("=", 1)[1] if long else a[2:]) if attached else "0"
-            if not value.isdigit():
+            if not (value.isascii() and value.isdigit()):
                 raise Usage(f"invalid --immediate value '{value}'")
             r.immediate = float(value)
             i += 1

@@ -95,7 +95,7 @@ async def list_jobs(
             ) from None
     before: int | None = None
     if cursor is not None:
-        if not cursor.isdigit() or not 0 < int(cursor) < 2**63:
+        if not (cursor.isascii() and cursor.isdigit()) or not 0 < int(cursor) < 2**63:
             raise FieldErrors([("query.cursor", f"{cursor[:40]!r} is not one from a Link header")])
         before = int(cursor)
     q = ListQuery(user, queue, wanted, all, limit, before, brief)
