@@ -197,8 +197,8 @@ class JobBook:
         pending = self.state.is_pending(rec.id)
         new = ev.spec
         if not pending:
-            kept = {"name": ev.spec.name, "time_limit_s": ev.spec.time_limit_s}
-            new = replace(job.spec, **kept, priority=ev.spec.priority)
+            s = ev.spec
+            new = replace(job.spec, name=s.name, time_limit_s=s.time_limit_s, priority=s.priority)
         if new == job.spec:
             return
         limit_changed = new.time_limit_s != job.spec.time_limit_s
