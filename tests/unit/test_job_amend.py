@@ -148,3 +148,17 @@ def test_memory_and_gpus_change_while_pending_only() -> None:
     assert kinds(refused) == [("memory_mib", ja.NOT_PENDING), ("gpus_per_worker", ja.NOT_PENDING)]
     _, refused = ja.amend(BASE, {"memory_mib": 0, "gpus_per_worker": -1}, pending=True, admin=True)
     assert kinds(refused) == [("memory_mib", ja.INVALID), ("gpus_per_worker", ja.INVALID)]
+
+
+def test_a_running_jobs_priority_changes_with_an_admins_priority_or_a_nice() -> None:
+    """scontrol update Priority= (an admin's) or Nice= of a running job: kept, as Slurm's (the
+    core took only the name and time limit of a started job before: the 200 changed nothing)."""
+    h = Harness(cluster_spec(1, 8))
+    h.submit(10.0, "a", gpus=8)
+    h.start_all(11.0, "a")
+    rec = h.c.jobs["a"]
+    niced, _ = ja.amend(rec.job.spec, {"nice": 5}, pending=False, admin=False)
+    out = h(20.0, JobAmend("a", niced, "updated by alice"))
+    assert rec.job.spec.priority == -5 and moves(out, "a") == [(S.RUNNING, S.RUNNING)]
+    h(30.0, JobAmend("a", replace(niced, priority=7), "updated by root"))
+    assert rec.job.spec.priority == 7 and rec.job.state is S.RUNNING

@@ -186,8 +186,8 @@ class JobBook:
         """Its spec changed (ADR 0076): kept with it (a transition to the state it is in that
         says so, so that the store writes the spec); a pending job's view is made again for the
         next pass; a running one's time limit counts from its start. A job that ended is left
-        as it is, and a started one changes only its name and time limit (the API refuses the
-        rest; a request that raced the job's start loses those)."""
+        as it is, and a started one changes only its name, time limit and priority (an admin's,
+        or a nice; the API refuses the rest; a request that raced the job's start loses those)."""
         rec = self.jobs.get(ev.job_id)
         if rec is None:
             raise UnknownObject(f"unknown job {ev.job_id}")
@@ -197,7 +197,8 @@ class JobBook:
         pending = self.state.is_pending(rec.id)
         new = ev.spec
         if not pending:
-            new = replace(job.spec, name=ev.spec.name, time_limit_s=ev.spec.time_limit_s)
+            s = ev.spec
+            new = replace(job.spec, name=s.name, time_limit_s=s.time_limit_s, priority=s.priority)
         if new == job.spec:
             return
         limit_changed = new.time_limit_s != job.spec.time_limit_s
