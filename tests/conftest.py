@@ -152,9 +152,9 @@ def store(db_url: str) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def slurms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmPool]:
-    """The run's real Slurms (tests/support/slurm_local.py); none here: skipped, under CI
-    failed. Its tests all run on one worker (``grouping.ONE_GROUP``)."""
+def slurm_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmPool]:
+    """This worker's real Slurms (tests/support/slurm_local.py); none here: skipped, under CI
+    failed. Taken through ``shared_slurm`` or ``slurms`` (``grouping.ONE_GROUP``)."""
     realparts.require("slurm")
     pool = SlurmPool(tmp_path_factory)
     try:
@@ -163,10 +163,17 @@ def slurms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmPool]:
         pool.close()
 
 
-@pytest.fixture
-def shared_slurm(slurms: SlurmPool) -> dict[str, str]:
-    """The environment of the run's four-node Slurm, no job of an earlier test left in it."""
-    return slurms.shared()
+@pytest.fixture(scope="module")
+def shared_slurm(slurm_pool: SlurmPool) -> dict[str, str]:
+    """The environment of the four-node Slurm its modules share, no job of an earlier
+    module's left in it."""
+    return slurm_pool.shared()
+
+
+@pytest.fixture(scope="session")
+def slurms(slurm_pool: SlurmPool) -> SlurmPool:
+    """The pool, for a Slurm of a test's own (``slurms.own(nodes=…, extra_conf=…)``)."""
+    return slurm_pool
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)

@@ -21,15 +21,10 @@ import pytest
 
 from gpufleet.io import sbatch_command
 from gpufleet.model.hostlist import compress
-from support.slurm_local import LIVE, SlurmPool
+from support.slurm_local import LIVE
 from support.waiting import wait_for
 
 pytestmark = list(LIVE)
-
-
-@pytest.fixture(scope="module")
-def slurm(slurms: SlurmPool) -> dict[str, str]:
-    return slurms.shared()
 
 
 def slurm_allocation(env: dict[str, str], options: list[str]) -> list[int] | str:
@@ -91,26 +86,27 @@ def gpufleet_allocation(options: list[str]) -> list[int] | str:
     ids=" ".join,
 )
 def test_the_job_gpufleet_runs_is_the_allocation_slurm_makes(
-    slurm: dict[str, str], options: list[str]
+    shared_slurm: dict[str, str], options: list[str]
 ) -> None:
-    assert gpufleet_allocation(options) == slurm_allocation(slurm, options)
+    assert gpufleet_allocation(options) == slurm_allocation(shared_slurm, options)
 
 
-def test_what_slurm_refuses_gpufleet_refuses(slurm: dict[str, str]) -> None:
+def test_what_slurm_refuses_gpufleet_refuses(shared_slurm: dict[str, str]) -> None:
     options = ["-N", "3", "--gpus", "1"]
-    theirs, ours = slurm_allocation(slurm, options), gpufleet_allocation(options)
+    theirs, ours = slurm_allocation(shared_slurm, options), gpufleet_allocation(options)
     assert isinstance(theirs, str) and "Invalid generic resource (gres) specification" in theirs
     assert isinstance(ours, str) and "Invalid generic resource (gres) specification" in ours
 
 
-def test_a_wrap_jobs_name(slurm: dict[str, str]) -> None:
+def test_a_wrap_jobs_name(shared_slurm: dict[str, str]) -> None:
     r = subprocess.run(
         ["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"],
-        env=slurm, capture_output=True, text=True, check=True,
+        env=shared_slurm, capture_output=True, text=True, check=True,
     )  # fmt: skip
     shown = subprocess.run(
-        ["scontrol", "show", "job", r.stdout.strip()], env=slurm, capture_output=True, text=True
-    ).stdout
+        ["scontrol", "show", "job", r.stdout.strip()],
+        env=shared_slurm, capture_output=True, text=True,
+    ).stdout  # fmt: skip
     theirs = re.search(r"JobName=(\S+)", shown)
     ours = sbatch_command.read(
         ["--wrap=true"], script=lambda p: "", environ={}, cwd="/tmp", host="h"
@@ -118,7 +114,7 @@ def test_a_wrap_jobs_name(slurm: dict[str, str]) -> None:
     assert theirs is not None and ours == theirs.group(1) == "wrap"
 
 
-def test_node_lists_as_scontrol_show_hostlist_writes_them(slurm: dict[str, str]) -> None:
+def test_node_lists_as_scontrol_show_hostlist_writes_them(shared_slurm: dict[str, str]) -> None:
     rng = random.Random(23)
     for _ in range(40):
         names = [
@@ -128,6 +124,6 @@ def test_node_lists_as_scontrol_show_hostlist_writes_them(slurm: dict[str, str])
         names = list(dict.fromkeys(names))
         theirs = subprocess.run(
             ["scontrol", "show", "hostlist", ",".join(names)],
-            env=slurm, capture_output=True, text=True, check=True,
+            env=shared_slurm, capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         assert compress(names) == theirs, names

@@ -35,7 +35,7 @@ import pytest
 from livehelp import dump_logs, make_cluster, shim_env
 
 from support.slurm_env import SHAPES, capture, differences
-from support.slurm_local import SlurmPool, live
+from support.slurm_local import live
 
 pytestmark = pytest.mark.e2e
 RECORDED: dict[str, Any] = json.loads(Path(__file__).with_name("slurm_env_22.05.json").read_text())
@@ -73,13 +73,9 @@ def test_a_jobs_environment_is_slurms(gpufleet: dict[str, str], tmp_path: Path, 
     assert found == {i: [] for i in found}
 
 
-@pytest.fixture(scope="module")
-def slurm(slurms: SlurmPool) -> dict[str, str]:
-    return slurms.shared()
-
-
 @live
-def test_the_recording_is_what_slurm_sets_now(slurm: dict[str, str], tmp_path: Path) -> None:
+def test_the_recording_is_what_slurm_sets_now(shared_slurm: dict[str, str], tmp_path: Path) -> None:
     """Every shape run on a live Slurm again: its dumps are the recorded ones."""
     for shape, options in SHAPES.items():
-        assert capture(["sbatch"], options, slurm, tmp_path / shape) == RECORDED[shape]["jobs"]
+        got = capture(["sbatch"], options, shared_slurm, tmp_path / shape)
+        assert got == RECORDED[shape]["jobs"]

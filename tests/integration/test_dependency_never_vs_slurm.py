@@ -48,13 +48,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from test_api import Api, register
 
 from gpufleet.api import schemas as s
 from gpufleet.client.lean import Row
 from gpufleet.shims.scontrol import job_text
-from support.slurm_local import SlurmPool, SlurmShell, live
+from support.slurm_local import SlurmShell, live
 from support.waiting import wait_for
 
 SQUEUE = ["-h", "-t", "all", "-o", "%i|%t|%T|%r|%R"]
@@ -201,16 +200,11 @@ def test_gpufleet_keeps_what_slurm_keeps_once_a_job_no_longer_waits(api: Api) ->
     assert got == SLURM_MET
 
 
-@pytest.fixture(scope="module")
-def slurm(slurms: SlurmPool) -> dict[str, str]:
-    return slurms.shared()
-
-
 @live
-def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
+def test_slurm_prints_what_is_recorded(shared_slurm: dict[str, str], tmp_path: Path) -> None:
     """The record above, from a real Slurm 22.05 (its default SchedulerParameters)."""
 
-    sh = SlurmShell(slurm, tmp_path)
+    sh = SlurmShell(shared_slurm, tmp_path)
     sbatch = sh.sbatch
 
     a = sbatch("--wrap", "exit 3")
@@ -238,10 +232,10 @@ def test_slurm_prints_what_is_recorded(slurm: dict[str, str], tmp_path: Path) ->
 
 
 @live
-def test_slurm_keeps_what_is_recorded(slurm: dict[str, str], tmp_path: Path) -> None:
+def test_slurm_keeps_what_is_recorded(shared_slurm: dict[str, str], tmp_path: Path) -> None:
     """The record above of jobs that no longer wait, from a real Slurm 22.05."""
 
-    sh = SlurmShell(slurm, tmp_path)
+    sh = SlurmShell(shared_slurm, tmp_path)
     sbatch = sh.sbatch
 
     d = sbatch("--wrap", "sleep 15")

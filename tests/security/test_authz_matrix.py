@@ -81,6 +81,9 @@ POLICY: dict[tuple[str, str], Rule] = {
     # scontrol requeue of a fresh job of alice's that waits: past the authz, 409 (pending);
     # a running one's 200: tests/integration/test_update_api.py
     ("POST", "/api/v1/jobs/{job_id}/requeue"): rule(409, *OWNER),
+    # scancel --signal of alice's job that waits: past the authz, 409 (not started); a running
+    # one's 200: tests/integration/test_signal_api.py
+    ("POST", "/api/v1/jobs/{job_id}/signal"): rule(409, *OWNER),
     ("GET", "/api/v1/jobs/{job_id}/logs"): rule(200, *OWNER),
     ("GET", "/api/v1/nodes"): rule(200, *USERS),
     ("POST", "/api/v1/nodes/{name}/drain"): rule(200, *ADMIN),
@@ -230,7 +233,7 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
     url = path.replace("{node}", node)
     if "{job_id}" in path:
         job = w.alice_job
-        if path.endswith(("/cancel", "/requeue")):  # alice's, of its own: changed once only
+        if path.endswith(("/cancel", "/requeue", "/signal")):  # alice's own, each call anew
             (job,) = w.admin.submit({**SPEC, **WAITS, "user": "alice"})
         url = url.replace("{job_id}", job)
     if path == "/api/v1/tokens/{name}":
@@ -269,6 +272,8 @@ def _call(w: World, method: str, path: str, caller: str) -> tuple[str, dict[str,
         body = {"argv": argv, "cwd": "/tmp", "host": "matrix"}
     elif path == "/api/v1/jobs/{job_id}/hold":  # alice's running job: kept for a requeue
         body = {"action": "uhold"}
+    elif path == "/api/v1/jobs/{job_id}/signal":
+        body = {"signal": "USR1"}
     elif (method, path) == ("PATCH", "/api/v1/jobs/{job_id}"):  # alice's running job renamed
         body = {"name": "renamed"}
     elif (method, path) == ("POST", "/api/v1/squeue"):

@@ -323,3 +323,15 @@ def test_a_request_that_is_not_http_is_a_400_in_the_error_shape(cluster: LocalCl
         assert err["errors"] == [{"field": "headers", "message": err["detail"]}]
     with cluster.client() as c:
         assert c.health()["ok"]
+
+
+def test_a_number_of_more_digits_than_python_reads_is_told_as_such(cluster: LocalCluster) -> None:
+    # json.loads refuses an integer of more than 4300 digits (CPython's limit on converting
+    # one, against quadratic time); the answer said "not UTF-8 encoded JSON"
+    auth = {"authorization": f"Bearer {cluster.admin_token}", "content-type": "application/json"}
+    body = '{"spec": {"name": "digits", "command": ["true"], "workers": ' + "9" * 5000 + "}}"
+    with httpx.Client(base_url=cluster.url, headers=auth, timeout=30) as h:
+        r = h.post("/api/v1/jobs", content=body.encode())
+    assert r.status_code == 422, r.text
+    msg = f"cannot be read: a whole number of more than {sys.get_int_max_str_digits()} digits"
+    assert r.json()["errors"] == [{"field": "body", "message": msg}], r.text

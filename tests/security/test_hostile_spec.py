@@ -219,3 +219,70 @@ def test_sbatch_asking_for_a_number_past_64_bits_is_a_422_not_a_500(
         assert "'99999999999999999999' is not a valid node count" in r.json()["detail"], r.text
     with cluster.client() as c:
         assert c.health()["ok"]
+
+
+def test_ten_thousand_dependencies_on_no_job_are_told_by_the_first_twenty(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    # each is a look in the store: all 10,000 looked up held the controller 8 s and answered
+    # 1.3 MB
+    auth = {"authorization": f"Bearer {user_token}"}
+    deps = [{"type": "afterok", "job": str(10**7 + i)} for i in range(10_000)]
+    body = {"spec": {"name": "many-deps", "command": ["true"]}, "depends_on": deps}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=60) as h:
+        r = h.post("/jobs", json=body)
+    assert r.status_code == 422, r.text[:300]
+    errors = r.json()["errors"]
+    assert len(errors) == 21, len(errors)
+    assert errors[0] == {
+        "field": "body.depends_on[0].job",
+        "message": "job 10000000 does not exist",
+    }
+    assert errors[-1] == {
+        "field": "body.depends_on",
+        "message": "the first 20 jobs that do not exist are told",
+    }
+    assert "many-deps" not in _stored(cluster)
+
+
+def test_a_job_file_that_gives_a_key_twice_is_refused_by_the_cli_naming_each(
+    cluster: LocalCluster, user_token: str, tmp_path: Path
+) -> None:
+    # PyYAML keeps the last of two keys silently, as json.loads does
+    job = tmp_path / "job.yaml"
+    job.write_text("name: first\ncommand: [true]\nname: twice-yaml\nenv:\n  A: '1'\n  A: '2'\n")
+    env = {**os.environ, "GPUFLEET_SERVER": cluster.url, "GPUFLEET_TOKEN": user_token}
+    r = subprocess.run(
+        [sys.executable, "-c", "from gpufleet.cli.entry import main; main()", "submit", "-f",
+         str(job)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode != 0, r
+    assert "line 3, column 1: the key 'name' is given twice in one mapping (first on line 1)" in (
+        r.stderr
+    ), r.stderr
+    assert "line 6, column 3: the key 'A' is given twice" in r.stderr, r.stderr
+    assert not {"first", "twice-yaml"} & set(_stored(cluster))
+
+
+def test_digits_of_other_scripts_are_not_numbers_as_in_slurm(
+    cluster: LocalCluster, user_token: str
+) -> None:
+    # Python's int() and \d take '٣' (Arabic-Indic) and '３' (full width) as 3, and '²' as a
+    # digit that int() then refuses (a 500); Slurm's strtol takes ASCII digits alone
+    auth = {"authorization": f"Bearer {user_token}"}
+    spec = {"name": "digits", "command": ["true"]}
+    with httpx.Client(base_url=f"{cluster.url}/api/v1", headers=auth, timeout=30) as h:
+        for array in ("٠-٣", "０-３"):
+            r = h.post("/jobs", json={"spec": spec, "array": array})
+            assert r.status_code == 422 and r.json()["errors"][0]["field"] == "body.array", r.text
+        r = h.post("/jobs", json={"spec": {**spec, "nodelist": "n[٠-٣]", "workers": 4}})
+        assert r.status_code == 422, r.text
+        for cursor in ("²", "٣"):
+            r = h.get("/jobs", params={"cursor": cursor})
+            assert r.status_code == 422, r.text
+            assert r.json()["errors"][0]["field"] == "query.cursor", r.text
+        body = {"argv": ["-N", "٣", "--wrap", "true"], "cwd": "/", "host": "h"}
+        r = h.post("/sbatch", json=body)
+        assert r.status_code == 400 and "is not a valid node count" in r.text, r.text
+    assert "digits" not in {n.split("_")[0] for n in _stored(cluster)}

@@ -20,9 +20,10 @@ import pytest
 # rows: 0.2 s to read on each worker, where one group ran the five LAS replays one after another)
 CHEAP = frozenset({"faults", "faulty_spec", "philly_rows"})
 
-# fixtures whose tests must all run on one worker, in the group named here: the pool of real
-# Slurms (tests/support/slurm_local.py) gives its Slurms the same ports on every worker
-ONE_GROUP = {"slurms": "slurm-local"}
+# fixtures whose tests must all run on one worker, in the group named here: a worker's pool of
+# real Slurms (tests/support/slurm_local.py) gives the shared Slurm and the own ones ports of
+# their own, the same on every worker
+ONE_GROUP = {"shared_slurm": "slurm-local", "slurms": "slurm-own"}
 
 # (Ports are no reason for a group: each local cluster claims blocks of its own for its
 # replicas, its endpoints and what its jobs' numbers decide, MASTER_PORT and srun's step
@@ -52,6 +53,8 @@ def assign_groups(items: list[pytest.Item]) -> None:
         one = {ONE_GROUP[f] for f in getattr(item, "fixturenames", ()) if f in ONE_GROUP}
         mark = item.get_closest_marker("xdist_group")
         if one:
+            if len(one) > 1:
+                raise pytest.UsageError(f"{item.nodeid}: in more than one group: {sorted(one)}")
             (group,) = one
             if mark is not None and mark.args[:1] != (group,):
                 raise pytest.UsageError(f"{item.nodeid}: its group must be {group!r}")

@@ -1,14 +1,16 @@
 """A real Slurm 22.05 on loopback for differential tests (``shared/tools/slurm_local.sh``).
 
-One pool of them per test run (the ``slurms`` fixture, tests/conftest.py), on the one worker
-that runs the tests marked ``live`` (``--dist loadgroup``, group ``slurm-local``): the tests that
-take Slurm as it is set up (four nodes, no extra configuration) share one Slurm, every job of an
-earlier test cancelled and ended before the next gets it (``SlurmPool.shared``); a test that
-needs another shape, or a Slurm that has never run a job (a record of ``squeue -t all``), gets a
-new one of its own (``SlurmPool.own``). A Slurm takes about 11 s to stop (each daemon's SIGTERM
-waited out, one after another): an own one is stopped in the background while the next tests
-run, the shared one when the pool ends. The 15 modules of such tests under `-n 2` took 9 min
-35 s with a Slurm each, 5 min 20 s so (docs/benchmarks/history.md, 2026-12-07)."""
+One pool of them per pytest worker (tests/conftest.py): the tests that take Slurm as it is set
+up (four nodes, no extra configuration) share one Slurm, every job of an earlier module's
+cancelled and ended before the next module gets it (the ``shared_slurm`` fixture,
+``SlurmPool.shared``), all on one worker (``--dist loadgroup``, group ``slurm-local``); a test
+that needs another shape, or a Slurm that has never run a job (a record of ``squeue -t all``),
+gets a new one of its own (the ``slurms`` fixture, ``SlurmPool.own``), those tests all on one
+worker too (group ``slurm-own``), beside the first, on ports of their own. A Slurm takes
+about 11 s to stop (each daemon's SIGTERM waited out, one after another): an own one is stopped
+in the background while the next tests run, the shared one when the pool ends. The 15 modules
+of such tests under ``-n 2``: 9 min 35 s with a Slurm each, 5 min 20 s with the pool
+(docs/benchmarks/history.md, 2026-12-07)."""
 
 from __future__ import annotations
 
@@ -25,9 +27,11 @@ from support.waiting import wait_for
 
 F = TypeVar("F", bound=Callable[..., Any])
 SLURM_LOCAL = Path(__file__).resolve().parents[3] / "shared" / "tools" / "slurm_local.sh"
-# the first Slurm's ports (slurmctld at BASE-1183, node nI at BASE+I); each next one's 200 on
+# the first shared Slurm's ports (slurmctld at BASE-1183, node nI at BASE+I), each next one's
+# 200 on; the own ones' from BASE+OWN_AT (the two kinds' tests run on two workers side by side)
 PORT_BASE = 23400
 PORT_STEP = 200
+OWN_AT = 1200
 
 
 def _env(state: Path, port_base: int, nodes: int, extra_conf: str) -> dict[str, str]:
@@ -50,22 +54,6 @@ def _stop(state: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
-@contextmanager
-def slurm_local(
-    state: Path, port_base: int, extra_conf: str = "", nodes: int = 4
-) -> Iterator[dict[str, str]]:
-    """A Slurm of one test's own, outside the pool, its ports from ``port_base`` (a new module
-    takes ``slurms.shared()`` or ``slurms.own()`` instead: this one costs a start and an 11 s
-    stop of its own); stopped on the way out, also when its start failed half-way."""
-    env = _env(state, port_base, nodes, extra_conf)
-    try:
-        subprocess.run(["bash", str(SLURM_LOCAL), "start", str(state)], env=env, check=True,
-                       capture_output=True)  # fmt: skip
-        yield env
-    finally:
-        _stop(state, env).wait()
-
-
 def idle(env: dict[str, str], nodes: int) -> bool:
     """No job pending, running or ending, and every real node idle."""
     q = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True)
@@ -80,14 +68,13 @@ class SlurmPool:
     def __init__(self, tmp: pytest.TempPathFactory) -> None:
         self.tmp = tmp
         self.base = int(os.environ.get("GPUFLEET_SLURM_PORT_BASE") or PORT_BASE)
-        self.started = 0  # how many Slurms so far: the next one's ports
+        self.owned = 0  # how many own Slurms so far: the next one's ports
         self.running: dict[str, tuple[Path, dict[str, str]]] = {}  # the shared ones
         self.stopping: list[subprocess.Popen[bytes]] = []
 
-    def _start(self, nodes: int, extra_conf: str) -> tuple[Path, dict[str, str]]:
+    def _start(self, nodes: int, extra_conf: str, port_base: int) -> tuple[Path, dict[str, str]]:
         state = self.tmp.mktemp("slurm")
-        env = _env(state, self.base + PORT_STEP * self.started, nodes, extra_conf)
-        self.started += 1
+        env = _env(state, port_base, nodes, extra_conf)
         start = subprocess.run(["bash", str(SLURM_LOCAL), "start", str(state)],
                                env=env, capture_output=True, text=True)  # fmt: skip
         if start.returncode:
@@ -100,7 +87,8 @@ class SlurmPool:
         test pending or running (cancelled, and waited out), every node idle."""
         key = str(nodes)
         if key not in self.running:
-            self.running[key] = self._start(nodes, "")
+            at = self.base + PORT_STEP * len(self.running)
+            self.running[key] = self._start(nodes, "", at)
         _, env = self.running[key]
         subprocess.run(["scancel", "--user", os.environ.get("USER", "root")], env=env)
         wait_for("the shared Slurm idle", lambda: idle(env, nodes), 60)
@@ -110,7 +98,9 @@ class SlurmPool:
     def own(self, nodes: int = 4, extra_conf: str = "") -> Iterator[dict[str, str]]:
         """A new Slurm of ``nodes`` and ``extra_conf`` (slurm.conf lines beside the script's:
         partitions, nodes), for the ``with`` block alone: stopped in the background after."""
-        state, env = self._start(nodes, extra_conf)
+        at = self.base + OWN_AT + PORT_STEP * self.owned
+        self.owned += 1
+        state, env = self._start(nodes, extra_conf, at)
         try:
             yield env
         finally:
@@ -125,10 +115,10 @@ class SlurmPool:
         self.stopping.clear()
 
 
-# the marks of a test that runs against the real Slurm (one Slurm at a time per worker group)
+# the marks of a test that runs against the real Slurm (its xdist group comes from the fixture
+# it takes: grouping.ONE_GROUP)
 LIVE = (
     pytest.mark.e2e,
-    pytest.mark.xdist_group("slurm-local"),
     pytest.mark.requires("slurm"),  # skipped where there is none; under CI=true, failed
 )
 

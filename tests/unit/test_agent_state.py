@@ -9,6 +9,7 @@ from gpufleet.agent.state import (
     Launch,
     Register,
     Send,
+    Signal,
     StartProbes,
     StopProbes,
 )
@@ -95,6 +96,30 @@ def test_kill_of_a_running_task_and_of_a_task_never_launched() -> None:
     assert isinstance(send, Send) and send.event.rank == 5 and "not running here" in send.event.why
     # ... and a launch that arrives after its kill never runs
     assert st.on_command(launch(rank=5), 2.1) == []
+
+
+def test_a_signal_reaches_a_running_task_only_and_leaves_it_running() -> None:
+    """scancel --signal (ADR 0078): a running task gets it and stays running; a task still
+    launching, being stopped or unknown hears nothing (and nothing is reported)."""
+    st = registered()
+    sig = AgentCommand.model_validate(
+        {
+            "kind": "signal",
+            "job": "j1",
+            "attempt": 0,
+            "rank": 0,
+            "signal": 10,
+            "signal_scope": "full",
+        }
+    )
+    st.on_command(launch(), 1.0)
+    assert st.on_command(sig, 1.5) == []  # still launching: no process to signal yet
+    started(st)
+    assert st.on_command(sig, 2.0) == [Signal(("j1", 0, 0), 10, "full")]
+    assert st.tasks[("j1", 0, 0)] == "running"
+    assert st.on_command(sig.model_copy(update={"rank": 3}), 2.0) == []  # not here
+    st.on_command(kill(), 3.0)
+    assert st.on_command(sig, 3.5) == []  # being stopped
 
 
 def test_kill_with_a_negative_rank_stops_every_rank_of_the_attempt() -> None:

@@ -11,9 +11,9 @@ import pytest
 from builders import cluster_spec, spec
 from test_controller import Harness, moves, of
 
-from gpufleet.core.commands import Launch, Transition
+from gpufleet.core.commands import Launch, Signal, Transition
 from gpufleet.core.controller import ControllerError
-from gpufleet.core.events import JobCancelled, JobHold, JobSubmitted, TimerFired
+from gpufleet.core.events import JobCancelled, JobHold, JobSignal, JobSubmitted, TimerFired
 from gpufleet.model.job import JobState
 from gpufleet.model.reason import ReasonCode
 
@@ -80,3 +80,18 @@ def test_a_running_job_held_keeps_running_and_waits_held_when_requeued() -> None
     h.exit(3.0, "a", 0, code=1)  # failed, a retry left: pending again, held
     h(100.0, TimerFired("tick", "", 0))
     assert h.state("a") is S.PENDING and h.c.reason("a").code is ReasonCode.HELD_ADMIN
+
+
+def test_a_signal_goes_to_the_live_ranks_of_a_started_job_and_changes_nothing() -> None:
+    """scancel --signal in the core (ADR 0078): a Signal command for the ranks still running,
+    no transition (nothing to write), the job running on; a pending job gets none."""
+    h = Harness(cluster_spec(2, 8))
+    h.submit(0.0, "run", gpus=8, workers=2)
+    h.start_all(1.0, "run")
+    h.submit(2.0, "wait", gpus=8)
+    out = h(3.0, JobSignal("run", 10, "batch"))
+    assert out == [Signal("run", h.c.jobs["run"].job.attempt, (0, 1), 10, "batch")]
+    assert h.c.jobs["run"].job.state is S.RUNNING
+    assert h(4.0, JobSignal("wait", 10)) == []
+    with pytest.raises(ControllerError):
+        h(5.0, JobSignal("nope", 10))

@@ -119,3 +119,46 @@ def test_a_running_jobs_time_limit_moves_and_the_old_timer_is_spent() -> None:
     assert job.state is S.RUNNING and rec.ending is None  # raised since: it runs on
     h(510.0, TimerFired("timelimit", "a", job.attempt))
     assert rec.ending is S.TIMED_OUT  # stopped at its new limit
+
+
+def test_nice_lowers_a_jobs_priority_and_only_an_admin_raises_it() -> None:
+    """Slurm's Nice=N (a real 22.05, uid 1000: Nice=5, then 3, answered 0; Nice=-5 Access/
+    permission denied; root's Nice=-5 answered 0; a nice beside an admin's Priority= ignored)."""
+    for running in (False, True):  # any job that has not ended
+        new, refused = ja.amend(BASE, {"nice": 5}, pending=not running, admin=False)
+        assert refused == [] and new.priority == -5
+        new, refused = ja.amend(new, {"nice": 3}, pending=not running, admin=False)
+        assert refused == [] and new.priority == -3  # never above the default: its user's
+        new, refused = ja.amend(BASE, {"nice": -5}, pending=not running, admin=False)
+        assert kinds(refused) == [("nice", ja.DENIED)] and new is BASE
+    new, refused = ja.amend(BASE, {"nice": -5}, pending=True, admin=True)
+    assert refused == [] and new.priority == 5
+    boosted = replace(BASE, priority=100)  # an admin's: a nice changes nothing then
+    assert ja.amend(boosted, {"nice": 4}, pending=True, admin=False) == (boosted, [])
+
+
+def test_memory_and_gpus_change_while_pending_only() -> None:
+    new, refused = ja.amend(
+        BASE, {"memory_mib": 8192, "gpus_per_worker": 2}, pending=True, admin=False
+    )
+    assert refused == [] and (new.memory_mib, new.gpus_per_worker) == (8192, 2)
+    _, refused = ja.amend(
+        BASE, {"memory_mib": 8192, "gpus_per_worker": 2}, pending=False, admin=True
+    )
+    assert kinds(refused) == [("memory_mib", ja.NOT_PENDING), ("gpus_per_worker", ja.NOT_PENDING)]
+    _, refused = ja.amend(BASE, {"memory_mib": 0, "gpus_per_worker": -1}, pending=True, admin=True)
+    assert kinds(refused) == [("memory_mib", ja.INVALID), ("gpus_per_worker", ja.INVALID)]
+
+
+def test_a_running_jobs_priority_changes_with_an_admins_priority_or_a_nice() -> None:
+    """scontrol update Priority= (an admin's) or Nice= of a running job: kept, as Slurm's (the
+    core took only the name and time limit of a started job before: the 200 changed nothing)."""
+    h = Harness(cluster_spec(1, 8))
+    h.submit(10.0, "a", gpus=8)
+    h.start_all(11.0, "a")
+    rec = h.c.jobs["a"]
+    niced, _ = ja.amend(rec.job.spec, {"nice": 5}, pending=False, admin=False)
+    out = h(20.0, JobAmend("a", niced, "updated by alice"))
+    assert rec.job.spec.priority == -5 and moves(out, "a") == [(S.RUNNING, S.RUNNING)]
+    h(30.0, JobAmend("a", replace(niced, priority=7), "updated by root"))
+    assert rec.job.spec.priority == 7 and rec.job.state is S.RUNNING

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpufleet.client.errors import ApiError
 from gpufleet.shims.common import Usage
-from gpufleet.shims.srun import sbatch_argv, script, split
+from gpufleet.shims.srun import Follow, sbatch_argv, script, split
 
 
 def test_the_allocations_options_go_to_the_job_the_rest_to_the_step() -> None:
@@ -46,3 +47,42 @@ def test_what_the_step_cannot_do_is_refused_before_anything_is_submitted(
 ) -> None:
     with pytest.raises(Usage, match=says.replace("'", ".")):
         split(argv)
+
+
+class _Controller:
+    """A controller's answers to Follow's calls: the signal call's status (200 or a refusal)."""
+
+    def __init__(self, signal_status: int) -> None:
+        self.status = signal_status
+        self.calls: list[tuple[str, str]] = []
+
+    def call(self, method: str, path: str, **_: object) -> dict[str, object]:
+        self.calls.append((method, path))
+        if self.status != 200:
+            raise ApiError(self.status, "Not Found")
+        return {}
+
+    def cancel(self, job: str) -> None:
+        self.calls.append(("POST", f"/jobs/{job}/cancel"))
+
+
+@pytest.mark.parametrize(
+    ("status", "asked"),
+    [
+        # each Ctrl-C goes on to the step's srun as SIGINT (ADR 0078), nothing said here
+        (200, [("POST", "/jobs/7/signal")] * 2),
+        # a controller with no signal call (older): asked once, then two Ctrl-C cancel it
+        (404, [("POST", "/jobs/7/signal"), ("POST", "/jobs/7/cancel")]),
+        (405, [("POST", "/jobs/7/signal"), ("POST", "/jobs/7/cancel")]),
+    ],
+)
+def test_ctrl_c_goes_to_the_step_or_cancels_where_no_signal_call(
+    status: int, asked: list[tuple[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    c = _Controller(status)
+    f = Follow(c, "7", None)  # type: ignore[arg-type]
+    f.interrupts = [100.0, 100.4]  # two Ctrl-C 0.4 s apart
+    f.on_interrupts(pending=False)
+    assert c.calls == asked
+    said = capsys.readouterr().err
+    assert ("forcing job termination" in said) == (status != 200), said

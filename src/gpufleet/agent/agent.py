@@ -4,8 +4,7 @@ Three threads talk to the controller — heartbeats (health, metrics, running ta
 command long-poll, and event/log shipping with retry — and the caller's thread ticks: it reaps
 tasks, enforces deadlines and checks the lease. Each loop body is a ``*_once`` method, so a
 test drives the agent step by step with an ``httpx.MockTransport`` and no threads. Every wait
-is bounded, every HTTP call has a timeout; a network error is a failed step, never a crash.
-"""
+is bounded, every HTTP call has a timeout; a network error is a failed step, never a crash."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import time
 import httpx
 
 from gpufleet.agent import containers, loops, sharing
+from gpufleet.agent import state as st
 from gpufleet.agent.config import AgentConfig
 from gpufleet.agent.gpu import GpuBackend, metrics_payload, mixed_kinds_warning, node_gpu_model
 from gpufleet.agent.heal import HealWorker
@@ -81,8 +81,7 @@ class Agent:
         rng: random.Random | None = None,
     ) -> None:
         self.client = client
-        # the retry waits' jitter (backoff.py): agents that lost the controller together do
-        # not come back in step; a test gives its own
+        # the retry waits' jitter (backoff.py): agents cut off together come back apart
         self._rng = rng or random.Random()
         self.backend = backend
         self.config = config
@@ -102,8 +101,7 @@ class Agent:
         self.health = HealthChecker(self.gpus, config.limits, config.expected_gpus)
         self.last_health = Health()
         self.events = EventQueue(config.max_events)
-        # service replicas' readiness and liveness probes: the book under _lock, run on the
-        # agent's clock by a pool of their own (a hanging probe holds only its worker)
+        # replicas' probes: the book under _lock, run on the agent's clock by a pool of theirs
         self.probes = Probes()
         self.probe_executor = ProbeExecutor(self.clock)
         self.healer = HealWorker(self)  # the heal loop's steps (ADR 0042)
@@ -154,6 +152,8 @@ class Agent:
             elif isinstance(a, Kill):
                 log.warning("stopping %s/%d rank %d: %s", *a.key, a.why)
                 self.runner.kill(a.key, a.grace_s, a.why, self.clock.now(), a.notice)
+            elif isinstance(a, st.Signal):  # a signal the task lives through (ADR 0078)
+                self.runner.signal(a.key, a.signal, a.scope)
             elif isinstance(a, Send):
                 self.events.put(a.event)
                 self._wake_ship.set()

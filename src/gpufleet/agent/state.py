@@ -47,6 +47,15 @@ class Kill:
 
 
 @dataclass(frozen=True, slots=True)
+class Signal:
+    """A signal to a running task that does not stop it (ADR 0078): ``scope`` says to whom."""
+
+    key: Key
+    signal: int
+    scope: str
+
+
+@dataclass(frozen=True, slots=True)
 class Send:
     event: AgentEvent
 
@@ -69,7 +78,7 @@ class StopProbes:
     key: Key
 
 
-Action = Launch | Kill | Send | Register | StartProbes | StopProbes
+Action = Launch | Kill | Signal | Send | Register | StartProbes | StopProbes
 
 
 def _exited(key: Key, why: str, code: int = EXIT_REFUSED, *, fenced: bool = False) -> Send:
@@ -205,6 +214,10 @@ class AgentState:
     def on_command(self, cmd: AgentCommand, t: float) -> list[Action]:
         if cmd.kind == "launch":
             return self._launch(cmd, t)
+        if cmd.kind == "signal":  # to a task that runs; one stopping or gone hears nothing
+            key = (cmd.job, cmd.attempt, cmd.rank)
+            running = self.tasks.get(key) == "running"
+            return [Signal(key, cmd.signal, cmd.signal_scope)] if running else []
         return self._kill(cmd)
 
     def _launch(self, cmd: AgentCommand, t: float) -> list[Action]:

@@ -41,6 +41,13 @@ class JobUpdateRequest(Input):
         None, max_length=MAX_NODE_NAMES, description="ExcNodeList=: a pending job's"
     )
 
+    nice: int | None = _bounded(
+        "priority",
+        "Nice=: the priority becomes -nice (unless an admin set one); negative: an admin's",
+    )
+    memory_mib: int | None = _bounded("memory_mib", "MinMemoryNode=, MiB per node: a pending job's")
+    gpus_per_worker: int | None = _bounded("gpus_per_worker", "Gres=gpu:N: a pending job's")
+
     def changes(self) -> dict[str, Any]:
         """The fields given (``time_limit_s``: null given is unlimited; the others' null is
         refused by the rules as no value)."""

@@ -360,7 +360,8 @@ class AgentCommand(Strict):
     # "heal": a step of the heal loop (ADR 0042): ``step``, its round in ``attempt``
     # "accounts": look ``users`` up (NSS) and answer with AccountAnswers (job, attempt, rank
     # unused); only agents that registered with runs_as_owner get it
-    kind: Literal["launch", "kill", "exec", "validate", "restart", "heal", "accounts"]
+    # "signal": ``signal`` to the rank's processes that ``signal_scope`` names (ADR 0078)
+    kind: Literal["launch", "kill", "signal", "exec", "validate", "restart", "heal", "accounts"]
     job: str
     attempt: int
     rank: int
@@ -378,6 +379,7 @@ class AgentCommand(Strict):
     signal: int = 0
     signal_before_s: float = 0.0
     signal_batch_only: bool = False
+    signal_scope: Literal["steps", "batch", "full"] = "steps"  # a "signal" command's
     # a kill's notice (a preemption's: model/notice.py; 0: none): notice_signal now (to whom
     # as the warning signal goes, or to the batch shell alone), then up to notice_wait_s
     # before the SIGTERM, over early once the checkpoint file is written

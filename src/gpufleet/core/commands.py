@@ -64,6 +64,18 @@ class Kill:
 
 
 @dataclass(frozen=True, slots=True)
+class Signal:
+    """``signal`` to these ranks of the attempt, which go on running (``JobSignal``): whom on
+    each node ``scope`` says (steps, batch, full)."""
+
+    job_id: str
+    attempt: int
+    ranks: tuple[int, ...]
+    signal: int
+    scope: str = "steps"
+
+
+@dataclass(frozen=True, slots=True)
 class SetTimer:
     at: float
     kind: str
@@ -211,6 +223,7 @@ Command = (
     Transition
     | Launch
     | Kill
+    | Signal
     | SetTimer
     | DropLaunches
     | NodeEvent

@@ -62,6 +62,18 @@ class JobRequeue:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSignal:
+    """A signal to a running job's processes, which it does not end (Slurm's ``scancel
+    --signal``, ADR 0078): ``scope`` "steps" (its steps, not the batch shell: scancel's
+    default), "batch" (the batch shell alone: ``--batch``) or "full" (the shell, its children
+    and the steps: ``--full``). The API judges who may."""
+
+    job_id: str
+    signal: int
+    scope: str = "steps"
+
+
+@dataclass(frozen=True, slots=True)
 class TaskStarted:
     job_id: str
     attempt: int
@@ -290,7 +302,7 @@ class GpuUtilization:
 
 
 # what a user asks of a job of theirs (the JobMaster's ``request``)
-JobRequest = JobCancelled | JobHold | JobAmend | JobRequeue
+JobRequest = JobCancelled | JobHold | JobAmend | JobRequeue | JobSignal
 
 Event = (
     JobSubmitted
@@ -298,6 +310,7 @@ Event = (
     | JobHold
     | JobAmend
     | JobRequeue
+    | JobSignal
     | TaskStarted
     | TaskExited
     | TaskFenced

@@ -10,10 +10,17 @@ from typing import TYPE_CHECKING
 
 from gpufleet.core.arrays import ArrayThrottle
 from gpufleet.core.cluster_state import ClusterState
-from gpufleet.core.commands import Command, Launch, SetTimer, Transition
+from gpufleet.core.commands import Command, Launch, SetTimer, Signal, Transition
 from gpufleet.core.dependencies import Dependencies
 from gpufleet.core.errors import UnknownObject
-from gpufleet.core.events import JobAmend, JobCancelled, JobHold, JobRequest, JobRequeue
+from gpufleet.core.events import (
+    JobAmend,
+    JobCancelled,
+    JobHold,
+    JobRequest,
+    JobRequeue,
+    JobSignal,
+)
 from gpufleet.core.launch_env import ArrayFacts, JobFacts
 from gpufleet.core.state import JobRecord
 from gpufleet.model.allocation import Placement
@@ -134,6 +141,8 @@ class JobBook:
             if rec is None:
                 raise UnknownObject(f"unknown job {ev.job_id}")
             self.evict(rec, ev.why, now, out, "requeued")
+        elif isinstance(ev, JobSignal):
+            self.signal(ev, out)
         else:
             self.cancel(ev, now, out, waited)
 
@@ -146,6 +155,15 @@ class JobBook:
         def evict(
             self, rec: JobRecord, why: str, now: float, out: list[Command], kill: str = "drained"
         ) -> None: ...
+
+    def signal(self, ev: JobSignal, out: list[Command]) -> None:
+        """A signal to the ranks of a started job that still run (ADR 0078); nothing changes
+        in its state, so nothing is written. A job not started (or ended) is left as it is."""
+        rec = self.jobs.get(ev.job_id)
+        if rec is None:
+            raise UnknownObject(f"unknown job {ev.job_id}")
+        if rec.job.state in (JobState.STARTING, JobState.RUNNING) and rec.live_ranks():
+            out.append(Signal(rec.id, rec.job.attempt, rec.live_ranks(), ev.signal, ev.scope))
 
     def hold(self, ev: JobHold, now: float, out: list[Command]) -> None:
         """Hold or release a job (ADR 0074): kept with it (a transition to the state it is in,
@@ -168,8 +186,8 @@ class JobBook:
         """Its spec changed (ADR 0076): kept with it (a transition to the state it is in that
         says so, so that the store writes the spec); a pending job's view is made again for the
         next pass; a running one's time limit counts from its start. A job that ended is left
-        as it is, and a started one changes only its name and time limit (the API refuses the
-        rest; a request that raced the job's start loses those)."""
+        as it is, and a started one changes only its name, time limit and priority (an admin's,
+        or a nice; the API refuses the rest; a request that raced the job's start loses those)."""
         rec = self.jobs.get(ev.job_id)
         if rec is None:
             raise UnknownObject(f"unknown job {ev.job_id}")
@@ -179,7 +197,8 @@ class JobBook:
         pending = self.state.is_pending(rec.id)
         new = ev.spec
         if not pending:
-            new = replace(job.spec, name=ev.spec.name, time_limit_s=ev.spec.time_limit_s)
+            s = ev.spec
+            new = replace(job.spec, name=s.name, time_limit_s=s.time_limit_s, priority=s.priority)
         if new == job.spec:
             return
         limit_changed = new.time_limit_s != job.spec.time_limit_s

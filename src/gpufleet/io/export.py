@@ -111,7 +111,11 @@ def submit_context(
     this. Over gpufleet's bounds: a SpecError that says what to export instead."""
     text = None
     if export_file is not None:
-        path = f"/dev/fd/{export_file}" if export_file.isdigit() else export_file
+        path = (
+            f"/dev/fd/{export_file}"
+            if (export_file.isascii() and export_file.isdigit())
+            else export_file
+        )
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:

@@ -20,10 +20,10 @@ _UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 
           "hour": 3600, "d": 86400, "day": 86400, "w": 604800, "week": 604800}  # fmt: skip
 _NAMED = {"midnight": (0, 0), "noon": (12, 0), "elevenses": (11, 0), "fika": (15, 0),
           "teatime": (16, 0)}  # fmt: skip
-_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?$")
-_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:t(\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
-_SLASH = re.compile(r"(\d{1,2})[/.](\d{1,2})(?:[/.](\d{2}|\d{4}))?$")
-_PACKED = re.compile(r"(\d{2})(\d{2})(\d{2})?$")
+_CLOCK = re.compile(r"([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?\s*(am|pm)?$")
+_ISO = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:t([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?)?$")
+_SLASH = re.compile(r"([0-9]{1,2})[/.]([0-9]{1,2})(?:[/.]([0-9]{2}|[0-9]{4}))?$")
+_PACKED = re.compile(r"([0-9]{2})([0-9]{2})([0-9]{2})?$")
 
 
 def begin_time(text: str, now: float) -> float:
@@ -64,7 +64,7 @@ def _delta(rest: str) -> float:
     """``+N[unit]`` after ``now`` (nothing: now itself)."""
     if not rest:
         return 0.0
-    m = re.fullmatch(r"([+-])(\d+)\s*([a-z]*)", rest)
+    m = re.fullmatch(r"([+-])([0-9]+)\s*([a-z]*)", rest)
     if m is None:
         raise ValueError(f"cannot read now{rest!r}")
     sign, count, unit = m.groups()

@@ -79,7 +79,7 @@ for ours, (code, long) in CODES.items():
     for name in (ours, code, long):
         _BY_NAME[name] = ours
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"  # squeue's own default
-_FIELD = re.compile(r"%(\.)?(\d*)([a-zA-Z%])")
+_FIELD = re.compile(r"%(\.)?([0-9]*)([a-zA-Z%])")
 
 
 def states(text: str) -> set[str] | None:

@@ -24,7 +24,7 @@ SIZE_FORMS = "a whole number of MB, or one with K, M, G or T (16G)"
 
 def _strtol(text: str) -> tuple[int | None, str]:
     """C's strtol: leading blanks, a sign, digits; (None, text) when there are no digits."""
-    m = re.match(r"[ \t\n\v\f\r]*([+-]?\d+)", text)
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", text)
     if not m:
         return None, text
     return int(m[1]), text[m.end() :]
@@ -63,7 +63,7 @@ def _scan_ints(s: str, seps: str) -> list[int]:
     out: list[int] = []
     pos = 0
     for k in range(len(seps) + 1):
-        m = re.match(r"[ \t]*([+-]?\d+)", s[pos:])
+        m = re.match(r"[ \t]*([+-]?[0-9]+)", s[pos:])
         if not m:
             break
         out.append(int(m[1]))
@@ -211,7 +211,7 @@ def gpu_list(text: str) -> tuple[Gpus, ...]:
         typ, _, count = item.strip().rpartition(":")
         if not typ and re.fullmatch(r"[A-Za-z][\w.-]*", count):
             typ, count = count, "1"  # a type alone is one GPU, as --gres=gpu:TYPE is
-        if not re.fullmatch(r"\d+", count.strip()):
+        if not re.fullmatch(r"[0-9]+", count.strip()):
             raise ValueError(f"Invalid GPU specification {text!r}: expected [type:]count")
         out.append(Gpus(typ or None, int(count)))
     return tuple(out)
@@ -236,7 +236,7 @@ def gres_list(text: str) -> tuple[Gres, ...]:
         if not re.fullmatch(r"[\w.-]+", name):
             raise ValueError(f"Invalid generic resource (gres) specification {text!r}")
         count = 1
-        if fields and re.fullmatch(r"\d+[kKmMgG]?", fields[-1]):
+        if fields and re.fullmatch(r"[0-9]+[kKmMgG]?", fields[-1]):
             c = fields.pop()
             mult = {"k": 1024, "m": 1024**2, "g": 1024**3}.get(c[-1].lower(), 1)
             count = int(c.rstrip("kKmMgG")) * mult
@@ -285,7 +285,7 @@ def dependencies(text: str) -> tuple[tuple[Dependency, ...], bool]:
                 f"{', '.join(DEPENDENCY_TYPES)}"
             )
         for job in rest.split(":"):
-            m = re.fullmatch(r"(\d+(?:_\d+|_\*)?)(?:\+(\d+))?", job.strip())
+            m = re.fullmatch(r"([0-9]+(?:_[0-9]+|_\*)?)(?:\+([0-9]+))?", job.strip())
             if not m or (m[2] and kind != "after"):
                 raise ValueError(f"Invalid dependency {item!r}: bad job id {job!r}")
             out.append(Dependency(kind, m[1], int(m[2]) if m[2] else None))
@@ -318,7 +318,7 @@ def signal(text: str) -> Signal:
     s = s.removeprefix(":")
     sig, at, when = s.partition("@")
     name = sig.upper().removeprefix("SIG")
-    if sig.isdigit():
+    if sig.isascii() and sig.isdigit():
         num = int(sig)
     elif name in _SIGNALS:
         num = _SIGNALS[name]
@@ -368,7 +368,7 @@ def open_mode(text: str) -> str:
 
 
 def hint(text: str) -> tuple[str, ...]:
-    words = tuple(w for w in re.split(r",(?!\d)", text))
+    words = tuple(w for w in re.split(r",(?![0-9])", text))
     for w in words:
         if w.lower() not in ("compute_bound", "memory_bound", "multithread", "nomultithread"):
             raise ValueError(f'unrecognized --hint argument "{w}", see --hint=help')
@@ -426,7 +426,7 @@ _MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 def parse_memory(text: str) -> int:
     """MiB from a memory size: a number with K, M, G or T; a bare number is MB. Unlike
     :func:`mbytes` (sbatch's), a fraction (``1.5G``) and ``GiB`` are taken."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt])?(?:i?[Bb])?", text.strip())
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTkmgt])?(?:i?[Bb])?", text.strip())
     if not m:
         raise ValueError("expected a size such as 4096, 500M, 64G or 1T (a bare number is MB)")
     return math.ceil(float(m[1]) * _MEM_UNITS[(m[2] or "M").upper()])

@@ -26,14 +26,49 @@ def load_yaml(path: str | Path) -> Any:
         raise SpecError("no such file", source=str(p)) from None
     except OSError as e:
         raise SpecError(f"cannot read: {e.strerror}", source=str(p)) from None
+    loader = _UniqueKeys(text)
     try:
-        return yaml.safe_load(text)
+        data = loader.get_single_data()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise SpecError(f"not valid YAML: {e.problem}", source=str(p), field=where) from None
     except yaml.YAMLError as e:
         raise SpecError(f"not valid YAML: {e}", source=str(p)) from None
+    finally:
+        loader.dispose()
+    if loader.twice:  # one file, one meaning: PyYAML would keep the last silently
+        raise every(
+            [
+                SpecError(
+                    f"the key {key!r} is given twice in one mapping (first on line {first}); "
+                    "give it once",
+                    source=str(p),
+                    field=f"line {line}, column {column}",
+                )
+                for key, first, line, column in loader.twice
+            ]
+        )
+    return data
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader that notes each key given twice in one mapping (with where)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.twice: list[tuple[str, int, int, int]] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[str, int] = {}
+        for k, _ in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                line = k.start_mark.line + 1
+                if k.value in seen:
+                    self.twice.append((k.value, seen[k.value], line, k.start_mark.column + 1))
+                else:
+                    seen[k.value] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_cluster(path: str | Path) -> ClusterSpec:
@@ -208,7 +243,11 @@ def load_jobs(path: str | Path, *, user: str | None = None) -> list[JobSpec]:
 
 def _line(e: SpecError) -> tuple[int, int]:
     parts = e.source.rsplit(":", 2)
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+    if (
+        len(parts) == 3
+        and (parts[1].isascii() and parts[1].isdigit())
+        and (parts[2].isascii() and parts[2].isdigit())
+    ):
         return int(parts[1]), int(parts[2])
     return (0, 0)
 

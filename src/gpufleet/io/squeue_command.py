@@ -91,7 +91,7 @@ def fields_format(text: str) -> str:
             continue
         right = size.startswith(".")
         width = size.lstrip(".") or "20"
-        if not width.isdigit():
+        if not (width.isascii() and width.isdigit()):
             raise Usage(f"-O {item}: the size must be a number")
         out.append(f"%{'.' if right else ''}{width}{letter}")
     if bad:
@@ -139,7 +139,7 @@ def account(name: str) -> str | None:
         return pwd.getpwnam(name).pw_name
     except KeyError:
         pass
-    if name.isdigit():
+    if name.isascii() and name.isdigit():
         try:
             return pwd.getpwuid(int(name)).pw_name
         except (KeyError, OverflowError):

@@ -14,7 +14,7 @@ from gpufleet.model.errors import SpecError
 
 MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize: tasks per array
 MAX_INDEX = 2**31 - 1  # task ids travel in env vars and int columns
-_ITEM = re.compile(r"\s*(\d{1,10})(?:-(\d{1,10})(?::(\d{1,10}))?)?\s*")
+_ITEM = re.compile(r"\s*([0-9]{1,10})(?:-([0-9]{1,10})(?::([0-9]{1,10}))?)?\s*")
 _MAX_TEXT = 4096  # a longer range text is refused before it is split
 
 
@@ -41,7 +41,7 @@ def parse_array(
     body = text
     if "%" in text:
         body, _, n = text.rpartition("%")
-        if not re.fullmatch(r"\s*\d{1,10}\s*", n) or int(n) < 1:
+        if not re.fullmatch(r"\s*[0-9]{1,10}\s*", n) or int(n) < 1:
             raise err(f"'%{n}': the task limit must be a whole number >= 1")
         limit = int(n)
     ranges: list[range] = []

@@ -368,7 +368,7 @@ _BY_NAME = _index()
 # A MIG device (a slice of a GPU with MIG mode on) is a model of its own: its parent's catalog
 # name and the profile as nvidia-smi names it, "<GPU-instance slices>g.<memory GB>gb"
 # ("H200-1g.18gb", "A100-40GB-3g.20gb"); "_" also separates them (Slurm's type names).
-_MIG_NAME = re.compile(r"^(?P<parent>.+)[-_](?P<slices>[1-8])G\.(?P<gb>\d{1,4})GB$")
+_MIG_NAME = re.compile(r"^(?P<parent>.+)[-_](?P<slices>[1-8])G\.(?P<gb>[0-9]{1,4})GB$")
 MIG_COMPUTE_SLICES = 7  # a whole Ampere/Hopper/Blackwell GPU's compute (GPU-instance) slices
 
 
@@ -450,7 +450,7 @@ def gres_name(model: str) -> str:
     for suffix in ("-sxm", "-pcie"):
         name = name.removesuffix(suffix)
     head, sep, tail = name.rpartition("-")
-    if sep and tail.endswith("gb") and tail[:-2].isdigit():
+    if sep and tail.endswith("gb") and (tail[:-2].isascii() and tail[:-2].isdigit()):
         name = head
     return name.replace("-", "")
 

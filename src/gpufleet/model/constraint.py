@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 MAX_CONSTRAINT = 1024  # characters; Slurm's expressions are a few words
-_TOKEN = re.compile(r"\s*(?:([A-Za-z0-9_.:+/-]+)|(\*\d*)|([&|\[\]()!,]))")
+_TOKEN = re.compile(r"\s*(?:([A-Za-z0-9_.:+/-]+)|(\*[0-9]*)|([&|\[\]()!,]))")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 NO_VAL = 4294967294  # what %a gives outside an array, as in Slurm
 MAX_PAD = 10
-_PATTERN = re.compile(r"%(\d*)([%AajJsNntux])")
+_PATTERN = re.compile(r"%([0-9]*)([%AajJsNntux])")
 _SHOWN = re.compile(r"%([Aajux])")
 
 
@@ -61,7 +61,11 @@ def expand(pattern: str, f: FileFacts) -> str:
         if key == "%":
             return "%"
         value = values[key]
-        if width and key in "AajJnst" and value.split(".", 1)[0].isdigit():
+        if (
+            width
+            and key in "AajJnst"
+            and (value.split(".", 1)[0].isascii() and value.split(".", 1)[0].isdigit())
+        ):
             return value.zfill(min(int(width), MAX_PAD) + len(value) - len(value.split(".")[0]))
         return value
 

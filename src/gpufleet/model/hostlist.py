@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 
 MAX_HOSTS = 65_536  # more names than any cluster gpufleet runs; a bound, not a policy
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_NUMBERED = re.compile(r"^(.*?)([0-9]+)$")
+_RANGE = re.compile(r"^([0-9]+)(?:-([0-9]+))?$")
 
 
 def _width(digits: str) -> int:

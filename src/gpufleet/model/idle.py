@@ -19,7 +19,7 @@ from gpufleet.model.validate import Fields
 IdleAction = Literal["cancel", "requeue", "warn"]
 ACTIONS: tuple[IdleAction, ...] = ("cancel", "requeue", "warn")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd]?)\s*$")
 MAX_DURATION_S = 30 * 86400.0
 
 

@@ -6,6 +6,10 @@ fields may change, when and by whom, as a real Slurm 22.05 answered
   a pending job (Slurm's partition has no maximum here), but only lower that of a running one:
   raising it, or making it unlimited, is an admin's (Slurm's "Access/permission denied").
 - ``priority``: an admin's alone, whatever the state (a user may never raise their own).
+- ``nice`` (Slurm's Nice=N): the job's priority becomes -N until it ends, unless an admin gave
+  it a priority above the default (Slurm ignores a nice then); a negative nice, which raises a
+  job above the default, is an admin's ("Access/permission denied").
+- ``memory_mib`` (MinMemoryNode=MB) and ``gpus_per_worker`` (Gres=gpu:N): a pending job's.
 - ``queues``, ``begin_time``, ``nodelist``, ``exclude``: a pending job's only (Slurm's "Job is
   no longer pending execution"); ``workers``: likewise ("Requested operation not supported on
   this system" for a running one, as Slurm answers NumNodes).
@@ -37,8 +41,11 @@ FIELDS = (
     "workers",
     "nodelist",
     "exclude",
+    "nice",
+    "memory_mib",
+    "gpus_per_worker",
 )
-_PENDING_ONLY = ("queues", "begin_time", "nodelist", "exclude")
+_PENDING_ONLY = ("queues", "begin_time", "nodelist", "exclude", "memory_mib", "gpus_per_worker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +74,9 @@ def amend(
     if refused:
         return spec, refused
     kw = dict(changes)
+    nice = kw.pop("nice", None)
+    if nice is not None and "priority" not in kw and spec.priority <= 0:
+        kw["priority"] = -nice  # Slurm's nice: the priority lowered by it from the default
     if kw.get("begin_time", 0.0) is None:  # none: eligible at once
         kw["begin_time"] = 0.0
     if "queues" in kw:  # the first is the one it is ordered in, as sbatch -p a,b's
@@ -79,7 +89,8 @@ def amend(
 
 
 def _values(changes: Mapping[str, Any]) -> list[Refused]:
-    out = [Refused(k, INVALID, f"{k} needs a value") for k in ("priority", "workers")
+    needed = ("priority", "workers", "nice", "memory_mib", "gpus_per_worker")
+    out = [Refused(k, INVALID, f"{k} needs a value") for k in needed
            if k in changes and changes[k] is None]  # fmt: skip
     name = changes.get("name")
     if "name" in changes and (not isinstance(name, str) or not name or len(name) > MAX_NAME):
@@ -90,6 +101,12 @@ def _values(changes: Mapping[str, Any]) -> list[Refused]:
     workers = changes.get("workers")
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         out.append(Refused("workers", INVALID, "at least 1 node"))
+    if (mem := changes.get("memory_mib")) is not None and (not isinstance(mem, int) or mem < 1):
+        out.append(Refused("memory_mib", INVALID, "at least 1 MiB"))
+    if (gpus := changes.get("gpus_per_worker")) is not None and (
+        not isinstance(gpus, int) or gpus < 0
+    ):
+        out.append(Refused("gpus_per_worker", INVALID, "0 GPUs or more"))
     if "queues" in changes and not changes["queues"]:
         out.append(Refused("queues", INVALID, "at least one queue"))
     if (begin := changes.get("begin_time")) is not None and begin < 0:
@@ -103,6 +120,8 @@ def _who_and_when(
     out: list[Refused] = []
     if "priority" in changes and not admin:
         out.append(Refused("priority", DENIED, "only an admin changes a job's priority"))
+    if (changes.get("nice") or 0) < 0 and not admin:
+        out.append(Refused("nice", DENIED, "only an admin gives a negative nice"))
     if "time_limit_s" in changes and not admin and not pending:
         new, old = changes["time_limit_s"], spec.time_limit_s
         if old is not None and (new is None or new > old):

@@ -355,7 +355,7 @@ def parse_signal(text: str) -> WarningSignal:
     before = SIGNAL_BEFORE_S
     if at:
         lo, hi = SPEC_BOUNDS["signal.before_s"]
-        if not when.isdigit() or not lo <= int(when) <= hi:
+        if not (when.isascii() and when.isdigit()) or not lo <= int(when) <= hi:
             raise ValueError(f"@{when}: the time before the limit must be {lo} to {hi} seconds")
         before = int(when)
     return WarningSignal(number, before, batch)
@@ -366,7 +366,7 @@ def signal_number(sig: str | int) -> int:
     lo, hi = SPEC_BOUNDS["signal.signal"]
     if isinstance(sig, str):
         s = sig.strip()
-        if not s.isdigit():
+        if not (s.isascii() and s.isdigit()):
             name = s.upper().removeprefix("SIG")
             if name not in SIGNALS:
                 raise ValueError(f"{sig!r} is not a signal (a name such as USR1, or {lo} to {hi})")

@@ -51,3 +51,18 @@ SIGNALS: dict[str, int] = {
     "PWR": 30, "SYS": 31,
 }  # fmt: skip
 SIGNAL_BEFORE_S = 60  # Slurm's default T when only SIG is given
+
+
+def signal_number(v: int | str) -> int:
+    """A signal's number from its number or its name (``SIG`` optional, any case), as Slurm's
+    sig_name2num reads one; ValueError (Slurm's words) for another or one a Linux node cannot
+    deliver (1-64)."""
+    text = str(v).strip()
+    if text.isascii() and text.isdigit():
+        if not 1 <= int(text) <= 64:
+            raise ValueError(f"Unknown job signal: {v}")
+        return int(text)
+    name = text.upper().removeprefix("SIG")
+    if isinstance(v, bool) or name not in SIGNALS:
+        raise ValueError(f"Unknown job signal: {v}")
+    return SIGNALS[name]

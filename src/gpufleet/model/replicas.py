@@ -45,7 +45,7 @@ def of(node_labels: Iterable[tuple[str, str]]) -> int:
     """The node's replicas per GPU; 0 when its GPUs are not offered as replicas."""
     for k, v in node_labels:
         if k == LABEL:
-            return int(v) if v.isdigit() and int(v) >= 2 else 0
+            return int(v) if (v.isascii() and v.isdigit()) and int(v) >= 2 else 0
     return 0
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from gpufleet.api import schemas as s
-from gpufleet.core.commands import Command, DropLaunches, HealOrder, Kill, Launch
+from gpufleet.core.commands import Command, DropLaunches, HealOrder, Kill, Launch, Signal
 from gpufleet.core.controller import Controller
 from gpufleet.core.heal import net_seconds
 from gpufleet.core.launch_env import JobFacts
@@ -75,6 +75,8 @@ class AgentExecutor:
                 self._launch(c)
             elif isinstance(c, Kill):
                 self._kill(c)
+            elif isinstance(c, Signal):
+                self._signal(c)
             elif isinstance(c, DropLaunches):
                 self.outbox.drop_launches(c.node, keep=set(c.keep))
             elif isinstance(c, HealOrder):
@@ -220,6 +222,23 @@ class AgentExecutor:
                     notice_signal=c.notice.signal if c.notice else 0,
                     notice_wait_s=c.notice.wait_s if c.notice else 0.0,
                     notice_batch_only=c.notice.batch_only if c.notice else False,
+                ),
+            )
+
+    def _signal(self, c: Signal) -> None:
+        """A signal to each rank's node (ADR 0078): its agent sends it to the rank's processes
+        that ``scope`` names, which go on running."""
+        rec = self.core.jobs[c.job_id]
+        for rank in c.ranks:
+            self.outbox.put(
+                rec.allocation[rank].node,
+                s.AgentCommand(
+                    kind="signal",
+                    job=c.job_id,
+                    attempt=c.attempt,
+                    rank=rank,
+                    signal=c.signal,
+                    signal_scope=c.scope,  # type: ignore[arg-type]
                 ),
             )
 

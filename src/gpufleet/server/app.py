@@ -393,6 +393,7 @@ CONFLICTS = {
     ("POST", f"{API}/jobs/{{job_id}}/cancel"),
     ("POST", f"{API}/jobs/{{job_id}}/hold"),  # holding or releasing an ended job
     ("POST", f"{API}/jobs/{{job_id}}/requeue"),  # a pending, ended or --no-requeue job
+    ("POST", f"{API}/jobs/{{job_id}}/signal"),  # a job not started, or ended
     ("PATCH", f"{API}/jobs/{{job_id}}"),  # an ended job, or a pending job's field of a started one
     ("POST", f"{API}/tokens"),
     ("POST", f"{API}/secrets"),

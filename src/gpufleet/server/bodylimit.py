@@ -34,7 +34,7 @@ class BodyLimit:
             elif k == b"transfer-encoding" and b"chunked" in v.lower():
                 chunked = True
         if length is not None and not chunked:
-            if not length.strip().isdigit():
+            if not (length.strip().isascii() and length.strip().isdigit()):
                 await _refuse(send, 400, "Content-Length: not a whole number of bytes")
                 return
             if int(length) > self.max_bytes:

@@ -5,6 +5,7 @@ refusals get their status from ``refusals.STATUS``."""
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -68,7 +69,12 @@ def _unreadable(cause: BaseException | None) -> str:
     """Why json.loads could not read a body (FastAPI keeps its error as the cause)."""
     if isinstance(cause, RecursionError):  # Python's parser stops at its recursion limit
         return "cannot be read: JSON nested too deep (arrays or objects in one another)"
+    if isinstance(cause, ValueError) and "digits" in str(cause):  # sys.get_int_max_str_digits
+        return f"cannot be read: a whole number of more than {_MAX_DIGITS} digits"
     return "cannot be read: not UTF-8 encoded JSON"
+
+
+_MAX_DIGITS = sys.get_int_max_str_digits()  # what json.loads reads of one integer (4300)
 
 
 def install(app: FastAPI) -> None:

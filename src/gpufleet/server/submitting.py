@@ -20,6 +20,8 @@ from gpufleet.server.errors import FieldErrors
 from gpufleet.server.service import ControllerService
 from gpufleet.server.store import NewJob, SubmitAudit
 
+MAX_MISSING = 20  # dependencies on no job told in one answer (each is a look in the store)
+
 
 async def submit_jobs(
     body: s.JobSubmit, who: Principal, svc: ControllerService, state: Any
@@ -72,12 +74,14 @@ async def checked(
     # spec's problems leave alone, in Slurm's words (admission.py)
     read, problems = JobSpec.read_all(raw, source="request", path="spec")
     bad = [(f"body.{e.field}", e.reason) for e in problems]
-    missing = await svc.unknown_jobs([d.job for d in body.depends_on])
+    missing = await svc.unknown_jobs([d.job for d in body.depends_on], MAX_MISSING)
     bad += [
         (f"body.depends_on[{i}].job", f"job {d.job} does not exist")
         for i, d in enumerate(body.depends_on)
         if d.job in missing
     ]
+    if len(missing) >= MAX_MISSING:
+        bad.append(("body.depends_on", f"the first {MAX_MISSING} jobs that do not exist are told"))
     refusal = svc.admission(read, who.role) if read is not None else None
     if read is not None:  # the user's Unix accounts on the nodes (looked up if new)
         if refusal is None:

@@ -33,7 +33,7 @@ STATES = {
     "PREEMPTED": "PREEMPTED",
     "NODE_LOST": "NODE_FAIL",
 }
-_EXIT = re.compile(r"exited with code (-?\d+)")
+_EXIT = re.compile(r"exited with code (-?[0-9]+)")
 
 
 def _state(j: Any) -> str:
@@ -172,7 +172,7 @@ def parse_format(text: str, known: dict[str, Any]) -> list[tuple[str, str, int |
         if name.lower() not in known:
             bad.append(name)
             continue
-        if width and not width.lstrip("-").isdigit():
+        if width and not (width.lstrip("-").isascii() and width.lstrip("-").isdigit()):
             raise Usage(f"--format {item}: the width must be a number")
         out.append((name.lower(), TITLES.get(name.lower(), name), int(width) if width else None))
     if bad:
@@ -296,13 +296,13 @@ def _wanted_ids(values: list[str]) -> tuple[set[str], set[tuple[str, int]]]:
     for x in (i.strip() for v in values for i in v.split(",") if i.strip()):
         head, sep, index = x.partition("_")
         if sep:
-            if not index.isdigit():
+            if not (index.isascii() and index.isdigit()):
                 raise Usage(f"Invalid job id: {x}")
             tasks.add((head, int(index)))
         else:
             # a step (12.batch) is its job's; a service replica's own id has a '.' (web.3)
             job, dot, _ = x.partition(".")
-            plain.add(job if dot and job.isdigit() else x)
+            plain.add(job if dot and (job.isascii() and job.isdigit()) else x)
     return plain, tasks
 
 
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _id_key(job_id: str) -> tuple[int, str]:
-    return (int(job_id), "") if job_id.isdigit() else (1 << 62, job_id)
+    return (int(job_id), "") if (job_id.isascii() and job_id.isdigit()) else (1 << 62, job_id)
 
 
 if __name__ == "__main__":

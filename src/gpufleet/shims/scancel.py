@@ -9,10 +9,12 @@ import re
 
 from gpufleet.cli import selection
 from gpufleet.io import slurm_style
+from gpufleet.model.limits import signal_number
+from gpufleet.shims import scancel_signal
 from gpufleet.shims.common import Usage, connect, error, run, users
 from gpufleet.shims.parser import Parser
 
-_JOB_ID = re.compile(r"\d+(_\d+)?")  # a job, or one task of an array (ID_N)
+_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")  # a job, or one task of an array (ID_N)
 
 
 def parser() -> Parser:
@@ -22,7 +24,9 @@ def parser() -> Parser:
     p.add_argument("--me", action="store_true", help="every job of mine (this Unix user's)")
     p.add_argument("-n", "--name", "--jobname", dest="name", help="jobs of these names")
     p.add_argument("-t", "--state", help="only jobs in these states: PD, R, …")
-    p.add_argument("-s", "--signal", help="(not supported: gpufleet cancels the whole job)")
+    p.add_argument("-s", "--signal", help="send this signal to the jobs, which go on running")
+    p.add_argument("-b", "--batch", action="store_true", help="signal the batch shell alone")
+    p.add_argument("-f", "--full", action="store_true", help="signal the batch shell and steps")
     p.add_argument("-Q", "--quiet", action="store_true", help="no error messages")
     p.add_argument(
         "-v", "--verbose", action="store_true", help="also name jobs that ended or are unknown"
@@ -34,11 +38,13 @@ def main(argv: list[str] | None = None) -> None:
     a = parser().parse_args(argv)
 
     def body() -> int:
+        sig = None
         if a.signal is not None:
-            raise Usage(
-                f"--signal {a.signal}: gpufleet cannot signal a job's tasks from outside; "
-                "scancel without --signal cancels the job"
-            )
+            try:
+                sig = signal_number(a.signal)
+            except ValueError:
+                return scancel_signal.unknown(a.signal)
+            sig = None if sig == 9 and not a.batch else sig  # SIGKILL: a cancel, as Slurm's
         try:
             wanted = slurm_style.states(a.state) if a.state is not None else None
         except ValueError as e:
@@ -56,6 +62,11 @@ def main(argv: list[str] | None = None) -> None:
         if not ids and user is None and a.name is None and a.state is None:
             raise Usage("No job identification provided")
         with connect("scancel") as c:
+            if sig is not None:
+                say = (lambda _m: None) if a.quiet else (lambda m: error("scancel", m))
+                jobs = scancel_signal.chosen(c, ids, user, a.name, wanted)
+                scope = scancel_signal.scope_of(a.batch, a.full)
+                return scancel_signal.signal_jobs(c, jobs, sig, scope, say)
 
             def report(msg: str) -> None:
                 if not a.quiet:

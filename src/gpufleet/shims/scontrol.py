@@ -207,7 +207,7 @@ def _shown(c: Any, j: Any) -> list[Any]:
 def _task(c: Any, jid: str) -> Any:
     """``ARRAY_N``: that task of the array (ApiError 404 when there is none)."""
     head, _, index = jid.partition("_")
-    if index.isdigit():
+    if index.isascii() and index.isdigit():
         for t in c.all_jobs():
             if t.get("array_id") == head and t.get("array_index") == int(index):
                 return t

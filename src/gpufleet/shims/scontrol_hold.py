@@ -63,7 +63,7 @@ def hold_jobs(action: str, ids: Sequence[str]) -> int:
 
 def _one(c: Any, action: str, jid: str) -> tuple[Any, str]:
     """(the job as held or released, ""), or (None, Slurm's words for why not)."""
-    if not jid.isdigit():
+    if not (jid.isascii() and jid.isdigit()):
         return None, INVALID_ID
     try:
         return c.hold(jid, action), ""

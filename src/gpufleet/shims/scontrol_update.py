@@ -1,7 +1,8 @@
 """``scontrol update JobId=LIST KEY=VALUE…`` (ADR 0076): ``PATCH /jobs/{id}`` for each job of
 the list (ids apart by commas, ``ID_N`` for one task of an array, an array's id for each of its
 tasks still to end). Keys as Slurm's, any case: JobName (Name), TimeLimit, Partition, Priority,
-StartTime (BeginTime), NumNodes, ReqNodeList (NodeList), ExcNodeList.
+StartTime (BeginTime), NumNodes, ReqNodeList (NodeList), ExcNodeList, Nice, MinMemoryNode
+(MB), Gres (gpu[:TYPE]:N; the count alone).
 
 As a real Slurm 22.05 answered (tests/integration/test_update_vs_slurm.py): silent, exit 0, when
 each job was changed; a key it has not: ``Update of this parameter is not supported: KEY=V``
@@ -36,6 +37,9 @@ KEYS = {
     "reqnodelist": "nodelist",
     "nodelist": "nodelist",
     "excnodelist": "exclude",
+    "nice": "nice",
+    "minmemorynode": "memory_mib",
+    "gres": "gpus_per_worker",
 }
 INVALID_ID = "Invalid job id specified"
 # Slurm's words, the first of them the job's answer holds is what scontrol prints
@@ -50,11 +54,20 @@ class Refused(Exception):
     """scontrol's own refusal of the command line (nothing sent)."""
 
 
+class RefusedEach(Exception):
+    """A value Slurm's controller refuses for each job (``… for job N``); nothing sent."""
+
+
 def main(words: Sequence[str]) -> None:
     try:
         ids, changes = parse(words)
     except Refused as e:
         sys.stderr.write(f"{e}\n")
+        raise SystemExit(1) from None
+    except RefusedEach as e:
+        ids = [i for w in words if w.lower().startswith(("jobid=", "job=")) for i in
+               w.partition("=")[2].split(",") if i]  # fmt: skip
+        sys.stderr.write("".join(f"{e} for job {i}\n" for i in ids))
         raise SystemExit(1) from None
     run("scontrol", lambda: update_jobs(ids, changes))
 
@@ -98,9 +111,32 @@ def _value(field: str, key: str, text: str) -> Any:
             return expand(text) if text else []
         if field == "queues":
             return [q for q in text.split(",") if q]
+        if field == "nice":  # as Slurm's strtol: what is not a number is 0
+            import re
+
+            return int(m[0]) if (m := re.match(r"[+-]?\d+", text.strip())) else 0
+        if field == "memory_mib":  # megabytes, a bare number (2G is refused, as Slurm's)
+            if not text.isdigit():
+                raise Refused(f"scontrol: error: Invalid {key} value: {text}")
+            return int(text)
+        if field == "gpus_per_worker":
+            return _gpus(text)
         return text
     except ValueError:
         raise Refused(f"scontrol: error: Invalid {key} value") from None
+
+
+def _gpus(text: str) -> int:
+    """Gres=gpu[:TYPE]:N (gpu alone: 1; empty: none), as the job's GPUs per node."""
+    if not text:
+        return 0
+    name, _, rest = text.partition(":")
+    if name.lower() != "gpu":
+        raise RefusedEach("Invalid generic resource (gres) specification")
+    count = rest.rpartition(":")[2] if rest else "1"
+    if not count.isdigit():
+        raise RefusedEach("Invalid GRES specification (with and without type identification)")
+    return int(count)
 
 
 def update_jobs(ids: Sequence[str], changes: dict[str, Any]) -> int:
@@ -127,7 +163,7 @@ def update_jobs(ids: Sequence[str], changes: dict[str, Any]) -> int:
 
 def _one(c: Any, jid: str, changes: dict[str, Any]) -> tuple[Any, str]:
     """(the job as changed, ""), or (None, Slurm's words for why not)."""
-    if not jid.isdigit():
+    if not (jid.isascii() and jid.isdigit()):
         return None, INVALID_ID
     try:
         return c.call("PATCH", f"/jobs/{jid}", json_body=changes), ""
@@ -170,7 +206,7 @@ def requeue_jobs(ids: Sequence[str]) -> int:
     failed = False
     with connect("scontrol") as c:
         for jid in ids:
-            why = INVALID_ID if not jid.isdigit() else ""
+            why = INVALID_ID if not (jid.isascii() and jid.isdigit()) else ""
             try:
                 why or c.call("POST", f"/jobs/{jid}/requeue")
             except ApiError as e:

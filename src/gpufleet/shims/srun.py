@@ -13,10 +13,10 @@ stderr are followed over the API (as ``gpufleet logs -f``) onto this srun's own.
 What Slurm prints of the allocation (recorded in tests/e2e/slurm_printed/srun_outside.txt):
 ``srun: job N queued and waiting for resources`` and ``… has been allocated resources`` only when
 the job could not start at once (here: the scheduler gave it a pending reason); ``-I`` gives up
-then. Ctrl-C while it waits revokes the allocation; while it runs, one Ctrl-C says so and a
-second within a second cancels the job (gpufleet has no call that signals a job's tasks: they
-get the job's cancel, SIGTERM then SIGKILL, not SIGINT). ``--pty`` is refused: no terminal is
-relayed."""
+then. Ctrl-C while it waits revokes the allocation; while it runs, each Ctrl-C goes on to the
+step's srun in the job as SIGINT (``POST /jobs/{id}/signal``, ADR 0078), which answers as
+Slurm's srun does: the first prints the tasks' states, a second within a second sends the tasks
+SIGINT. ``--pty`` is refused: no terminal is relayed."""
 
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ PTY = (
     "run a command (srun … COMMAND), or submit a job and work in it over ssh or the desktop"
 )
 POLL_S = 0.5  # between looks at the job and its output: a second's latency at most
+SIGINT_STEPS = {"signal": 2, "scope": "steps"}  # Ctrl-C, to the step's srun (ADR 0078)
 PENDING = ("PENDING",)
 
 
@@ -101,7 +102,7 @@ def split(argv: Sequence[str]) -> Request:
             raise Usage(PTY)
         if name in ("-I", "--immediate"):
             value = (a.split("=", 1)[1] if long else a[2:]) if attached else "0"
-            if not value.isdigit():
+            if not (value.isascii() and value.isdigit()):
                 raise Usage(f"invalid --immediate value '{value}'")
             r.immediate = float(value)
             i += 1
@@ -178,6 +179,7 @@ class Follow:
         self.last_interrupt: float | None = None
         self.cancelled = False
         self.stop = False  # SIGTERM or SIGHUP: no second Ctrl-C asked for
+        self.no_signal = False  # the controller has no signal call: Ctrl-C cancels
 
     def run(self) -> int:
         signal.signal(signal.SIGINT, lambda _n, _f: self.interrupts.append(time.monotonic()))
@@ -241,14 +243,17 @@ class Follow:
         return wrote
 
     def on_interrupts(self, pending: bool) -> None:
-        """As srun: a Ctrl-C says how to abort; a second within a second ends the step (here
-        by cancelling the job: its tasks get SIGTERM, SIGKILL after the grace time)."""
+        """As srun: each Ctrl-C goes to the step's srun in the job (ADR 0078), which does what
+        Slurm's does (the first: the tasks' states; a second within a second: SIGINT to the
+        tasks; a third: it gives up on them), its lines coming back with the step's output. A
+        controller with no signal call: a Ctrl-C says how to abort, and a second within a
+        second cancels the job (its tasks get SIGTERM, SIGKILL after the grace time)."""
         if self.stop and not self.cancelled:
             err(f"Job step aborted: cancelling job {self.job}")
             self.cancel()
         while self.interrupts:
             now = self.interrupts.pop(0)
-            if self.cancelled:
+            if self.cancelled or self.forwarded():
                 continue
             if self.last_interrupt is not None and now - self.last_interrupt <= 1.0:
                 err("forcing job termination")
@@ -257,6 +262,22 @@ class Follow:
                 continue
             self.last_interrupt = now
             err("interrupt (one more within 1 sec to abort)")
+
+    def forwarded(self) -> bool:
+        """A Ctrl-C sent on to the job's step as SIGINT; False where the controller has no
+        signal call (older: 404 or 405), which then is not asked again."""
+        from gpufleet.client.errors import ApiError
+
+        if self.no_signal:
+            return False
+        try:
+            self.c.call("POST", f"/jobs/{self.job}/signal", json_body=SIGINT_STEPS)
+        except ApiError as e:
+            if e.status not in (404, 405):
+                return e.status == 409  # it ended meanwhile: its end is seen next
+            self.no_signal = True
+            return False
+        return True
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -144,8 +144,8 @@ def signal_steps(t: LiveTask, sig: int) -> int:
         except psutil.Error:
             continue
         # srun is a script: its name is argv[0], or argv[1] after its interpreter (or it runs
-        # as ``python -m gpufleet.slurm.srun``)
-        if any(os.path.basename(a) == "srun" for a in argv[:2]) or SRUN_MODULE in argv[1:3]:
+        # as ``python [-P] -m gpufleet.slurm.srun``: the shim's own is run with -P)
+        if any(os.path.basename(a) == "srun" for a in argv[:2]) or SRUN_MODULE in argv[1:4]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p.pid, sig)
                 n += 1
@@ -166,6 +166,17 @@ def signal_job(t: LiveTask, sig: int, batch_only: bool) -> str:
         return f"job steps ({signal_steps(t, sig)} srun)"
     signal_group(t.proc.pid, sig)
     return "process group"
+
+
+def signal_scope(t: LiveTask, sig: int, scope: str) -> str:
+    """A signal the task lives through (``scancel --signal``, ADR 0078); says to whom. "steps"
+    (scancel's default) goes where ``--signal=SIG`` goes, "batch" (``--batch``) where
+    ``--signal=B:SIG`` goes; "full" (``--full``) to the task's whole process group: a batch
+    script, its children and their srun, which forwards it to its step's tasks."""
+    if scope == "full" and t.role != "step":
+        signal_group(t.proc.pid, sig)
+        return "process group"
+    return signal_job(t, sig, scope == "batch")
 
 
 def write_pidfile(

@@ -19,7 +19,7 @@ from gpufleet.agent.probes.book import ProbeTarget
 from gpufleet.agent.runner import adopt, cgroups, checkpoints, exits, metricsfile, supervise
 from gpufleet.agent.runner.in_container import Containers, cid_path
 from gpufleet.agent.runner.launch import Launcher, note, refusal
-from gpufleet.agent.runner.process import LiveTask, exit_status, write_pidfile
+from gpufleet.agent.runner.process import LiveTask, exit_status, signal_scope, write_pidfile
 from gpufleet.agent.runner.taskhost import TaskHost
 from gpufleet.agent.sharing import Sharing
 from gpufleet.agent.tasks import EXIT_REFUSED, Key, LatestAttempts, RunnerEvent
@@ -269,6 +269,16 @@ class TaskRunner:
             self._kill_hard(t)
         elif t.notice_until is not None:
             self._save(t)  # a wait a restarted agent must finish
+        return True
+
+    def signal(self, key: Key, sig: int, scope: str) -> bool:
+        """``sig`` to the task's processes that ``scope`` names (ADR 0078); it goes on
+        running. False if it is not running, or is being stopped."""
+        t = self._live.get(key)
+        if t is None or t.stop_why is not None:
+            return False
+        whom = signal_scope(t, sig, scope)
+        log.info("signal %d to %s/%d rank %d: %s", sig, *key, whom)
         return True
 
     def _save(self, t: LiveTask) -> None:

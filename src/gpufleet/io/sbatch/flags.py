@@ -72,7 +72,7 @@ def _astray(last: Given, word: str) -> bool:
     that option's value rather than a command (``--nice 5``, ``--exclusive user``)."""
     if last.option.arg != "optional" or last.value is not None:
         return False
-    values = r"[-+]?\d+[SsLl]?|user|mcs|topo|off|set|no|yes|[A-Z][A-Z_]{2,}(,[A-Z_]+)*"
+    values = r"[-+]?[0-9]+[SsLl]?|user|mcs|topo|off|set|no|yes|[A-Z][A-Z_]{2,}(,[A-Z_]+)*"
     return re.fullmatch(values, word) is not None
 
 

@@ -224,7 +224,7 @@ def _check_other(key: str, val: str | None) -> None:
         if wait:
             v.time_seconds(wait)
     elif key == "get-user-env" and val is not None:
-        if not re.fullmatch(r"-?\d*[SsLl]?", text):
+        if not re.fullmatch(r"-?[0-9]*[SsLl]?", text):
             raise ValueError("Invalid --get-user-env specification")
     elif key == "distribution" and not _distribution(text):
         raise ValueError("Invalid --distribution specification")
@@ -250,7 +250,7 @@ def _distribution(text: str) -> bool:
         return True
     t = t.removesuffix(",pack").removesuffix(",nopack")
     if t.startswith("plane="):
-        return t[6:].isdigit() and int(t[6:]) > 0
+        return (t[6:].isascii() and t[6:].isdigit()) and int(t[6:]) > 0
     parts = t.split(":")
     levels = ({"block", "cyclic", "arbitrary", "*"}, *[{"block", "cyclic", "fcyclic", "*"}] * 2)
     return len(parts) <= 3 and all(p in ok for p, ok in zip(parts, levels, strict=False))

@@ -81,7 +81,11 @@ class MetricsHistory:
                 continue
             labels, values = g.get("labels"), g.get("values")
             idx = str(labels.get("gpu", "")) if isinstance(labels, dict) else ""
-            if not idx.isdigit() or int(idx) >= MAX_GPUS or not isinstance(values, dict):
+            if (
+                not (idx.isascii() and idx.isdigit())
+                or int(idx) >= MAX_GPUS
+                or not isinstance(values, dict)
+            ):
                 continue
             per_gpu[int(idx)] = [_num(values.get(m)) for m in METRICS]
         need = max(per_gpu, default=-1) + 1

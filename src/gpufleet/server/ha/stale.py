@@ -97,7 +97,9 @@ async def jobs(
             raise HTTPException(422, f"unknown state {state!r}") from None
     elif not all:
         wanted = [x for x in JobState if not x.terminal]
-    if cursor is not None and not (cursor.isdigit() and 0 < int(cursor) < 2**63):
+    if cursor is not None and not (
+        (cursor.isascii() and cursor.isdigit()) and 0 < int(cursor) < 2**63
+    ):
         raise HTTPException(422, f"cursor {cursor[:40]!r} is not one from a Link header")
     top = int(cursor) - 1 if cursor is not None else None
     rows = st.list_jobs(user=user, queue=queue, state=wanted, limit=limit, newest_first=True,

@@ -71,7 +71,7 @@ def gpu_families(
             if not isinstance(lab_in, dict) or not isinstance(values, dict):
                 continue
             idx_text = str(lab_in.get("gpu", ""))
-            if not idx_text.isdigit():
+            if not (idx_text.isascii() and idx_text.isdigit()):
                 continue
             idx = int(idx_text)
             uuid = str(lab_in.get("UUID", ""))

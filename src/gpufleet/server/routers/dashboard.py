@@ -86,7 +86,7 @@ def _gpu_values(metrics: Any) -> dict[int, dict[str, float]]:
         labels = g.get("labels") if isinstance(g, dict) else None
         values = g.get("values") if isinstance(g, dict) else None
         idx = str(labels.get("gpu", "")) if isinstance(labels, dict) else ""
-        if not idx.isdigit() or not isinstance(values, dict):
+        if not (idx.isascii() and idx.isdigit()) or not isinstance(values, dict):
             continue
         out[int(idx)] = {
             k: values[m] for k, m in GPU_VALUES.items() if type(values.get(m)) in (int, float)
@@ -219,7 +219,7 @@ def alerts_view(payload: Any, who: Principal) -> list[dict[str, Any]]:
             SEVERITY_ORDER.get(x["severity"], 3),
             x["name"],
             x["node"],
-            int(x["gpu"]) if x["gpu"].isdigit() else -1,
+            int(x["gpu"]) if (x["gpu"].isascii() and x["gpu"].isdigit()) else -1,
         )
     )
     return out

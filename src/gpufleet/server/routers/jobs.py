@@ -15,7 +15,7 @@ from gpufleet.server.auth import Principal, require
 from gpufleet.server.errors import FieldErrors
 from gpufleet.server.listing import MAX_PAGE, next_link, owned_job, owned_unfinished_job
 from gpufleet.server.listing import Query as ListQuery
-from gpufleet.server.routers import amend, holds
+from gpufleet.server.routers import amend, holds, signals
 from gpufleet.server.routers.deps import service, store
 from gpufleet.server.service import ControllerService
 from gpufleet.server.store import Store
@@ -25,6 +25,7 @@ from gpufleet.server.views import job_out
 router = APIRouter(tags=["jobs"])
 router.include_router(holds.router)  # POST /jobs/{id}/hold (scontrol hold, uhold, release)
 router.include_router(amend.router)  # PATCH /jobs/{id} (scontrol update JobId=)
+router.include_router(signals.router)  # POST /jobs/{id}/signal (scancel --signal)
 USERS = require("user", "admin")
 
 
@@ -94,7 +95,7 @@ async def list_jobs(
             ) from None
     before: int | None = None
     if cursor is not None:
-        if not cursor.isdigit() or not 0 < int(cursor) < 2**63:
+        if not (cursor.isascii() and cursor.isdigit()) or not 0 < int(cursor) < 2**63:
             raise FieldErrors([("query.cursor", f"{cursor[:40]!r} is not one from a Link header")])
         before = int(cursor)
     q = ListQuery(user, queue, wanted, all, limit, before, brief)

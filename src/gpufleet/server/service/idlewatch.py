@@ -35,7 +35,11 @@ def node_utilization(link: NodeLink | None) -> dict[int, float]:
         if not isinstance(lab, dict) or not isinstance(values, dict):
             continue
         idx, u = str(lab.get("gpu", "")), values.get("DCGM_FI_DEV_GPU_UTIL")
-        if idx.isdigit() and isinstance(u, int | float) and not isinstance(u, bool):
+        if (
+            (idx.isascii() and idx.isdigit())
+            and isinstance(u, int | float)
+            and not isinstance(u, bool)
+        ):
             out[int(idx)] = float(u)
     return out
 

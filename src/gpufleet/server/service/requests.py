@@ -14,6 +14,7 @@ from gpufleet.core.events import (
     JobCancelled,
     JobHold,
     JobRequeue,
+    JobSignal,
     NodeDrain,
     QueueChanged,
 )
@@ -46,14 +47,17 @@ class Requests(ServiceBase):
         result: list[str] = await self._enqueue("submit", jobs, audit)
         return result
 
-    async def unknown_jobs(self, ids: list[str]) -> set[str]:
+    async def unknown_jobs(self, ids: list[str], most: int) -> set[str]:
         """Those of ``ids`` that name no job, held or stored (a submission's dependencies,
-        every one told at once)."""
-        missing = set()
+        told at once), the first ``most`` of them: each is a look in the store, and 10,000
+        made up ones held the controller 8 s."""
+        missing: set[str] = set()
         for job_id in dict.fromkeys(ids):
             await self.until_held(job_id)
             if job_id not in self.ctrl.jobs and self.store.job(job_id) is None:
                 missing.add(job_id)
+                if len(missing) >= most:
+                    break
         return missing
 
     async def until_held(self, job_id: str | None = None) -> None:
@@ -133,6 +137,12 @@ class Requests(ServiceBase):
     async def requeue(self, job_id: str, why: str, audit: AuditRow | None = None) -> None:
         """Send a running job back to pending (scontrol requeue, ADR 0076)."""
         await self.event(JobRequeue(job_id, why), audit)
+
+    async def signal(
+        self, job_id: str, sig: int, scope: str, audit: AuditRow | None = None
+    ) -> None:
+        """A signal to a running job's processes, which it lives through (ADR 0078)."""
+        await self.event(JobSignal(job_id, sig, scope), audit)
 
     async def drain(
         self,
