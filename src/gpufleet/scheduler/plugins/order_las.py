@@ -71,6 +71,7 @@ from itertools import chain
 
 from gpufleet.model.job import JobSpec
 from gpufleet.scheduler import las_exchange
+from gpufleet.scheduler.las_terms import RunningTerms
 from gpufleet.scheduler.plugins.base import OrderBase
 from gpufleet.scheduler.service_history import ServiceHistory
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, ServiceMark, Snapshot
@@ -79,11 +80,6 @@ from gpufleet.scheduler.usage import QueueUsage, capacity_of
 NAME = "order/las"
 
 TIRESIAS_THRESHOLDS_GPU_S = (3250.0, 7200.0)
-
-# what ``Plugin.outranked`` reads of a running job that does not change while it runs
-# (``Plugin._fixed_of``): the job, aged, its start, service before it, GPU milli, saved since,
-# unsaved
-_Fixed = tuple[RunningJob, bool, float, float, int, float, bool]
 
 
 class Plugin(OrderBase):
@@ -147,9 +143,7 @@ class Plugin(OrderBase):
         self._admitted_for: Snapshot | None = None
         # what ``outranked`` reads of each running job that does not change while it runs, and
         # the list of them for the running jobs last asked of
-        self._fixed: dict[int, _Fixed] = {}
-        self._terms: list[_Fixed] = []
-        self._terms_for: Sequence[RunningJob] | None = None
+        self._terms = RunningTerms(self.unsaved_once)
         self.history = ServiceHistory(history_window) if within == "history" else None
         self.exchange = (
             las_exchange.Exchange(self.history, exchange) if self.history and exchange else None
@@ -460,9 +454,9 @@ class Plugin(OrderBase):
         since their last promotion reached the threshold above ``job``'s level (``level_of``
         is a ``bisect_right``, so it exceeds the level exactly there), less those not to be
         preempted (aged, inside ``min_run_s``, ``spared``: written out, from each job's fixed
-        terms, ``_fixed_of``; a full cluster asks per level, per preemptor, over every running
-        job). ``(now - saved) * milli / 1000`` is ``lost_work``, ``service + (now - start) *
-        milli / 1000`` ``r.attained(now) - base``: the same sums, in the same order."""
+        terms, ``scheduler/las_terms.py``). ``(now - saved) * milli / 1000`` is ``lost_work``,
+        ``service + (now - start) * milli / 1000`` ``r.attained(now) - base``: the same sums,
+        in the same order."""
         level = self.pending_level(job, snap.now, snap)
         if level >= len(self.thresholds):
             return []
@@ -471,7 +465,7 @@ class Plugin(OrderBase):
         started = now - self.min_run_s  # a job started after this is not preempted yet
         out = [
             r
-            for r, kept, start, service, milli, saved, unsaved in self._fixed_terms(snap.running)
+            for r, kept, start, service, milli, saved, unsaved in self._terms.of(snap.running)
             if not kept
             and start <= started
             and service + (now - start) * milli / 1000 >= t
@@ -481,30 +475,3 @@ class Plugin(OrderBase):
             x, need = self.exchange, self.exchange.need(job)
             out = [r for r in out if las_exchange.gains(need, x.worth(r, snap))]
         return out
-
-    def _fixed_terms(self, running: Sequence[RunningJob]) -> list[_Fixed]:
-        """``_fixed_of`` each running job, in order: once per job (by identity: the entry holds
-        the job, so no other object has its ``id`` while it is kept), the list once per
-        ``running`` (the core keeps one tuple until a job starts or stops)."""
-        if self._terms_for is running and isinstance(running, tuple):
-            return self._terms
-        fixed = self._fixed
-        known, new = fixed.get, self._fixed_new
-        terms = [known(id(r)) or new(r) for r in running]
-        if len(fixed) > 2 * len(running) + 1000:  # forget the jobs that stopped
-            self._fixed = {id(f[0]): f for f in terms}
-        self._terms, self._terms_for = terms, running
-        return terms
-
-    def _fixed_new(self, r: RunningJob) -> _Fixed:
-        f = self._fixed[id(r)] = self._fixed_of(r)
-        return f
-
-    def _fixed_of(self, r: RunningJob) -> _Fixed:
-        """``r``, whether it is kept running to its end (aged), its start, its service before
-        this attempt since its last promotion, its GPUs (milli), ``saved_since``, and whether
-        ``spared`` applies to it at all (``unsaved_once``, earlier service, no notice)."""
-        unsaved = self.unsaved_once and r.attained_gpu_s > 0 and r.spec.preempt_notice is None
-        service = r.attained_gpu_s - r.mark.base_gpu_s
-        milli = r.spec.total_gpu_milli
-        return (r, r.mark.aged, r.start_time, service, milli, r.saved_since, unsaved)
