@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
-from builders import cluster, cycle, job, queue, running, snapshot
+from builders import cluster, cycle, job, queue, running, snapshot, spec
 
 from gpufleet.model.limits import SIGNALS
 from gpufleet.model.notice import CheckpointNotice
@@ -398,3 +398,31 @@ def test_las_preempts_a_job_that_cannot_save_its_state_once_its_retry_has_grown(
     assert [r.id for r in plugin.outranked(new, snap)] == ["first", "young", "saves"]
     off = make("order", "las", {"unsaved_once": False})
     assert [r.id for r in off.outranked(new, snap)] == ["first", "again", "young", "saves"]
+
+
+def test_las_history_preempts_a_job_that_cannot_save_only_where_the_exchange_gains() -> None:
+    """``exchange`` (las-history's default 3): a running job without a checkpoint notice is
+    preempted only when its expected remaining service over ``exchange`` exceeds the
+    preemptor's expected need plus the work the stop throws away on as many GPUs as the
+    preemptor's. Of two 2-GPU jobs 3,000 GPU-s into their first attempt (1,500 s each GPU),
+    the one whose queue's jobs end at 4,000 (1,000 to go) is left to finish; the one whose
+    queue's run to 400,000 is preempted; one that saves at the signal is preempted whatever its
+    queue's history says."""
+    plugin = make("order", "las-history", {"thresholds_gpu_s": [300.0]})
+    for i in range(10):
+        plugin.finished(spec(f"s{i}", gpus=2, queue="short"), 4000.0)
+        plugin.finished(spec(f"l{i}", gpus=2, queue="long"), 400_000.0)
+        plugin.finished(spec(f"n{i}", gpus=1, queue="short"), 100.0)
+    nearly = running("nearly", ("n00", [0, 1]), start=8500.0, queue="short")
+    far = running("far", ("n00", [2, 3]), start=8500.0, queue="long")
+    notice = replace(nearly.spec, checkpoint=CheckpointNotice(SIGNALS["USR1"], 0))
+    saves = replace(running("saves", ("n00", [4, 5]), start=8500.0), spec=notice)
+    snap = snapshot(cluster(1, 8), running=[nearly, far, saves], now=10_000.0)
+    new = job("new", queue="short")  # expected to need 100 GPU-s
+    assert not plugin.outranks(new, nearly, snap)  # 1,000 / 3 < 100 + 1,500
+    assert plugin.outranks(new, far, snap) and plugin.outranks(new, saves, snap)
+    assert [r.id for r in plugin.outranked(new, snap)] == ["far", "saves"]
+    off = make("order", "las-history", {"thresholds_gpu_s": [300.0], "exchange": 0.0})
+    assert [r.id for r in off.outranked(new, snap)] == ["nearly", "far", "saves"]
+    # a preemptor of 8 GPUs would free the GPUs of four such stops: 1,000 / 3 < 0 + 8 x 1,500
+    assert plugin.outrank_key(new, snap) != plugin.outrank_key(job("big", gpus=8), snap)

@@ -36,6 +36,11 @@ preemption, and on a full cluster LAS takes the same long job again and again, e
 new level-0 arrival (Philly's second half of November at 16 × 8: 1.84 × FIFO's mean JCT without
 the rule, 0.41 × with it). A job with a notice keeps its work and is preempted as Tiresias would.
 
+``exchange`` (0: off; with ``within: history``; ``order/las-history``'s default 3): a running
+job that cannot save at a stop is preempted only where the history expects the exchange to gain
+(``scheduler/las_exchange.py``): its expected remaining service over ``exchange`` above the
+preemptor's expected need plus the work the stop throws away on the preemptor's GPUs.
+
 ``fifo_slack`` (0: off; with ``within: history``): an age limit per job, relative to what FIFO
 would have given it, with no duration stated. When the order first sees a job pending it sets
 its deadline: its submission plus ``fifo_slack`` × (the backlog ahead of it in cluster time —
@@ -61,10 +66,11 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from itertools import chain
 
 from gpufleet.model.job import JobSpec
+from gpufleet.scheduler import las_exchange
 from gpufleet.scheduler.plugins.base import OrderBase
 from gpufleet.scheduler.service_history import ServiceHistory
 from gpufleet.scheduler.snapshot import PendingJob, RunningJob, ServiceMark, Snapshot
@@ -97,6 +103,7 @@ class Plugin(OrderBase):
         fifo_floor_q: float = 0.0,
         kept: str = "aged",
         unsaved_once: bool = True,
+        exchange: float = 0.0,
     ) -> None:
         self.unsaved_once = bool(unsaved_once)
         th = [float(t) for t in thresholds_gpu_s]
@@ -118,6 +125,8 @@ class Plugin(OrderBase):
             raise ValueError("aged_by must be 'age' or 'remaining'")
         if not 0 <= fifo_floor_q < 1:
             raise ValueError("fifo_floor_q must be in [0, 1)")
+        if not exchange >= 0:
+            raise ValueError("exchange must be 0 (off) or above")
         self.thresholds = th
         self.starvation_factor = float(starvation_factor)
         self.starvation_cap_s = float(starvation_cap_s)
@@ -142,6 +151,9 @@ class Plugin(OrderBase):
         self._terms: list[_Fixed] = []
         self._terms_for: Sequence[RunningJob] | None = None
         self.history = ServiceHistory(history_window) if within == "history" else None
+        self.exchange = (
+            las_exchange.Exchange(self.history, exchange) if self.history and exchange else None
+        )
 
     def finished(self, spec: JobSpec, service_gpu_s: float) -> None:
         if self.history is not None and service_gpu_s > 0:
@@ -422,11 +434,14 @@ class Plugin(OrderBase):
     def outranks(self, job: PendingJob, victim: RunningJob, snap: Snapshot) -> bool:
         if snap.now - victim.start_time < self.min_run_s or self.spared(victim, snap.now):
             return False
+        if self.exchange and not self.exchange.allows(job, victim, snap):
+            return False
         return self.pending_level(job, snap.now, snap) < self.running_level(victim, snap.now)
 
-    def outrank_key(self, job: PendingJob, snap: Snapshot) -> int:
+    def outrank_key(self, job: PendingJob, snap: Snapshot) -> Hashable:
         """In one snapshot, ``outranks(job, v, snap)`` depends on ``job`` only through this."""
-        return self.pending_level(job, snap.now, snap)
+        level = self.pending_level(job, snap.now, snap)
+        return (level, self.exchange.need(job)) if self.exchange else level
 
     def outranked(self, job: PendingJob, snap: Snapshot) -> list[RunningJob]:
         """The running jobs ``job`` outranks (in ``snap.running``'s order): those whose service
@@ -442,7 +457,7 @@ class Plugin(OrderBase):
         t, first = self.thresholds[level], self.thresholds[0]
         now = snap.now
         started = now - self.min_run_s  # a job started after this is not preempted yet
-        return [
+        out = [
             r
             for r, kept, start, service, milli, saved, unsaved in self._fixed_terms(snap.running)
             if not kept
@@ -450,6 +465,10 @@ class Plugin(OrderBase):
             and service + (now - start) * milli / 1000 >= t
             and not (unsaved and (now - saved) * milli / 1000 > first)
         ]
+        if self.exchange and out:
+            x, need = self.exchange, self.exchange.need(job)
+            out = [r for r in out if las_exchange.gains(need, x.worth(r, snap))]
+        return out
 
     def _fixed_terms(self, running: Sequence[RunningJob]) -> list[_Fixed]:
         """``_fixed_of`` each running job, in order: once per job (by identity: the entry holds

@@ -2,7 +2,9 @@
 ordered by the expected remaining service the cluster's own finished jobs predict (``within:
 history``, in the spirit of Helios' QSSF and Lucid's estimator: nobody states a duration), with
 more queues (Tiresias' sensitivity analysis varies K and the thresholds: here six, each 4 ×
-the last from 3,200 GPU-s) and PROMOTEKNOB 16. The options are ``order/las``'s."""
+the last from 3,200 GPU-s) and PROMOTEKNOB 16, and a job that cannot save at a stop preempted
+only where the history says the exchange gains (``exchange`` 3). The options are
+``order/las``'s."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class Plugin(order_las.Plugin):
         fifo_floor_q: float = 0.0,
         kept: str = "aged",
         unsaved_once: bool = True,
+        exchange: float = 3.0,
     ) -> None:
         super().__init__(
             thresholds_gpu_s,
@@ -48,4 +51,5 @@ class Plugin(order_las.Plugin):
             fifo_floor_q,
             kept,
             unsaved_once,
+            exchange,
         )
