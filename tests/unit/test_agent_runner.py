@@ -469,3 +469,30 @@ def test_no_warning_without_a_signal_or_without_a_time_limit(
     assert runner.poll() == []
     probe(d, pids, 1)
     assert not list(d.glob("*.SIGUSR1"))
+
+
+# ----- a signal the task lives through (scancel --signal, ADR 0078) -------------------------
+
+
+def test_a_signal_reaches_whom_its_scope_names_and_the_task_runs_on(
+    runner: TaskRunner, tmp_path: Path
+) -> None:
+    """A plain rank: "steps" (scancel's default) and "full" reach its whole process group (its
+    own process and its child), "batch" its own process alone; none stops it, and a task being
+    stopped hears no more."""
+    d = tmp_path / "marks"
+    d.mkdir()
+    key, pids = start_trapping(runner, d)
+    assert runner.signal(key, signal.SIGUSR1, "batch")
+    wait_for("main signalled", lambda: lines(d / "main.SIGUSR1") == 1, 5)
+    probe(d, pids, 1)
+    assert lines(d / "child.SIGUSR1") == 0  # --batch: the main process alone
+    for n, scope in enumerate(("steps", "full"), start=1):
+        assert runner.signal(key, signal.SIGUSR1, scope)
+        wait_for(f"{scope}: the child", lambda n=n: lines(d / "child.SIGUSR1") == n, 5)  # type: ignore[misc]
+    assert lines(d / "main.SIGUSR1") == 3
+    assert runner.poll() == []  # it runs on
+    assert not runner.signal(("j1", 0, 9), signal.SIGUSR1, "steps")  # no such task
+    runner.kill(key, 5.0, "cancelled")
+    assert not runner.signal(key, signal.SIGUSR1, "steps")  # being stopped
+    exited(runner.wait(60.0))
