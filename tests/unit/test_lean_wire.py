@@ -16,7 +16,7 @@ import pytest
 from gpufleet.base.settings import Settings
 from gpufleet.client.errors import ApiError
 from gpufleet.client.lean import LeanClient
-from gpufleet.client.wire import BadResponse, Connection
+from gpufleet.client.wire import EXPECT_OVER, BadResponse, Connection
 
 
 class Canned:
@@ -238,3 +238,67 @@ def test_an_unreachable_server_is_an_os_error() -> None:
     s.close()  # nothing listens there now
     with pytest.raises(ConnectionRefusedError):
         Connection("127.0.0.1", port, timeout=5).request("GET", "/", {})
+
+
+class Expecting:
+    """One connection: reads a request's head, answers ``first`` (raw bytes), then reads what
+    comes until the client closes or ``length`` body bytes came, and answers ``then``."""
+
+    def __init__(self, first: bytes, then: bytes = b"") -> None:
+        self.first, self.then = first, then
+        self.head = b""
+        self.body = b""
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            self.head, _, body = buf.partition(b"\r\n\r\n")
+            conn.sendall(self.first)
+            length = int(self.head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < length:
+                data = conn.recv(1 << 20)
+                if not data:  # the client closed: it sent no more
+                    break
+                body += data
+            self.body = body
+            if self.then:
+                conn.sendall(self.then)
+
+
+def test_a_large_body_refused_by_its_length_is_never_sent() -> None:
+    """Expect: 100-continue over EXPECT_OVER bytes: a server that refuses the request by its
+    head (a 413 by Content-Length) answers before the body, none of which is sent; the answer
+    cannot be lost in the reset of a body the server would not read (a shim reported nothing
+    and exited 0 when it was)."""
+    refuse = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno"
+    server = Expecting(refuse)
+    c = Connection("127.0.0.1", server.port, timeout=30)
+    r = c.request("POST", "/x", {}, b"x" * (EXPECT_OVER + 1))
+    server.thread.join(30)
+    assert (r.status, r.body) == (413, b"no")
+    assert b"expect: 100-continue" in server.head.lower()
+    assert server.body == b""
+
+
+def test_a_large_body_is_sent_after_100_continue() -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    server = Expecting(b"HTTP/1.1 100 Continue\r\n\r\n", ok)
+    c = Connection("127.0.0.1", server.port, timeout=30)
+    body = b"y" * (3 * EXPECT_OVER)
+    r = c.request("POST", "/x", {}, body)
+    server.thread.join(30)
+    assert (r.status, r.body) == (200, b"ok")
+    assert server.body == body
+    small = Expecting(ok)  # under EXPECT_OVER: no expectation, the body with the head
+    r = Connection("127.0.0.1", small.port, timeout=30).request("POST", "/x", {}, b"z" * 10)
+    small.thread.join(30)
+    assert r.status == 200 and b"expect" not in small.head.lower() and small.body == b"z" * 10

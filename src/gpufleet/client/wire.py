@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 MAX_HEAD = 64 * 1024  # the status line and headers (trailers too) together
 MAX_BODY = 64 * 1024 * 1024  # a page of GET /jobs (at most 1000 jobs) is far below this
 _READ = 64 * 1024
+# a body this large asks the server's go-ahead first (Expect: 100-continue, RFC 9110 10.1.1): a
+# controller that refuses it by its Content-Length (413) answers before any of it is sent, so
+# the answer is never lost in the reset of a body it would not read; a server that ignores the
+# expectation gets the body after EXPECT_WAIT s
+EXPECT_OVER = 1024 * 1024
+EXPECT_WAIT = 10.0
 
 
 class BadResponse(OSError):
@@ -106,8 +112,17 @@ class Connection:
         lines += [f"{k}: {v}" for k, v in headers.items()]
         if body is not None or method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(body or b'')}")
+        big = body is not None and len(body) >= EXPECT_OVER
+        if big:
+            lines.append("Expect: 100-continue")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         try:
+            if big:
+                answer = self._go_ahead(head, method)
+                if answer is not None:  # refused before the body: the connection is done
+                    self.close()
+                    return answer
+                head = b""
             try:
                 self._sock.sendall(head + body if body else head)
             except (BrokenPipeError, ConnectionResetError) as sending:
@@ -120,9 +135,37 @@ class Connection:
                 except OSError:  # BadResponse too: no answer either
                     raise sending from None
             return self._response(method)
+        except BrokenPipeError as e:  # a shim takes a BrokenPipeError for its stdout closed
+            self.close()
+            raise ConnectionResetError(e.errno, f"{self._who()}: the connection closed") from None
         except BaseException:
             self.close()  # the connection is in an unknown state: never reused
             raise
+
+    def _go_ahead(self, head: bytes, method: str) -> Response | None:
+        """``head`` (with Expect: 100-continue) alone, then the server's word: None to send the
+        body (100 Continue, or nothing within EXPECT_WAIT s), or its final answer."""
+        self._sock.sendall(head)
+        timeout = self._sock.gettimeout()
+        self._sock.settimeout(min(EXPECT_WAIT, timeout or EXPECT_WAIT))
+        try:
+            while b"\r\n\r\n" not in self._buf:
+                if len(self._buf) > self.max_head:
+                    raise BadResponse(f"{self._who()}: the response head is over {self.max_head}")
+                try:
+                    if not self._fill():
+                        raise BadResponse(f"{self._who()}: the connection closed unanswered")
+                except TimeoutError:
+                    if not self._buf:
+                        return None  # a server that does not answer the expectation
+                    self._sock.settimeout(timeout)
+        finally:
+            self._sock.settimeout(timeout)
+        status = bytes(self._buf[: self._buf.find(b"\r\n")]).split(b" ", 2)
+        if len(status) > 1 and status[1] == b"100":
+            del self._buf[: self._buf.find(b"\r\n\r\n") + 4]
+            return None
+        return self._response(method)
 
     # ----- reading -------------------------------------------------------------------------
 
