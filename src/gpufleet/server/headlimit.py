@@ -17,7 +17,12 @@ with no limit at all: a body must arrive within the same ``head_timeout_s`` of i
 and one second more for every ``BODY_BYTES_PER_S`` of it that has come (a large upload at any
 sane speed is never cut off; the body limit bounds the total), else a 408 and the close. Time
 the server itself keeps a body waiting (its reading paused while a request is served) is not
-the client's."""
+the client's.
+
+An answer the client does not read held its connection, and the answer's unsent rest in memory,
+forever (the transport pauses the application's writes; nothing resumes them): once writing is
+paused, the client must read some of it within every ``head_timeout_s``, else the connection
+is aborted and the rest dropped."""
 
 from __future__ import annotations
 
@@ -50,6 +55,8 @@ class HeadLimitProtocol(HttpToolsProtocol):
     _body_timer: asyncio.TimerHandle | None = None
     _body_start = 0.0  # when the head ended (loop time)
     _body_bytes = 0  # of the body, come so far
+    _write_timer: asyncio.TimerHandle | None = None
+    _unsent = 0  # the transport's unsent bytes when the write timer was last armed
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -62,7 +69,34 @@ class HeadLimitProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
         self._disarm_body_timer()
+        self._disarm_write_timer()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._unsent = self.transport.get_write_buffer_size()
+            self._write_timer = self.loop.call_later(self.head_timeout_s, self._write_timed_out)
+
+    def resume_writing(self) -> None:
+        self._disarm_write_timer()
+        super().resume_writing()
+
+    def _disarm_write_timer(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_timed_out(self) -> None:
+        self._write_timer = None  # (a closing transport too: its close waits for the rest)
+        unsent = self.transport.get_write_buffer_size()
+        if unsent == 0:  # all gone since: nothing held
+            return
+        if unsent < self._unsent:  # the client reads, if slowly: more time
+            self._unsent = unsent
+            self._write_timer = self.loop.call_later(self.head_timeout_s, self._write_timed_out)
+        else:
+            self.transport.abort()  # the client read nothing in the time: the rest is dropped
 
     def _arm_head_timer(self) -> None:
         if self._head_timer is None:
