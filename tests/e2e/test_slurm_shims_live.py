@@ -513,6 +513,8 @@ def test_sbatch_read_by_the_controller_submits_what_the_shim_reads(
     c, env = live
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\n#SBATCH -J scripted\n#SBATCH --gpus-per-node=1\necho $1\n")
+    # --chdir's directory made: a job that ran before its scancel wrote to /tmp without it
+    (Path(env["PWD"]) / "sub").mkdir(exist_ok=True)
     for argv in (
         ["-J", "w", "-G", "1", "--wrap", "true"],
         ["--export=NONE,A=1", "-t", "10", str(script), "arg1"],

@@ -49,3 +49,15 @@ def shims(api: Api, tmp_path: Path) -> Run:
         return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
 
     return run
+
+
+def slurm_admin(env: dict[str, str], cwd: Path) -> Run:
+    """``run(who, command, *argv)`` on a real Slurm (``env``: the shared Slurm's), as root: the
+    admin's part of a recorded scenario alone (a user's part needs a user munge lets in)."""
+
+    def run(who: str, command: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        assert who == "admin", who
+        return subprocess.run([command, *argv], env=env, cwd=cwd, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+
+    return run

@@ -20,12 +20,11 @@ root's. (Where the signal goes, steps or batch shell: tests/e2e/test_scancel_sig
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from shimrun import Run, shim_runner
+from shimrun import Run, shim_runner, slurm_admin
 from test_update_vs_slurm import play, running, submit
 
 from support.slurm_local import live
@@ -98,11 +97,6 @@ def test_gpufleet_answers_as_slurm_did(gpufleet: Run) -> None:
 
 @live
 def test_slurm_answers_as_recorded(shared_slurm: dict[str, str], tmp_path: Path) -> None:
-    env = shared_slurm
-
-    def run(who: str, command: str, *argv: str) -> subprocess.CompletedProcess[str]:
-        assert who == "admin"  # root: a user's part needs a user munge lets in
-        return subprocess.run([command, *argv], env=env, cwd=tmp_path, capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+    run = slurm_admin(shared_slurm, tmp_path)
 
     scenario(run, users=False)

@@ -111,7 +111,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _crash(request: Request, e: Exception) -> JSONResponse:
         # the same shape as every other error; the cause goes to the log, not to the caller
-        log.exception("%s %s failed", request.method, request.url.path)
+        log.exception("%s %r failed", request.method, request.url.path)  # %r: no forged lines
         return error_response(500, "internal error: the controller's log has the cause")
 
 
