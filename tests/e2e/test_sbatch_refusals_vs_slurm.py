@@ -32,6 +32,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("mem", ["--mem=12X"], OK),
     ("nodes", ["-N", "abc"], OK),
     ("nodes-range", ["-N", "2-1"], OK),
+    ("nodes-range-bad-max", ["-N", "1-2-3"], OK),
+    ("nodes-suffix-alone", ["-N", "k"], OK),
     ("nodes-past-int", ["-N", "2147483648"], OK),  # a C int: negative there
     ("nodes-past-long", ["-N", "99999999999999999999"], OK),
     ("signal", ["--signal=FOO"], OK),

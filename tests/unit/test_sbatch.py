@@ -386,6 +386,9 @@ def test_every_problem_is_reported_at_once_with_file_and_line() -> None:
         (["--ntasks-per-gpu=1", "--gpus-per-task=1"], "mutually exclusive"),
         (["--nodes=4-2"], "less than minimum"),
         (["--nodes=0x"], "not a valid node count"),
+        (["--nodes=1-2-3"], "'2-3' is not a valid node count"),  # Slurm 22.05's words
+        (["--nodes=k"], "'k' is not a valid node count"),  # a suffix without digits
+        (["--nodes=1-m"], "'m' is not a valid node count"),
         (["--ntasks=0"], "Invalid numeric value"),
         (["--cpus-per-task=two"], "Invalid numeric value"),
         (["--mem=1.5G"], "Invalid --mem specification"),

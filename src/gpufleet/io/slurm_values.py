@@ -149,12 +149,13 @@ INT_MAX = 2**31 - 1
 
 def _node_num(text: str) -> int:
     n, rest = _strtol(text)
-    if n is None:  # _str_to_nodes: no digits is 0, and only a non-blank rest is refused
-        n, rest = 0, text
-    if rest[:1] in ("k", "K"):
-        n, rest = n * 1024, rest[1:]
-    if rest[:1] in ("m", "M"):
-        n, rest = n * 1024 * 1024, rest[1:]
+    if n is None:  # _str_to_nodes: no digits is 0, all of the text left over (-N k is refused,
+        n = 0  # as Slurm 22.05 does), and only a non-blank rest is refused
+    else:
+        if rest[:1] in ("k", "K"):
+            n, rest = n * 1024, rest[1:]
+        if rest[:1] in ("m", "M"):
+            n, rest = n * 1024 * 1024, rest[1:]
     # Slurm keeps a count in a C int: past 2^31 - 1 it is negative, and refused (a count that
     # wraps to 0 or a positive int, 2^32, is taken there as that, which nobody means)
     if rest.strip(_C_SPACE) or n > INT_MAX:
