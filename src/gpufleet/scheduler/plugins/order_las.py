@@ -386,41 +386,19 @@ class Plugin(OrderBase):
         """``_levels``' jobs in order where nothing ages (its first list is empty): the first
         level's jobs as the split reaches them, the others after it. A cycle mostly walks a
         few jobs of a full cluster, and the split goes no further than those."""
+        if self.starvation_factor > 0:  # not ``las``'s default: ``_levels``' split, no aged
+            yield from chain.from_iterable(self._levels(pending, now, None))
+            return
         th = self.thresholds
         later: list[list[PendingJob]] = [[] for _ in th]
-        knob = self.starvation_factor * 1000
-        cap = self.starvation_cap_s or float("inf")
-        if knob <= 0:  # no starvation: a job's level is its service's alone
-            for p in pending:
-                a = p.attained_gpu_s
-                level = bisect_right(th, a - p.mark.base_gpu_s) if a > 0 else 0
-                if level:
-                    later[level - 1].append(p)
-                else:
-                    yield p
-            yield from chain.from_iterable(later)
-            return
-        for p in pending:  # as ``_levels``, less the aged test
+        for p in pending:  # no starvation: a job's level is its service's alone
             a = p.attained_gpu_s
-            if a <= 0:
-                yield p
-                continue
-            m = p.mark
-            service = a - m.base_gpu_s
-            stopped = m.stopped_at
-            if knob > 0 and stopped is not None and service > 0:
-                s = p.spec
-                milli = s.workers * s.gpus_per_worker * s.gpu_milli  # total_gpu_milli
-                if milli > 0 and m.waited_s + now - stopped >= min(knob * service / milli, cap):
-                    yield p
-                    continue
-            level = bisect_right(th, service)
+            level = bisect_right(th, a - p.mark.base_gpu_s) if a > 0 else 0
             if level:
                 later[level - 1].append(p)
             else:
                 yield p
-        for jobs in later:
-            yield from jobs
+        yield from chain.from_iterable(later)
 
     def running_level(self, r: RunningJob, now: float) -> int:
         if r.mark.aged:
